@@ -1,0 +1,191 @@
+"""Every change to the cluster is one of these events.
+
+The same events are applied live, written to the WAL and shipped to standbys, so recovery,
+replication and normal operation share a single code path: `ClusterState.apply`. Events carry
+their own time (`at`), which keeps the core free of clock reads and replay deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xce.core.arrayspec import IndexSet
+from xce.core.model import JobSpec, QueueRecord, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    at: float
+
+
+# --- queues -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCreated(Event):
+    queue: QueueRecord
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOpened(Event):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueClosed(Event):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueActivated(Event):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDeactivated(Event):
+    name: str
+
+
+# --- hosts --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HostRegistered(Event):
+    """A worker (re)joined; resources are updated, the admin state is kept."""
+
+    name: str
+    slots: int
+    memory_mb: int
+    attributes: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HostOpened(Event):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class HostClosed(Event):
+    name: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HostDrainStarted(Event):
+    name: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HostUnavailable(Event):
+    """Missed heartbeats; its active jobs follow each queue's failure policy (HostJobLost)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class HostAvailable(Event):
+    name: str
+
+
+# --- jobs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobSubmitted(Event):
+    number: int
+    spec: JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ArraySubmitted(Event):
+    number: int
+    spec: JobSpec
+    indices: IndexSet
+    max_concurrent: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobStarted(Event):
+    """Dispatched to a host: the job is RUN and holds its slots from now on."""
+
+    job_id: str
+    host: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobSuspended(Event):
+    job_id: str
+    by_system: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JobResumed(Event):
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobKillRequested(Event):
+    """Asks the worker to signal an active job; it becomes EXIT when the worker reports."""
+
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobKilled(Event):
+    """Ends a job at once: a waiting one, or an active one whose host is gone."""
+
+    job_id: str
+    reason: str = "killed"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequeued(Event):
+    job_id: str
+    reason: str = "requeued"
+
+
+@dataclass(frozen=True, slots=True)
+class JobHostLost(Event):
+    """The job's host became unavailable; `requeue` says which policy applied."""
+
+    job_id: str
+    requeue: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JobFinished(Event):
+    job_id: str
+    attempt: int
+    exit_code: int | None
+    exit_signal: int | None = None
+    usage: Usage | None = None
+    reason: str = ""
+    outputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobUsageReported(Event):
+    job_id: str
+    attempt: int
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayHeld(Event):
+    """Whole-array suspend of the tasks that have not started (PSUSP)."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayReleased(Event):
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayCancelled(Event):
+    """Whole-array kill of the tasks that have not started: they never materialise."""
+
+    number: int
+    reason: str = "killed"

@@ -1,0 +1,209 @@
+"""Immutable records of the cluster: jobs, arrays, queues and hosts.
+
+Records never change in place; `ClusterState.apply` replaces a record with a new one. That is
+what lets a checkpoint be a shallow copy of the state's maps (copy-on-write without fork()).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from xce.core.arrayspec import IndexSet
+from xce.core.deps import DepTerm
+
+
+class JobState(enum.StrEnum):
+    """LSF's job states; the values are what the API and CLI show."""
+
+    PEND = "PEND"
+    PSUSP = "PSUSP"
+    RUN = "RUN"
+    USUSP = "USUSP"
+    SSUSP = "SSUSP"
+    DONE = "DONE"
+    EXIT = "EXIT"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.DONE, JobState.EXIT)
+
+    @property
+    def active(self) -> bool:
+        """Holding a host's slots: running or suspended while running."""
+        return self in (JobState.RUN, JobState.USUSP, JobState.SSUSP)
+
+    @property
+    def waiting(self) -> bool:
+        return self in (JobState.PEND, JobState.PSUSP)
+
+
+class HostAdmin(enum.StrEnum):
+    """What an admin asked of a host; independent of whether it is reachable."""
+
+    OPEN = "open"
+    CLOSED = "closed"
+    DRAINING = "draining"
+
+
+class HostStatus(enum.StrEnum):
+    """What users see: derived from admin state and reachability."""
+
+    ONLINE = "online"
+    OFFLINE = "offline"
+    UNAVAILABLE = "unavailable"
+
+
+class HostFailurePolicy(enum.StrEnum):
+    """What happens to a queue's active jobs when their host becomes unavailable."""
+
+    REQUEUE = "requeue"
+    EXIT = "exit"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Resource usage of one run, as Slurm's sacct users expect it."""
+
+    cpu_user_s: float = 0.0
+    cpu_system_s: float = 0.0
+    max_rss_bytes: int = 0
+    wall_time_s: float = 0.0
+
+    @property
+    def cpu_time_s(self) -> float:
+        return self.cpu_user_s + self.cpu_system_s
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a user asked for at submit time; shared by every task of an array."""
+
+    user: str
+    queue: str
+    name: str = ""
+    command: str | None = None
+    script: str | None = None
+    slots: int = 1
+    memory_mb: int = 0
+    walltime_s: int | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    dependency: tuple[DepTerm, ...] = ()
+    hold: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One job, or one materialised task of an array (then `array_id` is set)."""
+
+    id: str
+    number: int
+    spec: JobSpec
+    state: JobState
+    submit_time: float
+    array_index: int | None = None
+    attempt: int = 0
+    host: str | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    reason: str = ""
+    usage: Usage | None = None
+    kill_requested: bool = False
+    outputs: tuple[str, ...] = ()
+
+    @property
+    def array_id(self) -> int | None:
+        return self.number if self.array_index is not None else None
+
+    @property
+    def order_key(self) -> tuple[int, int]:
+        """Submission order: requeued jobs keep their place, tasks follow their index."""
+        return (self.number, self.array_index if self.array_index is not None else -1)
+
+
+def task_id(array_id: int, index: int) -> str:
+    """The id of an array task, LSF style: `17[5]`."""
+    return f"{array_id}[{index}]"
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayRecord:
+    """A whole job array in one record: tasks are materialised only as they start.
+
+    The counters let dependencies and listings read an array of a million tasks in O(1).
+    """
+
+    id: int
+    spec: JobSpec
+    indices: IndexSet
+    pending: IndexSet
+    submit_time: float
+    max_concurrent: int | None = None
+    held: bool = False
+    active: int = 0
+    done: int = 0
+    exited: int = 0
+
+    @property
+    def total(self) -> int:
+        return len(self.indices)
+
+    @property
+    def finished(self) -> bool:
+        return self.done + self.exited == self.total
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    """A queue: two independent switches like LSF (open = accept, active = dispatch)."""
+
+    name: str
+    priority: int = 0
+    open: bool = True
+    active: bool = True
+    hosts: tuple[str, ...] = ()
+    description: str = ""
+    on_host_failure: HostFailurePolicy = HostFailurePolicy.REQUEUE
+
+
+@dataclass(frozen=True, slots=True)
+class HostRecord:
+    """A worker host; `admin` survives restarts so a closed host stays closed."""
+
+    name: str
+    slots: int
+    memory_mb: int
+    attributes: tuple[tuple[str, str], ...] = ()
+    admin: HostAdmin = HostAdmin.OPEN
+    admin_reason: str = ""
+    reachable: bool = True
+    registered_at: float = 0.0
+    changed_at: float = 0.0
+
+    @property
+    def status(self) -> HostStatus:
+        if not self.reachable:
+            return HostStatus.UNAVAILABLE
+        if self.admin is not HostAdmin.OPEN:
+            return HostStatus.OFFLINE
+        return HostStatus.ONLINE
+
+    def attribute(self, key: str) -> str | None:
+        for k, v in self.attributes:
+            if k == key:
+                return v
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class HostLoad:
+    """Slots and memory held by active jobs on a host (derived, never logged)."""
+
+    slots: int = 0
+    memory_mb: int = 0
+    jobs: frozenset[str] = field(default_factory=frozenset)

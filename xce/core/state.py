@@ -1,0 +1,362 @@
+"""`ClusterState`: the whole controller state in memory, changed only by `apply(event)`.
+
+`apply` validates an event completely before it mutates anything, so an event that raises
+leaves the state exactly as it was. Derived indexes (pending jobs, host load, array counters)
+are kept up to date in one place, `_put_job`, so they can never drift from the records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from xce.core import events as ev
+from xce.core import lifecycle
+from xce.core.deps import Outcome
+from xce.core.errors import Conflict, InvalidRequest, NotFound
+from xce.core.model import (
+    ArrayRecord,
+    HostAdmin,
+    HostLoad,
+    HostRecord,
+    JobRecord,
+    JobState,
+    QueueRecord,
+    task_id,
+)
+
+replace = dataclasses.replace
+
+
+def parse_job_id(job_id: str) -> tuple[int, int | None]:
+    """Split `17` or `17[5]` into (number, index); anything else is `InvalidRequest`."""
+    text = job_id.strip()
+    try:
+        if text.endswith("]") and "[" in text:
+            head, _, rest = text.partition("[")
+            return int(head), int(rest[:-1])
+        return int(text), None
+    except ValueError:
+        raise InvalidRequest(f"{job_id!r} is not a job id (expected e.g. 17 or 17[5])") from None
+
+
+class ClusterState:
+    """The single writer of controller state; see the module docstring for its promises."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, JobRecord] = {}
+        self.arrays: dict[int, ArrayRecord] = {}
+        self.queues: dict[str, QueueRecord] = {}
+        self.hosts: dict[str, HostRecord] = {}
+        self.next_number = 1
+        self.host_load: dict[str, HostLoad] = {}
+        self.pending: dict[str, None] = {}
+        self.pending_arrays: dict[int, None] = {}
+        self.applied = 0
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            ev.QueueCreated: self._queue_created,
+            ev.QueueOpened: lambda e: self._queue_set(e.name, open=True),
+            ev.QueueClosed: lambda e: self._queue_set(e.name, open=False),
+            ev.QueueActivated: lambda e: self._queue_set(e.name, active=True),
+            ev.QueueDeactivated: lambda e: self._queue_set(e.name, active=False),
+            ev.HostRegistered: self._host_registered,
+            ev.HostOpened: lambda e: self._host_set(e, admin=HostAdmin.OPEN, admin_reason=""),
+            ev.HostClosed: lambda e: self._host_set(
+                e, admin=HostAdmin.CLOSED, admin_reason=e.reason
+            ),
+            ev.HostDrainStarted: lambda e: self._host_set(
+                e, admin=HostAdmin.DRAINING, admin_reason=e.reason
+            ),
+            ev.HostUnavailable: lambda e: self._host_set(e, reachable=False),
+            ev.HostAvailable: lambda e: self._host_set(e, reachable=True),
+            ev.JobSubmitted: self._job_submitted,
+            ev.ArraySubmitted: self._array_submitted,
+            ev.JobStarted: self._job_started,
+            ev.JobSuspended: self._job_suspended,
+            ev.JobResumed: self._job_resumed,
+            ev.JobKillRequested: self._job_kill_requested,
+            ev.JobKilled: self._job_killed,
+            ev.JobRequeued: self._job_requeued,
+            ev.JobHostLost: self._job_host_lost,
+            ev.JobFinished: self._job_finished,
+            ev.JobUsageReported: self._job_usage,
+            ev.ArrayHeld: lambda e: self._array_hold(e.number, True),
+            ev.ArrayReleased: lambda e: self._array_hold(e.number, False),
+            ev.ArrayCancelled: self._array_cancelled,
+        }
+
+    # --- the one mutator ------------------------------------------------------------------
+
+    def apply(self, event: ev.Event) -> None:
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            raise InvalidRequest(f"unknown event type {type(event).__name__}")
+        handler(event)
+        self.applied += 1
+
+    # --- lookups --------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> JobRecord:
+        """A materialised job, or a virtual record for a task that has not started."""
+        found = self.jobs.get(job_id)
+        if found is not None:
+            return found
+        number, index = parse_job_id(job_id)
+        canonical = task_id(number, index) if index is not None else str(number)
+        if canonical != job_id:
+            return self.job(canonical)
+        array = self.arrays.get(number)
+        if array is not None and index is not None and index in array.pending:
+            state = JobState.PSUSP if array.held else JobState.PEND
+            return JobRecord(job_id, number, array.spec, state, array.submit_time, index)
+        if array is not None and index is not None and index in array.indices:
+            return JobRecord(
+                job_id, number, array.spec, JobState.EXIT, array.submit_time, index,
+                reason="killed before it started",
+            )
+        raise NotFound(f"job {job_id} does not exist")
+
+    def outcome(self, job_ref: str) -> Outcome:
+        """For dependencies: how a job, task or whole array ended (`OutcomeLookup`)."""
+        number, index = parse_job_id(job_ref)
+        if index is None and number in self.arrays:
+            array = self.arrays[number]
+            if not array.finished:
+                return Outcome.RUNNING
+            return Outcome.DONE if array.exited == 0 else Outcome.FAILED
+        try:
+            job = self.job(job_ref)
+        except NotFound:
+            return Outcome.MISSING
+        if job.state is JobState.DONE:
+            return Outcome.DONE
+        if job.state is JobState.EXIT:
+            return Outcome.FAILED
+        return Outcome.RUNNING
+
+    def queue(self, name: str) -> QueueRecord:
+        try:
+            return self.queues[name]
+        except KeyError:
+            raise NotFound(f"queue {name!r} does not exist") from None
+
+    def host(self, name: str) -> HostRecord:
+        try:
+            return self.hosts[name]
+        except KeyError:
+            raise NotFound(f"host {name!r} does not exist") from None
+
+    def array(self, number: int) -> ArrayRecord:
+        try:
+            return self.arrays[number]
+        except KeyError:
+            raise NotFound(f"job array {number} does not exist") from None
+
+    def jobs_on(self, host: str) -> frozenset[str]:
+        load = self.host_load.get(host)
+        return load.jobs if load else frozenset()
+
+    # --- the index keeper -----------------------------------------------------------------
+
+    def _put_job(self, old: JobRecord | None, new: JobRecord) -> None:
+        """Store `new` and move every derived index from `old`'s state to `new`'s."""
+        self.jobs[new.id] = new
+        old_state = old.state if old else None
+        if old_state is JobState.PEND:
+            self.pending.pop(new.id, None)
+        if new.state is JobState.PEND:
+            self.pending[new.id] = None
+        if old is not None and old_state is not None and old_state.active and old.host:
+            self._load(old.host, old, -1)
+        if new.state.active and new.host:
+            self._load(new.host, new, +1)
+        if new.array_index is not None:
+            array = self.arrays[new.number]
+            delta = {"active": 0, "done": 0, "exited": 0}
+            for state, sign in ((old_state, -1), (new.state, +1)):
+                if state is None:
+                    continue
+                if state.active:
+                    delta["active"] += sign
+                elif state is JobState.DONE:
+                    delta["done"] += sign
+                elif state is JobState.EXIT:
+                    delta["exited"] += sign
+            if any(delta.values()):
+                self.arrays[array.id] = replace(
+                    array,
+                    active=array.active + delta["active"],
+                    done=array.done + delta["done"],
+                    exited=array.exited + delta["exited"],
+                )
+
+    def _load(self, host: str, job: JobRecord, sign: int) -> None:
+        load = self.host_load.get(host, HostLoad())
+        jobs = load.jobs | {job.id} if sign > 0 else load.jobs - {job.id}
+        self.host_load[host] = HostLoad(
+            load.slots + sign * job.spec.slots, load.memory_mb + sign * job.spec.memory_mb, jobs
+        )
+
+    def _materialise(self, job_id: str) -> tuple[JobRecord | None, JobRecord]:
+        """(stored record or None if virtual, current record) for a job or pending task."""
+        stored = self.jobs.get(job_id)
+        if stored is not None:
+            return stored, stored
+        return None, self.job(job_id)
+
+    def _store(self, stored: JobRecord | None, new: JobRecord) -> None:
+        """Write a job; a task leaving an array's pending set is removed from it."""
+        if stored is None and new.array_index is not None:
+            array = self.arrays[new.number]
+            pending = array.pending.without(new.array_index)
+            self.arrays[array.id] = replace(array, pending=pending)
+            if not pending:
+                self.pending_arrays.pop(array.id, None)
+        self._put_job(stored, new)
+
+    # --- queues and hosts -----------------------------------------------------------------
+
+    def _queue_created(self, e: ev.QueueCreated) -> None:
+        if e.queue.name in self.queues:
+            raise Conflict(f"queue {e.queue.name!r} already exists")
+        self.queues[e.queue.name] = e.queue
+
+    def _queue_set(self, name: str, **changes: bool) -> None:
+        self.queues[name] = replace(self.queue(name), **changes)
+
+    def _host_registered(self, e: ev.HostRegistered) -> None:
+        old = self.hosts.get(e.name)
+        if old is None:
+            self.hosts[e.name] = HostRecord(
+                e.name, e.slots, e.memory_mb, e.attributes, registered_at=e.at, changed_at=e.at
+            )
+        else:
+            self.hosts[e.name] = replace(
+                old, slots=e.slots, memory_mb=e.memory_mb, attributes=e.attributes,
+                reachable=True, registered_at=e.at, changed_at=e.at,
+            )
+
+    def _host_set(self, e: Any, **changes: Any) -> None:
+        self.hosts[e.name] = replace(self.host(e.name), changed_at=e.at, **changes)
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    def _take_number(self, number: int, queue: str) -> None:
+        if number != self.next_number:
+            raise Conflict(f"job number {number} is out of order (next is {self.next_number})")
+        self.queue(queue)
+        self.next_number += 1
+
+    def _job_submitted(self, e: ev.JobSubmitted) -> None:
+        self._take_number(e.number, e.spec.queue)
+        state = JobState.PSUSP if e.spec.hold else JobState.PEND
+        self._put_job(None, JobRecord(str(e.number), e.number, e.spec, state, e.at))
+
+    def _array_submitted(self, e: ev.ArraySubmitted) -> None:
+        if not e.indices:
+            raise InvalidRequest("a job array needs at least one index")
+        self._take_number(e.number, e.spec.queue)
+        self.arrays[e.number] = ArrayRecord(
+            e.number, e.spec, e.indices, e.indices, e.at, e.max_concurrent, held=e.spec.hold
+        )
+        self.pending_arrays[e.number] = None
+
+    def _job_started(self, e: ev.JobStarted) -> None:
+        stored, job = self._materialise(e.job_id)
+        lifecycle.check(e.job_id, "start", job.state, JobState.RUN)
+        self.host(e.host)
+        self._store(
+            stored,
+            replace(
+                job, state=JobState.RUN, host=e.host, start_time=e.at, end_time=None,
+                exit_code=None, exit_signal=None, reason="", usage=None, kill_requested=False,
+            ),
+        )
+
+    def _job_suspended(self, e: ev.JobSuspended) -> None:
+        stored, job = self._materialise(e.job_id)
+        action = "system_suspend" if e.by_system else "suspend"
+        lifecycle.check(e.job_id, action, job.state)
+        target = {
+            JobState.PEND: JobState.PSUSP,
+            JobState.RUN: JobState.SSUSP if e.by_system else JobState.USUSP,
+            JobState.SSUSP: JobState.USUSP,
+        }[job.state]
+        self._store(stored, replace(job, state=target))
+
+    def _job_resumed(self, e: ev.JobResumed) -> None:
+        stored, job = self._materialise(e.job_id)
+        lifecycle.check(e.job_id, "resume", job.state)
+        target = JobState.PEND if job.state is JobState.PSUSP else JobState.RUN
+        self._store(stored, replace(job, state=target))
+
+    def _job_kill_requested(self, e: ev.JobKillRequested) -> None:
+        stored, job = self._materialise(e.job_id)
+        lifecycle.check(e.job_id, "kill", job.state, job.state)
+        self._store(stored, replace(job, kill_requested=True))
+
+    def _job_killed(self, e: ev.JobKilled) -> None:
+        stored, job = self._materialise(e.job_id)
+        lifecycle.check(e.job_id, "kill", job.state, JobState.EXIT)
+        self._store(stored, replace(job, state=JobState.EXIT, end_time=e.at, reason=e.reason))
+
+    def _job_requeued(self, e: ev.JobRequeued) -> None:
+        stored, job = self._materialise(e.job_id)
+        lifecycle.check(e.job_id, "requeue", job.state, JobState.PEND)
+        self._store(stored, self._requeued(job, e.reason))
+
+    @staticmethod
+    def _requeued(job: JobRecord, reason: str) -> JobRecord:
+        return replace(
+            job, state=JobState.PEND, attempt=job.attempt + 1, host=None, start_time=None,
+            end_time=None, exit_code=None, exit_signal=None, reason=reason, usage=None,
+            kill_requested=False, outputs=(),
+        )
+
+    def _job_host_lost(self, e: ev.JobHostLost) -> None:
+        stored, job = self._materialise(e.job_id)
+        target = JobState.PEND if e.requeue else JobState.EXIT
+        lifecycle.check(e.job_id, "host_lost", job.state, target)
+        reason = f"host {job.host} became unavailable"
+        if e.requeue:
+            new = self._requeued(job, reason)
+        else:
+            new = replace(job, state=JobState.EXIT, end_time=e.at, reason=reason)
+        self._store(stored, new)
+
+    def _job_finished(self, e: ev.JobFinished) -> None:
+        stored, job = self._materialise(e.job_id)
+        if job.attempt != e.attempt:
+            raise Conflict(f"job {e.job_id}: report for attempt {e.attempt}, now {job.attempt}")
+        ok = e.exit_code == 0 and e.exit_signal is None and not job.kill_requested and not e.reason
+        target = JobState.DONE if ok else JobState.EXIT
+        lifecycle.check(e.job_id, "finish", job.state, target)
+        reason = e.reason or ("killed" if job.kill_requested else "")
+        self._store(
+            stored,
+            replace(
+                job, state=target, end_time=e.at, exit_code=e.exit_code, exit_signal=e.exit_signal,
+                usage=e.usage or job.usage, reason=reason, outputs=e.outputs,
+            ),
+        )
+
+    def _job_usage(self, e: ev.JobUsageReported) -> None:
+        job = self.jobs.get(e.job_id)
+        if job is None:
+            raise NotFound(f"job {e.job_id} does not exist")
+        if job.attempt != e.attempt or not job.state.active:
+            raise Conflict(f"job {e.job_id}: usage for an attempt that is not running")
+        self._put_job(job, replace(job, usage=e.usage))
+
+    def _array_hold(self, number: int, held: bool) -> None:
+        array = self.array(number)
+        self.arrays[number] = replace(array, held=held)
+
+    def _array_cancelled(self, e: ev.ArrayCancelled) -> None:
+        array = self.array(e.number)
+        count = len(array.pending)
+        self.arrays[e.number] = replace(
+            array, pending=type(array.pending)(), exited=array.exited + count
+        )
+        self.pending_arrays.pop(e.number, None)

@@ -1,0 +1,21 @@
+"""What a scheduling pass returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Start `job_id` (a job or an array task id) on `host`."""
+
+    job_id: str
+    host: str
+
+
+@dataclass(slots=True)
+class Plan:
+    """Placements to make now, and why each job left waiting waits (Slurm's Reason)."""
+
+    placements: list[Placement] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
