@@ -93,6 +93,7 @@ class JobSpec:
     outputs: tuple[str, ...] = ()
     dependency: tuple[DepTerm, ...] = ()
     hold: bool = False
+    submit_host: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ class ClusterState:
         self.host_load: dict[str, HostLoad] = {}
         self.pending: dict[str, None] = {}
         self.pending_arrays: dict[int, None] = {}
+        self.array_tasks: dict[int, dict[str, None]] = {}
         self.applied = 0
         self._handlers: dict[type, Callable[[Any], None]] = {
             ev.QueueCreated: self._queue_created,
@@ -153,6 +154,10 @@ class ClusterState:
         except KeyError:
             raise NotFound(f"job array {number} does not exist") from None
 
+    def tasks_of(self, number: int) -> list[JobRecord]:
+        """The materialised tasks of an array, in the order they were materialised."""
+        return [self.jobs[i] for i in self.array_tasks.get(number, ())]
+
     def jobs_on(self, host: str) -> frozenset[str]:
         load = self.host_load.get(host)
         return load.jobs if load else frozenset()
@@ -172,6 +177,8 @@ class ClusterState:
         if new.state.active and new.host:
             self._load(new.host, new, +1)
         if new.array_index is not None:
+            if old is None:
+                self.array_tasks.setdefault(new.number, {})[new.id] = None
             array = self.arrays[new.number]
             delta = {"active": 0, "done": 0, "exited": 0}
             for state, sign in ((old_state, -1), (new.state, +1)):

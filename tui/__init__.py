@@ -1,0 +1,1 @@
+"""The full-screen Textual console (issue 7 fills this in)."""

@@ -1,0 +1,1 @@
+"""The controller's HTTP adapter: aiohttp routes under /api/v1, OpenAPI, JSON errors."""

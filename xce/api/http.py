@@ -1,0 +1,58 @@
+"""Shared pieces of the HTTP adapter: app keys, JSON bodies, identities."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from xce.api.schema import validate
+from xce.core.errors import InvalidRequest
+
+SERVICE = web.AppKey("service", object)
+GATEWAY = web.AppKey("gateway", object)
+SETTINGS = web.AppKey("settings", object)
+CONFIG = web.AppKey("config", object)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who is calling: the name and role of the bearer token (admin, user or worker)."""
+
+    name: str
+    role: str
+
+
+def identity(request: web.Request) -> Identity:
+    return request["identity"]
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str))
+
+
+async def read_json(request: web.Request, schema: dict[str, Any]) -> dict[str, Any]:
+    """Parse and validate a JSON body; every problem is a 400 naming the field."""
+    if request.content_type != "application/json":
+        raise InvalidRequest("the body must be JSON (Content-Type: application/json)")
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"the body is not valid JSON: {exc}") from None
+    validate(body, schema)
+    return body
+
+
+def query_int(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidRequest(f"query parameter {name} must be an integer, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise InvalidRequest(f"query parameter {name} must be between {lo} and {hi}")
+    return value

@@ -1,0 +1,138 @@
+"""Job routes: submit, list, show, control, output download, input upload."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from xce.api import schemas
+from xce.api.http import SERVICE, identity, json_response, query_int, read_json
+from xce.api.queries import JobFilter, list_jobs
+from xce.api.routes import Param, Route
+from xce.api.views import array_view, job_view
+from xce.controller.requests import SubmitRequest
+from xce.controller.service import ControllerService
+from xce.core.errors import Forbidden, InvalidRequest
+from xce.core.model import JobState
+from xce.core.state import parse_job_id
+
+
+def _service(request: web.Request) -> ControllerService:
+    return request.app[SERVICE]  # type: ignore[return-value]
+
+
+async def submit(request: web.Request) -> web.Response:
+    body = await read_json(request, schemas.SUBMIT)
+    who = identity(request)
+    user = body.get("user") or who.name
+    if who.role == "user" and user != who.name:
+        raise Forbidden(f"{who.name} may not submit jobs as {user}")
+    req = SubmitRequest(
+        user=user,
+        command=body.get("command"),
+        script=body.get("script"),
+        name=body.get("name", ""),
+        queue=body.get("queue"),
+        slots=body.get("slots", 1),
+        memory_mb=body.get("memory_mb", 0),
+        walltime_s=body.get("walltime_s"),
+        env=body.get("env", {}),
+        cwd=body.get("cwd"),
+        array=body.get("array"),
+        dependency=body.get("dependency"),
+        inputs=body.get("inputs", {}),
+        outputs=tuple(body.get("outputs", [])),
+        hold=body.get("hold", False),
+        submit_host=body.get("submit_host", request.remote or ""),
+    )
+    job_id = await _service(request).submit(req)
+    return json_response({"job_id": job_id}, status=201)
+
+
+async def list_(request: web.Request) -> web.Response:
+    service = _service(request)
+    states = frozenset(s.strip().upper() for s in request.query.get("state", "").split(",") if s)
+    bad = states - {s.value for s in JobState}
+    if bad:
+        raise InvalidRequest(f"unknown job state {sorted(bad)[0]}")
+    array = request.query.get("array")
+    flt = JobFilter(
+        states=states,
+        user=request.query.get("user") or None,
+        queue=request.query.get("queue") or None,
+        host=request.query.get("host") or None,
+        array=parse_job_id(array)[0] if array else None,
+    )
+    offset = query_int(request, "offset", 0, 0, 2**31)
+    limit = query_int(request, "limit", 1000, 1, 100000)
+    rows, total = list_jobs(service.state, service.reasons, flt, offset, limit, service.clock())
+    return json_response({"jobs": rows, "total": total, "offset": offset, "limit": limit})
+
+
+async def show(request: web.Request) -> web.Response:
+    service = _service(request)
+    job_id = request.match_info["job_id"]
+    number, index = parse_job_id(job_id)
+    if index is None and number in service.state.arrays:
+        array = service.state.arrays[number]
+        return json_response(array_view(array, service.state, service.reasons))
+    job = service.state.job(job_id)
+    return json_response(job_view(job, service.reasons, service.clock(), full=True))
+
+
+def _control(action: str):  # type: ignore[no-untyped-def]
+    async def handler(request: web.Request) -> web.Response:
+        changed = await _service(request).control(request.match_info["job_id"], action)
+        return json_response({"action": action, "jobs": changed})
+
+    handler.__name__ = f"job_{action}"
+    return handler
+
+
+async def list_files(request: web.Request) -> web.Response:
+    service = _service(request)
+    job = service.state.job(request.match_info["job_id"])
+    files = service.files.list_outputs(job.number, job.id)
+    return json_response({"job_id": job.id, "files": files})
+
+
+async def download(request: web.Request) -> web.FileResponse:
+    service = _service(request)
+    job = service.state.job(request.match_info["job_id"])
+    path = service.files.output_path(job.number, job.id, request.match_info["path"])
+    return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
+
+
+async def upload(request: web.Request) -> web.Response:
+    service = _service(request)
+    upload_id, size = await service.files.save_upload(request.content.iter_chunked(1 << 16))
+    return json_response({"upload_id": upload_id, "size": size}, status=201)
+
+
+
+JOB_ID = Param("job_id", "a job id (17), task id (17[5]) or array id", {"type": "string"})
+ROUTES = [
+    Route("POST", "/api/v1/jobs", submit, "Submit a job or job array", "job:submit", "jobs",
+          body=schemas.SUBMIT, ok_status=201),
+    Route("GET", "/api/v1/jobs", list_, "List jobs with filters and paging", "job:view", "jobs",
+          query=(Param("state", "comma-separated states, e.g. PEND,RUN"),
+                 Param("user", "only this user's jobs"), Param("queue", "only this queue"),
+                 Param("host", "only jobs on this host"), Param("array", "only this array"),
+                 Param("offset", "rows to skip", {"type": "integer", "minimum": 0}),
+                 Param("limit", "rows to return", {"type": "integer", "minimum": 1,
+                                                    "maximum": 100000}))),
+    Route("GET", "/api/v1/jobs/{job_id}", show, "Show one job, task or whole array",
+          "job:view", "jobs", response=schemas.JOB_VIEW),
+    *[
+        Route("POST", f"/api/v1/jobs/{{job_id}}/{action}", _control(action),
+              f"{action.capitalize()} a job, a task or every task of an array",
+              "job:control", "jobs")
+        for action in ("stop", "resume", "requeue", "kill")
+    ],
+    Route("GET", "/api/v1/jobs/{job_id}/files", list_files, "List a job's output files",
+          "job:view", "jobs"),
+    Route("GET", "/api/v1/jobs/{job_id}/files/{path:.+}", download,
+          "Download an output file (stdout, stderr or a declared output)", "job:view", "jobs",
+          binary_response=True),
+    Route("POST", "/api/v1/uploads", upload, "Upload an input file; returns its upload id",
+          "job:submit", "jobs", raw_body=True, ok_status=201),
+]

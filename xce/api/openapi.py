@@ -1,0 +1,78 @@
+"""The OpenAPI 3.1 document, generated from the route table (never written by hand)."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Any
+
+from xce import __version__
+from xce.api import schemas
+from xce.api.routes import all_routes
+
+_PARAM = re.compile(r"\{(\w+)(?::[^}]+)?\}")
+
+
+def openapi_path(path: str) -> str:
+    """`/jobs/{job_id}/files/{path:.+}` -> `/jobs/{job_id}/files/{path}`."""
+    return _PARAM.sub(lambda m: "{" + m.group(1) + "}", path)
+
+
+@cache
+def document() -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    error = {"content": {"application/json": {"schema": schemas.ERROR}}}
+    for route in all_routes():
+        path = openapi_path(route.path)
+        op: dict[str, Any] = {
+            "operationId": f"{route.method.lower()}_{route.handler.__name__}_{route.tag}"
+            + "_" + "_".join(_PARAM.findall(route.path)),
+            "summary": route.summary,
+            "tags": [route.tag],
+            "x-permission": route.permission,
+            "parameters": [
+                {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                for name in _PARAM.findall(route.path)
+            ]
+            + [
+                {"name": p.name, "in": "query", "required": False, "description": p.description,
+                 "schema": p.schema}
+                for p in route.query
+            ],
+        }
+        if route.body is not None:
+            op["requestBody"] = {
+                "required": route.permission != "host:admin",
+                "content": {"application/json": {"schema": route.body}},
+            }
+        elif route.raw_body:
+            op["requestBody"] = {
+                "required": True,
+                "content": {"application/octet-stream": {"schema": {"type": "string",
+                                                                    "format": "binary"}}},
+            }
+        if route.binary_response:
+            ok = {"description": "file contents", "content": {"application/octet-stream": {
+                "schema": {"type": "string", "format": "binary"}}}}
+        else:
+            ok = {"description": "success", "content": {"application/json": {
+                "schema": route.response}}}
+        op["responses"] = {
+            str(route.ok_status): ok,
+            "400": {"description": "invalid request", **error},
+            "401": {"description": "no valid token", **error},
+            "403": {"description": "not permitted", **error},
+            "404": {"description": "not found", **error},
+            "409": {"description": "conflicts with the current state", **error},
+            "413": {"description": "body too large", **error},
+            "503": {"description": "cannot take writes now", **error},
+        }
+        if route.permission != "public":
+            op["security"] = [{"bearer": []}]
+        paths.setdefault(path, {})[route.method.lower()] = op
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "XCE cluster manager API", "version": __version__},
+        "paths": paths,
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }

@@ -1,0 +1,67 @@
+"""Read-side queries over `ClusterState`: job listings with filters and paging."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from xce.api.views import job_view, pending_rest_view
+from xce.core.model import JobState
+from xce.core.state import ClusterState
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    states: frozenset[str] = frozenset()
+    user: str | None = None
+    queue: str | None = None
+    host: str | None = None
+    array: int | None = None
+
+
+def list_jobs(
+    state: ClusterState,
+    reasons: dict[str, str],
+    flt: JobFilter,
+    offset: int,
+    limit: int,
+    now: float,
+) -> tuple[list[dict[str, Any]], int]:
+    """Jobs (and not-yet-started array tasks, one row per array) in submission order."""
+    rows: list[tuple[tuple[int, int], Any]] = []
+    for job in state.jobs.values():
+        if flt.states and job.state.value not in flt.states:
+            continue
+        if flt.user and job.spec.user != flt.user:
+            continue
+        if flt.queue and job.spec.queue != flt.queue:
+            continue
+        if flt.host and job.host != flt.host:
+            continue
+        if flt.array is not None and job.array_id != flt.array:
+            continue
+        rows.append((job.order_key, job))
+    if flt.host is None:
+        for array in state.arrays.values():
+            if not array.pending:
+                continue
+            shown = JobState.PSUSP if array.held else JobState.PEND
+            if flt.states and shown.value not in flt.states:
+                continue
+            if flt.user and array.spec.user != flt.user:
+                continue
+            if flt.queue and array.spec.queue != flt.queue:
+                continue
+            if flt.array is not None and array.id != flt.array:
+                continue
+            rows.append(((array.id, 2**31), array))
+    rows.sort(key=lambda r: r[0])
+    total = len(rows)
+    page = rows[offset : offset + limit]
+    out = []
+    for _, item in page:
+        if hasattr(item, "pending"):
+            out.append(pending_rest_view(item, reasons))
+        else:
+            out.append(job_view(item, reasons, now))
+    return out, total

@@ -1,0 +1,72 @@
+"""Queue routes: list, show, create, open/close, activate/deactivate."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from xce.api import schemas
+from xce.api.http import SERVICE, json_response, read_json
+from xce.api.routes import Route
+from xce.api.views import queue_view
+from xce.controller.service import ControllerService
+from xce.core.model import HostFailurePolicy, QueueRecord
+
+
+def _service(request: web.Request) -> ControllerService:
+    return request.app[SERVICE]  # type: ignore[return-value]
+
+
+async def list_(request: web.Request) -> web.Response:
+    state = _service(request).state
+    queues = sorted(state.queues.values(), key=lambda q: (-q.priority, q.name))
+    return json_response({"queues": [queue_view(q, state) for q in queues]})
+
+
+async def show(request: web.Request) -> web.Response:
+    state = _service(request).state
+    return json_response(queue_view(state.queue(request.match_info["name"]), state))
+
+
+async def create(request: web.Request) -> web.Response:
+    body = await read_json(request, schemas.QUEUE_CREATE)
+    queue = QueueRecord(
+        name=body["name"],
+        priority=body.get("priority", 0),
+        open=body.get("open", True),
+        active=body.get("active", True),
+        hosts=tuple(body.get("hosts", [])),
+        description=body.get("description", ""),
+        on_host_failure=HostFailurePolicy(body.get("on_host_failure", "requeue")),
+    )
+    service = _service(request)
+    created = await service.create_queue(queue)
+    return json_response(queue_view(created, service.state), status=201)
+
+
+def _action(action: str):  # type: ignore[no-untyped-def]
+    async def handler(request: web.Request) -> web.Response:
+        service = _service(request)
+        queue = await service.queue_action(request.match_info["name"], action)
+        return json_response(queue_view(queue, service.state))
+
+    handler.__name__ = f"queue_{action}"
+    return handler
+
+
+_SUMMARIES = {
+    "open": "Open a queue: it accepts submissions",
+    "close": "Close a queue: it refuses new submissions",
+    "activate": "Activate a queue: its jobs are dispatched",
+    "deactivate": "Deactivate a queue: its jobs stay pending",
+}
+ROUTES = [
+    Route("GET", "/api/v1/queues", list_, "List queues with job counts", "queue:view", "queues"),
+    Route("POST", "/api/v1/queues", create, "Create a queue", "queue:admin", "queues",
+          body=schemas.QUEUE_CREATE, ok_status=201),
+    Route("GET", "/api/v1/queues/{name}", show, "Show one queue", "queue:view", "queues"),
+    *[
+        Route("POST", f"/api/v1/queues/{{name}}/{action}", _action(action), summary,
+              "queue:admin", "queues")
+        for action, summary in _SUMMARIES.items()
+    ],
+]

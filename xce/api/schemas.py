@@ -1,0 +1,134 @@
+"""JSON Schemas of request bodies (validated) and responses (documented)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"}
+REASON = {"type": "object", "additionalProperties": False,
+          "properties": {"reason": {"type": "string", "maxLength": 256}}}
+NULLABLE_INT = {"type": ["integer", "null"]}
+NULLABLE_STR = {"type": ["string", "null"]}
+
+SUBMIT: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "command": {"type": "string", "maxLength": 65536},
+        "script": {"type": "string", "maxLength": 1048576},
+        "name": {"type": "string", "maxLength": 128},
+        "queue": NAME,
+        "user": {"type": "string", "maxLength": 32},
+        "slots": {"type": "integer", "minimum": 1, "maximum": 100000},
+        "memory_mb": {"type": "integer", "minimum": 0, "maximum": 2**40},
+        "walltime_s": {"type": "integer", "minimum": 1, "maximum": 10 * 365 * 86400},
+        "env": {"type": "object", "maxProperties": 1024,
+                "additionalProperties": {"type": "string", "maxLength": 65536}},
+        "cwd": {"type": "string", "maxLength": 4096},
+        "array": {"type": "string", "maxLength": 4096},
+        "dependency": {"type": "string", "maxLength": 4096},
+        "inputs": {"type": "object", "maxProperties": 10000,
+                   "additionalProperties": {"type": "string", "maxLength": 64}},
+        "outputs": {"type": "array", "maxItems": 1000,
+                    "items": {"type": "string", "maxLength": 1024}},
+        "hold": {"type": "boolean"},
+        "submit_host": {"type": "string", "maxLength": 255},
+    },
+}
+
+QUEUE_CREATE: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name"],
+    "properties": {
+        "name": NAME,
+        "priority": {"type": "integer", "minimum": -1000000, "maximum": 1000000},
+        "open": {"type": "boolean"},
+        "active": {"type": "boolean"},
+        "hosts": {"type": "array", "maxItems": 100000, "items": NAME},
+        "description": {"type": "string", "maxLength": 1024},
+        "on_host_failure": {"type": "string", "enum": ["requeue", "exit"]},
+    },
+}
+
+USAGE_FIELDS: dict[str, Any] = {
+    "cpu_user_s": {"type": "number", "minimum": 0},
+    "cpu_system_s": {"type": "number", "minimum": 0},
+    "max_rss_bytes": {"type": "integer", "minimum": 0},
+    "wall_time_s": {"type": "number", "minimum": 0},
+}
+
+REGISTER: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["host", "slots", "memory_mb"],
+    "properties": {
+        "host": NAME,
+        "slots": {"type": "integer", "minimum": 1, "maximum": 100000},
+        "memory_mb": {"type": "integer", "minimum": 1, "maximum": 2**40},
+        "attributes": {"type": "object", "maxProperties": 256,
+                       "additionalProperties": {"type": "string", "maxLength": 256}},
+    },
+}
+
+HEARTBEAT: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "running": {
+            "type": "array",
+            "maxItems": 100000,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["job_id", "attempt"],
+                "properties": {
+                    "job_id": {"type": "string", "maxLength": 64},
+                    "attempt": {"type": "integer", "minimum": 0},
+                    **USAGE_FIELDS,
+                },
+            },
+        },
+        "load": {"type": "object", "additionalProperties": {"type": "number"}},
+    },
+}
+
+FINISHED: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["attempt", "exit_code"],
+    "properties": {
+        "attempt": {"type": "integer", "minimum": 0},
+        "exit_code": NULLABLE_INT,
+        "exit_signal": NULLABLE_INT,
+        "reason": {"type": "string", "maxLength": 1024},
+        "outputs": {"type": "array", "maxItems": 10000,
+                    "items": {"type": "string", "maxLength": 1024}},
+        **USAGE_FIELDS,
+    },
+}
+
+USAGE_VIEW = {"type": "object", "properties": {
+    "cpu_time_s": {"type": "number"}, "cpu_user_s": {"type": "number"},
+    "cpu_system_s": {"type": "number"}, "max_rss_bytes": {"type": "integer"},
+    "wall_time_s": {"type": "number"}}}
+
+JOB_VIEW = {
+    "type": "object",
+    "required": ["id", "kind", "state", "user", "queue"],
+    "properties": {
+        "id": {"type": "string"}, "kind": {"type": "string"}, "name": {"type": "string"},
+        "user": {"type": "string"}, "queue": {"type": "string"},
+        "state": {"type": "string", "enum": ["PEND", "PSUSP", "RUN", "USUSP", "SSUSP",
+                                              "DONE", "EXIT"]},
+        "host": NULLABLE_STR, "exit_code": NULLABLE_INT, "exit_signal": NULLABLE_INT,
+        "usage": USAGE_VIEW,
+    },
+}
+
+ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
+        "code": {"type": "string"}, "message": {"type": "string"}}}},
+}

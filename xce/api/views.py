@@ -1,0 +1,210 @@
+"""Records to JSON: the shapes the API promises (see the OpenAPI document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xce.core.deps import describe
+from xce.core.model import (
+    ArrayRecord,
+    HostAdmin,
+    HostRecord,
+    JobRecord,
+    JobState,
+    QueueRecord,
+    Usage,
+)
+from xce.core.state import ClusterState
+
+
+def usage_view(usage: Usage | None, job: JobRecord | None = None, now: float = 0.0) -> dict:
+    u = usage or Usage()
+    wall = u.wall_time_s
+    if job is not None and job.start_time is not None:
+        end = job.end_time if job.end_time is not None else now
+        wall = max(wall, end - job.start_time) if job.state.active or usage is None else wall
+    return {
+        "cpu_time_s": round(u.cpu_time_s, 3),
+        "cpu_user_s": round(u.cpu_user_s, 3),
+        "cpu_system_s": round(u.cpu_system_s, 3),
+        "max_rss_bytes": u.max_rss_bytes,
+        "wall_time_s": round(wall, 3),
+    }
+
+
+def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = False) -> dict:
+    spec = job.spec
+    reason = job.reason
+    if job.state is JobState.PEND:
+        reason = reasons.get(job.id, reason)
+    out: dict[str, Any] = {
+        "id": job.id,
+        "kind": "task" if job.array_index is not None else "job",
+        "array_id": str(job.number) if job.array_index is not None else None,
+        "array_index": job.array_index,
+        "name": spec.name or (spec.command or "script").split("\n")[0][:40],
+        "user": spec.user,
+        "queue": spec.queue,
+        "submit_host": spec.submit_host,
+        "state": job.state.value,
+        "host": job.host,
+        "slots": spec.slots,
+        "memory_mb": spec.memory_mb,
+        "walltime_s": spec.walltime_s,
+        "submit_time": job.submit_time,
+        "start_time": job.start_time,
+        "end_time": job.end_time,
+        "attempt": job.attempt,
+        "exit_code": job.exit_code,
+        "exit_signal": job.exit_signal,
+        "reason": reason,
+        "usage": usage_view(job.usage, job, now),
+    }
+    if full:
+        out.update(
+            command=spec.command,
+            script=spec.script,
+            env=dict(spec.env),
+            cwd=spec.cwd,
+            dependency=describe(spec.dependency),
+            inputs=list(spec.inputs),
+            outputs=list(spec.outputs),
+            output_files=list(job.outputs),
+            kill_requested=job.kill_requested,
+        )
+    return out
+
+
+def array_state(array: ArrayRecord, tasks: list[JobRecord]) -> str:
+    """One state for a whole array: the most "alive" state among its tasks."""
+    if array.active:
+        if any(t.state is JobState.RUN for t in tasks):
+            return JobState.RUN.value
+        return JobState.USUSP.value
+    if array.pending or any(t.state is JobState.PEND for t in tasks):
+        return JobState.PSUSP.value if array.held else JobState.PEND.value
+    if any(t.state is JobState.PSUSP for t in tasks):
+        return JobState.PSUSP.value
+    return JobState.DONE.value if array.exited == 0 else JobState.EXIT.value
+
+
+def array_view(array: ArrayRecord, state: ClusterState, reasons: dict[str, str]) -> dict:
+    tasks = state.tasks_of(array.id)
+    spec = array.spec
+    counts = {s.value: 0 for s in JobState}
+    for t in tasks:
+        counts[t.state.value] += 1
+    counts[JobState.PSUSP.value if array.held else JobState.PEND.value] += len(array.pending)
+    cancelled = array.exited - counts[JobState.EXIT.value]
+    counts[JobState.EXIT.value] += max(cancelled, 0)
+    return {
+        "id": str(array.id),
+        "kind": "array",
+        "name": spec.name or (spec.command or "script").split("\n")[0][:40],
+        "user": spec.user,
+        "queue": spec.queue,
+        "state": array_state(array, tasks),
+        "submit_time": array.submit_time,
+        "slots": spec.slots,
+        "memory_mb": spec.memory_mb,
+        "walltime_s": spec.walltime_s,
+        "reason": reasons.get(str(array.id), ""),
+        "array": {
+            "spec": array.indices.describe(),
+            "max_concurrent": array.max_concurrent,
+            "total": array.total,
+            "pending_not_started": len(array.pending),
+            "held": array.held,
+            "counts": counts,
+        },
+        "command": spec.command,
+        "script": spec.script,
+        "dependency": describe(spec.dependency),
+    }
+
+
+def pending_rest_view(array: ArrayRecord, reasons: dict[str, str]) -> dict:
+    """The tasks of an array that have not started yet, as one listing row."""
+    spec = array.spec
+    return {
+        "id": f"{array.id}[{array.pending.describe()}]",
+        "kind": "array_pending",
+        "submit_host": spec.submit_host,
+        "array_id": str(array.id),
+        "array_index": None,
+        "name": spec.name or (spec.command or "script").split("\n")[0][:40],
+        "user": spec.user,
+        "queue": spec.queue,
+        "state": (JobState.PSUSP if array.held else JobState.PEND).value,
+        "host": None,
+        "slots": spec.slots,
+        "memory_mb": spec.memory_mb,
+        "walltime_s": spec.walltime_s,
+        "submit_time": array.submit_time,
+        "start_time": None,
+        "end_time": None,
+        "attempt": 0,
+        "exit_code": None,
+        "exit_signal": None,
+        "reason": reasons.get(str(array.id), ""),
+        "tasks": len(array.pending),
+        "usage": usage_view(None),
+    }
+
+
+def queue_view(queue: QueueRecord, state: ClusterState) -> dict:
+    pending = running = suspended = 0
+    for job_id in state.pending:
+        if state.jobs[job_id].spec.queue == queue.name:
+            pending += 1
+    for array_id in state.pending_arrays:
+        array = state.arrays[array_id]
+        if array.spec.queue == queue.name:
+            pending += len(array.pending)
+    for load in state.host_load.values():
+        for job_id in load.jobs:
+            job = state.jobs[job_id]
+            if job.spec.queue == queue.name:
+                if job.state is JobState.RUN:
+                    running += 1
+                else:
+                    suspended += 1
+    return {
+        "name": queue.name,
+        "priority": queue.priority,
+        "open": queue.open,
+        "active": queue.active,
+        "status": f"{'Open' if queue.open else 'Closed'}:{'Active' if queue.active else 'Inact'}",
+        "hosts": list(queue.hosts),
+        "description": queue.description,
+        "on_host_failure": queue.on_host_failure.value,
+        "pending": pending,
+        "running": running,
+        "suspended": suspended,
+    }
+
+
+def host_view(host: HostRecord, state: ClusterState, load: dict[str, float] | None) -> dict:
+    used = state.host_load.get(host.name)
+    jobs = sorted(used.jobs) if used else []
+    admin = host.admin.value
+    if host.admin is HostAdmin.DRAINING and not jobs:
+        admin = "drained"
+    attrs = dict(host.attributes)
+    return {
+        "name": host.name,
+        "status": host.status.value,
+        "admin": admin,
+        "admin_reason": host.admin_reason,
+        "slots": host.slots,
+        "slots_used": used.slots if used else 0,
+        "memory_mb": host.memory_mb,
+        "memory_used_mb": used.memory_mb if used else 0,
+        "running_jobs": jobs,
+        "attributes": attrs,
+        "rack": attrs.get("rack"),
+        "group": attrs.get("group"),
+        "load": load or {},
+        "registered_at": host.registered_at,
+        "changed_at": host.changed_at,
+    }

@@ -1,0 +1,119 @@
+"""Worker protocol routes: register, heartbeat, desired-state long-poll, files, finish."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from xce.api import schemas
+from xce.api.http import GATEWAY, SERVICE, json_response, query_int, read_json
+from xce.api.routes import Param, Route
+from xce.controller.requests import FinishReport, RunReport, WorkerInfo
+from xce.controller.service import ControllerService
+from xce.controller.workers import WorkerGateway
+from xce.core.errors import Conflict
+from xce.store.files import safe_relative_path
+
+
+def _gateway(request: web.Request) -> WorkerGateway:
+    return request.app[GATEWAY]  # type: ignore[return-value]
+
+
+def _usage(item: dict) -> dict:
+    return {k: item[k] for k in schemas.USAGE_FIELDS if k in item}
+
+
+async def register(request: web.Request) -> web.Response:
+    body = await read_json(request, schemas.REGISTER)
+    info = WorkerInfo(
+        body["host"], body["slots"], body["memory_mb"],
+        tuple(sorted(body.get("attributes", {}).items())),
+    )
+    return json_response(await _gateway(request).register(info))
+
+
+async def heartbeat(request: web.Request) -> web.Response:
+    body = await read_json(request, schemas.HEARTBEAT)
+    running = [
+        RunReport(item["job_id"], item["attempt"], **_usage(item))
+        for item in body.get("running", [])
+    ]
+    result = await _gateway(request).heartbeat(
+        request.match_info["host"], running, body.get("load", {})
+    )
+    return json_response(result)
+
+
+async def assignments(request: web.Request) -> web.Response:
+    version = query_int(request, "version", -1, -1, 2**62)
+    timeout = query_int(request, "timeout", 0, 0, 60)
+    host = request.match_info["host"]
+    gateway = _gateway(request)
+    if version < 0 or timeout == 0:
+        return json_response(gateway.assignments(host))
+    return json_response(await gateway.wait_assignments(host, version, timeout))
+
+
+def _owned(request: web.Request):  # type: ignore[no-untyped-def]
+    gateway = _gateway(request)
+    attempt = query_int(request, "attempt", -1, 0, 2**31)
+    host, job_id = request.match_info["host"], request.match_info["job_id"]
+    job = gateway.owns(host, job_id, attempt)
+    if job is None:
+        raise Conflict(f"job {job_id} attempt {attempt} is not running on host {host}")
+    return job
+
+
+async def fetch_input(request: web.Request) -> web.FileResponse:
+    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
+    job = _owned(request)
+    path = service.files.input_path(job.number, request.match_info["path"])
+    return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
+
+
+async def store_output(request: web.Request) -> web.Response:
+    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
+    job = _owned(request)
+    rel = safe_relative_path(request.match_info["path"], "output path")
+    if request.query.get("first") == "1":
+        service.files.clear_outputs(job.number, job.id)
+    size = await service.files.save_output(
+        job.number, job.id, rel, request.content.iter_chunked(1 << 16)
+    )
+    return json_response({"path": rel, "size": size}, status=201)
+
+
+async def finished(request: web.Request) -> web.Response:
+    body = await read_json(request, schemas.FINISHED)
+    report = FinishReport(
+        request.match_info["job_id"], body["attempt"], body["exit_code"],
+        body.get("exit_signal"), body.get("reason", ""),
+        outputs=tuple(body.get("outputs", [])), **_usage(body),
+    )
+    accepted = await _gateway(request).finished(request.match_info["host"], report)
+    return json_response({"accepted": accepted})
+
+
+ATTEMPT = Param("attempt", "the attempt the worker is running", {"type": "integer", "minimum": 0})
+ROUTES = [
+    Route("POST", "/api/v1/workers/register", register,
+          "A worker joins (or rejoins); returns its desired jobs", "worker", "workers",
+          body=schemas.REGISTER),
+    Route("POST", "/api/v1/workers/{host}/heartbeat", heartbeat,
+          "Heartbeat with load and per-job usage", "worker", "workers", body=schemas.HEARTBEAT),
+    Route("GET", "/api/v1/workers/{host}/assignments", assignments,
+          "Jobs this host should run, stop or kill; long-polls while version is current",
+          "worker", "workers",
+          query=(Param("version", "the version the worker has", {"type": "integer"}),
+                 Param("timeout", "seconds to wait for a change (0-60)",
+                       {"type": "integer", "minimum": 0, "maximum": 60}))),
+    Route("GET", "/api/v1/workers/{host}/jobs/{job_id}/inputs/{path:.+}", fetch_input,
+          "Fetch an input file of a job this host runs", "worker", "workers",
+          query=(ATTEMPT,), binary_response=True),
+    Route("PUT", "/api/v1/workers/{host}/jobs/{job_id}/outputs/{path:.+}", store_output,
+          "Return an output file of a job this host ran", "worker", "workers",
+          query=(ATTEMPT, Param("first", "1 on the first file: clears older outputs")),
+          raw_body=True, ok_status=201),
+    Route("POST", "/api/v1/workers/{host}/jobs/{job_id}/finished", finished,
+          "Report that an attempt ended, with exit status and usage", "worker", "workers",
+          body=schemas.FINISHED),
+]

@@ -1,0 +1,1 @@
+"""The `xce` command line (typer): role subcommands and LSF/Slurm-like verbs."""

@@ -1,0 +1,103 @@
+"""What every CLI command shares: finding the controllers, the token, errors, tables.
+
+Client settings come, in order, from: the command line (`--controller`), the environment
+(`XCE_CONTROLLERS`, `XCE_TOKEN`), the client file (`XCE_CLIENT_CONFIG`, default
+`~/.config/xce/client.toml`, written by `xce up`). Errors are one line on stderr and a non-zero
+exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tomllib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+
+from xce.config import DEFAULT_PORT
+
+T = TypeVar("T")
+
+
+def client_config_path() -> Path:
+    env = os.environ.get("XCE_CLIENT_CONFIG")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "xce" / "client.toml"
+
+
+@dataclass
+class ClientSettings:
+    controllers: list[str]
+    token: str | None
+
+
+def fail(message: str, code: int = 1) -> None:
+    typer.echo(f"xce: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
+    urls = list(controllers or [])
+    token = os.environ.get("XCE_TOKEN") or None
+    file_data: dict[str, Any] = {}
+    path = client_config_path()
+    if path.exists():
+        try:
+            file_data = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            fail(f"cannot read client config {path}: {exc}")
+    if not urls and os.environ.get("XCE_CONTROLLERS"):
+        urls = [u.strip() for u in os.environ["XCE_CONTROLLERS"].split(",") if u.strip()]
+    if not urls:
+        urls = list(file_data.get("controllers", [])) or [f"http://127.0.0.1:{DEFAULT_PORT}"]
+    if token is None and file_data.get("token_file"):
+        token_path = Path(str(file_data["token_file"])).expanduser()
+        try:
+            token = token_path.read_text().strip() or None
+        except OSError as exc:
+            fail(f"cannot read token file {token_path}: {exc.strerror}")
+    return ClientSettings(urls, token)
+
+
+def call(fn: Callable[..., Awaitable[T]], controllers: Sequence[str] | None = None) -> T:
+    """Run `fn(client)` against the cluster, turning API errors into one-line messages."""
+    from xce.client import ApiError, XceClient
+
+    settings = client_settings(controllers)
+
+    async def main() -> T:
+        async with XceClient(settings.controllers, settings.token) as client:
+            return await fn(client)
+
+    try:
+        return asyncio.run(main())
+    except ApiError as exc:
+        fail(exc.message, 2 if exc.status == 0 else 1)
+    except OSError as exc:
+        fail(str(exc))
+    raise AssertionError("unreachable")
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A plain aligned table like bjobs/squeue print: no colour, safe to pipe."""
+    cells = [[("-" if v is None or v == "" else str(v)) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, value in enumerate(row):
+            widths[i] = max(widths[i], len(value))
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for row in cells:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    sys.stdout.write("\n".join(lines) + "\n")

@@ -1,0 +1,62 @@
+"""`xce host ...`: list, show, open, close, drain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from xce.cli.common import call, print_json, print_table
+
+app = typer.Typer(no_args_is_help=True)
+CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
+
+
+@app.command("list")
+def list_(as_json: bool = typer.Option(False, "--json"),
+          controller: list[str] = CONTROLLER) -> None:
+    """List hosts (bhosts style)."""
+    hosts = call(lambda c: c.hosts(), controller)
+    if as_json:
+        print_json(hosts)
+        return
+    print_table(
+        ["HOST_NAME", "STATUS", "ADMIN", "SLOTS", "RUN", "MEM_MB", "MEM_USED", "LOAD1", "RACK",
+         "GROUP"],
+        [[h["name"], h["status"], h["admin"], h["slots"], h["slots_used"], h["memory_mb"],
+          h["memory_used_mb"], f"{h['load'].get('load1', 0):.2f}" if h["load"] else None,
+          h.get("rack"), h.get("group")] for h in hosts],
+    )
+
+
+@app.command()
+def show(name: str, as_json: bool = typer.Option(False, "--json"),
+         controller: list[str] = CONTROLLER) -> None:
+    """Show one host."""
+    host = call(lambda c: c.host(name), controller)
+    if as_json:
+        print_json(host)
+        return
+    for key, value in host.items():
+        typer.echo(f"{key}: {value if value not in (None, '', [], {}) else '-'}")
+
+
+def _action(action: str, past: str):  # type: ignore[no-untyped-def]
+    def command(names: list[str] = typer.Argument(...),
+                reason: str = typer.Option("", "--reason", "-r"),
+                controller: list[str] = CONTROLLER) -> None:
+        async def run(client: Any) -> None:
+            for name in names:
+                await client.host_action(name, action, reason)
+
+        call(run, controller)
+        for name in names:
+            typer.echo(f"Host <{name}> is {past}")
+
+    command.__doc__ = f"{action.capitalize()} hosts."
+    return command
+
+
+app.command("open")(_action("open", "opened"))
+app.command("close")(_action("close", "closed"))
+app.command("drain")(_action("drain", "draining"))

@@ -1,0 +1,264 @@
+"""`xce job ...`: submit, list, show, stop, resume, requeue, kill, output, wait."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import re
+import shlex
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from xce.cli.common import call, fail, print_json, print_table
+
+app = typer.Typer(no_args_is_help=True)
+CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
+
+_WALLTIME = re.compile(r"^(?:(\d+):)?(\d+)(?::(\d+))?$")
+
+
+def parse_walltime(text: str) -> int:
+    """LSF/Slurm style: `30` (minutes), `1:30` (H:MM), `1:30:00` (H:MM:SS), `90s`, `2h`."""
+    text = text.strip()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if text and text[-1] in units and text[:-1].isdigit():
+        return int(text[:-1]) * units[text[-1]]
+    m = _WALLTIME.match(text)
+    if not m:
+        fail(f"walltime {text!r}: use minutes (30), H:MM, H:MM:SS or 90s/45m/2h")
+    g = m.group
+    if g(3) is not None:
+        return int(g(1) or 0) * 3600 + int(g(2)) * 60 + int(g(3))
+    if g(1) is not None:
+        return int(g(1)) * 3600 + int(g(2)) * 60
+    return int(g(2)) * 60
+
+
+def _env_pairs(items: list[str]) -> dict[str, str]:
+    env = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            fail(f"--env {item!r}: use NAME=VALUE")
+        env[key] = value
+    return env
+
+
+@app.command()
+def submit(
+    command: list[str] = typer.Argument(None, help="command and arguments to run"),
+    script: Path = typer.Option(None, "--script", help="run this script file instead"),
+    queue: str = typer.Option(None, "--queue", "-q"),
+    name: str = typer.Option("", "--name", "-J"),
+    slots: int = typer.Option(1, "--slots", "-n", help="cores/slots"),
+    memory: int = typer.Option(0, "--mem", "-M", help="memory in MB"),
+    walltime: str = typer.Option(None, "--walltime", "-W", help="minutes, H:MM[:SS], 90s, 2h"),
+    env: list[str] = typer.Option([], "--env", "-e", help="NAME=VALUE (repeat)"),
+    cwd: str = typer.Option(None, "--cwd", help="absolute working directory on the host"),
+    array: str = typer.Option(None, "--array", "-a", help="e.g. 1-1000:2%10"),
+    dependency: str = typer.Option(None, "--dependency", "-d", help="afterok:ID,afterany:ID"),
+    inputs: list[str] = typer.Option([], "--input", "-i", help="LOCAL[:JOBPATH] (repeat)"),
+    outputs: list[str] = typer.Option([], "--output", "-o", help="output file pattern"),
+    hold: bool = typer.Option(False, "--hold", help="submit suspended (PSUSP)"),
+    user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
+    as_json: bool = typer.Option(False, "--json"),
+    controller: list[str] = CONTROLLER,
+) -> None:
+    """Submit a job (or an array with --array). Prints the job id."""
+    body: dict[str, Any] = {
+        "user": user or getpass.getuser(),
+        "name": name,
+        "slots": slots,
+        "memory_mb": memory,
+        "env": _env_pairs(env),
+        "outputs": list(outputs),
+        "hold": hold,
+        "submit_host": socket.gethostname(),
+    }
+    if script is not None:
+        if command:
+            fail("give either a command or --script, not both")
+        try:
+            body["script"] = script.read_text()
+        except OSError as exc:
+            fail(f"cannot read script {script}: {exc.strerror}")
+    elif command:
+        body["command"] = command[0] if len(command) == 1 else shlex.join(command)
+    elif not sys.stdin.isatty():
+        body["script"] = sys.stdin.read()
+    else:
+        fail("nothing to run: give a command, --script FILE, or a script on stdin")
+    for key, value in (("queue", queue), ("cwd", cwd), ("array", array),
+                       ("dependency", dependency)):
+        if value is not None:
+            body[key] = value
+    if walltime is not None:
+        body["walltime_s"] = parse_walltime(walltime)
+    staged: list[tuple[Path, str]] = []
+    for item in inputs:
+        local, sep, remote = item.partition(":")
+        path = Path(local)
+        if not path.is_file():
+            fail(f"--input {local}: no such file")
+        staged.append((path, remote if sep else path.name))
+
+    async def run(client: Any) -> str:
+        if staged:
+            uploads = await asyncio.gather(*(client.upload(p) for p, _ in staged))
+            body["inputs"] = {remote: uid for (_, remote), uid in zip(staged, uploads, strict=True)}
+        return await client.submit(body)
+
+    job_id = call(run, controller)
+    if as_json:
+        print_json({"job_id": job_id})
+    else:
+        typer.echo(f"Job <{job_id}> is submitted to queue <{queue or 'default'}>.")
+
+
+def _clock(ts: float | None) -> str:
+    return time.strftime("%b %d %H:%M", time.localtime(ts)) if ts else "-"
+
+
+def _duration(seconds: float | None) -> str:
+    if not seconds:
+        return "-"
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _bytes(n: int | None) -> str:
+    if not n:
+        return "-"
+    for unit in ("B", "K", "M", "G", "T"):
+        if n < 1024 or unit == "T":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+@app.command("list")
+def list_(
+    state: str = typer.Option(None, "--state", "-s", help="e.g. PEND,RUN"),
+    user: str = typer.Option(None, "--user", "-u"),
+    queue: str = typer.Option(None, "--queue", "-q"),
+    host: str = typer.Option(None, "--host", "-m"),
+    array: str = typer.Option(None, "--array"),
+    limit: int = typer.Option(1000, "--limit"),
+    offset: int = typer.Option(0, "--offset"),
+    as_json: bool = typer.Option(False, "--json"),
+    controller: list[str] = CONTROLLER,
+) -> None:
+    """List jobs (bjobs/squeue style)."""
+    result = call(lambda c: c.jobs(state=state, user=user, queue=queue, host=host, array=array,
+                                   limit=limit, offset=offset), controller)
+    if as_json:
+        print_json(result)
+        return
+    rows = []
+    for j in result["jobs"]:
+        usage = j.get("usage") or {}
+        rows.append([j["id"], j["user"], j["state"], j["queue"], j.get("submit_host"),
+                     j.get("host"), j["name"], _clock(j.get("submit_time")),
+                     _duration(usage.get("wall_time_s")), _duration(usage.get("cpu_time_s")),
+                     _bytes(usage.get("max_rss_bytes"))])
+    print_table(["JOBID", "USER", "STAT", "QUEUE", "FROM_HOST", "EXEC_HOST", "JOB_NAME",
+                 "SUBMIT_TIME", "RUN_TIME", "CPU", "MAX_RSS"], rows)
+    if result["total"] > len(rows) + offset:
+        typer.echo(f"({len(rows)} of {result['total']} shown; use --offset/--limit)", err=True)
+
+
+@app.command()
+def show(job_id: str, as_json: bool = typer.Option(False, "--json"),
+         controller: list[str] = CONTROLLER) -> None:
+    """Show everything about one job, task or array."""
+    job = call(lambda c: c.job(job_id), controller)
+    if as_json:
+        print_json(job)
+        return
+    for key, value in job.items():
+        if isinstance(value, dict):
+            typer.echo(f"{key}:")
+            for k, v in value.items():
+                typer.echo(f"  {k}: {v}")
+        else:
+            typer.echo(f"{key}: {value if value not in (None, '') else '-'}")
+
+
+def _control(action: str, verb: str):  # type: ignore[no-untyped-def]
+    def command(job_ids: list[str] = typer.Argument(..., help="job, task or array ids"),
+                controller: list[str] = CONTROLLER) -> None:
+        async def run(client: Any) -> list[str]:
+            done = []
+            for job_id in job_ids:
+                result = await client.control(job_id, action)
+                done.extend(result["jobs"])
+            return done
+
+        for job_id in call(run, controller):
+            typer.echo(f"Job <{job_id}> is being {verb}")
+
+    command.__doc__ = f"{action.capitalize()} jobs."
+    return command
+
+
+app.command("stop")(_control("stop", "suspended"))
+app.command("resume")(_control("resume", "resumed"))
+app.command("requeue")(_control("requeue", "requeued"))
+app.command("kill")(_control("kill", "terminated"))
+
+
+@app.command()
+def output(
+    job_id: str,
+    file: str = typer.Option("stdout", "--file", "-f", help="stdout, stderr or an output path"),
+    list_files: bool = typer.Option(False, "--list", "-l", help="list the job's files"),
+    dest: Path = typer.Option(None, "--dest", help="download every file into this directory"),
+    controller: list[str] = CONTROLLER,
+) -> None:
+    """Print a job's stdout (or another output file), list or download its files."""
+    if list_files:
+        files = call(lambda c: c.files(job_id), controller)
+        print_table(["FILE", "SIZE"], [[f["path"], f["size"]] for f in files])
+        return
+    if dest is not None:
+        async def fetch_all(client: Any) -> list[str]:
+            names = [f["path"] for f in await client.files(job_id)]
+            for name in names:
+                target = dest / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(await client.download(job_id, name))
+            return names
+
+        for name in call(fetch_all, controller):
+            typer.echo(str(dest / name))
+        return
+    data = call(lambda c: c.download(job_id, file), controller)
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
+@app.command()
+def wait(job_id: str, timeout: float = typer.Option(0, "--timeout", help="seconds, 0 = no limit"),
+         controller: list[str] = CONTROLLER) -> None:
+    """Wait until a job ends; exit 0 if it is DONE, 1 if EXIT."""
+
+    async def run(client: Any) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout if timeout else None
+        while True:
+            job = await client.job(job_id)
+            if job["state"] in ("DONE", "EXIT"):
+                return job
+            if deadline is not None and loop.time() > deadline:
+                return job
+            await asyncio.sleep(0.5)
+
+    job = call(run, controller)
+    typer.echo(f"Job <{job_id}> is {job['state']}")
+    if job["state"] != "DONE":
+        raise typer.Exit(1)

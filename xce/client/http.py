@@ -1,0 +1,185 @@
+"""`XceClient`: talks to whichever controller in the candidate list answers.
+
+Clients are given the ordered candidate list, not one address. A request that cannot connect
+(or gets 503 "not primary") moves on to the next candidate and remembers the one that
+worked, so the CLI, TUI and workers follow a failover without being restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+
+class ApiError(Exception):
+    """A JSON error from the controller, or no controller reachable (status 0)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def job_path(job_id: str) -> str:
+    """Job ids like `17[5]` are quoted so brackets survive the URL."""
+    return quote(job_id, safe="")
+
+
+class XceClient:
+    def __init__(
+        self,
+        controllers: Sequence[str],
+        token: str | None = None,
+        timeout: float = 30.0,
+        retry_for: float = 0.0,
+    ) -> None:
+        if not controllers:
+            raise ValueError("at least one controller URL is needed")
+        self.controllers = [c.rstrip("/") for c in controllers]
+        self.token = token
+        self.timeout = timeout
+        self.retry_for = retry_for
+        self._current = 0
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> XceClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _headers(self) -> dict[str, str]:
+        headers = {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(headers=self._headers())
+        return self._session
+
+    @property
+    def base_url(self) -> str:
+        return self.controllers[self._current]
+
+    async def _send(
+        self, method: str, path: str, *, timeout: float | None = None, **kwargs: Any
+    ) -> aiohttp.ClientResponse:
+        """Send to the current candidate, rotating through the list on connection failure."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.retry_for
+        last: Exception | None = None
+        client_timeout = aiohttp.ClientTimeout(total=timeout or self.timeout)
+        while True:
+            for step in range(len(self.controllers)):
+                index = (self._current + step) % len(self.controllers)
+                url = self.controllers[index] + path
+                try:
+                    resp = await self._get_session().request(
+                        method, url, timeout=client_timeout, **kwargs
+                    )
+                except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+                    last = exc
+                    continue
+                if resp.status == 503 and resp.headers.get("X-XCE-Not-Primary"):
+                    resp.release()
+                    continue
+                self._current = index
+                return resp
+            if loop.time() >= deadline:
+                break
+            await asyncio.sleep(0.5)
+        tried = ", ".join(self.controllers)
+        raise ApiError(0, "unreachable", f"no controller answered (tried {tried}): {last}")
+
+    @staticmethod
+    async def _check(resp: aiohttp.ClientResponse) -> None:
+        if resp.status < 400:
+            return
+        text = await resp.text()
+        try:
+            err = json.loads(text)["error"]
+            raise ApiError(resp.status, err.get("code", "error"), err.get("message", text))
+        except (ValueError, KeyError, TypeError):
+            raise ApiError(resp.status, "http_error", text[:200] or resp.reason or "") from None
+
+    async def request(
+        self, method: str, path: str, *, timeout: float | None = None, **kwargs: Any
+    ) -> Any:
+        resp = await self._send(method, path, timeout=timeout, **kwargs)
+        async with resp:
+            await self._check(resp)
+            if resp.content_type == "application/json":
+                return await resp.json()
+            return await resp.read()
+
+    # --- jobs -------------------------------------------------------------------------
+
+    async def submit(self, body: dict[str, Any]) -> str:
+        return (await self.request("POST", "/api/v1/jobs", json=body))["job_id"]
+
+    async def jobs(self, **filters: Any) -> dict[str, Any]:
+        params = {k: str(v) for k, v in filters.items() if v is not None}
+        return await self.request("GET", "/api/v1/jobs", params=params)
+
+    async def job(self, job_id: str) -> dict[str, Any]:
+        return await self.request("GET", f"/api/v1/jobs/{job_path(job_id)}")
+
+    async def control(self, job_id: str, action: str) -> dict[str, Any]:
+        return await self.request("POST", f"/api/v1/jobs/{job_path(job_id)}/{action}")
+
+    async def files(self, job_id: str) -> list[dict[str, Any]]:
+        return (await self.request("GET", f"/api/v1/jobs/{job_path(job_id)}/files"))["files"]
+
+    async def download(self, job_id: str, name: str) -> bytes:
+        path = f"/api/v1/jobs/{job_path(job_id)}/files/{quote(name)}"
+        return await self.request("GET", path)
+
+    async def upload(self, path: Path) -> str:
+        async def chunks() -> AsyncIterator[bytes]:
+            with path.open("rb") as f:
+                while chunk := f.read(1 << 16):
+                    yield chunk
+
+        result = await self.request(
+            "POST", "/api/v1/uploads", data=chunks(),
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        return result["upload_id"]
+
+    # --- queues, hosts, cluster -------------------------------------------------------
+
+    async def queues(self) -> list[dict[str, Any]]:
+        return (await self.request("GET", "/api/v1/queues"))["queues"]
+
+    async def create_queue(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("POST", "/api/v1/queues", json=body)
+
+    async def queue_action(self, name: str, action: str) -> dict[str, Any]:
+        return await self.request("POST", f"/api/v1/queues/{quote(name)}/{action}")
+
+    async def hosts(self) -> list[dict[str, Any]]:
+        return (await self.request("GET", "/api/v1/hosts"))["hosts"]
+
+    async def host(self, name: str) -> dict[str, Any]:
+        return await self.request("GET", f"/api/v1/hosts/{quote(name)}")
+
+    async def host_action(self, name: str, action: str, reason: str = "") -> dict[str, Any]:
+        body = {"reason": reason} if reason else {}
+        return await self.request("POST", f"/api/v1/hosts/{quote(name)}/{action}", json=body)
+
+    async def cluster(self) -> dict[str, Any]:
+        return await self.request("GET", "/api/v1/cluster")

@@ -1,0 +1,262 @@
+"""The one TOML config file, validated at start with messages that name the bad key.
+
+A single file serves every role: `[cluster]` (the ordered controller candidate list),
+`[controller]`, `[auth]`, `[[queue]]` and `[worker]`. Unknown keys are errors, not silently
+ignored, because a typo in a cluster config is a outage waiting to happen.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from xce.core.errors import InvalidRequest
+from xce.core.model import HostFailurePolicy, QueueRecord
+
+DEFAULT_PORT = 6820
+
+
+class ConfigError(InvalidRequest):
+    """A config file is unreadable or has a bad key; the message names file and key."""
+
+    code = "config_error"
+
+
+@dataclass(frozen=True)
+class TokenEntry:
+    """A static bearer token (stored only as its SHA-256) and the role it grants."""
+
+    name: str
+    role: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    listen_host: str = "127.0.0.1"
+    listen_port: int = DEFAULT_PORT
+    state_dir: Path = field(default_factory=lambda: Path("~/.local/share/xce").expanduser())
+    heartbeat_interval_s: float = 5.0
+    missed_heartbeats: int = 3
+    schedule_interval_s: float = 1.0
+    max_upload_mb: int = 1024
+    max_body_kb: int = 1024
+    max_array_size: int = 1_000_000
+    tokens: tuple[TokenEntry, ...] = ()
+    queues: tuple[QueueRecord, ...] = (QueueRecord("normal", priority=30),)
+    default_queue: str = "normal"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    name: str = field(default_factory=socket.gethostname)
+    slots: int = 0
+    memory_mb: int = 0
+    attributes: tuple[tuple[str, str], ...] = ()
+    spool_dir: Path = field(
+        default_factory=lambda: Path("~/.local/share/xce/worker").expanduser()
+    )
+    allow_root_jobs: bool = False
+    kill_grace_s: float = 10.0
+    heartbeat_interval_s: float = 5.0
+    usage_interval_s: float = 2.0
+    token: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    controllers: tuple[str, ...] = (f"http://127.0.0.1:{DEFAULT_PORT}",)
+    controller: ControllerSettings = field(default_factory=ControllerSettings)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
+    path: Path | None = None
+
+
+def _check_keys(section: str, data: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"unknown key {section}.{unknown[0]} (allowed: {', '.join(sorted(allowed))})"
+        )
+
+
+def _typed(section: str, key: str, value: Any, kind: type | tuple[type, ...]) -> Any:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    name = " or ".join(k.__name__ for k in kinds)
+    if isinstance(value, bool) and bool not in kinds:
+        raise ConfigError(f"{section}.{key} must be a {name}, not a boolean")
+    if not isinstance(value, kind):
+        raise ConfigError(f"{section}.{key} must be a {name}, got {value!r}")
+    return value
+
+
+def _positive(section: str, key: str, value: Any) -> Any:
+    _typed(section, key, value, (int, float))
+    if value <= 0:
+        raise ConfigError(f"{section}.{key} must be positive, got {value!r}")
+    return value
+
+
+def _listen(section: str, text: Any) -> tuple[str, int]:
+    _typed(section, "listen", text, str)
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{section}.listen must be HOST:PORT, got {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _attributes(section: str, data: Any) -> tuple[tuple[str, str], ...]:
+    _typed(section, "attributes", data, dict)
+    out = []
+    for k, v in sorted(data.items()):
+        if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            raise ConfigError(f"{section}.attributes.{k} must be a string or number")
+        out.append((k, str(v)))
+    return tuple(out)
+
+
+def _queue(i: int, data: Any) -> QueueRecord:
+    section = f"queue[{i}]"
+    _typed("queue", str(i), data, dict)
+    _check_keys(section, data, {f.name for f in fields(QueueRecord)})
+    name = _typed(section, "name", data.get("name"), str)
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"{section}.name {name!r} may hold only letters, digits, - and _")
+    try:
+        policy = HostFailurePolicy(data.get("on_host_failure", "requeue"))
+    except ValueError:
+        raise ConfigError(f"{section}.on_host_failure must be requeue or exit") from None
+    hosts = data.get("hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+        raise ConfigError(f"{section}.hosts must be a list of host names")
+    return QueueRecord(
+        name=name,
+        priority=_typed(section, "priority", data.get("priority", 0), int),
+        open=_typed(section, "open", data.get("open", True), bool),
+        active=_typed(section, "active", data.get("active", True), bool),
+        hosts=tuple(hosts),
+        description=_typed(section, "description", data.get("description", ""), str),
+        on_host_failure=policy,
+    )
+
+
+def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    s = "controller"
+    _check_keys(
+        s, data,
+        {"listen", "state_dir", "heartbeat_interval_s", "missed_heartbeats",
+         "schedule_interval_s", "max_upload_mb", "max_body_kb", "max_array_size",
+         "default_queue"},
+    )
+    out: dict[str, Any] = {}
+    if "listen" in data:
+        out["listen_host"], out["listen_port"] = _listen(s, data["listen"])
+    if "state_dir" in data:
+        raw = _typed(s, "state_dir", data["state_dir"], str)
+        out["state_dir"] = (base / Path(raw).expanduser()).resolve()
+    for key in ("heartbeat_interval_s", "schedule_interval_s"):
+        if key in data:
+            out[key] = float(_positive(s, key, data[key]))
+    for key in ("missed_heartbeats", "max_upload_mb", "max_body_kb", "max_array_size"):
+        if key in data:
+            out[key] = int(_positive(s, key, _typed(s, key, data[key], int)))
+    if "default_queue" in data:
+        out["default_queue"] = _typed(s, "default_queue", data["default_queue"], str)
+    return out
+
+
+def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    s = "worker"
+    _check_keys(
+        s, data,
+        {"name", "slots", "memory_mb", "attributes", "spool_dir", "allow_root_jobs",
+         "kill_grace_s", "heartbeat_interval_s", "usage_interval_s", "token", "token_file"},
+    )
+    out: dict[str, Any] = {}
+    if "name" in data:
+        out["name"] = _typed(s, "name", data["name"], str)
+    for key in ("slots", "memory_mb"):
+        if key in data:
+            out[key] = int(_positive(s, key, _typed(s, key, data[key], int)))
+    if "attributes" in data:
+        out["attributes"] = _attributes(s, data["attributes"])
+    if "spool_dir" in data:
+        raw = _typed(s, "spool_dir", data["spool_dir"], str)
+        out["spool_dir"] = (base / Path(raw).expanduser()).resolve()
+    if "allow_root_jobs" in data:
+        out["allow_root_jobs"] = _typed(s, "allow_root_jobs", data["allow_root_jobs"], bool)
+    for key in ("kill_grace_s", "heartbeat_interval_s", "usage_interval_s"):
+        if key in data:
+            out[key] = float(_positive(s, key, data[key]))
+    if "token" in data:
+        out["token"] = _typed(s, "token", data["token"], str)
+    if "token_file" in data:
+        path = (base / _typed(s, "token_file", data["token_file"], str)).expanduser()
+        try:
+            out["token"] = path.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"worker.token_file {path}: {exc.strerror}") from None
+    return out
+
+
+def _tokens(data: dict[str, Any]) -> tuple[TokenEntry, ...]:
+    _check_keys("auth", data, {"tokens"})
+    entries = []
+    for i, item in enumerate(data.get("tokens", [])):
+        sec = f"auth.tokens[{i}]"
+        _typed("auth.tokens", str(i), item, dict)
+        _check_keys(sec, item, {"name", "role", "sha256"})
+        role = _typed(sec, "role", item.get("role"), str)
+        if role not in ("admin", "worker", "user"):
+            raise ConfigError(f"{sec}.role must be admin, worker or user, got {role!r}")
+        digest = _typed(sec, "sha256", item.get("sha256"), str)
+        if len(digest) != 64:
+            raise ConfigError(f"{sec}.sha256 must be 64 hex digits")
+        entries.append(TokenEntry(_typed(sec, "name", item.get("name"), str), role, digest))
+    return tuple(entries)
+
+
+def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
+    """Validate a parsed TOML document into `Config`; raises `ConfigError` naming the key."""
+    base = path.parent if path else Path.cwd()
+    _check_keys("(top level)", data, {"cluster", "controller", "auth", "queue", "worker"})
+    cluster = data.get("cluster", {})
+    _check_keys("cluster", cluster, {"controllers"})
+    controllers = cluster.get("controllers", list(Config.controllers))
+    if not isinstance(controllers, list) or not controllers or not all(
+        isinstance(c, str) and c.startswith(("http://", "https://")) for c in controllers
+    ):
+        raise ConfigError("cluster.controllers must be a non-empty list of http(s):// URLs")
+    ctl = _controller(data.get("controller", {}), base)
+    ctl["tokens"] = _tokens(data.get("auth", {}))
+    if "queue" in data:
+        queues = tuple(_queue(i, q) for i, q in enumerate(data["queue"]))
+        names = [q.name for q in queues]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise ConfigError(f"queue {dup!r} is defined twice")
+        ctl["queues"] = queues
+    settings = ControllerSettings(**ctl)
+    if settings.default_queue not in {q.name for q in settings.queues}:
+        raise ConfigError(f"controller.default_queue {settings.default_queue!r} is not a queue")
+    worker = WorkerSettings(**_worker(data.get("worker", {}), base))
+    return Config(tuple(c.rstrip("/") for c in controllers), settings, worker, path)
+
+
+def load_config(path: str | os.PathLike[str] | None) -> Config:
+    if path is None:
+        return Config()
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config {p} is not valid TOML: {exc}") from None
+    try:
+        return parse_config(data, p)
+    except ConfigError as exc:
+        raise ConfigError(f"{p}: {exc.message}") from None

@@ -1,0 +1,95 @@
+"""`xce controller`: wires state, service, worker gateway and HTTP API, and runs the loops."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import stat
+from pathlib import Path
+
+from aiohttp import web
+
+from xce.api.app import build_app
+from xce.config import Config
+from xce.controller.service import ControllerService
+from xce.controller.workers import WorkerGateway
+from xce.core import events as ev
+from xce.core.errors import InvalidRequest
+from xce.store.files import FileStore
+
+log = logging.getLogger("xce.controller")
+
+
+def prepare_state_dir(path: Path) -> None:
+    """Create the state directory 0700; refuse one that others may write to."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    mode = path.stat().st_mode
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise InvalidRequest(
+            f"state directory {path} is group- or world-writable; run chmod 700 {path}"
+        )
+
+
+async def _scheduler_loop(service: ControllerService) -> None:
+    interval = service.settings.schedule_interval_s
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(service.schedule_needed.wait(), interval)
+        service.schedule_needed.clear()
+        try:
+            await service.schedule_once()
+        except Exception:
+            log.exception("scheduling pass failed")
+        await asyncio.sleep(0.05)  # coalesce bursts of changes into one pass
+
+
+async def _liveness_loop(gateway: WorkerGateway) -> None:
+    interval = max(gateway.service.settings.heartbeat_interval_s / 2, 0.1)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            for host in await gateway.check_liveness():
+                log.warning("host %s missed its heartbeats: marked unavailable", host)
+        except Exception:
+            log.exception("liveness check failed")
+
+
+async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
+    """Run a controller until cancelled or signalled."""
+    settings = config.controller
+    prepare_state_dir(settings.state_dir)
+    files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024)
+    service = ControllerService(settings, files)
+    now = service.clock()
+    await service.commit(
+        ev.QueueCreated(now, q) for q in settings.queues if q.name not in service.state.queues
+    )
+    gateway = WorkerGateway(service)
+    app = build_app(service, gateway, config)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.listen_host, settings.listen_port, reuse_address=True)
+    await site.start()
+    log.info("controller listening on %s:%s", settings.listen_host, settings.listen_port)
+    tasks = [
+        asyncio.create_task(_scheduler_loop(service)),
+        asyncio.create_task(_liveness_loop(gateway)),
+    ]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    if ready is not None:
+        ready.set()
+    print(f"xce controller ready on http://{settings.listen_host}:{settings.listen_port}"
+          f" (pid {os.getpid()})", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await runner.cleanup()

@@ -1,0 +1,59 @@
+"""Typed requests the service layer accepts, built by the API from validated JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    user: str
+    command: str | None = None
+    script: str | None = None
+    name: str = ""
+    queue: str | None = None
+    slots: int = 1
+    memory_mb: int = 0
+    walltime_s: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    array: str | None = None
+    dependency: str | None = None
+    inputs: dict[str, str] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
+    hold: bool = False
+    submit_host: str = ""
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    host: str
+    slots: int
+    memory_mb: int
+    attributes: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """One job a worker says it is running, with its latest usage."""
+
+    job_id: str
+    attempt: int
+    cpu_user_s: float = 0.0
+    cpu_system_s: float = 0.0
+    max_rss_bytes: int = 0
+    wall_time_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class FinishReport:
+    job_id: str
+    attempt: int
+    exit_code: int | None
+    exit_signal: int | None = None
+    reason: str = ""
+    cpu_user_s: float = 0.0
+    cpu_system_s: float = 0.0
+    max_rss_bytes: int = 0
+    wall_time_s: float = 0.0
+    outputs: tuple[str, ...] = ()

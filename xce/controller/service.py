@@ -1,0 +1,320 @@
+"""`ControllerService`: decides which events a request means and commits them.
+
+Each command validates against the current state, builds events, and hands them to
+`commit`, which applies them to `ClusterState` and appends them to the event log in the same
+synchronous step (so log order is apply order) and then awaits durability before the caller
+acknowledges. Nothing awaits between reading the state and applying the events, so
+concurrent requests on one event loop cannot interleave their decisions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import Callable, Iterable
+
+from xce.config import ControllerSettings
+from xce.controller.requests import SubmitRequest
+from xce.core import events as ev
+from xce.core import lifecycle
+from xce.core.arrayspec import parse_array_spec
+from xce.core.deps import parse_dependency
+from xce.core.errors import Conflict, InvalidRequest, NotFound
+from xce.core.model import (
+    HostAdmin,
+    HostStatus,
+    JobRecord,
+    JobSpec,
+    JobState,
+    QueueRecord,
+)
+from xce.core.state import ClusterState, parse_job_id
+from xce.sched import fcfs
+from xce.sched.snapshot import snapshot_of
+from xce.sched.types import Plan
+from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
+from xce.store.log import EventLog, MemoryEventLog
+
+USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+JOB_ACTIONS = ("stop", "resume", "requeue", "kill")
+Planner = Callable[..., Plan]
+
+
+class ControllerService:
+    """The controller's commands and the notifications its loops and long-polls wait on."""
+
+    def __init__(
+        self,
+        settings: ControllerSettings,
+        files: FileStore,
+        state: ClusterState | None = None,
+        log: EventLog | None = None,
+        clock: Callable[[], float] = time.time,
+        planner: Planner = fcfs.plan,
+    ) -> None:
+        self.settings = settings
+        self.files = files
+        self.state = state or ClusterState()
+        self.log = log or MemoryEventLog()
+        self.clock = clock
+        self.planner = planner
+        self.reasons: dict[str, str] = {}
+        self.host_versions: dict[str, int] = {}
+        self._host_waiters: dict[str, asyncio.Event] = {}
+        self.schedule_needed = asyncio.Event()
+        self.listeners: list[Callable[[ev.Event], None]] = []
+        self.stats = {"scheduling_passes": 0, "last_pass_ms": 0.0, "dispatched": 0}
+
+    # --- committing ---------------------------------------------------------------------
+
+    async def commit(self, events: Iterable[ev.Event]) -> None:
+        """Apply and log `events` in order, then wait until they are durable."""
+        touched: set[str] = set()
+        count = 0
+        for event in events:
+            before = self._host_of(event)
+            self.state.apply(event)
+            self.log.append(event)
+            count += 1
+            touched.update(h for h in (before, self._host_of(event)) if h)
+            for listener in self.listeners:
+                listener(event)
+        if not count:
+            return
+        for host in touched:
+            self._bump(host)
+        self.schedule_needed.set()
+        await self.log.sync()
+
+    def _host_of(self, event: ev.Event) -> str | None:
+        if isinstance(event, ev.JobStarted):
+            return event.host
+        job_id = getattr(event, "job_id", None)
+        if job_id is not None:
+            job = self.state.jobs.get(job_id)
+            return job.host if job else None
+        if isinstance(event, (ev.HostRegistered, ev.HostAvailable, ev.HostUnavailable)):
+            return event.name
+        return None
+
+    def _bump(self, host: str) -> None:
+        self.host_versions[host] = self.host_versions.get(host, 0) + 1
+        waiter = self._host_waiters.pop(host, None)
+        if waiter is not None:
+            waiter.set()
+
+    async def wait_host_change(self, host: str, version: int, timeout: float) -> None:
+        """Long-poll helper: return when the host's version passes `version` or on timeout."""
+        if self.host_versions.get(host, 0) != version:
+            return
+        waiter = self._host_waiters.setdefault(host, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(waiter.wait(), timeout)
+
+    # --- submission ---------------------------------------------------------------------
+
+    def _spec(self, req: SubmitRequest) -> tuple[JobSpec, dict[str, str]]:
+        """The validated spec, and its inputs as normalised path -> upload id."""
+        if not USER_NAME.match(req.user or ""):
+            raise InvalidRequest(f"user {req.user!r} is not a valid user name")
+        if (req.command is None) == (req.script is None):
+            raise InvalidRequest("give exactly one of command or script")
+        body = req.command if req.command is not None else req.script
+        if not body or not body.strip():
+            raise InvalidRequest("the command or script is empty")
+        queue_name = req.queue or self.settings.default_queue
+        queue = self.state.queues.get(queue_name)
+        if queue is None:
+            raise InvalidRequest(f"queue {queue_name!r} does not exist")
+        if not queue.open:
+            raise Conflict(f"queue {queue_name!r} is closed: it accepts no new jobs")
+        if req.slots < 1:
+            raise InvalidRequest("slots must be at least 1")
+        if req.memory_mb < 0:
+            raise InvalidRequest("memory_mb may not be negative")
+        if req.walltime_s is not None and req.walltime_s < 1:
+            raise InvalidRequest("walltime_s must be at least 1 second")
+        for key in req.env:
+            if not ENV_NAME.match(key):
+                raise InvalidRequest(f"environment variable name {key!r} is not valid")
+            if key.startswith("XCE_"):
+                raise InvalidRequest(f"environment variable {key} is reserved for XCE")
+        if req.cwd is not None and not req.cwd.startswith("/"):
+            raise InvalidRequest("cwd must be an absolute path on the execution host")
+        inputs = {safe_relative_path(p, "input path"): u for p, u in req.inputs.items()}
+        for upload_id in inputs.values():
+            self.files.check_upload(upload_id)
+        outputs = tuple(safe_relative_path(p, "output pattern") for p in req.outputs)
+        for out in outputs:
+            if out in RESERVED_OUTPUTS:
+                raise InvalidRequest(f"output {out!r} is reserved for the job's {out}")
+        dependency = parse_dependency(req.dependency)
+        for term in dependency:
+            number, index = parse_job_id(term.job)
+            if index is None and number in self.state.arrays:
+                continue
+            try:
+                self.state.job(term.job)
+            except NotFound:
+                raise InvalidRequest(
+                    f"dependency on job {term.job}, which does not exist"
+                ) from None
+        spec = JobSpec(
+            user=req.user,
+            queue=queue_name,
+            name=req.name,
+            command=req.command,
+            script=req.script,
+            slots=req.slots,
+            memory_mb=req.memory_mb,
+            walltime_s=req.walltime_s,
+            env=tuple(sorted(req.env.items())),
+            cwd=req.cwd,
+            inputs=tuple(sorted(inputs)),
+            outputs=outputs,
+            dependency=dependency,
+            hold=req.hold,
+            submit_host=req.submit_host,
+        )
+        return spec, inputs
+
+    async def submit(self, req: SubmitRequest) -> str:
+        """Validate and enqueue a job or array; returns its id once durable."""
+        spec, inputs = self._spec(req)
+        event: ev.Event
+        if req.array is not None:
+            parsed = parse_array_spec(req.array, self.settings.max_array_size)
+            number = self.state.next_number
+            event = ev.ArraySubmitted(
+                self.clock(), number, spec, parsed.indices, parsed.max_concurrent
+            )
+        else:
+            number = self.state.next_number
+            event = ev.JobSubmitted(self.clock(), number, spec)
+        self.files.attach_inputs(number, inputs)
+        await self.commit([event])
+        return str(number)
+
+    # --- job control --------------------------------------------------------------------
+
+    def _job_events(self, job: JobRecord, action: str, now: float) -> list[ev.Event]:
+        if action == "kill":
+            if job.state.active:
+                host = self.state.hosts.get(job.host or "")
+                if host is None or host.status is HostStatus.UNAVAILABLE:
+                    return [ev.JobKilled(now, job.id, "killed (host unavailable)")]
+                if job.kill_requested:
+                    return []
+                return [ev.JobKillRequested(now, job.id)]
+            lifecycle.check(job.id, "kill", job.state, JobState.EXIT)
+            return [ev.JobKilled(now, job.id)]
+        if action == "stop":
+            lifecycle.check(job.id, "suspend", job.state)
+            return [ev.JobSuspended(now, job.id)]
+        if action == "resume":
+            lifecycle.check(job.id, "resume", job.state)
+            return [ev.JobResumed(now, job.id)]
+        if action == "requeue":
+            lifecycle.check(job.id, "requeue", job.state, JobState.PEND)
+            return [ev.JobRequeued(now, job.id)]
+        raise InvalidRequest(f"unknown job action {action!r} (use {', '.join(JOB_ACTIONS)})")
+
+    def _array_events(self, number: int, action: str, now: float) -> list[ev.Event]:
+        array = self.state.array(number)
+        out: list[ev.Event] = []
+        tasks = self.state.tasks_of(number)
+        if action == "kill":
+            if array.pending:
+                out.append(ev.ArrayCancelled(now, number))
+            states = (JobState.PEND, JobState.PSUSP, JobState.RUN, JobState.USUSP, JobState.SSUSP)
+        elif action == "stop":
+            if array.pending and not array.held:
+                out.append(ev.ArrayHeld(now, number))
+            states = (JobState.PEND, JobState.RUN, JobState.SSUSP)
+        elif action == "resume":
+            if array.held:
+                out.append(ev.ArrayReleased(now, number))
+            states = (JobState.PSUSP, JobState.USUSP, JobState.SSUSP)
+        elif action == "requeue":
+            states = (JobState.RUN, JobState.USUSP, JobState.SSUSP, JobState.DONE, JobState.EXIT)
+        else:
+            raise InvalidRequest(f"unknown job action {action!r} (use {', '.join(JOB_ACTIONS)})")
+        for task in tasks:
+            if task.state in states:
+                out.extend(self._job_events(task, action, now))
+        if not out:
+            raise Conflict(f"no task of job array {number} is in a state that allows {action}")
+        return out
+
+    async def control(self, job_id: str, action: str) -> list[str]:
+        """stop / resume / requeue / kill one job, one task, or a whole array."""
+        if action not in JOB_ACTIONS:
+            raise InvalidRequest(f"unknown job action {action!r} (use {', '.join(JOB_ACTIONS)})")
+        number, index = parse_job_id(job_id)
+        now = self.clock()
+        if index is None and number in self.state.arrays:
+            events = self._array_events(number, action, now)
+        else:
+            events = self._job_events(self.state.job(job_id), action, now)
+        await self.commit(events)
+        return sorted({getattr(e, "job_id", str(getattr(e, "number", ""))) for e in events})
+
+    # --- queues -------------------------------------------------------------------------
+
+    async def create_queue(self, queue: QueueRecord) -> QueueRecord:
+        if queue.name in self.state.queues:
+            raise Conflict(f"queue {queue.name!r} already exists")
+        await self.commit([ev.QueueCreated(self.clock(), queue)])
+        return self.state.queues[queue.name]
+
+    async def queue_action(self, name: str, action: str) -> QueueRecord:
+        queue = self.state.queue(name)
+        now = self.clock()
+        table = {
+            "open": (queue.open, ev.QueueOpened),
+            "close": (not queue.open, ev.QueueClosed),
+            "activate": (queue.active, ev.QueueActivated),
+            "deactivate": (not queue.active, ev.QueueDeactivated),
+        }
+        if action not in table:
+            raise InvalidRequest(f"unknown queue action {action!r} (use {', '.join(table)})")
+        already, event_type = table[action]
+        if not already:
+            await self.commit([event_type(now, name)])
+        return self.state.queues[name]
+
+    # --- hosts --------------------------------------------------------------------------
+
+    async def host_action(self, name: str, action: str, reason: str = "") -> None:
+        host = self.state.host(name)
+        now = self.clock()
+        if action == "open":
+            events = [] if host.admin is HostAdmin.OPEN else [ev.HostOpened(now, name)]
+        elif action == "close":
+            events = [ev.HostClosed(now, name, reason or "closed by admin")]
+        elif action == "drain":
+            events = [ev.HostDrainStarted(now, name, reason or "drained by admin")]
+        else:
+            raise InvalidRequest(f"unknown host action {action!r} (use open, close, drain)")
+        await self.commit(events)
+
+    # --- scheduling ---------------------------------------------------------------------
+
+    async def schedule_once(self) -> int:
+        """One scheduling pass: plan on a snapshot, then commit the placements."""
+        started = time.perf_counter()
+        result = self.planner(snapshot_of(self.state), self.clock())
+        self.reasons = result.reasons
+        now = self.clock()
+        events: list[ev.Event] = []
+        for placement in result.placements:
+            events.append(ev.JobStarted(now, placement.job_id, placement.host))
+        self.stats["scheduling_passes"] += 1
+        self.stats["last_pass_ms"] = (time.perf_counter() - started) * 1000
+        if events:
+            await self.commit(events)
+            self.stats["dispatched"] += len(events)
+        return len(events)

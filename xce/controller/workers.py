@@ -1,0 +1,166 @@
+"""The controller's side of the worker protocol, and host liveness.
+
+The protocol is level-triggered: a worker asks "what should I be running?" and gets the full
+desired set for its host (run / stop / kill, by job id and attempt). It starts what is
+missing, signals what differs and kills what is not listed. Lost messages, worker restarts
+and controller failovers therefore heal on the next poll, and a job never starts twice: the
+worker keys every process by (job id, attempt) and a finished attempt is reported until the
+controller acknowledges it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xce.controller.requests import FinishReport, RunReport, WorkerInfo
+from xce.controller.service import ControllerService
+from xce.core import events as ev
+from xce.core.errors import NotFound
+from xce.core.model import HostFailurePolicy, JobRecord, JobState, Usage
+from xce.core.state import ClusterState
+
+
+def _usage(r: RunReport | FinishReport) -> Usage:
+    return Usage(r.cpu_user_s, r.cpu_system_s, r.max_rss_bytes, r.wall_time_s)
+
+
+def assignment(job: JobRecord) -> dict[str, Any]:
+    """What a worker needs to run (or signal) one job."""
+    spec = job.spec
+    if job.kill_requested:
+        action = "kill"
+    elif job.state is JobState.RUN:
+        action = "run"
+    else:
+        action = "stop"
+    return {
+        "job_id": job.id,
+        "attempt": job.attempt,
+        "action": action,
+        "number": job.number,
+        "array_index": job.array_index,
+        "user": spec.user,
+        "name": spec.name,
+        "queue": spec.queue,
+        "command": spec.command,
+        "script": spec.script,
+        "slots": spec.slots,
+        "memory_mb": spec.memory_mb,
+        "walltime_s": spec.walltime_s,
+        "env": dict(spec.env),
+        "cwd": spec.cwd,
+        "inputs": list(spec.inputs),
+        "outputs": list(spec.outputs),
+        "start_time": job.start_time,
+    }
+
+
+class WorkerGateway:
+    """Registration, heartbeats, desired-state polls and finish reports from workers."""
+
+    def __init__(self, service: ControllerService) -> None:
+        self.service = service
+        self.last_seen: dict[str, float] = {}
+        self.load: dict[str, dict[str, float]] = {}
+        started = service.clock()
+        # After a controller restart every known host gets a full grace period.
+        for name in service.state.hosts:
+            self.last_seen[name] = started
+
+    @property
+    def state(self) -> ClusterState:
+        return self.service.state
+
+    async def register(self, info: WorkerInfo) -> dict[str, Any]:
+        now = self.service.clock()
+        self.last_seen[info.host] = now
+        old = self.state.hosts.get(info.host)
+        if (
+            old is None
+            or not old.reachable
+            or (old.slots, old.memory_mb, old.attributes)
+            != (info.slots, info.memory_mb, info.attributes)
+        ):
+            await self.service.commit(
+                [ev.HostRegistered(now, info.host, info.slots, info.memory_mb, info.attributes)]
+            )
+        return self.assignments(info.host)
+
+    async def heartbeat(
+        self, host: str, running: list[RunReport], load: dict[str, float]
+    ) -> dict[str, Any]:
+        record = self.state.host(host)
+        now = self.service.clock()
+        self.last_seen[host] = now
+        self.load[host] = load
+        events: list[ev.Event] = []
+        if not record.reachable:
+            events.append(ev.HostAvailable(now, host))
+        for report in running:
+            job = self.state.jobs.get(report.job_id)
+            if (
+                job is not None
+                and job.host == host
+                and job.attempt == report.attempt
+                and job.state.active
+                and job.usage != _usage(report)
+            ):
+                events.append(ev.JobUsageReported(now, job.id, job.attempt, _usage(report)))
+        await self.service.commit(events)
+        return {"version": self.service.host_versions.get(host, 0)}
+
+    def assignments(self, host: str) -> dict[str, Any]:
+        if host not in self.state.hosts:
+            raise NotFound(f"host {host!r} is not registered")
+        jobs = [self.state.jobs[j] for j in sorted(self.state.jobs_on(host))]
+        return {
+            "version": self.service.host_versions.get(host, 0),
+            "jobs": [assignment(j) for j in jobs],
+        }
+
+    async def wait_assignments(self, host: str, version: int, timeout: float) -> dict[str, Any]:
+        self.assignments(host)  # raises NotFound for an unknown host
+        await self.service.wait_host_change(host, version, timeout)
+        return self.assignments(host)
+
+    def owns(self, host: str, job_id: str, attempt: int) -> JobRecord | None:
+        """The job if `host` is running this attempt of it now, else None (a stale report)."""
+        job = self.state.jobs.get(job_id)
+        if job is None or job.host != host or job.attempt != attempt or not job.state.active:
+            return None
+        return job
+
+    async def finished(self, host: str, report: FinishReport) -> bool:
+        """Record a finished attempt; False means the report was stale and is dropped."""
+        self.state.host(host)
+        if self.owns(host, report.job_id, report.attempt) is None:
+            return False
+        await self.service.commit(
+            [
+                ev.JobFinished(
+                    self.service.clock(), report.job_id, report.attempt, report.exit_code,
+                    report.exit_signal, _usage(report), report.reason, report.outputs,
+                )
+            ]
+        )
+        return True
+
+    async def check_liveness(self) -> list[str]:
+        """Mark hosts that missed their heartbeats unavailable and apply queue policies."""
+        settings = self.service.settings
+        deadline = settings.heartbeat_interval_s * settings.missed_heartbeats
+        now = self.service.clock()
+        lost: list[str] = []
+        for name, host in list(self.state.hosts.items()):
+            seen = self.last_seen.setdefault(name, now)
+            if not host.reachable or now - seen <= deadline:
+                continue
+            events: list[ev.Event] = [ev.HostUnavailable(now, name)]
+            for job_id in sorted(self.state.jobs_on(name)):
+                job = self.state.jobs[job_id]
+                queue = self.state.queues.get(job.spec.queue)
+                requeue = queue is None or queue.on_host_failure is HostFailurePolicy.REQUEUE
+                events.append(ev.JobHostLost(now, job_id, requeue))
+            await self.service.commit(events)
+            lost.append(name)
+        return lost

@@ -1,0 +1,1 @@
+"""Durable storage on local disk: the event log (WAL), checkpoints and job files."""

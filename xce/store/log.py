@@ -1,0 +1,34 @@
+"""The seam between the controller and durability.
+
+The controller appends each event as it applies it, in apply order, and acknowledges a
+request only after `sync()` returns: that is the whole durability contract. The WAL issue
+plugs a group-committing, fsync'ing implementation in here; `MemoryEventLog` is the
+non-durable default for a controller started without persistence.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from xce.core.events import Event
+
+
+class EventLog(Protocol):
+    def append(self, event: Event) -> None:
+        """Queue `event` for writing; called synchronously, in the order events apply."""
+
+    async def sync(self) -> None:
+        """Return once every event appended so far is durable (or raise `Unavailable`)."""
+
+
+class MemoryEventLog:
+    """Keeps nothing durable; counts what it saw so tests can check the seam is used."""
+
+    def __init__(self) -> None:
+        self.appended = 0
+
+    def append(self, event: Event) -> None:
+        self.appended += 1
+
+    async def sync(self) -> None:
+        return None

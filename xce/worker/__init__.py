@@ -1,0 +1,1 @@
+"""The worker: runs dispatched jobs as real processes and reports their usage."""

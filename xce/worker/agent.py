@@ -1,0 +1,293 @@
+"""`xce worker`: registers the host, follows its desired job set, reports back.
+
+The worker reconciles: every answer from the controller is the complete list of what this
+host should run, stop or kill, and the worker makes its processes match it. Processes are
+keyed by (job id, attempt) and attempts that already ended are remembered, so a repeated or
+late answer never starts a job twice. Finish reports are retried until the controller takes
+them, so a controller restart or failover loses none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections import OrderedDict
+from typing import Any
+from urllib.parse import quote
+
+import psutil
+
+from xce.client import ApiError, XceClient
+from xce.client.http import job_path
+from xce.config import Config, WorkerSettings
+from xce.worker import executor, staging
+from xce.worker.executor import JobResult, LaunchError, RunningJob
+
+log = logging.getLogger("xce.worker")
+Key = tuple[str, int]
+
+
+def host_resources(settings: WorkerSettings) -> tuple[int, int]:
+    slots = settings.slots or os.cpu_count() or 1
+    memory = settings.memory_mb or psutil.virtual_memory().total // (1024 * 1024)
+    return slots, memory
+
+
+class WorkerAgent:
+    def __init__(self, config: Config, client: XceClient | None = None) -> None:
+        self.config = config
+        self.settings = config.worker
+        self.host = self.settings.name
+        self.client = client or XceClient(config.controllers, self.settings.token or None)
+        self.running: dict[Key, RunningJob] = {}
+        self.ended: OrderedDict[Key, None] = OrderedDict()
+        self.reports: dict[Key, dict[str, Any]] = {}
+        self.version = -1
+        self.registered = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._report_wakeup = asyncio.Event()
+
+    # --- bookkeeping --------------------------------------------------------------------
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _remember_ended(self, key: Key) -> None:
+        self.ended[key] = None
+        while len(self.ended) > 100_000:
+            self.ended.popitem(last=False)
+
+    @property
+    def _base(self) -> str:
+        return f"/api/v1/workers/{quote(self.host)}"
+
+    # --- talking to the controller ------------------------------------------------------
+
+    async def register(self) -> None:
+        slots, memory = host_resources(self.settings)
+        body = {
+            "host": self.host,
+            "slots": slots,
+            "memory_mb": memory,
+            "attributes": dict(self.settings.attributes),
+        }
+        delay = 0.2
+        while True:
+            try:
+                answer = await self.client.request("POST", "/api/v1/workers/register", json=body)
+                break
+            except ApiError as exc:
+                if exc.status not in (0, 503):
+                    raise
+                log.info("controller not reachable yet (%s); retrying", exc.message)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        log.info("registered as %s (%d slots, %d MB)", self.host, slots, memory)
+        self.registered.set()
+        await self.reconcile(answer)
+
+    async def poll_loop(self) -> None:
+        while True:
+            try:
+                answer = await self.client.request(
+                    "GET", f"{self._base}/assignments",
+                    params={"version": str(self.version), "timeout": "20"}, timeout=30,
+                )
+                await self.reconcile(answer)
+            except ApiError as exc:
+                await self._on_error(exc)
+
+    async def heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_interval_s)
+            running = []
+            for job in self.running.values():
+                if job.meter is None:
+                    continue
+                running.append({
+                    "job_id": job.key[0], "attempt": job.key[1],
+                    "cpu_user_s": job.meter.cpu_user_s, "cpu_system_s": job.meter.cpu_system_s,
+                    "max_rss_bytes": job.meter.max_rss_bytes,
+                    "wall_time_s": job.wall_seconds(),
+                })
+            load1, load5, load15 = os.getloadavg()
+            mem = psutil.virtual_memory()
+            body = {"running": running, "load": {
+                "load1": load1, "load5": load5, "load15": load15,
+                "mem_free_mb": mem.available // (1024 * 1024)}}
+            try:
+                await self.client.request("POST", f"{self._base}/heartbeat", json=body, timeout=10)
+            except ApiError as exc:
+                await self._on_error(exc)
+
+    async def _on_error(self, exc: ApiError) -> None:
+        if exc.status == 404:
+            log.warning("controller does not know this host (%s): registering again", exc.message)
+            self.registered.clear()
+            await self.register()
+            return
+        log.warning("controller request failed: %s", exc.message)
+        await asyncio.sleep(1.0)
+
+    async def report_loop(self) -> None:
+        """Deliver finish reports until each is taken (accepted or known to be stale)."""
+        while True:
+            await self._report_wakeup.wait()
+            self._report_wakeup.clear()
+            for key, body in list(self.reports.items()):
+                try:
+                    answer = await self.client.request(
+                        "POST", f"{self._base}/jobs/{job_path(key[0])}/finished", json=body
+                    )
+                    if not answer.get("accepted"):
+                        log.info("job %s attempt %s: report was stale, dropped", *key)
+                    self.reports.pop(key, None)
+                except ApiError as exc:
+                    log.warning("finish report for %s failed: %s; will retry", key[0], exc.message)
+                    self._report_wakeup.set()
+                    await asyncio.sleep(1.0)
+                    break
+
+    # --- reconciliation -----------------------------------------------------------------
+
+    async def reconcile(self, answer: dict[str, Any]) -> None:
+        async with self._lock:
+            self.version = answer.get("version", self.version)
+            desired = {(a["job_id"], a["attempt"]): a for a in answer.get("jobs", [])}
+            for key, a in desired.items():
+                job = self.running.get(key)
+                if job is None:
+                    if key in self.ended or key in self.reports:
+                        continue
+                    if a["action"] == "kill":
+                        self._finish_unstarted(a, "killed before it started")
+                        continue
+                    self._spawn(self._run(a))
+                    continue
+                job.assignment = {**job.assignment, "action": a["action"]}
+                self._apply_action(job, a["action"])
+            for key, job in list(self.running.items()):
+                if key not in desired:
+                    log.info("job %s attempt %s is no longer assigned here: killing", *key)
+                    self._spawn(executor.kill(job, "taken away", self.settings.kill_grace_s))
+
+    def _apply_action(self, job: RunningJob, action: str) -> None:
+        if job.proc is None:
+            return
+        if action == "stop":
+            executor.suspend(job)
+        elif action == "run":
+            executor.resume(job)
+        elif action == "kill":
+            self._spawn(executor.kill(job, "killed", self.settings.kill_grace_s))
+
+    def _finish_unstarted(self, a: dict[str, Any], reason: str) -> None:
+        key = (a["job_id"], a["attempt"])
+        self._remember_ended(key)
+        self.reports[key] = {"attempt": a["attempt"], "exit_code": None, "reason": reason}
+        self._report_wakeup.set()
+
+    async def _run(self, a: dict[str, Any]) -> None:
+        key: Key = (a["job_id"], a["attempt"])
+        try:
+            account = executor.account_for(a["user"], self.settings.allow_root_jobs)
+            job = executor.prepare_dirs(self.settings.spool_dir, a, account)
+        except (LaunchError, OSError) as exc:
+            log.warning("job %s cannot start: %s", key[0], exc)
+            self._finish_unstarted(a, str(exc))
+            return
+        self.running[key] = job
+        loop = asyncio.get_running_loop()
+        job.result = loop.create_future()
+        try:
+            try:
+                await staging.fetch_inputs(self.client, self.host, job)
+                if key not in self.running or job.killing:
+                    raise LaunchError(job.kill_reason or "taken away before it started")
+                executor.launch(job, self.host, self.settings.allow_root_jobs)
+            except (LaunchError, ApiError, OSError, ValueError) as exc:
+                message = exc.message if isinstance(exc, ApiError) else str(exc)
+                log.warning("job %s failed to start: %s", key[0], message)
+                self.running.pop(key, None)
+                job.result.set_result(JobResult(None, None, message, executor.UsageMeter(0), 0))
+                self._finish_unstarted(a, f"failed to start: {message}")
+                return
+            log.info("job %s attempt %s started as pid %s", key[0], key[1], job.pid)
+            # An action that arrived while inputs were fetched applies now.
+            self._apply_action(job, job.assignment.get("action", "run"))
+            result = await executor.wait(
+                job, self.settings.usage_interval_s, self.settings.kill_grace_s
+            )
+            job.result.set_result(result)
+            await self._report(job, result)
+        finally:
+            self.running.pop(key, None)
+            if not job.result.done():
+                failed = JobResult(None, None, "worker error", executor.UsageMeter(0), 0)
+                job.result.set_result(failed)
+
+    async def _report(self, job: RunningJob, result: JobResult) -> None:
+        key = job.key
+        self._remember_ended(key)
+        if job.kill_reason == "taken away":
+            return  # requeued or reassigned: the controller no longer wants this attempt
+        outputs: list[str] = []
+        try:
+            outputs = await staging.upload_outputs(self.client, self.host, job)
+        except (ApiError, OSError) as exc:
+            log.warning("job %s: returning outputs failed: %s", key[0], exc)
+        meter = result.usage
+        self.reports[key] = {
+            "attempt": key[1],
+            "exit_code": result.exit_code,
+            "exit_signal": result.exit_signal,
+            "reason": result.reason,
+            "cpu_user_s": round(meter.cpu_user_s, 6),
+            "cpu_system_s": round(meter.cpu_system_s, 6),
+            "max_rss_bytes": meter.max_rss_bytes,
+            "wall_time_s": round(result.wall_time_s, 6),
+            "outputs": outputs,
+        }
+        log.info("job %s attempt %s ended: exit %s signal %s %s", key[0], key[1],
+                 result.exit_code, result.exit_signal, result.reason)
+        self._report_wakeup.set()
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self.settings.spool_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.settings.spool_dir / "jobs").mkdir(exist_ok=True, mode=0o700)
+        stale = executor.kill_stale_groups(self.settings.spool_dir)
+        if stale:
+            log.warning("killed %d job process groups left by a previous worker", stale)
+        await self.register()
+        loops = [self.poll_loop(), self.heartbeat_loop(), self.report_loop()]
+        await asyncio.gather(*(self._spawn(c) for c in loops))
+
+    async def shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await self.client.close()
+
+
+async def run_worker(config: Config) -> None:
+    agent = WorkerAgent(config)
+    loop = asyncio.get_running_loop()
+    main = asyncio.ensure_future(agent.run())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, main.cancel)
+    print(f"xce worker {agent.host} starting (pid {os.getpid()})", flush=True)
+    try:
+        await main
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await agent.shutdown()

@@ -1,0 +1,291 @@
+"""Runs one job as a real process: its own session and process group, its user, its files.
+
+Suspend is SIGSTOP to the whole group, resume SIGCONT, kill SIGTERM then SIGKILL after a
+grace period. The walltime limit counts running time only (suspended time is excluded, as in
+Slurm). When the leader exits, whatever is left of its group is killed, so a job cannot leave
+processes behind on the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import logging
+import os
+import pwd
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from xce.store.files import job_dir_name
+from xce.worker.usage import UsageMeter
+
+log = logging.getLogger("xce.worker.executor")
+
+_BACKGROUND: set[asyncio.Future[None]] = set()
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class LaunchError(Exception):
+    """The job could not be started (unknown user, root refused, bad cwd)."""
+
+
+@dataclass
+class JobResult:
+    exit_code: int | None
+    exit_signal: int | None
+    reason: str
+    usage: UsageMeter
+    wall_time_s: float
+
+
+@dataclass
+class RunningJob:
+    """A job process this worker started, keyed by (job id, attempt)."""
+
+    assignment: dict[str, Any]
+    job_dir: Path
+    work_dir: Path
+    proc: subprocess.Popen[bytes] | None = None
+    meter: UsageMeter | None = None
+    started: float = field(default_factory=time.monotonic)
+    suspended_since: float | None = None
+    suspended_total: float = 0.0
+    kill_reason: str = ""
+    killing: bool = False
+    result: asyncio.Future[JobResult] | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.assignment["job_id"], self.assignment["attempt"])
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def running_seconds(self) -> float:
+        now = time.monotonic()
+        paused = self.suspended_total + (now - self.suspended_since if self.suspended_since else 0)
+        return now - self.started - paused
+
+    def wall_seconds(self) -> float:
+        return time.monotonic() - self.started
+
+
+def account_for(user: str, allow_root: bool) -> pwd.struct_passwd | None:
+    """The account to run as; None means "as this worker's own user" (non-root worker)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        account = pwd.getpwnam(user)
+    except KeyError:
+        raise LaunchError(f"user {user} does not exist on this host") from None
+    if account.pw_uid == 0 and not allow_root:
+        raise LaunchError("jobs as root are refused on this host (worker.allow_root_jobs)")
+    return account
+
+
+def job_environment(a: dict[str, Any], account: pwd.struct_passwd | None, work_dir: Path,
+                    host: str) -> dict[str, str]:
+    """A clean environment: login basics, the user's variables, then XCE's own."""
+    if account is not None:
+        home, name, shell = account.pw_dir, account.pw_name, account.pw_shell or "/bin/sh"
+    else:
+        home = os.environ.get("HOME", "/")
+        name = pwd.getpwuid(os.geteuid()).pw_name
+        shell = os.environ.get("SHELL", "/bin/sh")
+    env = {
+        "PATH": BASE_PATH,
+        "HOME": home,
+        "USER": name,
+        "LOGNAME": name,
+        "SHELL": shell,
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+    }
+    # A frozen (PyInstaller) worker rewrote LD_LIBRARY_PATH for itself: give jobs the original.
+    if "LD_LIBRARY_PATH_ORIG" in os.environ:
+        env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH_ORIG"]
+    env.update(a.get("env") or {})
+    env.update(
+        XCE_JOB_ID=a["job_id"],
+        XCE_JOB_NAME=a.get("name") or "",
+        XCE_QUEUE=a.get("queue") or "",
+        XCE_SLOTS=str(a.get("slots", 1)),
+        XCE_ATTEMPT=str(a["attempt"]),
+        XCE_EXEC_HOST=host,
+        XCE_JOB_DIR=str(work_dir),
+    )
+    if a.get("array_index") is not None:
+        env["XCE_ARRAY_ID"] = str(a["number"])
+        env["XCE_ARRAY_INDEX"] = str(a["array_index"])
+    return env
+
+
+def prepare_dirs(spool: Path, a: dict[str, Any], account: pwd.struct_passwd | None) -> RunningJob:
+    job_dir = spool / "jobs" / f"{job_dir_name(a['job_id'])}.{a['attempt']}"
+    (job_dir / ".xce").mkdir(parents=True, exist_ok=True, mode=0o700)
+    if account is not None:
+        for path in (job_dir, job_dir / ".xce"):
+            os.chown(path, account.pw_uid, account.pw_gid)
+    work_dir = Path(a["cwd"]) if a.get("cwd") else job_dir
+    if not work_dir.is_dir():
+        raise LaunchError(f"working directory {work_dir} does not exist on this host")
+    return RunningJob(a, job_dir, work_dir)
+
+
+def launch(job: RunningJob, host: str, allow_root: bool) -> None:
+    """Start the process (synchronously; it is a fork+exec)."""
+    a = job.assignment
+    account = account_for(a["user"], allow_root)
+    meta = job.job_dir / ".xce"
+    if a.get("script") is not None:
+        script = meta / "script"
+        script.write_text(a["script"])
+        script.chmod(0o700)
+        if account is not None:
+            os.chown(script, account.pw_uid, account.pw_gid)
+        argv = [str(script)] if a["script"].startswith("#!") else ["/bin/sh", str(script)]
+    else:
+        argv = ["/bin/sh", "-c", a["command"]]
+    env = job_environment(a, account, job.work_dir, host)
+    kwargs: dict[str, Any] = {}
+    if account is not None and account.pw_uid != os.geteuid():
+        groups = [g.gr_gid for g in grp.getgrall() if account.pw_name in g.gr_mem]
+        kwargs.update(user=account.pw_uid, group=account.pw_gid, extra_groups=groups)
+    out_mode = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    stdout = os.open(meta / "stdout", out_mode, 0o600)
+    stderr = os.open(meta / "stderr", out_mode, 0o600)
+    try:
+        if account is not None:
+            for fd in (stdout, stderr):
+                os.fchown(fd, account.pw_uid, account.pw_gid)
+        fork_baseline = psutil.Process().memory_info().rss
+        job.proc = subprocess.Popen(
+            argv,
+            cwd=job.work_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            close_fds=True,
+            **kwargs,
+        )
+    except OSError as exc:
+        raise LaunchError(f"cannot start the job: {exc.strerror or exc}") from None
+    finally:
+        os.close(stdout)
+        os.close(stderr)
+    job.started = time.monotonic()
+    job.meter = UsageMeter(job.proc.pid, fork_baseline)
+    (meta / "pid").write_text(f"{job.proc.pid}\n")
+
+
+def _signal_group(job: RunningJob, sig: int) -> None:
+    if job.proc is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(job.proc.pid, sig)
+
+
+def suspend(job: RunningJob) -> None:
+    if job.suspended_since is None and not job.killing:
+        _signal_group(job, signal.SIGSTOP)
+        job.suspended_since = time.monotonic()
+
+
+def resume(job: RunningJob) -> None:
+    if job.suspended_since is not None:
+        _signal_group(job, signal.SIGCONT)
+        job.suspended_total += time.monotonic() - job.suspended_since
+        job.suspended_since = None
+
+
+async def kill(job: RunningJob, reason: str, grace: float) -> None:
+    """SIGTERM (and SIGCONT so a stopped job can act on it), SIGKILL after `grace` seconds."""
+    if job.killing:
+        return
+    job.killing = True
+    job.kill_reason = reason
+    _signal_group(job, signal.SIGTERM)
+    _signal_group(job, signal.SIGCONT)
+    if job.suspended_since is not None:
+        job.suspended_total += time.monotonic() - job.suspended_since
+        job.suspended_since = None
+    if job.result is None:
+        return
+    try:
+        await asyncio.wait_for(asyncio.shield(job.result), grace)
+    except TimeoutError:
+        _signal_group(job, signal.SIGKILL)
+
+
+async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResult:
+    """Wait for the leader to exit, sampling usage and enforcing the walltime limit."""
+    assert job.proc is not None and job.meter is not None
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[tuple[int, Any]] = loop.create_future()
+    pid = job.proc.pid
+    pidfd = os.pidfd_open(pid)
+
+    def on_exit() -> None:
+        try:
+            waited, status, rusage = os.wait4(pid, os.WNOHANG)
+        except ChildProcessError:
+            waited, status, rusage = pid, 0, None
+        if waited and not exited.done():
+            exited.set_result((status, rusage))
+
+    loop.add_reader(pidfd, on_exit)
+    walltime = job.assignment.get("walltime_s")
+    # Sample densely at first so short jobs still get a memory figure.
+    delays = [0.02, 0.1, 0.3, 0.6]
+    try:
+        while not exited.done():
+            job.meter.sample()
+            if walltime and not job.killing and job.running_seconds() > walltime:
+                log.info("job %s exceeded its walltime of %ss", job.key[0], walltime)
+                killer = asyncio.ensure_future(kill(job, "walltime limit exceeded", grace))
+                _BACKGROUND.add(killer)
+                killer.add_done_callback(_BACKGROUND.discard)
+            with contextlib.suppress(TimeoutError):
+                delay = delays.pop(0) if delays else usage_interval
+                await asyncio.wait_for(asyncio.shield(exited), min(delay, usage_interval))
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+    status, rusage = exited.result()
+    job.proc.returncode = os.waitstatus_to_exitcode(status) if rusage is not None else 0
+    # Leftover processes of the job's group go with it.
+    _signal_group(job, signal.SIGKILL)
+    job.meter.close(rusage)
+    if rusage is not None and os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        code, sig_out = 128 + sig, sig
+    else:
+        code = os.WEXITSTATUS(status) if rusage is not None else None
+        sig_out = None
+    return JobResult(code, sig_out, job.kill_reason, job.meter, job.wall_seconds())
+
+
+def kill_stale_groups(spool: Path) -> int:
+    """After a worker restart, kill job groups a previous worker process left running."""
+    count = 0
+    for pid_file in (spool / "jobs").glob("*/.xce/pid"):
+        try:
+            pid = int(pid_file.read_text().strip())
+            # Only a process at least as old as the pid file is ours, not a reused pid.
+            if psutil.Process(pid).create_time() <= pid_file.stat().st_mtime + 5:
+                os.killpg(pid, signal.SIGKILL)
+                count += 1
+        except (ValueError, OSError, psutil.Error):
+            pass
+        with contextlib.suppress(OSError):
+            pid_file.unlink()
+    return count
