@@ -1,0 +1,130 @@
+"""The README's first command as a new user runs it: `xce up`, then the CLI against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cluster import free_port
+
+
+class Up:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.port = free_port()
+        self.env = {**os.environ, "XCE_CLIENT_CONFIG": str(root / "client.toml"),
+                    "PYTHONUNBUFFERED": "1"}
+        self.env.pop("XCE_TOKEN", None)
+        self.env.pop("XCE_CONTROLLERS", None)
+        self.log = root / "up.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "xce", "up", "--state-dir", str(self.root / "state"),
+             "--port", str(self.port)],
+            stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=self.env,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if "XCE is up" in self.log.read_text() and self.xce("host", "list").returncode == 0 \
+                    and "online" in self.xce("host", "list").stdout:
+                return
+            time.sleep(0.2)
+        raise AssertionError(self.log.read_text())
+
+    def xce(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "xce", *args], env=self.env, text=True,
+                              capture_output=True, timeout=60, input=stdin)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(30)
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    u = Up(tmp_path)
+    u.start()
+    try:
+        yield u
+    finally:
+        u.stop()
+
+
+def test_up_creates_private_state_and_prints_token_once(up: Up) -> None:
+    state = up.root / "state"
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert stat.S_IMODE((state / "admin.token").stat().st_mode) == 0o600
+    token = (state / "admin.token").read_text().strip()
+    assert token in up.log.read_text()
+    assert token not in (state / "xce.toml").read_text()  # only its digest is stored
+    up.stop()
+    up.log.write_text("")
+    up.start()
+    assert token not in up.log.read_text()
+    assert "admin token:     in" in up.log.read_text()
+
+
+def test_cli_runs_a_job_end_to_end(up: Up) -> None:
+    submitted = up.xce("job", "submit", "--", "echo", "hello world")
+    assert submitted.returncode == 0, submitted.stderr
+    assert "Job <1> is submitted" in submitted.stdout
+    waited = up.xce("job", "wait", "1", "--timeout", "30")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert up.xce("job", "output", "1").stdout == "hello world\n"
+    listing = up.xce("job", "list")
+    header = listing.stdout.splitlines()[0].split()
+    assert header[:8] == ["JOBID", "USER", "STAT", "QUEUE", "FROM_HOST", "EXEC_HOST",
+                          "JOB_NAME", "SUBMIT_TIME"]
+    data = json.loads(up.xce("job", "list", "--json").stdout)
+    assert data["total"] == 1 and data["jobs"][0]["state"] == "DONE"
+    hosts = json.loads(up.xce("host", "list", "--json").stdout)
+    assert hosts[0]["status"] == "online"
+    queues = up.xce("queue", "list")
+    assert queues.stdout.split()[:3] == ["QUEUE_NAME", "PRIO", "STATUS"]
+
+    script = up.xce("job", "submit", "--json", "-q", "short", stdin="echo from stdin\n")
+    job_id = json.loads(script.stdout)["job_id"]
+    assert up.xce("job", "wait", job_id, "--timeout", "30").returncode == 0
+    assert up.xce("job", "output", job_id).stdout == "from stdin\n"
+
+    failing = up.xce("job", "submit", "--", "exit 4")
+    job_id = failing.stdout.split("<")[1].split(">")[0]
+    assert up.xce("job", "wait", job_id, "--timeout", "30").returncode == 1
+    assert json.loads(up.xce("job", "show", job_id, "--json").stdout)["exit_code"] == 4
+
+
+def test_cli_errors_are_one_line_without_traceback(up: Up) -> None:
+    for args, needle in [
+        (("job", "show", "999"), "job 999 does not exist"),
+        (("job", "submit", "--array", "5-1", "--", "true"), "ends before it starts"),
+        (("job", "submit", "-q", "nope", "--", "true"), "queue 'nope' does not exist"),
+        (("job", "submit", "-W", "soon", "--", "true"), "walltime"),
+        (("host", "close", "nohost"), "host 'nohost' does not exist"),
+        (("queue", "open", "nope"), "queue 'nope' does not exist"),
+    ]:
+        result = up.xce(*args)
+        assert result.returncode != 0, args
+        assert "Traceback" not in result.stderr, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], (args, result.stderr)
+
+
+def test_cli_without_a_controller_says_so(tmp_path: Path) -> None:
+    env = {**os.environ, "XCE_CLIENT_CONFIG": str(tmp_path / "none.toml"),
+           "XCE_CONTROLLERS": f"http://127.0.0.1:{free_port()}"}
+    result = subprocess.run([sys.executable, "-m", "xce", "job", "list"], env=env, text=True,
+                            capture_output=True, timeout=60)
+    assert result.returncode == 2
+    assert "no controller answered" in result.stderr and "Traceback" not in result.stderr
