@@ -49,6 +49,12 @@ class ControllerSettings:
     tokens: tuple[TokenEntry, ...] = ()
     queues: tuple[QueueRecord, ...] = (QueueRecord("normal", priority=30),)
     default_queue: str = "normal"
+    wal_fsync: str = "always"
+    wal_fsync_interval_s: float = 1.0
+    wal_segment_mb: int = 64
+    checkpoint_every: int = 100_000
+    checkpoint_interval_s: float = 300.0
+    finished_retention_s: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -149,7 +155,8 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
         s, data,
         {"listen", "state_dir", "heartbeat_interval_s", "missed_heartbeats",
          "schedule_interval_s", "max_upload_mb", "max_body_kb", "max_array_size",
-         "default_queue"},
+         "default_queue", "wal_fsync", "wal_fsync_interval_s", "wal_segment_mb",
+         "checkpoint_every", "checkpoint_interval_s", "finished_retention_s"},
     )
     out: dict[str, Any] = {}
     if "listen" in data:
@@ -157,10 +164,17 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
     if "state_dir" in data:
         raw = _typed(s, "state_dir", data["state_dir"], str)
         out["state_dir"] = (base / Path(raw).expanduser()).resolve()
-    for key in ("heartbeat_interval_s", "schedule_interval_s"):
+    for key in ("heartbeat_interval_s", "schedule_interval_s", "wal_fsync_interval_s",
+                "checkpoint_interval_s", "finished_retention_s"):
         if key in data:
             out[key] = float(_positive(s, key, data[key]))
-    for key in ("missed_heartbeats", "max_upload_mb", "max_body_kb", "max_array_size"):
+    if "wal_fsync" in data:
+        out["wal_fsync"] = _typed(s, "wal_fsync", data["wal_fsync"], str)
+        if out["wal_fsync"] not in ("always", "interval"):
+            raise ConfigError(f"controller.wal_fsync must be always or interval, "
+                              f"got {out['wal_fsync']!r}")
+    for key in ("missed_heartbeats", "max_upload_mb", "max_body_kb", "max_array_size",
+                "wal_segment_mb", "checkpoint_every"):
         if key in data:
             out[key] = int(_positive(s, key, _typed(s, key, data[key], int)))
     if "default_queue" in data:

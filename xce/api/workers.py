@@ -49,7 +49,7 @@ async def assignments(request: web.Request) -> web.Response:
     host = request.match_info["host"]
     gateway = _gateway(request)
     if version < 0 or timeout == 0:
-        return json_response(gateway.assignments(host))
+        return json_response(await gateway.durable_assignments(host))
     return json_response(await gateway.wait_assignments(host, version, timeout))
 
 

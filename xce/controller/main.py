@@ -13,11 +13,12 @@ from pathlib import Path
 from aiohttp import web
 
 from xce.api.app import build_app
-from xce.config import Config
+from xce.config import Config, ControllerSettings
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.errors import InvalidRequest
+from xce.store.durable import DurableLog, StoreSettings
 from xce.store.files import FileStore
 
 log = logging.getLogger("xce.controller")
@@ -31,6 +32,17 @@ def prepare_state_dir(path: Path) -> None:
         raise InvalidRequest(
             f"state directory {path} is group- or world-writable; run chmod 700 {path}"
         )
+
+
+def store_settings(settings: ControllerSettings) -> StoreSettings:
+    return StoreSettings(
+        fsync=settings.wal_fsync,
+        fsync_interval_s=settings.wal_fsync_interval_s,
+        segment_bytes=settings.wal_segment_mb * 1024 * 1024,
+        checkpoint_every=settings.checkpoint_every,
+        checkpoint_interval_s=settings.checkpoint_interval_s,
+        finished_retention_s=settings.finished_retention_s,
+    )
 
 
 async def _scheduler_loop(service: ControllerService) -> None:
@@ -62,7 +74,8 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     settings = config.controller
     prepare_state_dir(settings.state_dir)
     files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024)
-    service = ControllerService(settings, files)
+    store = DurableLog.open(settings.state_dir, store_settings(settings))
+    service = ControllerService(settings, files, state=store.recovered.state, log=store)
     now = service.clock()
     await service.commit(
         ev.QueueCreated(now, q) for q in settings.queues if q.name not in service.state.queues
@@ -77,6 +90,7 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     tasks = [
         asyncio.create_task(_scheduler_loop(service)),
         asyncio.create_task(_liveness_loop(gateway)),
+        asyncio.create_task(store.run_checkpoints(service.state)),
     ]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -93,3 +107,5 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
         for task in tasks:
             task.cancel()
         await runner.cleanup()
+        await store.close(service.state)
+        log.info("controller stopped cleanly (checkpoint at record %d)", store.checkpoint_seq)

@@ -84,7 +84,7 @@ class WorkerGateway:
             await self.service.commit(
                 [ev.HostRegistered(now, info.host, info.slots, info.memory_mb, info.attributes)]
             )
-        return self.assignments(info.host)
+        return await self.durable_assignments(info.host)
 
     async def heartbeat(
         self, host: str, running: list[RunReport], load: dict[str, float]
@@ -121,6 +121,11 @@ class WorkerGateway:
     async def wait_assignments(self, host: str, version: int, timeout: float) -> dict[str, Any]:
         self.assignments(host)  # raises NotFound for an unknown host
         await self.service.wait_host_change(host, version, timeout)
+        return await self.durable_assignments(host)
+
+    async def durable_assignments(self, host: str) -> dict[str, Any]:
+        """Assignments only once they are on disk: a dispatch lost in a crash never ran."""
+        await self.service.log.sync(durable=True)
         return self.assignments(host)
 
     def owns(self, host: str, job_id: str, attempt: int) -> JobRecord | None:

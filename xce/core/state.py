@@ -166,22 +166,11 @@ class ClusterState:
 
     def _put_job(self, old: JobRecord | None, new: JobRecord) -> None:
         """Store `new` and move every derived index from `old`'s state to `new`'s."""
-        self.jobs[new.id] = new
-        old_state = old.state if old else None
-        if old_state is JobState.PEND:
-            self.pending.pop(new.id, None)
-        if new.state is JobState.PEND:
-            self.pending[new.id] = None
-        if old is not None and old_state is not None and old_state.active and old.host:
-            self._load(old.host, old, -1)
-        if new.state.active and new.host:
-            self._load(new.host, new, +1)
+        self._index(old, new)
         if new.array_index is not None:
-            if old is None:
-                self.array_tasks.setdefault(new.number, {})[new.id] = None
             array = self.arrays[new.number]
             delta = {"active": 0, "done": 0, "exited": 0}
-            for state, sign in ((old_state, -1), (new.state, +1)):
+            for state, sign in ((old.state if old else None, -1), (new.state, +1)):
                 if state is None:
                     continue
                 if state.active:
@@ -197,6 +186,74 @@ class ClusterState:
                     done=array.done + delta["done"],
                     exited=array.exited + delta["exited"],
                 )
+
+    def _index(self, old: JobRecord | None, new: JobRecord) -> None:
+        """The indexes that are pure functions of the job records (not array counters)."""
+        self.jobs[new.id] = new
+        old_state = old.state if old else None
+        if old_state is JobState.PEND:
+            self.pending.pop(new.id, None)
+        if new.state is JobState.PEND:
+            self.pending[new.id] = None
+        if old is not None and old.state.active and old.host:
+            self._load(old.host, old, -1)
+        if new.state.active and new.host:
+            self._load(new.host, new, +1)
+        if old is None and new.array_index is not None:
+            self.array_tasks.setdefault(new.number, {})[new.id] = None
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    @classmethod
+    def restore(
+        cls,
+        jobs: list[JobRecord],
+        arrays: list[ArrayRecord],
+        queues: list[QueueRecord],
+        hosts: list[HostRecord],
+        next_number: int,
+    ) -> ClusterState:
+        """Rebuild a state from checkpointed records; derived indexes are recomputed."""
+        state = cls()
+        state.queues = {q.name: q for q in queues}
+        state.hosts = {h.name: h for h in hosts}
+        state.arrays = {a.id: a for a in arrays}
+        state.pending_arrays = {a.id: None for a in arrays if a.pending}
+        for job in sorted(jobs, key=lambda j: j.order_key):
+            state._index(None, job)
+        state.next_number = next_number
+        return state
+
+    def purge_finished(self, cutoff: float) -> int:
+        """Drop jobs and whole arrays that finished before `cutoff` (retention).
+
+        Not an event: it runs only when a checkpoint is taken, and the checkpoint records the
+        result, so replay (checkpoint + later WAL) reproduces it exactly.
+        """
+        dropped = 0
+        for job_id, job in list(self.jobs.items()):
+            if (
+                job.array_index is None
+                and job.state.finished
+                and job.end_time is not None
+                and job.end_time < cutoff
+            ):
+                del self.jobs[job_id]
+                dropped += 1
+        for number, array in list(self.arrays.items()):
+            if not array.finished:
+                continue
+            tasks = self.tasks_of(number)
+            if all(t.end_time is not None and t.end_time < cutoff for t in tasks) and (
+                tasks or array.submit_time < cutoff
+            ):
+                for task in tasks:
+                    del self.jobs[task.id]
+                self.array_tasks.pop(number, None)
+                del self.arrays[number]
+                self.pending_arrays.pop(number, None)
+                dropped += 1 + len(tasks)
+        return dropped
 
     def _load(self, host: str, job: JobRecord, sign: int) -> None:
         load = self.host_load.get(host, HostLoad())

@@ -14,11 +14,17 @@ from xce.core.events import Event
 
 
 class EventLog(Protocol):
+    def check_writable(self) -> None:
+        """Raise `Unavailable` if changes cannot be made durable now (checked before apply)."""
+
     def append(self, event: Event) -> None:
         """Queue `event` for writing; called synchronously, in the order events apply."""
 
-    async def sync(self) -> None:
-        """Return once every event appended so far is durable (or raise `Unavailable`)."""
+    async def sync(self, durable: bool = False) -> None:
+        """Return once every event appended so far is durable (or raise `Unavailable`).
+
+        Under a relaxed fsync policy it may return earlier, unless `durable` is set.
+        """
 
 
 class MemoryEventLog:
@@ -27,8 +33,11 @@ class MemoryEventLog:
     def __init__(self) -> None:
         self.appended = 0
 
+    def check_writable(self) -> None:
+        return None
+
     def append(self, event: Event) -> None:
         self.appended += 1
 
-    async def sync(self) -> None:
+    async def sync(self, durable: bool = False) -> None:
         return None

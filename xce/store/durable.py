@@ -1,0 +1,125 @@
+"""`DurableLog`: the controller's `EventLog` on local disk (WAL + checkpoints).
+
+It owns the WAL writer and the checkpoint schedule: every `checkpoint_every` records or
+`checkpoint_interval_s` seconds (whichever comes first, and only if something changed), and
+once more on clean shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from xce.core.events import Event
+from xce.core.state import ClusterState
+from xce.store.checkpoint import copy_state, list_checkpoints, write_checkpoint
+from xce.store.recovery import Recovered, checkpoint_dir, recover, wal_dir
+from xce.store.wal.writer import WalWriter
+
+log = logging.getLogger("xce.store")
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    fsync: str = "always"
+    fsync_interval_s: float = 1.0
+    segment_bytes: int = 64 * 1024 * 1024
+    checkpoint_every: int = 100_000
+    checkpoint_interval_s: float = 300.0
+    finished_retention_s: float = 3600.0
+
+
+class DurableLog:
+    def __init__(self, state_dir: Path, settings: StoreSettings, recovered: Recovered) -> None:
+        self.state_dir = state_dir
+        self.settings = settings
+        self.recovered = recovered
+        self.writer = WalWriter(
+            wal_dir(state_dir), recovered.last_seq + 1, segment_bytes=settings.segment_bytes,
+            fsync=settings.fsync, interval_s=settings.fsync_interval_s,
+        )
+        self.checkpoint_seq = recovered.checkpoint_seq
+        self.last_checkpoint = time.monotonic()
+        self.stats = {"checkpoints": 0, "last_checkpoint_s": 0.0, "last_pause_ms": 0.0,
+                      "purged": 0}
+        self._checkpointing = asyncio.Lock()
+        self.wanted = asyncio.Event()
+
+    @classmethod
+    def open(cls, state_dir: Path, settings: StoreSettings) -> DurableLog:
+        recovered = recover(state_dir)
+        log.info(
+            "recovered %d jobs, %d arrays: checkpoint at record %d, %d records replayed in "
+            "%.2fs", len(recovered.state.jobs), len(recovered.state.arrays),
+            recovered.checkpoint_seq, recovered.replayed, recovered.seconds,
+        )
+        return cls(state_dir, settings, recovered)
+
+    # --- EventLog ---------------------------------------------------------------------
+
+    def check_writable(self) -> None:
+        self.writer.check_writable()
+
+    def append(self, event: Event) -> None:
+        self.writer.append(event)
+        if self.writer.next_seq - 1 - self.checkpoint_seq >= self.settings.checkpoint_every:
+            self.wanted.set()
+
+    async def sync(self, durable: bool = False) -> None:
+        await self.writer.sync(durable)
+
+    # --- checkpoints ------------------------------------------------------------------
+
+    async def checkpoint(self, state: ClusterState, now: float | None = None) -> Path | None:
+        """Purge finished jobs past retention, snapshot, write off-loop, prune the WAL."""
+        async with self._checkpointing:
+            seq = self.writer.next_seq - 1
+            if seq == self.checkpoint_seq and list_checkpoints(checkpoint_dir(self.state_dir)):
+                return None
+            started = time.perf_counter()
+            cutoff = (now if now is not None else time.time()) - self.settings.finished_retention_s
+            purged = state.purge_finished(cutoff)
+            copy = copy_state(state, seq)
+            self.stats["last_pause_ms"] = (time.perf_counter() - started) * 1000
+            loop = asyncio.get_running_loop()
+            path = await loop.run_in_executor(
+                None, write_checkpoint, checkpoint_dir(self.state_dir), copy
+            )
+            self.checkpoint_seq = seq
+            self.last_checkpoint = time.monotonic()
+            kept = list_checkpoints(checkpoint_dir(self.state_dir))
+            oldest_kept = kept[-1][0] if kept else seq
+            for segment in self.writer.segments_before(oldest_kept + 1):
+                segment.unlink(missing_ok=True)
+            self.stats["checkpoints"] += 1
+            self.stats["purged"] += purged
+            self.stats["last_checkpoint_s"] = time.perf_counter() - started
+            log.info("checkpoint at record %d: %d jobs, %d purged, %.2fs (loop pause %.1f ms)",
+                     seq, len(copy.jobs), purged, self.stats["last_checkpoint_s"],
+                     self.stats["last_pause_ms"])
+            return path
+
+    async def run_checkpoints(self, state: ClusterState) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wanted.wait(), self.settings.checkpoint_interval_s)
+            self.wanted.clear()
+            if self.writer.next_seq - 1 == self.checkpoint_seq:
+                continue
+            try:
+                await self.checkpoint(state)
+            except OSError as exc:
+                log.error("checkpoint failed (%s); will try again", exc)
+                await asyncio.sleep(5)
+
+    async def close(self, state: ClusterState) -> None:
+        try:
+            if not self.writer.failed:
+                await self.writer.sync(durable=True)
+                await self.checkpoint(state)
+        finally:
+            await self.writer.close()

@@ -1,0 +1,114 @@
+"""Reading the WAL back: every intact record in order, and a verdict on any damage.
+
+A damaged record in the *last* segment with nothing intact after it is a torn tail: the write
+was never acknowledged (its fsync did not return), so it is safe to cut off, with a warning.
+Damage anywhere else, a gap in sequence numbers, or an intact record after the damage means
+acknowledged records may be involved: the scan reports corruption and recovery refuses to
+start until an operator runs `xce admin wal-repair`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xce.core.errors import XceError
+from xce.core.events import Event
+from xce.store.wal.framing import CorruptRecord, has_valid_frame_after, read_frames
+from xce.wire.codec import WireError, decode_entry
+
+SEGMENT = re.compile(r"^wal-(\d{20})\.seg$")
+
+
+class WalCorruption(XceError):
+    """Damage that could involve acknowledged records; the message says how to repair."""
+
+    code = "wal_corruption"
+
+    def __init__(self, segment: Path, offset: int, why: str) -> None:
+        super().__init__(
+            f"WAL segment {segment.name} is damaged at byte {offset} ({why}); records after it "
+            f"may have been acknowledged. Inspect with `xce admin wal-check --state-dir "
+            f"{segment.parent.parent}` and, once the loss is understood, cut the log there "
+            f"with `xce admin wal-repair --state-dir {segment.parent.parent}`."
+        )
+        self.segment = segment
+        self.offset = offset
+        self.why = why
+
+
+@dataclass
+class TornTail:
+    segment: Path
+    offset: int
+    why: str
+
+
+@dataclass
+class WalScan:
+    """What a scan found: the last sequence number, and a torn tail if any."""
+
+    last_seq: int = 0
+    records: int = 0
+    segments: list[Path] = field(default_factory=list)
+    torn: TornTail | None = None
+
+
+def segment_name(first_seq: int) -> str:
+    return f"wal-{first_seq:020d}.seg"
+
+
+def list_segments(wal_dir: Path) -> list[tuple[int, Path]]:
+    if not wal_dir.is_dir():
+        return []
+    found = []
+    for path in wal_dir.iterdir():
+        m = SEGMENT.match(path.name)
+        if m:
+            found.append((int(m.group(1)), path))
+    return sorted(found)
+
+
+def scan_wal(
+    wal_dir: Path,
+    after_seq: int = 0,
+    on_event: Callable[[int, Event], None] | None = None,
+) -> WalScan:
+    """Read every record; call `on_event(seq, event)` for those with seq > `after_seq`.
+
+    Raises `WalCorruption` for damage that is not a torn tail.
+    """
+    segments = list_segments(wal_dir)
+    scan = WalScan(last_seq=after_seq, segments=[p for _, p in segments])
+    expected: int | None = None
+    for index, (first_seq, path) in enumerate(segments):
+        last_segment = index == len(segments) - 1
+        data = path.read_bytes()
+        try:
+            for frame in read_frames(data):
+                try:
+                    seq, _epoch, event = decode_entry(frame.payload)
+                except WireError as exc:
+                    raise WalCorruption(path, frame.offset, exc.message) from None
+                if expected is None:
+                    if seq != first_seq:
+                        raise WalCorruption(path, frame.offset,
+                                            f"first record is {seq}, name says {first_seq}")
+                elif seq != expected:
+                    raise WalCorruption(path, frame.offset, f"expected record {expected}, "
+                                                            f"found {seq}")
+                expected = seq + 1
+                scan.records += 1
+                scan.last_seq = max(scan.last_seq, seq)
+                if seq > after_seq and on_event is not None:
+                    on_event(seq, event)
+        except CorruptRecord as exc:
+            if last_segment and not has_valid_frame_after(data, exc.offset):
+                scan.torn = TornTail(path, exc.offset, exc.why)
+                break
+            raise WalCorruption(path, exc.offset, exc.why) from None
+        if expected is None and first_seq > 0:
+            expected = first_seq  # an empty (preallocated, never written) segment
+    return scan

@@ -1,0 +1,1 @@
+"""The wire format: Cap'n Proto schema of events and records, shared by WAL and replication."""
