@@ -16,7 +16,16 @@ from typing import Any
 
 from aiohttp import web
 
-from xce.api.http import CONFIG, GATEWAY, SERVICE, SETTINGS, Identity, json_response
+from xce.api.http import (
+    CONFIG,
+    GATEWAY,
+    IDENTITY,
+    REQUEST_ID,
+    SERVICE,
+    SETTINGS,
+    Identity,
+    json_response,
+)
 from xce.api.routes import Route, all_routes
 from xce.config import Config
 from xce.controller.service import ControllerService
@@ -49,7 +58,7 @@ _HTTP_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 40
 @web.middleware
 async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
     request_id = request.headers.get("X-Request-Id", "")[:64] or secrets.token_hex(8)
-    request["request_id"] = request_id
+    request[REQUEST_ID] = request_id
     try:
         response = await handler(request)
     except XceError as exc:
@@ -85,12 +94,12 @@ def _route_of(request: web.Request) -> Route | None:
 async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
     route = _route_of(request)
     if route is None or route.permission == "public":
-        request["identity"] = Identity("anonymous", "public")
+        request[IDENTITY] = Identity("anonymous", "public")
         return await handler(request)
     tokens = request.app[SETTINGS].tokens  # type: ignore[attr-defined]
     if not tokens:
         # No tokens configured: a local development controller; everyone is an admin.
-        request["identity"] = Identity(request.headers.get("X-XCE-User", "admin"), "admin")
+        request[IDENTITY] = Identity(request.headers.get("X-XCE-User", "admin"), "admin")
         return await handler(request)
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
@@ -103,7 +112,7 @@ async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse
     allowed = ROLE_PERMISSIONS.get(entry.role, set())
     if "*" not in allowed and route.permission not in allowed:
         raise Forbidden(f"role {entry.role} may not use {route.permission} ({route.summary})")
-    request["identity"] = Identity(entry.name, entry.role)
+    request[IDENTITY] = Identity(entry.name, entry.role)
     return await handler(request)
 
 

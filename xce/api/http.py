@@ -15,6 +15,7 @@ SERVICE = web.AppKey("service", object)
 GATEWAY = web.AppKey("gateway", object)
 SETTINGS = web.AppKey("settings", object)
 CONFIG = web.AppKey("config", object)
+REQUEST_ID = web.RequestKey("request_id", str)
 
 
 @dataclass(frozen=True)
@@ -25,12 +26,25 @@ class Identity:
     role: str
 
 
+IDENTITY = web.RequestKey("identity", Identity)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InvalidRequest(f"{name} is not a number JSON allows")
+
+
+def _strict_loads(text: str) -> Any:
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
 def identity(request: web.Request) -> Identity:
-    return request["identity"]
+    return request[IDENTITY]
 
 
 def json_response(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str))
+    return web.json_response(
+        data, status=status, dumps=lambda d: json.dumps(d, default=str, allow_nan=False)
+    )
 
 
 async def read_json(request: web.Request, schema: dict[str, Any]) -> dict[str, Any]:
@@ -38,9 +52,11 @@ async def read_json(request: web.Request, schema: dict[str, Any]) -> dict[str, A
     if request.content_type != "application/json":
         raise InvalidRequest("the body must be JSON (Content-Type: application/json)")
     try:
-        body = await request.json()
+        body = await request.json(loads=_strict_loads)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidRequest("the body is nested too deeply") from None
     validate(body, schema)
     return body
 

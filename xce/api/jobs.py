@@ -81,7 +81,9 @@ async def show(request: web.Request) -> web.Response:
 
 def _control(action: str):  # type: ignore[no-untyped-def]
     async def handler(request: web.Request) -> web.Response:
-        changed = await _service(request).control(request.match_info["job_id"], action)
+        who = identity(request)
+        owner = who.name if who.role == "user" else None
+        changed = await _service(request).control(request.match_info["job_id"], action, owner)
         return json_response({"action": action, "jobs": changed})
 
     handler.__name__ = f"job_{action}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -21,7 +22,7 @@ from xce.core import events as ev
 from xce.core import lifecycle
 from xce.core.arrayspec import parse_array_spec
 from xce.core.deps import parse_dependency
-from xce.core.errors import Conflict, InvalidRequest, NotFound
+from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from xce.core.model import (
     HostAdmin,
     HostStatus,
@@ -72,6 +73,7 @@ class ControllerService:
 
     async def commit(self, events: Iterable[ev.Event]) -> None:
         """Apply and log `events` in order, then wait until they are durable."""
+        self.log.check_writable()
         touched: set[str] = set()
         count = 0
         for event in events:
@@ -144,9 +146,7 @@ class ControllerService:
                 raise InvalidRequest(f"environment variable {key} is reserved for XCE")
         if req.cwd is not None and not req.cwd.startswith("/"):
             raise InvalidRequest("cwd must be an absolute path on the execution host")
-        inputs = {safe_relative_path(p, "input path"): u for p, u in req.inputs.items()}
-        for upload_id in inputs.values():
-            self.files.check_upload(upload_id)
+        inputs = self._inputs(req.inputs)
         outputs = tuple(safe_relative_path(p, "output pattern") for p in req.outputs)
         for out in outputs:
             if out in RESERVED_OUTPUTS:
@@ -180,6 +180,26 @@ class ControllerService:
             submit_host=req.submit_host,
         )
         return spec, inputs
+
+    def _inputs(self, raw: dict[str, str]) -> dict[str, str]:
+        """Normalised input path -> upload id; paths and uploads must not collide."""
+        inputs: dict[str, str] = {}
+        for path, upload_id in raw.items():
+            rel = safe_relative_path(path, "input path")
+            if rel in inputs:
+                raise InvalidRequest(f"input path {rel!r} is given twice")
+            inputs[rel] = upload_id
+        ids = list(inputs.values())
+        for upload_id in ids:
+            self.files.check_upload(upload_id)
+            if ids.count(upload_id) > 1:
+                raise InvalidRequest(f"upload {upload_id} is used for more than one input")
+        ordered = sorted(inputs)
+        for parent, child in itertools.pairwise(ordered):
+            if child.startswith(parent + "/"):
+                raise InvalidRequest(f"input {parent!r} cannot be a file and the directory "
+                                     f"of {child!r}")
+        return inputs
 
     async def submit(self, req: SubmitRequest) -> str:
         """Validate and enqueue a job or array; returns its id once durable."""
@@ -249,16 +269,24 @@ class ControllerService:
             raise Conflict(f"no task of job array {number} is in a state that allows {action}")
         return out
 
-    async def control(self, job_id: str, action: str) -> list[str]:
-        """stop / resume / requeue / kill one job, one task, or a whole array."""
+    async def control(self, job_id: str, action: str, owner: str | None = None) -> list[str]:
+        """stop / resume / requeue / kill one job, one task, or a whole array.
+
+        With `owner` set (a plain user), only that user's jobs may be touched.
+        """
         if action not in JOB_ACTIONS:
             raise InvalidRequest(f"unknown job action {action!r} (use {', '.join(JOB_ACTIONS)})")
         number, index = parse_job_id(job_id)
         now = self.clock()
         if index is None and number in self.state.arrays:
-            events = self._array_events(number, action, now)
+            user = self.state.arrays[number].spec.user
+            events = self._array_events(number, action, now) if owner in (None, user) else []
         else:
-            events = self._job_events(self.state.job(job_id), action, now)
+            job = self.state.job(job_id)
+            user = job.spec.user
+            events = self._job_events(job, action, now) if owner in (None, user) else []
+        if owner is not None and owner != user:
+            raise Forbidden(f"{owner} may not {action} job {job_id} of user {user}")
         await self.commit(events)
         return sorted({getattr(e, "job_id", str(getattr(e, "number", ""))) for e in events})
 

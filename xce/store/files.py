@@ -7,6 +7,8 @@ outside goes through `safe_relative_path`, so nothing can escape its directory.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import secrets
@@ -14,7 +16,7 @@ import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
 
-from xce.core.errors import InvalidRequest, NotFound, PayloadTooLarge
+from xce.core.errors import InvalidRequest, NotFound, PayloadTooLarge, Unavailable
 
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
 RESERVED_OUTPUTS = ("stdout", "stderr")
@@ -68,6 +70,10 @@ class FileStore:
             if target.is_symlink():
                 target.unlink()
             os.replace(tmp, target)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+                raise Unavailable(f"cannot store the file: {exc.strerror}") from None
+            raise
         finally:
             if tmp.exists():
                 tmp.unlink()
@@ -86,11 +92,26 @@ class FileStore:
 
     def attach_inputs(self, number: int, inputs: dict[str, str]) -> None:
         """Move uploads into a job's input directory; `inputs` maps path -> upload id."""
-        base = self.root / "jobs" / str(number) / "inputs"
-        for rel, upload_id in inputs.items():
-            target = base / rel
-            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.replace(self.root / "uploads" / upload_id, target)
+        if not inputs:
+            return
+        job = self.root / "jobs" / str(number)
+        staging = job / f".inputs.{secrets.token_hex(4)}"
+        moved: list[tuple[Path, Path]] = []
+        try:
+            for rel, upload_id in inputs.items():
+                target = staging / rel
+                target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                source = self.root / "uploads" / upload_id
+                os.replace(source, target)
+                moved.append((target, source))
+            shutil.rmtree(job / "inputs", ignore_errors=True)
+            os.replace(staging, job / "inputs")
+        except OSError as exc:
+            for target, source in reversed(moved):
+                with contextlib.suppress(OSError):
+                    os.replace(target, source)
+            shutil.rmtree(staging, ignore_errors=True)
+            raise InvalidRequest(f"cannot attach the inputs: {exc.strerror or exc}") from None
 
     async def save_output(
         self, number: int, job_id: str, rel: str, chunks: AsyncIterator[bytes]
