@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from xce.cli import hosts, jobs, queues, roles
+from xce.cli import admin, hosts, jobs, queues, roles
 
 app = typer.Typer(
     name="xce",
@@ -17,6 +17,7 @@ roles.register(app)
 app.add_typer(jobs.app, name="job", help="Submit, list, show and control jobs.")
 app.add_typer(queues.app, name="queue", help="List, create and switch queues.")
 app.add_typer(hosts.app, name="host", help="List, show, open, close and drain hosts.")
+app.add_typer(admin.app, name="admin", help="Offline maintenance: check and repair the WAL.")
 
 
 def run() -> None:

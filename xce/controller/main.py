@@ -20,6 +20,7 @@ from xce.core import events as ev
 from xce.core.errors import InvalidRequest
 from xce.store.durable import DurableLog, StoreSettings
 from xce.store.files import FileStore
+from xce.store.repair import lock_state_dir
 
 log = logging.getLogger("xce.controller")
 
@@ -73,6 +74,7 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     """Run a controller until cancelled or signalled."""
     settings = config.controller
     prepare_state_dir(settings.state_dir)
+    lock = lock_state_dir(settings.state_dir)
     files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024)
     store = DurableLog.open(settings.state_dir, store_settings(settings))
     service = ControllerService(settings, files, state=store.recovered.state, log=store)
@@ -108,4 +110,5 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
             task.cancel()
         await runner.cleanup()
         await store.close(service.state)
+        os.close(lock)
         log.info("controller stopped cleanly (checkpoint at record %d)", store.checkpoint_seq)

@@ -1,0 +1,51 @@
+"""`xce admin ...`: offline maintenance of a controller's state directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from xce.cli.common import fail
+
+app = typer.Typer(no_args_is_help=True)
+STATE_DIR = typer.Option(..., "--state-dir", help="the controller's state directory")
+
+
+@app.command("wal-check")
+def wal_check(state_dir: Path = STATE_DIR) -> None:
+    """Verify checkpoints and every WAL record; exit 1 if the log is damaged."""
+    from xce.store.repair import check
+
+    if not state_dir.is_dir():
+        fail(f"{state_dir} is not a directory")
+    report = check(state_dir)
+    for line in report.checkpoints or ["no checkpoints"]:
+        typer.echo(f"checkpoint  {line}")
+    typer.echo(f"segments    {report.segments}")
+    if report.corruption is not None:
+        typer.echo(f"DAMAGED     {report.corruption.message}")
+        raise typer.Exit(1)
+    typer.echo(f"records     {report.records} (last {report.last_seq})")
+    typer.echo(f"torn tail   {report.torn or 'none'}")
+    typer.echo("ok")
+
+
+@app.command("wal-repair")
+def wal_repair(
+    state_dir: Path = STATE_DIR,
+    yes: bool = typer.Option(False, "--yes", help="really cut the log"),
+) -> None:
+    """Cut the WAL at its first damaged record (drops everything after it)."""
+    from xce.core.errors import XceError
+    from xce.store.repair import check, repair
+
+    report = check(state_dir)
+    if report.corruption is not None and not yes:
+        typer.echo(report.corruption.message)
+        fail("this drops every record after the damage; run again with --yes to do it")
+    try:
+        for line in repair(state_dir):
+            typer.echo(line)
+    except XceError as exc:
+        fail(exc.message)
