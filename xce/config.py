@@ -109,7 +109,7 @@ def _positive(section: str, key: str, value: Any) -> Any:
 def _listen(section: str, text: Any) -> tuple[str, int]:
     _typed(section, "listen", text, str)
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ConfigError(f"{section}.listen must be HOST:PORT, got {text!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
 

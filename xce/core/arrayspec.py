@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from xce.core.errors import InvalidRequest
 
 MAX_INDEX = 2**31 - 1
-_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ def parse_array_spec(text: str, max_size: int = 1_000_000) -> ArraySpec:
     body, sep, limit_text = text.strip().partition("%")
     max_concurrent: int | None = None
     if sep:
-        if not limit_text.isdigit() or int(limit_text) < 1:
+        if not (limit_text.isascii() and limit_text.isdigit()) or int(limit_text) < 1:
             raise InvalidRequest(
                 f"array spec {text!r}: the limit after % must be a positive integer"
             )

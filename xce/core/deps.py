@@ -14,7 +14,7 @@ from typing import Protocol
 from xce.core.errors import InvalidRequest
 
 KINDS = ("afterok", "afterany", "afternotok")
-_REF = re.compile(r"^\d+(?:\[\d+\])?$")
+_REF = re.compile(r"^\d+(?:\[\d+\])?$", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)

@@ -258,16 +258,18 @@ class ClusterState:
     def _load(self, host: str, job: JobRecord, sign: int) -> None:
         load = self.host_load.get(host, HostLoad())
         jobs = load.jobs | {job.id} if sign > 0 else load.jobs - {job.id}
+        if not jobs:
+            # An idle host has no entry, so a restored state equals the live one.
+            self.host_load.pop(host, None)
+            return
         self.host_load[host] = HostLoad(
             load.slots + sign * job.spec.slots, load.memory_mb + sign * job.spec.memory_mb, jobs
         )
 
     def _materialise(self, job_id: str) -> tuple[JobRecord | None, JobRecord]:
         """(stored record or None if virtual, current record) for a job or pending task."""
-        stored = self.jobs.get(job_id)
-        if stored is not None:
-            return stored, stored
-        return None, self.job(job_id)
+        current = self.job(job_id)
+        return self.jobs.get(current.id), current
 
     def _store(self, stored: JobRecord | None, new: JobRecord) -> None:
         """Write a job; a task leaving an array's pending set is removed from it."""
@@ -368,6 +370,8 @@ class ClusterState:
     def _job_requeued(self, e: ev.JobRequeued) -> None:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "requeue", job.state, JobState.PEND)
+        if stored is None:
+            raise Conflict(f"cannot requeue job {e.job_id}: it was killed before it started")
         self._store(stored, self._requeued(job, e.reason))
 
     @staticmethod

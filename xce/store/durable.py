@@ -78,11 +78,12 @@ class DurableLog:
         """Purge finished jobs past retention, snapshot, write off-loop, prune the WAL."""
         async with self._checkpointing:
             seq = self.writer.next_seq - 1
-            if seq == self.checkpoint_seq and list_checkpoints(checkpoint_dir(self.state_dir)):
-                return None
             started = time.perf_counter()
             cutoff = (now if now is not None else time.time()) - self.settings.finished_retention_s
             purged = state.purge_finished(cutoff)
+            if (not purged and seq == self.checkpoint_seq
+                    and list_checkpoints(checkpoint_dir(self.state_dir))):
+                return None
             copy = copy_state(state, seq)
             self.stats["last_pause_ms"] = (time.perf_counter() - started) * 1000
             loop = asyncio.get_running_loop()
@@ -108,8 +109,6 @@ class DurableLog:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wanted.wait(), self.settings.checkpoint_interval_s)
             self.wanted.clear()
-            if self.writer.next_seq - 1 == self.checkpoint_seq:
-                continue
             try:
                 await self.checkpoint(state)
             except OSError as exc:

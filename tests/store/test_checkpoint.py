@@ -1,0 +1,121 @@
+"""Checkpoints: equivalence with replay, fallback, pruning, retention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xce.core import events as ev
+from xce.core.arrayspec import parse_array_spec
+from xce.core.model import JobSpec, QueueRecord, Usage
+from xce.core.state import ClusterState
+from xce.store.checkpoint import list_checkpoints
+from xce.store.durable import DurableLog, StoreSettings
+from xce.store.recovery import checkpoint_dir, recover, wal_dir
+from xce.store.wal.reader import list_segments
+
+SPEC = JobSpec(user="bob", queue="normal", command="sleep 1", walltime_s=60)
+
+
+def history(start: int, count: int, at: float) -> list[ev.Event]:
+    out: list[ev.Event] = []
+    for i in range(count):
+        n = start + i
+        out.append(ev.JobSubmitted(at, n, SPEC))
+        if n % 3 == 0:
+            out.append(ev.JobStarted(at, str(n), "h1"))
+            out.append(ev.JobFinished(at + 1, str(n), 0, 0, None, Usage(1, 2, 3, 4)))
+    return out
+
+
+async def open_store(tmp_path: Path, **kw: object) -> tuple[DurableLog, ClusterState]:
+    settings = StoreSettings(segment_bytes=32 * 1024, **kw)  # type: ignore[arg-type]
+    store = DurableLog.open(tmp_path, settings)
+    return store, store.recovered.state
+
+
+async def commit(store: DurableLog, state: ClusterState, events: list[ev.Event]) -> None:
+    for e in events:
+        state.apply(e)
+        store.append(e)
+    await store.sync()
+
+
+def same(a: ClusterState, b: ClusterState) -> None:
+    assert a.jobs == b.jobs
+    assert a.arrays == b.arrays
+    assert a.queues == b.queues and a.hosts == b.hosts
+    assert a.pending == b.pending and a.host_load == b.host_load
+    assert a.pending_arrays == b.pending_arrays and a.array_tasks == b.array_tasks
+    assert a.next_number == b.next_number
+
+
+async def test_checkpoint_plus_wal_equals_live_state(tmp_path: Path) -> None:
+    store, state = await open_store(tmp_path)
+    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
+                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    await commit(store, state, history(1, 300, at=100.0))
+    array = parse_array_spec("1-1000:3%5")
+    await commit(store, state, [ev.ArraySubmitted(100, 301, SPEC, array.indices, 5),
+                                ev.JobStarted(101, "301[4]", "h1"),
+                                ev.JobKilled(101, "301[7]")])
+    await store.checkpoint(state, now=200.0)
+    await commit(store, state, history(302, 100, at=300.0))
+    await store.writer.close()
+    got = recover(tmp_path)
+    assert got.checkpoint_seq > 0 and got.replayed > 0
+    same(got.state, state)
+
+
+async def test_keeps_two_checkpoints_and_prunes_wal(tmp_path: Path) -> None:
+    store, state = await open_store(tmp_path)
+    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
+                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    number = 1
+    for _ in range(4):
+        await commit(store, state, history(number, 200, at=100.0))
+        number += 200
+        await store.checkpoint(state, now=150.0)
+    kept = list_checkpoints(checkpoint_dir(tmp_path))
+    assert len(kept) == 2
+    first_wal = list_segments(wal_dir(tmp_path))[0][0]
+    assert first_wal <= kept[-1][0] + 1, "the WAL must still cover the older checkpoint"
+    assert first_wal > 1, "segments wholly before the older checkpoint are deleted"
+    await store.writer.close()
+    same(recover(tmp_path).state, state)
+
+
+async def test_damaged_newest_checkpoint_falls_back(tmp_path: Path) -> None:
+    store, state = await open_store(tmp_path)
+    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
+                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    await commit(store, state, history(1, 100, at=100.0))
+    await store.checkpoint(state, now=150.0)
+    await commit(store, state, history(101, 100, at=100.0))
+    await store.checkpoint(state, now=150.0)
+    await store.writer.close()
+    newest = list_checkpoints(checkpoint_dir(tmp_path))[0][1]
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    newest.write_bytes(bytes(data))
+    got = recover(tmp_path)
+    assert got.checkpoint_seq < list_checkpoints(checkpoint_dir(tmp_path))[0][0]
+    same(got.state, state)
+
+
+async def test_finished_jobs_past_retention_are_dropped_at_checkpoint(tmp_path: Path) -> None:
+    store, state = await open_store(tmp_path, finished_retention_s=100.0)
+    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
+                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    await commit(store, state, history(1, 30, at=10.0))  # jobs 3, 6, ... end at t=11
+    done = [j for j in state.jobs.values() if j.state.finished]
+    assert len(done) == 10
+    await store.checkpoint(state, now=50.0)  # cutoff -50: nothing old enough
+    assert len(state.jobs) == 30
+    await store.checkpoint(state, now=500.0)  # cutoff 400: the finished ones go
+    assert len(state.jobs) == 20
+    assert all(not j.state.finished for j in state.jobs.values())
+    await commit(store, state, history(31, 3, at=600.0))
+    await store.writer.close()
+    got = recover(tmp_path)
+    same(got.state, state)
+    assert got.state.outcome("3").value == "missing"
