@@ -44,6 +44,7 @@ class Cluster:
         self.controller: subprocess.Popen[bytes] | None = None
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: list[Path] = []
+        self.extra_controller = ""
 
     # --- processes -----------------------------------------------------------------------
 
@@ -74,6 +75,7 @@ state_dir = "{self.root / 'controller'}"
 heartbeat_interval_s = {self.heartbeat}
 missed_heartbeats = 3
 schedule_interval_s = 0.2
+{self.extra_controller}
 
 [auth]
 tokens = [

@@ -86,7 +86,10 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     app = build_app(service, gateway, config)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, settings.listen_host, settings.listen_port, reuse_address=True)
+    site = web.TCPSite(
+        runner, settings.listen_host, settings.listen_port, reuse_address=True,
+        shutdown_timeout=2.0,
+    )
     await site.start()
     log.info("controller listening on %s:%s", settings.listen_host, settings.listen_port)
     tasks = [
@@ -108,6 +111,7 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     finally:
         for task in tasks:
             task.cancel()
+        service.wake_all()  # long-polling workers get their answer now, not in 20 s
         await runner.cleanup()
         await store.close(service.state)
         os.close(lock)

@@ -108,6 +108,10 @@ class ControllerService:
         if waiter is not None:
             waiter.set()
 
+    def wake_all(self) -> None:
+        for host in list(self._host_waiters):
+            self._bump(host)
+
     async def wait_host_change(self, host: str, version: int, timeout: float) -> None:
         """Long-poll helper: return when the host's version passes `version` or on timeout."""
         if self.host_versions.get(host, 0) != version:

@@ -55,6 +55,9 @@ def assignment(job: JobRecord) -> dict[str, Any]:
     }
 
 
+RECONNECT_GRACE_S = 10.0
+
+
 class WorkerGateway:
     """Registration, heartbeats, desired-state polls and finish reports from workers."""
 
@@ -63,9 +66,11 @@ class WorkerGateway:
         self.last_seen: dict[str, float] = {}
         self.load: dict[str, dict[str, float]] = {}
         started = service.clock()
-        # After a controller restart every known host gets a full grace period.
+        # After a controller restart (or failover) every known host gets extra time to find
+        # the controller again: workers back off up to RECONNECT_GRACE_S between retries, and
+        # a host must not be declared lost (and its jobs requeued) just for that.
         for name in service.state.hosts:
-            self.last_seen[name] = started
+            self.last_seen[name] = started + RECONNECT_GRACE_S
 
     @property
     def state(self) -> ClusterState:

@@ -43,6 +43,9 @@ class WorkerAgent:
         self.host = self.settings.name
         self.client = client or XceClient(config.controllers, self.settings.token or None)
         self.running: dict[Key, RunningJob] = {}
+        # Spawned but not yet in `running`: a second answer in that window must not start
+        # the same attempt again.
+        self.starting: set[Key] = set()
         self.ended: OrderedDict[Key, None] = OrderedDict()
         self.reports: dict[Key, dict[str, Any]] = {}
         self.version = -1
@@ -164,11 +167,12 @@ class WorkerAgent:
             for key, a in desired.items():
                 job = self.running.get(key)
                 if job is None:
-                    if key in self.ended or key in self.reports:
+                    if key in self.ended or key in self.reports or key in self.starting:
                         continue
                     if a["action"] == "kill":
                         self._finish_unstarted(a, "killed before it started")
                         continue
+                    self.starting.add(key)
                     self._spawn(self._run(a))
                     continue
                 job.assignment = {**job.assignment, "action": a["action"]}
@@ -201,9 +205,11 @@ class WorkerAgent:
             job = executor.prepare_dirs(self.settings.spool_dir, a, account)
         except (LaunchError, OSError) as exc:
             log.warning("job %s cannot start: %s", key[0], exc)
+            self.starting.discard(key)
             self._finish_unstarted(a, str(exc))
             return
         self.running[key] = job
+        self.starting.discard(key)
         loop = asyncio.get_running_loop()
         job.result = loop.create_future()
         try:

@@ -181,6 +181,7 @@ class WalWriter:
         if old is not None:
             os.fdatasync(old.fd)
             old.close()
+            self._segment = None  # closed: a failed roll must not leave a dead fd behind
         size = max(self.segment_bytes, need)
         self._segment = _Segment(self.dir / segment_name(first_seq), size, self.preallocate)
         fsync_dir(self.dir)

@@ -1,0 +1,243 @@
+"""The controller survives kill -9: nothing acknowledged is lost, running jobs carry on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.integration.cluster import ADMIN_TOKEN, ApiFailure, Cluster
+
+SEEDS = int(os.environ.get("XCE_CRASH_RUNS", "20"))
+
+
+async def _burst(url: str, clients: int, stop_after: float, seed: int) -> dict[str, dict]:
+    """Submit from `clients` concurrent sessions; returns acknowledged id -> body."""
+    acked: dict[str, dict] = {}
+    rng = random.Random(seed)
+    deadline = asyncio.get_running_loop().time() + stop_after
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+    async def client(n: int) -> None:
+        async with aiohttp.ClientSession(headers=headers) as session:
+            i = 0
+            while asyncio.get_running_loop().time() < deadline:
+                body = {"command": f"echo {n}-{i}", "name": f"c{n}-{i}", "user": "crash",
+                        "env": {"SEED": str(seed), "R": str(rng.random())},
+                        "slots": 1 + i % 3, "hold": True}
+                i += 1
+                try:
+                    async with session.post(f"{url}/api/v1/jobs", json=body) as resp:
+                        if resp.status == 201:
+                            acked[(await resp.json())["job_id"]] = body
+                except (aiohttp.ClientError, ConnectionError):
+                    return  # the controller died under us: this request was not acknowledged
+
+    await asyncio.gather(*(client(n) for n in range(clients)))
+    return acked
+
+
+def _check(cluster: Cluster, acked: dict[str, dict]) -> None:
+    for job_id, body in acked.items():
+        job = cluster.job(job_id)
+        assert job["name"] == body["name"], job_id
+        assert job["command"] == body["command"]
+        assert job["env"] == body["env"]
+        assert job["slots"] == body["slots"]
+        assert job["state"] == "PSUSP"
+
+
+@pytest.mark.parametrize("seed", range(SEEDS))
+def test_kill_9_during_a_submit_burst_loses_nothing_acknowledged(tmp_path: Path,
+                                                                 seed: int) -> None:
+    cluster = Cluster(tmp_path / "c", queues="")
+    cluster.start_controller()
+    try:
+        rng = random.Random(seed)
+        kill_at = 0.3 + rng.random() * 1.2
+        assert cluster.controller is not None
+
+        async def scenario() -> dict[str, dict]:
+            task = asyncio.ensure_future(_burst(cluster.url, 16, 5.0, seed))
+            await asyncio.sleep(kill_at)
+            cluster.controller.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+            return await task
+
+        acked = asyncio.run(scenario())
+        cluster.controller.wait(10)
+        assert acked, "the burst got nothing acknowledged before the kill"
+        cluster.start_controller()
+        _check(cluster, acked)
+        listed = cluster.get("/api/v1/jobs?limit=100000")
+        assert set(acked) <= {j["id"] for j in listed["jobs"]}
+        # Numbers are never reused after a crash.
+        new = cluster.submit(command="true", hold=True)
+        assert int(new) > max(int(j) for j in acked)
+    finally:
+        cluster.stop()
+
+
+def test_running_job_survives_controller_kill_9(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path / "c")
+    cluster.start_controller()
+    cluster.start_worker("w1", slots=2)
+    try:
+        marker = tmp_path / "runs.log"
+        job_id = cluster.submit(command=f"echo started >> {marker}; sleep 4; echo finished")
+        cluster.wait_state(job_id, "RUN")
+        cluster.wait_for(marker.exists, 10, "job started")
+        cluster.controller.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+        cluster.controller.wait(10)  # type: ignore[union-attr]
+        time.sleep(1)
+        cluster.start_controller()
+        assert cluster.job(job_id)["state"] == "RUN"
+        job = cluster.wait_state(job_id, "DONE", "EXIT", timeout=30)
+        assert job["state"] == "DONE", job
+        assert cluster.download(job_id, "stdout") == b"finished\n"
+        assert marker.read_text() == "started\n", "the job must not start twice"
+        # The host never went unavailable: its worker re-reported after the restart.
+        assert cluster.get("/api/v1/hosts/w1")["status"] == "online"
+    finally:
+        cluster.stop()
+
+
+def test_admin_state_and_queues_survive_restart(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path / "c")
+    cluster.start_controller()
+    cluster.start_worker("w1")
+    try:
+        cluster.post("/api/v1/hosts/w1/close", {"reason": "bad dimm"})
+        cluster.post("/api/v1/queues", {"name": "night", "priority": 5})
+        cluster.post("/api/v1/queues/night/close")
+        cluster.post("/api/v1/queues/normal/deactivate")
+        cluster.controller.terminate()  # type: ignore[union-attr]  # clean: checkpoint
+        cluster.controller.wait(20)  # type: ignore[union-attr]
+        cluster.start_controller()
+        host = cluster.get("/api/v1/hosts/w1")
+        assert host["admin"] == "closed" and host["admin_reason"] == "bad dimm"
+        night = cluster.get("/api/v1/queues/night")
+        assert (night["open"], night["priority"]) == (False, 5)
+        assert cluster.get("/api/v1/queues/normal")["active"] is False
+        ckpts = list((tmp_path / "c" / "controller" / "checkpoints").glob("*.ckpt"))
+        assert ckpts, "a clean shutdown writes a checkpoint"
+    finally:
+        cluster.stop()
+
+
+def _xce(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "xce", *args], text=True,
+                          capture_output=True, timeout=60)
+
+
+def test_mid_log_corruption_stops_start_until_repaired(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path / "c")
+    cluster.start_controller()
+    ids = [cluster.submit(command="true", hold=True) for _ in range(30)]
+    cluster.controller.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+    cluster.controller.wait(10)  # type: ignore[union-attr]
+    state_dir = tmp_path / "c" / "controller"
+    (segment,) = sorted((state_dir / "wal").glob("*.seg"))
+    data = bytearray(segment.read_bytes())
+    data[1000] ^= 0xFF  # inside an early record: later records are intact
+    segment.write_bytes(bytes(data))
+
+    check = _xce("admin", "wal-check", "--state-dir", str(state_dir))
+    assert check.returncode == 1 and "DAMAGED" in check.stdout, check.stdout
+    cluster.controller = cluster._spawn("controller", "controller", "-c",
+                                        str(tmp_path / "c" / "controller.toml"))
+    assert cluster.controller.wait(20) != 0
+    log = (tmp_path / "c" / "controller.log").read_text()
+    assert "wal-repair" in log and "Traceback" not in log
+
+    refused = _xce("admin", "wal-repair", "--state-dir", str(state_dir))
+    assert refused.returncode != 0 and "--yes" in refused.stderr
+    repaired = _xce("admin", "wal-repair", "--state-dir", str(state_dir), "--yes")
+    assert repaired.returncode == 0 and "cut" in repaired.stdout, repaired.stdout
+    assert _xce("admin", "wal-check", "--state-dir", str(state_dir)).returncode == 0
+    cluster.start_controller()
+    try:
+        present = {j["id"] for j in cluster.get("/api/v1/jobs")["jobs"]}
+        assert present < set(ids)  # what came after the damage was dropped, on request
+    finally:
+        cluster.stop()
+
+
+def test_group_writable_state_dir_is_refused(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path / "c")
+    state_dir = tmp_path / "c" / "controller"
+    state_dir.mkdir(parents=True)
+    state_dir.chmod(0o770)
+    cluster.controller = None
+    cluster.root.mkdir(parents=True, exist_ok=True)
+    proc = cluster._spawn("controller", "controller", "-c", str(cluster._config()))
+    assert proc.wait(20) != 0
+    log = (tmp_path / "c" / "controller.log").read_text()
+    assert "group- or world-writable" in log and "Traceback" not in log
+    assert stat.S_IMODE(state_dir.stat().st_mode) == 0o770
+
+
+def _ack_then_503(cluster: Cluster) -> tuple[list[str], Any]:
+    acked: list[str] = []
+    for _ in range(20000):
+        try:
+            acked.append(cluster.submit(command="x" * 4000, hold=True))
+        except ApiFailure as exc:
+            return acked, exc
+    raise AssertionError("the disk never filled")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_disk_full_refuses_writes_serves_reads_and_recovers(tmp_path: Path) -> None:
+    root = tmp_path / "small"
+    root.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m,mode=0700", "tmpfs",
+                              str(root)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        (root / "reserve").write_bytes(b"\0" * 3 * 1024 * 1024)
+        cluster = Cluster(root / "c")
+        cluster.extra_controller = "wal_segment_mb = 1\n"
+        cluster.start_controller()
+        try:
+            acked, error = _ack_then_503(cluster)
+            assert error.status == 503, error.body
+            assert "No space left on device" in error.body["error"]["message"]
+            with pytest.raises(ApiFailure) as later:
+                cluster.submit(command="refused", hold=True)
+            assert later.value.status == 503
+            assert "cannot write its log" in later.value.body["error"]["message"]
+            assert len(acked) > 10
+            # Reads still work.
+            assert cluster.job(acked[0])["state"] == "PSUSP"
+            assert cluster.get("/api/v1/jobs?limit=5")["total"] >= len(acked)
+            # Free space: writes come back by themselves.
+            (root / "reserve").unlink()
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    acked.append(cluster.submit(command="after", hold=True))
+                    break
+                except ApiFailure as exc:
+                    assert exc.status == 503
+                    assert time.monotonic() < deadline, "writes did not come back"
+                    time.sleep(0.5)
+            cluster.controller.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+            cluster.controller.wait(10)  # type: ignore[union-attr]
+            cluster.start_controller()
+            present = {j["id"] for j in cluster.get("/api/v1/jobs?limit=100000")["jobs"]}
+            assert set(acked) <= present
+        finally:
+            cluster.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(root)], capture_output=True)
