@@ -241,3 +241,30 @@ def test_disk_full_refuses_writes_serves_reads_and_recovers(tmp_path: Path) -> N
             cluster.stop()
     finally:
         subprocess.run(["umount", "-l", str(root)], capture_output=True)
+
+
+def test_worker_restart_ends_the_attempts_it_lost(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path / "c")
+    cluster.start_controller()
+    cluster.start_worker("w1")
+    try:
+        job_id = cluster.submit(command="sleep 60")
+        cluster.wait_state(job_id, "RUN")
+        pid_file = next((tmp_path / "c" / "w1" / "jobs").glob("*/.xce/pid"))
+        cluster.wait_for(pid_file.exists, 10, "pid file")
+        pgid = int(pid_file.read_text())
+        cluster.kill_worker("w1")  # SIGKILL: the job's session outlives it
+        cluster.start_worker("w1")
+        job = cluster.wait_state(job_id, "EXIT", timeout=20)
+        assert job["reason"] == "the worker restarted while the job ran"
+        cluster.wait_for(lambda: not _group_alive(pgid), 10, "old job group killed")
+    finally:
+        cluster.stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False

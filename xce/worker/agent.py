@@ -270,9 +270,12 @@ class WorkerAgent:
     async def run(self) -> None:
         self.settings.spool_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.settings.spool_dir / "jobs").mkdir(exist_ok=True, mode=0o700)
-        stale = executor.kill_stale_groups(self.settings.spool_dir)
-        if stale:
-            log.warning("killed %d job process groups left by a previous worker", stale)
+        for key in executor.kill_stale_groups(self.settings.spool_dir):
+            log.warning("job %s attempt %s was running when the worker stopped: ended", *key)
+            self._remember_ended(key)
+            self.reports[key] = {"attempt": key[1], "exit_code": None,
+                                 "reason": "the worker restarted while the job ran"}
+            self._report_wakeup.set()
         await self.register()
         loops = [self.poll_loop(), self.heartbeat_loop(), self.report_loop()]
         await asyncio.gather(*(self._spawn(c) for c in loops))

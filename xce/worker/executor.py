@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import grp
+import json
 import logging
 import os
 import pwd
@@ -184,6 +185,7 @@ def launch(job: RunningJob, host: str, allow_root: bool) -> None:
         os.close(stderr)
     job.started = time.monotonic()
     job.meter = UsageMeter(job.proc.pid, fork_baseline)
+    (meta / "key").write_text(json.dumps({"job_id": a["job_id"], "attempt": a["attempt"]}))
     (meta / "pid").write_text(f"{job.proc.pid}\n")
 
 
@@ -264,6 +266,8 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
     job.proc.returncode = os.waitstatus_to_exitcode(status) if rusage is not None else 0
     # Leftover processes of the job's group go with it.
     _signal_group(job, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        (job.job_dir / ".xce" / "pid").unlink()  # ended: nothing to clean up after a restart
     job.meter.close(rusage)
     if rusage is not None and os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
@@ -274,18 +278,24 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
     return JobResult(code, sig_out, job.kill_reason, job.meter, job.wall_seconds())
 
 
-def kill_stale_groups(spool: Path) -> int:
-    """After a worker restart, kill job groups a previous worker process left running."""
-    count = 0
+def kill_stale_groups(spool: Path) -> list[tuple[str, int]]:
+    """After a worker restart: kill what a previous worker process left running.
+
+    A pid file exists only while an attempt runs, so each one found names an attempt whose
+    end nobody saw; they are returned so the worker can report them as ended.
+    """
+    lost: list[tuple[str, int]] = []
     for pid_file in (spool / "jobs").glob("*/.xce/pid"):
+        with contextlib.suppress(ValueError, OSError, KeyError):
+            key = json.loads((pid_file.parent / "key").read_text())
+            lost.append((str(key["job_id"]), int(key["attempt"])))
         try:
             pid = int(pid_file.read_text().strip())
             # Only a process at least as old as the pid file is ours, not a reused pid.
             if psutil.Process(pid).create_time() <= pid_file.stat().st_mtime + 5:
                 os.killpg(pid, signal.SIGKILL)
-                count += 1
         except (ValueError, OSError, psutil.Error):
             pass
         with contextlib.suppress(OSError):
             pid_file.unlink()
-    return count
+    return lost
