@@ -18,7 +18,10 @@ import pytest
 
 from tests.integration.cluster import ADMIN_TOKEN, ApiFailure, Cluster
 
+# 20 seeds in every run; `pytest -m slow` adds 100 more (or set XCE_CRASH_RUNS).
 SEEDS = int(os.environ.get("XCE_CRASH_RUNS", "20"))
+CRASH_SEEDS = [*range(SEEDS), *(pytest.param(s, marks=pytest.mark.slow)
+                                for s in range(SEEDS, SEEDS + 100))]
 
 
 async def _burst(url: str, clients: int, stop_after: float, seed: int) -> dict[str, dict]:
@@ -57,7 +60,7 @@ def _check(cluster: Cluster, acked: dict[str, dict]) -> None:
         assert job["state"] == "PSUSP"
 
 
-@pytest.mark.parametrize("seed", range(SEEDS))
+@pytest.mark.parametrize("seed", CRASH_SEEDS)
 def test_kill_9_during_a_submit_burst_loses_nothing_acknowledged(tmp_path: Path,
                                                                  seed: int) -> None:
     cluster = Cluster(tmp_path / "c", queues="")
