@@ -79,7 +79,7 @@ def test_up_creates_private_state_and_prints_token_once(up: Up) -> None:
 def test_cli_runs_a_job_end_to_end(up: Up) -> None:
     submitted = up.xce("job", "submit", "--", "echo", "hello world")
     assert submitted.returncode == 0, submitted.stderr
-    assert "Job <1> is submitted" in submitted.stdout
+    assert "Job <1> is submitted to queue <normal>." in submitted.stdout
     waited = up.xce("job", "wait", "1", "--timeout", "30")
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert up.xce("job", "output", "1").stdout == "hello world\n"

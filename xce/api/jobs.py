@@ -44,8 +44,12 @@ async def submit(request: web.Request) -> web.Response:
         hold=body.get("hold", False),
         submit_host=body.get("submit_host", request.remote or ""),
     )
-    job_id = await _service(request).submit(req)
-    return json_response({"job_id": job_id}, status=201)
+    service = _service(request)
+    job_id = await service.submit(req)
+    number = int(job_id)
+    record = service.state.arrays.get(number) or service.state.jobs.get(job_id)
+    queue = record.spec.queue if record is not None else req.queue
+    return json_response({"job_id": job_id, "queue": queue}, status=201)
 
 
 async def list_(request: web.Request) -> web.Response:

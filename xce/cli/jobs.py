@@ -107,17 +107,17 @@ def submit(
             fail(f"--input {local}: no such file")
         staged.append((path, remote if sep else path.name))
 
-    async def run(client: Any) -> str:
+    async def run(client: Any) -> dict[str, Any]:
         if staged:
             uploads = await asyncio.gather(*(client.upload(p) for p, _ in staged))
             body["inputs"] = {remote: uid for (_, remote), uid in zip(staged, uploads, strict=True)}
         return await client.submit(body)
 
-    job_id = call(run, controller)
+    result = call(run, controller)
     if as_json:
-        print_json({"job_id": job_id})
+        print_json(result)
     else:
-        typer.echo(f"Job <{job_id}> is submitted to queue <{queue or 'default'}>.")
+        typer.echo(f"Job <{result['job_id']}> is submitted to queue <{result['queue']}>.")
 
 
 def _clock(ts: float | None) -> str:

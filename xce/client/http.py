@@ -128,8 +128,9 @@ class XceClient:
 
     # --- jobs -------------------------------------------------------------------------
 
-    async def submit(self, body: dict[str, Any]) -> str:
-        return (await self.request("POST", "/api/v1/jobs", json=body))["job_id"]
+    async def submit(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Returns {"job_id": ..., "queue": ...}."""
+        return await self.request("POST", "/api/v1/jobs", json=body)
 
     async def jobs(self, **filters: Any) -> dict[str, Any]:
         params = {k: str(v) for k, v in filters.items() if v is not None}

@@ -1,0 +1,263 @@
+"""Figure 2: durable submissions per second through a real controller process.
+
+The controller is started the way tests/integration/cluster.py does it (`python -m xce
+controller -c cfg.toml`), with no worker, so every job stays pending. Each client is one
+aiohttp session POSTing /api/v1/jobs in a loop; only requests that complete inside the
+measurement window (after a warm-up) count.
+
+Group-commit statistics are read from outside: the controller's only write(2)-family system
+calls during the window are the WAL writer's one pwrite per group (the HTTP responses go out
+through send(2), which /proc/PID/io does not count as syscw), so the window's syscw delta is
+the number of groups, hence of fdatasyncs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psutil
+
+from bench.common import Plan, Row, median, spread
+
+TOKEN = "bench-admin-token"
+BODY = json.dumps({"command": "true", "user": "bench"}).encode()
+LEVELS = (1, 8, 64)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Controller:
+    """One controller process in its own directory; `stop()` always leaves none behind."""
+
+    def __init__(self, root: Path, fsync: str = "always") -> None:
+        self.root = root
+        self.fsync = fsync
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = root / "controller.log"
+
+    def _config(self) -> Path:
+        digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+        text = f"""
+[cluster]
+controllers = ["{self.url}"]
+
+[controller]
+listen = "127.0.0.1:{self.port}"
+state_dir = "{self.root / 'state'}"
+wal_fsync = "{self.fsync}"
+
+[auth]
+tokens = [
+  {{ name = "bench", role = "admin", sha256 = "{digest}" }},
+]
+
+[[queue]]
+name = "normal"
+priority = 30
+"""
+        path = self.root / "controller.toml"
+        path.write_text(text)
+        return path
+
+    def start(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        cfg = self._config()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "xce", "controller", "-c", str(cfg)],
+                stdout=out, stderr=subprocess.STDOUT, env=env,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"controller did not start:\n{self.log_text()}")
+
+    def get(self, path: str) -> Any:
+        req = urllib.request.Request(self.url + path,
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+
+    def __enter__(self) -> Controller:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class Load:
+    clients: int
+    jobs_per_s: float
+    groups: int
+    records: int
+    p50_ms: float
+    p99_ms: float
+    controller_cpu: float  # fraction of one core used by the controller during the window
+    client_cpu: float  # the same for this (client) process
+    errors: int
+
+    @property
+    def mean_group(self) -> float:
+        return self.records / self.groups if self.groups else float("nan")
+
+
+def _probe(proc: psutil.Process) -> tuple[float, int, float]:
+    cpu = proc.cpu_times()
+    return time.perf_counter(), proc.io_counters().write_count, cpu.user + cpu.system
+
+
+async def _load(url: str, pid: int, clients: int, warmup: float, seconds: float) -> Load:
+    proc = psutil.Process(pid)
+    me = psutil.Process()
+    stop = asyncio.Event()
+    counting = False
+    done = 0
+    errors: list[str] = []
+    latencies: list[float] = []
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    target = url + "/api/v1/jobs"
+
+    async def client() -> None:
+        nonlocal done
+        connector = aiohttp.TCPConnector(limit=1)
+        async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
+            while not stop.is_set():
+                started = time.perf_counter()
+                async with session.post(target, data=BODY) as resp:
+                    payload = await resp.read()
+                    if resp.status != 201:
+                        errors.append(f"{resp.status} {payload[:200]!r}")
+                        await asyncio.sleep(0.01)
+                        continue
+                if counting:
+                    done += 1
+                    latencies.append(time.perf_counter() - started)
+
+    tasks = [asyncio.create_task(client()) for _ in range(clients)]
+    try:
+        await asyncio.sleep(warmup)
+        t0, w0, c0 = _probe(proc)
+        m0 = sum(me.cpu_times()[:2])
+        counting = True
+        await asyncio.sleep(seconds)
+        counting = False
+        t1, w1, c1 = _probe(proc)
+        m1 = sum(me.cpu_times()[:2])
+        records = done
+    finally:
+        stop.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        raise RuntimeError(f"client failed: {failures[0]!r}")
+    if errors and not records:
+        raise RuntimeError(f"every submission failed, e.g. {errors[0]}")
+    elapsed = t1 - t0
+    latencies.sort()
+
+    def pct(q: float) -> float:
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
+
+    return Load(clients, records / elapsed, w1 - w0, records, pct(0.5), pct(0.99),
+                (c1 - c0) / elapsed, (m1 - m0) / elapsed, len(errors))
+
+
+def measure(plan: Plan, clients: int, fsync: str, run: int) -> Load:
+    root = plan.root / f"ctl-{fsync}-{clients}-{run}"
+    with Controller(root, fsync) as ctl:
+        assert ctl.proc is not None
+        load = asyncio.run(_load(ctl.url, ctl.proc.pid, clients, plan.http_warmup,
+                                 plan.http_seconds))
+        jobs = ctl.get("/api/v1/cluster")["jobs"]
+        if jobs < load.records:
+            raise RuntimeError(f"{load.records} submissions acknowledged, controller has {jobs}")
+    with contextlib.suppress(OSError):
+        for seg in (root / "state" / "wal").glob("*.seg"):
+            seg.unlink()  # 64 MiB preallocated each; the disk is shared
+    return load
+
+
+def _row(label: str, runs: list[Load]) -> tuple[Row, float]:
+    rates = [r.jobs_per_s for r in runs]
+    best = sorted(runs, key=lambda r: r.jobs_per_s)[len(runs) // 2]  # the median run
+    rate = median(rates)
+    text = (f"{rate:,.0f} jobs/s (runs {spread(rates)}); p50 {best.p50_ms:.1f} ms, "
+            f"p99 {best.p99_ms:.1f} ms; group {best.mean_group:.1f} rec/fsync, "
+            f"{best.groups / (best.records / best.jobs_per_s):,.0f} fsync/s; "
+            f"CPU ctl {best.controller_cpu:.0%} client {best.client_cpu:.0%}")
+    if best.errors:
+        text += f"; {best.errors} errors"
+    data = {"jobs_per_s": rate, "runs": [vars(r) for r in runs]}
+    return Row(label, text, data=data), rate
+
+
+def run(plan: Plan, raw: dict[str, float]) -> list[Row]:
+    results: dict[tuple[str, int], list[Load]] = {}
+    configs = [("always", c) for c in LEVELS] + [("interval", 64)]
+    for run_no in range(plan.repeats if plan.quick else 3):
+        for fsync, clients in configs:  # interleaved: drift hits every level alike
+            results.setdefault((fsync, clients), []).append(
+                measure(plan, clients, fsync, run_no))
+    rows: list[Row] = []
+    rates: dict[int, float] = {}
+    for clients in LEVELS:
+        row, rates[clients] = _row(f"2  controller, {clients} client{'s' * (clients > 1)}, "
+                                   f"wal_fsync=always", results[("always", clients)])
+        rows.append(row)
+    row, ceiling = _row("2  controller, 64 clients, wal_fsync=interval (CPU ceiling)",
+                        results[("interval", 64)])
+    rows.append(row)
+    limit = raw["batch_records"]
+    ratio = rates[64] / limit
+    rows.append(Row("2  64 clients / 1b batch-of-64 fsync limit",
+                    f"{ratio:.1%} ({rates[64]:,.0f} / {limit:,.0f} rec/s)", ">= 80 %",
+                    "PASS" if ratio >= 0.8 else "FAIL", data={"ratio": ratio}))
+    scale = rates[64] / rates[1]
+    rows.append(Row("2  64 clients / 1 client", f"{scale:.2f}x", "-", "info",
+                    data={"ratio": scale, "interval_64_jobs_per_s": ceiling}))
+    return rows
