@@ -24,6 +24,7 @@ class Plan:
     repeats: int  # runs per cheap timing (medians are reported)
     heavy_repeats: int  # runs per expensive timing (1M-job checkpoint / recovery)
     fsync_seconds: float
+    http_runs: int  # controller runs per configuration
     http_warmup: float
     http_seconds: float
     wal_seconds: float
@@ -37,11 +38,11 @@ class Plan:
     def make(cls, quick: bool, root: Path) -> Plan:
         if quick:
             return cls(True, root, repeats=3, heavy_repeats=3, fsync_seconds=0.5,
-                       http_warmup=0.3, http_seconds=1.5, wal_seconds=0.7,
+                       http_runs=2, http_warmup=0.3, http_seconds=1.5, wal_seconds=0.7,
                        checkpoint_sizes=(20_000,), big=20_000, recovery_wal_events=2_000,
                        memory_jobs=20_000, memory_runs=2)
         return cls(False, root, repeats=5, heavy_repeats=2, fsync_seconds=2.0,
-                   http_warmup=1.0, http_seconds=5.0, wal_seconds=3.0,
+                   http_runs=3, http_warmup=1.0, http_seconds=5.0, wal_seconds=3.0,
                    checkpoint_sizes=(100_000, 1_000_000), big=1_000_000,
                    recovery_wal_events=10_000, memory_jobs=200_000, memory_runs=3)
 

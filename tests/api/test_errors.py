@@ -469,3 +469,20 @@ async def test_non_finite_numbers_are_refused(api: Api) -> None:
         raise AssertionError(f"the response holds {const}, which is not JSON")
 
     json.loads(text, parse_constant=strict)
+
+
+async def test_lone_surrogate_text_is_400_and_changes_nothing(api: Api) -> None:
+    body = '{"command": "echo", "name": "\\ud800"}'
+    err = await expect_error(api, "POST", JOBS, 400, data=body,
+                             headers={"Content-Type": "application/json"})
+    assert "Unicode" in err["message"]
+    assert api.service.state.next_number == 1
+
+
+async def test_out_of_range_worker_numbers_are_400(api: Api) -> None:
+    await api.register("w1")
+    job_id = await api.submit(command="true")
+    await api.service.schedule_once()
+    err = await expect_error(api, "POST", f"/api/v1/workers/w1/jobs/{job_id}/finished", 400,
+                             json={"attempt": 0, "exit_code": 2**70})
+    assert "exit_code" in err["message"]

@@ -253,8 +253,9 @@ def test_worker_restart_ends_the_attempts_it_lost(tmp_path: Path) -> None:
     try:
         job_id = cluster.submit(command="sleep 60")
         cluster.wait_state(job_id, "RUN")
-        pid_file = next((tmp_path / "c" / "w1" / "jobs").glob("*/.xce/pid"))
-        cluster.wait_for(pid_file.exists, 10, "pid file")
+        jobs_dir = tmp_path / "c" / "w1" / "jobs"
+        cluster.wait_for(lambda: any(jobs_dir.glob("*/.xce/pid")), 10, "pid file")
+        pid_file = next(jobs_dir.glob("*/.xce/pid"))
         pgid = int(pid_file.read_text())
         cluster.kill_worker("w1")  # SIGKILL: the job's session outlives it
         cluster.start_worker("w1")
@@ -271,3 +272,31 @@ def _group_alive(pgid: int) -> bool:
         return True
     except ProcessLookupError:
         return False
+
+
+def test_job_that_ends_while_controller_and_then_worker_are_down(tmp_path: Path) -> None:
+    """The finish report and outputs survive on the worker's disk until delivered."""
+    cluster = Cluster(tmp_path / "c")
+    cluster.start_controller()
+    cluster.start_worker("w1")
+    try:
+        marker = tmp_path / "runs.log"
+        job_id = cluster.submit(command=f"echo run >> {marker}; sleep 1; echo out; exit 5")
+        cluster.wait_state(job_id, "RUN")
+        cluster.controller.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+        cluster.controller.wait(10)  # type: ignore[union-attr]
+        jobs_dir = tmp_path / "c" / "w1" / "jobs"
+        cluster.wait_for(lambda: any(jobs_dir.glob("*/.xce/key")), 10, "attempt directory")
+        result = next(jobs_dir.glob("*/.xce/key")).parent / "result"
+        cluster.wait_for(result.exists, 15, "the worker saved the result")
+        cluster.kill_worker("w1")
+        cluster.start_controller()
+        cluster.start_worker("w1")
+        job = cluster.wait_state(job_id, "DONE", "EXIT", timeout=30)
+        assert (job["state"], job["exit_code"]) == ("EXIT", 5), job
+        assert cluster.download(job_id, "stdout") == b"out\n"
+        assert marker.read_text() == "run\n"
+        cluster.wait_for(lambda: not list((tmp_path / "c" / "w1" / "jobs").iterdir()), 10,
+                         "the attempt's directory removed once delivered")
+    finally:
+        cluster.stop()

@@ -119,3 +119,19 @@ async def test_finished_jobs_past_retention_are_dropped_at_checkpoint(tmp_path: 
     got = recover(tmp_path)
     same(got.state, state)
     assert got.state.outcome("3").value == "missing"
+
+
+async def test_retention_keeps_jobs_that_waiting_jobs_depend_on(tmp_path: Path) -> None:
+    from xce.core.deps import parse_dependency
+
+    store, state = await open_store(tmp_path, finished_retention_s=10.0)
+    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
+                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    await commit(store, state, history(1, 6, at=10.0))  # 3 and 6 finish at t=11
+    waiting = JobSpec(user="bob", queue="normal", command="true",
+                      dependency=parse_dependency("afterok:3"), hold=True)
+    await commit(store, state, [ev.JobSubmitted(12.0, 7, waiting)])
+    await store.checkpoint(state, now=1000.0)
+    assert "3" in state.jobs and "6" not in state.jobs
+    assert state.outcome("3").value == "done"
+    await store.writer.close()

@@ -172,3 +172,39 @@ async def test_interval_policy_acknowledges_before_fsync(tmp_path: Path) -> None
     await writer.sync(durable=True)
     assert writer.durable_seq == 1
     await writer.close()
+
+
+async def test_a_failed_fsync_on_a_fresh_segment_recovers(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    from xce.core.errors import Unavailable
+
+    writer = WalWriter(wal_dir(tmp_path), 1)
+    real = os.fdatasync
+    failures = iter([True])
+
+    def flaky(fd: int) -> None:
+        if next(failures, False):
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", flaky)
+    evs = events(3)
+    writer.append(evs[0])
+    with pytest.raises(Unavailable, match="could not be made durable"):
+        await writer.sync()
+    with pytest.raises(Unavailable, match="cannot write its log"):
+        writer.check_writable()
+    for _ in range(50):  # the probe retries every second
+        if not writer.failed:
+            break
+        await asyncio.sleep(0.1)
+    assert not writer.failed
+    writer.append(evs[1])
+    writer.append(evs[2])
+    await writer.sync()
+    await writer.close()
+    # The record whose fsync failed was rewritten into a fresh segment, nothing twice.
+    assert replayed(tmp_path) == evs

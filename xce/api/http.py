@@ -57,6 +57,11 @@ async def read_json(request: web.Request, schema: dict[str, Any]) -> dict[str, A
         raise InvalidRequest(f"the body is not valid JSON: {exc}") from None
     except RecursionError:
         raise InvalidRequest("the body is nested too deeply") from None
+    try:
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequest("the body holds text that is not valid Unicode "
+                             "(a lone surrogate escape such as \\ud800)") from None
     validate(body, schema)
     return body
 

@@ -54,7 +54,7 @@ QUEUE_CREATE: dict[str, Any] = {
 USAGE_FIELDS: dict[str, Any] = {
     "cpu_user_s": {"type": "number", "minimum": 0},
     "cpu_system_s": {"type": "number", "minimum": 0},
-    "max_rss_bytes": {"type": "integer", "minimum": 0},
+    "max_rss_bytes": {"type": "integer", "minimum": 0, "maximum": 2**62},
     "wall_time_s": {"type": "number", "minimum": 0},
 }
 
@@ -84,7 +84,7 @@ HEARTBEAT: dict[str, Any] = {
                 "required": ["job_id", "attempt"],
                 "properties": {
                     "job_id": {"type": "string", "maxLength": 64},
-                    "attempt": {"type": "integer", "minimum": 0},
+                    "attempt": {"type": "integer", "minimum": 0, "maximum": 2**31},
                     **USAGE_FIELDS,
                 },
             },
@@ -98,9 +98,9 @@ FINISHED: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["attempt", "exit_code"],
     "properties": {
-        "attempt": {"type": "integer", "minimum": 0},
-        "exit_code": NULLABLE_INT,
-        "exit_signal": NULLABLE_INT,
+        "attempt": {"type": "integer", "minimum": 0, "maximum": 2**31},
+        "exit_code": {"type": ["integer", "null"], "minimum": -(2**31), "maximum": 2**31},
+        "exit_signal": {"type": ["integer", "null"], "minimum": 0, "maximum": 255},
         "reason": {"type": "string", "maxLength": 1024},
         "outputs": {"type": "array", "maxItems": 10000,
                     "items": {"type": "string", "maxLength": 1024}},

@@ -71,15 +71,19 @@ class ControllerService:
 
     # --- committing ---------------------------------------------------------------------
 
-    async def commit(self, events: Iterable[ev.Event]) -> None:
-        """Apply and log `events` in order, then wait until they are durable."""
+    async def commit(self, events: Iterable[ev.Event], reschedule: bool = True) -> None:
+        """Apply and log `events` in order, then wait until they are durable.
+
+        `reschedule=False` is for changes that cannot free or need resources (usage reports).
+        """
         self.log.check_writable()
         touched: set[str] = set()
         count = 0
         for event in events:
             before = self._host_of(event)
+            record = self.log.prepare(event)  # encoding fails before the state changes
             self.state.apply(event)
-            self.log.append(event)
+            self.log.append(record)
             count += 1
             touched.update(h for h in (before, self._host_of(event)) if h)
             for listener in self.listeners:
@@ -88,7 +92,8 @@ class ControllerService:
             return
         for host in touched:
             self._bump(host)
-        self.schedule_needed.set()
+        if reschedule:
+            self.schedule_needed.set()
         await self.log.sync()
 
     def _host_of(self, event: ev.Event) -> str | None:

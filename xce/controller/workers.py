@@ -56,6 +56,8 @@ def assignment(job: JobRecord) -> dict[str, Any]:
 
 
 RECONNECT_GRACE_S = 10.0
+# Live usage goes into the WAL at most this often per job (the final usage always does).
+USAGE_LOG_INTERVAL_S = 30.0
 
 
 class WorkerGateway:
@@ -65,6 +67,7 @@ class WorkerGateway:
         self.service = service
         self.last_seen: dict[str, float] = {}
         self.load: dict[str, dict[str, float]] = {}
+        self._usage_logged: dict[tuple[str, int], float] = {}
         started = service.clock()
         # After a controller restart (or failover) every known host gets extra time to find
         # the controller again: workers back off up to RECONNECT_GRACE_S between retries, and
@@ -100,18 +103,25 @@ class WorkerGateway:
         self.load[host] = load
         events: list[ev.Event] = []
         if not record.reachable:
-            events.append(ev.HostAvailable(now, host))
+            await self.service.commit([ev.HostAvailable(now, host)])
         for report in running:
             job = self.state.jobs.get(report.job_id)
+            key = (report.job_id, report.attempt)
             if (
                 job is not None
                 and job.host == host
                 and job.attempt == report.attempt
                 and job.state.active
                 and job.usage != _usage(report)
+                and now - self._usage_logged.get(key, -1e18) >= USAGE_LOG_INTERVAL_S
             ):
+                self._usage_logged[key] = now
                 events.append(ev.JobUsageReported(now, job.id, job.attempt, _usage(report)))
-        await self.service.commit(events)
+        if len(self._usage_logged) > 4 * len(self.state.host_load) + 10_000:
+            active = {(j, self.state.jobs[j].attempt) for h in self.state.host_load.values()
+                      for j in h.jobs}
+            self._usage_logged = {k: v for k, v in self._usage_logged.items() if k in active}
+        await self.service.commit(events, reschedule=False)
         return {"version": self.service.host_versions.get(host, 0)}
 
     def assignments(self, host: str) -> dict[str, Any]:
@@ -130,8 +140,9 @@ class WorkerGateway:
 
     async def durable_assignments(self, host: str) -> dict[str, Any]:
         """Assignments only once they are on disk: a dispatch lost in a crash never ran."""
+        answer = self.assignments(host)  # read first: only what is in it must be durable
         await self.service.log.sync(durable=True)
-        return self.assignments(host)
+        return answer
 
     def owns(self, host: str, job_id: str, attempt: int) -> JobRecord | None:
         """The job if `host` is running this attempt of it now, else None (a stale report)."""

@@ -231,9 +231,17 @@ class ClusterState:
         result, so replay (checkpoint + later WAL) reproduces it exactly.
         """
         dropped = 0
+        # A finished job that a waiting job still depends on stays: purging it would turn
+        # "satisfied later" into "never satisfiable".
+        referenced: set[int] = set()
+        for spec in [j.spec for j in self.jobs.values() if not j.state.finished] + [
+            a.spec for a in self.arrays.values() if not a.finished
+        ]:
+            referenced.update(parse_job_id(t.job)[0] for t in spec.dependency)
         for job_id, job in list(self.jobs.items()):
             if (
                 job.array_index is None
+                and job.number not in referenced
                 and job.state.finished
                 and job.end_time is not None
                 and job.end_time < cutoff
@@ -241,7 +249,7 @@ class ClusterState:
                 del self.jobs[job_id]
                 dropped += 1
         for number, array in list(self.arrays.items()):
-            if not array.finished:
+            if not array.finished or number in referenced:
                 continue
             tasks = self.tasks_of(number)
             if all(t.end_time is not None and t.end_time < cutoff for t in tasks) and (

@@ -64,8 +64,11 @@ class DurableLog:
     def check_writable(self) -> None:
         self.writer.check_writable()
 
-    def append(self, event: Event) -> None:
-        self.writer.append(event)
+    def prepare(self, event: Event) -> bytes:
+        return self.writer.prepare(event)
+
+    def append(self, prepared: bytes | Event) -> None:
+        self.writer.append(prepared)
         if self.writer.next_seq - 1 - self.checkpoint_seq >= self.settings.checkpoint_every:
             self.wanted.set()
 
@@ -77,6 +80,8 @@ class DurableLog:
     async def checkpoint(self, state: ClusterState, now: float | None = None) -> Path | None:
         """Purge finished jobs past retention, snapshot, write off-loop, prune the WAL."""
         async with self._checkpointing:
+            if self.writer.failed:
+                return None  # never let a checkpoint get ahead of a log that cannot write
             seq = self.writer.next_seq - 1
             started = time.perf_counter()
             cutoff = (now if now is not None else time.time()) - self.settings.finished_retention_s
@@ -86,6 +91,9 @@ class DurableLog:
                 return None
             copy = copy_state(state, seq)
             self.stats["last_pause_ms"] = (time.perf_counter() - started) * 1000
+            # Publish only a checkpoint whose every record is already in the WAL: otherwise
+            # a crash could leave a checkpoint past the log's end and a gap after it.
+            await self.writer.sync(durable=True)
             loop = asyncio.get_running_loop()
             path = await loop.run_in_executor(
                 None, write_checkpoint, checkpoint_dir(self.state_dir), copy

@@ -8,7 +8,7 @@ non-durable default for a controller started without persistence.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from xce.core.events import Event
 
@@ -17,8 +17,17 @@ class EventLog(Protocol):
     def check_writable(self) -> None:
         """Raise `Unavailable` if changes cannot be made durable now (checked before apply)."""
 
-    def append(self, event: Event) -> None:
-        """Queue `event` for writing; called synchronously, in the order events apply."""
+    def prepare(self, event: Event) -> Any:
+        """Encode `event` as the next record, before it is applied.
+
+        An event that cannot be encoded must fail here, while the state is still untouched,
+        never after it was applied (a change in memory that the log cannot hold would make
+        the next restart diverge).
+        """
+
+    def append(self, prepared: Any) -> None:
+        """Queue what `prepare` returned; called right after the event applied, no await
+        in between, so the log order is the apply order."""
 
     async def sync(self, durable: bool = False) -> None:
         """Return once every event appended so far is durable (or raise `Unavailable`).
@@ -36,7 +45,10 @@ class MemoryEventLog:
     def check_writable(self) -> None:
         return None
 
-    def append(self, event: Event) -> None:
+    def prepare(self, event: Event) -> Event:
+        return event
+
+    def append(self, prepared: Any) -> None:
         self.appended += 1
 
     async def sync(self, durable: bool = False) -> None:

@@ -126,8 +126,12 @@ def encode_entry(seq: int, epoch: int, event: Event) -> bytes:
     field = _EVENT_FIELD.get(type(event))
     if field is None:
         raise WireError(f"event type {type(event).__name__} has no wire form")
-    _fill(ev.init(field), event)
-    return entry.to_bytes()
+    try:
+        _fill(ev.init(field), event)
+        return entry.to_bytes()
+    except Exception as exc:  # a value the schema cannot hold (overflow, bad text)
+        raise WireError(f"cannot encode {type(event).__name__}: "
+                        f"{str(exc).splitlines()[0][:200]}") from None
 
 
 def decode_entry(data: bytes) -> tuple[int, int, Event]:

@@ -13,8 +13,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -48,6 +50,10 @@ class WorkerAgent:
         self.starting: set[Key] = set()
         self.ended: OrderedDict[Key, None] = OrderedDict()
         self.reports: dict[Key, dict[str, Any]] = {}
+        self.report_dirs: dict[Key, Path] = {}
+        # Reports the controller took, kept a while: if an answer still lists the attempt
+        # (a relaxed-fsync controller lost it in a crash) the report is sent again.
+        self.delivered: OrderedDict[Key, dict[str, Any]] = OrderedDict()
         self.version = -1
         self.registered = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -146,17 +152,67 @@ class WorkerAgent:
             self._report_wakeup.clear()
             for key, body in list(self.reports.items()):
                 try:
+                    if "_upload" in body:
+                        body = await self._upload_pending(key, body)
                     answer = await self.client.request(
-                        "POST", f"{self._base}/jobs/{job_path(key[0])}/finished", json=body
+                        "POST", f"{self._base}/jobs/{job_path(key[0])}/finished",
+                        json={k: v for k, v in body.items() if not k.startswith("_")},
                     )
                     if not answer.get("accepted"):
                         log.info("job %s attempt %s: report was stale, dropped", *key)
-                    self.reports.pop(key, None)
                 except ApiError as exc:
-                    log.warning("finish report for %s failed: %s; will retry", key[0], exc.message)
-                    self._report_wakeup.set()
-                    await asyncio.sleep(1.0)
-                    break
+                    if 400 <= exc.status < 500 and exc.status not in (404, 408, 429):
+                        log.error("finish report for %s refused (%s): dropped", key[0],
+                                  exc.message)
+                    else:
+                        log.warning("finish report for %s failed: %s; will retry", key[0],
+                                    exc.message)
+                        self._report_wakeup.set()
+                        await asyncio.sleep(1.0)
+                        break
+                self._taken(key, body)
+
+    async def _upload_pending(self, key: Key, body: dict[str, Any]) -> dict[str, Any]:
+        """Return the outputs that could not be returned when the job ended."""
+        job_dir = self.report_dirs.get(key)
+        pending = body["_upload"]
+        if job_dir is None:
+            return {k: v for k, v in body.items() if k != "_upload"}
+        job = RunningJob({"job_id": key[0], "attempt": key[1], "outputs": pending["outputs"]},
+                         job_dir, Path(pending["work_dir"]))
+        try:
+            names = await staging.upload_outputs(self.client, self.host, job)
+        except OSError as exc:
+            log.warning("job %s: outputs are gone (%s); reporting without them", key[0], exc)
+            names = []
+        done = {k: v for k, v in body.items() if k != "_upload"}
+        done["outputs"] = names
+        self.reports[key] = done
+        with contextlib.suppress(OSError):
+            executor.write_result(job_dir, done)
+        return done
+
+    def _taken(self, key: Key, body: dict[str, Any]) -> None:
+        """The controller has the report: forget it and the attempt's directory."""
+        self.reports.pop(key, None)
+        self.delivered[key] = body
+        while len(self.delivered) > 10_000:
+            self.delivered.popitem(last=False)
+        job_dir = self.report_dirs.pop(key, None)
+        if job_dir is not None:
+            shutil.rmtree(job_dir, ignore_errors=True)
+
+    def _queue_report(self, key: Key, body: dict[str, Any], job_dir: Path | None) -> None:
+        body = {**body, "reason": str(body.get("reason", ""))[:1000]}
+        self._remember_ended(key)
+        if job_dir is not None:
+            try:
+                executor.write_result(job_dir, body)
+            except OSError as exc:
+                log.warning("job %s: cannot save its result (%s)", key[0], exc)
+            self.report_dirs[key] = job_dir
+        self.reports[key] = body
+        self._report_wakeup.set()
 
     # --- reconciliation -----------------------------------------------------------------
 
@@ -167,6 +223,12 @@ class WorkerAgent:
             for key, a in desired.items():
                 job = self.running.get(key)
                 if job is None:
+                    if key in self.delivered and key not in self.reports:
+                        log.info("job %s attempt %s: the controller lost its report; resending",
+                                 *key)
+                        self.reports[key] = self.delivered.pop(key)
+                        self._report_wakeup.set()
+                        continue
                     if key in self.ended or key in self.reports or key in self.starting:
                         continue
                     if a["action"] == "kill":
@@ -192,11 +254,11 @@ class WorkerAgent:
         elif action == "kill":
             self._spawn(executor.kill(job, "killed", self.settings.kill_grace_s))
 
-    def _finish_unstarted(self, a: dict[str, Any], reason: str) -> None:
+    def _finish_unstarted(self, a: dict[str, Any], reason: str,
+                          job_dir: Path | None = None) -> None:
         key = (a["job_id"], a["attempt"])
-        self._remember_ended(key)
-        self.reports[key] = {"attempt": a["attempt"], "exit_code": None, "reason": reason}
-        self._report_wakeup.set()
+        self._queue_report(key, {"attempt": a["attempt"], "exit_code": None, "reason": reason},
+                           job_dir)
 
     async def _run(self, a: dict[str, Any]) -> None:
         key: Key = (a["job_id"], a["attempt"])
@@ -223,14 +285,21 @@ class WorkerAgent:
                 log.warning("job %s failed to start: %s", key[0], message)
                 self.running.pop(key, None)
                 job.result.set_result(JobResult(None, None, message, executor.UsageMeter(0), 0))
-                self._finish_unstarted(a, f"failed to start: {message}")
+                self._finish_unstarted(a, f"failed to start: {message}", job.job_dir)
                 return
             log.info("job %s attempt %s started as pid %s", key[0], key[1], job.pid)
             # An action that arrived while inputs were fetched applies now.
             self._apply_action(job, job.assignment.get("action", "run"))
-            result = await executor.wait(
-                job, self.settings.usage_interval_s, self.settings.kill_grace_s
-            )
+            try:
+                result = await executor.wait(
+                    job, self.settings.usage_interval_s, self.settings.kill_grace_s
+                )
+            except Exception as exc:  # never lose track of a started job: end it, say why
+                log.exception("job %s: waiting for it failed; killing it", key[0])
+                executor.kill_group_now(job)
+                assert job.meter is not None
+                result = JobResult(None, None, f"worker error: {exc}", job.meter,
+                                   job.wall_seconds())
             job.result.set_result(result)
             await self._report(job, result)
         finally:
@@ -243,14 +312,21 @@ class WorkerAgent:
         key = job.key
         self._remember_ended(key)
         if job.kill_reason == "taken away":
-            return  # requeued or reassigned: the controller no longer wants this attempt
+            # Requeued or reassigned: the controller no longer wants this attempt.
+            shutil.rmtree(job.job_dir, ignore_errors=True)
+            return
         outputs: list[str] = []
+        upload_later = False
         try:
             outputs = await staging.upload_outputs(self.client, self.host, job)
-        except (ApiError, OSError) as exc:
+        except ApiError as exc:
+            log.warning("job %s: returning outputs failed (%s); will retry", key[0],
+                        exc.message)
+            upload_later = exc.status == 0 or exc.status >= 500
+        except OSError as exc:
             log.warning("job %s: returning outputs failed: %s", key[0], exc)
         meter = result.usage
-        self.reports[key] = {
+        body = {
             "attempt": key[1],
             "exit_code": result.exit_code,
             "exit_signal": result.exit_signal,
@@ -261,21 +337,22 @@ class WorkerAgent:
             "wall_time_s": round(result.wall_time_s, 6),
             "outputs": outputs,
         }
+        if upload_later:
+            body["_upload"] = {"outputs": job.assignment.get("outputs", []),
+                               "work_dir": str(job.work_dir)}
         log.info("job %s attempt %s ended: exit %s signal %s %s", key[0], key[1],
                  result.exit_code, result.exit_signal, result.reason)
-        self._report_wakeup.set()
+        self._queue_report(key, body, job.job_dir)
 
     # --- lifecycle ----------------------------------------------------------------------
 
     async def run(self) -> None:
         self.settings.spool_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.settings.spool_dir / "jobs").mkdir(exist_ok=True, mode=0o700)
-        for key in executor.kill_stale_groups(self.settings.spool_dir):
-            log.warning("job %s attempt %s was running when the worker stopped: ended", *key)
-            self._remember_ended(key)
-            self.reports[key] = {"attempt": key[1], "exit_code": None,
-                                 "reason": "the worker restarted while the job ran"}
-            self._report_wakeup.set()
+        for key, body, job_dir in executor.recover_spool(self.settings.spool_dir):
+            log.warning("job %s attempt %s was taken on by an earlier worker process: %s",
+                        key[0], key[1], body.get("reason") or "finished, reporting it")
+            self._queue_report(key, body, job_dir)
         await self.register()
         loops = [self.poll_loop(), self.heartbeat_loop(), self.report_loop()]
         await asyncio.gather(*(self._spawn(c) for c in loops))

@@ -134,6 +134,10 @@ def prepare_dirs(spool: Path, a: dict[str, Any], account: pwd.struct_passwd | No
     if account is not None:
         for path in (job_dir, job_dir / ".xce"):
             os.chown(path, account.pw_uid, account.pw_gid)
+    # The key marks "this attempt was taken on here": after a restart the worker reports it
+    # as ended instead of starting it again.
+    (job_dir / ".xce" / "key").write_text(json.dumps({"job_id": a["job_id"],
+                                                       "attempt": a["attempt"]}))
     work_dir = Path(a["cwd"]) if a.get("cwd") else job_dir
     if not work_dir.is_dir():
         raise LaunchError(f"working directory {work_dir} does not exist on this host")
@@ -185,8 +189,13 @@ def launch(job: RunningJob, host: str, allow_root: bool) -> None:
         os.close(stderr)
     job.started = time.monotonic()
     job.meter = UsageMeter(job.proc.pid, fork_baseline)
-    (meta / "key").write_text(json.dumps({"job_id": a["job_id"], "attempt": a["attempt"]}))
-    (meta / "pid").write_text(f"{job.proc.pid}\n")
+    try:
+        (meta / "pid").write_text(f"{job.proc.pid}\n")
+    except OSError as exc:
+        # Untracked it could outlive a worker restart: better not to run it at all.
+        _signal_group(job, signal.SIGKILL)
+        job.proc.wait()
+        raise LaunchError(f"cannot record the job's pid: {exc.strerror or exc}") from None
 
 
 def _signal_group(job: RunningJob, sig: int) -> None:
@@ -234,7 +243,10 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
     loop = asyncio.get_running_loop()
     exited: asyncio.Future[tuple[int, Any]] = loop.create_future()
     pid = job.proc.pid
-    pidfd = os.pidfd_open(pid)
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except OSError:  # kernels before 5.3: poll instead
+        pidfd = None
 
     def on_exit() -> None:
         try:
@@ -244,12 +256,15 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
         if waited and not exited.done():
             exited.set_result((status, rusage))
 
-    loop.add_reader(pidfd, on_exit)
+    if pidfd is not None:
+        loop.add_reader(pidfd, on_exit)
     walltime = job.assignment.get("walltime_s")
     # Sample densely at first so short jobs still get a memory figure.
     delays = [0.02, 0.1, 0.3, 0.6]
     try:
         while not exited.done():
+            if pidfd is None:
+                on_exit()
             job.meter.sample()
             if walltime and not job.killing and job.running_seconds() > walltime:
                 log.info("job %s exceeded its walltime of %ss", job.key[0], walltime)
@@ -258,16 +273,17 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
                 killer.add_done_callback(_BACKGROUND.discard)
             with contextlib.suppress(TimeoutError):
                 delay = delays.pop(0) if delays else usage_interval
+                if pidfd is None:
+                    delay = min(delay, 0.2)
                 await asyncio.wait_for(asyncio.shield(exited), min(delay, usage_interval))
     finally:
-        loop.remove_reader(pidfd)
-        os.close(pidfd)
+        if pidfd is not None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
     status, rusage = exited.result()
     job.proc.returncode = os.waitstatus_to_exitcode(status) if rusage is not None else 0
     # Leftover processes of the job's group go with it.
     _signal_group(job, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        (job.job_dir / ".xce" / "pid").unlink()  # ended: nothing to clean up after a restart
     job.meter.close(rusage)
     if rusage is not None and os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
@@ -278,24 +294,57 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
     return JobResult(code, sig_out, job.kill_reason, job.meter, job.wall_seconds())
 
 
-def kill_stale_groups(spool: Path) -> list[tuple[str, int]]:
-    """After a worker restart: kill what a previous worker process left running.
+def kill_group_now(job: RunningJob) -> None:
+    """SIGKILL the whole group at once (used when the worker lost track of a job)."""
+    _signal_group(job, signal.SIGKILL)
 
-    A pid file exists only while an attempt runs, so each one found names an attempt whose
-    end nobody saw; they are returned so the worker can report them as ended.
+
+def write_result(job_dir: Path, body: dict[str, Any]) -> None:
+    """Persist a finish report before the pid file goes, so a restart can still send it."""
+    meta = job_dir / ".xce"
+    tmp = meta / "result.tmp"
+    with tmp.open("w") as f:
+        json.dump(body, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, meta / "result")
+    with contextlib.suppress(OSError):
+        (meta / "pid").unlink()
+
+
+def recover_spool(spool: Path) -> list[tuple[tuple[str, int], dict[str, Any], Path]]:
+    """After a worker restart: every attempt a previous worker process took on.
+
+    Each comes back as ended, with the report to send: the saved result if it finished, or
+    an EXIT if it was still running (its process group is killed now) or never launched.
     """
-    lost: list[tuple[str, int]] = []
-    for pid_file in (spool / "jobs").glob("*/.xce/pid"):
-        with contextlib.suppress(ValueError, OSError, KeyError):
-            key = json.loads((pid_file.parent / "key").read_text())
-            lost.append((str(key["job_id"]), int(key["attempt"])))
+    found = []
+    for key_file in (spool / "jobs").glob("*/.xce/key"):
+        meta = key_file.parent
         try:
-            pid = int(pid_file.read_text().strip())
-            # Only a process at least as old as the pid file is ours, not a reused pid.
-            if psutil.Process(pid).create_time() <= pid_file.stat().st_mtime + 5:
-                os.killpg(pid, signal.SIGKILL)
-        except (ValueError, OSError, psutil.Error):
-            pass
-        with contextlib.suppress(OSError):
-            pid_file.unlink()
-    return lost
+            raw = json.loads(key_file.read_text())
+            key = (str(raw["job_id"]), int(raw["attempt"]))
+        except (ValueError, OSError, KeyError, TypeError):
+            continue
+        body: dict[str, Any] | None = None
+        with contextlib.suppress(ValueError, OSError):
+            body = json.loads((meta / "result").read_text())
+        pid_file = meta / "pid"
+        if pid_file.exists():
+            try:
+                pid = int(pid_file.read_text().strip())
+                # Only a process at least as old as the pid file is ours, not a reused pid.
+                if psutil.Process(pid).create_time() <= pid_file.stat().st_mtime + 5:
+                    os.killpg(pid, signal.SIGKILL)
+            except (ValueError, OSError, psutil.Error):
+                pass
+            with contextlib.suppress(OSError):
+                pid_file.unlink()
+            if body is None:
+                body = {"attempt": key[1], "exit_code": None,
+                        "reason": "the worker restarted while the job ran"}
+        if body is None:
+            body = {"attempt": key[1], "exit_code": None,
+                    "reason": "failed to start: the worker restarted"}
+        found.append((key, body, meta.parent))
+    return found

@@ -103,9 +103,16 @@ class WalWriter:
                 " it refuses changes until the disk recovers, reads still work"
             )
 
-    def append(self, event: Event) -> int:
+    def prepare(self, event: Event) -> bytes:
+        """The framed record for `event` as the next sequence number (raises `WireError`)."""
+        return frame(encode_entry(self.next_seq, self.epoch, event))
+
+    def append(self, prepared: bytes | Event) -> int:
+        """Buffer a record from `prepare` (or encode an event directly, for tools/tests)."""
+        if isinstance(prepared, Event):
+            prepared = self.prepare(prepared)
         seq = self.next_seq
-        self._buffer.append((seq, frame(encode_entry(seq, self.epoch, event))))
+        self._buffer.append((seq, prepared))
         self.next_seq += 1
         return seq
 
@@ -194,7 +201,8 @@ class WalWriter:
         for _, fut in self._waiters:
             if not fut.done():
                 fut.set_exception(Unavailable(
-                    f"the change was not made durable ({exc.strerror or exc}); retry later"))
+                    f"the change could not be made durable yet ({exc.strerror or exc}): it "
+                    "may still be written when the disk recovers, so check before retrying"))
         self._waiters = []
         if self._probe is None or self._probe.done():
             self._probe = asyncio.create_task(self._recover_loop())
@@ -216,9 +224,15 @@ class WalWriter:
         """Cut the failed segment at its durable end; the unflushed records go to a new one."""
         seg = self._segment
         if seg is not None:
-            os.ftruncate(seg.fd, seg.offset)
-            os.fsync(seg.fd)
-            seg.close()
+            if seg.offset == 0:
+                # Nothing durable in it: remove it, or its name would clash with the new one.
+                seg.close()
+                seg.path.unlink(missing_ok=True)
+                fsync_dir(self.dir)
+            else:
+                os.ftruncate(seg.fd, seg.offset)
+                os.fsync(seg.fd)
+                seg.close()
             self._segment = None
         if self._buffer:
             self._roll(self._buffer[0][0], sum(len(b) for _, b in self._buffer))
