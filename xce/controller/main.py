@@ -111,6 +111,8 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     finally:
         for task in tasks:
             task.cancel()
+        # A checkpoint thread still running must finish before the final checkpoint starts.
+        await asyncio.gather(*tasks, return_exceptions=True)
         service.wake_all()  # long-polling workers get their answer now, not in 20 s
         await runner.cleanup()
         await store.close(service.state)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +72,9 @@ def write_checkpoint(directory: Path, copy: StateCopy, keep: int = 2) -> Path:
     """Runs in a thread: encode, write, fsync, rename, fsync the directory, prune."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     final = directory / checkpoint_name(copy.seq)
-    tmp = final.with_suffix(".tmp")
+    # A unique temporary name: two writers (a cancelled one still in its thread, and the
+    # shutdown checkpoint) must never share a file.
+    tmp = final.with_name(f".{final.name}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "wb", buffering=1 << 20) as out:

@@ -45,6 +45,8 @@ def checkpoint_dir(state_dir: Path) -> Path:
 
 def recover(state_dir: Path, repair_torn_tail: bool = True) -> Recovered:
     started = time.perf_counter()
+    for leftover in checkpoint_dir(state_dir).glob(".checkpoint-*.tmp"):
+        leftover.unlink(missing_ok=True)  # a checkpoint a crash interrupted
     state = ClusterState()
     checkpoint_seq = 0
     for seq, path in list_checkpoints(checkpoint_dir(state_dir)):

@@ -93,7 +93,7 @@ class WorkerAgent:
                 answer = await self.client.request("POST", "/api/v1/workers/register", json=body)
                 break
             except ApiError as exc:
-                if exc.status not in (0, 503):
+                if exc.status != 0 and exc.status < 500:
                     raise
                 log.info("controller not reachable yet (%s); retrying", exc.message)
                 await asyncio.sleep(delay)
