@@ -101,3 +101,14 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     for row in cells:
         lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def print_fields(record: dict[str, Any]) -> None:
+    """`key: value` lines, nested mappings indented; empty values shown as `-`."""
+    for key, value in record.items():
+        if isinstance(value, dict) and value:
+            typer.echo(f"{key}:")
+            for k, v in value.items():
+                typer.echo(f"  {k}: {v}")
+        else:
+            typer.echo(f"{key}: {value if value not in (None, '', [], {}) else '-'}")

@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, print_json, print_table
+from xce.cli.common import call, print_fields, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -37,8 +37,7 @@ def show(name: str, as_json: bool = typer.Option(False, "--json"),
     if as_json:
         print_json(host)
         return
-    for key, value in host.items():
-        typer.echo(f"{key}: {value if value not in (None, '', [], {}) else '-'}")
+    print_fields(host)
 
 
 def _action(action: str, past: str):  # type: ignore[no-untyped-def]

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, fail, print_json, print_table
+from xce.cli.common import call, fail, print_fields, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -180,13 +180,7 @@ def show(job_id: str, as_json: bool = typer.Option(False, "--json"),
     if as_json:
         print_json(job)
         return
-    for key, value in job.items():
-        if isinstance(value, dict):
-            typer.echo(f"{key}:")
-            for k, v in value.items():
-                typer.echo(f"  {k}: {v}")
-        else:
-            typer.echo(f"{key}: {value if value not in (None, '') else '-'}")
+    print_fields(job)
 
 
 def _control(action: str, verb: str):  # type: ignore[no-untyped-def]

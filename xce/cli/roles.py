@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -27,6 +29,21 @@ def _load(config: Path | None):  # type: ignore[no-untyped-def]
         fail(exc.message)
 
 
+def _run_role(name: str, main: Callable[[Any], Awaitable[None]], config: Path | None,
+              verbose: bool) -> None:
+    """Load the config and run a role; expected failures become one-line messages."""
+    from xce.core.errors import XceError
+
+    _setup_logging(verbose)
+    cfg = _load(config)
+    try:
+        asyncio.run(main(cfg))
+    except XceError as exc:
+        fail(exc.message)
+    except OSError as exc:
+        fail(f"cannot start the {name}: {exc}")
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def controller(
@@ -35,16 +52,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run a controller: REST API, scheduler and state."""
         from xce.controller.main import serve
-        from xce.core.errors import XceError
 
-        _setup_logging(verbose)
-        cfg = _load(config)
-        try:
-            asyncio.run(serve(cfg))
-        except XceError as exc:
-            fail(exc.message)
-        except OSError as exc:
-            fail(f"cannot start the controller: {exc}")
+        _run_role("controller", serve, config, verbose)
 
     @app.command()
     def worker(
@@ -52,17 +61,9 @@ def register(app: typer.Typer) -> None:
         verbose: bool = typer.Option(False, "--verbose", "-v"),
     ) -> None:
         """Run a worker: registers this host and runs the jobs dispatched to it."""
-        from xce.core.errors import XceError
         from xce.worker.agent import run_worker
 
-        _setup_logging(verbose)
-        cfg = _load(config)
-        try:
-            asyncio.run(run_worker(cfg))
-        except XceError as exc:
-            fail(exc.message)
-        except OSError as exc:
-            fail(f"cannot start the worker: {exc}")
+        _run_role("worker", run_worker, config, verbose)
 
     @app.command()
     def up(
