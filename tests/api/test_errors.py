@@ -486,3 +486,16 @@ async def test_out_of_range_worker_numbers_are_400(api: Api) -> None:
     err = await expect_error(api, "POST", f"/api/v1/workers/w1/jobs/{job_id}/finished", 400,
                              json={"attempt": 0, "exit_code": 2**70})
     assert "exit_code" in err["message"]
+
+
+async def test_bad_resource_requirement_names_the_column(api: Api) -> None:
+    err = await expect_error(api, "POST", JOBS, 400,
+                             json={"command": "true", "resources": "select[mem>4000 && "})
+    assert "at column" in err["message"], err
+
+
+async def test_resource_requirement_is_kept_and_reserves_memory(api: Api) -> None:
+    job_id = await api.submit(resources="select[mem>10] rusage[mem=200]")
+    shown = await api.show(job_id)
+    assert shown["resources"] == "select[mem>10] rusage[mem=200]"
+    assert shown["memory_mb"] == 200

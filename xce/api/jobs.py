@@ -43,6 +43,7 @@ async def submit(request: web.Request) -> web.Response:
         outputs=tuple(body.get("outputs", [])),
         hold=body.get("hold", False),
         submit_host=body.get("submit_host", request.remote or ""),
+        resources=body.get("resources", ""),
     )
     service = _service(request)
     job_id = await service.submit(req)

@@ -33,6 +33,7 @@ SUBMIT: dict[str, Any] = {
                     "items": {"type": "string", "maxLength": 1024}},
         "hold": {"type": "boolean"},
         "submit_host": {"type": "string", "maxLength": 255},
+        "resources": {"type": "string", "maxLength": 4096},
     },
 }
 

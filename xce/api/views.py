@@ -67,6 +67,7 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
             env=dict(spec.env),
             cwd=spec.cwd,
             dependency=describe(spec.dependency),
+            resources=spec.resources,
             inputs=list(spec.inputs),
             outputs=list(spec.outputs),
             output_files=list(job.outputs),

@@ -65,6 +65,8 @@ def submit(
     inputs: list[str] = typer.Option([], "--input", "-i", help="LOCAL[:JOBPATH] (repeat)"),
     outputs: list[str] = typer.Option([], "--output", "-o", help="output file pattern"),
     hold: bool = typer.Option(False, "--hold", help="submit suspended (PSUSP)"),
+    resources: str = typer.Option("", "--resources", "-R",
+                                  help="LSF resource requirement, e.g. 'select[mem>4000]'"),
     user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
@@ -78,6 +80,7 @@ def submit(
         "env": _env_pairs(env),
         "outputs": list(outputs),
         "hold": hold,
+        "resources": resources,
         "submit_host": socket.gethostname(),
     }
     if script is not None:

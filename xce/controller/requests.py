@@ -23,6 +23,7 @@ class SubmitRequest:
     outputs: tuple[str, ...] = ()
     hold: bool = False
     submit_host: str = ""
+    resources: str = ""
 
 
 @dataclass(frozen=True)

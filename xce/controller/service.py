@@ -33,6 +33,7 @@ from xce.core.model import (
 )
 from xce.core.state import ClusterState, parse_job_id
 from xce.sched import fcfs
+from xce.sched.expr import parse_requirement
 from xce.sched.snapshot import snapshot_of
 from xce.sched.types import Plan
 from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
@@ -144,6 +145,18 @@ class ControllerService:
             raise Conflict(f"queue {queue_name!r} is closed: it accepts no new jobs")
         if req.slots < 1:
             raise InvalidRequest("slots must be at least 1")
+        memory_mb = req.memory_mb
+        if req.resources.strip():
+            requirement = parse_requirement(req.resources)  # ExprError names the column
+            if requirement.span is not None and (
+                (requirement.span.ptile or req.slots) < req.slots
+                or (requirement.span.block or req.slots) < req.slots
+            ):
+                raise InvalidRequest("jobs spanning several hosts are not supported yet; "
+                                     "use span[hosts=1]")
+            reserved = next((r.value for r in requirement.rusage if r.name == "mem"), None)
+            if reserved is not None and memory_mb == 0:
+                memory_mb = int(reserved)
         if req.memory_mb < 0:
             raise InvalidRequest("memory_mb may not be negative")
         if req.walltime_s is not None and req.walltime_s < 1:
@@ -178,7 +191,7 @@ class ControllerService:
             command=req.command,
             script=req.script,
             slots=req.slots,
-            memory_mb=req.memory_mb,
+            memory_mb=memory_mb,
             walltime_s=req.walltime_s,
             env=tuple(sorted(req.env.items())),
             cwd=req.cwd,
@@ -187,6 +200,7 @@ class ControllerService:
             dependency=dependency,
             hold=req.hold,
             submit_host=req.submit_host,
+            resources=req.resources.strip(),
         )
         return spec, inputs
 

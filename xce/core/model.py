@@ -94,6 +94,7 @@ class JobSpec:
     dependency: tuple[DepTerm, ...] = ()
     hold: bool = False
     submit_host: str = ""
+    resources: str = ""  # an LSF -R string, validated at submit (xce.sched.expr)
 
 
 @dataclass(frozen=True, slots=True)

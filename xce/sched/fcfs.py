@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from xce.core.deps import DepStatus
 from xce.core.model import JobSpec, task_id
+from xce.sched.expr import matches, order_key, parse_requirement
 from xce.sched.snapshot import HostView, PendingArray, PendingJob, Snapshot
 from xce.sched.types import Placement, Plan
 
@@ -58,7 +59,7 @@ def plan(snapshot: Snapshot, now: float) -> Plan:
         if item.deps is DepStatus.NEVER:
             result.reasons[key] = "dependency can never be satisfied"
             continue
-        candidates = [f for f in free if not queue.hosts or f.host.name in queue.hosts]
+        candidates = _candidates(spec, queue.hosts, free)
         if isinstance(item, PendingJob):
             left = room(item.number) if item.index is not None else None
             if left is not None and left <= 0:
@@ -93,6 +94,24 @@ def plan(snapshot: Snapshot, now: float) -> Plan:
     return result
 
 
+def _attributes(f: _Free) -> dict[str, str | int | float]:
+    """What a resource expression sees of a host, with this pass's placements counted."""
+    return {**dict(f.host.attributes), "slots": f.slots, "maxslots": f.host.slots,
+            "mem": f.memory_mb, "maxmem": f.host.memory_mb}
+
+
+def _candidates(spec: JobSpec, queue_hosts: tuple[str, ...], free: list[_Free]) -> list[_Free]:
+    """Hosts the queue allows and `select[]` accepts, ranked by `order[]` (else by name)."""
+    hosts = [f for f in free if not queue_hosts or f.host.name in queue_hosts]
+    if not spec.resources:
+        return hosts
+    req = parse_requirement(spec.resources)
+    hosts = [f for f in hosts if matches(req.select, _attributes(f))]
+    if req.order:
+        hosts.sort(key=lambda f: order_key(req, _attributes(f)))
+    return hosts
+
+
 def _take(free: _Free, spec: JobSpec) -> None:
     free.slots -= spec.slots
     free.memory_mb -= spec.memory_mb
@@ -100,6 +119,8 @@ def _take(free: _Free, spec: JobSpec) -> None:
 
 def _no_host_reason(spec: JobSpec, candidates: list[_Free]) -> str:
     if not candidates:
+        if spec.resources:
+            return "no online host matches the resource requirement"
         return "no online host in the queue"
     if all(f.host.slots < spec.slots or f.host.memory_mb < spec.memory_mb for f in candidates):
         return "no host is big enough"

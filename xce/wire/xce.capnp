@@ -55,6 +55,7 @@ struct JobSpec {
   dependency @12 :List(DepTerm);
   hold @13 :Bool;
   submitHost @14 :Text;
+  resources @15 :Text;
 }
 
 struct QueueRecord {
