@@ -285,3 +285,12 @@ def test_job_runs_as_the_submitting_user(cluster: Cluster) -> None:
     assert out[0] == user and out[-1] == user
     missing = cluster.wait_state(cluster.submit(command="true", user="nosuchuser9"), "EXIT")
     assert re.search("does not exist", missing["reason"]), missing
+
+
+def test_resource_requirement_picks_the_host(cluster: Cluster) -> None:
+    on_r2 = cluster.submit(command="true", resources="select[rack==r2 && maxslots>=4]")
+    assert cluster.wait_state(on_r2, "DONE")["host"] == "w2"
+    nowhere = cluster.submit(command="true", resources="select[type==SPARC]")
+    time.sleep(0.8)
+    job = cluster.job(nowhere)
+    assert job["state"] == "PEND" and "resource requirement" in job["reason"]
