@@ -45,6 +45,19 @@ JOB_ACTIONS = ("stop", "resume", "requeue", "kill")
 Planner = Callable[..., Plan]
 
 
+class Reasons(dict[str, str]):
+    """Why pending jobs wait; `default` answers for every job the last pass did not name."""
+
+    def __init__(self, *args: object, default: str = "") -> None:
+        super().__init__(*args)
+        self.default = default
+
+    def get(self, key: str, fallback: str | None = None) -> str | None:  # type: ignore[override]
+        if key in self:
+            return self[key]
+        return self.default or fallback
+
+
 class ControllerService:
     """The controller's commands and the notifications its loops and long-polls wait on."""
 
@@ -63,7 +76,7 @@ class ControllerService:
         self.log = log or MemoryEventLog()
         self.clock = clock
         self.planner = planner
-        self.reasons: dict[str, str] = {}
+        self.reasons: dict[str, str] = Reasons()
         self.host_versions: dict[str, int] = {}
         self._host_waiters: dict[str, asyncio.Event] = {}
         self.schedule_needed = asyncio.Event()
@@ -354,8 +367,25 @@ class ControllerService:
 
     # --- scheduling ---------------------------------------------------------------------
 
+    def _any_free_host(self) -> bool:
+        for host in self.state.hosts.values():
+            if host.status is not HostStatus.ONLINE:
+                continue
+            load = self.state.host_load.get(host.name)
+            if load is None or load.slots < host.slots:
+                return True
+        return False
+
     async def schedule_once(self) -> int:
         """One scheduling pass: plan on a snapshot, then commit the placements."""
+        if not self._any_free_host():
+            # A full (or empty) cluster: no pass over the pending jobs at all; every pending
+            # job reads the same reason.
+            online = any(h.status is HostStatus.ONLINE for h in self.state.hosts.values())
+            self.reasons = Reasons(
+                default="all online hosts are full" if online else "no online host"
+            )
+            return 0
         started = time.perf_counter()
         result = self.planner(snapshot_of(self.state), self.clock())
         self.reasons = result.reasons

@@ -54,6 +54,9 @@ class ClusterState:
         self.pending: dict[str, None] = {}
         self.pending_arrays: dict[int, None] = {}
         self.array_tasks: dict[int, dict[str, None]] = {}
+        # For retention: finished plain jobs, and unfinished jobs that have dependencies.
+        self.finished_jobs: dict[str, None] = {}
+        self.waiting_on_deps: dict[str, None] = {}
         self.applied = 0
         self._handlers: dict[type, Callable[[Any], None]] = {
             ev.QueueCreated: self._queue_created,
@@ -201,6 +204,15 @@ class ClusterState:
             self._load(new.host, new, +1)
         if old is None and new.array_index is not None:
             self.array_tasks.setdefault(new.number, {})[new.id] = None
+        if new.array_index is None:
+            self.finished_jobs.pop(new.id, None)
+            if new.state.finished:
+                self.finished_jobs[new.id] = None
+        if new.spec.dependency:
+            if new.state.finished:
+                self.waiting_on_deps.pop(new.id, None)
+            else:
+                self.waiting_on_deps[new.id] = None
 
     # --- checkpoints ----------------------------------------------------------------------
 
@@ -233,20 +245,21 @@ class ClusterState:
         dropped = 0
         # A finished job that a waiting job still depends on stays: purging it would turn
         # "satisfied later" into "never satisfiable".
+        # Both loops walk indexes, not every job, to keep the checkpoint's pause short.
         referenced: set[int] = set()
-        for spec in [j.spec for j in self.jobs.values() if not j.state.finished] + [
-            a.spec for a in self.arrays.values() if not a.finished
+        for spec in [self.jobs[j].spec for j in self.waiting_on_deps] + [
+            a.spec for a in self.arrays.values() if a.spec.dependency and not a.finished
         ]:
             referenced.update(parse_job_id(t.job)[0] for t in spec.dependency)
-        for job_id, job in list(self.jobs.items()):
+        for job_id in list(self.finished_jobs):
+            job = self.jobs[job_id]
             if (
-                job.array_index is None
-                and job.number not in referenced
-                and job.state.finished
+                job.number not in referenced
                 and job.end_time is not None
                 and job.end_time < cutoff
             ):
                 del self.jobs[job_id]
+                del self.finished_jobs[job_id]
                 dropped += 1
         for number, array in list(self.arrays.items()):
             if not array.finished or number in referenced:

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from xce.core.errors import XceError
 from xce.core.events import Event
 from xce.core.state import ClusterState
 from xce.store.checkpoint import copy_state, list_checkpoints, write_checkpoint
@@ -119,7 +120,7 @@ class DurableLog:
             self.wanted.clear()
             try:
                 await self.checkpoint(state)
-            except OSError as exc:
+            except (OSError, XceError) as exc:  # a WAL failure (Unavailable) included
                 log.error("checkpoint failed (%s); will try again", exc)
                 await asyncio.sleep(5)
 
