@@ -23,11 +23,14 @@ from xce.core.model import ArrayRecord, HostRecord, JobRecord, QueueRecord
 from xce.core.state import ClusterState
 from xce.store.wal.framing import CorruptRecord, frame, read_frames
 from xce.store.wal.writer import fsync_dir
-from xce.wire.codec import WireError, decode_chunk, encode_header, encode_records
+from xce.wire.codec import WireError, decode_chunk, encode_header, encode_packed
+from xce.wire.plain import pack_records
 
 log = logging.getLogger("xce.checkpoint")
-FORMAT_VERSION = 1
-CHUNK = 2000
+FORMAT_VERSION = 2  # 1: Cap'n Proto record lists; 2: packed plain tuples (both readable)
+READABLE_FORMATS = (1, 2)
+CHUNK = 20_000
+MAX_CHUNK_BYTES = 16 * 1024 * 1024
 NAME = re.compile(r"^checkpoint-(\d{20})\.ckpt$")
 
 
@@ -85,7 +88,8 @@ def write_checkpoint(directory: Path, copy: StateCopy, keep: int = 2) -> Path:
             for kind, records in (("queues", copy.queues), ("hosts", copy.hosts),
                                   ("arrays", copy.arrays), ("jobs", copy.jobs)):
                 for start in range(0, len(records), CHUNK):
-                    out.write(frame(encode_records(kind, records[start : start + CHUNK])))
+                    for data in _packed(records[start : start + CHUNK]):
+                        out.write(frame(encode_packed(kind, data)))
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, final)
@@ -96,6 +100,15 @@ def write_checkpoint(directory: Path, copy: StateCopy, keep: int = 2) -> Path:
     for _, old in list_checkpoints(directory)[keep:]:
         old.unlink(missing_ok=True)
     return final
+
+
+def _packed(records: list[Any]) -> list[bytes]:
+    """Pack records, halving the chunk until each piece is comfortably below frame limits."""
+    data = pack_records(records)
+    if len(data) <= MAX_CHUNK_BYTES or len(records) == 1:
+        return [data]
+    half = len(records) // 2
+    return _packed(records[:half]) + _packed(records[half:])
 
 
 def read_checkpoint(path: Path) -> tuple[dict[str, Any], ClusterState]:
@@ -113,7 +126,7 @@ def read_checkpoint(path: Path) -> tuple[dict[str, Any], ClusterState]:
         raise CheckpointError(f"{path.name}: {exc}") from None
     if header is None:
         raise CheckpointError(f"{path.name}: no header")
-    if header["formatVersion"] != FORMAT_VERSION:
+    if header["formatVersion"] not in READABLE_FORMATS:
         raise CheckpointError(f"{path.name}: format {header['formatVersion']} is unknown")
     if header["jobs"] != len(parts["jobs"]) or header["arrays"] != len(parts["arrays"]):
         raise CheckpointError(f"{path.name}: incomplete (record counts do not match header)")

@@ -16,6 +16,7 @@ import capnp
 from xce.core.arrayspec import IndexSet
 from xce.core.errors import XceError
 from xce.core.events import Event
+from xce.wire.plain import unpack_records
 from xce.wire.schema import FieldPlan, lower_first, plans
 from xce.wire.types import EVENT_TYPES, RECORD_TYPES
 
@@ -162,6 +163,14 @@ def encode_records(kind: str, records: list[Any]) -> bytes:
     return chunk.to_bytes()
 
 
+def encode_packed(kind: str, data: bytes) -> bytes:
+    chunk = schema().CheckpointChunk.new_message()
+    packed = chunk.init("packed")
+    packed.kind = kind
+    packed.data = data
+    return chunk.to_bytes()
+
+
 def encode_header(**fields: Any) -> bytes:
     chunk = schema().CheckpointChunk.new_message()
     header = chunk.init("header")
@@ -181,6 +190,10 @@ def decode_chunk(data: bytes) -> tuple[str, Any]:
                 h = r.header
                 return kind, {k: getattr(h, k) for k in (
                     "seq", "epoch", "nextNumber", "createdAt", "formatVersion", "jobs", "arrays")}
+            if kind == "packed":
+                inner = str(r.packed.kind)
+                cls = _RECORD_BY_NAME[_CHUNK_FIELDS[inner]]
+                return inner, unpack_records(cls, bytes(r.packed.data))
             cls = _RECORD_BY_NAME[_CHUNK_FIELDS[kind]]
             return kind, [_read(x, cls) for x in getattr(r, kind)]
     except Exception as exc:

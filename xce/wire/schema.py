@@ -124,7 +124,12 @@ def generate() -> str:
         "# A checkpoint is a header chunk, then bounded chunks of records (each framed).\n"
         "struct CheckpointChunk {\n  union {\n    header @0 :CheckpointHeader;\n"
         "    jobs @1 :List(JobRecord);\n    arrays @2 :List(ArrayRecord);\n"
-        "    queues @3 :List(QueueRecord);\n    hosts @4 :List(HostRecord);\n  }\n}"
+        "    queues @3 :List(QueueRecord);\n    hosts @4 :List(HostRecord);\n"
+        "    packed @5 :PackedRecords;\n  }\n}"
+    )
+    out.append(
+        "# Format 2: records as marshal'd plain tuples (xce/wire/plain.py), the fast bulk path.\n"
+        "struct PackedRecords {\n  kind @0 :Text;\n  data @1 :Data;\n}"
     )
     return re.sub(r"\n{3,}", "\n\n", "\n\n".join(out)) + "\n"
 

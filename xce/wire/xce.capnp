@@ -291,5 +291,12 @@ struct CheckpointChunk {
     arrays @2 :List(ArrayRecord);
     queues @3 :List(QueueRecord);
     hosts @4 :List(HostRecord);
+    packed @5 :PackedRecords;
   }
+}
+
+# Format 2: records as marshal'd plain tuples (xce/wire/plain.py), the fast bulk path.
+struct PackedRecords {
+  kind @0 :Text;
+  data @1 :Data;
 }

@@ -1,0 +1,142 @@
+"""Records as plain tuples for checkpoints: the bulk path where speed matters.
+
+A checkpoint of a million jobs through per-field Cap'n Proto accessors takes ~30 us a job to
+read back; the same records as nested tuples of str/int/float, serialised with `marshal`
+(data only: it cannot run code, unlike pickle), take a few microseconds. The field plans are
+the ones that generated the Cap'n Proto schema, so both forms carry the same fields in the
+same order. Job specs are stored once per chunk and shared, as they are in memory.
+"""
+
+from __future__ import annotations
+
+import marshal
+from collections.abc import Callable
+from typing import Any
+
+from xce.core.arrayspec import IndexSet
+from xce.core.model import JobRecord
+from xce.wire.schema import FieldPlan, plans
+
+_PLANS: dict[type, list[FieldPlan]] = {}
+
+
+def _plans(cls: type) -> list[FieldPlan]:
+    found = _PLANS.get(cls)
+    if found is None:
+        found = _PLANS[cls] = plans(cls)
+    return found
+
+
+def to_plain(obj: Any) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for f in _plans(type(obj)):
+        value = getattr(obj, f.py)
+        kind = f.kind
+        if kind in ("scalar", "opt"):
+            out.append(value)
+        elif kind == "enum":
+            out.append(value.value)
+        elif kind == "struct":
+            out.append(to_plain(value))
+        elif kind == "optstruct":
+            out.append(None if value is None else to_plain(value))
+        elif kind in ("list_text", "list_kv"):
+            out.append(tuple(value))
+        elif kind == "list_struct":
+            out.append(tuple(to_plain(v) for v in value))
+        elif kind == "indexset":
+            out.append(tuple((r.start, r.stop, r.step) for r in value.ranges))
+    return tuple(out)
+
+
+Converter = Callable[[Any], Any]
+_CONVERTERS: dict[type, list[tuple[int, Converter]]] = {}
+
+
+def _converter(f: FieldPlan) -> Converter | None:
+    """How to turn a field's plain value back; None where marshal already gives it."""
+    kind, t = f.kind, f.py_type
+    if kind == "enum":
+        return t._value2member_map_.__getitem__  # type: ignore[no-any-return]  # fast path
+    if kind == "struct":
+        return lambda v: from_plain(t, v)
+    if kind == "optstruct":
+        return lambda v: None if v is None else from_plain(t, v)
+    if kind == "list_struct":
+        return lambda v: tuple([from_plain(t, x) for x in v]) if v else ()
+    if kind == "indexset":
+        return lambda v: IndexSet(tuple(range(*r) for r in v))
+    return None  # scalars, optionals, tuples of text and of pairs come back as they went
+
+
+def from_plain(cls: type, data: tuple[Any, ...]) -> Any:
+    """Positional construction: the plans follow the dataclass field order."""
+    converters = _CONVERTERS.get(cls)
+    if converters is None:
+        converters = _CONVERTERS[cls] = [
+            (i, c) for i, f in enumerate(_plans(cls)) if (c := _converter(f)) is not None
+        ]
+    if not converters:
+        return cls(*data)
+    values = list(data)
+    for i, convert in converters:
+        values[i] = convert(values[i])
+    return cls(*values)
+
+
+def pack_records(records: list[Any]) -> bytes:
+    """A chunk of records of one type; job specs are shared through a table."""
+    if records and isinstance(records[0], JobRecord):
+        specs: dict[int, int] = {}
+        table: list[tuple[Any, ...]] = []
+        rows = []
+        spec_index = [f.py for f in _plans(JobRecord)].index("spec")
+        for job in records:
+            key = id(job.spec)
+            if key not in specs:
+                specs[key] = len(table)
+                table.append(to_plain(job.spec))
+            row = list(to_plain_shallow(job))
+            row[spec_index] = specs[key]
+            rows.append(tuple(row))
+        return marshal.dumps(("jobs", tuple(table), tuple(rows)))
+    return marshal.dumps(("records", None, tuple(to_plain(r) for r in records)))
+
+
+def to_plain_shallow(job: JobRecord) -> tuple[Any, ...]:
+    """A job as a tuple, leaving its spec out (the caller puts a table index there)."""
+    out: list[Any] = []
+    for f in _plans(JobRecord):
+        value = getattr(job, f.py)
+        if f.py == "spec":
+            out.append(None)
+        elif f.kind == "enum":
+            out.append(value.value)
+        elif f.kind == "optstruct":
+            out.append(None if value is None else to_plain(value))
+        elif f.kind in ("list_text", "list_kv"):
+            out.append(tuple(value))
+        else:
+            out.append(value)
+    return tuple(out)
+
+
+def unpack_records(cls: type, data: bytes) -> list[Any]:
+    kind, table, rows = marshal.loads(data)
+    if kind != "jobs":
+        return [from_plain(cls, row) for row in rows]
+    from xce.core.model import JobSpec, JobState, Usage
+
+    state_of = JobState._value2member_map_
+    specs = [from_plain(JobSpec, s) for s in table]
+    names = [f.py for f in _plans(JobRecord)]
+    spec_i, state_i, usage_i = names.index("spec"), names.index("state"), names.index("usage")
+    out = []
+    for row in rows:
+        values = list(row)
+        values[spec_i] = specs[values[spec_i]]
+        values[state_i] = state_of[values[state_i]]
+        if values[usage_i] is not None:
+            values[usage_i] = Usage(*values[usage_i])
+        out.append(JobRecord(*values))
+    return out
