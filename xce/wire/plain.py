@@ -4,7 +4,7 @@ A checkpoint of a million jobs through per-field Cap'n Proto accessors takes ~30
 read back; the same records as nested tuples of str/int/float, serialised with `marshal`
 (data only: it cannot run code, unlike pickle), take a few microseconds. The field plans are
 the ones that generated the Cap'n Proto schema, so both forms carry the same fields in the
-same order. Job specs are stored once per chunk and shared, as they are in memory.
+same order. Equal job specs are stored once per chunk and shared after loading.
 """
 
 from __future__ import annotations
@@ -87,12 +87,14 @@ def from_plain(cls: type, data: tuple[Any, ...]) -> Any:
 def pack_records(records: list[Any]) -> bytes:
     """A chunk of records of one type; job specs are shared through a table."""
     if records and isinstance(records[0], JobRecord):
-        specs: dict[int, int] = {}
+        # Keyed by value: equal specs (every plain `submit -- true`) are stored, decoded and
+        # then held in memory once.
+        specs: dict[Any, int] = {}
         table: list[tuple[Any, ...]] = []
         rows = []
         spec_index = [f.py for f in _plans(JobRecord)].index("spec")
         for job in records:
-            key = id(job.spec)
+            key = job.spec
             if key not in specs:
                 specs[key] = len(table)
                 table.append(to_plain(job.spec))
