@@ -103,6 +103,14 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     sys.stdout.write("\n".join(lines) + "\n")
 
 
+def show_record(record: dict[str, Any], as_json: bool) -> None:
+    """What every `show` prints: the JSON document, or its fields one per line."""
+    if as_json:
+        print_json(record)
+    else:
+        print_fields(record)
+
+
 def print_fields(record: dict[str, Any]) -> None:
     """`key: value` lines, nested mappings indented; empty values shown as `-`."""
     for key, value in record.items():

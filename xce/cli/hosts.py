@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, print_fields, print_json, print_table
+from xce.cli.common import call, print_json, print_table, show_record
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -33,11 +33,7 @@ def list_(as_json: bool = typer.Option(False, "--json"),
 def show(name: str, as_json: bool = typer.Option(False, "--json"),
          controller: list[str] = CONTROLLER) -> None:
     """Show one host."""
-    host = call(lambda c: c.host(name), controller)
-    if as_json:
-        print_json(host)
-        return
-    print_fields(host)
+    show_record(call(lambda c: c.host(name), controller), as_json)
 
 
 def _action(action: str, past: str):  # type: ignore[no-untyped-def]

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, fail, print_fields, print_json, print_table
+from xce.cli.common import call, fail, print_json, print_table, show_record
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -179,11 +179,7 @@ def list_(
 def show(job_id: str, as_json: bool = typer.Option(False, "--json"),
          controller: list[str] = CONTROLLER) -> None:
     """Show everything about one job, task or array."""
-    job = call(lambda c: c.job(job_id), controller)
-    if as_json:
-        print_json(job)
-        return
-    print_fields(job)
+    show_record(call(lambda c: c.job(job_id), controller), as_json)
 
 
 def _control(action: str, verb: str):  # type: ignore[no-untyped-def]
