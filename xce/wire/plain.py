@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xce.core.arrayspec import IndexSet
-from xce.core.model import JobRecord
+from xce.core.model import JobRecord, JobSpec
 from xce.wire.schema import FieldPlan, plans
 
 _PLANS: dict[type, list[FieldPlan]] = {}
@@ -27,9 +27,13 @@ def _plans(cls: type) -> list[FieldPlan]:
     return found
 
 
-def to_plain(obj: Any) -> tuple[Any, ...]:
+def to_plain(obj: Any, given: dict[str, Any] | None = None) -> tuple[Any, ...]:
+    """`obj` as nested tuples; fields named in `given` take that value as it is."""
     out: list[Any] = []
     for f in _plans(type(obj)):
+        if given is not None and f.py in given:
+            out.append(given[f.py])
+            continue
         value = getattr(obj, f.py)
         kind = f.kind
         if kind in ("scalar", "opt"):
@@ -69,18 +73,19 @@ def _converter(f: FieldPlan) -> Converter | None:
     return None  # scalars, optionals, tuples of text and of pairs come back as they went
 
 
-def from_plain(cls: type, data: tuple[Any, ...]) -> Any:
-    """Positional construction: the plans follow the dataclass field order."""
+def from_plain(cls: type, data: tuple[Any, ...], given: dict[int, Any] | None = None) -> Any:
+    """Positional construction (the plans follow the dataclass field order); fields whose
+    index is in `given` take that value as it is."""
     converters = _CONVERTERS.get(cls)
     if converters is None:
         converters = _CONVERTERS[cls] = [
             (i, c) for i, f in enumerate(_plans(cls)) if (c := _converter(f)) is not None
         ]
-    if not converters:
+    if not converters and not given:
         return cls(*data)
     values = list(data)
     for i, convert in converters:
-        values[i] = convert(values[i])
+        values[i] = given[i] if given and i in given else convert(values[i])
     return cls(*values)
 
 
@@ -92,53 +97,20 @@ def pack_records(records: list[Any]) -> bytes:
         specs: dict[Any, int] = {}
         table: list[tuple[Any, ...]] = []
         rows = []
-        spec_index = [f.py for f in _plans(JobRecord)].index("spec")
         for job in records:
             key = job.spec
             if key not in specs:
                 specs[key] = len(table)
                 table.append(to_plain(job.spec))
-            row = list(to_plain_shallow(job))
-            row[spec_index] = specs[key]
-            rows.append(tuple(row))
+            rows.append(to_plain(job, {"spec": specs[key]}))
         return marshal.dumps(("jobs", tuple(table), tuple(rows)))
     return marshal.dumps(("records", None, tuple(to_plain(r) for r in records)))
-
-
-def to_plain_shallow(job: JobRecord) -> tuple[Any, ...]:
-    """A job as a tuple, leaving its spec out (the caller puts a table index there)."""
-    out: list[Any] = []
-    for f in _plans(JobRecord):
-        value = getattr(job, f.py)
-        if f.py == "spec":
-            out.append(None)
-        elif f.kind == "enum":
-            out.append(value.value)
-        elif f.kind == "optstruct":
-            out.append(None if value is None else to_plain(value))
-        elif f.kind in ("list_text", "list_kv"):
-            out.append(tuple(value))
-        else:
-            out.append(value)
-    return tuple(out)
 
 
 def unpack_records(cls: type, data: bytes) -> list[Any]:
     kind, table, rows = marshal.loads(data)
     if kind != "jobs":
         return [from_plain(cls, row) for row in rows]
-    from xce.core.model import JobSpec, JobState, Usage
-
-    state_of = JobState._value2member_map_
     specs = [from_plain(JobSpec, s) for s in table]
-    names = [f.py for f in _plans(JobRecord)]
-    spec_i, state_i, usage_i = names.index("spec"), names.index("state"), names.index("usage")
-    out = []
-    for row in rows:
-        values = list(row)
-        values[spec_i] = specs[values[spec_i]]
-        values[state_i] = state_of[values[state_i]]
-        if values[usage_i] is not None:
-            values[usage_i] = Usage(*values[usage_i])
-        out.append(JobRecord(*values))
-    return out
+    spec_i = [f.py for f in _plans(JobRecord)].index("spec")
+    return [from_plain(JobRecord, row, {spec_i: specs[row[spec_i]]}) for row in rows]
