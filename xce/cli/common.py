@@ -120,3 +120,37 @@ def print_fields(record: dict[str, Any]) -> None:
                 typer.echo(f"  {k}: {v}")
         else:
             typer.echo(f"{key}: {value if value not in (None, '', [], {}) else '-'}")
+
+
+def name_action(
+    noun: str,
+    action: str,
+    past: str,
+    send: Callable[[Any, str, str], Awaitable[Any]],
+    with_reason: bool = False,
+) -> Callable[..., None]:
+    """A `xce <noun> <action> NAME...` command: `send(client, name, reason)` for each name."""
+    controller_option = typer.Option(None, "--controller",
+                                     help="controller URL (repeat for candidates)")
+
+    def run_all(names: list[str], reason: str, controller: list[str] | None) -> None:
+        async def run(client: Any) -> None:
+            for name in names:
+                await send(client, name, reason)
+
+        call(run, controller)
+        for name in names:
+            typer.echo(f"{noun.capitalize()} <{name}> is {past}")
+
+    if with_reason:
+        def command(names: list[str] = typer.Argument(...),
+                    reason: str = typer.Option("", "--reason", "-r"),
+                    controller: list[str] = controller_option) -> None:
+            run_all(names, reason, controller)
+    else:
+        def command(names: list[str] = typer.Argument(...),  # type: ignore[misc]
+                    controller: list[str] = controller_option) -> None:
+            run_all(names, "", controller)
+
+    command.__doc__ = f"{action.capitalize()} {noun}s."
+    return command

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
-from xce.cli.common import call, print_json, print_table, show_record
+from xce.cli.common import call, name_action, print_json, print_table, show_record
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -37,19 +35,9 @@ def show(name: str, as_json: bool = typer.Option(False, "--json"),
 
 
 def _action(action: str, past: str):  # type: ignore[no-untyped-def]
-    def command(names: list[str] = typer.Argument(...),
-                reason: str = typer.Option("", "--reason", "-r"),
-                controller: list[str] = CONTROLLER) -> None:
-        async def run(client: Any) -> None:
-            for name in names:
-                await client.host_action(name, action, reason)
-
-        call(run, controller)
-        for name in names:
-            typer.echo(f"Host <{name}> is {past}")
-
-    command.__doc__ = f"{action.capitalize()} hosts."
-    return command
+    return name_action("host", action, past,
+                       lambda c, name, reason: c.host_action(name, action, reason),
+                       with_reason=True)
 
 
 app.command("open")(_action("open", "opened"))

@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, print_json, print_table
+from xce.cli.common import call, name_action, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -62,18 +62,8 @@ def create(
 
 
 def _action(action: str, past: str):  # type: ignore[no-untyped-def]
-    def command(names: list[str] = typer.Argument(...),
-                controller: list[str] = CONTROLLER) -> None:
-        async def run(client: Any) -> None:
-            for name in names:
-                await client.queue_action(name, action)
-
-        call(run, controller)
-        for name in names:
-            typer.echo(f"Queue <{name}> is {past}")
-
-    command.__doc__ = f"{action.capitalize()} queues."
-    return command
+    return name_action("queue", action, past,
+                       lambda c, name, _reason: c.queue_action(name, action))
 
 
 app.command("open")(_action("open", "opened"))
