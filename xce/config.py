@@ -74,11 +74,23 @@ class WorkerSettings:
 
 
 @dataclass(frozen=True)
+class TlsSettings:
+    """`[tls]`: the PEM files of this node. A controller or standby serves with `cert_file` +
+    `key_file`; every role verifies its peers (https:// controllers, replication) against
+    `ca_file`. Empty means plain TCP (only sensible on loopback)."""
+
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    ca_file: Path | None = None
+
+
+@dataclass(frozen=True)
 class Config:
     controllers: tuple[str, ...] = (f"http://127.0.0.1:{DEFAULT_PORT}",)
     controller: ControllerSettings = field(default_factory=ControllerSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     path: Path | None = None
+    tls: TlsSettings = field(default_factory=TlsSettings)
 
 
 def _check_keys(section: str, data: dict[str, Any], allowed: set[str]) -> None:
@@ -233,10 +245,23 @@ def _tokens(data: dict[str, Any]) -> tuple[TokenEntry, ...]:
     return tuple(entries)
 
 
+def _tls(data: Any, base: Path) -> TlsSettings:
+    _typed("(top level)", "tls", data, dict)
+    _check_keys("tls", data, {"cert_file", "key_file", "ca_file"})
+    out: dict[str, Path] = {}
+    for key in ("cert_file", "key_file", "ca_file"):
+        if key in data:
+            raw = _typed("tls", key, data[key], str)
+            out[key] = (base / Path(raw).expanduser()).resolve()
+    if ("cert_file" in out) != ("key_file" in out):
+        raise ConfigError("tls.cert_file and tls.key_file must be given together")
+    return TlsSettings(**out)
+
+
 def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     """Validate a parsed TOML document into `Config`; raises `ConfigError` naming the key."""
     base = path.parent if path else Path.cwd()
-    _check_keys("(top level)", data, {"cluster", "controller", "auth", "queue", "worker"})
+    _check_keys("(top level)", data, {"cluster", "controller", "auth", "queue", "worker", "tls"})
     cluster = data.get("cluster", {})
     _check_keys("cluster", cluster, {"controllers"})
     controllers = cluster.get("controllers", list(Config.controllers))
@@ -257,7 +282,8 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     if settings.default_queue not in {q.name for q in settings.queues}:
         raise ConfigError(f"controller.default_queue {settings.default_queue!r} is not a queue")
     worker = WorkerSettings(**_worker(data.get("worker", {}), base))
-    return Config(tuple(c.rstrip("/") for c in controllers), settings, worker, path)
+    tls = _tls(data.get("tls", {}), base)
+    return Config(tuple(c.rstrip("/") for c in controllers), settings, worker, path, tls)
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:

@@ -297,3 +297,18 @@ def test_bug_non_ascii_digit_port_is_a_config_error() -> None:
     assert error({"controller": {"listen": "h:²"}}) == (
         "controller.listen must be HOST:PORT, got 'h:²'"
     )
+
+
+def test_tls_section_resolves_paths_and_pairs_cert_with_key(tmp_path) -> None:
+    from xce.config import ConfigError, parse_config
+
+    cfg = parse_config({"tls": {"cert_file": "c.pem", "key_file": "c.key", "ca_file": "ca.pem"}},
+                       tmp_path / "xce.toml")
+    assert cfg.tls.cert_file == (tmp_path / "c.pem").resolve()
+    assert cfg.tls.ca_file == (tmp_path / "ca.pem").resolve()
+    import pytest
+
+    with pytest.raises(ConfigError, match=r"tls\.cert_file and tls\.key_file"):
+        parse_config({"tls": {"cert_file": "c.pem"}})
+    with pytest.raises(ConfigError, match=r"unknown key tls\.cert"):
+        parse_config({"tls": {"cert": "c.pem"}})
