@@ -247,7 +247,9 @@ def test_disk_full_refuses_writes_serves_reads_and_recovers(tmp_path: Path) -> N
 
 
 def test_worker_restart_ends_the_attempts_it_lost(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path / "c")
+    # A 3 s heartbeat window: the restarted worker must re-register before the host is
+    # declared unavailable (which would requeue the job instead), even on a loaded machine.
+    cluster = Cluster(tmp_path / "c", heartbeat=1.0)
     cluster.start_controller()
     cluster.start_worker("w1")
     try:
