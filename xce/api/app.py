@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from xce import logs
 from xce.api.http import (
     CONFIG,
     GATEWAY,
@@ -26,6 +27,7 @@ from xce.api.http import (
     Identity,
     json_response,
 )
+from xce.api.metrics import observe_latency
 from xce.api.routes import Route, all_routes
 from xce.config import Config
 from xce.controller.service import ControllerService
@@ -59,6 +61,7 @@ _HTTP_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 40
 async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
     request_id = request.headers.get("X-Request-Id", "")[:64] or secrets.token_hex(8)
     request[REQUEST_ID] = request_id
+    logs.REQUEST_ID.set(request_id)
     try:
         response = await handler(request)
     except XceError as exc:
@@ -121,7 +124,8 @@ def build_app(
 ) -> web.Application:
     settings = config.controller
     app = web.Application(
-        middlewares=[errors, authenticate], client_max_size=settings.max_body_kb * 1024
+        middlewares=[observe_latency, errors, authenticate],
+        client_max_size=settings.max_body_kb * 1024,
     )
     app[SERVICE] = service
     app[GATEWAY] = gateway

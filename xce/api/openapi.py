@@ -54,6 +54,9 @@ def document() -> dict[str, Any]:
         if route.binary_response:
             ok = {"description": "file contents", "content": {"application/octet-stream": {
                 "schema": {"type": "string", "format": "binary"}}}}
+        elif route.text_response:
+            ok = {"description": "text", "content": {route.text_response: {
+                "schema": {"type": "string"}}}}
         else:
             ok = {"description": "success", "content": {"application/json": {
                 "schema": route.response}}}

@@ -36,9 +36,11 @@ class Route:
     ok_status: int = 200
     response: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
     binary_response: bool = False
+    text_response: str = ""  # a text media type (e.g. Prometheus' text format) instead of JSON
 
 
 def all_routes() -> list[Route]:
-    from xce.api import cluster, hosts, jobs, queues, workers
+    from xce.api import cluster, hosts, jobs, metrics, queues, workers
 
-    return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES]
+    return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
+            *metrics.ROUTES]

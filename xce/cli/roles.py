@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,9 @@ from xce.cli.common import fail
 
 
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from xce.logs import setup_logging
+
+    setup_logging(verbose)
 
 
 def _load(config: Path | None):  # type: ignore[no-untyped-def]

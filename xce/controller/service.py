@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 
+from xce import metrics
 from xce.config import ControllerSettings
 from xce.controller.requests import SubmitRequest
 from xce.core import events as ev
@@ -252,6 +253,7 @@ class ControllerService:
             event = ev.JobSubmitted(self.clock(), number, spec)
         self.files.attach_inputs(number, inputs)
         await self.commit([event])
+        metrics.SUBMISSIONS.labels("array" if req.array is not None else "job").inc()
         return str(number)
 
     # --- job control --------------------------------------------------------------------
@@ -398,4 +400,6 @@ class ControllerService:
         if events:
             await self.commit(events)
             self.stats["dispatched"] += len(events)
+            metrics.DISPATCHED.inc(len(events))
+        metrics.SCHEDULING_PASS.observe(time.perf_counter() - started)
         return len(events)

@@ -8,6 +8,7 @@ are kept up to date in one place, `_put_job`, so they can never drift from the r
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,9 @@ class ClusterState:
         # For retention: finished plain jobs, and unfinished jobs that have dependencies.
         self.finished_jobs: dict[str, None] = {}
         self.waiting_on_deps: dict[str, None] = {}
+        # Stored jobs by (state, queue), kept with the other indexes so that metrics and
+        # status views never walk a million records.
+        self.counts: Counter[tuple[JobState, str]] = Counter()
         self.applied = 0
         self._handlers: dict[type, Callable[[Any], None]] = {
             ev.QueueCreated: self._queue_created,
@@ -194,6 +198,9 @@ class ClusterState:
         """The indexes that are pure functions of the job records (not array counters)."""
         self.jobs[new.id] = new
         old_state = old.state if old else None
+        if old is not None:
+            self.counts[(old.state, old.spec.queue)] -= 1
+        self.counts[(new.state, new.spec.queue)] += 1
         if old_state is JobState.PEND:
             self.pending.pop(new.id, None)
         if new.state is JobState.PEND:
@@ -260,6 +267,7 @@ class ClusterState:
             ):
                 del self.jobs[job_id]
                 del self.finished_jobs[job_id]
+                self.counts[(job.state, job.spec.queue)] -= 1
                 dropped += 1
         for number, array in list(self.arrays.items()):
             if not array.finished or number in referenced:
@@ -270,6 +278,7 @@ class ClusterState:
             ):
                 for task in tasks:
                     del self.jobs[task.id]
+                    self.counts[(task.state, task.spec.queue)] -= 1
                 self.array_tasks.pop(number, None)
                 del self.arrays[number]
                 self.pending_arrays.pop(number, None)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from xce import metrics
 from xce.core.errors import XceError
 from xce.core.events import Event
 from xce.core.state import ClusterState
@@ -108,6 +109,8 @@ class DurableLog:
             self.stats["checkpoints"] += 1
             self.stats["purged"] += purged
             self.stats["last_checkpoint_s"] = time.perf_counter() - started
+            metrics.CHECKPOINT.observe(self.stats["last_checkpoint_s"])
+            metrics.CHECKPOINT_PAUSE.observe(self.stats["last_pause_ms"] / 1000)
             log.info("checkpoint at record %d: %d jobs, %d purged, %.2fs (loop pause %.1f ms)",
                      seq, len(copy.jobs), purged, self.stats["last_checkpoint_s"],
                      self.stats["last_pause_ms"])

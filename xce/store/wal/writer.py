@@ -26,6 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from xce import metrics
 from xce.core.errors import Unavailable
 from xce.core.events import Event
 from xce.store.wal.framing import frame
@@ -154,6 +155,8 @@ class WalWriter:
             self.stats["last_group"] = len(batch)
             self.stats["max_group"] = max(self.stats["max_group"], len(batch))
             self.stats["fsync_seconds"] += seconds
+            metrics.WAL_FSYNC.observe(seconds)
+            metrics.WAL_GROUP.observe(len(batch))
             self._release()
 
     def _release(self) -> None:

@@ -1,0 +1,100 @@
+"""`GET /metrics`: Prometheus text format, and the middleware that times every request.
+
+Observed metrics (WAL fsyncs, checkpoints, scheduling passes, submissions) come from
+`xce.metrics`; the state gauges (jobs by state and queue, hosts by status) are read at scrape
+time from `ClusterState`'s indexes (`counts`, the pending arrays), which costs O(queues x
+states + hosts + pending arrays), never O(jobs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from xce import metrics
+from xce.api.http import SERVICE
+from xce.api.routes import Route
+from xce.core.model import HostStatus, JobState
+
+
+@web.middleware
+async def observe_latency(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Time every request by its route template (never the raw path: ids would explode the
+    label set); the outermost middleware, so it sees the final status of errors too."""
+    started = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "unmatched"
+        metrics.API_LATENCY.labels(request.method, route, str(status)).observe(
+            time.perf_counter() - started
+        )
+
+
+class StateCollector(Collector):
+    """Gauges computed from the controller state at scrape time."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        state = self.service.state
+        jobs = GaugeMetricFamily("xce_jobs", "Jobs by state and queue (array tasks included)",
+                                 labels=("state", "queue"))
+        counts: dict[tuple[str, str], int] = {}
+        for (job_state, queue), n in state.counts.items():
+            counts[(job_state.value, queue)] = counts.get((job_state.value, queue), 0) + n
+        for number in state.pending_arrays:
+            array = state.arrays[number]
+            key = (JobState.PEND.value, array.spec.queue)
+            counts[key] = counts.get(key, 0) + len(array.pending)
+        for queue in state.queues:
+            for job_state in JobState:
+                counts.setdefault((job_state.value, queue), 0)
+        for (job_state, queue), n in sorted(counts.items()):
+            jobs.add_metric((job_state, queue), n)
+        yield jobs
+        hosts = GaugeMetricFamily("xce_hosts", "Hosts by status", labels=("status",))
+        by_status = dict.fromkeys((s.value for s in HostStatus), 0)
+        for host in state.hosts.values():
+            by_status[host.status.value] += 1
+        for status, n in by_status.items():
+            hosts.add_metric((status,), n)
+        yield hosts
+        queues = GaugeMetricFamily("xce_queues", "Queues by open/active switch",
+                                   labels=("open", "active"))
+        switches: dict[tuple[str, str], int] = {}
+        for q in state.queues.values():
+            key = (str(q.open).lower(), str(q.active).lower())
+            switches[key] = switches.get(key, 0) + 1
+        for key, n in sorted(switches.items()):
+            queues.add_metric(key, n)
+        yield queues
+        yield GaugeMetricFamily("xce_events_applied", "Events applied since start",
+                                value=state.applied)
+
+
+async def scrape(request: web.Request) -> web.Response:
+    per_scrape = CollectorRegistry(auto_describe=False)
+    per_scrape.register(StateCollector(request.app[SERVICE]))
+    body = generate_latest(metrics.REGISTRY) + generate_latest(per_scrape)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+ROUTES = [
+    Route("GET", "/metrics", scrape, "Prometheus metrics (text format)", "cluster:view",
+          "cluster", text_response="text/plain"),
+]

@@ -1,0 +1,55 @@
+"""Prometheus metrics of one XCE process (`GET /metrics`, Prometheus text format).
+
+Counters and histograms that code observes as things happen live here, on a registry of
+their own (not prometheus_client's global one, so nothing a library registers leaks in).
+Gauges that are pure functions of the controller's state (jobs by state and queue, hosts by
+status) are not kept here: `xce.api.metrics` reads them from the state's own indexes at
+scrape time, so they can never drift from the truth.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+_FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+_SLOW = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+API_LATENCY = Histogram(
+    "xce_api_request_seconds", "API request latency by route template, method and status",
+    ("method", "route", "status"), buckets=_FAST, registry=REGISTRY,
+)
+SUBMISSIONS = Counter(
+    "xce_submissions", "Accepted submissions (a job array counts once under kind=array)",
+    ("kind",), registry=REGISTRY,
+)
+SCHEDULING_PASS = Histogram(
+    "xce_scheduling_pass_seconds", "Duration of one scheduling pass (plan + commit)",
+    buckets=_FAST, registry=REGISTRY,
+)
+DISPATCHED = Counter("xce_dispatched_jobs", "Jobs placed on hosts", registry=REGISTRY)
+WAL_FSYNC = Histogram(
+    "xce_wal_fsync_seconds", "Write + fdatasync time of one WAL group", buckets=_FAST,
+    registry=REGISTRY,
+)
+WAL_GROUP = Histogram(
+    "xce_wal_group_records", "Records made durable by one fdatasync (group commit)",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096), registry=REGISTRY,
+)
+CHECKPOINT = Histogram(
+    "xce_checkpoint_seconds", "Duration of a checkpoint (copy, encode, write, fsync)",
+    buckets=_SLOW, registry=REGISTRY,
+)
+CHECKPOINT_PAUSE = Histogram(
+    "xce_checkpoint_loop_pause_seconds", "Event-loop pause of a checkpoint's state copy",
+    buckets=_FAST, registry=REGISTRY,
+)
+REPLICATION_LAG = Gauge(
+    "xce_replication_lag_records", "WAL records the standby has not yet acknowledged",
+    ("standby",), registry=REGISTRY,
+)
+RATE_LIMITED = Counter(
+    "xce_rate_limited_requests", "Requests refused by the guard", ("reason",),
+    registry=REGISTRY,
+)
