@@ -499,3 +499,19 @@ async def test_resource_requirement_is_kept_and_reserves_memory(api: Api) -> Non
     shown = await api.show(job_id)
     assert shown["resources"] == "select[mem>10] rusage[mem=200]"
     assert shown["memory_mb"] == 200
+
+
+async def test_a_405_names_the_allowed_methods(api) -> None:
+    resp = await api.client.request("TRACE", "/healthz")
+    assert resp.status == 405
+    assert "GET" in resp.headers["Allow"]
+    assert (await resp.json())["error"]["code"] == "method_not_allowed"
+
+
+async def test_integral_numbers_count_as_integers(api) -> None:
+    # JSON Schema (and so every generated client) treats 2.0 as an integer.
+    job = await api.call("POST", "/api/v1/jobs", 201, json={"command": "true", "slots": 2.0})
+    shown = await api.show(job["job_id"])
+    assert shown["slots"] == 2 and isinstance(shown["slots"], int)
+    body = await api.call("POST", "/api/v1/jobs", 400, json={"command": "true", "slots": 2.5})
+    assert "slots" in body["error"]["message"]

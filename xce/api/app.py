@@ -77,7 +77,10 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
         elif exc.status == 413:
             message = "the request body is larger than the limit"
         code = _HTTP_CODES.get(exc.status, "http_error")
-        return _error(exc.status, code, message or exc.reason, request_id)
+        resp = _error(exc.status, code, message or exc.reason, request_id)
+        if "Allow" in exc.headers:  # RFC 9110: a 405 names the methods that are allowed
+            resp.headers["Allow"] = exc.headers["Allow"]
+        return resp
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
         return _error(400, "invalid_request", str(exc), request_id)
     except Exception:

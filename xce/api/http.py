@@ -33,8 +33,14 @@ def _refuse_constant(name: str) -> Any:
     raise InvalidRequest(f"{name} is not a number JSON allows")
 
 
+def _number(text: str) -> int | float:
+    """JSON Schema counts 3.0 as an integer: read integral numbers as ints (within int64)."""
+    value = float(text)
+    return int(value) if value.is_integer() and abs(value) < 2**63 else value
+
+
 def _strict_loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_refuse_constant)
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_number)
 
 
 def identity(request: web.Request) -> Identity:

@@ -116,12 +116,13 @@ async def upload(request: web.Request) -> web.Response:
 
 
 
-JOB_ID = Param("job_id", "a job id (17), task id (17[5]) or array id", {"type": "string"})
+_STATE = "(PEND|PSUSP|RUN|USUSP|SSUSP|DONE|EXIT)"
+STATE_LIST = {"type": "string", "pattern": f"^({_STATE}(,{_STATE})*)?$"}
 ROUTES = [
     Route("POST", "/api/v1/jobs", submit, "Submit a job or job array", "job:submit", "jobs",
           body=schemas.SUBMIT, ok_status=201),
     Route("GET", "/api/v1/jobs", list_, "List jobs with filters and paging", "job:view", "jobs",
-          query=(Param("state", "comma-separated states, e.g. PEND,RUN"),
+          query=(Param("state", "comma-separated states, e.g. PEND,RUN", STATE_LIST),
                  Param("user", "only this user's jobs"), Param("queue", "only this queue"),
                  Param("host", "only jobs on this host"), Param("array", "only this array"),
                  Param("offset", "rows to skip", {"type": "integer", "minimum": 0}),

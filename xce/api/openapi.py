@@ -11,6 +11,11 @@ from xce.api import schemas
 from xce.api.routes import all_routes
 
 _PARAM = re.compile(r"\{(\w+)(?::[^}]+)?\}")
+# Path parameters with a documented shape; the rest are plain strings.
+_PATH_SCHEMAS: dict[str, dict[str, Any]] = {
+    "job_id": {"type": "string", "pattern": r"^[0-9]+(\[[0-9]+\])?$",
+               "description": "a job id (17), task id (17[5]) or array id"},
+}
 
 
 def openapi_path(path: str) -> str:
@@ -31,7 +36,8 @@ def document() -> dict[str, Any]:
             "tags": [route.tag],
             "x-permission": route.permission,
             "parameters": [
-                {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                {"name": name, "in": "path", "required": True,
+                 "schema": _PATH_SCHEMAS.get(name, {"type": "string"})}
                 for name in _PARAM.findall(route.path)
             ]
             + [
@@ -47,7 +53,7 @@ def document() -> dict[str, Any]:
             }
         elif route.raw_body:
             op["requestBody"] = {
-                "required": True,
+                "required": False,  # an empty file is a file
                 "content": {"application/octet-stream": {"schema": {"type": "string",
                                                                     "format": "binary"}}},
             }

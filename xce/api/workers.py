@@ -11,6 +11,7 @@ from xce.controller.requests import FinishReport, RunReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import Conflict
+from xce.core.state import parse_job_id
 from xce.store.files import safe_relative_path
 
 
@@ -84,6 +85,7 @@ async def store_output(request: web.Request) -> web.Response:
 
 async def finished(request: web.Request) -> web.Response:
     body = await read_json(request, schemas.FINISHED)
+    parse_job_id(request.match_info["job_id"])  # a malformed id is a 400, not a stale report
     report = FinishReport(
         request.match_info["job_id"], body["attempt"], body["exit_code"],
         body.get("exit_signal"), body.get("reason", ""),
@@ -93,7 +95,8 @@ async def finished(request: web.Request) -> web.Response:
     return json_response({"accepted": accepted})
 
 
-ATTEMPT = Param("attempt", "the attempt the worker is running", {"type": "integer", "minimum": 0})
+ATTEMPT = Param("attempt", "the attempt the worker is running",
+                {"type": "integer", "minimum": 0, "maximum": 2**31})
 ROUTES = [
     Route("POST", "/api/v1/workers/register", register,
           "A worker joins (or rejoins); returns its desired jobs", "worker", "workers",
