@@ -46,9 +46,10 @@ def free_port() -> int:
 class Controller:
     """One controller process in its own directory; `stop()` always leaves none behind."""
 
-    def __init__(self, root: Path, fsync: str = "always") -> None:
+    def __init__(self, root: Path, fsync: str = "always", extra: str = "") -> None:
         self.root = root
         self.fsync = fsync
+        self.extra = extra  # more [controller] keys, e.g. for the soak run
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -64,6 +65,7 @@ controllers = ["{self.url}"]
 listen = "127.0.0.1:{self.port}"
 state_dir = "{self.root / 'state'}"
 wal_fsync = "{self.fsync}"
+{self.extra}
 
 [auth]
 tokens = [

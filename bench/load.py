@@ -42,6 +42,8 @@ class LoadResult:
     not_done: dict[str, str] = field(default_factory=dict)
     unexpected: list[str] = field(default_factory=list)
     drain_seconds: float = 0.0
+    # job id -> finish reports the controller accepted (more than one: the job ran twice)
+    completions: dict[str, int] = field(default_factory=dict)
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -129,6 +131,9 @@ class SimWorker:
                                           body)
                 if answer is not None:
                     self.result.finished += 1
+                    if answer.get("accepted"):
+                        done = self.result.completions
+                        done[key[0]] = done.get(key[0], 0) + 1
                     break
             except aiohttp.ClientError:
                 self.result.error("finished connection")
@@ -153,6 +158,7 @@ async def _client(session: aiohttp.ClientSession, url: str, token: str, result: 
                     result.error(f"submit {r.status}")
         except aiohttp.ClientError:
             result.error("submit connection")
+            await asyncio.sleep(0.2)  # the controller is down: do not spin
 
 
 async def run_load(url: str, token: str, workers: int = 1000, clients: int = 64,
