@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from xce.config import TlsSettings
+from xce.core.errors import InvalidRequest
 
 CA_CERT = "ca.pem"
 CA_KEY = "ca.key"
@@ -36,8 +37,10 @@ CA_VALID_DAYS = 3650
 LEAF_VALID_DAYS = 825
 
 
-class PkiError(Exception):
+class PkiError(InvalidRequest):
     """A CA or certificate file is missing or unreadable; the message names the file."""
+
+    code = "tls_config"
 
 
 @dataclass(frozen=True)
@@ -217,21 +220,25 @@ def server_ssl_context(tls: TlsSettings, require_client_cert: bool = False
                        ) -> ssl.SSLContext | None:
     """The listener's context, or None when `[tls]` has no cert_file (plain HTTP).
 
-    With `require_client_cert` the handshake fails unless the peer presents a certificate
-    signed by tls.ca_file; without it a client certificate is still verified when offered
-    (CERT_OPTIONAL), so route-level checks can rely on `peercert`."""
+    Client certificates (checked against tls.ca_file): required in the handshake when
+    `require_client_cert` or `tls.require_client_cert == "all"`; asked for but optional with
+    "workers" (xce/api/mtls.py then demands one on worker routes; a certificate that is
+    offered must still verify); not asked for otherwise."""
+    require = require_client_cert or tls.require_client_cert == "all"
+    optional = tls.require_client_cert == "workers"
     if tls.cert_file is None or tls.key_file is None:
-        if require_client_cert:
+        if require or optional:
             raise PkiError("tls.require_client_cert needs tls.cert_file and tls.key_file")
         return None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # no system CAs: only the cluster CA counts
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     _load_chain(ctx, tls)
-    if tls.ca_file is not None:
+    if require or optional:
+        if tls.ca_file is None:
+            raise PkiError("tls.require_client_cert needs tls.ca_file to verify client "
+                           "certificates")
         _load_ca(ctx, tls.ca_file)
-        ctx.verify_mode = ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_OPTIONAL
-    elif require_client_cert:
-        raise PkiError("tls.require_client_cert needs tls.ca_file to verify client certificates")
+        ctx.verify_mode = ssl.CERT_REQUIRED if require else ssl.CERT_OPTIONAL
     return ctx
 
 
