@@ -38,6 +38,7 @@ def _run_role(name: str, main: Callable[[Any], Awaitable[None]], config: Path | 
     """Load the config and run a role; expected failures become one-line messages."""
     import dataclasses
 
+    from xce.client import ApiError
     from xce.core.errors import XceError
 
     _setup_logging(verbose)
@@ -48,6 +49,8 @@ def _run_role(name: str, main: Callable[[Any], Awaitable[None]], config: Path | 
         asyncio.run(main(cfg))
     except XceError as exc:
         fail(exc.message)
+    except ApiError as exc:  # e.g. a worker refused by the controller (403, TLS)
+        fail(f"the {name} stopped: {exc.message}")
     except OSError as exc:
         fail(f"cannot start the {name}: {exc}")
 
