@@ -14,7 +14,7 @@ from aiohttp import web
 
 from xce.api.app import build_app
 from xce.auth.pki import server_ssl_context
-from xce.client.transport import check_listener
+from xce.client.transport import check_listener, is_loopback
 from xce.config import Config, ControllerSettings
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
@@ -77,6 +77,9 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     settings = config.controller
     ssl_context = server_ssl_context(config.tls)  # before any state is touched
     check_listener(settings.listen_host, ssl_context is not None, config.tls.insecure)
+    if ssl_context is None and not is_loopback(settings.listen_host):
+        log.warning("INSECURE: serving plain HTTP on %s (development only)",
+                    settings.listen_host)
     prepare_state_dir(settings.state_dir)
     lock = lock_state_dir(settings.state_dir)
     files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024)
