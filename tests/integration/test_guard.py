@@ -27,7 +27,7 @@ admin_allow = ["127.0.0.1/32"]
 worker_allow = ["127.0.0.1/32", "127.0.0.6/32"]
 rate_per_address = 5
 burst_per_address = 20
-rate_per_identity = 4
+rate_per_identity = 1
 burst_per_identity = 8
 """
 
@@ -97,6 +97,20 @@ async def test_flood_gets_429_while_others_are_unaffected(guarded: Cluster) -> N
     again = [await hit(guarded.url, "127.0.0.2", "GET", "/api/v1/cluster", ADMIN_TOKEN)
              for _ in range(4)]
     assert 429 in [r[0] for r in again]
+
+
+async def test_workers_sharing_one_token_do_not_throttle_each_other(guarded: Cluster) -> None:
+    # The worker token has just been used above; a burst past its identity bucket on worker
+    # routes is still served (only the address bucket applies there).
+    register = {"host": "g2", "slots": 1, "memory_mb": 64, "attributes": {}}
+    burst = await asyncio.gather(*(hit(guarded.url, "127.0.0.6", "POST",
+                                       "/api/v1/workers/register", WORKER_TOKEN, register)
+                                   for _ in range(16)))
+    assert [r[0] for r in burst] == [200] * 16
+    # The same token on a non-worker route is one identity, limited as such.
+    other = await asyncio.gather(*(hit(guarded.url, "127.0.0.5", "GET", "/api/v1/cluster",
+                                       WORKER_TOKEN) for _ in range(10)))
+    assert 429 in [r[0] for r in other]
 
 
 async def test_address_flood_without_a_token_is_limited(guarded: Cluster) -> None:

@@ -8,7 +8,12 @@ the (username, address) pair (429 `login_locked` with Retry-After).
 Identity here is a SHA-256 of the raw Authorization header, not the verified token subject:
 the guard runs before (and independently of) JWT verification, so a flood of bad tokens is
 throttled as cheaply as a flood of good ones; one token is one identity. Requests without an
-Authorization header are limited by address only.
+Authorization header are limited by address only, and so are worker routes: every worker
+may share one service token, and a cluster of hundreds of workers must not throttle itself
+(each worker still has its own address bucket, and `worker_allow` / mutual TLS guard them).
+
+The address is the TCP peer's: no X-Forwarded-For is trusted, so put no proxy in front of a
+guarded controller unless the proxy does its own limiting.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 from aiohttp import web
 
 from xce.api.http import CONFIG, json_response
-from xce.api.route_class import route_class
+from xce.api.route_class import WORKER, route_class
 from xce.auth.guard import GuardSettings, LoginThrottle, RateLimiter, allowed, parse_address
 
 LOGIN_PATH = "/api/v1/auth/login"
@@ -115,7 +120,7 @@ async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
                         f"address {shown} may not use {kind} routes of this controller")
     now = state.clock()
     wait = state.per_address.take(shown, now)
-    if wait <= 0:
+    if wait <= 0 and kind != WORKER:
         header = request.headers.get("Authorization")
         if header:
             wait = state.per_identity.take(hashlib.sha256(header.encode()).hexdigest(), now)
