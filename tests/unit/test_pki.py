@@ -151,3 +151,23 @@ async def test_expired_server_certificate_is_refused(pki: dict[str, CertPair]) -
     assert server is not None and client is not None
     with pytest.raises(ssl.SSLCertVerificationError, match="expired"):
         await _handshake(server, client)
+
+
+def test_tls_config_keys(tmp_path: Path) -> None:
+    from xce.config import ConfigError, parse_config
+
+    files = {"cert_file": "c.pem", "key_file": "c.key", "ca_file": "ca.pem"}
+    cfg = parse_config({"tls": {**files, "require_client_cert": "workers", "insecure": False}},
+                       tmp_path / "x.toml")
+    assert cfg.tls.require_client_cert == "workers" and cfg.tls.ca_file == tmp_path / "ca.pem"
+    assert parse_config({"tls": {**files, "require_client_cert": True}}).tls \
+        .require_client_cert == "all"
+    for bad, message in [
+        ({**files, "require_client_cert": "some"}, "tls.require_client_cert must be"),
+        ({"require_client_cert": "all"}, "tls.require_client_cert needs tls.cert_file"),
+        ({"insecure": "yes"}, "tls.insecure must be a bool"),
+        ({"cert_file": "c.pem"}, "tls.cert_file and tls.key_file must be given together"),
+        ({"ca_fiel": "x"}, "unknown key tls.ca_fiel"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            parse_config({"tls": bad})
