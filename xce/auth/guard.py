@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-ROUTE_CLASSES = ("default", "admin", "worker")
-
 
 @dataclass(frozen=True)
 class RateSettings:
