@@ -50,6 +50,7 @@ REPLICATION_LAG = Gauge(
     ("standby",), registry=REGISTRY,
 )
 RATE_LIMITED = Counter(
-    "xce_rate_limited_requests", "Requests refused by the guard", ("reason",),
+    "xce_rate_limited_requests",
+    "Requests refused by the guard (address_denied, rate_limited, login_locked)", ("reason",),
     registry=REGISTRY,
 )

@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from xce import logs
+from xce.api.guard_middleware import guard
 from xce.api.http import (
     CONFIG,
     GATEWAY,
@@ -28,6 +29,7 @@ from xce.api.http import (
     json_response,
 )
 from xce.api.metrics import observe_latency
+from xce.api.mtls import worker_client_cert
 from xce.api.routes import Route, all_routes
 from xce.config import Config
 from xce.controller.service import ControllerService
@@ -127,7 +129,7 @@ def build_app(
 ) -> web.Application:
     settings = config.controller
     app = web.Application(
-        middlewares=[observe_latency, errors, authenticate],
+        middlewares=[observe_latency, errors, guard, worker_client_cert, authenticate],
         client_max_size=settings.max_body_kb * 1024,
     )
     app[SERVICE] = service

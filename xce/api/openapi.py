@@ -70,10 +70,12 @@ def document() -> dict[str, Any]:
             str(route.ok_status): ok,
             "400": {"description": "invalid request", **error},
             "401": {"description": "no valid token", **error},
-            "403": {"description": "not permitted", **error},
+            "403": {"description": "not permitted, or address denied by the guard", **error},
             "404": {"description": "not found", **error},
             "409": {"description": "conflicts with the current state", **error},
             "413": {"description": "body too large", **error},
+            "429": {"description": "rate limited or login locked by the guard; see Retry-After",
+                    **error},
             "503": {"description": "cannot take writes now", **error},
         }
         if route.permission != "public":
