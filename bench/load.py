@@ -42,8 +42,8 @@ class LoadResult:
     not_done: dict[str, str] = field(default_factory=dict)
     unexpected: list[str] = field(default_factory=list)
     drain_seconds: float = 0.0
-    # job id -> finish reports the controller accepted (more than one: the job ran twice)
-    completions: dict[str, int] = field(default_factory=dict)
+    # job id -> attempts a simulated worker started (more than one: the job ran twice)
+    starts: dict[str, int] = field(default_factory=dict)
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -120,6 +120,7 @@ class SimWorker:
             key = (item["job_id"], item["attempt"])
             if item["action"] == "run" and key not in self.running and key not in self.done:
                 self.result.started += 1
+                self.result.starts[key[0]] = self.result.starts.get(key[0], 0) + 1
                 self.running[key] = asyncio.create_task(self._run(key))
 
     async def _run(self, key: tuple[str, int]) -> None:
@@ -131,9 +132,6 @@ class SimWorker:
                                           body)
                 if answer is not None:
                     self.result.finished += 1
-                    if answer.get("accepted"):
-                        done = self.result.completions
-                        done[key[0]] = done.get(key[0], 0) + 1
                     break
             except aiohttp.ClientError:
                 self.result.error("finished connection")

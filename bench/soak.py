@@ -6,9 +6,10 @@ submitting and running jobs; the controller runs with a short finished-job reten
 checkpoints purge continuously. Checked at the end:
 
 - nothing acknowledged is lost: every acknowledged job is either still in the controller
-  (and DONE) or was reported finished by a worker and accepted (and then purged by
-  retention) — a job the controller forgot would be neither;
-- no job ran twice (two accepted finish reports);
+  (and DONE) or was run by a worker (and then purged by retention after it finished) — the
+  controller dispatches only starts that are durable, so a job it forgot after acknowledging
+  it would be neither;
+- no job ran twice (started by workers more than once);
 - memory is bounded: the controller's RSS in the last quarter of the run stays within 1.5x
   of the second quarter's (after warm-up), even though it has by then run many times as many
   jobs as it holds.
@@ -124,8 +125,11 @@ async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int 
     finally:
         ctl.stop()
     acked = set(load.acknowledged)
-    result.lost = sorted(acked - set(present) - set(load.completions), key=int)
-    result.ran_twice = sorted((j for j, n in load.completions.items() if n > 1), key=int)
+    # A job a worker ran was durably known to the controller (it dispatches only durable
+    # starts), so if it is gone now, retention purged it after it finished. A job the
+    # controller forgot after acknowledging it would never have been dispatched at all.
+    result.lost = sorted(acked - set(present) - set(load.starts), key=int)
+    result.ran_twice = sorted((j for j, n in load.starts.items() if n > 1), key=int)
     result.not_done = {j: s for j, s in present.items() if j in acked and s != "DONE"}
     return result
 
