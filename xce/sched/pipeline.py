@@ -225,7 +225,7 @@ class SchedulingPass:
                 made.job_id = key
                 self.reservation = made
                 self.result.reservations.append(made.to_plain())
-                reason = f"{WAITING} (host {made.host_name} reserved from {made.start:.0f})"
+                reason = f"{WAITING} ({made.describe()})"
         self.result.reasons[key] = reason
         return None
 

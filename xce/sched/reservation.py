@@ -35,5 +35,10 @@ class Reservation:
             self.extra_slots -= slots
             self.extra_mem -= memory_mb
 
+    def describe(self) -> str:
+        if self.host < 0:
+            return "an earlier job waits and this queue is strictly first-come-first-served"
+        return f"host {self.host_name} reserved from {self.start:.0f}"
+
     def to_plain(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "host": self.host_name, "start": self.start}
