@@ -12,14 +12,26 @@ finding hosts (xce/sched/hostpool.py), so a pass is near linear in pending jobs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import heapq
+from collections.abc import Callable
+from typing import Any
 
 from xce.core.deps import DepStatus
 from xce.core.model import JobSpec, QueueRecord, task_id
-from xce.sched.expr import And, Compare, Name, Node, Not, Or, order_key, parse_requirement
-from xce.sched.hostpool import CandidateSet, HostPool
+from xce.sched.expr import (
+    And,
+    Compare,
+    Name,
+    Node,
+    Not,
+    Or,
+    ResourceRequirement,
+    order_key,
+    parse_requirement,
+)
+from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
 from xce.sched.plugins import QueuePolicy, policy_for
-from xce.sched.plugins.base import Item, OrderContext
+from xce.sched.plugins.base import Item, OrderContext, ScorePlugin
 from xce.sched.reservation import Reservation
 from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.types import Placement, Plan
@@ -46,6 +58,35 @@ def _names(node: Node | None) -> set[str]:
     return {node.name}
 
 
+def _key_function(pool: HostPool, req: ResourceRequirement | None,
+                  score: ScorePlugin) -> tuple[Callable[[int], tuple], bool, bool]:
+    """(key of host i, dynamic, improving) for the job's `order[]`, then the queue's score,
+    then the host name (the heap entries end with the index)."""
+    order = req.order if req is not None else ()
+    free_keys = [(j, k.name == "slots", k.descending) for j, k in enumerate(order)
+                 if k.name in FREE_ATTRIBUTES]
+    dynamic = score.dynamic or bool(free_keys)
+    improving = dynamic and (getattr(score, "improving", True)
+                             or any(not d for _, _, d in free_keys))
+    if not order:
+        return (lambda i: score.key(pool, i)), dynamic, improving
+    free_slots, free_mem = pool.free_slots, pool.free_mem
+    static: dict[int, list[tuple]] = {}
+
+    def key(i: int) -> tuple:
+        parts = static.get(i)
+        if parts is None:
+            parts = static[i] = list(order_key(req, pool.static_attributes(i)))  # type: ignore[arg-type]
+        if free_keys:
+            parts = parts[:]
+            for j, is_slots, descending in free_keys:
+                value = free_slots[i] if is_slots else free_mem[i]
+                parts[j] = (0, 0, -value if descending else value, "")
+        return (tuple(parts), score.key(pool, i))
+
+    return key, dynamic, improving
+
+
 class SchedulingPass:
     """One pass over one snapshot; not reusable."""
 
@@ -58,6 +99,10 @@ class SchedulingPass:
         self.policies = {name: policy_for(q.plugins) for name, q in snapshot.queues.items()}
         self._sets: dict[tuple, CandidateSet | str] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
+        # (queue, resources) -> hosts ranked once (static) or a heap to copy (dynamic)
+        self._rankings: dict[tuple[str, str], tuple[Any, int]] = {}
+        # id(JobSpec) -> why jobs sharing that spec object cannot start in this pass
+        self._blocked: dict[int, str] = {}
         self.running_slots: dict[str, int] = {}
         self.group_slots: dict[str, int] = {}
         self.queue_running: dict[str, int] = {}
@@ -73,47 +118,93 @@ class SchedulingPass:
         self.group_of = lambda user: groups.get(user, "default")
 
     def _count(self, user: str, queue: str, slots: int) -> None:
-        self.running_slots[user] = self.running_slots.get(user, 0) + slots
-        group = self.snapshot.groups.get(user, "default")
+        running = self.running_slots
+        running[user] = running.get(user, 0) + slots
+        group = self.snapshot.groups.get(user, "default") if self.snapshot.groups else "default"
         self.group_slots[group] = self.group_slots.get(group, 0) + slots
         self.queue_running[queue] = self.queue_running.get(queue, 0) + 1
         self.user_running[queue, user] = self.user_running.get((queue, user), 0) + 1
 
     # --- ordering -----------------------------------------------------------------------
 
-    def _groups(self) -> list[tuple[tuple[int, int, str], list[tuple[tuple[int, int], Item]]]]:
-        """Items by (priority level, order group), each sorted by submission."""
-        queues = self.snapshot.queues
-        groups: dict[tuple[int, int, str], list[tuple[tuple[int, int], Item]]] = {}
+    def _groups(self) -> list[tuple[tuple[int, int, str], list[Item]]]:
+        """Items by (priority level, order group), each sorted by submission (an array
+        before its requeued tasks, tasks by index)."""
+        groups: dict[tuple[int, int, str], list[tuple[int, Item]]] = {}
         keys: dict[str, tuple[int, int, str]] = {}
-        for name, queue in queues.items():
+        for name, queue in self.snapshot.queues.items():
             if self.policies[name].order.name == "fcfs":
                 keys[name] = (-queue.priority, 0, "")
             else:
                 keys[name] = (-queue.priority, 1, name)
+        shift = 1 << 40
+        last: tuple[str, list[tuple[int, Item]]] | None = None
         for job in self.snapshot.jobs:
-            index = job.index if job.index is not None else -1
-            groups.setdefault(keys[job.spec.queue], []).append(((job.number, index), job))
+            name = job.spec.queue
+            if last is None or last[0] != name:
+                last = (name, groups.setdefault(keys[name], []))
+            index = job.index
+            last[1].append((job.number * shift + (0 if index is None else index + 1), job))
         for array in self.snapshot.arrays:
-            groups.setdefault(keys[array.spec.queue], []).append(((array.number, -2), array))
-        out = sorted(groups.items(), key=lambda kv: kv[0])
-        for _, items in out:
-            items.sort(key=lambda pair: pair[0])
+            groups.setdefault(keys[array.spec.queue], []).append((array.number * shift, array))
+        out = []
+        for key in sorted(groups):
+            pairs = groups[key]
+            pairs.sort(key=lambda pair: pair[0])
+            out.append((key, [item for _, item in pairs]))
         return out
 
     def run(self) -> Plan:
-        for (_, _, queue_name), pairs in self._groups():
-            items = [item for _, item in pairs]
-            queue = self.snapshot.queues[queue_name or items[0].spec.queue]
-            policy = self.policies[queue.name]
+        groups = self._groups()
+        queues, policies, pool = self.snapshot.queues, self.policies, self.pool
+        done: set[int] = set()
+        full = False
+        for (_, _, queue_name), items in groups:
+            queue = queues[queue_name or items[0].spec.queue]
             ctx = OrderContext(self.now, queue, self.usage_hours, self.snapshot.groups,
                                self.running_slots, self.group_slots)
-            ordered: Iterable[Item] = policy.order.order(items, ctx)
-            queues, policies = self.snapshot.queues, self.policies
-            for item in ordered:
+            for item in policies[queue.name].order.order(items, ctx):
+                if pool.total_free_slots <= 0:
+                    full = True
+                    break
+                done.add(id(item))
                 name = item.spec.queue
                 self._try(item, queues[name], policies[name])
+            if full:
+                self._no_room_left(groups, done)
+                break
         return self.result
+
+    def _no_room_left(self, groups: list[tuple[tuple[int, int, str], list[Item]]],
+                      done: set[int]) -> None:
+        """Every host is full: name why each job not yet tried waits, without searching
+        (jobs sharing a spec share the answer)."""
+        reasons = self.result.reasons
+        by_spec: dict[int, str] = {}
+        for _, items in groups:
+            for item in items:
+                if id(item) in done:
+                    continue
+                key = item.job_id if type(item) is PendingJob else str(item.number)  # type: ignore[union-attr]
+                if item.deps is not DepStatus.SATISFIED:
+                    reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
+                                    else "dependency can never be satisfied")
+                    continue
+                spec = item.spec
+                reason = by_spec.get(id(spec))
+                if reason is None:
+                    queue = self.snapshot.queues[spec.queue]
+                    if not queue.active:
+                        reason = f"queue {queue.name} is inactive"
+                    else:
+                        shape = self._shape(queue, spec)
+                        known = self._sets.get(shape)
+                        if known is None:
+                            known = self._sets[shape] = self._candidates(
+                                spec, queue, self.policies[queue.name])
+                        reason = known if isinstance(known, str) else WAITING
+                    by_spec[id(spec)] = reason
+                reasons[key] = reason
 
     # --- one job or array ---------------------------------------------------------------
 
@@ -140,21 +231,14 @@ class SchedulingPass:
         if not queue.active:
             reasons[key] = f"queue {queue.name} is inactive"
             return
+        if not is_job:
+            limited = self._limit(queue, spec.user)
+            if limited:
+                reasons[key] = limited
+                return
         if item.deps is not DepStatus.SATISFIED:
             reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
                             else "dependency can never be satisfied")
-            return
-        if self.pool.total_free_slots <= 0 and spec.slots > 0:
-            # Nothing can start: skip the host search, but still say why precisely.
-            shape = self._shape(queue, spec)
-            known = self._sets.get(shape)
-            if known is None:
-                known = self._sets[shape] = self._candidates(spec, queue, policy)
-            reasons[key] = known if isinstance(known, str) else WAITING
-            return
-        limited = self._limit(queue, spec.user)
-        if limited:
-            reasons[key] = limited
             return
         if is_job:
             if item.index is not None:  # type: ignore[union-attr]
@@ -162,8 +246,19 @@ class SchedulingPass:
                 if left is not None and left <= 0:
                     reasons[key] = "array concurrency limit reached"
                     return
+            blocked = self._blocked.get(id(spec))
+            if blocked is not None:  # free resources and limits only shrink in a pass
+                reasons[key] = blocked
+                return
+            limited = self._limit(queue, spec.user)
+            if limited:
+                reasons[key] = self._blocked[id(spec)] = limited
+                return
             host = self._place(key, spec, queue, policy)
-            if host is not None:
+            if host is None:
+                reason = reasons[key]
+                self._blocked[id(spec)] = WAITING if reason.startswith(WAITING) else reason
+            else:
                 array = item.number if item.index is not None else None  # type: ignore[union-attr]
                 self._commit(key, spec, host, array)
             return
@@ -247,19 +342,22 @@ class SchedulingPass:
         big = [i for i in hosts if views[i].slots >= slots and views[i].memory_mb >= mem]
         if not big:
             return "no host is big enough"
-        score = policy.score
         req = parse_requirement(spec.resources) if spec.resources else None
-        if req is not None and req.order:
-            dynamic = score.dynamic or any(k.name in FREE_ATTRIBUTES for k in req.order)
-
-            def key(i: int) -> tuple:
-                return (order_key(req, pool.attributes(i)), score.key(pool, i))
-        else:
-            dynamic = score.dynamic
-
-            def key(i: int) -> tuple:
-                return score.key(pool, i)
         live = None
         if req is not None and _names(req.select) & FREE_ATTRIBUTES:
             live = req.select
-        return CandidateSet(pool, big, slots, mem, key, dynamic, live)
+        key, dynamic, improving = _key_function(pool, req, policy.score)
+        cached = self._rankings.get(fkey)
+        if not dynamic:
+            if cached is None:
+                ranked = sorted(hosts, key=key) if (req is not None and req.order) or \
+                    policy.score.name != "first-fit" else hosts
+                cached = self._rankings[fkey] = (ranked, 0)
+            return OrderedCandidates(pool, cached[0], slots, mem, live)
+        # A heap is a heap when copied; entries made stale since only ever got worse
+        # unless the ranking is `improving`, which must see every change: rebuild then.
+        if cached is None or (improving and cached[1] != pool.placements):
+            heap = [(key(i), i, pool.version[i]) for i in hosts]
+            heapq.heapify(heap)
+            cached = self._rankings[fkey] = (heap, pool.placements)
+        return RankedCandidates(pool, cached[0], slots, mem, key, improving, live)

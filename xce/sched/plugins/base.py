@@ -65,6 +65,9 @@ class ScorePlugin(Protocol):
     kind: ClassVar[str]
     # True when the key depends on free slots/memory (it then changes as jobs are placed)
     dynamic: ClassVar[bool]
+    # True when placing a job can make a host's key better (pack); False when only worse
+    # (spread). Assumed True when a plugin does not say.
+    improving: ClassVar[bool]
 
     def key(self, pool: HostPool, i: int) -> tuple:
         """Sort key of host number `i` in `pool`; the lowest key is chosen."""

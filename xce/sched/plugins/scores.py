@@ -17,6 +17,7 @@ class FirstFit:
     name: ClassVar[str] = "first-fit"
     kind: ClassVar[str] = "score"
     dynamic: ClassVar[bool] = False
+    improving: ClassVar[bool] = False
 
     def key(self, pool: HostPool, i: int) -> tuple:
         return ()
@@ -30,6 +31,7 @@ class Pack:
     name: ClassVar[str] = "pack"
     kind: ClassVar[str] = "score"
     dynamic: ClassVar[bool] = True
+    improving: ClassVar[bool] = True  # taking slots makes a host a tighter (better) fit
 
     def key(self, pool: HostPool, i: int) -> tuple:
         return (pool.free_slots[i], pool.free_mem[i])
@@ -42,6 +44,7 @@ class Spread:
     name: ClassVar[str] = "spread"
     kind: ClassVar[str] = "score"
     dynamic: ClassVar[bool] = True
+    improving: ClassVar[bool] = False  # taking slots only makes a host worse
 
     def key(self, pool: HostPool, i: int) -> tuple:
         return (-pool.free_slots[i], -pool.free_mem[i])
