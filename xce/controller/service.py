@@ -34,7 +34,7 @@ from xce.core.model import (
 from xce.core.state import ClusterState, parse_job_id
 from xce.sched import pipeline
 from xce.sched.expr import parse_requirement
-from xce.sched.snapshot import snapshot_of
+from xce.sched.snapshot import PendingMemo, snapshot_of
 from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
 from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
@@ -88,6 +88,7 @@ class ControllerService:
         self.usage.seed(self.state)
         self.listeners.append(lambda event: self.usage.observe(event, self.state))
         self._groups = settings.scheduler.group_map()
+        self._pending_memo: PendingMemo = {}
 
     # --- committing ---------------------------------------------------------------------
 
@@ -394,7 +395,8 @@ class ControllerService:
             return 0
         started = time.perf_counter()
         now = self.clock()
-        snapshot = snapshot_of(self.state, self.usage.usage(now), self._groups)
+        snapshot = snapshot_of(self.state, self.usage.usage(now), self._groups,
+                               self._pending_memo)
         result = self.planner(snapshot, now)
         self.reasons = result.reasons
         now = self.clock()

@@ -71,18 +71,22 @@ def _key_function(pool: HostPool, req: ResourceRequirement | None,
     if not order:
         return (lambda i: score.key(pool, i)), dynamic, improving
     free_slots, free_mem = pool.free_slots, pool.free_mem
-    static: dict[int, list[tuple]] = {}
+    static: dict[int, list] = {}
+    # each order key is 4 values (missing, kind, number, text), flattened: flat tuples
+    # compare faster than nested ones in the heap
+    positions = [(4 * j + 2, is_slots, descending) for j, is_slots, descending in free_keys]
 
     def key(i: int) -> tuple:
-        parts = static.get(i)
-        if parts is None:
-            parts = static[i] = list(order_key(req, pool.static_attributes(i)))  # type: ignore[arg-type]
-        if free_keys:
-            parts = parts[:]
-            for j, is_slots, descending in free_keys:
+        flat = static.get(i)
+        if flat is None:
+            flat = static[i] = [v for part in order_key(req, pool.static_attributes(i))  # type: ignore[arg-type]
+                                for v in part]
+        if positions:
+            flat = flat[:]
+            for at, is_slots, descending in positions:
                 value = free_slots[i] if is_slots else free_mem[i]
-                parts[j] = (0, 0, -value if descending else value, "")
-        return (tuple(parts), score.key(pool, i))
+                flat[at - 2:at + 2] = (0, 0, -value if descending else value, "")
+        return (*flat, *score.key(pool, i))
 
     return key, dynamic, improving
 
@@ -101,6 +105,7 @@ class SchedulingPass:
         self._filtered: dict[tuple[str, str], list[int]] = {}
         # (queue, resources) -> hosts ranked once (static) or a heap to copy (dynamic)
         self._rankings: dict[tuple[str, str], tuple[Any, int]] = {}
+        self._key_functions: dict[tuple[str, str], tuple[Callable[[int], tuple], bool, bool]] = {}
         # id(JobSpec) -> why jobs sharing that spec object cannot start in this pass
         self._blocked: dict[int, str] = {}
         self.running_slots: dict[str, int] = {}
@@ -157,35 +162,47 @@ class SchedulingPass:
     def run(self) -> Plan:
         groups = self._groups()
         queues, policies, pool = self.snapshot.queues, self.policies, self.pool
-        done: set[int] = set()
-        full = False
+        reasons, blocked = self.result.reasons, self._blocked
+        satisfied = DepStatus.SATISFIED
+        arrays_done: set[int] = set()
         for (_, _, queue_name), items in groups:
             queue = queues[queue_name or items[0].spec.queue]
             ctx = OrderContext(self.now, queue, self.usage_hours, self.snapshot.groups,
                                self.running_slots, self.group_slots)
             for item in policies[queue.name].order.order(items, ctx):
                 if pool.total_free_slots <= 0:
-                    full = True
-                    break
-                done.add(id(item))
+                    self._no_room_left(groups, arrays_done)
+                    return self.result
+                if type(item) is PendingJob:
+                    if item.index is None and item.deps is satisfied:
+                        # the common case when many jobs wait: a spec already known stuck
+                        known = blocked.get(id(item.spec))
+                        if known is not None:
+                            reasons[item.job_id] = known
+                            continue
+                else:
+                    arrays_done.add(item.number)
                 name = item.spec.queue
                 self._try(item, queues[name], policies[name])
-            if full:
-                self._no_room_left(groups, done)
-                break
         return self.result
 
     def _no_room_left(self, groups: list[tuple[tuple[int, int, str], list[Item]]],
-                      done: set[int]) -> None:
+                      arrays_done: set[int]) -> None:
         """Every host is full: name why each job not yet tried waits, without searching
         (jobs sharing a spec share the answer)."""
         reasons = self.result.reasons
+        placed = {p.job_id for p in self.result.placements}
         by_spec: dict[int, str] = {}
         for _, items in groups:
             for item in items:
-                if id(item) in done:
+                if type(item) is PendingJob:
+                    key = item.job_id
+                    if key in reasons or key in placed:
+                        continue  # tried already
+                elif item.number in arrays_done:
                     continue
-                key = item.job_id if type(item) is PendingJob else str(item.number)  # type: ignore[union-attr]
+                else:
+                    key = str(item.number)
                 if item.deps is not DepStatus.SATISFIED:
                     reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
                                     else "dependency can never be satisfied")
@@ -230,6 +247,8 @@ class SchedulingPass:
         reasons = self.result.reasons
         if not queue.active:
             reasons[key] = f"queue {queue.name} is inactive"
+            if is_job:
+                self._blocked[id(spec)] = reasons[key]
             return
         if not is_job:
             limited = self._limit(queue, spec.user)
@@ -330,9 +349,10 @@ class SchedulingPass:
         fkey = (queue.name, spec.resources)
         hosts = self._filtered.get(fkey)
         if hosts is None:
-            filters = policy.filters
-            hosts = [i for i, h in enumerate(pool.hosts)
-                     if all(f.accepts(h, spec, queue) for f in filters)]
+            views = pool.hosts
+            hosts = list(range(len(views)))
+            for check in policy.filters:
+                hosts = [i for i in hosts if check.accepts(views[i], spec, queue)]
             self._filtered[fkey] = hosts
         if not hosts:
             return ("no online host matches the resource requirement" if spec.resources
@@ -346,7 +366,10 @@ class SchedulingPass:
         live = None
         if req is not None and _names(req.select) & FREE_ATTRIBUTES:
             live = req.select
-        key, dynamic, improving = _key_function(pool, req, policy.score)
+        functions = self._key_functions.get(fkey)
+        if functions is None:
+            functions = self._key_functions[fkey] = _key_function(pool, req, policy.score)
+        key, dynamic, improving = functions
         cached = self._rankings.get(fkey)
         if not dynamic:
             if cached is None:

@@ -26,7 +26,7 @@ from xce.core.model import HostStatus, JobSpec, QueueRecord
 from xce.core.state import ClusterState
 from xce.sched.pipeline import plan
 from xce.sched.plugins import policy_for
-from xce.sched.snapshot import snapshot_of
+from xce.sched.snapshot import PendingMemo, snapshot_of
 from xce.sched.swf import SwfJob
 from xce.sched.usage import UsageLedger
 
@@ -149,6 +149,7 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
     ledger = UsageLedger(half_life_s)
     result = SimResult(policy, plugins, hosts, slots, [], skipped)
     by_id: dict[str, Outcome] = {}
+    memo: PendingMemo = {}  # as the controller keeps it between passes
     queue: list[tuple[float, int, int, Any]] = []  # (time, 0 end / 1 submit, seq, payload)
     seq = 0
     for job in jobs:
@@ -178,7 +179,7 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
                 result.outcomes.append(outcome)
         if not state.pending or not any_free_host(state):
             continue
-        decided = plan(snapshot_of(state, ledger.usage(now), groups), now)
+        decided = plan(snapshot_of(state, ledger.usage(now), groups, memo), now)
         result.passes += 1
         for placement in decided.placements:
             state.apply(ev.JobStarted(now, placement.job_id, placement.host))
