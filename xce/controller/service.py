@@ -33,6 +33,7 @@ from xce.core.model import (
 )
 from xce.core.state import ClusterState, parse_job_id
 from xce.sched import pipeline
+from xce.sched.plugins import policy_for
 from xce.sched.expr import parse_requirement
 from xce.sched.snapshot import PendingMemo, snapshot_of
 from xce.sched.types import Plan
@@ -338,6 +339,10 @@ class ControllerService:
     async def create_queue(self, queue: QueueRecord) -> QueueRecord:
         if queue.name in self.state.queues:
             raise Conflict(f"queue {queue.name!r} already exists")
+        try:
+            policy_for(queue.plugins)
+        except ValueError as exc:
+            raise InvalidRequest(f"plugins: {exc}") from None
         await self.commit([ev.QueueCreated(self.clock(), queue)])
         return self.state.queues[queue.name]
 

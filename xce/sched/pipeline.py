@@ -19,76 +19,22 @@ from typing import Any
 from xce.core.deps import DepStatus
 from xce.core.model import JobSpec, QueueRecord, task_id
 from xce.sched.expr import (
-    And,
-    Compare,
-    Name,
-    Node,
-    Not,
-    Or,
-    ResourceRequirement,
-    order_key,
     parse_requirement,
 )
 from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
 from xce.sched.plugins import QueuePolicy, policy_for
-from xce.sched.plugins.base import Item, OrderContext, ScorePlugin
+from xce.sched.plugins.base import Item, OrderContext
+from xce.sched.ranking import FREE_ATTRIBUTES, key_function, select_names
 from xce.sched.reservation import Reservation
 from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.types import Placement, Plan
 
-FREE_ATTRIBUTES = frozenset({"slots", "mem"})
 WAITING = "waiting for free slots or memory"
 
 
 def plan(snapshot: Snapshot, now: float) -> Plan:
     """Placements to make now on `snapshot`, why the rest waits, and any reservation."""
     return SchedulingPass(snapshot, now).run()
-
-
-def _names(node: Node | None) -> set[str]:
-    """Attribute names a select expression reads."""
-    if node is None:
-        return set()
-    if isinstance(node, And | Or):
-        return set().union(*(_names(i) for i in node.items))
-    if isinstance(node, Not):
-        return _names(node.item)
-    if isinstance(node, Compare):
-        return {o.name for o in (node.left, node.right) if isinstance(o, Name)}
-    return {node.name}
-
-
-def _key_function(pool: HostPool, req: ResourceRequirement | None,
-                  score: ScorePlugin) -> tuple[Callable[[int], tuple], bool, bool]:
-    """(key of host i, dynamic, improving) for the job's `order[]`, then the queue's score,
-    then the host name (the heap entries end with the index)."""
-    order = req.order if req is not None else ()
-    free_keys = [(j, k.name == "slots", k.descending) for j, k in enumerate(order)
-                 if k.name in FREE_ATTRIBUTES]
-    dynamic = score.dynamic or bool(free_keys)
-    improving = dynamic and (getattr(score, "improving", True)
-                             or any(not d for _, _, d in free_keys))
-    if not order:
-        return (lambda i: score.key(pool, i)), dynamic, improving
-    free_slots, free_mem = pool.free_slots, pool.free_mem
-    static: dict[int, list] = {}
-    # each order key is 4 values (missing, kind, number, text), flattened: flat tuples
-    # compare faster than nested ones in the heap
-    positions = [(4 * j + 2, is_slots, descending) for j, is_slots, descending in free_keys]
-
-    def key(i: int) -> tuple:
-        flat = static.get(i)
-        if flat is None:
-            flat = static[i] = [v for part in order_key(req, pool.static_attributes(i))  # type: ignore[arg-type]
-                                for v in part]
-        if positions:
-            flat = flat[:]
-            for at, is_slots, descending in positions:
-                value = free_slots[i] if is_slots else free_mem[i]
-                flat[at - 2:at + 2] = (0, 0, -value if descending else value, "")
-        return (*flat, *score.key(pool, i))
-
-    return key, dynamic, improving
 
 
 class SchedulingPass:
@@ -113,14 +59,12 @@ class SchedulingPass:
         self.queue_running: dict[str, int] = {}
         self.user_running: dict[tuple[str, str], int] = {}
         self.placed_per_array: dict[int, int] = {}
-        groups = snapshot.groups
         seconds = dict(snapshot.usage)
         for job in snapshot.running:
             self._count(job.user, job.queue, job.slots)
             seconds[job.user] = seconds.get(job.user, 0.0) + job.slots * max(
                 0.0, now - job.start_time)
         self.usage_hours = {user: s / 3600.0 for user, s in seconds.items()}
-        self.group_of = lambda user: groups.get(user, "default")
 
     def _count(self, user: str, queue: str, slots: int) -> None:
         running = self.running_slots
@@ -364,11 +308,11 @@ class SchedulingPass:
             return "no host is big enough"
         req = parse_requirement(spec.resources) if spec.resources else None
         live = None
-        if req is not None and _names(req.select) & FREE_ATTRIBUTES:
+        if req is not None and select_names(req.select) & FREE_ATTRIBUTES:
             live = req.select
         functions = self._key_functions.get(fkey)
         if functions is None:
-            functions = self._key_functions[fkey] = _key_function(pool, req, policy.score)
+            functions = self._key_functions[fkey] = key_function(pool, req, policy.score)
         key, dynamic, improving = functions
         cached = self._rankings.get(fkey)
         if not dynamic:
