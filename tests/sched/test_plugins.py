@@ -153,3 +153,22 @@ def test_full_cluster_skips_the_search_but_names_reasons() -> None:
     assert result.placements == []
     assert result.reasons == {waiting: "waiting for free slots or memory",
                               huge: "no host is big enough"}
+
+
+def test_ascending_free_order_sees_placements_of_other_shapes() -> None:
+    # order[slots]: fewest free slots first (a pack by expression); 1- and 2-slot jobs
+    # alternate, so each shape's ranking must see the other's placements:
+    # a 4 -> 3 (1) -> 1 (2) -> 0 (1); then a is full: b 8 -> 6 (2) -> 5 (1)
+    state = new_state(hosts={"a": (4, 1000), "b": (8, 1000)})
+    jobs = [submit(state, slots=1 + k % 2, resources="order[slots]") for k in range(5)]
+    assert placed(state) == list(zip(jobs, ["a", "a", "a", "b", "b"], strict=True))
+
+
+def test_memory_order_with_a_score_tie_break() -> None:
+    # order[-mem] with spread: most free memory first; equal memory -> most free slots
+    state = new_state(queues=(QueueRecord("normal", plugins=("spread",)),),
+                      hosts={"a": (4, 2000), "b": (8, 2000), "c": (2, 1000)})
+    jobs = [submit(state, memory_mb=600, resources="order[-mem]") for _ in range(3)]
+    # a, b tie on 2000 MB: b has more slots -> b (1400); a (2000) -> a (1400);
+    # a/b tie on 1400: b has 7 free vs a 3 -> b
+    assert placed(state) == list(zip(jobs, ["b", "a", "b"], strict=True))

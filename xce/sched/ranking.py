@@ -43,6 +43,13 @@ def key_function(pool: HostPool, req: ResourceRequirement | None,
     if not order:
         return (lambda i: score.key(pool, i)), dynamic, improving
     free_slots, free_mem = pool.free_slots, pool.free_mem
+    if len(order) == 1 and free_keys and score.name == "first-fit":
+        # the common `order[-slots]` / `order[mem]`: always defined, so one number ranks
+        _, is_slots, descending = free_keys[0]
+        values = free_slots if is_slots else free_mem
+        if descending:
+            return (lambda i: (-values[i],)), dynamic, improving
+        return (lambda i: (values[i],)), dynamic, improving
     static: dict[int, list] = {}
     # each order key is 4 values (missing, kind, number, text), flattened: flat tuples
     # compare faster than nested ones in the heap
