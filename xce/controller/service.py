@@ -33,8 +33,8 @@ from xce.core.model import (
 )
 from xce.core.state import ClusterState, parse_job_id
 from xce.sched import pipeline
-from xce.sched.plugins import policy_for
 from xce.sched.expr import parse_requirement
+from xce.sched.plugins import policy_for
 from xce.sched.snapshot import PendingMemo, snapshot_of
 from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
