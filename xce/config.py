@@ -17,6 +17,7 @@ from typing import Any
 from xce.auth.guard import GuardSettings
 from xce.core.errors import InvalidRequest
 from xce.core.model import HostFailurePolicy, QueueRecord
+from xce.sched.settings import SchedulerSettings, parse_scheduler
 
 DEFAULT_PORT = 6820
 
@@ -56,6 +57,7 @@ class ControllerSettings:
     checkpoint_every: int = 100_000
     checkpoint_interval_s: float = 300.0
     finished_retention_s: float = 3600.0
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,32 @@ def _queue(i: int, data: Any) -> QueueRecord:
         hosts=tuple(hosts),
         description=_typed(section, "description", data.get("description", ""), str),
         on_host_failure=policy,
+        **_queue_scheduling(section, data),
     )
+
+
+def _queue_scheduling(section: str, data: dict[str, Any]) -> dict[str, Any]:
+    """`plugins`, `max_running`, `max_running_per_user`, `shares` of one `[[queue]]`."""
+    from xce.sched.plugins import policy_for
+
+    out: dict[str, Any] = {}
+    plugins = data.get("plugins", [])
+    if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
+        raise ConfigError(f"{section}.plugins must be a list of plugin names")
+    try:
+        policy_for(tuple(plugins))
+    except ValueError as exc:
+        raise ConfigError(f"{section}.plugins: {exc}") from None
+    out["plugins"] = tuple(plugins)
+    for key in ("max_running", "max_running_per_user"):
+        if key in data:
+            out[key] = int(_positive(section, key, _typed(section, key, data[key], int)))
+    shares = data.get("shares", {})
+    _typed(section, "shares", shares, dict)
+    for who, value in shares.items():
+        _positive(f"{section}.shares", who, value)
+    out["shares"] = tuple(sorted((who, str(value)) for who, value in shares.items()))
+    return out
 
 
 def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -283,7 +310,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     """Validate a parsed TOML document into `Config`; raises `ConfigError` naming the key."""
     base = path.parent if path else Path.cwd()
     _check_keys("(top level)", data, {"cluster", "controller", "auth", "queue", "worker", "tls",
-                                      "guard"})
+                                      "guard", "scheduler"})
     cluster = data.get("cluster", {})
     _check_keys("cluster", cluster, {"controllers"})
     controllers = cluster.get("controllers", list(Config.controllers))
@@ -300,6 +327,11 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         if dup:
             raise ConfigError(f"queue {dup!r} is defined twice")
         ctl["queues"] = queues
+    if "scheduler" in data:
+        try:
+            ctl["scheduler"] = parse_scheduler(data["scheduler"])
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     settings = ControllerSettings(**ctl)
     if settings.default_queue not in {q.name for q in settings.queues}:
         raise ConfigError(f"controller.default_queue {settings.default_queue!r} is not a queue")

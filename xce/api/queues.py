@@ -37,6 +37,10 @@ async def create(request: web.Request) -> web.Response:
         hosts=tuple(body.get("hosts", [])),
         description=body.get("description", ""),
         on_host_failure=HostFailurePolicy(body.get("on_host_failure", "requeue")),
+        plugins=tuple(body.get("plugins", [])),
+        max_running=body.get("max_running"),
+        max_running_per_user=body.get("max_running_per_user"),
+        shares=tuple(sorted((k, str(v)) for k, v in body.get("shares", {}).items())),
     )
     service = _service(request)
     created = await service.create_queue(queue)

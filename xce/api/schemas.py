@@ -49,6 +49,11 @@ QUEUE_CREATE: dict[str, Any] = {
         "hosts": {"type": "array", "maxItems": 100000, "items": NAME},
         "description": {"type": "string", "maxLength": 1024},
         "on_host_failure": {"type": "string", "enum": ["requeue", "exit"]},
+        "plugins": {"type": "array", "maxItems": 32, "items": NAME},
+        "max_running": {"type": "integer", "minimum": 1},
+        "max_running_per_user": {"type": "integer", "minimum": 1},
+        "shares": {"type": "object", "maxProperties": 100000,
+                   "additionalProperties": {"type": "number", "exclusiveMinimum": 0}},
     },
 }
 

@@ -33,10 +33,12 @@ from xce.core.model import (
     QueueRecord,
 )
 from xce.core.state import ClusterState, parse_job_id
-from xce.sched import fcfs
+from xce.sched import pipeline
 from xce.sched.expr import parse_requirement
-from xce.sched.snapshot import snapshot_of
+from xce.sched.plugins import policy_for
+from xce.sched.snapshot import PendingMemo, snapshot_of
 from xce.sched.types import Plan
+from xce.sched.usage import UsageLedger
 from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
 from xce.store.log import EventLog, MemoryEventLog
 
@@ -69,7 +71,7 @@ class ControllerService:
         state: ClusterState | None = None,
         log: EventLog | None = None,
         clock: Callable[[], float] = time.time,
-        planner: Planner = fcfs.plan,
+        planner: Planner = pipeline.plan,
     ) -> None:
         self.settings = settings
         self.files = files
@@ -83,6 +85,12 @@ class ControllerService:
         self.schedule_needed = asyncio.Event()
         self.listeners: list[Callable[[ev.Event], None]] = []
         self.stats = {"scheduling_passes": 0, "last_pass_ms": 0.0, "dispatched": 0}
+        # Fairshare: decayed usage of finished jobs, fed by every committed event.
+        self.usage = UsageLedger(settings.scheduler.fairshare_half_life_s)
+        self.usage.seed(self.state)
+        self.listeners.append(lambda event: self.usage.observe(event, self.state))
+        self._groups = settings.scheduler.group_map()
+        self._pending_memo: PendingMemo = {}
 
     # --- committing ---------------------------------------------------------------------
 
@@ -333,6 +341,10 @@ class ControllerService:
     async def create_queue(self, queue: QueueRecord) -> QueueRecord:
         if queue.name in self.state.queues:
             raise Conflict(f"queue {queue.name!r} already exists")
+        try:
+            policy_for(queue.plugins)
+        except ValueError as exc:
+            raise InvalidRequest(f"plugins: {exc}") from None
         await self.commit([ev.QueueCreated(self.clock(), queue)])
         return self.state.queues[queue.name]
 
@@ -389,7 +401,10 @@ class ControllerService:
             )
             return 0
         started = time.perf_counter()
-        result = self.planner(snapshot_of(self.state), self.clock())
+        now = self.clock()
+        snapshot = snapshot_of(self.state, self.usage.usage(now), self._groups,
+                               self._pending_memo)
+        result = self.planner(snapshot, now)
         self.reasons = result.reasons
         now = self.clock()
         events: list[ev.Event] = []

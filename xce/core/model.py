@@ -171,6 +171,12 @@ class QueueRecord:
     hosts: tuple[str, ...] = ()
     description: str = ""
     on_host_failure: HostFailurePolicy = HostFailurePolicy.REQUEUE
+    # Scheduling (xce/sched/plugins): plugin names, running-job limits, fairshare shares
+    # as (user or "@group", shares) pairs. Empty / None means FCFS first-fit, no limit.
+    plugins: tuple[str, ...] = ()
+    max_running: int | None = None
+    max_running_per_user: int | None = None
+    shares: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,12 @@ run off the event loop (or in another process) while the state moves on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from xce.core.arrayspec import IndexSet
 from xce.core.deps import DepStatus, evaluate
-from xce.core.model import HostStatus, JobSpec, QueueRecord
+from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord
 from xce.core.state import ClusterState
 
 
@@ -45,6 +46,21 @@ class PendingArray:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningJob:
+    """An active job (running or suspended): it holds `slots` and `memory_mb` on `host`
+    until `start_time + walltime_s` at the latest (None: no limit, no known end)."""
+
+    job_id: str
+    user: str
+    queue: str
+    host: str
+    slots: int
+    memory_mb: int
+    start_time: float
+    walltime_s: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     hosts: tuple[HostView, ...]
     queues: dict[str, QueueRecord]
@@ -52,12 +68,58 @@ class Snapshot:
     arrays: tuple[PendingArray, ...]
     # number -> (max_concurrent, active tasks) for every array with something pending
     array_limits: dict[int, tuple[int | None, int]]
+    running: tuple[RunningJob, ...] = ()
+    # user -> decayed core-seconds of finished jobs (xce/sched/usage.py), for fairshare
+    usage: Mapping[str, float] = field(default_factory=dict)
+    # user -> fairshare group ([scheduler] groups); users not named are in "default"
+    groups: Mapping[str, str] = field(default_factory=dict)
 
 
-def snapshot_of(state: ClusterState) -> Snapshot:
+PendingMemo = dict[str, tuple[JobRecord, PendingJob]]
+
+
+def _pending_with_memo(state: ClusterState, memo: PendingMemo,
+                       deps: Callable[[JobSpec], DepStatus]) -> tuple[PendingJob, ...]:
+    """Pending views, reusing those of unchanged records (records are immutable, so the same
+    object means the same job). Jobs with dependencies are always re-evaluated."""
+    out = []
+    jobs, get = state.jobs, memo.get
+    for job_id in state.pending:
+        record = jobs[job_id]
+        known = get(job_id)
+        if known is not None and known[0] is record and not record.spec.dependency:
+            out.append(known[1])
+            continue
+        view = PendingJob(record.id, record.number, record.array_index, record.spec,
+                          deps(record.spec))
+        memo[job_id] = (record, view)
+        out.append(view)
+    if len(memo) > 2 * len(out) + 1024:  # forget jobs that are no longer pending
+        keep = {v.job_id for v in out}
+        for job_id in [k for k in memo if k not in keep]:
+            del memo[job_id]
+    return tuple(out)
+
+
+def snapshot_of(
+    state: ClusterState,
+    usage: Mapping[str, float] | None = None,
+    groups: Mapping[str, str] | None = None,
+    memo: PendingMemo | None = None,
+) -> Snapshot:
+    """The scheduler's view of `state`; `usage` and `groups` feed fairshare (the controller's
+    `UsageLedger` and `[scheduler] groups`). With `memo` (kept by the caller between
+    passes) the view of a pending job whose record has not changed is reused."""
     hosts = []
+    running = []
     for host in sorted(state.hosts.values(), key=lambda h: h.name):
         load = state.host_load.get(host.name)
+        if load is not None:
+            for job_id in sorted(load.jobs):
+                job = state.jobs[job_id]
+                running.append(RunningJob(
+                    job_id, job.spec.user, job.spec.queue, host.name, job.spec.slots,
+                    job.spec.memory_mb, job.start_time or 0.0, job.spec.walltime_s))
         used_slots = load.slots if load else 0
         used_mem = load.memory_mb if load else 0
         hosts.append(
@@ -70,10 +132,13 @@ def snapshot_of(state: ClusterState) -> Snapshot:
     def deps(spec: JobSpec) -> DepStatus:
         return evaluate(spec.dependency, state) if spec.dependency else DepStatus.SATISFIED
 
-    jobs = tuple(
-        PendingJob(j.id, j.number, j.array_index, j.spec, deps(j.spec))
-        for j in (state.jobs[i] for i in state.pending)
-    )
+    if memo is None:
+        jobs = tuple(
+            PendingJob(j.id, j.number, j.array_index, j.spec, deps(j.spec))
+            for j in (state.jobs[i] for i in state.pending)
+        )
+    else:
+        jobs = _pending_with_memo(state, memo, deps)
     arrays = tuple(
         PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active, deps(a.spec))
         for a in (state.arrays[n] for n in state.pending_arrays)
@@ -82,4 +147,5 @@ def snapshot_of(state: ClusterState) -> Snapshot:
     # Requeued tasks are ordinary pending jobs, but their array's limit still applies.
     numbers = {a.number for a in arrays} | {j.number for j in jobs if j.index is not None}
     limits = {n: (state.arrays[n].max_concurrent, state.arrays[n].active) for n in numbers}
-    return Snapshot(tuple(hosts), dict(state.queues), jobs, arrays, limits)
+    return Snapshot(tuple(hosts), dict(state.queues), jobs, arrays, limits, tuple(running),
+                    dict(usage or {}), dict(groups or {}))

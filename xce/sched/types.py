@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,3 +20,5 @@ class Plan:
 
     placements: list[Placement] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
+    # EASY backfill: {"job_id", "host", "start"} of the reservation this pass kept, if any
+    reservations: list[dict[str, Any]] = field(default_factory=list)

@@ -66,6 +66,10 @@ struct QueueRecord {
   hosts @4 :List(Text);
   description @5 :Text;
   onHostFailure @6 :Text;
+  plugins @7 :List(Text);
+  maxRunning @8 :OptInt;
+  maxRunningPerUser @9 :OptInt;
+  shares @10 :List(KeyValue);
 }
 
 struct HostRecord {

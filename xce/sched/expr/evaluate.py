@@ -32,7 +32,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Mapping
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 from typing import Any
 
 from xce.sched.expr.model import (
@@ -66,6 +66,8 @@ _FALSE_WORDS = frozenset({"", "false", "no"})
 
 def as_number(value: object) -> float | None:
     """The numeric value of an attribute, or None when it is not a number."""
+    if type(value) is str:
+        return _text_number(value)
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
@@ -73,6 +75,12 @@ def as_number(value: object) -> float | None:
     if isinstance(value, str) and _NUMERIC.fullmatch(value):
         return float(value)
     return None
+
+
+@lru_cache(maxsize=65536)
+def _text_number(value: str) -> float | None:
+    """Attribute strings repeat across hosts ("X86", "16"): parse each once."""
+    return float(value) if _NUMERIC.fullmatch(value) else None
 
 
 def _text(value: object) -> str:

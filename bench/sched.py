@@ -1,0 +1,156 @@
+"""Scheduling figures: one full pass over 10k / 100k pending jobs and 1k / 10k hosts, with
+and without backfill and resource expressions; simulated jobs per second on a trace.
+
+Snapshots are built directly (not through ClusterState) so that the figure is the pass
+itself; `snapshot_of` on a 100k-pending state is reported as a row of its own.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from dataclasses import replace
+
+from bench.common import Plan as BenchPlan
+from bench.common import Row, verdict
+from xce.core.deps import DepStatus
+from xce.core.model import JobSpec, QueueRecord
+from xce.sched.pipeline import plan
+from xce.sched.snapshot import HostView, PendingJob, RunningJob, Snapshot
+
+NOW = 1_000_000.0
+SLOTS, MEMORY = 16, 64_000
+EXPRESSIONS = ("", "select[type==X86 && maxmem>=32000] order[-slots]",
+               "select[rack==r1 || rack==r2 || rack==r3]", "select[!defined(gpu)] order[ut]")
+
+
+def cluster(pending: int, hosts: int, plugins: tuple[str, ...], expressions: bool,
+            seed: int = 1) -> Snapshot:
+    """`hosts` hosts of 16 slots, each half busy with jobs ending within 2 h, and `pending`
+    jobs of 1-16 slots (20 shapes, plus 4 resource strings when `expressions`)."""
+    rng = random.Random(seed)
+    views, running = [], []
+    for i in range(hosts):
+        name = f"h{i:05d}"
+        attrs = (("rack", f"r{i % 20}"), ("type", "X86" if i % 4 else "ARM"),
+                 ("ut", str(i % 7)))
+        busy = rng.choice((4, 8, 12))
+        views.append(HostView(name, SLOTS, MEMORY, SLOTS - busy, MEMORY - busy * 1000, attrs,
+                              True))
+        for k in range(busy // 4):
+            running.append(RunningJob(f"r{i}.{k}", f"u{k}", "normal", name, 4, 4000,
+                                      NOW - rng.randrange(3600), rng.choice((3600, 7200))))
+    specs = []
+    for k in range(20):
+        resources = EXPRESSIONS[k % len(EXPRESSIONS)] if expressions else ""
+        specs.append(JobSpec(user=f"u{k % 8}", queue="normal", command="x",
+                             slots=(1, 2, 4, 8, 16)[k % 5], memory_mb=(0, 1000, 4000)[k % 3],
+                             walltime_s=(600, 3600, 14400)[k % 3], resources=resources))
+    jobs = tuple(PendingJob(str(n), n, None, rng.choice(specs), DepStatus.SATISFIED)
+                 for n in range(1, pending + 1))
+    queue = QueueRecord("normal", plugins=plugins)
+    return Snapshot(tuple(views), {"normal": queue}, jobs, (), {}, tuple(running))
+
+
+def timed(snapshot: Snapshot, repeats: int) -> tuple[float, float, int]:
+    """(median wall seconds, median CPU seconds of this process, placements) of a pass.
+
+    The verdict uses CPU time: the pass is single-threaded, so on an idle machine wall time
+    equals it, while on a shared one wall time mostly measures the other processes."""
+    walls, cpus, placed = [], [], 0
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = plan(snapshot, NOW)
+        cpus.append(time.process_time() - cpu)
+        walls.append(time.perf_counter() - wall)
+        placed = len(result.placements)
+    return statistics.median(walls), statistics.median(cpus), placed
+
+
+def run(bench: BenchPlan) -> list[Row]:
+    rows = []
+    sizes = [(10_000, 1_000), (10_000, 10_000), (100_000, 1_000), (100_000, 10_000)]
+    repeats = 1 if bench.quick else 3
+    for plugins, label in (((), "first-fit"), (("backfill",), "EASY backfill")):
+        for expressions in (False, True):
+            for pending, hosts in sizes:
+                snap = cluster(pending, hosts, plugins, expressions)
+                wall, cpu, placed = timed(snap, repeats)
+                big = (pending, hosts) == (100_000, 10_000)
+                what = "+ expressions" if expressions else "no expressions"
+                rows.append(Row(f"sched pass {pending // 1000}k pending x {hosts // 1000}k "
+                                f"hosts, {label}, {what}",
+                                f"cpu {cpu * 1000:,.0f} ms, wall {wall * 1000:,.0f} ms "
+                                f"({placed:,} placed)", "< 1 s" if big else "-",
+                                verdict(cpu < 1) if big else "info",
+                                {"cpu_s": cpu, "wall_s": wall, "placed": placed}))
+    rows.extend(_growth(repeats))
+    rows.extend(_snapshot_row(bench))
+    rows.extend(_simulate_row(bench))
+    return rows
+
+
+def _growth(repeats: int) -> list[Row]:
+    """How a pass grows with pending jobs (10k hosts) and with hosts (100k pending)."""
+    by_jobs = [timed(cluster(n, 10_000, ("backfill",), True), repeats)[1]
+               for n in (25_000, 50_000, 100_000)]
+    by_hosts = [timed(cluster(100_000, h, ("backfill",), True), repeats)[1]
+                for h in (2_500, 5_000, 10_000)]
+    return [
+        Row("sched pass growth, 25k/50k/100k pending (10k hosts, EASY + expr)",
+            "cpu " + " / ".join(f"{s * 1000:.0f}" for s in by_jobs) + " ms", "near linear",
+            "info"),
+        Row("sched pass growth, 2.5k/5k/10k hosts (100k pending, EASY + expr)",
+            "cpu " + " / ".join(f"{s * 1000:.0f}" for s in by_hosts) + " ms", "-", "info"),
+    ]
+
+
+def _snapshot_row(bench: BenchPlan) -> list[Row]:
+    from xce.core import events as ev
+    from xce.core.state import ClusterState
+    from xce.sched.snapshot import snapshot_of
+
+    state = ClusterState()
+    state.apply(ev.QueueCreated(NOW, QueueRecord("normal")))
+    for i in range(10_000):
+        state.apply(ev.HostRegistered(NOW, f"h{i:05d}", SLOTS, MEMORY))
+    spec = JobSpec(user="u1", queue="normal", command="x")
+    for n in range(1, 100_001):
+        state.apply(ev.JobSubmitted(NOW, n, replace(spec, slots=1 + n % 4)))
+    started = time.process_time()
+    snapshot_of(state)
+    cold = time.process_time() - started
+    memo: dict = {}
+    snapshot_of(state, memo=memo)
+    started = time.process_time()
+    snapshot_of(state, memo=memo)
+    warm = time.process_time() - started
+    return [Row("snapshot_of, 100k pending x 10k hosts (on the event loop): cold / with "
+                "the controller's memo", f"cpu {cold * 1000:,.0f} / {warm * 1000:,.0f} ms",
+                "-", "info")]
+
+
+def _simulate_row(bench: BenchPlan) -> list[Row]:
+    from xce.sched.simulate import simulate
+    from xce.sched.workload import synthetic
+
+    count = 2_000 if bench.quick else 10_000
+    jobs = synthetic(count, max_procs=32, seed=5, mean_interarrival_s=30)
+    rows = []
+    for policy in ("first-fit", "easy"):
+        result = simulate(jobs, hosts=16, slots=32, policy=policy)
+        m = result.metrics()
+        rows.append(Row(f"simulate {count:,}-job synthetic trace, 16 x 32 slots, {policy}",
+                        f"{m['jobs_per_s']:,.0f} jobs/s ({m['passes']:,} passes, "
+                        f"util {100 * m['utilisation']:.0f} %)", "-", "info"))
+    return rows
+
+
+if __name__ == "__main__":
+    import sys
+
+    from bench.common import table
+
+    quick = "--quick" in sys.argv
+    print(table(run(BenchPlan.make(quick, root=__import__("pathlib").Path("/tmp")))))

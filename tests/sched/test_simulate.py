@@ -1,0 +1,138 @@
+"""The simulator against hand-computed results, the SWF reader, and the CLI.
+
+The four-job trace (1 host, 4 slots; procs / run / requested):
+  1: t=0,  2 slots, 100 s / 100 s      2: t=0,  4 slots, 50 s / 60 s
+  3: t=10, 2 slots, 20 s / 30 s        4: t=20, 2 slots, 200 s / 200 s
+
+fcfs (strict): 1 [0,100], 2 [100,150], 3 [150,170], 4 [150,350]
+   waits 0, 100, 140, 130 -> 92.5; bsld 1, 3, 8, 1.65 -> 3.4125; makespan 350
+first-fit (the live default): 1 [0,100], 3 [10,30], 4 [30,230], 2 [230,280]
+   waits 0, 230, 0, 10 -> 60; bsld 1, 5.6, 1, 1.05 -> 2.1625; makespan 280
+easy: 2 is reserved from 100; 3 ends by 40 <= 100 so it backfills; 4 would run past 100
+   1 [0,100], 3 [10,30], 2 [100,150], 4 [150,350]
+   waits 0, 100, 0, 130 -> 57.5; bsld 1, 3, 1, 1.65 -> 1.6625; makespan 350
+Busy slot-seconds 2*100 + 4*50 + 2*20 + 2*200 = 840 of 4 * makespan.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xce.sched.simulate import simulate
+from xce.sched.swf import SwfError, SwfJob, parse_swf, read_swf, write_swf
+from xce.sched.workload import synthetic
+
+TRACE = """\
+; Version: 2.2
+; MaxProcs: 4
+1 0 -1 100 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1
+2 0 -1 50 4 -1 -1 4 60 -1 1 2 1 -1 1 -1 -1 -1
+3 10 -1 20 2 -1 -1 2 30 -1 1 1 1 -1 1 -1 -1 -1
+4 20 -1 200 2 -1 -1 2 200 -1 1 3 2 -1 1 -1 -1 -1
+"""
+
+
+@pytest.mark.parametrize(("policy", "wait", "bsld", "makespan", "starts"), [
+    ("fcfs", 92.5, 3.4125, 350, {1: 0, 2: 100, 3: 150, 4: 150}),
+    ("first-fit", 60.0, 2.1625, 280, {1: 0, 2: 230, 3: 10, 4: 30}),
+    ("easy", 57.5, 1.6625, 350, {1: 0, 2: 100, 3: 10, 4: 150}),
+])
+def test_hand_computed(policy: str, wait: float, bsld: float, makespan: float,
+                       starts: dict[int, float]) -> None:
+    result = simulate(parse_swf(TRACE.splitlines()).jobs, hosts=1, slots=4, policy=policy)
+    m = result.metrics()
+    assert (m["jobs"], m["skipped"], m["killed"]) == (4, 0, 0)
+    assert m["avg_wait_s"] == pytest.approx(wait)
+    assert m["avg_bounded_slowdown"] == pytest.approx(bsld)
+    assert m["makespan_s"] == makespan
+    assert m["utilisation"] == pytest.approx(840 / (4 * makespan))
+    assert {o.job.number: o.start for o in result.outcomes} == starts
+
+
+def test_jobs_are_killed_at_their_requested_time() -> None:
+    # runs 100 s but asked for 50: killed at 50; the next job starts then.
+    jobs = [SwfJob(1, 0, 100, 4, 50, "u1", "g1"), SwfJob(2, 0, 10, 4, 10, "u1", "g1")]
+    result = simulate(jobs, hosts=1, slots=4, policy="fcfs")
+    m = result.metrics()
+    assert (m["killed"], m["makespan_s"]) == (1, 60)
+    assert [(o.start, o.end) for o in result.outcomes] == [(0, 50), (50, 60)]
+    # bounded slowdown uses the 50 s it ran: 1, then (50 + 10) / max(10, 10) = 6
+    assert m["avg_bounded_slowdown"] == pytest.approx(3.5)
+
+
+def test_jobs_wider_than_a_host_are_skipped() -> None:
+    jobs = [SwfJob(1, 0, 10, 8, 10, "u1", "g1"), SwfJob(2, 0, 10, 2, 10, "u1", "g1")]
+    m = simulate(jobs, hosts=2, slots=4).metrics()
+    assert (m["jobs"], m["skipped"]) == (1, 1)
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "first-fit", "easy", "fairshare",
+                                    "fairshare-group", "spread", "pack,backfill"])
+def test_generated_workload_respects_capacity(policy: str) -> None:
+    jobs = synthetic(400, max_procs=16, seed=7, mean_interarrival_s=30)
+    result = simulate(jobs, hosts=4, slots=16, policy=policy)
+    assert result.metrics()["jobs"] == 400
+    edges: list[tuple[float, int, str]] = []
+    for o in result.outcomes:
+        assert o.start is not None and o.end is not None and o.start >= o.job.submit
+        edges += [(o.start, o.job.procs, o.host), (o.end, -o.job.procs, o.host)]
+    used: dict[str, int] = {}
+    for _, delta, host in sorted(edges, key=lambda e: (e[0], e[1])):  # ends first
+        used[host] = used.get(host, 0) + delta
+        assert used[host] <= 16
+
+
+def test_backfill_beats_strict_fcfs_on_a_busy_generated_workload() -> None:
+    jobs = synthetic(400, max_procs=16, seed=3, mean_interarrival_s=20)
+    fcfs = simulate(jobs, hosts=2, slots=16, policy="fcfs").metrics()
+    easy = simulate(jobs, hosts=2, slots=16, policy="easy").metrics()
+    assert easy["avg_wait_s"] < fcfs["avg_wait_s"]
+    assert easy["avg_bounded_slowdown"] < fcfs["avg_bounded_slowdown"]
+
+
+def test_swf_header_skips_and_errors(tmp_path: Path) -> None:
+    trace = parse_swf((TRACE + "5 30 -1 -1 2 -1 -1 2 10 -1 0 1 1 -1 1 -1 -1 -1\n").splitlines())
+    assert (len(trace.jobs), trace.skipped, trace.max_procs) == (4, 1, 4)
+    assert trace.jobs[0] == SwfJob(1, 0.0, 100.0, 2, 100, "u1", "g1")
+    with pytest.raises(SwfError, match="line 2: expected 18 fields, found 3"):
+        parse_swf(["; x", "1 2 3"])
+    path = tmp_path / "t.swf.gz"
+    path.write_bytes(gzip.compress(write_swf(trace.jobs, {"MaxProcs": "4"}).encode()))
+    again = read_swf(path)
+    assert again.jobs == trace.jobs and again.max_procs == 4
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "xce", "simulate", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cli_json_on_a_gzipped_trace(tmp_path: Path) -> None:
+    path = tmp_path / "small.swf.gz"
+    path.write_bytes(gzip.compress(TRACE.encode()))
+    done = run_cli(str(path), "--policy", "easy", "--json")
+    assert done.returncode == 0, done.stderr
+    m = json.loads(done.stdout)
+    assert (m["jobs"], m["avg_wait_s"], m["makespan_s"]) == (4, 57.5, 350)
+    text = run_cli(str(path), "--policy", "fcfs")
+    assert "avg wait     92.5 s" in text.stdout
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.swf"
+    bad.write_text("1 2 3\n")
+    for args, message in [((str(bad),), "line 1: expected 18 fields"),
+                          ((str(tmp_path / "none.swf"),), "cannot read"),
+                          ((str(bad), "--policy", "nope"), "unknown scheduler plugin")]:
+        if "nope" in args:
+            bad.write_text(TRACE)
+        done = run_cli(*args)
+        assert done.returncode == 1
+        assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in done.stderr

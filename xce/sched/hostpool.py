@@ -1,0 +1,163 @@
+"""Free resources of every host during one pass, indexed so that placement is cheap.
+
+Within a pass free slots and memory only go down. So for one job *shape* (queue, slots,
+memory, resource string, walltime) a host that cannot take it now never will in this pass,
+and a shape that found no host stays without one. The candidate sets exploit both: each
+keeps the hosts a shape may use, best first, and drops for good every host it finds too
+full, so placing n jobs of one shape over h hosts costs O(n + h) (static ranking: a sorted
+list and a cursor) or O((n + h) log h) (rankings on free resources: a heap), not O(n h).
+
+Rankings on free resources are refreshed lazily. When a placement makes a host's key worse
+(spread, `order[-slots]`), its stale entry is re-keyed when it reaches the top. When it can
+make the key better (pack, `order[slots]`), the new key is pushed into every such set at
+once; those sets are the ones whose cost grows with placements.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+
+from xce.sched.expr import Node, host_attributes, matches
+from xce.sched.snapshot import Snapshot
+
+INFINITY = float("inf")
+Allow = Callable[[int], bool] | None
+
+
+class HostPool:
+    """Hosts by index (the snapshot's name order) with this pass's free slots and memory."""
+
+    def __init__(self, snapshot: Snapshot, now: float) -> None:
+        self.hosts = snapshot.hosts
+        self.now = now
+        self.index = {h.name: i for i, h in enumerate(self.hosts)}
+        self.free_slots = [h.free_slots for h in self.hosts]
+        self.free_mem = [h.free_memory_mb for h in self.hosts]
+        self.version = [0] * len(self.hosts)
+        self.placements = 0
+        self.total_free_slots = sum(max(0, h.free_slots) for h in self.hosts if h.schedulable)
+        self._running = snapshot.running
+        self._placed: list[tuple[int, float, int, int]] = []
+        self._releases: list[list[tuple[float, int, int]]] | None = None
+        self._static: list[dict[str, str | int | float] | None] = [None] * len(self.hosts)
+        self.improving_sets: list[RankedCandidates] = []
+
+    def static_attributes(self, i: int) -> dict[str, str | int | float]:
+        """Host `i`'s attributes as at the start of the pass (cached; do not modify)."""
+        found = self._static[i]
+        if found is None:
+            found = self._static[i] = host_attributes(self.hosts[i])
+        return found
+
+    def attributes(self, i: int) -> dict[str, str | int | float]:
+        """What a resource expression sees of host `i`, with this pass's placements."""
+        attrs = dict(self.static_attributes(i))
+        attrs["slots"] = self.free_slots[i]
+        attrs["mem"] = self.free_mem[i]
+        return attrs
+
+    def take(self, i: int, slots: int, memory_mb: int, walltime_s: int | None) -> None:
+        """Place a job of this size on host `i` (it frees them at now + walltime)."""
+        self.free_slots[i] -= slots
+        self.free_mem[i] -= memory_mb
+        self.total_free_slots -= slots
+        self.version[i] += 1
+        self.placements += 1
+        end = INFINITY if walltime_s is None else self.now + walltime_s
+        if self._releases is not None:
+            self._releases[i].append((end, slots, memory_mb))
+        else:
+            self._placed.append((i, end, slots, memory_mb))
+        for candidates in self.improving_sets:
+            candidates.refresh(i)
+
+    def releases(self, i: int) -> list[tuple[float, int, int]]:
+        """(time, slots, memory) host `i` gets back as its jobs reach their walltime; jobs
+        without one never give theirs back; overdue jobs are expected to end now."""
+        if self._releases is None:
+            table: list[list[tuple[float, int, int]]] = [[] for _ in self.hosts]
+            for job in self._running:
+                at = self.index.get(job.host)
+                if at is None:
+                    continue
+                end = (INFINITY if job.walltime_s is None
+                       else max(self.now, job.start_time + job.walltime_s))
+                table[at].append((end, job.slots, job.memory_mb))
+            for at, end, slots, mem in self._placed:
+                table[at].append((end, slots, mem))
+            self._releases = table
+        return sorted(self._releases[i])
+
+    def fits(self, i: int, slots: int, memory_mb: int, live: Node | None) -> bool:
+        return (self.free_slots[i] >= slots and self.free_mem[i] >= memory_mb
+                and (live is None or matches(live, self.attributes(i))))
+
+
+class OrderedCandidates:
+    """A static ranking: the hosts in a fixed order and a cursor past the ones too full."""
+
+    __slots__ = ("_at", "_hosts", "_pool", "live_select", "memory_mb", "slots")
+
+    def __init__(self, pool: HostPool, hosts: Sequence[int], slots: int, memory_mb: int,
+                 live_select: Node | None) -> None:
+        self._pool, self._hosts, self._at = pool, hosts, 0
+        self.slots, self.memory_mb, self.live_select = slots, memory_mb, live_select
+
+    def find(self, allow: Allow = None) -> int | None:
+        hosts, at, pool = self._hosts, self._at, self._pool
+        free_slots, free_mem = pool.free_slots, pool.free_mem
+        slots, memory_mb, live = self.slots, self.memory_mb, self.live_select
+        end = len(hosts)
+        while at < end:
+            i = hosts[at]
+            if (free_slots[i] >= slots and free_mem[i] >= memory_mb
+                    and (live is None or matches(live, pool.attributes(i)))
+                    and (allow is None or allow(i))):
+                self._at = at
+                return i
+            at += 1
+        self._at = at
+        return None
+
+
+class RankedCandidates:
+    """A ranking on free resources: a heap of (key, host, version), re-keyed lazily."""
+
+    __slots__ = ("_heap", "_key", "_pool", "improving", "live_select", "memory_mb", "slots")
+
+    def __init__(self, pool: HostPool, heap: Sequence[tuple[tuple, int, int]], slots: int,
+                 memory_mb: int, key: Callable[[int], tuple], improving: bool,
+                 live_select: Node | None) -> None:
+        self._pool, self._key = pool, key
+        self.slots, self.memory_mb, self.live_select = slots, memory_mb, live_select
+        self.improving = improving
+        self._heap = list(heap)  # a heap of (key, host, version), copied: not shared
+        if improving:
+            pool.improving_sets.append(self)
+
+    def find(self, allow: Allow = None) -> int | None:
+        heap, pool = self._heap, self._pool
+        version = pool.version
+        slots, memory_mb, live, improving = self.slots, self.memory_mb, self.live_select, \
+            self.improving
+        while heap:
+            _, i, seen = heap[0]
+            if seen != version[i]:
+                if improving:
+                    heapq.heappop(heap)  # its fresh entry was pushed when it changed
+                else:
+                    heapq.heapreplace(heap, (self._key(i), i, version[i]))
+                continue
+            if pool.fits(i, slots, memory_mb, live) and (allow is None or allow(i)):
+                return i
+            heapq.heappop(heap)  # too full for this shape for the rest of the pass
+        if improving:
+            pool.improving_sets.remove(self)
+        return None
+
+    def refresh(self, i: int) -> None:
+        heapq.heappush(self._heap, (self._key(i), i, self._pool.version[i]))
+
+
+CandidateSet = OrderedCandidates | RankedCandidates

@@ -1,0 +1,330 @@
+"""The scheduling pass: order pending jobs -> filter hosts -> score hosts -> place or reserve.
+
+`plan(snapshot, now)` is pure: it reads the snapshot and returns a `Plan`, and the live
+controller and the simulator (xce/sched/simulate.py) both call it, so they decide alike.
+
+Queues are taken in strict priority order (higher `priority` first). Within one priority,
+the queues that order by `fcfs` are merged by submission, then each queue with another
+order plugin (fairshare) follows, by name. Every queue uses its own plugins
+(`QueueRecord.plugins`, see xce/sched/plugins). Jobs of the same *shape* share the work of
+finding hosts (xce/sched/hostpool.py), so a pass is near linear in pending jobs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+from xce.core.deps import DepStatus
+from xce.core.model import JobSpec, QueueRecord, task_id
+from xce.sched.expr import (
+    parse_requirement,
+)
+from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
+from xce.sched.plugins import QueuePolicy, policy_for
+from xce.sched.plugins.base import Item, OrderContext
+from xce.sched.ranking import FREE_ATTRIBUTES, key_function, select_names
+from xce.sched.reservation import Reservation
+from xce.sched.snapshot import PendingJob, Snapshot
+from xce.sched.types import Placement, Plan
+
+WAITING = "waiting for free slots or memory"
+
+
+def plan(snapshot: Snapshot, now: float) -> Plan:
+    """Placements to make now on `snapshot`, why the rest waits, and any reservation."""
+    return SchedulingPass(snapshot, now).run()
+
+
+class SchedulingPass:
+    """One pass over one snapshot; not reusable."""
+
+    def __init__(self, snapshot: Snapshot, now: float) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.pool = HostPool(snapshot, now)
+        self.result = Plan()
+        self.reservation: Reservation | None = None
+        self.policies = {name: policy_for(q.plugins) for name, q in snapshot.queues.items()}
+        self._sets: dict[tuple, CandidateSet | str] = {}
+        self._filtered: dict[tuple[str, str], list[int]] = {}
+        # (queue, resources) -> hosts ranked once (static) or a heap to copy (dynamic)
+        self._rankings: dict[tuple[str, str], tuple[Any, int]] = {}
+        self._key_functions: dict[tuple[str, str], tuple[Callable[[int], tuple], bool, bool]] = {}
+        # id(JobSpec) -> why jobs sharing that spec object cannot start in this pass
+        self._blocked: dict[int, str] = {}
+        self.running_slots: dict[str, int] = {}
+        self.group_slots: dict[str, int] = {}
+        self.queue_running: dict[str, int] = {}
+        self.user_running: dict[tuple[str, str], int] = {}
+        self.placed_per_array: dict[int, int] = {}
+        seconds = dict(snapshot.usage)
+        for job in snapshot.running:
+            self._count(job.user, job.queue, job.slots)
+            seconds[job.user] = seconds.get(job.user, 0.0) + job.slots * max(
+                0.0, now - job.start_time)
+        self.usage_hours = {user: s / 3600.0 for user, s in seconds.items()}
+
+    def _count(self, user: str, queue: str, slots: int) -> None:
+        running = self.running_slots
+        running[user] = running.get(user, 0) + slots
+        group = self.snapshot.groups.get(user, "default") if self.snapshot.groups else "default"
+        self.group_slots[group] = self.group_slots.get(group, 0) + slots
+        self.queue_running[queue] = self.queue_running.get(queue, 0) + 1
+        self.user_running[queue, user] = self.user_running.get((queue, user), 0) + 1
+
+    # --- ordering -----------------------------------------------------------------------
+
+    def _groups(self) -> list[tuple[tuple[int, int, str], list[Item]]]:
+        """Items by (priority level, order group), each sorted by submission (an array
+        before its requeued tasks, tasks by index)."""
+        groups: dict[tuple[int, int, str], list[tuple[int, Item]]] = {}
+        keys: dict[str, tuple[int, int, str]] = {}
+        for name, queue in self.snapshot.queues.items():
+            if self.policies[name].order.name == "fcfs":
+                keys[name] = (-queue.priority, 0, "")
+            else:
+                keys[name] = (-queue.priority, 1, name)
+        shift = 1 << 40
+        last: tuple[str, list[tuple[int, Item]]] | None = None
+        for job in self.snapshot.jobs:
+            name = job.spec.queue
+            if last is None or last[0] != name:
+                last = (name, groups.setdefault(keys[name], []))
+            index = job.index
+            last[1].append((job.number * shift + (0 if index is None else index + 1), job))
+        for array in self.snapshot.arrays:
+            groups.setdefault(keys[array.spec.queue], []).append((array.number * shift, array))
+        out = []
+        for key in sorted(groups):
+            pairs = groups[key]
+            pairs.sort(key=lambda pair: pair[0])
+            out.append((key, [item for _, item in pairs]))
+        return out
+
+    def run(self) -> Plan:
+        groups = self._groups()
+        queues, policies, pool = self.snapshot.queues, self.policies, self.pool
+        reasons, blocked = self.result.reasons, self._blocked
+        satisfied = DepStatus.SATISFIED
+        arrays_done: set[int] = set()
+        for (_, _, queue_name), items in groups:
+            queue = queues[queue_name or items[0].spec.queue]
+            ctx = OrderContext(self.now, queue, self.usage_hours, self.snapshot.groups,
+                               self.running_slots, self.group_slots)
+            for item in policies[queue.name].order.order(items, ctx):
+                if pool.total_free_slots <= 0:
+                    self._no_room_left(groups, arrays_done)
+                    return self.result
+                if type(item) is PendingJob:
+                    if item.index is None and item.deps is satisfied:
+                        # the common case when many jobs wait: a spec already known stuck
+                        known = blocked.get(id(item.spec))
+                        if known is not None:
+                            reasons[item.job_id] = known
+                            continue
+                else:
+                    arrays_done.add(item.number)
+                name = item.spec.queue
+                self._try(item, queues[name], policies[name])
+        return self.result
+
+    def _no_room_left(self, groups: list[tuple[tuple[int, int, str], list[Item]]],
+                      arrays_done: set[int]) -> None:
+        """Every host is full: name why each job not yet tried waits, without searching
+        (jobs sharing a spec share the answer)."""
+        reasons = self.result.reasons
+        placed = {p.job_id for p in self.result.placements}
+        by_spec: dict[int, str] = {}
+        for _, items in groups:
+            for item in items:
+                if type(item) is PendingJob:
+                    key = item.job_id
+                    if key in reasons or key in placed:
+                        continue  # tried already
+                elif item.number in arrays_done:
+                    continue
+                else:
+                    key = str(item.number)
+                if item.deps is not DepStatus.SATISFIED:
+                    reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
+                                    else "dependency can never be satisfied")
+                    continue
+                spec = item.spec
+                reason = by_spec.get(id(spec))
+                if reason is None:
+                    queue = self.snapshot.queues[spec.queue]
+                    if not queue.active:
+                        reason = f"queue {queue.name} is inactive"
+                    else:
+                        shape = self._shape(queue, spec)
+                        known = self._sets.get(shape)
+                        if known is None:
+                            known = self._sets[shape] = self._candidates(
+                                spec, queue, self.policies[queue.name])
+                        reason = known if isinstance(known, str) else WAITING
+                    by_spec[id(spec)] = reason
+                reasons[key] = reason
+
+    # --- one job or array ---------------------------------------------------------------
+
+    def _limit(self, queue: QueueRecord, user: str) -> str | None:
+        if queue.max_running is not None and \
+                self.queue_running.get(queue.name, 0) >= queue.max_running:
+            return f"queue {queue.name} has reached its limit of {queue.max_running} " \
+                   "running jobs"
+        if queue.max_running_per_user is not None and \
+                self.user_running.get((queue.name, user), 0) >= queue.max_running_per_user:
+            return f"user {user} has reached the limit of {queue.max_running_per_user} " \
+                   f"running jobs in queue {queue.name}"
+        return None
+
+    def _room(self, number: int) -> int | None:
+        limit, active = self.snapshot.array_limits[number]
+        return None if limit is None else limit - active - self.placed_per_array.get(number, 0)
+
+    def _try(self, item: Item, queue: QueueRecord, policy: QueuePolicy) -> None:
+        spec = item.spec
+        is_job = type(item) is PendingJob
+        key = item.job_id if is_job else str(item.number)  # type: ignore[union-attr]
+        reasons = self.result.reasons
+        if not queue.active:
+            reasons[key] = f"queue {queue.name} is inactive"
+            if is_job:
+                self._blocked[id(spec)] = reasons[key]
+            return
+        if not is_job:
+            limited = self._limit(queue, spec.user)
+            if limited:
+                reasons[key] = limited
+                return
+        if item.deps is not DepStatus.SATISFIED:
+            reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
+                            else "dependency can never be satisfied")
+            return
+        if is_job:
+            if item.index is not None:  # type: ignore[union-attr]
+                left = self._room(item.number)
+                if left is not None and left <= 0:
+                    reasons[key] = "array concurrency limit reached"
+                    return
+            blocked = self._blocked.get(id(spec))
+            if blocked is not None:  # free resources and limits only shrink in a pass
+                reasons[key] = blocked
+                return
+            limited = self._limit(queue, spec.user)
+            if limited:
+                reasons[key] = self._blocked[id(spec)] = limited
+                return
+            host = self._place(key, spec, queue, policy)
+            if host is None:
+                reason = reasons[key]
+                self._blocked[id(spec)] = WAITING if reason.startswith(WAITING) else reason
+            else:
+                array = item.number if item.index is not None else None  # type: ignore[union-attr]
+                self._commit(key, spec, host, array)
+            return
+        left = self._room(item.number)
+        if left is not None and left <= 0:
+            reasons[key] = "array concurrency limit reached"
+            return
+        for index in item.pending:  # type: ignore[union-attr]
+            if left is not None and left <= 0:
+                break
+            limited = self._limit(queue, spec.user)
+            if limited:
+                reasons[key] = limited
+                break
+            host = self._place(key, spec, queue, policy)
+            if host is None:
+                break
+            self._commit(task_id(item.number, index), spec, host, item.number)
+            if left is not None:
+                left -= 1
+
+    def _commit(self, job_id: str, spec: JobSpec, i: int, array: int | None) -> None:
+        self.pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s)
+        if self.reservation is not None:
+            self.reservation.took(i, spec.slots, spec.memory_mb, spec.walltime_s, self.now)
+        self.result.placements.append(Placement(job_id, self.pool.hosts[i].name))
+        self._count(spec.user, spec.queue, spec.slots)
+        if array is not None:
+            self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
+
+    # --- hosts --------------------------------------------------------------------------
+
+    def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
+        wall = spec.walltime_s if self.reservation is not None else None
+        return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall)
+
+    def _place(self, key: str, spec: JobSpec, queue: QueueRecord,
+               policy: QueuePolicy) -> int | None:
+        """A host for `spec` now, or None with the reason recorded (and maybe a reservation)."""
+        shape = self._shape(queue, spec)
+        found = self._sets.get(shape)
+        if found is None:
+            found = self._sets[shape] = self._candidates(spec, queue, policy)
+        if isinstance(found, str):
+            self.result.reasons[key] = found
+            return None
+        res, now = self.reservation, self.now
+        slots, mem, wall = spec.slots, spec.memory_mb, spec.walltime_s
+        allow = None if res is None else (lambda i: res.allows(i, slots, mem, wall, now))
+        host = found.find(allow)
+        if host is not None:
+            return host
+        self._sets[shape] = WAITING
+        reason = WAITING
+        if res is None and policy.reserve is not None:
+            hosts = self._filtered[queue.name, spec.resources]
+            made = policy.reserve.reserve(self.pool, hosts, spec, now)
+            if made is not None:
+                made.job_id = key
+                self.reservation = made
+                self.result.reservations.append(made.to_plain())
+                reason = f"{WAITING} ({made.describe()})"
+        self.result.reasons[key] = reason
+        return None
+
+    def _candidates(self, spec: JobSpec, queue: QueueRecord,
+                    policy: QueuePolicy) -> CandidateSet | str:
+        pool = self.pool
+        fkey = (queue.name, spec.resources)
+        hosts = self._filtered.get(fkey)
+        if hosts is None:
+            views = pool.hosts
+            hosts = list(range(len(views)))
+            for check in policy.filters:
+                hosts = [i for i in hosts if check.accepts(views[i], spec, queue)]
+            self._filtered[fkey] = hosts
+        if not hosts:
+            return ("no online host matches the resource requirement" if spec.resources
+                    else "no online host in the queue")
+        slots, mem = spec.slots, spec.memory_mb
+        views = pool.hosts
+        big = [i for i in hosts if views[i].slots >= slots and views[i].memory_mb >= mem]
+        if not big:
+            return "no host is big enough"
+        req = parse_requirement(spec.resources) if spec.resources else None
+        live = None
+        if req is not None and select_names(req.select) & FREE_ATTRIBUTES:
+            live = req.select
+        functions = self._key_functions.get(fkey)
+        if functions is None:
+            functions = self._key_functions[fkey] = key_function(pool, req, policy.score)
+        key, dynamic, improving = functions
+        cached = self._rankings.get(fkey)
+        if not dynamic:
+            if cached is None:
+                ranked = sorted(hosts, key=key) if (req is not None and req.order) or \
+                    policy.score.name != "first-fit" else hosts
+                cached = self._rankings[fkey] = (ranked, 0)
+            return OrderedCandidates(pool, cached[0], slots, mem, live)
+        # A heap is a heap when copied; entries made stale since only ever got worse
+        # unless the ranking is `improving`, which must see every change: rebuild then.
+        if cached is None or (improving and cached[1] != pool.placements):
+            heap = [(key(i), i, pool.version[i]) for i in hosts]
+            heapq.heapify(heap)
+            cached = self._rankings[fkey] = (heap, pool.placements)
+        return RankedCandidates(pool, cached[0], slots, mem, key, improving, live)

@@ -1,0 +1,19 @@
+"""Order `fcfs`: first come, first served (submission order; the default)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import ClassVar
+
+from xce.sched.plugins import register
+from xce.sched.plugins.base import Item, OrderContext
+
+
+@register
+class FirstComeFirstServed:
+    name: ClassVar[str] = "fcfs"
+    kind: ClassVar[str] = "order"
+
+    def order(self, items: Sequence[Item], ctx: OrderContext) -> Iterator[Item]:
+        del ctx
+        return iter(items)
