@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from xce.auth.settings import AuthSettings, parse_auth
 from xce.core.errors import InvalidRequest
 from xce.core.model import HostFailurePolicy, QueueRecord
 
@@ -27,15 +28,6 @@ class ConfigError(InvalidRequest):
 
 
 @dataclass(frozen=True)
-class TokenEntry:
-    """A static bearer token (stored only as its SHA-256) and the role it grants."""
-
-    name: str
-    role: str
-    sha256: str
-
-
-@dataclass(frozen=True)
 class ControllerSettings:
     listen_host: str = "127.0.0.1"
     listen_port: int = DEFAULT_PORT
@@ -46,7 +38,6 @@ class ControllerSettings:
     max_upload_mb: int = 1024
     max_body_kb: int = 1024
     max_array_size: int = 1_000_000
-    tokens: tuple[TokenEntry, ...] = ()
     queues: tuple[QueueRecord, ...] = (QueueRecord("normal", priority=30),)
     default_queue: str = "normal"
     wal_fsync: str = "always"
@@ -91,6 +82,7 @@ class Config:
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     path: Path | None = None
     tls: TlsSettings = field(default_factory=TlsSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
 
 
 def _check_keys(section: str, data: dict[str, Any], allowed: set[str]) -> None:
@@ -228,23 +220,6 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
     return out
 
 
-def _tokens(data: dict[str, Any]) -> tuple[TokenEntry, ...]:
-    _check_keys("auth", data, {"tokens"})
-    entries = []
-    for i, item in enumerate(data.get("tokens", [])):
-        sec = f"auth.tokens[{i}]"
-        _typed("auth.tokens", str(i), item, dict)
-        _check_keys(sec, item, {"name", "role", "sha256"})
-        role = _typed(sec, "role", item.get("role"), str)
-        if role not in ("admin", "worker", "user"):
-            raise ConfigError(f"{sec}.role must be admin, worker or user, got {role!r}")
-        digest = _typed(sec, "sha256", item.get("sha256"), str)
-        if len(digest) != 64:
-            raise ConfigError(f"{sec}.sha256 must be 64 hex digits")
-        entries.append(TokenEntry(_typed(sec, "name", item.get("name"), str), role, digest))
-    return tuple(entries)
-
-
 def _tls(data: Any, base: Path) -> TlsSettings:
     _typed("(top level)", "tls", data, dict)
     _check_keys("tls", data, {"cert_file", "key_file", "ca_file"})
@@ -270,7 +245,6 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     ):
         raise ConfigError("cluster.controllers must be a non-empty list of http(s):// URLs")
     ctl = _controller(data.get("controller", {}), base)
-    ctl["tokens"] = _tokens(data.get("auth", {}))
     if "queue" in data:
         queues = tuple(_queue(i, q) for i, q in enumerate(data["queue"]))
         names = [q.name for q in queues]
@@ -283,7 +257,8 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         raise ConfigError(f"controller.default_queue {settings.default_queue!r} is not a queue")
     worker = WorkerSettings(**_worker(data.get("worker", {}), base))
     tls = _tls(data.get("tls", {}), base)
-    return Config(tuple(c.rstrip("/") for c in controllers), settings, worker, path, tls)
+    auth = parse_auth(data.get("auth", {}), base)
+    return Config(tuple(c.rstrip("/") for c in controllers), settings, worker, path, tls, auth)
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -17,8 +19,16 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-ADMIN_TOKEN = "test-admin-token"
-WORKER_TOKEN = "test-worker-token"
+from xce.auth.keys import key_dir
+from xce.auth.tokens import TokenService
+
+# One signing key folder per test run; each cluster's controller gets a copy, so these tokens
+# (an admin login and a worker service token) are valid on every test cluster.
+KEYS = Path(tempfile.mkdtemp(prefix="xce-cluster-keys-"))
+atexit.register(shutil.rmtree, KEYS, True)
+ISSUER = TokenService.open(KEYS, "xce", "xce-api", 4 * 3600.0, 86400.0)
+ADMIN_TOKEN = ISSUER.issue("admin", (), ("admin",))[0]
+WORKER_TOKEN = ISSUER.issue("worker", (), ("worker",), "service")[0]
 
 
 def free_port() -> int:
@@ -45,11 +55,11 @@ class Cluster:
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: list[Path] = []
         self.extra_controller = ""
+        self.extra_auth = ""  # lines for [auth], e.g. a [[auth.backend]] users file
 
     # --- processes -----------------------------------------------------------------------
 
     def _config(self, worker: str | None = None, slots: int = 4, attrs: str = "") -> Path:
-        digest = [hashlib.sha256(t.encode()).hexdigest() for t in (ADMIN_TOKEN, WORKER_TOKEN)]
         worker_section = ""
         if worker:
             worker_section = f"""
@@ -78,10 +88,7 @@ schedule_interval_s = 0.2
 {self.extra_controller}
 
 [auth]
-tokens = [
-  {{ name = "admin", role = "admin", sha256 = "{digest[0]}" }},
-  {{ name = "worker", role = "worker", sha256 = "{digest[1]}" }},
-]
+{self.extra_auth}
 
 [[queue]]
 name = "normal"
@@ -109,6 +116,10 @@ on_host_failure = "exit"
 
     def start_controller(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        keys = key_dir(self.root / "controller")
+        if not keys.exists():
+            (self.root / "controller").mkdir(mode=0o700, exist_ok=True)
+            shutil.copytree(KEYS, keys)
         self.controller = self._spawn("controller", "controller", "-c", str(self._config()))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

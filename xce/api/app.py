@@ -2,13 +2,12 @@
 
 Every error leaves as `{"error": {"code", "message"}}` with a 4xx status (5xx only for real
 server faults, logged with the request id). The `authenticate` middleware is the one place
-that turns a request into an `Identity`; the RBAC issue replaces its token check.
+that turns a request into an `Identity` (a verified JWT, see xce.auth) and checks the
+route's permission; `public` routes need no token, `authenticated` ones any valid token.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import secrets
@@ -17,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from xce.api.http import (
+    AUTH,
     CONFIG,
     GATEWAY,
     IDENTITY,
@@ -27,6 +27,8 @@ from xce.api.http import (
     json_response,
 )
 from xce.api.routes import Route, all_routes
+from xce.auth.rbac import allows
+from xce.auth.runtime import AuthRuntime
 from xce.config import Config
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
@@ -34,15 +36,6 @@ from xce.core.errors import Forbidden, Unauthorized, XceError
 
 log = logging.getLogger("xce.api")
 ROUTE = web.AppKey("routes", dict)
-
-# Which static-token roles may use which permission classes (the RBAC issue replaces this).
-ROLE_PERMISSIONS = {
-    "admin": {"*"},
-    "user": {"job:submit", "job:view", "job:control", "queue:view", "host:view",
-             "cluster:view"},
-    "worker": {"worker", "cluster:view"},
-}
-
 
 def _error(status: int, code: str, message: str, request_id: str) -> web.Response:
     resp = json_response({"error": {"code": code, "message": message}}, status=status)
@@ -92,27 +85,22 @@ def _route_of(request: web.Request) -> Route | None:
 
 @web.middleware
 async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Verify the bearer JWT, build the `Identity` and check the route's permission."""
     route = _route_of(request)
     if route is None or route.permission == "public":
-        request[IDENTITY] = Identity("anonymous", "public")
+        request[IDENTITY] = Identity("anonymous")
         return await handler(request)
-    tokens = request.app[SETTINGS].tokens  # type: ignore[attr-defined]
-    if not tokens:
-        # No tokens configured: a local development controller; everyone is an admin.
-        request[IDENTITY] = Identity(request.headers.get("X-XCE-User", "admin"), "admin")
-        return await handler(request)
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token:
+    runtime: AuthRuntime = request.app[AUTH]  # type: ignore[assignment]
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("this request needs a bearer token (run xce login or set XCE_TOKEN)")
-    digest = hashlib.sha256(token.strip().encode()).hexdigest()
-    entry = next((t for t in tokens if hmac.compare_digest(t.sha256, digest)), None)
-    if entry is None:
-        raise Unauthorized("the bearer token is not valid")
-    allowed = ROLE_PERMISSIONS.get(entry.role, set())
-    if "*" not in allowed and route.permission not in allowed:
-        raise Forbidden(f"role {entry.role} may not use {route.permission} ({route.summary})")
-    request[IDENTITY] = Identity(entry.name, entry.role)
+    claims = runtime.tokens.verify(token.strip())
+    who = Identity(claims.user, claims.groups, claims.roles,
+                   runtime.permissions(claims.roles), claims.kind)
+    if route.permission != "authenticated" and not allows(who.permissions, route.permission):
+        raise Forbidden(f"{who.user} (role {who.role}) may not use {route.permission} "
+                        f"({route.summary})")
+    request[IDENTITY] = who
     return await handler(request)
 
 
@@ -127,6 +115,7 @@ def build_app(
     app[GATEWAY] = gateway
     app[SETTINGS] = settings
     app[CONFIG] = config
+    app[AUTH] = AuthRuntime(config.auth, settings.state_dir)
     table: dict[str, Route] = {}
     for i, route in enumerate(all_routes()):
         name = f"r{i}_{route.handler.__name__}"

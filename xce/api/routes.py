@@ -28,7 +28,7 @@ class Route:
     path: str
     handler: Handler
     summary: str
-    permission: str
+    permission: str  # an xce.auth.rbac permission, "public" or "authenticated" (any token)
     tag: str
     body: dict[str, Any] | None = None
     raw_body: bool = False
@@ -39,6 +39,7 @@ class Route:
 
 
 def all_routes() -> list[Route]:
-    from xce.api import cluster, hosts, jobs, queues, workers
+    from xce.api import auth, cluster, hosts, jobs, queues, users, workers
 
-    return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES]
+    return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
+            *auth.ROUTES, *users.ROUTES]
