@@ -15,16 +15,19 @@ from typing import Any
 
 from aiohttp import web
 
+from xce.api.audit import audit_trail
 from xce.api.http import (
     AUTH,
     CONFIG,
     GATEWAY,
     IDENTITY,
     REQUEST_ID,
+    ROUTE,
     SERVICE,
     SETTINGS,
     Identity,
     json_response,
+    route_of,
 )
 from xce.api.routes import Route, all_routes
 from xce.auth.rbac import allows
@@ -35,7 +38,6 @@ from xce.controller.workers import WorkerGateway
 from xce.core.errors import Forbidden, Unauthorized, XceError
 
 log = logging.getLogger("xce.api")
-ROUTE = web.AppKey("routes", dict)
 
 def _error(status: int, code: str, message: str, request_id: str) -> web.Response:
     resp = json_response({"error": {"code": code, "message": message}}, status=status)
@@ -78,15 +80,10 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
     return response
 
 
-def _route_of(request: web.Request) -> Route | None:
-    info = request.match_info.route
-    return request.app[ROUTE].get(getattr(info, "name", None) or "")
-
-
 @web.middleware
 async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
     """Verify the bearer JWT, build the `Identity` and check the route's permission."""
-    route = _route_of(request)
+    route = route_of(request)
     if route is None or route.permission == "public":
         request[IDENTITY] = Identity("anonymous")
         return await handler(request)
@@ -97,6 +94,7 @@ async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse
     claims = runtime.tokens.verify(token.strip())
     who = Identity(claims.user, claims.groups, claims.roles,
                    runtime.permissions(claims.roles), claims.kind)
+    request[IDENTITY] = who  # set before the check: the audit trail names refused callers
     if route.permission != "authenticated" and not allows(who.permissions, route.permission):
         raise Forbidden(f"{who.user} (role {who.role}) may not use {route.permission} "
                         f"({route.summary})")
@@ -109,7 +107,7 @@ def build_app(
 ) -> web.Application:
     settings = config.controller
     app = web.Application(
-        middlewares=[errors, authenticate], client_max_size=settings.max_body_kb * 1024
+        middlewares=[errors, audit_trail, authenticate], client_max_size=settings.max_body_kb * 1024
     )
     app[SERVICE] = service
     app[GATEWAY] = gateway

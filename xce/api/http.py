@@ -17,6 +17,7 @@ SETTINGS = web.AppKey("settings", object)
 CONFIG = web.AppKey("config", object)
 REQUEST_ID = web.RequestKey("request_id", str)
 AUTH = web.AppKey("auth", object)  # the controller's xce.auth.runtime.AuthRuntime
+ROUTE = web.AppKey("routes", dict)  # router name -> its xce.api.routes.Route
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,12 @@ def _refuse_constant(name: str) -> Any:
 
 def _strict_loads(text: str) -> Any:
     return json.loads(text, parse_constant=_refuse_constant)
+
+
+def route_of(request: web.Request) -> Any:
+    """The `Route` (table entry) the request matched, or None (404s)."""
+    info = request.match_info.route
+    return request.app[ROUTE].get(getattr(info, "name", None) or "")
 
 
 def identity(request: web.Request) -> Identity:

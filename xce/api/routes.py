@@ -39,7 +39,7 @@ class Route:
 
 
 def all_routes() -> list[Route]:
-    from xce.api import auth, cluster, hosts, jobs, queues, users, workers
+    from xce.api import audit, auth, cluster, hosts, jobs, queues, users, workers
 
     return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
-            *auth.ROUTES, *users.ROUTES]
+            *auth.ROUTES, *users.ROUTES, *audit.ROUTES]

@@ -2,8 +2,9 @@
 
 Each record is one line `{"ts", "user", "action", "object", "outcome", "detail", "remote"}`
 appended with `O_APPEND` (a single `write`, so lines never interleave) and fdatasync'd before
-the request that caused it is answered. Nothing rewrites or truncates the file; admins read it
-through `GET /api/v1/audit` (filters + paging) or `xce admin audit`.
+the request that caused it is answered. A line torn by a crash is ended before the next record
+and skipped when reading, so it never swallows a later record. Nothing rewrites or truncates
+the file; admins read it through `GET /api/v1/audit` (filters + paging) or `xce admin audit`.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ class AuditLog:
 
     def _append(self, line: bytes) -> None:
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # a torn line from a crash: end it, keep this one
                 os.write(fd, line)
                 os.fdatasync(fd)
             finally:
