@@ -56,6 +56,7 @@ class Cluster:
         self.logs: list[Path] = []
         self.extra_controller = ""
         self.extra_auth = ""  # lines for [auth], e.g. a [[auth.backend]] users file
+        self.worker_tokens: dict[str, str] = {}  # worker name -> its token (default: shared)
 
     # --- processes -----------------------------------------------------------------------
 
@@ -68,7 +69,7 @@ name = "{worker}"
 slots = {slots}
 memory_mb = 4096
 spool_dir = "{self.root / worker}"
-token = "{WORKER_TOKEN}"
+token = "{self.worker_tokens.get(worker, WORKER_TOKEN)}"
 heartbeat_interval_s = {self.heartbeat}
 usage_interval_s = 0.2
 kill_grace_s = 2.0

@@ -1,7 +1,7 @@
 """`xce up`: the embedded default cluster, a controller and one worker on this machine.
 
-The first run creates the state directory (0700), a config, a users file with an `admin` user
-and a random password (printed once), the controller's token signing key, an admin token for
+The first run creates the state directory (0700), a config, a users file with an admin user
+named after you and a random password (printed once), the controller's token signing key, an admin token for
 the CLI and a worker service token (0600 files; the config holds neither), and writes the
 client config so `xce job ...` in another shell finds the cluster. Later runs reuse all of it
 (renewing the admin token when it is about to expire). The two roles run as child processes,
@@ -34,6 +34,13 @@ def _write_private(path: Path, text: str) -> None:
 
 
 ADMIN_TOKEN_TTL_S = 30 * 86400.0
+
+
+def admin_name() -> str:
+    """The embedded cluster's admin is you: jobs you submit run as your own account."""
+    import getpass
+
+    return getpass.getuser()
 
 
 def _config_text(state_dir: Path, port: int) -> str:
@@ -123,7 +130,7 @@ def _credentials(state_dir: Path, config: Path, first_run: bool) -> str | None:
     password = None
     if first_run:
         password = secrets.token_urlsafe(12)
-        UsersFile(state_dir / "users.toml").add("admin", password, roles=("admin",))
+        UsersFile(state_dir / "users.toml").add(admin_name(), password, roles=("admin",))
         worker_token, _ = tokens.issue("worker", (), ("worker",), "service")
         _write_private(state_dir / "worker.token", worker_token + "\n")
     admin_file = state_dir / "admin.token"
@@ -133,7 +140,7 @@ def _credentials(state_dir: Path, config: Path, first_run: bool) -> str | None:
     except Exception:
         renew = True
     if renew:
-        token, _ = tokens.issue("admin", (), ("admin",), ttl_s=ADMIN_TOKEN_TTL_S)
+        token, _ = tokens.issue(admin_name(), (), ("admin",), ttl_s=ADMIN_TOKEN_TTL_S)
         _write_private(admin_file, token + "\n")
     return password
 
@@ -170,7 +177,7 @@ def run_embedded(state_dir: Path | None, port: int | None) -> None:
         typer.echo(f"  state directory: {state_dir} (mode 0700)")
         typer.echo(f"  config:          {config}")
         if password is not None:
-            typer.echo("  admin login (shown once): user admin, password " + password)
+            typer.echo(f"  admin login (shown once): user {admin_name()}, password {password}")
             typer.echo(f"    users file: {state_dir / 'users.toml'} (xce user add|passwd)")
             typer.echo(f"  admin token (shown once, also saved 0600 in {admin_token_file}):")
             typer.echo(f"    {admin_token}")
