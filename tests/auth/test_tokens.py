@@ -179,3 +179,17 @@ def test_keys_are_private_files(tmp_path: Path, tokens: TokenService) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     store = KeyStore(folder, 10.0)
     assert store.current_kid == tokens.keys.current_kid
+
+
+def test_verified_tokens_are_rechecked_for_revocation_and_expiry(tokens: TokenService) -> None:
+    """The cache of verified tokens never outlives revocation, expiry or key retirement."""
+    alice, _ = tokens.issue("alice", (), ("user",), now=time.time() - 5)
+    assert tokens.verify(alice) is tokens.verify(alice)  # the second is a cache hit
+    tokens.revocations.revoke("alice")
+    assert "revoked" in refused(tokens, alice)
+    # Valid for one or two more seconds (exp is 30 s of leeway in the past):
+    started = time.time()
+    short, _ = tokens.issue("bob", (), ("user",), ttl_s=72, now=started - 100)
+    assert tokens.verify(short).user == "bob"
+    time.sleep(max(0.0, int(started - 100 + 72) + 30 - time.time()) + 0.1)
+    assert "expired" in refused(tokens, short)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from xce.core.errors import Unauthorized
 ALGORITHM = "EdDSA"
 LEEWAY_S = 30
 REQUIRED = ["exp", "nbf", "iat", "iss", "aud", "sub"]
+CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class Claims:
     issued_at: float
     expires_at: float
     kid: str
+    not_before: float = 0.0
 
 
 class Revocations:
@@ -78,6 +81,9 @@ class TokenService:
         self.audience = audience
         self.ttl_s = ttl_s
         self.service_ttl_s = service_ttl_s
+        # Token text -> claims of tokens whose signature already checked out. A clients sends
+        # the same token with every request; a hit re-checks only time, key and revocation.
+        self._verified: OrderedDict[str, Claims] = OrderedDict()
 
     @classmethod
     def open(cls, directory: Path, issuer: str, audience: str, ttl_s: float,
@@ -108,6 +114,23 @@ class TokenService:
 
     def verify(self, token: str) -> Claims:
         """The claims of a valid token; raises `Unauthorized` saying what is wrong."""
+        known = self._verified.get(token)
+        if known is not None:
+            now = time.time()
+            if (known.not_before - LEEWAY_S <= now < known.expires_at + LEEWAY_S
+                    and self.keys.get(known.kid) is not None):
+                self._verified.move_to_end(token)
+                if self.revocations.revoked(known.user, known.issued_at):
+                    raise Unauthorized(f"the tokens of {known.user} were revoked; log in again")
+                return known
+            del self._verified[token]  # stale: the full check below says exactly why
+        claims = self._verify_fully(token)
+        self._verified[token] = claims
+        if len(self._verified) > CACHE_SIZE:
+            self._verified.popitem(last=False)
+        return claims
+
+    def _verify_fully(self, token: str) -> Claims:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError:
@@ -149,4 +172,4 @@ class TokenService:
         if self.revocations.revoked(sub, float(iat)):
             raise Unauthorized(f"the tokens of {sub} were revoked; log in again")
         return Claims(sub, tuple(groups), tuple(roles), kind, float(iat),
-                      float(payload["exp"]), kid)
+                      float(payload["exp"]), kid, float(payload["nbf"]))

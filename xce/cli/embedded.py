@@ -1,11 +1,11 @@
 """`xce up`: the embedded default cluster, a controller and one worker on this machine.
 
 The first run creates the state directory (0700), a config, a users file with an admin user
-named after you and a random password (printed once), the controller's token signing key, an admin token for
-the CLI and a worker service token (0600 files; the config holds neither), and writes the
-client config so `xce job ...` in another shell finds the cluster. Later runs reuse all of it
-(renewing the admin token when it is about to expire). The two roles run as child processes,
-exactly as on a real cluster.
+named after you and a random password (printed once), the controller's token signing key, an
+admin token for the CLI and a worker service token (0600 files; the config holds neither), and
+writes the client config so `xce job ...` in another shell finds the cluster. Later runs reuse
+all of it (renewing the admin token when it is about to expire). The two roles run as child
+processes, exactly as on a real cluster.
 """
 
 from __future__ import annotations
