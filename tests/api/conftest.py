@@ -40,7 +40,7 @@ def token_for(user: str, roles: tuple[str, ...] = ("user",), groups: tuple[str, 
     return ISSUER.issue(user, groups, roles, kind)[0]
 
 
-TOKEN_NAMES = {"admin": "root", "user": "alice", "worker": "w1"}
+# The three roles the older tests use: root (admin), alice (user), w1 (worker service token).
 TOKENS = {"admin": token_for("root", ("admin",)), "user": token_for("alice"),
           "worker": token_for("w1", ("worker",), kind="service")}
 
@@ -93,7 +93,8 @@ async def start_api(settings: ControllerSettings, tmp_path: Path,
                     headers: dict[str, str] | None = None,
                     auth_settings: AuthSettings | None = None) -> tuple[Api, TestClient]:
     if not key_dir(settings.state_dir).exists():
-        shutil.copytree(KEYS, key_dir(settings.state_dir))
+        shutil.copytree(KEYS, key_dir(settings.state_dir),
+                        ignore=shutil.ignore_patterns("users.toml*"))
     service = ControllerService(settings, FileStore(tmp_path / "files", 10 * 1024 * 1024))
     now = service.clock()
     await service.commit(
@@ -146,8 +147,7 @@ _USERS_TEXT: list[bytes] = []  # hashing is slow on purpose: build the file once
 def tenant_auth(tmp_path: Path) -> AuthSettings:
     """A users file with the tenants above and the group -> role mapping."""
     if not _USERS_TEXT:
-        users = UsersFile(KEYS.parent / f"{KEYS.name}-users.toml")
-        atexit.register(users.path.unlink, True)
+        users = UsersFile(KEYS / "users.toml")  # removed with KEYS at exit
         for name, (groups, roles) in MEMBERS.items():
             users.add(name, PASSWORDS[name], groups, roles)
         _USERS_TEXT.append(users.path.read_bytes())

@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from xce.api.http import AUTH
-from xce.auth.backends.base import AuthDenied, DeviceAuthorization, Principal
+from xce.auth.backends.base import (
+    AuthDenied,
+    BackendUnavailable,
+    DeviceAuthorization,
+    Principal,
+)
 from xce.auth.rbac import PERMISSIONS
 
 from .conftest import PASSWORDS, Api, login
@@ -226,3 +231,23 @@ async def test_middleware_refuses_stale_and_foreign_tokens(tenants: Api) -> None
     for token, words in ((expired, "expired"), (future, "not valid yet")):
         body = await tenants.call("GET", WHOAMI, 401, headers={"Authorization": f"Bearer {token}"})
         assert words in body["error"]["message"]
+
+
+class _Down:
+    """A password backend whose server cannot be reached (as an unreachable LDAP server)."""
+
+    name = "down"
+
+    async def authenticate(self, username: str, password: str) -> Principal | None:
+        raise BackendUnavailable("cannot reach ldap://127.0.0.1:1")
+
+
+async def test_backends_are_tried_in_order(tenants: Api) -> None:
+    """An unreachable first backend does not stop the configfile users from logging in;
+    when nobody accepts, the outage is reported (503), not a wrong password."""
+    tenants.app[AUTH].backends.insert(0, _Down())
+    await tenants.call("POST", LOGIN, 200,
+                       json={"username": "alice", "password": PASSWORDS["alice"]})
+    body = await tenants.call("POST", LOGIN, 503,
+                              json={"username": "alice", "password": "not-her-password"})
+    assert body["error"]["code"] == "auth_backend_unavailable"

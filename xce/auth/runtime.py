@@ -18,7 +18,7 @@ from typing import Any
 
 from xce.auth.audit import AuditLog
 from xce.auth.backends import OidcBackend, PasswordBackend, Principal, build_backend
-from xce.auth.backends.base import AuthDenied
+from xce.auth.backends.base import AuthDenied, BackendUnavailable
 from xce.auth.files import atomic_write
 from xce.auth.keys import key_dir
 from xce.auth.rbac import RoleMap
@@ -110,15 +110,27 @@ class AuthRuntime:
     async def login(self, username: str, password: str) -> Session:
         """Try each password backend in order; `AuthDenied` when none accepts.
 
-        Unknown users and wrong passwords take the same path (each backend burns a hash for
-        unknown users) and the failure is padded to a floor, so timing does not tell them
-        apart."""
+        A backend that cannot be reached is skipped; if no later backend accepts, the login
+        fails with its `BackendUnavailable` (503), not as a wrong password. Unknown users and
+        wrong passwords take the same path (each backend burns a hash for unknown users) and
+        the failure is padded to a floor, so timing does not tell them apart."""
         started = time.monotonic()
+        unavailable: BackendUnavailable | None = None
         for backend in self.password_backends():
-            principal = await backend.authenticate(username, password)
+            try:
+                principal = await backend.authenticate(username, password)
+            except AuthDenied:
+                principal = None
+            except BackendUnavailable as exc:
+                log.warning("login backend %s unavailable: %s",
+                            getattr(backend, "name", "?"), exc.message)
+                unavailable = unavailable or exc
+                continue
             if principal is not None:
                 return self.session_for(principal)
         await asyncio.sleep(max(0.0, MIN_LOGIN_FAILURE_S - (time.monotonic() - started)))
+        if unavailable is not None:
+            raise unavailable
         raise AuthDenied("wrong user name or password")
 
     def session_for(self, principal: Principal, kind: str = "user",
