@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -29,10 +30,14 @@ def register(app: typer.Typer) -> None:
         hours = (session["expires_at"] - time.time()) / 3600
         typer.echo(f"Logged in as {session['user']} (roles {', '.join(session['roles'])}); "
                    f"token saved in {path}, valid {hours:.1f} h")
+        if os.environ.get("XCE_TOKEN"):
+            typer.echo("note: XCE_TOKEN is set and wins over the saved token; unset it to use "
+                       "this login", err=True)
 
     @app.command()
     def logout() -> None:
-        """Forget the saved login token."""
+        """Forget the saved login token (it stays valid until it expires; `xce token revoke
+        USER` ends every token of a user at once)."""
         from xce.cli.session import forget_token, login_token_path
 
         if forget_token():
