@@ -14,13 +14,15 @@ the number of groups, hence of fdatasyncs.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
-import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -31,8 +33,15 @@ import aiohttp
 import psutil
 
 from bench.common import Plan, Row, median, spread
+from xce.auth.keys import key_dir
+from xce.auth.tokens import TokenService
 
-TOKEN = "bench-admin-token"
+# One signing key folder for the bench; each controller's state gets a copy, so TOKEN (an
+# admin login token) is valid on all of them.
+KEYS = Path(tempfile.mkdtemp(prefix="xce-bench-keys-"))
+atexit.register(shutil.rmtree, KEYS, True)
+TOKEN = TokenService.open(KEYS, "xce", "xce-api", 12 * 3600.0, 86400.0).issue(
+    "bench", (), ("admin",))[0]
 BODY = json.dumps({"command": "true", "user": "bench"}).encode()
 LEVELS = (1, 8, 64)
 
@@ -56,7 +65,6 @@ class Controller:
         self.log = root / "controller.log"
 
     def _config(self) -> Path:
-        digest = hashlib.sha256(TOKEN.encode()).hexdigest()
         text = f"""
 [cluster]
 controllers = ["{self.url}"]
@@ -66,11 +74,6 @@ listen = "127.0.0.1:{self.port}"
 state_dir = "{self.root / 'state'}"
 wal_fsync = "{self.fsync}"
 {self.extra}
-
-[auth]
-tokens = [
-  {{ name = "bench", role = "admin", sha256 = "{digest}" }},
-]
 
 [[queue]]
 name = "normal"
@@ -82,6 +85,9 @@ priority = 30
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.root / "state").mkdir(exist_ok=True, mode=0o700)
+        if not key_dir(self.root / "state").exists():
+            shutil.copytree(KEYS, key_dir(self.root / "state"))
         cfg = self._config()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with self.log.open("ab") as out:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from xce.auth.guard import GuardSettings
+from xce.auth.settings import AuthSettings, parse_auth
 from xce.core.errors import InvalidRequest
 from xce.core.model import HostFailurePolicy, QueueRecord
 from xce.sched.settings import SchedulerSettings, parse_scheduler
@@ -29,15 +30,6 @@ class ConfigError(InvalidRequest):
 
 
 @dataclass(frozen=True)
-class TokenEntry:
-    """A static bearer token (stored only as its SHA-256) and the role it grants."""
-
-    name: str
-    role: str
-    sha256: str
-
-
-@dataclass(frozen=True)
 class ControllerSettings:
     listen_host: str = "127.0.0.1"
     listen_port: int = DEFAULT_PORT
@@ -48,7 +40,6 @@ class ControllerSettings:
     max_upload_mb: int = 1024
     max_body_kb: int = 1024
     max_array_size: int = 1_000_000
-    tokens: tuple[TokenEntry, ...] = ()
     queues: tuple[QueueRecord, ...] = (QueueRecord("normal", priority=30),)
     default_queue: str = "normal"
     wal_fsync: str = "always"
@@ -100,6 +91,7 @@ class Config:
     path: Path | None = None
     tls: TlsSettings = field(default_factory=TlsSettings)
     guard: GuardSettings = field(default_factory=GuardSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
 
 
 def _check_keys(section: str, data: dict[str, Any], allowed: set[str]) -> None:
@@ -262,23 +254,6 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
     return out
 
 
-def _tokens(data: dict[str, Any]) -> tuple[TokenEntry, ...]:
-    _check_keys("auth", data, {"tokens"})
-    entries = []
-    for i, item in enumerate(data.get("tokens", [])):
-        sec = f"auth.tokens[{i}]"
-        _typed("auth.tokens", str(i), item, dict)
-        _check_keys(sec, item, {"name", "role", "sha256"})
-        role = _typed(sec, "role", item.get("role"), str)
-        if role not in ("admin", "worker", "user"):
-            raise ConfigError(f"{sec}.role must be admin, worker or user, got {role!r}")
-        digest = _typed(sec, "sha256", item.get("sha256"), str)
-        if len(digest) != 64:
-            raise ConfigError(f"{sec}.sha256 must be 64 hex digits")
-        entries.append(TokenEntry(_typed(sec, "name", item.get("name"), str), role, digest))
-    return tuple(entries)
-
-
 def _tls(data: Any, base: Path) -> TlsSettings:
     _typed("(top level)", "tls", data, dict)
     _check_keys("tls", data, {"cert_file", "key_file", "ca_file", "require_client_cert",
@@ -319,7 +294,6 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     ):
         raise ConfigError("cluster.controllers must be a non-empty list of http(s):// URLs")
     ctl = _controller(data.get("controller", {}), base)
-    ctl["tokens"] = _tokens(data.get("auth", {}))
     if "queue" in data:
         queues = tuple(_queue(i, q) for i, q in enumerate(data["queue"]))
         names = [q.name for q in queues]
@@ -339,8 +313,9 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     tls = _tls(data.get("tls", {}), base)
     from xce.auth.guard_config import parse_guard  # uses this module's helpers
 
+    auth = parse_auth(data.get("auth", {}), base)
     return Config(tuple(c.rstrip("/") for c in controllers), settings, worker, path, tls,
-                  parse_guard(data.get("guard", {})))
+                  guard=parse_guard(data.get("guard", {})), auth=auth)
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
+import atexit
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,16 +15,39 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from xce.api.app import build_app
-from xce.config import Config, ControllerSettings, TokenEntry
+from xce.auth.backends.configfile import UsersFile
+from xce.auth.keys import key_dir
+from xce.auth.rbac import RoleMap
+from xce.auth.settings import AuthSettings
+from xce.auth.tokens import TokenService
+from xce.config import Config, ControllerSettings
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.model import QueueRecord
 from xce.store.files import FileStore
 
-TOKENS = {"admin": "admin-secret-token", "user": "alice-secret-token",
-          "worker": "worker-secret-token"}
-TOKEN_NAMES = {"admin": "root", "user": "alice", "worker": "w1"}
+# One signing key folder for the whole run, so tokens can be minted at import time (test
+# parameters use them); every app under test gets a copy of it in its state directory.
+KEYS = Path(tempfile.mkdtemp(prefix="xce-test-keys-"))
+atexit.register(shutil.rmtree, KEYS, True)
+ISSUER = TokenService.open(KEYS, "xce", "xce-api", 3600.0, 86400.0)
+
+
+def token_for(user: str, roles: tuple[str, ...] = ("user",), groups: tuple[str, ...] = (),
+              kind: str = "user") -> str:
+    """A valid token, as the controller under test would issue it."""
+    return ISSUER.issue(user, groups, roles, kind)[0]
+
+
+# The three roles the older tests use: root (admin), alice (user), w1 (worker service token).
+TOKENS = {"admin": token_for("root", ("admin",)), "user": token_for("alice"),
+          "worker": token_for("w1", ("worker",), kind="service")}
+
+
+def as_user(user: str, *roles: str, groups: tuple[str, ...] = ()) -> dict[str, str]:
+    """Headers that make a request come from `user` (role user unless given)."""
+    return {"Authorization": f"Bearer {token_for(user, roles or ('user',), groups)}"}
 
 
 @dataclass
@@ -64,23 +89,30 @@ def make_settings(tmp_path: Path, **overrides: Any) -> ControllerSettings:
     return ControllerSettings(state_dir=tmp_path / "state", queues=queues, **overrides)
 
 
-async def start_api(settings: ControllerSettings, tmp_path: Path) -> tuple[Api, TestClient]:
+async def start_api(settings: ControllerSettings, tmp_path: Path,
+                    headers: dict[str, str] | None = None,
+                    auth_settings: AuthSettings | None = None) -> tuple[Api, TestClient]:
+    if not key_dir(settings.state_dir).exists():
+        shutil.copytree(KEYS, key_dir(settings.state_dir),
+                        ignore=shutil.ignore_patterns("users.toml*"))
     service = ControllerService(settings, FileStore(tmp_path / "files", 10 * 1024 * 1024))
     now = service.clock()
     await service.commit(
         ev.QueueCreated(now, q) for q in settings.queues if q.name not in service.state.queues
     )
     gateway = WorkerGateway(service)
-    app = build_app(service, gateway, Config(controller=settings))
-    client = TestClient(TestServer(app))
+    config = Config(controller=settings, auth=auth_settings or AuthSettings())
+    app = build_app(service, gateway, config)
+    client = TestClient(TestServer(app), headers=headers or {})
     await client.start_server()
     return Api(client, service, gateway, app), client
 
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    """An open controller: no tokens, every caller is an admin (X-XCE-User names them)."""
-    running, client = await start_api(make_settings(tmp_path, max_body_kb=64), tmp_path)
+    """A controller whose client sends an admin token unless a test passes another one."""
+    running, client = await start_api(make_settings(tmp_path, max_body_kb=64), tmp_path,
+                                      as_user("admin", "admin"))
     try:
         yield running
     finally:
@@ -89,12 +121,8 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
 
 @pytest.fixture
 async def secured(tmp_path: Path) -> AsyncIterator[Api]:
-    """A controller with static tokens for the roles admin, user and worker."""
-    tokens = tuple(
-        TokenEntry(TOKEN_NAMES[role], role, hashlib.sha256(tok.encode()).hexdigest())
-        for role, tok in TOKENS.items()
-    )
-    running, client = await start_api(make_settings(tmp_path, tokens=tokens), tmp_path)
+    """A controller whose client sends no token: tests pick one per request (`auth(role)`)."""
+    running, client = await start_api(make_settings(tmp_path), tmp_path)
     try:
         yield running
     finally:
@@ -103,3 +131,45 @@ async def secured(tmp_path: Path) -> AsyncIterator[Api]:
 
 def auth(role: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKENS[role]}"}
+
+
+# Tenants: physics (alice; carol leads it) and chemistry (bob); dave is an operator.
+PASSWORDS = {"alice": "alice-password", "bob": "bob-password", "carol": "carol-password",
+             "dave": "dave-password", "root": "root-password"}
+MEMBERS = {"alice": (("physics",), ()), "bob": (("chemistry",), ()),
+           "carol": (("physics", "physics-leads"), ()), "dave": ((), ("operator",)),
+           "root": ((), ("admin",))}
+
+
+_USERS_TEXT: list[bytes] = []  # hashing is slow on purpose: build the file once per run
+
+
+def tenant_auth(tmp_path: Path) -> AuthSettings:
+    """A users file with the tenants above and the group -> role mapping."""
+    if not _USERS_TEXT:
+        users = UsersFile(KEYS / "users.toml")  # removed with KEYS at exit
+        for name, (groups, roles) in MEMBERS.items():
+            users.add(name, PASSWORDS[name], groups, roles)
+        _USERS_TEXT.append(users.path.read_bytes())
+    (tmp_path / "users.toml").write_bytes(_USERS_TEXT[0])
+    roles = RoleMap(groups={"physics-leads": ("group-admin",)})
+    return AuthSettings(roles=roles, backends=({"type": "configfile", "path": "users.toml"},),
+                        base=tmp_path)
+
+
+@pytest.fixture
+async def tenants(tmp_path: Path) -> AsyncIterator[Api]:
+    """A controller with a configfile backend; log in with `login(api, name)`."""
+    running, client = await start_api(make_settings(tmp_path), tmp_path,
+                                      auth_settings=tenant_auth(tmp_path))
+    try:
+        yield running
+    finally:
+        await client.close()
+
+
+async def login(api: Api, user: str) -> dict[str, str]:
+    """Log in through the API with the user's password; returns the auth header."""
+    body = await api.call("POST", "/api/v1/auth/login", 200,
+                          json={"username": user, "password": PASSWORDS[user]})
+    return {"Authorization": f"Bearer {body['token']}"}

@@ -515,3 +515,9 @@ async def test_integral_numbers_count_as_integers(api) -> None:
     assert shown["slots"] == 2 and isinstance(shown["slots"], int)
     body = await api.call("POST", "/api/v1/jobs", 400, json={"command": "true", "slots": 2.5})
     assert "slots" in body["error"]["message"]
+
+
+async def test_a_fair_share_must_be_positive(api) -> None:
+    body = await api.call("POST", "/api/v1/queues", 400,
+                          json={"name": "q0", "shares": {"alice": 0}})
+    assert "body.shares.alice must be more than 0" in body["error"]["message"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .conftest import Api
+from .conftest import Api, as_user
 
 JOBS = "/api/v1/jobs"
 
@@ -72,11 +72,11 @@ async def test_submit_script_and_hold(api: Api) -> None:
 
 async def test_list_filters(api: Api) -> None:
     alice = await api.call("POST", JOBS, 201, json={"command": "a"},
-                           headers={"X-XCE-User": "alice"})
+                           headers=as_user("alice"))
     bob = await api.call("POST", JOBS, 201, json={"command": "b", "queue": "short"},
-                         headers={"X-XCE-User": "bob"})
+                         headers=as_user("bob"))
     bob2 = await api.call("POST", JOBS, 201, json={"command": "c", "slots": 3},
-                          headers={"X-XCE-User": "bob"})
+                          headers=as_user("bob"))
     alice, bob, bob2 = alice["job_id"], bob["job_id"], bob2["job_id"]
     await api.register("w1", slots=2)
     await api.register("w2", slots=4)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -18,8 +20,16 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-ADMIN_TOKEN = "test-admin-token"
-WORKER_TOKEN = "test-worker-token"
+from xce.auth.keys import key_dir
+from xce.auth.tokens import TokenService
+
+# One signing key folder per test run; each cluster's controller gets a copy, so these tokens
+# (an admin login and a worker service token) are valid on every test cluster.
+KEYS = Path(tempfile.mkdtemp(prefix="xce-cluster-keys-"))
+atexit.register(shutil.rmtree, KEYS, True)
+ISSUER = TokenService.open(KEYS, "xce", "xce-api", 4 * 3600.0, 86400.0)
+ADMIN_TOKEN = ISSUER.issue("admin", (), ("admin",))[0]
+WORKER_TOKEN = ISSUER.issue("worker", (), ("worker",), "service")[0]
 
 
 def free_port() -> int:
@@ -50,11 +60,12 @@ class Cluster:
         # context urllib uses for https:// (see tests/integration/test_tls.py).
         self.role_sections: dict[str, str] = {}
         self.ssl_context: ssl.SSLContext | None = None
+        self.extra_auth = ""  # lines for [auth], e.g. a [[auth.backend]] users file
+        self.worker_tokens: dict[str, str] = {}  # worker name -> its token (default: shared)
 
     # --- processes -----------------------------------------------------------------------
 
     def _config(self, worker: str | None = None, slots: int = 4, attrs: str = "") -> Path:
-        digest = [hashlib.sha256(t.encode()).hexdigest() for t in (ADMIN_TOKEN, WORKER_TOKEN)]
         worker_section = ""
         if worker:
             worker_section = f"""
@@ -63,7 +74,7 @@ name = "{worker}"
 slots = {slots}
 memory_mb = 4096
 spool_dir = "{self.root / worker}"
-token = "{WORKER_TOKEN}"
+token = "{self.worker_tokens.get(worker, WORKER_TOKEN)}"
 heartbeat_interval_s = {self.heartbeat}
 usage_interval_s = 0.2
 kill_grace_s = 2.0
@@ -83,10 +94,7 @@ schedule_interval_s = 0.2
 {self.extra_controller}
 
 [auth]
-tokens = [
-  {{ name = "admin", role = "admin", sha256 = "{digest[0]}" }},
-  {{ name = "worker", role = "worker", sha256 = "{digest[1]}" }},
-]
+{self.extra_auth}
 
 [[queue]]
 name = "normal"
@@ -115,6 +123,10 @@ on_host_failure = "exit"
 
     def start_controller(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        keys = key_dir(self.root / "controller")
+        if not keys.exists():
+            (self.root / "controller").mkdir(mode=0o700, exist_ok=True)
+            shutil.copytree(KEYS, keys)
         self.controller = self._spawn("controller", "controller", "-c", str(self._config()))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

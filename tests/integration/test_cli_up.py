@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import signal
@@ -69,10 +70,20 @@ def test_up_creates_private_state_and_prints_token_once(up: Up) -> None:
     token = (state / "admin.token").read_text().strip()
     assert token in up.log.read_text()
     assert token not in (state / "xce.toml").read_text()  # only its digest is stored
+    # An admin user named after the caller, its password printed once; the CLI works at once.
+    for name in ("users.toml", "worker.token", "controller/auth/keys.json"):
+        assert stat.S_IMODE((state / name).stat().st_mode) == 0o600, name
+    line = next(li for li in up.log.read_text().splitlines() if "admin login (shown once)" in li)
+    password = line.rsplit("password ", 1)[1]
+    assert password not in (state / "users.toml").read_text()
+    who = json.loads(up.xce("whoami", "--json").stdout)
+    assert who["roles"] == ["admin"] and who["user"] == getpass.getuser()
+    login = up.xce("login", who["user"], stdin=password + "\n")
+    assert login.returncode == 0 and "roles admin" in login.stdout, login.stderr
     up.stop()
     up.log.write_text("")
     up.start()
-    assert token not in up.log.read_text()
+    assert token not in up.log.read_text() and password not in up.log.read_text()
     assert "admin token:     in" in up.log.read_text()
 
 

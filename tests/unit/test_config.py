@@ -34,7 +34,9 @@ def test_defaults() -> None:
     assert ctl.heartbeat_interval_s == 5.0
     assert ctl.missed_heartbeats == 3
     assert ctl.max_array_size == 1_000_000
-    assert ctl.tokens == ()
+    assert (config.auth.issuer, config.auth.audience, config.auth.backends) == (
+        "xce", "xce-api", ())
+    assert config.auth.roles.default_roles == ("user",)
     assert ctl.queues == (QueueRecord("normal", priority=30),)
     assert ctl.default_queue == "normal"
     w = config.worker
@@ -58,8 +60,6 @@ def test_config_error_is_an_invalid_request() -> None:
         ({"worker": {"slot": 4}}, "worker.slot"),
         ({"auth": {"token": []}}, "auth.token"),
         ({"queue": [{"name": "q", "prio": 1}]}, "queue[0].prio"),
-        ({"auth": {"tokens": [{"name": "a", "role": "user", "sha": "x"}]}},
-         "auth.tokens[0].sha"),
     ],
 )
 def test_unknown_keys_are_named(data: dict[str, Any], key: str) -> None:
@@ -226,18 +226,37 @@ def test_worker_attributes_must_be_a_table() -> None:
     assert error({"worker": {"attributes": ["a"]}}) == "worker.attributes must be a dict, got ['a']"
 
 
-def test_tokens() -> None:
-    digest = "a" * 64
-    config = parse_config({"auth": {"tokens": [{"name": "ops", "role": "admin",
-                                                "sha256": digest}]}})
-    (token,) = config.controller.tokens
-    assert (token.name, token.role, token.sha256) == ("ops", "admin", digest)
-    assert error({"auth": {"tokens": [{"name": "x", "role": "root", "sha256": digest}]}}) == (
-        "auth.tokens[0].role must be admin, worker or user, got 'root'"
-    )
-    assert error({"auth": {"tokens": [{"name": "x", "role": "user", "sha256": "ab"}]}}) == (
-        "auth.tokens[0].sha256 must be 64 hex digits"
-    )
+def test_static_tokens_are_refused_with_the_way_out() -> None:
+    message = error({"auth": {"tokens": [{"name": "ops", "role": "admin", "sha256": "a" * 64}]}})
+    assert message.startswith("auth.tokens (static tokens) is gone")
+    assert "xce token create --service worker" in message
+
+
+def test_auth_section() -> None:
+    config = parse_config({"auth": {
+        "issuer": "lab", "token_ttl_s": 60, "default_roles": [],
+        "roles": {"auditor": ["job:view:all", "queue:*"]},
+        "groups": {"physics-leads": ["group-admin"], "audit": ["auditor"]},
+        "backend": [{"type": "configfile", "path": "users.toml"}]}})
+    auth = config.auth
+    assert (auth.issuer, auth.token_ttl_s) == ("lab", 60.0)
+    assert auth.roles.roles["auditor"] == {"job:view:all", "queue:view", "queue:admin"}
+    assert auth.roles.roles_for(["audit", "other"]) == ("auditor",)
+    assert auth.roles.roles_for(["other"]) == ()
+    assert auth.backends == ({"type": "configfile", "path": "users.toml"},)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"roles": {"r": ["job:view:everything"]}}, "auth.roles.r[0] 'job:view:everything' is not"),
+    ({"roles": {"r": "job:submit"}}, "auth.roles.r must be a list of strings"),
+    ({"groups": {"g": ["emperor"]}}, "auth.groups.g[0] 'emperor' is not a role"),
+    ({"default_roles": ["nobody"]}, "auth.default_roles[0] 'nobody' is not a role"),
+    ({"backend": [{"type": "kerberos"}]}, "auth.backend[0].type must be one of"),
+    ({"token_ttl_s": 0}, "auth.token_ttl_s must be positive"),
+    ({"issuer": ""}, "auth.issuer must not be empty"),
+])
+def test_bad_auth_values_are_named(data: dict[str, Any], message: str) -> None:
+    assert error({"auth": data}).startswith(message)
 
 
 def test_relative_paths_resolve_against_the_config_file(tmp_path: Path) -> None:

@@ -2,13 +2,12 @@
 
 Every error leaves as `{"error": {"code", "message"}}` with a 4xx status (5xx only for real
 server faults, logged with the request id). The `authenticate` middleware is the one place
-that turns a request into an `Identity`; the RBAC issue replaces its token check.
+that turns a request into an `Identity` (a verified JWT, see xce.auth) and checks the
+route's permission; `public` routes need no token, `authenticated` ones any valid token.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import secrets
@@ -17,36 +16,32 @@ from typing import Any
 from aiohttp import web
 
 from xce import logs
+from xce.api.audit import audit_trail
 from xce.api.guard_middleware import guard
 from xce.api.http import (
+    AUTH,
     CONFIG,
     GATEWAY,
     IDENTITY,
     REQUEST_ID,
+    ROUTE,
     SERVICE,
     SETTINGS,
     Identity,
     json_response,
+    route_of,
 )
 from xce.api.metrics import observe_latency
 from xce.api.mtls import worker_client_cert
 from xce.api.routes import Route, all_routes
+from xce.auth.rbac import allows
+from xce.auth.runtime import AuthRuntime
 from xce.config import Config
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import Forbidden, Unauthorized, XceError
 
 log = logging.getLogger("xce.api")
-ROUTE = web.AppKey("routes", dict)
-
-# Which static-token roles may use which permission classes (the RBAC issue replaces this).
-ROLE_PERMISSIONS = {
-    "admin": {"*"},
-    "user": {"job:submit", "job:view", "job:control", "queue:view", "host:view",
-             "cluster:view"},
-    "worker": {"worker", "cluster:view"},
-}
-
 
 def _error(status: int, code: str, message: str, request_id: str) -> web.Response:
     resp = json_response({"error": {"code": code, "message": message}}, status=status)
@@ -93,34 +88,25 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
     return response
 
 
-def _route_of(request: web.Request) -> Route | None:
-    info = request.match_info.route
-    return request.app[ROUTE].get(getattr(info, "name", None) or "")
-
-
 @web.middleware
 async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
-    route = _route_of(request)
+    """Verify the bearer JWT, build the `Identity` and check the route's permission."""
+    route = route_of(request)
     if route is None or route.permission == "public":
-        request[IDENTITY] = Identity("anonymous", "public")
+        request[IDENTITY] = Identity("anonymous")
         return await handler(request)
-    tokens = request.app[SETTINGS].tokens  # type: ignore[attr-defined]
-    if not tokens:
-        # No tokens configured: a local development controller; everyone is an admin.
-        request[IDENTITY] = Identity(request.headers.get("X-XCE-User", "admin"), "admin")
-        return await handler(request)
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token:
+    runtime: AuthRuntime = request.app[AUTH]  # type: ignore[assignment]
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("this request needs a bearer token (run xce login or set XCE_TOKEN)")
-    digest = hashlib.sha256(token.strip().encode()).hexdigest()
-    entry = next((t for t in tokens if hmac.compare_digest(t.sha256, digest)), None)
-    if entry is None:
-        raise Unauthorized("the bearer token is not valid")
-    allowed = ROLE_PERMISSIONS.get(entry.role, set())
-    if "*" not in allowed and route.permission not in allowed:
-        raise Forbidden(f"role {entry.role} may not use {route.permission} ({route.summary})")
-    request[IDENTITY] = Identity(entry.name, entry.role)
+    claims = runtime.tokens.verify(token.strip())
+    who = Identity(claims.user, claims.groups, claims.roles,
+                   runtime.permissions(claims.roles), claims.kind)
+    request[IDENTITY] = who  # set before the check: the audit trail names refused callers
+    if route.permission != "authenticated" and not allows(who.permissions, route.permission):
+        raise Forbidden(f"{who.user} (role {who.role}) may not use {route.permission} "
+                        f"({route.summary})")
+    request[IDENTITY] = who
     return await handler(request)
 
 
@@ -129,13 +115,15 @@ def build_app(
 ) -> web.Application:
     settings = config.controller
     app = web.Application(
-        middlewares=[observe_latency, errors, guard, worker_client_cert, authenticate],
+        middlewares=[observe_latency, errors, guard, worker_client_cert, audit_trail,
+                     authenticate],
         client_max_size=settings.max_body_kb * 1024,
     )
     app[SERVICE] = service
     app[GATEWAY] = gateway
     app[SETTINGS] = settings
     app[CONFIG] = config
+    app[AUTH] = AuthRuntime(config.auth, settings.state_dir)
     table: dict[str, Route] = {}
     for i, route in enumerate(all_routes()):
         name = f"r{i}_{route.handler.__name__}"

@@ -16,14 +16,33 @@ GATEWAY = web.AppKey("gateway", object)
 SETTINGS = web.AppKey("settings", object)
 CONFIG = web.AppKey("config", object)
 REQUEST_ID = web.RequestKey("request_id", str)
+AUTH = web.AppKey("auth", object)  # the controller's xce.auth.runtime.AuthRuntime
+ROUTE = web.AppKey("routes", dict)  # router name -> its xce.api.routes.Route
 
 
 @dataclass(frozen=True)
 class Identity:
-    """Who is calling: the name and role of the bearer token (admin, user or worker)."""
+    """Who is calling, from a verified token: user, groups, roles and the permissions the
+    roles grant (`xce.auth.rbac`). `kind` is "user" (a login) or "service" (worker, standby)."""
 
-    name: str
-    role: str
+    user: str
+    groups: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    permissions: frozenset[str] = frozenset()
+    kind: str = "user"
+
+    @property
+    def name(self) -> str:
+        return self.user
+
+    @property
+    def role(self) -> str:
+        """The roles as one label, for messages."""
+        return ",".join(self.roles) or "none"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"user": self.user, "groups": list(self.groups), "roles": list(self.roles),
+                "permissions": sorted(self.permissions), "kind": self.kind}
 
 
 IDENTITY = web.RequestKey("identity", Identity)
@@ -41,6 +60,12 @@ def _number(text: str) -> int | float:
 
 def _strict_loads(text: str) -> Any:
     return json.loads(text, parse_constant=_refuse_constant, parse_float=_number)
+
+
+def route_of(request: web.Request) -> Any:
+    """The `Route` (table entry) the request matched, or None (404s)."""
+    info = request.match_info.route
+    return request.app[ROUTE].get(getattr(info, "name", None) or "")
 
 
 def identity(request: web.Request) -> Identity:

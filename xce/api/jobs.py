@@ -5,10 +5,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from xce.api import schemas
+from xce.api.access import require_job, visible_owners
 from xce.api.http import SERVICE, identity, json_response, query_int, read_json
 from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
 from xce.api.views import array_view, job_view
+from xce.auth.rbac import job_scope
 from xce.controller.requests import SubmitRequest
 from xce.controller.service import ControllerService
 from xce.core.errors import Forbidden, InvalidRequest
@@ -24,8 +26,8 @@ async def submit(request: web.Request) -> web.Response:
     body = await read_json(request, schemas.SUBMIT)
     who = identity(request)
     user = body.get("user") or who.name
-    if who.role == "user" and user != who.name:
-        raise Forbidden(f"{who.name} may not submit jobs as {user}")
+    if user != who.user and job_scope(who.permissions, "job:control") != "all":
+        raise Forbidden(f"{who.user} may not submit jobs as {user}")
     req = SubmitRequest(
         user=user,
         command=body.get("command"),
@@ -66,6 +68,7 @@ async def list_(request: web.Request) -> web.Response:
         queue=request.query.get("queue") or None,
         host=request.query.get("host") or None,
         array=parse_job_id(array)[0] if array else None,
+        visible=visible_owners(request),
     )
     offset = query_int(request, "offset", 0, 0, 2**31)
     limit = query_int(request, "limit", 1000, 1, 100000)
@@ -76,6 +79,7 @@ async def list_(request: web.Request) -> web.Response:
 async def show(request: web.Request) -> web.Response:
     service = _service(request)
     job_id = request.match_info["job_id"]
+    require_job(request, job_id, "job:view")
     number, index = parse_job_id(job_id)
     if index is None and number in service.state.arrays:
         array = service.state.arrays[number]
@@ -86,9 +90,9 @@ async def show(request: web.Request) -> web.Response:
 
 def _control(action: str):  # type: ignore[no-untyped-def]
     async def handler(request: web.Request) -> web.Response:
-        who = identity(request)
-        owner = who.name if who.role == "user" else None
-        changed = await _service(request).control(request.match_info["job_id"], action, owner)
+        job_id = request.match_info["job_id"]
+        require_job(request, job_id, "job:control")
+        changed = await _service(request).control(job_id, action)
         return json_response({"action": action, "jobs": changed})
 
     handler.__name__ = f"job_{action}"
@@ -97,6 +101,7 @@ def _control(action: str):  # type: ignore[no-untyped-def]
 
 async def list_files(request: web.Request) -> web.Response:
     service = _service(request)
+    require_job(request, request.match_info["job_id"], "job:view")
     job = service.state.job(request.match_info["job_id"])
     files = service.files.list_outputs(job.number, job.id)
     return json_response({"job_id": job.id, "files": files})
@@ -104,6 +109,7 @@ async def list_files(request: web.Request) -> web.Response:
 
 async def download(request: web.Request) -> web.FileResponse:
     service = _service(request)
+    require_job(request, request.match_info["job_id"], "job:view")
     job = service.state.job(request.match_info["job_id"])
     path = service.files.output_path(job.number, job.id, request.match_info["path"])
     return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})

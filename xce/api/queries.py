@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,8 @@ class JobFilter:
     queue: str | None = None
     host: str | None = None
     array: int | None = None
+    # Whose jobs the caller may see (RBAC scope); None: everyone's.
+    visible: Callable[[str], bool] | None = None
 
 
 def list_jobs(
@@ -34,6 +37,8 @@ def list_jobs(
             continue
         if flt.user and job.spec.user != flt.user:
             continue
+        if flt.visible is not None and not flt.visible(job.spec.user):
+            continue
         if flt.queue and job.spec.queue != flt.queue:
             continue
         if flt.host and job.host != flt.host:
@@ -49,6 +54,8 @@ def list_jobs(
             if flt.states and shown.value not in flt.states:
                 continue
             if flt.user and array.spec.user != flt.user:
+                continue
+            if flt.visible is not None and not flt.visible(array.spec.user):
                 continue
             if flt.queue and array.spec.queue != flt.queue:
                 continue

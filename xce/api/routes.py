@@ -28,7 +28,7 @@ class Route:
     path: str
     handler: Handler
     summary: str
-    permission: str
+    permission: str  # an xce.auth.rbac permission, "public" or "authenticated" (any token)
     tag: str
     body: dict[str, Any] | None = None
     raw_body: bool = False
@@ -40,7 +40,7 @@ class Route:
 
 
 def all_routes() -> list[Route]:
-    from xce.api import cluster, hosts, jobs, metrics, queues, workers
+    from xce.api import audit, auth, cluster, hosts, jobs, metrics, queues, users, workers
 
     return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
-            *metrics.ROUTES]
+            *auth.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES]

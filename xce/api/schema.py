@@ -53,6 +53,12 @@ def validate(value: Any, schema: dict[str, Any], path: str = "body") -> None:
             raise InvalidRequest(f"{path} must be at least {schema['minimum']}, got {value}")
         if "maximum" in schema and value > schema["maximum"]:
             raise InvalidRequest(f"{path} must be at most {schema['maximum']}, got {value}")
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            raise InvalidRequest(f"{path} must be more than {schema['exclusiveMinimum']}, "
+                                 f"got {value}")
+        if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
+            raise InvalidRequest(f"{path} must be less than {schema['exclusiveMaximum']}, "
+                                 f"got {value}")
     if isinstance(value, list):
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             raise InvalidRequest(f"{path} has more than {schema['maxItems']} items")

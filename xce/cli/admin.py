@@ -1,4 +1,4 @@
-"""`xce admin ...`: offline maintenance of a controller's state directory."""
+"""`xce admin ...`: offline maintenance of a controller's state directory, and the audit log."""
 
 from __future__ import annotations
 
@@ -49,3 +49,34 @@ def wal_repair(
             typer.echo(line)
     except XceError as exc:
         fail(exc.message)
+
+
+@app.command("audit")
+def audit(
+    user: str = typer.Option(None, "--user", "-u", help="only this user's actions"),
+    action: str = typer.Option(None, "--action", "-a", help="action or prefix (job, job.kill)"),
+    obj: str = typer.Option(None, "--object", "-o", help="one object, e.g. job:17"),
+    outcome: str = typer.Option(None, "--outcome", help="ok, denied or failed"),
+    offset: int = typer.Option(0, "--offset"),
+    limit: int = typer.Option(100, "--limit"),
+    as_json: bool = typer.Option(False, "--json"),
+    controller: list[str] = typer.Option(None, "--controller", help="controller URL"),
+) -> None:
+    """Read the audit log (needs cluster:admin): who did what to which object."""
+    import time
+
+    from xce.cli.common import call, print_json, print_table
+
+    page = call(lambda c: c.audit(user=user, action=action, object=obj, outcome=outcome,
+                                  offset=offset, limit=limit), controller)
+    if as_json:
+        print_json(page)
+        return
+    print_table(["TIME", "USER", "ACTION", "OBJECT", "OUTCOME", "FROM", "DETAIL"],
+                [[time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["ts"])), r["user"],
+                  r["action"], r["object"], r["outcome"], r["remote"], r["detail"]]
+                 for r in page["records"]])
+    shown = len(page["records"])
+    if page["total"] > offset + shown:
+        typer.echo(f"({shown} of {page['total']}; --offset {offset + shown} for more)",
+                   err=True)

@@ -1,8 +1,9 @@
 """What every CLI command shares: finding the controllers, the token, errors, tables.
 
 Client settings come, in order, from: the command line (`--controller`), the environment
-(`XCE_CONTROLLERS`, `XCE_TOKEN`), the client file (`XCE_CLIENT_CONFIG`, default
-`~/.config/xce/client.toml`, written by `xce up`). Errors are one line on stderr and a non-zero
+(`XCE_CONTROLLERS`, `XCE_TOKEN`), the token `xce login` saved (`token` beside the client
+file), the client file (`XCE_CLIENT_CONFIG`, default `~/.config/xce/client.toml`, written by
+`xce up`, whose `token_file` names a token). Errors are one line on stderr and a non-zero
 exit code, never a traceback.
 """
 
@@ -64,6 +65,10 @@ def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
         urls = [u.strip() for u in os.environ["XCE_CONTROLLERS"].split(",") if u.strip()]
     if not urls:
         urls = list(file_data.get("controllers", [])) or [f"http://127.0.0.1:{DEFAULT_PORT}"]
+    if token is None:
+        from xce.cli.session import saved_token
+
+        token = saved_token()
     if token is None and file_data.get("token_file"):
         token_path = Path(str(file_data["token_file"])).expanduser()
         try:

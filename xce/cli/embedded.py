@@ -1,14 +1,15 @@
 """`xce up`: the embedded default cluster, a controller and one worker on this machine.
 
-The first run creates the state directory (0700), a config, an admin token and a worker
-token (only their SHA-256 digests go into the config), prints the admin token once, and
-writes the client config so `xce job ...` in another shell finds the cluster. Later runs
-reuse all of it. The two roles run as child processes, exactly as on a real cluster.
+The first run creates the state directory (0700), a config, a users file with an admin user
+named after you and a random password (printed once), the controller's token signing key, an
+admin token for the CLI and a worker service token (0600 files; the config holds neither), and
+writes the client config so `xce job ...` in another shell finds the cluster. Later runs reuse
+all of it (renewing the admin token when it is about to expire). The two roles run as child
+processes, exactly as on a real cluster.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import signal
@@ -32,7 +33,17 @@ def _write_private(path: Path, text: str) -> None:
     path.chmod(0o600)
 
 
-def _config_text(state_dir: Path, port: int, admin_hash: str, worker_hash: str) -> str:
+ADMIN_TOKEN_TTL_S = 30 * 86400.0
+
+
+def admin_name() -> str:
+    """The embedded cluster's admin is you: jobs you submit run as your own account."""
+    import getpass
+
+    return getpass.getuser()
+
+
+def _config_text(state_dir: Path, port: int) -> str:
     root_jobs = "true" if os.geteuid() == 0 else "false"
     return f"""# XCE embedded cluster, written by `xce up`. Edit and restart `xce up` to change it.
 [cluster]
@@ -46,11 +57,14 @@ heartbeat_interval_s = 2.0
 missed_heartbeats = 3
 
 [auth]
-# Static tokens, stored as SHA-256 digests only.
-tokens = [
-  {{ name = "admin", role = "admin", sha256 = "{admin_hash}" }},
-  {{ name = "worker", role = "worker", sha256 = "{worker_hash}" }},
-]
+# Logins get a signed JWT (keys in the controller's state directory). Roles: user,
+# group-admin, operator, admin; map groups to roles under [auth.groups].
+token_ttl_s = 43200
+
+[[auth.backend]]
+# Users, groups and password hashes; edit with `xce user add|passwd|list|del`.
+type = "configfile"
+path = "{state_dir / 'users.toml'}"
 
 [[queue]]
 name = "normal"
@@ -91,6 +105,46 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) 
     fail(f"the controller did not answer on {url} within {timeout:.0f}s")
 
 
+def _credentials(state_dir: Path, config: Path, first_run: bool) -> str | None:
+    """Make the admin user (first run) and the token files; returns the new password.
+
+    Runs before the whole config is loaded (which needs the worker's token file), so only
+    `[auth]` is read here; the controller's state directory is the one `xce up` writes."""
+    import time
+    import tomllib
+
+    from xce.auth.backends.configfile import UsersFile
+    from xce.auth.keys import key_dir
+    from xce.auth.settings import parse_auth
+    from xce.auth.tokens import TokenService
+    from xce.core.errors import XceError
+
+    try:
+        auth = parse_auth(tomllib.loads(config.read_text()).get("auth", {}), config.parent)
+    except (OSError, tomllib.TOMLDecodeError, XceError) as exc:
+        fail(f"cannot read the auth section of {config}: {exc}")
+    controller_dir = state_dir / "controller"
+    controller_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tokens = TokenService.open(key_dir(controller_dir), auth.issuer, auth.audience,
+                               auth.token_ttl_s, auth.service_token_ttl_s)
+    password = None
+    if first_run:
+        password = secrets.token_urlsafe(12)
+        UsersFile(state_dir / "users.toml").add(admin_name(), password, roles=("admin",))
+        worker_token, _ = tokens.issue("worker", (), ("worker",), "service")
+        _write_private(state_dir / "worker.token", worker_token + "\n")
+    admin_file = state_dir / "admin.token"
+    current = admin_file.read_text().strip() if admin_file.exists() else ""
+    try:
+        renew = tokens.verify(current).expires_at < time.time() + 86400
+    except Exception:
+        renew = True
+    if renew:
+        token, _ = tokens.issue(admin_name(), (), ("admin",), ttl_s=ADMIN_TOKEN_TTL_S)
+        _write_private(admin_file, token + "\n")
+    return password
+
+
 def run_embedded(state_dir: Path | None, port: int | None) -> None:
     state_dir = (state_dir or Path("~/.local/share/xce")).expanduser().resolve()
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -100,15 +154,15 @@ def run_embedded(state_dir: Path | None, port: int | None) -> None:
     port = port or DEFAULT_PORT
     first_run = not config.exists()
     if first_run:
-        admin_token = secrets.token_urlsafe(32)
-        worker_token = secrets.token_urlsafe(32)
-        _write_private(admin_token_file, admin_token + "\n")
-        _write_private(state_dir / "worker.token", worker_token + "\n")
-        digest = [hashlib.sha256(t.encode()).hexdigest() for t in (admin_token, worker_token)]
-        _write_private(config, _config_text(state_dir, port, *digest))
-    from xce.config import load_config
+        _write_private(config, _config_text(state_dir, port))
+    password = _credentials(state_dir, config, first_run)
+    from xce.config import ConfigError, load_config
 
-    cfg = load_config(config)
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        fail(exc.message)
+    admin_token = admin_token_file.read_text().strip()
     url = cfg.controllers[0]
     client_cfg = client_config_path()
     _write_private(client_cfg, f'controllers = ["{url}"]\ntoken_file = "{admin_token_file}"\n')
@@ -122,7 +176,9 @@ def run_embedded(state_dir: Path | None, port: int | None) -> None:
         typer.echo(f"XCE is up: controller {url}, worker {cfg.worker.name}")
         typer.echo(f"  state directory: {state_dir} (mode 0700)")
         typer.echo(f"  config:          {config}")
-        if first_run:
+        if password is not None:
+            typer.echo(f"  admin login (shown once): user {admin_name()}, password {password}")
+            typer.echo(f"    users file: {state_dir / 'users.toml'} (xce user add|passwd)")
             typer.echo(f"  admin token (shown once, also saved 0600 in {admin_token_file}):")
             typer.echo(f"    {admin_token}")
         else:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import getpass
 import re
 import shlex
 import socket
@@ -71,9 +70,10 @@ def submit(
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
 ) -> None:
-    """Submit a job (or an array with --array). Prints the job id."""
+    """Submit a job (or an array with --array). Prints the job id.
+
+    The job belongs to the user of your token (xce login); --user needs job:control:all."""
     body: dict[str, Any] = {
-        "user": user or getpass.getuser(),
         "name": name,
         "slots": slots,
         "memory_mb": memory,
@@ -97,7 +97,7 @@ def submit(
     else:
         fail("nothing to run: give a command, --script FILE, or a script on stdin")
     for key, value in (("queue", queue), ("cwd", cwd), ("array", array),
-                       ("dependency", dependency)):
+                       ("dependency", dependency), ("user", user)):
         if value is not None:
             body[key] = value
     if walltime is not None:

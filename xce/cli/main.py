@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from xce.cli import admin, hosts, jobs, queues, roles, tls
+from xce.cli import admin, hosts, identity, jobs, queues, roles, tls, users
 from xce.cli import simulate as simulate_cli
 
 app = typer.Typer(
@@ -19,7 +19,11 @@ simulate_cli.register(app)
 app.add_typer(jobs.app, name="job", help="Submit, list, show and control jobs.")
 app.add_typer(queues.app, name="queue", help="List, create and switch queues.")
 app.add_typer(hosts.app, name="host", help="List, show, open, close and drain hosts.")
-app.add_typer(admin.app, name="admin", help="Offline maintenance: check and repair the WAL.")
+app.add_typer(admin.app, name="admin",
+              help="Maintenance: check and repair the WAL; read the audit log.")
+identity.register(app)
+app.add_typer(users.app, name="user", help="Add, list, delete users; change passwords.")
+app.add_typer(identity.token_app, name="token", help="Service tokens, revocation, key rotation.")
 app.add_typer(tls.app, name="tls", help="Create the cluster CA and TLS certificates.")
 
 

@@ -198,3 +198,43 @@ class XceClient:
 
     async def cluster(self) -> dict[str, Any]:
         return await self.request("GET", "/api/v1/cluster")
+
+    # --- identity (xce.api.auth, xce.api.users, xce.api.audit) ---------------------------
+
+    async def login(self, username: str, password: str) -> dict[str, Any]:
+        """Returns {"token", "expires_at", "user", "groups", "roles", "permissions"}."""
+        return await self.request("POST", "/api/v1/auth/login",
+                                  json={"username": username, "password": password})
+
+    async def whoami(self) -> dict[str, Any]:
+        return await self.request("GET", "/api/v1/auth/whoami")
+
+    async def users(self) -> list[dict[str, Any]]:
+        return (await self.request("GET", "/api/v1/users"))["users"]
+
+    async def add_user(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("POST", "/api/v1/users", json=body)
+
+    async def set_password(self, user: str, password: str) -> dict[str, Any]:
+        return await self.request("POST", f"/api/v1/users/{quote(user, safe='')}/password",
+                                  json={"password": password})
+
+    async def delete_user(self, user: str) -> dict[str, Any]:
+        return await self.request("DELETE", f"/api/v1/users/{quote(user, safe='')}")
+
+    async def service_token(self, name: str, role: str,
+                            ttl_s: int | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": name, "role": role}
+        if ttl_s:
+            body["ttl_s"] = ttl_s
+        return await self.request("POST", "/api/v1/auth/tokens", json=body)
+
+    async def revoke(self, user: str) -> dict[str, Any]:
+        return await self.request("POST", "/api/v1/auth/revoke", json={"user": user})
+
+    async def rotate_key(self) -> dict[str, Any]:
+        return await self.request("POST", "/api/v1/auth/keys/rotate")
+
+    async def audit(self, **filters: Any) -> dict[str, Any]:
+        params = {k: str(v) for k, v in filters.items() if v is not None}
+        return await self.request("GET", "/api/v1/audit", params=params)

@@ -1,0 +1,91 @@
+"""Audit trail of the API: the middleware that records admin and control actions, and the
+route that reads the log back.
+
+Recorded here, for every route whose permission is `job:control`, `queue:admin`,
+`host:admin` or `cluster:admin`: who (the token's user), what (`job.kill`, `queue.close`,
+`host.drain` ...), which object (`job:17`, `queue:normal`), the outcome (`ok`, or `denied` /
+`failed` with the error message) and the caller's address — refused attempts included.
+Logins, token and user admin actions are recorded by their own handlers (xce.api.auth,
+xce.api.users) with more specific names.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from xce.api.http import AUTH, IDENTITY, json_response, query_int, route_of
+from xce.api.routes import Param, Route
+from xce.auth.audit import AuditLog, AuditQuery
+from xce.core.errors import Forbidden, InvalidRequest, Unauthorized, XceError
+
+AUDITED = ("job:control", "queue:admin", "host:admin", "cluster:admin")
+
+
+def _describe(route: Route, request: web.Request, body: Any) -> tuple[str, str]:
+    """(action, object) of a request, e.g. ("job.kill", "job:17")."""
+    domain = route.permission.split(":")[0]
+    last = route.path.rsplit("/", 1)[-1]
+    verb = last if not last.startswith("{") and last != f"{domain}s" else (
+        "create" if route.method == "POST" else route.method.lower())
+    names = list(request.match_info.values())
+    target = names[0] if names else (body.get("name", "") if isinstance(body, dict) else "")
+    return f"{domain}.{verb}", f"{domain}:{target}"
+
+
+@web.middleware
+async def audit_trail(request: web.Request, handler: Any) -> web.StreamResponse:
+    route = route_of(request)
+    if route is None or route.permission not in AUDITED or route.tag == "auth":
+        return await handler(request)
+    log: AuditLog = request.app[AUTH].audit  # type: ignore[attr-defined]
+    try:
+        response = await handler(request)
+    except XceError as exc:
+        who = request.get(IDENTITY)
+        outcome = "denied" if isinstance(exc, (Forbidden, Unauthorized)) else "failed"
+        action, obj = _describe(route, request, None)
+        await log.record(who.user if who else "-", action, obj, outcome, exc.message,
+                         request.remote or "")
+        raise
+    body = None
+    if isinstance(response, web.Response) and response.content_type == "application/json":
+        body = json.loads(response.body) if isinstance(response.body, bytes) else None
+    action, obj = _describe(route, request, body)
+    await log.record(request[IDENTITY].user, action, obj,
+                     "ok" if response.status < 400 else "failed", "", request.remote or "")
+    return response
+
+
+async def read(request: web.Request) -> web.Response:
+    since = request.query.get("since")
+    try:
+        since_ts = float(since) if since else None
+    except ValueError:
+        raise InvalidRequest(f"query parameter since must be a number, got {since!r}") from None
+    q = AuditQuery(user=request.query.get("user") or None,
+                   action=request.query.get("action") or None,
+                   object=request.query.get("object") or None,
+                   outcome=request.query.get("outcome") or None, since=since_ts,
+                   offset=query_int(request, "offset", 0, 0, 2**62),
+                   limit=query_int(request, "limit", 100, 1, 10000))
+    rows, total = request.app[AUTH].audit.query(q)  # type: ignore[attr-defined]
+    return json_response({"records": rows, "total": total, "offset": q.offset,
+                          "limit": q.limit})
+
+
+ROUTES = [
+    Route("GET", "/api/v1/audit", read,
+          "Read the audit log (who did what to which object), oldest first, with filters",
+          "cluster:admin", "audit",
+          query=(Param("user", "only this user's actions"),
+                 Param("action", "an action or its prefix, e.g. job or job.kill"),
+                 Param("object", "one object, e.g. job:17 or queue:normal"),
+                 Param("outcome", "ok, denied or failed"),
+                 Param("since", "seconds since the epoch", {"type": "number"}),
+                 Param("offset", "records to skip", {"type": "integer", "minimum": 0}),
+                 Param("limit", "records to return", {"type": "integer", "minimum": 1,
+                                                      "maximum": 10000}))),
+]

@@ -1,0 +1,89 @@
+"""User admin routes over the `configfile` backend: list, add, change password, delete.
+
+Users of LDAP, PAM or OIDC are managed in those systems; these routes edit the first
+configured users file (404 `not_found` when there is none). Passwords are hashed in a thread;
+responses and the audit log never hold a hash or a password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from xce.api.auth import runtime
+from xce.api.http import identity, json_response, read_json
+from xce.api.routes import Route
+from xce.auth.backends.configfile import ConfigFileBackend, UsersFile
+from xce.auth.rbac import allows
+from xce.core.errors import Forbidden, NotFound
+
+NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
+PASSWORD = {"type": "string", "minLength": 8, "maxLength": 4096}
+USER_ADD = {"type": "object", "additionalProperties": False, "required": ["user", "password"],
+            "properties": {"user": NAME, "password": PASSWORD,
+                           "groups": {"type": "array", "maxItems": 256, "items": NAME},
+                           "roles": {"type": "array", "maxItems": 64, "items": NAME}}}
+PASSWD = {"type": "object", "additionalProperties": False, "required": ["password"],
+          "properties": {"password": PASSWORD}}
+
+
+def _users(request: web.Request) -> UsersFile:
+    for backend in runtime(request).backends:
+        if isinstance(backend, ConfigFileBackend):
+            return backend.users
+    raise NotFound("no users file is configured ([[auth.backend]] type configfile)")
+
+
+async def _audit(request: web.Request, action: str, user: str) -> None:
+    await runtime(request).audit.record(identity(request).user, action, f"user:{user}", "ok",
+                                        remote=request.remote or "")
+
+
+async def list_(request: web.Request) -> web.Response:
+    users = _users(request).load()
+    return json_response({"users": [users[n].public() for n in sorted(users)]})
+
+
+async def add(request: web.Request) -> web.Response:
+    body = await read_json(request, USER_ADD)
+    roles = tuple(body.get("roles", ()))
+    unknown = [r for r in roles if r not in runtime(request).roles.roles]
+    if unknown:
+        raise NotFound(f"no role {unknown[0]} (roles: "
+                       f"{', '.join(sorted(runtime(request).roles.roles))})")
+    entry = await asyncio.to_thread(_users(request).add, body["user"], body["password"],
+                                    tuple(body.get("groups", ())), roles)
+    await _audit(request, "user.add", entry.name)
+    return json_response(entry.public(), status=201)
+
+
+async def passwd(request: web.Request) -> web.Response:
+    body = await read_json(request, PASSWD)
+    who, name = identity(request), request.match_info["name"]
+    if name != who.user and not allows(who.permissions, "user:admin"):
+        raise Forbidden(f"{who.user} may only change their own password")
+    await asyncio.to_thread(_users(request).set_password, name, body["password"])
+    await _audit(request, "user.passwd", name)
+    return json_response({"user": name, "changed": True})
+
+
+async def delete(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    await asyncio.to_thread(_users(request).delete, name)
+    runtime(request).tokens.revocations.revoke(name)
+    await _audit(request, "user.delete", name)
+    return json_response({"user": name, "deleted": True})
+
+
+ROUTES = [
+    Route("GET", "/api/v1/users", list_, "List the users of the users file (no hashes)",
+          "user:admin", "users"),
+    Route("POST", "/api/v1/users", add, "Add a user to the users file", "user:admin", "users",
+          body=USER_ADD, ok_status=201),
+    Route("POST", "/api/v1/users/{name}/password", passwd,
+          "Set a user's password (your own, or anyone's with user:admin)", "authenticated",
+          "users", body=PASSWD),
+    Route("DELETE", "/api/v1/users/{name}", delete,
+          "Delete a user from the users file and revoke their tokens", "user:admin", "users"),
+]

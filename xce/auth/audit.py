@@ -1,0 +1,89 @@
+"""The audit log: who did what to which object, as append-only JSON lines in the state dir.
+
+Each record is one line `{"ts", "user", "action", "object", "outcome", "detail", "remote"}`
+appended with `O_APPEND` (a single `write`, so lines never interleave) and fdatasync'd before
+the request that caused it is answered. A line torn by a crash is ended before the next record
+and skipped when reading, so it never swallows a later record. Nothing rewrites or truncates
+the file; admins read it through `GET /api/v1/audit` (filters + paging) or `xce admin audit`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    user: str | None = None
+    action: str | None = None  # a prefix: "job" matches job.kill, job.stop ...
+    object: str | None = None
+    outcome: str | None = None
+    since: float | None = None
+    offset: int = 0
+    limit: int = 100
+
+
+class AuditLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def _append(self, line: bytes) -> None:
+        with self._lock:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # a torn line from a crash: end it, keep this one
+                os.write(fd, line)
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+    async def record(self, user: str, action: str, obj: str, outcome: str,
+                     detail: str = "", remote: str = "") -> None:
+        """Append one record durably (in a thread: fdatasync must not stall the loop)."""
+        entry = {"ts": round(time.time(), 3), "user": user, "action": action, "object": obj,
+                 "outcome": outcome, "detail": detail, "remote": remote}
+        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode()
+        await asyncio.to_thread(self._append, line)
+
+    def _entries(self) -> Iterator[dict[str, Any]]:
+        try:
+            f = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with f:
+            for raw in f:
+                try:
+                    yield json.loads(raw)
+                except ValueError:
+                    continue  # a torn last line after a crash is skipped, not fatal
+
+    def query(self, q: AuditQuery) -> tuple[list[dict[str, Any]], int]:
+        """Matching records, oldest first, and how many matched in all."""
+        rows: list[dict[str, Any]] = []
+        total = 0
+        for entry in self._entries():
+            if q.user and entry.get("user") != q.user:
+                continue
+            if q.action and not str(entry.get("action", "")).startswith(q.action):
+                continue
+            if q.object and entry.get("object") != q.object:
+                continue
+            if q.outcome and entry.get("outcome") != q.outcome:
+                continue
+            if q.since is not None and entry.get("ts", 0) < q.since:
+                continue
+            if q.offset <= total < q.offset + q.limit:
+                rows.append(entry)
+            total += 1
+        return rows, total
