@@ -109,10 +109,19 @@ async def test_locked_account_is_refused(world: PamWorld) -> None:
     assert await backend(world.service).authenticate(world.user, world.password) is not None
 
 
+async def test_denied_users_never_log_in(world: PamWorld) -> None:
+    assert backend(world.service).deny_users == {"root"}
+    denied = build_backend({"type": "pam", "service": world.service,
+                            "deny_users": ["root", world.user]}, Path("/"), "auth.backend[2]")
+    assert await denied.authenticate(world.user, world.password) is None
+
+
 def test_config_names_the_bad_key() -> None:
     with pytest.raises(ConfigError, match=r"auth\.backend\[2\]\.service .*does not exist"):
         backend("no-such-service-" + secrets.token_hex(4))
     with pytest.raises(ConfigError, match=r"auth\.backend\[2\]\.service must be a file name"):
         backend("../etc/passwd")
+    with pytest.raises(ConfigError, match=r"auth\.backend\[0\]\.deny_users must be a list"):
+        build_backend({"type": "pam", "deny_users": "root"}, Path("/"), "auth.backend[0]")
     with pytest.raises(ConfigError, match=r"unknown key auth\.backend\[0\]\.servce"):
         build_backend({"type": "pam", "servce": "login"}, Path("/"), "auth.backend[0]")

@@ -52,13 +52,16 @@ class PamBackend:
 
     service: str = "login"
     name: str = "pam"
+    deny_users: frozenset[str] = frozenset({"root"})
 
     async def authenticate(self, username: str, password: str) -> Principal | None:
         """The principal when PAM accepts the password (and the account), else None.
 
         An empty password is refused before PAM is asked: a `nullok` rule would let an
-        account without a password in."""
-        if not password or not _USER_NAME.fullmatch(username) or "\x00" in password:
+        account without a password in. Users in `deny_users` (root by default) never log in
+        this way, so the API is no place to guess root's password."""
+        if (not password or not _USER_NAME.fullmatch(username) or "\x00" in password
+                or username in self.deny_users):
             return None
         return await asyncio.to_thread(self._authenticate, username, password)
 
@@ -90,11 +93,12 @@ def system_groups(username: str) -> tuple[str, ...]:
 
 def from_config(section: dict[str, Any], base: Path, where: str) -> PamBackend:
     """`{type = "pam", service = "xce"}`; the service file must exist in /etc/pam.d."""
-    reader = SectionReader(section, base, where, {"service"})
+    reader = SectionReader(section, base, where, {"service", "deny_users"})
     service = reader.string("service", "login")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", service) or service.startswith("."):
         raise reader.fail("service", f"must be a file name in {PAM_DIR}, got {service!r}")
     if not (PAM_DIR / service).is_file():
         raise reader.fail("service", f"{service!r}: {PAM_DIR / service} does not exist "
                                      f"(PAM would silently use the 'other' service)")
-    return PamBackend(service=service, name=reader.string("name", "pam"))
+    return PamBackend(service=service, name=reader.string("name", "pam"),
+                      deny_users=frozenset(reader.strings("deny_users", ("root",))))
