@@ -21,7 +21,7 @@ from tests.auth_backends.slapd import (
     free_port,
     start_slapd,
 )
-from xce.auth.backends import BackendUnavailable, build_backend
+from xce.auth.backends import BackendUnavailable, PasswordBackend, build_backend
 from xce.auth.backends.ldap import LdapBackend
 from xce.config import ConfigError
 
@@ -70,6 +70,7 @@ def backend(d: Directory, **overrides: Any) -> LdapBackend:
 
 
 async def test_ldaps_login_maps_both_group_styles(directory: Directory) -> None:
+    assert isinstance(backend(directory), PasswordBackend)
     principal = await backend(directory).authenticate("alice", PASSWORDS["alice"])
     assert principal is not None
     assert principal.user == "alice" and principal.backend == "ldap"

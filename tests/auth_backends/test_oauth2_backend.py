@@ -33,7 +33,7 @@ from tests.auth_backends.oidc import (
     rsa_jwk,
 )
 from tests.auth_backends.slapd import free_port
-from xce.auth.backends import AuthDenied, BackendUnavailable, build_backend
+from xce.auth.backends import AuthDenied, BackendUnavailable, OidcBackend, build_backend
 from xce.auth.backends.oauth2 import OAuth2Backend, pkce_challenge
 from xce.config import ConfigError
 from xce.core.errors import InvalidRequest
@@ -101,6 +101,7 @@ def forge(env: Env, kid: str = "rsa-1", alg: str = "RS256", key: Any = None,
 # --- discovery and the positive paths ------------------------------------------------------
 
 async def test_only_advertised_asymmetric_algorithms_are_allowed(env: Env) -> None:
+    assert isinstance(backend(env), OidcBackend)
     b = backend(env)
     advertised = (await b.provider.metadata())["id_token_signing_alg_values_supported"]
     assert "HS256" in advertised                      # the provider offers it ...

@@ -12,7 +12,7 @@ from pathlib import Path
 import pam as python_pam
 import pytest
 
-from xce.auth.backends import build_backend
+from xce.auth.backends import PasswordBackend, build_backend
 from xce.auth.backends.pam import PAM_DIR, PamBackend
 from xce.config import ConfigError
 
@@ -66,6 +66,7 @@ def backend(service: str) -> PamBackend:
 
 
 async def test_right_password_logs_in_with_system_groups(world: PamWorld) -> None:
+    assert isinstance(backend(world.service), PasswordBackend)
     principal = await backend(world.service).authenticate(world.user, world.password)
     assert principal is not None
     assert principal.user == world.user and principal.backend == "pam"
