@@ -180,6 +180,13 @@ async def test_anonymous_search_is_denied_by_this_directory(directory: Directory
         await b.authenticate("alice", PASSWORDS["alice"])
 
 
+def test_a_ca_file_that_is_not_a_certificate_is_a_config_error(directory: Directory) -> None:
+    bogus = directory.root / "not-a-ca.pem"
+    bogus.write_text("hello\n")
+    with pytest.raises(ConfigError, match=r"auth\.backend\[1\]\.ca_file .*no usable PEM"):
+        backend(directory, ca_file=str(bogus))
+
+
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"url": "http://127.0.0.1"}, r"auth\.backend\[1\]\.url must be ldap://"),
     ({"url": "ldap://ldap.example.org"}, r"auth\.backend\[1\]\.url sends passwords in clear"),

@@ -342,6 +342,13 @@ async def test_discovery_for_another_issuer_is_refused(env: Env) -> None:
         await b.start_device_flow()
 
 
+def test_a_ca_file_that_is_not_a_certificate_is_a_config_error(env: Env) -> None:
+    bogus = env.root / "not-a-ca.pem"
+    bogus.write_text("hello\n")
+    with pytest.raises(ConfigError, match=r"auth\.backend\[3\]\.ca_file .*no usable PEM"):
+        backend(env, ca_file=str(bogus))
+
+
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"issuer": "http://127.0.0.1:1"}, r"auth\.backend\[3\]\.issuer must be an https://"),
     ({"issuer": None}, r"auth\.backend\[3\]\.issuer is required"),

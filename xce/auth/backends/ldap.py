@@ -212,7 +212,7 @@ def from_config(section: dict[str, Any], base: Path, where: str) -> LdapBackend:
                                          f"got {user_filter!r}")
     return LdapBackend(
         host=url.hostname, port=port, use_ssl=use_ssl, start_tls=start_tls,
-        ca_file=reader.path("ca_file"), bind_dn=bind_dn, bind_password=bind_password,
+        ca_file=reader.ca_file(), bind_dn=bind_dn, bind_password=bind_password,
         user_base=reader.string("user_base"), user_filter=user_filter,
         user_attribute=reader.string("user_attribute", "uid") or "uid",
         group_base=reader.string("group_base", ""),

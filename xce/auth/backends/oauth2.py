@@ -219,7 +219,7 @@ def from_config(section: dict[str, Any], base: Path, where: str) -> OAuth2Backen
     return OAuth2Backend(OidcSettings(
         issuer=issuer, client_id=reader.string("client_id"),
         client_secret=reader.secret_file("client_secret_file") or "",
-        ca_file=reader.path("ca_file"), scopes=scopes,
+        ca_file=reader.ca_file(), scopes=scopes,
         user_claim=reader.string("user_claim", "preferred_username") or "preferred_username",
         groups_claim=reader.string("groups_claim", "groups"), algorithms=algorithms,
         leeway_s=reader.seconds("leeway_s", 30.0, allow_zero=True),

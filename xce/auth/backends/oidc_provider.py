@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
                                    "ES256", "ES384", "ES512", "EdDSA"})
+MAX_RESPONSE_BYTES = 1 << 20  # discovery, JWKS and token answers are a few KiB
 _KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
 _REQUIRED_ENDPOINTS = ("authorization_endpoint", "token_endpoint", "jwks_uri")
 
@@ -80,16 +81,19 @@ class OidcProvider:
                     method, url, data=data, headers={"Accept": "application/json",
                                                      **(headers or {})},
                     auth=auth, ssl=self._ssl, allow_redirects=False) as response:
-                text = await response.text()
+                raw = await response.content.read(MAX_RESPONSE_BYTES + 1)
                 status = response.status
         except (TimeoutError, aiohttp.ClientError, ssl.SSLError) as exc:
             raise BackendUnavailable(
                 f"OIDC provider {self.settings.issuer} unreachable: {exc or type(exc).__name__}"
             ) from exc
+        if len(raw) > MAX_RESPONSE_BYTES:
+            raise BackendUnavailable(f"OIDC provider answer for {url} is over "
+                                     f"{MAX_RESPONSE_BYTES} bytes")
         if status >= 500:
             raise BackendUnavailable(f"OIDC provider answered {status} for {url}")
         try:
-            body = json.loads(text)
+            body = json.loads(raw)
         except ValueError:
             raise BackendUnavailable(f"OIDC provider sent no JSON for {url} "
                                      f"(HTTP {status})") from None

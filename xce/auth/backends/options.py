@@ -7,6 +7,7 @@ way `xce.config` reports the rest of the file (its `_check_keys` / `_typed` do t
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,17 @@ class SectionReader:
                 pass
         except OSError as exc:
             raise self.fail(name, f"{path}: {exc.strerror}") from None
+        return path
+
+    def ca_file(self, name: str = "ca_file") -> Path | None:
+        """A PEM file of CA certificates to verify a server with, checked to load now so a
+        wrong file is a config error at start, not a failed login later."""
+        path = self.path(name)
+        if path is not None:
+            try:
+                ssl.create_default_context(cafile=str(path))
+            except (ssl.SSLError, ValueError) as exc:
+                raise self.fail(name, f"{path} holds no usable PEM certificate: {exc}") from None
         return path
 
     def secret_file(self, name: str, required: bool = False) -> str | None:
