@@ -180,12 +180,17 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+# The keys of its `[[auth.backend]]` table besides `type` and `name` (README documents each).
+CONFIG_KEYS = frozenset({
+    "url", "start_tls", "ca_file", "bind_dn", "bind_password_file", "user_base",
+    "user_filter", "user_attribute", "group_base", "group_filter", "group_attribute",
+    "timeout_s",
+})
+
+
 def from_config(section: dict[str, Any], base: Path, where: str) -> LdapBackend:
     """Validate an `[[auth.backend]]` table of `type = "ldap"` (keys in the README)."""
-    reader = SectionReader(section, base, where, {
-        "url", "start_tls", "ca_file", "bind_dn", "bind_password_file", "user_base",
-        "user_filter", "user_attribute", "group_base", "group_filter", "group_attribute",
-        "timeout_s"})
+    reader = SectionReader(section, base, where, set(CONFIG_KEYS))
     url = urllib.parse.urlsplit(reader.string("url"))
     if url.scheme not in ("ldap", "ldaps") or not url.hostname or url.path not in ("", "/"):
         raise reader.fail("url", f"must be ldap://HOST[:PORT] or ldaps://HOST[:PORT], "

@@ -199,11 +199,16 @@ class OAuth2Backend:
         return Principal(user=user, groups=groups, backend=self.name)
 
 
+# The keys of its `[[auth.backend]]` table besides `type` and `name` (README documents each).
+CONFIG_KEYS = frozenset({
+    "issuer", "client_id", "client_secret_file", "ca_file", "scopes", "user_claim",
+    "groups_claim", "algorithms", "leeway_s", "timeout_s", "jwks_refetch_interval_s",
+})
+
+
 def from_config(section: dict[str, Any], base: Path, where: str) -> OAuth2Backend:
     """Validate an `[[auth.backend]]` table of `type = "oauth2"` (keys in the README)."""
-    reader = SectionReader(section, base, where, {
-        "issuer", "client_id", "client_secret_file", "ca_file", "scopes", "user_claim",
-        "groups_claim", "algorithms", "leeway_s", "timeout_s", "jwks_refetch_interval_s"})
+    reader = SectionReader(section, base, where, set(CONFIG_KEYS))
     issuer = reader.string("issuer")
     parts = urllib.parse.urlsplit(issuer)
     if parts.scheme != "https" or not parts.hostname or parts.query or parts.fragment:

@@ -91,9 +91,13 @@ def system_groups(username: str) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+# The keys of its `[[auth.backend]]` table besides `type` and `name` (README documents each).
+CONFIG_KEYS = frozenset({"service", "deny_users"})
+
+
 def from_config(section: dict[str, Any], base: Path, where: str) -> PamBackend:
     """`{type = "pam", service = "xce"}`; the service file must exist in /etc/pam.d."""
-    reader = SectionReader(section, base, where, {"service", "deny_users"})
+    reader = SectionReader(section, base, where, set(CONFIG_KEYS))
     service = reader.string("service", "login")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", service) or service.startswith("."):
         raise reader.fail("service", f"must be a file name in {PAM_DIR}, got {service!r}")
