@@ -49,3 +49,11 @@ def wal_repair(
             typer.echo(line)
     except XceError as exc:
         fail(exc.message)
+
+
+@app.command("selfcheck", hidden=True)
+def selfcheck_command() -> None:
+    """Load every bundled data file (schemas, templates, stylesheets); exit 1 if one fails."""
+    from xce.cli.selfcheck import selfcheck
+
+    selfcheck()
