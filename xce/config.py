@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from xce.auth.guard import GuardSettings
 from xce.core.errors import InvalidRequest
 from xce.core.model import HostFailurePolicy, QueueRecord
 
@@ -82,6 +83,11 @@ class TlsSettings:
     cert_file: Path | None = None
     key_file: Path | None = None
     ca_file: Path | None = None
+    # "none", "workers" (worker routes need a client certificate from ca_file) or "all"
+    # (the handshake itself needs one); see xce/api/mtls.py.
+    require_client_cert: str = "none"
+    # Development only: allow plain http:// to (or a listener on) a non-loopback address.
+    insecure: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,7 @@ class Config:
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     path: Path | None = None
     tls: TlsSettings = field(default_factory=TlsSettings)
+    guard: GuardSettings = field(default_factory=GuardSettings)
 
 
 def _check_keys(section: str, data: dict[str, Any], allowed: set[str]) -> None:
@@ -247,21 +254,36 @@ def _tokens(data: dict[str, Any]) -> tuple[TokenEntry, ...]:
 
 def _tls(data: Any, base: Path) -> TlsSettings:
     _typed("(top level)", "tls", data, dict)
-    _check_keys("tls", data, {"cert_file", "key_file", "ca_file"})
-    out: dict[str, Path] = {}
+    _check_keys("tls", data, {"cert_file", "key_file", "ca_file", "require_client_cert",
+                              "insecure"})
+    out: dict[str, Any] = {}
     for key in ("cert_file", "key_file", "ca_file"):
         if key in data:
             raw = _typed("tls", key, data[key], str)
             out[key] = (base / Path(raw).expanduser()).resolve()
     if ("cert_file" in out) != ("key_file" in out):
         raise ConfigError("tls.cert_file and tls.key_file must be given together")
+    if "insecure" in data:
+        out["insecure"] = _typed("tls", "insecure", data["insecure"], bool)
+    if "require_client_cert" in data:
+        mode = data["require_client_cert"]
+        if isinstance(mode, bool):
+            mode = "all" if mode else "none"
+        if mode not in ("none", "workers", "all"):
+            raise ConfigError('tls.require_client_cert must be "none", "workers", "all" or a '
+                              f"boolean, got {mode!r}")
+        if mode != "none" and not ("cert_file" in out and "ca_file" in out):
+            raise ConfigError("tls.require_client_cert needs tls.cert_file, tls.key_file and "
+                              "tls.ca_file")
+        out["require_client_cert"] = mode
     return TlsSettings(**out)
 
 
 def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     """Validate a parsed TOML document into `Config`; raises `ConfigError` naming the key."""
     base = path.parent if path else Path.cwd()
-    _check_keys("(top level)", data, {"cluster", "controller", "auth", "queue", "worker", "tls"})
+    _check_keys("(top level)", data, {"cluster", "controller", "auth", "queue", "worker", "tls",
+                                      "guard"})
     cluster = data.get("cluster", {})
     _check_keys("cluster", cluster, {"controllers"})
     controllers = cluster.get("controllers", list(Config.controllers))
@@ -283,7 +305,10 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         raise ConfigError(f"controller.default_queue {settings.default_queue!r} is not a queue")
     worker = WorkerSettings(**_worker(data.get("worker", {}), base))
     tls = _tls(data.get("tls", {}), base)
-    return Config(tuple(c.rstrip("/") for c in controllers), settings, worker, path, tls)
+    from xce.auth.guard_config import parse_guard  # uses this module's helpers
+
+    return Config(tuple(c.rstrip("/") for c in controllers), settings, worker, path, tls,
+                  parse_guard(data.get("guard", {})))
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -45,6 +46,10 @@ class Cluster:
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: list[Path] = []
         self.extra_controller = ""
+        # TLS tests: extra config text per role ("controller" or a worker name), and the
+        # context urllib uses for https:// (see tests/integration/test_tls.py).
+        self.role_sections: dict[str, str] = {}
+        self.ssl_context: ssl.SSLContext | None = None
 
     # --- processes -----------------------------------------------------------------------
 
@@ -93,6 +98,7 @@ priority = 10
 on_host_failure = "exit"
 {self.queues}
 {worker_section}
+{self.role_sections.get(worker or "controller", "")}
 """
         path = self.root / f"{worker or 'controller'}.toml"
         path.write_text(text)
@@ -166,7 +172,7 @@ on_host_failure = "exit"
             headers["Content-Type"] = "application/octet-stream"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
+            with urllib.request.urlopen(req, timeout=30, context=self.ssl_context) as resp:
                 payload = resp.read()
                 if resp.headers.get_content_type() == "application/json":
                     return json.loads(payload)

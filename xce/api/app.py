@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from xce.api.guard_middleware import guard
 from xce.api.http import (
     CONFIG,
     GATEWAY,
@@ -26,6 +27,7 @@ from xce.api.http import (
     Identity,
     json_response,
 )
+from xce.api.mtls import worker_client_cert
 from xce.api.routes import Route, all_routes
 from xce.config import Config
 from xce.controller.service import ControllerService
@@ -121,7 +123,8 @@ def build_app(
 ) -> web.Application:
     settings = config.controller
     app = web.Application(
-        middlewares=[errors, authenticate], client_max_size=settings.max_body_kb * 1024
+        middlewares=[errors, guard, worker_client_cert, authenticate],
+        client_max_size=settings.max_body_kb * 1024,
     )
     app[SERVICE] = service
     app[GATEWAY] = gateway

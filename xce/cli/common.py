@@ -37,6 +37,12 @@ def client_config_path() -> Path:
 class ClientSettings:
     controllers: list[str]
     token: str | None
+    # TLS: the cluster CA that https:// controllers must chain to, an optional client
+    # certificate, and the development switch that allows http:// off loopback.
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    insecure: bool = False
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -64,23 +70,49 @@ def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
             token = token_path.read_text().strip() or None
         except OSError as exc:
             fail(f"cannot read token file {token_path}: {exc.strerror}")
-    return ClientSettings(urls, token)
+    return ClientSettings(urls, token, *_tls_files(file_data, path), insecure=_insecure(file_data))
+
+
+def _tls_files(data: dict[str, Any], path: Path) -> tuple[Path | None, ...]:
+    """ca_file, cert_file, key_file from client.toml (relative to it); XCE_CA_FILE wins."""
+    out: list[Path | None] = []
+    for key in ("ca_file", "cert_file", "key_file"):
+        raw = data.get(key)
+        if raw is not None and not isinstance(raw, str):
+            fail(f"{path}: {key} must be a string path")
+        out.append((path.parent / Path(raw).expanduser()) if raw else None)
+    if os.environ.get("XCE_CA_FILE"):
+        out[0] = Path(os.environ["XCE_CA_FILE"]).expanduser().resolve()
+    return tuple(out)
+
+
+def _insecure(data: dict[str, Any]) -> bool:
+    env = os.environ.get("XCE_INSECURE", "").strip().lower()
+    return env in ("1", "true", "yes") or data.get("insecure") is True
 
 
 def call(fn: Callable[..., Awaitable[T]], controllers: Sequence[str] | None = None) -> T:
     """Run `fn(client)` against the cluster, turning API errors into one-line messages."""
+    from xce.auth.pki import client_ssl_context
     from xce.client import ApiError, XceClient
+    from xce.config import TlsSettings
+    from xce.core.errors import XceError
 
     settings = client_settings(controllers)
 
     async def main() -> T:
-        async with XceClient(settings.controllers, settings.token) as client:
+        tls = TlsSettings(settings.cert_file, settings.key_file, settings.ca_file)
+        async with XceClient(settings.controllers, settings.token,
+                             ssl_context=client_ssl_context(tls),
+                             insecure=settings.insecure) as client:
             return await fn(client)
 
     try:
         return asyncio.run(main())
     except ApiError as exc:
         fail(exc.message, 2 if exc.status == 0 else 1)
+    except XceError as exc:
+        fail(exc.message)
     except OSError as exc:
         fail(str(exc))
     raise AssertionError("unreachable")

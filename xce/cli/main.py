@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from xce.cli import admin, hosts, jobs, queues, roles
+from xce.cli import admin, hosts, jobs, queues, roles, tls
 
 app = typer.Typer(
     name="xce",
@@ -36,6 +36,7 @@ app.add_typer(jobs.app, name="job", help="Submit, list, show and control jobs.")
 app.add_typer(queues.app, name="queue", help="List, create and switch queues.")
 app.add_typer(hosts.app, name="host", help="List, show, open, close and drain hosts.")
 app.add_typer(admin.app, name="admin", help="Offline maintenance: check and repair the WAL.")
+app.add_typer(tls.app, name="tls", help="Create the cluster CA and TLS certificates.")
 
 
 def run() -> None:

@@ -29,17 +29,28 @@ def _load(config: Path | None):  # type: ignore[no-untyped-def]
         fail(exc.message)
 
 
+INSECURE = typer.Option(False, "--insecure",
+                        help="development only: allow plain HTTP off loopback ([tls] insecure)")
+
+
 def _run_role(name: str, main: Callable[[Any], Awaitable[None]], config: Path | None,
-              verbose: bool) -> None:
+              verbose: bool, insecure: bool = False) -> None:
     """Load the config and run a role; expected failures become one-line messages."""
+    import dataclasses
+
+    from xce.client import ApiError
     from xce.core.errors import XceError
 
     _setup_logging(verbose)
     cfg = _load(config)
+    if insecure:
+        cfg = dataclasses.replace(cfg, tls=dataclasses.replace(cfg.tls, insecure=True))
     try:
         asyncio.run(main(cfg))
     except XceError as exc:
         fail(exc.message)
+    except ApiError as exc:  # e.g. a worker refused by the controller (403, TLS)
+        fail(f"the {name} stopped: {exc.message}")
     except OSError as exc:
         fail(f"cannot start the {name}: {exc}")
 
@@ -49,21 +60,23 @@ def register(app: typer.Typer) -> None:
     def controller(
         config: Path = typer.Option(None, "--config", "-c", help="cluster config (TOML)"),
         verbose: bool = typer.Option(False, "--verbose", "-v"),
+        insecure: bool = INSECURE,
     ) -> None:
         """Run a controller: REST API, scheduler and state."""
         from xce.controller.main import serve
 
-        _run_role("controller", serve, config, verbose)
+        _run_role("controller", serve, config, verbose, insecure)
 
     @app.command()
     def worker(
         config: Path = typer.Option(None, "--config", "-c", help="cluster config (TOML)"),
         verbose: bool = typer.Option(False, "--verbose", "-v"),
+        insecure: bool = INSECURE,
     ) -> None:
         """Run a worker: registers this host and runs the jobs dispatched to it."""
         from xce.worker.agent import run_worker
 
-        _run_role("worker", run_worker, config, verbose)
+        _run_role("worker", run_worker, config, verbose, insecure)
 
     @app.command()
     def up(

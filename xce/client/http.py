@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+
+from xce.client.transport import check_controller_urls
 
 
 class ApiError(Exception):
@@ -39,9 +42,17 @@ class XceClient:
         token: str | None = None,
         timeout: float = 30.0,
         retry_for: float = 0.0,
+        ssl_context: ssl.SSLContext | None = None,
+        insecure: bool = False,
     ) -> None:
+        """`ssl_context` (from `xce.auth.pki.client_ssl_context`) verifies https://
+        controllers against the cluster CA and may carry a client certificate; without it
+        https:// uses the system trust store. Plain http:// off loopback raises
+        InsecureTransport unless `insecure`."""
         if not controllers:
             raise ValueError("at least one controller URL is needed")
+        check_controller_urls(controllers, insecure)
+        self.ssl_context = ssl_context
         self.controllers = [c.rstrip("/") for c in controllers]
         self.token = token
         self.timeout = timeout
@@ -68,7 +79,8 @@ class XceClient:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(headers=self._headers())
+            connector = aiohttp.TCPConnector(ssl=self.ssl_context or True)
+            self._session = aiohttp.ClientSession(headers=self._headers(), connector=connector)
         return self._session
 
     @property
@@ -103,6 +115,8 @@ class XceClient:
                 break
             await asyncio.sleep(0.5)
         tried = ", ".join(self.controllers)
+        if isinstance(last, aiohttp.ClientSSLError):  # a TLS refusal, not a dead controller
+            raise ApiError(0, "tls_error", f"TLS handshake failed (tried {tried}): {last}")
         raise ApiError(0, "unreachable", f"no controller answered (tried {tried}): {last}")
 
     @staticmethod

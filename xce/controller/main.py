@@ -13,6 +13,8 @@ from pathlib import Path
 from aiohttp import web
 
 from xce.api.app import build_app
+from xce.auth.pki import server_ssl_context
+from xce.client.transport import check_listener
 from xce.config import Config, ControllerSettings
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
@@ -73,6 +75,8 @@ async def _liveness_loop(gateway: WorkerGateway) -> None:
 async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     """Run a controller until cancelled or signalled."""
     settings = config.controller
+    ssl_context = server_ssl_context(config.tls)  # before any state is touched
+    check_listener(settings.listen_host, ssl_context is not None, config.tls.insecure)
     prepare_state_dir(settings.state_dir)
     lock = lock_state_dir(settings.state_dir)
     files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024)
@@ -88,7 +92,7 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
     await runner.setup()
     site = web.TCPSite(
         runner, settings.listen_host, settings.listen_port, reuse_address=True,
-        shutdown_timeout=2.0,
+        shutdown_timeout=2.0, ssl_context=ssl_context,
     )
     await site.start()
     log.info("controller listening on %s:%s", settings.listen_host, settings.listen_port)
@@ -104,7 +108,8 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
             loop.add_signal_handler(sig, stop.set)
     if ready is not None:
         ready.set()
-    print(f"xce controller ready on http://{settings.listen_host}:{settings.listen_port}"
+    scheme = "https" if ssl_context else "http"
+    print(f"xce controller ready on {scheme}://{settings.listen_host}:{settings.listen_port}"
           f" (pid {os.getpid()})", flush=True)
     try:
         await stop.wait()

@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import psutil
 
+from xce.auth.pki import client_ssl_context
 from xce.client import ApiError, XceClient
 from xce.client.http import job_path
 from xce.config import Config, WorkerSettings
@@ -43,7 +44,10 @@ class WorkerAgent:
         self.config = config
         self.settings = config.worker
         self.host = self.settings.name
-        self.client = client or XceClient(config.controllers, self.settings.token or None)
+        self.client = client or XceClient(
+            config.controllers, self.settings.token or None,
+            ssl_context=client_ssl_context(config.tls), insecure=config.tls.insecure,
+        )
         self.running: dict[Key, RunningJob] = {}
         # Spawned but not yet in `running`: a second answer in that window must not start
         # the same attempt again.

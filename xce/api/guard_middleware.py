@@ -1,0 +1,127 @@
+"""The guard as aiohttp middleware, placed before authentication (see xce/auth/guard.py).
+
+Order of checks, cheapest first: the source address against the allow-lists of the route's
+class (403 `address_denied`), the per-address token bucket, the per-identity token bucket
+(429 `rate_limited` with Retry-After), then, for `POST /api/v1/auth/login`, the backoff of
+the (username, address) pair (429 `login_locked` with Retry-After).
+
+Identity here is a SHA-256 of the raw Authorization header, not the verified token subject:
+the guard runs before (and independently of) JWT verification, so a flood of bad tokens is
+throttled as cheaply as a flood of good ones; one token is one identity. Requests without an
+Authorization header are limited by address only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from xce.api.http import CONFIG, json_response
+from xce.api.route_class import route_class
+from xce.auth.guard import GuardSettings, LoginThrottle, RateLimiter, allowed, parse_address
+
+LOGIN_PATH = "/api/v1/auth/login"
+MAX_USERNAME = 256
+
+
+@dataclass
+class GuardState:
+    """The buckets and login failures of one application (one controller)."""
+
+    settings: GuardSettings
+    per_address: RateLimiter
+    per_identity: RateLimiter
+    logins: LoginThrottle
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def create(cls, settings: GuardSettings) -> GuardState:
+        return cls(settings, RateLimiter(settings.per_address, settings.max_keys),
+                   RateLimiter(settings.per_identity, settings.max_keys),
+                   LoginThrottle(settings))
+
+
+_STATES: weakref.WeakKeyDictionary[web.Application, GuardState] = weakref.WeakKeyDictionary()
+
+
+def guard_state(app: web.Application) -> GuardState:
+    """The app's guard state, created from its config on first use."""
+    state = _STATES.get(app)
+    if state is None:
+        state = _STATES[app] = GuardState.create(app[CONFIG].guard)  # type: ignore[attr-defined]
+    return state
+
+
+def _refusal(status: int, code: str, message: str, retry_after: float | None = None
+             ) -> web.Response:
+    resp = json_response({"error": {"code": code, "message": message}}, status=status)
+    if retry_after is not None:
+        resp.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return resp
+
+
+async def _login_user(request: web.Request) -> str:
+    """The username in a login body, or "" when the body is not the expected JSON (the login
+    handler then answers 400 itself; aiohttp keeps the body for it)."""
+    try:
+        body = await request.json()
+    except ValueError:
+        return ""
+    user = body.get("username") if isinstance(body, dict) else None
+    return user[:MAX_USERNAME] if isinstance(user, str) else ""
+
+
+def _status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "http_status", None) or getattr(exc, "status", None)
+    return status if isinstance(status, int) else None
+
+
+async def _guarded_login(request: web.Request, handler: Any, state: GuardState,
+                         address: str) -> web.StreamResponse:
+    user = await _login_user(request)
+    wait = state.logins.wait(user, address, state.clock())
+    if wait > 0:
+        return _refusal(429, "login_locked",
+                        f"too many failed logins for {user!r} from {address}; "
+                        f"try again in {math.ceil(wait)} s", wait)
+    try:
+        response = await handler(request)
+    except Exception as exc:
+        if _status_of(exc) == 401:
+            state.logins.failed(user, address, state.clock())
+        raise
+    if response.status == 401:
+        state.logins.failed(user, address, state.clock())
+    elif response.status < 300:
+        state.logins.succeeded(user, address)
+    return response
+
+
+@web.middleware
+async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
+    state = guard_state(request.app)
+    address = parse_address(request.remote or "")
+    shown = str(address) if address is not None else (request.remote or "unknown")
+    kind = route_class(request)
+    if not allowed(state.settings, kind, address):
+        return _refusal(403, "address_denied",
+                        f"address {shown} may not use {kind} routes of this controller")
+    now = state.clock()
+    wait = state.per_address.take(shown, now)
+    if wait <= 0:
+        header = request.headers.get("Authorization")
+        if header:
+            wait = state.per_identity.take(hashlib.sha256(header.encode()).hexdigest(), now)
+    if wait > 0:
+        return _refusal(429, "rate_limited",
+                        f"too many requests; retry in {math.ceil(wait)} s", wait)
+    if request.method == "POST" and request.path == LOGIN_PATH:
+        return await _guarded_login(request, handler, state, shown)
+    return await handler(request)
