@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from xce.cli import admin, hosts, jobs, queues, roles, tls
+from xce.cli import init as init_cli
 
 app = typer.Typer(
     name="xce",
@@ -32,6 +33,7 @@ def _options(
 
 
 roles.register(app)
+init_cli.register(app)
 app.add_typer(jobs.app, name="job", help="Submit, list, show and control jobs.")
 app.add_typer(queues.app, name="queue", help="List, create and switch queues.")
 app.add_typer(hosts.app, name="host", help="List, show, open, close and drain hosts.")

@@ -23,7 +23,7 @@ def render_config(**values: str) -> str:
     return string.Template(_appliance_file("templates", "xce.toml.in")).substitute(values)
 
 
-def render_unit(name: str, xce: Path, config: Path, state: Path) -> str:
+def render_unit(name: str, xce: str | Path, config: Path, state: Path) -> str:
     """A systemd unit with its @xce@, @config@ and @state@ placeholders filled in."""
     if name not in UNITS:
         raise KeyError(f"no unit template {name} (have: {', '.join(UNITS)})")
