@@ -201,6 +201,7 @@ async def test_every_route_is_guarded(secured: Api) -> None:
         path = path.replace("{host}", "w1").replace("{name}", "normal")
         got, _ = await status_of(secured, route.method, path)
         if route.permission == "public":
-            assert got == 200, route.path
+            # Reachable without a token (the join routes then want a body or a CA: 4xx).
+            assert got not in (401, 403) and got < 500, (route.path, got)
         else:
             assert got == 401, (route.method, route.path, got)

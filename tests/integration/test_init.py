@@ -135,3 +135,58 @@ def test_the_new_cluster_runs_a_job_over_tls(cluster: InitCluster) -> None:
     waited = cluster.cli("job", "wait", job_id, "--timeout", "30")
     assert waited.returncode == 0 and "DONE" in waited.stdout, waited.stdout + waited.stderr
     assert cluster.cli("job", "output", job_id).stdout == "hello from init\n"
+
+
+def test_a_worker_joins_with_the_printed_token_once(cluster: InitCluster) -> None:
+    join = cluster.printed(r"(xce init /etc/xce --join .*)")
+    url, token, ca_hash = re.search(r"--join (\S+) --token (\S+) --ca-hash (\S+)",
+                                    join).groups()  # type: ignore[union-attr]
+    w2 = cluster.root / "w2"
+    joined = xce("init", str(w2), "--join", url, "--token", token, "--ca-hash", ca_hash,
+                 "--name", "w2")
+    assert joined.returncode == 0, joined.stderr
+    assert stat.S_IMODE((w2 / "tls" / "w2.key").stat().st_mode) == 0o600
+    assert (w2 / "tls" / "ca.pem").read_text() == (cluster.dir / "tls" / "ca.pem").read_text()
+    assert (w2 / "worker.token").read_text() == (cluster.dir / "worker.token").read_text()
+    assert (w2 / "systemd" / "xce-worker.service").exists()
+    cluster.start("worker", w2 / "xce.toml", "w2")
+    cluster.wait_host("w2")
+
+    # With the first worker closed, a job can only run on w2: the joined node is a full
+    # worker (its client certificate passes the controller's mTLS check on worker routes).
+    first = socket.gethostname()
+    assert cluster.cli("host", "close", first).returncode == 0
+    try:
+        only_w2 = cluster.cli("job", "submit", "--", "echo on w2")
+        assert only_w2.returncode == 0, only_w2.stderr
+        job_id = re.search(r"Job <(\d+)>", only_w2.stdout).group(1)  # type: ignore[union-attr]
+        assert cluster.cli("job", "wait", job_id, "--timeout", "30").returncode == 0
+        shown = cluster.cli("job", "show", job_id)
+        assert "host: w2" in shown.stdout and "state: DONE" in shown.stdout, shown.stdout
+    finally:
+        assert cluster.cli("host", "open", first).returncode == 0
+
+    reused = xce("init", str(cluster.root / "w3"), "--join", url, "--token", token,
+                 "--ca-hash", ca_hash, "--name", "w3")
+    assert reused.returncode != 0 and "already used" in reused.stderr, reused.stderr
+    assert "Traceback" not in reused.stderr and not (cluster.root / "w3").exists()
+
+
+def test_a_wrong_ca_hash_is_refused_before_the_token_is_spent(cluster: InitCluster) -> None:
+    made = cluster.cli("token", "join", "--role", "worker", "--ttl-hours", "1")
+    assert made.returncode == 0, made.stderr
+    url, token, ca_hash = re.search(r"--join (\S+) --token (\S+) --ca-hash (\S+)",
+                                    made.stdout).groups()  # type: ignore[union-attr]
+    wrong = "sha256:" + "0" * 64
+    refused = xce("init", str(cluster.root / "w4"), "--join", url, "--token", token,
+                  "--ca-hash", wrong, "--name", "w4")
+    assert refused.returncode != 0 and "refusing to trust it" in refused.stderr
+    accepted = xce("init", str(cluster.root / "w4"), "--join", url, "--token", token,
+                   "--ca-hash", ca_hash, "--name", "w4")
+    assert accepted.returncode == 0, accepted.stderr
+
+
+def test_join_tokens_need_an_admin(cluster: InitCluster) -> None:
+    worker_token = (cluster.dir / "worker.token").read_text().strip()
+    denied = xce("token", "join", env={**cluster.env, "XCE_TOKEN": worker_token})
+    assert denied.returncode != 0 and "may not" in denied.stderr, denied.stderr
