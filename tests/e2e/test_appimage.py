@@ -113,24 +113,17 @@ def daemons() -> Iterator[list[subprocess.Popen[bytes]]]:
 def test_controller_worker_and_a_job_from_the_extracted_appimage(
     extracted: Path, tmp_path: Path, daemons: list[subprocess.Popen[bytes]]
 ) -> None:
+    # The cluster directory comes from the AppImage's own `xce init` (CA, certificates, mTLS
+    # for worker routes), so TLS from the bundled Python's ssl module is exercised too.
     port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    config = tmp_path / "xce.toml"
-    config.write_text(f"""
-[cluster]
-controllers = ["{url}"]
-[controller]
-listen = "127.0.0.1:{port}"
-state_dir = "state"
-heartbeat_interval_s = 0.5
-schedule_interval_s = 0.2
-[worker]
-name = "appimage-node"
-spool_dir = "spool"
-heartbeat_interval_s = 0.5
-allow_root_jobs = true
-""")
-    env = _env(tmp_path, XCE_CONTROLLERS=url)
+    cluster = tmp_path / "cluster"
+    made = _run([str(extracted), "init", str(cluster), "--host", "127.0.0.1", "--listen",
+                 "127.0.0.1", "--port", str(port), "--allow-root-jobs"], tmp_path,
+                _env(tmp_path))
+    assert made.returncode == 0, made.stderr
+    config = cluster / "xce.toml"
+    node = socket.gethostname()
+    env = _env(tmp_path, XCE_CLIENT_CONFIG=str(cluster / "client.toml"))
     log = (tmp_path / "daemons.log").open("wb")
     for role in ("controller", "worker"):
         daemons.append(subprocess.Popen([str(extracted), role, "--config", str(config)],
@@ -140,7 +133,7 @@ allow_root_jobs = true
     while True:
         assert all(p.poll() is None for p in daemons), (tmp_path / "daemons.log").read_text()
         hosts = _run([str(extracted), "host", "list"], tmp_path, env)
-        if hosts.returncode == 0 and "appimage-node" in hosts.stdout and "online" in hosts.stdout:
+        if any(line.split()[:2] == [node, "online"] for line in hosts.stdout.splitlines()):
             break
         assert time.monotonic() < deadline, hosts.stdout + hosts.stderr
         time.sleep(0.5)

@@ -56,7 +56,12 @@ class InitResult:
 
 
 def executable() -> str:
-    """What the systemd units should run: the AppImage, the frozen binary, or `xce`."""
+    """What the systemd units should run: the AppImage, the frozen binary, or `xce`.
+
+    An AppImage is named as itself, so its units need FUSE on the node. Not
+    `--appimage-extract-and-run`: every run of one AppImage shares one extraction directory,
+    and the first daemon to stop would delete it under the others. Without FUSE, extract it
+    once (`--appimage-extract`) and run `init` from that AppRun: then sys.executable is it."""
     if os.environ.get("APPIMAGE"):
         return os.environ["APPIMAGE"]
     if getattr(sys, "frozen", False):
