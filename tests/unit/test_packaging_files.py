@@ -47,3 +47,20 @@ def test_package_data_covers_every_runtime_data_file() -> None:
     assert sorted(patterns) == sorted(f"*{s}" for s in SUFFIXES)
     found = {p.suffix for p in data_files(ROOT)}
     assert {".capnp", ".service", ".in"} <= found, found
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_systemd_units_verify(tmp_path: Path) -> None:
+    """The unit templates, rendered as `xce init` renders them, pass `systemd-analyze verify`."""
+    from xce.setup.templates import UNITS, render_unit
+
+    paths = []
+    for name in UNITS:
+        path = tmp_path / name
+        path.write_text(render_unit(name, "/bin/true", tmp_path / "xce.toml", tmp_path))
+        paths.append(str(path))
+    result = subprocess.run(["systemd-analyze", "verify", *paths], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "Unknown key" not in result.stderr and "Unknown section" not in result.stderr, (
+        result.stderr)
