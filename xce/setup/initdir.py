@@ -76,7 +76,7 @@ def _url_host(host: str) -> str:
         return host
 
 
-def _check_new(cluster_dir: Path) -> None:
+def check_new_dir(cluster_dir: Path) -> None:
     if (cluster_dir / CONFIG_FILE).exists():
         raise InvalidRequest(f"{cluster_dir / CONFIG_FILE} exists: {cluster_dir} already holds "
                              "a cluster (init never overwrites one)")
@@ -96,7 +96,7 @@ def init_cluster(cluster_dir: Path, hosts: list[str], port: int = DEFAULT_PORT,
     from xce.auth.pki import create_ca, issue_certificate
 
     cluster_dir = cluster_dir.expanduser().resolve()
-    _check_new(cluster_dir)
+    check_new_dir(cluster_dir)
     if not hosts:
         raise InvalidRequest("init needs at least one controller host (--host)")
     if not 0 < port < 65536:

@@ -25,7 +25,7 @@ from typing import Any
 
 from xce.core.errors import InvalidRequest
 from xce.setup.files import private_dir, write_private
-from xce.setup.initdir import CONFIG_FILE, _check_new, executable
+from xce.setup.initdir import CONFIG_FILE, check_new_dir, executable
 from xce.setup.templates import render_unit
 
 TIMEOUT_S = 30
@@ -105,8 +105,8 @@ def _config_text(answer: dict[str, Any], has_cert: bool) -> str:
                   f'cert_file = "tls/{answer["name"]}.pem"',
                   f'key_file = "tls/{answer["name"]}.key"']
     if answer["role"] == "standby":
-        lines = [*lines[:3], "# A standby: add its [controller] and replication settings here "
-                 "(see the HA documentation).", *lines[3:]]
+        lines += ["", "# A standby: add its [controller] section and replication settings "
+                  "(see the HA documentation)."]
     return "\n".join(lines) + "\n"
 
 
@@ -114,7 +114,7 @@ def join_cluster(cluster_dir: Path, url: str, token: str, ca_hash: str | None,
                  name: str | None = None, hosts: list[str] | None = None) -> JoinResult:
     """Redeem `token` at the controller `url` and write the node's directory."""
     cluster_dir = cluster_dir.expanduser().resolve()
-    _check_new(cluster_dir)
+    check_new_dir(cluster_dir)
     base = url.rstrip("/")
     if not base.startswith(("http://", "https://")):
         raise InvalidRequest(f"--join must be an http(s):// controller URL, got {url!r}")
