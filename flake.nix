@@ -19,7 +19,7 @@
           src = ./.;
           build-system = [ pkgs.python311Packages.setuptools pkgs.python311Packages.wheel ];
           dependencies = with pkgs.python311Packages; [
-            textual typer aiohttp pycapnp pyjwt ldap3 python-pam authlib psutil
+            textual typer aiohttp pycapnp pyjwt ldap3 python-pam authlib psutil cryptography
           ];
           doCheck = false;
         };
@@ -32,47 +32,47 @@
         };
       });
 
+      # The systemd units are appliance/systemd/*.service, the same files `xce init` renders:
+      # here their @xce@, @config@ and @state@ placeholders are filled in with Nix store paths
+      # and the module enables the ones asked for (`systemd.packages` + wantedBy).
       nixosModules.default = { config, lib, pkgs, ... }:
         let
           cfg = config.services.xce;
           xce = self.packages.${pkgs.system}.default;
+          units = pkgs.runCommand "xce-systemd-units" { } ''
+            mkdir -p $out/lib/systemd/system
+            for unit in ${./appliance/systemd}/*.service; do
+              substitute "$unit" "$out/lib/systemd/system/$(basename "$unit")" \
+                --subst-var-by xce "${xce}/bin/xce" \
+                --subst-var-by config "${cfg.configFile}" \
+                --subst-var-by state "${cfg.stateDir}"
+            done
+          '';
+          enable = name: {
+            systemd.services.${name}.wantedBy = [ "multi-user.target" ];
+          };
         in {
           options.services.xce = {
             controller.enable = lib.mkEnableOption "the XCE controller";
+            standby.enable = lib.mkEnableOption "an XCE standby controller";
             worker.enable = lib.mkEnableOption "the XCE worker";
             configFile = lib.mkOption {
               type = lib.types.path;
               description = "The cluster config (TOML), e.g. written by `xce init`.";
             };
+            stateDir = lib.mkOption {
+              type = lib.types.str;
+              default = "/var/lib/xce";
+              description = "The cluster directory the controller may write (its state_dir lives below).";
+            };
           };
-          config = lib.mkMerge [
-            (lib.mkIf cfg.controller.enable {
-              systemd.services.xce-controller = {
-                description = "XCE controller";
-                wantedBy = [ "multi-user.target" ];
-                after = [ "network-online.target" ];
-                serviceConfig = {
-                  ExecStart = "${xce}/bin/xce controller --config ${cfg.configFile}";
-                  Restart = "on-failure";
-                  StateDirectory = "xce";
-                  StateDirectoryMode = "0700";
-                };
-              };
-            })
-            (lib.mkIf cfg.worker.enable {
-              systemd.services.xce-worker = {
-                description = "XCE worker";
-                wantedBy = [ "multi-user.target" ];
-                after = [ "network-online.target" ];
-                serviceConfig = {
-                  ExecStart = "${xce}/bin/xce worker --config ${cfg.configFile}";
-                  Restart = "on-failure";
-                  # Jobs run in their own sessions; stopping the worker must not kill them.
-                  KillMode = "process";
-                };
-              };
-            })
-          ];
+          config = lib.mkIf (cfg.controller.enable || cfg.standby.enable || cfg.worker.enable)
+            (lib.mkMerge [
+              { systemd.packages = [ units ]; environment.systemPackages = [ xce ]; }
+              (lib.mkIf cfg.controller.enable (enable "xce-controller"))
+              (lib.mkIf cfg.standby.enable (enable "xce-standby"))
+              (lib.mkIf cfg.worker.enable (enable "xce-worker"))
+            ]);
         };
     };
 }

@@ -11,7 +11,6 @@ Ctrl-C that must take the controller and worker down with it, unpack directories
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -25,20 +24,6 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def binary() -> Path:
-    if os.environ.get("XCE_BINARY"):
-        path = Path(os.environ["XCE_BINARY"]).resolve()
-        assert path.is_file(), f"XCE_BINARY={path} does not exist"
-        return path
-    path = REPO / "dist" / "xce"
-    if not path.exists():
-        subprocess.run(["bash", str(REPO / "packaging" / "build-binary")], cwd=REPO,
-                       check=True, timeout=900)
-    assert os.access(path, os.X_OK)
-    return path
 
 
 def _free_port() -> int:
@@ -178,3 +163,56 @@ def test_up_runs_a_job_and_stops_on_ctrl_c(box: Box, up: Up) -> None:
     check = box.xce("admin", "wal-check", "--state-dir", str(up.state / "controller"))
     assert check.returncode == 0, check.stdout + check.stderr
     assert "ok, 2 jobs" in check.stdout and check.stdout.rstrip().endswith("ok"), check.stdout
+
+
+def test_readme_install_copy_init_up(box: Box, tmp_path: Path) -> None:
+    """The README's Install section as a new user follows it: copy the one file somewhere
+    on their own, `xce init` a cluster directory, `xce up` it, run a job over TLS."""
+    import re
+    import shutil
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    xce = bin_dir / "xce"
+    shutil.copy2(box.binary, xce)
+    port = _free_port()
+    cluster = tmp_path / "cluster"
+    made = subprocess.run([str(xce), "init", str(cluster), "--host", "127.0.0.1", "--listen",
+                           "127.0.0.1", "--port", str(port), "--allow-root-jobs"],
+                          cwd=tmp_path, env=box.env, text=True, capture_output=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    assert re.search(r"shown only this once.*\n\s+\S{20,}", made.stdout), made.stdout
+    unit = (cluster / "systemd" / "xce-controller.service").read_text()
+    assert f"ExecStart={xce} controller --config {cluster / 'xce.toml'}" in unit
+
+    log = (tmp_path / "up.log").open("wb")
+    up = subprocess.Popen([str(xce), "up", "--state-dir", str(cluster)], cwd=tmp_path,
+                          env=box.env, stdout=log, stderr=subprocess.STDOUT,
+                          stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert up.poll() is None, (tmp_path / "up.log").read_text()
+            hosts = subprocess.run([str(xce), "host", "list"], cwd=tmp_path, env=box.env,
+                                   text=True, capture_output=True, timeout=60)
+            if hosts.returncode == 0 and " online " in hosts.stdout:
+                break
+            assert time.monotonic() < deadline, hosts.stderr + (tmp_path / "up.log").read_text()
+            time.sleep(0.5)
+        client = (Path(box.env["XCE_CLIENT_CONFIG"])).read_text()
+        assert "https://127.0.0.1" in client and "ca_file" in client
+        run = [str(xce), "job", "submit", "--", "echo installed"]
+        submitted = subprocess.run(run, cwd=tmp_path, env=box.env, text=True,
+                                   capture_output=True, timeout=60)
+        assert submitted.returncode == 0, submitted.stderr
+        for args in (["job", "wait", "1", "--timeout", "60"], ["job", "output", "1"]):
+            result = subprocess.run([str(xce), *args], cwd=tmp_path, env=box.env, text=True,
+                                    capture_output=True, timeout=90)
+            assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout == "installed\n"
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            up.wait(30)
+        except subprocess.TimeoutExpired:
+            up.kill()

@@ -40,7 +40,7 @@ class Route:
 
 
 def all_routes() -> list[Route]:
-    from xce.api import audit, auth, cluster, hosts, jobs, metrics, queues, users, workers
+    from xce.api import audit, auth, cluster, hosts, jobs, join, metrics, queues, users, workers
 
     return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
-            *auth.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES]
+            *auth.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES, *join.ROUTES]

@@ -80,3 +80,9 @@ def audit(
     if page["total"] > offset + shown:
         typer.echo(f"({shown} of {page['total']}; --offset {offset + shown} for more)",
                    err=True)
+@app.command("selfcheck", hidden=True)
+def selfcheck_command() -> None:
+    """Load every bundled data file (schemas, templates, stylesheets); exit 1 if one fails."""
+    from xce.cli.selfcheck import selfcheck
+
+    selfcheck()

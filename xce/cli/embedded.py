@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -92,13 +93,14 @@ def _self_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "xce", *args]
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 30,
+                  context: ssl.SSLContext | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             fail(f"the controller exited with code {proc.returncode}; see the messages above")
         try:
-            with urllib.request.urlopen(url + "/healthz", timeout=1):
+            with urllib.request.urlopen(url + "/healthz", timeout=1, context=context):
                 return
         except OSError:
             time.sleep(0.1)
@@ -165,12 +167,17 @@ def run_embedded(state_dir: Path | None, port: int | None) -> None:
     admin_token = admin_token_file.read_text().strip()
     url = cfg.controllers[0]
     client_cfg = client_config_path()
-    _write_private(client_cfg, f'controllers = ["{url}"]\ntoken_file = "{admin_token_file}"\n')
+    # A cluster directory made by `xce init` serves https with its own CA: the CLI needs it.
+    ca_line = f'ca_file = "{cfg.tls.ca_file}"\n' if cfg.tls.ca_file else ""
+    _write_private(client_cfg, f'controllers = ["{url}"]\ntoken_file = "{admin_token_file}"\n'
+                   + ca_line)
 
     controller = subprocess.Popen(_self_command("controller", "--config", str(config)))
     procs = [controller]
     try:
-        _wait_healthy(url, controller)
+        from xce.auth.pki import client_ssl_context
+
+        _wait_healthy(url, controller, context=client_ssl_context(cfg.tls))
         procs.append(subprocess.Popen(_self_command("worker", "--config", str(config))))
         typer.echo("")
         typer.echo(f"XCE is up: controller {url}, worker {cfg.worker.name}")

@@ -1,0 +1,134 @@
+"""Joining a node to the cluster: a one-time join token buys the CA, the candidate list and
+the settings a new worker (or standby) needs.
+
+Routes:
+* `GET /api/v1/join/ca` (public): the cluster CA certificate and its SHA-256. A joining node
+  fetches it over an unverified connection and accepts it only if the hash matches the one
+  printed with the join token (like kubeadm's discovery hash), then verifies everything else
+  against it.
+* `POST /api/v1/join` (public; the join token is the credential): redeems the token (once)
+  and answers the role, the controller candidates, the CA, the shared worker token and, when
+  the controller holds the CA key next to `tls.ca_file`, a client certificate + key issued
+  for the node's name (mutual TLS for worker routes).
+* `POST /api/v1/join/tokens` (`cluster:admin`): a new join token (`xce token join`).
+
+Left to wire to the auth issue: hand out a per-node *service token* (revocable, named after
+the node) instead of the shared `[worker] token_file` secret, and audit-log each redemption.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ssl
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from xce.api.http import CONFIG, SETTINGS, json_response, read_json
+from xce.api.routes import Route
+from xce.core.errors import NotFound
+from xce.setup.jointokens import DEFAULT_TTL_S, MAX_TTL_S, ROLES, JoinTokenStore
+
+NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"}
+JOIN_BODY: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["token", "name"],
+    "properties": {
+        "token": {"type": "string", "minLength": 1, "maxLength": 200},
+        "name": NAME,
+        "hosts": {"type": "array", "maxItems": 16,
+                  "items": {"type": "string", "minLength": 1, "maxLength": 253}},
+    },
+}
+TOKEN_BODY: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["role"],
+    "properties": {
+        "role": {"type": "string", "enum": list(ROLES)},
+        "ttl_s": {"type": "number", "minimum": 1, "maximum": MAX_TTL_S},
+    },
+}
+
+
+def ca_sha256(pem: str) -> str:
+    """The hash printed with join tokens: SHA-256 of the CA certificate's DER bytes."""
+    return hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem)).hexdigest()
+
+
+def _ca_pem(request: web.Request) -> str:
+    ca_file = request.app[CONFIG].tls.ca_file  # type: ignore[attr-defined]
+    if ca_file is None:
+        raise NotFound("this controller has no tls.ca_file: there is no cluster CA to join")
+    return Path(ca_file).read_text()
+
+
+def _store(request: web.Request) -> JoinTokenStore:
+    return JoinTokenStore(request.app[SETTINGS].state_dir)  # type: ignore[attr-defined]
+
+
+def _issue_client_cert(ca_file: Path, name: str, hosts: list[str]) -> tuple[str, str] | None:
+    """A client certificate for `name` from the CA beside ca_file, or None without its key."""
+    from xce.auth.pki import CA_KEY, CertPair, issue_certificate
+
+    ca = CertPair(ca_file, ca_file.with_name(CA_KEY))
+    if not ca.key_path.is_file():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        pair = issue_certificate(ca, Path(tmp), name, [name, *hosts], client=True)
+        return pair.cert_path.read_text(), pair.key_path.read_text()
+
+
+async def join_ca(request: web.Request) -> web.Response:
+    pem = await asyncio.to_thread(_ca_pem, request)
+    return json_response({"ca_pem": pem, "ca_sha256": ca_sha256(pem)})
+
+
+async def join(request: web.Request) -> web.Response:
+    body = await read_json(request, JOIN_BODY)
+    config = request.app[CONFIG]
+    pem = await asyncio.to_thread(_ca_pem, request)  # before the token is spent
+    role = await asyncio.to_thread(_store(request).redeem, body["token"])
+    answer: dict[str, Any] = {
+        "role": role,
+        "name": body["name"],
+        "controllers": list(config.controllers),  # type: ignore[attr-defined]
+        "ca_pem": pem,
+        "worker_token": config.worker.token,  # type: ignore[attr-defined]
+        # The controller's [worker] section is the cluster's template for new workers.
+        "worker": {
+            "allow_root_jobs": config.worker.allow_root_jobs,  # type: ignore[attr-defined]
+            "heartbeat_interval_s": config.worker.heartbeat_interval_s,  # type: ignore
+        },
+    }
+    issued = await asyncio.to_thread(_issue_client_cert, config.tls.ca_file,  # type: ignore
+                                     body["name"], body.get("hosts", []))
+    if issued is not None:
+        answer["cert_pem"], answer["key_pem"] = issued
+    return json_response(answer)
+
+
+async def create_join_token(request: web.Request) -> web.Response:
+    body = await read_json(request, TOKEN_BODY)
+    pem = await asyncio.to_thread(_ca_pem, request)
+    issued = await asyncio.to_thread(_store(request).create, body["role"],
+                                     float(body.get("ttl_s", DEFAULT_TTL_S)))
+    return json_response({"token": issued.token, "role": issued.role,
+                          "expires_at": issued.expires_at, "ca_sha256": ca_sha256(pem)},
+                         status=201)
+
+
+ROUTES = [
+    Route("GET", "/api/v1/join/ca", join_ca, "The cluster CA certificate and its SHA-256",
+          "public", "join"),
+    Route("POST", "/api/v1/join", join,
+          "Trade a one-time join token for the CA, the controllers and a node's settings",
+          "public", "join", body=JOIN_BODY),
+    Route("POST", "/api/v1/join/tokens", create_join_token,
+          "Create a one-time join token for a worker or standby", "cluster:admin", "join",
+          body=TOKEN_BODY, ok_status=201),
+]

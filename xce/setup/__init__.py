@@ -1,0 +1,1 @@
+"""Setting up a cluster: `xce init` (a new cluster directory) and `xce init --join`."""
