@@ -4,6 +4,7 @@ requests get 4xx errors that name the problem."""
 from __future__ import annotations
 
 import json
+import shutil
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -13,8 +14,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from cryptography import x509
 
-from tests.api.conftest import Api, make_settings
+from tests.api.conftest import KEYS, Api, as_user, make_settings
 from xce.api.app import build_app
+from xce.api.http import AUTH
+from xce.auth.keys import key_dir
 from xce.auth.pki import create_ca
 from xce.config import Config, TlsSettings, WorkerSettings
 from xce.controller.service import ControllerService
@@ -25,16 +28,17 @@ from xce.store.files import FileStore
 
 @pytest.fixture
 async def joinable(tmp_path: Path) -> AsyncIterator[Api]:
-    """An open controller (no static tokens) whose [tls] names a CA it holds the key of."""
+    """A controller whose [tls] names a CA it holds the key of; the client is an admin."""
     ca = create_ca(tmp_path / "tls")
     settings = make_settings(tmp_path)
+    shutil.copytree(KEYS, key_dir(settings.state_dir))
     service = ControllerService(settings, FileStore(tmp_path / "files", 1 << 20))
     gateway = WorkerGateway(service)
     config = Config(controllers=("https://ctl.example:6820",), controller=settings,
                     worker=WorkerSettings(token="shared-worker-secret"),
                     tls=TlsSettings(ca_file=ca.cert_path))
     app = build_app(service, gateway, config)
-    client = TestClient(TestServer(app))
+    client = TestClient(TestServer(app), headers=as_user("root", "admin"))
     await client.start_server()
     try:
         yield Api(client, service, gateway, app)
@@ -50,7 +54,10 @@ async def test_a_token_buys_ca_controllers_and_a_certificate_once(joinable: Api)
                                  json={"token": made["token"], "name": "node7"})
     assert answer["role"] == "worker" and answer["ca_pem"] == ca["ca_pem"]
     assert answer["controllers"] == ["https://ctl.example:6820"]
-    assert answer["worker_token"] == "shared-worker-secret"
+    # A service token of the node's own (revocable alone), not the shared worker secret.
+    claims = joinable.app[AUTH].tokens.verify(answer["service_token"])
+    assert (claims.user, claims.roles, claims.kind) == ("node7", ("worker",), "service")
+    assert "shared-worker-secret" not in json.dumps(answer)
     cert = x509.load_pem_x509_certificate(answer["cert_pem"].encode())
     issuer = x509.load_pem_x509_certificate(ca["ca_pem"].encode())
     cert.verify_directly_issued_by(issuer)
@@ -62,6 +69,9 @@ async def test_a_token_buys_ca_controllers_and_a_certificate_once(joinable: Api)
                                 json={"token": made["token"], "name": "node8"})
     assert again["error"]["code"] == "join_token_refused"
     assert "already used" in again["error"]["message"]
+    audit = joinable.app[AUTH].audit.path.read_text()
+    assert '"node.join"' in audit and '"service:node7"' in audit and '"denied"' in audit
+    assert made["token"].partition(".")[2] not in audit  # the secret never lands there
 
 
 async def test_expired_unknown_and_forged_tokens_are_refused(joinable: Api,
@@ -81,6 +91,8 @@ async def test_expired_unknown_and_forged_tokens_are_refused(joinable: Api,
     answer = await joinable.call("POST", "/api/v1/join", 200,
                                  json={"token": good.token, "name": "standby1"})
     assert answer["role"] == "standby"
+    claims = joinable.app[AUTH].tokens.verify(answer["service_token"])
+    assert (claims.user, claims.roles) == ("standby1", ("standby",))
 
 
 async def test_bad_requests_name_the_field(joinable: Api) -> None:

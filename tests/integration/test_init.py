@@ -8,6 +8,7 @@ that token, or pinning the wrong CA, is refused.
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import socket
@@ -22,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from xce.setup.admin import verify_password
+from xce.auth.keys import key_dir
+from xce.auth.passwords import verify_password
+from xce.auth.tokens import TokenService
 
 
 def _free_port() -> int:
@@ -76,6 +79,11 @@ class InitCluster:
         return found.group(1)
 
 
+def _controller_tokens(cluster: InitCluster) -> TokenService:
+    return TokenService.open(key_dir(cluster.dir / "controller"), "xce", "xce-api", 43200,
+                             86400)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InitCluster]:
     root = tmp_path_factory.mktemp("init")
@@ -110,11 +118,22 @@ def test_init_writes_a_private_directory_with_admin_and_units(cluster: InitClust
     assert config["tls"]["require_client_cert"] == "workers"
     assert "# Ordered controller candidates" in (d / "xce.toml").read_text()  # commented
 
-    password = cluster.printed(r"shown only this once.*\n\s+(\S+)")
+    password = cluster.printed(r"shown only this once.*\n.*\n\s+(\S+)")
+    me = getpass.getuser()  # the admin is whoever ran init, as with `xce up`
+    assert f"Admin user '{me}'" in cluster.out
     users = tomllib.loads((d / "users.toml").read_text())["users"]
-    assert users["admin"]["roles"] == ["admin"] and users["admin"]["groups"] == ["admins"]
-    assert verify_password(password, users["admin"]["password"])
+    assert users[me]["roles"] == ["admin"] and users[me]["groups"] == ["admins"]
+    assert verify_password(password, users[me]["password"])
     assert password not in (d / "users.toml").read_text()
+    # JWTs from the controller's signing key (created in its state directory), no static
+    # tokens in the config: an admin token for the CLI and a worker service token.
+    assert "tokens" not in config["auth"]
+    assert config["auth"]["backend"] == [{"type": "configfile", "path": "users.toml"}]
+    tokens = _controller_tokens(cluster)
+    admin = tokens.verify((d / "admin.token").read_text().strip())
+    assert (admin.user, admin.roles, admin.kind) == (me, ("admin",), "user")
+    worker = tokens.verify((d / "worker.token").read_text().strip())
+    assert (worker.roles, worker.kind) == (("worker",), "service")
 
     for unit in ("xce-controller.service", "xce-standby.service", "xce-worker.service"):
         text = (d / "systemd" / unit).read_text()
@@ -147,7 +166,10 @@ def test_a_worker_joins_with_the_printed_token_once(cluster: InitCluster) -> Non
     assert joined.returncode == 0, joined.stderr
     assert stat.S_IMODE((w2 / "tls" / "w2.key").stat().st_mode) == 0o600
     assert (w2 / "tls" / "ca.pem").read_text() == (cluster.dir / "tls" / "ca.pem").read_text()
-    assert (w2 / "worker.token").read_text() == (cluster.dir / "worker.token").read_text()
+    # w2 got a service token of its own (subject w2, role worker), signed by the controller.
+    claims = _controller_tokens(cluster).verify((w2 / "worker.token").read_text().strip())
+    assert (claims.user, claims.roles, claims.kind) == ("w2", ("worker",), "service")
+    assert '"service:w2"' in (cluster.dir / "controller" / "audit.log").read_text()
     assert (w2 / "systemd" / "xce-worker.service").exists()
     cluster.start("worker", w2 / "xce.toml", "w2")
     cluster.wait_host("w2")
@@ -190,3 +212,21 @@ def test_join_tokens_need_an_admin(cluster: InitCluster) -> None:
     worker_token = (cluster.dir / "worker.token").read_text().strip()
     denied = xce("token", "join", env={**cluster.env, "XCE_TOKEN": worker_token})
     assert denied.returncode != 0 and "may not" in denied.stderr, denied.stderr
+
+
+def test_the_printed_admin_password_logs_in(cluster: InitCluster) -> None:
+    """The users file init wrote is the one the controller's configfile backend reads."""
+    import json
+    import ssl
+    import urllib.request
+
+    cluster.wait_host(socket.gethostname())
+    password = cluster.printed(r"shown only this once.*\n.*\n\s+(\S+)")
+    url = tomllib.loads((cluster.dir / "xce.toml").read_text())["cluster"]["controllers"][0]
+    context = ssl.create_default_context(cafile=str(cluster.dir / "tls" / "ca.pem"))
+    request = urllib.request.Request(
+        url + "/api/v1/auth/login", method="POST", headers={"Content-Type": "application/json"},
+        data=json.dumps({"username": getpass.getuser(), "password": password}).encode())
+    with urllib.request.urlopen(request, timeout=10, context=context) as resp:
+        session = json.loads(resp.read())
+    assert session["user"] == getpass.getuser() and "admin" in session["roles"]

@@ -7,13 +7,13 @@ Routes:
   printed with the join token (like kubeadm's discovery hash), then verifies everything else
   against it.
 * `POST /api/v1/join` (public; the join token is the credential): redeems the token (once)
-  and answers the role, the controller candidates, the CA, the shared worker token and, when
-  the controller holds the CA key next to `tls.ca_file`, a client certificate + key issued
-  for the node's name (mutual TLS for worker routes).
+  and answers the role, the controller candidates, the CA, a *service token* of its own for
+  the node (a JWT from the controller's `TokenService`: subject = the node's name, role
+  worker or standby as the join token says, so `xce token revoke --user NAME` shuts out just
+  that node) and, when the controller holds the CA key next to `tls.ca_file`, a client
+  certificate + key issued for the node's name (mutual TLS for worker routes). Every
+  redemption, refused ones included, goes to the audit log (`node.join`).
 * `POST /api/v1/join/tokens` (`cluster:admin`): a new join token (`xce token join`).
-
-Left to wire to the auth issue: hand out a per-node *service token* (revocable, named after
-the node) instead of the shared `[worker] token_file` secret, and audit-log each redemption.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from typing import Any
 
 from aiohttp import web
 
-from xce.api.http import CONFIG, SETTINGS, json_response, read_json
+from xce.api.http import AUTH, CONFIG, SETTINGS, json_response, read_json
 from xce.api.routes import Route
-from xce.core.errors import NotFound
-from xce.setup.jointokens import DEFAULT_TTL_S, MAX_TTL_S, ROLES, JoinTokenStore
+from xce.auth.runtime import AuthRuntime
+from xce.core.errors import NotFound, XceError
+from xce.setup.jointokens import DEFAULT_TTL_S, MAX_TTL_S, PREFIX, ROLES, JoinTokenStore
 
 NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"}
 JOIN_BODY: dict[str, Any] = {
@@ -91,14 +92,26 @@ async def join_ca(request: web.Request) -> web.Response:
 async def join(request: web.Request) -> web.Response:
     body = await read_json(request, JOIN_BODY)
     config = request.app[CONFIG]
+    auth: AuthRuntime = request.app[AUTH]  # type: ignore[assignment]
+    name = body["name"]
     pem = await asyncio.to_thread(_ca_pem, request)  # before the token is spent
-    role = await asyncio.to_thread(_store(request).redeem, body["token"])
+    # The token's id (never its secret) says in the audit log which join token was used.
+    token_id = str(body["token"]).removeprefix(PREFIX).partition(".")[0][:32]
+    try:
+        role = await asyncio.to_thread(_store(request).redeem, body["token"])
+    except XceError as exc:
+        await auth.audit.record("-", "node.join", f"service:{name}", "denied",
+                                f"join token {token_id}: {exc.message}", request.remote or "")
+        raise
+    service_token, _ = auth.tokens.issue(name, (), (role,), "service")
+    await auth.audit.record("-", "node.join", f"service:{name}", "ok",
+                            f"role {role}, join token {token_id}", request.remote or "")
     answer: dict[str, Any] = {
         "role": role,
-        "name": body["name"],
+        "name": name,
         "controllers": list(config.controllers),  # type: ignore[attr-defined]
         "ca_pem": pem,
-        "worker_token": config.worker.token,  # type: ignore[attr-defined]
+        "service_token": service_token,
         # The controller's [worker] section is the cluster's template for new workers.
         "worker": {
             "allow_root_jobs": config.worker.allow_root_jobs,  # type: ignore[attr-defined]

@@ -11,7 +11,6 @@ processes, exactly as on a real cluster.
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import ssl
 import subprocess
@@ -22,19 +21,9 @@ from pathlib import Path
 
 import typer
 
+from xce.auth.bootstrap import write_private as _write_private
 from xce.cli.common import client_config_path, fail
 from xce.config import DEFAULT_PORT
-
-
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    path.chmod(0o600)
-
-
-ADMIN_TOKEN_TTL_S = 30 * 86400.0
 
 
 def admin_name() -> str:
@@ -111,40 +100,24 @@ def _credentials(state_dir: Path, config: Path, first_run: bool) -> str | None:
     """Make the admin user (first run) and the token files; returns the new password.
 
     Runs before the whole config is loaded (which needs the worker's token file), so only
-    `[auth]` is read here; the controller's state directory is the one `xce up` writes."""
-    import time
+    `[auth]` and `[controller] state_dir` are read here."""
     import tomllib
 
-    from xce.auth.backends.configfile import UsersFile
-    from xce.auth.keys import key_dir
+    from xce.auth.bootstrap import ensure_credentials
     from xce.auth.settings import parse_auth
-    from xce.auth.tokens import TokenService
     from xce.core.errors import XceError
 
     try:
-        auth = parse_auth(tomllib.loads(config.read_text()).get("auth", {}), config.parent)
+        data = tomllib.loads(config.read_text())
+        auth = parse_auth(data.get("auth", {}), config.parent)
     except (OSError, tomllib.TOMLDecodeError, XceError) as exc:
         fail(f"cannot read the auth section of {config}: {exc}")
-    controller_dir = state_dir / "controller"
-    controller_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tokens = TokenService.open(key_dir(controller_dir), auth.issuer, auth.audience,
-                               auth.token_ttl_s, auth.service_token_ttl_s)
-    password = None
-    if first_run:
-        password = secrets.token_urlsafe(12)
-        UsersFile(state_dir / "users.toml").add(admin_name(), password, roles=("admin",))
-        worker_token, _ = tokens.issue("worker", (), ("worker",), "service")
-        _write_private(state_dir / "worker.token", worker_token + "\n")
-    admin_file = state_dir / "admin.token"
-    current = admin_file.read_text().strip() if admin_file.exists() else ""
+    raw_state = data.get("controller", {}).get("state_dir", "controller")
+    controller_dir = (config.parent / Path(str(raw_state)).expanduser()).resolve()
     try:
-        renew = tokens.verify(current).expires_at < time.time() + 86400
-    except Exception:
-        renew = True
-    if renew:
-        token, _ = tokens.issue(admin_name(), (), ("admin",), ttl_s=ADMIN_TOKEN_TTL_S)
-        _write_private(admin_file, token + "\n")
-    return password
+        return ensure_credentials(state_dir, auth, controller_dir, admin_name(), first_run)
+    except XceError as exc:
+        fail(exc.message)
 
 
 def run_embedded(state_dir: Path | None, port: int | None) -> None:

@@ -22,7 +22,9 @@ def _print_created(result) -> None:  # type: ignore[no-untyped-def]
     typer.echo(f"  CLI settings:  export XCE_CLIENT_CONFIG={result.client_config}")
     typer.echo(f"  systemd units: {', '.join(str(u) for u in result.units)}")
     typer.echo("")
-    typer.echo("Admin user 'admin', password (shown only this once, stored as a scrypt hash):")
+    typer.echo(f"Admin user '{result.admin_user}', password (shown only this once, stored as a "
+               "scrypt hash;")
+    typer.echo("  log in with `xce login`, or use the admin token above):")
     typer.echo(f"  {result.admin_password}")
     typer.echo("")
     typer.echo("Start this node:  xce up --state-dir " + str(d))
@@ -53,6 +55,8 @@ def register(app: typer.Typer) -> None:
                                  "(default: the host name)"),
         allow_root_jobs: bool = typer.Option(False, "--allow-root-jobs", help="let jobs "
                                              "submitted by root run as root (trials only)"),
+        admin: str = typer.Option(None, "--admin", help="the first admin's login name "
+                                  "(default: you; its jobs run as that OS account)"),
     ) -> None:
         """Create a cluster directory (config, CA, certificates, admin, units), or with
         --join prepare a worker or standby from a one-time join token."""
@@ -76,7 +80,7 @@ def register(app: typer.Typer) -> None:
             from xce.setup.initdir import default_hosts, init_cluster
 
             result = init_cluster(directory, list(hosts or default_hosts()), port, listen,
-                                  allow_root_jobs)
+                                  allow_root_jobs, admin)
         except XceError as exc:
             fail(exc.message)
         except OSError as exc:

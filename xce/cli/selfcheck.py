@@ -58,8 +58,7 @@ def _config_template() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "worker.token").write_text("t\n")
         text = render_config(created="now", cluster_dir=tmp, controllers='"http://h:1"',
-                             listen="127.0.0.1:1", admin_sha256="0" * 64,
-                             worker_sha256="1" * 64, node_cert="controller",
+                             listen="127.0.0.1:1", node_cert="controller",
                              allow_root_jobs="false")
         parse_config(tomllib.loads(text), Path(tmp) / "xce.toml")
     return "xce.toml.in renders and validates"

@@ -8,9 +8,12 @@ What it promises:
   it validates with the same `parse_config` the daemons use before init reports success;
 * `tls/`: a cluster CA and the controller's certificate (SANs: every --host plus localhost,
   also valid as a client certificate so the worker on this node can use it for mTLS);
-* `admin.token` + `worker.token` (static bearer tokens; the config holds SHA-256 digests),
-  `users.toml` with the admin user and a generated password (returned to be printed once),
-  `client.toml` for the CLI (`XCE_CLIENT_CONFIG=DIR/client.toml`);
+* the credentials, made exactly as `xce up` makes them (`xce.auth.bootstrap`): `users.toml`
+  (the configfile login backend) with the admin user (the account running init unless
+  `admin` names another; group `admins`) and a generated password (scrypt hash
+  only; the password is returned to be printed once), the controller's token signing key in
+  `controller/auth/`, `admin.token` (an admin JWT, 30 days) and `worker.token` (a worker
+  service JWT); `client.toml` for the CLI (`XCE_CLIENT_CONFIG=DIR/client.toml`);
 * `systemd/`: the three units rendered for this binary and DIR;
 * one worker join token (24 h) in the controller's state, for `xce init --join`.
 
@@ -23,7 +26,6 @@ import datetime as dt
 import hashlib
 import ipaddress
 import os
-import secrets
 import shutil
 import socket
 import sys
@@ -31,15 +33,17 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from xce.auth.bootstrap import ADMIN_TOKEN_FILE, ensure_credentials
+from xce.auth.settings import parse_auth
 from xce.config import DEFAULT_PORT, ConfigError, parse_config
 from xce.core.errors import InvalidRequest
-from xce.setup.admin import create_admin
 from xce.setup.files import private_dir, write_private
 from xce.setup.jointokens import IssuedToken, JoinTokenStore
 from xce.setup.templates import UNITS, render_config, render_unit
 
 CONFIG_FILE = "xce.toml"
 CONTROLLER_STATE = "controller"
+ADMIN_GROUPS = ("admins",)
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class InitResult:
     cluster_dir: Path
     config: Path
     controllers: tuple[str, ...]
+    admin_user: str
     admin_password: str
     admin_token_file: Path
     client_config: Path
@@ -91,8 +96,14 @@ def _ca_sha256(ca_pem: Path) -> str:
 
 
 def init_cluster(cluster_dir: Path, hosts: list[str], port: int = DEFAULT_PORT,
-                 listen: str = "0.0.0.0", allow_root_jobs: bool = False) -> InitResult:
-    """Create the cluster directory; raises InvalidRequest/ConfigError naming the problem."""
+                 listen: str = "0.0.0.0", allow_root_jobs: bool = False,
+                 admin: str | None = None) -> InitResult:
+    """Create the cluster directory; raises InvalidRequest/ConfigError naming the problem.
+
+    `admin` (default: the account running init, as with `xce up`) is the first admin's
+    login name; jobs it submits run as the OS account of that name, so it should exist."""
+    import getpass
+
     from xce.auth.pki import create_ca, issue_certificate
 
     cluster_dir = cluster_dir.expanduser().resolve()
@@ -107,23 +118,26 @@ def init_cluster(cluster_dir: Path, hosts: list[str], port: int = DEFAULT_PORT,
     sans = list(dict.fromkeys([*hosts, "localhost", "127.0.0.1"]))
     issue_certificate(ca, tls_dir, "controller", sans, client=True)
 
-    admin_token, worker_token = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-    write_private(cluster_dir / "admin.token", admin_token + "\n")
-    write_private(cluster_dir / "worker.token", worker_token + "\n")
     controllers = tuple(f"https://{_url_host(h)}:{port}" for h in hosts)
     text = render_config(
         created=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         cluster_dir=str(cluster_dir),
         controllers=", ".join(f'"{u}"' for u in controllers),
         listen=f"{_url_host(listen)}:{port}",
-        admin_sha256=hashlib.sha256(admin_token.encode()).hexdigest(),
-        worker_sha256=hashlib.sha256(worker_token.encode()).hexdigest(),
         node_cert="controller",
         allow_root_jobs="true" if allow_root_jobs else "false",
     )
     config = cluster_dir / CONFIG_FILE
+    data = tomllib.loads(text)
+    # The credentials first (the full config names worker.token, which must exist to load):
+    # the admin user in users.toml, the controller's signing key, admin.token, worker.token.
+    auth = parse_auth(data["auth"], cluster_dir)
+    state = private_dir(cluster_dir / data["controller"]["state_dir"])
+    admin = admin or getpass.getuser()
+    password = ensure_credentials(cluster_dir, auth, state, admin, first_run=True,
+                                  admin_groups=ADMIN_GROUPS)
     try:  # the daemons' own validation, before anything says "done"
-        parsed = parse_config(tomllib.loads(text), config)
+        parse_config(data, config)
     except ConfigError as exc:
         raise ConfigError(f"the generated config does not validate: {exc.message}") from None
     write_private(config, text)
@@ -131,12 +145,10 @@ def init_cluster(cluster_dir: Path, hosts: list[str], port: int = DEFAULT_PORT,
     write_private(client_config, (
         "# CLI settings for this cluster: export XCE_CLIENT_CONFIG=" + str(client_config) + "\n"
         f"controllers = [{', '.join(repr(u).replace(chr(39), chr(34)) for u in controllers)}]\n"
-        f'token_file = "{cluster_dir / "admin.token"}"\n'
+        f'token_file = "{cluster_dir / ADMIN_TOKEN_FILE}"\n'
         f'ca_file = "{tls_dir / "ca.pem"}"\n'
     ))
-    password = create_admin(cluster_dir)
 
-    state = private_dir(parsed.controller.state_dir)
     join_token = JoinTokenStore(state).create("worker")
     units_dir = private_dir(cluster_dir / "systemd")
     units = []
@@ -144,8 +156,9 @@ def init_cluster(cluster_dir: Path, hosts: list[str], port: int = DEFAULT_PORT,
         unit = units_dir / name
         write_private(unit, render_unit(name, executable(), config, cluster_dir))
         units.append(unit)
-    return InitResult(cluster_dir, config, controllers, password, cluster_dir / "admin.token",
-                      client_config, join_token, _ca_sha256(tls_dir / "ca.pem"), tuple(units))
+    return InitResult(cluster_dir, config, controllers, admin, password,
+                      cluster_dir / ADMIN_TOKEN_FILE, client_config, join_token,
+                      _ca_sha256(tls_dir / "ca.pem"), tuple(units))
 
 
 def default_hosts() -> list[str]:

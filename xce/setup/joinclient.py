@@ -6,8 +6,8 @@ Steps, each failing with a message that names what went wrong:
    join` on the controller): a man in the middle cannot substitute his own CA;
 2. redeem the token at `POST URL/api/v1/join`, now verifying the controller against that CA;
 3. write DIR (0700): `xce.toml` for the role, `tls/ca.pem`, the node's certificate and key
-   (0600) when the controller issued one, `worker.token` (0600), `client.toml`, and the
-   role's systemd unit.
+   (0600) when the controller issued one, `worker.token` (0600: the node's own service JWT,
+   subject = its name), `client.toml`, and the role's systemd unit.
 Plain http:// URLs (loopback development clusters) skip the CA steps.
 """
 
@@ -138,7 +138,7 @@ def join_cluster(cluster_dir: Path, url: str, token: str, ca_hash: str | None,
     if has_cert:
         write_private(tls_dir / f"{name}.key", answer["key_pem"])
         (tls_dir / f"{name}.pem").write_text(answer["cert_pem"])
-    write_private(cluster_dir / "worker.token", answer["worker_token"] + "\n")
+    write_private(cluster_dir / "worker.token", answer["service_token"] + "\n")
     config = cluster_dir / CONFIG_FILE
     write_private(config, _config_text(answer, has_cert))
     write_private(cluster_dir / "client.toml", (
