@@ -86,6 +86,10 @@ def register(app: typer.Typer) -> None:
         except OSError as exc:
             fail(f"cannot write {directory}: {exc.strerror or exc}")
         _print_created(result)
+        if result.admin_user == "root" and not allow_root_jobs:
+            typer.echo("note: jobs run as their submitter's account, and this cluster refuses "
+                       "jobs as root: submit as another user (`xce user add NAME`, `xce login "
+                       "NAME`), or give --admin NAME / --allow-root-jobs to init", err=True)
 
 
 

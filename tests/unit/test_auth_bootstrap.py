@@ -1,0 +1,47 @@
+"""`ensure_credentials`: the one way `xce up` and `xce init` make a cluster's credentials."""
+
+from __future__ import annotations
+
+import stat
+import time
+from pathlib import Path
+
+from xce.auth.backends.configfile import UsersFile
+from xce.auth.bootstrap import ensure_credentials, token_service, write_private
+from xce.auth.passwords import verify_password
+from xce.auth.settings import AuthSettings
+
+
+def test_first_run_makes_the_admin_the_key_and_both_tokens(tmp_path: Path) -> None:
+    auth = AuthSettings()
+    password = ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", True,
+                                  admin_groups=("admins",))
+    assert password
+    ann = UsersFile(tmp_path / "users.toml").load()["ann"]
+    assert ann.roles == ("admin",) and ann.groups == ("admins",)
+    assert verify_password(password, ann.password)
+    tokens = token_service(auth, tmp_path / "controller")
+    admin = tokens.verify((tmp_path / "admin.token").read_text().strip())
+    assert (admin.user, admin.groups, admin.roles, admin.kind) == (
+        "ann", ("admins",), ("admin",), "user")
+    worker = tokens.verify((tmp_path / "worker.token").read_text().strip())
+    assert (worker.roles, worker.kind) == (("worker",), "service")
+    for name in ("users.toml", "admin.token", "worker.token"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+    assert (tmp_path / "controller" / "auth" / "keys.json").exists()
+
+
+def test_later_runs_keep_a_good_token_and_renew_an_expiring_one_for_its_subject(
+        tmp_path: Path) -> None:
+    auth = AuthSettings()
+    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", True)
+    before = (tmp_path / "admin.token").read_text()
+    assert ensure_credentials(tmp_path, auth, tmp_path / "controller", "bob", False) is None
+    assert (tmp_path / "admin.token").read_text() == before  # still good: untouched
+
+    tokens = token_service(auth, tmp_path / "controller")
+    old, _ = tokens.issue("ann", ("ops",), ("admin",), ttl_s=60, now=time.time() - 3600)
+    write_private(tmp_path / "admin.token", old + "\n")
+    ensure_credentials(tmp_path, auth, tmp_path / "controller", "bob", False)
+    renewed = tokens.verify((tmp_path / "admin.token").read_text().strip())
+    assert (renewed.user, renewed.groups, renewed.roles) == ("ann", ("ops",), ("admin",))
