@@ -39,6 +39,7 @@ class Route:
 
 
 def all_routes() -> list[Route]:
-    from xce.api import cluster, hosts, jobs, queues, workers
+    from xce.api import cluster, hosts, jobs, queues, stream, workers
 
-    return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES]
+    return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
+            *stream.ROUTES]
