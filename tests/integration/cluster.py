@@ -19,6 +19,7 @@ from typing import Any
 
 ADMIN_TOKEN = "test-admin-token"
 WORKER_TOKEN = "test-worker-token"
+USER_TOKEN = "test-user-token"  # role user, name alice
 
 
 def free_port() -> int:
@@ -49,7 +50,8 @@ class Cluster:
     # --- processes -----------------------------------------------------------------------
 
     def _config(self, worker: str | None = None, slots: int = 4, attrs: str = "") -> Path:
-        digest = [hashlib.sha256(t.encode()).hexdigest() for t in (ADMIN_TOKEN, WORKER_TOKEN)]
+        digest = [hashlib.sha256(t.encode()).hexdigest()
+                  for t in (ADMIN_TOKEN, WORKER_TOKEN, USER_TOKEN)]
         worker_section = ""
         if worker:
             worker_section = f"""
@@ -81,6 +83,7 @@ schedule_interval_s = 0.2
 tokens = [
   {{ name = "admin", role = "admin", sha256 = "{digest[0]}" }},
   {{ name = "worker", role = "worker", sha256 = "{digest[1]}" }},
+  {{ name = "alice", role = "user", sha256 = "{digest[2]}" }},
 ]
 
 [[queue]]

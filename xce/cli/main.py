@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from xce.cli import admin, hosts, jobs, queues, roles
+from xce.cli import admin, hosts, jobs, queues, roles, tui_cmd
 
 app = typer.Typer(
     name="xce",
@@ -14,6 +14,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 roles.register(app)
+tui_cmd.register(app)
 app.add_typer(jobs.app, name="job", help="Submit, list, show and control jobs.")
 app.add_typer(queues.app, name="queue", help="List, create and switch queues.")
 app.add_typer(hosts.app, name="host", help="List, show, open, close and drain hosts.")

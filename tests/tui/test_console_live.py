@@ -1,0 +1,99 @@
+"""The console against a real controller and worker: live rows, actions, filter, refusals."""
+
+from __future__ import annotations
+
+from tests.integration.cluster import ADMIN_TOKEN, USER_TOKEN, Cluster
+from tests.tui.helpers import notifications, screen_text, until
+from tui.app import XceTui
+from tui.screens.confirm import ConfirmScreen
+
+
+def _state(app: XceTui, job_id: str) -> str | None:
+    row = app.jobs.rows.get(job_id)
+    return row["state"] if row else None
+
+
+async def test_submitted_job_appears_and_is_suspended_from_the_console(
+        cluster: Cluster) -> None:
+    app = XceTui([cluster.url], ADMIN_TOKEN)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.connection == "ok", "connected")
+        job_id = cluster.submit(command="sleep 60", name="longsleep")
+        await until(pilot, lambda: _state(app, job_id) == "RUN", "the job running in the table")
+        await until(pilot, lambda: "longsleep" in screen_text(pilot), "the row on screen")
+        await pilot.press("s")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert f"Suspend job {job_id}?" in app.screen.text
+        await pilot.press("y")
+        await until(pilot, lambda: _state(app, job_id) == "USUSP", "USUSP from the stream")
+        assert cluster.job(job_id)["state"] == "USUSP"
+        await until(pilot, lambda: "USUSP" in screen_text(pilot), "USUSP on screen")
+        await pilot.press("r", "y")
+        await until(pilot, lambda: _state(app, job_id) == "RUN", "resumed")
+        cluster.control(job_id, "kill")
+
+
+async def test_filter_narrows_the_table_and_bad_terms_are_named(cluster: Cluster) -> None:
+    a = cluster.submit(command="true", hold=True, name="in-normal")
+    b = cluster.submit(command="true", hold=True, name="in-fragile", queue="fragile")
+    app = XceTui([cluster.url], ADMIN_TOKEN)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: {a, b} <= set(app.jobs.visible), "both jobs listed")
+        await pilot.press("slash", *"queue:fragile state=PSUSP", "enter")
+        await until(pilot, lambda: app.jobs.visible == [b], "only the fragile job")
+        assert "in-fragile" in screen_text(pilot) and "in-normal" not in screen_text(pilot)
+        await pilot.press("slash", "ctrl+u", *"colour=red", "enter")
+        assert any("unknown field 'colour'" in n for n in notifications(pilot))
+        assert app.jobs.visible == [b]  # the last good filter stays
+        await pilot.press("escape", "escape")
+        await until(pilot, lambda: {a, b} <= set(app.jobs.visible), "filter cleared")
+
+
+async def test_multi_select_kill_asks_first_and_names_every_job(cluster: Cluster) -> None:
+    ids = [cluster.submit(command="sleep 60", hold=True) for _ in range(3)]
+    app = XceTui([cluster.url], ADMIN_TOKEN)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.jobs.visible[:3] == ids, "three jobs")
+        await pilot.press("space", "space")  # selects the first two
+        assert app.jobs.selected == set(ids[:2])
+        await pilot.press("k")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert f"Kill 2 jobs: {ids[0]}, {ids[1]}?" in app.screen.text
+        await pilot.press("n")
+        await pilot.pause(0.3)
+        assert [cluster.job(i)["state"] for i in ids] == ["PSUSP"] * 3
+        await pilot.press("k", "y")
+        await until(pilot, lambda: [_state(app, i) for i in ids[:2]] == ["EXIT", "EXIT"],
+                    "both killed")
+        assert cluster.job(ids[2])["state"] == "PSUSP"
+        assert any(n.startswith("Done: Kill") for n in notifications(pilot))
+
+
+async def test_a_normal_user_sees_the_servers_refusal_of_host_close(cluster: Cluster) -> None:
+    app = XceTui([cluster.url], USER_TOKEN)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: "w1" in app.hosts, "hosts listed")
+        await pilot.press("3")
+        await pilot.pause(0.3)
+        await pilot.press("c")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "Close host w1?" in app.screen.text
+        await pilot.press("y")
+        await until(pilot, lambda: any("refused" in n for n in notifications(pilot)),
+                    "the refusal")
+        refusal = next(n for n in notifications(pilot) if "refused" in n)
+        assert "403" in refusal and "role user may not use host:admin" in refusal
+        assert cluster.get("/api/v1/hosts/w1")["admin"] == "open"
+
+
+async def test_arrays_collapse_to_one_row_and_expand_to_their_tasks(cluster: Cluster) -> None:
+    array = cluster.submit(command="sleep 30", array="1-4")
+    app = XceTui([cluster.url], ADMIN_TOKEN)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: f"{array}[2]" in app.jobs.rows, "two tasks running")
+        await until(pilot, lambda: app.jobs.visible == [f"@{array}"], "one collapsed row")
+        await pilot.press("e")
+        await until(pilot, lambda: app.jobs.visible[1:] == [
+            f"{array}[1]", f"{array}[2]", f"{array}[pending]"], "the tasks")
+        assert f"-{array}[4]" in screen_text(pilot)
+        cluster.control(array, "kill")
