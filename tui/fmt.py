@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import time
 
+# Tests set this so rendered times do not depend on the machine's time zone.
+UTC = False
+
+
+def _tm(epoch: float) -> time.struct_time:
+    return time.gmtime(epoch) if UTC else time.localtime(epoch)
+
 
 def duration(seconds: float | None) -> str:
-    """`42s`, `12:05`, `3:04:05`, `2d03h`; `-` when unknown."""
+    """`42s`, `12:05`, `3h04m`, `2d03h` (at most 6 characters); `-` when unknown."""
     if seconds is None or seconds < 0:
         return "-"
     s = int(seconds)
@@ -15,7 +22,7 @@ def duration(seconds: float | None) -> str:
     if s < 3600:
         return f"{s // 60}:{s % 60:02d}"
     if s < 86400:
-        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
@@ -35,10 +42,10 @@ def stamp(epoch: float | None) -> str:
     """`MM-DD HH:MM` in local time."""
     if not epoch:
         return "-"
-    return time.strftime("%m-%d %H:%M", time.localtime(epoch))
+    return time.strftime("%m-%d %H:%M", _tm(epoch))
 
 
 def full_stamp(epoch: float | None) -> str:
     if not epoch:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+    return time.strftime("%Y-%m-%d %H:%M:%S", _tm(epoch))

@@ -32,3 +32,10 @@ def screen_text(pilot: Pilot[object]) -> str:
 
 def notifications(pilot: Pilot[object]) -> list[str]:
     return [f"{n.title}: {n.message}" for n in pilot.app._notifications]  # type: ignore[attr-defined]
+
+
+def footer_keys(pilot: Pilot[object]) -> list[str]:
+    """The descriptions the footer shows now."""
+    from textual.widgets._footer import FooterKey
+
+    return [key.description for key in pilot.app.screen.query(FooterKey)]

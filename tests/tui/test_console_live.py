@@ -39,7 +39,7 @@ async def test_filter_narrows_the_table_and_bad_terms_are_named(cluster: Cluster
     app = XceTui([cluster.url], ADMIN_TOKEN)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: {a, b} <= set(app.jobs.visible), "both jobs listed")
-        await pilot.press("slash", *"queue:fragile state=PSUSP", "enter")
+        await pilot.press("slash", *"queue:fragile state=PSUSP name~fragile", "enter")
         await until(pilot, lambda: app.jobs.visible == [b], "only the fragile job")
         assert "in-fragile" in screen_text(pilot) and "in-normal" not in screen_text(pilot)
         await pilot.press("slash", "ctrl+u", *"colour=red", "enter")
@@ -50,10 +50,12 @@ async def test_filter_narrows_the_table_and_bad_terms_are_named(cluster: Cluster
 
 
 async def test_multi_select_kill_asks_first_and_names_every_job(cluster: Cluster) -> None:
-    ids = [cluster.submit(command="sleep 60", hold=True) for _ in range(3)]
+    ids = [cluster.submit(command="sleep 60", hold=True, name="killset") for _ in range(3)]
     app = XceTui([cluster.url], ADMIN_TOKEN)
     async with app.run_test(size=(100, 30)) as pilot:
-        await until(pilot, lambda: app.jobs.visible[:3] == ids, "three jobs")
+        await until(pilot, lambda: set(ids) <= set(app.jobs.rows), "three jobs")
+        await pilot.press("slash", *"name=killset", "enter")
+        await until(pilot, lambda: app.jobs.visible == ids, "only the three")
         await pilot.press("space", "space")  # selects the first two
         assert app.jobs.selected == set(ids[:2])
         await pilot.press("k")
@@ -91,9 +93,26 @@ async def test_arrays_collapse_to_one_row_and_expand_to_their_tasks(cluster: Clu
     app = XceTui([cluster.url], ADMIN_TOKEN)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: f"{array}[2]" in app.jobs.rows, "two tasks running")
+        await pilot.press("slash", *f"array={array}", "enter")
         await until(pilot, lambda: app.jobs.visible == [f"@{array}"], "one collapsed row")
         await pilot.press("e")
         await until(pilot, lambda: app.jobs.visible[1:] == [
             f"{array}[1]", f"{array}[2]", f"{array}[pending]"], "the tasks")
         assert f"-{array}[4]" in screen_text(pilot)
         cluster.control(array, "kill")
+
+
+async def test_a_lost_controller_shows_a_banner_and_the_console_reconnects(
+        cluster: Cluster) -> None:
+    app = XceTui([cluster.url], ADMIN_TOKEN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.connection == "ok", "connected")
+        assert cluster.controller is not None
+        cluster.controller.terminate()
+        cluster.controller.wait(15)
+        await until(pilot, lambda: "! connection lost" in screen_text(pilot), "the banner")
+        cluster.start_controller()
+        await until(pilot, lambda: app.connection == "ok", "reconnected", timeout=30)
+        job_id = cluster.submit(command="true", hold=True, name="after-restart")
+        await until(pilot, lambda: job_id in app.jobs.rows, "a job seen on the new stream")
+        await until(pilot, lambda: "! connection" not in screen_text(pilot), "banner gone")

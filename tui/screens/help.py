@@ -29,7 +29,8 @@ class HelpScreen(ModalScreen[None]):
         keys = []
         for binding in self.origin.BINDINGS:
             if isinstance(binding, Binding) and binding.description:
-                keys.append(f"  {binding.key:<12} {binding.description}")
+                shown = binding.key_display or self.app.get_key_display(binding)
+                keys.append(f"  {shown:<12} {binding.description}")
         title = type(self.origin).__name__.removesuffix("Screen")
         body = [f"{title} keys:", *keys, "", GLOBAL]
         if title == "Jobs":

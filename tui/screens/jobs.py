@@ -53,6 +53,7 @@ class JobsScreen(LiveScreen):
             parts.append(f"filter: {model.filter.text}")
         if model.selected:
             parts.append(f"{len(model.selected)} selected")
+        parts.append("? help")
         self.query_one("#status", Static).update(" | ".join(parts))
 
     # --- actions -------------------------------------------------------------------------
@@ -70,6 +71,7 @@ class JobsScreen(LiveScreen):
             self.notify(str(exc), title="Filter", severity="error")
             return
         self.tui.jobs.set_filter(flt)
+        self.table.cursor, self.table.cursor_key = 0, None  # a new filter starts at the top
         event.input.remove_class("-shown")
         self.table.focus()
         self.table.sync(force=True)
