@@ -189,11 +189,13 @@ class JobModel:
                  "max_rss_bytes": max([(k.get("usage") or {}).get("max_rss_bytes", 0)
                                        for k in kids] or [0])}
         starts = [k["start_time"] for k in kids if k.get("start_time")]
+        ends = [k.get("end_time") for k in kids]
+        end = max(ends) if ends and all(ends) and state in ("DONE", "EXIT") else None
         return {"id": f"@{array_id}", "kind": "array", "array_id": array_id,
                 "user": first.get("user"), "queue": first.get("queue"), "state": state,
                 "host": None, "name": first.get("name"), "counts": counts,
                 "submit_time": min([k.get("submit_time") or 0 for k in kids] or [0]),
-                "start_time": min(starts) if starts else None, "end_time": None,
+                "start_time": min(starts) if starts else None, "end_time": end,
                 "usage": usage}
 
     def row(self, key: str) -> dict[str, Any] | None:

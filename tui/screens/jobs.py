@@ -62,7 +62,7 @@ class JobsScreen(LiveScreen):
         box = self.query_one("#filter", Input)
         box.add_class("-shown")
         box.value = self.tui.jobs.filter.text
-        box.focus()
+        self.call_after_refresh(box.focus)  # focusable once the class change has applied
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         try:
