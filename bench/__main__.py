@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 
-from bench import controller, fsync, memory, persist, wal
+from bench import controller, fsync, memory, persist, tui, wal
 from bench.common import Plan, Row, table
 
 
@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             ok &= _figure("3", lambda: wal.run(plan, raw), rows, started)
         ok &= _figure("4/5", lambda: persist.run(plan), rows, started)
         ok &= _figure("6", lambda: memory.run(plan), rows, started)
+        ok &= _figure("7", lambda: tui.run(plan), rows, started)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     elapsed = time.monotonic() - started

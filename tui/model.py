@@ -70,6 +70,7 @@ class JobModel:
         self.visible: list[str] = []
         self.dirty = True
         self.version = 0  # bumped on every change, for cheap "anything new?" checks
+        self.count = 0  # jobs and tasks, recounted by rebuild()
 
     # --- changes ---------------------------------------------------------------------------
 
@@ -208,7 +209,9 @@ class JobModel:
         flt = self.filter
         top: list[tuple[Any, tuple[int, int], str]] = []
         kids_of: dict[str, list[str]] = {}
+        count = 0
         for key, row in self.rows.items():
+            count += row.get("tasks", 1)
             if flt and not flt.matches(row):
                 continue
             array_id = row.get("array_id")
@@ -229,6 +232,7 @@ class JobModel:
                           reverse=self.descending)
                 visible.extend(kids)
         self.visible = visible
+        self.count = count
         self.dirty = False
 
     # --- display ---------------------------------------------------------------------------
@@ -260,8 +264,9 @@ class JobModel:
                 fmt.size(usage.get("max_rss_bytes")))
 
     def job_count(self) -> int:
-        """Jobs and tasks, counting an array's not-yet-started rest task by task."""
-        return sum(row.get("tasks", 1) for row in self.rows.values())
+        """Jobs and tasks, counting an array's not-yet-started rest task by task (as of the
+        last rebuild, so the status line costs nothing per frame)."""
+        return self.count
 
     def targets(self, cursor: str | None) -> list[str]:
         """Job ids an action applies to: the selection, else the row under the cursor."""
