@@ -116,3 +116,52 @@ async def test_a_lost_controller_shows_a_banner_and_the_console_reconnects(
         job_id = cluster.submit(command="true", hold=True, name="after-restart")
         await until(pilot, lambda: job_id in app.jobs.rows, "a job seen on the new stream")
         await until(pilot, lambda: "! connection" not in screen_text(pilot), "banner gone")
+
+
+async def test_job_detail_shows_fields_usage_history_and_output(cluster: Cluster) -> None:
+    job_id = cluster.submit(command="echo hello-detail; echo oops >&2", name="detailjob")
+    cluster.wait_state(job_id, "DONE")
+    app = XceTui([cluster.url], ADMIN_TOKEN)
+    async with app.run_test(size=(100, 60)) as pilot:
+        await until(pilot, lambda: job_id in app.jobs.rows, "the job listed")
+        await pilot.press("slash", *"name=detailjob", "enter")
+        await until(pilot, lambda: app.jobs.visible == [job_id], "only the job")
+        await pilot.press("enter")
+        await until(pilot, lambda: "hello-detail" in screen_text(pilot), "stdout on screen")
+        text = screen_text(pilot)
+        assert "oops" in text and "exit_code    0" in text
+        assert "started on w1" in text and "Usage" in text and "Dependencies" in text
+        await pilot.press("escape")
+        assert app.screen is app.jobs_screen
+
+
+async def test_login_screen_takes_a_token_and_shows_refusals(cluster: Cluster) -> None:
+    from textual.widgets import Input, Static
+
+    from tui.screens.login import LoginScreen
+
+    app = XceTui([cluster.url], None)  # no token: the controller answers 401
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, LoginScreen), "the login screen")
+        app.screen.query_one("#token", Input).focus()
+        await pilot.press(*"wrong-token", "enter")
+        message = app.screen.query_one("#message", Static)
+        await until(pilot, lambda: "401" in str(message.render()), "the refusal")
+        app.screen.query_one("#token", Input).value = ""
+        await pilot.press(*ADMIN_TOKEN, "enter")
+        await until(pilot, lambda: app.connection == "ok", "connected with the token")
+        assert not isinstance(app.screen, LoginScreen)
+
+
+async def test_command_palette_offers_host_actions(cluster: Cluster) -> None:
+    app = XceTui([cluster.url], ADMIN_TOKEN)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: "w1" in app.hosts, "hosts listed")
+        await pilot.press("ctrl+p")
+        await pilot.press(*"host w1 drain")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the dialog")
+        assert "Drain host w1?" in app.screen.text
+        await pilot.press("n")
+        assert cluster.get("/api/v1/hosts/w1")["admin"] == "open"
