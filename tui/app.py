@@ -138,7 +138,10 @@ class XceTui(App[int]):
 
     async def refetch(self) -> None:
         """Full listings: on first connect and when the stream cannot be resumed."""
-        who = await self.client.whoami()
+        try:
+            who = await self.client.whoami()
+        except ApiError:
+            who = None  # not fatal: offer everything and let the server decide
         self.access = Access.from_whoami(who) if who else Access.unknown(
             "admin" if self.client.token is None else "?")
         rows: list[dict[str, Any]] = []
@@ -198,16 +201,24 @@ class XceTui(App[int]):
                 hook()
 
     async def _refresh_counts(self) -> None:
-        """Queue counts follow job changes: refresh them (and the cluster view) lazily."""
-        if not self._queues_stale or self.connection != "ok":
+        """Queue counts follow job changes: refresh them (and the cluster view) lazily, at
+        most every 2 s and only after job changes. Host load comes with heartbeats, which
+        are not events: it is re-read (every 2 s) only while the hosts screen is shown."""
+        if self.connection != "ok":
             return
-        self._queues_stale = False
-        self.run_worker(self._fetch_counts(), group="counts", exclusive=True)
+        hosts = self.current_mode == "hosts"
+        if not self._queues_stale and not hosts:
+            return
+        counts, self._queues_stale = self._queues_stale, False
+        self.run_worker(self._fetch_counts(counts, hosts), group="counts", exclusive=True)
 
-    async def _fetch_counts(self) -> None:
+    async def _fetch_counts(self, counts: bool = True, hosts: bool = False) -> None:
         try:
-            self.queues = {q["name"]: q for q in await self.client.queues()}
-            self.cluster_info = await self.client.cluster()
+            if counts:
+                self.queues = {q["name"]: q for q in await self.client.queues()}
+                self.cluster_info = await self.client.cluster()
+            if hosts:
+                self.hosts = {h["name"]: h for h in await self.client.hosts()}
         except ApiError:
             return
         self.version += 1
