@@ -67,3 +67,15 @@ def test_visibility_rule_follows_permission_scopes() -> None:
     assert job_visibility(_Rbac("alice", ("job:view:all",)))("bob")
     assert may(_Rbac("alice", ("host:view",)), "host:view")
     assert not may(_Rbac("alice", ("job:view:self",)), "host:admin")
+
+
+async def test_a_requeued_job_also_updates_the_host_it_left(api: Api) -> None:
+    await api.register("w1")
+    bus = bus_for(api.service)
+    sub, _ = bus.subscribe(None, lambda c: True)
+    job = await api.submit(user="alice")
+    await api.service.schedule_once()
+    await api.call("POST", f"/api/v1/jobs/{job}/requeue", 200)
+    changes = [(c.kind, c.key) for c in await sub.get_batch(1)]
+    assert changes[-2:] == [("job", job), ("host", "w1")]
+    assert api.service.state.jobs[job].host is None

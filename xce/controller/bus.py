@@ -90,6 +90,7 @@ class EventBus:
         self.history: deque[Change] = deque(maxlen=history)
         self.queue_size = queue_size
         self.subscribers: set[Subscription] = set()
+        self._ran_on: dict[str, str] = {}  # active job -> its host
 
     def event_id(self, seq: int) -> str:
         return f"{self.stream}-{seq}"
@@ -151,8 +152,16 @@ class EventBus:
         keys: list[tuple[str, str, str | None]] = [("job", job_id, user)]
         if job is not None and job.array_id is not None and isinstance(event, ev.JobStarted):
             keys.append(("array", str(job.array_id), user))  # its pending rest shrank
-        host = event.host if isinstance(event, ev.JobStarted) else (job.host if job else None)
-        if host and not isinstance(event, ev.JobUsageReported):
+        if isinstance(event, ev.JobUsageReported):
+            return keys
+        # A requeued or lost job no longer names its host: remember where it ran, so the host
+        # whose slots it freed is sent too.
+        if isinstance(event, ev.JobStarted):
+            self._ran_on[job_id] = event.host
+        host = self._ran_on.get(job_id) or (job.host if job else None)
+        if job is None or not job.state.active:
+            self._ran_on.pop(job_id, None)
+        if host:
             keys.append(("host", host, None))
         return keys
 
