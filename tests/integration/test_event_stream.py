@@ -30,10 +30,13 @@ async def test_stream_follows_a_job_and_resumes_after_reconnect(cluster: Cluster
         stream = client.events(keepalive=1)
         hello = await anext(stream)
         assert hello.kind == "hello" and hello.data["resumed"] is False
-        job_id = (await client.submit({"command": "sleep 0.3", "user": "root"}))["job_id"]
+        job_id = (await client.submit({"command": "sleep 1", "user": "root"}))["job_id"]
         seen = await _collect(stream, lambda e: e.kind == "job" and e.data["state"] == "DONE")
         states = [e.data["state"] for e in seen if e.kind == "job" and e.data["id"] == job_id]
-        assert states[0] == "PEND" and "RUN" in states and states[-1] == "DONE"
+        # Each message is the job's view when it was sent (changes in one burst coalesce),
+        # so PEND may be skipped on a busy machine; RUN lasts a second and is seen.
+        assert "RUN" in states and states[-1] == "DONE"
+        assert states == sorted(states, key=["PEND", "RUN", "DONE"].index)
         hosts = [e.data for e in seen if e.kind == "host"]
         assert hosts and hosts[0]["name"] in ("w1", "w2")
         last_id = seen[-1].id

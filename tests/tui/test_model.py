@@ -66,4 +66,5 @@ def test_arrays_collapse_under_one_parent_and_actions_target_the_array() -> None
     assert model.targets(None) == ["5", "6"]
     assert model.cells("6")[0] == "*6"
     model.set_array_pending("5", None)
+    model.rebuild()
     assert "5[pending]" not in model.rows and model.job_count() == 3
