@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 
-from bench import artefacts, auth, controller, fsync, memory, persist, sched, transport, wal
+from bench import artefacts, auth, controller, fsync, memory, persist, sched, transport, tui, wal
 from bench.common import Plan, Row, table
 
 
@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _figure("8", lambda: sched.run(plan), rows, started)
         ok &= _figure("9", lambda: auth.run(plan), rows, started)
         ok &= _figure("10", lambda: artefacts.run(plan), rows, started)
+        ok &= _figure("11", lambda: tui.run(plan), rows, started)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     elapsed = time.monotonic() - started

@@ -30,6 +30,7 @@ atexit.register(shutil.rmtree, KEYS, True)
 ISSUER = TokenService.open(KEYS, "xce", "xce-api", 4 * 3600.0, 86400.0)
 ADMIN_TOKEN = ISSUER.issue("admin", (), ("admin",))[0]
 WORKER_TOKEN = ISSUER.issue("worker", (), ("worker",), "service")[0]
+USER_TOKEN = ISSUER.issue("alice", (), ("user",))[0]  # role user, name alice
 
 
 def free_port() -> int:

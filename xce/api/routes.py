@@ -40,7 +40,20 @@ class Route:
 
 
 def all_routes() -> list[Route]:
-    from xce.api import audit, auth, cluster, hosts, jobs, join, metrics, queues, users, workers
+    from xce.api import (
+        audit,
+        auth,
+        cluster,
+        hosts,
+        jobs,
+        join,
+        metrics,
+        queues,
+        stream,
+        users,
+        workers,
+    )
 
     return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
-            *auth.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES, *join.ROUTES]
+            *auth.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES, *join.ROUTES,
+            *stream.ROUTES]

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from xce.client.sse import StreamEvent, read_events
 from xce.client.transport import check_controller_urls
 
 
@@ -88,13 +89,15 @@ class XceClient:
         return self.controllers[self._current]
 
     async def _send(
-        self, method: str, path: str, *, timeout: float | None = None, **kwargs: Any
+        self, method: str, path: str, *, timeout: float | aiohttp.ClientTimeout | None = None,
+        **kwargs: Any,
     ) -> aiohttp.ClientResponse:
         """Send to the current candidate, rotating through the list on connection failure."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_for
         last: Exception | None = None
-        client_timeout = aiohttp.ClientTimeout(total=timeout or self.timeout)
+        client_timeout = (timeout if isinstance(timeout, aiohttp.ClientTimeout)
+                          else aiohttp.ClientTimeout(total=timeout or self.timeout))
         while True:
             for step in range(len(self.controllers)):
                 index = (self._current + step) % len(self.controllers)
@@ -201,14 +204,6 @@ class XceClient:
 
     # --- identity (xce.api.auth, xce.api.users, xce.api.audit) ---------------------------
 
-    async def login(self, username: str, password: str) -> dict[str, Any]:
-        """Returns {"token", "expires_at", "user", "groups", "roles", "permissions"}."""
-        return await self.request("POST", "/api/v1/auth/login",
-                                  json={"username": username, "password": password})
-
-    async def whoami(self) -> dict[str, Any]:
-        return await self.request("GET", "/api/v1/auth/whoami")
-
     async def users(self) -> list[dict[str, Any]]:
         return (await self.request("GET", "/api/v1/users"))["users"]
 
@@ -238,3 +233,61 @@ class XceClient:
     async def audit(self, **filters: Any) -> dict[str, Any]:
         params = {k: str(v) for k, v in filters.items() if v is not None}
         return await self.request("GET", "/api/v1/audit", params=params)
+
+    async def whoami(self) -> dict[str, Any] | None:
+        """`GET /api/v1/auth/whoami`, or None where the controller has no such endpoint."""
+        try:
+            return await self.request("GET", "/api/v1/auth/whoami")
+        except ApiError as exc:
+            if exc.status in (404, 405):
+                return None
+            raise
+
+    async def login(self, username: str, password: str) -> dict[str, Any]:
+        """`POST /api/v1/auth/login`; on success later requests carry the returned token."""
+        result = await self.request("POST", "/api/v1/auth/login",
+                                    json={"username": username, "password": password})
+        self.set_token(result["token"])
+        return result
+
+    async def device_start(self) -> dict[str, Any]:
+        """`POST /api/v1/auth/device`: the OIDC device code and the URL to show the user."""
+        return await self.request("POST", "/api/v1/auth/device")
+
+    async def device_token(self, device_code: str) -> dict[str, Any]:
+        """`POST /api/v1/auth/device/token`; raises ApiError(400, authorization_pending...)."""
+        result = await self.request("POST", "/api/v1/auth/device/token",
+                                    json={"device_code": device_code})
+        self.set_token(result["token"])
+        return result
+
+    def set_token(self, token: str | None) -> None:
+        """Use `token` from now on (the session is rebuilt with the new header)."""
+        self.token = token
+        if self._session is not None and not self._session.closed:
+            old = self._session
+            self._session = None
+            asyncio.get_running_loop().create_task(old.close())
+
+    async def events(
+        self, last_id: str | None = None, keepalive: int = 15
+    ) -> AsyncIterator[StreamEvent]:
+        """The live change stream (`GET /api/v1/events`), resuming after `last_id`.
+
+        Yields `StreamEvent`s until the connection ends; then raises ApiError(0, "stream_lost")
+        so the caller reconnects with the last id it saw (possibly to another candidate). The
+        read times out after three missed keepalives, so a dead controller is noticed.
+        """
+        headers = {"Last-Event-ID": last_id} if last_id else {}
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout,
+                                        sock_read=keepalive * 3)
+        resp = await self._send("GET", "/api/v1/events", timeout=timeout, headers=headers,
+                                params={"keepalive": str(keepalive)})
+        async with resp:
+            await self._check(resp)
+            try:
+                async for event in read_events(resp.content):
+                    yield event
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise ApiError(0, "stream_lost", f"event stream lost: {exc}") from None
+        raise ApiError(0, "stream_lost", "the controller closed the event stream")

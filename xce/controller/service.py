@@ -84,6 +84,8 @@ class ControllerService:
         self._host_waiters: dict[str, asyncio.Event] = {}
         self.schedule_needed = asyncio.Event()
         self.listeners: list[Callable[[ev.Event], None]] = []
+        # Called with each batch once it is durable (the live event stream, xce/controller/bus)
+        self.committed: list[Callable[[list[ev.Event]], None]] = []
         self.stats = {"scheduling_passes": 0, "last_pass_ms": 0.0, "dispatched": 0}
         # Fairshare: decayed usage of finished jobs, fed by every committed event.
         self.usage = UsageLedger(settings.scheduler.fairshare_half_life_s)
@@ -101,23 +103,25 @@ class ControllerService:
         """
         self.log.check_writable()
         touched: set[str] = set()
-        count = 0
+        done: list[ev.Event] = []
         for event in events:
             before = self._host_of(event)
             record = self.log.prepare(event)  # encoding fails before the state changes
             self.state.apply(event)
             self.log.append(record)
-            count += 1
+            done.append(event)
             touched.update(h for h in (before, self._host_of(event)) if h)
             for listener in self.listeners:
                 listener(event)
-        if not count:
+        if not done:
             return
         for host in touched:
             self._bump(host)
         if reschedule:
             self.schedule_needed.set()
         await self.log.sync()
+        for hook in self.committed:
+            hook(done)
 
     def _host_of(self, event: ev.Event) -> str | None:
         if isinstance(event, ev.JobStarted):

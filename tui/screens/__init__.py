@@ -1,0 +1,1 @@
+"""The console's screens; each has its own .tcss beside it."""

@@ -1,0 +1,1 @@
+"""Widgets of the console: the virtual job table and the connection banner."""
