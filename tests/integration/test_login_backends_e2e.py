@@ -134,6 +134,7 @@ def test_ldap_login_whoami_and_rbac_through_the_controller(ldap_cluster: Cluster
     ("alice", "not-alices-password"),
     ("*)(uid=*", PASSWORDS["alice"]),       # filter injection: a literal, matches nobody
     ("*", PASSWORDS["alice"]),
+    ("ali*", PASSWORDS["alice"]),           # unescaped, this would match alice alone
     ("nopass", "anything"),                 # an entry without a password
     ("nosuchuser", "whatever"),
 ])
@@ -318,5 +319,13 @@ async def test_login_lockout_per_user_and_address_with_ldap(ldap_cluster: Cluste
     status, who, _ = await hit(url, "127.0.0.3", "GET", "/api/v1/auth/whoami",
                                session["token"])
     assert status == 200 and who["user"] == "mallory"
-    # The attacker's pair stays locked.
+    # The attacker's pair stays locked, under every spelling the directory takes for
+    # mallory (LDAP matches uid without regard to case or surrounding spaces).
     assert (await attempt("127.0.0.2", right))[0] == 429
+    for spelling in ("MALLORY", " mallory ", "Mallory"):
+        status, body, _ = await hit(url, "127.0.0.2", "POST", LOGIN,
+                                    body={"username": spelling, "password": right})
+        assert (status, body["error"]["code"]) == (429, "login_locked"), (spelling, body)
+    status, session, _ = await hit(url, "127.0.0.3", "POST", LOGIN,
+                                   body={"username": "MALLORY", "password": right})
+    assert status == 200 and session["user"] == "mallory"  # the directory's spelling

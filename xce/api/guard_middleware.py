@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+import unicodedata
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,15 +75,25 @@ def _refusal(status: int, code: str, message: str, retry_after: float | None = N
     return resp
 
 
+def login_key(user: str) -> str:
+    """The backoff key for a typed user name. Directories match names regardless of case,
+    Unicode form and surrounding or repeated spaces (LDAP caseIgnoreMatch, RFC 4518): 'ALICE'
+    and ' alice' log in as alice, so they must share alice's backoff, or every spelling would
+    get its own free failures. Two accounts of a case-sensitive backend that differ only in
+    case share one backoff per address; that is only stricter."""
+    return " ".join(unicodedata.normalize("NFKC", user).casefold().split())[:MAX_USERNAME]
+
+
 async def _login_user(request: web.Request) -> str:
-    """The username in a login body, or "" when the body is not the expected JSON (the login
-    handler then answers 400 itself; aiohttp keeps the body for it)."""
+    """The backoff key (`login_key`) of the username in a login body, or "" when the body is
+    not the expected JSON (the login handler then answers 400 itself; aiohttp keeps the body
+    for it)."""
     try:
         body = await request.json()
     except ValueError:
         return ""
     user = body.get("username") if isinstance(body, dict) else None
-    return user[:MAX_USERNAME] if isinstance(user, str) else ""
+    return login_key(user[:4 * MAX_USERNAME]) if isinstance(user, str) else ""
 
 
 def _status_of(exc: BaseException) -> int | None:
