@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import secrets
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -192,6 +193,40 @@ def test_a_directory_that_is_down_does_not_stop_file_users(
         assert failure.status == 503, failure.body
         assert failure.body["error"]["code"] == "auth_backend_unavailable"
     finally:
+        c.stop()
+
+
+@needs_slapd
+async def test_a_directory_that_hangs_does_not_hold_up_file_users(
+        directory: Any, tmp_path: Path) -> None:
+    """A directory that accepts connections but never answers (each LDAP login waits for its
+    timeout in a thread) must not starve the threads that users-file logins and the audit
+    log need: more hung logins than asyncio's default executor has threads are in flight
+    while a users-file user logs in."""
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(256)              # the kernel completes TCP handshakes; nobody speaks TLS
+    c = Cluster(tmp_path / "cluster")
+    c.extra_auth = users_file(c.root) + ldap_backend(
+        directory, f"ldaps://127.0.0.1:{hole.getsockname()[1]}", "ldap-hung").replace(
+        "timeout_s = 3", "timeout_s = 8")
+    c.start_controller()
+    hung: list[asyncio.Task[Any]] = []
+    try:
+        default_threads = min(32, (os.cpu_count() or 1) + 4)
+        hung = [asyncio.create_task(hit(c.url, "127.0.0.1", "POST", LOGIN, body={
+            "username": f"dir-user-{i}", "password": "x"})) for i in range(default_threads + 8)]
+        await asyncio.sleep(1.0)  # all of them are waiting on the directory now
+        assert not any(t.done() for t in hung)
+        started = time.monotonic()
+        status, session, _ = await hit(c.url, "127.0.0.1", "POST", LOGIN, body={
+            "username": "carol", "password": FILE_PASSWORDS["carol"]})
+        took = time.monotonic() - started
+        assert status == 200 and session["user"] == "carol"
+        assert took < 4.0, f"a users-file login waited {took:.1f} s behind a hung directory"
+    finally:
+        hole.close()              # queued connections are reset: the hung logins end now
+        await asyncio.gather(*hung, return_exceptions=True)
         c.stop()
 
 

@@ -5,12 +5,14 @@ flow) into a `Principal` (user name and groups). Mapping groups to roles and per
 RBAC's job (`xce.auth.rbac`), and issuing XCE's own JWT is `xce.auth.tokens`' job, so every
 backend stays small and testable against its real server alone.
 
-Backends that talk to blocking libraries (ldap3, python-pam) run them in a thread
-(`asyncio.to_thread`) so the controller's event loop never waits on a directory server.
+Backends that talk to blocking libraries (ldap3, python-pam) run them in threads of their
+own (`blocking_pool`), so the controller's event loop never waits on a directory server, and a
+directory that hangs never takes the threads everything else needs.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -28,6 +30,15 @@ class BackendUnavailable(XceError):
 
     code = "auth_backend_unavailable"
     http_status = 503
+
+
+def blocking_pool(kind: str, threads: int = 8) -> ThreadPoolExecutor:
+    """Threads for one backend's blocking calls. A directory that accepts connections but
+    never answers holds each login's thread until its timeout (and PAM sleeps after a wrong
+    password by design): in these threads that only queues that backend's own logins. In
+    asyncio's default executor, which password hashing (users file) and the audit log share,
+    a dozen logins against a hung LDAP server held a users-file login for 19 s."""
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"xce-auth-{kind}")
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ and `{username}` the user's name (both escaped), so groupOfNames (`member`) and 
 Transport: `ldaps://` or `ldap://` with `start_tls = true`; the server's certificate is always
 validated (ssl.CERT_REQUIRED and the host name) against `ca_file` or the system's CAs: ldap3's
 default `Tls()` validates nothing. Plain `ldap://` without StartTLS is allowed only for a
-loopback server. Every blocking ldap3 call runs in a thread with connect and receive
-timeouts; a directory that cannot be reached raises `BackendUnavailable`.
+loopback server. Every blocking ldap3 call runs in the backend's own threads with connect and
+receive timeouts; a directory that cannot be reached raises `BackendUnavailable`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import math
 import socket
 import ssl
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from ldap3 import NONE, SIMPLE, SUBTREE, Connection, Server, Tls
 from ldap3.core.exceptions import LDAPException
 from ldap3.utils.conv import escape_filter_chars
 
-from xce.auth.backends.base import BackendUnavailable, Principal
+from xce.auth.backends.base import BackendUnavailable, Principal, blocking_pool
 from xce.auth.backends.options import SectionReader
 
 log = logging.getLogger(__name__)
@@ -65,13 +66,16 @@ class LdapBackend:
     group_attribute: str = "cn"
     timeout_s: float = 5.0
     name: str = "ldap"
+    threads: ThreadPoolExecutor = field(default_factory=lambda: blocking_pool("ldap"),
+                                        repr=False, compare=False)
 
     async def authenticate(self, username: str, password: str) -> Principal | None:
         """The principal when the directory accepts the password, else None; raises
         `BackendUnavailable` when the directory cannot be reached or the service bind fails."""
         if not username or not password or "\x00" in username:
             return None
-        return await asyncio.to_thread(self._authenticate, username, password)
+        return await asyncio.get_running_loop().run_in_executor(
+            self.threads, self._authenticate, username, password)
 
     # --- blocking part, in a worker thread -------------------------------------------------
 

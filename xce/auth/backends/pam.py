@@ -11,7 +11,8 @@ through its setuid helper for the caller's own account), so the controller must 
 for this backend. The user's groups come from the system databases (`pwd`, `grp`), so
 directory-backed NSS (sssd, nslcd) works the same way.
 
-PAM is blocking (and may sleep on failure by design), so every check runs in a thread.
+PAM is blocking (and may sleep on failure by design), so every check runs in the backend's
+own threads (`blocking_pool`), never in those the rest of the controller shares.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import logging
 import os
 import pwd
 import re
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pam as python_pam
 
-from xce.auth.backends.base import BackendUnavailable, Principal
+from xce.auth.backends.base import BackendUnavailable, Principal, blocking_pool
 from xce.auth.backends.options import SectionReader
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,8 @@ class PamBackend:
     service: str = "login"
     name: str = "pam"
     deny_users: frozenset[str] = frozenset({"root"})
+    threads: ThreadPoolExecutor = field(default_factory=lambda: blocking_pool("pam"),
+                                        repr=False, compare=False)
 
     async def authenticate(self, username: str, password: str) -> Principal | None:
         """The principal when PAM accepts the password (and the account), else None.
@@ -63,7 +67,8 @@ class PamBackend:
         if (not password or not _USER_NAME.fullmatch(username) or "\x00" in password
                 or username in self.deny_users):
             return None
-        return await asyncio.to_thread(self._authenticate, username, password)
+        return await asyncio.get_running_loop().run_in_executor(
+            self.threads, self._authenticate, username, password)
 
     def _authenticate(self, username: str, password: str) -> Principal | None:
         checker = python_pam.pam()
