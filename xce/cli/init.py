@@ -23,9 +23,9 @@ def _print_created(result) -> None:  # type: ignore[no-untyped-def]
     typer.echo(f"  systemd units: {', '.join(str(u) for u in result.units)}")
     typer.echo("")
     typer.echo(f"Admin user '{result.admin_user}', password (shown only this once, stored as a "
-               "scrypt hash;")
-    typer.echo("  log in with `xce login`, or use the admin token above):")
+               "scrypt hash):")
     typer.echo(f"  {result.admin_password}")
+    typer.echo("  (for `xce login`; the CLI settings above use the admin token instead)")
     typer.echo("")
     typer.echo("Start this node:  xce up --state-dir " + str(d))
     typer.echo("  or with systemd: cp " + str(d / "systemd") + "/xce-{controller,worker}.service"

@@ -76,12 +76,15 @@ def _units() -> str:
 def _textual() -> str:
     from importlib.metadata import version
 
+    from textual.app import App
     from textual.css.stylesheet import Stylesheet
     from textual.widgets import DataTable, Footer, Header  # noqa: F401  (lazy in textual)
 
+    # The theme's design variables ($surface, $accent, ...), as a running app has them.
+    variables = App().get_css_variables()
     sheets = sorted((_bundle_root() / "tui").rglob("*.tcss"))
     for path in sheets:
-        stylesheet = Stylesheet()
+        stylesheet = Stylesheet(variables=variables)
         stylesheet.read(path)
         stylesheet.parse()
     return f"textual {version('textual')}, {len(sheets)} stylesheets parsed"
