@@ -176,12 +176,13 @@ def test_configfile_then_ldap_in_order(ldap_cluster: Cluster) -> None:
 
 
 @needs_slapd
-def test_a_directory_that_is_down_does_not_stop_file_users(
+async def test_a_directory_that_is_down_does_not_stop_file_users(
         directory: Any, tmp_path: Path) -> None:
     c = Cluster(tmp_path / "cluster")
     # The dead directory comes *first*, so every login really goes past it.
     c.extra_auth = (GROUPS + ldap_backend(directory, f"ldaps://127.0.0.1:{free_port()}",
                                           "ldap-down") + users_file(c.root))
+    c.role_sections["controller"] = GUARD
     c.start_controller()   # the controller starts although its directory is unreachable
     try:
         carol = login(c, "carol", FILE_PASSWORDS["carol"])
@@ -192,6 +193,16 @@ def test_a_directory_that_is_down_does_not_stop_file_users(
                                              "password": PASSWORDS["alice"]})
         assert failure.status == 503, failure.body
         assert failure.body["error"]["code"] == "auth_backend_unavailable"
+        # A wrong guess at carol's password is a 503 too (the directory might have known
+        # another carol), yet it was checked against the users file: it counts as a failed
+        # login, or an outage would lift the lock-out for everyone.
+        for _ in range(3):
+            status, body, _ = await hit(c.url, "127.0.0.4", "POST", LOGIN, body={
+                "username": "carol", "password": "guess"})
+            assert (status, body["error"]["code"]) == (503, "auth_backend_unavailable")
+        status, body, _ = await hit(c.url, "127.0.0.4", "POST", LOGIN, body={
+            "username": "carol", "password": FILE_PASSWORDS["carol"]})
+        assert (status, body["error"]["code"]) == (429, "login_locked"), body
     finally:
         c.stop()
 

@@ -36,6 +36,10 @@ from xce.auth.guard import GuardSettings, LoginThrottle, RateLimiter, allowed, p
 
 LOGIN_PATH = "/api/v1/auth/login"
 MAX_USERNAME = 256
+# Login answers that count as a failed guess: 401, and 503 (a backend was unreachable and no
+# other accepted), since the password was still checked against the backends that answered;
+# without it, a directory outage would lift the backoff for every users-file account.
+FAILED_LOGIN = frozenset({401, 503})
 
 
 @dataclass
@@ -112,10 +116,10 @@ async def _guarded_login(request: web.Request, handler: Any, state: GuardState,
     try:
         response = await handler(request)
     except Exception as exc:
-        if _status_of(exc) == 401:
+        if _status_of(exc) in FAILED_LOGIN:
             state.logins.failed(user, address, state.clock())
         raise
-    if response.status == 401:
+    if response.status in FAILED_LOGIN:
         state.logins.failed(user, address, state.clock())
     elif response.status < 300:
         state.logins.succeeded(user, address)
