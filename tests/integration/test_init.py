@@ -207,6 +207,15 @@ def test_a_wrong_ca_hash_is_refused_before_the_token_is_spent(cluster: InitClust
                    "--ca-hash", ca_hash, "--name", "w4")
     assert accepted.returncode == 0, accepted.stderr
 
+    # w4's token is its own: revoking the service w4 shuts out w4 alone.
+    w4_token = (cluster.root / "w4" / "worker.token").read_text().strip()
+    w2_token = (cluster.root / "w2" / "worker.token").read_text().strip()
+    assert cluster.cli("token", "revoke", "w4").returncode == 0
+    refused = xce("whoami", env={**cluster.env, "XCE_TOKEN": w4_token})
+    assert refused.returncode != 0 and "revoked" in refused.stderr, refused.stderr
+    still = xce("whoami", env={**cluster.env, "XCE_TOKEN": w2_token})
+    assert still.returncode == 0 and "w2 (service)" in still.stdout, still.stderr
+
 
 def test_join_tokens_need_an_admin(cluster: InitCluster) -> None:
     worker_token = (cluster.dir / "worker.token").read_text().strip()
