@@ -521,3 +521,10 @@ async def test_a_fair_share_must_be_positive(api) -> None:
     body = await api.call("POST", "/api/v1/queues", 400,
                           json={"name": "q0", "shares": {"alice": 0}})
     assert "body.shares.alice must be more than 0" in body["error"]["message"]
+
+
+async def test_an_unknown_query_parameter_is_named(api) -> None:
+    body = await api.call("GET", "/api/v1/jobs?stat=RUN", 400)
+    assert "unknown query parameter 'stat'" in body["error"]["message"]
+    assert "state" in body["error"]["message"]  # what it does take
+    await api.call("GET", "/api/v1/jobs?state=RUN", 200)

@@ -106,3 +106,10 @@ async def test_public_routes_are_only_health_and_openapi(api: Api) -> None:
                       ("/api/v1/auth/login", "post"), ("/api/v1/auth/device", "post"),
                       ("/api/v1/auth/device/token", "post"),
                       ("/api/v1/join/ca", "get"), ("/api/v1/join", "post")}
+
+
+def test_the_event_stream_is_documented_as_server_sent_events() -> None:
+    from xce.api.openapi import document
+
+    ok = document()["paths"]["/api/v1/events"]["get"]["responses"]["200"]
+    assert list(ok["content"]) == ["text/event-stream"]

@@ -37,10 +37,13 @@ def test_every_route_declares_a_permission_some_role_grants() -> None:
 
 
 def test_mutating_routes_are_never_public() -> None:
+    """Only the ways in are public: logging in, and joining with a one-time join token (which
+    is the credential; the cluster CA it returns is public knowledge)."""
     public = {(r.method, r.path) for r in all_routes() if r.permission == "public"}
     assert public == {("GET", "/healthz"), ("GET", "/api/v1/openapi.json"),
                       ("POST", "/api/v1/auth/login"), ("POST", "/api/v1/auth/device"),
-                      ("POST", "/api/v1/auth/device/token")}
+                      ("POST", "/api/v1/auth/device/token"),
+                      ("GET", "/api/v1/join/ca"), ("POST", "/api/v1/join")}
 
 
 def test_default_roles() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import ApiFailure, Cluster
+from tests.integration.cluster import ADMIN_TOKEN, WORKER_TOKEN, ApiFailure, Cluster
 from xce.auth.pki import client_ssl_context, create_ca, issue_certificate, load_ca
 from xce.client import ApiError, XceClient
 from xce.config import TlsSettings
@@ -70,7 +70,7 @@ def test_job_runs_over_tls_and_cli_verifies_with_ca_file(tls_cluster: Cluster, p
     assert tls_cluster.download(job, "stdout") == b"over-tls\n"
     client_toml = tmp_path / "client.toml"
     client_toml.write_text(f'controllers = ["{tls_cluster.url}"]\nca_file = "{pki / "ca.pem"}"\n')
-    env = {"XCE_CLIENT_CONFIG": str(client_toml), "XCE_TOKEN": "test-admin-token"}
+    env = {"XCE_CLIENT_CONFIG": str(client_toml), "XCE_TOKEN": ADMIN_TOKEN}
     listed = _xce("job", "list", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
     assert job in listed.stdout
@@ -84,7 +84,7 @@ def test_job_runs_over_tls_and_cli_verifies_with_ca_file(tls_cluster: Cluster, p
 
 async def test_client_with_another_ca_is_refused(tls_cluster: Cluster, pki: Path) -> None:
     other = client_ssl_context(TlsSettings(ca_file=pki / "other" / "ca.pem"))
-    async with XceClient([tls_cluster.url], "test-admin-token", ssl_context=other) as client:
+    async with XceClient([tls_cluster.url], ADMIN_TOKEN, ssl_context=other) as client:
         with pytest.raises(ApiError) as info:
             await client.cluster()
     assert info.value.code == "tls_error"
@@ -94,14 +94,14 @@ async def test_client_with_another_ca_is_refused(tls_cluster: Cluster, pki: Path
 async def test_worker_routes_need_a_client_certificate(tls_cluster: Cluster, pki: Path) -> None:
     body = {"host": "w5", "slots": 1, "memory_mb": 100, "attributes": {}}
     no_cert = client_ssl_context(TlsSettings(ca_file=pki / "ca.pem"))
-    async with XceClient([tls_cluster.url], "test-worker-token", ssl_context=no_cert) as client:
+    async with XceClient([tls_cluster.url], WORKER_TOKEN, ssl_context=no_cert) as client:
         with pytest.raises(ApiError) as info:
             await client.request("POST", "/api/v1/workers/register", json=body)
         assert (info.value.status, info.value.code) == (403, "client_certificate_required")
     # A user's request needs no certificate (tls_cluster.get presents none).
     assert "w5" not in {h["name"] for h in tls_cluster.get("/api/v1/hosts")["hosts"]}
     with_cert = client_ssl_context(TlsSettings(pki / "w1.pem", pki / "w1.key", pki / "ca.pem"))
-    async with XceClient([tls_cluster.url], "test-worker-token", ssl_context=with_cert) as c:
+    async with XceClient([tls_cluster.url], WORKER_TOKEN, ssl_context=with_cert) as c:
         answer = await c.request("POST", "/api/v1/workers/register", json=body)
     assert "version" in answer
 
@@ -119,7 +119,7 @@ def test_worker_process_without_client_certificate_stops(tls_cluster: Cluster,
 async def test_expired_client_certificate_is_refused(tls_cluster: Cluster, pki: Path) -> None:
     stale = client_ssl_context(TlsSettings(pki / "stale.pem", pki / "stale.key",
                                            pki / "ca.pem"))
-    async with XceClient([tls_cluster.url], "test-worker-token", ssl_context=stale) as client:
+    async with XceClient([tls_cluster.url], WORKER_TOKEN, ssl_context=stale) as client:
         with pytest.raises(ApiError) as info:
             await client.request("POST", "/api/v1/workers/register",
                                  json={"host": "w9", "slots": 1, "memory_mb": 1,

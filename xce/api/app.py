@@ -39,7 +39,7 @@ from xce.auth.runtime import AuthRuntime
 from xce.config import Config
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
-from xce.core.errors import Forbidden, Unauthorized, XceError
+from xce.core.errors import Forbidden, InvalidRequest, Unauthorized, XceError
 
 log = logging.getLogger("xce.api")
 
@@ -110,13 +110,27 @@ async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse
     return await handler(request)
 
 
+@web.middleware
+async def declared_query(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Refuse query parameters the route does not declare: `?stat=RUN` is a typo that would
+    otherwise list every job. The route table is the one list of what each route takes."""
+    route = route_of(request)
+    if route is not None and request.query:
+        unknown = sorted(set(request.query) - {p.name for p in route.query})
+        if unknown:
+            known = ", ".join(p.name for p in route.query) or "none"
+            raise InvalidRequest(f"unknown query parameter {unknown[0]!r} for {route.method} "
+                                 f"{route.path} (it takes: {known})")
+    return await handler(request)
+
+
 def build_app(
     service: ControllerService, gateway: WorkerGateway, config: Config
 ) -> web.Application:
     settings = config.controller
     app = web.Application(
         middlewares=[observe_latency, errors, guard, worker_client_cert, audit_trail,
-                     authenticate],
+                     authenticate, declared_query],
         client_max_size=settings.max_body_kb * 1024,
     )
     app[SERVICE] = service

@@ -108,5 +108,6 @@ ROUTES = [
           "job:view", "events",
           query=(Param("since", "resume after this event id (or send Last-Event-ID)"),
                  Param("keepalive", "seconds between keepalive comments (default 15)",
-                       {"type": "integer", "minimum": 1, "maximum": 300}))),
+                       {"type": "integer", "minimum": 1, "maximum": 300})),
+          text_response="text/event-stream"),
 ]
