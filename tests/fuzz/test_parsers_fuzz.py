@@ -93,3 +93,24 @@ def test_wal_reader_on_damaged_segments_only_raises_wal_corruption(
         # Whatever was read is a gap-free prefix of the records that were written.
         assert seen == list(range(1, len(seen) + 1))
         assert scan.records == len(seen) <= 8
+
+
+SWF_TOKENS = st.sampled_from(["1", "0", "-1", "3.5", "1e308", "1e999", "inf", "nan", "-0",
+                              "x", "", "9" * 30])
+
+
+@FUZZ
+@given(st.lists(st.one_of(
+    st.text(max_size=60),
+    st.lists(SWF_TOKENS, min_size=18, max_size=18).map(" ".join),
+    st.just("; MaxProcs: 64"),
+), max_size=8))
+def test_swf_reader_only_raises_swf_error(lines: list[str]) -> None:
+    from xce.sched.swf import SwfError, parse_swf
+
+    try:
+        trace = parse_swf(lines)
+    except SwfError:
+        return
+    for job in trace.jobs:
+        assert job.procs > 0 and job.run_time >= 0 and job.submit >= 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,8 @@ def parse_swf(lines: Iterable[str]) -> Trace:
             values = [float(p) for p in parts]
         except ValueError:
             raise SwfError(f"line {lineno}: fields must be numbers") from None
+        if not all(math.isfinite(v) for v in values):
+            raise SwfError(f"line {lineno}: fields must be finite numbers (no inf or nan)")
         run_time, requested = values[3], values[8]
         procs = int(values[7]) if values[7] > 0 else int(values[4])
         if run_time < 0 or procs <= 0 or values[1] < 0:
