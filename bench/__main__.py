@@ -19,7 +19,19 @@ from typing import Any
 
 import psutil
 
-from bench import artefacts, auth, controller, fsync, memory, persist, sched, transport, tui, wal
+from bench import (
+    arrays,
+    artefacts,
+    auth,
+    controller,
+    fsync,
+    memory,
+    persist,
+    sched,
+    transport,
+    tui,
+    wal,
+)
 from bench.common import Plan, Row, table
 
 
@@ -98,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _figure("9", lambda: auth.run(plan), rows, started)
         ok &= _figure("10", lambda: artefacts.run(plan), rows, started)
         ok &= _figure("11", lambda: tui.run(plan), rows, started)
+        ok &= _figure("13", lambda: arrays.run(plan), rows, started)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     elapsed = time.monotonic() - started
