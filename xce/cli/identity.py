@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -18,21 +19,24 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def login(
         user: str = typer.Argument(None, help="user name (asked when left out)"),
+        device: bool = typer.Option(False, "--device", help="sign in with the OpenID Connect "
+                                    "provider on another device (a code to enter; for SSH)"),
         controller: list[str] = CONTROLLER,
     ) -> None:
-        """Log in with a user name and password; saves the token (0600) for the CLI and TUI."""
-        from xce.cli.session import read_secret, save_token
+        """Log in (user name and password, or OIDC with --device); saves the token
+        (0600) for the CLI and TUI."""
+        if device and user:
+            fail("the identity provider says who you are; leave out the user name")
+        if device:
+            from xce.cli.oidc_login import device_login
+
+            _saved(call(device_login, controller))
+            return
+        from xce.cli.session import read_secret
 
         name = user or typer.prompt("user")
         password = read_secret("password")
-        session = call(lambda c: c.login(name, password), controller)
-        path = save_token(session["token"])
-        hours = (session["expires_at"] - time.time()) / 3600
-        typer.echo(f"Logged in as {session['user']} (roles {', '.join(session['roles'])}); "
-                   f"token saved in {path}, valid {hours:.1f} h")
-        if os.environ.get("XCE_TOKEN"):
-            typer.echo("note: XCE_TOKEN is set and wins over the saved token; unset it to use "
-                       "this login", err=True)
+        _saved(call(lambda c: c.login(name, password), controller))
 
     @app.command()
     def logout() -> None:
@@ -57,6 +61,19 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"groups:      {', '.join(who['groups']) or '-'}")
         typer.echo(f"roles:       {', '.join(who['roles']) or '-'}")
         typer.echo(f"permissions: {' '.join(who['permissions']) or '-'}")
+
+
+def _saved(session: dict[str, Any]) -> None:
+    """Save a login's token where the CLI and TUI read it, and say who logged in."""
+    from xce.cli.session import save_token
+
+    path = save_token(session["token"])
+    hours = (session["expires_at"] - time.time()) / 3600
+    typer.echo(f"Logged in as {session['user']} (roles {', '.join(session['roles'])}); "
+               f"token saved in {path}, valid {hours:.1f} h")
+    if os.environ.get("XCE_TOKEN"):
+        typer.echo("note: XCE_TOKEN is set and wins over the saved token; unset it to use "
+                   "this login", err=True)
 
 
 @token_app.command("create")
