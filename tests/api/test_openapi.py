@@ -105,6 +105,7 @@ async def test_public_routes_are_only_health_and_openapi(api: Api) -> None:
     assert public == {("/healthz", "get"), ("/api/v1/openapi.json", "get"),
                       ("/api/v1/auth/login", "post"), ("/api/v1/auth/device", "post"),
                       ("/api/v1/auth/device/token", "post"),
+                      ("/api/v1/auth/authorize", "post"), ("/api/v1/auth/code", "post"),
                       ("/api/v1/join/ca", "get"), ("/api/v1/join", "post")}
 
 

@@ -43,6 +43,7 @@ def test_mutating_routes_are_never_public() -> None:
     assert public == {("GET", "/healthz"), ("GET", "/api/v1/openapi.json"),
                       ("POST", "/api/v1/auth/login"), ("POST", "/api/v1/auth/device"),
                       ("POST", "/api/v1/auth/device/token"),
+                      ("POST", "/api/v1/auth/authorize"), ("POST", "/api/v1/auth/code"),
                       ("GET", "/api/v1/join/ca"), ("POST", "/api/v1/join")}
 
 

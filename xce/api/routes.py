@@ -43,6 +43,7 @@ def all_routes() -> list[Route]:
     from xce.api import (
         audit,
         auth,
+        auth_code,
         cluster,
         hosts,
         jobs,
@@ -55,5 +56,5 @@ def all_routes() -> list[Route]:
     )
 
     return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
-            *auth.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES, *join.ROUTES,
-            *stream.ROUTES]
+            *auth.ROUTES, *auth_code.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES,
+            *join.ROUTES, *stream.ROUTES]

@@ -21,16 +21,27 @@ def register(app: typer.Typer) -> None:
         user: str = typer.Argument(None, help="user name (asked when left out)"),
         device: bool = typer.Option(False, "--device", help="sign in with the OpenID Connect "
                                     "provider on another device (a code to enter; for SSH)"),
+        browser: bool = typer.Option(False, "--browser", help="sign in with the OpenID "
+                                     "Connect provider in a browser on this machine"),
+        wait_s: int = typer.Option(300, "--timeout", help="--browser: seconds to wait for "
+                                   "the browser's redirect"),
         controller: list[str] = CONTROLLER,
     ) -> None:
-        """Log in (user name and password, or OIDC with --device); saves the token
+        """Log in (user name and password, or OIDC with --device/--browser); saves the token
         (0600) for the CLI and TUI."""
-        if device and user:
+        if device and browser:
+            fail("--device and --browser are two ways to sign in; pick one")
+        if (device or browser) and user:
             fail("the identity provider says who you are; leave out the user name")
         if device:
             from xce.cli.oidc_login import device_login
 
             _saved(call(device_login, controller))
+            return
+        if browser:
+            from xce.cli.oidc_browser import browser_login
+
+            _saved(call(lambda c: browser_login(c, wait_s), controller))
             return
         from xce.cli.session import read_secret
 
