@@ -31,8 +31,7 @@ class LoginFailed(XceError):
 def no_oidc(exc: ApiError) -> LoginFailed:
     """A 404 from the auth routes means the controller has no OIDC backend configured."""
     return LoginFailed("the controller has no OpenID Connect backend ([[auth.backend]] type "
-                       "oauth2); log in with a user name and password instead "
-                       f"({exc.message})")
+                       "oauth2); log in with a user name and password instead")
 
 
 async def device_login(client: XceClient, echo: Echo = typer.echo,
