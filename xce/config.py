@@ -48,6 +48,13 @@ class ControllerSettings:
     checkpoint_every: int = 100_000
     checkpoint_interval_s: float = 300.0
     finished_retention_s: float = 3600.0
+    # HA: this candidate's own URL in cluster.controllers (default: the one whose host and
+    # port match `listen`), its replication listener (default: listen port + 1) and the
+    # standby service token it presents to a primary.
+    url: str = ""
+    replication_host: str = ""
+    replication_port: int = 0
+    replication_token: str = ""
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
 
 
@@ -84,6 +91,24 @@ class TlsSettings:
 
 
 @dataclass(frozen=True)
+class HaSettings:
+    """`[cluster]` keys for high availability (xce/ha): how the candidates replicate and
+    when a standby takes over."""
+
+    replication: str = "async"  # or "sync": a commit waits for a standby's durable ack
+    failover_timeout_s: float = 3.0  # primary silence before a standby takes over
+    heartbeat_interval_s: float = 0.5  # primary -> standby heartbeats, and peer probes
+    sync_timeout_s: float = 2.0  # sync mode: wait this long for an ack, then degrade
+    reclaim: bool = False  # a better-ranked candidate that returns takes the role back
+
+    @property
+    def lease_s(self) -> float:
+        """A primary stops writing this long after it last reached a majority: well before
+        a standby's failover timeout runs out."""
+        return self.failover_timeout_s * 0.5
+
+
+@dataclass(frozen=True)
 class Config:
     controllers: tuple[str, ...] = (f"http://127.0.0.1:{DEFAULT_PORT}",)
     controller: ControllerSettings = field(default_factory=ControllerSettings)
@@ -92,6 +117,7 @@ class Config:
     tls: TlsSettings = field(default_factory=TlsSettings)
     guard: GuardSettings = field(default_factory=GuardSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
+    ha: HaSettings = field(default_factory=HaSettings)
 
 
 def _check_keys(section: str, data: dict[str, Any], allowed: set[str]) -> None:
@@ -194,9 +220,26 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
         {"listen", "state_dir", "heartbeat_interval_s", "missed_heartbeats",
          "schedule_interval_s", "max_upload_mb", "max_body_kb", "max_array_size",
          "default_queue", "wal_fsync", "wal_fsync_interval_s", "wal_segment_mb",
-         "checkpoint_every", "checkpoint_interval_s", "finished_retention_s"},
+         "checkpoint_every", "checkpoint_interval_s", "finished_retention_s", "url",
+         "replication_listen", "replication_token", "replication_token_file"},
     )
     out: dict[str, Any] = {}
+    if "url" in data:
+        out["url"] = _typed(s, "url", data["url"], str).rstrip("/")
+    if "replication_listen" in data:
+        out["replication_host"], out["replication_port"] = _listen(
+            s, data["replication_listen"])
+    if "replication_token" in data:
+        out["replication_token"] = _typed(s, "replication_token", data["replication_token"],
+                                          str)
+    if "replication_token_file" in data:
+        path = (base / _typed(s, "replication_token_file", data["replication_token_file"],
+                              str)).expanduser()
+        try:
+            out["replication_token"] = path.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"controller.replication_token_file {path}: "
+                              f"{exc.strerror}") from None
     if "listen" in data:
         out["listen_host"], out["listen_port"] = _listen(s, data["listen"])
     if "state_dir" in data:
@@ -287,7 +330,19 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     _check_keys("(top level)", data, {"cluster", "controller", "auth", "queue", "worker", "tls",
                                       "guard", "scheduler"})
     cluster = data.get("cluster", {})
-    _check_keys("cluster", cluster, {"controllers"})
+    _check_keys("cluster", cluster, {"controllers", "replication", "failover_timeout_s",
+                                     "heartbeat_interval_s", "sync_timeout_s", "reclaim"})
+    ha: dict[str, Any] = {}
+    if "replication" in cluster:
+        ha["replication"] = _typed("cluster", "replication", cluster["replication"], str)
+        if ha["replication"] not in ("async", "sync"):
+            raise ConfigError(f"cluster.replication must be async or sync, "
+                              f"got {ha['replication']!r}")
+    for key in ("failover_timeout_s", "heartbeat_interval_s", "sync_timeout_s"):
+        if key in cluster:
+            ha[key] = float(_positive("cluster", key, cluster[key]))
+    if "reclaim" in cluster:
+        ha["reclaim"] = _typed("cluster", "reclaim", cluster["reclaim"], bool)
     controllers = cluster.get("controllers", list(Config.controllers))
     if not isinstance(controllers, list) or not controllers or not all(
         isinstance(c, str) and c.startswith(("http://", "https://")) for c in controllers
@@ -315,7 +370,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
 
     auth = parse_auth(data.get("auth", {}), base)
     return Config(tuple(c.rstrip("/") for c in controllers), settings, worker, path, tls,
-                  guard=parse_guard(data.get("guard", {})), auth=auth)
+                  guard=parse_guard(data.get("guard", {})), auth=auth, ha=HaSettings(**ha))
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:

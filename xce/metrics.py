@@ -54,3 +54,8 @@ RATE_LIMITED = Counter(
     "Requests refused by the guard (address_denied, rate_limited, login_locked)", ("reason",),
     registry=REGISTRY,
 )
+EPOCH = Gauge("xce_epoch", "The epoch (primary term) this controller knows", registry=REGISTRY)
+SYNC_DEGRADED = Counter(
+    "xce_replication_sync_degraded", "Times sync replication fell back to async (timeouts)",
+    registry=REGISTRY,
+)

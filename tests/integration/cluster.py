@@ -63,6 +63,8 @@ class Cluster:
         self.ssl_context: ssl.SSLContext | None = None
         self.extra_auth = ""  # lines for [auth], e.g. a [[auth.backend]] users file
         self.worker_tokens: dict[str, str] = {}  # worker name -> its token (default: shared)
+        self.candidate_urls: list[str] = [self.url]
+        self.cluster_extra = ""  # more [cluster] lines (HA timeouts, replication mode)  # cluster.controllers (HA: several)
 
     # --- processes -----------------------------------------------------------------------
 
@@ -84,7 +86,8 @@ allow_root_jobs = true
 """
         text = f"""
 [cluster]
-controllers = ["{self.url}"]
+controllers = {json.dumps(self.candidate_urls)}
+{self.cluster_extra}
 
 [controller]
 listen = "127.0.0.1:{self.port}"

@@ -22,6 +22,7 @@ from xce.api.http import (
     AUTH,
     CONFIG,
     GATEWAY,
+    HA,
     IDENTITY,
     REQUEST_ID,
     ROUTE,
@@ -39,7 +40,7 @@ from xce.auth.runtime import AuthRuntime
 from xce.config import Config
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
-from xce.core.errors import Forbidden, InvalidRequest, Unauthorized, XceError
+from xce.core.errors import Forbidden, InvalidRequest, NotPrimary, Unauthorized, XceError
 
 log = logging.getLogger("xce.api")
 
@@ -62,7 +63,10 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
     try:
         response = await handler(request)
     except XceError as exc:
-        return _error(exc.http_status, exc.code, exc.message, request_id)
+        resp = _error(exc.http_status, exc.code, exc.message, request_id)
+        if isinstance(exc, NotPrimary):  # refused before any change: safe to send elsewhere
+            resp.headers["X-XCE-Not-Primary"] = "1"
+        return resp
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -86,6 +90,51 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return _error(500, "internal", f"internal error (request id {request_id})", request_id)
     response.headers["X-Request-Id"] = request_id
     return response
+
+
+@web.middleware
+async def high_availability(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Epochs on every request and response, and no API on a controller that is not primary.
+
+    A client sends the highest epoch it has seen (`X-XCE-Epoch`); a primary that meets a
+    newer one has been replaced and steps down. Answers name this node's role and epoch.
+    A successful worker request is contact with a worker (xce/ha/lease.py).
+    """
+    node = request.app.get(HA)
+    if node is None:
+        return await handler(request)
+    claimed = request.headers.get("X-XCE-Epoch", "")
+    if claimed.isdigit():
+        node.observe_epoch(int(claimed))  # type: ignore[attr-defined]
+    route = route_of(request)
+    if node.role != "primary" and (route is None or route.permission != "public"):  # type: ignore[attr-defined]
+        response: web.StreamResponse = _error(
+            503, "not_primary", f"this controller is a {node.role}, not the primary",  # type: ignore[attr-defined]
+            request.get(REQUEST_ID, ""))
+        response.headers["X-XCE-Not-Primary"] = "1"
+    else:
+        if node.lease is not None and _from_worker(request):  # type: ignore[attr-defined]
+            node.lease.worker_contact()  # type: ignore[attr-defined]
+        response = await handler(request)
+    if not response.prepared:
+        response.headers["X-XCE-Role"] = node.role  # type: ignore[attr-defined]
+        response.headers["X-XCE-Epoch"] = str(node.epochs.epoch)  # type: ignore[attr-defined]
+    return response
+
+
+def _from_worker(request: web.Request) -> bool:
+    """A worker route called with a valid worker service token (before the handler runs,
+    so that a worker's registration can itself renew the lease that lets it write)."""
+    if not request.path.startswith("/api/v1/workers/"):
+        return False
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    try:
+        claims = request.app[AUTH].tokens.verify(token.strip())  # type: ignore[attr-defined]
+    except XceError:
+        return False
+    return "worker" in claims.roles
 
 
 @web.middleware
@@ -129,8 +178,8 @@ def build_app(
 ) -> web.Application:
     settings = config.controller
     app = web.Application(
-        middlewares=[observe_latency, errors, guard, worker_client_cert, audit_trail,
-                     authenticate, declared_query],
+        middlewares=[observe_latency, high_availability, errors, guard, worker_client_cert,
+                     audit_trail, authenticate, declared_query],
         client_max_size=settings.max_body_kb * 1024,
     )
     app[SERVICE] = service

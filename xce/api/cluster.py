@@ -5,23 +5,28 @@ from __future__ import annotations
 from aiohttp import web
 
 from xce import __version__
-from xce.api.http import CONFIG, SERVICE, json_response
+from xce.api import schemas
+from xce.api.http import CONFIG, HA, SERVICE, json_response, read_json
 from xce.api.routes import Route
 from xce.controller.service import ControllerService
+from xce.core.errors import Conflict
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return json_response({"status": "ok"})
+    """Liveness, and what the other candidates need for elections (xce/ha/probe.py)."""
+    node = request.app.get(HA)
+    return json_response(node.health() if node is not None else {"status": "ok"})  # type: ignore[attr-defined]
 
 
 async def cluster(request: web.Request) -> web.Response:
     service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
     config = request.app[CONFIG]
     state = service.state
+    node = request.app.get(HA)
     return json_response(
         {
             "version": __version__,
-            "role": "primary",
+            "role": node.role if node is not None else "primary",  # type: ignore[attr-defined]
             "controllers": list(config.controllers),  # type: ignore[attr-defined]
             "jobs": len(state.jobs),
             "arrays": len(state.arrays),
@@ -30,8 +35,19 @@ async def cluster(request: web.Request) -> web.Response:
             "hosts": len(state.hosts),
             "events_applied": state.applied,
             "scheduler": dict(service.stats),
+            "ha": node.view() if node is not None else None,  # type: ignore[attr-defined]
         }
     )
+
+
+async def switchover(request: web.Request) -> web.Response:
+    """Move the primary role to a caught-up standby with no loss (`xce admin switchover`)."""
+    node = request.app.get(HA)
+    body = await read_json(request, schemas.SWITCHOVER) if request.can_read_body else {}
+    if node is None or node.solo:  # type: ignore[attr-defined]
+        raise Conflict("this cluster has a single controller candidate: nothing to switch to")
+    answer = await node.switchover(body.get("to"))  # type: ignore[attr-defined]
+    return json_response(answer)
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -45,4 +61,7 @@ ROUTES = [
     Route("GET", "/api/v1/openapi.json", openapi, "This OpenAPI document", "public", "cluster"),
     Route("GET", "/api/v1/cluster", cluster, "Cluster status: role, counts, scheduler stats",
           "cluster:view", "cluster"),
+    Route("POST", "/api/v1/cluster/switchover", switchover,
+          "Hand the primary role to a caught-up standby (body: optional to = its URL)",
+          "cluster:admin", "cluster", body=schemas.SWITCHOVER),
 ]

@@ -17,6 +17,7 @@ SETTINGS = web.AppKey("settings", object)
 CONFIG = web.AppKey("config", object)
 REQUEST_ID = web.RequestKey("request_id", str)
 AUTH = web.AppKey("auth", object)  # the controller's xce.auth.runtime.AuthRuntime
+HA = web.AppKey("ha", object)  # the controller's xce.ha.node.Node (absent in unit tests)
 ROUTE = web.AppKey("routes", dict)  # router name -> its xce.api.routes.Route
 
 

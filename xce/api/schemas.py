@@ -138,3 +138,9 @@ ERROR = {
     "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
         "code": {"type": "string"}, "message": {"type": "string"}}}},
 }
+
+SWITCHOVER: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"to": {"type": "string", "maxLength": 2048}},
+}

@@ -66,6 +66,20 @@ def register(app: typer.Typer) -> None:
         _run_role("controller", serve, config, verbose, insecure)
 
     @app.command()
+    def standby(
+        config: Path = typer.Option(None, "--config", "-c", help="cluster config (TOML)"),
+        verbose: bool = typer.Option(False, "--verbose", "-v"),
+        insecure: bool = INSECURE,
+    ) -> None:
+        """Run a standby controller: follows the primary's log, takes over by election."""
+        import functools
+
+        from xce.controller.main import serve
+
+        _run_role("standby", functools.partial(serve, prefer_primary=False), config, verbose,
+                  insecure)
+
+    @app.command()
     def worker(
         config: Path = typer.Option(None, "--config", "-c", help="cluster config (TOML)"),
         verbose: bool = typer.Option(False, "--verbose", "-v"),

@@ -59,6 +59,9 @@ class XceClient:
         self.timeout = timeout
         self.retry_for = retry_for
         self._current = 0
+        # The newest primary term seen in any answer; sent with every request so that an
+        # old primary that comes back learns it was replaced (xce/ha/node.py).
+        self.epoch = 0
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> XceClient:
@@ -98,17 +101,24 @@ class XceClient:
         last: Exception | None = None
         client_timeout = (timeout if isinstance(timeout, aiohttp.ClientTimeout)
                           else aiohttp.ClientTimeout(total=timeout or self.timeout))
+        extra_headers = dict(kwargs.pop("headers", None) or {})
         while True:
             for step in range(len(self.controllers)):
                 index = (self._current + step) % len(self.controllers)
                 url = self.controllers[index] + path
+                headers = dict(extra_headers)
+                if self.epoch:
+                    headers["X-XCE-Epoch"] = str(self.epoch)
                 try:
                     resp = await self._get_session().request(
-                        method, url, timeout=client_timeout, **kwargs
+                        method, url, timeout=client_timeout, headers=headers, **kwargs
                     )
                 except (aiohttp.ClientConnectionError, TimeoutError) as exc:
                     last = exc
                     continue
+                epoch = resp.headers.get("X-XCE-Epoch", "")
+                if epoch.isdigit() and int(epoch) > self.epoch:
+                    self.epoch = int(epoch)
                 if resp.status == 503 and resp.headers.get("X-XCE-Not-Primary"):
                     resp.release()
                     continue

@@ -6,21 +6,25 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from xce.api.app import build_app
+from xce.api.http import AUTH, HA
 from xce.auth.pki import server_ssl_context
 from xce.client.transport import check_listener, is_loopback
 from xce.config import Config, ControllerSettings
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
-from xce.core.errors import InvalidRequest
+from xce.core.errors import InvalidRequest, Unauthorized, XceError
 from xce.store.durable import DurableLog, StoreSettings
+
+if TYPE_CHECKING:
+    from xce.ha.node import Node
 from xce.store.files import FileStore
 from xce.store.repair import lock_state_dir
 
@@ -72,8 +76,13 @@ async def _liveness_loop(gateway: WorkerGateway) -> None:
             log.exception("liveness check failed")
 
 
-async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
-    """Run a controller until cancelled or signalled."""
+async def serve(config: Config, ready: asyncio.Event | None = None,
+                prefer_primary: bool = True) -> None:
+    """Run a controller candidate until cancelled or signalled (`xce controller`; `xce
+    standby` is the same with `prefer_primary=False`). With one candidate it is simply the
+    primary; with several, xce/ha/node.py decides the role and switches it on failover."""
+    from xce.ha.node import Node
+
     settings = config.controller
     ssl_context = server_ssl_context(config.tls)  # before any state is touched
     check_listener(settings.listen_host, ssl_context is not None, config.tls.insecure)
@@ -82,47 +91,82 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
                     settings.listen_host)
     prepare_state_dir(settings.state_dir)
     lock = lock_state_dir(settings.state_dir)
+    try:
+        node = Node(config, prefer_primary, store_settings(settings))
+        await node.run(lambda n, store: run_primary(config, n, store), ready)
+    finally:
+        os.close(lock)
+
+
+async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
+    """Serve as primary from `store` until stopped ("stop") or fenced ("step_down")."""
+    settings = config.controller
+    ssl_context = server_ssl_context(config.tls)
     files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024)
-    store = DurableLog.open(settings.state_dir, store_settings(settings))
     service = ControllerService(settings, files, state=store.recovered.state, log=store)
-    now = service.clock()
-    await service.commit(
-        ev.QueueCreated(now, q) for q in settings.queues if q.name not in service.state.queues
-    )
     gateway = WorkerGateway(service)
     app = build_app(service, gateway, config)
+    app[HA] = node
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(
         runner, settings.listen_host, settings.listen_port, reuse_address=True,
         shutdown_timeout=2.0, ssl_context=ssl_context,
     )
-    await site.start()
+    for attempt in range(50):  # a standby's own listener on this port may be closing
+        try:
+            await site.start()
+            break
+        except OSError:
+            if attempt == 49:
+                raise
+            await asyncio.sleep(0.1)
+    if not node.solo:
+        runtime = app[AUTH]
+        node.make_source(store, lambda token: _verify_replicator(runtime, token),
+                         service.state)
+        await node.start_replication()
+    now = service.clock()
+    with contextlib.suppress(XceError):  # a lease lost at once: the next primary does it
+        await service.commit(
+            ev.QueueCreated(now, q) for q in settings.queues
+            if q.name not in service.state.queues
+        )
     log.info("controller listening on %s:%s", settings.listen_host, settings.listen_port)
     tasks = [
         asyncio.create_task(_scheduler_loop(service)),
         asyncio.create_task(_liveness_loop(gateway)),
         asyncio.create_task(store.run_checkpoints(service.state)),
     ]
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    if ready is not None:
-        ready.set()
+    node.mark_ready()
     scheme = "https" if ssl_context else "http"
     print(f"xce controller ready on {scheme}://{settings.listen_host}:{settings.listen_port}"
-          f" (pid {os.getpid()})", flush=True)
+          f" (pid {os.getpid()}, epoch {node.epochs.epoch})", flush=True)
+    outcome = "stop"
     try:
-        await stop.wait()
+        outcome = await node.primary_duties()
     finally:
         for task in tasks:
             task.cancel()
         # A checkpoint thread still running must finish before the final checkpoint starts.
         await asyncio.gather(*tasks, return_exceptions=True)
+        if node.source is not None:
+            await node.source.close()
         service.wake_all()  # long-polling workers get their answer now, not in 20 s
         await runner.cleanup()
+        store.fence = None
+        store.replicated = None
         await store.close(service.state)
-        os.close(lock)
-        log.info("controller stopped cleanly (checkpoint at record %d)", store.checkpoint_seq)
+        log.info("controller %s (checkpoint at record %d)",
+                 "stopped cleanly" if outcome == "stop" else "stepped down",
+                 store.checkpoint_seq)
+    return outcome
+
+
+def _verify_replicator(runtime: object, token: str) -> None:
+    """A standby's token must be valid and grant cluster:replicate."""
+    from xce.auth.rbac import allows
+
+    claims = runtime.tokens.verify(token)  # type: ignore[attr-defined]
+    if not allows(runtime.permissions(claims.roles), "cluster:replicate"):  # type: ignore[attr-defined]
+        raise Unauthorized(f"{claims.user} may not replicate (needs cluster:replicate)")

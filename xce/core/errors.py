@@ -65,3 +65,13 @@ class Unavailable(XceError):
 
     code = "unavailable"
     http_status = 503
+
+
+class NotPrimary(Unavailable):
+    """This controller is not the primary (a standby, or a primary that lost its lease).
+
+    Raised before any state changes, so a client may safely send the same request to the
+    next candidate: the API marks the answer with `X-XCE-Not-Primary` for that reason.
+    """
+
+    code = "not_primary"

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,10 +46,15 @@ class DurableLog:
             fsync=settings.fsync, interval_s=settings.fsync_interval_s,
         )
         self.checkpoint_seq = recovered.checkpoint_seq
+        self.last_epoch = recovered.last_epoch  # of the last record: checkpoints carry it
         self.last_checkpoint = time.monotonic()
         self.stats = {"checkpoints": 0, "last_checkpoint_s": 0.0, "last_pause_ms": 0.0,
                       "purged": 0}
         self._checkpointing = asyncio.Lock()
+        # HA sync mode (xce/ha/source.py): a commit also waits for a standby's ack.
+        self.replicated: Callable[[int], Awaitable[None]] | None = None
+        # HA fencing (xce/ha/node.py): raises NotPrimary when this node may not write.
+        self.fence: Callable[[], None] | None = None
         self.wanted = asyncio.Event()
 
     @classmethod
@@ -64,18 +70,26 @@ class DurableLog:
     # --- EventLog ---------------------------------------------------------------------
 
     def check_writable(self) -> None:
+        if self.fence is not None:
+            self.fence()
         self.writer.check_writable()
 
     def prepare(self, event: Event) -> bytes:
         return self.writer.prepare(event)
 
-    def append(self, prepared: bytes | Event) -> None:
+    def append(self, prepared: bytes | Event, epoch: int | None = None) -> None:
+        """Append a record; `epoch` is the term that wrote it (a standby's copies keep the
+        primary's), by default this writer's own."""
         self.writer.append(prepared)
+        self.last_epoch = self.writer.epoch if epoch is None else epoch
         if self.writer.next_seq - 1 - self.checkpoint_seq >= self.settings.checkpoint_every:
             self.wanted.set()
 
     async def sync(self, durable: bool = False) -> None:
+        target = self.writer.next_seq - 1
         await self.writer.sync(durable)
+        if self.replicated is not None:
+            await self.replicated(target)
 
     # --- checkpoints ------------------------------------------------------------------
 
@@ -91,7 +105,7 @@ class DurableLog:
             if (not purged and seq == self.checkpoint_seq
                     and list_checkpoints(checkpoint_dir(self.state_dir))):
                 return None
-            copy = copy_state(state, seq)
+            copy = copy_state(state, seq, self.last_epoch)
             self.stats["last_pause_ms"] = (time.perf_counter() - started) * 1000
             # Publish only a checkpoint whose every record is already in the WAL: otherwise
             # a crash could leave a checkpoint past the log's end and a gap after it.

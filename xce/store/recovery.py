@@ -29,6 +29,7 @@ class Recovered:
     replayed: int
     seconds: float
     torn: str | None
+    last_epoch: int = 0  # of the last record (the checkpoint's, if the WAL adds none)
 
 
 class ReplayError(XceError):
@@ -49,10 +50,12 @@ def recover(state_dir: Path, repair_torn_tail: bool = True) -> Recovered:
         leftover.unlink(missing_ok=True)  # a checkpoint a crash interrupted
     state = ClusterState()
     checkpoint_seq = 0
+    checkpoint_epoch = 0
     for seq, path in list_checkpoints(checkpoint_dir(state_dir)):
         try:
-            _header, state = read_checkpoint(path)
+            header, state = read_checkpoint(path)
             checkpoint_seq = seq
+            checkpoint_epoch = int(header["epoch"])
             break
         except CheckpointError as exc:
             log.warning("checkpoint %s does not verify, trying an older one: %s", path.name, exc)
@@ -85,7 +88,9 @@ def recover(state_dir: Path, repair_torn_tail: bool = True) -> Recovered:
     _drop_empty_tail(wal_dir(state_dir))
     last = max(scan.last_seq, checkpoint_seq)
     state.applied = last
-    return Recovered(state, last, checkpoint_seq, replayed, time.perf_counter() - started, torn)
+    last_epoch = scan.last_epoch if scan.last_seq > checkpoint_seq else checkpoint_epoch
+    return Recovered(state, last, checkpoint_seq, replayed, time.perf_counter() - started, torn,
+                     last_epoch)
 
 
 def _drop_empty_tail(directory: Path) -> None:

@@ -51,6 +51,7 @@ class WalScan:
     """What a scan found: the last sequence number, and a torn tail if any."""
 
     last_seq: int = 0
+    last_epoch: int = 0  # the epoch (primary term) of the last record (xce/ha)
     records: int = 0
     segments: list[Path] = field(default_factory=list)
     torn: TornTail | None = None
@@ -89,7 +90,7 @@ def scan_wal(
         try:
             for frame in read_frames(data):
                 try:
-                    seq, _epoch, event = decode_entry(frame.payload)
+                    seq, epoch, event = decode_entry(frame.payload)
                 except WireError as exc:
                     raise WalCorruption(path, frame.offset, exc.message) from None
                 if expected is None:
@@ -102,6 +103,7 @@ def scan_wal(
                 expected = seq + 1
                 scan.records += 1
                 scan.last_seq = max(scan.last_seq, seq)
+                scan.last_epoch = epoch
                 if seq > after_seq and on_event is not None:
                     on_event(seq, event)
         except CorruptRecord as exc:

@@ -23,6 +23,7 @@ import itertools
 import logging
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -91,6 +92,8 @@ class WalWriter:
         self._flusher: asyncio.Task[None] | None = None
         self._failed: OSError | None = None
         self._probe: asyncio.Task[None] | None = None
+        # Replication (xce/ha/source.py) is handed each group once it is durable here.
+        self.on_durable: Callable[[list[tuple[int, bytes]]], None] | None = None
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xce-wal")
         self.stats = {"fsyncs": 0, "records": 0, "bytes": 0, "last_group": 0,
                       "max_group": 0, "fsync_seconds": 0.0}
@@ -157,6 +160,8 @@ class WalWriter:
             self.stats["fsync_seconds"] += seconds
             metrics.WAL_FSYNC.observe(seconds)
             metrics.WAL_GROUP.observe(len(batch))
+            if self.on_durable is not None:
+                self.on_durable(batch)
             self._release()
 
     def _release(self) -> None:

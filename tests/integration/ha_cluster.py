@@ -1,0 +1,160 @@
+"""A cluster with several controller candidates (real processes on 127.0.0.1) for HA tests.
+
+Candidate i listens on its own port (replication on port + 1) with its own state directory;
+only candidate 0 starts with the signing keys, the others receive them over replication.
+Requests go to whichever candidate is primary, like the real client: a refused connection
+or a 503 `not_primary` moves on to the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.integration.cluster import ISSUER, KEYS, ApiFailure, Cluster, free_port
+from xce.auth.keys import key_dir
+
+STANDBY_TOKEN = ISSUER.issue("standby", (), ("standby",), "service")[0]
+
+
+def free_pair() -> int:
+    """A port p with p + 1 free too (the replication listener)."""
+    while True:
+        port = free_port()
+        try:
+            import socket
+
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+
+
+class HaCluster(Cluster):
+    def __init__(self, root: Path, candidates: int = 2, failover_timeout: float = 2.0,
+                 replication: str = "async", heartbeat: float = 0.3) -> None:
+        super().__init__(root, heartbeat=heartbeat)
+        self.ports = [free_pair() for _ in range(candidates)]
+        self.candidate_urls = [f"http://127.0.0.1:{p}" for p in self.ports]
+        self.url = self.candidate_urls[0]
+        self.cluster_extra = (f'failover_timeout_s = {failover_timeout}\n'
+                              f'heartbeat_interval_s = 0.3\nreplication = "{replication}"\n'
+                              f'sync_timeout_s = 5.0')
+        self.candidates: dict[int, subprocess.Popen[bytes]] = {}
+
+    def _candidate_config(self, i: int) -> Path:
+        text = self._config().read_text()
+        state = self.root / f"controller{i}"
+        text = text.replace(f'listen = "127.0.0.1:{self.port}"',
+                            f'listen = "127.0.0.1:{self.ports[i]}"')
+        text = text.replace(f'state_dir = "{self.root / "controller"}"',
+                            f'state_dir = "{state}"\nreplication_token = "{STANDBY_TOKEN}"')
+        path = self.root / f"controller{i}.toml"
+        path.write_text(text)
+        return path
+
+    def start_candidate(self, i: int, role: str = "controller", wait: bool = True) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        state = self.root / f"controller{i}"
+        if i == 0 and not key_dir(state).exists():
+            state.mkdir(mode=0o700, exist_ok=True)
+            shutil.copytree(KEYS, key_dir(state))
+        self.candidates[i] = self._spawn(f"controller{i}", role, "-c",
+                                         str(self._candidate_config(i)))
+        if wait:
+            self.wait_for(lambda: self.health(i) is not None, 20, f"candidate {i} up")
+
+    def start_controller(self) -> None:
+        self.start_candidate(0)
+
+    def kill_candidate(self, i: int, sig: int = signal.SIGKILL) -> None:
+        proc = self.candidates.pop(i)
+        proc.send_signal(sig)
+        proc.wait(10)
+
+    def health(self, i: int) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(self.candidate_urls[i] + "/healthz", timeout=2) as r:
+                return json.loads(r.read())
+        except (OSError, ValueError):
+            return None
+
+    def primary(self) -> int | None:
+        """The candidate that says it is primary (the newest epoch if, wrongly, several)."""
+        found = [(h["epoch"], i) for i in range(len(self.ports))
+                 if (h := self.health(i)) and h["role"] == "primary"]
+        return max(found)[1] if found else None
+
+    def primaries(self) -> list[int]:
+        return [i for i in range(len(self.ports))
+                if (h := self.health(i)) and h["role"] == "primary"]
+
+    def wait_primary(self, timeout: float = 20, other_than: int | None = None) -> int:
+        found: list[int] = []
+
+        def check() -> bool:
+            p = self.primary()
+            if p is not None and p != other_than:
+                found.append(p)
+                return True
+            return False
+
+        self.wait_for(check, timeout, "a primary")
+        return found[-1]
+
+    def wait_caught_up(self, i: int, timeout: float = 30) -> None:
+        def check() -> bool:
+            p = self.primary()
+            h = self.health(i)
+            return (p is not None and h is not None and h["role"] == "standby"
+                    and h["seq"] >= (self.health(p) or {"seq": 1 << 62})["seq"])
+
+        self.wait_for(check, timeout, f"candidate {i} caught up")
+
+    def request(self, method: str, path: str, body: Any = None, token: str | None = None,
+                raw: bytes | None = None, retry_for: float = 0.0) -> Any:
+        """Like the client: try the candidates in turn; `retry_for` seconds of retries."""
+        from tests.integration.cluster import ADMIN_TOKEN
+
+        token = token or ADMIN_TOKEN
+        deadline = time.monotonic() + retry_for
+        while True:
+            last: Exception | None = None
+            for url in [self.url, *[u for u in self.candidate_urls if u != self.url]]:
+                self.url = url
+                try:
+                    return super().request(method, path, body, token, raw)
+                except ApiFailure as exc:
+                    if exc.status == 503 and exc.body.get("error", {}).get("code") == \
+                            "not_primary":
+                        last = exc
+                        continue
+                    raise
+                except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                    last = exc
+                    continue
+            if time.monotonic() >= deadline:
+                assert last is not None
+                raise last
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for proc in self.candidates.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+        for proc in self.candidates.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.candidates.clear()
+        super().stop()

@@ -1,0 +1,205 @@
+"""The standby's side of replication: follow the primary's WAL into our own.
+
+The standby keeps the same state a primary would (one `ClusterState`, fed by `apply`) and
+the same files (its own WAL and checkpoints, written by the same `DurableLog`), so a
+promotion is just "start serving": nothing to replay. Each batch of records is checked (CRC,
+contiguous sequence numbers, epoch no older than ours), applied, appended in the primary's
+exact bytes, made durable, and only then acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import ssl
+import time
+from pathlib import Path
+
+from xce.auth.files import atomic_write, private_dir
+from xce.auth.keys import key_dir
+from xce.core.errors import XceError
+from xce.ha import protocol
+from xce.ha.epochs import EpochStore
+from xce.store.checkpoint import checkpoint_name, list_checkpoints
+from xce.store.durable import DurableLog, StoreSettings
+from xce.store.recovery import checkpoint_dir, wal_dir
+from xce.store.wal.framing import CorruptRecord, read_frames
+from xce.store.wal.reader import list_segments
+from xce.store.wal.writer import fsync_dir
+from xce.wire.codec import WireError, decode_entry
+
+log = logging.getLogger("xce.ha.follower")
+
+
+class Diverged(XceError):
+    code = "replication_diverged"
+
+
+class Follower:
+    """Owns the standby's `DurableLog` across connections (and snapshot restarts)."""
+
+    def __init__(self, state_dir: Path, settings: StoreSettings, epochs: EpochStore,
+                 node_url: str, token: str, ssl_context: ssl.SSLContext | None) -> None:
+        self.state_dir = state_dir
+        self.settings = settings
+        self.epochs = epochs
+        self.node_url = node_url
+        self.token = token
+        self.ssl_context = ssl_context
+        self.store = DurableLog.open(state_dir, settings)
+        # The epoch of our last record (not the newest epoch we have heard of): the primary
+        # checks it against its history to find a diverged tail.
+        self.last_epoch = self.store.recovered.last_epoch
+        self.last_contact = time.monotonic()
+        self.primary: str | None = None
+        self.promote_requested = False
+        self._checkpoints: asyncio.Task[None] | None = None
+
+    @property
+    def state(self):  # type: ignore[no-untyped-def]
+        return self.store.recovered.state
+
+    @property
+    def durable_seq(self) -> int:
+        return self.store.writer.durable_seq
+
+    def start_checkpoints(self) -> None:
+        self._checkpoints = asyncio.create_task(self.store.run_checkpoints(self.state))
+
+    async def stop_checkpoints(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.cancel()
+            with contextlib.suppress(BaseException):
+                await self._checkpoints
+            self._checkpoints = None
+
+    async def follow(self, primary_url: str, address: str, silence_s: float) -> None:
+        """One connection to the primary's replication listener, until it ends.
+
+        Returns when the primary tells us to take over (`promote_requested` is set); raises
+        when the link drops, stays silent for `silence_s` (a frozen primary keeps its TCP
+        connection open), or carries a bad stream (`Diverged`, `ProtocolError`).
+        """
+        host, _, port = address.rpartition(":")
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(
+            host.strip("[]"), int(port), ssl=self.ssl_context,
+            server_hostname=host.strip("[]") if self.ssl_context else None), 3)
+        self.primary = primary_url
+        try:
+            await protocol.send(writer, "hello", self.epochs.epoch, {
+                "node": self.node_url, "token": self.token, "lastSeq": self.durable_seq,
+                "lastEpoch": self.last_epoch})
+            welcome = await asyncio.wait_for(protocol.read_message(reader), 30)
+            if welcome.kind == "refuse":
+                raise XceError(f"the primary refused replication: {welcome.body['text']}")
+            if welcome.kind != "welcome":
+                raise protocol.ProtocolError(f"expected welcome, got {welcome.kind}")
+            if welcome.epoch < self.epochs.epoch:
+                raise XceError(f"{primary_url} is a stale primary (epoch {welcome.epoch} < "
+                               f"{self.epochs.epoch})")
+            flat = welcome.body["history"]
+            self.epochs.adopt_history(list(zip(flat[::2], flat[1::2], strict=True)))
+            self.epochs.observe(welcome.epoch)
+            log.info("following %s from record %d%s", primary_url, welcome.body["startSeq"],
+                     " after a checkpoint transfer" if welcome.body["snapshot"] else "")
+            snapshot: list[bytes] = []
+            while True:
+                msg = await asyncio.wait_for(protocol.read_message(reader), silence_s)
+                self.last_contact = time.monotonic()
+                if msg.epoch < self.epochs.epoch:
+                    raise XceError(f"frame from epoch {msg.epoch} < {self.epochs.epoch}: "
+                                   "refused (stale primary)")
+                self.epochs.observe(msg.epoch)
+                if msg.kind == "records":
+                    await self._apply(msg.body["firstSeq"], msg.body["data"])
+                    await protocol.send(writer, "ack", self.epochs.epoch,
+                                        {"durableSeq": self.durable_seq})
+                elif msg.kind == "heartbeat":
+                    await protocol.send(writer, "ack", self.epochs.epoch,
+                                        {"durableSeq": self.durable_seq})
+                elif msg.kind == "snapshotChunk":
+                    snapshot.append(msg.body["data"])
+                    if msg.body["last"]:
+                        await self._install_snapshot(msg.body["seq"], b"".join(snapshot))
+                        snapshot = []
+                        await protocol.send(writer, "ack", self.epochs.epoch,
+                                            {"durableSeq": self.durable_seq})
+                elif msg.kind == "authFiles":
+                    self._write_auth_files(msg.body["files"])
+                elif msg.kind == "promote":
+                    if self.durable_seq < msg.body["seq"]:
+                        raise Diverged(f"asked to take over at record {msg.body['seq']} but "
+                                       f"only {self.durable_seq} is here")
+                    self.promote_requested = True
+                    return
+                elif msg.kind == "refuse":
+                    raise XceError(f"the primary ended replication: {msg.body['text']}")
+                else:
+                    raise protocol.ProtocolError(f"unexpected {msg.kind} from the primary")
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _apply(self, first_seq: int, data: bytes) -> None:
+        writer = self.store.writer
+        if first_seq != writer.next_seq:
+            raise Diverged(f"records start at {first_seq}, expected {writer.next_seq}")
+        state = self.state
+        try:
+            for fr in read_frames(data):
+                seq, epoch, event = decode_entry(fr.payload)
+                if seq != writer.next_seq:
+                    raise Diverged(f"record {seq} arrived where {writer.next_seq} belongs")
+                state.apply(event)
+                self.store.append(data[fr.offset:fr.end], epoch)
+                self.last_epoch = epoch
+        except (CorruptRecord, WireError) as exc:
+            raise protocol.ProtocolError(f"bad WAL record in the stream: {exc}") from None
+        await writer.sync(durable=True)
+
+    async def _install_snapshot(self, seq: int, data: bytes) -> None:
+        """Start over from the primary's checkpoint: our own log is replaced, not merged."""
+        await self.stop_checkpoints()
+        await self.store.writer.close()
+        ckpt = checkpoint_dir(self.state_dir)
+        ckpt.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = ckpt / f".incoming-{secrets.token_hex(4)}.tmp"
+
+        def install() -> None:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            for _, path in list_segments(wal_dir(self.state_dir)):
+                path.unlink()
+            for _, path in list_checkpoints(ckpt):
+                path.unlink()
+            os.replace(tmp, ckpt / checkpoint_name(seq))
+            fsync_dir(ckpt)
+            fsync_dir(wal_dir(self.state_dir))
+
+        await asyncio.get_running_loop().run_in_executor(None, install)
+        self.store = DurableLog.open(self.state_dir, self.settings)
+        self.last_epoch = self.store.recovered.last_epoch
+        self.start_checkpoints()
+        log.info("installed the primary's checkpoint at record %d (%d jobs)", seq,
+                 len(self.state.jobs))
+
+    def _write_auth_files(self, files: list[tuple[str, bytes]]) -> None:
+        folder = key_dir(self.state_dir)
+        private_dir(folder)
+        for name, data in files:
+            if "/" in name or name.startswith("."):
+                continue
+            path = folder / name
+            if not path.exists() or path.read_bytes() != data:
+                atomic_write(path, data, 0o600)
+
+    async def close(self) -> None:
+        await self.stop_checkpoints()
+        await self.store.close(self.state)

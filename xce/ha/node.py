@@ -1,0 +1,484 @@
+"""One controller candidate: decides its role, then runs as primary or standby, and switches.
+
+The candidates are `cluster.controllers`, in priority order (LSF's master list); there is no
+Raft. The rules, all in this module and `xce/ha/lease.py`:
+
+- **Start**: `xce controller` asks the others (`/healthz`). If a primary answers, it follows
+  it as a standby. Otherwise it becomes primary only if no reachable candidate is better
+  placed (newer epoch, then longer log, then better rank) and, with three or more
+  candidates, it reaches a majority. `xce standby` always starts by following.
+- **Failover**: a standby that has not heard its primary (records or heartbeats) for
+  `failover_timeout_s` asks the others; if no primary answers and it is the best placed
+  live candidate (with three or more: holding a majority), it starts a new term: epoch =
+  highest seen + 1, written durably, and serves. The log it followed is already its state:
+  nothing to replay.
+- **No flapping**: a better-ranked candidate that comes back finds a primary and follows
+  it, unless `cluster.reclaim` is set; then the primary hands over once it is caught up.
+- **Fencing**: every frame, probe answer, request and response carries the epoch. A
+  primary that sees a newer one (or an equal one from a better-ranked primary) steps down
+  at once and follows; a primary without its lease refuses writes (NotPrimary, 503).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from xce import metrics
+from xce.auth.pki import client_ssl_context, server_ssl_context
+from xce.config import Config
+from xce.core.errors import InvalidRequest, NotPrimary, XceError
+from xce.ha.epochs import EpochStore
+from xce.ha.follower import Follower
+from xce.ha.lease import Lease
+from xce.ha.probe import PeerStatus, Prober
+from xce.ha.source import ReplicationSource
+from xce.store.durable import DurableLog, StoreSettings
+
+log = logging.getLogger("xce.ha")
+
+PrimaryRunner = Callable[["Node", DurableLog], Awaitable[str]]
+
+
+def self_rank(config: Config) -> int:
+    """Which entry of `cluster.controllers` this controller is."""
+    s = config.controller
+    candidates = list(config.controllers)
+    if s.url:
+        if s.url not in candidates:
+            raise InvalidRequest(f"controller.url {s.url} is not in cluster.controllers")
+        return candidates.index(s.url)
+    matches = []
+    for i, url in enumerate(candidates):
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        if port != s.listen_port:
+            continue
+        if s.listen_host in ("0.0.0.0", "::", "") or parts.hostname == s.listen_host:
+            matches.append(i)
+    if len(candidates) == 1 and not matches:
+        return 0
+    if len(matches) != 1:
+        raise InvalidRequest(
+            f"cannot tell which of cluster.controllers is this controller (listen "
+            f"{s.listen_host}:{s.listen_port}); set controller.url to its entry")
+    return matches[0]
+
+
+class Node:
+    def __init__(self, config: Config, prefer_primary: bool, settings: StoreSettings) -> None:
+        self.config = config
+        self.ha = config.ha
+        self.candidates = list(config.controllers)
+        self.rank = self_rank(config)
+        self.url = self.candidates[self.rank]
+        self.prefer_primary = prefer_primary
+        self.store_settings = settings
+        self.state_dir: Path = config.controller.state_dir
+        self.epochs = EpochStore(self.state_dir)
+        self.role = "starting"
+        self.primary_url: str | None = None
+        self.stop_event = asyncio.Event()
+        self.step_down_event = asyncio.Event()
+        self.switching = False
+        self.lease: Lease | None = None
+        self.source: ReplicationSource | None = None
+        self.follower: Follower | None = None
+        self.store: DurableLog | None = None
+        self.peers: list[PeerStatus] = []
+        self.prober = Prober(self.candidates, self.rank, client_ssl_context(config.tls))
+        self.terms_started = 0
+        self.last_takeover_s: float | None = None
+        self._at_least = 0
+        metrics.EPOCH.set(self.epochs.epoch)
+
+    # --- what others see ----------------------------------------------------------------
+
+    @property
+    def solo(self) -> bool:
+        return len(self.candidates) == 1
+
+    @property
+    def seq(self) -> int:
+        if self.role == "primary" and self.store is not None:
+            return self.store.writer.durable_seq
+        if self.follower is not None:
+            return self.follower.durable_seq
+        return 0
+
+    @property
+    def replication_address(self) -> str:
+        s = self.config.controller
+        host = s.replication_host or s.listen_host
+        port = s.replication_port or s.listen_port + 1
+        advertised = urlsplit(self.url).hostname or host
+        if host not in ("0.0.0.0", "::", ""):
+            advertised = host
+        return f"{advertised}:{port}"
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok", "role": self.role, "epoch": self.epochs.epoch, "seq": self.seq,
+            "rank": self.rank, "url": self.url,
+            "primary": self.url if self.role == "primary" else self.primary_url,
+            "replication": self.replication_address if self.role == "primary" else None,
+        }
+
+    def view(self) -> dict[str, Any]:
+        """The `ha` part of GET /api/v1/cluster."""
+        me = {"url": self.url, "rank": self.rank, "reachable": True, "role": self.role,
+              "epoch": self.epochs.epoch, "seq": self.seq, "primary": self.url, "self": True}
+        seq = self.seq
+        peers = [{**p.as_dict(), "self": False,
+                  "lag_records": max(seq - p.seq, 0) if p.reachable else None}
+                 for p in self.peers]
+        return {
+            "epoch": self.epochs.epoch, "role": self.role, "rank": self.rank,
+            "mode": self.ha.replication,
+            "degraded": bool(self.source and self.source.degraded),
+            "failover_timeout_s": self.ha.failover_timeout_s,
+            "candidates": sorted([{**me, "lag_records": 0}, *peers], key=lambda c: c["rank"]),
+            "standbys": self.source.view() if self.source else [],
+            "history": [list(h) for h in self.epochs.history],
+        }
+
+    # --- fencing ------------------------------------------------------------------------
+
+    def fence(self) -> None:
+        """Raise NotPrimary unless this node may write now (DurableLog.check_writable)."""
+        if self.role != "primary":
+            raise NotPrimary(f"this controller is a {self.role}, not the primary")
+        if self.switching:
+            raise NotPrimary("a switchover is in progress: the primary role is moving")
+        why = self.lease.refusal() if self.lease else None
+        if why:
+            raise NotPrimary(why)
+
+    def observe_epoch(self, epoch: int, rank: int | None = None) -> None:
+        """An epoch seen on the wire; a newer one makes a primary step down."""
+        mine = self.epochs.epoch
+        newer = epoch > mine or (epoch == mine and rank is not None and rank < self.rank)
+        if epoch > mine:
+            self.epochs.observe(epoch)
+            metrics.EPOCH.set(epoch)
+        if newer and self.role == "primary":
+            log.error("a newer primary exists (epoch %d, mine %d): stepping down", epoch, mine)
+            self.role = "standby"  # refuse writes from this instant
+            self.step_down_event.set()
+
+    # --- the role loop ------------------------------------------------------------------
+
+    async def run(self, run_primary: PrimaryRunner, ready: asyncio.Event | None) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop_event.set)
+        try:
+            if self.solo:
+                await self._primary(DurableLog.open(self.state_dir, self.store_settings),
+                                    run_primary, ready)
+                return
+            role = await self._initial_role()
+            store: DurableLog | None = None
+            while not self.stop_event.is_set():
+                if role == "primary":
+                    if store is None:
+                        store = DurableLog.open(self.state_dir, self.store_settings)
+                    outcome = await self._primary(store, run_primary, ready)
+                    store = None
+                    if outcome == "stop":
+                        return
+                    role = "standby"
+                else:
+                    store = await self._standby(ready)
+                    if store is None:
+                        return
+                    role = "primary"
+        finally:
+            await self.prober.close()
+
+    async def _initial_role(self) -> str:
+        if not self.prefer_primary:
+            return "standby"
+        peers = await self.prober.others()
+        self.peers = peers
+        live = [p for p in peers if p.reachable]
+        if any(p.role == "primary" for p in live):
+            return "standby"
+        recovered_seq = self._local_seq()
+        mine = (self.epochs.epoch, recovered_seq, -self.rank)
+        if any(p.key > mine for p in live):
+            log.info("a better placed candidate is up: starting as standby")
+            return "standby"
+        if len(self.candidates) >= 3 and (len(live) + 1) * 2 <= len(self.candidates):
+            log.warning("no majority of candidates reachable: starting as standby")
+            return "standby"
+        self._at_least = max([self.epochs.epoch] + [p.epoch for p in peers])
+        return "primary"
+
+    def _local_seq(self) -> int:
+        from xce.store.recovery import checkpoint_dir, wal_dir
+        from xce.store.wal.reader import list_segments
+
+        segments = list_segments(wal_dir(self.state_dir))
+        if segments:
+            return segments[-1][0]  # a lower bound is enough to rank candidates at start
+        from xce.store.checkpoint import list_checkpoints
+
+        found = list_checkpoints(checkpoint_dir(self.state_dir))
+        return found[0][0] if found else 0
+
+    async def _primary(self, store: DurableLog, run_primary: PrimaryRunner,
+                       ready: asyncio.Event | None) -> str:
+        self.epochs.begin_term(self._at_least, store.writer.next_seq)
+        metrics.EPOCH.set(self.epochs.epoch)
+        store.writer.epoch = self.epochs.epoch
+        self.store = store
+        self.role = "primary"
+        self.primary_url = self.url
+        self.switching = False
+        self.step_down_event.clear()
+        self.lease = Lease(len(self.candidates), self.ha.lease_s)
+        store.fence = self.fence
+        self.terms_started += 1
+        log.warning("primary for epoch %d at record %d", self.epochs.epoch,
+                    store.writer.next_seq - 1)
+        self._ready = ready
+        try:
+            return await run_primary(self, store)
+        finally:
+            self.store = None
+            self.source = None
+            self.lease = None
+            if self.role == "primary":
+                self.role = "stopped"
+
+    def make_source(self, store: DurableLog, verify: Callable[[str], None],
+                    state: object) -> ReplicationSource:
+        from xce.auth.keys import key_dir
+
+        source = ReplicationSource(
+            store, self.epochs, key_dir(self.state_dir), verify, state,
+            mode=self.ha.replication, sync_timeout_s=self.ha.sync_timeout_s,
+            heartbeat_s=self.ha.heartbeat_interval_s,
+            on_higher_epoch=lambda epoch: self.observe_epoch(epoch))
+        store.replicated = source.wait_replicated
+        self.source = source
+        return source
+
+    async def start_replication(self) -> None:
+        assert self.source is not None
+        s = self.config.controller
+        await self.source.start(s.replication_host or s.listen_host,
+                                s.replication_port or s.listen_port + 1,
+                                server_ssl_context(self.config.tls))
+
+    def mark_ready(self) -> None:
+        ready = getattr(self, "_ready", None)
+        if ready is not None:
+            ready.set()
+
+    async def primary_duties(self) -> str:
+        """Run until stopped ("stop") or fenced/handed over ("step_down")."""
+        if self.solo:
+            await self.stop_event.wait()
+            return "stop"
+        tasks = [asyncio.create_task(self._ticker()), asyncio.create_task(self._watch())]
+        stop = asyncio.create_task(self.stop_event.wait())
+        down = asyncio.create_task(self.step_down_event.wait())
+        try:
+            await asyncio.wait([stop, down], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in [*tasks, stop, down]:
+                task.cancel()
+            await asyncio.gather(*tasks, stop, down, return_exceptions=True)
+        if self.stop_event.is_set():
+            return "stop"
+        self.role = "standby"
+        return "step_down"
+
+    async def _ticker(self) -> None:
+        while True:
+            if self.lease is not None:
+                self.lease.tick()
+            await asyncio.sleep(0.1)
+
+    async def _watch(self) -> None:
+        """Probe the other candidates: renew the lease, notice newer primaries, reclaim."""
+        while True:
+            started = time.monotonic()
+            peers = await self.prober.others()
+            self.peers = peers
+            for p in peers:
+                if p.reachable and (p.epoch > self.epochs.epoch or (
+                        p.role == "primary" and p.epoch == self.epochs.epoch
+                        and p.rank < self.rank)):
+                    self.observe_epoch(p.epoch, p.rank if p.role == "primary" else None)
+            if self.role != "primary":
+                return
+            lease = self.lease
+            if lease is not None:
+                # A standby that acknowledged lately counts even if its probe was slow.
+                contacted = {p.url for p in peers if p.reachable}
+                if self.source is not None:
+                    contacted |= {node for node, at in self.source.contacts().items()
+                                  if started - at < lease.lease_s and node != self.url}
+                lease.probed(len(contacted), started)
+            if self.ha.reclaim and self.source is not None and not self.switching:
+                better = [s for s in self.source.sessions.values()
+                          if s.in_sync and s.node in self.candidates
+                          and self.candidates.index(s.node) < self.rank]
+                if better:
+                    log.warning("reclaim: handing the primary role back to %s", better[0].node)
+                    with contextlib.suppress(XceError):
+                        await self.switchover(better[0].node)
+            await asyncio.sleep(max(self.ha.heartbeat_interval_s - (time.monotonic() - started),
+                                    0.05))
+
+    async def switchover(self, target: str | None) -> dict[str, Any]:
+        if self.role != "primary" or self.source is None:
+            raise NotPrimary("only the primary can hand over its role")
+        if target is not None and target not in self.candidates:
+            raise InvalidRequest(f"{target} is not one of cluster.controllers")
+        if target == self.url:
+            raise InvalidRequest("this controller is already the primary")
+        self.switching = True
+        try:
+            chosen = await self.source.hand_over(target)
+        except BaseException:
+            self.switching = False
+            raise
+        self.primary_url = chosen
+        # Let the answer leave before the listener goes away.
+        asyncio.get_running_loop().call_later(0.3, self.step_down_event.set)
+        return {"primary": chosen, "previous": self.url, "epoch": self.epochs.epoch}
+
+    # --- standby ------------------------------------------------------------------------
+
+    async def _standby(self, ready: asyncio.Event | None) -> DurableLog | None:
+        """Follow primaries until promoted (returns the log to serve from) or stopped."""
+        self.role = "standby"
+        s = self.config.controller
+        follower = Follower(self.state_dir, self.store_settings, self.epochs, self.url,
+                            s.replication_token, client_ssl_context(self.config.tls))
+        self.follower = follower
+        follower.start_checkpoints()
+        runner = await self._standby_http()
+        print(f"xce standby ready on {self.url} (pid {os.getpid()})", flush=True)
+        if ready is not None:
+            ready.set()
+        promoted = False
+        try:
+            while not self.stop_event.is_set():
+                primary = await self._find_primary()
+                if primary is not None and primary.replication:
+                    self.primary_url = primary.url
+                    link = asyncio.create_task(follower.follow(
+                        primary.url, primary.replication, self.ha.failover_timeout_s))
+                    stop = asyncio.create_task(self.stop_event.wait())
+                    await asyncio.wait([link, stop], return_when=asyncio.FIRST_COMPLETED)
+                    stop.cancel()
+                    if not link.done():
+                        link.cancel()
+                    try:
+                        await link
+                    except asyncio.CancelledError:
+                        pass
+                    except (XceError, OSError, TimeoutError, EOFError) as exc:
+                        log.warning("replication from %s ended: %s", primary.url,
+                                    getattr(exc, "message", None) or exc)
+                    if follower.promote_requested:
+                        follower.promote_requested = False
+                        self._at_least = self.epochs.epoch
+                        promoted = True
+                        break
+                silent = time.monotonic() - follower.last_contact
+                if silent > self.ha.failover_timeout_s and await self._should_take_over():
+                    log.warning("no primary for %.1f s: taking over", silent)
+                    self.last_takeover_s = silent
+                    promoted = True
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stop_event.wait(), 0.2)
+        finally:
+            await runner.cleanup()
+            self.follower = None
+            if not promoted:
+                await follower.close()
+        if not promoted:
+            return None
+        await follower.stop_checkpoints()
+        return follower.store
+
+    async def _find_primary(self) -> PeerStatus | None:
+        peers = await self.prober.others()
+        self.peers = peers
+        found = [p for p in peers if p.reachable and p.role == "primary"
+                 and p.epoch >= self.epochs.epoch]
+        if not found:
+            return None
+        return max(found, key=lambda p: (p.epoch, -p.rank))
+
+    async def _should_take_over(self) -> bool:
+        peers = await self.prober.others()
+        self.peers = peers
+        live = [p for p in peers if p.reachable]
+        if any(p.role == "primary" and p.epoch >= self.epochs.epoch for p in live):
+            return False
+        if len(self.candidates) >= 3 and (len(live) + 1) * 2 <= len(self.candidates):
+            log.warning("primary lost, but no majority of candidates is reachable: waiting")
+            return False
+        seq = self.follower.durable_seq if self.follower else 0
+        mine = (self.epochs.epoch, seq, -self.rank)
+        better = [p for p in live if p.role != "primary" and p.key > mine]
+        if better:
+            return False
+        self._at_least = max([self.epochs.epoch] + [p.epoch for p in peers])
+        return True
+
+    async def _standby_http(self) -> web.AppRunner:
+        """A standby answers /healthz; everything else is 503 not_primary, naming the
+        primary, so clients move on to it."""
+
+        async def health(request: web.Request) -> web.Response:
+            return web.json_response(self.health(), headers=self._headers())
+
+        async def elsewhere(request: web.Request) -> web.Response:
+            message = (f"this controller is a standby; the primary is {self.primary_url}"
+                       if self.primary_url else "this controller is a standby")
+            headers = {**self._headers(), "X-XCE-Not-Primary": "1"}
+            return web.json_response(
+                {"error": {"code": "not_primary", "message": message},
+                 "primary": self.primary_url}, status=503, headers=headers)
+
+        app = web.Application()
+        app.router.add_get("/healthz", health)
+        app.router.add_route("*", "/{tail:.*}", elsewhere)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        s = self.config.controller
+        site = web.TCPSite(runner, s.listen_host, s.listen_port, reuse_address=True,
+                           shutdown_timeout=0.5,
+                           ssl_context=server_ssl_context(self.config.tls))
+        for attempt in range(50):
+            try:
+                await site.start()
+                break
+            except OSError:
+                if attempt == 49:
+                    raise
+                await asyncio.sleep(0.1)
+        return runner
+
+    def _headers(self) -> dict[str, str]:
+        return {"X-XCE-Role": self.role, "X-XCE-Epoch": str(self.epochs.epoch)}

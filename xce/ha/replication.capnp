@@ -1,0 +1,69 @@
+# The replication link between a primary and its standbys (xce/ha). Written by hand;
+# ordinals are append-only so that candidates of neighbouring versions still talk.
+#
+# On the TCP (+TLS) stream every message is framed like a WAL record
+# (length:u32le | crc32:u32le | payload, padded to 8 bytes; xce/store/wal/framing.py).
+# WAL records travel exactly as they lie on the primary's disk: `Records.data` is a run of
+# framed `WalEntry` messages of xce/wire/xce.capnp, so the standby verifies each one's CRC
+# and writes the same bytes to its own WAL.
+
+@0xe3b1c2d4f5a60718;
+
+struct ReplMessage {
+  epoch @0 :UInt64;          # the sender's current epoch: fencing on every frame
+  union {
+    hello @1 :Hello;          # standby -> primary, first frame
+    welcome @2 :Welcome;      # primary -> standby: how the stream will start
+    records @3 :Records;      # primary -> standby
+    ack @4 :Ack;              # standby -> primary: durable on the standby's disk
+    heartbeat @5 :Heartbeat;  # primary -> standby, when there is nothing else to send
+    snapshotChunk @6 :SnapshotChunk;  # primary -> standby: a checkpoint file, in pieces
+    authFiles @7 :List(NamedFile);    # primary -> standby: signing keys, revocations, groups
+    refuse @8 :Text;          # either side, then close: why
+    promote @9 :Promote;      # primary -> standby: take over now (switchover)
+  }
+}
+
+struct Hello {
+  node @0 :Text;             # the standby's candidate URL
+  token @1 :Text;            # a service token with cluster:replicate
+  lastSeq @2 :UInt64;        # last record durable on the standby
+  lastEpoch @3 :UInt64;      # epoch of that record
+}
+
+struct Welcome {
+  startSeq @0 :UInt64;       # first record the stream will carry
+  snapshot @1 :Bool;         # a checkpoint transfer comes first (the standby starts over)
+  mode @2 :Text;             # "async" or "sync"
+  history @3 :List(UInt64);  # the primary's epoch history, flattened [epoch, firstSeq, ...]
+}
+
+struct Records {
+  firstSeq @0 :UInt64;
+  count @1 :UInt32;
+  data @2 :Data;
+}
+
+struct Ack {
+  durableSeq @0 :UInt64;
+}
+
+struct Heartbeat {
+  lastSeq @0 :UInt64;
+  sentAt @1 :Float64;
+}
+
+struct SnapshotChunk {
+  seq @0 :UInt64;            # the checkpoint's WAL position
+  data @1 :Data;
+  last @2 :Bool;
+}
+
+struct NamedFile {
+  name @0 :Text;
+  data @1 :Data;
+}
+
+struct Promote {
+  seq @0 :UInt64;            # the primary's last record: the standby must hold it
+}

@@ -1,0 +1,415 @@
+"""The primary's side of replication: ship every durable WAL record to each standby.
+
+A standby says where its log ends (`hello`); the source either continues from there (the
+records are in memory, or still in WAL segments on disk) or, if the standby is new, too far
+behind, or holds a tail that diverged from this primary's history, sends the newest
+checkpoint first and the WAL after it. Records leave only once they are durable here, in the
+exact bytes the WAL holds. Standbys acknowledge what is durable on their disk; those acks
+give the lag, feed `sync` mode (a commit waits for one in-sync standby, up to
+`sync_timeout_s`, then degrades to async with a logged alert) and count as contact for the
+primary's write lease (xce/ha/lease.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xce import metrics
+from xce.core.errors import Conflict, Unauthorized, XceError
+from xce.ha import protocol
+from xce.ha.epochs import EpochStore
+from xce.store.checkpoint import list_checkpoints
+from xce.store.durable import DurableLog
+from xce.store.recovery import checkpoint_dir, wal_dir
+from xce.store.wal.framing import CorruptRecord, read_frames
+from xce.store.wal.reader import list_segments
+
+log = logging.getLogger("xce.ha.source")
+RING_BYTES = 64 * 1024 * 1024
+BATCH_BYTES = 1024 * 1024
+SNAPSHOT_CHUNK = 4 * 1024 * 1024
+
+
+@dataclass
+class StandbySession:
+    node: str
+    peer: str
+    connected_at: float = field(default_factory=time.time)
+    sent_seq: int = 0
+    acked_seq: int = 0
+    last_ack: float = field(default_factory=time.monotonic)
+    in_sync: bool = False
+    snapshot: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    writer: asyncio.StreamWriter | None = None
+
+
+class ReplicationSource:
+    def __init__(
+        self,
+        store: DurableLog,
+        epochs: EpochStore,
+        auth_dir: Path,
+        verify_token: Callable[[str], None],
+        state: object,
+        mode: str = "async",
+        sync_timeout_s: float = 2.0,
+        heartbeat_s: float = 0.5,
+        on_higher_epoch: Callable[[int], None] = lambda epoch: None,
+    ) -> None:
+        self.store = store
+        self.epochs = epochs
+        self.auth_dir = auth_dir
+        self.verify_token = verify_token
+        self.state = state
+        self.mode = mode
+        self.sync_timeout_s = sync_timeout_s
+        self.heartbeat_s = heartbeat_s
+        self.on_higher_epoch = on_higher_epoch
+        self.sessions: dict[str, StandbySession] = {}
+        self.degraded = False
+        self._ring: deque[tuple[int, bytes]] = deque()
+        self._ring_bytes = 0
+        self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        store.writer.on_durable = self.on_durable
+
+    # --- feeding ------------------------------------------------------------------------
+
+    def on_durable(self, batch: list[tuple[int, bytes]]) -> None:
+        """Called by the WAL writer with each group once it is on disk."""
+        for seq, data in batch:
+            if self._ring and self._ring[-1][0] != seq - 1:
+                self._ring.clear()
+                self._ring_bytes = 0
+            self._ring.append((seq, data))
+            self._ring_bytes += len(data)
+        while self._ring_bytes > RING_BYTES and len(self._ring) > 1:
+            self._ring_bytes -= len(self._ring.popleft()[1])
+        for session in self.sessions.values():
+            session.wake.set()
+
+    @property
+    def durable_seq(self) -> int:
+        return self.store.writer.durable_seq
+
+    def _from_ring(self, cursor: int) -> list[tuple[int, bytes]] | None:
+        if not self._ring or self._ring[0][0] > cursor:
+            return None
+        start = cursor - self._ring[0][0]
+        out, size = [], 0
+        for i in range(start, len(self._ring)):
+            seq, data = self._ring[i]
+            if seq > self.durable_seq or size >= BATCH_BYTES:
+                break
+            out.append((seq, data))
+            size += len(data)
+        return out
+
+    def _first_on_disk(self) -> int:
+        segments = list_segments(wal_dir(self.store.state_dir))
+        return segments[0][0] if segments else self.durable_seq + 1
+
+    def _from_disk(self, cursor: int, last: int) -> list[tuple[int, bytes]]:
+        """Runs in a thread: records `cursor`.. (at most `last`) read back from segments."""
+        segments = list_segments(wal_dir(self.store.state_dir))
+        out: list[tuple[int, bytes]] = []
+        size = 0
+        for i, (first, path) in enumerate(segments):
+            following = segments[i + 1][0] if i + 1 < len(segments) else None
+            if following is not None and following <= cursor:
+                continue
+            data = path.read_bytes()
+            seq = first
+            try:
+                for fr in read_frames(data):
+                    if seq > last or size >= BATCH_BYTES:
+                        return out
+                    if seq >= cursor:
+                        chunk = data[fr.offset:fr.end]
+                        out.append((seq, chunk))
+                        size += len(chunk)
+                    seq += 1
+            except CorruptRecord:
+                return out  # the tail being written right now
+        return out
+
+    # --- serving ------------------------------------------------------------------------
+
+    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> None:
+        self._server = await asyncio.start_server(
+            self._handle, host, port, ssl=ssl_context, reuse_address=True,
+        )
+        log.info("replication listening on %s:%s (%s)", host, port, self.mode)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for session in list(self.sessions.values()):
+            if session.writer is not None:
+                session.writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        self.store.writer.on_durable = None
+        for _, fut in self._ack_waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)  # type: ignore[arg-type]
+        peer = str(writer.get_extra_info("peername"))
+        session: StandbySession | None = None
+        try:
+            hello = await asyncio.wait_for(protocol.read_message(reader), 10)
+            session = await self._greet(hello, peer, writer)
+            if session is None:
+                return
+            acks = asyncio.create_task(self._read_acks(reader, session))
+            try:
+                await self._stream(session, writer)
+            finally:
+                acks.cancel()
+        except (EOFError, ConnectionError, TimeoutError, asyncio.IncompleteReadError):
+            pass
+        except protocol.ProtocolError as exc:
+            log.warning("replication peer %s sent a bad frame (%s): dropped", peer, exc.message)
+        except XceError as exc:
+            log.warning("replication with %s ended: %s", peer, exc.message)
+        finally:
+            if session is not None and self.sessions.get(session.node) is session:
+                del self.sessions[session.node]
+                with contextlib.suppress(KeyError):
+                    metrics.REPLICATION_LAG.remove(session.node)
+                log.warning("standby %s disconnected", session.node)
+            writer.close()
+            self._tasks.discard(task)  # type: ignore[arg-type]
+
+    async def _refuse(self, writer: asyncio.StreamWriter, why: str) -> None:
+        with contextlib.suppress(Exception):
+            await protocol.send(writer, "refuse", self.epochs.epoch, why)
+
+    async def _greet(self, hello: protocol.Message, peer: str,
+                     writer: asyncio.StreamWriter) -> StandbySession | None:
+        if hello.kind != "hello":
+            raise protocol.ProtocolError(f"expected hello, got {hello.kind}")
+        if hello.epoch > self.epochs.epoch:
+            await self._refuse(writer, f"stale primary: epoch {self.epochs.epoch} < "
+                                       f"{hello.epoch}")
+            self.on_higher_epoch(hello.epoch)
+            return None
+        try:
+            self.verify_token(hello.body["token"])
+        except Unauthorized as exc:
+            log.warning("replication peer %s refused: %s", peer, exc.message)
+            await self._refuse(writer, exc.message)
+            return None
+        node = hello.body["node"] or peer
+        last_seq, last_epoch = hello.body["lastSeq"], hello.body["lastEpoch"]
+        end = self.epochs.end_of(last_epoch)
+        snapshot = (
+            last_seq > self.durable_seq
+            or (end is not None and last_seq > end)
+            or last_seq + 1 < self._first_on_disk()
+        )
+        old = self.sessions.pop(node, None)
+        if old is not None and old.writer is not None:
+            old.writer.close()
+        session = StandbySession(node, peer, writer=writer, snapshot=snapshot,
+                                 acked_seq=0 if snapshot else last_seq)
+        session.sent_seq = session.acked_seq
+        self.sessions[node] = session
+        history = [n for pair in self.epochs.history for n in pair]
+        start = last_seq + 1
+        if snapshot:
+            start = await self._snapshot_seq() + 1
+        await protocol.send(writer, "welcome", self.epochs.epoch, {
+            "startSeq": start, "snapshot": snapshot, "mode": self.mode, "history": history})
+        log.info("standby %s (%s) connected at record %d%s", node, peer, last_seq,
+                 ": sending a checkpoint first" if snapshot else "")
+        await self._send_auth_files(writer)
+        if snapshot:
+            await self._send_snapshot(writer, start - 1)
+        session.sent_seq = start - 1
+        return session
+
+    async def _snapshot_seq(self) -> int:
+        found = list_checkpoints(checkpoint_dir(self.store.state_dir))
+        if not found:
+            await self.store.checkpoint(self.state)  # type: ignore[arg-type]
+            found = list_checkpoints(checkpoint_dir(self.store.state_dir))
+        self._snapshot_path = found[0][1]
+        return found[0][0]
+
+    async def _send_snapshot(self, writer: asyncio.StreamWriter, seq: int) -> None:
+        data = await asyncio.get_running_loop().run_in_executor(
+            None, self._snapshot_path.read_bytes)
+        for start in range(0, max(len(data), 1), SNAPSHOT_CHUNK):
+            piece = data[start:start + SNAPSHOT_CHUNK]
+            await protocol.send(writer, "snapshotChunk", self.epochs.epoch, {
+                "seq": seq, "data": piece, "last": start + SNAPSHOT_CHUNK >= len(data)})
+
+    def _auth_files(self) -> list[tuple[str, bytes]]:
+        if not self.auth_dir.is_dir():
+            return []
+        return sorted((p.name, p.read_bytes()) for p in self.auth_dir.iterdir()
+                      if p.is_file() and not p.name.startswith("."))
+
+    async def _send_auth_files(self, writer: asyncio.StreamWriter) -> list[tuple[str, bytes]]:
+        files = self._auth_files()
+        await protocol.send(writer, "authFiles", self.epochs.epoch, files)
+        return files
+
+    async def _stream(self, session: StandbySession, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        files = self._auth_files()
+        last_files_check = time.monotonic()
+        while True:
+            cursor = session.sent_seq + 1
+            batch: list[tuple[int, bytes]] | None = None
+            if cursor <= self.durable_seq:
+                batch = self._from_ring(cursor)
+                if batch is None:
+                    if cursor < self._first_on_disk():
+                        raise XceError(f"standby {session.node} fell behind the oldest WAL "
+                                       "segment; it will start over from a checkpoint")
+                    batch = await loop.run_in_executor(
+                        None, self._from_disk, cursor, self.durable_seq)
+            if batch:
+                await protocol.send(writer, "records", self.epochs.epoch, {
+                    "firstSeq": batch[0][0], "count": len(batch),
+                    "data": b"".join(d for _, d in batch)})
+                session.sent_seq = batch[-1][0]
+                continue
+            session.wake.clear()
+            if session.sent_seq < self.durable_seq:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(session.wake.wait(), self.heartbeat_s)
+            if not session.wake.is_set():
+                await protocol.send(writer, "heartbeat", self.epochs.epoch,
+                                    {"lastSeq": self.durable_seq, "sentAt": time.time()})
+            if time.monotonic() - last_files_check > 2.0:
+                last_files_check = time.monotonic()
+                now_files = self._auth_files()
+                if now_files != files:
+                    files = now_files
+                    await protocol.send(writer, "authFiles", self.epochs.epoch, files)
+
+    async def _read_acks(self, reader: asyncio.StreamReader, session: StandbySession) -> None:
+        try:
+            while True:
+                msg = await protocol.read_message(reader)
+                if msg.epoch > self.epochs.epoch:
+                    self.on_higher_epoch(msg.epoch)
+                    raise XceError(f"standby {session.node} knows a newer epoch {msg.epoch}")
+                if msg.kind != "ack":
+                    raise protocol.ProtocolError(f"expected ack, got {msg.kind}")
+                session.acked_seq = max(session.acked_seq, msg.body["durableSeq"])
+                session.last_ack = time.monotonic()
+                if not session.in_sync and session.acked_seq >= self.durable_seq:
+                    session.in_sync = True
+                    if self.degraded and self.mode == "sync":
+                        self.degraded = False
+                        log.warning("sync replication restored: standby %s is caught up",
+                                    session.node)
+                metrics.REPLICATION_LAG.labels(session.node).set(
+                    max(self.durable_seq - session.acked_seq, 0))
+                self._release_acks()
+        except (EOFError, ConnectionError, protocol.ProtocolError, XceError) as exc:
+            log.info("replication acks from %s ended: %s", session.node, exc)
+            if session.writer is not None:
+                session.writer.close()
+
+    # --- sync mode ----------------------------------------------------------------------
+
+    def _release_acks(self) -> None:
+        best = max((s.acked_seq for s in self.sessions.values() if s.in_sync), default=0)
+        keep = []
+        for seq, fut in self._ack_waiters:
+            if seq <= best:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((seq, fut))
+        self._ack_waiters = keep
+
+    async def wait_replicated(self, seq: int) -> None:
+        """Sync mode: return once an in-sync standby holds `seq` durably, or degrade."""
+        if self.mode != "sync":
+            return
+        if not any(s.in_sync for s in self.sessions.values()):
+            self._degrade("no standby is connected and caught up")
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ack_waiters.append((seq, fut))
+        self._release_acks()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), self.sync_timeout_s)
+        except TimeoutError:
+            for s in self.sessions.values():
+                if s.acked_seq < seq:
+                    s.in_sync = False
+            self._degrade(f"no standby acknowledged record {seq} within "
+                          f"{self.sync_timeout_s:g} s")
+
+    def _degrade(self, why: str) -> None:
+        if not self.degraded:
+            self.degraded = True
+            metrics.SYNC_DEGRADED.inc()
+            log.error("ALERT: sync replication degraded to async: %s; acknowledged changes "
+                      "may be lost if this primary fails before a standby catches up", why)
+
+    # --- views and switchover -----------------------------------------------------------
+
+    def contacts(self) -> dict[str, float]:
+        """Standby URL -> monotonic time of its last acknowledgement."""
+        return {s.node: s.last_ack for s in self.sessions.values()}
+
+    def view(self) -> list[dict[str, object]]:
+        now = time.monotonic()
+        return [
+            {"node": s.node, "peer": s.peer, "acked_seq": s.acked_seq,
+             "lag_records": max(self.durable_seq - s.acked_seq, 0), "in_sync": s.in_sync,
+             "last_ack_s": round(now - s.last_ack, 3), "connected_at": s.connected_at}
+            for s in self.sessions.values()
+        ]
+
+    async def hand_over(self, target: str | None, timeout: float = 10.0) -> str:
+        """Switchover: wait until a standby holds every record, then tell it to take over.
+
+        The caller has already stopped new writes (so the log cannot grow meanwhile).
+        """
+        candidates = [s for s in self.sessions.values() if target in (None, s.node)]
+        if not candidates:
+            raise Conflict(f"no connected standby {target or ''}".rstrip() +
+                           " to hand over to")
+        await self.store.writer.sync(durable=True)
+        seq = self.store.writer.next_seq - 1
+        deadline = time.monotonic() + timeout
+        while True:
+            ready = [s for s in candidates if s.acked_seq >= seq]
+            if ready:
+                break
+            if time.monotonic() > deadline:
+                raise Conflict(f"no standby caught up with record {seq} within {timeout:g} s")
+            await asyncio.sleep(0.05)
+        chosen = ready[0]
+        assert chosen.writer is not None
+        await protocol.send(chosen.writer, "promote", self.epochs.epoch, {"seq": seq})
+        log.warning("switchover: standby %s holds record %d and takes over", chosen.node, seq)
+        return chosen.node
