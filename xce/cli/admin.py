@@ -1,4 +1,5 @@
-"""`xce admin ...`: offline maintenance of a controller's state directory, and the audit log."""
+"""`xce admin ...`: offline maintenance of a controller's state directory, the audit log,
+and handing the primary role over (switchover)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,47 @@ def audit(
     if page["total"] > offset + shown:
         typer.echo(f"({shown} of {page['total']}; --offset {offset + shown} for more)",
                    err=True)
+
+
+@app.command("switchover")
+def switchover(
+    to: str = typer.Option(None, "--to", help="the standby to hand over to (its URL in "
+                           "cluster.controllers); default: any caught-up standby"),
+    controller: list[str] = typer.Option(None, "--controller",
+                                         help="controller URL (repeat for candidates)"),
+) -> None:
+    """Hand the primary role to a caught-up standby, losing nothing (needs cluster:admin).
+
+    Writes pause while the standby takes the last records; clients follow the new primary.
+    Waits until the new primary answers as primary and prints its epoch."""
+    import asyncio
+    import time
+
+    from xce.cli.common import call
+    from xce.client import ApiError
+
+    async def run(client):  # type: ignore[no-untyped-def]
+        answer = await client.switchover(to)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                health = await client.health(answer["primary"])
+            except ApiError:
+                health = {}
+            if health.get("role") == "primary":
+                return answer, health
+            await asyncio.sleep(0.2)
+        return answer, None
+
+    answer, health = call(run, controller)
+    if health is None:
+        typer.echo(f"Primary role handed from {answer['previous']} to {answer['primary']} "
+                   f"(epoch {answer['epoch']} ended)")
+        fail(f"{answer['primary']} does not answer as primary yet; see xce cluster status")
+    typer.echo(f"Primary role moved from {answer['previous']} to {answer['primary']} "
+               f"(epoch {health.get('epoch', answer['epoch'])})")
+
+
 @app.command("selfcheck", hidden=True)
 def selfcheck_command() -> None:
     """Load every bundled data file (schemas, templates, stylesheets); exit 1 if one fails."""

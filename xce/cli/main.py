@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from xce.cli import admin, hosts, identity, jobs, queues, roles, tls, tui_cmd, users
+from xce.cli import admin, cluster, hosts, identity, jobs, queues, roles, tls, tui_cmd, users
 from xce.cli import init as init_cli
 from xce.cli import simulate as simulate_cli
 
@@ -40,8 +40,10 @@ tui_cmd.register(app)
 app.add_typer(jobs.app, name="job", help="Submit, list, show and control jobs.")
 app.add_typer(queues.app, name="queue", help="List, create and switch queues.")
 app.add_typer(hosts.app, name="host", help="List, show, open, close and drain hosts.")
+app.add_typer(cluster.app, name="cluster",
+              help="Controller candidates: which is primary, epochs, replication lag.")
 app.add_typer(admin.app, name="admin",
-              help="Maintenance: check and repair the WAL; read the audit log.")
+              help="Maintenance: check and repair the WAL; read the audit log; switchover.")
 identity.register(app)
 app.add_typer(users.app, name="user", help="Add, list, delete users; change passwords.")
 app.add_typer(identity.token_app, name="token",

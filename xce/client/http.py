@@ -212,6 +212,27 @@ class XceClient:
     async def cluster(self) -> dict[str, Any]:
         return await self.request("GET", "/api/v1/cluster")
 
+    async def switchover(self, to: str | None = None) -> dict[str, Any]:
+        """`POST /api/v1/cluster/switchover`: the primary hands its role to a caught-up
+        standby (`to`, or whichever is ready). Returns {"primary", "previous", "epoch"};
+        409 when no standby is connected and caught up."""
+        body = {"to": to.rstrip("/")} if to else {}
+        return await self.request("POST", "/api/v1/cluster/switchover", json=body)
+
+    async def health(self, url: str, timeout: float = 2.0) -> dict[str, Any]:
+        """`GET /healthz` of one candidate, not rotating: its role, epoch, log end and the
+        primary it knows. For views of a cluster that has no primary at the moment.
+        Raises ApiError(0, "unreachable") when that candidate does not answer."""
+        try:
+            async with self._get_session().get(
+                    url.rstrip("/") + "/healthz",
+                    timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                await self._check(resp)
+                return dict(await resp.json(content_type=None))
+        except (aiohttp.ClientError, TimeoutError, ValueError, TypeError) as exc:
+            raise ApiError(0, "unreachable", f"{url} did not answer: "
+                           f"{exc or type(exc).__name__}") from None
+
     # --- identity (xce.api.auth, xce.api.users, xce.api.audit) ---------------------------
 
     async def users(self) -> list[dict[str, Any]]:

@@ -186,6 +186,8 @@ class ReplicationSource:
                 acks.cancel()
         except (EOFError, ConnectionError, TimeoutError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            pass  # the source is closing (step-down or shutdown): end quietly
         except protocol.ProtocolError as exc:
             log.warning("replication peer %s sent a bad frame (%s): dropped", peer, exc.message)
         except XceError as exc:

@@ -1,0 +1,238 @@
+"""High availability with real processes on 127.0.0.1: election, failover, fencing, catch-up.
+
+Two controller candidates (candidate 0 started with `xce controller`, candidate 1 with
+`xce standby`) and a worker; the primary is killed with SIGKILL or frozen with SIGSTOP.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cluster import ADMIN_TOKEN, ApiFailure
+from tests.integration.ha_cluster import HaCluster
+
+TAKEOVER_BOUND_S = 15.0  # generous on a shared 2-core machine; bench figure 12 measures it
+
+
+def make(tmp_path: Path, replication: str = "async") -> HaCluster:
+    c = HaCluster(tmp_path / "ha", candidates=2, failover_timeout=2.0, replication=replication)
+    c.start_candidate(0)
+    assert c.wait_primary() == 0
+    c.start_candidate(1, "standby")
+    c.wait_caught_up(1)
+    c.start_worker("w1", slots=4)
+    return c
+
+
+@pytest.fixture
+def ha(tmp_path: Path) -> Iterator[HaCluster]:
+    c = make(tmp_path, "sync")
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+class Burst:
+    """Submitting threads that record every acknowledged job (id -> name) until stopped."""
+
+    def __init__(self, c: HaCluster, threads: int = 4) -> None:
+        self.c = c
+        self.acked: dict[str, str] = {}
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self.pool = ThreadPoolExecutor(threads)
+        self.futures = [self.pool.submit(self._run, t) for t in range(threads)]
+
+    def _run(self, t: int) -> None:
+        i = 0
+        while not self.stop.is_set():
+            name = f"b{t}-{i}"
+            i += 1
+            try:
+                job = self.c.request("POST", "/api/v1/jobs", {
+                    "command": "true", "user": "root", "name": name, "hold": True},
+                    retry_for=30)["job_id"]
+            except (ApiFailure, OSError) as exc:
+                self.errors.append(f"{name}: {exc}")
+                continue
+            self.acked[job] = name
+
+    def finish(self) -> dict[str, str]:
+        self.stop.set()
+        for f in self.futures:
+            f.result(60)
+        self.pool.shutdown()
+        return self.acked
+
+
+def all_jobs(c: HaCluster) -> dict[str, str]:
+    jobs = c.get("/api/v1/jobs?limit=100000")["jobs"]
+    return {j["id"]: j["name"] for j in jobs}
+
+
+def check_no_loss(c: HaCluster, acked: dict[str, str]) -> None:
+    present = all_jobs(c)
+    lost = {job: name for job, name in acked.items() if present.get(job) != name}
+    assert not lost, f"{len(lost)} acknowledged jobs lost or changed: {list(lost.items())[:5]}"
+
+
+def direct(c: HaCluster, i: int, method: str, path: str, body: object = None) -> int:
+    """Send to candidate i only (no rotation); the HTTP status, or 0 if it did not answer."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(c.candidate_urls[i] + path, data=data, method=method,
+                                 headers={"Authorization": f"Bearer {ADMIN_TOKEN}",
+                                          "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=3) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def test_kill_9_of_the_primary_during_a_burst_keeps_every_acknowledged_job(
+        ha: HaCluster) -> None:
+    """Sync mode: takeover, no acknowledged job lost, the running job keeps running once."""
+    running = ha.submit(command="sleep 6; echo finished-once", name="long")
+    ha.wait_state(running, "RUN")
+    burst = Burst(ha)
+    time.sleep(1.0)
+    killed_at = time.monotonic()
+    ha.kill_candidate(0)
+    new = ha.wait_primary(TAKEOVER_BOUND_S, other_than=0)
+    takeover = time.monotonic() - killed_at
+    assert new == 1 and takeover < TAKEOVER_BOUND_S
+    time.sleep(2.0)
+    acked = burst.finish()
+    assert len(acked) > 10, burst.errors[:3]
+    check_no_loss(ha, acked)
+    assert ha.health(1)["epoch"] == 2
+    # The worker kept its job through the failover and re-reported it to the new primary.
+    job = ha.wait_state(running, "DONE", timeout=30)
+    assert job["attempt"] == 0 and job["host"] == "w1"
+    assert ha.download(running, "stdout") == b"finished-once\n"
+    # Jobs still get scheduled by the new primary.
+    after = ha.submit(command="echo after")
+    ha.wait_state(after, "DONE")
+
+
+def test_sync_mode_loses_nothing_over_repeated_failovers(ha: HaCluster) -> None:
+    rounds(ha, 4)
+
+
+@pytest.mark.slow
+def test_sync_mode_loses_nothing_over_twenty_failovers(ha: HaCluster) -> None:
+    rounds(ha, 20)
+
+
+def rounds(ha: HaCluster, count: int) -> None:
+    burst = Burst(ha, threads=3)
+    times = []
+    for _ in range(count):
+        primary = ha.wait_primary()
+        time.sleep(0.5)
+        started = time.monotonic()
+        ha.kill_candidate(primary)
+        ha.wait_primary(TAKEOVER_BOUND_S, other_than=primary)
+        times.append(time.monotonic() - started)
+        ha.start_candidate(primary, "controller")  # the old primary comes back as standby
+        ha.wait_caught_up(primary, 60)
+    acked = burst.finish()
+    check_no_loss(ha, acked)
+    epochs = {ha.health(i)["epoch"] for i in range(2)}
+    assert epochs == {1 + count}
+    print(f"takeover times: {sorted(round(t, 2) for t in times)}")
+
+
+def test_the_old_primary_comes_back_as_a_standby_and_refuses_writes(ha: HaCluster) -> None:
+    ha.kill_candidate(0)
+    assert ha.wait_primary(TAKEOVER_BOUND_S, other_than=0) == 1
+    job = ha.submit(command="echo new term", name="after-failover")
+    ha.start_candidate(0, "controller")
+    ha.wait_caught_up(0)
+    health = ha.health(0)
+    assert health["role"] == "standby" and health["epoch"] == ha.health(1)["epoch"] == 2
+    assert health["primary"] == ha.candidate_urls[1]
+    assert direct(ha, 0, "POST", "/api/v1/jobs", {"command": "true", "user": "root"}) == 503
+    assert direct(ha, 0, "GET", "/api/v1/jobs") == 503  # and reads go to the primary too
+    assert ha.job(job)["name"] == "after-failover"
+
+
+def test_a_frozen_primary_does_not_write_after_a_takeover(ha: HaCluster) -> None:
+    """SIGSTOP cuts the primary off as a partition would; on SIGCONT it must not write."""
+    ha.candidates[0].send_signal(signal.SIGSTOP)
+    try:
+        assert ha.wait_primary(TAKEOVER_BOUND_S, other_than=0) == 1
+        ha.submit(command="echo during the freeze", name="frozen")
+    finally:
+        ha.candidates[0].send_signal(signal.SIGCONT)
+    statuses = [direct(ha, 0, "POST", "/api/v1/jobs",
+                       {"command": "true", "user": "root", "name": "stale"})
+                for _ in range(5)]
+    assert 200 not in statuses and 201 not in statuses, statuses
+    ha.wait_for(lambda: (ha.health(0) or {}).get("role") == "standby", 20, "0 stepped down")
+    ha.wait_caught_up(0)
+    assert ha.primaries() == [1]
+    names = set(all_jobs(ha).values())
+    assert "frozen" in names and "stale" not in names
+    assert ha.health(0)["seq"] == ha.health(1)["seq"]
+
+
+def test_a_switchover_moves_the_role_with_no_loss(ha: HaCluster) -> None:
+    burst = Burst(ha, threads=3)
+    time.sleep(1.0)
+    answer = ha.post("/api/v1/cluster/switchover", {"to": ha.candidate_urls[1]})
+    assert answer["primary"] == ha.candidate_urls[1]
+    ha.wait_for(lambda: ha.primaries() == [1], 20, "candidate 1 primary")
+    time.sleep(1.0)
+    acked = burst.finish()
+    check_no_loss(ha, acked)
+    ha.wait_caught_up(0)
+    cluster = ha.get("/api/v1/cluster")["ha"]
+    assert cluster["role"] == "primary" and cluster["epoch"] == 2
+    roles = {c["url"]: c["role"] for c in cluster["candidates"]}
+    assert roles == {ha.candidate_urls[0]: "standby", ha.candidate_urls[1]: "primary"}
+    assert cluster["standbys"][0]["lag_records"] == 0
+
+
+def catch_up(tmp_path: Path, jobs: int) -> None:
+    c = HaCluster(tmp_path / "ha", candidates=2, failover_timeout=2.0)
+    try:
+        c.start_candidate(0)
+        c.wait_primary()
+        c.start_worker("w1")
+        spec = {"command": "true", "user": "root", "hold": True}
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda _: c.post("/api/v1/jobs", spec), range(jobs)))
+        started = time.monotonic()
+        c.start_candidate(1, "standby")  # empty state directory, no keys
+        c.wait_caught_up(1, 300)
+        print(f"an empty standby caught up on {jobs} jobs in {time.monotonic() - started:.1f} s")
+        c.kill_candidate(0)
+        assert c.wait_primary(TAKEOVER_BOUND_S, other_than=0) == 1
+        # The keys came over the replication link: the same tokens work on the new primary.
+        listed = c.get("/api/v1/jobs?limit=100000")["jobs"]
+        assert len(listed) == jobs
+    finally:
+        c.stop()
+
+
+def test_an_empty_standby_catches_up_and_takes_over(tmp_path: Path) -> None:
+    catch_up(tmp_path, 1500)
+
+
+@pytest.mark.slow
+def test_an_empty_standby_catches_up_on_100k_jobs(tmp_path: Path) -> None:
+    catch_up(tmp_path, 100_000)
