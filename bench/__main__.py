@@ -24,6 +24,7 @@ from bench import (
     artefacts,
     auth,
     controller,
+    failover,
     fsync,
     memory,
     persist,
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _figure("9", lambda: auth.run(plan), rows, started)
         ok &= _figure("10", lambda: artefacts.run(plan), rows, started)
         ok &= _figure("11", lambda: tui.run(plan), rows, started)
+        ok &= _figure("12", lambda: failover.run(plan), rows, started)
         ok &= _figure("13", lambda: arrays.run(plan), rows, started)
     finally:
         shutil.rmtree(root, ignore_errors=True)

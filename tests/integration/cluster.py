@@ -63,8 +63,8 @@ class Cluster:
         self.ssl_context: ssl.SSLContext | None = None
         self.extra_auth = ""  # lines for [auth], e.g. a [[auth.backend]] users file
         self.worker_tokens: dict[str, str] = {}  # worker name -> its token (default: shared)
-        self.candidate_urls: list[str] = [self.url]
-        self.cluster_extra = ""  # more [cluster] lines (HA timeouts, replication mode)  # cluster.controllers (HA: several)
+        self.candidate_urls: list[str] = []  # cluster.controllers for HA; empty: [self.url]
+        self.cluster_extra = ""  # more [cluster] lines (HA timeouts, replication mode)
 
     # --- processes -----------------------------------------------------------------------
 
@@ -86,7 +86,7 @@ allow_root_jobs = true
 """
         text = f"""
 [cluster]
-controllers = {json.dumps(self.candidate_urls)}
+controllers = {json.dumps(self.candidate_urls or [self.url])}
 {self.cluster_extra}
 
 [controller]

@@ -205,6 +205,9 @@ def test_a_switchover_moves_the_role_with_no_loss(ha: HaCluster) -> None:
     roles = {c["url"]: c["role"] for c in cluster["candidates"]}
     assert roles == {ha.candidate_urls[0]: "standby", ha.candidate_urls[1]: "primary"}
     assert cluster["standbys"][0]["lag_records"] == 0
+    metrics = ha.get("/metrics").decode()
+    assert "xce_epoch 2.0" in metrics
+    assert f'xce_replication_lag_records{{standby="{ha.candidate_urls[0]}"}}' in metrics
 
 
 def catch_up(tmp_path: Path, jobs: int) -> None:

@@ -99,7 +99,8 @@ def test_console_in_tmux_suspends_a_job_and_survives_a_resize(
 
 
     console.keys("4")
-    console.wait(lambda s: "role of answering controller  primary" in s, "the cluster screen")
+    console.wait(lambda s: f"primary: {cluster.url}" in s and "REACHABLE" in s,
+                 "the cluster screen")
     console.keys("q")
     deadline = time.monotonic() + 15
     while console.alive() and time.monotonic() < deadline:

@@ -1,43 +1,52 @@
-"""Cluster: controllers and which one answers, role, epoch, replication lag, counts and
-scheduler statistics, from `GET /api/v1/cluster` (fields a controller does not report yet
-show as `-`)."""
+"""Cluster: the controller candidates (role, epoch, log position, lag, reachable), which one
+is primary, the replication mode and whether it is degraded, the standbys' lag; counts and
+scheduler statistics. `s` hands the primary role to a standby (switchover, cluster:admin).
+
+The data is `GET /api/v1/cluster` (its `ha` part), re-read every `POLL_S` while this screen
+is shown, since lag and reachability change without stream events. When no primary answers
+the API (a failover in progress) the candidates' public `/healthz` answers are shown
+instead, so the screen says who is up while the banner says the stream is lost. The view is
+built by the same code as `xce cluster status` (xce/client/cluster_view.py).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 
 from tui.screens.base import LiveScreen
+from xce.client import ApiError
+from xce.client.cluster_view import (
+    probe_candidates,
+    summary_lines,
+    unreachable_lines,
+    view_from_cluster,
+)
+
+POLL_S = 2.0
+SWITCHOVER_PERMISSION = "cluster:admin"
+COLUMNS = ("URL", "RANK", "ROLE", "EPOCH", "SEQ", "LAG", "REACHABLE")
 
 
-def _get(info: dict[str, Any], *path: str) -> Any:
-    value: Any = info
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return "-"
-        value = value[key]
-    return value
+def _shown(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
 
 
-def cluster_text(info: dict[str, Any], answering: str, access: Any) -> str:
-    controllers = info.get("controllers") or []
-    lines = ["Controllers"]
-    for url in controllers:
-        mark = "answering" if url.rstrip("/") == answering else ""
-        lines.append(f"  {url:<34} {mark}")
-    primary = info.get("primary") or (answering if info.get("role") == "primary" else "-")
-    lines += [
-        "",
-        f"  role of answering controller  {info.get('role', '-')}",
-        f"  primary                       {primary}",
-        f"  epoch                         {_get(info, 'epoch')}",
-        f"  replication lag               {_get(info, 'replication', 'lag_records')} records"
-        f" / {_get(info, 'replication', 'lag_s')} s",
-        f"  version                       {info.get('version', '-')}",
-        "",
+def candidate_cells(c: dict[str, Any]) -> tuple[str, ...]:
+    return (c["url"], _shown(c["rank"]), _shown(c["role"]), _shown(c["epoch"]),
+            _shown(c["seq"]), _shown(c["lag_records"]),
+            "-" if c["reachable"] is None else "yes" if c["reachable"] else "no")
+
+
+def info_text(info: dict[str, Any], access: Any) -> str:
+    """Below the candidates: counts, scheduler statistics, who you are."""
+    lines = [
         "Counts",
         f"  jobs {info.get('jobs', '-')}  arrays {info.get('arrays', '-')}  pending "
         f"{info.get('pending', '-')}  hosts {info.get('hosts', '-')}  events applied "
@@ -48,15 +57,36 @@ def cluster_text(info: dict[str, Any], answering: str, access: Any) -> str:
     for key, value in sorted((info.get("scheduler") or {}).items()):
         shown = f"{value:.1f}" if isinstance(value, float) else str(value)
         lines.append(f"  {key:<28}  {shown}")
-    lines += ["", f"You: {access.user}  permissions: {access.source}"]
+    lines += ["", f"Controller version {info.get('version', '-')}",
+              f"You: {access.user}  permissions: {access.source}"]
     return "\n".join(lines)
+
+
+def switchover_text(primary: str | None, target: str | None) -> str:
+    """The dialog: who hands over to whom, and what happens meanwhile."""
+    source = primary or "the primary"
+    head = (f"Hand the primary role from {source} to {target}?" if target
+            else f"Hand the primary role from {source} to a caught-up standby?")
+    return (f"{head}\nWrites pause until the standby holds every record; it then serves in a "
+            f"new epoch and {source} follows it as a standby. Clients move by themselves.")
 
 
 class ClusterScreen(LiveScreen):
     CSS_PATH = "cluster.tcss"
+    BINDINGS = [Binding("s", "switchover", "Switchover")]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.health_view: dict[str, Any] | None = None  # set while no primary answers
 
     def compose(self) -> ComposeResult:
         yield from self.compose_frame()
+        yield Static(id="ha-summary", markup=False)
+        table: DataTable[str] = DataTable(id="candidates", cursor_type="row")
+        for column in COLUMNS:
+            table.add_column(column, key=column)
+        yield table
+        yield Static(id="standbys", markup=False)
         with VerticalScroll(id="cluster"):
             yield Static(id="info", markup=False)
         yield from self.compose_footer()
@@ -64,8 +94,142 @@ class ClusterScreen(LiveScreen):
     def on_mount(self) -> None:
         self.sub_title = "Cluster"
         super().on_mount()
+        self.query_one(DataTable).focus()
+        self.set_interval(POLL_S, self._poll)
+
+    # --- data ------------------------------------------------------------------------------
+
+    @property
+    def view(self) -> dict[str, Any]:
+        app = self.tui
+        if self.health_view is not None:
+            return self.health_view
+        return view_from_cluster(app.cluster_info, app.client.base_url,
+                                 list(app.client.controllers))
+
+    def _poll(self) -> None:
+        if self.tui.live and self.is_current:
+            self.run_worker(self.refresh_cluster(), group="cluster-poll", exclusive=True)
+
+    async def refresh_cluster(self) -> None:
+        client = self.tui.client
+        try:
+            self.tui.cluster_info = await client.cluster()
+            self.health_view = None
+        except ApiError as exc:
+            if exc.status != 0:
+                return
+            self.health_view = await probe_candidates(client)
+        self.data_changed()
+
+    # --- drawing ---------------------------------------------------------------------------
 
     def redraw(self) -> None:
-        app = self.tui
-        self.query_one("#info", Static).update(
-            cluster_text(app.cluster_info, app.client.base_url, app.access))
+        self.refresh_bindings()
+        view = self.view
+        lines = summary_lines(view)
+        standbys = [li for li in lines if li.startswith("standbys:")]
+        summary = self.query_one("#ha-summary", Static)
+        if not self.tui.cluster_info and self.health_view is None:
+            lines, standbys = ["waiting for the cluster status..."], []
+        summary.update("\n".join(li for li in lines if li not in standbys))
+        alarm = bool(view.get("degraded")) or view["source"] == "healthz" or (
+            bool(self.tui.cluster_info) and view.get("primary") is None)
+        summary.set_class(alarm, "-degraded")
+        width = max(self.size.width - 2, 40)
+        below = "\n".join(standbys + unreachable_lines(view, width=width))
+        box = self.query_one("#standbys", Static)
+        box.update(below)
+        box.display = bool(below)
+        self._fill_table(view["candidates"])
+        self.query_one("#info", Static).update(info_text(self.tui.cluster_info,
+                                                         self.tui.access))
+
+    def _fill_table(self, candidates: list[dict[str, Any]]) -> None:
+        """Rows keyed by URL, cells updated in place (no flicker, the cursor stays)."""
+        table: DataTable[str] = self.query_one(DataTable)
+        wanted = {c["url"]: c for c in candidates}
+        present = {str(k.value) for k in table.rows}
+        for url in present - set(wanted):
+            table.remove_row(url)
+        for url, c in wanted.items():
+            cells = candidate_cells(c)
+            if url in present:
+                for column, value in zip(COLUMNS, cells, strict=True):
+                    if table.get_cell(url, column) != value:
+                        table.update_cell(url, column, value, update_width=True)
+            else:
+                table.add_row(*cells, key=url)
+
+    # --- switchover ------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "switchover":
+            return self.tui.access.grants(SWITCHOVER_PERMISSION)
+        return True
+
+    def _cursor_url(self) -> str | None:
+        table: DataTable[str] = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    def action_switchover(self) -> None:
+        """Confirm, then hand over to the standby under the cursor (else any caught-up one)."""
+        from tui.screens.confirm import ConfirmScreen
+
+        access = self.tui.access
+        if not access.grants(SWITCHOVER_PERMISSION):
+            self.notify(f"{access.user} may not switch over ({SWITCHOVER_PERMISSION}; "
+                        f"permissions from {access.source})", title="Not permitted",
+                        severity="warning")
+            return
+        view = self.view
+        standbys = [c["url"] for c in view["candidates"]
+                    if c["reachable"] and c["role"] == "standby"]
+        if view.get("primary") is None or not standbys:
+            why = "no primary answers" if view.get("primary") is None else \
+                "no standby is reachable"
+            self.notify(f"{why}: nothing to switch over to", title="Switchover",
+                        severity="warning")
+            return
+        cursor = self._cursor_url()
+        # The standby under the cursor; the only one if there is one; else the primary picks.
+        target = cursor if cursor in standbys else standbys[0] if len(standbys) == 1 else None
+        primary = view["primary"]
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self._switchover(target), group="switchover", exclusive=True)
+
+        self.app.push_screen(ConfirmScreen(switchover_text(primary, target)), confirmed)
+
+    async def _switchover(self, target: str | None) -> None:
+        client = self.tui.client
+        try:
+            answer = await client.switchover(target)
+        except ApiError as exc:
+            code = f"{exc.status} " if exc.status else ""
+            self.notify(f"{code}{exc.message}", title="Switchover refused", severity="error",
+                        timeout=10)
+            return
+        new, old = answer["primary"], answer["previous"]
+        self.notify(f"{old} hands the primary role to {new}", title="Switchover")
+        deadline = time.monotonic() + 15
+        epoch = None
+        while time.monotonic() < deadline:
+            try:
+                health = await client.health(new)
+            except ApiError:
+                health = {}
+            if health.get("role") == "primary":
+                epoch = health.get("epoch")
+                break
+            await asyncio.sleep(0.3)
+        if epoch is None:
+            self.notify(f"{new} does not answer as primary yet", title="Switchover",
+                        severity="warning", timeout=10)
+        else:
+            self.notify(f"Primary role moved from {old} to {new} (epoch {epoch})",
+                        title="Switchover done")
+        await self.refresh_cluster()

@@ -97,7 +97,8 @@ async def high_availability(request: web.Request, handler: Any) -> web.StreamRes
     """Epochs on every request and response, and no API on a controller that is not primary.
 
     A client sends the highest epoch it has seen (`X-XCE-Epoch`); a primary that meets a
-    newer one has been replaced and steps down. Answers name this node's role and epoch.
+    newer one checks with the other candidates and steps down if one confirms it. Answers
+    name this node's role and epoch.
     A successful worker request is contact with a worker (xce/ha/lease.py).
     """
     node = request.app.get(HA)
@@ -105,7 +106,7 @@ async def high_availability(request: web.Request, handler: Any) -> web.StreamRes
         return await handler(request)
     claimed = request.headers.get("X-XCE-Epoch", "")
     if claimed.isdigit():
-        node.observe_epoch(int(claimed))  # type: ignore[attr-defined]
+        node.claimed_epoch(int(claimed))  # type: ignore[attr-defined]
     route = route_of(request)
     if node.role != "primary" and (route is None or route.permission != "public"):  # type: ignore[attr-defined]
         response: web.StreamResponse = _error(

@@ -230,8 +230,8 @@ class XceClient:
                 await self._check(resp)
                 return dict(await resp.json(content_type=None))
         except (aiohttp.ClientError, TimeoutError, ValueError, TypeError) as exc:
-            raise ApiError(0, "unreachable", f"{url} did not answer: "
-                           f"{exc or type(exc).__name__}") from None
+            raise ApiError(0, "unreachable",
+                           f"{url}: {exc or type(exc).__name__}") from None
 
     # --- identity (xce.api.auth, xce.api.users, xce.api.audit) ---------------------------
 

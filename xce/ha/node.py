@@ -100,6 +100,8 @@ class Node:
         self.terms_started = 0
         self.last_takeover_s: float | None = None
         self._at_least = 0
+        self._verifying = False
+        self._background: set[asyncio.Task[None]] = set()
         metrics.EPOCH.set(self.epochs.epoch)
 
     # --- what others see ----------------------------------------------------------------
@@ -175,6 +177,28 @@ class Node:
             log.error("a newer primary exists (epoch %d, mine %d): stepping down", epoch, mine)
             self.role = "standby"  # refuse writes from this instant
             self.step_down_event.set()
+
+    def claimed_epoch(self, epoch: int) -> None:
+        """A client says it has seen a newer epoch (`X-XCE-Epoch`). Anyone can send that
+        header, so it only triggers a probe of the other candidates: the step-down happens
+        if one of them confirms a newer term."""
+        if epoch <= self.epochs.epoch or self.role != "primary" or self._verifying:
+            return
+        self._verifying = True
+
+        async def verify() -> None:
+            try:
+                for p in await self.prober.others():
+                    if p.reachable and (p.epoch > self.epochs.epoch or (
+                            p.role == "primary" and p.epoch == self.epochs.epoch
+                            and p.rank < self.rank)):
+                        self.observe_epoch(p.epoch, p.rank if p.role == "primary" else None)
+            finally:
+                self._verifying = False
+
+        task = asyncio.get_running_loop().create_task(verify())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # --- the role loop ------------------------------------------------------------------
 
@@ -293,6 +317,9 @@ class Node:
         if self.solo:
             await self.stop_event.wait()
             return "stop"
+        # A fresh lease now that the listeners are up: setting up a large state can take
+        # longer than the lease, and that is not a freeze (the ticker starts only here).
+        self.lease = Lease(len(self.candidates), self.ha.lease_s)
         tasks = [asyncio.create_task(self._ticker()), asyncio.create_task(self._watch())]
         stop = asyncio.create_task(self.stop_event.wait())
         down = asyncio.create_task(self.step_down_event.wait())
@@ -359,9 +386,19 @@ class Node:
             self.switching = False
             raise
         self.primary_url = chosen
+        # Writes stay refused here; wait (briefly) until the new primary serves, so that the
+        # answer names its term.
+        epoch = self.epochs.epoch + 1
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            peer = await self.prober.one(self.candidates.index(chosen))
+            if peer.reachable and peer.role == "primary":
+                epoch = peer.epoch
+                break
+            await asyncio.sleep(0.1)
         # Let the answer leave before the listener goes away.
         asyncio.get_running_loop().call_later(0.3, self.step_down_event.set)
-        return {"primary": chosen, "previous": self.url, "epoch": self.epochs.epoch}
+        return {"primary": chosen, "previous": self.url, "epoch": epoch}
 
     # --- standby ------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xce import metrics
-from xce.core.errors import Conflict, Unauthorized, XceError
+from xce.core.errors import Conflict, Unauthorized, Unavailable, XceError
 from xce.ha import protocol
 from xce.ha.epochs import EpochStore
 from xce.store.checkpoint import list_checkpoints
@@ -165,8 +165,11 @@ class ReplicationSource:
                 await asyncio.wait_for(self._server.wait_closed(), 2)
         self.store.writer.on_durable = None
         for _, fut in self._ack_waiters:
-            if not fut.done():
-                fut.set_result(None)
+            if not fut.done():  # never acknowledge what no standby confirmed
+                fut.set_exception(Unavailable(
+                    "the primary stepped down before a standby confirmed this change: it may "
+                    "or may not survive, so check before retrying"))
+        self._ack_waiters = []
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -184,7 +187,7 @@ class ReplicationSource:
                 await self._stream(session, writer)
             finally:
                 acks.cancel()
-        except (EOFError, ConnectionError, TimeoutError, asyncio.IncompleteReadError):
+        except (EOFError, OSError, TimeoutError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
             pass  # the source is closing (step-down or shutdown): end quietly
@@ -209,16 +212,16 @@ class ReplicationSource:
                      writer: asyncio.StreamWriter) -> StandbySession | None:
         if hello.kind != "hello":
             raise protocol.ProtocolError(f"expected hello, got {hello.kind}")
-        if hello.epoch > self.epochs.epoch:
-            await self._refuse(writer, f"stale primary: epoch {self.epochs.epoch} < "
-                                       f"{hello.epoch}")
-            self.on_higher_epoch(hello.epoch)
-            return None
         try:
             self.verify_token(hello.body["token"])
         except Unauthorized as exc:
             log.warning("replication peer %s refused: %s", peer, exc.message)
             await self._refuse(writer, exc.message)
+            return None
+        if hello.epoch > self.epochs.epoch:  # a trusted candidate knows a newer term
+            await self._refuse(writer, f"stale primary: epoch {self.epochs.epoch} < "
+                                       f"{hello.epoch}")
+            self.on_higher_epoch(hello.epoch)
             return None
         node = hello.body["node"] or peer
         last_seq, last_epoch = hello.body["lastSeq"], hello.body["lastEpoch"]
@@ -237,29 +240,30 @@ class ReplicationSource:
         self.sessions[node] = session
         history = [n for pair in self.epochs.history for n in pair]
         start = last_seq + 1
+        snapshot_path: Path | None = None
         if snapshot:
-            start = await self._snapshot_seq() + 1
+            seq, snapshot_path = await self._newest_checkpoint()
+            start = seq + 1
         await protocol.send(writer, "welcome", self.epochs.epoch, {
             "startSeq": start, "snapshot": snapshot, "mode": self.mode, "history": history})
         log.info("standby %s (%s) connected at record %d%s", node, peer, last_seq,
                  ": sending a checkpoint first" if snapshot else "")
         await self._send_auth_files(writer)
-        if snapshot:
-            await self._send_snapshot(writer, start - 1)
+        if snapshot_path is not None:
+            await self._send_snapshot(writer, snapshot_path, start - 1)
         session.sent_seq = start - 1
         return session
 
-    async def _snapshot_seq(self) -> int:
+    async def _newest_checkpoint(self) -> tuple[int, Path]:
         found = list_checkpoints(checkpoint_dir(self.store.state_dir))
         if not found:
             await self.store.checkpoint(self.state)  # type: ignore[arg-type]
             found = list_checkpoints(checkpoint_dir(self.store.state_dir))
-        self._snapshot_path = found[0][1]
-        return found[0][0]
+        return found[0]
 
-    async def _send_snapshot(self, writer: asyncio.StreamWriter, seq: int) -> None:
-        data = await asyncio.get_running_loop().run_in_executor(
-            None, self._snapshot_path.read_bytes)
+    async def _send_snapshot(self, writer: asyncio.StreamWriter, path: Path, seq: int) -> None:
+        # Read whole before sending: the checkpoint may be pruned by a newer one meanwhile.
+        data = await asyncio.get_running_loop().run_in_executor(None, path.read_bytes)
         for start in range(0, max(len(data), 1), SNAPSHOT_CHUNK):
             piece = data[start:start + SNAPSHOT_CHUNK]
             await protocol.send(writer, "snapshotChunk", self.epochs.epoch, {
@@ -291,6 +295,9 @@ class ReplicationSource:
                                        "segment; it will start over from a checkpoint")
                     batch = await loop.run_in_executor(
                         None, self._from_disk, cursor, self.durable_seq)
+                    if not batch:
+                        await asyncio.sleep(0.05)  # never spin on a segment being rotated
+                        continue
             if batch:
                 await protocol.send(writer, "records", self.epochs.epoch, {
                     "firstSeq": batch[0][0], "count": len(batch),
@@ -363,6 +370,8 @@ class ReplicationSource:
         try:
             await asyncio.wait_for(asyncio.shield(fut), self.sync_timeout_s)
         except TimeoutError:
+            self._ack_waiters = [(q, f) for q, f in self._ack_waiters if f is not fut]
+            fut.cancel()
             for s in self.sessions.values():
                 if s.acked_seq < seq:
                     s.in_sync = False

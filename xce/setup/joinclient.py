@@ -80,7 +80,11 @@ def _fetch_ca(base: str, ca_hash: str) -> str:
 
 
 def _config_text(answer: dict[str, Any], has_cert: bool) -> str:
-    controllers = ", ".join(json.dumps(u) for u in answer["controllers"])
+    candidates = list(answer["controllers"])
+    own_url = f"{'https' if has_cert else 'http'}://{answer['name']}:6820"
+    if answer["role"] == "standby" and own_url not in candidates:
+        candidates.append(own_url)  # a new candidate ranks last until the admin reorders
+    controllers = ", ".join(json.dumps(u) for u in candidates)
     worker = answer.get("worker") or {}
     lines = [
         f"# XCE {answer['role']} {answer['name']}, prepared by `xce init --join`.",
@@ -105,8 +109,18 @@ def _config_text(answer: dict[str, Any], has_cert: bool) -> str:
                   f'cert_file = "tls/{answer["name"]}.pem"',
                   f'key_file = "tls/{answer["name"]}.key"']
     if answer["role"] == "standby":
-        lines += ["", "# A standby: add its [controller] section and replication settings "
-                  "(see the HA documentation)."]
+        lines += [
+            "",
+            "# This standby controller candidate, last in cluster.controllers above. Put the",
+            "# same list, in the same priority order, in every node's config (LSF's master",
+            "# list: the live candidate with the newest log, then the best rank, takes over).",
+            "[controller]",
+            'listen = "0.0.0.0:6820"  # replication listens on the next port (6821)',
+            f"url = {json.dumps(own_url)}",
+            'state_dir = "state"',
+            "# The standby's service token (cluster:replicate), presented to the primary.",
+            'replication_token_file = "worker.token"',
+        ]
     return "\n".join(lines) + "\n"
 
 
