@@ -103,9 +103,16 @@ async def test_user_admin_routes(tenants: Api) -> None:
     who = await tenants.call("POST", LOGIN, 200,
                              json={"username": "erin", "password": "erin-password"})
     assert who["groups"] == ["chemistry"] and who["roles"] == ["user"]
-    # Own password: allowed; someone else's: only with user:admin.
-    await tenants.call("POST", "/api/v1/users/alice/password", 200, headers=alice,
+    # Own password: allowed with the current one (like passwd(1)); someone else's: only with
+    # user:admin, which needs no old password.
+    await tenants.call("POST", "/api/v1/users/alice/password", 400, headers=alice,
                        json={"password": "alice-new-pw"})
+    await tenants.call("POST", "/api/v1/users/alice/password", 403, headers=alice,
+                       json={"password": "alice-new-pw", "old_password": "a wrong guess"})
+    await tenants.call("POST", LOGIN, 200, json={"username": "alice",
+                                                 "password": PASSWORDS["alice"]})
+    await tenants.call("POST", "/api/v1/users/alice/password", 200, headers=alice,
+                       json={"password": "alice-new-pw", "old_password": PASSWORDS["alice"]})
     await tenants.call("POST", "/api/v1/users/bob/password", 403, headers=alice,
                        json={"password": "hijacked-pw"})
     await tenants.call("POST", LOGIN, 401, json={"username": "alice",
@@ -117,6 +124,8 @@ async def test_user_admin_routes(tenants: Api) -> None:
     await tenants.call("GET", WHOAMI, 401, headers=erin)
     await tenants.call("POST", LOGIN, 401, json={"username": "erin", "password": "erin-password"})
     await tenants.call("DELETE", "/api/v1/users/erin", 404, headers=admin)
+    await tenants.call("POST", "/api/v1/users/bob/password", 200, headers=admin,
+                       json={"password": "reset-by-admin"})
 
 
 async def test_user_routes_without_a_users_file_are_404(api: Api) -> None:

@@ -127,12 +127,20 @@ def test_tenants_through_the_cli(secured: Cluster) -> None:
     assert "Logged out" in xcealice.ok("logout")
     assert not xcealice.token_file.exists()
 
+    # Her own password: `xce user passwd` asks for the current one first (stdin: old, new).
+    xcebob.refused("user", "passwd", needle="current password (old_password) is wrong",
+                   stdin="a wrong guess\nbob-new-password\n")
+    xcebob.ok("user", "passwd", stdin=PASSWORDS["xcebob"] + "\nbob-new-password\n")
+    assert secured.post("/api/v1/auth/login", {"username": "xcebob",
+                                               "password": "bob-new-password"}, token=None)
+
     # The audit log has the logins, the refused kill and the revocation.
     audit = json.loads(admin.ok("admin", "audit", "--json", "--limit", "1000"))["records"]
     seen = {(r["user"], r["action"], r["object"], r["outcome"]) for r in audit}
     assert ("xcebob", "auth.login", "user:xcebob", "denied") in seen
     assert ("xcebob", "job.kill", f"job:{job}", "denied") in seen
     assert ("admin", "token.revoke", "user:xcealice", "ok") in seen
+    assert ("xcebob", "user.passwd", "user:xcebob", "denied") in seen
     assert _view(secured, bob, "/api/v1/audit") == 403
 
 

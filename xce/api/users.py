@@ -15,8 +15,9 @@ from xce.api.auth import runtime
 from xce.api.http import identity, json_response, read_json
 from xce.api.routes import Route
 from xce.auth.backends.configfile import ConfigFileBackend, UsersFile
+from xce.auth.passwords import verify_or_burn
 from xce.auth.rbac import allows
-from xce.core.errors import Forbidden, NotFound
+from xce.core.errors import Forbidden, InvalidRequest, NotFound
 
 NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
 PASSWORD = {"type": "string", "minLength": 8, "maxLength": 4096}
@@ -25,7 +26,8 @@ USER_ADD = {"type": "object", "additionalProperties": False, "required": ["user"
                            "groups": {"type": "array", "maxItems": 256, "items": NAME},
                            "roles": {"type": "array", "maxItems": 64, "items": NAME}}}
 PASSWD = {"type": "object", "additionalProperties": False, "required": ["password"],
-          "properties": {"password": PASSWORD}}
+          "properties": {"password": PASSWORD,
+                         "old_password": {"type": "string", "maxLength": 1024}}}
 
 
 def _users(request: web.Request) -> UsersFile:
@@ -35,9 +37,9 @@ def _users(request: web.Request) -> UsersFile:
     raise NotFound("no users file is configured ([[auth.backend]] type configfile)")
 
 
-async def _audit(request: web.Request, action: str, user: str) -> None:
-    await runtime(request).audit.record(identity(request).user, action, f"user:{user}", "ok",
-                                        remote=request.remote or "")
+async def _audit(request: web.Request, action: str, user: str, outcome: str = "ok") -> None:
+    await runtime(request).audit.record(identity(request).user, action, f"user:{user}",
+                                        outcome, remote=request.remote or "")
 
 
 async def list_(request: web.Request) -> web.Response:
@@ -61,9 +63,22 @@ async def add(request: web.Request) -> web.Response:
 async def passwd(request: web.Request) -> web.Response:
     body = await read_json(request, PASSWD)
     who, name = identity(request), request.match_info["name"]
-    if name != who.user and not allows(who.permissions, "user:admin"):
+    admin = allows(who.permissions, "user:admin")
+    if name != who.user and not admin:
         raise Forbidden(f"{who.user} may only change their own password")
-    await asyncio.to_thread(_users(request).set_password, name, body["password"])
+    users = _users(request)
+    if not admin:
+        # A stolen session (a token left in a shell) must not be enough to take the account
+        # over: changing one's own password needs the current one, like passwd(1).
+        if "old_password" not in body:
+            raise InvalidRequest("old_password is required to change your own password")
+        entry = users.load().get(name)
+        ok = await asyncio.to_thread(verify_or_burn, body["old_password"],
+                                     entry.password if entry else None)
+        if not ok:
+            await _audit(request, "user.passwd", name, "denied")
+            raise Forbidden("the current password (old_password) is wrong")
+    await asyncio.to_thread(users.set_password, name, body["password"])
     await _audit(request, "user.passwd", name)
     return json_response({"user": name, "changed": True})
 

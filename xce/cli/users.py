@@ -68,15 +68,19 @@ def passwd(
 
     if name is None and file is not None:
         fail("with --file, name the user")
-    if name is None:
-        name = call(lambda c: c.whoami(), controller)["user"]
+    old: str | None = None
+    if file is None:
+        who = call(lambda c: c.whoami(), controller)
+        name = name or who["user"]
+        if "user:admin" not in who.get("permissions", []):
+            old = read_secret("current password")  # your own, like passwd(1)
     password = read_secret("new password", confirm=True)
     if len(password) < 8:
         fail("the password must have at least 8 characters")
     if file is not None:
         _offline(lambda u: u.set_password(name, password), file)
     else:
-        call(lambda c: c.set_password(name, password), controller)
+        call(lambda c: c.set_password(name, password, old), controller)
     typer.echo(f"Password of <{name}> is changed")
 
 

@@ -241,9 +241,13 @@ class XceClient:
     async def add_user(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("POST", "/api/v1/users", json=body)
 
-    async def set_password(self, user: str, password: str) -> dict[str, Any]:
+    async def set_password(self, user: str, password: str,
+                           old_password: str | None = None) -> dict[str, Any]:
+        body = {"password": password}
+        if old_password is not None:
+            body["old_password"] = old_password
         return await self.request("POST", f"/api/v1/users/{quote(user, safe='')}/password",
-                                  json={"password": password})
+                                  json=body)
 
     async def delete_user(self, user: str) -> dict[str, Any]:
         return await self.request("DELETE", f"/api/v1/users/{quote(user, safe='')}")
