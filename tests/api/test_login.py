@@ -157,6 +157,17 @@ async def test_service_tokens(tenants: Api) -> None:
     assert (who["user"], who["kind"], who["roles"]) == ("w9", "service", ["worker"])
     await tenants.call("POST", "/api/v1/workers/register", 200, headers=worker,
                        json={"host": "w9", "slots": 1, "memory_mb": 100})
+    # The token is bound to its host: it cannot register or speak for another one.
+    await tenants.call("POST", "/api/v1/workers/register", 200, headers=admin,
+                       json={"host": "w8", "slots": 1, "memory_mb": 100})
+    got = await tenants.call("POST", "/api/v1/workers/register", 403, headers=worker,
+                             json={"host": "w8", "slots": 1, "memory_mb": 100})
+    assert "bound to host w9" in got["error"]["message"]
+    await tenants.call("POST", "/api/v1/workers/w8/heartbeat", 403, headers=worker,
+                       json={"running": []})
+    await tenants.call("GET", "/api/v1/workers/w8/assignments", 403, headers=worker)
+    await tenants.call("POST", "/api/v1/workers/w9/heartbeat", 200, headers=worker,
+                       json={"running": []})
     # A worker token cannot submit, list or control jobs.
     got = await tenants.call("POST", "/api/v1/jobs", 403, headers=worker,
                              json={"command": "true"})

@@ -151,11 +151,14 @@ async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse
         raise Unauthorized("this request needs a bearer token (run xce login or set XCE_TOKEN)")
     claims = runtime.tokens.verify(token.strip())
     who = Identity(claims.user, claims.groups, claims.roles,
-                   runtime.permissions(claims.roles), claims.kind)
+                   runtime.permissions(claims.roles), claims.kind, claims.host)
     request[IDENTITY] = who  # set before the check: the audit trail names refused callers
     if route.permission != "authenticated" and not allows(who.permissions, route.permission):
         raise Forbidden(f"{who.user} (role {who.role}) may not use {route.permission} "
                         f"({route.summary})")
+    host = request.match_info.get("host")
+    if who.host is not None and host is not None and host != who.host:
+        raise Forbidden(f"this worker token is bound to host {who.host}, not {host}")
     request[IDENTITY] = who
     return await handler(request)
 

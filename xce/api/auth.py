@@ -110,8 +110,9 @@ async def device_token(request: web.Request) -> web.Response:
 async def service_token(request: web.Request) -> web.Response:
     body = await read_json(request, SERVICE_TOKEN)
     auth = runtime(request)
-    token, expires = auth.tokens.issue(body["name"], (), (body["role"],), "service",
-                                       ttl_s=body.get("ttl_s"))
+    token, expires = auth.tokens.issue(
+        body["name"], (), (body["role"],), "service", ttl_s=body.get("ttl_s"),
+        host=body["name"] if body["role"] == "worker" else None)  # the worker's own host
     await auth.audit.record(identity(request).user, "token.create", f"service:{body['name']}",
                             "ok", f"role {body['role']}", request.remote or "")
     return json_response({"token": token, "expires_at": expires, "user": body["name"],

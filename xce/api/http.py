@@ -31,6 +31,7 @@ class Identity:
     roles: tuple[str, ...] = ()
     permissions: frozenset[str] = frozenset()
     kind: str = "user"
+    host: str | None = None  # set for a worker token bound to one host (xce.auth.tokens)
 
     @property
     def name(self) -> str:

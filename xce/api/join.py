@@ -103,7 +103,8 @@ async def join(request: web.Request) -> web.Response:
         await auth.audit.record("-", "node.join", f"service:{name}", "denied",
                                 f"join token {token_id}: {exc.message}", request.remote or "")
         raise
-    service_token, _ = auth.tokens.issue(name, (), (role,), "service")
+    service_token, _ = auth.tokens.issue(name, (), (role,), "service",
+                                         host=name if role == "worker" else None)
     await auth.audit.record("-", "node.join", f"service:{name}", "ok",
                             f"role {role}, join token {token_id}", request.remote or "")
     answer: dict[str, Any] = {

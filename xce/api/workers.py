@@ -5,12 +5,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from xce.api import schemas
-from xce.api.http import GATEWAY, SERVICE, json_response, query_int, read_json
+from xce.api.http import GATEWAY, SERVICE, identity, json_response, query_int, read_json
 from xce.api.routes import Param, Route
 from xce.controller.requests import FinishReport, RunReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
-from xce.core.errors import Conflict
+from xce.core.errors import Conflict, Forbidden
 from xce.core.state import parse_job_id
 from xce.store.files import safe_relative_path
 
@@ -25,6 +25,9 @@ def _usage(item: dict) -> dict:
 
 async def register(request: web.Request) -> web.Response:
     body = await read_json(request, schemas.REGISTER)
+    bound = identity(request).host
+    if bound is not None and body["host"] != bound:
+        raise Forbidden(f"this worker token is bound to host {bound}, not {body['host']}")
     info = WorkerInfo(
         body["host"], body["slots"], body["memory_mb"],
         tuple(sorted(body.get("attributes", {}).items())),

@@ -50,6 +50,7 @@ class Claims:
     expires_at: float
     kid: str
     not_before: float = 0.0
+    host: str | None = None  # a worker token bound to this host name
 
 
 class Revocations:
@@ -95,8 +96,11 @@ class TokenService:
 
     def issue(self, user: str, groups: tuple[str, ...] = (), roles: tuple[str, ...] = (),
               kind: str = "user", ttl_s: float | None = None,
-              now: float | None = None) -> tuple[str, float]:
-        """A signed token and its expiry time (seconds since the epoch)."""
+              now: float | None = None, host: str | None = None) -> tuple[str, float]:
+        """A signed token and its expiry time (seconds since the epoch).
+
+        `host` binds a worker's service token to one host name: the worker routes then
+        refuse it for any other host, so a stolen node token cannot impersonate the rest."""
         if kind not in ("user", "service"):
             raise ValueError(f"unknown token kind {kind!r}")
         issued = time.time() if now is None else now
@@ -109,6 +113,8 @@ class TokenService:
             "jti": secrets.token_hex(8), "groups": list(groups), "roles": list(roles),
             "typ": kind,
         }
+        if host is not None:
+            payload["host"] = host
         token = jwt.encode(payload, key.private, algorithm=ALGORITHM, headers={"kid": key.kid})
         return token, float(expires)
 
@@ -164,7 +170,9 @@ class TokenService:
         sub, iat = payload["sub"], payload["iat"]
         groups, roles = payload.get("groups", []), payload.get("roles", [])
         kind = payload.get("typ", "user")
+        host = payload.get("host")
         if not (isinstance(sub, str) and sub and isinstance(iat, (int, float))
+                and (host is None or (isinstance(host, str) and host))
                 and isinstance(groups, list) and isinstance(roles, list)
                 and all(isinstance(x, str) for x in [*groups, *roles])
                 and kind in ("user", "service")):
@@ -172,4 +180,4 @@ class TokenService:
         if self.revocations.revoked(sub, float(iat)):
             raise Unauthorized(f"the tokens of {sub} were revoked; log in again")
         return Claims(sub, tuple(groups), tuple(roles), kind, float(iat),
-                      float(payload["exp"]), kid, float(payload["nbf"]))
+                      float(payload["exp"]), kid, float(payload["nbf"]), host)
