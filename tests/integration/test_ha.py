@@ -239,3 +239,40 @@ def test_an_empty_standby_catches_up_and_takes_over(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_an_empty_standby_catches_up_on_100k_jobs(tmp_path: Path) -> None:
     catch_up(tmp_path, 100_000)
+
+
+def test_three_candidates_elect_one_primary_and_need_a_majority(tmp_path: Path) -> None:
+    c = HaCluster(tmp_path / "ha3", candidates=3, failover_timeout=2.0)
+    try:
+        # With three candidates even the first primary needs a majority: start them all.
+        c.start_candidate(0)
+        c.start_candidate(1, "standby")
+        c.start_candidate(2, "standby")
+        assert c.wait_primary(TAKEOVER_BOUND_S) == 0  # the best rank, all logs empty
+        c.wait_caught_up(1)
+        c.wait_caught_up(2)
+        c.start_worker("w1")
+        job = c.submit(command="true", hold=True, name="three")
+        c.wait_caught_up(1)  # async replication: only what reached a standby survives
+        c.wait_caught_up(2)
+        c.kill_candidate(0)
+        new = c.wait_primary(TAKEOVER_BOUND_S, other_than=0)
+        other = 3 - new
+        assert c.primaries() == [new] and new == 1  # equal logs: the better rank wins
+        c.wait_for(lambda: (c.health(other) or {}).get("primary") == c.candidate_urls[new],
+                   20, "the other standby following the new primary")
+        c.submit(command="true", hold=True)
+        c.wait_caught_up(other)
+        assert c.job(job)["name"] == "three"
+        # Alone, a primary of three cannot hold a majority: it stops taking writes even
+        # though a worker still reaches it (with three candidates only majorities count).
+        c.kill_candidate(other)
+        c.wait_for(lambda: direct(c, new, "POST", "/api/v1/jobs",
+                                  {"command": "true", "user": "root"}) == 503,
+                   15, "writes refused without a majority")
+        c.start_candidate(other, "standby")
+        c.wait_for(lambda: direct(c, new, "POST", "/api/v1/jobs",
+                                  {"command": "true", "user": "root", "hold": True}) == 201,
+                   30, "writes again with a majority")
+    finally:
+        c.stop()

@@ -101,6 +101,7 @@ class Node:
         self.last_takeover_s: float | None = None
         self._at_least = 0
         self._verifying = False
+        self._last_said = ("", 0.0)
         self._background: set[asyncio.Task[None]] = set()
         metrics.EPOCH.set(self.epochs.epoch)
 
@@ -432,8 +433,8 @@ class Node:
                     except asyncio.CancelledError:
                         pass
                     except (XceError, OSError, TimeoutError, EOFError) as exc:
-                        log.warning("replication from %s ended: %s", primary.url,
-                                    getattr(exc, "message", None) or exc)
+                        self._say(f"replication from {primary.url} ended: "
+                                  f"{getattr(exc, 'message', None) or exc or type(exc).__name__}")
                     if follower.promote_requested:
                         follower.promote_requested = False
                         self._at_least = self.epochs.epoch
@@ -473,7 +474,7 @@ class Node:
         if any(p.role == "primary" and p.epoch >= self.epochs.epoch for p in live):
             return False
         if len(self.candidates) >= 3 and (len(live) + 1) * 2 <= len(self.candidates):
-            log.warning("primary lost, but no majority of candidates is reachable: waiting")
+            self._say("primary lost, but no majority of candidates is reachable: waiting")
             return False
         seq = self.follower.durable_seq if self.follower else 0
         mine = (self.epochs.epoch, seq, -self.rank)
@@ -516,6 +517,13 @@ class Node:
                     raise
                 await asyncio.sleep(0.1)
         return runner
+
+    def _say(self, text: str) -> None:
+        """A warning that a retry loop would repeat: once, then at most every 30 s."""
+        now = time.monotonic()
+        if text != self._last_said[0] or now - self._last_said[1] > 30:
+            log.warning("%s", text)
+            self._last_said = (text, now)
 
     def _headers(self) -> dict[str, str]:
         return {"X-XCE-Role": self.role, "X-XCE-Epoch": str(self.epochs.epoch)}
