@@ -75,6 +75,13 @@ class HaCluster(Cluster):
     def start_controller(self) -> None:
         self.start_candidate(0)
 
+    def start_pair(self) -> None:
+        """Candidate 0 primary (`xce controller`), candidate 1 a caught-up standby."""
+        self.start_candidate(0)
+        assert self.wait_primary() == 0
+        self.start_candidate(1, "standby")
+        self.wait_caught_up(1)
+
     def kill_candidate(self, i: int, sig: int = signal.SIGKILL) -> None:
         proc = self.candidates.pop(i)
         proc.send_signal(sig)

@@ -26,10 +26,7 @@ TAKEOVER_BOUND_S = 15.0  # generous on a shared 2-core machine; bench figure 12 
 
 def make(tmp_path: Path, replication: str = "async") -> HaCluster:
     c = HaCluster(tmp_path / "ha", candidates=2, failover_timeout=2.0, replication=replication)
-    c.start_candidate(0)
-    assert c.wait_primary() == 0
-    c.start_candidate(1, "standby")
-    c.wait_caught_up(1)
+    c.start_pair()
     c.start_worker("w1", slots=4)
     return c
 

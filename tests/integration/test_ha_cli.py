@@ -54,10 +54,7 @@ def pair(tmp_path: Path) -> Iterator[HaCluster]:
     """Candidate 0 primary, candidate 1 a caught-up standby that the primary sees."""
     ha = HaCluster(tmp_path / "ha")
     try:
-        ha.start_candidate(0)
-        assert ha.wait_primary() == 0
-        ha.start_candidate(1, role="standby")
-        ha.wait_caught_up(1)
+        ha.start_pair()
         ha.wait_for(lambda: standby_connected(ha, ha.candidate_urls[1]), 20,
                     "the standby connected and in sync")
         yield ha

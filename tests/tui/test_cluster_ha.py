@@ -119,10 +119,7 @@ async def test_without_ha_the_configured_controllers_are_listed() -> None:
 def pair(tmp_path: Path) -> Iterator[HaCluster]:
     ha = HaCluster(tmp_path / "ha")
     try:
-        ha.start_candidate(0)
-        assert ha.wait_primary() == 0
-        ha.start_candidate(1, role="standby")
-        ha.wait_caught_up(1)
+        ha.start_pair()
         ha.wait_for(lambda: any(s["in_sync"] for s in ha.request(
             "GET", "/api/v1/cluster")["ha"]["standbys"]), 20, "the standby in sync")
         yield ha

@@ -14,10 +14,7 @@ from tui.app import XceTui
 async def test_console_follows_a_failover(tmp_path: Path) -> None:
     c = HaCluster(tmp_path / "ha", candidates=2, failover_timeout=2.0)
     try:
-        c.start_candidate(0)
-        c.wait_primary()
-        c.start_candidate(1, "standby")
-        c.wait_caught_up(1)
+        c.start_pair()
         c.start_worker("w1")
         before = c.submit(command="true", hold=True, name="before-failover")
         app = XceTui(list(c.candidate_urls), ADMIN_TOKEN)

@@ -8,7 +8,6 @@ import logging
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -21,10 +20,8 @@ from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.errors import InvalidRequest, Unauthorized, XceError
+from xce.ha.node import Node, start_site
 from xce.store.durable import DurableLog, StoreSettings
-
-if TYPE_CHECKING:
-    from xce.ha.node import Node
 from xce.store.files import FileStore
 from xce.store.repair import lock_state_dir
 
@@ -81,8 +78,6 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
     """Run a controller candidate until cancelled or signalled (`xce controller`; `xce
     standby` is the same with `prefer_primary=False`). With one candidate it is simply the
     primary; with several, xce/ha/node.py decides the role and switches it on failover."""
-    from xce.ha.node import Node
-
     settings = config.controller
     ssl_context = server_ssl_context(config.tls)  # before any state is touched
     check_listener(settings.listen_host, ssl_context is not None, config.tls.insecure)
@@ -113,14 +108,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
         runner, settings.listen_host, settings.listen_port, reuse_address=True,
         shutdown_timeout=2.0, ssl_context=ssl_context,
     )
-    for attempt in range(50):  # a standby's own listener on this port may be closing
-        try:
-            await site.start()
-            break
-        except OSError:
-            if attempt == 49:
-                raise
-            await asyncio.sleep(0.1)
+    await start_site(site)
     if not node.solo:
         runtime = app[AUTH]
         node.make_source(store, lambda token: _verify_replicator(runtime, token),

@@ -50,6 +50,19 @@ log = logging.getLogger("xce.ha")
 PrimaryRunner = Callable[["Node", DurableLog], Awaitable[str]]
 
 
+async def start_site(site: web.TCPSite, attempts: int = 50) -> None:
+    """Listen, retrying for a few seconds: on a role switch the other phase's listener on
+    the same port may still be closing."""
+    for attempt in range(attempts):
+        try:
+            await site.start()
+            return
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.1)
+
+
 def self_rank(config: Config) -> int:
     """Which entry of `cluster.controllers` this controller is."""
     s = config.controller
@@ -508,14 +521,7 @@ class Node:
         site = web.TCPSite(runner, s.listen_host, s.listen_port, reuse_address=True,
                            shutdown_timeout=0.5,
                            ssl_context=server_ssl_context(self.config.tls))
-        for attempt in range(50):
-            try:
-                await site.start()
-                break
-            except OSError:
-                if attempt == 49:
-                    raise
-                await asyncio.sleep(0.1)
+        await start_site(site)
         return runner
 
     def _say(self, text: str) -> None:
