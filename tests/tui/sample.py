@@ -27,7 +27,14 @@ def _job(job_id: str, state: str, user: str, queue: str, host: str | None, name:
 def jobs() -> list[dict[str, Any]]:
     rows = [
         _job("101", "RUN", "alice", "long", "n001", "train-model", NOW - 5400, 10_500.0,
-             3 * 2**30),
+             3 * 2**30, history=[
+                 {"at": NOW - 7200, "event": "submitted",
+                  "detail": "to queue long by alice from login1"},
+                 {"at": NOW - 6000, "event": "started", "detail": "on n002 (attempt 0)"},
+                 {"at": NOW - 5500, "event": "host_lost",
+                  "detail": "host n002 became unavailable"},
+                 {"at": NOW - 5500, "event": "requeued", "detail": "attempt 1 waits"},
+                 {"at": NOW - 5400, "event": "started", "detail": "on n001 (attempt 1)"}]),
         _job("102", "PEND", "bob", "normal", None, "preprocess", reason="all online hosts "
              "are full"),
         _job("103", "USUSP", "alice", "normal", "n002", "render", NOW - 600, 300.0, 2**28),

@@ -143,9 +143,15 @@ async def test_job_detail_shows_fields_usage_history_and_output(cluster: Cluster
         await until(pilot, lambda: app.jobs.visible == [job_id], "only the job")
         await pilot.press("enter")
         await until(pilot, lambda: "hello-detail" in screen_text(pilot), "stdout on screen")
+        await until(pilot, lambda: "finished" in screen_text(pilot), "the fetched history")
         text = screen_text(pilot)
-        assert "oops" in text and "exit_code    0" in text
-        assert "started on w1" in text and "Usage" in text and "Dependencies" in text
+        assert "exit_code    0" in text
+        assert "Usage" in text and "Dependencies" in text
+        assert "submitted" in text and "on w1 (attempt 0)" in text and "finished" in text
+        await pilot.press("o")  # the tail pane switches to stderr
+        await until(pilot, lambda: "stderr: the file" in screen_text(pilot), "stderr pane")
+        await until(pilot, lambda: "oops" in "".join(app.screen.query_one("#tail").lines),
+                    "stderr on screen")
         await pilot.press("escape")
         assert app.screen is app.jobs_screen
 

@@ -38,10 +38,22 @@ def _before(*keys: str, setup: Callable[[Any], None] | None = None
     return run
 
 
-def _detail(app: Any) -> None:
+SAMPLE_OUTPUT = "".join(f"epoch {n:>2}  loss {1 / n:.4f}  \x1b[32mok\x1b[0m\n"
+                        for n in range(1, 31))
+
+
+async def _detail(pilot: Pilot[Any]) -> None:
+    """The detail of a running job, its tail pane holding what one answer brought."""
     from tui.screens.job_detail import JobDetailScreen
 
-    app.push_screen(JobDetailScreen("101"))
+    screen = JobDetailScreen("101")
+    pilot.app.push_screen(screen)
+    await pilot.pause()
+    end = len(SAMPLE_OUTPUT.encode())
+    screen._append({"attempt": 1, "state": "RUN", "running": True, "truncated": False,
+                    "offset": 0, "next_offset": end, "end": end, "data": SAMPLE_OUTPUT})
+    screen.data_changed()
+    await pilot.pause(0.4)  # one redraw tick
 
 
 def _login(app: Any) -> None:
@@ -54,7 +66,7 @@ SCREENS: dict[str, Callable[[Pilot[Any]], Awaitable[None]]] = {
     "jobs": _before(),
     "jobs_expanded_sorted": _before("end", "e", "o", "o", "o", "o", "o", "o", "o", "o", "O"),
     "jobs_filter": _before("slash", *"state=RUN", "enter"),
-    "job_detail": _before(setup=_detail),
+    "job_detail": _detail,
     "confirm_kill": _before("space", "down", "space", "k"),
     "help": _before("question_mark"),
     "queues": _before("2"),

@@ -1,34 +1,49 @@
-"""Job detail: every field, resource usage, dependencies, history and the output tail.
+"""Job detail: every field, resource usage, dependencies, history and a live output tail.
 
-Refetched (in a worker) when the stream changes this job; stdout/stderr are re-read every
-`TAIL_S` seconds while the job is active. XCE workers hand output files to the controller
-when a job ends, so the tail of a running job says so instead of showing stale text.
-History: the record's own timestamps plus every state change this console saw live.
+The record (with the controller's history of the job) is refetched in a worker when the
+stream changes this job, and every `TAIL_S` seconds while it is active. The tail pane
+follows `GET /api/v1/jobs/{id}/tail` in another worker: stdout by default, `o` switches to
+stderr. It asks only for the bytes after the last ones it has, appends them, and keeps at
+most `TAIL_KEEP_LINES` lines; once a finished job's file has been read it stops asking.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.containers import Container, Vertical, VerticalScroll
+from textual.widgets import Log, Static
 
 from tui import fmt
 from tui.screens.base import LiveScreen
 from xce.client import ApiError
 
 TAIL_S = 2.0
-TAIL_LINES = 15
+TAIL_FETCH = 64 * 1024  # bytes per request
+TAIL_ROUNDS = 4  # requests per tick while more is waiting
+TAIL_KEEP_LINES = 2000
 ACTIVE = ("RUN", "USUSP", "SSUSP")
+FINISHED = ("DONE", "EXIT")
+# Terminal escapes and control characters a job may print: shown as text, never obeyed.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def printable(text: str) -> str:
+    """Job output as plain lines: CRLF and lone CR end lines, escapes are dropped."""
+    return _ESCAPES.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 class JobDetailScreen(LiveScreen):
     CSS_PATH = "job_detail.tcss"
+    # Wide terminals show the record and the tail side by side, narrow ones stacked.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS = [
         Binding("escape,backspace", "back", "Back"),
+        Binding("o", "toggle_stream", "stdout/stderr"),
         Binding("s", "job('job.suspend')", "Suspend"),
         Binding("r", "job('job.resume')", "Resume"),
         Binding("R", "job('job.requeue')", "Requeue"),
@@ -39,18 +54,30 @@ class JobDetailScreen(LiveScreen):
         super().__init__()
         self.job_id = job_id
         self.detail: dict[str, Any] = {}
-        self.output: dict[str, str] = {}
         self.error = ""
         self._seen: object = None
+        # The tail pane: which stream, where the next request starts (None: the latest
+        # bytes), which attempt it shows, and whether a finished job's file is all read.
+        self.stream = "stdout"
+        self.tail_offset: int | None = None
+        self.tail_attempt: int | None = None
+        self.tail_done = False
+        self.tail_state = ""
+        self.tail_note = ""
+        self._tail_busy = False
+        self._tail_gen = 0  # bumped when the pane switches stream: older reads drop out
 
     def compose(self) -> ComposeResult:
         yield from self.compose_frame()
-        with VerticalScroll(id="detail"):
-            yield Static(id="fields", markup=False)
-            yield Static(id="usage", markup=False)
-            yield Static(id="deps", markup=False)
-            yield Static(id="history", markup=False)
-            yield Static(id="output", markup=False)
+        with Container(id="body"):
+            with VerticalScroll(id="detail"):
+                yield Static(id="fields", markup=False)
+                yield Static(id="usage", markup=False)
+                yield Static(id="deps", markup=False)
+                yield Static(id="history", markup=False)
+            with Vertical(id="tailbox"):
+                yield Static(id="tail-title", markup=False)
+                yield Log(id="tail", max_lines=TAIL_KEEP_LINES)
         yield from self.compose_footer()
 
     def on_mount(self) -> None:
@@ -58,7 +85,10 @@ class JobDetailScreen(LiveScreen):
         super().on_mount()
         if self.tui.live:
             self.fetch()
-            self.set_interval(TAIL_S, self._tail)
+            self.poll_tail()
+            self.set_interval(TAIL_S, self._tick_live)
+
+    # --- the record ------------------------------------------------------------------------
 
     def fetch(self) -> None:
         self.run_worker(self._fetch(), group="detail", exclusive=True)
@@ -67,29 +97,111 @@ class JobDetailScreen(LiveScreen):
         try:
             self.detail = await self.tui.client.job(self.job_id)
             self.error = ""
-            await self._read_output()
         except ApiError as exc:
             self.error = f"{exc.status} {exc.message}"
+        if self.detail.get("state") not in FINISHED:
+            self.tail_done = False  # requeued, or not finished yet: keep following
         self.data_changed()
 
-    async def _read_output(self) -> None:
-        files = {str(f.get("path")) for f in await self.tui.client.files(self.job_id)}
-        for name in ("stdout", "stderr"):
-            if name in files:
-                raw = await self.tui.client.download(self.job_id, name)
-                lines = raw.decode("utf-8", "replace").splitlines()
-                self.output[name] = "\n".join(lines[-TAIL_LINES:]) or "(empty)"
-
-    async def _tail(self) -> None:
+    def _tick_live(self) -> None:
         row = self.tui.jobs.rows.get(self.job_id)
         if row is not self._seen:
             self._seen = row
             self.fetch()  # the stream changed this job
         elif self.detail.get("state") in ACTIVE:
             self.fetch()
+        self.poll_tail()
+
+    # --- the tail pane ---------------------------------------------------------------------
+
+    def poll_tail(self) -> None:
+        if self._tail_busy or self.tail_done:
+            return
+        waiting = ("PEND", "PSUSP")
+        if self.tail_state in waiting and self.detail.get("state") in waiting:
+            return  # nothing to read until it starts (the stream refetches the record)
+        self._tail_busy = True
+        self.run_worker(self._read_tail(self._tail_gen), group="tail")
+
+    async def _read_tail(self, gen: int) -> None:
+        try:
+            for _ in range(TAIL_ROUNDS):
+                try:
+                    answer = await self.tui.client.tail(self.job_id, self.stream,
+                                                        self.tail_offset, TAIL_FETCH)
+                except ApiError as exc:
+                    if gen == self._tail_gen:
+                        self.tail_note = (f"{exc.status} {exc.message}" if exc.status
+                                          else exc.message)
+                    break
+                if gen != self._tail_gen:
+                    break  # the pane switched stream meanwhile: not this answer's pane
+                self.tail_note = ""
+                if not self._append(answer):
+                    break
+        finally:
+            if gen == self._tail_gen:
+                self._tail_busy = False
+            self.data_changed()
+
+    def _append(self, answer: dict[str, Any]) -> bool:
+        """Add an answer's bytes to the pane; True when more is waiting already."""
+        log = self.query_one("#tail", Log)
+        if self.tail_attempt is not None and answer["attempt"] != self.tail_attempt:
+            log.clear()  # another attempt: its output starts again from byte 0
+            self.tail_offset = None
+            self.tail_attempt = answer["attempt"]
+            return True
+        self.tail_attempt = answer["attempt"]
+        self.tail_state = answer["state"]
+        if answer["truncated"] and self.tail_offset is not None:
+            log.write(f"\n[… {answer['offset'] - self.tail_offset} bytes skipped …]\n")
+        elif self.tail_offset is None and answer["offset"] > 0:
+            log.write("[… earlier output not shown …]\n")
+        if answer["data"]:
+            # Follow the end unless the reader scrolled up to read something.
+            follow = log.max_scroll_y == 0 or log.is_vertical_scroll_end
+            log.write(printable(answer["data"]), scroll_end=False)
+            if follow:
+                log.call_after_refresh(log.scroll_end, animate=False, x_axis=False)
+        moved = self.tail_offset is None or answer["next_offset"] > self.tail_offset
+        self.tail_offset = answer["next_offset"]
+        more = moved and answer["next_offset"] < answer["end"]
+        if not more and not answer["running"] and answer["state"] in FINISHED:
+            self.tail_done = True
+        return more
+
+    def action_toggle_stream(self) -> None:
+        self.stream = "stderr" if self.stream == "stdout" else "stdout"
+        self.query_one("#tail", Log).clear()
+        self.tail_offset = self.tail_attempt = None
+        self.tail_done = False
+        self.tail_note = ""
+        self._tail_gen += 1  # a read still running for the other stream drops its answer
+        self._tail_busy = False
+        self.data_changed()
+        if self.tui.live:
+            self.poll_tail()
+
+    def _tail_title(self) -> str:
+        other = "stderr" if self.stream == "stdout" else "stdout"
+        if self.tail_note:
+            how = f"unavailable: {self.tail_note}"
+        elif self.tail_state in ACTIVE:
+            how = f"live, every {TAIL_S:g}s"
+        elif self.tail_state in FINISHED:
+            how = "the file the job left"
+        elif self.tail_state:
+            how = "not started yet"
+        else:
+            how = "waiting for the controller" if self.tui.live else "not connected"
+        return f"{self.stream}: {how}  (o: {other})"
+
+    # --- drawing ---------------------------------------------------------------------------
 
     def redraw(self) -> None:
         self.refresh_bindings()
+        self.query_one("#tail-title", Static).update(self._tail_title())
         d = self.detail or self.tui.jobs.rows.get(self.job_id) or {}
         if self.error:
             self.query_one("#fields", Static).update(f"Job {self.job_id}: {self.error}")
@@ -108,7 +220,6 @@ class JobDetailScreen(LiveScreen):
         deps = d.get("dependency") or "none"
         self.query_one("#deps", Static).update(f"Dependencies\n  {deps}")
         self.query_one("#history", Static).update(self._history(d))
-        self.query_one("#output", Static).update(self._output(d))
 
     def _fields(self, d: dict[str, Any]) -> str:
         keys = ("id", "name", "user", "state", "reason", "queue", "host", "slots",
@@ -128,6 +239,13 @@ class JobDetailScreen(LiveScreen):
 
     def _history(self, d: dict[str, Any]) -> str:
         lines = ["History"]
+        if "history" in d:  # the controller's account (xce/controller/history.py)
+            for entry in d["history"]:
+                at = fmt.full_stamp(entry["at"]) if entry.get("at") else "time unknown".ljust(19)
+                event = str(entry.get("event", "")).replace("_", " ")
+                lines.append(f"  {at}  {event:<14} {entry.get('detail', '')}".rstrip())
+            return "\n".join(lines)
+        # An older controller: rebuild from the record's times and what this console saw.
         if d.get("submit_time"):
             lines.append(f"  {fmt.full_stamp(d['submit_time'])}  submitted to {d.get('queue')}")
         if d.get("start_time"):
@@ -141,15 +259,7 @@ class JobDetailScreen(LiveScreen):
                                                                       if reason else ""))
         return "\n".join(lines)
 
-    def _output(self, d: dict[str, Any]) -> str:
-        parts = []
-        for name in ("stdout", "stderr"):
-            text = self.output.get(name)
-            if text is None:
-                text = ("(arrives when the job ends: workers return output files then)"
-                        if d.get("state") not in ("DONE", "EXIT") else "(none)")
-            parts.append(f"{name} (last {TAIL_LINES} lines)\n{text}")
-        return "\n\n".join(parts)
+    # --- actions ---------------------------------------------------------------------------
 
     def action_back(self) -> None:
         self.app.pop_screen()

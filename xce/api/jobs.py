@@ -1,6 +1,13 @@
-"""Job routes: submit, list, show, control, output download, input upload."""
+"""Job routes: submit, list, show (with history), control, output tail and download, upload."""
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -11,9 +18,11 @@ from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
 from xce.api.views import array_view, job_view
 from xce.auth.rbac import job_scope
+from xce.controller.history import history_for
 from xce.controller.requests import SubmitRequest
 from xce.controller.service import ControllerService
-from xce.core.errors import Forbidden, InvalidRequest
+from xce.controller.tails import STREAMS, tails_for
+from xce.core.errors import Forbidden, InvalidRequest, NotFound
 from xce.core.model import JobState
 from xce.core.state import parse_job_id
 
@@ -81,11 +90,16 @@ async def show(request: web.Request) -> web.Response:
     job_id = request.match_info["job_id"]
     require_job(request, job_id, "job:view")
     number, index = parse_job_id(job_id)
+    history = history_for(service)
     if index is None and number in service.state.arrays:
         array = service.state.arrays[number]
-        return json_response(array_view(array, service.state, service.reasons))
+        view = array_view(array, service.state, service.reasons)
+        view["history"] = history.array_entries(array)
+        return json_response(view)
     job = service.state.job(job_id)
-    return json_response(job_view(job, service.reasons, service.clock(), full=True))
+    view = job_view(job, service.reasons, service.clock(), full=True)
+    view["history"] = history.job_entries(job)
+    return json_response(view)
 
 
 def _control(action: str):  # type: ignore[no-untyped-def]
@@ -115,6 +129,107 @@ async def download(request: web.Request) -> web.FileResponse:
     return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
 
 
+TAIL_LIMIT = 256 * 1024
+TAIL_MAX = 1024 * 1024
+
+
+def _incomplete_char(data: bytes) -> tuple[int, int]:
+    """(bytes of a UTF-8 character cut off at the end of `data`, bytes it still lacks)."""
+    for i in range(1, min(3, len(data)) + 1):
+        byte = data[-i]
+        if byte & 0xC0 == 0x80:
+            continue  # a continuation byte: look further back for the lead byte
+        if byte < 0xC0:
+            return 0, 0
+        size = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+        return (i, size - i) if size > i else (0, 0)
+    return 0, 0
+
+
+def tail_window(first: int, end: int, requested: int | None, limit: int, running: bool,
+                read: Callable[[int, int], bytes]) -> dict[str, Any]:
+    """Which bytes of a stream to answer with; `read(a, b)` returns bytes [a, b).
+
+    The store holds bytes [first, end). With no `requested` offset the answer is the last
+    `limit` bytes. Text is never cut inside a UTF-8 character: a start chosen here skips
+    stray continuation bytes, and a character cut at the end is completed from what is
+    held or, while the job runs, left for the next answer.
+    """
+    chosen = requested is None or requested < first
+    if requested is None:
+        start = max(first, end - limit)
+    elif requested < first:
+        start = first
+    elif requested > end:
+        # Ahead of what is held (say, a new controller whose workers have not sent yet):
+        # keep the reader's place rather than send it back.
+        start = requested if running else end
+    else:
+        start = requested
+    stop = max(start, min(end, start + limit))
+    data = read(start, stop) if stop > start else b""
+    if chosen:
+        skip = 0
+        while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
+            skip += 1
+        start, data = start + skip, data[skip:]
+    cut, missing = _incomplete_char(data)
+    if cut:
+        if stop + missing <= end:
+            data += read(stop, stop + missing)
+            stop += missing
+        elif running:
+            data, stop = data[:-cut], stop - cut
+    return {"offset": start, "next_offset": start + len(data), "end": end,
+            "truncated": (requested or 0) < first,
+            "data": data.decode("utf-8", "replace")}
+
+
+def _file_window(path: Path | None, requested: int | None, limit: int) -> dict[str, Any]:
+    if path is None:
+        return tail_window(0, 0, requested, limit, False, lambda a, b: b"")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        return tail_window(0, size, requested, limit, False,
+                           lambda a, b: os.pread(fd, b - a, a))
+    finally:
+        os.close(fd)
+
+
+async def tail(request: web.Request) -> web.Response:
+    """`bpeek`: the latest output of a running job, or of the file a finished job left."""
+    service = _service(request)
+    job_id = request.match_info["job_id"]
+    require_job(request, job_id, "job:view")
+    stream = request.query.get("stream", "stdout")
+    if stream not in STREAMS:
+        raise InvalidRequest(f"query parameter stream must be stdout or stderr, got {stream!r}")
+    offset = query_int(request, "offset", -1, 0, 2**62)
+    requested = offset if offset >= 0 else None
+    limit = query_int(request, "limit", TAIL_LIMIT, 1, TAIL_MAX)
+    number, index = parse_job_id(job_id)
+    if index is None and number in service.state.arrays:
+        first = service.state.arrays[number].indices.first()
+        raise InvalidRequest(f"job {job_id} is a job array: name one of its tasks, "
+                             f"e.g. {number}[{first[0] if first else 1}]")
+    job = service.state.job(job_id)
+    running = job.state.active
+    if running:
+        first, held = tails_for(service).snapshot(job.id, job.attempt, stream)
+        window = tail_window(first, first + len(held), requested, limit, True,
+                             lambda a, b: held[a - first:b - first])
+    else:
+        # Only a finished attempt's file: a requeued job's is the earlier attempt's output.
+        path: Path | None = None
+        if job.state.finished:
+            with contextlib.suppress(NotFound):
+                path = service.files.output_path(job.number, job.id, stream)
+        window = await asyncio.to_thread(_file_window, path, requested, limit)
+    return json_response({"job_id": job.id, "stream": stream, "attempt": job.attempt,
+                          "state": job.state.value, "running": running, **window})
+
+
 async def upload(request: web.Request) -> web.Response:
     service = _service(request)
     upload_id, size = await service.files.save_upload(request.content.iter_chunked(1 << 16))
@@ -142,6 +257,15 @@ ROUTES = [
               "job:control", "jobs")
         for action in ("stop", "resume", "requeue", "kill")
     ],
+    Route("GET", "/api/v1/jobs/{job_id}/tail", tail,
+          "Latest stdout or stderr of a job (bpeek): live while it runs, else from its file",
+          "job:view", "jobs", response=schemas.TAIL_VIEW,
+          query=(Param("stream", "stdout (default) or stderr",
+                       {"type": "string", "enum": list(STREAMS)}),
+                 Param("offset", "absolute byte offset to read from; none: the latest bytes",
+                       {"type": "integer", "minimum": 0, "maximum": 2**62}),
+                 Param("limit", f"most bytes to return (default {TAIL_LIMIT})",
+                       {"type": "integer", "minimum": 1, "maximum": TAIL_MAX}))),
     Route("GET", "/api/v1/jobs/{job_id}/files", list_files, "List a job's output files",
           "job:view", "jobs"),
     Route("GET", "/api/v1/jobs/{job_id}/files/{path:.+}", download,

@@ -77,6 +77,18 @@ REGISTER: dict[str, Any] = {
     },
 }
 
+# New bytes of a running job's stdout or stderr (xce/worker/tail.py): base64 of at most
+# 64 KiB, at an absolute offset in the stream.
+OUTPUT_CHUNK: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["offset", "data"],
+    "properties": {
+        "offset": {"type": "integer", "minimum": 0, "maximum": 2**62},
+        "data": {"type": "string", "maxLength": 4 * (64 * 1024 // 3 + 1)},
+    },
+}
+
 HEARTBEAT: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -92,6 +104,9 @@ HEARTBEAT: dict[str, Any] = {
                     "job_id": {"type": "string", "maxLength": 64},
                     "attempt": {"type": "integer", "minimum": 0, "maximum": 2**31},
                     **USAGE_FIELDS,
+                    "output": {"type": "object", "additionalProperties": False,
+                               "properties": {"stdout": OUTPUT_CHUNK,
+                                              "stderr": OUTPUT_CHUNK}},
                 },
             },
         },
@@ -129,6 +144,33 @@ JOB_VIEW = {
                                               "DONE", "EXIT"]},
         "host": NULLABLE_STR, "exit_code": NULLABLE_INT, "exit_signal": NULLABLE_INT,
         "usage": USAGE_VIEW,
+        # What happened to the job, oldest first (xce/controller/history.py); `at` is null
+        # where a controller restart lost the time.
+        "history": {"type": "array", "items": {
+            "type": "object", "required": ["at", "event", "detail"],
+            "properties": {"at": {"type": ["number", "null"]}, "event": {"type": "string"},
+                           "detail": {"type": "string"}}}},
+    },
+}
+
+TAIL_VIEW = {
+    "type": "object",
+    "required": ["job_id", "stream", "attempt", "state", "running", "offset", "next_offset",
+                 "end", "data", "truncated"],
+    "properties": {
+        "job_id": {"type": "string"},
+        "stream": {"type": "string", "enum": ["stdout", "stderr"]},
+        "attempt": {"type": "integer"},
+        "state": {"type": "string"},
+        "running": {"type": "boolean", "description": "served from the live tail (the job "
+                    "is active); false: from the output file the worker returned"},
+        "offset": {"type": "integer", "description": "byte offset of the first byte of data"},
+        "next_offset": {"type": "integer", "description": "ask from here next time"},
+        "end": {"type": "integer", "description": "end of what the controller holds now"},
+        "data": {"type": "string", "description": "the bytes as UTF-8 text (invalid bytes "
+                 "replaced); never splits a character"},
+        "truncated": {"type": "boolean", "description": "bytes between the requested "
+                      "offset (0 when none was given) and offset are no longer held"},
     },
 }
 

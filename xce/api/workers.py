@@ -9,6 +9,7 @@ from xce.api.http import GATEWAY, SERVICE, identity, json_response, query_int, r
 from xce.api.routes import Param, Route
 from xce.controller.requests import FinishReport, RunReport, WorkerInfo
 from xce.controller.service import ControllerService
+from xce.controller.tails import tails_for
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import Conflict, Forbidden
 from xce.core.state import parse_job_id
@@ -41,9 +42,11 @@ async def heartbeat(request: web.Request) -> web.Response:
         RunReport(item["job_id"], item["attempt"], **_usage(item))
         for item in body.get("running", [])
     ]
-    result = await _gateway(request).heartbeat(
-        request.match_info["host"], running, body.get("load", {})
-    )
+    gateway = _gateway(request)
+    host = request.match_info["host"]
+    result = await gateway.heartbeat(host, running, body.get("load", {}))
+    # New stdout/stderr bytes of running jobs: kept in memory for the tail route only.
+    tails_for(gateway.service).accept_reports(host, body.get("running", []), gateway.owns)
     return json_response(result)
 
 
@@ -105,7 +108,8 @@ ROUTES = [
           "A worker joins (or rejoins); returns its desired jobs", "worker", "workers",
           body=schemas.REGISTER),
     Route("POST", "/api/v1/workers/{host}/heartbeat", heartbeat,
-          "Heartbeat with load and per-job usage", "worker", "workers", body=schemas.HEARTBEAT),
+          "Heartbeat with load, per-job usage and new job output", "worker", "workers",
+          body=schemas.HEARTBEAT),
     Route("GET", "/api/v1/workers/{host}/assignments", assignments,
           "Jobs this host should run, stop or kill; long-polls while version is current",
           "worker", "workers",

@@ -1,8 +1,9 @@
-"""`xce job ...`: submit, list, show, stop, resume, requeue, kill, output, wait."""
+"""`xce job ...`: submit, list, show, stop, resume, requeue, kill, output, peek, wait."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shlex
 import socket
@@ -233,6 +234,62 @@ def output(
     data = call(lambda c: c.download(job_id, file), controller)
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
+
+
+def _note(text: str) -> None:
+    sys.stdout.flush()
+    typer.echo(f"[xce: {text}]", err=True)
+
+
+@app.command()
+def peek(
+    job_id: str,
+    stderr: bool = typer.Option(False, "--stderr", "-e", help="show stderr, not stdout"),
+    follow: bool = typer.Option(False, "--follow", "-f",
+                                help="keep printing new output until the job ends"),
+    interval: float = typer.Option(1.0, "--interval", help="seconds between polls with -f"),
+    controller: list[str] = CONTROLLER,
+) -> None:
+    """Show a job's output so far, running or finished (LSF bpeek); -f follows it.
+
+    While a job runs the controller holds the last 256 KiB of each stream (sent by the
+    worker every few seconds); output before that is reported as no longer held. A finished
+    job's output comes from the file its worker returned. Ctrl-C stops following."""
+    stream = "stderr" if stderr else "stdout"
+
+    async def run(client: Any) -> None:
+        offset, attempt = 0, None
+        while True:
+            answer = await client.tail(job_id, stream, offset)
+            if attempt is not None and answer["attempt"] != attempt:
+                _note(f"job {job_id} was requeued: following attempt {answer['attempt']}")
+                offset, attempt = 0, answer["attempt"]
+                continue
+            attempt = answer["attempt"]
+            if answer["truncated"]:
+                _note(f"{answer['offset'] - offset} bytes of earlier output are no longer "
+                      "held (the complete file arrives when the job ends)")
+            if answer["data"]:
+                try:
+                    sys.stdout.write(answer["data"])
+                    sys.stdout.flush()
+                except BrokenPipeError:  # `xce job peek 7 | head`
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                    return
+            moved = answer["next_offset"] > offset
+            offset = answer["next_offset"]
+            if moved and offset < answer["end"]:
+                continue  # more is held already
+            if not follow or (answer["state"] in ("DONE", "EXIT") and not answer["running"]):
+                if offset == 0 and answer["state"] in ("PEND", "PSUSP"):
+                    _note(f"job {job_id} is {answer['state']}: it has not started yet")
+                return
+            await asyncio.sleep(interval)
+
+    try:
+        call(run, controller)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
 
 
 @app.command()

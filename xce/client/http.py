@@ -176,6 +176,19 @@ class XceClient:
         path = f"/api/v1/jobs/{job_path(job_id)}/files/{quote(name)}"
         return await self.request("GET", path)
 
+    async def tail(self, job_id: str, stream: str = "stdout", offset: int | None = None,
+                   limit: int | None = None) -> dict[str, Any]:
+        """`GET /api/v1/jobs/{id}/tail`: {"offset", "next_offset", "end", "data",
+        "truncated", "running", "state", "attempt", ...}. Without `offset`, the latest
+        bytes; with it, the bytes from there (ask again from `next_offset`)."""
+        params = {"stream": stream}
+        if offset is not None:
+            params["offset"] = str(offset)
+        if limit is not None:
+            params["limit"] = str(limit)
+        return await self.request("GET", f"/api/v1/jobs/{job_path(job_id)}/tail",
+                                  params=params)
+
     async def upload(self, path: Path) -> str:
         async def chunks() -> AsyncIterator[bytes]:
             with path.open("rb") as f:

@@ -16,6 +16,7 @@ from xce.api.http import AUTH, HA
 from xce.auth.pki import server_ssl_context
 from xce.client.transport import check_listener, is_loopback
 from xce.config import Config, ControllerSettings
+from xce.controller.history import history_for
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
@@ -99,6 +100,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     ssl_context = server_ssl_context(config.tls)
     files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024)
     service = ControllerService(settings, files, state=store.recovered.state, log=store)
+    history_for(service)  # job histories: rebuilt from the recovered records, then live
     gateway = WorkerGateway(service)
     app = build_app(service, gateway, config)
     app[HA] = node

@@ -26,7 +26,7 @@ from xce.auth.pki import client_ssl_context
 from xce.client import ApiError, XceClient
 from xce.client.http import job_path
 from xce.config import Config, WorkerSettings
-from xce.worker import executor, staging
+from xce.worker import executor, staging, tail
 from xce.worker.executor import JobResult, LaunchError, RunningJob
 
 log = logging.getLogger("xce.worker")
@@ -63,6 +63,7 @@ class WorkerAgent:
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._report_wakeup = asyncio.Event()
+        self.output = tail.OutputPusher()
 
     # --- bookkeeping --------------------------------------------------------------------
 
@@ -118,27 +119,49 @@ class WorkerAgent:
                 await self._on_error(exc)
 
     async def heartbeat_loop(self) -> None:
+        """A heartbeat every interval; sooner (every `tail.PUSH_S`) while job output grows."""
+        loop = asyncio.get_running_loop()
+        interval = self.settings.heartbeat_interval_s
+        next_beat = loop.time() + interval
         while True:
-            await asyncio.sleep(self.settings.heartbeat_interval_s)
-            running = []
-            for job in self.running.values():
-                if job.meter is None:
-                    continue
-                running.append({
-                    "job_id": job.key[0], "attempt": job.key[1],
-                    "cpu_user_s": job.meter.cpu_user_s, "cpu_system_s": job.meter.cpu_system_s,
-                    "max_rss_bytes": job.meter.max_rss_bytes,
-                    "wall_time_s": job.wall_seconds(),
-                })
-            load1, load5, load15 = os.getloadavg()
-            mem = psutil.virtual_memory()
-            body = {"running": running, "load": {
-                "load1": load1, "load5": load5, "load15": load15,
-                "mem_free_mb": mem.available // (1024 * 1024)}}
-            try:
-                await self.client.request("POST", f"{self._base}/heartbeat", json=body, timeout=10)
-            except ApiError as exc:
-                await self._on_error(exc)
+            now = loop.time()
+            await asyncio.sleep(max(0.0, min(next_beat, now + tail.PUSH_S) - now))
+            chunks = self.output.collect(list(self.running.values()))
+            if not chunks and loop.time() < next_beat:
+                continue
+            await self._heartbeat(chunks)
+            next_beat = loop.time() + interval
+
+    async def _heartbeat(self, chunks: list[tail.Chunk]) -> None:
+        output = self.output.report(chunks)
+        running = []
+        for job in self.running.values():
+            if job.meter is None:
+                continue
+            item: dict[str, Any] = {
+                "job_id": job.key[0], "attempt": job.key[1],
+                "cpu_user_s": job.meter.cpu_user_s, "cpu_system_s": job.meter.cpu_system_s,
+                "max_rss_bytes": job.meter.max_rss_bytes,
+                "wall_time_s": job.wall_seconds(),
+            }
+            if job.key in output:
+                item["output"] = output[job.key]
+            running.append(item)
+        load1, load5, load15 = os.getloadavg()
+        mem = psutil.virtual_memory()
+        body = {"running": running, "load": {
+            "load1": load1, "load5": load5, "load15": load15,
+            "mem_free_mb": mem.available // (1024 * 1024)}}
+        try:
+            await self.client.request("POST", f"{self._base}/heartbeat", json=body, timeout=10)
+            self.output.taken(chunks)
+        except ApiError as exc:
+            if output and exc.status in (400, 413):
+                # Never lose a heartbeat over its output: send it again without.
+                self.output.refused(exc.status, exc.message)
+                await self._heartbeat([])
+                return
+            await self._on_error(exc)
 
     async def _on_error(self, exc: ApiError) -> None:
         if exc.status == 404:
@@ -308,6 +331,7 @@ class WorkerAgent:
             await self._report(job, result)
         finally:
             self.running.pop(key, None)
+            executor.close_readers(job)
             if not job.result.done():
                 failed = JobResult(None, None, "worker error", executor.UsageMeter(0), 0)
                 job.result.set_result(failed)

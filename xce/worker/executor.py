@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import grp
 import json
 import logging
@@ -61,6 +62,12 @@ class RunningJob:
     kill_reason: str = ""
     killing: bool = False
     result: asyncio.Future[JobResult] | None = None
+    # Read-only descriptors of the files the job writes its stdout and stderr to, opened
+    # before it starts: the live tail and the final upload read through them, so a job
+    # that swaps `.xce/stdout` for a symlink cannot make the worker read another file.
+    readers: dict[str, int] = field(default_factory=dict)
+    # Live tail: how many bytes of each stream the controller has taken (xce/worker/tail.py).
+    sent: dict[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -167,6 +174,14 @@ def launch(job: RunningJob, host: str, allow_root: bool) -> None:
     stdout = os.open(meta / "stdout", out_mode, 0o600)
     stderr = os.open(meta / "stderr", out_mode, 0o600)
     try:
+        for name, fd in (("stdout", stdout), ("stderr", stderr)):
+            try:
+                job.readers[name] = _reader_for(meta / name, fd)
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+                # Out of descriptors: run the job anyway, without a live tail of it.
+                log.warning("job %s: no descriptor left for its %s tail", job.key[0], name)
         if account is not None:
             for fd in (stdout, stderr):
                 os.fchown(fd, account.pw_uid, account.pw_gid)
@@ -183,6 +198,7 @@ def launch(job: RunningJob, host: str, allow_root: bool) -> None:
             **kwargs,
         )
     except OSError as exc:
+        close_readers(job)
         raise LaunchError(f"cannot start the job: {exc.strerror or exc}") from None
     finally:
         os.close(stdout)
@@ -196,6 +212,24 @@ def launch(job: RunningJob, host: str, allow_root: bool) -> None:
         _signal_group(job, signal.SIGKILL)
         job.proc.wait()
         raise LaunchError(f"cannot record the job's pid: {exc.strerror or exc}") from None
+
+
+def _reader_for(path: Path, writer: int) -> int:
+    """A read-only descriptor of the very file `writer` writes (checked by inode)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    ours, theirs = os.fstat(fd), os.fstat(writer)
+    if (ours.st_dev, ours.st_ino) != (theirs.st_dev, theirs.st_ino):
+        os.close(fd)
+        raise OSError(f"{path} changed while the job was set up")
+    return fd
+
+
+def close_readers(job: RunningJob) -> None:
+    """Close the output descriptors once nothing reads the job's output through them."""
+    readers, job.readers = job.readers, {}
+    for fd in readers.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _signal_group(job: RunningJob, sig: int) -> None:

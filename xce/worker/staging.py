@@ -9,6 +9,7 @@ skipped, so a job cannot make the worker upload /etc/shadow.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import quote
@@ -41,9 +42,14 @@ async def fetch_inputs(client: XceClient, host: str, job: RunningJob) -> None:
 
 
 def collect_outputs(job: RunningJob) -> list[tuple[str, Path]]:
-    """(name, local path) of every file to return: stdout, stderr, declared outputs."""
+    """(name, local path) of every file to return: stdout, stderr, declared outputs.
+
+    stdout and stderr are read through the descriptors opened before the job started
+    (`RunningJob.readers`) when the worker still has them, whatever the path holds now.
+    """
     meta = job.job_dir / ".xce"
-    files = [("stdout", meta / "stdout"), ("stderr", meta / "stderr")]
+    files = [(name, meta / name) for name in ("stdout", "stderr")
+             if name in job.readers or _regular_file(meta / name)]
     root = job.work_dir.resolve()
     seen: set[str] = set()
     for pattern in job.assignment.get("outputs", []):
@@ -60,25 +66,53 @@ def collect_outputs(job: RunningJob) -> list[tuple[str, Path]]:
                 continue
             seen.add(rel)
             files.append((rel, resolved))
-    return [(name, path) for name, path in files if path.is_file()]
+    return files
+
+
+def _regular_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
+async def _from_reader(fd: int) -> AsyncIterator[bytes]:
+    """The whole file behind `fd`, from its start (pread: the descriptor's position is
+    shared with nobody, and the live tail reads the same descriptor)."""
+    offset = 0
+    while chunk := os.pread(fd, 1 << 16, offset):
+        offset += len(chunk)
+        yield chunk
+
+
+async def _from_file(path: Path) -> AsyncIterator[bytes]:
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 16):
+            yield chunk
+
+
+async def _from_path(path: Path) -> AsyncIterator[bytes]:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        while chunk := f.read(1 << 16):
+            yield chunk
 
 
 async def upload_outputs(client: XceClient, host: str, job: RunningJob) -> list[str]:
     a = job.assignment
     names = []
     for i, (name, path) in enumerate(collect_outputs(job)):
-
-        async def chunks(p: Path = path) -> AsyncIterator[bytes]:
-            with p.open("rb") as f:
-                while chunk := f.read(1 << 16):
-                    yield chunk
-
+        stream = path.parent == job.job_dir / ".xce"  # stdout or stderr
+        fd = job.readers.get(name) if stream else None
+        if fd is not None:
+            chunks = _from_reader(fd)
+        elif stream:
+            chunks = _from_path(path)  # no symlink as the last component, at least
+        else:
+            chunks = _from_file(path)
         params = {"attempt": str(a["attempt"])}
         if i == 0:
             params["first"] = "1"
         await client.request(
             "PUT", f"{_base(host, a['job_id'])}/outputs/{quote(name)}", params=params,
-            data=chunks(), headers={"Content-Type": "application/octet-stream"},
+            data=chunks, headers={"Content-Type": "application/octet-stream"},
         )
         names.append(name)
     return names
