@@ -18,24 +18,21 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.integration.cluster import ISSUER, KEYS, ApiFailure, Cluster, free_port
+from tests.integration.cluster import ISSUER, KEYS, ApiFailure, Cluster
 from xce.auth.keys import key_dir
 
 STANDBY_TOKEN = ISSUER.issue("standby", (), ("standby",), "service")[0]
 
 
 def free_pair() -> int:
-    """A port p with p + 1 free too (the replication listener)."""
-    while True:
-        port = free_port()
-        try:
-            import socket
+    """A port p with p + 1 free too (the replication listener), outside the kernel's
+    ephemeral range so that no outgoing connection holds p + 1 when a standby takes over."""
+    from bench.soak import free_pair as pair_outside_ephemeral
 
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
+    return pair_outside_ephemeral(_TAKEN)
+
+
+_TAKEN: set[int] = set()
 
 
 class HaCluster(Cluster):

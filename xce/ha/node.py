@@ -289,8 +289,8 @@ class Node:
         self.lease = Lease(len(self.candidates), self.ha.lease_s)
         store.fence = self.fence
         self.terms_started += 1
-        log.warning("primary for epoch %d at record %d", self.epochs.epoch,
-                    store.writer.next_seq - 1)
+        log.log(logging.INFO if self.solo else logging.WARNING, "primary for epoch %d at record %d",
+                self.epochs.epoch, store.writer.next_seq - 1)
         self._ready = ready
         try:
             return await run_primary(self, store)
@@ -317,9 +317,23 @@ class Node:
     async def start_replication(self) -> None:
         assert self.source is not None
         s = self.config.controller
-        await self.source.start(s.replication_host or s.listen_host,
-                                s.replication_port or s.listen_port + 1,
-                                server_ssl_context(self.config.tls))
+        host = s.replication_host or s.listen_host
+        port = s.replication_port or s.listen_port + 1
+        context = server_ssl_context(self.config.tls)
+        # The port may be briefly held (the old primary's listener, an outgoing connection
+        # that took it as its local port): a new primary keeps serving and keeps trying,
+        # standbys simply cannot follow until it is free.
+        for attempt in range(100):
+            try:
+                await self.source.start(host, port, context)
+                return
+            except OSError as exc:
+                if attempt == 0:
+                    log.error("cannot listen for replication on %s:%s (%s); retrying",
+                              host, port, exc.strerror or exc)
+                await asyncio.sleep(0.1 if attempt < 50 else 1.0)
+        log.error("replication listener on %s:%s still unavailable: serving without "
+                  "standbys until restarted", host, port)
 
     def mark_ready(self) -> None:
         ready = getattr(self, "_ready", None)
