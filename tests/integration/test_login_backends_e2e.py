@@ -60,6 +60,14 @@ def ldap_backend(d: Any, url: str | None = None, name: str = "ldap") -> str:
         "group_base": f"ou=groups,{SUFFIX}", "timeout_s": 3})
 
 
+def oidc_backend(env: Any) -> str:
+    """The `[[auth.backend]]` table for the real provider of tests/auth_backends/oidc.py."""
+    return table("[auth.backend]", {
+        "type": "oauth2", "issuer": env.provider.issuer, "client_id": CLIENT_ID,
+        "ca_file": str(env.ca_file), "scopes": ["openid", "profile", "groups"],
+        "timeout_s": 5})
+
+
 def users_file(root: Path) -> str:
     root.mkdir(parents=True, exist_ok=True)
     users = UsersFile(root / "users.toml")
@@ -300,10 +308,7 @@ def test_pam_user_logs_in_and_runs_a_job_as_itself(
 @pytest.mark.skipif(node_available() is not None, reason=str(node_available()))
 async def test_oidc_device_login_through_the_controller(env: Any, tmp_path: Path) -> None:
     c = Cluster(tmp_path / "cluster")
-    c.extra_auth = GROUPS + table("[auth.backend]", {
-        "type": "oauth2", "issuer": env.provider.issuer, "client_id": CLIENT_ID,
-        "ca_file": str(env.ca_file), "scopes": ["openid", "profile", "groups"],
-        "timeout_s": 5})
+    c.extra_auth = GROUPS + oidc_backend(env)
     c.start_controller()
     browser = Browser(env.ca_file)
     try:

@@ -18,10 +18,10 @@ import pytest
 
 from tests.auth_backends import test_oauth2_backend
 from tests.auth_backends.browser import Browser
-from tests.auth_backends.oidc import CLIENT_ID, REDIRECT_URI, node_available
+from tests.auth_backends.oidc import REDIRECT_URI, node_available
 from tests.integration.cluster import Cluster
 from tests.integration.test_auth_e2e import Shell
-from tests.integration.test_login_backends_e2e import GROUPS, refused, table
+from tests.integration.test_login_backends_e2e import GROUPS, oidc_backend, refused
 
 env = test_oauth2_backend.env             # oidc-provider: Env(provider, ca_file)
 pytestmark = pytest.mark.skipif(node_available() is not None, reason=str(node_available()))
@@ -33,10 +33,7 @@ def oidc_cluster(env: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """A controller whose only login backend is the provider (it logs everyone in as alice,
     groups hpc + physics; physics maps to group-admin)."""
     c = Cluster(tmp_path_factory.mktemp("oidc-cli") / "cluster")
-    c.extra_auth = GROUPS + table("[auth.backend]", {
-        "type": "oauth2", "issuer": env.provider.issuer, "client_id": CLIENT_ID,
-        "ca_file": str(env.ca_file), "scopes": ["openid", "profile", "groups"],
-        "timeout_s": 5})
+    c.extra_auth = GROUPS + oidc_backend(env)
     c.start_controller()
     try:
         yield c

@@ -13,9 +13,14 @@ from textual.widgets import Button, Input, Static
 
 from tests.auth_backends import test_oauth2_backend
 from tests.auth_backends.browser import Browser
-from tests.auth_backends.oidc import CLIENT_ID, node_available
+from tests.auth_backends.oidc import node_available
 from tests.integration.cluster import Cluster
-from tests.integration.test_login_backends_e2e import FILE_PASSWORDS, GROUPS, table, users_file
+from tests.integration.test_login_backends_e2e import (
+    FILE_PASSWORDS,
+    GROUPS,
+    oidc_backend,
+    users_file,
+)
 from tests.tui.helpers import until
 from tui.app import XceTui
 from tui.screens.login import LoginScreen
@@ -53,10 +58,7 @@ async def test_password_login_from_the_console(tmp_path: Path) -> None:
 @pytest.mark.skipif(node_available() is not None, reason=str(node_available()))
 async def test_device_code_login_from_the_console(tmp_path: Path, env: Any) -> None:
     c = Cluster(tmp_path / "cluster")
-    c.extra_auth = GROUPS + table("[auth.backend]", {
-        "type": "oauth2", "issuer": env.provider.issuer, "client_id": CLIENT_ID,
-        "ca_file": str(env.ca_file), "scopes": ["openid", "profile", "groups"],
-        "timeout_s": 5})
+    c.extra_auth = GROUPS + oidc_backend(env)
     c.start_controller()
     browser = Browser(env.ca_file)
     try:
