@@ -24,7 +24,9 @@ from xce.ha import protocol
 from xce.ha.epochs import EpochStore
 from xce.ha.follower import Follower
 from xce.ha.source import ReplicationSource
+from xce.store.checkpoint import list_checkpoints
 from xce.store.durable import DurableLog, StoreSettings
+from xce.store.recovery import checkpoint_dir
 
 SETTINGS = StoreSettings(segment_bytes=32 * 1024, checkpoint_every=10**9,
                          checkpoint_interval_s=3600, finished_retention_s=1e12)
@@ -44,8 +46,8 @@ def check_token(token: str) -> None:
 class Primary:
     def __init__(self, root: Path, mode: str = "async") -> None:
         self.dir = root / "primary"
-        self.dir.mkdir(mode=0o700)
-        (self.dir / "auth").mkdir(mode=0o700)
+        self.dir.mkdir(mode=0o700, exist_ok=True)  # exists: a restarted primary
+        (self.dir / "auth").mkdir(mode=0o700, exist_ok=True)
         (self.dir / "auth" / "keys.json").write_text('{"current": "k1"}')
         self.epochs = EpochStore(self.dir)
         self.store = DurableLog.open(self.dir, SETTINGS)
@@ -122,6 +124,30 @@ async def test_a_standby_follows_live_and_catches_up_from_the_wal(tmp_path: Path
     same(again.state, p.state)
     assert again.last_epoch == p.epochs.epoch
     await again.close()
+    await p.close()
+
+
+async def test_a_restarted_primary_serves_a_lagging_standby_from_its_segments(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing in memory after a restart: every record comes back from WAL segments, in
+    batches smaller than a segment (so a batch resumes where the previous one stopped)."""
+    from xce.ha import source as source_module
+
+    monkeypatch.setattr(source_module, "BATCH_BYTES", 2048)
+    p = Primary(tmp_path)
+    await p.commit(SETUP + history(1, 300, 5.0))
+    await p.source.close()
+    await p.store.writer.close()  # a crash: no checkpoint, the WAL stays whole
+    p = Primary(tmp_path)
+    await p.start()
+    assert not p.source._ring
+    f = follower(tmp_path)
+    task = await follow(f, p)
+    await until(lambda: f.durable_seq == p.store.writer.durable_seq)
+    same(f.state, p.state)
+    assert list_checkpoints(checkpoint_dir(tmp_path / "standby")) == []  # no transfer
+    await stop(task)
+    await f.close()
     await p.close()
 
 

@@ -99,7 +99,6 @@ async def high_availability(request: web.Request, handler: Any) -> web.StreamRes
     A client sends the highest epoch it has seen (`X-XCE-Epoch`); a primary that meets a
     newer one checks with the other candidates and steps down if one confirms it. Answers
     name this node's role and epoch.
-    A successful worker request is contact with a worker (xce/ha/lease.py).
     """
     node = request.app.get(HA)
     if node is None:
@@ -114,28 +113,11 @@ async def high_availability(request: web.Request, handler: Any) -> web.StreamRes
             request.get(REQUEST_ID, ""))
         response.headers["X-XCE-Not-Primary"] = "1"
     else:
-        if node.lease is not None and _from_worker(request):  # type: ignore[attr-defined]
-            node.lease.worker_contact()  # type: ignore[attr-defined]
         response = await handler(request)
     if not response.prepared:
         response.headers["X-XCE-Role"] = node.role  # type: ignore[attr-defined]
         response.headers["X-XCE-Epoch"] = str(node.epochs.epoch)  # type: ignore[attr-defined]
     return response
-
-
-def _from_worker(request: web.Request) -> bool:
-    """A worker route called with a valid worker service token (before the handler runs,
-    so that a worker's registration can itself renew the lease that lets it write)."""
-    if not request.path.startswith("/api/v1/workers/"):
-        return False
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    try:
-        claims = request.app[AUTH].tokens.verify(token.strip())  # type: ignore[attr-defined]
-    except XceError:
-        return False
-    return "worker" in claims.roles
 
 
 @web.middleware
@@ -159,7 +141,19 @@ async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse
     host = request.match_info.get("host")
     if who.host is not None and host is not None and host != who.host:
         raise Forbidden(f"this worker token is bound to host {who.host}, not {host}")
-    request[IDENTITY] = who
+    return await handler(request)
+
+
+@web.middleware
+async def worker_contact(request: web.Request, handler: Any) -> web.StreamResponse:
+    """A worker's authenticated request is contact with a worker for the primary's write
+    lease (xce/ha/lease.py). Counted before the handler runs, so that a worker's
+    registration can itself renew the lease that lets it be written."""
+    node = request.app.get(HA)
+    if (node is not None and node.lease is not None  # type: ignore[attr-defined]
+            and request.path.startswith("/api/v1/workers/")
+            and "worker" in request[IDENTITY].roles):
+        node.lease.worker_contact()  # type: ignore[attr-defined]
     return await handler(request)
 
 
@@ -183,7 +177,7 @@ def build_app(
     settings = config.controller
     app = web.Application(
         middlewares=[observe_latency, high_availability, errors, guard, worker_client_cert,
-                     audit_trail, authenticate, declared_query],
+                     audit_trail, authenticate, worker_contact, declared_query],
         client_max_size=settings.max_body_kb * 1024,
     )
     app[SERVICE] = service

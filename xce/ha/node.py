@@ -192,6 +192,12 @@ class Node:
             self.role = "standby"  # refuse writes from this instant
             self.step_down_event.set()
 
+    def _heed(self, peers: list[PeerStatus]) -> None:
+        """Let every reachable candidate's epoch (and a primary's rank) fence this node."""
+        for p in peers:
+            if p.reachable:
+                self.observe_epoch(p.epoch, p.rank if p.role == "primary" else None)
+
     def claimed_epoch(self, epoch: int) -> None:
         """A client says it has seen a newer epoch (`X-XCE-Epoch`). Anyone can send that
         header, so it only triggers a probe of the other candidates: the step-down happens
@@ -202,11 +208,7 @@ class Node:
 
         async def verify() -> None:
             try:
-                for p in await self.prober.others():
-                    if p.reachable and (p.epoch > self.epochs.epoch or (
-                            p.role == "primary" and p.epoch == self.epochs.epoch
-                            and p.rank < self.rank)):
-                        self.observe_epoch(p.epoch, p.rank if p.role == "primary" else None)
+                self._heed(await self.prober.others())
             finally:
                 self._verifying = False
 
@@ -374,11 +376,7 @@ class Node:
             started = time.monotonic()
             peers = await self.prober.others()
             self.peers = peers
-            for p in peers:
-                if p.reachable and (p.epoch > self.epochs.epoch or (
-                        p.role == "primary" and p.epoch == self.epochs.epoch
-                        and p.rank < self.rank)):
-                    self.observe_epoch(p.epoch, p.rank if p.role == "primary" else None)
+            self._heed(peers)
             if self.role != "primary":
                 return
             lease = self.lease

@@ -39,6 +39,17 @@ SNAPSHOT_CHUNK = 4 * 1024 * 1024
 
 
 @dataclass
+class DiskCursor:
+    """Where the last read of a WAL segment stopped: catching up through a 64 MiB segment
+    in 1 MiB batches then reads and scans the file about once, not once per batch."""
+
+    path: Path | None = None
+    data: bytes = b""
+    seq: int = 0
+    offset: int = 0
+
+
+@dataclass
 class StandbySession:
     node: str
     peer: str
@@ -50,6 +61,7 @@ class StandbySession:
     snapshot: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     writer: asyncio.StreamWriter | None = None
+    disk: DiskCursor = field(default_factory=DiskCursor)
 
 
 class ReplicationSource:
@@ -119,28 +131,43 @@ class ReplicationSource:
         segments = list_segments(wal_dir(self.store.state_dir))
         return segments[0][0] if segments else self.durable_seq + 1
 
-    def _from_disk(self, cursor: int, last: int) -> list[tuple[int, bytes]]:
-        """Runs in a thread: records `cursor`.. (at most `last`) read back from segments."""
+    def _from_disk(self, cursor: int, last: int, at: DiskCursor) -> list[tuple[int, bytes]]:
+        """Runs in a thread: records `cursor`.. (at most `last`) read back from segments,
+        resuming from `at` where the previous batch stopped in the same segment. What was
+        read of the segment being written stays valid (records are only appended); when
+        that copy runs out before `last`, the file is read again from where it stopped."""
         segments = list_segments(wal_dir(self.store.state_dir))
         out: list[tuple[int, bytes]] = []
         size = 0
+        resume = (at.path, at.data, at.seq, at.offset)
+        at.path, at.data = None, b""
         for i, (first, path) in enumerate(segments):
             following = segments[i + 1][0] if i + 1 < len(segments) else None
             if following is not None and following <= cursor:
                 continue
-            data = path.read_bytes()
-            seq = first
-            try:
-                for fr in read_frames(data):
-                    if seq > last or size >= BATCH_BYTES:
-                        return out
-                    if seq >= cursor:
-                        chunk = data[fr.offset:fr.end]
-                        out.append((seq, chunk))
-                        size += len(chunk)
-                    seq += 1
-            except CorruptRecord:
-                return out  # the tail being written right now
+            fresh = not (resume[0] == path and resume[2] == cursor)
+            if fresh:
+                data, seq, offset = path.read_bytes(), first, 0
+            else:
+                _, data, seq, offset = resume
+            while True:
+                try:
+                    for fr in read_frames(data, offset):
+                        if seq > last or size >= BATCH_BYTES:
+                            at.path, at.data, at.seq, at.offset = path, data, seq, fr.offset
+                            return out
+                        if seq >= cursor:
+                            chunk = data[fr.offset:fr.end]
+                            out.append((seq, chunk))
+                            size += len(chunk)
+                        seq += 1
+                        offset = fr.end
+                except CorruptRecord:
+                    if fresh or following is not None:
+                        return out  # the tail being written right now
+                if fresh or following is not None:
+                    break
+                data, fresh = path.read_bytes(), True  # an older copy of the active segment
         return out
 
     # --- serving ------------------------------------------------------------------------
@@ -294,7 +321,7 @@ class ReplicationSource:
                         raise XceError(f"standby {session.node} fell behind the oldest WAL "
                                        "segment; it will start over from a checkpoint")
                     batch = await loop.run_in_executor(
-                        None, self._from_disk, cursor, self.durable_seq)
+                        None, self._from_disk, cursor, self.durable_seq, session.disk)
                     if not batch:
                         await asyncio.sleep(0.05)  # never spin on a segment being rotated
                         continue
