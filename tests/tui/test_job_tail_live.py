@@ -16,7 +16,7 @@ def _log_text(app: XceTui) -> str:
 
 
 async def test_tail_pane_follows_a_running_job(cluster: Cluster) -> None:
-    job_id = cluster.submit(command="echo tail-one; echo err-one >&2; sleep 4; "
+    job_id = cluster.submit(command="echo tail-one; echo err-one >&2; sleep 8; "
                                     "echo tail-two; sleep 1", name="tailjob")
     cluster.wait_state(job_id, "RUN")
     app = XceTui([cluster.url], ADMIN_TOKEN)
