@@ -181,7 +181,7 @@ class V2Backend:
         wanted = [c for c in want if c in offered.split()]
         busy = self._enable(self.parent, wanted)
         is_own = own is not None and os.path.realpath(own) == os.path.realpath(self.parent)
-        if busy and is_own and self.parent != self.mount:
+        if busy and is_own:  # never at the real root (exempt); a container's root, yes
             self._move_to_agent()
             busy = self._enable(self.parent, busy)
         if busy:
