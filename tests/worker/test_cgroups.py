@@ -31,7 +31,7 @@ from xce.worker.cgroups import (
     detect,
 )
 from xce.worker.cgroups.base import format_cpus, parse_cpus, read_opt
-from xce.worker.cgroups.detect import read_mounts, v1_hierarchies
+from xce.worker.cgroups.detect import _under, own_cgroups, read_mounts, v1_hierarchies
 
 MiB = 1 << 20
 PY = sys.executable
@@ -484,6 +484,8 @@ def test_v2_moves_its_own_cgroup_to_an_agent_leaf_when_the_parent_is_busy(made: 
         pytest.skip("the cgroup2 mount offers no spare controller (hugetlb) to test with")
     added = "hugetlb" not in root_ctl.read_text().split()
     own_before = Path("/proc/self/cgroup").read_text()
+    v2 = next(m for m in read_mounts() if m.fstype == "cgroup2")
+    back = Path(_under(v2, "", own_cgroups().get("")), "cgroup.procs")
     home = Path(mount, made.namespace())
     home.mkdir()
     ns = made.namespace()
@@ -491,6 +493,14 @@ def test_v2_moves_its_own_cgroup_to_an_agent_leaf_when_the_parent_is_busy(made: 
         if added:
             root_ctl.write_text("+hugetlb")
         Path(home, "cgroup.procs").write_text(str(os.getpid()))  # the "worker" is in parent
+        # a busy parent that is not this process's cgroup: nothing is moved, and it says so
+        other = V2Backend(mount, str(home), ns + "x", own=str(home / "elsewhere"),
+                          want=("hugetlb",))
+        assert other.agent is None and other.enforced == frozenset()
+        assert "EBUSY" in " ".join(other.notes)
+        assert other.describe()["notes"] == other.notes
+        os.rmdir(other.ns)
+        # its own cgroup: the worker moves to <namespace>-agent and the controller is enabled
         b = V2Backend(mount, str(home), ns, own=str(home), want=("hugetlb",))
         assert b.agent == str(home / f"{ns}-agent")
         assert str(os.getpid()) in Path(b.agent, "cgroup.procs").read_text().split()
@@ -498,14 +508,9 @@ def test_v2_moves_its_own_cgroup_to_an_agent_leaf_when_the_parent_is_busy(made: 
         cg = b.create("j", Limits())
         made.jobs.append(cg)
         assert "hugetlb" in Path(home, ns, "j", "cgroup.controllers").read_text().split()
-        # not this process's cgroup: refused, and said so instead of moving anything
-        other = V2Backend(mount, str(home), ns + "x", own=str(home / "elsewhere"),
-                          want=("hugetlb",))
-        assert other.agent is None
         cg.remove()
-        os.rmdir(other.ns)
     finally:
-        Path(mount, "cgroup.procs").write_text(str(os.getpid()))  # back where we were
+        back.write_text(str(os.getpid()))  # back where we were
         for d in sorted((p for p in home.rglob("*") if p.is_dir()), key=lambda p: -len(str(p))):
             with contextlib.suppress(OSError):
                 d.rmdir()
@@ -518,6 +523,7 @@ def test_v2_moves_its_own_cgroup_to_an_agent_leaf_when_the_parent_is_busy(made: 
             with contextlib.suppress(OSError):
                 root_ctl.write_text("-hugetlb")
     assert Path("/proc/self/cgroup").read_text() == own_before
+    assert not home.exists()
 
 
 # ------------------------------------------------------------------------------------- none
@@ -604,8 +610,6 @@ def test_detect_modes_and_refusals(made: Made, tmp_path: Path) -> None:
 
 
 def test_mount_table_parsing_handles_combined_and_subtree_mounts(tmp_path: Path) -> None:
-    from xce.worker.cgroups.detect import _under, own_cgroups
-
     proc = _fake_proc(
         tmp_path,
         "30 25 0:26 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct\n"

@@ -86,7 +86,10 @@ class V1JobCgroup:
         if f is None:  # no freezer hierarchy: SIGSTOP each task, racy against forks
             self.signal(_signal.SIGSTOP)
             return True
-        write(f, "FROZEN")
+        try:
+            write(f, "FROZEN")
+        except FileNotFoundError:
+            return True  # the cgroup is gone: nothing left to freeze
         return wait_until(lambda: self._freezer_state() in ("FROZEN", ""), timeout)
 
     def freeze(self) -> bool:

@@ -83,7 +83,10 @@ class V2JobCgroup:
         if not os.path.exists(self._f("cgroup.freeze")):  # Linux < 5.2: SIGSTOP, racy
             self.signal(_signal.SIGSTOP)
             return True
-        write(self._f("cgroup.freeze"), "1")
+        try:
+            write(self._f("cgroup.freeze"), "1")
+        except FileNotFoundError:
+            return True  # the cgroup is gone: nothing left to freeze
         return wait_until(lambda: self._events().get("frozen", 1) == 1, timeout)
 
     def freeze(self) -> bool:
