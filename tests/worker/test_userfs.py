@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -113,7 +114,7 @@ def test_user_cannot_read_root_files_and_creates_its_own(tree: Tree) -> None:
     assert (st.st_uid, st.st_gid) == (tree.user.uid, tree.user.gid)
     fsuid, fsgid, groups, cap_eff = _as(tree, thread_credentials)
     assert (fsuid, fsgid, groups) == (tree.user.uid, tree.user.gid, tree.creds.groups)
-    assert cap_eff & 0b1111 == 0  # CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER gone
+    assert cap_eff == 0  # no capability at all: not CAP_DAC_OVERRIDE, not CAP_SYS_RESOURCE
 
 
 def test_supplementary_groups_apply(linux_users: LinuxUsers, tree: Tree) -> None:  # noqa: F811
@@ -174,6 +175,56 @@ def test_launching_a_job_meanwhile_does_not_reset_the_thread(tree: Tree) -> None
     leave.set()
     t.join(10)
     assert box and box[0][:2] == (tree.user.uid, tree.user.gid)  # type: ignore[index]
+
+
+_BROADCAST = """
+import os, resource, sys, threading
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the abort must leave no core file
+from xce.worker.fscreds import Credentials, run_as_user
+creds = Credentials(int(sys.argv[1]), int(sys.argv[2]), (int(sys.argv[2]),), "u")
+inside = threading.Event()
+hold = lambda: inside.set() or threading.Event().wait(5)
+threading.Thread(target=run_as_user, args=(creds, hold)).start()
+inside.wait(5)
+os.setgroups(os.getgroups())  # glibc runs it on every thread; the user's thread cannot
+print("still alive", flush=True)
+"""
+
+
+def test_a_broadcast_setgroups_meanwhile_aborts_the_process(tree: Tree) -> None:
+    """glibc's setgroups()/setuid() run on every thread of the process: the user's thread,
+    which holds no capability, fails it and glibc aborts rather than leave threads with
+    different credentials. The worker must switch users only in forked children."""
+    argv = [sys.executable, "-c", _BROADCAST, str(tree.user.uid), str(tree.user.gid)]
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False,
+                          cwd=repo)
+    assert done.returncode == -6 and "still alive" not in done.stdout, done.stderr
+
+
+def test_switching_users_in_a_forked_child_meanwhile_is_fine(tree: Tree) -> None:
+    # how the keeper starts a job: fork, then setgroups/setgid/setuid in the child only
+    started, leave = threading.Event(), threading.Event()
+
+    def inside() -> tuple[int, int, tuple[int, ...], int]:
+        started.set()
+        assert leave.wait(10)
+        return thread_credentials()
+
+    box: list[tuple[int, int, tuple[int, ...], int]] = []
+    t = threading.Thread(target=lambda: box.append(_as(tree, inside)))
+    t.start()
+    assert started.wait(10)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.setgroups([])
+        os.setgid(tree.user.gid)
+        os.setuid(tree.user.uid)
+        os._exit(0 if os.getuid() == tree.user.uid else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+    leave.set()
+    t.join(10)
+    assert box and box[0][:2] == (tree.user.uid, tree.user.gid)
 
 
 def test_unprotected_cases_run_unchanged_and_unknown_arch_refuses(
