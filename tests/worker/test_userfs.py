@@ -449,7 +449,10 @@ def test_output_patterns(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
     for f in ("a.txt", "res/b.txt", "res/deep/c.txt", ".xce/stdout", ".hidden.txt"):
         _write(os.path.join(j, f), f.encode(), 0o644)
     os.mkfifo(os.path.join(j, "pipe.txt"))  # naive: open() of a FIFO blocks forever
+    os.makedirs(os.path.join(j, "locked/in"))
+    _write(os.path.join(j, "locked/in/x.txt"), b"x", 0o644)
     subprocess.run(["chown", "-R", f"{tree.user.uid}:{tree.user.gid}", j], check=True)
+    os.chmod(os.path.join(j, "locked"), 0)  # the job's own unreadable directory: skipped
     found, warnings = _closing(_as(tree, open_outputs, j,
                                    ["*.txt", "a.txt", "**/*.txt", "/etc/passwd", "../x"], True))
     assert sorted(found) == [".hidden.txt", "a.txt", "res/b.txt", "res/deep/c.txt"]

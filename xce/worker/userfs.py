@@ -154,6 +154,23 @@ def open_input_target(job_dir: str, rel: str) -> int:
     return _regular_or_close(target, f"input {rel}")
 
 
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """Whether `entry` itself (never a symlink's target) is a directory; False if unknowable
+    (a directory the job made unsearchable, on a file system without d_type)."""
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """Whether `entry` itself is a regular file (the opened descriptor is checked again)."""
+    try:
+        return entry.is_file(follow_symlinks=False)
+    except OSError:
+        return False
+
+
 class _Matcher:
     """Glob matching on directory descriptors, never following a symlink."""
 
@@ -196,15 +213,14 @@ class _Matcher:
         part, rest = parts[0], parts[1:]
         if part == "**":
             yield from self.match(fd, prefix, rest or ["*"], depth)  # 'd/**': every file
-            subdirs = [e.name for e in self._entries(fd, prefix)
-                       if e.is_dir(follow_symlinks=False)]
+            subdirs = [e.name for e in self._entries(fd, prefix) if _is_dir(e)]
             pattern = parts
         else:
             entries = [e for e in self._entries(fd, prefix) if fnmatch.fnmatchcase(e.name, part)]
             if not rest:
-                yield from (prefix + e.name for e in entries if e.is_file(follow_symlinks=False))
+                yield from (prefix + e.name for e in entries if _is_file(e))
                 return
-            subdirs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+            subdirs = [e.name for e in entries if _is_dir(e)]
             pattern = rest
         for name in subdirs:
             sub = self._subdir(fd, name)
