@@ -9,10 +9,12 @@ Use the `linux_users` fixture (import it into a test module or a conftest):
         alice = linux_users.user(groups=[group])
         ...
 
-Users are made with `useradd -m` (UID_MIN and up, a home, no password) under random names
-starting with `xcet`; every user and group made is removed in teardown (`userdel -r`,
-`groupdel`) whatever the test did, after killing the processes still running as that user
-(found by real uid in /proc; only test-made uids). Outside root the fixture skips the test.
+Users are made with `useradd -m` (UID_MIN and up, a home, no password) under names
+`xcet<pid>x<random>` (groups `xcetg<pid>x<random>`, pid: the test process); every user and
+group made is removed in teardown (`userdel -r`, `groupdel`) whatever the test did, after
+killing the processes still running as that user (found by real uid in /proc; only test-made
+uids). A test process that died before its teardown (killed, aborted) leaves its users behind:
+the next fixture removes those whose pid no longer runs. Outside root the fixture skips.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import grp
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -80,6 +83,28 @@ def _kill_processes_of(uid: int) -> None:
         time.sleep(0.05)
 
 
+_MADE = re.compile(r"^xcetg?(\d+)x[0-9a-f]{6}$")
+
+
+def _orphaned(name: str) -> bool:
+    """A user or group of ours whose test process is gone."""
+    match = _MADE.match(name)
+    return match is not None and not os.path.exists(f"/proc/{match.group(1)}")
+
+
+def remove_orphans() -> None:
+    """Remove the users and groups left by test processes that died before teardown."""
+    for entry in pwd.getpwall():
+        if _orphaned(entry.pw_name):
+            _kill_processes_of(entry.pw_uid)
+            with contextlib.suppress(RuntimeError):
+                _run(["userdel", "-r", entry.pw_name])
+    for group in grp.getgrall():
+        if _orphaned(group.gr_name):
+            with contextlib.suppress(RuntimeError):
+                _run(["groupdel", group.gr_name])
+
+
 class LinuxUsers:
     """Makes users and groups on demand; `cleanup()` removes all of them."""
 
@@ -89,7 +114,7 @@ class LinuxUsers:
 
     def group(self) -> LinuxGroup:
         """A new empty group."""
-        name = f"xcetg{secrets.token_hex(4)}"
+        name = f"xcetg{os.getpid()}x{secrets.token_hex(3)}"
         _run(["groupadd", name])
         made = LinuxGroup(name, grp.getgrnam(name).gr_gid)
         self.groups.append(made)
@@ -97,7 +122,7 @@ class LinuxUsers:
 
     def user(self, groups: Sequence[LinuxGroup] = ()) -> LinuxUser:
         """A new user with its own primary group, a home, and the given extra groups."""
-        name = f"xcet{secrets.token_hex(4)}"
+        name = f"xcet{os.getpid()}x{secrets.token_hex(3)}"
         argv = ["useradd", "-m", "-U", "-s", "/bin/sh", name]
         if groups:
             argv[1:1] = ["-G", ",".join(g.name for g in groups)]
@@ -140,6 +165,7 @@ def linux_users() -> Iterator[LinuxUsers]:
     """Factory of real Linux users and groups, all removed after the test (root only)."""
     if os.geteuid() != 0:
         pytest.skip("needs root to create Linux users")
+    remove_orphans()
     made = LinuxUsers()
     try:
         yield made
