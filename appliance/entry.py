@@ -34,6 +34,12 @@ def _restore_environment() -> None:
 def main() -> None:
     if getattr(sys, "frozen", False):
         _restore_environment()
+    if sys.argv[1:2] == ["keeper"]:
+        # The worker's keeper launcher (xce/worker/keeper.py): no CLI, nothing else imported.
+        from xce.worker.keeper import main as keeper_main
+
+        keeper_main(sys.argv[2:])
+        return
     from xce.cli.main import run
 
     run()

@@ -26,6 +26,7 @@ from bench import (
     controller,
     failover,
     fsync,
+    launch,
     memory,
     persist,
     sched,
@@ -113,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _figure("11", lambda: tui.run(plan), rows, started)
         ok &= _figure("12", lambda: failover.run(plan), rows, started)
         ok &= _figure("13", lambda: arrays.run(plan), rows, started)
+        ok &= _figure("14", lambda: launch.run(plan), rows, started)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     elapsed = time.monotonic() - started

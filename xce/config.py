@@ -72,6 +72,26 @@ class WorkerSettings:
     heartbeat_interval_s: float = 5.0
     usage_interval_s: float = 2.0
     token: str = ""
+    # Where the jobs' working directories go (each 0700, owned by the job's user). Every
+    # parent must be searchable by the job users (the state and spool dirs are 0700):
+    # default <spool_dir>/jobs for a worker that is not root, /var/spool/xce/<name> for root.
+    jobs_dir: Path | None = None
+    # Jobs never run as an account below this uid (system accounts), root only with
+    # allow_root_jobs: like Slurm's and LSF's guards, checked on the host that runs the job.
+    min_job_uid: int = 1000
+    # Containment (xce/worker/cgroups): "auto" (v2, else v1, else none), "v2", "v1", "none";
+    # the parent cgroup of this worker's jobs (default: the worker's own cgroup); a per-job
+    # limit on tasks (0: none).
+    cgroup: str = "auto"
+    cgroup_parent: str = ""
+    pids_limit: int = 0
+
+    def job_root(self) -> Path:
+        if self.jobs_dir is not None:
+            return self.jobs_dir
+        if os.geteuid() == 0:
+            return Path("/var/spool/xce") / self.name
+        return self.spool_dir / "jobs"
 
 
 @dataclass(frozen=True)
@@ -268,7 +288,8 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
     _check_keys(
         s, data,
         {"name", "slots", "memory_mb", "attributes", "spool_dir", "allow_root_jobs",
-         "kill_grace_s", "heartbeat_interval_s", "usage_interval_s", "token", "token_file"},
+         "kill_grace_s", "heartbeat_interval_s", "usage_interval_s", "token", "token_file",
+         "jobs_dir", "min_job_uid", "cgroup", "cgroup_parent", "pids_limit"},
     )
     out: dict[str, Any] = {}
     if "name" in data:
@@ -278,9 +299,25 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
             out[key] = int(_positive(s, key, _typed(s, key, data[key], int)))
     if "attributes" in data:
         out["attributes"] = _attributes(s, data["attributes"])
-    if "spool_dir" in data:
-        raw = _typed(s, "spool_dir", data["spool_dir"], str)
-        out["spool_dir"] = (base / Path(raw).expanduser()).resolve()
+    for key in ("spool_dir", "jobs_dir"):
+        if key in data:
+            raw = _typed(s, key, data[key], str)
+            out[key] = (base / Path(raw).expanduser()).resolve()
+    if "min_job_uid" in data:
+        out["min_job_uid"] = _typed(s, "min_job_uid", data["min_job_uid"], int)
+        if isinstance(out["min_job_uid"], bool) or out["min_job_uid"] < 0:
+            raise ConfigError("worker.min_job_uid must be a uid (an integer >= 0)")
+    if "pids_limit" in data:
+        out["pids_limit"] = _typed(s, "pids_limit", data["pids_limit"], int)
+        if isinstance(out["pids_limit"], bool) or out["pids_limit"] < 0:
+            raise ConfigError("worker.pids_limit must be 0 (no limit) or a positive integer")
+    if "cgroup" in data:
+        out["cgroup"] = _typed(s, "cgroup", data["cgroup"], str)
+        if out["cgroup"] not in ("auto", "v2", "v1", "none"):
+            raise ConfigError(f'worker.cgroup must be "auto", "v2", "v1" or "none", '
+                              f'got {out["cgroup"]!r}')
+    if "cgroup_parent" in data:
+        out["cgroup_parent"] = _typed(s, "cgroup_parent", data["cgroup_parent"], str)
     if "allow_root_jobs" in data:
         out["allow_root_jobs"] = _typed(s, "allow_root_jobs", data["allow_root_jobs"], bool)
     for key in ("kill_grace_s", "heartbeat_interval_s", "usage_interval_s"):

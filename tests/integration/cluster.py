@@ -33,6 +33,25 @@ WORKER_TOKEN = ISSUER.issue("worker", (), ("worker",), "service")[0]
 USER_TOKEN = ISSUER.issue("alice", (), ("user",))[0]  # role user, name alice
 
 
+def kill_worker_jobs(name: str, spool_dir: Path) -> None:
+    """Kill and remove every job cgroup a worker of this name and spool left behind."""
+    from xce.worker.agent import cgroup_namespace
+    from xce.worker.cgroups import detect
+
+    for mode in ("v1", "v2", "none"):
+        try:
+            backend = detect(mode, "", cgroup_namespace(name, spool_dir))
+        except (OSError, RuntimeError, ValueError):
+            continue
+        for job in backend.existing():
+            cgroup = backend.open(job)
+            if cgroup is not None:
+                with contextlib.suppress(OSError):
+                    cgroup.kill()
+                with contextlib.suppress(OSError):
+                    cgroup.remove()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -55,6 +74,7 @@ class Cluster:
         self.queues = queues
         self.controller: subprocess.Popen[bytes] | None = None
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.worker_names: set[str] = set()
         self.logs: list[Path] = []
         self.extra_controller = ""
         # TLS tests: extra config text per role ("controller" or a worker name), and the
@@ -65,6 +85,9 @@ class Cluster:
         self.worker_tokens: dict[str, str] = {}  # worker name -> its token (default: shared)
         self.candidate_urls: list[str] = []  # cluster.controllers for HA; empty: [self.url]
         self.cluster_extra = ""  # more [cluster] lines (HA timeouts, replication mode)
+        # The job directories' parent: tests that run jobs as an unprivileged user need one
+        # that user can reach (see hostile_cluster in tests/integration/test_hostile_jobs.py).
+        self.jobs_root = root / "jobs"
 
     # --- processes -----------------------------------------------------------------------
 
@@ -77,6 +100,7 @@ name = "{worker}"
 slots = {slots}
 memory_mb = 4096
 spool_dir = "{self.root / worker}"
+jobs_dir = "{self.jobs_root / worker}"
 token = "{self.worker_tokens.get(worker, WORKER_TOKEN)}"
 heartbeat_interval_s = {self.heartbeat}
 usage_interval_s = 0.2
@@ -143,6 +167,7 @@ on_host_failure = "exit"
 
     def start_worker(self, name: str, slots: int = 4, attrs: str = "") -> None:
         cfg = self._config(name, slots, attrs)
+        self.worker_names.add(name)
         self.workers[name] = self._spawn(name, "worker", "-c", str(cfg))
         self.wait_for(lambda: any(h["name"] == name and h["status"] == "online"
                                   for h in self.get("/api/v1/hosts")["hosts"]), 20,
@@ -164,10 +189,10 @@ on_host_failure = "exit"
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        # Jobs run in their own sessions: make sure none outlives the test.
-        for pid_file in self.root.glob("*/jobs/*/.xce/pid"):
-            with contextlib.suppress(OSError, ValueError):
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        # Jobs outlive their worker (their keepers fence them only after fence_timeout_s):
+        # make sure none outlives the test.
+        for name in self.worker_names:
+            kill_worker_jobs(name, self.root / name)
 
     def log_text(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-4000:]}" for p in self.logs if p.exists())

@@ -3,7 +3,6 @@ own output descriptors (a job cannot point the worker at another file)."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.worker.local_host import LocalHost
 from xce.worker import executor, staging
 from xce.worker.executor import RunningJob
 from xce.worker.tail import OutputPusher
@@ -106,26 +106,22 @@ class _Recorder:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="jobs as root need a root worker")
-def test_a_job_that_swaps_its_stdout_for_a_symlink_uploads_its_own_output(
+async def test_a_job_that_swaps_its_stdout_for_a_symlink_uploads_its_own_output(
         tmp_path: Path) -> None:
     secret = tmp_path / "secret"
     secret.write_text("not yours\n")
-    a = {"job_id": "7", "attempt": 0, "user": "root", "outputs": [],
-         "command": f"echo mine; ln -sf {secret} \"$XCE_JOB_DIR/.xce/stdout\"; echo more"}
-    job = executor.prepare_dirs(tmp_path / "spool", a, executor.account_for("root", True))
-
-    async def run() -> dict[str, bytes]:
-        job.result = asyncio.get_running_loop().create_future()
-        executor.launch(job, "h1", allow_root=True)
-        result = await executor.wait(job, 0.1, 1.0)
+    host = LocalHost(tmp_path)
+    try:
+        job = await host.start({"command": f"echo mine; ln -sf {secret} "
+                                           f"\"$XCE_JOB_DIR/.xce/stdout\"; echo more"})
+        result = await host.wait(job)
         assert result.exit_code == 0
         live = OutputPusher().collect([job])
         assert [c.data for c in live if c.stream == "stdout"] == [b"mine\nmore\n"]
         client = _Recorder()
         await staging.upload_outputs(client, "h1", job)  # type: ignore[arg-type]
         executor.close_readers(job)
-        return client.files
-
-    files = asyncio.run(run())
-    assert files["stdout"] == b"mine\nmore\n"
-    assert (job.job_dir / ".xce" / "stdout").is_symlink()  # the swap did happen
+        assert client.files["stdout"] == b"mine\nmore\n"
+        assert (job.job_dir / ".xce" / "stdout").is_symlink()  # the swap did happen
+    finally:
+        host.close()

@@ -18,10 +18,12 @@ def _job(tmp_path: Path, outputs: list[str]) -> RunningJob:
     (job_dir / ".xce" / "stdout").write_text("out")
     (job_dir / ".xce" / "stderr").write_text("")
     a = {"job_id": "1", "attempt": 0, "outputs": outputs}
-    return RunningJob(a, job_dir, job_dir)
+    job = RunningJob(a, job_dir, job_dir)
+    job.readers = executor.open_readers(str(job_dir))
+    return job
 
 
-def test_outputs_skip_symlinks_and_escapes(tmp_path: Path) -> None:
+async def test_outputs_skip_symlinks_and_escapes(tmp_path: Path) -> None:
     job = _job(tmp_path, ["*.txt", "res/*", ".xce/*"])
     secret = tmp_path / "secret.txt"
     secret.write_text("do not upload")
@@ -30,8 +32,13 @@ def test_outputs_skip_symlinks_and_escapes(tmp_path: Path) -> None:
     (job.job_dir / "res").mkdir()
     (job.job_dir / "res" / "a.dat").write_text("a")
     (job.job_dir / "res" / "up").symlink_to(tmp_path)
-    names = [name for name, _ in collect_outputs(job)]
-    assert names == ["stdout", "stderr", "ok.txt", "res/a.dat"]
+    found = await collect_outputs(job)
+    try:
+        assert [name for name, _ in found] == ["stdout", "stderr", "ok.txt", "res/a.dat"]
+    finally:
+        for _, fd in found:
+            os.close(fd)
+        executor.close_readers(job)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="account switching only happens as root")

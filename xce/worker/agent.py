@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
+import re
+import resource
 import shutil
 import signal
 from collections import OrderedDict
@@ -26,8 +29,10 @@ from xce.auth.pki import client_ssl_context
 from xce.client import ApiError, XceClient
 from xce.client.http import job_path
 from xce.config import Config, WorkerSettings
-from xce.worker import executor, staging, tail
-from xce.worker.executor import JobResult, LaunchError, RunningJob
+from xce.worker import executor, fence, staging, tail, userfs
+from xce.worker.cgroups import CgroupBackend, detect
+from xce.worker.executor import JobResult, LaunchError, RunningJob, Spool
+from xce.worker.launcher import KeeperLauncher
 
 log = logging.getLogger("xce.worker")
 Key = tuple[str, int]
@@ -54,7 +59,8 @@ class WorkerAgent:
         self.starting: set[Key] = set()
         self.ended: OrderedDict[Key, None] = OrderedDict()
         self.reports: dict[Key, dict[str, Any]] = {}
-        self.report_dirs: dict[Key, Path] = {}
+        # The attempts whose reports are pending: their directories go once a report is taken.
+        self.report_jobs: dict[Key, RunningJob] = {}
         # Reports the controller took, kept a while: if an answer still lists the attempt
         # (a relaxed-fsync controller lost it in a crash) the report is sent again.
         self.delivered: OrderedDict[Key, dict[str, Any]] = OrderedDict()
@@ -64,6 +70,14 @@ class WorkerAgent:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._report_wakeup = asyncio.Event()
         self.output = tail.OutputPusher()
+        self.spool = Spool(self.settings.spool_dir, self.settings.job_root())
+        namespace = cgroup_namespace(self.host, self.settings.spool_dir)
+        self.backend: CgroupBackend = detect(self.settings.cgroup, self.settings.cgroup_parent,
+                                             namespace)
+        self.launcher = KeeperLauncher(self.backend.kind, self.settings.cgroup_parent,
+                                       namespace)
+        # The fence (xce/worker/fence.py): the controller sets the timeout when we register.
+        self.contact = fence.Contact(0.0, fence.DEFAULT_FENCE_TIMEOUT_S)
 
     # --- bookkeeping --------------------------------------------------------------------
 
@@ -91,13 +105,20 @@ class WorkerAgent:
             "slots": slots,
             "memory_mb": memory,
             "attributes": dict(self.settings.attributes),
+            "containment": containment(self.backend),
         }
         delay = 0.2
         while True:
             try:
+                sent = fence.now()
                 answer = await self.client.request("POST", "/api/v1/workers/register", json=body)
+                self._contacted(sent, answer)
                 break
             except ApiError as exc:
+                if exc.status == 400 and "containment" in exc.message and "containment" in body:
+                    # An older controller: register without saying how jobs are contained.
+                    body.pop("containment")
+                    continue
                 if exc.status != 0 and exc.status < 500:
                     raise
                 log.info("controller not reachable yet (%s); retrying", exc.message)
@@ -153,7 +174,10 @@ class WorkerAgent:
             "load1": load1, "load5": load5, "load15": load15,
             "mem_free_mb": mem.available // (1024 * 1024)}}
         try:
-            await self.client.request("POST", f"{self._base}/heartbeat", json=body, timeout=10)
+            sent = fence.now()
+            answer = await self.client.request("POST", f"{self._base}/heartbeat", json=body,
+                                               timeout=10)
+            self._contacted(sent, answer)
             self.output.taken(chunks)
         except ApiError as exc:
             if output and exc.status in (400, 413):
@@ -162,6 +186,19 @@ class WorkerAgent:
                 await self._heartbeat([])
                 return
             await self._on_error(exc)
+
+    def _contacted(self, sent: float, answer: Any) -> None:
+        """A controller took our registration or heartbeat sent at `sent`: the keepers'
+        fence starts again from then (never from the answer's arrival, which is later than
+        the controller's own record of the contact)."""
+        timeout = self.contact.fence_timeout_s
+        if isinstance(answer, dict) and isinstance(answer.get("fence_timeout_s"), int | float):
+            timeout = float(answer["fence_timeout_s"])
+        self.contact = fence.Contact(max(sent, self.contact.at), timeout)
+        try:
+            fence.record(str(self.spool.state), self.contact)
+        except OSError as exc:
+            log.error("cannot record the controller contact (%s): jobs will be fenced", exc)
 
     async def _on_error(self, exc: ApiError) -> None:
         if exc.status == 404:
@@ -201,22 +238,24 @@ class WorkerAgent:
 
     async def _upload_pending(self, key: Key, body: dict[str, Any]) -> dict[str, Any]:
         """Return the outputs that could not be returned when the job ended."""
-        job_dir = self.report_dirs.get(key)
-        pending = body["_upload"]
-        if job_dir is None:
+        job = self.report_jobs.get(key)
+        if job is None:
             return {k: v for k, v in body.items() if k != "_upload"}
-        job = RunningJob({"job_id": key[0], "attempt": key[1], "outputs": pending["outputs"]},
-                         job_dir, Path(pending["work_dir"]))
         try:
+            if not job.readers:
+                job.readers = await userfs.as_user(job.creds, executor.open_readers,
+                                                   str(job.job_dir))
             names = await staging.upload_outputs(self.client, self.host, job)
         except OSError as exc:
             log.warning("job %s: outputs are gone (%s); reporting without them", key[0], exc)
             names = []
+        finally:
+            executor.close_readers(job)
         done = {k: v for k, v in body.items() if k != "_upload"}
         done["outputs"] = names
         self.reports[key] = done
         with contextlib.suppress(OSError):
-            executor.write_result(job_dir, done)
+            executor.save_report(job, done)
         return done
 
     def _taken(self, key: Key, body: dict[str, Any]) -> None:
@@ -225,19 +264,26 @@ class WorkerAgent:
         self.delivered[key] = body
         while len(self.delivered) > 10_000:
             self.delivered.popitem(last=False)
-        job_dir = self.report_dirs.pop(key, None)
-        if job_dir is not None:
-            shutil.rmtree(job_dir, ignore_errors=True)
+        job = self.report_jobs.pop(key, None)
+        if job is not None:
+            self._spawn(self._clean(job))
 
-    def _queue_report(self, key: Key, body: dict[str, Any], job_dir: Path | None) -> None:
+    async def _clean(self, job: RunningJob) -> None:
+        """Forget an attempt: its job directory (emptied as its user), then its state."""
+        executor.close_readers(job)
+        await executor.remove_job_dir(job.job_dir, job.creds)
+        if job.attempt_dir is not None:
+            shutil.rmtree(job.attempt_dir, ignore_errors=True)
+
+    def _queue_report(self, key: Key, body: dict[str, Any], job: RunningJob | None) -> None:
         body = {**body, "reason": str(body.get("reason", ""))[:1000]}
         self._remember_ended(key)
-        if job_dir is not None:
+        if job is not None:
             try:
-                executor.write_result(job_dir, body)
+                executor.save_report(job, body)
             except OSError as exc:
                 log.warning("job %s: cannot save its result (%s)", key[0], exc)
-            self.report_dirs[key] = job_dir
+            self.report_jobs[key] = job
         self.reports[key] = body
         self._report_wakeup.set()
 
@@ -272,8 +318,8 @@ class WorkerAgent:
                     self._spawn(executor.kill(job, "taken away", self.settings.kill_grace_s))
 
     def _apply_action(self, job: RunningJob, action: str) -> None:
-        if job.proc is None:
-            return
+        if job.keeper is None:
+            return  # not started yet: _run applies the latest action once it is
         if action == "stop":
             executor.suspend(job)
         elif action == "run":
@@ -282,16 +328,17 @@ class WorkerAgent:
             self._spawn(executor.kill(job, "killed", self.settings.kill_grace_s))
 
     def _finish_unstarted(self, a: dict[str, Any], reason: str,
-                          job_dir: Path | None = None) -> None:
+                          job: RunningJob | None = None) -> None:
         key = (a["job_id"], a["attempt"])
         self._queue_report(key, {"attempt": a["attempt"], "exit_code": None, "reason": reason},
-                           job_dir)
+                           job)
 
     async def _run(self, a: dict[str, Any]) -> None:
         key: Key = (a["job_id"], a["attempt"])
         try:
-            account = executor.account_for(a["user"], self.settings.allow_root_jobs)
-            job = executor.prepare_dirs(self.settings.spool_dir, a, account)
+            account = executor.account_for(a["user"], self.settings.allow_root_jobs,
+                                           self.settings.min_job_uid)
+            job = await executor.prepare(self.spool, a, account)
         except (LaunchError, OSError) as exc:
             log.warning("job %s cannot start: %s", key[0], exc)
             self.starting.discard(key)
@@ -306,42 +353,50 @@ class WorkerAgent:
                 await staging.fetch_inputs(self.client, self.host, job)
                 if key not in self.running or job.killing:
                     raise LaunchError(job.kill_reason or "taken away before it started")
-                executor.launch(job, self.host, self.settings.allow_root_jobs)
+                await executor.launch(job, self.launcher, self.backend, account, self.host,
+                                      self.settings.pids_limit, self.spool.state, self.contact)
             except (LaunchError, ApiError, OSError, ValueError) as exc:
                 message = exc.message if isinstance(exc, ApiError) else str(exc)
                 log.warning("job %s failed to start: %s", key[0], message)
                 self.running.pop(key, None)
-                job.result.set_result(JobResult(None, None, message, executor.UsageMeter(0), 0))
-                self._finish_unstarted(a, f"failed to start: {message}", job.job_dir)
+                job.result.set_result(JobResult(None, None, message, executor.UsageMeter(), 0))
+                self._finish_unstarted(a, f"failed to start: {message}", job)
                 return
             log.info("job %s attempt %s started as pid %s", key[0], key[1], job.pid)
-            # An action that arrived while inputs were fetched applies now.
-            self._apply_action(job, job.assignment.get("action", "run"))
             try:
-                result = await executor.wait(
-                    job, self.settings.usage_interval_s, self.settings.kill_grace_s
-                )
-            except Exception as exc:  # never lose track of a started job: end it, say why
-                log.exception("job %s: waiting for it failed; killing it", key[0])
-                executor.kill_group_now(job)
-                assert job.meter is not None
-                result = JobResult(None, None, f"worker error: {exc}", job.meter,
-                                   job.wall_seconds())
-            job.result.set_result(result)
-            await self._report(job, result)
+                # An action that arrived while inputs were fetched applies now.
+                self._apply_action(job, job.assignment.get("action", "run"))
+            finally:
+                await self._follow(job)  # a started attempt is always followed to its end
         finally:
             self.running.pop(key, None)
-            executor.close_readers(job)
             if not job.result.done():
-                failed = JobResult(None, None, "worker error", executor.UsageMeter(0), 0)
+                failed = JobResult(None, None, "worker error", executor.UsageMeter(), 0)
                 job.result.set_result(failed)
+
+    async def _follow(self, job: RunningJob) -> None:
+        """Wait for a started (or adopted) attempt to end, then report it."""
+        assert job.result is not None
+        try:
+            result = await executor.wait(
+                job, self.settings.usage_interval_s, self.settings.kill_grace_s
+            )
+        except Exception as exc:  # never lose track of a started job: end it, say why
+            log.exception("job %s: waiting for it failed; killing it", job.key[0])
+            executor.kill_group_now(job)
+            result = JobResult(None, None, f"worker error: {exc}", job.meter,
+                               job.wall_seconds())
+        if not job.result.done():
+            job.result.set_result(result)
+        self.running.pop(job.key, None)
+        await self._report(job, result)
 
     async def _report(self, job: RunningJob, result: JobResult) -> None:
         key = job.key
         self._remember_ended(key)
         if job.kill_reason == "taken away":
             # Requeued or reassigned: the controller no longer wants this attempt.
-            shutil.rmtree(job.job_dir, ignore_errors=True)
+            await self._clean(job)
             return
         outputs: list[str] = []
         upload_later = False
@@ -353,6 +408,8 @@ class WorkerAgent:
             upload_later = exc.status == 0 or exc.status >= 500
         except OSError as exc:
             log.warning("job %s: returning outputs failed: %s", key[0], exc)
+        finally:
+            executor.close_readers(job)
         meter = result.usage
         body = {
             "attempt": key[1],
@@ -366,21 +423,40 @@ class WorkerAgent:
             "outputs": outputs,
         }
         if upload_later:
-            body["_upload"] = {"outputs": job.assignment.get("outputs", []),
-                               "work_dir": str(job.work_dir)}
+            body["_upload"] = True
         log.info("job %s attempt %s ended: exit %s signal %s %s", key[0], key[1],
                  result.exit_code, result.exit_signal, result.reason)
-        self._queue_report(key, body, job.job_dir)
+        self._queue_report(key, body, job)
 
     # --- lifecycle ----------------------------------------------------------------------
 
+    async def _recover(self) -> None:
+        """Attempts of an earlier worker process: adopt the live ones, report the rest."""
+        for found in await executor.recover(self.spool, self.backend):
+            job = found.job
+            key = job.key
+            if found.report is not None:
+                log.info("job %s attempt %s: sending the report an earlier worker saved", *key)
+                self._queue_report(key, found.report, job)
+            elif found.lost:
+                log.warning("job %s attempt %s: %s", key[0], key[1], found.lost)
+                self._finish_unstarted(job.assignment, found.lost, job)
+            else:
+                log.warning("job %s attempt %s was started by an earlier worker process: %s",
+                            key[0], key[1], "adopting it" if found.alive else "it ended")
+                self.running[key] = job
+                job.result = asyncio.get_running_loop().create_future()
+                self._spawn(self._follow(job))
+
     async def run(self) -> None:
-        self.settings.spool_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (self.settings.spool_dir / "jobs").mkdir(exist_ok=True, mode=0o700)
-        for key, body, job_dir in executor.recover_spool(self.settings.spool_dir):
-            log.warning("job %s attempt %s was taken on by an earlier worker process: %s",
-                        key[0], key[1], body.get("reason") or "finished, reporting it")
-            self._queue_report(key, body, job_dir)
+        # Output collection holds up to userfs.MAX_OUTPUTS descriptors at once.
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        self.spool.make()
+        self.launcher.start()
+        await self._recover()
         await self.register()
         loops = [self.poll_loop(), self.heartbeat_loop(), self.report_loop()]
         await asyncio.gather(*(self._spawn(c) for c in loops))
@@ -388,7 +464,29 @@ class WorkerAgent:
     async def shutdown(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        self.launcher.close()
         await self.client.close()
+
+
+def cgroup_namespace(host: str, spool_dir: Path) -> str:
+    """This worker's directory in each cgroup hierarchy: its name and a digest of its spool,
+    so two workers on one machine (even of one name) never see each other's jobs."""
+    digest = hashlib.sha256(str(spool_dir.resolve()).encode()).hexdigest()[:10]
+    return f"xce-{re.sub(r'[^A-Za-z0-9._-]', '_', host)[:60]}-{digest}"
+
+
+def containment(backend: CgroupBackend) -> dict[str, Any]:
+    """What the registration says about how this host contains jobs (`xce host show`):
+    the backend, which limits it enforces, how many cores it can give out."""
+    info = backend.describe()
+    out: dict[str, Any] = {"kind": backend.kind}
+    enforces = info.get("enforces")
+    if isinstance(enforces, dict):
+        out.update({str(k)[:32]: bool(v) for k, v in list(enforces.items())[:16]})
+    cores = info.get("cores")
+    if isinstance(cores, list | tuple):
+        out["cores"] = len(cores)
+    return out
 
 
 async def run_worker(config: Config) -> None:

@@ -1,9 +1,17 @@
-"""Runs one job as a real process: its own session and process group, its user, its files.
+"""One job attempt on this host: its directories, its cgroup, its keeper, its end.
 
-Suspend is SIGSTOP to the whole group, resume SIGCONT, kill SIGTERM then SIGKILL after a
-grace period. The walltime limit counts running time only (suspended time is excluded, as in
-Slurm). When the leader exits, whatever is left of its group is killed, so a job cannot leave
-processes behind on the host.
+Who does what (the worker is root, the job is hostile code):
+
+* the worker's own bookkeeping for an attempt (`spec.json`, `keeper.json`, `result.json`,
+  `report.json`) lives in `<spool>/state/<attempt>/`, 0700 root: a job cannot write it and
+  the worker trusts nothing else about the attempt (never a pid file in the job's tree);
+* the job's working directory `<jobs_dir>/<attempt>/` is the user's (0700); everything done
+  inside it, and in the job's `cwd`, is done as the user (xce/worker/userfs.py);
+* the process runs under a keeper (xce/worker/keeper.py) inside a cgroup of its own
+  (xce/worker/cgroups): suspend freezes the cgroup, kill and requeue empty it, so nothing
+  escapes by `setsid` or a double fork; usage comes from the cgroup.
+
+The walltime limit counts running time only (suspended time is excluded, as in Slurm).
 """
 
 from __future__ import annotations
@@ -11,31 +19,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import grp
-import json
 import logging
 import os
 import pwd
+import shutil
 import signal
-import subprocess
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from xce.store.files import job_dir_name
+from xce.worker import fence, userfs
+from xce.worker.cgroups import CgroupBackend, JobCgroup, Limits
+from xce.worker.keeper import KEEPER, RESULT, SPEC, read_json, write_json
+from xce.worker.launcher import KeeperError, KeeperLauncher, keeper_alive, pidfd
 from xce.worker.usage import UsageMeter
+from xce.worker.userfs import Credentials
 
 log = logging.getLogger("xce.worker.executor")
 
 _BACKGROUND: set[asyncio.Future[None]] = set()
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+REPORT = "report.json"
 
 
 class LaunchError(Exception):
-    """The job could not be started (unknown user, root refused, bad cwd)."""
+    """The job could not be started (unknown user, refused account, bad cwd)."""
 
 
 @dataclass
@@ -45,26 +56,30 @@ class JobResult:
     reason: str
     usage: UsageMeter
     wall_time_s: float
+    host_failure: bool = False
 
 
 @dataclass
 class RunningJob:
-    """A job process this worker started, keyed by (job id, attempt)."""
+    """A job attempt this worker took on, keyed by (job id, attempt)."""
 
     assignment: dict[str, Any]
     job_dir: Path
     work_dir: Path
-    proc: subprocess.Popen[bytes] | None = None
-    meter: UsageMeter | None = None
+    attempt_dir: Path | None = None
+    creds: Credentials | None = None
+    cgroup: JobCgroup | None = None
+    keeper: int | None = None
+    leader: int | None = None
+    meter: UsageMeter = field(default_factory=UsageMeter)
     started: float = field(default_factory=time.monotonic)
     suspended_since: float | None = None
     suspended_total: float = 0.0
     kill_reason: str = ""
     killing: bool = False
     result: asyncio.Future[JobResult] | None = None
-    # Read-only descriptors of the files the job writes its stdout and stderr to, opened
-    # before it starts: the live tail and the final upload read through them, so a job
-    # that swaps `.xce/stdout` for a symlink cannot make the worker read another file.
+    # Read-only descriptors of the job's stdout and stderr, opened as the user when the files
+    # were made: the live tail and the final upload read through them.
     readers: dict[str, int] = field(default_factory=dict)
     # Live tail: how many bytes of each stream the controller has taken (xce/worker/tail.py).
     sent: dict[str, int] = field(default_factory=dict)
@@ -75,7 +90,7 @@ class RunningJob:
 
     @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
+        return self.leader
 
     def running_seconds(self) -> float:
         now = time.monotonic()
@@ -86,17 +101,35 @@ class RunningJob:
         return time.monotonic() - self.started
 
 
-def account_for(user: str, allow_root: bool) -> pwd.struct_passwd | None:
-    """The account to run as; None means "as this worker's own user" (non-root worker)."""
+def attempt_name(job_id: str, attempt: int) -> str:
+    return f"{job_dir_name(job_id)}.{attempt}"
+
+
+# --- accounts -------------------------------------------------------------------------------
+
+def account_for(user: str, allow_root: bool, min_uid: int = 1000) -> pwd.struct_passwd | None:
+    """The account to run as; None means "as this worker's own user" (non-root worker).
+
+    A root worker runs jobs only as accounts at or above `min_job_uid`, and as root only with
+    `allow_root_jobs`, whoever submitted the job (the controller checks the same where it
+    can resolve the name; this host's view of the uid is the one that counts)."""
     if os.geteuid() != 0:
         return None
     try:
         account = pwd.getpwnam(user)
     except KeyError:
         raise LaunchError(f"user {user} does not exist on this host") from None
-    if account.pw_uid == 0 and not allow_root:
-        raise LaunchError("jobs as root are refused on this host (worker.allow_root_jobs)")
+    if account.pw_uid == 0:
+        if not allow_root:
+            raise LaunchError("jobs as root are refused on this host (worker.allow_root_jobs)")
+    elif account.pw_uid < min_uid:
+        raise LaunchError(f"user {user} (uid {account.pw_uid}) is a system account: jobs run "
+                          f"only as uids from {min_uid} (worker.min_job_uid)")
     return account
+
+
+def credentials(account: pwd.struct_passwd | None) -> Credentials | None:
+    return None if account is None else Credentials.of(account)
 
 
 def job_environment(a: dict[str, Any], account: pwd.struct_passwd | None, work_dir: Path,
@@ -135,93 +168,137 @@ def job_environment(a: dict[str, Any], account: pwd.struct_passwd | None, work_d
     return env
 
 
-def prepare_dirs(spool: Path, a: dict[str, Any], account: pwd.struct_passwd | None) -> RunningJob:
-    job_dir = spool / "jobs" / f"{job_dir_name(a['job_id'])}.{a['attempt']}"
-    (job_dir / ".xce").mkdir(parents=True, exist_ok=True, mode=0o700)
+# --- directories ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Spool:
+    """The worker's directories: `state` (root only) and `jobs` (the users' job dirs)."""
+
+    root: Path
+    jobs: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    def make(self) -> None:
+        """Create them with the right modes; the job users may only traverse `jobs`."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.state.mkdir(exist_ok=True, mode=0o700)
+        os.chmod(self.state, 0o700)
+        self.jobs.mkdir(parents=True, exist_ok=True, mode=0o711)
+        if os.geteuid() == 0:
+            os.chmod(self.jobs, 0o711)
+            blocked = [p for p in (self.jobs, *self.jobs.parents)
+                       if not os.stat(p).st_mode & 0o001]
+            if blocked:
+                log.warning("jobs of users other than root cannot reach their directories: "
+                            "%s is not searchable by others (set [worker] jobs_dir)", blocked[0])
+
+
+async def remove_job_dir(job_dir: Path, creds: Credentials | None) -> None:
+    """Empty a job directory as its user (symlinks are removed, never followed), then
+    remove the directory itself (root may: its parent is the worker's)."""
+    try:
+        await userfs.as_user(creds, userfs.remove_tree, str(job_dir))
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            log.warning("cannot empty %s: %s", job_dir, exc)
+    with contextlib.suppress(FileNotFoundError):
+        os.rmdir(job_dir)
+
+
+def _owner_credentials(path: Path) -> Credentials | None:
+    """The credentials of a directory's owner (to clean up a leftover as that user)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if os.geteuid() != 0 or st.st_uid == 0:
+        return None
+    try:
+        return Credentials.of(pwd.getpwuid(st.st_uid))
+    except KeyError:
+        return Credentials(st.st_uid, st.st_gid, (), str(st.st_uid))
+
+
+async def prepare(spool: Spool, a: dict[str, Any], account: pwd.struct_passwd | None
+                  ) -> RunningJob:
+    """The attempt's state directory (root) and job directory (the user's, 0700)."""
+    name = attempt_name(a["job_id"], a["attempt"])
+    attempt_dir = spool.state / name
+    if attempt_dir.exists():
+        shutil.rmtree(attempt_dir)  # a start that never got as far as its keeper
+    attempt_dir.mkdir(mode=0o700)
+    job_dir = spool.jobs / name
+    if os.path.lexists(job_dir):
+        await remove_job_dir(job_dir, _owner_credentials(job_dir))
+    os.mkdir(job_dir, 0o700)
     if account is not None:
-        for path in (job_dir, job_dir / ".xce"):
-            os.chown(path, account.pw_uid, account.pw_gid)
-    # The key marks "this attempt was taken on here": after a restart the worker reports it
-    # as ended instead of starting it again.
-    (job_dir / ".xce" / "key").write_text(json.dumps({"job_id": a["job_id"],
-                                                       "attempt": a["attempt"]}))
+        os.chown(job_dir, account.pw_uid, account.pw_gid, follow_symlinks=False)
     work_dir = Path(a["cwd"]) if a.get("cwd") else job_dir
-    if not work_dir.is_dir():
-        raise LaunchError(f"working directory {work_dir} does not exist on this host")
-    return RunningJob(a, job_dir, work_dir)
+    return RunningJob(a, job_dir, work_dir, attempt_dir, credentials(account))
 
 
-def launch(job: RunningJob, host: str, allow_root: bool) -> None:
-    """Start the process (synchronously; it is a fork+exec)."""
+# --- launching ------------------------------------------------------------------------------
+
+def limits_for(a: dict[str, Any], pids_limit: int) -> Limits:
+    memory = a.get("memory_mb") or 0
+    return Limits(memory_bytes=memory * 1024 * 1024 if memory else None,
+                  cpus=int(a.get("slots") or 1), pids=pids_limit or None)
+
+
+async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBackend,
+                 account: pwd.struct_passwd | None, host: str, pids_limit: int,
+                 worker_state: Path, contact: fence.Contact) -> None:
+    """Make the job's files (as the user), its cgroup, and have a keeper start it."""
     a = job.assignment
-    account = account_for(a["user"], allow_root)
-    meta = job.job_dir / ".xce"
-    if a.get("script") is not None:
-        script = meta / "script"
-        script.write_text(a["script"])
-        script.chmod(0o700)
-        if account is not None:
-            os.chown(script, account.pw_uid, account.pw_gid)
-        argv = [str(script)] if a["script"].startswith("#!") else ["/bin/sh", str(script)]
-    else:
-        argv = ["/bin/sh", "-c", a["command"]]
-    env = job_environment(a, account, job.work_dir, host)
-    kwargs: dict[str, Any] = {}
-    if account is not None and account.pw_uid != os.geteuid():
-        groups = [g.gr_gid for g in grp.getgrall() if account.pw_name in g.gr_mem]
-        kwargs.update(user=account.pw_uid, group=account.pw_gid, extra_groups=groups)
-    out_mode = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-    stdout = os.open(meta / "stdout", out_mode, 0o600)
-    stderr = os.open(meta / "stderr", out_mode, 0o600)
+    assert job.attempt_dir is not None
+    files = await userfs.as_user(job.creds, userfs.prepare_job_files, str(job.job_dir),
+                                 a.get("script"))
+    job.readers = {"stdout": files.stdout_reader, "stderr": files.stderr_reader}
     try:
-        for name, fd in (("stdout", stdout), ("stderr", stderr)):
-            try:
-                job.readers[name] = _reader_for(meta / name, fd)
-            except OSError as exc:
-                if exc.errno not in (errno.EMFILE, errno.ENFILE):
-                    raise
-                # Out of descriptors: run the job anyway, without a live tail of it.
-                log.warning("job %s: no descriptor left for its %s tail", job.key[0], name)
-        if account is not None:
-            for fd in (stdout, stderr):
-                os.fchown(fd, account.pw_uid, account.pw_gid)
-        fork_baseline = psutil.Process().memory_info().rss
-        job.proc = subprocess.Popen(
-            argv,
-            cwd=job.work_dir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,
-            close_fds=True,
-            **kwargs,
-        )
-    except OSError as exc:
+        if files.script is not None:
+            argv = [files.script] if a["script"].startswith("#!") else ["/bin/sh", files.script]
+        else:
+            argv = ["/bin/sh", "-c", a["command"]]
+        name = attempt_name(a["job_id"], a["attempt"])
+        write_json(str(job.attempt_dir), SPEC, {
+            "job_id": a["job_id"], "attempt": a["attempt"], "assignment": a,
+            "argv": argv, "env": job_environment(a, account, job.work_dir, host),
+            "cwd": str(job.work_dir), "job_dir": str(job.job_dir),
+            "user": account.pw_name if account else None,
+            "uid": job.creds.uid if job.creds else None,
+            "gid": job.creds.gid if job.creds else None,
+            "groups": list(job.creds.groups) if job.creds else None,
+            "cgroup": name, "worker_state": str(worker_state),
+            "contact": {"at": contact.at, "fence_timeout_s": contact.fence_timeout_s},
+        })
+        job.cgroup = await asyncio.to_thread(backend.create, name,
+                                             limits_for(a, pids_limit))
+        try:
+            started = await launcher.launch(str(job.attempt_dir), files.stdout, files.stderr)
+        except (KeeperError, OSError, TimeoutError, ValueError) as exc:
+            await asyncio.to_thread(_drop_cgroup, job.cgroup)
+            raise LaunchError(str(exc)) from None
+    except BaseException:
         close_readers(job)
-        raise LaunchError(f"cannot start the job: {exc.strerror or exc}") from None
+        raise
     finally:
-        os.close(stdout)
-        os.close(stderr)
+        for fd in (files.stdout, files.stderr):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    job.keeper, job.leader = started.keeper, started.leader
     job.started = time.monotonic()
-    job.meter = UsageMeter(job.proc.pid, fork_baseline)
-    try:
-        (meta / "pid").write_text(f"{job.proc.pid}\n")
-    except OSError as exc:
-        # Untracked it could outlive a worker restart: better not to run it at all.
-        _signal_group(job, signal.SIGKILL)
-        job.proc.wait()
-        raise LaunchError(f"cannot record the job's pid: {exc.strerror or exc}") from None
 
 
-def _reader_for(path: Path, writer: int) -> int:
-    """A read-only descriptor of the very file `writer` writes (checked by inode)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    ours, theirs = os.fstat(fd), os.fstat(writer)
-    if (ours.st_dev, ours.st_ino) != (theirs.st_dev, theirs.st_ino):
-        os.close(fd)
-        raise OSError(f"{path} changed while the job was set up")
-    return fd
+def _drop_cgroup(cgroup: JobCgroup | None) -> None:
+    if cgroup is None:
+        return
+    with contextlib.suppress(OSError):
+        cgroup.kill()
+    with contextlib.suppress(OSError):
+        cgroup.remove()
 
 
 def close_readers(job: RunningJob) -> None:
@@ -232,153 +309,215 @@ def close_readers(job: RunningJob) -> None:
             os.close(fd)
 
 
-def _signal_group(job: RunningJob, sig: int) -> None:
-    if job.proc is None:
+# --- control --------------------------------------------------------------------------------
+
+def _cgroup_call(job: RunningJob, what: str, *args: Any) -> None:
+    if job.cgroup is None:
         return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(job.proc.pid, sig)
+    try:
+        getattr(job.cgroup, what)(*args)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENODEV, errno.ESRCH):
+            log.warning("job %s: %s failed: %s", job.key[0], what, exc)
 
 
 def suspend(job: RunningJob) -> None:
+    """Freeze every process of the job at once (the cgroup freezer)."""
     if job.suspended_since is None and not job.killing:
-        _signal_group(job, signal.SIGSTOP)
+        _cgroup_call(job, "freeze")
         job.suspended_since = time.monotonic()
 
 
 def resume(job: RunningJob) -> None:
     if job.suspended_since is not None:
-        _signal_group(job, signal.SIGCONT)
+        _cgroup_call(job, "thaw")
         job.suspended_total += time.monotonic() - job.suspended_since
         job.suspended_since = None
 
 
 async def kill(job: RunningJob, reason: str, grace: float) -> None:
-    """SIGTERM (and SIGCONT so a stopped job can act on it), SIGKILL after `grace` seconds."""
+    """SIGTERM to every process (thawed first so it can act), then the whole cgroup is
+    killed after `grace` seconds if the job has not ended."""
     if job.killing:
         return
     job.killing = True
     job.kill_reason = reason
-    _signal_group(job, signal.SIGTERM)
-    _signal_group(job, signal.SIGCONT)
     if job.suspended_since is not None:
         job.suspended_total += time.monotonic() - job.suspended_since
         job.suspended_since = None
+    _cgroup_call(job, "thaw")
+    _cgroup_call(job, "signal", signal.SIGTERM)
+    _cgroup_call(job, "signal", signal.SIGCONT)
     if job.result is None:
         return
     try:
         await asyncio.wait_for(asyncio.shield(job.result), grace)
     except TimeoutError:
-        _signal_group(job, signal.SIGKILL)
-
-
-async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResult:
-    """Wait for the leader to exit, sampling usage and enforcing the walltime limit."""
-    assert job.proc is not None and job.meter is not None
-    loop = asyncio.get_running_loop()
-    exited: asyncio.Future[tuple[int, Any]] = loop.create_future()
-    pid = job.proc.pid
-    try:
-        pidfd: int | None = os.pidfd_open(pid)
-    except OSError:  # kernels before 5.3: poll instead
-        pidfd = None
-
-    def on_exit() -> None:
-        try:
-            waited, status, rusage = os.wait4(pid, os.WNOHANG)
-        except ChildProcessError:
-            waited, status, rusage = pid, 0, None
-        if waited and not exited.done():
-            exited.set_result((status, rusage))
-
-    if pidfd is not None:
-        loop.add_reader(pidfd, on_exit)
-    walltime = job.assignment.get("walltime_s")
-    # Sample densely at first so short jobs still get a memory figure.
-    delays = [0.02, 0.1, 0.3, 0.6]
-    try:
-        while not exited.done():
-            if pidfd is None:
-                on_exit()
-            job.meter.sample()
-            if walltime and not job.killing and job.running_seconds() > walltime:
-                log.info("job %s exceeded its walltime of %ss", job.key[0], walltime)
-                killer = asyncio.ensure_future(kill(job, "walltime limit exceeded", grace))
-                _BACKGROUND.add(killer)
-                killer.add_done_callback(_BACKGROUND.discard)
-            with contextlib.suppress(TimeoutError):
-                delay = delays.pop(0) if delays else usage_interval
-                if pidfd is None:
-                    delay = min(delay, 0.2)
-                await asyncio.wait_for(asyncio.shield(exited), min(delay, usage_interval))
-    finally:
-        if pidfd is not None:
-            loop.remove_reader(pidfd)
-            os.close(pidfd)
-    status, rusage = exited.result()
-    job.proc.returncode = os.waitstatus_to_exitcode(status) if rusage is not None else 0
-    # Leftover processes of the job's group go with it.
-    _signal_group(job, signal.SIGKILL)
-    job.meter.close(rusage)
-    if rusage is not None and os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        code, sig_out = 128 + sig, sig
-    else:
-        code = os.WEXITSTATUS(status) if rusage is not None else None
-        sig_out = None
-    return JobResult(code, sig_out, job.kill_reason, job.meter, job.wall_seconds())
+        await asyncio.to_thread(_cgroup_call, job, "kill")
 
 
 def kill_group_now(job: RunningJob) -> None:
-    """SIGKILL the whole group at once (used when the worker lost track of a job)."""
-    _signal_group(job, signal.SIGKILL)
+    """Kill every process of the job at once (used when the worker lost track of it)."""
+    _cgroup_call(job, "kill")
 
 
-def write_result(job_dir: Path, body: dict[str, Any]) -> None:
-    """Persist a finish report before the pid file goes, so a restart can still send it."""
-    meta = job_dir / ".xce"
-    tmp = meta / "result.tmp"
-    with tmp.open("w") as f:
-        json.dump(body, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, meta / "result")
-    with contextlib.suppress(OSError):
-        (meta / "pid").unlink()
+def _start_kill(job: RunningJob, reason: str, grace: float) -> None:
+    killer = asyncio.ensure_future(kill(job, reason, grace))
+    _BACKGROUND.add(killer)
+    killer.add_done_callback(_BACKGROUND.discard)
 
 
-def recover_spool(spool: Path) -> list[tuple[tuple[str, int], dict[str, Any], Path]]:
-    """After a worker restart: every attempt a previous worker process took on.
+# --- waiting --------------------------------------------------------------------------------
 
-    Each comes back as ended, with the report to send: the saved result if it finished, or
-    an EXIT if it was still running (its process group is killed now) or never launched.
-    """
-    found = []
-    for key_file in (spool / "jobs").glob("*/.xce/key"):
-        meta = key_file.parent
-        try:
-            raw = json.loads(key_file.read_text())
-            key = (str(raw["job_id"]), int(raw["attempt"]))
-        except (ValueError, OSError, KeyError, TypeError):
+async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResult:
+    """Wait for the keeper to end the attempt, sampling usage and enforcing the walltime."""
+    assert job.keeper is not None and job.attempt_dir is not None
+    loop = asyncio.get_running_loop()
+    ended = loop.create_future()
+    fd = pidfd(job.keeper)
+
+    def on_exit() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    if fd is not None:
+        loop.add_reader(fd, on_exit)
+    else:
+        on_exit()
+    walltime = job.assignment.get("walltime_s")
+    delays = [0.02, 0.1, 0.3, 0.6]  # densely at first, so short jobs still get figures
+    try:
+        while not ended.done():
+            job.meter.sample(job.cgroup)
+            if walltime and not job.killing and job.running_seconds() > walltime:
+                log.info("job %s exceeded its walltime of %ss", job.key[0], walltime)
+                _start_kill(job, "walltime limit exceeded", grace)
+            with contextlib.suppress(TimeoutError):
+                delay = delays.pop(0) if delays else usage_interval
+                await asyncio.wait_for(asyncio.shield(ended), min(delay, usage_interval))
+    finally:
+        if fd is not None:
+            loop.remove_reader(fd)
+            os.close(fd)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(job.keeper, os.WNOHANG)
+    return finish(job, read_json(str(job.attempt_dir), RESULT))
+
+
+def finish(job: RunningJob, result: dict[str, Any] | None) -> JobResult:
+    """The attempt's outcome from the keeper's result.json (None: the keeper died)."""
+    if result is None:
+        kill_group_now(job)
+        return JobResult(None, None, job.kill_reason or "the job's keeper died", job.meter,
+                         job.wall_seconds())
+    if "launch_error" in result:
+        return JobResult(None, None, f"failed to start: {result['launch_error']}", job.meter,
+                         0.0)
+    job.meter.close(result)
+    reason = job.kill_reason
+    host_failure = False
+    if result.get("fenced_after_s") is not None:
+        reason = (f"killed on its host: the worker had no contact with a controller for "
+                  f"{result['fenced_after_s']:.0f} s (fence timeout)")
+        host_failure = True
+    elif result.get("oom_killed"):
+        reason = f"memory limit of {job.assignment.get('memory_mb')} MB exceeded"
+    code, sig = result.get("exit_code"), result.get("exit_signal")
+    if sig is not None:
+        code = 128 + int(sig)
+    return JobResult(code, sig, reason, job.meter, float(result.get("wall_time_s") or 0.0),
+                     host_failure)
+
+
+# --- after a worker restart ------------------------------------------------------------------
+
+@dataclass
+class Recovered:
+    """An attempt an earlier worker process took on: still running (adopt it), ended with a
+    result (report it), or already reported to be sent (`report`)."""
+
+    job: RunningJob
+    alive: bool = False
+    report: dict[str, Any] | None = None
+    lost: str = ""
+
+
+async def recover(spool: Spool, backend: CgroupBackend) -> list[Recovered]:
+    """Every attempt found in the worker's own state directory (never in the job's tree).
+
+    A keeper that is still alive (same pid and start time as it recorded) is adopted; an
+    attempt with no live keeper and no result has its cgroup killed. Cgroups that no attempt
+    claims are killed and removed too."""
+    found: list[Recovered] = []
+    claimed: set[str] = set()
+    for attempt_dir in sorted(spool.state.iterdir()) if spool.state.is_dir() else []:
+        if not attempt_dir.is_dir() or attempt_dir.is_symlink():
             continue
-        body: dict[str, Any] | None = None
-        with contextlib.suppress(ValueError, OSError):
-            body = json.loads((meta / "result").read_text())
-        pid_file = meta / "pid"
-        if pid_file.exists():
-            try:
-                pid = int(pid_file.read_text().strip())
-                # Only a process at least as old as the pid file is ours, not a reused pid.
-                if psutil.Process(pid).create_time() <= pid_file.stat().st_mtime + 5:
-                    os.killpg(pid, signal.SIGKILL)
-            except (ValueError, OSError, psutil.Error):
-                pass
+        spec = read_json(str(attempt_dir), SPEC)
+        if spec is None:
+            shutil.rmtree(attempt_dir, ignore_errors=True)
+            continue
+        claimed.add(spec["cgroup"])
+        creds = None
+        if spec.get("uid") is not None:
+            creds = Credentials(int(spec["uid"]), int(spec["gid"]),
+                                tuple(int(g) for g in spec["groups"]), str(spec["user"]))
+        job = RunningJob(spec["assignment"], Path(spec["job_dir"]), Path(spec["cwd"]),
+                         attempt_dir, creds)
+        report = read_json(str(attempt_dir), REPORT)
+        if report is not None:
+            found.append(Recovered(job, report=report))
+            continue
+        keeper = read_json(str(attempt_dir), KEEPER)
+        job.cgroup = backend.open(spec["cgroup"], keeper.get("leader") if keeper else None)
+        if read_json(str(attempt_dir), RESULT) is not None:
+            job.keeper = int(keeper["keeper"]) if keeper else None
+            found.append(Recovered(job))
+            continue
+        if keeper is not None and keeper_alive(int(keeper["keeper"]), keeper.get("keeper_start")):
+            job.keeper, job.leader = int(keeper["keeper"]), int(keeper["leader"])
+            job.started -= max(0.0, fence.now() - float(keeper.get("started_at", fence.now())))
             with contextlib.suppress(OSError):
-                pid_file.unlink()
-            if body is None:
-                body = {"attempt": key[1], "exit_code": None,
-                        "reason": "the worker restarted while the job ran"}
-        if body is None:
-            body = {"attempt": key[1], "exit_code": None,
-                    "reason": "failed to start: the worker restarted"}
-        found.append((key, body, meta.parent))
+                job.readers = await userfs.as_user(creds, open_readers, str(job.job_dir))
+            found.append(Recovered(job, alive=True))
+            continue
+        await asyncio.to_thread(_drop_cgroup, job.cgroup)
+        job.cgroup = None
+        found.append(Recovered(job, lost="the worker restarted and the job's keeper was gone"
+                               if keeper else "failed to start: the worker restarted"))
+    for name in backend.existing():
+        if name not in claimed:
+            log.warning("killing cgroup %s: no attempt of this worker claims it", name)
+            await asyncio.to_thread(_drop_cgroup, backend.open(name))
     return found
+
+
+def open_readers(job_dir: str) -> dict[str, int]:
+    """Read descriptors of `.xce/stdout` and `.xce/stderr` (run as the user; no symlinks)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    top = os.open(job_dir, flags | os.O_DIRECTORY)
+    try:
+        meta = os.open(".xce", flags | os.O_DIRECTORY, dir_fd=top)
+    finally:
+        os.close(top)
+    readers: dict[str, int] = {}
+    try:
+        for name in ("stdout", "stderr"):
+            try:
+                # O_NONBLOCK: a FIFO planted in place of the file cannot hang this thread.
+                fd = os.open(name, flags | os.O_NONBLOCK, dir_fd=meta)
+            except OSError:
+                continue
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                readers[name] = fd
+            else:
+                os.close(fd)
+    finally:
+        os.close(meta)
+    return readers
+
+
+def save_report(job: RunningJob, body: dict[str, Any]) -> None:
+    """Persist a finish report in the worker's own directory, so a restart still sends it."""
+    if job.attempt_dir is not None:
+        write_json(str(job.attempt_dir), REPORT, body)

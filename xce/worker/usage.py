@@ -1,57 +1,40 @@
-"""Resource usage of a job's process tree, sampled with psutil and closed with wait4().
+"""Resource usage of one job attempt, read from its cgroup.
 
-Sampling sees every live process in the tree (CPU time of each, the sum of their RSS); the
-final `wait4` rusage adds the CPU time of descendants that were already reaped and the peak
-RSS of the largest single process. Together they give Slurm's TotalCPU and MaxRSS.
+The cgroup sees every process of the job, those that left its session included, and its
+memory figure is the job's real high-water mark (memory.peak / max_usage_in_bytes), not the
+sum of each process's RSS, which counts shared pages once per process. With the "none"
+backend the figures are sampled from /proc (xce/worker/cgroups), a best effort.
 """
 
 from __future__ import annotations
 
-import resource
 from dataclasses import dataclass
+from typing import Any
 
-import psutil
+from xce.worker.cgroups import JobCgroup
 
 
 @dataclass
 class UsageMeter:
-    """Accumulates the maxima over the life of one job."""
+    """The maxima over the life of one attempt (what heartbeats and the finish report send)."""
 
-    pid: int
-    # RSS of the forking worker: a child's ru_maxrss starts from it (the kernel carries the
-    # pre-exec high-water mark across exec), so a maxrss at or below it says nothing.
-    fork_baseline_bytes: int = 0
     cpu_user_s: float = 0.0
     cpu_system_s: float = 0.0
     max_rss_bytes: int = 0
 
-    def sample(self) -> None:
+    def sample(self, cgroup: JobCgroup | None) -> None:
+        if cgroup is None:
+            return
         try:
-            leader = psutil.Process(self.pid)
-            procs = [leader, *leader.children(recursive=True)]
-        except psutil.Error:
-            return
-        user = system = 0.0
-        rss = 0
-        for proc in procs:
-            try:
-                with proc.oneshot():
-                    times = proc.cpu_times()
-                    rss += proc.memory_info().rss
-            except psutil.Error:
-                continue
-            user += times.user + getattr(times, "children_user", 0.0)
-            system += times.system + getattr(times, "children_system", 0.0)
-        self.cpu_user_s = max(self.cpu_user_s, user)
-        self.cpu_system_s = max(self.cpu_system_s, system)
-        self.max_rss_bytes = max(self.max_rss_bytes, rss)
+            usage = cgroup.usage()
+        except OSError:
+            return  # removed under us (the job just ended): the keeper's figures follow
+        self.cpu_user_s = max(self.cpu_user_s, usage.cpu_user_s)
+        self.cpu_system_s = max(self.cpu_system_s, usage.cpu_system_s)
+        self.max_rss_bytes = max(self.max_rss_bytes, usage.memory_peak_bytes)
 
-    def close(self, rusage: resource.struct_rusage | None) -> None:
-        """Fold in the final rusage from wait4 (ru_maxrss is in KiB on Linux)."""
-        if rusage is None:
-            return
-        self.cpu_user_s = max(self.cpu_user_s, rusage.ru_utime)
-        self.cpu_system_s = max(self.cpu_system_s, rusage.ru_stime)
-        maxrss = rusage.ru_maxrss * 1024
-        if maxrss > self.fork_baseline_bytes * 1.05:
-            self.max_rss_bytes = max(self.max_rss_bytes, maxrss)
+    def close(self, result: dict[str, Any]) -> None:
+        """Fold in the keeper's final figures (taken from the cgroup just before removal)."""
+        self.cpu_user_s = max(self.cpu_user_s, float(result.get("cpu_user_s") or 0.0))
+        self.cpu_system_s = max(self.cpu_system_s, float(result.get("cpu_system_s") or 0.0))
+        self.max_rss_bytes = max(self.max_rss_bytes, int(result.get("max_rss_bytes") or 0))

@@ -1,0 +1,104 @@
+"""The worker's execution pieces on this machine, with no controller: its spool, a real cgroup
+backend, a real keeper launcher. Hostile-job tests drive jobs through exactly the code the
+worker runs (xce/worker/executor.py, staging.py), as real unprivileged users.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from xce.worker import executor, fence, staging
+from xce.worker.cgroups import detect
+from xce.worker.executor import JobResult, RunningJob, Spool
+from xce.worker.launcher import KeeperLauncher
+
+
+def searchable_dir(prefix: str) -> Path:
+    """A fresh directory under /tmp that other users can traverse (0711): pytest's own
+    temporary directories are 0700 root, which no job user can enter."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    os.chmod(path, 0o711)
+    return path
+
+
+class Recorder:
+    """Stands in for XceClient: keeps what an upload sends, serves inputs from a dict."""
+
+    def __init__(self, inputs: dict[str, bytes] | None = None) -> None:
+        self.files: dict[str, bytes] = {}
+        self.inputs = inputs or {}
+
+    async def request(self, method: str, path: str, **kw: Any) -> Any:
+        if method == "GET":
+            return self.inputs[path.rsplit("/inputs/", 1)[1]]
+        data = b"".join([chunk async for chunk in kw["data"]])
+        self.files[path.rsplit("/outputs/", 1)[1]] = data
+        return {}
+
+
+class LocalHost:
+    def __init__(self, root: Path, mode: str = "auto", pids_limit: int = 0,
+                 fence_timeout_s: float = 60.0, spool: Path | None = None,
+                 namespace: str | None = None) -> None:
+        self.root = root
+        self.spool = Spool(spool or root / "spool", root / "jobs")
+        self.spool.make()
+        self.namespace = namespace or f"xce-test-{secrets.token_hex(5)}"
+        self.backend = detect(mode, "", self.namespace)
+        self.launcher = KeeperLauncher(self.backend.kind, "", self.namespace)
+        self.launcher.start()
+        self.pids_limit = pids_limit
+        self.contact = fence.Contact(fence.now(), fence_timeout_s)
+        fence.record(str(self.spool.state), self.contact)
+
+    def touch(self) -> None:
+        """The worker reached a controller just now."""
+        self.contact = fence.Contact(fence.now(), self.contact.fence_timeout_s)
+        fence.record(str(self.spool.state), self.contact)
+
+    async def start(self, a: dict[str, Any], user: str = "root",
+                    inputs: dict[str, bytes] | None = None) -> RunningJob:
+        a = {"job_id": secrets.token_hex(3), "attempt": 0, "user": user, "outputs": [],
+             "inputs": list(inputs or {}), "slots": 1, **a}
+        account = executor.account_for(a["user"], allow_root=True)
+        job = await executor.prepare(self.spool, a, account)
+        if inputs:
+            await staging.fetch_inputs(Recorder(inputs), "h1", job)  # type: ignore[arg-type]
+        job.result = asyncio.get_running_loop().create_future()
+        await executor.launch(job, self.launcher, self.backend, account, "h1",
+                              self.pids_limit, self.spool.state, self.contact)
+        return job
+
+    async def wait(self, job: RunningJob) -> JobResult:
+        result = await executor.wait(job, 0.1, 1.0)
+        assert job.result is not None
+        if not job.result.done():
+            job.result.set_result(result)
+        return result
+
+    async def run(self, a: dict[str, Any], user: str = "root",
+                  inputs: dict[str, bytes] | None = None
+                  ) -> tuple[RunningJob, JobResult, dict[str, bytes]]:
+        """Run a job to its end and return its outputs as the worker would upload them."""
+        job = await self.start(a, user, inputs)
+        result = await self.wait(job)
+        client = Recorder()
+        await staging.upload_outputs(client, "h1", job)  # type: ignore[arg-type]
+        executor.close_readers(job)
+        return job, result, client.files
+
+    def close(self) -> None:
+        self.launcher.close()
+        for name in self.backend.existing():
+            cgroup = self.backend.open(name)
+            if cgroup is not None:
+                with contextlib.suppress(OSError):
+                    cgroup.kill()
+                with contextlib.suppress(OSError):
+                    cgroup.remove()
