@@ -75,6 +75,8 @@ class Cluster:
         self.controller: subprocess.Popen[bytes] | None = None
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.worker_names: set[str] = set()
+        # A worker that reaches the controller another way (e.g. through a proxy the test cuts).
+        self.worker_controllers: dict[str, list[str]] = {}
         self.logs: list[Path] = []
         self.extra_controller = ""
         # TLS tests: extra config text per role ("controller" or a worker name), and the
@@ -85,9 +87,10 @@ class Cluster:
         self.worker_tokens: dict[str, str] = {}  # worker name -> its token (default: shared)
         self.candidate_urls: list[str] = []  # cluster.controllers for HA; empty: [self.url]
         self.cluster_extra = ""  # more [cluster] lines (HA timeouts, replication mode)
-        # The job directories' parent: tests that run jobs as an unprivileged user need one
-        # that user can reach (see hostile_cluster in tests/integration/test_hostile_jobs.py).
-        self.jobs_root = root / "jobs"
+        # The job directories' parent: one every user can traverse (pytest's temporary
+        # directories are 0700 root), so jobs of unprivileged users can enter theirs.
+        self.jobs_root = Path(tempfile.mkdtemp(prefix="xce-jobs-", dir="/tmp"))
+        os.chmod(self.jobs_root, 0o711)
 
     # --- processes -----------------------------------------------------------------------
 
@@ -108,9 +111,12 @@ kill_grace_s = 2.0
 allow_root_jobs = true
 {attrs}
 """
+        controllers = self.candidate_urls or [self.url]
+        if worker and worker in self.worker_controllers:
+            controllers = self.worker_controllers[worker]
         text = f"""
 [cluster]
-controllers = {json.dumps(self.candidate_urls or [self.url])}
+controllers = {json.dumps(controllers)}
 {self.cluster_extra}
 
 [controller]
@@ -193,6 +199,7 @@ on_host_failure = "exit"
         # make sure none outlives the test.
         for name in self.worker_names:
             kill_worker_jobs(name, self.root / name)
+        shutil.rmtree(self.jobs_root, ignore_errors=True)
 
     def log_text(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-4000:]}" for p in self.logs if p.exists())

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from tests.integration.cluster import ApiFailure, Cluster
+from tests.worker.linux_users import LinuxUsers, linux_users  # noqa: F401
 
 
 def _leader_of(cluster: Cluster, job_id: str) -> int:
@@ -277,16 +278,15 @@ def test_bad_requests_get_json_4xx(cluster: Cluster) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create a user")
-def test_job_runs_as_the_submitting_user(cluster: Cluster) -> None:
-    import subprocess
-
-    user = "xcejobuser"
-    subprocess.run(["useradd", "-M", "-s", "/bin/sh", user], capture_output=True)
-    job_id = cluster.submit(command="id -un; echo $HOME $USER", user=user)
+def test_job_runs_as_the_submitting_user(
+        cluster: Cluster, linux_users: LinuxUsers) -> None:  # noqa: F811
+    user = linux_users.user()
+    job_id = cluster.submit(command="id -un; echo $HOME $USER; pwd", user=user.name)
     job = cluster.wait_state(job_id, "DONE", "EXIT")
     assert job["state"] == "DONE", cluster.download(job_id, "stderr")
     out = cluster.download(job_id, "stdout").decode().split()
-    assert out[0] == user and out[-1] == user
+    assert out[0] == user.name and out[2] == user.name
+    assert out[3].startswith(str(cluster.jobs_root))  # its own directory, which it may enter
     missing = cluster.wait_state(cluster.submit(command="true", user="nosuchuser9"), "EXIT")
     assert re.search("does not exist", missing["reason"]), missing
 
