@@ -32,6 +32,9 @@ class WorkerInfo:
     slots: int
     memory_mb: int
     attributes: tuple[tuple[str, str], ...] = ()
+    # How the worker contains jobs (cgroup kind, controllers, cores), as it reports it;
+    # shown, never interpreted. Empty: an older worker that does not say.
+    containment: tuple[tuple[str, str | int | float | bool | None], ...] = ()
 
 
 @dataclass(frozen=True)
