@@ -86,6 +86,10 @@ class Api:
 
 def make_settings(tmp_path: Path, **overrides: Any) -> ControllerSettings:
     queues = (QueueRecord("normal", priority=30), QueueRecord("short", priority=50))
+    # The admin token's user is root (TOKENS["admin"]), and many tests submit as it: this
+    # test cluster allows root jobs, as `xce up` run as root does. Tests of the refusal
+    # pass allow_root_jobs=False.
+    overrides.setdefault("allow_root_jobs", True)
     return ControllerSettings(state_dir=tmp_path / "state", queues=queues, **overrides)
 
 
