@@ -99,7 +99,9 @@ async def start_api(settings: ControllerSettings, tmp_path: Path,
     if not key_dir(settings.state_dir).exists():
         shutil.copytree(KEYS, key_dir(settings.state_dir),
                         ignore=shutil.ignore_patterns("users.toml*"))
-    service = ControllerService(settings, FileStore(tmp_path / "files", 10 * 1024 * 1024))
+    service = ControllerService(settings, FileStore(
+        tmp_path / "files", 10 * 1024 * 1024, settings.upload_quota_mb * 1024 * 1024,
+        settings.upload_ttl_s))
     now = service.clock()
     await service.commit(
         ev.QueueCreated(now, q) for q in settings.queues if q.name not in service.state.queues

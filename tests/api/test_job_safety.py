@@ -245,6 +245,27 @@ async def test_bad_containment_is_a_400(api: Api, containment: Any, words: str) 
 
 # --- who jobs may run as --------------------------------------------------------------------
 
+# The controller host's accounts, as pwd.getpwnam sees them (the test machine's own
+# /etc/passwd is shared with other tests that add and remove users).
+ACCOUNTS = {"root": 0, "daemon": 1, "bin": 2, "cloud": 1000}
+
+
+@pytest.fixture(autouse=True)
+def accounts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pwd
+    from types import SimpleNamespace
+
+    from xce.controller import service
+
+    def getpwnam(name: str) -> Any:
+        if name not in ACCOUNTS:
+            raise KeyError(name)
+        return SimpleNamespace(pw_name=name, pw_uid=ACCOUNTS[name])
+
+    monkeypatch.setattr(service, "pwd", SimpleNamespace(getpwnam=getpwnam))
+    assert pwd.getpwnam is not getpwnam
+
+
 @pytest.fixture
 async def strict(tmp_path: Path) -> AsyncIterator[Api]:
     """Defaults: no root jobs, min_job_uid 1000, no job_users; an admin client."""
@@ -273,6 +294,7 @@ async def test_system_accounts_are_refused_whatever_the_role(strict: Api) -> Non
         assert user in message and "min_job_uid = 1000" in message and "uid " in message
     # An account unknown on the controller host is left to the worker.
     await strict.call("POST", "/api/v1/jobs", 201, json={"command": "id", "user": "alice"})
+    await strict.call("POST", "/api/v1/jobs", 201, json={"command": "id", "user": "cloud"})
     # Arrays are refused the same way.
     await strict.call("POST", "/api/v1/jobs", 403,
                       json={"command": "id", "user": "daemon", "array": "1-3"})

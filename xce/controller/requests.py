@@ -24,6 +24,9 @@ class SubmitRequest:
     hold: bool = False
     submit_host: str = ""
     resources: str = ""
+    # Whose uploads `inputs` may name: the submitter's own; None: anyone's (admins, and
+    # callers inside the controller).
+    uploads_of: str | None = None
 
 
 @dataclass(frozen=True)

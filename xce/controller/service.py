@@ -226,7 +226,7 @@ class ControllerService:
                 raise InvalidRequest(f"environment variable {key} is reserved for XCE")
         if req.cwd is not None and not req.cwd.startswith("/"):
             raise InvalidRequest("cwd must be an absolute path on the execution host")
-        inputs = self._inputs(req.inputs)
+        inputs = self._inputs(req.inputs, req.uploads_of)
         outputs = tuple(safe_relative_path(p, "output pattern") for p in req.outputs)
         for out in outputs:
             if out in RESERVED_OUTPUTS:
@@ -262,8 +262,9 @@ class ControllerService:
         )
         return spec, inputs
 
-    def _inputs(self, raw: dict[str, str]) -> dict[str, str]:
-        """Normalised input path -> upload id; paths and uploads must not collide."""
+    def _inputs(self, raw: dict[str, str], uploads_of: str | None = None) -> dict[str, str]:
+        """Normalised input path -> upload id; paths and uploads must not collide, and each
+        upload must be `uploads_of`'s (None: anyone's)."""
         inputs: dict[str, str] = {}
         for path, upload_id in raw.items():
             rel = safe_relative_path(path, "input path")
@@ -272,7 +273,7 @@ class ControllerService:
             inputs[rel] = upload_id
         ids = list(inputs.values())
         for upload_id in ids:
-            self.files.check_upload(upload_id)
+            self.files.check_upload(upload_id, uploads_of)
             if ids.count(upload_id) > 1:
                 raise InvalidRequest(f"upload {upload_id} is used for more than one input")
         ordered = sorted(inputs)
