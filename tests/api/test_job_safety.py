@@ -214,6 +214,14 @@ async def test_containment_is_kept_and_shown(api: Api) -> None:
     assert host["containment"] == CONTAINMENT
     assert host["containment_summary"] == "v1 (memory, cpu, cpuset, pids, freezer; cores=2)"
     assert readable_host(host)["containment"] == host["containment_summary"]
+    beat = await api.call("POST", "/api/v1/workers/w1/heartbeat", 200, json={})
+    assert beat["register_again"] is False
+    api.gateway.containment.clear()  # as on a controller that started since
+    beat = await api.call("POST", "/api/v1/workers/w1/heartbeat", 200, json={})
+    assert beat["register_again"] is True
+    await api.call("POST", "/api/v1/workers/register", 200,
+                   json={"host": "w1", "slots": 2, "memory_mb": 100,
+                         "containment": CONTAINMENT})
     old = await api.call("GET", "/api/v1/hosts/old", 200)
     assert old["containment"] is None and old["containment_summary"] == "unknown"
     assert readable_host(old)["containment"] == "unknown"

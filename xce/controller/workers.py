@@ -189,7 +189,11 @@ class WorkerGateway:
                       for j in h.jobs}
             self._usage_logged = {k: v for k, v in self._usage_logged.items() if k in active}
         await self.service.commit(events, reschedule=False)
-        return {"version": self.service.host_versions.get(host, 0)}
+        # A controller that started (or took over) since the worker registered has not
+        # heard its containment: the worker should register again (the answer is the same
+        # desired set, so this costs one request).
+        return {"version": self.service.host_versions.get(host, 0),
+                "register_again": host not in self.containment}
 
     def assignments(self, host: str) -> dict[str, Any]:
         if host not in self.state.hosts:
