@@ -334,3 +334,19 @@ async def test_allowed_root_and_a_lower_min_uid(tmp_path: Path) -> None:
 async def test_a_plain_user_still_cannot_submit_as_another(strict: Api) -> None:
     await strict.call("POST", "/api/v1/jobs", 403, json={"command": "id", "user": "bob"},
                       headers=as_user("alice"))
+
+
+async def test_a_job_killed_on_a_silent_host_is_requeued_only_after_the_fence(fenced) -> None:
+    """Killed while its host is cut off, the job is EXIT at once; but it may still be
+    running there, so starting it again waits for the fence."""
+    api, clock = fenced
+    await api.register("w1")
+    job_id = await _running(api)
+    clock.now = T0 + DEADLINE + 1
+    await api.gateway.check_liveness()
+    await api.call("POST", f"/api/v1/jobs/{job_id}/kill", 200)
+    assert (await api.show(job_id))["state"] == "EXIT"
+    await api.call("POST", f"/api/v1/jobs/{job_id}/requeue", 409)
+    clock.now = T0 + DEADLINE + FENCE + 1
+    await api.call("POST", f"/api/v1/jobs/{job_id}/requeue", 200)
+    assert (await api.show(job_id))["state"] == "PEND"
