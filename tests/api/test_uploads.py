@@ -153,3 +153,27 @@ async def test_files_stay_private(secured: Api, tmp_path: Path) -> None:
 
 async def _chunks(data: bytes):  # type: ignore[no-untyped-def]
     yield data
+
+
+async def test_uploads_in_flight_share_the_quota(tmp_path: Path) -> None:
+    """Two uploads at once cannot both pass a quota that fits only one."""
+    import asyncio
+
+    from xce.core.errors import QuotaExceeded
+
+    files = FileStore(tmp_path / "f", 10_000, quota_bytes=1000)
+    gate = asyncio.Event()
+
+    async def slow():  # type: ignore[no-untyped-def]
+        yield b"x" * 400
+        await gate.wait()
+        yield b"x" * 400
+
+    tasks = [asyncio.create_task(files.save_upload(slow(), owner="alice")) for _ in range(2)]
+    await asyncio.sleep(0.05)
+    gate.set()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert sorted(type(r).__name__ for r in results) == ["QuotaExceeded", "tuple"]
+    assert any(isinstance(r, QuotaExceeded) for r in results)
+    assert files.usage("alice") == 800 and files._inflight == {}
+    assert len(list((tmp_path / "f" / "uploads").iterdir())) == 2  # one file + its .json
