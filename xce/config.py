@@ -8,6 +8,7 @@ ignored, because a typo in a cluster config is a outage waiting to happen.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -36,8 +37,22 @@ class ControllerSettings:
     state_dir: Path = field(default_factory=lambda: Path("~/.local/share/xce").expanduser())
     heartbeat_interval_s: float = 5.0
     missed_heartbeats: int = 3
+    # A silent host is unavailable after heartbeat_interval_s * missed_heartbeats; its jobs
+    # are requeued (or ended) only fence_timeout_s later, by which time its worker has
+    # killed them itself (it is told this value): a job never runs on two hosts at once.
+    fence_timeout_s: float = 30.0
     schedule_interval_s: float = 1.0
     max_upload_mb: int = 1024
+    # Staged uploads not yet attached to a job: at most this much per user, and deleted
+    # when no job has used them within upload_ttl_s, so uploads cannot fill the disk.
+    upload_quota_mb: int = 10240
+    upload_ttl_s: float = 86400.0
+    # Which accounts jobs may run as (checked at submit where the name resolves on the
+    # controller host; workers check again on theirs): root only with allow_root_jobs,
+    # other uids below min_job_uid only when listed in job_users.
+    allow_root_jobs: bool = False
+    min_job_uid: int = 1000
+    job_users: tuple[str, ...] = ()
     max_body_kb: int = 1024
     max_array_size: int = 1_000_000
     queues: tuple[QueueRecord, ...] = (QueueRecord("normal", priority=30),)
@@ -233,6 +248,31 @@ def _queue_scheduling(section: str, data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_JOB_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+
+
+def _controller_safety(data: dict[str, Any]) -> dict[str, Any]:
+    """`allow_root_jobs`, `min_job_uid`, `job_users` of `[controller]`: who jobs may run as."""
+    s = "controller"
+    out: dict[str, Any] = {}
+    if "allow_root_jobs" in data:
+        out["allow_root_jobs"] = _typed(s, "allow_root_jobs", data["allow_root_jobs"], bool)
+    if "min_job_uid" in data:
+        uid = _typed(s, "min_job_uid", data["min_job_uid"], int)
+        if uid < 0:
+            raise ConfigError(f"controller.min_job_uid must be 0 or more, got {uid}")
+        out["min_job_uid"] = uid
+    if "job_users" in data:
+        users = data["job_users"]
+        if not isinstance(users, list) or not all(
+            isinstance(u, str) and _JOB_USER.match(u) for u in users
+        ):
+            raise ConfigError("controller.job_users must be a list of user names, "
+                              f"got {users!r}")
+        out["job_users"] = tuple(users)
+    return out
+
+
 def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
     s = "controller"
     _check_keys(
@@ -241,9 +281,11 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
          "schedule_interval_s", "max_upload_mb", "max_body_kb", "max_array_size",
          "default_queue", "wal_fsync", "wal_fsync_interval_s", "wal_segment_mb",
          "checkpoint_every", "checkpoint_interval_s", "finished_retention_s", "url",
-         "replication_listen", "replication_token", "replication_token_file"},
+         "replication_listen", "replication_token", "replication_token_file",
+         "fence_timeout_s", "upload_quota_mb", "upload_ttl_s", "allow_root_jobs",
+         "min_job_uid", "job_users"},
     )
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = _controller_safety(data)
     if "url" in data:
         out["url"] = _typed(s, "url", data["url"], str).rstrip("/")
     if "replication_listen" in data:
@@ -266,7 +308,8 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
         raw = _typed(s, "state_dir", data["state_dir"], str)
         out["state_dir"] = (base / Path(raw).expanduser()).resolve()
     for key in ("heartbeat_interval_s", "schedule_interval_s", "wal_fsync_interval_s",
-                "checkpoint_interval_s", "finished_retention_s"):
+                "checkpoint_interval_s", "finished_retention_s", "fence_timeout_s",
+                "upload_ttl_s"):
         if key in data:
             out[key] = float(_positive(s, key, data[key]))
     if "wal_fsync" in data:
@@ -275,7 +318,7 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
             raise ConfigError(f"controller.wal_fsync must be always or interval, "
                               f"got {out['wal_fsync']!r}")
     for key in ("missed_heartbeats", "max_upload_mb", "max_body_kb", "max_array_size",
-                "wal_segment_mb", "checkpoint_every"):
+                "wal_segment_mb", "checkpoint_every", "upload_quota_mb"):
         if key in data:
             out[key] = int(_positive(s, key, _typed(s, key, data[key], int)))
     if "default_queue" in data:

@@ -86,6 +86,10 @@ class Api:
 
 def make_settings(tmp_path: Path, **overrides: Any) -> ControllerSettings:
     queues = (QueueRecord("normal", priority=30), QueueRecord("short", priority=50))
+    # The admin token's user is root (TOKENS["admin"]), and many tests submit as it: this
+    # test cluster allows root jobs, as `xce up` run as root does. Tests of the refusal
+    # pass allow_root_jobs=False.
+    overrides.setdefault("allow_root_jobs", True)
     return ControllerSettings(state_dir=tmp_path / "state", queues=queues, **overrides)
 
 
@@ -95,7 +99,9 @@ async def start_api(settings: ControllerSettings, tmp_path: Path,
     if not key_dir(settings.state_dir).exists():
         shutil.copytree(KEYS, key_dir(settings.state_dir),
                         ignore=shutil.ignore_patterns("users.toml*"))
-    service = ControllerService(settings, FileStore(tmp_path / "files", 10 * 1024 * 1024))
+    service = ControllerService(settings, FileStore(
+        tmp_path / "files", 10 * 1024 * 1024, settings.upload_quota_mb * 1024 * 1024,
+        settings.upload_ttl_s))
     now = service.clock()
     await service.commit(
         ev.QueueCreated(now, q) for q in settings.queues if q.name not in service.state.queues

@@ -7,6 +7,7 @@ import json
 import shutil
 import ssl
 import time
+import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,9 +20,10 @@ from xce.api.app import build_app
 from xce.api.http import AUTH
 from xce.auth.keys import key_dir
 from xce.auth.pki import create_ca
-from xce.config import Config, TlsSettings, WorkerSettings
+from xce.config import Config, TlsSettings, WorkerSettings, parse_config
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
+from xce.setup.joinclient import _config_text
 from xce.setup.jointokens import JoinTokenStore
 from xce.store.files import FileStore
 
@@ -93,6 +95,19 @@ async def test_expired_unknown_and_forged_tokens_are_refused(joinable: Api,
     assert answer["role"] == "standby"
     claims = joinable.app[AUTH].tokens.verify(answer["service_token"])
     assert (claims.user, claims.roles) == ("standby1", ("standby",))
+    # The standby copies the primary's job-safety rules, so a failover changes none of them.
+    assert answer["controller"] == {
+        "fence_timeout_s": 30.0, "allow_root_jobs": True, "min_job_uid": 1000,
+        "job_users": [], "upload_quota_mb": 10240, "upload_ttl_s": 86400.0}
+    text = _config_text({**answer, "controller": {**answer["controller"],
+                                                  "job_users": ["svc"], "min_job_uid": "x"}},
+                        has_cert=False)
+    data = tomllib.loads(text)
+    del data["controller"]["replication_token_file"]  # files the joined node holds
+    del data["worker"]["token_file"]
+    ctl = parse_config(data).controller
+    assert (ctl.allow_root_jobs, ctl.fence_timeout_s, ctl.job_users) == (True, 30.0, ("svc",))
+    assert ctl.min_job_uid == 1000  # a value of the wrong type is left to the default
 
 
 async def test_bad_requests_name_the_field(joinable: Api) -> None:

@@ -71,6 +71,10 @@ class Cluster:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.heartbeat = heartbeat
+        # [controller] fence_timeout_s: short, so a lost host's jobs are requeued within a
+        # test's patience, but longer than a controller restart in the crash tests (workers
+        # kill their jobs after this long without a controller).
+        self.fence_timeout = 5.0
         self.queues = queues
         self.controller: subprocess.Popen[bytes] | None = None
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
@@ -124,7 +128,10 @@ listen = "127.0.0.1:{self.port}"
 state_dir = "{self.root / 'controller'}"
 heartbeat_interval_s = {self.heartbeat}
 missed_heartbeats = 3
+fence_timeout_s = {self.fence_timeout}
 schedule_interval_s = 0.2
+# Tests submit as root (the default user of `submit` below), as the workers allow.
+allow_root_jobs = true
 {self.extra_controller}
 
 [auth]

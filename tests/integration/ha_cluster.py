@@ -39,6 +39,7 @@ class HaCluster(Cluster):
     def __init__(self, root: Path, candidates: int = 2, failover_timeout: float = 2.0,
                  replication: str = "async", heartbeat: float = 0.3) -> None:
         super().__init__(root, heartbeat=heartbeat)
+        self.fence_timeout = 15.0  # well past a failover: workers keep their jobs through it
         self.ports = [free_pair() for _ in range(candidates)]
         self.candidate_urls = [f"http://127.0.0.1:{p}" for p in self.ports]
         self.url = self.candidate_urls[0]

@@ -139,3 +139,17 @@ def test_cli_without_a_controller_says_so(tmp_path: Path) -> None:
                             capture_output=True, timeout=60)
     assert result.returncode == 2
     assert "no controller answered" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_refused_submit_takes_its_uploads_back(up: Up) -> None:
+    """Unused uploads count against the user's quota: the CLI deletes them when the submit
+    they were for is refused."""
+    data = up.root / "data.csv"
+    data.write_text("3\n1\n2\n")
+    refused = up.xce("job", "submit", "-i", str(data), "-q", "nosuch", "--", "sort", "data.csv")
+    assert refused.returncode != 0 and "nosuch" in refused.stderr, refused.stderr
+    uploads = up.root / "state" / "controller" / "files" / "uploads"
+    assert list(uploads.iterdir()) == []
+    ok = up.xce("job", "submit", "--json", "-i", str(data), "--", "sort", "data.csv")
+    assert ok.returncode == 0, ok.stderr
+    assert list(uploads.iterdir()) == []  # used by the job: no longer an upload

@@ -211,6 +211,16 @@ def test_worker_sigkill_makes_host_unavailable_and_requeues(cluster: Cluster) ->
     cluster.kill_worker("w1")
     cluster.wait_for(lambda: cluster.get("/api/v1/hosts/w1")["status"] == "unavailable", 10,
                      "w1 unavailable")
+    # The fence: unavailable, but its jobs are left alone for fence_timeout_s (the worker,
+    # were it only cut off, kills them itself by then), so nothing runs twice.
+    lost_at = time.time()
+    host = cluster.get("/api/v1/hosts/w1")
+    assert host["liveness"]["fence_timeout_s"] == cluster.fence_timeout
+    assert host["liveness"]["jobs_requeued_in_s"] > 0
+    job = cluster.job(requeued)
+    assert (job["state"], job["host"], job["attempt"]) == ("RUN", "w1", 0)
+    cluster.wait_for(lambda: cluster.job(requeued)["attempt"] == 1, 20, "requeued after fence")
+    assert time.time() - lost_at >= cluster.fence_timeout - 1.5
     job = cluster.wait_state(requeued, "RUN", timeout=20)
     assert job["host"] == "w2" and job["attempt"] == 1
     gone = cluster.job(exited)

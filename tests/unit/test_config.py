@@ -331,3 +331,42 @@ def test_tls_section_resolves_paths_and_pairs_cert_with_key(tmp_path) -> None:
         parse_config({"tls": {"cert_file": "c.pem"}})
     with pytest.raises(ConfigError, match=r"unknown key tls\.cert"):
         parse_config({"tls": {"cert": "c.pem"}})
+
+
+def test_job_safety_defaults() -> None:
+    """Issue 14: the fence, the upload quota and who jobs may run as, by default."""
+    ctl = parse_config({}).controller
+    assert ctl.fence_timeout_s == 30.0
+    assert (ctl.upload_quota_mb, ctl.upload_ttl_s) == (10240, 86400.0)
+    assert (ctl.allow_root_jobs, ctl.min_job_uid, ctl.job_users) == (False, 1000, ())
+
+
+def test_job_safety_keys() -> None:
+    ctl = parse_config({"controller": {
+        "fence_timeout_s": 12, "upload_quota_mb": 5, "upload_ttl_s": 60.5,
+        "allow_root_jobs": True, "min_job_uid": 500, "job_users": ["daemon", "svc-x"],
+    }}).controller
+    assert ctl.fence_timeout_s == 12.0 and isinstance(ctl.fence_timeout_s, float)
+    assert (ctl.upload_quota_mb, ctl.upload_ttl_s) == (5, 60.5)
+    assert (ctl.allow_root_jobs, ctl.min_job_uid, ctl.job_users) == (True, 500,
+                                                                      ("daemon", "svc-x"))
+    assert parse_config({"controller": {"min_job_uid": 0}}).controller.min_job_uid == 0
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"fence_timeout_s": 0}, "controller.fence_timeout_s must be positive"),
+        ({"fence_timeout_s": "30"}, "controller.fence_timeout_s must be a int or float"),
+        ({"upload_quota_mb": 0}, "controller.upload_quota_mb must be positive"),
+        ({"upload_quota_mb": 1.5}, "controller.upload_quota_mb must be a int"),
+        ({"upload_ttl_s": -1}, "controller.upload_ttl_s must be positive"),
+        ({"allow_root_jobs": "yes"}, "controller.allow_root_jobs must be a bool"),
+        ({"min_job_uid": -1}, "controller.min_job_uid must be 0 or more"),
+        ({"min_job_uid": True}, "controller.min_job_uid must be a int, not a boolean"),
+        ({"job_users": "daemon"}, "controller.job_users must be a list of user names"),
+        ({"job_users": ["Bad Name"]}, "controller.job_users must be a list of user names"),
+    ],
+)
+def test_job_safety_errors_name_the_key(data: dict[str, Any], expected: str) -> None:
+    assert expected in error({"controller": data})

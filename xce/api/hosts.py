@@ -15,7 +15,8 @@ from xce.controller.workers import WorkerGateway
 def _view(request: web.Request, name: str) -> dict:
     service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
     gateway: WorkerGateway = request.app[GATEWAY]  # type: ignore[assignment]
-    return host_view(service.state.host(name), service.state, gateway.load.get(name))
+    return host_view(service.state.host(name), service.state, gateway.load.get(name),
+                     gateway.liveness(name), gateway.containment.get(name))
 
 
 async def list_(request: web.Request) -> web.Response:

@@ -35,7 +35,8 @@ async def submit(request: web.Request) -> web.Response:
     body = await read_json(request, schemas.SUBMIT)
     who = identity(request)
     user = body.get("user") or who.name
-    if user != who.user and job_scope(who.permissions, "job:control") != "all":
+    anyones = job_scope(who.permissions, "job:control") == "all"
+    if user != who.user and not anyones:
         raise Forbidden(f"{who.user} may not submit jobs as {user}")
     req = SubmitRequest(
         user=user,
@@ -55,6 +56,7 @@ async def submit(request: web.Request) -> web.Response:
         hold=body.get("hold", False),
         submit_host=body.get("submit_host", request.remote or ""),
         resources=body.get("resources", ""),
+        uploads_of=None if anyones else who.user,
     )
     service = _service(request)
     job_id = await service.submit(req)
@@ -231,9 +233,40 @@ async def tail(request: web.Request) -> web.Response:
 
 
 async def upload(request: web.Request) -> web.Response:
+    """Stage an input file; it is the caller's, and counts against their upload quota
+    until a job uses it (or upload_ttl_s passes and it is deleted)."""
     service = _service(request)
-    upload_id, size = await service.files.save_upload(request.content.iter_chunked(1 << 16))
+    upload_id, size = await service.files.save_upload(request.content.iter_chunked(1 << 16),
+                                                      owner=identity(request).user)
     return json_response({"upload_id": upload_id, "size": size}, status=201)
+
+
+def _uploads_owner(request: web.Request) -> str | None:
+    """Whose uploads the caller may see and delete: their own; None (all) for callers who
+    control every job (admin, operator)."""
+    who = identity(request)
+    return None if job_scope(who.permissions, "job:control") == "all" else who.user
+
+
+async def delete_upload(request: web.Request) -> web.Response:
+    """Delete an upload no job has used yet; someone else's is a 404, as if absent."""
+    service = _service(request)
+    upload_id = request.match_info["upload_id"]
+    gone = service.files.delete_upload(upload_id, _uploads_owner(request))
+    return json_response({"upload_id": upload_id, "deleted": True, "size": gone.size})
+
+
+async def list_uploads(request: web.Request) -> web.Response:
+    """The caller's uploads no job has used yet, with their quota and when each expires."""
+    service = _service(request)
+    files = service.files
+    who = identity(request).user
+    owner = _uploads_owner(request)
+    rows = [{"upload_id": k, "owner": u.owner, "size": u.size, "created": u.created,
+             "expires": u.created + files.ttl_s}
+            for k, u in files.list_uploads(owner).items()]
+    return json_response({"uploads": rows, "user": who, "used_bytes": files.usage(who),
+                          "quota_bytes": files.quota_bytes, "ttl_s": files.ttl_s})
 
 
 
@@ -273,4 +306,10 @@ ROUTES = [
           binary_response=True),
     Route("POST", "/api/v1/uploads", upload, "Upload an input file; returns its upload id",
           "job:submit", "jobs", raw_body=True, ok_status=201),
+    Route("GET", "/api/v1/uploads", list_uploads,
+          "Uploads no job has used yet (yours; an admin's: everyone's), with your quota",
+          "job:submit", "jobs"),
+    Route("DELETE", "/api/v1/uploads/{upload_id}", delete_upload,
+          "Delete an upload no job has used yet (your own; an admin: anyone's)",
+          "job:submit", "jobs"),
 ]

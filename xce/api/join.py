@@ -118,12 +118,26 @@ async def join(request: web.Request) -> web.Response:
             "allow_root_jobs": config.worker.allow_root_jobs,  # type: ignore[attr-defined]
             "heartbeat_interval_s": config.worker.heartbeat_interval_s,  # type: ignore
         },
+        # A standby that takes over must apply the same job-safety rules as this primary.
+        "controller": controller_template(config.controller),  # type: ignore[attr-defined]
     }
     issued = await asyncio.to_thread(_issue_client_cert, config.tls.ca_file,  # type: ignore
                                      body["name"], body.get("hosts", []))
     if issued is not None:
         answer["cert_pem"], answer["key_pem"] = issued
     return json_response(answer)
+
+
+def controller_template(settings: Any) -> dict[str, Any]:
+    """The `[controller]` keys a joining standby copies: the fence and who may run jobs."""
+    return {
+        "fence_timeout_s": settings.fence_timeout_s,
+        "allow_root_jobs": settings.allow_root_jobs,
+        "min_job_uid": settings.min_job_uid,
+        "job_users": list(settings.job_users),
+        "upload_quota_mb": settings.upload_quota_mb,
+        "upload_ttl_s": settings.upload_ttl_s,
+    }
 
 
 async def create_join_token(request: web.Request) -> web.Response:

@@ -73,6 +73,8 @@ def validate(value: Any, schema: dict[str, Any], path: str = "body") -> None:
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
             raise InvalidRequest(f"{path} has more than {schema['maxProperties']} entries")
         for key, item in value.items():
+            if "propertyNames" in schema:
+                validate(key, schema["propertyNames"], f"{path} key {key[:64]!r}")
             if key in props:
                 validate(item, props[key], f"{path}.{key}")
             elif extra is False:

@@ -74,6 +74,14 @@ REGISTER: dict[str, Any] = {
         "memory_mb": {"type": "integer", "minimum": 1, "maximum": 2**40},
         "attributes": {"type": "object", "maxProperties": 256,
                        "additionalProperties": {"type": "string", "maxLength": 256}},
+        # How the worker contains jobs, e.g. {"kind": "v2", "memory": true, "cores": 2}:
+        # shown by `xce host show`, never interpreted, so only its size is checked.
+        "containment": {
+            "type": "object", "maxProperties": 32,
+            "propertyNames": {"type": "string", "minLength": 1, "maxLength": 64},
+            "additionalProperties": {"type": ["string", "number", "boolean", "null"],
+                                     "maxLength": 256},
+        },
     },
 }
 

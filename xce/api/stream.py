@@ -47,8 +47,10 @@ def _view(request: web.Request, change: Change) -> dict[str, Any]:
         host = state.hosts.get(change.key)
         if host is None:
             return {"name": change.key, "removed": True}
-        load = request.app[GATEWAY].load.get(change.key)  # type: ignore[attr-defined]
-        return host_view(host, state, load)
+        gateway = request.app[GATEWAY]
+        return host_view(host, state, gateway.load.get(change.key),  # type: ignore[attr-defined]
+                         gateway.liveness(change.key),  # type: ignore[attr-defined]
+                         gateway.containment.get(change.key))  # type: ignore[attr-defined]
     if change.kind == "queue":
         queue = state.queues.get(change.key)
         return queue_view(queue, state) if queue else {"name": change.key, "removed": True}

@@ -189,7 +189,24 @@ def queue_view(queue: QueueRecord, state: ClusterState) -> dict:
     }
 
 
-def host_view(host: HostRecord, state: ClusterState, load: dict[str, float] | None) -> dict:
+def containment_summary(containment: dict[str, Any] | None) -> str:
+    """`{"kind": "v1", "memory": true, ..., "cores": 2}` -> "v1 (memory, ...; cores=2)".
+
+    "unknown" for a worker that did not say (an older one, or none registered with this
+    controller since it started)."""
+    if not containment:
+        return "unknown"
+    kind = str(containment.get("kind", "?"))
+    on = [k for k, v in containment.items() if k != "kind" and v is True]
+    values = [f"{k}={v}" for k, v in containment.items()
+              if k != "kind" and not isinstance(v, bool) and v is not None]
+    inside = ", ".join(on) + ("; " if on and values else "") + ", ".join(values)
+    return f"{kind} ({inside})" if inside else kind
+
+
+def host_view(host: HostRecord, state: ClusterState, load: dict[str, float] | None,
+              liveness: dict[str, Any] | None = None,
+              containment: dict[str, Any] | None = None) -> dict:
     used = state.host_load.get(host.name)
     jobs = sorted(used.jobs) if used else []
     admin = host.admin.value
@@ -212,4 +229,9 @@ def host_view(host: HostRecord, state: ClusterState, load: dict[str, float] | No
         "load": load or {},
         "registered_at": host.registered_at,
         "changed_at": host.changed_at,
+        # Heartbeat age, deadline, fence and when a silent host's jobs are requeued
+        # (xce/controller/workers.py, the fence rule).
+        "liveness": liveness or {},
+        "containment": containment or None,
+        "containment_summary": containment_summary(containment),
     }

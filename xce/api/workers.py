@@ -32,6 +32,7 @@ async def register(request: web.Request) -> web.Response:
     info = WorkerInfo(
         body["host"], body["slots"], body["memory_mb"],
         tuple(sorted(body.get("attributes", {}).items())),
+        tuple(body.get("containment", {}).items()),  # in the worker's order, for display
     )
     return json_response(await _gateway(request).register(info))
 

@@ -45,6 +45,9 @@ listen = "127.0.0.1:{port}"
 state_dir = "{state_dir / 'controller'}"
 heartbeat_interval_s = 2.0
 missed_heartbeats = 3
+# Jobs of root are accepted only where this is true (set because `xce up` ran as root, as
+# for the worker below); jobs of other system accounts (uid < min_job_uid, 1000) are refused.
+allow_root_jobs = {root_jobs}
 
 [auth]
 # Logins get a signed JWT (keys in the controller's state directory). Roles: user,
@@ -74,6 +77,27 @@ heartbeat_interval_s = 2.0
 # root); a multi-user cluster should leave it false.
 allow_root_jobs = {root_jobs}
 """
+
+
+def _upgrade_config(config: Path) -> None:
+    """A config an older `xce up` wrote as root allowed root jobs on the worker only; the
+    controller now checks too (`[controller] allow_root_jobs`), so say the same there."""
+    import tomllib
+
+    try:
+        text = config.read_text()
+        data = tomllib.loads(text)
+    except (OSError, tomllib.TOMLDecodeError):
+        return  # loading the config reports it
+    controller = data.get("controller", {})
+    if (os.geteuid() != 0 or "allow_root_jobs" in controller
+            or data.get("worker", {}).get("allow_root_jobs") is not True
+            or text.count("\n[controller]\n") != 1):
+        return
+    line = ("# Added by `xce up`: root jobs, as the worker below allows them.\n"
+            "allow_root_jobs = true\n")
+    _write_private(config, text.replace("\n[controller]\n", "\n[controller]\n" + line, 1))
+    typer.echo(f"xce up: added allow_root_jobs = true to [controller] in {config}", err=True)
 
 
 def _self_command(*args: str) -> list[str]:
@@ -130,6 +154,8 @@ def run_embedded(state_dir: Path | None, port: int | None) -> None:
     first_run = not config.exists()
     if first_run:
         _write_private(config, _config_text(state_dir, port))
+    if not first_run:
+        _upgrade_config(config)
     password = _credentials(state_dir, config, first_run)
     from xce.config import ConfigError, load_config
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import typer
 
-from xce.cli.common import call, name_action, print_json, print_table, show_record
+from xce.cli.common import call, name_action, print_fields, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -30,8 +33,43 @@ def list_(as_json: bool = typer.Option(False, "--json"),
 @app.command()
 def show(name: str, as_json: bool = typer.Option(False, "--json"),
          controller: list[str] = CONTROLLER) -> None:
-    """Show one host."""
-    show_record(call(lambda c: c.host(name), controller), as_json)
+    """Show one host, with its heartbeat timings and how it contains jobs."""
+    record = call(lambda c: c.host(name), controller)
+    if as_json:
+        print_json(record)
+    else:
+        print_fields(readable_host(record))
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+
+
+def readable_host(record: dict[str, Any]) -> dict[str, Any]:
+    """The host view for people: containment as one line, liveness as sentences."""
+    out = dict(record)
+    summary = out.pop("containment_summary", None)
+    out["containment"] = summary or "unknown"
+    live = out.pop("liveness", None) or {}
+    if live:
+        deadline = float(live["heartbeat_deadline_s"])
+        fence = float(live["fence_timeout_s"])
+        age = live.get("last_heartbeat_age_s")
+        lines = {
+            "last heartbeat": (f"{_seconds(age)} ago" if age is not None
+                               else "none since this controller started"),
+            "heartbeat deadline": f"{_seconds(deadline)} (unavailable after this silence)",
+            "fence timeout": f"{_seconds(fence)} (its worker kills its jobs after this "
+                             "long without a controller)",
+        }
+        if live.get("jobs_requeued_at") is not None:
+            at = time.strftime("%H:%M:%S", time.localtime(live["jobs_requeued_at"]))
+            lines["jobs requeued"] = (f"in {_seconds(live['jobs_requeued_in_s'])} (at {at}) "
+                                      "unless the host comes back")
+        else:
+            lines["jobs requeued"] = f"after {_seconds(deadline + fence)} of silence"
+        out["liveness"] = lines
+    return out
 
 
 def _action(action: str, past: str):  # type: ignore[no-untyped-def]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shlex
@@ -112,10 +113,23 @@ def submit(
         staged.append((path, remote if sep else path.name))
 
     async def run(client: Any) -> dict[str, Any]:
-        if staged:
-            uploads = await asyncio.gather(*(client.upload(p) for p, _ in staged))
+        if not staged:
+            return await client.submit(body)
+        done = await asyncio.gather(*(client.upload(p) for p, _ in staged),
+                                    return_exceptions=True)
+        uploads = [u for u in done if isinstance(u, str)]
+        try:
+            failed = next((u for u in done if isinstance(u, BaseException)), None)
+            if failed is not None:
+                raise failed
             body["inputs"] = {remote: uid for (_, remote), uid in zip(staged, uploads, strict=True)}
-        return await client.submit(body)
+            return await client.submit(body)
+        except BaseException:
+            # Unused uploads count against the quota until they expire: give them back.
+            for upload_id in uploads:
+                with contextlib.suppress(Exception):
+                    await client.delete_upload(upload_id)
+            raise
 
     result = call(run, controller)
     if as_json:

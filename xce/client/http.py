@@ -201,6 +201,9 @@ class XceClient:
         )
         return result["upload_id"]
 
+    async def delete_upload(self, upload_id: str) -> dict[str, Any]:
+        return await self.request("DELETE", f"/api/v1/uploads/{upload_id}")
+
     # --- queues, hosts, cluster -------------------------------------------------------
 
     async def queues(self) -> list[dict[str, Any]]:

@@ -68,10 +68,30 @@ async def _liveness_loop(gateway: WorkerGateway) -> None:
     while True:
         await asyncio.sleep(interval)
         try:
-            for host in await gateway.check_liveness():
-                log.warning("host %s missed its heartbeats: marked unavailable", host)
+            for host, change in await gateway.check_liveness():
+                if change == "unavailable":
+                    log.warning("host %s missed its heartbeats: marked unavailable; its jobs "
+                                "are requeued in %.0f s unless it comes back (fence)", host,
+                                gateway.fence_timeout_s)
+                else:
+                    log.warning("host %s stayed silent past heartbeat deadline + "
+                                "fence_timeout_s: its jobs are requeued or ended", host)
         except Exception:
             log.exception("liveness check failed")
+
+
+async def _upload_sweep_loop(files: FileStore) -> None:
+    """Delete uploads no job used within upload_ttl_s: once at start, then periodically."""
+    interval = min(max(files.ttl_s / 10, 1.0), 600.0)
+    while True:
+        try:
+            gone = files.sweep_uploads()  # on the loop: the index is the loop's
+            if gone:
+                log.info("deleted %d upload(s) no job used within %.0f s", len(gone),
+                         files.ttl_s)
+        except Exception:
+            log.exception("upload sweep failed")
+        await asyncio.sleep(interval)
 
 
 async def serve(config: Config, ready: asyncio.Event | None = None,
@@ -98,7 +118,8 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     """Serve as primary from `store` until stopped ("stop") or fenced ("step_down")."""
     settings = config.controller
     ssl_context = server_ssl_context(config.tls)
-    files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024)
+    files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024,
+                      settings.upload_quota_mb * 1024 * 1024, settings.upload_ttl_s)
     service = ControllerService(settings, files, state=store.recovered.state, log=store)
     history_for(service)  # job histories: rebuilt from the recovered records, then live
     gateway = WorkerGateway(service)
@@ -126,6 +147,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     tasks = [
         asyncio.create_task(_scheduler_loop(service)),
         asyncio.create_task(_liveness_loop(gateway)),
+        asyncio.create_task(_upload_sweep_loop(files)),
         asyncio.create_task(store.run_checkpoints(service.state)),
     ]
     node.mark_ready()

@@ -24,6 +24,9 @@ class SubmitRequest:
     hold: bool = False
     submit_host: str = ""
     resources: str = ""
+    # Whose uploads `inputs` may name: the submitter's own; None: anyone's (admins, and
+    # callers inside the controller).
+    uploads_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,9 @@ class WorkerInfo:
     slots: int
     memory_mb: int
     attributes: tuple[tuple[str, str], ...] = ()
+    # How the worker contains jobs (cgroup kind, controllers, cores), as it reports it;
+    # shown, never interpreted. Empty: an older worker that does not say.
+    containment: tuple[tuple[str, str | int | float | bool | None], ...] = ()
 
 
 @dataclass(frozen=True)

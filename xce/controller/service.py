@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import pwd
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -46,6 +47,33 @@ USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 JOB_ACTIONS = ("stop", "resume", "requeue", "kill")
 Planner = Callable[..., Plan]
+
+
+def _clock_text(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
+def check_job_user(settings: ControllerSettings, user: str) -> None:
+    """403 when `settings` forbid jobs to run as `user` on this controller's host.
+
+    Root needs `allow_root_jobs`; another uid below `min_job_uid` must be in `job_users`;
+    whatever role the submitter has. A name that does not resolve here (a user known only
+    on the execution hosts) is left to the worker, which applies the same rule on its host.
+    """
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return
+    if uid == 0:
+        if not settings.allow_root_jobs:
+            named = user if user == "root" else f"{user} (uid 0)"
+            raise Forbidden(f"jobs may not run as {named}: the cluster does not allow root "
+                            "jobs ([controller] allow_root_jobs)")
+        return
+    if uid < settings.min_job_uid and user not in settings.job_users:
+        raise Forbidden(f"jobs may not run as {user}: uid {uid} is below [controller] "
+                        f"min_job_uid = {settings.min_job_uid} and {user} is not in "
+                        "[controller] job_users")
 
 
 class Reasons(dict[str, str]):
@@ -93,6 +121,9 @@ class ControllerService:
         self.listeners.append(lambda event: self.usage.observe(event, self.state))
         self._groups = settings.scheduler.group_map()
         self._pending_memo: PendingMemo = {}
+        # Set by the WorkerGateway: until when a job of an unreachable host may still run
+        # there (None: no fence in force). A requeue by hand waits for it, as liveness does.
+        self.fence_until: Callable[[str], float | None] = lambda host: None
 
     # --- committing ---------------------------------------------------------------------
 
@@ -158,6 +189,7 @@ class ControllerService:
         """The validated spec, and its inputs as normalised path -> upload id."""
         if not USER_NAME.match(req.user or ""):
             raise InvalidRequest(f"user {req.user!r} is not a valid user name")
+        check_job_user(self.settings, req.user)
         if (req.command is None) == (req.script is None):
             raise InvalidRequest("give exactly one of command or script")
         body = req.command if req.command is not None else req.script
@@ -194,7 +226,7 @@ class ControllerService:
                 raise InvalidRequest(f"environment variable {key} is reserved for XCE")
         if req.cwd is not None and not req.cwd.startswith("/"):
             raise InvalidRequest("cwd must be an absolute path on the execution host")
-        inputs = self._inputs(req.inputs)
+        inputs = self._inputs(req.inputs, req.uploads_of)
         outputs = tuple(safe_relative_path(p, "output pattern") for p in req.outputs)
         for out in outputs:
             if out in RESERVED_OUTPUTS:
@@ -230,8 +262,9 @@ class ControllerService:
         )
         return spec, inputs
 
-    def _inputs(self, raw: dict[str, str]) -> dict[str, str]:
-        """Normalised input path -> upload id; paths and uploads must not collide."""
+    def _inputs(self, raw: dict[str, str], uploads_of: str | None = None) -> dict[str, str]:
+        """Normalised input path -> upload id; paths and uploads must not collide, and each
+        upload must be `uploads_of`'s (None: anyone's)."""
         inputs: dict[str, str] = {}
         for path, upload_id in raw.items():
             rel = safe_relative_path(path, "input path")
@@ -240,7 +273,7 @@ class ControllerService:
             inputs[rel] = upload_id
         ids = list(inputs.values())
         for upload_id in ids:
-            self.files.check_upload(upload_id)
+            self.files.check_upload(upload_id, uploads_of)
             if ids.count(upload_id) > 1:
                 raise InvalidRequest(f"upload {upload_id} is used for more than one input")
         ordered = sorted(inputs)
@@ -289,6 +322,13 @@ class ControllerService:
             return [ev.JobResumed(now, job.id)]
         if action == "requeue":
             lifecycle.check(job.id, "requeue", job.state, JobState.PEND)
+            until = self.fence_until(job.host) if job.host else None
+            if until is not None:
+                raise Conflict(
+                    f"job {job.id} may still be running on host {job.host}, which is "
+                    f"unreachable: it can be requeued from {_clock_text(until)} (heartbeat "
+                    f"deadline + [controller] fence_timeout_s), when its worker has killed it"
+                )
             return [ev.JobRequeued(now, job.id)]
         raise InvalidRequest(f"unknown job action {action!r} (use {', '.join(JOB_ACTIONS)})")
 

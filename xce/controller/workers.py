@@ -61,19 +61,85 @@ USAGE_LOG_INTERVAL_S = 30.0
 
 
 class WorkerGateway:
-    """Registration, heartbeats, desired-state polls and finish reports from workers."""
+    """Registration, heartbeats, desired-state polls and finish reports from workers.
+
+    The fence rule (a job never runs twice): a host silent for `heartbeat_deadline_s` is
+    marked unavailable, but its jobs are left as they are for `fence_timeout_s` more. Every
+    worker is told `fence_timeout_s` and kills its own jobs once it has reached no
+    controller for that long, so when the controller finally requeues (or ends) them, the
+    first attempt is already dead. A host heard from in between carries on.
+    """
 
     def __init__(self, service: ControllerService) -> None:
         self.service = service
+        # The basis of the deadlines: the last contact, or the controller's start plus
+        # RECONNECT_GRACE_S for hosts it has not heard from yet.
         self.last_seen: dict[str, float] = {}
+        # Real contacts only (register, heartbeat): what `xce host show` reports.
+        self.heard: dict[str, float] = {}
         self.load: dict[str, dict[str, float]] = {}
+        # What each worker last said about how it contains jobs (cgroup kind and
+        # controllers); memory only, like `load`: a worker sends it on every register.
+        self.containment: dict[str, dict[str, str | int | float | bool | None]] = {}
         self._usage_logged: dict[tuple[str, int], float] = {}
         started = service.clock()
         # After a controller restart (or failover) every known host gets extra time to find
         # the controller again: workers back off up to RECONNECT_GRACE_S between retries, and
-        # a host must not be declared lost (and its jobs requeued) just for that.
+        # a host must not be declared lost (and its jobs requeued) just for that. A host that
+        # was already unavailable keeps its jobs until the fence runs out from here too: this
+        # controller cannot know how long it has been silent.
         for name in service.state.hosts:
             self.last_seen[name] = started + RECONNECT_GRACE_S
+        service.fence_until = self.fence_until
+
+    @property
+    def heartbeat_deadline_s(self) -> float:
+        """Silence after which a host is marked unavailable."""
+        settings = self.service.settings
+        return settings.heartbeat_interval_s * settings.missed_heartbeats
+
+    @property
+    def fence_timeout_s(self) -> float:
+        return float(self.service.settings.fence_timeout_s)
+
+    def requeue_at(self, host: str) -> float:
+        """When the jobs of `host` are given up if it stays silent from now on."""
+        seen = self.last_seen.get(host, self.service.clock())
+        return seen + self.heartbeat_deadline_s + self.fence_timeout_s
+
+    def fence_until(self, host: str) -> float | None:
+        """Until when a job of `host` may still be running there although the host is
+        unreachable (None: the host is reachable, or its fence has run out). Requeueing such
+        a job by hand before then could start a second attempt next to the first."""
+        record = self.state.hosts.get(host)
+        if record is None or record.reachable:
+            return None
+        until = self.requeue_at(host)
+        return until if self.service.clock() < until else None
+
+    def liveness(self, host: str) -> dict[str, Any]:
+        """The timings `xce host show` prints: last heartbeat, deadline, fence, requeue."""
+        now = self.service.clock()
+        heard = self.heard.get(host)
+        record = self.state.hosts.get(host)
+        silent = record is not None and not record.reachable
+        has_jobs = bool(self.state.jobs_on(host)) if record is not None else False
+        requeue_at = self.requeue_at(host)
+        return {
+            "last_heartbeat_at": heard,
+            "last_heartbeat_age_s": round(now - heard, 3) if heard is not None else None,
+            "heartbeat_deadline_s": self.heartbeat_deadline_s,
+            "fence_timeout_s": self.fence_timeout_s,
+            "unavailable_at": self.last_seen.get(host, now) + self.heartbeat_deadline_s,
+            # Set while the host is silent past its deadline and still holds jobs.
+            "jobs_requeued_at": requeue_at if silent and has_jobs else None,
+            "jobs_requeued_in_s": (round(max(requeue_at - now, 0.0), 3)
+                                   if silent and has_jobs else None),
+        }
+
+    def _contact(self, host: str, now: float) -> None:
+        self.last_seen[host] = now
+        self.heard[host] = now
 
     @property
     def state(self) -> ClusterState:
@@ -81,7 +147,8 @@ class WorkerGateway:
 
     async def register(self, info: WorkerInfo) -> dict[str, Any]:
         now = self.service.clock()
-        self.last_seen[info.host] = now
+        self._contact(info.host, now)
+        self.containment[info.host] = dict(info.containment)
         old = self.state.hosts.get(info.host)
         if (
             old is None
@@ -99,7 +166,7 @@ class WorkerGateway:
     ) -> dict[str, Any]:
         record = self.state.host(host)
         now = self.service.clock()
-        self.last_seen[host] = now
+        self._contact(host, now)
         self.load[host] = load
         events: list[ev.Event] = []
         if not record.reachable:
@@ -122,7 +189,11 @@ class WorkerGateway:
                       for j in h.jobs}
             self._usage_logged = {k: v for k, v in self._usage_logged.items() if k in active}
         await self.service.commit(events, reschedule=False)
-        return {"version": self.service.host_versions.get(host, 0)}
+        # A controller that started (or took over) since the worker registered has not
+        # heard its containment: the worker should register again (the answer is the same
+        # desired set, so this costs one request).
+        return {"version": self.service.host_versions.get(host, 0),
+                "register_again": host not in self.containment}
 
     def assignments(self, host: str) -> dict[str, Any]:
         if host not in self.state.hosts:
@@ -131,6 +202,8 @@ class WorkerGateway:
         return {
             "version": self.service.host_versions.get(host, 0),
             "jobs": [assignment(j) for j in jobs],
+            # The worker kills its jobs once it has reached no controller for this long.
+            "fence_timeout_s": self.fence_timeout_s,
         }
 
     async def wait_assignments(self, host: str, version: int, timeout: float) -> dict[str, Any]:
@@ -166,22 +239,36 @@ class WorkerGateway:
         )
         return True
 
-    async def check_liveness(self) -> list[str]:
-        """Mark hosts that missed their heartbeats unavailable and apply queue policies."""
-        settings = self.service.settings
-        deadline = settings.heartbeat_interval_s * settings.missed_heartbeats
+    async def check_liveness(self) -> list[tuple[str, str]]:
+        """Apply the fence rule once; returns (host, "unavailable" | "jobs lost") changes.
+
+        At the heartbeat deadline a host becomes unavailable and nothing else changes: its
+        worker may only be cut off and its jobs still running. Only after deadline +
+        fence_timeout_s (when the worker has killed them itself) are its jobs requeued or
+        ended, as their queue's `on_host_failure` says.
+        """
+        deadline = self.heartbeat_deadline_s
+        fence = self.fence_timeout_s
         now = self.service.clock()
-        lost: list[str] = []
+        changed: list[tuple[str, str]] = []
         for name, host in list(self.state.hosts.items()):
             seen = self.last_seen.setdefault(name, now)
-            if not host.reachable or now - seen <= deadline:
+            silent = now - seen
+            if host.reachable:
+                if silent > deadline:
+                    await self.service.commit([ev.HostUnavailable(now, name)])
+                    changed.append((name, "unavailable"))
                 continue
-            events: list[ev.Event] = [ev.HostUnavailable(now, name)]
+            if silent <= deadline + fence:
+                continue
+            events: list[ev.Event] = []
             for job_id in sorted(self.state.jobs_on(name)):
                 job = self.state.jobs[job_id]
                 queue = self.state.queues.get(job.spec.queue)
-                requeue = queue is None or queue.on_host_failure is HostFailurePolicy.REQUEUE
-                events.append(ev.JobHostLost(now, job_id, requeue))
-            await self.service.commit(events)
-            lost.append(name)
-        return lost
+                requeue = (queue is None or queue.on_host_failure is HostFailurePolicy.REQUEUE)
+                # A job someone asked to kill is not started again.
+                events.append(ev.JobHostLost(now, job_id, requeue and not job.kill_requested))
+            if events:
+                await self.service.commit(events)
+                changed.append((name, "jobs lost"))
+        return changed

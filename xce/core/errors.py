@@ -60,6 +60,13 @@ class PayloadTooLarge(XceError):
     http_status = 413
 
 
+class QuotaExceeded(PayloadTooLarge):
+    """A per-user limit on stored bytes (staged uploads) would be passed."""
+
+    code = "quota_exceeded"
+    http_status = 413
+
+
 class Unavailable(XceError):
     """The controller cannot take writes right now (disk fault, not primary)."""
 

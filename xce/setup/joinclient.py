@@ -121,7 +121,26 @@ def _config_text(answer: dict[str, Any], has_cert: bool) -> str:
             "# The standby's service token (cluster:replicate), presented to the primary.",
             'replication_token_file = "worker.token"',
         ]
+        lines += _controller_rules(answer.get("controller") or {})
     return "\n".join(lines) + "\n"
+
+
+def _controller_rules(template: dict[str, Any]) -> list[str]:
+    """The primary's job-safety keys for a standby's `[controller]` (as TOML lines), so the
+    rules do not change on failover. Values of the wrong type are skipped: the defaults
+    apply, and the admin can copy the keys by hand."""
+    kinds = {"fence_timeout_s": (int, float), "allow_root_jobs": bool, "min_job_uid": int,
+             "job_users": list, "upload_quota_mb": int, "upload_ttl_s": (int, float)}
+    lines = ["# The primary's rules at join time: the fence and who jobs may run as."]
+    for key, kind in kinds.items():
+        value = template.get(key)
+        if value is None or not isinstance(value, kind) or (
+                kind is not bool and isinstance(value, bool)):
+            continue
+        if key == "job_users" and not all(isinstance(u, str) for u in value):
+            continue
+        lines.append(f"{key} = {json.dumps(value)}")
+    return lines if len(lines) > 1 else []
 
 
 def join_cluster(cluster_dir: Path, url: str, token: str, ca_hash: str | None,
