@@ -83,7 +83,7 @@ class Proxy:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     made = Cluster(tmp_path / "c", heartbeat=0.3)
-    made.extra_controller = f"fence_timeout_s = {FENCE_S}"
+    made.fence_timeout = FENCE_S
     yield made
     made.stop()
 

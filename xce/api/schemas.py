@@ -133,6 +133,7 @@ FINISHED: dict[str, Any] = {
         "reason": {"type": "string", "maxLength": 1024},
         "outputs": {"type": "array", "maxItems": 10000,
                     "items": {"type": "string", "maxLength": 1024}},
+        "host_failure": {"type": "boolean"},
         **USAGE_FIELDS,
     },
 }

@@ -96,7 +96,8 @@ async def finished(request: web.Request) -> web.Response:
     report = FinishReport(
         request.match_info["job_id"], body["attempt"], body["exit_code"],
         body.get("exit_signal"), body.get("reason", ""),
-        outputs=tuple(body.get("outputs", [])), **_usage(body),
+        outputs=tuple(body.get("outputs", [])), host_failure=body.get("host_failure", False),
+        **_usage(body),
     )
     accepted = await _gateway(request).finished(request.match_info["host"], report)
     return json_response({"accepted": accepted})

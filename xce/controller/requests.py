@@ -64,3 +64,6 @@ class FinishReport:
     max_rss_bytes: int = 0
     wall_time_s: float = 0.0
     outputs: tuple[str, ...] = ()
+    # The worker's keeper killed the attempt: the worker had lost every controller for
+    # longer than the fence timeout (xce/worker/fence.py).
+    host_failure: bool = False

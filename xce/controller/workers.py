@@ -224,15 +224,30 @@ class WorkerGateway:
             return None
         return job
 
+    def _host_lost(self, now: float, job: JobRecord) -> ev.Event:
+        """The event for a job whose host failed: requeue or exit by its queue's policy
+        (a job someone asked to kill is not started again)."""
+        queue = self.state.queues.get(job.spec.queue)
+        requeue = queue is None or queue.on_host_failure is HostFailurePolicy.REQUEUE
+        return ev.JobHostLost(now, job.id, requeue and not job.kill_requested)
+
     async def finished(self, host: str, report: FinishReport) -> bool:
-        """Record a finished attempt; False means the report was stale and is dropped."""
+        """Record a finished attempt; False means the report was stale and is dropped.
+
+        An attempt its keeper killed because the worker was cut off (`host_failure`) ends as
+        a host failure would, by the queue's `on_host_failure`, not as the job's own exit."""
         self.state.host(host)
-        if self.owns(host, report.job_id, report.attempt) is None:
+        job = self.owns(host, report.job_id, report.attempt)
+        if job is None:
             return False
+        now = self.service.clock()
+        if report.host_failure:
+            await self.service.commit([self._host_lost(now, job)])
+            return True
         await self.service.commit(
             [
                 ev.JobFinished(
-                    self.service.clock(), report.job_id, report.attempt, report.exit_code,
+                    now, report.job_id, report.attempt, report.exit_code,
                     report.exit_signal, _usage(report), report.reason, report.outputs,
                 )
             ]
@@ -261,13 +276,8 @@ class WorkerGateway:
                 continue
             if silent <= deadline + fence:
                 continue
-            events: list[ev.Event] = []
-            for job_id in sorted(self.state.jobs_on(name)):
-                job = self.state.jobs[job_id]
-                queue = self.state.queues.get(job.spec.queue)
-                requeue = (queue is None or queue.on_host_failure is HostFailurePolicy.REQUEUE)
-                # A job someone asked to kill is not started again.
-                events.append(ev.JobHostLost(now, job_id, requeue and not job.kill_requested))
+            events: list[ev.Event] = [self._host_lost(now, self.state.jobs[job_id])
+                                      for job_id in sorted(self.state.jobs_on(name))]
             if events:
                 await self.service.commit(events)
                 changed.append((name, "jobs lost"))

@@ -179,6 +179,11 @@ class WorkerAgent:
                                                timeout=10)
             self._contacted(sent, answer)
             self.output.taken(chunks)
+            if isinstance(answer, dict) and answer.get("register_again") \
+                    and self.registered.is_set():
+                # A controller that restarted or took over has not heard how we contain jobs.
+                self.registered.clear()
+                self._spawn(self.register())
         except ApiError as exc:
             if output and exc.status in (400, 413):
                 # Never lose a heartbeat over its output: send it again without.
@@ -422,6 +427,8 @@ class WorkerAgent:
             "wall_time_s": round(result.wall_time_s, 6),
             "outputs": outputs,
         }
+        if result.host_failure:
+            body["host_failure"] = True
         if upload_later:
             body["_upload"] = True
         log.info("job %s attempt %s ended: exit %s signal %s %s", key[0], key[1],
