@@ -305,6 +305,9 @@ async def test_the_standby_refuses_corrupt_records_and_stale_epochs(tmp_path: Pa
         (protocol.encode("records", 5, {"firstSeq": 7, "count": 1, "data": good}), XceError),
         (protocol.encode("records", 4, {"firstSeq": 1, "count": 1, "data": good}), XceError),
         (b"\x05\x00\x00\x00\x00\x00\x00\x00abcde\x00\x00\x00", protocol.ProtocolError),
+        # a batch whose second record does not apply: the first is not kept either
+        (protocol.encode("records", 5, {"firstSeq": 1, "count": 2, "data": good + frame(
+            encode_entry(2, 5, ev.JobStarted(1.0, "9", "h1")))}), XceError),
     ]
     for i, (data, error) in enumerate(cases):
         server, port = await fake_primary([data])
@@ -312,5 +315,6 @@ async def test_the_standby_refuses_corrupt_records_and_stale_epochs(tmp_path: Pa
         with pytest.raises(error):
             await f.follow("http://fake", f"127.0.0.1:{port}", 3.0)
         assert f.durable_seq == 0 and not f.state.queues  # nothing applied
+        assert f.store.writer.next_seq == 1  # nor logged
         await f.close()
         server.close()

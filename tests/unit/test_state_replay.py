@@ -376,3 +376,41 @@ def test_non_canonical_job_id_keeps_indexes_right() -> None:
     assert state.job(pend).state is JobState.EXIT
     assert state.job(run_).state is JobState.DONE
     check_invariants(state)
+
+
+@SETTINGS
+@given(HISTORIES, st.integers(2, 6))
+def test_check_of_a_batch_agrees_with_applying_it_and_changes_nothing(
+        templates: list[Any], size: int) -> None:
+    """`ClusterState.check` (a scratch state over overlays) raises exactly when applying the
+    batch in order would, and leaves the real state as it was either way."""
+    _, events = run(templates, check=False)
+    state = ClusterState()
+    done: list[Any] = []
+    for start in range(0, len(events), size):
+        batch = [event for event, _ in events[start:start + size]]
+        before = snapshot(state)
+        try:
+            state.check(batch)
+        except XceError:
+            ok = False
+        else:
+            ok = True
+        assert snapshot(state) == before
+        twin = ClusterState()
+        for event in done:
+            twin.apply(event)
+        try:
+            for event in batch:
+                twin.apply(event)
+        except XceError:
+            assert not ok, f"check passed a batch that does not apply: {batch}"
+        else:
+            assert ok, f"check refused a batch that applies: {batch}"
+        for event in batch:  # go on with what applies one by one
+            try:
+                state.apply(event)
+            except XceError:
+                continue
+            done.append(event)
+        check_invariants(state)

@@ -99,29 +99,35 @@ class ControllerService:
     async def commit(self, events: Iterable[ev.Event], reschedule: bool = True) -> None:
         """Apply and log `events` in order, then wait until they are durable.
 
+        All or nothing: the whole batch is encoded and tried on a scratch state first
+        (`ClusterState.check`), so an event that fails leaves the state, the WAL, the
+        wake-ups and the committed hooks exactly as they were, and an event that passes is
+        never left applied without being logged and announced.
+
         `reschedule=False` is for changes that cannot free or need resources (usage reports).
         """
         self.log.check_writable()
+        batch = list(events)
+        if not batch:
+            return
+        records = [self.log.prepare(event, i) for i, event in enumerate(batch)]
+        if len(batch) > 1:
+            self.state.check(batch)  # one event is all-or-nothing in `apply` itself
         touched: set[str] = set()
-        done: list[ev.Event] = []
-        for event in events:
+        for event, record in zip(batch, records, strict=True):
             before = self._host_of(event)
-            record = self.log.prepare(event)  # encoding fails before the state changes
             self.state.apply(event)
             self.log.append(record)
-            done.append(event)
             touched.update(h for h in (before, self._host_of(event)) if h)
             for listener in self.listeners:
                 listener(event)
-        if not done:
-            return
         for host in touched:
             self._bump(host)
         if reschedule:
             self.schedule_needed.set()
         await self.log.sync()
         for hook in self.committed:
-            hook(done)
+            hook(batch)
 
     def _host_of(self, event: ev.Event) -> str | None:
         if isinstance(event, ev.JobStarted):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from xce.core import events as ev
@@ -26,8 +26,12 @@ from xce.core.model import (
     QueueRecord,
     task_id,
 )
+from xce.core.scratch import Overlay
 
 replace = dataclasses.replace
+# Every container `apply` may change; `check` sees them through overlays.
+_CONTAINERS = ("jobs", "arrays", "queues", "hosts", "host_load", "pending", "pending_arrays",
+               "array_tasks", "finished_jobs", "waiting_on_deps", "counts")
 
 
 def parse_job_id(job_id: str) -> tuple[int, int | None]:
@@ -102,6 +106,21 @@ class ClusterState:
             raise InvalidRequest(f"unknown event type {type(event).__name__}")
         handler(event)
         self.applied += 1
+
+    def check(self, events: Sequence[ev.Event]) -> None:
+        """Raise what applying `events` in order would raise, changing nothing.
+
+        `apply` keeps one event all-or-nothing; a batch needs this too (a commit, a batch of
+        replicated records): the events are applied to a scratch state whose containers are
+        overlays of these (`xce.core.scratch`), which costs what the batch changes, not a
+        copy of the state.
+        """
+        scratch = ClusterState()
+        for name in _CONTAINERS:
+            setattr(scratch, name, Overlay(getattr(self, name), nested=name == "array_tasks"))
+        scratch.next_number = self.next_number
+        for event in events:
+            scratch.apply(event)
 
     # --- lookups --------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from xce.auth.files import atomic_write, private_dir
 from xce.auth.keys import key_dir
 from xce.core.errors import XceError
+from xce.core.events import Event
 from xce.ha import protocol
 from xce.ha.epochs import EpochStore
 from xce.store.checkpoint import checkpoint_name, list_checkpoints
@@ -145,20 +146,29 @@ class Follower:
                 await writer.wait_closed()
 
     async def _apply(self, first_seq: int, data: bytes) -> None:
+        """Check, apply and log one batch of records, all or nothing: every frame is
+        verified and decoded and the events are tried on a scratch state before any of
+        them changes the state or reaches the log."""
         writer = self.store.writer
         if first_seq != writer.next_seq:
             raise Diverged(f"records start at {first_seq}, expected {writer.next_seq}")
-        state = self.state
+        batch: list[tuple[int, bytes, Event]] = []
         try:
             for fr in read_frames(data):
                 seq, epoch, event = decode_entry(fr.payload)
-                if seq != writer.next_seq:
-                    raise Diverged(f"record {seq} arrived where {writer.next_seq} belongs")
-                state.apply(event)
-                self.store.append(data[fr.offset:fr.end], epoch)
-                self.last_epoch = epoch
+                if seq != writer.next_seq + len(batch):
+                    raise Diverged(f"record {seq} arrived where {writer.next_seq + len(batch)} "
+                                   "belongs")
+                batch.append((epoch, data[fr.offset:fr.end], event))
         except (CorruptRecord, WireError) as exc:
             raise protocol.ProtocolError(f"bad WAL record in the stream: {exc}") from None
+        state = self.state
+        if len(batch) > 1:
+            state.check([event for _, _, event in batch])
+        for epoch, record, event in batch:
+            state.apply(event)
+            self.store.append(record, epoch)
+            self.last_epoch = epoch
         await writer.sync(durable=True)
 
     async def _install_snapshot(self, seq: int, data: bytes) -> None:

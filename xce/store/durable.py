@@ -74,8 +74,8 @@ class DurableLog:
             self.fence()
         self.writer.check_writable()
 
-    def prepare(self, event: Event) -> bytes:
-        return self.writer.prepare(event)
+    def prepare(self, event: Event, offset: int = 0) -> bytes:
+        return self.writer.prepare(event, offset)
 
     def append(self, prepared: bytes | Event, epoch: int | None = None) -> None:
         """Append a record; `epoch` is the term that wrote it (a standby's copies keep the
