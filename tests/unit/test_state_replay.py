@@ -23,6 +23,7 @@ from xce.core.state import ClusterState
 NEXT = -1  # the next job number
 CURRENT = -1  # the job's current attempt
 KNOWN = "@"  # prefix: "@k" is the k-th existing job or task (k modulo how many exist)
+PURGEABLE = "*"  # JobsPurged of every finished job and array the state would purge now
 
 NUMBERS = st.integers(1, 5)
 KNOWN_IDS = st.integers(0, 20).map(lambda k: f"{KNOWN}{k}")
@@ -95,6 +96,10 @@ EVENTS: st.SearchStrategy[Any] = st.one_of(
     st.builds(lambda kind, name: kind(0, name),
               st.sampled_from([ev.QueueOpened, ev.QueueClosed, ev.QueueActivated,
                                ev.QueueDeactivated]), QUEUES),
+    # retention: everything purgeable now ("*", resolved), or raw ids (often refused)
+    st.builds(lambda ids: ev.JobsPurged(0, ids),
+              st.sampled_from([(PURGEABLE,), (PURGEABLE,), ("1",), ("2", "3"), ("1", "1"),
+                               ("2[1]",)])),
     st.builds(lambda n, s, m: ev.HostRegistered(0, n, s, m), HOSTS, st.integers(1, 8),
               st.sampled_from([200, 1000])),
     st.builds(lambda kind, name: kind(0, name),
@@ -119,6 +124,8 @@ def resolve(template: Any, state: ClusterState, at: float) -> Any:
         known = known_ids(state)
         if known:
             job_id = changes["job_id"] = known[int(job_id[1:]) % len(known)]
+    if isinstance(template, ev.JobsPurged) and template.ids == (PURGEABLE,):
+        changes["ids"] = tuple(state.purgeable(float("inf")))
     if getattr(template, "attempt", None) == CURRENT:
         job = state.jobs.get(job_id or "")
         changes["attempt"] = job.attempt if job else 0

@@ -101,6 +101,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024)
     service = ControllerService(settings, files, state=store.recovered.state, log=store)
     history_for(service)  # job histories: rebuilt from the recovered records, then live
+    store.purge = service.purge_finished  # retention is the primary's JobsPurged event
     gateway = WorkerGateway(service)
     app = build_app(service, gateway, config)
     app[HA] = node
@@ -146,6 +147,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
         await runner.cleanup()
         store.fence = None
         store.replicated = None
+        store.purge = None  # the last checkpoint writes no record standbys would not get
         await store.close(service.state)
         log.info("controller %s (checkpoint at record %d)",
                  "stopped cleanly" if outcome == "stop" else "stepped down",

@@ -45,6 +45,7 @@ from xce.store.log import EventLog, MemoryEventLog
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 JOB_ACTIONS = ("stop", "resume", "requeue", "kill")
+PURGE_CHUNK = 10_000  # ids per JobsPurged record: ~100 KiB, far below a frame's limit
 Planner = Callable[..., Plan]
 
 
@@ -388,6 +389,24 @@ class ControllerService:
         else:
             raise InvalidRequest(f"unknown host action {action!r} (use open, close, drain)")
         await self.commit(events)
+
+    # --- retention ----------------------------------------------------------------------
+
+    async def purge_finished(self, cutoff: float) -> int:
+        """Drop the finished jobs and arrays that ended before `cutoff`; returns how many.
+
+        The primary's `DurableLog` calls this before each checkpoint. The purge is an event
+        through `commit` like any other change, so standbys drop the same jobs at the same
+        record instead of on their own clocks (where a requeue of a job a standby had
+        already purged could not apply). Choosing and committing happen with no await in
+        between, so no request can change a chosen job first.
+        """
+        ids = self.state.purgeable(cutoff)
+        if ids:
+            now = self.clock()
+            await self.commit((ev.JobsPurged(now, tuple(ids[i:i + PURGE_CHUNK]))
+                               for i in range(0, len(ids), PURGE_CHUNK)), reschedule=False)
+        return len(ids)
 
     # --- scheduling ---------------------------------------------------------------------
 
