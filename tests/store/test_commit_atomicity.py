@@ -11,8 +11,8 @@ from xce.config import ControllerSettings
 from xce.controller.requests import SubmitRequest
 from xce.controller.service import ControllerService
 from xce.core import events as ev
-from xce.core.errors import NotFound
-from xce.core.model import JobState, QueueRecord
+from xce.core.errors import InvalidRequest, NotFound
+from xce.core.model import JobSpec, JobState, QueueRecord
 from xce.store.durable import DurableLog, StoreSettings
 from xce.store.files import FileStore
 from xce.store.recovery import recover
@@ -25,8 +25,11 @@ async def test_unencodable_submit_changes_nothing_and_restart_works(tmp_path: Pa
                                 FileStore(tmp_path / "files", 1 << 20),
                                 state=store.recovered.state, log=store)
     await service.commit([ev.QueueCreated(0, QueueRecord("normal"))])
-    with pytest.raises(WireError):
+    with pytest.raises(InvalidRequest):  # a submit refuses such text before anything
         await service.submit(SubmitRequest(user="alice", command="echo", name="\ud800"))
+    spec = JobSpec(user="alice", queue="normal", command="echo", name="\ud800")
+    with pytest.raises(WireError):  # and commit refuses an event the log cannot encode
+        await service.commit([ev.JobSubmitted(0, 1, spec)])
     assert service.state.next_number == 1 and not service.state.jobs
     assert await service.submit(SubmitRequest(user="alice", command="echo ok")) == "1"
     await store.writer.close()

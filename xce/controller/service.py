@@ -43,10 +43,40 @@ from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
 from xce.store.log import EventLog, MemoryEventLog
 
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+MAX_MEMORY_MB = 2**40  # as the submit schema's memory_mb (xce/api/schemas.py)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 JOB_ACTIONS = ("stop", "resume", "requeue", "kill")
 PURGE_CHUNK = 10_000  # ids per JobsPurged record: ~100 KiB, far below a frame's limit
 Planner = Callable[..., Plan]
+
+
+def _check_text(field: str, value: str | None) -> None:
+    """Refuse text no command line, environment or file name can hold (NUL), or that is not
+    valid Unicode (a lone surrogate), at submit, naming the field: accepted, it would fail
+    only when the job launches, or when the log encodes it."""
+    if value is None:
+        return
+    if "\x00" in value:
+        raise InvalidRequest(f"{field} contains a NUL byte, which a job cannot be given")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequest(f"{field} is not valid Unicode text (a lone surrogate)") from None
+
+
+def _check_texts(req: SubmitRequest) -> None:
+    """`_check_text` for every string field of a submit."""
+    for field in ("user", "command", "script", "name", "queue", "cwd", "array", "dependency",
+                  "submit_host", "resources"):
+        _check_text(field, getattr(req, field))
+    for key, value in req.env.items():
+        _check_text("an env variable name", key)
+        _check_text(f"env variable {key}", value)
+    for path, upload_id in req.inputs.items():
+        _check_text("an input path", path)
+        _check_text(f"the upload id of input {path}", upload_id)
+    for pattern in req.outputs:
+        _check_text("an output pattern", pattern)
 
 
 class Reasons(dict[str, str]):
@@ -163,6 +193,7 @@ class ControllerService:
 
     def _spec(self, req: SubmitRequest) -> tuple[JobSpec, dict[str, str]]:
         """The validated spec, and its inputs as normalised path -> upload id."""
+        _check_texts(req)
         if not USER_NAME.match(req.user or ""):
             raise InvalidRequest(f"user {req.user!r} is not a valid user name")
         if (req.command is None) == (req.script is None):
@@ -188,6 +219,9 @@ class ControllerService:
                 raise InvalidRequest("jobs spanning several hosts are not supported yet; "
                                      "use span[hosts=1]")
             reserved = next((r.value for r in requirement.rusage if r.name == "mem"), None)
+            if reserved is not None and reserved > MAX_MEMORY_MB:
+                raise InvalidRequest(f"resources: rusage[mem={reserved:g}] is more than the "
+                                     f"limit of {MAX_MEMORY_MB} MB")
             if reserved is not None and memory_mb == 0:
                 memory_mb = int(reserved)
         if req.memory_mb < 0:
