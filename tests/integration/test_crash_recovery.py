@@ -242,8 +242,7 @@ def test_disk_full_refuses_writes_serves_reads_and_recovers(tmp_path: Path) -> N
         pytest.skip(f"cannot mount tmpfs here: {mounted.stderr.decode().strip()}")
     try:
         (root / "reserve").write_bytes(b"\0" * 3 * 1024 * 1024)
-        cluster = Cluster(root / "c")
-        cluster.extra_controller = "wal_segment_mb = 1\n"
+        cluster = Cluster(root / "c")  # 1 MiB WAL segments, as every test cluster
         cluster.start_controller()
         try:
             acked, error = _ack_then_503(cluster)

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.integration.cluster import ApiFailure, Cluster
+from tests.integration.cluster import ApiFailure, Cluster, linux_users
 
 
 def _pid_of(cluster: Cluster, job_id: str) -> int:
@@ -274,15 +274,13 @@ def test_bad_requests_get_json_4xx(cluster: Cluster) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create a user")
 def test_job_runs_as_the_submitting_user(cluster: Cluster) -> None:
-    import subprocess
-
     user = "xcejobuser"
-    subprocess.run(["useradd", "-M", "-s", "/bin/sh", user], capture_output=True)
-    job_id = cluster.submit(command="id -un; echo $HOME $USER", user=user)
-    job = cluster.wait_state(job_id, "DONE", "EXIT")
-    assert job["state"] == "DONE", cluster.download(job_id, "stderr")
-    out = cluster.download(job_id, "stdout").decode().split()
-    assert out[0] == user and out[-1] == user
+    with linux_users(user):
+        job_id = cluster.submit(command="id -un; echo $HOME $USER", user=user)
+        job = cluster.wait_state(job_id, "DONE", "EXIT")
+        assert job["state"] == "DONE", cluster.download(job_id, "stderr")
+        out = cluster.download(job_id, "stdout").decode().split()
+        assert out[0] == user and out[-1] == user
     missing = cluster.wait_state(cluster.submit(command="true", user="nosuchuser9"), "EXIT")
     assert re.search("does not exist", missing["reason"]), missing
 

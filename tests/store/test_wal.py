@@ -247,7 +247,8 @@ async def test_replay_equals_live_state(tmp_path: Path) -> None:
 
 
 async def test_interval_policy_acknowledges_before_fsync(tmp_path: Path) -> None:
-    writer = WalWriter(wal_dir(tmp_path), 1, fsync="interval", interval_s=0.2)
+    writer = WalWriter(wal_dir(tmp_path), 1, fsync="interval", interval_s=0.2,
+                       segment_bytes=256 * 1024)
     writer.append(events(1)[0])
     await writer.sync()
     assert writer.durable_seq == 0  # acknowledged, not yet durable: the documented window
