@@ -77,8 +77,10 @@ def _cluster(root: Path, candidates: int, replication: str = "async") -> HaClust
     # checkout), and a missing one should fail this figure only, not the whole bench.
     from tests.integration.ha_cluster import HaCluster
 
-    return HaCluster(root, candidates, failover_timeout=FAILOVER_TIMEOUT_S,
-                     replication=replication)
+    cluster = HaCluster(root, candidates, failover_timeout=FAILOVER_TIMEOUT_S,
+                        replication=replication)
+    cluster.wal_segment_mb = 64  # the product default, not the tests' 1 MiB
+    return cluster
 
 
 def _headers() -> dict[str, str]:

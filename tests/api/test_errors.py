@@ -125,6 +125,67 @@ async def test_service_level_validation(api: Api, body: dict[str, Any], words: s
     assert words in error["message"], error
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"command": "echo a\u0000b"}, "command"),
+        ({"script": "#!/bin/sh\necho \u0000\n"}, "script"),
+        ({"name": "nu\u0000l"}, "name"),
+        ({"env": {"A": "x\u0000y"}}, "env variable A"),
+        ({"env": {"A\u0000": "x"}}, "env variable name"),
+        ({"cwd": "/tmp/\u0000"}, "cwd"),
+        ({"user": "root\u0000"}, "user"),
+        ({"submit_host": "h\u0000"}, "submit_host"),
+        ({"resources": 'select[os=="\u0000"]'}, "resources"),
+        ({"dependency": "afterok:1\u0000"}, "dependency"),
+        ({"array": "1-3\u0000"}, "array"),
+        ({"outputs": ["out\u0000"]}, "output pattern"),
+    ],
+)
+async def test_nul_bytes_are_refused_at_submit_naming_the_field(
+        api: Api, body: dict[str, Any], field: str) -> None:
+    """A NUL cannot reach a command line, an environment or a file name: the job would only
+    fail at launch, so the submit is refused, naming the field (issue 19)."""
+    if "script" not in body:
+        body.setdefault("command", "true")
+    error = await bad_submit(api, **body)
+    assert error["code"] == "invalid_request"
+    assert field in error["message"] and "NUL" in error["message"], error
+    assert (await api.call("GET", JOBS, 200))["jobs"] == []
+
+
+@pytest.mark.parametrize("extra", [
+    {"array": "1-10%99999999999999999999"},
+    {"array": "1-10:99999999999999999999"},
+    {"array": "1-10%2147483648"},
+    {"array": "1-10:2147483648"},
+    {"array": "1-" + "9" * 5000},
+    {"array": "1-10%" + "9" * 5000},
+    {"resources": "rusage[mem=99999999999999999999999]"},
+    {"resources": "rusage[mem=1e300]"},
+    {"resources": "rusage[mem=" + "9" * 5000 + "]"},
+], ids=["limit", "step", "limit-2^31", "step-2^31", "long-index", "long-limit", "mem",
+        "mem-float", "mem-long"])
+async def test_overflowing_numbers_get_a_plain_400(api: Api, tmp_path: Any,
+                                                   extra: dict[str, str]) -> None:
+    """Numbers past what a job can hold are refused by the parsers with a plain message,
+    not by the WAL encoder (`wire_error`, with Cap'n Proto's words in it)."""
+    from xce.store.durable import DurableLog, StoreSettings
+
+    store = DurableLog.open(tmp_path / "wal-state", StoreSettings(segment_bytes=64 * 1024))
+    api.service.log = store  # the real encoder, as in a controller
+    try:
+        error = await bad_submit(api, command="true", **extra)
+        assert error["code"] == "invalid_request", error
+        message = error["message"]
+        assert len(message) < 300, message
+        for word in ("Error", "capnp", "Traceback", "encode", "Value out of range", "int("):
+            assert word not in message, message
+        assert store.writer.next_seq == 1  # nothing reached the log
+    finally:
+        await store.writer.close()
+
+
 @pytest.mark.parametrize("raw", [b"{not json", b"", b'{"command": "x"', b"\xff\xfe"])
 async def test_body_is_not_json(api: Api, raw: bytes) -> None:
     await expect_error(api, "POST", JOBS, 400, data=raw,

@@ -64,6 +64,13 @@ def test_help_runs_without_python_or_repo(box: Box) -> None:
     assert sub.returncode == 0 and "--array" in sub.stdout, sub.stderr
 
 
+def drop_wal_segments(state: Path) -> None:
+    """`xce up` and `xce init` write 64 MiB preallocated WAL segments (the product default):
+    remove them once the test is done, so runs do not fill the temp directory."""
+    for segment in state.glob("controller/wal/*.seg"):
+        segment.unlink()
+
+
 class Up:
     def __init__(self, box: Box) -> None:
         self.box = box
@@ -114,6 +121,7 @@ def up(box: Box) -> Iterator[Up]:
         yield u
     finally:
         u.stop()
+        drop_wal_segments(u.state)
 
 
 def _unpack_dir(p: psutil.Process) -> str | None:
@@ -216,3 +224,4 @@ def test_readme_install_copy_init_up(box: Box, tmp_path: Path) -> None:
             up.wait(30)
         except subprocess.TimeoutExpired:
             up.kill()
+        drop_wal_segments(cluster)

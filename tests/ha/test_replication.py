@@ -17,19 +17,24 @@ from pathlib import Path
 import pytest
 
 from tests.store.test_checkpoint import SPEC, history, same
+from xce.config import ControllerSettings
+from xce.controller.service import ControllerService
 from xce.core import events as ev
-from xce.core.errors import Unauthorized, XceError
-from xce.core.model import QueueRecord
+from xce.core.errors import NotFound, Unauthorized, XceError
+from xce.core.model import JobState, QueueRecord
 from xce.ha import protocol
 from xce.ha.epochs import EpochStore
-from xce.ha.follower import Follower
+from xce.ha.follower import CannotApply, Follower
 from xce.ha.source import ReplicationSource
 from xce.store.checkpoint import list_checkpoints
 from xce.store.durable import DurableLog, StoreSettings
+from xce.store.files import FileStore
 from xce.store.recovery import checkpoint_dir
 
+# Retention is on: a checkpoint at time.time() purges every finished job of the histories
+# below (they end at t < 10), through the primary's JobsPurged event.
 SETTINGS = StoreSettings(segment_bytes=32 * 1024, checkpoint_every=10**9,
-                         checkpoint_interval_s=3600, finished_retention_s=1e12)
+                         checkpoint_interval_s=3600, finished_retention_s=60.0)
 
 
 def free_port() -> int:
@@ -59,6 +64,11 @@ class Primary:
             self.store, self.epochs, self.dir / "auth", check_token, self.state, mode=mode,
             sync_timeout_s=2.0, heartbeat_s=0.1, on_higher_epoch=self.higher.append)
         self.store.replicated = self.source.wait_replicated
+        # Retention and requests as run_primary wires them (xce/controller/main.py).
+        self.service = ControllerService(
+            ControllerSettings(state_dir=self.dir), FileStore(self.dir / "files", 1 << 20),
+            state=self.state, log=self.store)
+        self.store.purge = self.service.purge_finished
         self.port = free_port()
 
     async def start(self) -> None:
@@ -72,6 +82,7 @@ class Primary:
 
     async def close(self) -> None:
         await self.source.close()
+        self.store.purge = None
         await self.store.close(self.state)
 
 
@@ -193,7 +204,72 @@ async def test_a_diverged_standby_starts_over_from_the_primary(tmp_path: Path) -
     task = await follow(f, p)
     await until(lambda: f.durable_seq == p.store.writer.durable_seq)
     same(f.state, p.state)
-    assert f.state.jobs["21"].submit_time == f.state.jobs["22"].submit_time == 7.0
+    # (21 finished long ago: the transfer's checkpoint purged it, on both sides)
+    assert "21" not in f.state.jobs
+    assert f.state.jobs["22"].submit_time == f.state.jobs["23"].submit_time == 7.0
+    await stop(task)
+    await f.close()
+    await p.close()
+
+
+async def test_retention_is_an_event_and_a_requeue_racing_a_purge_converges(
+        tmp_path: Path) -> None:
+    """Only the primary purges, by a JobsPurged record; a standby's own checkpoints drop
+    nothing. A requeue and a purge of the same finished job are ordered by the primary's
+    log: the job that was requeued first is not purged, one that was purged first cannot be
+    requeued, and the standby ends with the primary's state either way."""
+    p = Primary(tmp_path)
+    await p.start()
+    f = follower(tmp_path)
+    task = await follow(f, p)
+    await p.commit(SETUP + history(1, 30, 5.0))  # 3, 6, ..., 30 finished at t=6
+    await until(lambda: f.durable_seq == p.store.writer.durable_seq)
+    await f.store.checkpoint(f.state)  # the standby's clock: retention is long past
+    assert len(f.state.jobs) == 30 and f.store.writer.next_seq == p.store.writer.next_seq
+    # requeue first, purge second (both started in the same loop turn)
+    await asyncio.gather(p.service.control("3", "requeue"), p.store.checkpoint(p.state))
+    assert p.state.jobs["3"].state is JobState.PEND and "6" not in p.state.jobs
+    # purge first: the requeue of a purged job is refused and never replicated
+    await p.commit([ev.JobStarted(7.0, "3", "h1"), ev.JobFinished(8.0, "3", 1, 0)])
+    got = await asyncio.gather(p.store.checkpoint(p.state), p.service.control("3", "requeue"),
+                               return_exceptions=True)
+    assert isinstance(got[1], NotFound) and "3" not in p.state.jobs
+    await until(lambda: f.durable_seq == p.store.writer.durable_seq)
+    same(f.state, p.state)
+    assert len(f.state.jobs) == 20
+    await stop(task)
+    await f.close()
+    # what the standby wrote replays to the same state (its promotion starts from it)
+    again = follower(tmp_path)
+    same(again.state, p.state)
+    await again.close()
+    await p.close()
+
+
+async def test_a_record_that_does_not_apply_on_the_standby_brings_a_checkpoint(
+        tmp_path: Path) -> None:
+    """A standby that dropped a finished job on its own (as every node did before purging
+    was an event) meets the primary's requeue of it: it asks for a checkpoint transfer and
+    ends with the primary's state, instead of retrying that record for ever."""
+    p = Primary(tmp_path)
+    await p.start()
+    f = follower(tmp_path)
+    task = await follow(f, p)
+    await p.commit(SETUP + history(1, 12, 5.0))
+    await until(lambda: f.durable_seq == p.store.writer.durable_seq)
+    f.state.apply(ev.JobsPurged(9.0, ("9",)))  # purged behind the log's back
+    await p.commit([ev.JobRequeued(10.0, "9"), ev.JobSubmitted(10.0, 13, SPEC)])
+    with pytest.raises(CannotApply):
+        await asyncio.wait_for(task, 10)
+    assert f.want_snapshot and "13" not in f.state.jobs  # nothing of that batch applied
+    task = await follow(f, p)  # what xce/ha/node.py does after a link ends
+    await until(lambda: f.durable_seq == p.store.writer.durable_seq)
+    same(f.state, p.state)
+    assert f.state.jobs["9"].state is JobState.PEND and not f.want_snapshot
+    assert list_checkpoints(checkpoint_dir(tmp_path / "standby"))  # it came by transfer
+    await p.commit([ev.JobStarted(11.0, "9", "h1")])  # and it follows on from there
+    await until(lambda: f.durable_seq == p.store.writer.durable_seq)
+    same(f.state, p.state)
     await stop(task)
     await f.close()
     await p.close()
@@ -305,6 +381,9 @@ async def test_the_standby_refuses_corrupt_records_and_stale_epochs(tmp_path: Pa
         (protocol.encode("records", 5, {"firstSeq": 7, "count": 1, "data": good}), XceError),
         (protocol.encode("records", 4, {"firstSeq": 1, "count": 1, "data": good}), XceError),
         (b"\x05\x00\x00\x00\x00\x00\x00\x00abcde\x00\x00\x00", protocol.ProtocolError),
+        # a batch whose second record does not apply: the first is not kept either
+        (protocol.encode("records", 5, {"firstSeq": 1, "count": 2, "data": good + frame(
+            encode_entry(2, 5, ev.JobStarted(1.0, "9", "h1")))}), XceError),
     ]
     for i, (data, error) in enumerate(cases):
         server, port = await fake_primary([data])
@@ -312,5 +391,6 @@ async def test_the_standby_refuses_corrupt_records_and_stale_epochs(tmp_path: Pa
         with pytest.raises(error):
             await f.follow("http://fake", f"127.0.0.1:{port}", 3.0)
         assert f.durable_seq == 0 and not f.state.queues  # nothing applied
+        assert f.store.writer.next_seq == 1  # nor logged
         await f.close()
         server.close()

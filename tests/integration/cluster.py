@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+
+@contextlib.contextmanager
+def linux_users(*names: str) -> Iterator[None]:
+    """Linux accounts for jobs that run as their submitters (root only), removed again when
+    the test ends so that runs do not leave users behind. The names are the tests' own
+    (`xce...`): an account left by an earlier, interrupted run is reused and removed too."""
+    for name in names:
+        subprocess.run(["useradd", "-M", "-s", "/bin/sh", name], capture_output=True)
+    try:
+        yield
+    finally:
+        for name in names:
+            subprocess.run(["userdel", name], capture_output=True)
+
+
 class ApiFailure(Exception):
     def __init__(self, status: int, body: dict[str, Any]) -> None:
         super().__init__(f"{status}: {body}")
@@ -83,6 +99,9 @@ class Cluster:
         self.worker_controllers: dict[str, list[str]] = {}
         self.logs: list[Path] = []
         self.extra_controller = ""
+        # Small preallocated WAL segments: 64 MiB each, times every controller of a full
+        # run, times the three runs pytest keeps, filled the temp directory (issue 19).
+        self.wal_segment_mb = 1
         # TLS tests: extra config text per role ("controller" or a worker name), and the
         # context urllib uses for https:// (see tests/integration/test_tls.py).
         self.role_sections: dict[str, str] = {}
@@ -132,6 +151,7 @@ fence_timeout_s = {self.fence_timeout}
 schedule_interval_s = 0.2
 # Tests submit as root (the default user of `submit` below), as the workers allow.
 allow_root_jobs = true
+wal_segment_mb = {self.wal_segment_mb}
 {self.extra_controller}
 
 [auth]

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import ADMIN_TOKEN, WORKER_TOKEN, ApiFailure, Cluster
+from tests.integration.cluster import (
+    ADMIN_TOKEN,
+    WORKER_TOKEN,
+    ApiFailure,
+    Cluster,
+    linux_users,
+)
 from xce.auth.backends.configfile import UsersFile
 
 PASSWORDS = {"xcealice": "xcealice-pass-1", "xcebob": "xcebob-pass-12",
@@ -62,8 +68,11 @@ def _login(cluster: Cluster, name: str) -> str:
 def secured(tmp_path: Path) -> Iterator[Cluster]:
     if os.geteuid() != 0:
         pytest.skip("needs root: jobs run as the logged-in users' own accounts (useradd)")
-    for name in PASSWORDS:
-        subprocess.run(["useradd", "-M", "-s", "/bin/sh", name], capture_output=True)
+    with linux_users(*PASSWORDS):
+        yield from _secured_cluster(tmp_path)
+
+
+def _secured_cluster(tmp_path: Path) -> Iterator[Cluster]:
     c = Cluster(tmp_path / "cluster")
     c.root.mkdir(parents=True)
     users = UsersFile(c.root / "users.toml")

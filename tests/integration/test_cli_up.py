@@ -61,6 +61,10 @@ def up(tmp_path: Path) -> Iterator[Up]:
         yield u
     finally:
         u.stop()
+        # `xce up` writes its own config (64 MiB WAL segments, preallocated); the other
+        # test clusters use 1 MiB ones. Drop them so a run does not leave them behind.
+        for segment in (tmp_path / "state").glob("controller/wal/*.seg"):
+            segment.unlink()
 
 
 def test_up_creates_private_state_and_prints_token_once(up: Up) -> None:

@@ -142,6 +142,39 @@ def _xce(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, timeout=60)
 
 
+def test_a_bit_flip_in_the_last_record_stops_start_until_repaired(tmp_path: Path) -> None:
+    """The last record is complete but fails its checksum: it was acknowledged, so the
+    controller refuses to start (it used to cut it as a torn write and lose the job)."""
+    from xce.store.wal.framing import read_frames
+
+    cluster = Cluster(tmp_path / "c")
+    cluster.start_controller()
+    ids = [cluster.submit(command="true", hold=True) for _ in range(5)]
+    cluster.controller.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+    cluster.controller.wait(10)  # type: ignore[union-attr]
+    state_dir = tmp_path / "c" / "controller"
+    segment = sorted((state_dir / "wal").glob("*.seg"))[-1]
+    data = bytearray(segment.read_bytes())
+    last = list(read_frames(bytes(data)))[-1]
+    data[last.offset + 30] ^= 0x10
+    segment.write_bytes(bytes(data))
+    cluster.controller = cluster._spawn("controller", "controller", "-c",
+                                        str(tmp_path / "c" / "controller.toml"))
+    assert cluster.controller.wait(20) != 0
+    log = (tmp_path / "c" / "controller.log").read_text()
+    assert "not a torn write" in log and "xce admin wal-check" in log, log[-2000:]
+    assert "wal-repair" in log and "--yes" in log and "Traceback" not in log
+    repaired = _xce("admin", "wal-repair", "--state-dir", str(state_dir), "--yes")
+    assert repaired.returncode == 0 and ".broken" in repaired.stdout, repaired.stdout
+    assert (segment.parent / (segment.name + ".broken")).exists()
+    cluster.start_controller()
+    try:
+        present = {j["id"] for j in cluster.get("/api/v1/jobs")["jobs"]}
+        assert present == set(ids[:-1])  # the operator chose to drop the damaged record
+    finally:
+        cluster.stop()
+
+
 def test_mid_log_corruption_stops_start_until_repaired(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path / "c")
     cluster.start_controller()
@@ -209,8 +242,7 @@ def test_disk_full_refuses_writes_serves_reads_and_recovers(tmp_path: Path) -> N
         pytest.skip(f"cannot mount tmpfs here: {mounted.stderr.decode().strip()}")
     try:
         (root / "reserve").write_bytes(b"\0" * 3 * 1024 * 1024)
-        cluster = Cluster(root / "c")
-        cluster.extra_controller = "wal_segment_mb = 1\n"
+        cluster = Cluster(root / "c")  # 1 MiB WAL segments, as every test cluster
         cluster.start_controller()
         try:
             acked, error = _ack_then_503(cluster)

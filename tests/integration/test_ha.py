@@ -273,3 +273,49 @@ def test_three_candidates_elect_one_primary_and_need_a_majority(tmp_path: Path) 
                    30, "writes again with a majority")
     finally:
         c.stop()
+
+
+def test_retention_purges_on_the_primary_and_the_standby_follows_through_failover(
+        tmp_path: Path) -> None:
+    """Retention on (1 s, a checkpoint a second): finished jobs leave the primary by its
+    JobsPurged record, a requeue racing the purge is either applied or refused, the
+    standby follows every record, and after a failover the new primary holds exactly what
+    the old one held."""
+    c = HaCluster(tmp_path / "ha", candidates=2, failover_timeout=2.0, replication="sync")
+    c.extra_controller = "finished_retention_s = 1.0\ncheckpoint_interval_s = 1.0\n"
+    try:
+        c.start_pair()
+        c.start_worker("w1", slots=4)
+        kept = c.submit(command="true", name="kept", hold=True)  # never finishes
+        first = c.submit(command="true", name="first")
+        c.wait_state(first, "DONE")
+
+        def gone(job: str) -> bool:
+            try:
+                c.job(job)
+            except ApiFailure as exc:
+                return exc.status == 404
+            return False
+
+        c.wait_for(lambda: gone(first), 20, "the finished job purged")
+        outcomes = []
+        for i in range(3):  # requeues racing the purge of a job that just finished
+            job = c.submit(command="true", name=f"race{i}")
+            c.wait_state(job, "DONE")
+            time.sleep(0.3 * i + 0.7)
+            try:
+                c.control(job, "requeue")
+                outcomes.append("requeued")
+            except ApiFailure as exc:
+                assert exc.status == 404, exc.body
+                outcomes.append("purged first")
+        # every finished job goes, whichever way each race went; the held one stays
+        c.wait_for(lambda: set(all_jobs(c)) == {kept}, 30, f"all but {kept} purged")
+        c.wait_caught_up(1)
+        c.kill_candidate(0)
+        assert c.wait_primary(TAKEOVER_BOUND_S + 5, other_than=0) == 1
+        assert set(all_jobs(c)) == {kept}, outcomes
+        last = c.submit(command="true", name="after")
+        c.wait_state(last, "DONE")
+    finally:
+        c.stop()

@@ -79,6 +79,13 @@ class InitCluster:
         return found.group(1)
 
 
+def small_wal(config: Path) -> None:
+    """Tests run controllers with 1 MiB WAL segments, not the 64 MiB `xce init` writes."""
+    text = config.read_text()
+    assert "\n[controller]\n" in text
+    config.write_text(text.replace("\n[controller]\n", "\n[controller]\nwal_segment_mb = 1\n", 1))
+
+
 def _controller_tokens(cluster: InitCluster) -> TokenService:
     return TokenService.open(key_dir(cluster.dir / "controller"), "xce", "xce-api", 43200,
                              86400)
@@ -93,6 +100,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InitCluster]:
     assert made.returncode == 0, made.stderr
     c = InitCluster(root, root / "cluster", made.stdout,
                     {"XCE_CLIENT_CONFIG": str(root / "cluster" / "client.toml")})
+    small_wal(c.dir / "xce.toml")
     try:
         c.start("controller", c.dir / "xce.toml", "controller")
         c.start("worker", c.dir / "xce.toml", "worker")

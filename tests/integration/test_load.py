@@ -21,7 +21,7 @@ P99_BOUND_S = 2.5
 
 
 def _check(tmp_path: Path, workers: int, clients: int, seconds: float) -> None:
-    with Controller(tmp_path / "c") as ctl:
+    with Controller(tmp_path / "c", extra="wal_segment_mb = 1") as ctl:  # small test WAL
         result = asyncio.run(run_load(ctl.url, TOKEN, workers, clients, seconds))
     print(report(result))
     assert result.acknowledged, "no submission was acknowledged"

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from xce.config import ControllerSettings
+from xce.controller.service import ControllerService
 from xce.core import events as ev
 from xce.core.arrayspec import parse_array_spec
 from xce.core.model import JobSpec, QueueRecord, Usage
 from xce.core.state import ClusterState
 from xce.store.checkpoint import list_checkpoints
 from xce.store.durable import DurableLog, StoreSettings
+from xce.store.files import FileStore
 from xce.store.recovery import checkpoint_dir, recover, wal_dir
 from xce.store.wal.reader import list_segments
 
@@ -31,6 +34,15 @@ async def open_store(tmp_path: Path, **kw: object) -> tuple[DurableLog, ClusterS
     settings = StoreSettings(segment_bytes=32 * 1024, **kw)  # type: ignore[arg-type]
     store = DurableLog.open(tmp_path, settings)
     return store, store.recovered.state
+
+
+def retain(store: DurableLog, tmp_path: Path) -> ControllerService:
+    """Retention as a primary runs it (controller/main.py): the service commits JobsPurged."""
+    service = ControllerService(ControllerSettings(state_dir=tmp_path),
+                                FileStore(tmp_path / "files", 1 << 20),
+                                state=store.recovered.state, log=store)
+    store.purge = service.purge_finished
+    return service
 
 
 async def commit(store: DurableLog, state: ClusterState, events: list[ev.Event]) -> None:
@@ -104,27 +116,63 @@ async def test_damaged_newest_checkpoint_falls_back(tmp_path: Path) -> None:
 
 async def test_finished_jobs_past_retention_are_dropped_at_checkpoint(tmp_path: Path) -> None:
     store, state = await open_store(tmp_path, finished_retention_s=100.0)
+    retain(store, tmp_path)
     await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
                                 ev.HostRegistered(0, "h1", 64, 10**6)])
     await commit(store, state, history(1, 30, at=10.0))  # jobs 3, 6, ... end at t=11
+    array = parse_array_spec("1-4").indices
+    await commit(store, state, [ev.ArraySubmitted(10.0, 31, SPEC, array),
+                                ev.JobStarted(10.0, "31[2]", "h1"),
+                                ev.JobFinished(11.0, "31[2]", 0, 0),
+                                ev.ArrayCancelled(11.0, 31)])
     done = [j for j in state.jobs.values() if j.state.finished]
-    assert len(done) == 10
+    assert len(done) == 11
+    seq = store.writer.next_seq
     await store.checkpoint(state, now=50.0)  # cutoff -50: nothing old enough
-    assert len(state.jobs) == 30
+    assert len(state.jobs) == 31 and store.writer.next_seq == seq  # no purge, no record
     await store.checkpoint(state, now=500.0)  # cutoff 400: the finished ones go
-    assert len(state.jobs) == 20
+    assert len(state.jobs) == 20 and 31 not in state.arrays
     assert all(not j.state.finished for j in state.jobs.values())
-    await commit(store, state, history(31, 3, at=600.0))
+    # ... by one event in the WAL, naming the plain jobs and the array
+    assert store.writer.next_seq == seq + 1
+    purge = list_events(tmp_path)[-1]
+    assert isinstance(purge, ev.JobsPurged)
+    assert purge.ids == (*(str(n) for n in range(3, 31, 3)), "31")
+    await commit(store, state, history(32, 3, at=600.0))
     await store.writer.close()
     got = recover(tmp_path)
     same(got.state, state)
     assert got.state.outcome("3").value == "missing"
+    # the WAL alone (no checkpoint) replays the purge too
+    for _, path in list_checkpoints(checkpoint_dir(tmp_path)):
+        path.unlink()
+    same(recover(tmp_path).state, state)
+
+
+def list_events(state_dir: Path) -> list[ev.Event]:
+    from xce.store.wal.reader import scan_wal
+
+    found: list[ev.Event] = []
+    scan_wal(wal_dir(state_dir), 0, lambda seq, event: found.append(event))
+    return found
+
+
+async def test_a_checkpoint_without_a_purger_drops_nothing(tmp_path: Path) -> None:
+    """A standby's log has no purger: it drops jobs only when it replays JobsPurged."""
+    store, state = await open_store(tmp_path, finished_retention_s=1.0)
+    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
+                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    await commit(store, state, history(1, 6, at=10.0))
+    await store.checkpoint(state, now=1000.0)
+    assert len(state.jobs) == 6
+    await store.writer.close()
 
 
 async def test_retention_keeps_jobs_that_waiting_jobs_depend_on(tmp_path: Path) -> None:
     from xce.core.deps import parse_dependency
 
     store, state = await open_store(tmp_path, finished_retention_s=10.0)
+    retain(store, tmp_path)
     await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
                                 ev.HostRegistered(0, "h1", 64, 10**6)])
     await commit(store, state, history(1, 6, at=10.0))  # 3 and 6 finish at t=11

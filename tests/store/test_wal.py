@@ -25,6 +25,7 @@ def events(n: int) -> list[ev.Event]:
 
 
 async def write(state_dir: Path, evs: list[ev.Event], **kw: object) -> WalWriter:
+    kw.setdefault("segment_bytes", 256 * 1024)  # preallocated, but not 64 MiB per test
     writer = WalWriter(wal_dir(state_dir), 1, **kw)  # type: ignore[arg-type]
     for e in evs:
         writer.append(e)
@@ -57,7 +58,7 @@ async def test_replay_returns_every_event_in_order(tmp_path: Path) -> None:
 
 
 async def test_group_commit_shares_fsyncs(tmp_path: Path) -> None:
-    writer = WalWriter(wal_dir(tmp_path), 1)
+    writer = WalWriter(wal_dir(tmp_path), 1, segment_bytes=256 * 1024)
 
     async def one(e: ev.Event) -> None:
         writer.append(e)
@@ -99,27 +100,108 @@ async def test_torn_tail_at_every_byte_offset_is_truncated(tmp_path: Path,
         d = tmp_path / f"cut{cut}"
         (d / "wal").mkdir(parents=True)
         (d / "wal" / seg.name).write_bytes(data[:cut])
+        caplog.clear()
         with caplog.at_level(logging.WARNING):
             result = recover(d)
         assert result.last_seq == 4, cut
         assert len(result.state.jobs) == 3
         if cut > last.offset:
             assert result.torn is not None
+            assert "WAL tail was torn" in caplog.text
         # The repaired log is clean and ends at the last whole record.
         assert scan_wal(d / "wal").torn is None
         assert (d / "wal" / seg.name).stat().st_size == last.offset
 
 
-async def test_torn_tail_in_preallocated_segment(tmp_path: Path) -> None:
+async def test_a_bit_flip_in_the_last_record_refuses_to_start(tmp_path: Path) -> None:
+    """A complete last record that fails its checksum may have been acknowledged: it is not
+    cut as a torn write; the start stops and names wal-check and wal-repair --yes."""
     evs = events(5)
+    await write(tmp_path, evs)  # preallocated: zeros after the last record
+    (_, seg), = list_segments(wal_dir(tmp_path))
+    data = bytearray(seg.read_bytes())
+    last = list(read_frames(bytes(data)))[-1]
+    data[last.offset + 40] ^= 0x04  # one bit of its payload
+    seg.write_bytes(bytes(data))
+    with pytest.raises(WalCorruption) as err:
+        recover(tmp_path)
+    assert "not a torn write" in err.value.message
+    assert "xce admin wal-check" in err.value.message
+    assert "wal-repair" in err.value.message and "--yes" in err.value.message
+    assert seg.read_bytes() == bytes(data)  # nothing was cut
+    # a flipped bit of the length (here +512, reaching into the zeros after) is damage too
+    data[last.offset + 40] ^= 0x04
+    data[last.offset + 1] ^= 0x02
+    seg.write_bytes(bytes(data))
+    with pytest.raises(WalCorruption):
+        recover(tmp_path)
+
+
+async def test_a_torn_write_with_a_zeroed_sector_is_cut_with_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The crash hit while the last record's sectors were being written: from a sector
+    boundary on, its bytes are still the preallocated zeros."""
+    big = JobSpec(user="alice", queue="normal", command="echo " + "x" * 3000)
+    evs = [*events(4), ev.JobSubmitted(9.0, 4, big)]
     await write(tmp_path, evs)
     (_, seg), = list_segments(wal_dir(tmp_path))
     data = bytearray(seg.read_bytes())
     last = list(read_frames(bytes(data)))[-1]
-    data[last.offset + 9] ^= 0x55  # a bad checksum in the last record, zeros after it
+    boundary = (last.offset // 512 + 2) * 512
+    assert boundary < last.end
+    data[boundary:last.end] = bytes(last.end - boundary)
     seg.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING):
+        result = recover(tmp_path)
+    assert result.last_seq == 4 and result.torn and "torn" in result.torn
+    assert "WAL tail was torn" in caplog.text
+    assert scan_wal(wal_dir(tmp_path)).torn is None
+
+
+async def test_preallocated_zeros_after_the_last_record_are_not_damage(tmp_path: Path) -> None:
+    await write(tmp_path, events(5))
+    (_, seg), = list_segments(wal_dir(tmp_path))
+    assert seg.stat().st_size == 256 * 1024  # zeros after the last record
     result = recover(tmp_path)
-    assert result.last_seq == 4 and result.torn and "checksum" in result.torn
+    assert result.last_seq == 5 and result.torn is None
+
+
+def test_wal_repair_keeps_a_broken_copy_and_cuts_durably(tmp_path: Path) -> None:
+    import asyncio as aio
+
+    from xce.store.repair import check, repair
+
+    writer = WalWriter(wal_dir(tmp_path), 1, segment_bytes=16 * 1024, preallocate=False)
+
+    async def fill() -> None:
+        for i, e in enumerate(events(300)):
+            writer.append(e)
+            if i % 20 == 0:
+                await writer.sync()
+        await writer.sync()
+        await writer.close()
+
+    aio.run(fill())
+    segments = [p for _, p in list_segments(wal_dir(tmp_path))]
+    assert len(segments) > 2
+    first = segments[0]
+    original = first.read_bytes()
+    data = bytearray(original)
+    frames = list(read_frames(original))
+    data[frames[3].offset + 20] ^= 0x01
+    first.write_bytes(bytes(data))
+    assert not check(tmp_path).healthy
+    done = repair(tmp_path)
+    assert any(".broken" in line for line in done), done
+    kept = first.with_name(first.name + ".broken")
+    assert kept.read_bytes() == bytes(data)  # the damaged segment, whole
+    assert first.stat().st_size == frames[3].offset
+    for later in segments[1:]:
+        assert not later.exists()
+        assert later.with_name(later.name + ".broken").exists()
+    report = check(tmp_path)
+    assert report.healthy and report.last_seq == 3
+    assert recover(tmp_path).last_seq == 3
 
 
 async def test_corruption_in_the_middle_refuses_to_start(tmp_path: Path) -> None:
@@ -165,7 +247,8 @@ async def test_replay_equals_live_state(tmp_path: Path) -> None:
 
 
 async def test_interval_policy_acknowledges_before_fsync(tmp_path: Path) -> None:
-    writer = WalWriter(wal_dir(tmp_path), 1, fsync="interval", interval_s=0.2)
+    writer = WalWriter(wal_dir(tmp_path), 1, fsync="interval", interval_s=0.2,
+                       segment_bytes=256 * 1024)
     writer.append(events(1)[0])
     await writer.sync()
     assert writer.durable_seq == 0  # acknowledged, not yet durable: the documented window
@@ -181,7 +264,7 @@ async def test_a_failed_fsync_on_a_fresh_segment_recovers(tmp_path: Path,
 
     from xce.core.errors import Unavailable
 
-    writer = WalWriter(wal_dir(tmp_path), 1)
+    writer = WalWriter(wal_dir(tmp_path), 1, segment_bytes=256 * 1024)
     real = os.fdatasync
     failures = iter([True])
 

@@ -130,7 +130,7 @@ def test_kept_entries_are_bounded_and_pruned_with_the_jobs() -> None:
     assert len(history.kept["1"]) == 50
     assert len(history.job_entries(state.job("1"))) == 52  # + submitted, started
     _run(state, history, ev.JobFinished(100.0, "1", 0, 0))
-    state.purge_finished(cutoff=1000.0)
+    state.apply(ev.JobsPurged(1001.0, tuple(state.purgeable(cutoff=1000.0))))
     history.prune()
     assert history.kept == {}
 

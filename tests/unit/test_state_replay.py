@@ -23,6 +23,7 @@ from xce.core.state import ClusterState
 NEXT = -1  # the next job number
 CURRENT = -1  # the job's current attempt
 KNOWN = "@"  # prefix: "@k" is the k-th existing job or task (k modulo how many exist)
+PURGEABLE = "*"  # JobsPurged of every finished job and array the state would purge now
 
 NUMBERS = st.integers(1, 5)
 KNOWN_IDS = st.integers(0, 20).map(lambda k: f"{KNOWN}{k}")
@@ -95,6 +96,10 @@ EVENTS: st.SearchStrategy[Any] = st.one_of(
     st.builds(lambda kind, name: kind(0, name),
               st.sampled_from([ev.QueueOpened, ev.QueueClosed, ev.QueueActivated,
                                ev.QueueDeactivated]), QUEUES),
+    # retention: everything purgeable now ("*", resolved), or raw ids (often refused)
+    st.builds(lambda ids: ev.JobsPurged(0, ids),
+              st.sampled_from([(PURGEABLE,), (PURGEABLE,), ("1",), ("2", "3"), ("1", "1"),
+                               ("2[1]",)])),
     st.builds(lambda n, s, m: ev.HostRegistered(0, n, s, m), HOSTS, st.integers(1, 8),
               st.sampled_from([200, 1000])),
     st.builds(lambda kind, name: kind(0, name),
@@ -119,6 +124,8 @@ def resolve(template: Any, state: ClusterState, at: float) -> Any:
         known = known_ids(state)
         if known:
             job_id = changes["job_id"] = known[int(job_id[1:]) % len(known)]
+    if isinstance(template, ev.JobsPurged) and template.ids == (PURGEABLE,):
+        changes["ids"] = tuple(state.purgeable(float("inf")))
     if getattr(template, "attempt", None) == CURRENT:
         job = state.jobs.get(job_id or "")
         changes["attempt"] = job.attempt if job else 0
@@ -376,3 +383,41 @@ def test_non_canonical_job_id_keeps_indexes_right() -> None:
     assert state.job(pend).state is JobState.EXIT
     assert state.job(run_).state is JobState.DONE
     check_invariants(state)
+
+
+@SETTINGS
+@given(HISTORIES, st.integers(2, 6))
+def test_check_of_a_batch_agrees_with_applying_it_and_changes_nothing(
+        templates: list[Any], size: int) -> None:
+    """`ClusterState.check` (a scratch state over overlays) raises exactly when applying the
+    batch in order would, and leaves the real state as it was either way."""
+    _, events = run(templates, check=False)
+    state = ClusterState()
+    done: list[Any] = []
+    for start in range(0, len(events), size):
+        batch = [event for event, _ in events[start:start + size]]
+        before = snapshot(state)
+        try:
+            state.check(batch)
+        except XceError:
+            ok = False
+        else:
+            ok = True
+        assert snapshot(state) == before
+        twin = ClusterState()
+        for event in done:
+            twin.apply(event)
+        try:
+            for event in batch:
+                twin.apply(event)
+        except XceError:
+            assert not ok, f"check passed a batch that does not apply: {batch}"
+        else:
+            assert ok, f"check refused a batch that applies: {batch}"
+        for event in batch:  # go on with what applies one by one
+            try:
+                state.apply(event)
+            except XceError:
+                continue
+            done.append(event)
+        check_invariants(state)

@@ -37,7 +37,8 @@ def wal_repair(
     state_dir: Path = STATE_DIR,
     yes: bool = typer.Option(False, "--yes", help="really cut the log"),
 ) -> None:
-    """Cut the WAL at its first damaged record (drops everything after it)."""
+    """Cut the WAL at its first damaged record (drops everything after it; the removed
+    segments are kept beside the log as *.broken files)."""
     from xce.core.errors import XceError
     from xce.store.repair import check, repair
 

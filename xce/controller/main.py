@@ -122,6 +122,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
                       settings.upload_quota_mb * 1024 * 1024, settings.upload_ttl_s)
     service = ControllerService(settings, files, state=store.recovered.state, log=store)
     history_for(service)  # job histories: rebuilt from the recovered records, then live
+    store.purge = service.purge_finished  # retention is the primary's JobsPurged event
     gateway = WorkerGateway(service)
     app = build_app(service, gateway, config)
     app[HA] = node
@@ -168,6 +169,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
         await runner.cleanup()
         store.fence = None
         store.replicated = None
+        store.purge = None  # the last checkpoint writes no record standbys would not get
         await store.close(service.state)
         log.info("controller %s (checkpoint at record %d)",
                  "stopped cleanly" if outcome == "stop" else "stepped down",

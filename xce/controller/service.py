@@ -44,8 +44,10 @@ from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
 from xce.store.log import EventLog, MemoryEventLog
 
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+MAX_MEMORY_MB = 2**40  # as the submit schema's memory_mb (xce/api/schemas.py)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 JOB_ACTIONS = ("stop", "resume", "requeue", "kill")
+PURGE_CHUNK = 10_000  # ids per JobsPurged record: ~100 KiB, far below a frame's limit
 Planner = Callable[..., Plan]
 
 
@@ -74,6 +76,35 @@ def check_job_user(settings: ControllerSettings, user: str) -> None:
         raise Forbidden(f"jobs may not run as {user}: uid {uid} is below [controller] "
                         f"min_job_uid = {settings.min_job_uid} and {user} is not in "
                         "[controller] job_users")
+
+
+def _check_text(field: str, value: str | None) -> None:
+    """Refuse text no command line, environment or file name can hold (NUL), or that is not
+    valid Unicode (a lone surrogate), at submit, naming the field: accepted, it would fail
+    only when the job launches, or when the log encodes it."""
+    if value is None:
+        return
+    if "\x00" in value:
+        raise InvalidRequest(f"{field} contains a NUL byte, which a job cannot be given")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequest(f"{field} is not valid Unicode text (a lone surrogate)") from None
+
+
+def _check_texts(req: SubmitRequest) -> None:
+    """`_check_text` for every string field of a submit."""
+    for field in ("user", "command", "script", "name", "queue", "cwd", "array", "dependency",
+                  "submit_host", "resources"):
+        _check_text(field, getattr(req, field))
+    for key, value in req.env.items():
+        _check_text("an env variable name", key)
+        _check_text(f"env variable {key}", value)
+    for path, upload_id in req.inputs.items():
+        _check_text("an input path", path)
+        _check_text(f"the upload id of input {path}", upload_id)
+    for pattern in req.outputs:
+        _check_text("an output pattern", pattern)
 
 
 class Reasons(dict[str, str]):
@@ -130,29 +161,35 @@ class ControllerService:
     async def commit(self, events: Iterable[ev.Event], reschedule: bool = True) -> None:
         """Apply and log `events` in order, then wait until they are durable.
 
+        All or nothing: the whole batch is encoded and tried on a scratch state first
+        (`ClusterState.check`), so an event that fails leaves the state, the WAL, the
+        wake-ups and the committed hooks exactly as they were, and an event that passes is
+        never left applied without being logged and announced.
+
         `reschedule=False` is for changes that cannot free or need resources (usage reports).
         """
         self.log.check_writable()
+        batch = list(events)
+        if not batch:
+            return
+        records = [self.log.prepare(event, i) for i, event in enumerate(batch)]
+        if len(batch) > 1:
+            self.state.check(batch)  # one event is all-or-nothing in `apply` itself
         touched: set[str] = set()
-        done: list[ev.Event] = []
-        for event in events:
+        for event, record in zip(batch, records, strict=True):
             before = self._host_of(event)
-            record = self.log.prepare(event)  # encoding fails before the state changes
             self.state.apply(event)
             self.log.append(record)
-            done.append(event)
             touched.update(h for h in (before, self._host_of(event)) if h)
             for listener in self.listeners:
                 listener(event)
-        if not done:
-            return
         for host in touched:
             self._bump(host)
         if reschedule:
             self.schedule_needed.set()
         await self.log.sync()
         for hook in self.committed:
-            hook(done)
+            hook(batch)
 
     def _host_of(self, event: ev.Event) -> str | None:
         if isinstance(event, ev.JobStarted):
@@ -187,6 +224,7 @@ class ControllerService:
 
     def _spec(self, req: SubmitRequest) -> tuple[JobSpec, dict[str, str]]:
         """The validated spec, and its inputs as normalised path -> upload id."""
+        _check_texts(req)
         if not USER_NAME.match(req.user or ""):
             raise InvalidRequest(f"user {req.user!r} is not a valid user name")
         check_job_user(self.settings, req.user)
@@ -213,6 +251,9 @@ class ControllerService:
                 raise InvalidRequest("jobs spanning several hosts are not supported yet; "
                                      "use span[hosts=1]")
             reserved = next((r.value for r in requirement.rusage if r.name == "mem"), None)
+            if reserved is not None and reserved > MAX_MEMORY_MB:
+                raise InvalidRequest(f"resources: rusage[mem={reserved:g}] is more than the "
+                                     f"limit of {MAX_MEMORY_MB} MB")
             if reserved is not None and memory_mb == 0:
                 memory_mb = int(reserved)
         if req.memory_mb < 0:
@@ -422,6 +463,24 @@ class ControllerService:
         else:
             raise InvalidRequest(f"unknown host action {action!r} (use open, close, drain)")
         await self.commit(events)
+
+    # --- retention ----------------------------------------------------------------------
+
+    async def purge_finished(self, cutoff: float) -> int:
+        """Drop the finished jobs and arrays that ended before `cutoff`; returns how many.
+
+        The primary's `DurableLog` calls this before each checkpoint. The purge is an event
+        through `commit` like any other change, so standbys drop the same jobs at the same
+        record instead of on their own clocks (where a requeue of a job a standby had
+        already purged could not apply). Choosing and committing happen with no await in
+        between, so no request can change a chosen job first.
+        """
+        ids = self.state.purgeable(cutoff)
+        if ids:
+            now = self.clock()
+            await self.commit((ev.JobsPurged(now, tuple(ids[i:i + PURGE_CHUNK]))
+                               for i in range(0, len(ids), PURGE_CHUNK)), reschedule=False)
+        return len(ids)
 
     # --- scheduling ---------------------------------------------------------------------
 

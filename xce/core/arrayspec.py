@@ -15,6 +15,7 @@ from xce.core.errors import InvalidRequest
 
 MAX_INDEX = 2**31 - 1
 _ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$", re.ASCII)
+_LONG_NUMBER = re.compile(r"\d{11,}", re.ASCII)  # longer than MAX_INDEX: refused unread
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +84,18 @@ def parse_array_spec(text: str, max_size: int = 1_000_000) -> ArraySpec:
     """Parse `RANGES[%LIMIT]`; every mistake is an `InvalidRequest` that names it."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidRequest("array spec is empty: expected e.g. 1-100 or 1-1000:2%10")
+    if _LONG_NUMBER.search(text):
+        # Never int() an arbitrarily long digit string (Python refuses past 4300 digits),
+        # and nothing this long fits a task index, a step or a limit anyway.
+        raise InvalidRequest(f"array spec {text[:40]!r}: numbers may be at most {MAX_INDEX}")
     body, sep, limit_text = text.strip().partition("%")
     max_concurrent: int | None = None
     if sep:
-        if not (limit_text.isascii() and limit_text.isdigit()) or int(limit_text) < 1:
+        if (not (limit_text.isascii() and limit_text.isdigit())
+                or not 1 <= int(limit_text) <= MAX_INDEX):
             raise InvalidRequest(
-                f"array spec {text!r}: the limit after % must be a positive integer"
+                f"array spec {text!r}: the limit after % must be a positive integer (at "
+                f"most {MAX_INDEX})"
             )
         max_concurrent = int(limit_text)
     ranges: list[range] = []
@@ -103,8 +110,9 @@ def parse_array_spec(text: str, max_size: int = 1_000_000) -> ArraySpec:
         step = int(m.group(3)) if m.group(3) is not None else 1
         if stop < start:
             raise InvalidRequest(f"array spec {text!r}: range {item!r} ends before it starts")
-        if step < 1:
-            raise InvalidRequest(f"array spec {text!r}: step in {item!r} must be at least 1")
+        if not 1 <= step <= MAX_INDEX:
+            raise InvalidRequest(f"array spec {text!r}: step in {item!r} must be at least 1 "
+                                 f"(and at most {MAX_INDEX})")
         if stop > MAX_INDEX:
             raise InvalidRequest(f"array spec {text!r}: index {stop} is above {MAX_INDEX}")
         ranges.append(range(start, stop + 1, step))

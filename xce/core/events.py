@@ -189,3 +189,17 @@ class ArrayCancelled(Event):
 
     number: int
     reason: str = "killed"
+
+
+# --- retention ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobsPurged(Event):
+    """Retention: finished plain jobs and whole finished arrays (with their tasks) leave the
+    state. The primary writes it before a checkpoint (`ControllerService.purge_finished`),
+    so every node drops the same jobs at the same point of the log and no standby purges on
+    its own clock. It names ids only (a plain job's id or an array's number): the records
+    themselves were logged when they changed."""
+
+    ids: tuple[str, ...]

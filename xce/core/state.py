@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from xce.core import events as ev
@@ -26,8 +26,12 @@ from xce.core.model import (
     QueueRecord,
     task_id,
 )
+from xce.core.scratch import Overlay
 
 replace = dataclasses.replace
+# Every container `apply` may change; `check` sees them through overlays.
+_CONTAINERS = ("jobs", "arrays", "queues", "hosts", "host_load", "pending", "pending_arrays",
+               "array_tasks", "finished_jobs", "waiting_on_deps", "counts")
 
 
 def parse_job_id(job_id: str) -> tuple[int, int | None]:
@@ -92,6 +96,7 @@ class ClusterState:
             ev.ArrayHeld: lambda e: self._array_hold(e.number, True),
             ev.ArrayReleased: lambda e: self._array_hold(e.number, False),
             ev.ArrayCancelled: self._array_cancelled,
+            ev.JobsPurged: self._jobs_purged,
         }
 
     # --- the one mutator ------------------------------------------------------------------
@@ -102,6 +107,21 @@ class ClusterState:
             raise InvalidRequest(f"unknown event type {type(event).__name__}")
         handler(event)
         self.applied += 1
+
+    def check(self, events: Sequence[ev.Event]) -> None:
+        """Raise what applying `events` in order would raise, changing nothing.
+
+        `apply` keeps one event all-or-nothing; a batch needs this too (a commit, a batch of
+        replicated records): the events are applied to a scratch state whose containers are
+        overlays of these (`xce.core.scratch`), which costs what the batch changes, not a
+        copy of the state.
+        """
+        scratch = ClusterState()
+        for name in _CONTAINERS:
+            setattr(scratch, name, Overlay(getattr(self, name), nested=name == "array_tasks"))
+        scratch.next_number = self.next_number
+        for event in events:
+            scratch.apply(event)
 
     # --- lookups --------------------------------------------------------------------------
 
@@ -243,13 +263,12 @@ class ClusterState:
         state.next_number = next_number
         return state
 
-    def purge_finished(self, cutoff: float) -> int:
-        """Drop jobs and whole arrays that finished before `cutoff` (retention).
+    def purgeable(self, cutoff: float) -> list[str]:
+        """Retention: the finished plain jobs and whole arrays that ended before `cutoff`.
 
-        Not an event: it runs only when a checkpoint is taken, and the checkpoint records the
-        result, so replay (checkpoint + later WAL) reproduces it exactly.
+        Only a choice: the primary writes it as a `JobsPurged` event, which is what drops
+        them, everywhere at the same point of the log.
         """
-        dropped = 0
         # A finished job that a waiting job still depends on stays: purging it would turn
         # "satisfied later" into "never satisfiable".
         # Both loops walk indexes, not every job, to keep the checkpoint's pause short.
@@ -258,32 +277,24 @@ class ClusterState:
             a.spec for a in self.arrays.values() if a.spec.dependency and not a.finished
         ]:
             referenced.update(parse_job_id(t.job)[0] for t in spec.dependency)
-        for job_id in list(self.finished_jobs):
+        ids: list[str] = []
+        for job_id in self.finished_jobs:
             job = self.jobs[job_id]
             if (
                 job.number not in referenced
                 and job.end_time is not None
                 and job.end_time < cutoff
             ):
-                del self.jobs[job_id]
-                del self.finished_jobs[job_id]
-                self.counts[(job.state, job.spec.queue)] -= 1
-                dropped += 1
-        for number, array in list(self.arrays.items()):
+                ids.append(job_id)
+        for number, array in self.arrays.items():
             if not array.finished or number in referenced:
                 continue
             tasks = self.tasks_of(number)
             if all(t.end_time is not None and t.end_time < cutoff for t in tasks) and (
                 tasks or array.submit_time < cutoff
             ):
-                for task in tasks:
-                    del self.jobs[task.id]
-                    self.counts[(task.state, task.spec.queue)] -= 1
-                self.array_tasks.pop(number, None)
-                del self.arrays[number]
-                self.pending_arrays.pop(number, None)
-                dropped += 1 + len(tasks)
-        return dropped
+                ids.append(str(number))
+        return ids
 
     def _load(self, host: str, job: JobRecord, sign: int) -> None:
         load = self.host_load.get(host, HostLoad())
@@ -458,3 +469,37 @@ class ClusterState:
             array, pending=type(array.pending)(), exited=array.exited + count
         )
         self.pending_arrays.pop(e.number, None)
+
+    # --- retention ------------------------------------------------------------------------
+
+    def _jobs_purged(self, e: ev.JobsPurged) -> None:
+        """Drop finished plain jobs and whole finished arrays; every id is checked first."""
+        if len(set(e.ids)) != len(e.ids):
+            raise InvalidRequest("a purge names a job twice")
+        for ident in e.ids:
+            number, index = parse_job_id(ident)
+            if index is not None or str(number) != ident:
+                raise InvalidRequest(f"a purge names {ident!r}, not a job or array number")
+            array = self.arrays.get(number)
+            if array is not None:
+                if not array.finished:
+                    raise Conflict(f"cannot purge job array {number}: it has not finished")
+                continue
+            job = self.jobs.get(ident)
+            if job is None:
+                raise NotFound(f"job {ident} does not exist")
+            if not job.state.finished:
+                raise Conflict(f"cannot purge job {ident}: it is {job.state.value}")
+        for ident in e.ids:
+            number = int(ident)
+            if number in self.arrays:
+                for task in self.tasks_of(number):
+                    del self.jobs[task.id]
+                    self.counts[(task.state, task.spec.queue)] -= 1
+                self.array_tasks.pop(number, None)
+                del self.arrays[number]
+                self.pending_arrays.pop(number, None)
+            else:
+                job = self.jobs.pop(ident)
+                self.finished_jobs.pop(ident, None)
+                self.counts[(job.state, job.spec.queue)] -= 1

@@ -21,6 +21,7 @@ from pathlib import Path
 from xce.auth.files import atomic_write, private_dir
 from xce.auth.keys import key_dir
 from xce.core.errors import XceError
+from xce.core.events import Event
 from xce.ha import protocol
 from xce.ha.epochs import EpochStore
 from xce.store.checkpoint import checkpoint_name, list_checkpoints
@@ -36,6 +37,14 @@ log = logging.getLogger("xce.ha.follower")
 
 class Diverged(XceError):
     code = "replication_diverged"
+
+
+class CannotApply(XceError):
+    """A replicated record does not apply to this standby's state (a standby of an older
+    version that purged on its own, a bug): retrying the same record would fail for ever,
+    so the next hello asks the primary for a checkpoint transfer instead."""
+
+    code = "replication_cannot_apply"
 
 
 class Follower:
@@ -56,6 +65,7 @@ class Follower:
         self.last_contact = time.monotonic()
         self.primary: str | None = None
         self.promote_requested = False
+        self.want_snapshot = False  # set when a record did not apply (see CannotApply)
         self._checkpoints: asyncio.Task[None] | None = None
 
     @property
@@ -91,7 +101,7 @@ class Follower:
         try:
             await protocol.send(writer, "hello", self.epochs.epoch, {
                 "node": self.node_url, "token": self.token, "lastSeq": self.durable_seq,
-                "lastEpoch": self.last_epoch})
+                "lastEpoch": self.last_epoch, "wantSnapshot": self.want_snapshot})
             welcome = await asyncio.wait_for(protocol.read_message(reader), 30)
             if welcome.kind == "refuse":
                 raise XceError(f"the primary refused replication: {welcome.body['text']}")
@@ -145,20 +155,35 @@ class Follower:
                 await writer.wait_closed()
 
     async def _apply(self, first_seq: int, data: bytes) -> None:
+        """Check, apply and log one batch of records, all or nothing: every frame is
+        verified and decoded and the events are tried on a scratch state before any of
+        them changes the state or reaches the log."""
         writer = self.store.writer
         if first_seq != writer.next_seq:
             raise Diverged(f"records start at {first_seq}, expected {writer.next_seq}")
-        state = self.state
+        batch: list[tuple[int, bytes, Event]] = []
         try:
             for fr in read_frames(data):
                 seq, epoch, event = decode_entry(fr.payload)
-                if seq != writer.next_seq:
-                    raise Diverged(f"record {seq} arrived where {writer.next_seq} belongs")
-                state.apply(event)
-                self.store.append(data[fr.offset:fr.end], epoch)
-                self.last_epoch = epoch
+                if seq != writer.next_seq + len(batch):
+                    raise Diverged(f"record {seq} arrived where {writer.next_seq + len(batch)} "
+                                   "belongs")
+                batch.append((epoch, data[fr.offset:fr.end], event))
         except (CorruptRecord, WireError) as exc:
             raise protocol.ProtocolError(f"bad WAL record in the stream: {exc}") from None
+        state = self.state
+        try:
+            if len(batch) > 1:
+                state.check([event for _, _, event in batch])
+            for epoch, record, event in batch:
+                state.apply(event)  # one event alone is all-or-nothing in apply itself
+                self.store.append(record, epoch)
+                self.last_epoch = epoch
+        except XceError as exc:
+            self.want_snapshot = True
+            raise CannotApply(
+                f"records {first_seq}..{first_seq + len(batch) - 1} do not apply here "
+                f"({exc.message}): asking the primary for a checkpoint transfer") from None
         await writer.sync(durable=True)
 
     async def _install_snapshot(self, seq: int, data: bytes) -> None:
@@ -186,6 +211,7 @@ class Follower:
         await asyncio.get_running_loop().run_in_executor(None, install)
         self.store = DurableLog.open(self.state_dir, self.settings)
         self.last_epoch = self.store.recovered.last_epoch
+        self.want_snapshot = False
         self.start_checkpoints()
         log.info("installed the primary's checkpoint at record %d (%d jobs)", seq,
                  len(self.state.jobs))

@@ -29,6 +29,7 @@ struct Hello {
   token @1 :Text;            # a service token with cluster:replicate
   lastSeq @2 :UInt64;        # last record durable on the standby
   lastEpoch @3 :UInt64;      # epoch of that record
+  wantSnapshot @4 :Bool;     # start over from a checkpoint: a record did not apply here
 }
 
 struct Welcome {

@@ -254,7 +254,8 @@ class ReplicationSource:
         last_seq, last_epoch = hello.body["lastSeq"], hello.body["lastEpoch"]
         end = self.epochs.end_of(last_epoch)
         snapshot = (
-            last_seq > self.durable_seq
+            bool(hello.body.get("wantSnapshot"))  # a record did not apply on the standby
+            or last_seq > self.durable_seq
             or (end is not None and last_seq > end)
             or last_seq + 1 < self._first_on_disk()
         )

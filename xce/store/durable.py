@@ -55,6 +55,10 @@ class DurableLog:
         self.replicated: Callable[[int], Awaitable[None]] | None = None
         # HA fencing (xce/ha/node.py): raises NotPrimary when this node may not write.
         self.fence: Callable[[], None] | None = None
+        # Retention on a primary (`ControllerService.purge_finished`, set by run_primary):
+        # commits a JobsPurged event before each checkpoint. None on a standby, which drops
+        # jobs only when it replays the primary's event.
+        self.purge: Callable[[float], Awaitable[int]] | None = None
         self.wanted = asyncio.Event()
 
     @classmethod
@@ -74,8 +78,8 @@ class DurableLog:
             self.fence()
         self.writer.check_writable()
 
-    def prepare(self, event: Event) -> bytes:
-        return self.writer.prepare(event)
+    def prepare(self, event: Event, offset: int = 0) -> bytes:
+        return self.writer.prepare(event, offset)
 
     def append(self, prepared: bytes | Event, epoch: int | None = None) -> None:
         """Append a record; `epoch` is the term that wrote it (a standby's copies keep the
@@ -94,14 +98,23 @@ class DurableLog:
     # --- checkpoints ------------------------------------------------------------------
 
     async def checkpoint(self, state: ClusterState, now: float | None = None) -> Path | None:
-        """Purge finished jobs past retention, snapshot, write off-loop, prune the WAL."""
+        """Purge finished jobs past retention (a primary), snapshot, write off-loop, prune
+        the WAL."""
         async with self._checkpointing:
             if self.writer.failed:
                 return None  # never let a checkpoint get ahead of a log that cannot write
+            purged = 0
+            if self.purge is not None:
+                cutoff = ((now if now is not None else time.time())
+                          - self.settings.finished_retention_s)
+                try:
+                    purged = await self.purge(cutoff)
+                except XceError as exc:  # fenced or the log failed: the checkpoint still helps
+                    log.warning("retention purge not written (%s)", exc.message)
+                if self.writer.failed:
+                    return None
             seq = self.writer.next_seq - 1
             started = time.perf_counter()
-            cutoff = (now if now is not None else time.time()) - self.settings.finished_retention_s
-            purged = state.purge_finished(cutoff)
             if (not purged and seq == self.checkpoint_seq
                     and list_checkpoints(checkpoint_dir(self.state_dir))):
                 return None

@@ -17,8 +17,9 @@ class EventLog(Protocol):
     def check_writable(self) -> None:
         """Raise `Unavailable` if changes cannot be made durable now (checked before apply)."""
 
-    def prepare(self, event: Event) -> Any:
-        """Encode `event` as the next record, before it is applied.
+    def prepare(self, event: Event, offset: int = 0) -> Any:
+        """Encode `event` as the record `offset` places after the next one, before it is
+        applied (a commit encodes its whole batch first: offset 0, 1, ...).
 
         An event that cannot be encoded must fail here, while the state is still untouched,
         never after it was applied (a change in memory that the log cannot hold would make
@@ -45,7 +46,7 @@ class MemoryEventLog:
     def check_writable(self) -> None:
         return None
 
-    def prepare(self, event: Event) -> Event:
+    def prepare(self, event: Event, offset: int = 0) -> Event:
         return event
 
     def append(self, prepared: Any) -> None:

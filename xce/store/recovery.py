@@ -17,6 +17,7 @@ from xce.core.events import Event
 from xce.core.state import ClusterState
 from xce.store.checkpoint import CheckpointError, list_checkpoints, read_checkpoint
 from xce.store.wal.reader import WalCorruption, WalScan, list_segments, scan_wal
+from xce.store.wal.writer import fsync_dir
 
 log = logging.getLogger("xce.recovery")
 
@@ -84,13 +85,24 @@ def recover(state_dir: Path, repair_torn_tail: bool = True) -> Recovered:
         if not repair_torn_tail:
             raise WalCorruption(scan.torn.segment, scan.torn.offset, scan.torn.why)
         log.warning("WAL tail was torn by a crash: cut %s (never acknowledged)", torn)
-        os.truncate(scan.torn.segment, scan.torn.offset)
+        cut_segment(scan.torn.segment, scan.torn.offset)
     _drop_empty_tail(wal_dir(state_dir))
     last = max(scan.last_seq, checkpoint_seq)
     state.applied = last
     last_epoch = scan.last_epoch if scan.last_seq > checkpoint_seq else checkpoint_epoch
     return Recovered(state, last, checkpoint_seq, replayed, time.perf_counter() - started, torn,
                      last_epoch)
+
+
+def cut_segment(path: Path, offset: int) -> None:
+    """Truncate a segment and make the cut durable (file, then directory)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.ftruncate(fd, offset)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(path.parent)
 
 
 def _drop_empty_tail(directory: Path) -> None:

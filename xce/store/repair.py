@@ -1,20 +1,24 @@
 """Offline WAL inspection and repair for `xce admin wal-check` and `xce admin wal-repair`.
 
 Repair is deliberate data loss decided by an operator: it cuts the log at the first damaged
-record and removes every later segment, and says exactly how much it removed.
+record and sets every later segment aside, and says exactly how much it removed. What it
+removes is kept beside the log as `<segment>.broken` files (the damaged segment copied whole
+before the cut, later segments renamed), which recovery ignores; the cut is fsync'd.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from xce.core.errors import Conflict
 from xce.store.checkpoint import CheckpointError, list_checkpoints, read_checkpoint
-from xce.store.recovery import checkpoint_dir, wal_dir
+from xce.store.recovery import checkpoint_dir, cut_segment, wal_dir
 from xce.store.wal.reader import WalCorruption, list_segments, scan_wal
+from xce.store.wal.writer import fsync_dir
 
 
 @dataclass
@@ -78,12 +82,36 @@ def repair(state_dir: Path) -> list[str]:
         offset = report.corruption.offset
         done = []
         size = damaged.stat().st_size
-        os.truncate(damaged, offset)
-        done.append(f"cut {damaged.name} at byte {offset} (removed {size - offset} bytes)")
+        kept = _broken_name(damaged)
+        _durable_copy(damaged, kept)
         later = [p for _, p in list_segments(wal_dir(state_dir)) if p.name > damaged.name]
+        cut_segment(damaged, offset)
+        done.append(f"cut {damaged.name} at byte {offset} (removed {size - offset} bytes; "
+                    f"the whole segment is kept as {kept.name})")
         for path in later:
-            done.append(f"removed {path.name} ({path.stat().st_size} bytes)")
-            path.unlink()
+            aside = _broken_name(path)
+            os.replace(path, aside)
+            done.append(f"set aside {path.name} ({aside.stat().st_size} bytes) as {aside.name}")
+        fsync_dir(damaged.parent)
         return done
     finally:
         os.close(fd)
+
+
+def _broken_name(path: Path) -> Path:
+    """`<name>.broken`, or `.broken.1`, ... when an earlier repair kept one already."""
+    candidate = path.with_name(path.name + ".broken")
+    n = 0
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.broken.{n}")
+    return candidate
+
+
+def _durable_copy(source: Path, target: Path) -> None:
+    """Copy `source` to `target` (0600) and fsync it before anything is cut."""
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+        out.flush()
+        os.fsync(out.fileno())

@@ -239,6 +239,10 @@ struct ArrayCancelled {
   reason @1 :Text;
 }
 
+struct JobsPurged {
+  ids @0 :List(Text);
+}
+
 struct Event {
   at @0 :Float64;
   union {
@@ -267,6 +271,7 @@ struct Event {
     arrayHeld @23 :ArrayHeld;
     arrayReleased @24 :ArrayReleased;
     arrayCancelled @25 :ArrayCancelled;
+    jobsPurged @26 :JobsPurged;
   }
 }
 

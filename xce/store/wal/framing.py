@@ -3,6 +3,15 @@
 A frame is `length:u32le | crc32:u32le | payload`, padded with zeros to a multiple of 8
 bytes. The CRC covers the length bytes and the payload, so a torn length is caught as surely
 as a torn payload. A zero length marks the end of written data in a preallocated segment.
+
+Damage is classified (`CorruptRecord.torn`) the way etcd's WAL decoder does it, so that a
+crash's torn write can be cut while a complete record that fails its checksum (a bit flip in
+an acknowledged record) stops the start: a frame that runs past the end of the file is torn;
+a frame whose checksum fails is torn only if one of its 512-byte disk sectors is all zeros
+(written space in a preallocated segment is zeros until the write lands, and a disk writes a
+sector whole or not at all). A checksum that a single flipped bit of the length explains is
+damage, not a tear (the longer frame would otherwise reach into the zeros after it). A
+damaged record whose own bytes hold a whole zero sector still reads as torn, as in etcd.
 """
 
 from __future__ import annotations
@@ -15,15 +24,19 @@ from dataclasses import dataclass
 FRAME_HEADER = struct.Struct("<II")
 MAX_PAYLOAD = 64 * 1024 * 1024
 ALIGN = 8
+SECTOR = 512  # the unit a disk writes whole (etcd's minSectorSize)
+_ZEROS = bytes(SECTOR)
 
 
 class CorruptRecord(Exception):
-    """A frame whose length or checksum is wrong, at `offset`."""
+    """A frame whose length or checksum is wrong, at `offset`; `torn` when it looks like a
+    write that a crash interrupted rather than damage to a complete record."""
 
-    def __init__(self, offset: int, why: str) -> None:
+    def __init__(self, offset: int, why: str, torn: bool = False) -> None:
         super().__init__(f"corrupt record at byte {offset}: {why}")
         self.offset = offset
         self.why = why
+        self.torn = torn
 
 
 def _crc(length: int, payload: bytes | memoryview) -> int:
@@ -54,7 +67,7 @@ def parse_at(data: memoryview, offset: int) -> Frame | None:
     """The frame at `offset`; None at the end-of-data marker; raises `CorruptRecord`."""
     if offset + FRAME_HEADER.size > len(data):
         if any(data[offset:]):
-            raise CorruptRecord(offset, "truncated frame header")
+            raise CorruptRecord(offset, "truncated frame header", torn=True)
         return None
     length, crc = FRAME_HEADER.unpack_from(data, offset)
     if length == 0:
@@ -66,11 +79,33 @@ def parse_at(data: memoryview, offset: int) -> Frame | None:
     start = offset + FRAME_HEADER.size
     end = start + length
     if end > len(data):
-        raise CorruptRecord(offset, "frame runs past the end of the file (torn write)")
+        raise CorruptRecord(offset, "frame runs past the end of the file (torn write)",
+                            torn=True)
     payload = data[start:end]
     if _crc(length, payload) != crc:
-        raise CorruptRecord(offset, "checksum mismatch")
+        if _looks_torn(data, offset, length, crc):
+            raise CorruptRecord(offset, "checksum mismatch, a zeroed sector (torn write)",
+                                torn=True)
+        raise CorruptRecord(offset, "checksum mismatch in a complete record (not a torn "
+                                    "write)")
     return Frame(offset, offset + frame_size(length), bytes(payload))
+
+
+def _looks_torn(data: memoryview, offset: int, length: int, crc: int) -> bool:
+    """Whether a frame that fails its checksum was cut short by a crash (module doc)."""
+    start = offset + FRAME_HEADER.size
+    for bit in range(32):
+        other = length ^ (1 << bit)
+        if 0 < other <= min(MAX_PAYLOAD, len(data) - start) and \
+                _crc(other, data[start:start + other]) == crc:
+            return False  # the length was hit, not the write
+    pos, end = offset, start + length
+    while pos < end:
+        stop = min(end, (pos // SECTOR + 1) * SECTOR)
+        if data[pos:stop] == _ZEROS[:stop - pos]:
+            return True
+        pos = stop
+    return False
 
 
 def read_frames(data: bytes | memoryview, offset: int = 0) -> Iterator[Frame]:

@@ -1,10 +1,12 @@
 """Reading the WAL back: every intact record in order, and a verdict on any damage.
 
-A damaged record in the *last* segment with nothing intact after it is a torn tail: the write
-was never acknowledged (its fsync did not return), so it is safe to cut off, with a warning.
-Damage anywhere else, a gap in sequence numbers, or an intact record after the damage means
-acknowledged records may be involved: the scan reports corruption and recovery refuses to
-start until an operator runs `xce admin wal-repair`.
+A torn write (`CorruptRecord.torn`: an incomplete frame, or one with a zeroed sector) in the
+*last* segment with nothing intact after it is a torn tail: the write was never acknowledged
+(its fsync did not return), so it is safe to cut off, with a warning. A complete record that
+fails its checksum (a bit flip: it may have been acknowledged), damage anywhere else, a gap
+in sequence numbers, or an intact record after the damage means acknowledged records may be
+involved: the scan reports corruption and recovery refuses to start until an operator runs
+`xce admin wal-repair --yes`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class WalCorruption(XceError):
             f"WAL segment {segment.name} is damaged at byte {offset} ({why}); records after it "
             f"may have been acknowledged. Inspect with `xce admin wal-check --state-dir "
             f"{segment.parent.parent}` and, once the loss is understood, cut the log there "
-            f"with `xce admin wal-repair --state-dir {segment.parent.parent}`."
+            f"with `xce admin wal-repair --state-dir {segment.parent.parent} --yes` (it keeps "
+            f"a .broken copy)."
         )
         self.segment = segment
         self.offset = offset
@@ -107,7 +110,7 @@ def scan_wal(
                 if seq > after_seq and on_event is not None:
                     on_event(seq, event)
         except CorruptRecord as exc:
-            if last_segment and not has_valid_frame_after(data, exc.offset):
+            if last_segment and exc.torn and not has_valid_frame_after(data, exc.offset):
                 scan.torn = TornTail(path, exc.offset, exc.why)
                 break
             raise WalCorruption(path, exc.offset, exc.why) from None

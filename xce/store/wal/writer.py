@@ -107,9 +107,10 @@ class WalWriter:
                 " it refuses changes until the disk recovers, reads still work"
             )
 
-    def prepare(self, event: Event) -> bytes:
-        """The framed record for `event` as the next sequence number (raises `WireError`)."""
-        return frame(encode_entry(self.next_seq, self.epoch, event))
+    def prepare(self, event: Event, offset: int = 0) -> bytes:
+        """The framed record for `event` as the record `offset` places after the next one
+        (a batch is encoded whole before any of it applies); raises `WireError`."""
+        return frame(encode_entry(self.next_seq + offset, self.epoch, event))
 
     def append(self, prepared: bytes | Event) -> int:
         """Buffer a record from `prepare` (or encode an event directly, for tools/tests)."""
