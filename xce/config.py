@@ -96,10 +96,10 @@ class WorkerSettings:
     min_job_uid: int = 1000
     # Containment (xce/worker/cgroups): "auto" (v2, else v1, else none), "v2", "v1", "none";
     # the parent cgroup of this worker's jobs (default: the worker's own cgroup); a per-job
-    # limit on tasks (0: none).
+    # limit on tasks, threads included (0: none; a fork bomb stops there).
     cgroup: str = "auto"
     cgroup_parent: str = ""
-    pids_limit: int = 0
+    pids_limit: int = 8192
 
     def job_root(self) -> Path:
         if self.jobs_dir is not None:

@@ -58,6 +58,9 @@ async def test_a_requeued_job_also_updates_the_host_it_left(api: Api) -> None:
     job = await api.submit(user="alice")
     await api.service.schedule_once()
     await api.call("POST", f"/api/v1/jobs/{job}/requeue", 200)
+    # The requeue ends the running attempt first; the job leaves its host when it has.
+    await api.call("POST", f"/api/v1/workers/w1/jobs/{job}/finished", 200,
+                   json={"attempt": 0, "exit_code": None, "exit_signal": 15})
     changes = [(c.kind, c.key) for c in await sub.get_batch(1)]
     assert changes[-2:] == [("job", job), ("host", "w1")]
     assert api.service.state.jobs[job].host is None

@@ -231,7 +231,14 @@ async def test_stop_resume_requeue_kill(api: Api) -> None:
     assert await control(api, job_id, "resume") == [job_id]
     assert (await api.show(job_id))["state"] == "RUN"
 
+    # A requeue of a running job kills its attempt first: the job keeps its host (and may
+    # not start elsewhere) until the worker reports that attempt ended.
     assert await control(api, job_id, "requeue") == [job_id]
+    job = await api.show(job_id)
+    assert (job["state"], job["host"], job["attempt"]) == ("RUN", "w1", 0)
+    assert (await assignments(api, "w1"))[job_id]["action"] == "kill"
+    assert await schedule(api) == 0
+    assert await finish(api, "w1", job_id, attempt=0, exit_code=None, exit_signal=15)
     job = await api.show(job_id)
     assert (job["state"], job["host"], job["attempt"]) == ("PEND", None, 1)
     assert await assignments(api, "w1") == {}
@@ -432,6 +439,7 @@ async def test_stale_finish_report_is_not_accepted(api: Api) -> None:
     await schedule(api)
     assert (await api.show(job_id))["host"] == "w1"
     await control(api, job_id, "requeue")
+    assert await finish(api, "w1", job_id, attempt=0, exit_code=None, exit_signal=15)
     assert not await finish(api, "w1", job_id, attempt=0), "attempt 0 was requeued"
     await api.call("POST", "/api/v1/hosts/w1/close", 200)
     await schedule(api)
@@ -548,6 +556,7 @@ async def test_first_output_clears_older_attempt(api: Api) -> None:
     await api.call("PUT", f"{base}/stdout?attempt=0&first=1", 201, data=b"try 0")
     await api.call("PUT", f"{base}/old.txt?attempt=0", 201, data=b"old")
     await control(api, job_id, "requeue")
+    assert await finish(api, "w1", job_id, attempt=0, exit_code=None, exit_signal=15)
     await schedule(api)
     await api.call("PUT", f"{base}/stdout?attempt=1&first=1", 201, data=b"try 1")
     files = await api.call("GET", f"{JOBS}/{job_id}/files", 200)

@@ -126,11 +126,11 @@ def test_requeue_runs_the_job_again(cluster: Cluster) -> None:
     cluster.wait_state(job_id, "RUN")
     first_pid = _leader_of(cluster, job_id)
     cluster.control(job_id, "requeue")
-    job = cluster.wait_state(job_id, "RUN")
-    assert job["attempt"] == 1
-    cluster.wait_for(lambda: not psutil.pid_exists(first_pid) or
-                     psutil.Process(first_pid).status() == psutil.STATUS_ZOMBIE, 15,
-                     "first attempt killed")
+    cluster.wait_for(lambda: cluster.job(job_id)["attempt"] == 1
+                     and cluster.job(job_id)["state"] == "RUN", 30, "attempt 1 running")
+    # The first attempt ended before the second could start (a requeue waits for it).
+    assert not psutil.pid_exists(first_pid) or \
+        psutil.Process(first_pid).status() == psutil.STATUS_ZOMBIE
     cluster.control(job_id, "kill")
     cluster.wait_state(job_id, "EXIT")
     assert cluster.download(job_id, "stdout") == b"attempt 1\n"

@@ -350,7 +350,7 @@ class ControllerService:
                 host = self.state.hosts.get(job.host or "")
                 if host is None or host.status is HostStatus.UNAVAILABLE:
                     return [ev.JobKilled(now, job.id, "killed (host unavailable)")]
-                if job.kill_requested:
+                if job.kill_requested and not job.requeue_requested:
                     return []
                 return [ev.JobKillRequested(now, job.id)]
             lifecycle.check(job.id, "kill", job.state, JobState.EXIT)
@@ -370,6 +370,12 @@ class ControllerService:
                     f"unreachable: it can be requeued from {_clock_text(until)} (heartbeat "
                     f"deadline + [controller] fence_timeout_s), when its worker has killed it"
                 )
+            if job.state.active:
+                # Stays where it is until its worker reports the attempt ended (killed):
+                # only then does it wait for a host again, so it never runs twice.
+                if job.requeue_requested:
+                    return []
+                return [ev.JobKillRequested(now, job.id, requeue=True)]
             return [ev.JobRequeued(now, job.id)]
         raise InvalidRequest(f"unknown job action {action!r} (use {', '.join(JOB_ACTIONS)})")
 

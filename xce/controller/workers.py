@@ -227,6 +227,8 @@ class WorkerGateway:
     def _host_lost(self, now: float, job: JobRecord) -> ev.Event:
         """The event for a job whose host failed: requeue or exit by its queue's policy
         (a job someone asked to kill is not started again)."""
+        if job.requeue_requested:
+            return ev.JobHostLost(now, job.id, True)
         queue = self.state.queues.get(job.spec.queue)
         requeue = queue is None or queue.on_host_failure is HostFailurePolicy.REQUEUE
         return ev.JobHostLost(now, job.id, requeue and not job.kill_requested)
@@ -243,6 +245,10 @@ class WorkerGateway:
         now = self.service.clock()
         if report.host_failure:
             await self.service.commit([self._host_lost(now, job)])
+            return True
+        if job.requeue_requested:
+            # The attempt a requeue asked to end has ended: now the job may run again.
+            await self.service.commit([ev.JobRequeued(now, job.id)])
             return True
         await self.service.commit(
             [

@@ -126,9 +126,12 @@ class JobResumed(Event):
 
 @dataclass(frozen=True, slots=True)
 class JobKillRequested(Event):
-    """Asks the worker to signal an active job; it becomes EXIT when the worker reports."""
+    """Asks the worker to signal an active job; it becomes EXIT when the worker reports, or
+    PEND again with a new attempt when `requeue` (a requeue of a running job waits for its
+    attempt to end, so the job never runs twice)."""
 
     job_id: str
+    requeue: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,6 +117,9 @@ class JobRecord:
     usage: Usage | None = None
     kill_requested: bool = False
     outputs: tuple[str, ...] = ()
+    # With kill_requested: the kill is a requeue, done when the worker reports the attempt's
+    # end (appended last: older checkpoints' records have no such field).
+    requeue_requested: bool = False
 
     @property
     def array_id(self) -> int | None:

@@ -401,7 +401,10 @@ class ClusterState:
     def _job_kill_requested(self, e: ev.JobKillRequested) -> None:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "kill", job.state, job.state)
-        self._store(stored, replace(job, kill_requested=True))
+        if e.requeue:
+            lifecycle.check(e.job_id, "requeue", job.state, JobState.PEND)
+        self._store(stored, replace(job, kill_requested=True,
+                                    requeue_requested=job.requeue_requested or e.requeue))
 
     def _job_killed(self, e: ev.JobKilled) -> None:
         stored, job = self._materialise(e.job_id)
@@ -420,7 +423,7 @@ class ClusterState:
         return replace(
             job, state=JobState.PEND, attempt=job.attempt + 1, host=None, start_time=None,
             end_time=None, exit_code=None, exit_signal=None, reason=reason, usage=None,
-            kill_requested=False, outputs=(),
+            kill_requested=False, outputs=(), requeue_requested=False,
         )
 
     def _job_host_lost(self, e: ev.JobHostLost) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from xce.core.errors import (
+    Conflict,
     InvalidRequest,
     NotFound,
     PayloadTooLarge,
@@ -295,7 +296,13 @@ class FileStore:
         self, number: int, job_id: str, rel: str, chunks: AsyncIterator[bytes]
     ) -> int:
         target = self._outputs(number, job_id) / safe_relative_path(rel, "output path")
-        return await self._write(target, chunks)
+        try:
+            return await self._write(target, chunks)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError):
+            # `out` a file and `out/x` as well (or the other way round): the job's names
+            # clash; a 409 for this file, never a 500 the worker would retry for ever.
+            raise Conflict(f"output {rel} clashes with another output of job {job_id} "
+                           "(a file and a directory of one name)") from None
 
     def clear_outputs(self, number: int, job_id: str) -> None:
         shutil.rmtree(self._outputs(number, job_id), ignore_errors=True)

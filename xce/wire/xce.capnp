@@ -101,6 +101,7 @@ struct JobRecord {
   usage @13 :Usage;
   killRequested @14 :Bool;
   outputs @15 :List(Text);
+  requeueRequested @16 :Bool;
 }
 
 struct ArrayRecord {
@@ -193,6 +194,7 @@ struct JobResumed {
 
 struct JobKillRequested {
   jobId @0 :Text;
+  requeue @1 :Bool;
 }
 
 struct JobKilled {

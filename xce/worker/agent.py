@@ -36,6 +36,9 @@ from xce.worker.launcher import KeeperLauncher
 
 log = logging.getLogger("xce.worker")
 Key = tuple[str, int]
+# A report whose outputs the controller refuses with server errors this many times in a
+# row goes without them (unreachable controllers are waited for, however long).
+MAX_UPLOAD_TRIES = 6
 
 
 def host_resources(settings: WorkerSettings) -> tuple[int, int]:
@@ -61,6 +64,8 @@ class WorkerAgent:
         self.reports: dict[Key, dict[str, Any]] = {}
         # The attempts whose reports are pending: their directories go once a report is taken.
         self.report_jobs: dict[Key, RunningJob] = {}
+        self._retry_at: dict[Key, float] = {}  # loop time of a failed report's next try
+        self._tries: dict[Key, int] = {}
         # Reports the controller took, kept a while: if an answer still lists the attempt
         # (a relaxed-fsync controller lost it in a crash) the report is sent again.
         self.delivered: OrderedDict[Key, dict[str, Any]] = OrderedDict()
@@ -215,11 +220,20 @@ class WorkerAgent:
         await asyncio.sleep(1.0)
 
     async def report_loop(self) -> None:
-        """Deliver finish reports until each is taken (accepted or known to be stale)."""
+        """Deliver finish reports until each is taken (accepted or known to be stale).
+
+        Each report is retried on its own schedule (1 s doubling to 60 s): one that keeps
+        failing never holds up the reports of other jobs behind it."""
+        loop = asyncio.get_running_loop()
         while True:
-            await self._report_wakeup.wait()
+            due = [self._retry_at.get(key, 0.0) for key in self.reports]
+            wait = max(0.0, min(due) - loop.time()) if due else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._report_wakeup.wait(), wait)
             self._report_wakeup.clear()
             for key, body in list(self.reports.items()):
+                if self._retry_at.get(key, 0.0) > loop.time():
+                    continue
                 try:
                     if "_upload" in body:
                         body = await self._upload_pending(key, body)
@@ -234,11 +248,15 @@ class WorkerAgent:
                         log.error("finish report for %s refused (%s): dropped", key[0],
                                   exc.message)
                     else:
-                        log.warning("finish report for %s failed: %s; will retry", key[0],
-                                    exc.message)
-                        self._report_wakeup.set()
-                        await asyncio.sleep(1.0)
-                        break
+                        tries = self._tries.get(key, 0) + 1
+                        self._tries[key] = tries
+                        delay = min(60.0, 2.0 ** (tries - 1))
+                        self._retry_at[key] = loop.time() + delay
+                        log.warning("finish report for %s failed: %s; retrying in %.0f s",
+                                    key[0], exc.message, delay)
+                        continue
+                self._retry_at.pop(key, None)
+                self._tries.pop(key, None)
                 self._taken(key, body)
 
     async def _upload_pending(self, key: Key, body: dict[str, Any]) -> dict[str, Any]:
@@ -251,6 +269,12 @@ class WorkerAgent:
                 job.readers = await userfs.as_user(job.creds, executor.open_readers,
                                                    str(job.job_dir))
             names = await staging.upload_outputs(self.client, self.host, job)
+        except ApiError as exc:
+            if exc.status == 0 or self._tries.get(key, 0) < MAX_UPLOAD_TRIES:
+                raise  # unreachable, or not yet given up: the report waits and retries
+            log.error("job %s: the controller keeps refusing its outputs (%s); reporting "
+                      "without them", key[0], exc.message)
+            names = []
         except OSError as exc:
             log.warning("job %s: outputs are gone (%s); reporting without them", key[0], exc)
             names = []
@@ -359,7 +383,8 @@ class WorkerAgent:
                 if key not in self.running or job.killing:
                     raise LaunchError(job.kill_reason or "taken away before it started")
                 await executor.launch(job, self.launcher, self.backend, account, self.host,
-                                      self.settings.pids_limit, self.spool.state, self.contact)
+                                      self.settings.pids_limit, self.spool.state, self.contact,
+                                      host_resources(self.settings)[1])
             except (LaunchError, ApiError, OSError, ValueError) as exc:
                 message = exc.message if isinstance(exc, ApiError) else str(exc)
                 log.warning("job %s failed to start: %s", key[0], message)
@@ -411,7 +436,7 @@ class WorkerAgent:
             log.warning("job %s: returning outputs failed (%s); will retry", key[0],
                         exc.message)
             upload_later = exc.status == 0 or exc.status >= 500
-        except OSError as exc:
+        except Exception as exc:  # the attempt is reported whatever happened to its files
             log.warning("job %s: returning outputs failed: %s", key[0], exc)
         finally:
             executor.close_readers(job)

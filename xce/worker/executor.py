@@ -30,10 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from xce.store.files import job_dir_name
 from xce.worker import fence, userfs
 from xce.worker.cgroups import CgroupBackend, JobCgroup, Limits
-from xce.worker.keeper import KEEPER, RESULT, SPEC, read_json, write_json
+from xce.worker.keeper import KEEPER, RESULT, SPEC, process_start, read_json, write_json
 from xce.worker.launcher import KeeperError, KeeperLauncher, keeper_alive, pidfd
 from xce.worker.usage import UsageMeter
 from xce.worker.userfs import Credentials
@@ -70,6 +72,7 @@ class RunningJob:
     creds: Credentials | None = None
     cgroup: JobCgroup | None = None
     keeper: int | None = None
+    keeper_start: int | None = None  # its start time (with the pid, one process for ever)
     leader: int | None = None
     meter: UsageMeter = field(default_factory=UsageMeter)
     started: float = field(default_factory=time.monotonic)
@@ -125,7 +128,21 @@ def account_for(user: str, allow_root: bool, min_uid: int = 1000) -> pwd.struct_
     elif account.pw_uid < min_uid:
         raise LaunchError(f"user {user} (uid {account.pw_uid}) is a system account: jobs run "
                           f"only as uids from {min_uid} (worker.min_job_uid)")
+    elif account.pw_uid in _system_uids():
+        raise LaunchError(f"user {user} (uid {account.pw_uid}) is a system account (nobody, "
+                          "or systemd's dynamic users): jobs never run as it")
     return account
+
+
+def _system_uids() -> range | set[int]:
+    """Uids above min_job_uid that are still system accounts: the kernel's overflow uid
+    (nobody, 65534) and systemd's dynamic users (61184-65519)."""
+    try:
+        with open("/proc/sys/kernel/overflowuid") as f:
+            overflow = int(f.read())
+    except (OSError, ValueError):
+        overflow = 65534
+    return set(range(61184, 65520)) | {overflow, 65534, 4294967294, 4294967295}
 
 
 def credentials(account: pwd.struct_passwd | None) -> Credentials | None:
@@ -188,12 +205,37 @@ class Spool:
         os.chmod(self.state, 0o700)
         self.jobs.mkdir(parents=True, exist_ok=True, mode=0o711)
         if os.geteuid() == 0:
+            real = Path(os.path.realpath(self.jobs))
+            for path in (self.jobs, real, *real.parents):
+                unsafe = _unsafe_for_root(path)
+                if unsafe:
+                    raise SpoolError(f"{path} {unsafe}: another user could swap the job "
+                                     "directories under it (set [worker] jobs_dir to a "
+                                     "directory only root controls)")
             os.chmod(self.jobs, 0o711)
             blocked = [p for p in (self.jobs, *self.jobs.parents)
                        if not os.stat(p).st_mode & 0o001]
             if blocked:
                 log.warning("jobs of users other than root cannot reach their directories: "
                             "%s is not searchable by others (set [worker] jobs_dir)", blocked[0])
+
+
+class SpoolError(Exception):
+    """The worker's directories are not safe to run jobs in; the message says why."""
+
+
+def _unsafe_for_root(path: Path) -> str:
+    """Why root must not trust `path` (like sshd's StrictModes), or "" if it may: owned by
+    root, and writable by nobody else unless sticky (then others cannot rename what root
+    owns in it, as in /tmp)."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if st.st_uid != 0:
+        return f"belongs to uid {st.st_uid}, not root"
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        return "is writable by group or others"
+    return ""
 
 
 async def remove_job_dir(job_dir: Path, creds: Credentials | None) -> None:
@@ -242,15 +284,22 @@ async def prepare(spool: Spool, a: dict[str, Any], account: pwd.struct_passwd | 
 
 # --- launching ------------------------------------------------------------------------------
 
-def limits_for(a: dict[str, Any], pids_limit: int) -> Limits:
-    memory = a.get("memory_mb") or 0
+def limits_for(a: dict[str, Any], pids_limit: int, host_memory_mb: int | None = None
+               ) -> Limits:
+    """The cgroup limits of an attempt: `--mem` (else the host's memory as the worker
+    declares it, default all of it: no job takes the worker's own), its slots as CPUs, the
+    worker's task limit."""
+    if host_memory_mb is None:
+        host_memory_mb = psutil.virtual_memory().total // 2**20
+    memory = a.get("memory_mb") or host_memory_mb
     return Limits(memory_bytes=memory * 1024 * 1024 if memory else None,
                   cpus=int(a.get("slots") or 1), pids=pids_limit or None)
 
 
 async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBackend,
                  account: pwd.struct_passwd | None, host: str, pids_limit: int,
-                 worker_state: Path, contact: fence.Contact) -> None:
+                 worker_state: Path, contact: fence.Contact,
+                 host_memory_mb: int | None = None) -> None:
     """Make the job's files (as the user), its cgroup, and have a keeper start it."""
     a = job.assignment
     assert job.attempt_dir is not None
@@ -275,7 +324,7 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             "contact": {"at": contact.at, "fence_timeout_s": contact.fence_timeout_s},
         })
         job.cgroup = await asyncio.to_thread(backend.create, name,
-                                             limits_for(a, pids_limit))
+                                             limits_for(a, pids_limit, host_memory_mb))
         try:
             started = await launcher.launch(str(job.attempt_dir), files.stdout, files.stderr)
         except (KeeperError, OSError, TimeoutError, ValueError) as exc:
@@ -289,6 +338,7 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             with contextlib.suppress(OSError):
                 os.close(fd)
     job.keeper, job.leader = started.keeper, started.leader
+    job.keeper_start = process_start(started.keeper)
     job.started = time.monotonic()
 
 
@@ -382,18 +432,21 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
 
     if fd is not None:
         loop.add_reader(fd, on_exit)
-    else:
-        on_exit()
     walltime = job.assignment.get("walltime_s")
     delays = [0.02, 0.1, 0.3, 0.6]  # densely at first, so short jobs still get figures
     try:
         while not ended.done():
+            if fd is None and not _alive(job.keeper, job.keeper_start):
+                on_exit()  # no pidfd (out of descriptors): watched by polling instead
+                break
             job.meter.sample(job.cgroup)
             if walltime and not job.killing and job.running_seconds() > walltime:
                 log.info("job %s exceeded its walltime of %ss", job.key[0], walltime)
                 _start_kill(job, "walltime limit exceeded", grace)
             with contextlib.suppress(TimeoutError):
                 delay = delays.pop(0) if delays else usage_interval
+                if fd is None:
+                    delay = min(delay, 0.5)
                 await asyncio.wait_for(asyncio.shield(ended), min(delay, usage_interval))
     finally:
         if fd is not None:
@@ -401,7 +454,36 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
             os.close(fd)
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(job.keeper, os.WNOHANG)
-    return finish(job, read_json(str(job.attempt_dir), RESULT))
+    return finish(job, await _result_of(job))
+
+
+async def _result_of(job: RunningJob) -> dict[str, Any] | None:
+    """The keeper's result.json; None only when it is truly absent. A read that fails for
+    another reason (out of descriptors, say) is tried again for a while rather than taken
+    for a dead keeper, which would report a job that may still run as ended."""
+    assert job.attempt_dir is not None
+    tries = 0
+    while True:
+        try:
+            return read_json(str(job.attempt_dir), RESULT, missing_only=True)
+        except OSError as exc:
+            if tries % 60 == 0:
+                log.warning("job %s: cannot read its result yet (%s); trying again",
+                            job.key[0], exc)
+            tries += 1
+            await asyncio.sleep(0.5)
+
+
+def _alive(pid: int, start: int | None) -> bool:
+    """Is the keeper `pid` (started at `start`, if known) still running?"""
+    began = process_start(pid)
+    if began is None or (start is not None and began != start):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True  # cannot tell (out of descriptors): assume it still runs
 
 
 def finish(job: RunningJob, result: dict[str, Any] | None) -> JobResult:
@@ -476,6 +558,7 @@ async def recover(spool: Spool, backend: CgroupBackend) -> list[Recovered]:
             continue
         if keeper is not None and keeper_alive(int(keeper["keeper"]), keeper.get("keeper_start")):
             job.keeper, job.leader = int(keeper["keeper"]), int(keeper["leader"])
+            job.keeper_start = keeper.get("keeper_start")
             job.started -= max(0.0, fence.now() - float(keeper.get("started_at", fence.now())))
             with contextlib.suppress(OSError):
                 job.readers = await userfs.as_user(creds, open_readers, str(job.job_dir))

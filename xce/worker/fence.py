@@ -47,18 +47,24 @@ class Contact:
         return self.silent_for(when) > self.fence_timeout_s
 
 
+RECORD_BYTES = 256
+
+
 def record(state_dir: str, contact: Contact) -> None:
-    """Write the contact atomically (temp file + rename in the worker's own directory)."""
+    """Write the contact in place: one pwrite of a fixed-size record into a file made (and
+    given its blocks) once, so recording needs no new inode or block. A job that fills the
+    file system with files cannot stop the worker from recording its contact and so make
+    every keeper of the host kill its job. A reader that catches a torn record cannot parse
+    it and keeps the last one it read."""
     path = os.path.join(state_dir, CONTACT_FILE)
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
+    body = json.dumps({"at": contact.at, "fence_timeout_s": contact.fence_timeout_s}).encode()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, json.dumps({"at": contact.at,
-                                 "fence_timeout_s": contact.fence_timeout_s}).encode())
+        if os.fstat(fd).st_size < RECORD_BYTES:
+            os.posix_fallocate(fd, 0, RECORD_BYTES)
+        os.pwrite(fd, body.ljust(RECORD_BYTES), 0)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
 
 
 def read(state_dir: str) -> Contact | None:

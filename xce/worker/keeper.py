@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import ctypes
 import errno
 import json
 import os
@@ -67,15 +68,41 @@ def process_start(pid: int) -> int | None:
         return None
 
 
-def write_json(directory: str, name: str, body: dict[str, Any]) -> None:
-    """Atomically and durably: temp file, fsync, rename, fsync the directory."""
+RESERVED_BYTES = 16384
+
+
+def reserve(directory: str, name: str) -> int | None:
+    """Make `name`'s temp file now, with its blocks (see `write_json`); None if that fails
+    (the write then tries to make it when it is needed)."""
+    try:
+        fd = os.open(os.path.join(directory, name + ".tmp"),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):  # no blocks set aside: the inode at least
+        os.posix_fallocate(fd, 0, RESERVED_BYTES)
+    return fd
+
+
+def write_json(directory: str, name: str, body: dict[str, Any],
+               reserved: int | None = None) -> None:
+    """Atomically and durably: temp file, fsync, rename, fsync the directory. `reserved` is
+    the temp file made earlier by `reserve` (written in place, then renamed)."""
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         tmp = name + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=dir_fd)
+        data = json.dumps(body).encode()
+        if reserved is not None and len(data) <= RESERVED_BYTES:
+            fd = reserved
+        else:
+            if reserved is not None:
+                os.close(reserved)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
         try:
-            os.write(fd, json.dumps(body).encode())
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -85,20 +112,74 @@ def write_json(directory: str, name: str, body: dict[str, Any]) -> None:
         os.close(dir_fd)
 
 
-def read_json(directory: str, name: str) -> dict[str, Any] | None:
+def read_json(directory: str, name: str, missing_only: bool = False) -> dict[str, Any] | None:
+    """The file's object, or None if it is absent or not one. With `missing_only`, an error
+    other than "absent" (EMFILE, EIO) is raised: the caller must not take it for absence."""
     try:
         fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
     except OSError:
+        if missing_only:
+            raise
         return None
     try:
         with os.fdopen(fd, "rb") as f:
             body = json.loads(f.read())
-    except (OSError, ValueError):
+    except ValueError:
+        return None
+    except OSError:
+        if missing_only:
+            raise
         return None
     return body if isinstance(body, dict) else None
 
 
 # --- the job's leader (runs in the forked child, never returns) ---------------------------
+
+# keyctl(2) by architecture: a job must not keep the worker's session keyring (root's keys
+# and, through it, every other job's: Kerberos tickets, credentials of tools that use it).
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "ppc64le": 311, "s390x": 280}
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_LIBC.syscall.restype = ctypes.c_long
+
+
+_CLONE_NEWNS = 0x00020000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_SLAVE = 0x2, 0x4, 0x4000, 0x80000
+_LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                        ctypes.c_char_p]
+
+
+def _private_dev_shm() -> None:
+    """A mount namespace of the job's own with a fresh tmpfs on /dev/shm: what the job
+    leaves there goes with its last process (and is charged to its memory cgroup while it
+    lives), instead of holding the host's memory after the job. Host mounts still reach the
+    job (slave propagation). Root only; elsewhere there is nothing to do it with."""
+    if os.geteuid() != 0 or not os.path.isdir("/dev/shm"):
+        return
+    if _LIBC.unshare(_CLONE_NEWNS) != 0:
+        err = ctypes.get_errno()
+        if err in (errno.EPERM, errno.ENOSYS, errno.EINVAL):
+            return  # a container without CAP_SYS_ADMIN: /dev/shm stays the host's
+        raise OSError(err, os.strerror(err))
+    for args in ((None, b"/", None, _MS_REC | _MS_SLAVE, None),
+                 (b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777")):
+        if _LIBC.mount(*args) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+
+def _new_session_keyring() -> None:
+    """Join a new anonymous session keyring (as the job's user, after the switch)."""
+    number = _SYS_KEYCTL.get(os.uname().machine)
+    if number is None:
+        raise OSError(errno.ENOSYS, "no keyctl number known for this architecture")
+    if _LIBC.syscall(number, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+        err = ctypes.get_errno()
+        if err != errno.ENOSYS:  # a kernel without keys has no keyring to leak
+            raise OSError(err, os.strerror(err))
+
 
 def _exec_job(spec: dict[str, Any], cgroup: JobCgroup, stdout: int, stderr: int,
               report: int) -> None:
@@ -112,6 +193,8 @@ def _exec_job(spec: dict[str, Any], cgroup: JobCgroup, stdout: int, stderr: int,
             if sig is not None:
                 signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        stage = "giving the job a /dev/shm of its own"
+        _private_dev_shm()
         if spec.get("uid") is not None:
             stage = f"switching to user {spec.get('user')}"
             os.setgroups(spec["groups"])
@@ -119,6 +202,8 @@ def _exec_job(spec: dict[str, Any], cgroup: JobCgroup, stdout: int, stderr: int,
             os.setuid(spec["uid"])
             if os.getuid() != spec["uid"] or os.geteuid() != spec["uid"]:
                 raise PermissionError(errno.EPERM, "the user switch did not take")
+        stage = "starting a session keyring of its own"
+        _new_session_keyring()
         stage = f"cannot enter working directory {spec['cwd']}"
         os.chdir(spec["cwd"])
         stage = "setting up the job's output"
@@ -197,6 +282,9 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
 def _watch(spec: dict[str, Any], cgroup: JobCgroup, attempt_dir: str, leader: int,
            started_at: float) -> int:
     worker_state = spec["worker_state"]
+    # The result's file and blocks are taken now, while the job cannot yet have filled the
+    # file system: its end is recorded whatever it does there.
+    reserved = reserve(attempt_dir, RESULT)
     launched_contact = spec.get("contact") or {}
     baseline = fence.Contact(float(launched_contact.get("at", started_at)),
                              float(launched_contact.get("fence_timeout_s",
@@ -205,14 +293,15 @@ def _watch(spec: dict[str, Any], cgroup: JobCgroup, attempt_dir: str, leader: in
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
     fenced: float | None = None
+    contact = baseline
     try:
         while not poller.poll(WATCH_INTERVAL_S * 1000):
             if fenced is not None:
                 cgroup.kill()
                 continue
-            contact = fence.read(worker_state)
-            if contact is None or contact.at < baseline.at:
-                contact = baseline
+            latest = fence.read(worker_state)  # None: unreadable or torn, keep the last one
+            if latest is not None and latest.at >= contact.at:
+                contact = latest
             if contact.expired():
                 fenced = contact.silent_for()
                 cgroup.kill()
@@ -236,7 +325,7 @@ def _watch(spec: dict[str, Any], cgroup: JobCgroup, attempt_dir: str, leader: in
     }
     if fenced is not None:
         result["fenced_after_s"] = round(fenced, 3)
-    write_json(attempt_dir, RESULT, result)
+    write_json(attempt_dir, RESULT, result, reserved)
     cgroup.remove()
     return 0
 

@@ -17,7 +17,7 @@ import os
 from collections.abc import AsyncIterator
 from urllib.parse import quote
 
-from xce.client import XceClient
+from xce.client import ApiError, XceClient
 from xce.client.http import job_path
 from xce.store.files import safe_relative_path
 from xce.worker import userfs
@@ -87,10 +87,17 @@ async def upload_outputs(client: XceClient, host: str, job: RunningJob) -> list[
             params = {"attempt": str(a["attempt"])}
             if i == 0:
                 params["first"] = "1"
-            await client.request(
-                "PUT", f"{_base(host, a['job_id'])}/outputs/{quote(name)}", params=params,
-                data=_chunks(fd), headers={"Content-Type": "application/octet-stream"},
-            )
+            try:
+                await client.request(
+                    "PUT", f"{_base(host, a['job_id'])}/outputs/{quote(name)}", params=params,
+                    data=_chunks(fd), headers={"Content-Type": "application/octet-stream"},
+                )
+            except ApiError as exc:
+                if not 400 <= exc.status < 500 or exc.status in (404, 408, 429):
+                    raise
+                # This file is refused (a name clash, too large): the others still go back.
+                log.warning("job %s: output %s refused: %s", a["job_id"], name, exc.message)
+                continue
             names.append(name)
     finally:
         for _, fd in files:

@@ -246,6 +246,13 @@ def _open_under(top: int, rel: str) -> int:
             os.close(fd)
 
 
+def _on_procfs(fd: int) -> bool:
+    try:
+        return os.fstat(fd).st_dev == os.stat("/proc").st_dev
+    except OSError:
+        return True  # no /proc to compare with: refuse rather than guess
+
+
 def open_outputs(work_dir: str, patterns: list[str],
                  skip_meta: bool) -> tuple[list[tuple[str, int]], list[str]]:
     """([(name relative to work_dir, read descriptor)], [warnings]) for the output patterns.
@@ -262,6 +269,11 @@ def open_outputs(work_dir: str, patterns: list[str],
         top = os.open(work_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         return [], [f"cannot open the working directory {work_dir}: {exc.strerror or exc}"]
+    if _on_procfs(top):
+        # This thread belongs to the root worker: /proc/self (or /dev/fd, or the worker's
+        # pid) would be the worker's own files, readable by its own thread group.
+        os.close(top)
+        return [], [f"outputs are not collected from {work_dir}: it is in /proc"]
     seen: set[str] = set()
     matcher = _Matcher(skip_meta, warnings)
     try:
@@ -273,6 +285,13 @@ def open_outputs(work_dir: str, patterns: list[str],
                 continue
             for rel in matcher.match(top, "", parts, 0):
                 if rel in seen:
+                    continue
+                try:
+                    rel.encode("utf-8")
+                except UnicodeEncodeError:
+                    warnings.append(f"output {rel.encode('utf-8', 'replace')!r} skipped: its "
+                                    "name is not UTF-8")
+                    seen.add(rel)
                     continue
                 if len(seen) >= MAX_OUTPUTS:
                     warnings.append(f"more than {MAX_OUTPUTS} output files: the rest skipped")

@@ -1,0 +1,375 @@
+"""Security review of job execution (issue 14): the attacks a hostile review found.
+
+Each test plays one attack as a real unprivileged Linux user through the worker's real code
+(tests/worker/local_host.py: executor, keeper launcher, cgroups, staging). Every one of them
+worked against the first version of the keeper and cgroup worker; the comment above each
+says what was wrong and the test fails if that comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import resource
+import secrets
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.worker.linux_users import LinuxUser, LinuxUsers, linux_users  # noqa: F401
+from tests.worker.local_host import LocalHost, Recorder, searchable_dir
+from xce.worker import executor, staging
+from xce.worker.cgroups import detect
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker's defences need root")
+
+
+def _cgroups_here() -> bool:
+    try:
+        return detect("auto", "", "xce-probe").kind != "none"
+    except Exception:
+        return False
+
+
+needs_cgroups = pytest.mark.skipif(not _cgroups_here(), reason="no writable cgroup hierarchy")
+x86_64 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="keyctl numbers are x86_64")
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    path = searchable_dir("xce-review-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _close(host: LocalHost) -> None:
+    """Stop the host and remove its (then empty) cgroup namespace directories too."""
+    host.close()
+    ns = getattr(host.backend, "ns", None)
+    for path in set(ns.values()) if isinstance(ns, dict) else [ns] if ns else []:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
+@pytest.fixture
+async def host(root: Path) -> AsyncIterator[LocalHost]:
+    made = LocalHost(root, pids_limit=64)
+    yield made
+    _close(made)
+
+
+@pytest.fixture
+def user(linux_users: LinuxUsers) -> LinuxUser:  # noqa: F811
+    return linux_users.user()
+
+
+def _as_user(user: LinuxUser, command: str) -> subprocess.CompletedProcess[str]:
+    """A local process of `user` (not a job): what a user logged in on the worker can do."""
+    return subprocess.run(["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}",
+                           "--clear-groups", "sh", "-c", command],
+                          capture_output=True, text=True, check=False, timeout=30)
+
+
+# --- 1. the job inherits root's session keyring ----------------------------------------------
+
+_SYS_ADD_KEY, _SYS_KEYCTL = 248, 250
+_KEYCTL_JOIN_SESSION_KEYRING, _KEY_SPEC_SESSION_KEYRING = 1, -3
+
+# The job: find a "user" key by description in its session keyring and print its payload.
+_READ_KEY = (
+    "python3 -c \"import ctypes,sys\n"
+    "l=ctypes.CDLL(None,use_errno=True); l.syscall.restype=ctypes.c_long\n"
+    "k=l.syscall(250,10,ctypes.c_long(-3),b'user',sys.argv[1].encode(),0)\n"
+    "b=ctypes.create_string_buffer(256); n=l.syscall(250,11,ctypes.c_long(k),b,256)\n"
+    "print('key', k, b.raw[:max(n,0)].decode(errors='replace'))\" {desc}"
+)
+
+
+def _host_with_root_key(root: Path, desc: str, secret: bytes) -> LocalHost:
+    """A worker (its keeper launcher) started from a root session keyring holding a key, as a
+    worker under systemd (KeyringMode=private) or started from an admin's login has one.
+    Done in a thread of its own, so the test process keeps its own session keyring."""
+    made: list[LocalHost] = []
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.syscall.restype = ctypes.c_long
+            if libc.syscall(_SYS_KEYCTL, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+                raise OSError(ctypes.get_errno(), "keyctl(JOIN_SESSION_KEYRING)")
+            if libc.syscall(_SYS_ADD_KEY, b"user", desc.encode(), secret, len(secret),
+                            ctypes.c_long(_KEY_SPEC_SESSION_KEYRING)) < 0:
+                raise OSError(ctypes.get_errno(), "add_key")
+            made.append(LocalHost(root, pids_limit=64))
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
+    if failed:
+        pytest.skip(f"no session keyrings here: {failed[0]}")
+    return made[0]
+
+
+@x86_64
+async def test_a_job_reads_a_key_from_the_workers_session_keyring(
+        root: Path, user: LinuxUser) -> None:
+    desc, secret = f"xce-review-{secrets.token_hex(4)}", f"S3CRET-{secrets.token_hex(8)}"
+    host = _host_with_root_key(root, desc, secret.encode())
+    try:
+        _, result, files = await host.run({"command": _READ_KEY.format(desc=desc)}, user.name)
+        assert result.exit_code == 0, files.get("stderr")
+        assert secret.encode() not in files["stdout"], "the job read root's key"
+    finally:
+        _close(host)
+
+
+@x86_64
+async def test_a_job_reads_a_key_another_users_job_stored(
+        root: Path, linux_users: LinuxUsers) -> None:  # noqa: F811
+    alice, mallory = linux_users.user(), linux_users.user()
+    desc, secret = f"xce-review-{secrets.token_hex(4)}", f"alice-{secrets.token_hex(8)}"
+    host = _host_with_root_key(root, "xce-review-root", b"unused")
+    store = ("python3 -c \"import ctypes\n"
+             "l=ctypes.CDLL(None,use_errno=True); l.syscall.restype=ctypes.c_long\n"
+             f"print(l.syscall(248,b'user',b'{desc}',b'{secret}',{len(secret)},"
+             "ctypes.c_long(-3)))\"; sleep 20")
+    victim = await host.start({"command": store}, alice.name)
+    try:
+        deadline = time.monotonic() + 10
+        while os.fstat(victim.readers["stdout"]).st_size == 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        _, _, files = await host.run({"command": _READ_KEY.format(desc=desc)}, mallory.name)
+        assert secret.encode() not in files["stdout"], "mallory's job read alice's key"
+    finally:
+        await executor.kill(victim, "test over", 0.5)
+        await host.wait(victim)
+        executor.close_readers(victim)
+        _close(host)
+
+
+# --- 2. outputs from cwd=/proc/self are the root worker's own /proc files --------------------
+
+async def test_outputs_from_proc_self_are_the_workers_own_memory_map(
+        host: LocalHost, user: LinuxUser) -> None:
+    _, result, files = await host.run({"command": "true", "cwd": "/proc/self",
+                                       "outputs": ["maps", "limits", "status"]}, user.name)
+    assert result.exit_code == 0
+    # The user cannot read /proc/<worker pid>/maps itself:
+    denied = _as_user(user, f"cat /proc/{os.getpid()}/maps")
+    assert denied.returncode != 0 and not denied.stdout
+    leaked = sorted(n for n in files if n not in ("stdout", "stderr"))
+    assert not leaked, f"the worker uploaded its own {leaked[:5]}"
+
+
+# --- 3. descriptor exhaustion: one job's outputs make the worker drop another's --------------
+
+@needs_cgroups
+async def test_outputs_of_one_job_use_up_descriptors_and_another_job_is_lost(
+        host: LocalHost, linux_users: LinuxUsers) -> None:  # noqa: F811
+    victim_user, attacker = linux_users.user(), linux_users.user()
+    victim = await host.start({"command": "sleep 4; echo fine"}, victim_user.name)
+    many = "python3 -c \"[open(f'o{i}', 'w').close() for i in range(1500)]\""
+    bomb = await host.start({"command": many, "outputs": ["o*"]}, attacker.name)
+    await host.wait(bomb)
+    # Scaled down: a worker with LimitNOFILE=65536 (xce-worker.service) and seven such jobs
+    # of 10,000 outputs ending together is the same situation.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 1000, hard))
+    held: list[tuple[str, int]] = []
+    busy: list[int] = []
+    try:
+        held = await staging.collect_outputs(bomb)  # what upload_outputs holds while uploading
+        # open_outputs stops at EMFILE and frees its walk's few descriptors again; the other
+        # uploads and connections of a busy worker take those.
+        with contextlib.suppress(OSError):
+            while True:
+                busy.append(os.open("/dev/null", os.O_RDONLY))
+        waiting = asyncio.ensure_future(executor.wait(victim, 0.1, 1.0))
+        await asyncio.sleep(6)  # the victim ends (4 s) while no descriptor is free
+        assert not waiting.done(), "the worker decided about the job without its result"
+    finally:
+        for fd in [fd for _, fd in held] + busy:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        executor.close_readers(bomb)
+    result = await asyncio.wait_for(waiting, 30)  # the uploads are done: descriptors again
+    still_running = bool(victim.cgroup and victim.cgroup.pids())
+    try:
+        assert result.exit_code == 0, (result.reason, "still running" if still_running else "")
+    finally:
+        await executor.kill(victim, "test over", 0.5)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(executor.wait(victim, 0.1, 1.0), 10)
+        executor.close_readers(victim)
+
+
+# --- 4. accounts that pass min_job_uid but are system accounts --------------------------------
+
+def test_nobody_is_refused_as_a_job_user() -> None:
+    try:
+        account = executor.account_for("nobody", allow_root=False)
+    except executor.LaunchError:
+        return
+    raise AssertionError(f"a job may run as nobody (uid {account.pw_uid if account else '?'})")
+
+
+# --- 5. what a job leaves in /dev/shm outlives it, outside its memory limit -------------------
+
+@needs_cgroups
+async def test_a_jobs_dev_shm_file_outlives_the_job(host: LocalHost, user: LinuxUser) -> None:
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    leftover = Path(f"/dev/shm/xce-review-{secrets.token_hex(4)}")
+    try:
+        job, result, _ = await host.run(
+            {"command": f"head -c 4000000 /dev/zero > {leftover}", "memory_mb": 64}, user.name)
+        assert result.exit_code == 0
+        await executor.remove_job_dir(job.job_dir, job.creds)
+        assert not leftover.exists(), "the job's 4 MB in /dev/shm outlived it"
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            leftover.unlink()
+
+
+# --- 6. a jobs_dir the worker did not make is trusted as is ----------------------------------
+
+async def test_a_jobs_dir_pre_made_by_a_user_lets_that_user_forge_anothers_outputs(
+        linux_users: LinuxUsers) -> None:  # noqa: F811
+    """Spool.make kept an existing jobs_dir whoever owned it: its owner could swap other
+    users' job directories and forge their outputs. Now the worker refuses to start."""
+    attacker = linux_users.user()
+    scratch = Path(searchable_dir("xce-review-scratch-"))  # like /scratch or /tmp: 1777
+    os.chmod(scratch, 0o1777)
+    try:
+        made = _as_user(attacker, f"mkdir -m 0755 {scratch}/jobs")
+        assert made.returncode == 0, made.stderr
+        with pytest.raises(executor.SpoolError, match=f"belongs to uid {attacker.uid}"):
+            LocalHost(scratch, pids_limit=64)  # jobs_dir = <scratch>/jobs
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+# --- 7. one output name the controller cannot store blocks every finish report of the host ----
+
+def test_an_unstorable_output_name_blocks_every_later_report_of_the_host(
+        tmp_path: Path, linux_users: LinuxUsers) -> None:  # noqa: F811
+    from tests.integration.cluster import Cluster
+
+    attacker, victim = linux_users.user(), linux_users.user()
+    cluster = Cluster(tmp_path / "cluster")
+    try:
+        cluster.start_controller()
+        cluster.start_worker("w1", slots=2)
+        # `stdout` is uploaded first as a file, then `stdout/x` needs it to be a directory:
+        # the controller's FileStore fails (FileExistsError -> 500), the worker retries later.
+        # Once a 500 retried first and for ever; now the clash is a 409 for that one file,
+        # and every report goes through on its own schedule.
+        poison = cluster.submit(user=attacker.name, command="mkdir stdout && echo x > stdout/x",
+                                outputs=["stdout/*"])
+        assert cluster.wait_state(poison, "DONE", "EXIT", timeout=20)["state"] == "DONE"
+        other = cluster.submit(user=victim.name, command="echo hello")
+        cluster.wait_state(other, "DONE", "EXIT", timeout=15)
+    finally:
+        cluster.stop()
+
+
+# --- 8. a job that uses up the inodes of the spool's file system fences every job -------------
+
+@needs_cgroups
+async def test_a_job_that_uses_up_inodes_stops_the_fence_contact_of_the_host(
+        linux_users: LinuxUsers) -> None:  # noqa: F811
+    victim, attacker = linux_users.user(), linux_users.user()
+    fs = searchable_dir("xce-review-fs-")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "nr_inodes=300,size=16m,mode=0711",
+                              "xce-review", str(fs)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        shutil.rmtree(fs, ignore_errors=True)
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr}")
+    host = None
+    try:
+        host = LocalHost(fs, pids_limit=64)  # spool (state) and jobs_dir on one file system
+        other = await host.start({"command": "sleep 2; echo fine"}, victim.name)
+        fill = "i=0; while touch f$i 2>/dev/null; do i=$((i+1)); done"
+        await host.run({"command": fill}, attacker.name)
+        try:
+            host.touch()  # the worker reached a controller: fence.record(...)
+        except OSError as exc:
+            raise AssertionError(f"the controller contact cannot be recorded: {exc}") from None
+        result = await host.wait(other)  # its keeper cannot write result.json either
+        executor.close_readers(other)
+        assert result.exit_code == 0, result.reason
+    finally:
+        if host is not None:
+            _close(host)
+        subprocess.run(["umount", "-l", str(fs)], check=False)
+        shutil.rmtree(fs, ignore_errors=True)
+
+
+# --- 9. a requeued attempt that ignores SIGTERM runs beside the next attempt ------------------
+
+@needs_cgroups
+def test_a_requeued_job_that_ignores_sigterm_runs_twice_at_once(
+        tmp_path: Path, user: LinuxUser) -> None:
+    from tests.integration.cluster import Cluster
+
+    marks = searchable_dir("xce-review-marks-")
+    mark = marks / "ticks"
+    mark.touch()
+    os.chown(mark, user.uid, user.gid)
+    cluster = Cluster(tmp_path / "cluster")  # kill_grace_s = 2
+    try:
+        cluster.start_controller()
+        cluster.start_worker("w1", slots=2)
+        job = cluster.submit(user=user.name, command=(
+            "trap '' TERM; while :; do echo \"$XCE_ATTEMPT $(date +%s.%N)\" >> " + str(mark) +
+            "; sleep 0.05; done"))
+        cluster.wait_for(lambda: mark.read_text().startswith("0 "), 15, "attempt 0 to tick")
+        cluster.control(job, "requeue")
+        cluster.wait_for(lambda: "\n1 " in mark.read_text(), 15, "attempt 1 to tick")
+        time.sleep(1.0)
+        ticks = [line.split() for line in mark.read_text().splitlines() if line.count(" ") == 1]
+        first_of_1 = min(float(t) for a, t in ticks if a == "1")
+        overlap = [t for a, t in ticks if a == "0" and float(t) > first_of_1]
+        assert not overlap, f"attempt 0 ticked {len(overlap)} times after attempt 1 started"
+    finally:
+        cluster.stop()  # kills what the worker's cgroups still hold
+        shutil.rmtree(marks, ignore_errors=True)
+
+
+# --- 10. with the default configuration a job has no memory and no task limit -----------------
+
+def test_a_job_without_mem_on_a_default_worker_is_limited() -> None:
+    from xce.config import WorkerSettings
+
+    limits = executor.limits_for({"slots": 1, "memory_mb": 0}, WorkerSettings().pids_limit)
+    assert limits.pids is not None and limits.memory_bytes is not None, limits
+
+
+# --- 11. an output file name that is not UTF-8 makes the attempt unreportable ----------------
+
+async def test_an_output_named_with_invalid_utf8_does_not_break_the_report(
+        host: LocalHost, user: LinuxUser) -> None:
+    from xce.client import ApiError
+
+    job = await host.start({"command": "echo x > \"$(printf 'a\\377')\"",
+                            "outputs": ["a*"]}, user.name)
+    assert (await host.wait(job)).exit_code == 0
+    try:
+        await staging.upload_outputs(Recorder(), "h1", job)  # type: ignore[arg-type]
+    except (ApiError, OSError):
+        pass  # what agent._report handles
+    except Exception as exc:
+        raise AssertionError(f"the finish report is lost: {exc!r}") from None
+    finally:
+        executor.close_readers(job)
