@@ -337,3 +337,16 @@ async def test_a_keeper_keeps_its_job_while_the_worker_keeps_in_touch(
         assert result.exit_code == 0 and not result.host_failure
     finally:
         host.close()
+
+
+async def test_without_cgroups_a_job_runs_under_rlimits(root: Path, user: LinuxUser) -> None:
+    """The "none" backend (a worker that cannot write cgroups, e.g. not root): the keeper
+    applies the limits as rlimits of the leader; the job runs and is reported as usual."""
+    host = LocalHost(root, mode="none")
+    try:
+        _, result, files = await host.run({"command": "echo hi; ulimit -v", "memory_mb": 100},
+                                          user.name)
+        assert result.exit_code == 0, files.get("stderr")
+        assert files["stdout"] == b"hi\n102400\n"
+    finally:
+        host.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -312,6 +313,7 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
         else:
             argv = ["/bin/sh", "-c", a["command"]]
         name = attempt_name(a["job_id"], a["attempt"])
+        limits = limits_for(a, pids_limit, host_memory_mb)
         write_json(str(job.attempt_dir), SPEC, {
             "job_id": a["job_id"], "attempt": a["attempt"], "assignment": a,
             "argv": argv, "env": job_environment(a, account, job.work_dir, host),
@@ -321,10 +323,10 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             "gid": job.creds.gid if job.creds else None,
             "groups": list(job.creds.groups) if job.creds else None,
             "cgroup": name, "worker_state": str(worker_state),
+            "limits": dataclasses.asdict(limits),
             "contact": {"at": contact.at, "fence_timeout_s": contact.fence_timeout_s},
         })
-        job.cgroup = await asyncio.to_thread(backend.create, name,
-                                             limits_for(a, pids_limit, host_memory_mb))
+        job.cgroup = await asyncio.to_thread(backend.create, name, limits)
         try:
             started = await launcher.launch(str(job.attempt_dir), files.stdout, files.stderr)
         except (KeeperError, OSError, TimeoutError, ValueError) as exc:
@@ -339,6 +341,7 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
                 os.close(fd)
     job.keeper, job.leader = started.keeper, started.leader
     job.keeper_start = process_start(started.keeper)
+    job.cgroup.set_leader(started.leader)  # "none" follows the leader's session
     job.started = time.monotonic()
 
 

@@ -43,7 +43,7 @@ import sys
 from typing import Any
 
 from xce.worker import fence
-from xce.worker.cgroups import CgroupBackend, JobCgroup, detect
+from xce.worker.cgroups import CgroupBackend, JobCgroup, Limits, detect
 
 SPEC = "spec.json"
 KEEPER = "keeper.json"
@@ -244,7 +244,11 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
     if spec is None:
         _answer(reply, {"error": "the attempt's spec is missing"})
         return 1
-    cgroup = backend.open(spec["cgroup"])
+    if backend.kind == "none":
+        # No cgroup to open: the limits become rlimits of the leader, its session is the job.
+        cgroup: JobCgroup | None = backend.create(spec["cgroup"], Limits(**spec["limits"]))
+    else:
+        cgroup = backend.open(spec["cgroup"])  # made by the worker, with its limits
     if cgroup is None:
         _answer(reply, {"error": "the job's cgroup is missing"})
         return 1
