@@ -314,7 +314,7 @@ def test_job_that_ends_while_controller_and_then_worker_are_down(tmp_path: Path)
         cluster.controller.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
         cluster.controller.wait(10)  # type: ignore[union-attr]
         state = tmp_path / "c" / "w1" / "state"
-        cluster.wait_for(lambda: any(state.glob("*/report.json")), 15,
+        cluster.wait_for(lambda: any(state.glob("*/report.json")), 40,
                          "the worker saved its report")
         cluster.kill_worker("w1")
         cluster.start_controller()
@@ -323,7 +323,7 @@ def test_job_that_ends_while_controller_and_then_worker_are_down(tmp_path: Path)
         assert (job["state"], job["exit_code"]) == ("EXIT", 5), job
         assert cluster.download(job_id, "stdout") == b"out\n"
         assert marker.read_text() == "run\n"
-        cluster.wait_for(lambda: not list((tmp_path / "c" / "jobs" / "w1").iterdir())
+        cluster.wait_for(lambda: not list((cluster.jobs_root / "w1").iterdir())
                          and not [p for p in state.iterdir() if p.is_dir()], 10,
                          "the attempt's directories removed once delivered")
     finally:

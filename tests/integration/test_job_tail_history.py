@@ -133,6 +133,12 @@ def test_tail_refuses_bad_parameters(cluster: Cluster) -> None:
     assert err.value.status == 404
 
 
+def _attempt_runs(cluster: Cluster, job_id: str, attempt: int) -> None:
+    """A requeue ends the running attempt first: wait until the next one runs."""
+    cluster.wait_for(lambda: (cluster.job(job_id)["attempt"], cluster.job(job_id)["state"])
+                     == (attempt, "RUN"), 30, f"attempt {attempt} of {job_id} running")
+
+
 def test_history_lists_what_happened_in_order(cluster: Cluster) -> None:
     done = cluster.submit(command="exit 3")
     job = cluster.wait_state(done, "EXIT")
@@ -149,13 +155,14 @@ def test_history_lists_what_happened_in_order(cluster: Cluster) -> None:
     cluster.control(job_id, "resume")
     cluster.wait_state(job_id, "RUN")
     cluster.control(job_id, "requeue")
-    cluster.wait_state(job_id, "RUN")
+    _attempt_runs(cluster, job_id, 1)
     cluster.control(job_id, "kill")
     job = cluster.wait_state(job_id, "EXIT")
-    assert _events(job) == ["submitted", "started", "suspended", "resumed", "requeued",
-                            "started", "kill_requested", "finished"], job["history"]
+    assert _events(job) == ["submitted", "started", "suspended", "resumed",
+                            "requeue_requested", "requeued", "started", "kill_requested",
+                            "finished"], job["history"]
     assert "attempt 0" in job["history"][1]["detail"]
-    assert "attempt 1" in job["history"][5]["detail"]
+    assert "attempt 1" in job["history"][6]["detail"]
     times = [h["at"] for h in job["history"]]
     assert times == sorted(times)
 
@@ -168,12 +175,12 @@ def test_history_after_a_restart_is_rebuilt_from_the_records(tmp_path: Path) -> 
         job_id = cluster.submit(command="sleep 60")
         cluster.wait_state(job_id, "RUN")
         cluster.control(job_id, "requeue")
-        cluster.wait_state(job_id, "RUN")
+        _attempt_runs(cluster, job_id, 1)
         cluster.control(job_id, "stop")
         cluster.wait_state(job_id, "USUSP")
         before = cluster.job(job_id)["history"]
-        assert [h["event"] for h in before] == ["submitted", "started", "requeued", "started",
-                                                "suspended"]
+        assert [h["event"] for h in before] == ["submitted", "started", "requeue_requested",
+                                                "requeued", "started", "suspended"]
         assert cluster.controller is not None
         cluster.controller.terminate()
         cluster.controller.wait(20)
@@ -181,7 +188,7 @@ def test_history_after_a_restart_is_rebuilt_from_the_records(tmp_path: Path) -> 
         after = cluster.job(job_id)["history"]
         assert [h["event"] for h in after] == ["submitted", "requeued", "started",
                                                "suspended"]
-        assert after[0] == before[0] and after[2] == before[3]  # exact times kept
+        assert after[0] == before[0] and after[2] == before[4]  # exact times kept
         assert after[1]["at"] is None and after[3]["at"] is None
         assert "time unknown" in after[1]["detail"]
         cluster.control(job_id, "resume")  # recorded exactly again

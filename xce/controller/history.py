@@ -114,8 +114,13 @@ class JobHistory:
         elif isinstance(event, ev.JobResumed):
             self._keep(job.id, (event.at, "resumed", f"now {job.state.value}"))
         elif isinstance(event, ev.JobKillRequested):
-            self._keep(job.id, (event.at, "kill_requested",
-                                f"the job on {job.host} is being signalled"))
+            if event.requeue:
+                self._keep(job.id, (event.at, "requeue_requested",
+                                    f"attempt {job.attempt} on {job.host} is being ended; the "
+                                    "job waits for a host again once it has"))
+            else:
+                self._keep(job.id, (event.at, "kill_requested",
+                                    f"the job on {job.host} is being signalled"))
         elif isinstance(event, ev.JobRequeued):
             self._earlier_attempt(job, before)
             self._keep(job.id, (event.at, "requeued",

@@ -403,8 +403,8 @@ class ClusterState:
         lifecycle.check(e.job_id, "kill", job.state, job.state)
         if e.requeue:
             lifecycle.check(e.job_id, "requeue", job.state, JobState.PEND)
-        self._store(stored, replace(job, kill_requested=True,
-                                    requeue_requested=job.requeue_requested or e.requeue))
+        # The latest request decides: a kill after a requeue ends the job, not its attempt.
+        self._store(stored, replace(job, kill_requested=True, requeue_requested=e.requeue))
 
     def _job_killed(self, e: ev.JobKilled) -> None:
         stored, job = self._materialise(e.job_id)
