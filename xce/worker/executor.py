@@ -606,4 +606,4 @@ def open_readers(job_dir: str) -> dict[str, int]:
 def save_report(job: RunningJob, body: dict[str, Any]) -> None:
     """Persist a finish report in the worker's own directory, so a restart still sends it."""
     if job.attempt_dir is not None:
-        write_json(str(job.attempt_dir), REPORT, body)
+        write_json(str(job.attempt_dir), REPORT, body, durable=True)

@@ -86,9 +86,12 @@ def reserve(directory: str, name: str) -> int | None:
 
 
 def write_json(directory: str, name: str, body: dict[str, Any],
-               reserved: int | None = None) -> None:
-    """Atomically and durably: temp file, fsync, rename, fsync the directory. `reserved` is
-    the temp file made earlier by `reserve` (written in place, then renamed)."""
+               reserved: int | None = None, durable: bool = False) -> None:
+    """Atomically: temp file, rename (readers see the old file or the new one, never a part).
+    `durable` adds the fsyncs that make it survive a power cut; the attempt's own records do
+    without (a power cut ends its processes too, and the controller then treats the host as
+    failed), the finish report does not. `reserved` is the temp file made earlier by
+    `reserve` (written in place, then renamed)."""
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         tmp = name + ".tmp"
@@ -103,11 +106,13 @@ def write_json(directory: str, name: str, body: dict[str, Any],
         try:
             os.pwrite(fd, data, 0)
             os.ftruncate(fd, len(data))
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        os.fsync(dir_fd)
+        if durable:
+            os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
 
