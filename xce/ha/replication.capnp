@@ -29,6 +29,9 @@ struct Hello {
   token @1 :Text;            # a service token with cluster:replicate
   lastSeq @2 :UInt64;        # last record durable on the standby
   lastEpoch @3 :UInt64;      # epoch of that record
+  history @4 :List(UInt64);  # the standby's epoch history, flattened [epoch, firstSeq, ...]
+  lastCrc @5 :UInt32;        # CRC32 of its last record's frame: compared by content
+  lastCrcKnown @6 :Bool;     # false when its log ends at a checkpoint (no record to read)
 }
 
 struct Welcome {
