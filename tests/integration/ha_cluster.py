@@ -12,6 +12,7 @@ import json
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -162,3 +163,38 @@ class HaCluster(Cluster):
                 proc.kill()
         self.candidates.clear()
         super().stop()
+
+
+class PrimaryWatch:
+    """Polls every candidate's /healthz in a thread and records which candidates said they
+    were primary of which epoch: one primary per epoch is the promise being checked."""
+
+    def __init__(self, c: HaCluster, every: float = 0.05) -> None:
+        self.c = c
+        self.every = every
+        self.seen: dict[int, set[int]] = {}
+        self.polls = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for i in range(len(self.c.ports)):
+                h = self.c.health(i)
+                if h and h.get("role") == "primary":
+                    self.seen.setdefault(int(h["epoch"]), set()).add(i)
+            self.polls += 1
+            self._stop.wait(self.every)
+
+    def stop(self) -> dict[int, set[int]]:
+        """Epochs that more than one candidate served as primary (empty when all is well)."""
+        self._stop.set()
+        self._thread.join(10)
+        return {e: ranks for e, ranks in self.seen.items() if len(ranks) > 1}
+
+
+def logged(c: HaCluster, text: str) -> list[str]:
+    """Lines of every candidate's log (each file once) that contain `text`."""
+    return [line for path in sorted(set(c.logs)) if path.exists()
+            for line in path.read_text().splitlines() if text in line]

@@ -38,6 +38,7 @@ SAMPLES: list[ev.Event] = [
     ev.JobFinished(5.0, "7", 2, None, None, None),
     ev.JobUsageReported(5.0, "7", 1, Usage()),
     ev.ArrayHeld(6.0, 8), ev.ArrayReleased(6.0, 8), ev.ArrayCancelled(6.0, 8, "k"),
+    ev.JobNumbersReserved(7.0, 9, 1008),
 ]
 
 

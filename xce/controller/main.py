@@ -17,6 +17,7 @@ from xce.auth.pki import server_ssl_context
 from xce.client.transport import check_listener, is_loopback
 from xce.config import Config, ControllerSettings
 from xce.controller.history import history_for
+from xce.controller.numbers import reserver_for
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
@@ -116,6 +117,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
         node.make_source(store, lambda token: _verify_replicator(runtime, token),
                          service.state)
         await node.start_replication()
+        service.numbers = reserver_for(service, store)
     now = service.clock()
     with contextlib.suppress(XceError):  # a lease lost at once: the next primary does it
         await service.commit(

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 
 from xce import metrics
 from xce.config import ControllerSettings
+from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
 from xce.core import events as ev
 from xce.core import lifecycle
@@ -93,6 +94,9 @@ class ControllerService:
         self.listeners.append(lambda event: self.usage.observe(event, self.state))
         self._groups = settings.scheduler.group_map()
         self._pending_memo: PendingMemo = {}
+        # Job numbers from replicated reservations (xce/controller/numbers.py); set by a
+        # primary that has standbys.
+        self.numbers: NumberReserver | None = None
 
     # --- committing ---------------------------------------------------------------------
 
@@ -254,6 +258,8 @@ class ControllerService:
         """Validate and enqueue a job or array; returns its id once durable."""
         spec, inputs = self._spec(req)
         event: ev.Event
+        if self.numbers is not None:
+            await self.numbers.ready()  # nothing awaits between this and the commit's apply
         if req.array is not None:
             parsed = parse_array_spec(req.array, self.settings.max_array_size)
             number = self.state.next_number

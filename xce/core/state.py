@@ -51,6 +51,9 @@ class ClusterState:
         self.queues: dict[str, QueueRecord] = {}
         self.hosts: dict[str, HostRecord] = {}
         self.next_number = 1
+        # The highest job number reserved (JobNumbersReserved); 0: numbers are not reserved
+        # (a single controller, or a log written before reservations existed).
+        self.number_ceiling = 0
         self.host_load: dict[str, HostLoad] = {}
         self.pending: dict[str, None] = {}
         self.pending_arrays: dict[int, None] = {}
@@ -92,6 +95,7 @@ class ClusterState:
             ev.ArrayHeld: lambda e: self._array_hold(e.number, True),
             ev.ArrayReleased: lambda e: self._array_hold(e.number, False),
             ev.ArrayCancelled: self._array_cancelled,
+            ev.JobNumbersReserved: self._numbers_reserved,
         }
 
     # --- the one mutator ------------------------------------------------------------------
@@ -231,6 +235,7 @@ class ClusterState:
         queues: list[QueueRecord],
         hosts: list[HostRecord],
         next_number: int,
+        number_ceiling: int = 0,
     ) -> ClusterState:
         """Rebuild a state from checkpointed records; derived indexes are recomputed."""
         state = cls()
@@ -241,6 +246,7 @@ class ClusterState:
         for job in sorted(jobs, key=lambda j: j.order_key):
             state._index(None, job)
         state.next_number = next_number
+        state.number_ceiling = number_ceiling
         return state
 
     def purge_finished(self, cutoff: float) -> int:
@@ -341,8 +347,18 @@ class ClusterState:
     def _take_number(self, number: int, queue: str) -> None:
         if number != self.next_number:
             raise Conflict(f"job number {number} is out of order (next is {self.next_number})")
+        if self.number_ceiling and number > self.number_ceiling:
+            raise Conflict(f"job number {number} is not reserved (reserved up to "
+                           f"{self.number_ceiling})")
         self.queue(queue)
         self.next_number += 1
+
+    def _numbers_reserved(self, e: ev.JobNumbersReserved) -> None:
+        if e.first < self.next_number or e.last < e.first or e.last <= self.number_ceiling:
+            raise Conflict(f"cannot reserve job numbers {e.first}..{e.last}: the next is "
+                           f"{self.next_number}, reserved up to {self.number_ceiling}")
+        self.next_number = e.first
+        self.number_ceiling = e.last
 
     def _job_submitted(self, e: ev.JobSubmitted) -> None:
         self._take_number(e.number, e.spec.queue)

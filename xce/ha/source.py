@@ -441,12 +441,19 @@ class ReplicationSource:
                 keep.append((seq, fut))
         self._ack_waiters = keep
 
-    async def wait_replicated(self, seq: int) -> None:
-        """Sync mode: return once an in-sync standby holds `seq` durably, or degrade."""
-        if self.mode != "sync":
+    async def wait_replicated(self, seq: int, force: bool = False) -> None:
+        """Sync mode (or `force`, in any mode: job number reservations): return once an
+        in-sync standby holds `seq` durably, or degrade (async mode: warn) after
+        `sync_timeout_s`."""
+        if self.mode != "sync" and not force:
             return
+        sync = self.mode == "sync"
         if not any(s.in_sync for s in self.sessions.values()):
-            self._degrade("no standby is connected and caught up")
+            if sync:
+                self._degrade("no standby is connected and caught up")
+            else:
+                log.warning("record %d (job numbers) is not on any standby: no standby is "
+                            "connected and caught up", seq)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._ack_waiters.append((seq, fut))
@@ -459,8 +466,11 @@ class ReplicationSource:
             for s in self.sessions.values():
                 if s.acked_seq < seq:
                     s.in_sync = False
-            self._degrade(f"no standby acknowledged record {seq} within "
-                          f"{self.sync_timeout_s:g} s")
+            why = f"no standby acknowledged record {seq} within {self.sync_timeout_s:g} s"
+            if sync:
+                self._degrade(why)
+            else:
+                log.warning("%s (job numbers)", why)
 
     def _degrade(self, why: str) -> None:
         if not self.degraded:

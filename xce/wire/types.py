@@ -47,6 +47,7 @@ EVENT_TYPES: tuple[type[ev.Event], ...] = (
     ev.ArrayHeld,
     ev.ArrayReleased,
     ev.ArrayCancelled,
+    ev.JobNumbersReserved,
 )
 
 # Structs that appear inside events or checkpoints.

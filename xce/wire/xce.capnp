@@ -239,6 +239,11 @@ struct ArrayCancelled {
   reason @1 :Text;
 }
 
+struct JobNumbersReserved {
+  first @0 :Int64;
+  last @1 :Int64;
+}
+
 struct Event {
   at @0 :Float64;
   union {
@@ -267,6 +272,7 @@ struct Event {
     arrayHeld @23 :ArrayHeld;
     arrayReleased @24 :ArrayReleased;
     arrayCancelled @25 :ArrayCancelled;
+    jobNumbersReserved @26 :JobNumbersReserved;
   }
 }
 
@@ -285,6 +291,7 @@ struct CheckpointHeader {
   formatVersion @4 :UInt32;
   jobs @5 :UInt64;
   arrays @6 :UInt64;
+  numberCeiling @7 :Int64;
 }
 
 # A checkpoint is a header chunk, then bounded chunks of records (each framed).
