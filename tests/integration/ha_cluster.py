@@ -73,6 +73,38 @@ class HaCluster(Cluster):
     def start_controller(self) -> None:
         self.start_candidate(0)
 
+    def preload(self, jobs: int) -> None:
+        """Give every candidate the same log of `jobs` held jobs before it first starts (a
+        checkpoint plus a WAL tail, written in-process): a state whose recovery and role
+        switches take a while, without submitting it over HTTP."""
+        import asyncio
+
+        from xce.core import events as ev
+        from xce.core.model import JobSpec, QueueRecord
+        from xce.store.durable import DurableLog, StoreSettings
+
+        first = self.root / "controller0"
+        first.mkdir(parents=True, mode=0o700)
+
+        async def write() -> None:
+            store = DurableLog.open(first, StoreSettings())
+            state = store.recovered.state
+            spec = JobSpec(user="root", queue="normal", command="true", name="preloaded",
+                           hold=True)
+            events = [ev.QueueCreated(1.0, QueueRecord("normal"))]
+            events += [ev.JobSubmitted(2.0, n, spec) for n in range(1, jobs + 1)]
+            for i, e in enumerate(events):
+                state.apply(e)
+                store.append(e)
+                if i == jobs // 2:
+                    await store.checkpoint(state)
+            await store.writer.sync(durable=True)
+            await store.writer.close()
+
+        asyncio.run(write())
+        for i in range(1, len(self.ports)):
+            shutil.copytree(first, self.root / f"controller{i}")
+
     def start_pair(self) -> None:
         """Candidate 0 primary (`xce controller`), candidate 1 a caught-up standby."""
         self.start_candidate(0)

@@ -8,6 +8,11 @@ new term's first block starts above the highest number reserved in the log it in
 job that an async failover lost leaves its number a gap, and a client holding that number
 can never reach another user's job with it.
 
+A term claimed alone (two candidates, the other unreachable: xce/ha/election.py) may run
+beside a lone term of the other candidate that it cannot see, from the same inherited log.
+Its blocks are therefore taken from its own class, block k with k % 2 == its rank: two lone
+terms never hand out the same number, whatever reached whom.
+
 Without standbys (a single controller) nothing is reserved: there is no failover to guard
 against, and the log stays as it was.
 """
@@ -29,8 +34,9 @@ NUMBER_BLOCK = 1000
 class NumberReserver:
     def __init__(self, state: ClusterState, commit: Callable[[list[ev.Event]], Awaitable[None]],
                  replicate: Callable[[], Awaitable[None]], clock: Callable[[], float],
-                 block: int = NUMBER_BLOCK) -> None:
+                 block: int = NUMBER_BLOCK, lone_rank: int | None = None) -> None:
         self.state = state
+        self.lone_rank = lone_rank
         self.commit = commit
         self.replicate = replicate
         self.clock = clock
@@ -44,7 +50,8 @@ class NumberReserver:
         while True:
             n = self.state.next_number
             if n <= self.confirmed:
-                if n > self.confirmed - self.block // 2 and self._pending is None:
+                ahead = n > self.confirmed - self.block // 2 and self.lone_rank is None
+                if ahead and self._pending is None:
                     self._start()  # the next block, ahead of use
                 return
             if self._pending is None:
@@ -64,12 +71,22 @@ class NumberReserver:
 
         task.add_done_callback(done)
 
+    def _class_block(self, above: int) -> tuple[int, int]:
+        """The first block of this lone term's class that starts above `above`."""
+        assert self.lone_rank is not None
+        k = (above + self.block - 1) // self.block
+        while k % 2 != self.lone_rank:
+            k += 1
+        return k * self.block + 1, (k + 1) * self.block
+
     async def _reserve(self) -> None:
         state = self.state
-        if self.confirmed == 0:  # the term's first block: above every earlier reservation
+        if self.lone_rank is not None:  # a new block of its class once this one is used up
+            first, last = self._class_block(max(state.number_ceiling, state.next_number - 1))
+        elif self.confirmed == 0:  # the term's first block: above every earlier reservation
             first = max(state.next_number, state.number_ceiling + 1)
             last = first + self.block - 1
-        else:
+        else:  # the next block, contiguous, while part of this one is still unused
             first = state.next_number
             last = max(state.number_ceiling, first - 1) + self.block
         await self.commit([ev.JobNumbersReserved(self.clock(), first, last)])
@@ -79,8 +96,8 @@ class NumberReserver:
             log.info("job numbers %d..%d reserved", first, last)
 
 
-def reserver_for(service: Any, store: Any) -> NumberReserver:
+def reserver_for(service: Any, store: Any, lone_rank: int | None) -> NumberReserver:
     """The reserver of a primary with standbys: `store.sync_replicated` waits for a standby
-    in async mode too."""
+    in async mode too. `lone_rank`: the rank of a primary whose term was claimed alone."""
     return NumberReserver(service.state, lambda events: service.commit(events, False),
-                          store.sync_replicated, service.clock)
+                          store.sync_replicated, service.clock, lone_rank=lone_rank)

@@ -122,6 +122,9 @@ class Node:
         self._unreachable_since: dict[int, float] = {}
         self._next_campaign = 0.0
         self._last_probe = 0.0
+        self._promoting = False  # won an epoch, not serving it yet: votes are refused
+        self._lone = False  # the epoch being served was claimed alone (election.py)
+        self._door: web.AppRunner | None = None  # /healthz + vote while not serving the API
         self._voters: object | None = None  # token verifier of the standby's vote route
         self._verifying = False
         self._last_said = ("", 0.0)
@@ -129,6 +132,12 @@ class Node:
         metrics.EPOCH.set(self.epochs.epoch)
 
     # --- what others see ----------------------------------------------------------------
+
+    @property
+    def lone_rank(self) -> int | None:
+        """This candidate's rank while it serves an epoch it claimed alone, else None (job
+        numbers then come from blocks of its own class: xce/controller/numbers.py)."""
+        return self.rank if self._lone and self.role == "primary" else None
 
     @property
     def solo(self) -> bool:
@@ -261,6 +270,7 @@ class Node:
             # Recover first: the log this candidate holds is what it may claim an epoch with.
             store: DurableLog | None = DurableLog.open(self.state_dir, self.store_settings)
             self._log = store
+            await self.open_door()
             role = await self._initial_role()
             while not self.stop_event.is_set():
                 if role == "primary":
@@ -278,6 +288,7 @@ class Node:
                         return
                     role = "primary"
         finally:
+            await self.release_port()
             await self.prober.close()
 
     async def _initial_role(self) -> str:
@@ -340,7 +351,7 @@ class Node:
             log.warning("the other candidate has been unreachable for %.1f s: claiming "
                         "epoch %d alone (lone-claim class of rank %d)",
                         self.ha.failover_timeout_s, epoch, self.rank)
-            self._claimed = epoch
+            self._claimed, self._promoting, self._lone = epoch, True, True
             return True
         log_epoch, last_seq = self.log_position()
         request = election.VoteRequest(epoch, self.url, log_epoch, last_seq).as_dict()
@@ -353,7 +364,7 @@ class Node:
                 self.epochs.observe(a["epoch"])
         if election.majority(granted, n) and self.epochs.voted_epoch == epoch:
             log.warning("won epoch %d with %d of %d votes", epoch, granted, n)
-            self._claimed = epoch
+            self._claimed, self._promoting, self._lone = epoch, True, False
             return True
         reasons = "; ".join(a["reason"] for a in answers if a and not a["granted"])
         log.info("lost the vote for epoch %d (%d of %d)%s", epoch, granted, n,
@@ -381,6 +392,8 @@ class Node:
         """Why this candidate will not vote now: it is a live primary (not handing over),
         or it follows one it heard within the failover timeout (the candidate asking is
         not that primary)."""
+        if self._promoting:
+            return f"{self.url} won epoch {self._claimed} and is taking over"
         if self.role == "primary":
             return None if self.switching else f"{self.url} is the primary of epoch " \
                                                 f"{self.epochs.epoch}"
@@ -389,6 +402,20 @@ class Node:
                 and time.monotonic() - f.last_contact < self.ha.failover_timeout_s):
             return f"this candidate follows {f.primary}, heard within the failover timeout"
         return None
+
+    async def open_door(self) -> None:
+        """Answer /healthz and vote requests (everything else: 503 not_primary) from now
+        until the primary's API takes the port over (`release_port`). Open from recovery
+        on, through standby time and a promotion, so that the others never see this
+        candidate silent while it is alive: a silence they could take for a crash."""
+        if self._door is None:
+            self._door = await self._standby_http()
+
+    async def release_port(self) -> None:
+        """Called by the primary's API right before it listens on the same port."""
+        door, self._door = self._door, None
+        if door is not None:
+            await door.cleanup()
 
     async def _primary(self, store: DurableLog, run_primary: PrimaryRunner,
                        ready: asyncio.Event | None) -> str:
@@ -400,10 +427,11 @@ class Node:
         store.writer.epoch = self.epochs.epoch
         self.store = store
         self.role = "primary"
+        self._promoting = False
         self.primary_url = self.url
         self.switching = False
         self.step_down_event.clear()
-        self.lease = Lease(len(self.candidates), self.ha.lease_s)
+        self.lease = Lease(len(self.candidates), self.ha.lease_s, contact=not self._lone)
         store.fence = self.fence
         self.terms_started += 1
         log.log(logging.INFO if self.solo else logging.WARNING, "primary for epoch %d at record %d",
@@ -464,7 +492,9 @@ class Node:
             return "stop"
         # A fresh lease now that the listeners are up: setting up a large state can take
         # longer than the lease, and that is not a freeze (the ticker starts only here).
-        self.lease = Lease(len(self.candidates), self.ha.lease_s)
+        # After a lone claim it starts without contact: writes wait for a worker (or the
+        # other candidate), the two-candidate rule of xce/ha/lease.py.
+        self.lease = Lease(len(self.candidates), self.ha.lease_s, contact=not self._lone)
         tasks = [asyncio.create_task(self._ticker()), asyncio.create_task(self._watch())]
         stop = asyncio.create_task(self.stop_event.wait())
         down = asyncio.create_task(self.step_down_event.wait())
@@ -547,14 +577,15 @@ class Node:
         """Follow primaries until promoted (returns the log to serve from) or stopped.
         `store`: the log recovered at start, if this is the first role."""
         self.role = "standby"
+        self._promoting = False
         s = self.config.controller
+        await self.open_door()
         follower = Follower(self.state_dir, self.store_settings, self.epochs, self.url,
                             s.replication_token, client_ssl_context(self.config.tls),
                             store=store)
         self._log = None
         self.follower = follower
         follower.start_checkpoints()
-        runner = await self._standby_http()
         print(f"xce standby ready on {self.url} (pid {os.getpid()})", flush=True)
         if ready is not None:
             ready.set()
@@ -595,9 +626,10 @@ class Node:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stop_event.wait(), 0.2)
         finally:
-            await runner.cleanup()
+            self._log = follower.store  # what log_position reports until the term begins
             self.follower = None
             if not promoted:
+                await self.release_port()
                 await follower.close()
         if not promoted:
             return None
