@@ -111,6 +111,19 @@ class HaCluster(Cluster):
         assert self.wait_primary() == 0
         self.start_candidate(1, "standby")
         self.wait_caught_up(1)
+        self.wait_writable()
+
+    def wait_writable(self, timeout: float = 20) -> None:
+        """Until the primary has written its configured queues: a term claimed alone writes
+        only once a worker or the other candidate reached it (xce/ha/lease.py)."""
+        def check() -> bool:
+            try:
+                return self.request("GET", "/api/v1/queues/normal", retry_for=0)["name"] == \
+                    "normal"
+            except (ApiFailure, OSError):
+                return False
+
+        self.wait_for(check, timeout, "the primary writing")
 
     def kill_candidate(self, i: int, sig: int = signal.SIGKILL) -> None:
         proc = self.candidates.pop(i)

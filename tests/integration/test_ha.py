@@ -230,6 +230,7 @@ def catch_up(tmp_path: Path, jobs: int) -> None:
         c.start_candidate(0)
         c.wait_primary()
         c.start_worker("w1")
+        c.wait_writable()
         spec = {"command": "true", "user": "root", "hold": True}
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda _: c.post("/api/v1/jobs", spec), range(jobs)))

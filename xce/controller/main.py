@@ -79,7 +79,7 @@ async def _first_queues(service: ControllerService) -> asyncio.Task[None] | None
 
     async def retry() -> None:
         while True:
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.1)
             with contextlib.suppress(XceError):
                 await _create_queues(service)
                 return
