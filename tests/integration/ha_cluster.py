@@ -170,7 +170,8 @@ class HaCluster(Cluster):
         self.wait_for(check, timeout, f"candidate {i} caught up")
 
     def request(self, method: str, path: str, body: Any = None, token: str | None = None,
-                raw: bytes | None = None, retry_for: float = 0.0) -> Any:
+                raw: bytes | None = None, retry_for: float = 0.0,
+                extra_headers: dict[str, str] | None = None) -> Any:
         """Like the client: try the candidates in turn; `retry_for` seconds of retries."""
         from tests.integration.cluster import ADMIN_TOKEN
 
@@ -181,7 +182,7 @@ class HaCluster(Cluster):
             for url in [self.url, *[u for u in self.candidate_urls if u != self.url]]:
                 self.url = url
                 try:
-                    return super().request(method, path, body, token, raw)
+                    return super().request(method, path, body, token, raw, extra_headers)
                 except ApiFailure as exc:
                     if exc.status == 503 and exc.body.get("error", {}).get("code") == \
                             "not_primary":

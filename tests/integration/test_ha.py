@@ -406,3 +406,19 @@ def test_async_a_lost_job_number_is_never_given_to_another_job(tmp_path: Path) -
         assert int(after) > max(int(n) for n in lost)
     finally:
         c.stop()
+
+
+def test_a_submit_retried_with_its_idempotency_key_across_a_failover_makes_one_job(
+        ha: HaCluster) -> None:
+    """The client lost the answer when the primary died (sync mode: the job is on the
+    standby); its retry with the same key on the new primary finds the job."""
+    body = {"command": "echo once", "user": "root", "name": "exactly-once", "hold": True}
+    key = {"Idempotency-Key": "retry-across-failover-1"}
+    first = ha.request("POST", "/api/v1/jobs", body, extra_headers=key)["job_id"]
+    ha.kill_candidate(0)
+    assert ha.wait_primary(TAKEOVER_BOUND_S, other_than=0) == 1
+    again = ha.request("POST", "/api/v1/jobs", body, retry_for=20, extra_headers=key)["job_id"]
+    assert again == first
+    named = [j for j in ha.get("/api/v1/jobs?limit=100000")["jobs"]
+             if j["name"] == "exactly-once"]
+    assert [j["id"] for j in named] == [first]

@@ -152,6 +152,7 @@ def snapshot(state: ClusterState) -> dict[str, Any]:
         "array_tasks": {k: list(v) for k, v in state.array_tasks.items()},
         "next_number": state.next_number,
         "number_ceiling": state.number_ceiling,
+        "submit_keys": dict(state.submit_keys),
         "applied": state.applied,
     }
 

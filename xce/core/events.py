@@ -95,6 +95,7 @@ class HostAvailable(Event):
 class JobSubmitted(Event):
     number: int
     spec: JobSpec
+    key: str = ""  # Idempotency-Key: a retry with it returns this job (replicated state)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,7 @@ class ArraySubmitted(Event):
     spec: JobSpec
     indices: IndexSet
     max_concurrent: int | None = None
+    key: str = ""  # Idempotency-Key
 
 
 @dataclass(frozen=True, slots=True)

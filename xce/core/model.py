@@ -117,6 +117,7 @@ class JobRecord:
     usage: Usage | None = None
     kill_requested: bool = False
     outputs: tuple[str, ...] = ()
+    submit_key: str = ""  # the submitter's Idempotency-Key, if any (ClusterState.submit_keys)
 
     @property
     def array_id(self) -> int | None:
@@ -150,6 +151,7 @@ class ArrayRecord:
     active: int = 0
     done: int = 0
     exited: int = 0
+    submit_key: str = ""  # the submitter's Idempotency-Key, if any
 
     @property
     def total(self) -> int:

@@ -54,6 +54,10 @@ class ClusterState:
         # The highest job number reserved (JobNumbersReserved); 0: numbers are not reserved
         # (a single controller, or a log written before reservations existed).
         self.number_ceiling = 0
+        # (user, Idempotency-Key) -> job or array id: a retried submission finds its job.
+        # Derived from the records (JobRecord/ArrayRecord.submit_key), so replay, checkpoints
+        # and replication carry it; a key lives as long as its job or array.
+        self.submit_keys: dict[tuple[str, str], str] = {}
         self.host_load: dict[str, HostLoad] = {}
         self.pending: dict[str, None] = {}
         self.pending_arrays: dict[int, None] = {}
@@ -215,6 +219,8 @@ class ClusterState:
             self._load(new.host, new, +1)
         if old is None and new.array_index is not None:
             self.array_tasks.setdefault(new.number, {})[new.id] = None
+        if old is None and new.submit_key:
+            self.submit_keys[(new.spec.user, new.submit_key)] = new.id
         if new.array_index is None:
             self.finished_jobs.pop(new.id, None)
             if new.state.finished:
@@ -243,6 +249,8 @@ class ClusterState:
         state.hosts = {h.name: h for h in hosts}
         state.arrays = {a.id: a for a in arrays}
         state.pending_arrays = {a.id: None for a in arrays if a.pending}
+        state.submit_keys = {(a.spec.user, a.submit_key): str(a.id) for a in arrays
+                             if a.submit_key}
         for job in sorted(jobs, key=lambda j: j.order_key):
             state._index(None, job)
         state.next_number = next_number
@@ -273,6 +281,7 @@ class ClusterState:
             ):
                 del self.jobs[job_id]
                 del self.finished_jobs[job_id]
+                self._forget_key(job.spec.user, job.submit_key, job_id)
                 self.counts[(job.state, job.spec.queue)] -= 1
                 dropped += 1
         for number, array in list(self.arrays.items()):
@@ -287,9 +296,14 @@ class ClusterState:
                     self.counts[(task.state, task.spec.queue)] -= 1
                 self.array_tasks.pop(number, None)
                 del self.arrays[number]
+                self._forget_key(array.spec.user, array.submit_key, str(number))
                 self.pending_arrays.pop(number, None)
                 dropped += 1 + len(tasks)
         return dropped
+
+    def _forget_key(self, user: str, key: str, job_id: str) -> None:
+        if key and self.submit_keys.get((user, key)) == job_id:
+            del self.submit_keys[(user, key)]
 
     def _load(self, host: str, job: JobRecord, sign: int) -> None:
         load = self.host_load.get(host, HostLoad())
@@ -363,15 +377,19 @@ class ClusterState:
     def _job_submitted(self, e: ev.JobSubmitted) -> None:
         self._take_number(e.number, e.spec.queue)
         state = JobState.PSUSP if e.spec.hold else JobState.PEND
-        self._put_job(None, JobRecord(str(e.number), e.number, e.spec, state, e.at))
+        self._put_job(None, JobRecord(str(e.number), e.number, e.spec, state, e.at,
+                                      submit_key=e.key))
 
     def _array_submitted(self, e: ev.ArraySubmitted) -> None:
         if not e.indices:
             raise InvalidRequest("a job array needs at least one index")
         self._take_number(e.number, e.spec.queue)
         self.arrays[e.number] = ArrayRecord(
-            e.number, e.spec, e.indices, e.indices, e.at, e.max_concurrent, held=e.spec.hold
+            e.number, e.spec, e.indices, e.indices, e.at, e.max_concurrent, held=e.spec.hold,
+            submit_key=e.key,
         )
+        if e.key:
+            self.submit_keys[(e.spec.user, e.key)] = str(e.number)
         self.pending_arrays[e.number] = None
 
     def _job_started(self, e: ev.JobStarted) -> None:

@@ -101,6 +101,7 @@ struct JobRecord {
   usage @13 :Usage;
   killRequested @14 :Bool;
   outputs @15 :List(Text);
+  submitKey @16 :Text;
 }
 
 struct ArrayRecord {
@@ -114,6 +115,7 @@ struct ArrayRecord {
   active @7 :Int64;
   done @8 :Int64;
   exited @9 :Int64;
+  submitKey @10 :Text;
 }
 
 struct QueueCreated {
@@ -168,6 +170,7 @@ struct HostAvailable {
 struct JobSubmitted {
   number @0 :Int64;
   spec @1 :JobSpec;
+  key @2 :Text;
 }
 
 struct ArraySubmitted {
@@ -175,6 +178,7 @@ struct ArraySubmitted {
   spec @1 :JobSpec;
   indices @2 :List(Range);
   maxConcurrent @3 :OptInt;
+  key @4 :Text;
 }
 
 struct JobStarted {
