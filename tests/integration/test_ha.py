@@ -76,16 +76,24 @@ class Burst:
         return self.acked
 
 
+def listed(c: HaCluster) -> list[dict[str, object]]:
+    """Every job, page by page (a listing returns at most 100,000)."""
+    jobs: list[dict[str, object]] = []
+    while True:
+        page = c.get(f"/api/v1/jobs?limit=100000&offset={len(jobs)}")
+        jobs += page["jobs"]
+        if not page["jobs"] or len(jobs) >= page["total"]:
+            return jobs
+
+
 def all_jobs(c: HaCluster) -> dict[str, str]:
-    jobs = c.get("/api/v1/jobs?limit=100000")["jobs"]
-    return {j["id"]: j["name"] for j in jobs}
+    return {str(j["id"]): str(j["name"]) for j in listed(c)}
 
 
 def job_contents(c: HaCluster) -> dict[str, tuple[object, ...]]:
     """id -> (name, user, queue, submit time, state) of every job: content, not only ids."""
-    jobs = c.get("/api/v1/jobs?limit=100000")["jobs"]
-    return {j["id"]: (j["name"], j["user"], j["queue"], j["submit_time"], j["state"])
-            for j in jobs}
+    return {str(j["id"]): (j["name"], j["user"], j["queue"], j["submit_time"], j["state"])
+            for j in listed(c)}
 
 
 def check_no_loss(c: HaCluster, acked: dict[str, str]) -> None:
