@@ -226,7 +226,7 @@ async def test_two_different_tails_of_one_epoch_are_told_apart_by_content(
     same(f.state, p.state)
     assert f.state.jobs["21"].submit_time == 7.0
     assert "differs in content" in caplog.text and "are discarded" in caplog.text
-    assert p.source.view()[0]["in_sync"]
+    await until(lambda: bool(p.source.view()) and p.source.view()[0]["in_sync"])
     await stop(task)
     await f.close()
     await p.close()
