@@ -42,7 +42,7 @@ from xce import metrics
 from xce.auth.pki import client_ssl_context, server_ssl_context
 from xce.config import Config
 from xce.core.errors import InvalidRequest, NotPrimary, XceError
-from xce.ha import election
+from xce.ha import door, election
 from xce.ha.epochs import EpochStore
 from xce.ha.follower import Follower
 from xce.ha.lease import Lease
@@ -125,7 +125,7 @@ class Node:
         self._promoting = False  # won an epoch, not serving it yet: votes are refused
         self._lone = False  # the epoch being served was claimed alone (election.py)
         self._door: web.AppRunner | None = None  # /healthz + vote while not serving the API
-        self._voters: object | None = None  # token verifier of the standby's vote route
+        self.voters = door.VoterCheck(config, self.state_dir)  # the door's vote route
         self._verifying = False
         self._last_said = ("", 0.0)
         self._background: set[asyncio.Task[None]] = set()
@@ -409,7 +409,7 @@ class Node:
         on, through standby time and a promotion, so that the others never see this
         candidate silent while it is alive: a silence they could take for a crash."""
         if self._door is None:
-            self._door = await self._standby_http()
+            self._door = await door.serve(self)
 
     async def release_port(self) -> None:
         """Called by the primary's API right before it listens on the same port."""
@@ -655,77 +655,6 @@ class Node:
             return False
         return await self._campaign(peers)
 
-    async def _standby_http(self) -> web.AppRunner:
-        """A standby answers /healthz; everything else is 503 not_primary, naming the
-        primary, so clients move on to it."""
-
-        async def health(request: web.Request) -> web.Response:
-            return web.json_response(self.health(), headers=self._headers())
-
-        async def elsewhere(request: web.Request) -> web.Response:
-            message = (f"this controller is a standby; the primary is {self.primary_url}"
-                       if self.primary_url else "this controller is a standby")
-            headers = {**self._headers(), "X-XCE-Not-Primary": "1"}
-            return web.json_response(
-                {"error": {"code": "not_primary", "message": message},
-                 "primary": self.primary_url}, status=503, headers=headers)
-
-        async def vote(request: web.Request) -> web.Response:
-            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-            try:
-                self._check_voter(token.strip() if scheme.lower() == "bearer" else "")
-                body = await request.json()
-                answer = self.answer_vote(body)
-            except XceError as exc:
-                return web.json_response({"error": {"code": exc.code, "message": exc.message}},
-                                         status=exc.http_status, headers=self._headers())
-            except ValueError:
-                return web.json_response({"error": {"code": "invalid_request",
-                                                    "message": "the body is not JSON"}},
-                                         status=400, headers=self._headers())
-            return web.json_response(answer, headers=self._headers())
-
-        app = web.Application()
-        app.router.add_get("/healthz", health)
-        app.router.add_post("/api/v1/cluster/vote", vote)
-        app.router.add_route("*", "/{tail:.*}", elsewhere)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        s = self.config.controller
-        site = web.TCPSite(runner, s.listen_host, s.listen_port, reuse_address=True,
-                           shutdown_timeout=0.5,
-                           ssl_context=server_ssl_context(self.config.tls))
-        await start_site(site)
-        return runner
-
-    def _check_voter(self, token: str) -> None:
-        """The vote route of a standby authenticates like the replication link: a bearer
-        token of this cluster granting cluster:replicate. A candidate that has no signing
-        keys yet (it never joined) cannot check one; it votes only while its log is empty,
-        where a vote cannot give away anything it holds."""
-        from xce.auth.keys import key_dir
-        from xce.auth.rbac import allows
-        from xce.auth.tokens import TokenService
-        from xce.core.errors import Unauthorized
-
-        folder = key_dir(self.state_dir)
-        if not (folder / "keys.json").exists():
-            if self.log_position() != (0, 0):
-                raise Unauthorized("this candidate has no signing keys to check the token")
-            return
-        stamp = (folder / "keys.json").stat().st_mtime_ns
-        cached = self._voters
-        if not isinstance(cached, tuple) or cached[0] != stamp:
-            a = self.config.auth
-            cached = (stamp, TokenService.open(folder, a.issuer, a.audience, a.token_ttl_s,
-                                               a.service_token_ttl_s))
-            self._voters = cached
-        if not token:
-            raise Unauthorized("a vote request needs a bearer token (cluster:replicate)")
-        claims = cached[1].verify(token)
-        if not allows(self.config.auth.roles.permissions(claims.roles), "cluster:replicate"):
-            raise Unauthorized(f"{claims.user} may not vote (needs cluster:replicate)")
-
     def _say(self, text: str) -> None:
         """A warning that a retry loop would repeat: once, then at most every 30 s."""
         now = time.monotonic()
@@ -733,5 +662,5 @@ class Node:
             log.warning("%s", text)
             self._last_said = (text, now)
 
-    def _headers(self) -> dict[str, str]:
+    def headers(self) -> dict[str, str]:
         return {"X-XCE-Role": self.role, "X-XCE-Epoch": str(self.epochs.epoch)}
