@@ -104,6 +104,8 @@ class HaCluster(Cluster):
         asyncio.run(write())
         for i in range(1, len(self.ports)):
             shutil.copytree(first, self.root / f"controller{i}")
+        for i in range(len(self.ports)):  # a log like this came with the keys, over replication
+            shutil.copytree(KEYS, key_dir(self.root / f"controller{i}"))
 
     def start_pair(self) -> None:
         """Candidate 0 primary (`xce controller`), candidate 1 a caught-up standby."""

@@ -307,13 +307,31 @@ RESTART_DELAYS = (0.0, 1.0, 2.0, 2.5, 4.0)
 SLOW_RESTART_DELAYS = tuple(d / 4 for d in range(0, 17)) * 3  # 0 .. 4 s step 0.25, 3 runs
 
 
-def restart_sweep(tmp_path: Path, delays: tuple[float, ...], preload: int) -> None:
+def sweep_cluster(tmp_path: Path, candidates: int, preload: int) -> HaCluster:
+    """Sync mode, `candidates` candidates (0 primary, the others caught-up standbys), a
+    worker, and every candidate starting from the same preloaded log."""
+    if candidates == 2:
+        return make(tmp_path, "sync", preload)
+    c = HaCluster(tmp_path / "ha", candidates=candidates, failover_timeout=2.0,
+                  replication="sync")
+    c.preload(preload)
+    c.start_candidate(0)
+    for i in range(1, candidates):
+        c.start_candidate(i, "standby")
+    c.wait_primary(TAKEOVER_BOUND_S)
+    c.start_worker("w1", slots=4)
+    c.wait_writable()
+    return c
+
+
+def restart_sweep(tmp_path: Path, delays: tuple[float, ...], preload: int,
+                  candidates: int = 2) -> None:
     """kill -9 of the primary, then `xce controller` on it again after each delay, under a
-    sync-mode submit burst. After every round both candidates are up, one primary and one
-    caught-up standby; at the end: never two primaries of one epoch (healthz polled every
-    50 ms, and the logs), zero acknowledged jobs lost or changed, and both candidates hold
-    the same job table (checked across a switchover)."""
-    c = make(tmp_path, "sync", preload)  # a state whose recovery takes a while
+    sync-mode submit burst. After every round every candidate is up, one primary and caught-
+    up standbys; at the end: never two primaries of one epoch (healthz polled every 50 ms,
+    and the logs), zero acknowledged jobs lost or changed, and the job table is the same on
+    another candidate (checked across a switchover)."""
+    c = sweep_cluster(tmp_path, candidates, preload)  # a state whose recovery takes a while
     try:
         watch = PrimaryWatch(c)
         burst = Burst(c, threads=3)
@@ -325,7 +343,9 @@ def restart_sweep(tmp_path: Path, delays: tuple[float, ...], preload: int) -> No
             time.sleep(delay)
             c.start_candidate(primary, "controller", wait=False)
             new = c.wait_primary(TAKEOVER_BOUND_S + delay)
-            c.wait_caught_up(1 - new, 120)
+            for other in range(candidates):
+                if other != new:
+                    c.wait_caught_up(other, 120)
             print(f"restart after {delay:.2f} s: primary {new}, epoch {c.health(new)['epoch']}")
         time.sleep(0.5)
         acked = burst.finish()
@@ -335,10 +355,11 @@ def restart_sweep(tmp_path: Path, delays: tuple[float, ...], preload: int) -> No
         assert len(acked) > 20 * len(delays), burst.errors[:3]
         check_no_loss(c, acked)
         primary = c.wait_primary()
-        c.wait_caught_up(1 - primary)
+        target = (primary + 1) % candidates
+        c.wait_caught_up(target)
         table = job_contents(c)
-        c.post("/api/v1/cluster/switchover", {"to": c.candidate_urls[1 - primary]})
-        c.wait_for(lambda: c.primaries() == [1 - primary], 20, "the switchover")
+        c.post("/api/v1/cluster/switchover", {"to": c.candidate_urls[target]})
+        c.wait_for(lambda: c.primaries() == [target], 20, "the switchover")
         assert job_contents(c) == table  # the other candidate held the very same jobs
         print(f"{len(delays)} restarts, {len(acked)} acknowledged jobs, none lost; "
               f"{watch.polls} health polls, epochs {sorted(watch.seen)}")
@@ -352,8 +373,10 @@ def test_a_quickly_restarted_primary_never_makes_two_primaries_of_one_epoch(
 
 
 @pytest.mark.slow
-def test_restart_delay_sweep_from_0_to_twice_the_failover_timeout(tmp_path: Path) -> None:
-    restart_sweep(tmp_path, SLOW_RESTART_DELAYS, preload=150_000)
+@pytest.mark.parametrize("candidates", [2, 3])
+def test_restart_delay_sweep_from_0_to_twice_the_failover_timeout(
+        tmp_path: Path, candidates: int) -> None:
+    restart_sweep(tmp_path, SLOW_RESTART_DELAYS, preload=150_000, candidates=candidates)
 
 
 def test_a_restart_while_the_new_primary_is_unreachable_takes_another_epoch(
