@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ha.test_epochs import claim
 from tests.store.test_checkpoint import SPEC, history, same
 from xce.config import ControllerSettings
 from xce.controller.service import ControllerService
@@ -56,7 +57,7 @@ class Primary:
         (self.dir / "auth" / "keys.json").write_text('{"current": "k1"}')
         self.epochs = EpochStore(self.dir)
         self.store = DurableLog.open(self.dir, SETTINGS)
-        self.epochs.begin_term(0, self.store.writer.next_seq)
+        claim(self.epochs, self.store.writer.next_seq)
         self.store.writer.epoch = self.epochs.epoch
         self.state = self.store.recovered.state
         self.higher: list[int] = []
@@ -196,7 +197,7 @@ async def test_a_diverged_standby_starts_over_from_the_primary(tmp_path: Path) -
     await f.store.sync()
     await f.close()
     # ... while the primary started epoch 2 at the same position and wrote others.
-    p.epochs.begin_term(1, p.store.writer.next_seq)
+    claim(p.epochs, p.store.writer.next_seq, at_least=1)
     p.store.writer.epoch = p.epochs.epoch
     await p.commit(history(21, 5, 7.0))
     f = follower(tmp_path)
@@ -270,6 +271,40 @@ async def test_a_record_that_does_not_apply_on_the_standby_brings_a_checkpoint(
     await p.commit([ev.JobStarted(11.0, "9", "h1")])  # and it follows on from there
     await until(lambda: f.durable_seq == p.store.writer.durable_seq)
     same(f.state, p.state)
+    await stop(task)
+    await f.close()
+    await p.close()
+
+
+async def test_two_different_tails_of_one_epoch_are_told_apart_by_content(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Same epoch, same history, same length: only the records differ (what two primaries
+    of one epoch would leave). The standby must not continue on its own tail."""
+    p = Primary(tmp_path)
+    await p.start()
+    await p.commit(SETUP + history(1, 20, 5.0))
+    f = follower(tmp_path)
+    task = await follow(f, p)
+    await until(lambda: f.durable_seq == p.store.writer.durable_seq)
+    await stop(task)
+    f.store.writer.epoch = p.epochs.epoch  # its own records, in the primary's epoch
+    for e in [ev.JobSubmitted(9.0, 21, SPEC), ev.JobSubmitted(9.0, 22, SPEC)]:
+        f.state.apply(e)
+        f.store.append(e)
+    await f.store.sync()
+    await f.close()
+    await p.commit(history(21, 2, 7.0))  # the primary's records at the same positions
+    await p.commit(history(23, 3, 7.5))
+    f = follower(tmp_path)
+    assert f.last_epoch == p.epochs.epoch and f.state.jobs["21"].submit_time == 9.0
+    task = await follow(f, p)
+    await until(lambda: f.durable_seq == p.store.writer.durable_seq)
+    same(f.state, p.state)
+    # Its own job 21 is gone: the primary's (or, finished long ago, purged by the primary's
+    # retention before the checkpoint it sent).
+    assert "21" not in f.state.jobs or f.state.jobs["21"].submit_time == 7.0
+    assert "differs in content" in caplog.text and "are discarded" in caplog.text
+    await until(lambda: bool(p.source.view()) and p.source.view()[0]["in_sync"])
     await stop(task)
     await f.close()
     await p.close()

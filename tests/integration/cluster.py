@@ -234,8 +234,8 @@ on_host_failure = "exit"
     # --- HTTP --------------------------------------------------------------------------
 
     def request(self, method: str, path: str, body: Any = None, token: str | None = ADMIN_TOKEN,
-                raw: bytes | None = None) -> Any:
-        headers = {}
+                raw: bytes | None = None, extra_headers: dict[str, str] | None = None) -> Any:
+        headers = dict(extra_headers or {})
         data = None
         if token:
             headers["Authorization"] = f"Bearer {token}"

@@ -12,6 +12,7 @@ import json
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -73,12 +74,59 @@ class HaCluster(Cluster):
     def start_controller(self) -> None:
         self.start_candidate(0)
 
+    def preload(self, jobs: int) -> None:
+        """Give every candidate the same log of `jobs` held jobs before it first starts (a
+        checkpoint plus a WAL tail, written in-process): a state whose recovery and role
+        switches take a while, without submitting it over HTTP."""
+        import asyncio
+
+        from xce.core import events as ev
+        from xce.core.model import JobSpec, QueueRecord
+        from xce.store.durable import DurableLog, StoreSettings
+
+        first = self.root / "controller0"
+        first.mkdir(parents=True, mode=0o700)
+
+        async def write() -> None:
+            store = DurableLog.open(first, StoreSettings())
+            state = store.recovered.state
+            spec = JobSpec(user="root", queue="normal", command="true", name="preloaded",
+                           hold=True)
+            events = [ev.QueueCreated(1.0, QueueRecord("normal"))]
+            events += [ev.JobSubmitted(2.0, n, spec) for n in range(1, jobs + 1)]
+            for i, e in enumerate(events):
+                state.apply(e)
+                store.append(e)
+                if i == jobs // 2:
+                    await store.checkpoint(state)
+            await store.writer.sync(durable=True)
+            await store.writer.close()
+
+        asyncio.run(write())
+        for i in range(1, len(self.ports)):
+            shutil.copytree(first, self.root / f"controller{i}")
+        for i in range(len(self.ports)):  # a log like this came with the keys, over replication
+            shutil.copytree(KEYS, key_dir(self.root / f"controller{i}"))
+
     def start_pair(self) -> None:
         """Candidate 0 primary (`xce controller`), candidate 1 a caught-up standby."""
         self.start_candidate(0)
         assert self.wait_primary() == 0
         self.start_candidate(1, "standby")
         self.wait_caught_up(1)
+        self.wait_writable()
+
+    def wait_writable(self, timeout: float = 20) -> None:
+        """Until the primary has written its configured queues: a term claimed alone writes
+        only once a worker or the other candidate reached it (xce/ha/lease.py)."""
+        def check() -> bool:
+            try:
+                return self.request("GET", "/api/v1/queues/normal", retry_for=0)["name"] == \
+                    "normal"
+            except (ApiFailure, OSError):
+                return False
+
+        self.wait_for(check, timeout, "the primary writing")
 
     def kill_candidate(self, i: int, sig: int = signal.SIGKILL) -> None:
         proc = self.candidates.pop(i)
@@ -125,7 +173,8 @@ class HaCluster(Cluster):
         self.wait_for(check, timeout, f"candidate {i} caught up")
 
     def request(self, method: str, path: str, body: Any = None, token: str | None = None,
-                raw: bytes | None = None, retry_for: float = 0.0) -> Any:
+                raw: bytes | None = None, retry_for: float = 0.0,
+                extra_headers: dict[str, str] | None = None) -> Any:
         """Like the client: try the candidates in turn; `retry_for` seconds of retries."""
         from tests.integration.cluster import ADMIN_TOKEN
 
@@ -136,7 +185,7 @@ class HaCluster(Cluster):
             for url in [self.url, *[u for u in self.candidate_urls if u != self.url]]:
                 self.url = url
                 try:
-                    return super().request(method, path, body, token, raw)
+                    return super().request(method, path, body, token, raw, extra_headers)
                 except ApiFailure as exc:
                     if exc.status == 503 and exc.body.get("error", {}).get("code") == \
                             "not_primary":
@@ -163,3 +212,38 @@ class HaCluster(Cluster):
                 proc.kill()
         self.candidates.clear()
         super().stop()
+
+
+class PrimaryWatch:
+    """Polls every candidate's /healthz in a thread and records which candidates said they
+    were primary of which epoch: one primary per epoch is the promise being checked."""
+
+    def __init__(self, c: HaCluster, every: float = 0.05) -> None:
+        self.c = c
+        self.every = every
+        self.seen: dict[int, set[int]] = {}
+        self.polls = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for i in range(len(self.c.ports)):
+                h = self.c.health(i)
+                if h and h.get("role") == "primary":
+                    self.seen.setdefault(int(h["epoch"]), set()).add(i)
+            self.polls += 1
+            self._stop.wait(self.every)
+
+    def stop(self) -> dict[int, set[int]]:
+        """Epochs that more than one candidate served as primary (empty when all is well)."""
+        self._stop.set()
+        self._thread.join(10)
+        return {e: ranks for e, ranks in self.seen.items() if len(ranks) > 1}
+
+
+def logged(c: HaCluster, text: str) -> list[str]:
+    """Lines of every candidate's log (each file once) that contain `text`."""
+    return [line for path in sorted(set(c.logs)) if path.exists()
+            for line in path.read_text().splitlines() if text in line]

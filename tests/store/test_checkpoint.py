@@ -58,7 +58,7 @@ def same(a: ClusterState, b: ClusterState) -> None:
     assert a.queues == b.queues and a.hosts == b.hosts
     assert a.pending == b.pending and a.host_load == b.host_load
     assert a.pending_arrays == b.pending_arrays and a.array_tasks == b.array_tasks
-    assert a.next_number == b.next_number
+    assert a.next_number == b.next_number and a.number_ceiling == b.number_ceiling
 
 
 async def test_checkpoint_plus_wal_equals_live_state(tmp_path: Path) -> None:
@@ -76,6 +76,22 @@ async def test_checkpoint_plus_wal_equals_live_state(tmp_path: Path) -> None:
     got = recover(tmp_path)
     assert got.checkpoint_seq > 0 and got.replayed > 0
     same(got.state, state)
+
+
+async def test_reserved_job_numbers_survive_a_checkpoint_and_the_wal(tmp_path: Path) -> None:
+    store, state = await open_store(tmp_path)
+    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
+                                ev.HostRegistered(0, "h1", 64, 10**6),
+                                ev.JobNumbersReserved(0, 1, 100)])
+    await commit(store, state, history(1, 10, at=100.0))
+    await store.checkpoint(state, now=200.0)
+    assert recover(tmp_path).state.number_ceiling == 100  # from the checkpoint alone
+    await commit(store, state, [ev.JobNumbersReserved(0, 101, 200)])  # skips 11..100
+    await commit(store, state, history(101, 5, at=300.0))
+    await store.writer.close()
+    got = recover(tmp_path)
+    same(got.state, state)
+    assert (got.state.next_number, got.state.number_ceiling) == (106, 200)
 
 
 async def test_keeps_two_checkpoints_and_prunes_wal(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ SAMPLES: list[ev.Event] = [
     ev.JobUsageReported(5.0, "7", 1, Usage()),
     ev.ArrayHeld(6.0, 8), ev.ArrayReleased(6.0, 8), ev.ArrayCancelled(6.0, 8, "k"),
     ev.JobsPurged(7.0, ("3", "8")),
+    ev.JobNumbersReserved(7.0, 9, 1008),
 ]
 
 

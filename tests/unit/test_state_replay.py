@@ -100,6 +100,9 @@ EVENTS: st.SearchStrategy[Any] = st.one_of(
     st.builds(lambda ids: ev.JobsPurged(0, ids),
               st.sampled_from([(PURGEABLE,), (PURGEABLE,), ("1",), ("2", "3"), ("1", "1"),
                                ("2[1]",)])),
+    # Reservations: `first` and `last` are offsets, resolved against the state (resolve).
+    st.builds(lambda skip, size: ev.JobNumbersReserved(0, skip, size), st.integers(0, 3),
+              st.integers(-1, 4)),
     st.builds(lambda n, s, m: ev.HostRegistered(0, n, s, m), HOSTS, st.integers(1, 8),
               st.sampled_from([200, 1000])),
     st.builds(lambda kind, name: kind(0, name),
@@ -117,6 +120,9 @@ PRELUDE = [
 def resolve(template: Any, state: ClusterState, at: float) -> Any:
     """Fill in the time and, for submissions, the next number (so many of them succeed)."""
     changes: dict[str, Any] = {"at": at}
+    if isinstance(template, ev.JobNumbersReserved):
+        first = state.next_number + template.first
+        changes.update(first=first, last=max(state.number_ceiling, first - 1) + template.last)
     if getattr(template, "number", None) == NEXT:
         changes["number"] = state.next_number
     job_id = getattr(template, "job_id", None)
@@ -152,6 +158,8 @@ def snapshot(state: ClusterState) -> dict[str, Any]:
         "pending_arrays": list(state.pending_arrays),
         "array_tasks": {k: list(v) for k, v in state.array_tasks.items()},
         "next_number": state.next_number,
+        "number_ceiling": state.number_ceiling,
+        "submit_keys": dict(state.submit_keys),
         "applied": state.applied,
     }
 
@@ -421,3 +429,25 @@ def test_check_of_a_batch_agrees_with_applying_it_and_changes_nothing(
                 continue
             done.append(event)
         check_invariants(state)
+
+
+def test_reserved_numbers_bound_submissions_and_a_new_block_skips_the_rest() -> None:
+    state = ClusterState()
+    for e in PRELUDE:
+        state.apply(e)
+    state.apply(ev.JobNumbersReserved(T0, 1, 3))
+    for n in (1, 2, 3):
+        state.apply(ev.JobSubmitted(T0, n, spec()))
+    with pytest.raises(Conflict):  # 4 is not reserved yet
+        state.apply(ev.JobSubmitted(T0, 4, spec()))
+    with pytest.raises(Conflict):  # a reservation never goes back
+        state.apply(ev.JobNumbersReserved(T0, 2, 9))
+    state.apply(ev.JobNumbersReserved(T0, 4, 5))  # extended in place
+    state.apply(ev.JobSubmitted(T0, 4, spec()))
+    # A new term starts above the highest mark: 5 (reserved, never used) stays a gap.
+    state.apply(ev.JobNumbersReserved(T0, 6, 10))
+    assert state.next_number == 6 and state.number_ceiling == 10
+    with pytest.raises(Conflict):
+        state.apply(ev.JobSubmitted(T0, 5, spec()))
+    state.apply(ev.JobSubmitted(T0, 6, spec()))
+    assert sorted(state.jobs) == ["1", "2", "3", "4", "6"]

@@ -50,6 +50,15 @@ async def switchover(request: web.Request) -> web.Response:
     return json_response(answer)
 
 
+async def vote(request: web.Request) -> web.Response:
+    """A candidate asks for this candidate's vote for an epoch (xce/ha/election.py)."""
+    node = request.app.get(HA)
+    if node is None or node.solo:  # type: ignore[attr-defined]
+        raise Conflict("this cluster has a single controller candidate: nothing to vote on")
+    body = await read_json(request, schemas.VOTE)
+    return json_response(node.answer_vote(body))  # type: ignore[attr-defined]
+
+
 async def openapi(request: web.Request) -> web.Response:
     from xce.api.openapi import document
 
@@ -64,4 +73,7 @@ ROUTES = [
     Route("POST", "/api/v1/cluster/switchover", switchover,
           "Hand the primary role to a caught-up standby (body: optional to = its URL)",
           "cluster:admin", "cluster", body=schemas.SWITCHOVER),
+    Route("POST", "/api/v1/cluster/vote", vote,
+          "A controller candidate asks for this one's vote for an epoch (HA elections)",
+          "cluster:replicate", "cluster", body=schemas.VOTE),
 ]

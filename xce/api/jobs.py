@@ -59,11 +59,22 @@ async def submit(request: web.Request) -> web.Response:
         uploads_of=None if anyones else who.user,
     )
     service = _service(request)
-    job_id = await service.submit(req)
+    job_id, repeat = await service.submit_keyed(req, idempotency_key(request))
     number = int(job_id)
     record = service.state.arrays.get(number) or service.state.jobs.get(job_id)
     queue = record.spec.queue if record is not None else req.queue
-    return json_response({"job_id": job_id, "queue": queue}, status=201)
+    response = json_response({"job_id": job_id, "queue": queue}, status=201)
+    if repeat:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+def idempotency_key(request: web.Request) -> str:
+    """The `Idempotency-Key` header: up to 255 visible ASCII characters (or none)."""
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if len(key) > 255 or not all(33 <= ord(c) < 127 for c in key):
+        raise InvalidRequest("Idempotency-Key must be at most 255 visible ASCII characters")
+    return key
 
 
 async def list_(request: web.Request) -> web.Response:

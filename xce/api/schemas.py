@@ -190,6 +190,16 @@ ERROR = {
         "code": {"type": "string"}, "message": {"type": "string"}}}},
 }
 
+VOTE: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["epoch", "candidate", "last_epoch", "last_seq"],
+    "properties": {"epoch": {"type": "integer", "minimum": 1},
+                   "candidate": {"type": "string", "maxLength": 2048},
+                   "last_epoch": {"type": "integer", "minimum": 0},
+                   "last_seq": {"type": "integer", "minimum": 0}},
+}
+
 SWITCHOVER: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -155,9 +156,12 @@ class XceClient:
 
     # --- jobs -------------------------------------------------------------------------
 
-    async def submit(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Returns {"job_id": ..., "queue": ...}."""
-        return await self.request("POST", "/api/v1/jobs", json=body)
+    async def submit(self, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        """Returns {"job_id": ..., "queue": ...}. One Idempotency-Key per call, sent again
+        with every retry on another candidate: a submission that reached a primary which
+        then failed before answering is found, not made twice."""
+        headers = {"Idempotency-Key": key or uuid.uuid4().hex}
+        return await self.request("POST", "/api/v1/jobs", json=body, headers=headers)
 
     async def jobs(self, **filters: Any) -> dict[str, Any]:
         params = {k: str(v) for k, v in filters.items() if v is not None}

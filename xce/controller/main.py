@@ -17,6 +17,7 @@ from xce.auth.pki import server_ssl_context
 from xce.client.transport import check_listener, is_loopback
 from xce.config import Config, ControllerSettings
 from xce.controller.history import history_for
+from xce.controller.numbers import reserver_for
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
@@ -61,6 +62,29 @@ async def _scheduler_loop(service: ControllerService) -> None:
         except Exception:
             log.exception("scheduling pass failed")
         await asyncio.sleep(0.05)  # coalesce bursts of changes into one pass
+
+
+async def _create_queues(service: ControllerService) -> None:
+    await service.commit([ev.QueueCreated(service.clock(), q) for q in service.settings.queues
+                          if q.name not in service.state.queues])
+
+
+async def _first_queues(service: ControllerService) -> asyncio.Task[None] | None:
+    """Create the configured queues the state lacks: at once if this primary may write
+    (a single controller is ready with its queues), otherwise in the background as soon as
+    it may (a term claimed alone writes only once a worker reached it: xce/ha/lease.py)."""
+    with contextlib.suppress(XceError):
+        await _create_queues(service)
+        return None
+
+    async def retry() -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            with contextlib.suppress(XceError):
+                await _create_queues(service)
+                return
+
+    return asyncio.create_task(retry())
 
 
 async def _liveness_loop(gateway: WorkerGateway) -> None:
@@ -132,20 +156,18 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
         runner, settings.listen_host, settings.listen_port, reuse_address=True,
         shutdown_timeout=2.0, ssl_context=ssl_context,
     )
+    await node.release_port()  # the door that answered /healthz and votes until now
     await start_site(site)
     if not node.solo:
         runtime = app[AUTH]
         node.make_source(store, lambda token: _verify_replicator(runtime, token),
                          service.state)
         await node.start_replication()
-    now = service.clock()
-    with contextlib.suppress(XceError):  # a lease lost at once: the next primary does it
-        await service.commit(
-            ev.QueueCreated(now, q) for q in settings.queues
-            if q.name not in service.state.queues
-        )
+        service.numbers = reserver_for(service, store, node.lone_rank)
+    queues = await _first_queues(service)
     log.info("controller listening on %s:%s", settings.listen_host, settings.listen_port)
     tasks = [
+        *([queues] if queues is not None else []),
         asyncio.create_task(_scheduler_loop(service)),
         asyncio.create_task(_liveness_loop(gateway)),
         asyncio.create_task(_upload_sweep_loop(files)),

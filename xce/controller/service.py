@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 from xce import metrics
 from xce.config import ControllerSettings
+from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
 from xce.core import events as ev
 from xce.core import lifecycle
@@ -43,6 +44,7 @@ from xce.sched.usage import UsageLedger
 from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
 from xce.store.log import EventLog, MemoryEventLog
 
+IDEMPOTENCY_TTL_S = 24 * 3600.0  # a key also ends with its job (finished-job retention)
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 MAX_MEMORY_MB = 2**40  # as the submit schema's memory_mb (xce/api/schemas.py)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -155,6 +157,9 @@ class ControllerService:
         # Set by the WorkerGateway: until when a job of an unreachable host may still run
         # there (None: no fence in force). A requeue by hand waits for it, as liveness does.
         self.fence_until: Callable[[str], float | None] = lambda host: None
+        # Job numbers from replicated reservations (xce/controller/numbers.py); set by a
+        # primary that has standbys.
+        self.numbers: NumberReserver | None = None
 
     # --- committing ---------------------------------------------------------------------
 
@@ -326,21 +331,56 @@ class ControllerService:
 
     async def submit(self, req: SubmitRequest) -> str:
         """Validate and enqueue a job or array; returns its id once durable."""
+        return (await self.submit_keyed(req, ""))[0]
+
+    async def submit_keyed(self, req: SubmitRequest, key: str) -> tuple[str, bool]:
+        """`submit` with an Idempotency-Key: a repeat of a key this user sent within its
+        lifetime returns the first submission's id (True: a repeat) once that is durable,
+        across failovers too (the key is part of the replicated job record)."""
+        if (found := await self._repeat(req, key)) is not None:
+            return found, True
         spec, inputs = self._spec(req)
         event: ev.Event
+        if self.numbers is not None:
+            await self.numbers.ready()  # nothing awaits between this and the commit's apply
+            if (found := await self._repeat(req, key)) is not None:
+                return found, True  # a twin request got its number first
         if req.array is not None:
             parsed = parse_array_spec(req.array, self.settings.max_array_size)
             number = self.state.next_number
             event = ev.ArraySubmitted(
-                self.clock(), number, spec, parsed.indices, parsed.max_concurrent
+                self.clock(), number, spec, parsed.indices, parsed.max_concurrent, key
             )
         else:
             number = self.state.next_number
-            event = ev.JobSubmitted(self.clock(), number, spec)
+            event = ev.JobSubmitted(self.clock(), number, spec, key)
         self.files.attach_inputs(number, inputs)
         await self.commit([event])
         metrics.SUBMISSIONS.labels("array" if req.array is not None else "job").inc()
-        return str(number)
+        return str(number), False
+
+    async def _repeat(self, req: SubmitRequest, key: str) -> str | None:
+        """The id of the earlier submission with this key, once it is durable."""
+        found = self._keyed(req, key) if key else None
+        if found is not None:
+            await self.log.sync()  # the first request's commit may still be under way
+        return found
+
+    def _keyed(self, req: SubmitRequest, key: str) -> str | None:
+        """The id an earlier submission with this user's `key` got, if it is still alive
+        (IDEMPOTENCY_TTL_S, and as long as the job is kept); Conflict if the key came with
+        a different job."""
+        found = self.state.submit_keys.get((req.user, key))
+        if found is None:
+            return None
+        record = self.state.arrays.get(int(found)) or self.state.jobs.get(found)
+        if record is None or self.clock() - record.submit_time > IDEMPOTENCY_TTL_S:
+            return None
+        spec = record.spec
+        if (spec.command, spec.script, spec.name) != (req.command, req.script, req.name):
+            raise Conflict(f"Idempotency-Key {key!r} was already used for job {found}, a "
+                           "different submission")
+        return found
 
     # --- job control --------------------------------------------------------------------
 

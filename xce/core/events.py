@@ -95,6 +95,21 @@ class HostAvailable(Event):
 class JobSubmitted(Event):
     number: int
     spec: JobSpec
+    key: str = ""  # Idempotency-Key: a retry with it returns this job (replicated state)
+
+
+@dataclass(frozen=True, slots=True)
+class JobNumbersReserved(Event):
+    """Job (and array) numbers `first`..`last` may be handed out from now on; numbers below
+    `first` never used are skipped for good.
+
+    A primary replicates a reservation before it hands out a number from it, and its first
+    reservation in a term starts above the highest one it knows (xce/controller/numbers.py):
+    a job lost in an async failover leaves its number a gap, never someone else's job.
+    """
+
+    first: int
+    last: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +118,7 @@ class ArraySubmitted(Event):
     spec: JobSpec
     indices: IndexSet
     max_concurrent: int | None = None
+    key: str = ""  # Idempotency-Key
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,6 +120,7 @@ class JobRecord:
     # With kill_requested: the kill is a requeue, done when the worker reports the attempt's
     # end (appended last: older checkpoints' records have no such field).
     requeue_requested: bool = False
+    submit_key: str = ""  # the submitter's Idempotency-Key, if any (ClusterState.submit_keys)
 
     @property
     def array_id(self) -> int | None:
@@ -153,6 +154,7 @@ class ArrayRecord:
     active: int = 0
     done: int = 0
     exited: int = 0
+    submit_key: str = ""  # the submitter's Idempotency-Key, if any
 
     @property
     def total(self) -> int:

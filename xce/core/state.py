@@ -31,7 +31,7 @@ from xce.core.scratch import Overlay
 replace = dataclasses.replace
 # Every container `apply` may change; `check` sees them through overlays.
 _CONTAINERS = ("jobs", "arrays", "queues", "hosts", "host_load", "pending", "pending_arrays",
-               "array_tasks", "finished_jobs", "waiting_on_deps", "counts")
+               "array_tasks", "finished_jobs", "waiting_on_deps", "counts", "submit_keys")
 
 
 def parse_job_id(job_id: str) -> tuple[int, int | None]:
@@ -55,6 +55,13 @@ class ClusterState:
         self.queues: dict[str, QueueRecord] = {}
         self.hosts: dict[str, HostRecord] = {}
         self.next_number = 1
+        # The highest job number reserved (JobNumbersReserved); 0: numbers are not reserved
+        # (a single controller, or a log written before reservations existed).
+        self.number_ceiling = 0
+        # (user, Idempotency-Key) -> job or array id: a retried submission finds its job.
+        # Derived from the records (JobRecord/ArrayRecord.submit_key), so replay, checkpoints
+        # and replication carry it; a key lives as long as its job or array.
+        self.submit_keys: dict[tuple[str, str], str] = {}
         self.host_load: dict[str, HostLoad] = {}
         self.pending: dict[str, None] = {}
         self.pending_arrays: dict[int, None] = {}
@@ -97,6 +104,7 @@ class ClusterState:
             ev.ArrayReleased: lambda e: self._array_hold(e.number, False),
             ev.ArrayCancelled: self._array_cancelled,
             ev.JobsPurged: self._jobs_purged,
+            ev.JobNumbersReserved: self._numbers_reserved,
         }
 
     # --- the one mutator ------------------------------------------------------------------
@@ -120,6 +128,7 @@ class ClusterState:
         for name in _CONTAINERS:
             setattr(scratch, name, Overlay(getattr(self, name), nested=name == "array_tasks"))
         scratch.next_number = self.next_number
+        scratch.number_ceiling = self.number_ceiling
         for event in events:
             scratch.apply(event)
 
@@ -231,6 +240,8 @@ class ClusterState:
             self._load(new.host, new, +1)
         if old is None and new.array_index is not None:
             self.array_tasks.setdefault(new.number, {})[new.id] = None
+        if old is None and new.submit_key:
+            self.submit_keys[(new.spec.user, new.submit_key)] = new.id
         if new.array_index is None:
             self.finished_jobs.pop(new.id, None)
             if new.state.finished:
@@ -251,6 +262,7 @@ class ClusterState:
         queues: list[QueueRecord],
         hosts: list[HostRecord],
         next_number: int,
+        number_ceiling: int = 0,
     ) -> ClusterState:
         """Rebuild a state from checkpointed records; derived indexes are recomputed."""
         state = cls()
@@ -258,9 +270,12 @@ class ClusterState:
         state.hosts = {h.name: h for h in hosts}
         state.arrays = {a.id: a for a in arrays}
         state.pending_arrays = {a.id: None for a in arrays if a.pending}
+        state.submit_keys = {(a.spec.user, a.submit_key): str(a.id) for a in arrays
+                             if a.submit_key}
         for job in sorted(jobs, key=lambda j: j.order_key):
             state._index(None, job)
         state.next_number = next_number
+        state.number_ceiling = number_ceiling
         return state
 
     def purgeable(self, cutoff: float) -> list[str]:
@@ -295,6 +310,10 @@ class ClusterState:
             ):
                 ids.append(str(number))
         return ids
+
+    def _forget_key(self, user: str, key: str, job_id: str) -> None:
+        if key and self.submit_keys.get((user, key)) == job_id:
+            del self.submit_keys[(user, key)]
 
     def _load(self, host: str, job: JobRecord, sign: int) -> None:
         load = self.host_load.get(host, HostLoad())
@@ -352,21 +371,35 @@ class ClusterState:
     def _take_number(self, number: int, queue: str) -> None:
         if number != self.next_number:
             raise Conflict(f"job number {number} is out of order (next is {self.next_number})")
+        if self.number_ceiling and number > self.number_ceiling:
+            raise Conflict(f"job number {number} is not reserved (reserved up to "
+                           f"{self.number_ceiling})")
         self.queue(queue)
         self.next_number += 1
+
+    def _numbers_reserved(self, e: ev.JobNumbersReserved) -> None:
+        if e.first < self.next_number or e.last < e.first or e.last <= self.number_ceiling:
+            raise Conflict(f"cannot reserve job numbers {e.first}..{e.last}: the next is "
+                           f"{self.next_number}, reserved up to {self.number_ceiling}")
+        self.next_number = e.first
+        self.number_ceiling = e.last
 
     def _job_submitted(self, e: ev.JobSubmitted) -> None:
         self._take_number(e.number, e.spec.queue)
         state = JobState.PSUSP if e.spec.hold else JobState.PEND
-        self._put_job(None, JobRecord(str(e.number), e.number, e.spec, state, e.at))
+        self._put_job(None, JobRecord(str(e.number), e.number, e.spec, state, e.at,
+                                      submit_key=e.key))
 
     def _array_submitted(self, e: ev.ArraySubmitted) -> None:
         if not e.indices:
             raise InvalidRequest("a job array needs at least one index")
         self._take_number(e.number, e.spec.queue)
         self.arrays[e.number] = ArrayRecord(
-            e.number, e.spec, e.indices, e.indices, e.at, e.max_concurrent, held=e.spec.hold
+            e.number, e.spec, e.indices, e.indices, e.at, e.max_concurrent, held=e.spec.hold,
+            submit_key=e.key,
         )
+        if e.key:
+            self.submit_keys[(e.spec.user, e.key)] = str(e.number)
         self.pending_arrays[e.number] = None
 
     def _job_started(self, e: ev.JobStarted) -> None:
@@ -500,9 +533,11 @@ class ClusterState:
                     del self.jobs[task.id]
                     self.counts[(task.state, task.spec.queue)] -= 1
                 self.array_tasks.pop(number, None)
-                del self.arrays[number]
+                array = self.arrays.pop(number)
+                self._forget_key(array.spec.user, array.submit_key, ident)
                 self.pending_arrays.pop(number, None)
             else:
                 job = self.jobs.pop(ident)
                 self.finished_jobs.pop(ident, None)
+                self._forget_key(job.spec.user, job.submit_key, ident)
                 self.counts[(job.state, job.spec.queue)] -= 1

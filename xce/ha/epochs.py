@@ -1,12 +1,18 @@
-"""The epoch (generation number) of primary terms, kept durably in the state directory.
+"""The epoch (generation number) of primary terms, and this candidate's votes for them.
 
-Every term a candidate starts as primary gets an epoch one higher than any it has seen, and
-`epoch.json` records it before the first write of the term, with the WAL position the term
-starts at (`history`: [[epoch, first_seq], ...], Kafka's leader-epoch idea). Frames, requests
-and responses carry the epoch, so an old primary meets a higher one and steps down; and a
-standby that rejoins is checked against the history: records it holds past the point where
-its epoch ended were never part of the new primary's log, so it must start over from a
-checkpoint instead of continuing from a diverged tail.
+An epoch is claimed, not computed (docs/ARCHITECTURE.md, HA table): a candidate becomes
+primary for epoch E only once enough candidates granted it E (xce/ha/election.py), and each
+voter writes "voted for E (candidate X)" here, durably, *before* it answers. A vote is given
+at most once per epoch and never for an epoch at or below one this candidate has seen, so
+two candidates can never both collect enough votes for one epoch (Raft's term vote, without
+Raft's log replication).
+
+`epoch.json` (0600, atomic + fsync) also keeps the history of terms: [[epoch, first_seq],
+...] (Kafka's leader-epoch idea). Frames, requests and responses carry the epoch, so an old
+primary meets a higher one and steps down; and a standby that rejoins is checked against
+the history: records it holds past the point where its epoch ended were never part of the
+new primary's log, so it must start over from a checkpoint instead of continuing from a
+diverged tail.
 """
 
 from __future__ import annotations
@@ -22,14 +28,25 @@ class EpochStore:
         self.path = state_dir / "epoch.json"
         self.epoch = 0
         self.history: list[tuple[int, int]] = []
+        self.voted_epoch = 0
+        self.voted_for = ""
         if self.path.exists():
             data = json.loads(self.path.read_text())
             self.epoch = int(data["epoch"])
             self.history = [(int(e), int(s)) for e, s in data.get("history", [])]
+            vote = data.get("voted") or {}
+            self.voted_epoch = int(vote.get("epoch", 0))
+            self.voted_for = str(vote.get("candidate", ""))
 
     def _save(self) -> None:
-        data = {"epoch": self.epoch, "history": [list(h) for h in self.history]}
+        data = {"epoch": self.epoch, "history": [list(h) for h in self.history],
+                "voted": {"epoch": self.voted_epoch, "candidate": self.voted_for}}
         atomic_write(self.path, json.dumps(data).encode(), 0o600)
+
+    @property
+    def seen(self) -> int:
+        """The highest epoch this candidate knows of: its term's, one it observed or voted in."""
+        return max(self.epoch, self.voted_epoch)
 
     def observe(self, epoch: int) -> bool:
         """Adopt a higher epoch seen on the wire; True if it was new."""
@@ -39,12 +56,41 @@ class EpochStore:
         self._save()
         return True
 
-    def begin_term(self, at_least: int, first_seq: int) -> int:
-        """Start a primary term: a new epoch above `at_least` and every epoch seen so far."""
-        self.epoch = max(self.epoch, at_least) + 1
-        self.history.append((self.epoch, first_seq))
+    def vote(self, epoch: int, candidate: str) -> bool:
+        """Grant `candidate` epoch `epoch` if this candidate may, and persist it first.
+
+        True for a new grant and for the same grant asked again (a lost answer); False for
+        an epoch already seen or voted in. The grant is on disk (fsync) when this returns:
+        a voter that crashes and restarts keeps its vote.
+        """
+        if epoch == self.voted_epoch and candidate == self.voted_for:
+            return True
+        if epoch <= self.seen:
+            return False
+        self.voted_epoch, self.voted_for = epoch, candidate
+        self.epoch = epoch  # the vote is seen: frames of older terms are refused from now on
         self._save()
-        return self.epoch
+        return True
+
+    def begin_term(self, epoch: int, first_seq: int, candidate: str) -> int:
+        """Start the term this candidate won: its own vote for `epoch` must be on disk."""
+        if (self.voted_epoch, self.voted_for) != (epoch, candidate):
+            raise RuntimeError(f"no vote of {candidate} for epoch {epoch} here: refusing to "
+                               "start a term it did not win")
+        self.epoch = max(self.epoch, epoch)
+        self.history = [h for h in self.history if h[0] < epoch]
+        self.history.append((epoch, first_seq))
+        self._save()
+        return epoch
+
+    def begin_solo_term(self, first_seq: int) -> int:
+        """A single-candidate cluster needs no votes: the next epoch is simply its own."""
+        epoch = self.seen + 1
+        self.voted_epoch, self.voted_for = epoch, "self"
+        self.epoch = epoch
+        self.history.append((epoch, first_seq))
+        self._save()
+        return epoch
 
     def adopt_history(self, history: list[tuple[int, int]]) -> None:
         """A standby copies its primary's history (sent in the welcome) so that it can judge
@@ -60,4 +106,11 @@ class EpochStore:
         for e, first in self.history:
             if e > epoch:
                 return first - 1
+        return None
+
+    def first_of(self, epoch: int) -> int | None:
+        """The first record sequence of `epoch` in this history (None if it has none)."""
+        for e, first in self.history:
+            if e == epoch:
+                return first
         return None

@@ -27,7 +27,7 @@ from xce.ha.epochs import EpochStore
 from xce.store.checkpoint import checkpoint_name, list_checkpoints
 from xce.store.durable import DurableLog, StoreSettings
 from xce.store.recovery import checkpoint_dir, wal_dir
-from xce.store.wal.framing import CorruptRecord, read_frames
+from xce.store.wal.framing import FRAME_HEADER, CorruptRecord, read_frames
 from xce.store.wal.reader import list_segments
 from xce.store.wal.writer import fsync_dir
 from xce.wire.codec import WireError, decode_entry
@@ -51,17 +51,21 @@ class Follower:
     """Owns the standby's `DurableLog` across connections (and snapshot restarts)."""
 
     def __init__(self, state_dir: Path, settings: StoreSettings, epochs: EpochStore,
-                 node_url: str, token: str, ssl_context: ssl.SSLContext | None) -> None:
+                 node_url: str, token: str, ssl_context: ssl.SSLContext | None,
+                 store: DurableLog | None = None) -> None:
         self.state_dir = state_dir
         self.settings = settings
         self.epochs = epochs
         self.node_url = node_url
         self.token = token
         self.ssl_context = ssl_context
-        self.store = DurableLog.open(state_dir, settings)
+        self.store = store if store is not None else DurableLog.open(state_dir, settings)
         # The epoch of our last record (not the newest epoch we have heard of): the primary
         # checks it against its history to find a diverged tail.
         self.last_epoch = self.store.recovered.last_epoch
+        # The CRC of our last record: the primary compares it with its own record at that
+        # position, so two different tails of one epoch are told apart by content.
+        self.last_crc = last_record_crc(state_dir, self.durable_seq)
         self.last_contact = time.monotonic()
         self.primary: str | None = None
         self.promote_requested = False
@@ -101,7 +105,9 @@ class Follower:
         try:
             await protocol.send(writer, "hello", self.epochs.epoch, {
                 "node": self.node_url, "token": self.token, "lastSeq": self.durable_seq,
-                "lastEpoch": self.last_epoch, "wantSnapshot": self.want_snapshot})
+                "lastEpoch": self.last_epoch, "wantSnapshot": self.want_snapshot,
+                "history": [n for pair in self.epochs.history for n in pair],
+                "lastCrc": self.last_crc or 0, "lastCrcKnown": self.last_crc is not None})
             welcome = await asyncio.wait_for(protocol.read_message(reader), 30)
             if welcome.kind == "refuse":
                 raise XceError(f"the primary refused replication: {welcome.body['text']}")
@@ -179,6 +185,7 @@ class Follower:
                 state.apply(event)  # one event alone is all-or-nothing in apply itself
                 self.store.append(record, epoch)
                 self.last_epoch = epoch
+                self.last_crc = FRAME_HEADER.unpack_from(record, 0)[1]
         except XceError as exc:
             self.want_snapshot = True
             raise CannotApply(
@@ -190,6 +197,7 @@ class Follower:
         """Start over from the primary's checkpoint: our own log is replaced, not merged."""
         await self.stop_checkpoints()
         await self.store.writer.close()
+        held, held_epoch = self.durable_seq, self.last_epoch
         ckpt = checkpoint_dir(self.state_dir)
         ckpt.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = ckpt / f".incoming-{secrets.token_hex(4)}.tmp"
@@ -212,9 +220,11 @@ class Follower:
         self.store = DurableLog.open(self.state_dir, self.settings)
         self.last_epoch = self.store.recovered.last_epoch
         self.want_snapshot = False
+        self.last_crc = None
         self.start_checkpoints()
-        log.info("installed the primary's checkpoint at record %d (%d jobs)", seq,
-                 len(self.state.jobs))
+        log.warning("installed the primary's checkpoint at record %d (%d jobs); this "
+                    "standby's own log (records 1..%d, last of epoch %d) was discarded", seq,
+                    len(self.state.jobs), held, held_epoch)
 
     def _write_auth_files(self, files: list[tuple[str, bytes]]) -> None:
         folder = key_dir(self.state_dir)
@@ -229,3 +239,21 @@ class Follower:
     async def close(self) -> None:
         await self.stop_checkpoints()
         await self.store.close(self.state)
+
+
+def last_record_crc(state_dir: Path, last_seq: int) -> int | None:
+    """The CRC of record `last_seq` read back from the WAL; None if it is not there (the
+    log ends at a checkpoint, or is empty)."""
+    segments = list_segments(wal_dir(state_dir))
+    if not segments or last_seq < segments[-1][0]:
+        return None
+    first, path = segments[-1]
+    data = path.read_bytes()
+    crc, seq = None, first - 1
+    try:
+        for fr in read_frames(data):
+            seq += 1
+            crc = FRAME_HEADER.unpack_from(data, fr.offset)[1]
+    except CorruptRecord:
+        return None
+    return crc if seq == last_seq else None

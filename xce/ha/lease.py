@@ -25,13 +25,16 @@ from collections.abc import Callable
 
 class Lease:
     def __init__(self, candidates: int, lease_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, contact: bool = True) -> None:
+        """`contact`: the term began with contact (an election won by votes, a start); a
+        lone claim (xce/ha/election.py) begins without, so it writes only once a worker
+        or the other candidate reached it."""
         self.candidates = candidates
         self.lease_s = lease_s
         self.clock = clock
         now = clock()
         self.last_tick = now
-        self.last_majority = now  # an election (or a start) is itself a probe round
+        self.last_majority = now if contact else float("-inf")
         self.last_worker = float("-inf")
         self.suspect_since: float | None = None
 

@@ -1,22 +1,25 @@
 """One controller candidate: decides its role, then runs as primary or standby, and switches.
 
 The candidates are `cluster.controllers`, in priority order (LSF's master list); there is no
-Raft. The rules, all in this module and `xce/ha/lease.py`:
+Raft log replication, but epochs are claimed with Raft's term vote (xce/ha/election.py). The
+rules, all in this module, `election.py` and `xce/ha/lease.py`:
 
-- **Start**: `xce controller` asks the others (`/healthz`). If a primary answers, it follows
-  it as a standby. Otherwise it becomes primary only if no reachable candidate is better
-  placed (newer epoch, then longer log, then better rank) and, with three or more
-  candidates, it reaches a majority. `xce standby` always starts by following.
+- **Start**: a candidate recovers its log first, then asks the others (`/healthz`). If a
+  primary answers, it follows it as a standby. `xce controller` may otherwise campaign at
+  once when the others answer; `xce standby` (and a candidate that reaches no one) starts by
+  following and campaigns only after the failover timeout.
 - **Failover**: a standby that has not heard its primary (records or heartbeats) for
-  `failover_timeout_s` asks the others; if no primary answers and it is the best placed
-  live candidate (with three or more: holding a majority), it starts a new term: epoch =
-  highest seen + 1, written durably, and serves. The log it followed is already its state:
-  nothing to replay.
+  `failover_timeout_s`, and finds no primary among the others, campaigns: it votes for
+  itself for epoch = highest seen + 1 and asks the others; with a majority (two candidates:
+  the other's vote, or the lone-claim rule of election.py) it starts the term: the epoch and
+  its first record are written durably, and it serves. The log it followed is already its
+  state: nothing to replay. A lost campaign backs off for a short random time.
 - **No flapping**: a better-ranked candidate that comes back finds a primary and follows
   it, unless `cluster.reclaim` is set; then the primary hands over once it is caught up.
 - **Fencing**: every frame, probe answer, request and response carries the epoch. A
-  primary that sees a newer one (or an equal one from a better-ranked primary) steps down
-  at once and follows; a primary without its lease refuses writes (NotPrimary, 503).
+  primary that sees a newer one steps down at once and follows; a primary without its lease
+  refuses writes (NotPrimary, 503). Another primary of the *same* epoch cannot exist; if one
+  is ever seen, both sides log an error and step down.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -38,6 +42,7 @@ from xce import metrics
 from xce.auth.pki import client_ssl_context, server_ssl_context
 from xce.config import Config
 from xce.core.errors import InvalidRequest, NotPrimary, XceError
+from xce.ha import door, election
 from xce.ha.epochs import EpochStore
 from xce.ha.follower import Follower
 from xce.ha.lease import Lease
@@ -112,13 +117,27 @@ class Node:
         self.prober = Prober(self.candidates, self.rank, client_ssl_context(config.tls))
         self.terms_started = 0
         self.last_takeover_s: float | None = None
-        self._at_least = 0
+        self._claimed = 0  # the epoch this candidate won and is about to serve
+        self._log: DurableLog | None = None  # the recovered log before a role is chosen
+        self._unreachable_since: dict[int, float] = {}
+        self._next_campaign = 0.0
+        self._last_probe = 0.0
+        self._promoting = False  # won an epoch, not serving it yet: votes are refused
+        self._lone = False  # the epoch being served was claimed alone (election.py)
+        self._door: web.AppRunner | None = None  # /healthz + vote while not serving the API
+        self.voters = door.VoterCheck(config, self.state_dir)  # the door's vote route
         self._verifying = False
         self._last_said = ("", 0.0)
         self._background: set[asyncio.Task[None]] = set()
         metrics.EPOCH.set(self.epochs.epoch)
 
     # --- what others see ----------------------------------------------------------------
+
+    @property
+    def lone_rank(self) -> int | None:
+        """This candidate's rank while it serves an epoch it claimed alone, else None (job
+        numbers then come from blocks of its own class: xce/controller/numbers.py)."""
+        return self.rank if self._lone and self.role == "primary" else None
 
     @property
     def solo(self) -> bool:
@@ -128,9 +147,7 @@ class Node:
     def seq(self) -> int:
         if self.role == "primary" and self.store is not None:
             return self.store.writer.durable_seq
-        if self.follower is not None:
-            return self.follower.durable_seq
-        return 0
+        return self.log_position()[1]
 
     @property
     def replication_address(self) -> str:
@@ -142,9 +159,22 @@ class Node:
             advertised = host
         return f"{advertised}:{port}"
 
+    def log_position(self) -> tuple[int, int]:
+        """(epoch of the last record, its sequence) of this candidate's log: what a vote
+        compares (election.decide)."""
+        if self.role == "primary" and self.store is not None:
+            return self.store.last_epoch, self.store.writer.next_seq - 1
+        if self.follower is not None:
+            return self.follower.last_epoch, self.follower.durable_seq
+        if self._log is not None:
+            return self._log.last_epoch, self._log.writer.next_seq - 1
+        return 0, 0
+
     def health(self) -> dict[str, Any]:
+        log_epoch, seq = self.log_position()
         return {
-            "status": "ok", "role": self.role, "epoch": self.epochs.epoch, "seq": self.seq,
+            "status": "ok", "role": self.role, "epoch": self.epochs.epoch, "seq": seq,
+            "log_epoch": log_epoch, "seen": self.epochs.seen,
             "rank": self.rank, "url": self.url,
             "primary": self.url if self.role == "primary" else self.primary_url,
             "replication": self.replication_address if self.role == "primary" else None,
@@ -181,14 +211,23 @@ class Node:
             raise NotPrimary(why)
 
     def observe_epoch(self, epoch: int, rank: int | None = None) -> None:
-        """An epoch seen on the wire; a newer one makes a primary step down."""
+        """An epoch seen on the wire (`rank`: that of a primary claiming it); a newer one
+        makes a primary step down. A second primary of this node's own epoch is impossible
+        under the vote rule: if one is ever seen, say so loudly and step down (stepping down
+        is always safe; the next election settles it)."""
         mine = self.epochs.epoch
-        newer = epoch > mine or (epoch == mine and rank is not None and rank < self.rank)
         if epoch > mine:
             self.epochs.observe(epoch)
             metrics.EPOCH.set(epoch)
-        if newer and self.role == "primary":
-            log.error("a newer primary exists (epoch %d, mine %d): stepping down", epoch, mine)
+        same = epoch == mine and rank is not None and rank != self.rank
+        if same and self.role == "primary":
+            log.error("IMPOSSIBLE: %s is also primary of epoch %d (this is a bug: one "
+                      "primary per epoch is the vote rule's promise); stepping down",
+                      self.candidates[rank], epoch)
+        if (epoch > mine or same) and self.role == "primary":
+            if not same:
+                log.error("a newer primary exists (epoch %d, mine %d): stepping down",
+                          epoch, mine)
             self.role = "standby"  # refuse writes from this instant
             self.step_down_event.set()
 
@@ -208,7 +247,7 @@ class Node:
 
         async def verify() -> None:
             try:
-                self._heed(await self.prober.others())
+                self._heed(await self._probe())
             finally:
                 self._verifying = False
 
@@ -228,67 +267,171 @@ class Node:
                 await self._primary(DurableLog.open(self.state_dir, self.store_settings),
                                     run_primary, ready)
                 return
+            # Recover first: the log this candidate holds is what it may claim an epoch with.
+            store: DurableLog | None = DurableLog.open(self.state_dir, self.store_settings)
+            self._log = store
+            await self.open_door()
             role = await self._initial_role()
-            store: DurableLog | None = None
             while not self.stop_event.is_set():
                 if role == "primary":
                     if store is None:
                         store = DurableLog.open(self.state_dir, self.store_settings)
+                    self._log = None
                     outcome = await self._primary(store, run_primary, ready)
                     store = None
                     if outcome == "stop":
                         return
                     role = "standby"
                 else:
-                    store = await self._standby(ready)
+                    store = await self._standby(ready, store)
                     if store is None:
                         return
                     role = "primary"
         finally:
+            await self.release_port()
             await self.prober.close()
 
     async def _initial_role(self) -> str:
+        """After recovery: follow a primary if there is one; `xce controller` campaigns at
+        once if the others answer and none is better placed; otherwise start as a standby
+        (whose failover timer campaigns later, e.g. when no other candidate answers)."""
         if not self.prefer_primary:
             return "standby"
-        peers = await self.prober.others()
-        self.peers = peers
+        peers = await self._probe()
         live = [p for p in peers if p.reachable]
         if any(p.role == "primary" for p in live):
             return "standby"
-        recovered_seq = self._local_seq()
-        mine = (self.epochs.epoch, recovered_seq, -self.rank)
-        if any(p.key > mine for p in live):
-            log.info("a better placed candidate is up: starting as standby")
-            return "standby"
-        if len(self.candidates) >= 3 and (len(live) + 1) * 2 <= len(self.candidates):
-            log.warning("no majority of candidates reachable: starting as standby")
-            return "standby"
-        self._at_least = max([self.epochs.epoch] + [p.epoch for p in peers])
-        return "primary"
+        return "primary" if await self._campaign(peers) else "standby"
 
-    def _local_seq(self) -> int:
-        from xce.store.recovery import checkpoint_dir, wal_dir
-        from xce.store.wal.reader import list_segments
+    async def _probe(self) -> list[PeerStatus]:
+        """Probe the others, and remember since when each has been unreachable (the lone
+        claim of a two-candidate cluster needs a whole failover timeout of silence, seen by
+        probes of this process: a frozen or restarted candidate starts counting again)."""
+        started = time.monotonic()
+        if started - self._last_probe > self.ha.failover_timeout_s / 2:
+            self._unreachable_since.clear()  # this process was not looking meanwhile
+        peers = await self.prober.others()
+        self.peers = peers
+        self._last_probe = time.monotonic()
+        for p in peers:
+            if p.reachable:
+                self._unreachable_since.pop(p.rank, None)
+            else:
+                self._unreachable_since.setdefault(p.rank, started)
+        return peers
 
-        segments = list_segments(wal_dir(self.state_dir))
-        if segments:
-            return segments[-1][0]  # a lower bound is enough to rank candidates at start
-        from xce.store.checkpoint import list_checkpoints
+    def _silent_long_enough(self, rank: int) -> bool:
+        since = self._unreachable_since.get(rank)
+        return since is not None and time.monotonic() - since >= self.ha.failover_timeout_s
 
-        found = list_checkpoints(checkpoint_dir(self.state_dir))
-        return found[0][0] if found else 0
+    async def _campaign(self, peers: list[PeerStatus]) -> bool:
+        """Try to win the next epoch (election.py); True when this candidate may serve it."""
+        if time.monotonic() < self._next_campaign:
+            return False
+        n = len(self.candidates)
+        live = [p for p in peers if p.reachable]
+        mine = (*self.log_position(), -self.rank)
+        if any(p.key > mine for p in live if p.role != "primary"):
+            return False  # a better placed candidate is up: let it campaign first
+        seen = max([self.epochs.seen] + [p.seen for p in live])
+        alone = n == 2 and not live
+        if alone:
+            if not self._silent_long_enough(1 - self.rank):
+                return False
+            epoch = election.lone_epoch(seen, self.rank, n)
+        elif not election.majority(len(live) + 1, n):
+            self._say("no majority of candidates is reachable: not claiming an epoch")
+            return False
+        else:
+            epoch = seen + 1
+        if not self.epochs.vote(epoch, self.url):
+            return False
+        metrics.EPOCH.set(self.epochs.epoch)
+        if alone:
+            log.warning("the other candidate has been unreachable for %.1f s: claiming "
+                        "epoch %d alone (lone-claim class of rank %d)",
+                        self.ha.failover_timeout_s, epoch, self.rank)
+            self._claimed, self._promoting, self._lone = epoch, True, True
+            return True
+        log_epoch, last_seq = self.log_position()
+        request = election.VoteRequest(epoch, self.url, log_epoch, last_seq).as_dict()
+        token = self.config.controller.replication_token
+        answers = await asyncio.gather(*(self.prober.ask_vote(p.rank, request, token)
+                                         for p in live))
+        granted = 1 + sum(1 for a in answers if a and a["granted"])
+        for a in answers:
+            if a and not a["granted"] and a["epoch"] > self.epochs.seen:
+                self.epochs.observe(a["epoch"])
+        if election.majority(granted, n) and self.epochs.voted_epoch == epoch:
+            log.warning("won epoch %d with %d of %d votes", epoch, granted, n)
+            self._claimed, self._promoting, self._lone = epoch, True, False
+            return True
+        reasons = "; ".join(a["reason"] for a in answers if a and not a["granted"])
+        log.info("lost the vote for epoch %d (%d of %d)%s", epoch, granted, n,
+                 f": {reasons}" if reasons else "")
+        self._next_campaign = time.monotonic() + random.uniform(0.1, 0.6) + 0.2 * self.rank
+        return False
+
+    def answer_vote(self, body: Any) -> dict[str, Any]:
+        """`POST /api/v1/cluster/vote` on this candidate (the caller is authenticated)."""
+        req = election.VoteRequest.parse(body)
+        verdict = election.decide(self.epochs, req, candidates=self.candidates, me=self.url,
+                                  log_position=self.log_position(), busy=self._busy(req))
+        if verdict.granted:
+            metrics.EPOCH.set(self.epochs.epoch)
+            log.warning("voted for %s in epoch %d", req.candidate, req.epoch)
+            if self.role == "primary":
+                # A switchover target asked: this term is over from this instant (the
+                # switchover answers the admin, then steps down fully).
+                self.role = "standby"
+                if not self.switching:
+                    self.step_down_event.set()
+        return verdict.as_dict()
+
+    def _busy(self, req: election.VoteRequest) -> str | None:
+        """Why this candidate will not vote now: it is a live primary (not handing over),
+        or it follows one it heard within the failover timeout (the candidate asking is
+        not that primary)."""
+        if self._promoting:
+            return f"{self.url} won epoch {self._claimed} and is taking over"
+        if self.role == "primary":
+            return None if self.switching else f"{self.url} is the primary of epoch " \
+                                                f"{self.epochs.epoch}"
+        f = self.follower
+        if (f is not None and f.primary is not None and f.primary != req.candidate
+                and time.monotonic() - f.last_contact < self.ha.failover_timeout_s):
+            return f"this candidate follows {f.primary}, heard within the failover timeout"
+        return None
+
+    async def open_door(self) -> None:
+        """Answer /healthz and vote requests (everything else: 503 not_primary) from now
+        until the primary's API takes the port over (`release_port`). Open from recovery
+        on, through standby time and a promotion, so that the others never see this
+        candidate silent while it is alive: a silence they could take for a crash."""
+        if self._door is None:
+            self._door = await door.serve(self)
+
+    async def release_port(self) -> None:
+        """Called by the primary's API right before it listens on the same port."""
+        door, self._door = self._door, None
+        if door is not None:
+            await door.cleanup()
 
     async def _primary(self, store: DurableLog, run_primary: PrimaryRunner,
                        ready: asyncio.Event | None) -> str:
-        self.epochs.begin_term(self._at_least, store.writer.next_seq)
+        if self.solo:
+            self.epochs.begin_solo_term(store.writer.next_seq)
+        else:
+            self.epochs.begin_term(self._claimed, store.writer.next_seq, self.url)
         metrics.EPOCH.set(self.epochs.epoch)
         store.writer.epoch = self.epochs.epoch
         self.store = store
         self.role = "primary"
+        self._promoting = False
         self.primary_url = self.url
         self.switching = False
         self.step_down_event.clear()
-        self.lease = Lease(len(self.candidates), self.ha.lease_s)
+        self.lease = Lease(len(self.candidates), self.ha.lease_s, contact=not self._lone)
         store.fence = self.fence
         self.terms_started += 1
         log.log(logging.INFO if self.solo else logging.WARNING, "primary for epoch %d at record %d",
@@ -349,7 +492,9 @@ class Node:
             return "stop"
         # A fresh lease now that the listeners are up: setting up a large state can take
         # longer than the lease, and that is not a freeze (the ticker starts only here).
-        self.lease = Lease(len(self.candidates), self.ha.lease_s)
+        # After a lone claim it starts without contact: writes wait for a worker (or the
+        # other candidate), the two-candidate rule of xce/ha/lease.py.
+        self.lease = Lease(len(self.candidates), self.ha.lease_s, contact=not self._lone)
         tasks = [asyncio.create_task(self._ticker()), asyncio.create_task(self._watch())]
         stop = asyncio.create_task(self.stop_event.wait())
         down = asyncio.create_task(self.step_down_event.wait())
@@ -374,8 +519,7 @@ class Node:
         """Probe the other candidates: renew the lease, notice newer primaries, reclaim."""
         while True:
             started = time.monotonic()
-            peers = await self.prober.others()
-            self.peers = peers
+            peers = await self._probe()
             self._heed(peers)
             if self.role != "primary":
                 return
@@ -428,15 +572,20 @@ class Node:
 
     # --- standby ------------------------------------------------------------------------
 
-    async def _standby(self, ready: asyncio.Event | None) -> DurableLog | None:
-        """Follow primaries until promoted (returns the log to serve from) or stopped."""
+    async def _standby(self, ready: asyncio.Event | None,
+                       store: DurableLog | None = None) -> DurableLog | None:
+        """Follow primaries until promoted (returns the log to serve from) or stopped.
+        `store`: the log recovered at start, if this is the first role."""
         self.role = "standby"
+        self._promoting = False
         s = self.config.controller
+        await self.open_door()
         follower = Follower(self.state_dir, self.store_settings, self.epochs, self.url,
-                            s.replication_token, client_ssl_context(self.config.tls))
+                            s.replication_token, client_ssl_context(self.config.tls),
+                            store=store)
+        self._log = None
         self.follower = follower
         follower.start_checkpoints()
-        runner = await self._standby_http()
         print(f"xce standby ready on {self.url} (pid {os.getpid()})", flush=True)
         if ready is not None:
             ready.set()
@@ -462,9 +611,12 @@ class Node:
                                   f"{getattr(exc, 'message', None) or exc or type(exc).__name__}")
                     if follower.promote_requested:
                         follower.promote_requested = False
-                        self._at_least = self.epochs.epoch
-                        promoted = True
-                        break
+                        self._next_campaign = 0.0
+                        if await self._campaign(await self._probe()):
+                            promoted = True
+                            break
+                        log.error("asked to take over, but the vote was lost: following "
+                                  "again")
                 silent = time.monotonic() - follower.last_contact
                 if silent > self.ha.failover_timeout_s and await self._should_take_over():
                     log.warning("no primary for %.1f s: taking over", silent)
@@ -474,9 +626,10 @@ class Node:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stop_event.wait(), 0.2)
         finally:
-            await runner.cleanup()
+            self._log = follower.store  # what log_position reports until the term begins
             self.follower = None
             if not promoted:
+                await self.release_port()
                 await follower.close()
         if not promoted:
             return None
@@ -484,57 +637,23 @@ class Node:
         return follower.store
 
     async def _find_primary(self) -> PeerStatus | None:
-        peers = await self.prober.others()
-        self.peers = peers
+        peers = await self._probe()
         found = [p for p in peers if p.reachable and p.role == "primary"
                  and p.epoch >= self.epochs.epoch]
+        if len({p.epoch for p in found}) < len(found):
+            log.error("IMPOSSIBLE: two candidates say they are primary of one epoch: %s",
+                      [(p.url, p.epoch) for p in found])
         if not found:
             return None
         return max(found, key=lambda p: (p.epoch, -p.rank))
 
     async def _should_take_over(self) -> bool:
-        peers = await self.prober.others()
-        self.peers = peers
+        """No primary among the others: campaign for the next epoch (election.py)."""
+        peers = await self._probe()
         live = [p for p in peers if p.reachable]
         if any(p.role == "primary" and p.epoch >= self.epochs.epoch for p in live):
             return False
-        if len(self.candidates) >= 3 and (len(live) + 1) * 2 <= len(self.candidates):
-            self._say("primary lost, but no majority of candidates is reachable: waiting")
-            return False
-        seq = self.follower.durable_seq if self.follower else 0
-        mine = (self.epochs.epoch, seq, -self.rank)
-        better = [p for p in live if p.role != "primary" and p.key > mine]
-        if better:
-            return False
-        self._at_least = max([self.epochs.epoch] + [p.epoch for p in peers])
-        return True
-
-    async def _standby_http(self) -> web.AppRunner:
-        """A standby answers /healthz; everything else is 503 not_primary, naming the
-        primary, so clients move on to it."""
-
-        async def health(request: web.Request) -> web.Response:
-            return web.json_response(self.health(), headers=self._headers())
-
-        async def elsewhere(request: web.Request) -> web.Response:
-            message = (f"this controller is a standby; the primary is {self.primary_url}"
-                       if self.primary_url else "this controller is a standby")
-            headers = {**self._headers(), "X-XCE-Not-Primary": "1"}
-            return web.json_response(
-                {"error": {"code": "not_primary", "message": message},
-                 "primary": self.primary_url}, status=503, headers=headers)
-
-        app = web.Application()
-        app.router.add_get("/healthz", health)
-        app.router.add_route("*", "/{tail:.*}", elsewhere)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        s = self.config.controller
-        site = web.TCPSite(runner, s.listen_host, s.listen_port, reuse_address=True,
-                           shutdown_timeout=0.5,
-                           ssl_context=server_ssl_context(self.config.tls))
-        await start_site(site)
-        return runner
+        return await self._campaign(peers)
 
     def _say(self, text: str) -> None:
         """A warning that a retry loop would repeat: once, then at most every 30 s."""
@@ -543,5 +662,5 @@ class Node:
             log.warning("%s", text)
             self._last_said = (text, now)
 
-    def _headers(self) -> dict[str, str]:
+    def headers(self) -> dict[str, str]:
         return {"X-XCE-Role": self.role, "X-XCE-Epoch": str(self.epochs.epoch)}

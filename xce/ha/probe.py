@@ -1,4 +1,5 @@
-"""Asking the other candidates who they are: `GET /healthz` answers role, epoch and log end."""
+"""Asking the other candidates who they are (`GET /healthz`: role, epoch, log end) and for
+their vote (`POST /api/v1/cluster/vote`, xce/ha/election.py)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ class PeerStatus:
     primary: str | None = None
     replication: str | None = None  # host:port of a primary's replication listener
     error: str = ""
+    log_epoch: int = 0  # epoch of the last record in its log
+    seen: int = 0       # the highest epoch it has seen or voted in
 
     @property
     def key(self) -> tuple[int, int, int]:
-        """Who should lead among live candidates: newest epoch, longest log, best rank."""
-        return (self.epoch, self.seq, -self.rank)
+        """Who should lead among live candidates: longest log (epoch of its last record,
+        then its sequence), best rank. Votes decide; this only spares futile campaigns."""
+        return (self.log_epoch, self.seq, -self.rank)
 
     def as_dict(self) -> dict[str, Any]:
         return {"url": self.url, "rank": self.rank, "reachable": self.reachable,
@@ -58,12 +62,30 @@ class Prober:
         try:
             async with self._get().get(url + "/healthz") as resp:
                 body = await resp.json(content_type=None)
-            return PeerStatus(url, rank, True, str(body.get("role", "")),
-                              int(body.get("epoch", 0)), int(body.get("seq", 0)),
-                              body.get("primary"), body.get("replication"))
+            epoch = int(body.get("epoch", 0))
+            return PeerStatus(url, rank, True, str(body.get("role", "")), epoch,
+                              int(body.get("seq", 0)), body.get("primary"),
+                              body.get("replication"),
+                              log_epoch=int(body.get("log_epoch", epoch)),
+                              seen=int(body.get("seen", epoch)))
         except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError, OSError) as exc:
             return PeerStatus(url, rank, False, error=str(exc) or type(exc).__name__)
 
     async def others(self) -> list[PeerStatus]:
         ranks = [r for r in range(len(self.candidates)) if r != self.me]
         return list(await asyncio.gather(*(self.one(r) for r in ranks)))
+
+    async def ask_vote(self, rank: int, request: dict[str, Any],
+                       token: str) -> dict[str, Any] | None:
+        """One candidate's answer to a vote request; None if it did not answer usably."""
+        url = self.candidates[rank]
+        try:
+            async with self._get().post(url + "/api/v1/cluster/vote", json=request,
+                                        headers={"Authorization": f"Bearer {token}"}) as resp:
+                body = await resp.json(content_type=None)
+            if resp.status != 200 or not isinstance(body, dict):
+                return None
+            return {"granted": bool(body.get("granted")), "epoch": int(body.get("epoch", 0)),
+                    "reason": str(body.get("reason", ""))}
+        except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError, OSError):
+            return None

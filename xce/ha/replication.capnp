@@ -30,6 +30,9 @@ struct Hello {
   lastSeq @2 :UInt64;        # last record durable on the standby
   lastEpoch @3 :UInt64;      # epoch of that record
   wantSnapshot @4 :Bool;     # start over from a checkpoint: a record did not apply here
+  history @5 :List(UInt64);  # the standby's epoch history, flattened [epoch, firstSeq, ...]
+  lastCrc @6 :UInt32;        # CRC32 of its last record's frame: compared by content
+  lastCrcKnown @7 :Bool;     # false when its log ends at a checkpoint (no record to read)
 }
 
 struct Welcome {

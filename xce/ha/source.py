@@ -252,13 +252,16 @@ class ReplicationSource:
             return None
         node = hello.body["node"] or peer
         last_seq, last_epoch = hello.body["lastSeq"], hello.body["lastEpoch"]
-        end = self.epochs.end_of(last_epoch)
+        diverged = await self._diverged(hello.body)
         snapshot = (
             bool(hello.body.get("wantSnapshot"))  # a record did not apply on the standby
-            or last_seq > self.durable_seq
-            or (end is not None and last_seq > end)
+            or diverged is not None
             or last_seq + 1 < self._first_on_disk()
         )
+        if diverged is not None:
+            log.error("standby %s diverged (%s): its records %d..%d are not this primary's "
+                      "and are discarded; sending a checkpoint", node, diverged,
+                      self._common_end(last_seq, last_epoch) + 1, last_seq)
         old = self.sessions.pop(node, None)
         if old is not None and old.writer is not None:
             old.writer.close()
@@ -281,6 +284,63 @@ class ReplicationSource:
             await self._send_snapshot(writer, snapshot_path, start - 1)
         session.sent_seq = start - 1
         return session
+
+    def _common_end(self, last_seq: int, last_epoch: int) -> int:
+        """The last record the standby's log may share with ours (for the log line)."""
+        first = self.epochs.first_of(last_epoch)
+        end = self.epochs.end_of(last_epoch)
+        if first is None:
+            return 0
+        return min(last_seq, end if end is not None else last_seq) if first <= last_seq else 0
+
+    async def _diverged(self, hello: dict[str, object]) -> str | None:
+        """Why the standby's log is not a prefix of ours, or None once it is verified.
+
+        Three checks: (epoch, seq) against our history (a tail past the end of its epoch
+        here), the standby's epoch history against ours (every term it holds records of
+        must have begun at the same record here), and content: the CRC of its last record
+        against ours at that position. The last one tells two different tails of one epoch
+        apart. A standby whose log cannot be verified gets a checkpoint."""
+        last_seq = int(hello["lastSeq"])  # type: ignore[call-overload]
+        last_epoch = int(hello["lastEpoch"])  # type: ignore[call-overload]
+        if last_seq == 0:
+            return None
+        if last_seq > self.durable_seq:
+            return f"it holds record {last_seq}, past this primary's end {self.durable_seq}"
+        end = self.epochs.end_of(last_epoch)
+        if end is not None and last_seq > end:
+            return f"epoch {last_epoch} ended at record {end} here"
+        flat = list(hello.get("history") or [])  # type: ignore[call-overload]
+        mine = dict(self.epochs.history)
+        for epoch, first in zip(flat[::2], flat[1::2], strict=True):
+            if epoch <= last_epoch and first <= last_seq and mine.get(epoch) != first:
+                here = mine.get(epoch)
+                return (f"its epoch {epoch} began at record {first}, here "
+                        f"{'never' if here is None else f'at {here}'}")
+        if not hello.get("lastCrcKnown"):
+            return "its last record cannot be read back to compare (its log ends at a " \
+                   "checkpoint, or it predates content checks)"
+        crc = await self._record_crc(last_seq)
+        if crc is None:
+            return f"record {last_seq} cannot be read here to compare"
+        if crc != hello.get("lastCrc"):
+            return f"record {last_seq} differs in content (crc {hello.get('lastCrc'):08x}, " \
+                   f"here {crc:08x})"
+        return None
+
+    async def _record_crc(self, seq: int) -> int | None:
+        """The CRC of our record `seq`, from memory or the WAL segments."""
+        from xce.store.wal.framing import FRAME_HEADER
+
+        found = self._from_ring(seq)
+        if not found or found[0][0] != seq:
+            if seq < self._first_on_disk():
+                return None
+            found = await asyncio.get_running_loop().run_in_executor(
+                None, self._from_disk, seq, seq, DiskCursor())
+        if not found or found[0][0] != seq:
+            return None
+        return int(FRAME_HEADER.unpack_from(found[0][1], 0)[1])
 
     async def _newest_checkpoint(self) -> tuple[int, Path]:
         found = list_checkpoints(checkpoint_dir(self.store.state_dir))
@@ -385,12 +445,19 @@ class ReplicationSource:
                 keep.append((seq, fut))
         self._ack_waiters = keep
 
-    async def wait_replicated(self, seq: int) -> None:
-        """Sync mode: return once an in-sync standby holds `seq` durably, or degrade."""
-        if self.mode != "sync":
+    async def wait_replicated(self, seq: int, force: bool = False) -> None:
+        """Sync mode (or `force`, in any mode: job number reservations): return once an
+        in-sync standby holds `seq` durably, or degrade (async mode: warn) after
+        `sync_timeout_s`."""
+        if self.mode != "sync" and not force:
             return
+        sync = self.mode == "sync"
         if not any(s.in_sync for s in self.sessions.values()):
-            self._degrade("no standby is connected and caught up")
+            if sync:
+                self._degrade("no standby is connected and caught up")
+            else:
+                log.warning("record %d (job numbers) is not on any standby: no standby is "
+                            "connected and caught up", seq)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._ack_waiters.append((seq, fut))
@@ -403,8 +470,11 @@ class ReplicationSource:
             for s in self.sessions.values():
                 if s.acked_seq < seq:
                     s.in_sync = False
-            self._degrade(f"no standby acknowledged record {seq} within "
-                          f"{self.sync_timeout_s:g} s")
+            why = f"no standby acknowledged record {seq} within {self.sync_timeout_s:g} s"
+            if sync:
+                self._degrade(why)
+            else:
+                log.warning("%s (job numbers)", why)
 
     def _degrade(self, why: str) -> None:
         if not self.degraded:

@@ -49,13 +49,14 @@ class StateCopy:
     arrays: list[ArrayRecord]
     queues: list[QueueRecord]
     hosts: list[HostRecord]
+    number_ceiling: int = 0
 
 
 def copy_state(state: ClusterState, seq: int, epoch: int = 0) -> StateCopy:
     """Runs on the event loop: list() of each map is the whole pause."""
     return StateCopy(
         seq, epoch, state.next_number, list(state.jobs.values()), list(state.arrays.values()),
-        list(state.queues.values()), list(state.hosts.values()),
+        list(state.queues.values()), list(state.hosts.values()), state.number_ceiling,
     )
 
 
@@ -84,7 +85,7 @@ def write_checkpoint(directory: Path, copy: StateCopy, keep: int = 2) -> Path:
             out.write(frame(encode_header(
                 seq=copy.seq, epoch=copy.epoch, nextNumber=copy.next_number,
                 createdAt=time.time(), formatVersion=FORMAT_VERSION, jobs=len(copy.jobs),
-                arrays=len(copy.arrays))))
+                arrays=len(copy.arrays), numberCeiling=copy.number_ceiling)))
             for kind, records in (("queues", copy.queues), ("hosts", copy.hosts),
                                   ("arrays", copy.arrays), ("jobs", copy.jobs)):
                 for start in range(0, len(records), CHUNK):
@@ -131,5 +132,6 @@ def read_checkpoint(path: Path) -> tuple[dict[str, Any], ClusterState]:
     if header["jobs"] != len(parts["jobs"]) or header["arrays"] != len(parts["arrays"]):
         raise CheckpointError(f"{path.name}: incomplete (record counts do not match header)")
     state = ClusterState.restore(parts["jobs"], parts["arrays"], parts["queues"],
-                                 parts["hosts"], header["nextNumber"])
+                                 parts["hosts"], header["nextNumber"],
+                                 header.get("numberCeiling", 0))
     return header, state

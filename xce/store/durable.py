@@ -52,7 +52,7 @@ class DurableLog:
                       "purged": 0}
         self._checkpointing = asyncio.Lock()
         # HA sync mode (xce/ha/source.py): a commit also waits for a standby's ack.
-        self.replicated: Callable[[int], Awaitable[None]] | None = None
+        self.replicated: Callable[[int, bool], Awaitable[None]] | None = None
         # HA fencing (xce/ha/node.py): raises NotPrimary when this node may not write.
         self.fence: Callable[[], None] | None = None
         # Retention on a primary (`ControllerService.purge_finished`, set by run_primary):
@@ -93,7 +93,15 @@ class DurableLog:
         target = self.writer.next_seq - 1
         await self.writer.sync(durable)
         if self.replicated is not None:
-            await self.replicated(target)
+            await self.replicated(target, False)
+
+    async def sync_replicated(self) -> None:
+        """Durable here and on a standby, whatever the replication mode (a job number
+        reservation must reach a standby before its numbers are used)."""
+        target = self.writer.next_seq - 1
+        await self.writer.sync(durable=True)
+        if self.replicated is not None:
+            await self.replicated(target, True)
 
     # --- checkpoints ------------------------------------------------------------------
 

@@ -189,7 +189,8 @@ def decode_chunk(data: bytes) -> tuple[str, Any]:
             if kind == "header":
                 h = r.header
                 return kind, {k: getattr(h, k) for k in (
-                    "seq", "epoch", "nextNumber", "createdAt", "formatVersion", "jobs", "arrays")}
+                    "seq", "epoch", "nextNumber", "createdAt", "formatVersion", "jobs", "arrays",
+                    "numberCeiling")}
             if kind == "packed":
                 inner = str(r.packed.kind)
                 cls = _RECORD_BY_NAME[_CHUNK_FIELDS[inner]]

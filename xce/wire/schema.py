@@ -118,7 +118,7 @@ def generate() -> str:
     out.append(
         "struct CheckpointHeader {\n  seq @0 :UInt64;\n  epoch @1 :UInt64;\n"
         "  nextNumber @2 :Int64;\n  createdAt @3 :Float64;\n  formatVersion @4 :UInt32;\n"
-        "  jobs @5 :UInt64;\n  arrays @6 :UInt64;\n}"
+        "  jobs @5 :UInt64;\n  arrays @6 :UInt64;\n  numberCeiling @7 :Int64;\n}"
     )
     out.append(
         "# A checkpoint is a header chunk, then bounded chunks of records (each framed).\n"

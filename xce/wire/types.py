@@ -48,6 +48,7 @@ EVENT_TYPES: tuple[type[ev.Event], ...] = (
     ev.ArrayReleased,
     ev.ArrayCancelled,
     ev.JobsPurged,
+    ev.JobNumbersReserved,
 )
 
 # Structs that appear inside events or checkpoints.

@@ -102,6 +102,7 @@ struct JobRecord {
   killRequested @14 :Bool;
   outputs @15 :List(Text);
   requeueRequested @16 :Bool;
+  submitKey @17 :Text;
 }
 
 struct ArrayRecord {
@@ -115,6 +116,7 @@ struct ArrayRecord {
   active @7 :Int64;
   done @8 :Int64;
   exited @9 :Int64;
+  submitKey @10 :Text;
 }
 
 struct QueueCreated {
@@ -169,6 +171,7 @@ struct HostAvailable {
 struct JobSubmitted {
   number @0 :Int64;
   spec @1 :JobSpec;
+  key @2 :Text;
 }
 
 struct ArraySubmitted {
@@ -176,6 +179,7 @@ struct ArraySubmitted {
   spec @1 :JobSpec;
   indices @2 :List(Range);
   maxConcurrent @3 :OptInt;
+  key @4 :Text;
 }
 
 struct JobStarted {
@@ -245,6 +249,11 @@ struct JobsPurged {
   ids @0 :List(Text);
 }
 
+struct JobNumbersReserved {
+  first @0 :Int64;
+  last @1 :Int64;
+}
+
 struct Event {
   at @0 :Float64;
   union {
@@ -274,6 +283,7 @@ struct Event {
     arrayReleased @24 :ArrayReleased;
     arrayCancelled @25 :ArrayCancelled;
     jobsPurged @26 :JobsPurged;
+    jobNumbersReserved @27 :JobNumbersReserved;
   }
 }
 
@@ -292,6 +302,7 @@ struct CheckpointHeader {
   formatVersion @4 :UInt32;
   jobs @5 :UInt64;
   arrays @6 :UInt64;
+  numberCeiling @7 :Int64;
 }
 
 # A checkpoint is a header chunk, then bounded chunks of records (each framed).
