@@ -36,21 +36,22 @@ USER_TOKEN = ISSUER.issue("alice", (), ("user",))[0]  # role user, name alice
 
 def kill_worker_jobs(name: str, spool_dir: Path) -> None:
     """Kill and remove every job cgroup a worker of this name and spool left behind."""
+    from tests.worker.local_host import remove_namespace
     from xce.worker.agent import cgroup_namespace
     from xce.worker.cgroups import detect
 
-    for mode in ("v1", "v2", "none"):
-        try:
-            backend = detect(mode, "", cgroup_namespace(name, spool_dir))
-        except (OSError, RuntimeError, ValueError):
-            continue
-        for job in backend.existing():
-            cgroup = backend.open(job)
-            if cgroup is not None:
-                with contextlib.suppress(OSError):
-                    cgroup.kill()
-                with contextlib.suppress(OSError):
-                    cgroup.remove()
+    try:
+        backend = detect("auto", "", cgroup_namespace(name, spool_dir))  # as the worker did
+    except (OSError, RuntimeError, ValueError):
+        return
+    for job in backend.existing():
+        cgroup = backend.open(job)
+        if cgroup is not None:
+            with contextlib.suppress(OSError):
+                cgroup.kill()
+            with contextlib.suppress(OSError):
+                cgroup.remove()
+    remove_namespace(backend)
 
 
 def free_port() -> int:

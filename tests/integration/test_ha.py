@@ -341,7 +341,7 @@ def test_retention_purges_on_the_primary_and_the_standby_follows_through_failove
         c.kill_candidate(0)
         assert c.wait_primary(TAKEOVER_BOUND_S + 5, other_than=0) == 1
         assert set(all_jobs(c)) == {kept}, outcomes
-        last = c.submit(command="true", name="after")
+        last = submit_after_takeover(c, command="true", name="after")
         c.wait_state(last, "DONE")
     finally:
         c.stop()
@@ -349,7 +349,9 @@ def test_retention_purges_on_the_primary_and_the_standby_follows_through_failove
 
 # Restart delays of the killed primary, against failover_timeout_s = 2: before, around and
 # after the standby's takeover (systemd's Restart=on-failure with RestartSec=2 is one).
-RESTART_DELAYS = (0.0, 1.0, 2.0, 2.5, 4.0)
+# The default suite keeps the delays around the takeover (the slow sweep covers the rest):
+# each restart costs a preloaded recovery, and the suite has to fit CI's time on 2 cores.
+RESTART_DELAYS = (0.0, 2.0, 2.5)
 SLOW_RESTART_DELAYS = tuple(d / 4 for d in range(0, 17)) * 3  # 0 .. 4 s step 0.25, 3 runs
 
 
@@ -413,6 +415,7 @@ def restart_sweep(tmp_path: Path, delays: tuple[float, ...], preload: int,
         c.stop()
 
 
+@pytest.mark.timeout(600)
 def test_a_quickly_restarted_primary_never_makes_two_primaries_of_one_epoch(
         tmp_path: Path) -> None:
     restart_sweep(tmp_path, RESTART_DELAYS, preload=60_000)

@@ -13,8 +13,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from xce.worker import executor, fence, staging
-from xce.worker.cgroups import detect
+from xce.worker.cgroups import CgroupBackend, detect
 from xce.worker.executor import JobResult, RunningJob, Spool
 from xce.worker.launcher import KeeperLauncher
 
@@ -94,6 +96,8 @@ class LocalHost:
         return job, result, client.files
 
     def close(self) -> None:
+        """Stop the launcher, kill what the host's cgroups still hold, and remove them and
+        this host's (then empty) namespace directories."""
         self.launcher.close()
         for name in self.backend.existing():
             cgroup = self.backend.open(name)
@@ -102,3 +106,24 @@ class LocalHost:
                     cgroup.kill()
                 with contextlib.suppress(OSError):
                     cgroup.remove()
+        remove_namespace(self.backend)
+
+
+def remove_namespace(backend: CgroupBackend) -> None:
+    """The namespace directories a backend made in each hierarchy (once empty)."""
+    ns = getattr(backend, "ns", None)
+    for path in set(ns.values()) if isinstance(ns, dict) else [ns] if ns else []:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
+def _cgroups_here() -> bool:
+    try:
+        backend = detect("auto", "", f"xce-probe-{secrets.token_hex(4)}")
+    except Exception:  # any failure means no usable cgroups
+        return False
+    remove_namespace(backend)
+    return backend.kind != "none"
+
+
+needs_cgroups = pytest.mark.skipif(not _cgroups_here(), reason="no writable cgroup hierarchy")

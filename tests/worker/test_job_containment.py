@@ -10,51 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import stat
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.worker.linux_users import LinuxUser, LinuxUsers, linux_users  # noqa: F401
-from tests.worker.local_host import LocalHost, searchable_dir
+from tests.worker.local_host import LocalHost, needs_cgroups
 from xce.worker import executor
-from xce.worker.cgroups import detect
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker's defences need root")
 
 
-def _cgroups_here() -> bool:
-    try:
-        return detect("auto", "", "xce-probe").kind != "none"
-    except Exception:
-        return False
 
 
-needs_cgroups = pytest.mark.skipif(not _cgroups_here(), reason="no writable cgroup hierarchy")
 
 
-@pytest.fixture
-def root() -> Iterator[Path]:
-    path = searchable_dir("xce-jobs-")
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-async def host(root: Path) -> AsyncIterator[LocalHost]:
-    made = LocalHost(root, pids_limit=64)
-    yield made
-    made.close()
-
-
-@pytest.fixture
-def user(linux_users: LinuxUsers) -> LinuxUser:  # noqa: F811
-    return linux_users.user()
 
 
 def _alive(pid: int) -> bool:

@@ -18,56 +18,22 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.worker.linux_users import LinuxUser, LinuxUsers, linux_users  # noqa: F401
-from tests.worker.local_host import LocalHost, Recorder, searchable_dir
+from tests.worker.local_host import LocalHost, Recorder, needs_cgroups, searchable_dir
 from xce.worker import executor, staging
-from xce.worker.cgroups import detect
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker's defences need root")
 
 
-def _cgroups_here() -> bool:
-    try:
-        return detect("auto", "", "xce-probe").kind != "none"
-    except Exception:
-        return False
-
-
-needs_cgroups = pytest.mark.skipif(not _cgroups_here(), reason="no writable cgroup hierarchy")
 x86_64 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="keyctl numbers are x86_64")
 
 
-@pytest.fixture
-def root() -> Iterator[Path]:
-    path = searchable_dir("xce-review-")
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
-def _close(host: LocalHost) -> None:
-    """Stop the host and remove its (then empty) cgroup namespace directories too."""
-    host.close()
-    ns = getattr(host.backend, "ns", None)
-    for path in set(ns.values()) if isinstance(ns, dict) else [ns] if ns else []:
-        with contextlib.suppress(OSError):
-            os.rmdir(path)
-
-
-@pytest.fixture
-async def host(root: Path) -> AsyncIterator[LocalHost]:
-    made = LocalHost(root, pids_limit=64)
-    yield made
-    _close(made)
-
-
-@pytest.fixture
-def user(linux_users: LinuxUsers) -> LinuxUser:  # noqa: F811
-    return linux_users.user()
 
 
 def _as_user(user: LinuxUser, command: str) -> subprocess.CompletedProcess[str]:
@@ -130,7 +96,7 @@ async def test_a_job_reads_a_key_from_the_workers_session_keyring(
         assert result.exit_code == 0, files.get("stderr")
         assert secret.encode() not in files["stdout"], "the job read root's key"
     finally:
-        _close(host)
+        host.close()
 
 
 @x86_64
@@ -154,7 +120,7 @@ async def test_a_job_reads_a_key_another_users_job_stored(
         await executor.kill(victim, "test over", 0.5)
         await host.wait(victim)
         executor.close_readers(victim)
-        _close(host)
+        host.close()
 
 
 # --- 2. outputs from cwd=/proc/self are the root worker's own /proc files --------------------
@@ -311,7 +277,7 @@ async def test_a_job_that_uses_up_inodes_stops_the_fence_contact_of_the_host(
         assert result.exit_code == 0, result.reason
     finally:
         if host is not None:
-            _close(host)
+            host.close()
         subprocess.run(["umount", "-l", str(fs)], check=False)
         shutil.rmtree(fs, ignore_errors=True)
 
