@@ -100,6 +100,12 @@ class WorkerSettings:
     cgroup: str = "auto"
     cgroup_parent: str = ""
     pids_limit: int = 8192
+    # Each job attempt gets a /tmp of its own (bound from the attempt's state directory in
+    # the job's mount namespace, removed after it, like Slurm's job_container/tmpfs); off by
+    # default as in Slurm, since jobs then no longer share /tmp with anything on the host.
+    # A job whose working or job directory is under /tmp keeps the host's. /dev/shm is
+    # always the job's own. Root workers only.
+    private_tmp: bool = False
 
     def job_root(self) -> Path:
         if self.jobs_dir is not None:
@@ -332,7 +338,8 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
         s, data,
         {"name", "slots", "memory_mb", "attributes", "spool_dir", "allow_root_jobs",
          "kill_grace_s", "heartbeat_interval_s", "usage_interval_s", "token", "token_file",
-         "jobs_dir", "min_job_uid", "cgroup", "cgroup_parent", "pids_limit"},
+         "jobs_dir", "min_job_uid", "cgroup", "cgroup_parent", "pids_limit",
+         "private_tmp"},
     )
     out: dict[str, Any] = {}
     if "name" in data:
@@ -361,8 +368,9 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
                               f'got {out["cgroup"]!r}')
     if "cgroup_parent" in data:
         out["cgroup_parent"] = _typed(s, "cgroup_parent", data["cgroup_parent"], str)
-    if "allow_root_jobs" in data:
-        out["allow_root_jobs"] = _typed(s, "allow_root_jobs", data["allow_root_jobs"], bool)
+    for key in ("allow_root_jobs", "private_tmp"):
+        if key in data:
+            out[key] = _typed(s, key, data[key], bool)
     for key in ("kill_grace_s", "heartbeat_interval_s", "usage_interval_s"):
         if key in data:
             out[key] = float(_positive(s, key, data[key]))

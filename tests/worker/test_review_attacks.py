@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,63 @@ async def test_a_jobs_dev_shm_file_outlives_the_job(host: LocalHost, user: Linux
     finally:
         with contextlib.suppress(FileNotFoundError):
             leftover.unlink()
+
+
+# --- 5b. /tmp is the host's: other users see, plant and outlive the job's temporary files ----
+
+@pytest.fixture
+def off_tmp_host() -> Iterator[LocalHost]:
+    """A host with `private_tmp = true` whose job directories are not under /tmp (a job
+    whose directories are there keeps the host's /tmp, or it could not reach them)."""
+    root = searchable_dir("xce-jobs-", "/var/tmp")
+    made = LocalHost(root, pids_limit=64, private_tmp=True)
+    yield made
+    made.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_job_shares_tmp_with_other_users_and_leaves_its_files_there(
+        off_tmp_host: LocalHost, linux_users: LinuxUsers, tmp_path: Path) -> None:  # noqa: F811
+    """The job's /tmp was the host's: another user on the node read the job's temporary
+    files while it ran, planted a link under a name the job would use (the classic /tmp
+    race), and what the job left stayed on the host's disk after it. Now each attempt has a
+    /tmp of its own, removed after it without following what the job left in it."""
+    owner, other = linux_users.user(), linux_users.user()
+    marker = f"xce-review-{secrets.token_hex(4)}"
+    planted = Path("/tmp") / f"{marker}-planted"
+    planted.symlink_to("/etc/hostname")  # another user's trap, waiting on the host's /tmp
+    victim = tmp_path / "victim"  # root's directory, outside the job's reach
+    victim.mkdir()
+    (victim / "keep").write_text("root's")
+    ready = searchable_dir("xce-ready-", "/var/tmp") / "ready"
+    os.chown(ready.parent, owner.uid, owner.gid)
+    try:
+        host = off_tmp_host
+        job = await host.start({"command": (
+            f"echo secret > /tmp/{marker}; ln -s {victim} /tmp/{marker}-link; "
+            f"if test -e {planted}; then touch $XCE_JOB_DIR/planted-seen; fi; "
+            f"touch {ready}; sleep 30")}, owner.name)
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            assert time.monotonic() < deadline, "the job never got going"
+            await asyncio.sleep(0.05)
+        seen = _as_user(other, f"cat /tmp/{marker}")
+        assert seen.returncode != 0 and "secret" not in seen.stdout, \
+            "another user read the job's file in /tmp"
+        assert not Path(f"/tmp/{marker}").exists(), "the job's /tmp file is on the host's /tmp"
+        executor.kill_group_now(job)
+        result = await host.wait(job)
+        assert result.exit_code != 0 or result.exit_signal
+        assert job.attempt_dir is not None and not (job.attempt_dir / "tmp").exists(), \
+            "the attempt's /tmp outlived it"
+        assert (victim / "keep").read_text() == "root's", "removing /tmp followed the job's link"
+        assert not (job.job_dir / "planted-seen").exists(), \
+            "the job saw a name another user planted in /tmp"
+    finally:
+        for left in (planted, Path(f"/tmp/{marker}"), Path(f"/tmp/{marker}-link")):
+            with contextlib.suppress(FileNotFoundError):
+                left.unlink()
+        shutil.rmtree(ready.parent, ignore_errors=True)
 
 
 # --- 6. a jobs_dir the worker did not make is trusted as is ----------------------------------

@@ -384,7 +384,8 @@ class WorkerAgent:
                     raise LaunchError(job.kill_reason or "taken away before it started")
                 await executor.launch(job, self.launcher, self.backend, account, self.host,
                                       self.settings.pids_limit, self.spool.state, self.contact,
-                                      host_resources(self.settings)[1])
+                                      host_resources(self.settings)[1],
+                                      self.settings.private_tmp)
             except (LaunchError, ApiError, OSError, ValueError) as exc:
                 message = exc.message if isinstance(exc, ApiError) else str(exc)
                 log.warning("job %s failed to start: %s", key[0], message)

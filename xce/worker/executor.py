@@ -300,7 +300,7 @@ def limits_for(a: dict[str, Any], pids_limit: int, host_memory_mb: int | None = 
 async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBackend,
                  account: pwd.struct_passwd | None, host: str, pids_limit: int,
                  worker_state: Path, contact: fence.Contact,
-                 host_memory_mb: int | None = None) -> None:
+                 host_memory_mb: int | None = None, private_tmp: bool = False) -> None:
     """Make the job's files (as the user), its cgroup, and have a keeper start it."""
     a = job.assignment
     assert job.attempt_dir is not None
@@ -325,6 +325,8 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             "cgroup": name, "worker_state": str(worker_state),
             "limits": dataclasses.asdict(limits),
             "contact": {"at": contact.at, "fence_timeout_s": contact.fence_timeout_s},
+            "private_tmp": private_tmp and not any(
+                _under_tmp(path) for path in (job.work_dir, job.job_dir)),
         })
         job.cgroup = await asyncio.to_thread(backend.create, name, limits)
         try:
@@ -343,6 +345,14 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
     job.keeper_start = process_start(started.keeper)
     job.cgroup.set_leader(started.leader)  # "none" follows the leader's session
     job.started = time.monotonic()
+
+
+def _under_tmp(path: Path) -> bool:
+    """Whether `path` lies in /tmp as written: a private /tmp would hide it from the job,
+    so such a job (one submitted from /tmp, or any job of a worker whose jobs_dir is there)
+    keeps the host's /tmp. A link from elsewhere into /tmp is not followed here (root does
+    not resolve the user's paths); such a `cwd` ends the job with a clear launch error."""
+    return os.path.normpath(path) == "/tmp" or os.path.normpath(path).startswith("/tmp/")
 
 
 def _drop_cgroup(cgroup: JobCgroup | None) -> None:

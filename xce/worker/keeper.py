@@ -37,6 +37,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -48,6 +49,7 @@ from xce.worker.cgroups import CgroupBackend, JobCgroup, Limits, detect
 SPEC = "spec.json"
 KEEPER = "keeper.json"
 RESULT = "result.json"
+TMP = "tmp"  # the attempt's private /tmp
 WATCH_INTERVAL_S = 0.5
 # Signals Python sets to "ignore" for itself; an exec'd job must get the defaults back.
 _RESET_SIGNALS = ("SIGPIPE", "SIGXFSZ", "SIGXFZ", "SIGCHLD", "SIGINT", "SIGTERM", "SIGHUP")
@@ -151,28 +153,58 @@ _LIBC.syscall.restype = ctypes.c_long
 
 
 _CLONE_NEWNS = 0x00020000
-_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_SLAVE = 0x2, 0x4, 0x4000, 0x80000
+_MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND = 0x2, 0x4, 0x20, 0x1000
+_MS_REC, _MS_SLAVE = 0x4000, 0x80000
 _LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
                         ctypes.c_char_p]
 
 
-def _private_dev_shm() -> None:
-    """A mount namespace of the job's own with a fresh tmpfs on /dev/shm: what the job
-    leaves there goes with its last process (and is charged to its memory cgroup while it
-    lives), instead of holding the host's memory after the job. Host mounts still reach the
-    job (slave propagation). Root only; elsewhere there is nothing to do it with."""
-    if os.geteuid() != 0 or not os.path.isdir("/dev/shm"):
+def _private_mounts(tmp_dir: str | None) -> None:
+    """A mount namespace of the job's own: a fresh tmpfs on /dev/shm and, with `tmp_dir`,
+    that directory bound on /tmp (like Slurm's job_container/tmpfs). What the job leaves
+    there goes with the attempt instead of filling the host's /dev/shm (memory nobody is
+    charged for after the job) and /tmp, and no other job or user sees its temporary files
+    or can plant names there before it. Host mounts still reach the job (slave
+    propagation). Root only; elsewhere there is nothing to do it with."""
+    if os.geteuid() != 0:
         return
     if _LIBC.unshare(_CLONE_NEWNS) != 0:
         err = ctypes.get_errno()
         if err in (errno.EPERM, errno.ENOSYS, errno.EINVAL):
-            return  # a container without CAP_SYS_ADMIN: /dev/shm stays the host's
+            return  # a container without CAP_SYS_ADMIN: /dev/shm and /tmp stay the host's
         raise OSError(err, os.strerror(err))
-    for args in ((None, b"/", None, _MS_REC | _MS_SLAVE, None),
-                 (b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777")):
+    mounts: list[tuple[bytes | None, bytes, bytes | None, int, bytes | None]] = [
+        (None, b"/", None, _MS_REC | _MS_SLAVE, None)]
+    if os.path.isdir("/dev/shm"):
+        mounts.append((b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777"))
+    if tmp_dir is not None and os.path.isdir("/tmp"):
+        mounts += [(tmp_dir.encode(), b"/tmp", None, _MS_BIND, None),
+                   (None, b"/tmp", None, _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _MS_NODEV, None)]
+    for args in mounts:
         if _LIBC.mount(*args) != 0:
             err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
+            raise OSError(err, f"mounting {args[1].decode()}: {os.strerror(err)}")
+
+
+def make_tmp(attempt_dir: str) -> str:
+    """The attempt's own /tmp: `tmp` in its root-only state directory, root's and 1777 like
+    /tmp. Reached by the job only through the bind mount on /tmp, so the job can never put
+    a link in its place: the path the keeper mounts is the worker's."""
+    path = os.path.join(attempt_dir, TMP)
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(path)  # a keeper that never ran its job to the end
+    os.mkdir(path, 0o700)
+    os.chmod(path, 0o1777)
+    return path
+
+
+def remove_tmp(attempt_dir: str) -> None:
+    """Empty and remove the attempt's /tmp once nothing of the job runs. `shutil.rmtree`
+    walks by descriptors without following links (`rmtree.avoids_symlink_attacks`), so
+    what the job left there cannot point root anywhere else."""
+    assert shutil.rmtree.avoids_symlink_attacks
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(os.path.join(attempt_dir, TMP))
 
 
 def _new_session_keyring() -> None:
@@ -198,8 +230,8 @@ def _exec_job(spec: dict[str, Any], cgroup: JobCgroup, stdout: int, stderr: int,
             if sig is not None:
                 signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        stage = "giving the job a /dev/shm of its own"
-        _private_dev_shm()
+        stage = "giving the job a /tmp and /dev/shm of its own"
+        _private_mounts(spec.get("tmp_dir"))
         if spec.get("uid") is not None:
             stage = f"switching to user {spec.get('user')}"
             os.setgroups(spec["groups"])
@@ -257,6 +289,8 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
     if cgroup is None:
         _answer(reply, {"error": "the job's cgroup is missing"})
         return 1
+    if spec.get("private_tmp") and os.geteuid() == 0:
+        spec["tmp_dir"] = make_tmp(attempt_dir)
     started_at = fence.now()
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
     leader = os.fork()
@@ -275,6 +309,7 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
         os.waitpid(leader, 0)
         message = failure.decode("utf-8", "replace")
         cgroup.kill()
+        remove_tmp(attempt_dir)
         write_json(attempt_dir, RESULT, {"launch_error": message})
         cgroup.remove()
         _answer(reply, {"error": message})
@@ -320,6 +355,7 @@ def _watch(spec: dict[str, Any], cgroup: JobCgroup, attempt_dir: str, leader: in
     ended_at = fence.now()
     cgroup.kill()  # whatever the leader left behind goes with it
     usage = cgroup.usage()
+    remove_tmp(attempt_dir)
     result: dict[str, Any] = {
         "status": status,
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
