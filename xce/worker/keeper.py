@@ -203,8 +203,10 @@ def remove_tmp(attempt_dir: str) -> None:
     walks by descriptors without following links (`rmtree.avoids_symlink_attacks`), so
     what the job left there cannot point root anywhere else."""
     assert shutil.rmtree.avoids_symlink_attacks
-    with contextlib.suppress(FileNotFoundError):
-        shutil.rmtree(os.path.join(attempt_dir, TMP))
+    # Never fatal: a process that escaped a "none" backend may still be writing there, and
+    # the attempt's end must be recorded whatever is left (the worker removes the rest
+    # with the attempt's directory).
+    shutil.rmtree(os.path.join(attempt_dir, TMP), ignore_errors=True)
 
 
 def _new_session_keyring() -> None:
