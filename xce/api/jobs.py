@@ -56,6 +56,7 @@ async def submit(request: web.Request) -> web.Response:
         hold=body.get("hold", False),
         submit_host=body.get("submit_host", request.remote or ""),
         resources=body.get("resources", ""),
+        defer=body.get("defer", False),
         uploads_of=None if anyones else who.user,
     )
     service = _service(request)

@@ -34,6 +34,7 @@ SUBMIT: dict[str, Any] = {
         "hold": {"type": "boolean"},
         "submit_host": {"type": "string", "maxLength": 255},
         "resources": {"type": "string", "maxLength": 4096},
+        "defer": {"type": "boolean"},
     },
 }
 

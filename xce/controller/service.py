@@ -37,6 +37,7 @@ from xce.core.model import (
 from xce.core.state import ClusterState, parse_job_id
 from xce.sched import pipeline
 from xce.sched.expr import parse_requirement
+from xce.sched.feasibility import refusal
 from xce.sched.plugins import policy_for
 from xce.sched.snapshot import PendingMemo, snapshot_of
 from xce.sched.types import Plan
@@ -288,6 +289,8 @@ class ControllerService:
                 raise InvalidRequest(
                     f"dependency on job {term.job}, which does not exist"
                 ) from None
+        if not req.defer:
+            self._check_feasible(req, queue, memory_mb)
         spec = JobSpec(
             user=req.user,
             queue=queue_name,
@@ -307,6 +310,14 @@ class ControllerService:
             resources=req.resources.strip(),
         )
         return spec, inputs
+
+    def _check_feasible(self, req: SubmitRequest, queue: QueueRecord, memory_mb: int) -> None:
+        """Refuse a job no host of its queue could ever run (xce/sched/feasibility.py)."""
+        requirement = parse_requirement(req.resources) if req.resources.strip() else None
+        why = refusal(requirement, req.slots, memory_mb, queue, self.state.hosts.values())
+        if why is not None:
+            raise InvalidRequest(f"{why} (submit with defer to keep it for hosts that have "
+                                 "not registered yet)")
 
     def _inputs(self, raw: dict[str, str], uploads_of: str | None = None) -> dict[str, str]:
         """Normalised input path -> upload id; paths and uploads must not collide, and each
