@@ -64,6 +64,7 @@ class WorkerAgent:
         self.reports: dict[Key, dict[str, Any]] = {}
         # The attempts whose reports are pending: their directories go once a report is taken.
         self.report_jobs: dict[Key, RunningJob] = {}
+        self._saving: dict[Key, asyncio.Task[None]] = {}  # report files being written
         self._retry_at: dict[Key, float] = {}  # loop time of a failed report's next try
         self._tries: dict[Key, int] = {}
         # Reports the controller took, kept a while: if an answer still lists the attempt
@@ -298,20 +299,33 @@ class WorkerAgent:
             self._spawn(self._clean(job))
 
     async def _clean(self, job: RunningJob) -> None:
-        """Forget an attempt: its job directory (emptied as its user), then its state."""
+        """Forget an attempt: its job directory (emptied as its user), then its state (off
+        the event loop: a large tree must not hold up other jobs' starts and reports)."""
+        saving = self._saving.pop(job.key, None)
+        if saving is not None:
+            await asyncio.wait([saving])  # its report file goes with the attempt's directory
         executor.close_readers(job)
         await executor.remove_job_dir(job.job_dir, job.creds)
         if job.attempt_dir is not None:
-            shutil.rmtree(job.attempt_dir, ignore_errors=True)
+            await asyncio.to_thread(shutil.rmtree, job.attempt_dir, ignore_errors=True)
+
+    def _save_report(self, key: Key, job: RunningJob, body: dict[str, Any]) -> None:
+        try:
+            executor.save_report(job, body)
+        except OSError as exc:
+            log.warning("job %s: cannot save its result (%s)", key[0], exc)
 
     def _queue_report(self, key: Key, body: dict[str, Any], job: RunningJob | None) -> None:
         body = {**body, "reason": str(body.get("reason", ""))[:1000]}
         self._remember_ended(key)
         if job is not None:
-            try:
-                executor.save_report(job, body)
-            except OSError as exc:
-                log.warning("job %s: cannot save its result (%s)", key[0], exc)
+            # Saved (fsynced) in a thread while the report goes out: the event loop keeps
+            # starting and reporting other jobs meanwhile. Until it is on disk the keeper's
+            # result.json stands for it (a restarted worker reports from that).
+            saving = self._spawn(asyncio.to_thread(self._save_report, key, job, body))
+            self._saving[key] = saving
+            saving.add_done_callback(
+                lambda done, k=key: self._saving.pop(k) if self._saving.get(k) is done else None)
             self.report_jobs[key] = job
         self.reports[key] = body
         self._report_wakeup.set()
