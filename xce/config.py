@@ -231,7 +231,8 @@ def _queue(i: int, data: Any) -> QueueRecord:
 
 
 def _queue_scheduling(section: str, data: dict[str, Any]) -> dict[str, Any]:
-    """`plugins`, `max_running`, `max_running_per_user`, `shares` of one `[[queue]]`."""
+    """`plugins`, `max_running`, `max_running_per_user`, `shares`, the per-job defaults and
+    maximums and `users` of one `[[queue]]`."""
     from xce.sched.plugins import policy_for
 
     out: dict[str, Any] = {}
@@ -243,9 +244,20 @@ def _queue_scheduling(section: str, data: dict[str, Any]) -> dict[str, Any]:
     except ValueError as exc:
         raise ConfigError(f"{section}.plugins: {exc}") from None
     out["plugins"] = tuple(plugins)
-    for key in ("max_running", "max_running_per_user"):
+    for key in ("max_running", "max_running_per_user", "default_walltime_s", "max_walltime_s",
+                "default_memory_mb", "max_memory_mb", "max_slots"):
         if key in data:
             out[key] = int(_positive(section, key, _typed(section, key, data[key], int)))
+    users = data.get("users", [])
+    if not isinstance(users, list) or not all(isinstance(u, str) and u for u in users):
+        raise ConfigError(f"{section}.users must be a list of user names and @groups")
+    out["users"] = tuple(users)
+    from xce.controller.queue_rules import check_settings
+
+    problem = check_settings(QueueRecord("x", **{k: v for k, v in out.items()
+                                                  if k.startswith(("default_", "max_"))}))
+    if problem:
+        raise ConfigError(f"{section}: {problem}")
     shares = data.get("shares", {})
     _typed(section, "shares", shares, dict)
     for who, value in shares.items():
