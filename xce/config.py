@@ -100,9 +100,9 @@ class WorkerSettings:
     cgroup: str = "auto"
     cgroup_parent: str = ""
     pids_limit: int = 8192
-    # Each job attempt gets a /tmp of its own (bound from the attempt's state directory in
-    # the job's mount namespace, removed after it, like Slurm's job_container/tmpfs); off by
-    # default as in Slurm, since jobs then no longer share /tmp with anything on the host.
+    # Each job attempt gets a /tmp of its own (a tmpfs in the job's mount namespace, no
+    # larger than its memory limit and charged to it, like Slurm's job_container/tmpfs); off
+    # by default as in Slurm, since jobs then no longer share /tmp with anything on the host.
     # A job whose working or job directory is under /tmp keeps the host's. /dev/shm is
     # always the job's own. Root workers only.
     private_tmp: bool = False

@@ -364,9 +364,9 @@ class WorkerAgent:
         if job.keeper is None:
             return  # not started yet: _run applies the latest action once it is
         if action == "stop":
-            executor.suspend(job)
+            self._spawn(executor.suspend(job))
         elif action == "run":
-            executor.resume(job)
+            self._spawn(executor.resume(job))
         elif action == "kill":
             self._spawn(executor.kill(job, "killed", self.settings.kill_grace_s))
 
@@ -428,7 +428,7 @@ class WorkerAgent:
             )
         except Exception as exc:  # never lose track of a started job: end it, say why
             log.exception("job %s: waiting for it failed; killing it", job.key[0])
-            executor.kill_group_now(job)
+            await asyncio.to_thread(executor.kill_group_now, job)
             result = JobResult(None, None, f"worker error: {exc}", job.meter,
                                job.wall_seconds())
         if not job.result.done():

@@ -37,7 +37,6 @@ import json
 import os
 import resource
 import select
-import shutil
 import signal
 import socket
 import sys
@@ -49,7 +48,6 @@ from xce.worker.cgroups import CgroupBackend, JobCgroup, Limits, detect
 SPEC = "spec.json"
 KEEPER = "keeper.json"
 RESULT = "result.json"
-TMP = "tmp"  # the attempt's private /tmp
 WATCH_INTERVAL_S = 0.5
 # Signals Python sets to "ignore" for itself; an exec'd job must get the defaults back.
 _RESET_SIGNALS = ("SIGPIPE", "SIGXFSZ", "SIGXFZ", "SIGCHLD", "SIGINT", "SIGTERM", "SIGHUP")
@@ -153,19 +151,20 @@ _LIBC.syscall.restype = ctypes.c_long
 
 
 _CLONE_NEWNS = 0x00020000
-_MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND = 0x2, 0x4, 0x20, 0x1000
-_MS_REC, _MS_SLAVE = 0x4000, 0x80000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_SLAVE = 0x2, 0x4, 0x4000, 0x80000
 _LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
                         ctypes.c_char_p]
 
 
-def _private_mounts(tmp_dir: str | None) -> None:
-    """A mount namespace of the job's own: a fresh tmpfs on /dev/shm and, with `tmp_dir`,
-    that directory bound on /tmp (like Slurm's job_container/tmpfs). What the job leaves
-    there goes with the attempt instead of filling the host's /dev/shm (memory nobody is
-    charged for after the job) and /tmp, and no other job or user sees its temporary files
-    or can plant names there before it. Host mounts still reach the job (slave
-    propagation). Root only; elsewhere there is nothing to do it with."""
+def _private_mounts(tmp_bytes: int | None, private_tmp: bool) -> None:
+    """A mount namespace of the job's own with a fresh tmpfs on /dev/shm and, with
+    `private_tmp`, another on /tmp (Slurm's job_container/tmpfs gives jobs a private /tmp
+    and /dev/shm too).
+    Their pages are charged to the job's memory cgroup and the /tmp one is no larger than
+    the job's memory limit (`tmp_bytes`), so nothing the job puts there outlives it, fills a
+    disk or needs removing: the mounts go with the job's last process. No other job or user
+    sees its temporary files or can plant names there before it. Host mounts still reach the
+    job (slave propagation). Root only; elsewhere there is nothing to do it with."""
     if os.geteuid() != 0:
         return
     if _LIBC.unshare(_CLONE_NEWNS) != 0:
@@ -177,36 +176,14 @@ def _private_mounts(tmp_dir: str | None) -> None:
         (None, b"/", None, _MS_REC | _MS_SLAVE, None)]
     if os.path.isdir("/dev/shm"):
         mounts.append((b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777"))
-    if tmp_dir is not None and os.path.isdir("/tmp"):
-        mounts += [(tmp_dir.encode(), b"/tmp", None, _MS_BIND, None),
-                   (None, b"/tmp", None, _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _MS_NODEV, None)]
+    if private_tmp and os.path.isdir("/tmp"):
+        size = f",size={tmp_bytes}" if tmp_bytes else ""
+        mounts.append((b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                       f"mode=1777{size}".encode()))
     for args in mounts:
         if _LIBC.mount(*args) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"mounting {args[1].decode()}: {os.strerror(err)}")
-
-
-def make_tmp(attempt_dir: str) -> str:
-    """The attempt's own /tmp: `tmp` in its root-only state directory, root's and 1777 like
-    /tmp. Reached by the job only through the bind mount on /tmp, so the job can never put
-    a link in its place: the path the keeper mounts is the worker's."""
-    path = os.path.join(attempt_dir, TMP)
-    with contextlib.suppress(FileNotFoundError):
-        shutil.rmtree(path)  # a keeper that never ran its job to the end
-    os.mkdir(path, 0o700)
-    os.chmod(path, 0o1777)
-    return path
-
-
-def remove_tmp(attempt_dir: str) -> None:
-    """Empty and remove the attempt's /tmp once nothing of the job runs. `shutil.rmtree`
-    walks by descriptors without following links (`rmtree.avoids_symlink_attacks`), so
-    what the job left there cannot point root anywhere else."""
-    assert shutil.rmtree.avoids_symlink_attacks
-    # Never fatal: a process that escaped a "none" backend may still be writing there, and
-    # the attempt's end must be recorded whatever is left (the worker removes the rest
-    # with the attempt's directory).
-    shutil.rmtree(os.path.join(attempt_dir, TMP), ignore_errors=True)
 
 
 def _new_session_keyring() -> None:
@@ -232,8 +209,14 @@ def _exec_job(spec: dict[str, Any], cgroup: JobCgroup, stdout: int, stderr: int,
             if sig is not None:
                 signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        stage = "resetting the job's OOM score"
+        # The keeper shields itself from the OOM killer (see keep); the job must not inherit
+        # that, nor any protection the worker's service unit gives the worker.
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("0")
         stage = "giving the job a /tmp and /dev/shm of its own"
-        _private_mounts(spec.get("tmp_dir"))
+        _private_mounts((spec.get("limits") or {}).get("memory_bytes"),
+                        bool(spec.get("private_tmp")))
         if spec.get("uid") is not None:
             stage = f"switching to user {spec.get('user')}"
             os.setgroups(spec["groups"])
@@ -277,6 +260,9 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     os.setsid()
+    # The keeper is small and must record the job's end: the OOM killer passes it by.
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("-1000")
     stdout, stderr, reply_fd = fds
     reply = socket.socket(fileno=reply_fd)
     spec = read_json(attempt_dir, SPEC)
@@ -291,8 +277,6 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
     if cgroup is None:
         _answer(reply, {"error": "the job's cgroup is missing"})
         return 1
-    if spec.get("private_tmp") and os.geteuid() == 0:
-        spec["tmp_dir"] = make_tmp(attempt_dir)
     started_at = fence.now()
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
     leader = os.fork()
@@ -311,7 +295,6 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
         os.waitpid(leader, 0)
         message = failure.decode("utf-8", "replace")
         cgroup.kill()
-        remove_tmp(attempt_dir)
         write_json(attempt_dir, RESULT, {"launch_error": message})
         cgroup.remove()
         _answer(reply, {"error": message})
@@ -320,7 +303,10 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
     write_json(attempt_dir, KEEPER, {"keeper": os.getpid(),
                                      "keeper_start": process_start(os.getpid()),
                                      "leader": leader, "started_at": started_at})
-    _answer(reply, {"keeper": os.getpid(), "leader": leader, "started_at": started_at})
+    # The keeper's start time goes with its pid: the launcher does not wait for keepers, so
+    # by the time the worker read it from /proc the pid could name another process.
+    _answer(reply, {"keeper": os.getpid(), "keeper_start": process_start(os.getpid()),
+                    "leader": leader, "started_at": started_at})
     reply.close()
     return _watch(spec, cgroup, attempt_dir, leader, started_at)
 
@@ -357,7 +343,6 @@ def _watch(spec: dict[str, Any], cgroup: JobCgroup, attempt_dir: str, leader: in
     ended_at = fence.now()
     cgroup.kill()  # whatever the leader left behind goes with it
     usage = cgroup.usage()
-    remove_tmp(attempt_dir)
     result: dict[str, Any] = {
         "status": status,
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
