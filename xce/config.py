@@ -47,6 +47,9 @@ class ControllerSettings:
     # when no job has used them within upload_ttl_s, so uploads cannot fill the disk.
     upload_quota_mb: int = 10240
     upload_ttl_s: float = 86400.0
+    # What one job attempt may return in all (stdout, stderr and outputs; each file is also
+    # capped at max_upload_mb): a job's sparse 15 TB file must not fill the controller's disk.
+    max_job_outputs_mb: int = 10240
     # Which accounts jobs may run as (checked at submit where the name resolves on the
     # controller host; workers check again on theirs): root only with allow_root_jobs,
     # other uids below min_job_uid only when listed in job_users.
@@ -301,7 +304,7 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
          "checkpoint_every", "checkpoint_interval_s", "finished_retention_s", "url",
          "replication_listen", "replication_token", "replication_token_file",
          "fence_timeout_s", "upload_quota_mb", "upload_ttl_s", "allow_root_jobs",
-         "min_job_uid", "job_users"},
+         "min_job_uid", "job_users", "max_job_outputs_mb"},
     )
     out: dict[str, Any] = _controller_safety(data)
     if "url" in data:
@@ -336,7 +339,7 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
             raise ConfigError(f"controller.wal_fsync must be always or interval, "
                               f"got {out['wal_fsync']!r}")
     for key in ("missed_heartbeats", "max_upload_mb", "max_body_kb", "max_array_size",
-                "wal_segment_mb", "checkpoint_every", "upload_quota_mb"):
+                "wal_segment_mb", "checkpoint_every", "upload_quota_mb", "max_job_outputs_mb"):
         if key in data:
             out[key] = int(_positive(s, key, _typed(s, key, data[key], int)))
     if "default_queue" in data:

@@ -101,7 +101,7 @@ async def start_api(settings: ControllerSettings, tmp_path: Path,
                         ignore=shutil.ignore_patterns("users.toml*"))
     service = ControllerService(settings, FileStore(
         tmp_path / "files", 10 * 1024 * 1024, settings.upload_quota_mb * 1024 * 1024,
-        settings.upload_ttl_s))
+        settings.upload_ttl_s, settings.max_job_outputs_mb * 1024 * 1024))
     now = service.clock()
     await service.commit(
         ev.QueueCreated(now, q) for q in settings.queues if q.name not in service.state.queues

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from xce.store.files import FileStore
 
-from .conftest import Api, as_user, auth
+from .conftest import Api, as_user, auth, make_settings, start_api
 
 UPLOADS = "/api/v1/uploads"
 ALICE, BOB, ADMIN = auth("user"), as_user("bob"), auth("admin")
@@ -177,3 +177,27 @@ async def test_uploads_in_flight_share_the_quota(tmp_path: Path) -> None:
     assert any(isinstance(r, QuotaExceeded) for r in results)
     assert files.usage("alice") == 800 and files._inflight == {}
     assert len(list((tmp_path / "f" / "uploads").iterdir())) == 2  # one file + its .json
+
+
+async def test_a_jobs_outputs_stop_at_the_per_job_limit(tmp_path: Path) -> None:
+    """A job's outputs (stdout and stderr included) are capped per attempt: a job of many
+    large files cannot fill the controller's disk (a second hostile review)."""
+    api, client = await start_api(make_settings(tmp_path, max_job_outputs_mb=1), tmp_path,
+                                  as_user("admin", "admin"))
+    try:
+        joined = await api.register("w1")  # the worker learns the limits when it joins
+        assert joined["output_limits"] == {"file_bytes": 10 * 2**20, "job_bytes": 2**20}
+        job_id = await api.submit(command="true")
+        await api.service.schedule_once()
+        base = f"/api/v1/workers/w1/jobs/{job_id}/outputs"
+        await api.call("PUT", f"{base}/stdout?attempt=0&first=1", 201, data=b"x" * 600_000)
+        answer = await api.call("PUT", f"{base}/a.out?attempt=0", 413, data=b"x" * 600_000)
+        assert "max_job_outputs_mb" in answer["error"]["message"]
+        listed = await api.call("GET", f"/api/v1/jobs/{job_id}/files", 200)
+        names = [f["path"] for f in listed["files"]]
+        assert "a.out" not in names and "stdout" in names
+        # the attempt's upload starting again (first=1) counts from zero
+        await api.call("PUT", f"{base}/stdout?attempt=0&first=1", 201, data=b"x" * 600_000)
+        await api.call("PUT", f"{base}/b.out?attempt=0", 201, data=b"y" * 300_000)
+    finally:
+        await client.close()

@@ -357,6 +357,28 @@ async def test_suspending_a_job_that_cannot_be_frozen_stalls_the_workers_loop(
         shutil.rmtree(mark.parent, ignore_errors=True)
 
 
+# --- 5d. second review: sparse outputs of terabytes went to the controller in full ---------
+
+async def test_sparse_terabyte_outputs_are_not_sent(host: LocalHost, user: LinuxUser) -> None:
+    """A job made its stdout and an output 15 TB sparse files (12 KB on disk): the worker
+    read and sent every byte and the controller wrote them, filling its disk. The worker now
+    skips what is over the controller's limits per file and per job, without reading it."""
+    job = await host.start({"command": (
+        "truncate -s 15T $XCE_JOB_DIR/.xce/stdout; truncate -s 15T big.out; "
+        "head -c 3000 /dev/zero > small.out; head -c 3000 /dev/zero > second.out"),
+        "outputs": ["*.out"]}, user.name)
+    await host.wait(job)
+    client = Recorder()
+    started = time.monotonic()
+    limits = staging.OutputLimits(file_bytes=1 << 20, job_bytes=5000)
+    names = await staging.upload_outputs(client, "h1", job, limits)  # type: ignore[arg-type]
+    executor.close_readers(job)
+    assert time.monotonic() - started < 10, "the worker read the sparse files"
+    assert "stdout" not in names and "big.out" not in names
+    assert "stderr" in names and len([n for n in names if n.endswith(".out")]) == 1, names
+    assert sum(len(v) for v in client.files.values()) <= 5000
+
+
 # --- 6. a jobs_dir the worker did not make is trusted as is ----------------------------------
 
 async def test_a_jobs_dir_pre_made_by_a_user_lets_that_user_forge_anothers_outputs(

@@ -510,3 +510,41 @@ def test_remove_tree_handles_very_deep_trees(tree: Tree, monkeypatch: pytest.Mon
     assert found == {} and warnings == ["outputs deeper than 3 directories skipped"]
     _as(tree, remove_tree, tree.job)
     assert os.listdir(tree.job) == []
+
+
+def test_remove_tree_lists_huge_directories_a_batch_at_a_time(
+        tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a job's directory of hard links (no inodes, just names) must not become one list of
+    # every name in the worker's memory: it is emptied a batch at a time, to the last entry
+    monkeypatch.setattr(userfs, "REMOVE_BATCH", 7)
+    seen: list[int] = []
+    real = os.scandir
+
+    def counting(fd):  # type: ignore[no-untyped-def]
+        seen.append(len(os.listdir(fd)))
+        return real(fd)
+
+    def many() -> None:
+        os.mkdir(os.path.join(tree.job, "sub"))
+        _write(os.path.join(tree.job, "sub", "f0"), b"x", 0o600)
+        for i in range(1, 50):
+            os.link(os.path.join(tree.job, "sub", "f0"), os.path.join(tree.job, "sub", f"f{i}"))
+
+    _as(tree, many)
+    monkeypatch.setattr(userfs.os, "scandir", counting)
+    _as(tree, remove_tree, tree.job)
+    assert os.listdir(tree.job) == []
+    assert len(seen) >= 50 // 7, "the directory was listed in one go"
+
+
+def test_output_matching_stops_listing_at_the_cap(
+        tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(userfs, "MAX_SCANNED", 10)
+
+    def many() -> None:
+        for i in range(40):
+            _write(os.path.join(tree.job, f"o{i}.txt"), b"x", 0o600)
+
+    _as(tree, many)
+    found, warnings = _closing(_as(tree, open_outputs, tree.job, ["*.txt"], False))
+    assert len(found) <= 11 and any("matching stopped" in w for w in warnings)

@@ -100,6 +100,8 @@ async def finished(request: web.Request) -> web.Response:
         **_usage(body),
     )
     accepted = await _gateway(request).finished(request.match_info["host"], report)
+    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
+    service.files.outputs_done(report.job_id)
     return json_response({"accepted": accepted})
 
 

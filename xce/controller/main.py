@@ -153,7 +153,8 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     settings = config.controller
     ssl_context = server_ssl_context(config.tls)
     files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024,
-                      settings.upload_quota_mb * 1024 * 1024, settings.upload_ttl_s)
+                      settings.upload_quota_mb * 1024 * 1024, settings.upload_ttl_s,
+                      settings.max_job_outputs_mb * 1024 * 1024)
     service = ControllerService(settings, files, state=store.recovered.state, log=store)
     history_for(service)  # job histories: rebuilt from the recovered records, then live
     store.purge = service.purge_finished  # retention is the primary's JobsPurged event

@@ -204,6 +204,9 @@ class WorkerGateway:
             "jobs": [assignment(j) for j in jobs],
             # The worker kills its jobs once it has reached no controller for this long.
             "fence_timeout_s": self.fence_timeout_s,
+            # What it may return per file and per job (it skips the rest, with a warning).
+            "output_limits": {"file_bytes": self.service.files.max_bytes,
+                              "job_bytes": self.service.files.job_outputs_bytes},
         }
 
     async def wait_assignments(self, host: str, version: int, timeout: float) -> dict[str, Any]:

@@ -79,9 +79,11 @@ class FileStore:
     """Files under `root`; writes go to a temporary name and are renamed into place."""
 
     def __init__(self, root: Path, max_bytes: int, quota_bytes: int = 10240 * MB,
-                 ttl_s: float = 86400.0) -> None:
+                 ttl_s: float = 86400.0, job_outputs_bytes: int = 10240 * MB) -> None:
         self.root = root
         self.max_bytes = max_bytes
+        self.job_outputs_bytes = job_outputs_bytes
+        self._returned: dict[str, int] = {}  # bytes of outputs stored per job attempt
         self.quota_bytes = quota_bytes
         self.ttl_s = ttl_s
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -296,16 +298,32 @@ class FileStore:
         self, number: int, job_id: str, rel: str, chunks: AsyncIterator[bytes]
     ) -> int:
         target = self._outputs(number, job_id) / safe_relative_path(rel, "output path")
+        before = self._returned.get(job_id, 0)
+
+        def account(size: int) -> None:
+            if before + size > self.job_outputs_bytes:
+                raise PayloadTooLarge(
+                    f"the outputs of job {job_id} are over the limit of "
+                    f"{_amount(self.job_outputs_bytes)} per job ([controller] "
+                    "max_job_outputs_mb)")
+
         try:
-            return await self._write(target, chunks)
+            size = await self._write(target, chunks, account)
+            self._returned[job_id] = before + size
+            return size
         except (FileExistsError, NotADirectoryError, IsADirectoryError):
             # `out` a file and `out/x` as well (or the other way round): the job's names
             # clash; a 409 for this file, never a 500 the worker would retry for ever.
             raise Conflict(f"output {rel} clashes with another output of job {job_id} "
                            "(a file and a directory of one name)") from None
 
+    def outputs_done(self, job_id: str) -> None:
+        """The attempt's report is in: its outputs are all here, nothing more to count."""
+        self._returned.pop(job_id, None)
+
     def clear_outputs(self, number: int, job_id: str) -> None:
         shutil.rmtree(self._outputs(number, job_id), ignore_errors=True)
+        self._returned.pop(job_id, None)
 
     # --- reading ------------------------------------------------------------------------
 

@@ -84,6 +84,8 @@ class WorkerAgent:
                                        namespace)
         # The fence (xce/worker/fence.py): the controller sets the timeout when we register.
         self.contact = fence.Contact(0.0, fence.DEFAULT_FENCE_TIMEOUT_S)
+        # Per file and per job, as the controller says (xce/worker/staging.py).
+        self.output_limits = staging.OutputLimits()
 
     # --- bookkeeping --------------------------------------------------------------------
 
@@ -206,6 +208,7 @@ class WorkerAgent:
         if isinstance(answer, dict) and isinstance(answer.get("fence_timeout_s"), int | float):
             timeout = float(answer["fence_timeout_s"])
         self.contact = fence.Contact(max(sent, self.contact.at), timeout)
+        self.output_limits = staging.OutputLimits.of(answer) or self.output_limits
         try:
             fence.record(str(self.spool.state), self.contact)
         except OSError as exc:
@@ -269,7 +272,8 @@ class WorkerAgent:
             if not job.readers:
                 job.readers = await userfs.as_user(job.creds, executor.open_readers,
                                                    str(job.job_dir))
-            names = await staging.upload_outputs(self.client, self.host, job)
+            names = await staging.upload_outputs(self.client, self.host, job,
+                                                 self.output_limits)
         except ApiError as exc:
             if exc.status == 0 or self._tries.get(key, 0) < MAX_UPLOAD_TRIES:
                 raise  # unreachable, or not yet given up: the report waits and retries
@@ -446,7 +450,8 @@ class WorkerAgent:
         outputs: list[str] = []
         upload_later = False
         try:
-            outputs = await staging.upload_outputs(self.client, self.host, job)
+            outputs = await staging.upload_outputs(self.client, self.host, job,
+                                                   self.output_limits)
         except ApiError as exc:
             log.warning("job %s: returning outputs failed (%s); will retry", key[0],
                         exc.message)

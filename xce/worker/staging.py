@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from urllib.parse import quote
 
 from xce.client import ApiError, XceClient
@@ -69,28 +70,73 @@ async def collect_outputs(job: RunningJob) -> list[tuple[str, int]]:
     return files + opened
 
 
-async def _chunks(fd: int) -> AsyncIterator[bytes]:
-    """The whole file behind `fd`, from its start (pread: the live tail shares the stdout and
-    stderr descriptors)."""
+async def _chunks(fd: int, limit: int | None = None) -> AsyncIterator[bytes]:
+    """The file behind `fd` from its start, at most `limit` bytes (pread: the live tail
+    shares the stdout and stderr descriptors)."""
     offset = 0
     while chunk := os.pread(fd, 1 << 16, offset):
+        if limit is not None and offset + len(chunk) > limit:
+            chunk = chunk[:limit - offset]
         offset += len(chunk)
-        yield chunk
+        if chunk:
+            yield chunk
+        if limit is not None and offset >= limit:
+            return
 
 
-async def upload_outputs(client: XceClient, host: str, job: RunningJob) -> list[str]:
+@dataclass(frozen=True)
+class OutputLimits:
+    """What the controller stores per file and per job attempt (it says so when the worker
+    registers); a job's sparse file of terabytes costs a few blocks on the worker and would
+    otherwise be read, sent and written out in full."""
+
+    file_bytes: int | None = None
+    job_bytes: int | None = None
+
+    @classmethod
+    def of(cls, answer: object) -> OutputLimits | None:
+        limits = answer.get("output_limits") if isinstance(answer, dict) else None
+        if not isinstance(limits, dict):
+            return None
+        values = [limits.get(k) for k in ("file_bytes", "job_bytes")]
+        if not all(isinstance(v, int) and v > 0 for v in values):
+            return None
+        return cls(*values)
+
+
+def _over(name: str, size: int, sent: int, limits: OutputLimits) -> str:
+    """Why `name` is not returned, or ""."""
+    if limits.file_bytes is not None and size > limits.file_bytes:
+        return (f"output {name} is {size} bytes, over the limit of {limits.file_bytes} per "
+                "file ([controller] max_upload_mb): not returned")
+    if limits.job_bytes is not None and sent + size > limits.job_bytes:
+        return (f"output {name} ({size} bytes) would take the job's outputs over the limit "
+                f"of {limits.job_bytes} ([controller] max_job_outputs_mb): not returned")
+    return ""
+
+
+async def upload_outputs(client: XceClient, host: str, job: RunningJob,
+                         limits: OutputLimits | None = None) -> list[str]:
     a = job.assignment
+    limits = limits or OutputLimits()
     names = []
+    sent = 0
     files = await collect_outputs(job)
     try:
         for i, (name, fd) in enumerate(files):
+            size = os.fstat(fd).st_size
+            refused = _over(name, size, sent, limits)
+            if refused:
+                log.warning("job %s: %s", a["job_id"], refused)
+                continue
             params = {"attempt": str(a["attempt"])}
             if i == 0:
                 params["first"] = "1"
             try:
                 await client.request(
                     "PUT", f"{_base(host, a['job_id'])}/outputs/{quote(name)}", params=params,
-                    data=_chunks(fd), headers={"Content-Type": "application/octet-stream"},
+                    data=_chunks(fd, limits.file_bytes),
+                    headers={"Content-Type": "application/octet-stream"},
                 )
             except ApiError as exc:
                 if not 400 <= exc.status < 500 or exc.status in (404, 408, 429):
@@ -99,6 +145,7 @@ async def upload_outputs(client: XceClient, host: str, job: RunningJob) -> list[
                 log.warning("job %s: output %s refused: %s", a["job_id"], name, exc.message)
                 continue
             names.append(name)
+            sent += size
     finally:
         for _, fd in files:
             with contextlib.suppress(OSError):

@@ -21,6 +21,7 @@ import contextlib
 import errno
 import fcntl
 import fnmatch
+import itertools
 import os
 import stat
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ __all__ = ["MAX_OUTPUTS", "Credentials", "CredentialsError", "JobFiles", "as_use
 MAX_OUTPUTS = 10_000  # output files collected per job; more is a warning
 MAX_SCANNED = 200_000  # directory entries looked at while matching patterns
 MAX_DEPTH = 64  # directory levels below work_dir that '**' descends
+REMOVE_BATCH = 4096  # directory entries listed at a time while emptying a job directory
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -181,8 +183,9 @@ class _Matcher:
 
     def _entries(self, fd: int, prefix: str) -> list[os.DirEntry[str]]:
         try:
-            with os.scandir(fd) as it:
-                entries = sorted(it, key=lambda e: e.name)
+            with os.scandir(fd) as it:  # never more than the cap into memory
+                entries = sorted(itertools.islice(it, max(0, MAX_SCANNED - self.scanned) + 1),
+                                 key=lambda e: e.name)
         except OSError as exc:
             self.warnings.append(f"cannot list {prefix or '.'}: {exc.strerror or exc}")
             return []
@@ -341,32 +344,42 @@ class _Remover:
         self.moved = 0
 
     def empty(self, fd: int, where: str, depth: int) -> None:
-        with os.scandir(fd) as it:
-            names = [e.name for e in it]
-        for name in names:
+        # In batches: a directory of millions of entries (hard links cost the job no
+        # inodes) must not become a list of millions of names in the worker's memory.
+        while True:
+            with os.scandir(fd) as it:
+                names = [e.name for e in itertools.islice(it, REMOVE_BATCH)]
+            removed = [self._remove(fd, name, where, depth) for name in names]
+            if not any(removed):
+                return  # empty, or only what cannot be removed is left (in self.errors)
+
+    def _remove(self, fd: int, name: str, where: str, depth: int) -> bool:
+        """Remove `name` (moved to the top when too deep); False if it stays."""
+        try:
+            os.unlink(name, dir_fd=fd)  # a symlink goes here: the link, never its target
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EISDIR, errno.EPERM):  # EPERM: unlink(dir) elsewhere
+                self.errors.append(f"{where}{name}: {exc.strerror}")
+                return False
+        try:
+            if depth >= MAX_DEPTH:
+                os.rename(name, f".xce-deep-{os.urandom(8).hex()}", src_dir_fd=fd,
+                          dst_dir_fd=self.top)
+                self.moved += 1
+                return True
+            sub, _ = _enter(name, fd, self.dev)
             try:
-                os.unlink(name, dir_fd=fd)  # a symlink goes here: the link, never its target
-                continue
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                if exc.errno not in (errno.EISDIR, errno.EPERM):  # EPERM: unlink(dir) elsewhere
-                    self.errors.append(f"{where}{name}: {exc.strerror}")
-                    continue
-            try:
-                if depth >= MAX_DEPTH:
-                    os.rename(name, f".xce-deep-{os.urandom(8).hex()}", src_dir_fd=fd,
-                              dst_dir_fd=self.top)
-                    self.moved += 1
-                    continue
-                sub, _ = _enter(name, fd, self.dev)
-                try:
-                    self.empty(sub, f"{where}{name}/", depth + 1)
-                finally:
-                    os.close(sub)
-                os.rmdir(name, dir_fd=fd)
-            except OSError as exc:
-                self.errors.append(f"{where}{name}: {exc.strerror or exc}")
+                self.empty(sub, f"{where}{name}/", depth + 1)
+            finally:
+                os.close(sub)
+            os.rmdir(name, dir_fd=fd)
+            return True
+        except OSError as exc:
+            self.errors.append(f"{where}{name}: {exc.strerror or exc}")
+            return False
 
 
 def remove_tree(path: str) -> None:
