@@ -24,9 +24,9 @@ from typing import Any
 from xce.core import events as ev
 from xce.core.model import HostStatus, JobSpec, QueueRecord
 from xce.core.state import ClusterState
+from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
 from xce.sched.plugins import policy_for
-from xce.sched.snapshot import PendingMemo, snapshot_of
 from xce.sched.swf import SwfJob
 from xce.sched.usage import UsageLedger
 
@@ -149,7 +149,8 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
     ledger = UsageLedger(half_life_s)
     result = SimResult(policy, plugins, hosts, slots, [], skipped)
     by_id: dict[str, Outcome] = {}
-    memo: PendingMemo = {}  # as the controller keeps it between passes
+    fair = policy_for(plugins).order.name != "fcfs"  # usage is read by fairshare only
+    cache = SnapshotCache()  # the scheduler's view, updated by each event applied
     queue: list[tuple[float, int, int, Any]] = []  # (time, 0 end / 1 submit, seq, payload)
     seq = 0
     for job in jobs:
@@ -170,19 +171,25 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
                                        reason="walltime exceeded" if outcome.killed else "")
                 state.apply(event)
                 ledger.observe(event, state)
+                cache.observe(event, state)
                 outcome.end = now
             else:
                 number = state.next_number
-                state.apply(ev.JobSubmitted(now, number, spec_for(payload)))
+                submitted = ev.JobSubmitted(now, number, spec_for(payload))
+                state.apply(submitted)
+                cache.observe(submitted, state)
                 outcome = Outcome(payload, str(number))
                 by_id[outcome.job_id] = outcome
                 result.outcomes.append(outcome)
         if not state.pending or not any_free_host(state):
             continue
-        decided = plan(snapshot_of(state, ledger.usage(now), groups, memo), now)
+        usage = ledger.usage(now) if fair else None
+        decided = plan(cache.snapshot(state, usage, groups), now, explain=False)
         result.passes += 1
         for placement in decided.placements:
-            state.apply(ev.JobStarted(now, placement.job_id, placement.host))
+            started_event = ev.JobStarted(now, placement.job_id, placement.host)
+            state.apply(started_event)
+            cache.observe(started_event, state)
             outcome = by_id[placement.job_id]
             outcome.start, outcome.host = now, placement.host
             result.decisions.append((now, outcome.job.number, placement.host))
