@@ -25,7 +25,7 @@ from types import MappingProxyType
 
 from xce.core import events as ev
 from xce.core.deps import DepStatus, evaluate
-from xce.core.model import HostStatus, JobRecord, JobSpec
+from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord
 from xce.core.state import ClusterState
 from xce.sched.snapshot import HostView, PendingArray, PendingJob, RunningJob, Snapshot
 
@@ -33,7 +33,7 @@ SHIFT = 1 << 40  # order key: job number, then array index (pipeline._groups use
 
 # Events that change at most the job they name (and its host's load).
 _ONE_JOB = (ev.JobSubmitted, ev.JobStarted, ev.JobFinished, ev.JobSuspended, ev.JobResumed,
-            ev.JobKillRequested, ev.JobKilled, ev.JobUsageReported)
+            ev.JobKillRequested, ev.JobKilled, ev.JobRequeued, ev.JobUsageReported)
 
 
 def order_key(record: JobRecord) -> int:
@@ -60,6 +60,7 @@ class SnapshotCache:
             self._sync(job_id, state)
         elif isinstance(event, ev.HostRegistered | ev.QueueCreated):
             self._hosts_dirty = True
+            self._queues = None
         else:
             self._stale = True
 
@@ -75,6 +76,7 @@ class SnapshotCache:
         self._running_tuple: tuple[RunningJob, ...] | None = None
         self._hosts_dirty = True
         self._hosts: tuple[HostView, ...] = ()
+        self._queues: dict[str, QueueRecord] | None = None
         records = [state.jobs[i] for i in state.pending]
         records.sort(key=order_key)
         for record in records:
@@ -152,19 +154,27 @@ class SnapshotCache:
         if self._hosts_dirty:
             self._hosts = _host_views(state)
             self._hosts_dirty = False
-        arrays = tuple(
-            PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active, _deps(a.spec,
-                                                                                   state))
-            for a in (state.arrays[n] for n in state.pending_arrays)
-            if not a.held
-        )
-        numbers = {a.number for a in arrays} | set(self._tasks.values())
-        limits = {n: (state.arrays[n].max_concurrent, state.arrays[n].active) for n in numbers}
+        if self._queues is None:
+            self._queues = dict(state.queues)
+        arrays: tuple[PendingArray, ...] = ()
+        limits: dict[int, tuple[int | None, int]] = {}
+        if state.pending_arrays or self._tasks:
+            arrays = tuple(
+                PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active,
+                             _deps(a.spec, state))
+                for a in (state.arrays[n] for n in state.pending_arrays)
+                if not a.held
+            )
+            numbers = {a.number for a in arrays} | set(self._tasks.values())
+            limits = {n: (state.arrays[n].max_concurrent, state.arrays[n].active)
+                      for n in numbers}
         queued = MappingProxyType({q: jobs.values() for q, jobs in self._queued.items()
                                    if jobs})
-        return Snapshot(self._hosts, dict(state.queues), (), arrays, limits,
-                        self._running_tuple, dict(usage or {}), dict(groups or {}),
-                        queued=queued)
+        # queues, usage and groups are handed over, not copied: the caller makes a new
+        # usage map per pass and changes neither of the others between passes
+        return Snapshot(self._hosts, self._queues, (), arrays, limits, self._running_tuple,
+                        usage if usage is not None else {}, groups if groups is not None
+                        else {}, queued=queued)
 
 
 def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:
