@@ -1,5 +1,6 @@
 """Scheduling figures: one full pass over 10k / 100k pending jobs and 1k / 10k hosts, with
-and without backfill and resource expressions; simulated jobs per second on a trace.
+and without backfill and resource expressions; `xce simulate` against the reference
+simulator of bench/refsim.py, per policy.
 
 Snapshots are built directly (not through ClusterState) so that the figure is the pass
 itself; `snapshot_of` on a 100k-pending state is reported as a row of its own.
@@ -132,18 +133,33 @@ def _snapshot_row(bench: BenchPlan) -> list[Row]:
 
 
 def _simulate_row(bench: BenchPlan) -> list[Row]:
+    """`xce simulate` against the minimal event-driven simulator of bench/refsim.py, per
+    policy, on a KTH-SP2-like trace (one 100-slot machine, 28k jobs; 3k in quick mode) that
+    builds queues of hundreds of jobs; the waits must be the same (else ERROR)."""
+    from bench.refsim import refsim
     from xce.sched.simulate import simulate
     from xce.sched.workload import synthetic
 
-    count = 2_000 if bench.quick else 10_000
-    jobs = synthetic(count, max_procs=32, seed=5, mean_interarrival_s=30)
+    count = 3_000 if bench.quick else 28_000
+    jobs = synthetic(count, max_procs=100, seed=5, mean_interarrival_s=130)
     rows = []
-    for policy in ("first-fit", "easy"):
-        result = simulate(jobs, hosts=16, slots=32, policy=policy)
+    for policy in ("fcfs", "first-fit", "easy", "fairshare"):
+        cpu = time.process_time()  # CPU, not wall: the machine may be shared
+        ref = refsim(jobs, 1, 100, policy)
+        theirs = time.process_time() - cpu
+        cpu = time.process_time()
+        result = simulate(jobs, hosts=1, slots=100, policy=policy)
+        ours = time.process_time() - cpu
+        same = {o.job.number: o.start for o in result.outcomes} == ref.starts
+        ratio = ours / max(theirs, 1e-9)
         m = result.metrics()
-        rows.append(Row(f"simulate {count:,}-job synthetic trace, 16 x 32 slots, {policy}",
-                        f"{m['jobs_per_s']:,.0f} jobs/s ({m['passes']:,} passes, "
-                        f"util {100 * m['utilisation']:.0f} %)", "-", "info"))
+        rows.append(Row(f"simulate {count:,}-job synthetic trace, 1 x 100 slots, {policy}: "
+                        "xce / bench/refsim.py",
+                        f"cpu {ours:.2f} s / {theirs:.2f} s = {ratio:.0f}x "
+                        f"({m['jobs_per_s']:,.0f} jobs/s, avg wait {m['avg_wait_s']:,.0f} s, "
+                        f"{'same waits' if same else 'WAITS DIFFER'})",
+                        "<= 5x, same waits", verdict(same and ratio <= 5) if same else "ERROR",
+                        {"xce_s": ours, "ref_s": theirs, "ratio": ratio, "same": same}))
     return rows
 
 
