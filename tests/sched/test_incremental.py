@@ -97,3 +97,22 @@ def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int) -> None:
             assert plan(kept, now, explain) == plan(fresh, now, explain)
     assert state.pending and cache.rebuilds < 40  # incremental, not rebuilt each time
     assert rebuilds_before is not None
+
+
+def test_an_event_it_was_not_fed_makes_it_walk_again() -> None:
+    state, cache = ClusterState(), SnapshotCache()
+    state.apply(ev.QueueCreated(0, QueueRecord("normal")))
+    state.apply(ev.HostRegistered(0, "h0", 4, 1000))
+    spec = JobSpec(user="u", queue="normal", command="x")
+    state.apply(ev.JobSubmitted(0, 1, spec))
+    assert [j.job_id for j in cache.snapshot(state).pending_jobs()] == ["1"]
+    state.apply(ev.JobSubmitted(1, 2, spec))  # not observed (as a follower applies)
+    event = ev.JobStarted(2, "1", "h0")
+    state.apply(event)
+    cache.observe(event, state)
+    kept = cache.snapshot(state)
+    assert [j.job_id for j in kept.pending_jobs()] == ["2"]
+    assert kept.running == snapshot_of(state).running and cache.rebuilds == 2
+    other = ClusterState()  # another state object: never the old one's views
+    other.apply(ev.QueueCreated(0, QueueRecord("normal")))
+    assert list(cache.snapshot(other).pending_jobs()) == []

@@ -9,9 +9,11 @@ submission order* (`Snapshot.queued`), which an FCFS-ordered pass reads lazily a
 reading as soon as the cluster is full or the head blocks.
 
 Events that name no single job (purges, array events, host loss) mark the cache stale, and
-the next snapshot rebuilds it in one walk, as `snapshot_of` does. The cache and the state
-must be fed the same events; `snapshot()` asserts nothing, but tests compare it with
-`snapshot_of` after every pass (tests/sched/test_incremental.py).
+the next snapshot rebuilds it in one walk, as `snapshot_of` does. So does an event applied
+to the state without being observed (`ClusterState.applied` counts them: a standby's
+follower, a recovery), or another state object: the cache can fall back to a full walk,
+never show a state it was not fed. tests/sched/test_incremental.py compares it with
+`snapshot_of` after every event.
 
 Validity: `Snapshot.queued` holds live views of the cache's dicts (no copy, that is the
 point): a snapshot must be planned before the next event is observed, which the simulator
@@ -54,6 +56,10 @@ class SnapshotCache:
         """Listener for an event just applied to `state`."""
         if self._stale:
             return
+        if state is not self._state or state.applied != self._seen + 1:
+            self._stale = True  # an event applied without us (a follower, a recovery)
+            return
+        self._seen += 1
         if isinstance(event, _ONE_JOB):
             job_id = str(event.number) if isinstance(event, ev.JobSubmitted) else \
                 event.job_id  # type: ignore[union-attr]
@@ -66,6 +72,7 @@ class SnapshotCache:
 
     def _rebuild(self, state: ClusterState) -> None:
         self.rebuilds += 1
+        self._state, self._seen = state, state.applied
         self._queued: dict[str, dict[str, PendingJob]] = {}
         self._last: dict[str, int] = {}
         self._unsorted: set[str] = set()
@@ -134,7 +141,7 @@ class SnapshotCache:
     def snapshot(self, state: ClusterState, usage: Mapping[str, float] | None = None,
                  groups: Mapping[str, str] | None = None) -> Snapshot:
         """The same view as `snapshot_of(state, usage, groups)`, pending jobs as `queued`."""
-        if self._stale:
+        if self._stale or state is not self._state or state.applied != self._seen:
             self._rebuild(state)
         for queue in self._unsorted:
             jobs = self._queued[queue]
