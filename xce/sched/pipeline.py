@@ -159,13 +159,30 @@ class SchedulingPass:
                     arrays_done.add(item.number)
                 name = spec.queue
                 policy = policies[name]
-                if not explain and spec.slots > pool.total_free_slots and (
-                        self.reservation is not None or policy.reserve is None):
-                    continue  # fits nowhere now and would reserve nothing: no need to look
+                if not explain and self._cannot_start(spec, policy):
+                    continue
                 self._try(item, queues[name], policy)
                 if not explain and self.reservation is not None and self.reservation.host < 0:
                     return self.result  # strict order: nothing behind a blocked job starts
         return self.result
+
+    def _cannot_start(self, spec: JobSpec, policy: QueuePolicy) -> bool:
+        """Whether `spec` surely cannot start now and trying would change nothing (it
+        would make no reservation), from counts alone: the simulator's shortcut past the
+        long tail of a queue, where a minimal simulator compares two numbers per job."""
+        pool, res = self.pool, self.reservation
+        slots = spec.slots
+        if res is None:
+            return policy.reserve is None and slots > pool.total_free_slots
+        if slots > pool.total_free_slots:
+            return True
+        wall = spec.walltime_s
+        if wall is not None and self.now + wall <= res.start:
+            return False  # ends before the reserved start: may use the reserved host
+        if slots <= res.extra_slots and spec.memory_mb <= res.extra_mem:
+            return False  # fits in what the reserved host has left over then
+        # only the other hosts remain: together they must have the slots
+        return slots > pool.total_free_slots - max(0, pool.free_slots[res.host])
 
     def _no_room_left(self, groups: list[tuple[tuple[int, int, str], Collection[Item]]],
                       arrays_done: set[int]) -> None:
