@@ -17,7 +17,9 @@ first submit); `detail()` breaks wait and slowdown down by job size (powers of t
 Speed: each applied event also feeds a `SnapshotCache` (xce/sched/incremental.py), so a
 pass sees what changed since the last one instead of a fresh walk of every pending job, and
 the pass runs with `explain=False` (no reason for every waiting job), so it stops as soon
-as nothing more can start. bench/refsim.py is the yardstick (`python -m bench`, figure 8).
+as nothing more can start. Under strict FCFS (one queue, fcfs order) a pass that blocked is
+not repeated until a job ends: what arrives meanwhile queues behind the blocked job.
+bench/refsim.py is the yardstick (`python -m bench`, figure 8).
 """
 
 from __future__ import annotations
@@ -207,7 +209,13 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
     ledger = UsageLedger(half_life_s)
     result = SimResult(policy, plugins, hosts, slots, [], skipped)
     by_id: dict[str, Outcome] = {}
-    fair = policy_for(plugins).order.name != "fcfs"  # usage is read by fairshare only
+    queue_policy = policy_for(plugins)
+    fair = queue_policy.order.name != "fcfs"  # usage is read by fairshare only
+    # Strict FCFS in the one queue: after a pass blocked at a job, jobs that arrive sort
+    # behind it, so until a job ends (or it starts) no pass can start anything.
+    strict_fcfs = not fair and queue_policy.reserve is not None and \
+        queue_policy.reserve.name == "strict"
+    blocked = False
     cache = SnapshotCache()  # the scheduler's view, updated by each event applied
     queue: list[tuple[float, int, int, Any]] = []  # (time, 0 end / 1 submit, seq, payload)
     seq = 0
@@ -224,6 +232,7 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
         while queue and queue[0][0] == now:
             _, kind, _, payload = heapq.heappop(queue)
             if kind == 0:
+                blocked = False
                 outcome: Outcome = payload
                 event = ev.JobFinished(now, outcome.job_id, 0, None if outcome.killed else 0,
                                        9 if outcome.killed else None,
@@ -243,11 +252,12 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
                 outcome = Outcome(payload, str(number))
                 by_id[outcome.job_id] = outcome
                 result.outcomes.append(outcome)
-        if not state.pending or not any_free_host(state):
+        if blocked or not state.pending or not any_free_host(state):
             continue
         usage = ledger.usage(now) if fair else None
         decided = plan(cache.snapshot(state, usage, groups), now, explain=False)
         result.passes += 1
+        blocked = strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
         for placement in decided.placements:
             started_event = ev.JobStarted(now, placement.job_id, placement.host)
             state.apply(started_event)
