@@ -12,6 +12,7 @@ import random
 import statistics
 import time
 from dataclasses import replace
+from typing import Any
 
 from bench.common import Plan as BenchPlan
 from bench.common import Row, verdict
@@ -145,33 +146,44 @@ def _snapshot_row(bench: BenchPlan) -> list[Row]:
 
 def _simulate_row(bench: BenchPlan) -> list[Row]:
     """`xce simulate` against the minimal event-driven simulator of bench/refsim.py, per
-    policy, on a KTH-SP2-like trace (one 100-slot machine, 28k jobs; 3k in quick mode) that
-    builds queues of hundreds of jobs; the waits must be the same (else ERROR)."""
+    policy, on a KTH-SP2-like trace (one 100-slot machine, 28k jobs; 3k in quick mode) and
+    on an overloaded one whose queue grows past a thousand jobs; the waits must be the same
+    (else ERROR)."""
     from bench.refsim import refsim
     from xce.sched.simulate import simulate
     from xce.sched.workload import synthetic
 
     count = 3_000 if bench.quick else 28_000
-    jobs = synthetic(count, max_procs=100, seed=5, mean_interarrival_s=130)
+    traces = [  # (label, jobs, slots)
+        (f"{count:,}-job KTH-like trace, 1 x 100 slots",
+         synthetic(count, max_procs=100, seed=5, mean_interarrival_s=130), 100),
+        ("3,000-job overloaded trace (queues of 1k+ jobs), 1 x 64 slots",
+         synthetic(3_000, max_procs=64, seed=5, mean_interarrival_s=20), 64),
+    ]
     rows = []
-    for policy in ("fcfs", "first-fit", "easy", "fairshare"):
-        cpu = time.process_time()  # CPU, not wall: the machine may be shared
-        ref = refsim(jobs, 1, 100, policy)
-        theirs = time.process_time() - cpu
-        cpu = time.process_time()
-        result = simulate(jobs, hosts=1, slots=100, policy=policy)
-        ours = time.process_time() - cpu
-        same = {o.job.number: o.start for o in result.outcomes} == ref.starts
-        ratio = ours / max(theirs, 1e-9)
-        m = result.metrics()
-        rows.append(Row(f"simulate {count:,}-job synthetic trace, 1 x 100 slots, {policy}: "
-                        "xce / bench/refsim.py",
-                        f"cpu {ours:.2f} s / {theirs:.2f} s = {ratio:.0f}x "
-                        f"({m['jobs_per_s']:,.0f} jobs/s, avg wait {m['avg_wait_s']:,.0f} s, "
-                        f"{'same waits' if same else 'WAITS DIFFER'})",
-                        "<= 5x, same waits", verdict(same and ratio <= 5) if same else "ERROR",
-                        {"xce_s": ours, "ref_s": theirs, "ratio": ratio, "same": same}))
+    for label, jobs, slots in traces:
+        for policy in ("fcfs", "first-fit", "easy", "fairshare"):
+            rows.append(_versus(label, jobs, slots, policy, refsim, simulate))
     return rows
+
+
+def _versus(label: str, jobs: list, slots: int, policy: str, refsim: Any,
+            simulate: Any) -> Row:
+    cpu = time.process_time()  # CPU, not wall: the machine may be shared
+    ref = refsim(jobs, 1, slots, policy)
+    theirs = time.process_time() - cpu
+    cpu = time.process_time()
+    result = simulate(jobs, hosts=1, slots=slots, policy=policy)
+    ours = time.process_time() - cpu
+    same = {o.job.number: o.start for o in result.outcomes} == ref.starts
+    ratio = ours / max(theirs, 1e-9)
+    m = result.metrics()
+    return Row(f"simulate {label}, {policy}: xce / bench/refsim.py",
+               f"cpu {ours:.2f} s / {theirs:.2f} s = {ratio:.1f}x "
+               f"({m['jobs_per_s']:,.0f} jobs/s, avg wait {m['avg_wait_s']:,.0f} s, "
+               f"{'same waits' if same else 'WAITS DIFFER'})",
+               "<= 5x, same waits", verdict(ratio <= 5) if same else "ERROR",
+               {"xce_s": ours, "ref_s": theirs, "ratio": ratio, "same": same})
 
 
 if __name__ == "__main__":

@@ -238,7 +238,8 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
                                        9 if outcome.killed else None,
                                        reason="walltime exceeded" if outcome.killed else "")
                 state.apply(event)
-                ledger.observe(event, state)
+                if fair:
+                    ledger.observe(event, state)
                 cache.observe(event, state)
                 outcome.end = now
                 ended += 1
