@@ -201,3 +201,10 @@ def test_cli_two_policies_detail_and_csv(tmp_path: Path) -> None:
         bad.stderr and len(bad.stderr.strip().splitlines()) == 1
     help_text = run_cli("--help").stdout
     assert "requested time -1" in help_text and "MaxNodes" in help_text
+
+
+def test_progress_reports_jobs_ended() -> None:
+    seen: list[int] = []
+    jobs = synthetic(2500, max_procs=16, seed=2, mean_interarrival_s=200)
+    simulate(jobs, hosts=1, slots=16, policy="easy", progress=seen.append)
+    assert seen == [1024, 2048, 2500]
