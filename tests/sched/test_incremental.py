@@ -2,15 +2,16 @@
 
 A real `ClusterState` is driven by random events of the kinds the controller commits
 (submits to two queues of different priorities, starts, finishes, suspends, kills, requeues
-of killed jobs that come back to their old place in the queue, purges, new hosts); after
-every event the cache's snapshot and a fresh `snapshot_of` must give the same running jobs
-and hosts, the same pending jobs in the same order, and the same plan, with and without
-reasons.
+of killed jobs that come back to their old place in the queue, purges, new hosts, a queue's
+new priority); after every event the cache's snapshot and a fresh `snapshot_of` must give
+the same running jobs and hosts, the same pending jobs in the same order, and the same plan,
+with and without reasons.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -77,8 +78,11 @@ def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int) -> None:
                                                                      JobState.EXIT)]
             if done:
                 apply(ev.JobsPurged(now, tuple(done[:5])))  # names no single job: rebuild
-        elif choice < 0.97:
+        elif choice < 0.965:
             apply(ev.HostRegistered(now, f"h{len(state.hosts)}", 4, 16_000))
+        elif choice < 0.97:  # a queue changes priority: the order of the pass changes
+            queue = state.queues["normal"]
+            apply(ev.QueueModified(now, replace(queue, priority=rng.choice((0, 20)))))
         else:
             suspended = [j for j, r in state.jobs.items() if r.state is JobState.SSUSP or
                          r.state is JobState.USUSP]
