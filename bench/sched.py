@@ -1,5 +1,6 @@
 """Scheduling figures: one full pass over 10k / 100k pending jobs and 1k / 10k hosts, with
-and without backfill and resource expressions; simulated jobs per second on a trace.
+and without backfill and resource expressions; `xce simulate` against the reference
+simulator of bench/refsim.py, per policy.
 
 Snapshots are built directly (not through ClusterState) so that the figure is the pass
 itself; `snapshot_of` on a 100k-pending state is reported as a row of its own.
@@ -11,6 +12,7 @@ import random
 import statistics
 import time
 from dataclasses import replace
+from typing import Any
 
 from bench.common import Plan as BenchPlan
 from bench.common import Row, verdict
@@ -126,25 +128,62 @@ def _snapshot_row(bench: BenchPlan) -> list[Row]:
     started = time.process_time()
     snapshot_of(state, memo=memo)
     warm = time.process_time() - started
-    return [Row("snapshot_of, 100k pending x 10k hosts (on the event loop): cold / with "
-                "the controller's memo", f"cpu {cold * 1000:,.0f} / {warm * 1000:,.0f} ms",
+    from xce.sched.incremental import SnapshotCache
+
+    cache = SnapshotCache()
+    cache.snapshot(state)  # the first one walks, as snapshot_of does
+    submitted = ev.JobSubmitted(NOW, state.next_number, spec)
+    state.apply(submitted)
+    cache.observe(submitted, state)
+    started = time.process_time()
+    cache.snapshot(state)
+    incremental = time.process_time() - started
+    return [Row("snapshot, 100k pending x 10k hosts (on the event loop): snapshot_of cold / "
+                "with the memo / the controller's SnapshotCache after one submit",
+                f"cpu {cold * 1000:,.0f} / {warm * 1000:,.0f} / {incremental * 1000:,.2f} ms",
                 "-", "info")]
 
 
 def _simulate_row(bench: BenchPlan) -> list[Row]:
+    """`xce simulate` against the minimal event-driven simulator of bench/refsim.py, per
+    policy, on a KTH-SP2-like trace (one 100-slot machine, 28k jobs; 3k in quick mode) and
+    on an overloaded one whose queue grows past a thousand jobs; the waits must be the same
+    (else ERROR)."""
+    from bench.refsim import refsim
     from xce.sched.simulate import simulate
     from xce.sched.workload import synthetic
 
-    count = 2_000 if bench.quick else 10_000
-    jobs = synthetic(count, max_procs=32, seed=5, mean_interarrival_s=30)
+    count = 3_000 if bench.quick else 28_000
+    traces = [  # (label, jobs, slots)
+        (f"{count:,}-job KTH-like trace, 1 x 100 slots",
+         synthetic(count, max_procs=100, seed=5, mean_interarrival_s=130), 100),
+        ("3,000-job overloaded trace (queues of 1k+ jobs), 1 x 64 slots",
+         synthetic(3_000, max_procs=64, seed=5, mean_interarrival_s=20), 64),
+    ]
     rows = []
-    for policy in ("first-fit", "easy"):
-        result = simulate(jobs, hosts=16, slots=32, policy=policy)
-        m = result.metrics()
-        rows.append(Row(f"simulate {count:,}-job synthetic trace, 16 x 32 slots, {policy}",
-                        f"{m['jobs_per_s']:,.0f} jobs/s ({m['passes']:,} passes, "
-                        f"util {100 * m['utilisation']:.0f} %)", "-", "info"))
+    for label, jobs, slots in traces:
+        for policy in ("fcfs", "first-fit", "easy", "fairshare"):
+            rows.append(_versus(label, jobs, slots, policy, refsim, simulate))
     return rows
+
+
+def _versus(label: str, jobs: list, slots: int, policy: str, refsim: Any,
+            simulate: Any) -> Row:
+    cpu = time.process_time()  # CPU, not wall: the machine may be shared
+    ref = refsim(jobs, 1, slots, policy)
+    theirs = time.process_time() - cpu
+    cpu = time.process_time()
+    result = simulate(jobs, hosts=1, slots=slots, policy=policy)
+    ours = time.process_time() - cpu
+    same = {o.job.number: o.start for o in result.outcomes} == ref.starts
+    ratio = ours / max(theirs, 1e-9)
+    m = result.metrics()
+    return Row(f"simulate {label}, {policy}: xce / bench/refsim.py",
+               f"cpu {ours:.2f} s / {theirs:.2f} s = {ratio:.1f}x "
+               f"({m['jobs_per_s']:,.0f} jobs/s, avg wait {m['avg_wait_s']:,.0f} s, "
+               f"{'same waits' if same else 'WAITS DIFFER'})",
+               "<= 5x, same waits", verdict(ratio <= 5) if same else "ERROR",
+               {"xce_s": ours, "ref_s": theirs, "ratio": ratio, "same": same})
 
 
 if __name__ == "__main__":

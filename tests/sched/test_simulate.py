@@ -136,3 +136,75 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
         assert done.returncode == 1
         assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
         assert "Traceback" not in done.stderr
+
+
+def test_pwa_conventions() -> None:
+    # job 1: no requested time; job 2: no requested processors (5 allocated); MaxNodes only
+    text = ("; MaxNodes: 8\n"
+            "1 0 -1 100.5 2 -1 -1 2 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
+            "2 5 -1 50 5 -1 -1 -1 60 -1 1 2 1 -1 1 -1 -1 -1\n")
+    trace = parse_swf(text.splitlines())
+    assert trace.max_procs == 8
+    assert trace.jobs[0].requested_time == 101  # the run time, rounded up: perfect estimate
+    assert trace.jobs[1].procs == 5 and trace.jobs[1].requested_time == 60
+    infinite = parse_swf(text.splitlines(), no_estimate="infinite")
+    assert infinite.jobs[0].requested_time is None
+    with pytest.raises(SwfError, match="no_estimate must be one of runtime, infinite"):
+        parse_swf(text.splitlines(), no_estimate="guess")
+
+
+def test_estimates_change_easy_and_nothing_is_killed() -> None:
+    # 1 holds 3 of 4 slots for 100 s; 2 (4 slots) waits; 3 (1 slot, 200 s) may backfill only
+    # if EASY knows when 1 ends: with no estimate the reservation has no start, so it does.
+    text = ("1 0 -1 100 3 -1 -1 3 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
+            "2 1 -1 10 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
+            "3 2 -1 200 1 -1 -1 1 -1 -1 1 1 1 -1 1 -1 -1 -1\n")
+    perfect = simulate(parse_swf(text.splitlines()).jobs, 1, 4, "easy")
+    assert {o.job.number: o.start for o in perfect.outcomes} == {1: 0, 2: 100, 3: 110}
+    assert perfect.metrics()["killed"] == 0
+    blind = simulate(parse_swf(text.splitlines(), "infinite").jobs, 1, 4, "easy")
+    assert {o.job.number: o.start for o in blind.outcomes} == {1: 0, 2: 202, 3: 2}
+
+
+def test_metrics_median_and_detail() -> None:
+    result = simulate(parse_swf(TRACE.splitlines()).jobs, hosts=1, slots=4, policy="fcfs")
+    m = result.metrics()
+    assert m["median_wait_s"] == 115.0  # waits 0, 100, 130, 140
+    assert result.detail() == [
+        {"size": "2", "jobs": 3, "avg_wait_s": 90.0, "median_wait_s": 130.0,
+         "avg_bounded_slowdown": pytest.approx((1 + 8 + 1.65) / 3)},
+        {"size": "3-4", "jobs": 1, "avg_wait_s": 100.0, "median_wait_s": 100.0,
+         "avg_bounded_slowdown": 3.0},
+    ]
+
+
+def test_cli_two_policies_detail_and_csv(tmp_path: Path) -> None:
+    path = tmp_path / "small.swf"
+    path.write_text(TRACE)
+    out = tmp_path / "starts.csv"
+    done = run_cli(str(path), "--policy", "easy", "--policy", "fcfs", "--detail",
+                   "--csv", str(out))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:4] == ["policy", "easy", "(backfill)", "fcfs"]
+    assert "57.5 s" in lines[3] and "92.5 s" in lines[3]
+    assert "easy: by job size (slots)" in done.stdout
+    assert "fcfs: by job size (slots)" in done.stdout
+    rows = out.read_text().splitlines()
+    assert rows[0] == "policy,job,user,procs,submit,start,end,wait,host,killed"
+    assert "easy,3,u1,2,10,10,30,0,n1,0" in rows and "fcfs,3,u1,2,10,150,170,140,n1,0" in rows
+    assert len(rows) == 9
+    both = json.loads(run_cli(str(path), "-p", "easy", "-p", "fcfs", "--json").stdout)
+    assert [m["avg_wait_s"] for m in both] == [57.5, 92.5]
+    bad = run_cli(str(path), "--no-estimate", "guess")
+    assert bad.returncode == 1 and "--no-estimate must be one of runtime, infinite" in \
+        bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    help_text = run_cli("--help").stdout
+    assert "requested time -1" in help_text and "MaxNodes" in help_text
+
+
+def test_progress_reports_jobs_ended() -> None:
+    seen: list[int] = []
+    jobs = synthetic(2500, max_procs=16, seed=2, mean_interarrival_s=200)
+    simulate(jobs, hosts=1, slots=16, policy="easy", progress=seen.append)
+    assert seen == [1024, 2048, 2500]

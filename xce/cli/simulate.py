@@ -1,40 +1,64 @@
-"""`xce simulate TRACE.swf --policy fcfs|first-fit|easy|fairshare|PLUGIN,...`."""
+"""`xce simulate TRACE.swf --policy easy [--policy fairshare,backfill] [--detail] [--csv F]`."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from xce.cli.common import fail
+from xce.sched.swf import CHOICES
+
+HELP = ("Replay a workload trace through the scheduler in virtual time and print metrics "
+        "(average and median wait, average bounded slowdown with tau 10 s, utilisation, "
+        "makespan); several --policy options are compared side by side.\n\n"
+        "How the SWF trace is read (Parallel Workloads Archive conventions):\n\n"
+        + "\n\n".join(f"- {choice}" for choice in CHOICES))
 
 
 def register(app: typer.Typer) -> None:
-    app.command("simulate")(simulate_command)
+    app.command("simulate", help=HELP)(simulate_command)
 
 
 def simulate_command(
     trace: Path = typer.Argument(..., help="SWF trace (18 fields, ';' comments, .gz allowed)"),
-    policy: str = typer.Option("easy", "--policy", "-p",
-                               help="fcfs, first-fit, easy, fairshare, fairshare-group, or "
-                                    "a comma-separated plugin list such as 'fairshare,pack'"),
+    policy: list[str] = typer.Option(
+        ["easy"], "--policy", "-p",
+        help="fcfs, first-fit, easy, fairshare, fairshare-group, or a comma-separated plugin "
+             "list such as 'fairshare,pack'; repeat to compare policies"),
     hosts: int = typer.Option(1, "--hosts", help="identical hosts to simulate"),
     slots: int = typer.Option(0, "--slots",
-                              help="slots per host (default: the trace's MaxProcs / hosts, "
-                                   "else its largest job)"),
+                              help="slots per host (default: the trace's MaxProcs, else "
+                                   "MaxNodes, else its largest job, / hosts)"),
     half_life: float = typer.Option(3600.0, "--half-life",
                                     help="fairshare usage half-life, seconds"),
+    no_estimate: str = typer.Option(
+        "runtime", "--no-estimate",
+        help="a job without a requested time: 'runtime' (its run time is its estimate, the "
+             "usual convention) or 'infinite' (no limit)"),
+    detail: bool = typer.Option(False, "--detail",
+                                help="also break wait and slowdown down by job size"),
+    csv_path: Path | None = typer.Option(None, "--csv", metavar="FILE",
+                                         help="write each job's submit, start and end times"),
     as_json: bool = typer.Option(False, "--json", help="print the metrics as JSON"),
 ) -> None:
-    """Replay a workload trace through the scheduler in virtual time and print metrics."""
-    from xce.sched.simulate import simulate
-    from xce.sched.swf import SwfError, read_swf
+    from xce.sched.simulate import plugins_for, simulate
+    from xce.sched.swf import NO_ESTIMATE, SwfError, read_swf
 
     if hosts < 1:
         fail("--hosts must be at least 1")
+    if no_estimate not in NO_ESTIMATE:
+        fail(f"--no-estimate must be one of {', '.join(NO_ESTIMATE)}, got {no_estimate!r}")
+    for name in policy:
+        try:
+            plugins_for(name)
+        except ValueError as exc:
+            fail(str(exc))
     try:
-        loaded = read_swf(trace)
+        loaded = read_swf(trace, no_estimate)
     except OSError as exc:
         fail(f"cannot read {trace}: {exc.strerror or exc}")
     except SwfError as exc:
@@ -43,25 +67,90 @@ def simulate_command(
         // hosts
     if per_host < 1:
         fail("--slots must be at least 1")
+    handle = None
+    if csv_path is not None:
+        try:
+            handle = csv_path.open("w", newline="", encoding="utf-8")
+        except OSError as exc:
+            fail(f"cannot write {csv_path}: {exc.strerror or exc}")
+    results = []
     try:
-        result = simulate(loaded.jobs, hosts, per_host, policy, half_life, loaded.skipped)
-    except ValueError as exc:
-        fail(str(exc))
-    metrics = result.metrics()
+        for name in policy:
+            with _progress(name, sum(1 for j in loaded.jobs if j.procs <= per_host)) as tick:
+                result = simulate(loaded.jobs, hosts, per_host, name, half_life,
+                                  loaded.skipped, progress=tick)
+            results.append(result)
+            if handle is not None:
+                result.write_csv(handle, header=len(results) == 1)
+    finally:
+        if handle is not None:
+            handle.close()
+    metrics = [r.metrics() for r in results]
+    if detail:
+        for m, r in zip(metrics, results, strict=True):
+            m["by_size"] = r.detail()
     if as_json:
-        typer.echo(json.dumps(metrics, indent=2))
+        typer.echo(json.dumps(metrics[0] if len(metrics) == 1 else metrics, indent=2))
         return
-    rows = [
-        ("policy", f"{policy} (plugins: {', '.join(result.plugins) or 'defaults'})"),
-        ("cluster", f"{hosts} host(s) x {per_host} slots"),
-        ("jobs", f"{metrics['jobs']} ({metrics['skipped']} skipped, {metrics['killed']} "
-                 "killed at their requested time)"),
-        ("avg wait", f"{metrics['avg_wait_s']:.1f} s"),
-        ("avg bsld", f"{metrics['avg_bounded_slowdown']:.3f} (tau 10 s)"),
-        ("utilisation", f"{100 * metrics['utilisation']:.1f} %"),
-        ("makespan", f"{metrics['makespan_s']:.0f} s"),
-        ("simulated", f"{metrics['passes']} passes in {metrics['sim_seconds']:.2f} s "
-                      f"({metrics['jobs_per_s']:.0f} jobs/s)"),
+    _print_table(metrics, hosts, per_host)
+    if detail:
+        for m in metrics:
+            typer.echo(f"\n{m['policy']}: by job size (slots)")
+            typer.echo(f"{'size':<10} {'jobs':>8} {'avg wait s':>12} {'median s':>10} "
+                       f"{'avg bsld':>9}")
+            for row in m["by_size"]:
+                typer.echo(f"{row['size']:<10} {row['jobs']:>8} {row['avg_wait_s']:>12.1f} "
+                           f"{row['median_wait_s']:>10.1f} "
+                           f"{row['avg_bounded_slowdown']:>9.3f}")
+
+
+def _print_table(metrics: list[dict[str, Any]], hosts: int, per_host: int) -> None:
+    def policy(m: dict[str, Any]) -> str:
+        return f"{m['policy']} ({', '.join(m['plugins']) or 'defaults'})"
+
+    rows: list[tuple[str, list[str]]] = [
+        ("policy", [policy(m) for m in metrics]),
+        ("cluster", [f"{hosts} host(s) x {per_host} slots" for _ in metrics]),
+        ("jobs", [f"{m['jobs']} ({m['skipped']} skipped, {m['killed']} killed at their "
+                  "requested time)" for m in metrics]),
+        ("avg wait", [f"{m['avg_wait_s']:.1f} s" for m in metrics]),
+        ("median wait", [f"{m['median_wait_s']:.1f} s" for m in metrics]),
+        ("avg bsld", [f"{m['avg_bounded_slowdown']:.3f} (tau 10 s)" for m in metrics]),
+        ("utilisation", [f"{100 * m['utilisation']:.1f} %" for m in metrics]),
+        ("makespan", [f"{m['makespan_s']:.0f} s" for m in metrics]),
+        ("simulated", [f"{m['passes']} passes in {m['sim_seconds']:.2f} s "
+                       f"({m['jobs_per_s']:.0f} jobs/s)" for m in metrics]),
     ]
-    for name, value in rows:
-        typer.echo(f"{name:<12} {value}")
+    if len(metrics) == 1:
+        for name, (value,) in rows:
+            typer.echo(f"{name:<12} {value}")
+        return
+    widths = [max(len(values[i]) for _, values in rows) for i in range(len(metrics))]
+    for name, values in rows:
+        typer.echo(f"{name:<12} " + "  ".join(v.ljust(w) for v, w in zip(
+            values, widths, strict=True)).rstrip())
+
+
+class _progress:
+    """A rich progress bar on a terminal (stderr), nothing otherwise."""
+
+    def __init__(self, policy: str, total: int) -> None:
+        self.policy, self.total = policy, total
+        self.bar: Any = None
+
+    def __enter__(self) -> Any:
+        if not sys.stderr.isatty():
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+        self.bar = Progress("[progress.description]{task.description}", BarColumn(),
+                            MofNCompleteColumn(), TimeRemainingColumn(),
+                            console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task(f"simulating {self.policy}", total=self.total)
+        return lambda done: self.bar.update(task, completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()

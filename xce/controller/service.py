@@ -40,8 +40,8 @@ from xce.core.state import ClusterState, parse_job_id
 from xce.sched import pipeline
 from xce.sched.expr import parse_requirement
 from xce.sched.feasibility import refusal
+from xce.sched.incremental import SnapshotCache
 from xce.sched.plugins import policy_for
-from xce.sched.snapshot import PendingMemo, snapshot_of
 from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
 from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
@@ -156,7 +156,9 @@ class ControllerService:
         self.usage.seed(self.state)
         self.listeners.append(lambda event: self.usage.observe(event, self.state))
         self._groups = settings.scheduler.group_map()
-        self._pending_memo: PendingMemo = {}
+        # The scheduler's view, updated by each committed event (xce/sched/incremental.py)
+        self._snapshots = SnapshotCache()
+        self.listeners.append(lambda event: self._snapshots.observe(event, self.state))
         # Set by the WorkerGateway: until when a job of an unreachable host may still run
         # there (None: no fence in force). A requeue by hand waits for it, as liveness does.
         self.fence_until: Callable[[str], float | None] = lambda host: None
@@ -602,8 +604,7 @@ class ControllerService:
             return 0
         started = time.perf_counter()
         now = self.clock()
-        snapshot = snapshot_of(self.state, self.usage.usage(now), self._groups,
-                               self._pending_memo)
+        snapshot = self._snapshots.snapshot(self.state, self.usage.usage(now), self._groups)
         result = self.planner(snapshot, now)
         self.reasons = result.reasons
         now = self.clock()

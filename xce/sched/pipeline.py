@@ -13,7 +13,7 @@ finding hosts (xce/sched/hostpool.py), so a pass is near linear in pending jobs.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from xce.core.deps import DepStatus
@@ -32,17 +32,23 @@ from xce.sched.types import Placement, Plan
 WAITING = "waiting for free slots or memory"
 
 
-def plan(snapshot: Snapshot, now: float) -> Plan:
-    """Placements to make now on `snapshot`, why the rest waits, and any reservation."""
-    return SchedulingPass(snapshot, now).run()
+def plan(snapshot: Snapshot, now: float, explain: bool = True) -> Plan:
+    """Placements to make now on `snapshot`, why the rest waits, and any reservation.
+
+    With `explain=False` (the simulator) the same placements come back without a reason
+    for every waiting job: the pass then stops as soon as nothing more can start (the
+    cluster is full, or a strict FCFS queue blocks) instead of naming why each of the
+    rest waits, so its cost follows the jobs it tries, not the length of the queue."""
+    return SchedulingPass(snapshot, now, explain).run()
 
 
 class SchedulingPass:
     """One pass over one snapshot; not reusable."""
 
-    def __init__(self, snapshot: Snapshot, now: float) -> None:
+    def __init__(self, snapshot: Snapshot, now: float, explain: bool = True) -> None:
         self.snapshot = snapshot
         self.now = now
+        self.explain = explain
         self.pool = HostPool(snapshot, now)
         self.result = Plan()
         self.reservation: Reservation | None = None
@@ -59,14 +65,24 @@ class SchedulingPass:
         self.queue_running: dict[str, int] = {}
         self.user_running: dict[tuple[str, str], int] = {}
         self.placed_per_array: dict[int, int] = {}
-        seconds = dict(snapshot.usage)
-        for job in snapshot.running:
-            self._count(job.user, job.queue, job.slots)
-            seconds[job.user] = seconds.get(job.user, 0.0) + job.slots * max(
-                0.0, now - job.start_time)
-        self.usage_hours = {user: s / 3600.0 for user, s in seconds.items()}
+        # Running tallies feed limits and the order plugins other than fcfs; a pass that
+        # has neither (plain FCFS, EASY) skips them: a cost per running job per pass.
+        queues = snapshot.queues.values()
+        self._tally = any(q.max_running is not None or q.max_running_per_user is not None
+                          for q in queues) or any(
+            p.order.name != "fcfs" for p in self.policies.values())
+        self.usage_hours: dict[str, float] = {}
+        if self._tally:
+            seconds = dict(snapshot.usage)
+            for job in snapshot.running:
+                self._count(job.user, job.queue, job.slots)
+                seconds[job.user] = seconds.get(job.user, 0.0) + job.slots * max(
+                    0.0, now - job.start_time)
+            self.usage_hours = {user: s / 3600.0 for user, s in seconds.items()}
 
     def _count(self, user: str, queue: str, slots: int) -> None:
+        if not self._tally:
+            return
         running = self.running_slots
         running[user] = running.get(user, 0) + slots
         group = self.snapshot.groups.get(user, "default") if self.snapshot.groups else "default"
@@ -76,9 +92,10 @@ class SchedulingPass:
 
     # --- ordering -----------------------------------------------------------------------
 
-    def _groups(self) -> list[tuple[tuple[int, int, str], list[Item]]]:
+    def _groups(self) -> list[tuple[tuple[int, int, str], Collection[Item]]]:
         """Items by (priority level, order group), each sorted by submission (an array
-        before its requeued tasks, tasks by index)."""
+        before its requeued tasks, tasks by index). A queue that is alone in its group and
+        comes already ordered (`Snapshot.queued`) is handed on as it is, not copied."""
         groups: dict[tuple[int, int, str], list[tuple[int, Item]]] = {}
         keys: dict[str, tuple[int, int, str]] = {}
         for name, queue in self.snapshot.queues.items():
@@ -96,9 +113,20 @@ class SchedulingPass:
             last[1].append((job.number * shift + (0 if index is None else index + 1), job))
         for array in self.snapshot.arrays:
             groups.setdefault(keys[array.spec.queue], []).append((array.number * shift, array))
-        out = []
-        for key in sorted(groups):
-            pairs = groups[key]
+        whole: dict[tuple[int, int, str], list[Collection[Item]]] = {}
+        for name, jobs in (self.snapshot.queued or {}).items():
+            whole.setdefault(keys[name], []).append(jobs)
+        out: list[tuple[tuple[int, int, str], Collection[Item]]] = []
+        for key in sorted(groups.keys() | whole.keys()):
+            pairs = groups.get(key)
+            ready = whole.get(key, [])
+            if pairs is None and len(ready) == 1:
+                out.append((key, ready[0]))  # already in order: read lazily
+                continue
+            pairs = pairs or []
+            for jobs in ready:
+                pairs.extend((job.number * shift + (0 if job.index is None else job.index + 1),
+                              job) for job in jobs)
             pairs.sort(key=lambda pair: pair[0])
             out.append((key, [item for _, item in pairs]))
         return out
@@ -109,28 +137,54 @@ class SchedulingPass:
         reasons, blocked = self.result.reasons, self._blocked
         satisfied = DepStatus.SATISFIED
         arrays_done: set[int] = set()
+        explain = self.explain
         for (_, _, queue_name), items in groups:
-            queue = queues[queue_name or items[0].spec.queue]
+            queue = queues[queue_name or next(iter(items)).spec.queue]
             ctx = OrderContext(self.now, queue, self.usage_hours, self.snapshot.groups,
                                self.running_slots, self.group_slots)
-            for item in policies[queue.name].order.order(items, ctx):
+            for item in policies[queue.name].order.order(items, ctx):  # type: ignore[arg-type]
                 if pool.total_free_slots <= 0:
-                    self._no_room_left(groups, arrays_done)
+                    if explain:
+                        self._no_room_left(groups, arrays_done)
                     return self.result
+                spec = item.spec
                 if type(item) is PendingJob:
                     if item.index is None and item.deps is satisfied:
                         # the common case when many jobs wait: a spec already known stuck
-                        known = blocked.get(id(item.spec))
+                        known = blocked.get(id(spec))
                         if known is not None:
                             reasons[item.job_id] = known
                             continue
                 else:
                     arrays_done.add(item.number)
-                name = item.spec.queue
-                self._try(item, queues[name], policies[name])
+                name = spec.queue
+                policy = policies[name]
+                if not explain and self._cannot_start(spec, policy):
+                    continue
+                self._try(item, queues[name], policy)
+                if not explain and self.reservation is not None and self.reservation.host < 0:
+                    return self.result  # strict order: nothing behind a blocked job starts
         return self.result
 
-    def _no_room_left(self, groups: list[tuple[tuple[int, int, str], list[Item]]],
+    def _cannot_start(self, spec: JobSpec, policy: QueuePolicy) -> bool:
+        """Whether `spec` surely cannot start now and trying would change nothing (it
+        would make no reservation), from counts alone: the simulator's shortcut past the
+        long tail of a queue, where a minimal simulator compares two numbers per job."""
+        pool, res = self.pool, self.reservation
+        slots = spec.slots
+        if res is None:
+            return policy.reserve is None and slots > pool.total_free_slots
+        if slots > pool.total_free_slots:
+            return True
+        wall = spec.walltime_s
+        if wall is not None and self.now + wall <= res.start:
+            return False  # ends before the reserved start: may use the reserved host
+        if slots <= res.extra_slots and spec.memory_mb <= res.extra_mem:
+            return False  # fits in what the reserved host has left over then
+        # only the other hosts remain: together they must have the slots
+        return slots > pool.total_free_slots - max(0, pool.free_slots[res.host])
+
+    def _no_room_left(self, groups: list[tuple[tuple[int, int, str], Collection[Item]]],
                       arrays_done: set[int]) -> None:
         """Every host is full: name why each job not yet tried waits, without searching
         (jobs sharing a spec share the answer)."""

@@ -9,24 +9,35 @@ cluster enforcing walltime), new jobs are submitted, then one scheduling pass ru
 has room. Hosts are `hosts` identical machines of `slots` slots; a job asking for more slots
 than one host has is skipped (jobs run on one host).
 
-Metrics: average wait (start - submit), average bounded slowdown
-`max(1, (wait + run) / max(run, tau))` with tau = 10 s, utilisation (busy slot-seconds over
-slots x makespan) and makespan (last end - first submit).
+Metrics, as papers on the Parallel Workloads Archive give them: average and median wait
+(start - submit), average bounded slowdown `max(1, (wait + run) / max(run, tau))` with
+tau = 10 s, utilisation (busy slot-seconds over slots x makespan) and makespan (last end -
+first submit); `detail()` breaks wait and slowdown down by job size (powers of two).
+
+Speed: each applied event also feeds a `SnapshotCache` (xce/sched/incremental.py), so a
+pass sees what changed since the last one instead of a fresh walk of every pending job, and
+the pass runs with `explain=False` (no reason for every waiting job), so it stops as soon
+as nothing more can start. Under strict FCFS (one queue, fcfs order) a pass that blocked is
+not repeated until a job ends: what arrives meanwhile queues behind the blocked job.
+bench/refsim.py is the yardstick (`python -m bench`, figure 8).
 """
 
 from __future__ import annotations
 
+import csv
 import heapq
+import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from xce.core import events as ev
 from xce.core.model import HostStatus, JobSpec, QueueRecord
 from xce.core.state import ClusterState
+from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
 from xce.sched.plugins import policy_for
-from xce.sched.snapshot import PendingMemo, snapshot_of
 from xce.sched.swf import SwfJob
 from xce.sched.usage import UsageLedger
 
@@ -101,12 +112,14 @@ class SimResult:
     # (time, trace job number, host) of every start, in decision order
     decisions: list[tuple[float, int, str]] = field(default_factory=list)
 
+    def done(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.start is not None and o.end is not None]
+
     def metrics(self) -> dict[str, Any]:
-        done = [o for o in self.outcomes if o.start is not None and o.end is not None]
+        done = self.done()
         n = len(done)
         waits = [o.start - o.job.submit for o in done]  # type: ignore[operator]
-        bsld = [max(1.0, (w + executed_time(o.job)) / max(executed_time(o.job), TAU_S))
-                for w, o in zip(waits, done, strict=True)]
+        bsld = [bounded_slowdown(w, o) for w, o in zip(waits, done, strict=True)]
         first = min((o.job.submit for o in done), default=0.0)
         last = max((o.end for o in done), default=0.0)  # type: ignore[type-var]
         makespan = last - first
@@ -117,12 +130,57 @@ class SimResult:
             "slots_per_host": self.slots, "jobs": n, "skipped": self.skipped,
             "killed": sum(1 for o in done if o.killed),
             "avg_wait_s": sum(waits) / n if n else 0.0,
+            "median_wait_s": statistics.median(waits) if n else 0.0,
             "avg_bounded_slowdown": sum(bsld) / n if n else 0.0,
             "utilisation": busy / capacity if capacity else 0.0,
             "makespan_s": makespan, "passes": self.passes,
             "sim_seconds": self.seconds,
             "jobs_per_s": n / self.seconds if self.seconds else 0.0,
         }
+
+
+    def detail(self) -> list[dict[str, Any]]:
+        """Wait and slowdown per job-size class (1, 2, 3-4, 5-8, ... slots)."""
+        classes: dict[int, list[Outcome]] = {}
+        for o in self.done():
+            classes.setdefault((o.job.procs - 1).bit_length(), []).append(o)
+        rows = []
+        for bits in sorted(classes):
+            members = classes[bits]
+            low, high = (1 << (bits - 1)) + 1 if bits else 1, 1 << bits
+            waits = [o.start - o.job.submit for o in members]  # type: ignore[operator]
+            rows.append({
+                "size": str(high) if low == high else f"{low}-{high}", "jobs": len(members),
+                "avg_wait_s": sum(waits) / len(waits),
+                "median_wait_s": statistics.median(waits),
+                "avg_bounded_slowdown": sum(bounded_slowdown(w, o) for w, o in zip(
+                    waits, members, strict=True)) / len(members),
+            })
+        return rows
+
+    def write_csv(self, handle: Any, header: bool = True) -> None:
+        """One row per job that ran: what a site plots (start times, waits, hosts)."""
+        out = csv.writer(handle)
+        if header:
+            out.writerow(("policy", "job", "user", "procs", "submit", "start", "end", "wait",
+                          "host", "killed"))
+        for o in self.outcomes:
+            if o.start is None:
+                continue
+            out.writerow((self.policy, o.job.number, o.job.user, o.job.procs,
+                          _num(o.job.submit), _num(o.start), _num(o.end),
+                          _num(o.start - o.job.submit), o.host, int(o.killed)))
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else f"{value:.3f}"
+
+
+def bounded_slowdown(wait: float, outcome: Outcome) -> float:
+    ran = executed_time(outcome.job)
+    return max(1.0, (wait + ran) / max(ran, TAU_S))
 
 
 def any_free_host(state: ClusterState) -> bool:
@@ -136,8 +194,10 @@ def any_free_host(state: ClusterState) -> bool:
 
 
 def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fit",
-             half_life_s: float = 3600.0, skipped: int = 0) -> SimResult:
-    """Replay `jobs` (sorted by submit time) on `hosts` x `slots`; see the module doc."""
+             half_life_s: float = 3600.0, skipped: int = 0,
+             progress: Callable[[int], None] | None = None) -> SimResult:
+    """Replay `jobs` (sorted by submit time) on `hosts` x `slots`; see the module doc.
+    `progress`, if given, is called now and then with the number of jobs ended so far."""
     plugins = plugins_for(policy)
     started = time.perf_counter()
     state = ClusterState()
@@ -149,7 +209,14 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
     ledger = UsageLedger(half_life_s)
     result = SimResult(policy, plugins, hosts, slots, [], skipped)
     by_id: dict[str, Outcome] = {}
-    memo: PendingMemo = {}  # as the controller keeps it between passes
+    queue_policy = policy_for(plugins)
+    fair = queue_policy.order.name != "fcfs"  # usage is read by fairshare only
+    # Strict FCFS in the one queue: after a pass blocked at a job, jobs that arrive sort
+    # behind it, so until a job ends (or it starts) no pass can start anything.
+    strict_fcfs = not fair and queue_policy.reserve is not None and \
+        queue_policy.reserve.name == "strict"
+    blocked = False
+    cache = SnapshotCache()  # the scheduler's view, updated by each event applied
     queue: list[tuple[float, int, int, Any]] = []  # (time, 0 end / 1 submit, seq, payload)
     seq = 0
     for job in jobs:
@@ -159,34 +226,49 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
         queue.append((job.submit, 1, seq, job))
         seq += 1
     heapq.heapify(queue)
+    ended = 0
     while queue:
         now = queue[0][0]
         while queue and queue[0][0] == now:
             _, kind, _, payload = heapq.heappop(queue)
             if kind == 0:
+                blocked = False
                 outcome: Outcome = payload
                 event = ev.JobFinished(now, outcome.job_id, 0, None if outcome.killed else 0,
                                        9 if outcome.killed else None,
                                        reason="walltime exceeded" if outcome.killed else "")
                 state.apply(event)
-                ledger.observe(event, state)
+                if fair:
+                    ledger.observe(event, state)
+                cache.observe(event, state)
                 outcome.end = now
+                ended += 1
+                if progress is not None and not ended % 1024:
+                    progress(ended)
             else:
                 number = state.next_number
-                state.apply(ev.JobSubmitted(now, number, spec_for(payload)))
+                submitted = ev.JobSubmitted(now, number, spec_for(payload))
+                state.apply(submitted)
+                cache.observe(submitted, state)
                 outcome = Outcome(payload, str(number))
                 by_id[outcome.job_id] = outcome
                 result.outcomes.append(outcome)
-        if not state.pending or not any_free_host(state):
+        if blocked or not state.pending or not any_free_host(state):
             continue
-        decided = plan(snapshot_of(state, ledger.usage(now), groups, memo), now)
+        usage = ledger.usage(now) if fair else None
+        decided = plan(cache.snapshot(state, usage, groups), now, explain=False)
         result.passes += 1
+        blocked = strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
         for placement in decided.placements:
-            state.apply(ev.JobStarted(now, placement.job_id, placement.host))
+            started_event = ev.JobStarted(now, placement.job_id, placement.host)
+            state.apply(started_event)
+            cache.observe(started_event, state)
             outcome = by_id[placement.job_id]
             outcome.start, outcome.host = now, placement.host
             result.decisions.append((now, outcome.job.number, placement.host))
             heapq.heappush(queue, (now + executed_time(outcome.job), 0, seq, outcome))
             seq += 1
     result.seconds = time.perf_counter() - started
+    if progress is not None:
+        progress(ended)
     return result

@@ -6,7 +6,7 @@ run off the event loop (or in another process) while the state moves on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from xce.core.arrayspec import IndexSet
@@ -73,6 +73,17 @@ class Snapshot:
     usage: Mapping[str, float] = field(default_factory=dict)
     # user -> fairshare group ([scheduler] groups); users not named are in "default"
     groups: Mapping[str, str] = field(default_factory=dict)
+    # queue -> its pending jobs in submission order, instead of `jobs` (then empty): kept
+    # up to date event by event (xce/sched/incremental.py), so that an FCFS pass reads only
+    # the head of a long queue
+    queued: Mapping[str, Collection[PendingJob]] | None = None
+
+    def pending_jobs(self) -> Iterator[PendingJob]:
+        """Every pending job, whichever of `jobs` and `queued` holds them."""
+        yield from self.jobs
+        if self.queued is not None:
+            for jobs in self.queued.values():
+                yield from jobs
 
 
 PendingMemo = dict[str, tuple[JobRecord, PendingJob]]

@@ -4,6 +4,13 @@ One job per line, 18 whitespace-separated fields, `-1` for unknown; lines starti
 are header comments (`; MaxProcs: 128`). A `.gz` file is read through gzip. Fields used:
 1 job number, 2 submit time, 4 run time, 5 allocated and 8 requested processors, 9
 requested time, 12 user id, 13 group id.
+
+The reader's choices follow the usual conventions of published results on the archive
+(`CHOICES`, also printed by `xce simulate --help`): a job with no requested time uses its
+run time as its estimate (perfect estimates), or none at all with `no_estimate="infinite"`;
+a job whose requested processors are missing uses its allocated ones; records without a run
+time, a processor count or a submit time are skipped (and counted); the machine's size is
+the `MaxProcs` header, else `MaxNodes`.
 """
 
 from __future__ import annotations
@@ -16,6 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FIELDS = 18
+NO_ESTIMATE = ("runtime", "infinite")
+CHOICES = (
+    "requested time -1: the run time is the estimate (--no-estimate=runtime, the default; "
+    "'infinite' keeps no limit, so EASY cannot reserve behind such jobs)",
+    "requested processors -1: the allocated processors",
+    "run time, processors or submit time missing: the record is skipped and counted",
+    "machine size: the MaxProcs header, else MaxNodes, else the widest job",
+    "a job runs for its run time, cut at its requested time (killed as a real cluster "
+    "would)",
+)
 
 
 class SwfError(ValueError):
@@ -62,7 +79,13 @@ class Trace:
         return None
 
 
-def parse_swf(lines: Iterable[str]) -> Trace:
+def parse_swf(lines: Iterable[str], no_estimate: str = "runtime") -> Trace:
+    """Jobs sorted by (submit, number); `no_estimate` says what a requested time of -1
+    becomes: the job's run time ("runtime") or no limit ("infinite")."""
+    if no_estimate not in NO_ESTIMATE:
+        raise SwfError(f"no_estimate must be one of {', '.join(NO_ESTIMATE)}, "
+                       f"got {no_estimate!r}")
+    perfect = no_estimate == "runtime"
     jobs: list[SwfJob] = []
     header: dict[str, str] = {}
     skipped = 0
@@ -89,23 +112,27 @@ def parse_swf(lines: Iterable[str]) -> Trace:
         if run_time < 0 or procs <= 0 or values[1] < 0:
             skipped += 1
             continue
+        if requested > 0:
+            limit: int | None = max(1, int(requested))
+        else:
+            limit = max(1, math.ceil(run_time)) if perfect else None
         jobs.append(SwfJob(
             number=int(values[0]), submit=values[1], run_time=run_time, procs=procs,
-            requested_time=max(1, int(requested)) if requested > 0 else None,
+            requested_time=limit,
             user=f"u{max(0, int(values[11]))}", group=f"g{max(0, int(values[12]))}",
         ))
     jobs.sort(key=lambda j: (j.submit, j.number))
     return Trace(jobs, header, skipped)
 
 
-def read_swf(path: Path) -> Trace:
+def read_swf(path: Path, no_estimate: str = "runtime") -> Trace:
     """Read a (possibly gzipped) SWF file; raises OSError or SwfError."""
     with path.open("rb") as raw:
         magic = raw.read(2)
     opener = gzip.open if magic == b"\x1f\x8b" else open
     with opener(path, "rb") as handle:  # type: ignore[operator]
         text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace")
-        return parse_swf(text)
+        return parse_swf(text, no_estimate)
 
 
 def write_swf(jobs: Iterable[SwfJob], header: dict[str, str] | None = None) -> str:

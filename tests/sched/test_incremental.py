@@ -1,0 +1,122 @@
+"""The incremental snapshot (xce/sched/incremental.py) shows the pass what `snapshot_of` shows.
+
+A real `ClusterState` is driven by random events of the kinds the controller commits
+(submits to two queues of different priorities, starts, finishes, suspends, kills, requeues
+of killed jobs that come back to their old place in the queue, purges, new hosts, a queue's
+new priority); after every event the cache's snapshot and a fresh `snapshot_of` must give
+the same running jobs and hosts, the same pending jobs in the same order, and the same plan,
+with and without reasons.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from xce.core import events as ev
+from xce.core.model import JobSpec, JobState, QueueRecord
+from xce.core.state import ClusterState
+from xce.sched.incremental import SnapshotCache
+from xce.sched.pipeline import plan
+from xce.sched.snapshot import snapshot_of
+
+
+def pending_order(snapshot) -> list[str]:  # type: ignore[no-untyped-def]
+    key = {q: (-r.priority, q) for q, r in snapshot.queues.items()}
+    return [j.job_id for j in sorted(snapshot.pending_jobs(),
+                                     key=lambda j: (key[j.spec.queue], j.number))]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int) -> None:
+    rng = random.Random(seed)
+    state, cache = ClusterState(), SnapshotCache()
+    now = 0.0
+
+    def apply(event: ev.Event) -> None:
+        state.apply(event)
+        cache.observe(event, state)
+
+    apply(ev.QueueCreated(now, QueueRecord("normal", plugins=("backfill",))))
+    apply(ev.QueueCreated(now, QueueRecord("high", priority=10, plugins=("strict",))))
+    for i in range(3):
+        apply(ev.HostRegistered(now, f"h{i}", 8, 64_000))
+    rebuilds_before = None
+    for step in range(600):
+        now += 1.0
+        pending = list(state.pending)
+        running = [j for j, r in state.jobs.items() if r.state is JobState.RUN]
+        choice = rng.random()
+        if choice < 0.4 or not (pending or running):
+            spec = JobSpec(user=f"u{rng.randrange(3)}", queue=rng.choice(("normal", "high")),
+                           command="x", slots=rng.choice((1, 2, 4, 8)),
+                           walltime_s=rng.choice((None, 60, 600)))
+            apply(ev.JobSubmitted(now, state.next_number, spec))
+        elif choice < 0.65 and pending:
+            job = state.jobs[rng.choice(pending)]
+            for host in sorted(state.hosts):
+                load = state.host_load.get(host)
+                if (load.slots if load else 0) + job.spec.slots <= state.hosts[host].slots:
+                    apply(ev.JobStarted(now, job.id, host))
+                    break
+        elif choice < 0.8 and running:
+            job = state.jobs[rng.choice(running)]
+            apply(ev.JobFinished(now, job.id, job.attempt, 0))
+        elif choice < 0.85 and running:
+            apply(ev.JobSuspended(now, rng.choice(running)))
+        elif choice < 0.9 and running:  # requeue: the job returns to its place in line
+            job = state.jobs[rng.choice(running)]
+            apply(ev.JobKillRequested(now, job.id))
+            apply(ev.JobFinished(now, job.id, job.attempt, None, 9))
+            apply(ev.JobRequeued(now, job.id))
+        elif choice < 0.94 and pending:
+            apply(ev.JobKilled(now, rng.choice(pending)))
+        elif choice < 0.96:
+            done = [j for j, r in state.jobs.items() if r.state in (JobState.DONE,
+                                                                     JobState.EXIT)]
+            if done:
+                apply(ev.JobsPurged(now, tuple(done[:5])))  # names no single job: rebuild
+        elif choice < 0.965:
+            apply(ev.HostRegistered(now, f"h{len(state.hosts)}", 4, 16_000))
+        elif choice < 0.97:  # a queue changes priority: the order of the pass changes
+            queue = state.queues["normal"]
+            apply(ev.QueueModified(now, replace(queue, priority=rng.choice((0, 20)))))
+        else:
+            suspended = [j for j, r in state.jobs.items() if r.state is JobState.SSUSP or
+                         r.state is JobState.USUSP]
+            if suspended:
+                apply(ev.JobResumed(now, rng.choice(suspended)))
+        fresh = snapshot_of(state)
+        kept = cache.snapshot(state)
+        if step == 300:
+            rebuilds_before = cache.rebuilds
+        assert kept.jobs == () and kept.queued is not None
+        assert pending_order(kept) == pending_order(fresh)
+        assert kept.running == fresh.running
+        assert kept.hosts == fresh.hosts
+        assert kept.queues == fresh.queues
+        for explain in (True, False):
+            assert plan(kept, now, explain) == plan(fresh, now, explain)
+    assert state.pending and cache.rebuilds < 40  # incremental, not rebuilt each time
+    assert rebuilds_before is not None
+
+
+def test_an_event_it_was_not_fed_makes_it_walk_again() -> None:
+    state, cache = ClusterState(), SnapshotCache()
+    state.apply(ev.QueueCreated(0, QueueRecord("normal")))
+    state.apply(ev.HostRegistered(0, "h0", 4, 1000))
+    spec = JobSpec(user="u", queue="normal", command="x")
+    state.apply(ev.JobSubmitted(0, 1, spec))
+    assert [j.job_id for j in cache.snapshot(state).pending_jobs()] == ["1"]
+    state.apply(ev.JobSubmitted(1, 2, spec))  # not observed (as a follower applies)
+    event = ev.JobStarted(2, "1", "h0")
+    state.apply(event)
+    cache.observe(event, state)
+    kept = cache.snapshot(state)
+    assert [j.job_id for j in kept.pending_jobs()] == ["2"]
+    assert kept.running == snapshot_of(state).running and cache.rebuilds == 2
+    other = ClusterState()  # another state object: never the old one's views
+    other.apply(ev.QueueCreated(0, QueueRecord("normal")))
+    assert list(cache.snapshot(other).pending_jobs()) == []

@@ -1,0 +1,205 @@
+"""The scheduler's view of a `ClusterState`, kept up to date event by event.
+
+`snapshot_of` walks every pending job on every pass (reusing unchanged views, but still
+walking), so a pass over a long queue costs that queue even when it starts one job. This
+cache is fed each applied event (`observe`, a listener like `UsageLedger.observe`) and
+touches only what the event names: the job, its host, its queue. A snapshot then costs the
+hosts and running jobs that changed, and hands the pass the pending jobs *per queue, in
+submission order* (`Snapshot.queued`), which an FCFS-ordered pass reads lazily and stops
+reading as soon as the cluster is full or the head blocks.
+
+Events that name no single job (purges, array events, host loss) mark the cache stale, and
+the next snapshot rebuilds it in one walk, as `snapshot_of` does. So does an event applied
+to the state without being observed (`ClusterState.applied` counts them: a standby's
+follower, a recovery), or another state object: the cache can fall back to a full walk,
+never show a state it was not fed. tests/sched/test_incremental.py compares it with
+`snapshot_of` after every event.
+
+Validity: `Snapshot.queued` holds live views of the cache's dicts (no copy, that is the
+point): a snapshot must be planned before the next event is observed, which the simulator
+and the controller's synchronous pass both do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from xce.core import events as ev
+from xce.core.deps import DepStatus, evaluate
+from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord
+from xce.core.state import ClusterState
+from xce.sched.snapshot import HostView, PendingArray, PendingJob, RunningJob, Snapshot
+
+SHIFT = 1 << 40  # order key: job number, then array index (pipeline._groups uses the same)
+
+# Events that change at most the job they name (and its host's load).
+_ONE_JOB = (ev.JobSubmitted, ev.JobStarted, ev.JobFinished, ev.JobSuspended, ev.JobResumed,
+            ev.JobKillRequested, ev.JobKilled, ev.JobRequeued, ev.JobUsageReported)
+
+
+def order_key(record: JobRecord) -> int:
+    index = record.array_index
+    return record.number * SHIFT + (0 if index is None else index + 1)
+
+
+class SnapshotCache:
+    """Pending views per queue (submission order), running views per host, host views."""
+
+    def __init__(self) -> None:
+        self._stale = True
+        self.rebuilds = 0
+
+    # --- feeding ------------------------------------------------------------------------
+
+    def observe(self, event: ev.Event, state: ClusterState) -> None:
+        """Listener for an event just applied to `state`."""
+        if self._stale:
+            return
+        if state is not self._state or state.applied != self._seen + 1:
+            self._stale = True  # an event applied without us (a follower, a recovery)
+            return
+        self._seen += 1
+        if isinstance(event, _ONE_JOB):
+            job_id = str(event.number) if isinstance(event, ev.JobSubmitted) else \
+                event.job_id  # type: ignore[union-attr]
+            self._sync(job_id, state)
+        elif isinstance(event, ev.HostRegistered | ev.QueueCreated):
+            self._hosts_dirty = True
+            self._queues = None
+        else:
+            self._stale = True
+
+    def _rebuild(self, state: ClusterState) -> None:
+        self.rebuilds += 1
+        self._state, self._seen = state, state.applied
+        self._queued: dict[str, dict[str, PendingJob]] = {}
+        self._last: dict[str, int] = {}
+        self._unsorted: set[str] = set()
+        self._where: dict[str, str] = {}  # pending job id -> queue
+        self._dependent: dict[str, None] = {}  # pending jobs whose view must be re-read
+        self._tasks: dict[str, int] = {}  # pending array tasks -> array number
+        self._running: dict[str, RunningJob] = {}
+        self._running_tuple: tuple[RunningJob, ...] | None = None
+        self._hosts_dirty = True
+        self._hosts: tuple[HostView, ...] = ()
+        self._queues: dict[str, QueueRecord] | None = None
+        records = [state.jobs[i] for i in state.pending]
+        records.sort(key=order_key)
+        for record in records:
+            self._add_pending(record, state)
+        for load in state.host_load.values():
+            for job_id in load.jobs:
+                self._add_running(state.jobs[job_id])
+        self._stale = False
+
+    def _sync(self, job_id: str, state: ClusterState) -> None:
+        record = state.jobs.get(job_id)
+        queue = self._where.pop(job_id, None)
+        if queue is not None:
+            del self._queued[queue][job_id]
+            self._dependent.pop(job_id, None)
+            self._tasks.pop(job_id, None)
+        if job_id in self._running:
+            self._hosts_dirty = True
+            self._running_tuple = None
+            del self._running[job_id]
+        if record is None:
+            return
+        if job_id in state.pending:
+            self._add_pending(record, state)
+        if record.state.active and record.host:
+            self._add_running(record)
+
+    def _add_pending(self, record: JobRecord, state: ClusterState) -> None:
+        queue = record.spec.queue
+        jobs = self._queued.get(queue)
+        if jobs is None:
+            jobs = self._queued[queue] = {}
+        key = order_key(record)
+        if key < self._last.get(queue, -1):
+            self._unsorted.add(queue)  # a requeued job goes back to its place: resort once
+        else:
+            self._last[queue] = key
+        jobs[record.id] = _view(record, state)
+        self._where[record.id] = queue
+        if record.spec.dependency:
+            self._dependent[record.id] = None
+        if record.array_index is not None:
+            self._tasks[record.id] = record.number
+
+    def _add_running(self, record: JobRecord) -> None:
+        spec = record.spec
+        self._running[record.id] = RunningJob(
+            record.id, spec.user, spec.queue, record.host or "", spec.slots, spec.memory_mb,
+            record.start_time or 0.0, spec.walltime_s)
+        self._running_tuple = None
+        self._hosts_dirty = True
+
+    # --- reading ------------------------------------------------------------------------
+
+    def snapshot(self, state: ClusterState, usage: Mapping[str, float] | None = None,
+                 groups: Mapping[str, str] | None = None) -> Snapshot:
+        """The same view as `snapshot_of(state, usage, groups)`, pending jobs as `queued`."""
+        if self._stale or state is not self._state or state.applied != self._seen:
+            self._rebuild(state)
+        for queue in self._unsorted:
+            jobs = self._queued[queue]
+            ordered = sorted(jobs.values(), key=lambda v: v.number * SHIFT + (
+                0 if v.index is None else v.index + 1))
+            self._queued[queue] = {v.job_id: v for v in ordered}
+            last = ordered[-1] if ordered else None
+            self._last[queue] = -1 if last is None else last.number * SHIFT + (
+                0 if last.index is None else last.index + 1)
+        self._unsorted.clear()
+        for job_id in self._dependent:  # dependency status can change with any event
+            record = state.jobs[job_id]
+            self._queued[self._where[job_id]][job_id] = _view(record, state)
+        if self._running_tuple is None:
+            self._running_tuple = tuple(sorted(self._running.values(),
+                                               key=lambda r: (r.host, r.job_id)))
+        if self._hosts_dirty:
+            self._hosts = _host_views(state)
+            self._hosts_dirty = False
+        if self._queues is None:
+            self._queues = dict(state.queues)
+        arrays: tuple[PendingArray, ...] = ()
+        limits: dict[int, tuple[int | None, int]] = {}
+        if state.pending_arrays or self._tasks:
+            arrays = tuple(
+                PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active,
+                             _deps(a.spec, state))
+                for a in (state.arrays[n] for n in state.pending_arrays)
+                if not a.held
+            )
+            numbers = {a.number for a in arrays} | set(self._tasks.values())
+            limits = {n: (state.arrays[n].max_concurrent, state.arrays[n].active)
+                      for n in numbers}
+        queued = MappingProxyType({q: jobs.values() for q, jobs in self._queued.items()
+                                   if jobs})
+        # queues, usage and groups are handed over, not copied: the caller makes a new
+        # usage map per pass and changes neither of the others between passes
+        return Snapshot(self._hosts, self._queues, (), arrays, limits, self._running_tuple,
+                        usage if usage is not None else {}, groups if groups is not None
+                        else {}, queued=queued)
+
+
+def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:
+    return evaluate(spec.dependency, state) if spec.dependency else DepStatus.SATISFIED
+
+
+def _view(record: JobRecord, state: ClusterState) -> PendingJob:
+    return PendingJob(record.id, record.number, record.array_index, record.spec,
+                      _deps(record.spec, state))
+
+
+def _host_views(state: ClusterState) -> tuple[HostView, ...]:
+    views = []
+    for host in sorted(state.hosts.values(), key=lambda h: h.name):
+        load = state.host_load.get(host.name)
+        used_slots = load.slots if load else 0
+        used_mem = load.memory_mb if load else 0
+        views.append(HostView(host.name, host.slots, host.memory_mb, host.slots - used_slots,
+                              host.memory_mb - used_mem, host.attributes,
+                              host.status is HostStatus.ONLINE))
+    return tuple(views)
