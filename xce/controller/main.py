@@ -164,6 +164,9 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
                          service.state)
         await node.start_replication()
         service.numbers = reserver_for(service, store, node.lone_rank)
+        # Job files, the users file and audit lines travel beside the records.
+        service.file_replica = node.source
+        runtime.audit.on_append = node.source.wake_files if node.source else None
     queues = await _first_queues(service)
     log.info("controller listening on %s:%s", settings.listen_host, settings.listen_port)
     tasks = [

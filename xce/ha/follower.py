@@ -22,6 +22,7 @@ from xce.auth.files import atomic_write, private_dir
 from xce.auth.keys import key_dir
 from xce.core.errors import XceError
 from xce.core.events import Event
+from xce.ha import files as hafiles
 from xce.ha import protocol
 from xce.ha.epochs import EpochStore
 from xce.store.checkpoint import checkpoint_name, list_checkpoints
@@ -52,7 +53,8 @@ class Follower:
 
     def __init__(self, state_dir: Path, settings: StoreSettings, epochs: EpochStore,
                  node_url: str, token: str, ssl_context: ssl.SSLContext | None,
-                 store: DurableLog | None = None) -> None:
+                 store: DurableLog | None = None,
+                 space: hafiles.FileSpace | None = None) -> None:
         self.state_dir = state_dir
         self.settings = settings
         self.epochs = epochs
@@ -71,6 +73,9 @@ class Follower:
         self.promote_requested = False
         self.want_snapshot = False  # set when a record did not apply (see CannotApply)
         self._checkpoints: asyncio.Task[None] | None = None
+        # Files beside the records (xce/ha/files.py); None: the log alone (unit tests).
+        self.space = space
+        self.receiver = hafiles.Receiver(space) if space is not None else None
 
     @property
     def state(self):  # type: ignore[no-untyped-def]
@@ -102,8 +107,12 @@ class Follower:
             host.strip("[]"), int(port), ssl=self.ssl_context,
             server_hostname=host.strip("[]") if self.ssl_context else None), 3)
         self.primary = primary_url
+        audit_size, audit_sha = (
+            await asyncio.to_thread(hafiles.audit_mark, self.space.audit_path)
+            if self.space is not None else (0, b""))
         try:
             await protocol.send(writer, "hello", self.epochs.epoch, {
+                "auditSize": audit_size, "auditSha": audit_sha,
                 "node": self.node_url, "token": self.token, "lastSeq": self.durable_seq,
                 "lastEpoch": self.last_epoch, "wantSnapshot": self.want_snapshot,
                 "history": [n for pair in self.epochs.history for n in pair],
@@ -122,6 +131,8 @@ class Follower:
             log.info("following %s from record %d%s", primary_url, welcome.body["startSeq"],
                      " after a checkpoint transfer" if welcome.body["snapshot"] else "")
             snapshot: list[bytes] = []
+            if not welcome.body["snapshot"]:
+                await self._want(writer, hafiles.names_in_state(self.state))
             while True:
                 msg = await asyncio.wait_for(protocol.read_message(reader), silence_s)
                 self.last_contact = time.monotonic()
@@ -130,9 +141,13 @@ class Follower:
                                    "refused (stale primary)")
                 self.epochs.observe(msg.epoch)
                 if msg.kind == "records":
-                    await self._apply(msg.body["firstSeq"], msg.body["data"])
+                    events = await self._apply(msg.body["firstSeq"], msg.body["data"])
                     await protocol.send(writer, "ack", self.epochs.epoch,
                                         {"durableSeq": self.durable_seq})
+                    if self.space is not None:
+                        await self._want(writer, hafiles.names_in_events(self.state, events))
+                elif msg.kind == "fileData":
+                    await self._file(writer, msg.body)
                 elif msg.kind == "heartbeat":
                     await protocol.send(writer, "ack", self.epochs.epoch,
                                         {"durableSeq": self.durable_seq})
@@ -143,6 +158,7 @@ class Follower:
                         snapshot = []
                         await protocol.send(writer, "ack", self.epochs.epoch,
                                             {"durableSeq": self.durable_seq})
+                        await self._want(writer, hafiles.names_in_state(self.state))
                 elif msg.kind == "authFiles":
                     self._write_auth_files(msg.body["files"])
                 elif msg.kind == "promote":
@@ -160,7 +176,31 @@ class Follower:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _apply(self, first_seq: int, data: bytes) -> None:
+    async def _want(self, writer: asyncio.StreamWriter, names: object) -> None:
+        """Ask the primary for the files these names point at that are not here."""
+        if self.space is None:
+            return
+        missing = await asyncio.to_thread(self.space.missing, list(names))  # type: ignore[call-overload]
+        for start in range(0, len(missing), 10_000):
+            await protocol.send(writer, "fileWant", self.epochs.epoch,
+                                {"names": missing[start:start + 10_000]})
+
+    async def _file(self, writer: asyncio.StreamWriter, body: dict[str, object]) -> None:
+        """One file operation, durable before its ticket is acknowledged."""
+        if self.receiver is None:
+            return
+        try:
+            fits = await asyncio.to_thread(self.receiver.apply, body)
+        except XceError as exc:
+            raise protocol.ProtocolError(f"bad file operation: {exc.message}") from None
+        if not fits:
+            await protocol.send(writer, "fileWant", self.epochs.epoch,
+                                {"names": [hafiles.AUDIT]})
+        if body.get("ticket") and body.get("last"):
+            await protocol.send(writer, "fileAck", self.epochs.epoch,
+                                {"ticket": body["ticket"]})
+
+    async def _apply(self, first_seq: int, data: bytes) -> list[Event]:
         """Check, apply and log one batch of records, all or nothing: every frame is
         verified and decoded and the events are tried on a scratch state before any of
         them changes the state or reaches the log."""
@@ -192,6 +232,7 @@ class Follower:
                 f"records {first_seq}..{first_seq + len(batch) - 1} do not apply here "
                 f"({exc.message}): asking the primary for a checkpoint transfer") from None
         await writer.sync(durable=True)
+        return [event for _, _, event in batch]
 
     async def _install_snapshot(self, seq: int, data: bytes) -> None:
         """Start over from the primary's checkpoint: our own log is replaced, not merged."""
@@ -237,6 +278,8 @@ class Follower:
                 atomic_write(path, data, 0o600)
 
     async def close(self) -> None:
+        if self.receiver is not None:
+            self.receiver.close()
         await self.stop_checkpoints()
         await self.store.close(self.state)
 

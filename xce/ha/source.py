@@ -24,6 +24,7 @@ from pathlib import Path
 
 from xce import metrics
 from xce.core.errors import Conflict, Unauthorized, Unavailable, XceError
+from xce.ha import files as hafiles
 from xce.ha import protocol
 from xce.ha.epochs import EpochStore
 from xce.store.checkpoint import list_checkpoints
@@ -62,6 +63,14 @@ class StandbySession:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     writer: asyncio.StreamWriter | None = None
     disk: DiskCursor = field(default_factory=DiskCursor)
+    # Files (xce/ha/files.py): operations queued for this standby as (ticket, name, op);
+    # tickets before `first_ticket` were queued before it connected (its catch-up asks for
+    # what it lacks); `audit_sent` bytes of the audit log it holds (None: not shipped).
+    files: deque[tuple[int, str, str]] = field(default_factory=deque)
+    first_ticket: int = 1
+    acked_ticket: int = 0
+    audit_sent: int | None = None
+    audit_replace: bool = False
 
 
 class ReplicationSource:
@@ -76,6 +85,7 @@ class ReplicationSource:
         sync_timeout_s: float = 2.0,
         heartbeat_s: float = 0.5,
         on_higher_epoch: Callable[[int], None] = lambda epoch: None,
+        space: hafiles.FileSpace | None = None,
     ) -> None:
         self.store = store
         self.epochs = epochs
@@ -91,6 +101,9 @@ class ReplicationSource:
         self._ring: deque[tuple[int, bytes]] = deque()
         self._ring_bytes = 0
         self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.space = space  # None: no files beside the records (tests of the log alone)
+        self._ticket = 0
+        self._file_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         store.writer.on_durable = self.on_durable
@@ -191,12 +204,13 @@ class ReplicationSource:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
         self.store.writer.on_durable = None
-        for _, fut in self._ack_waiters:
+        for _, fut in self._ack_waiters + self._file_waiters:
             if not fut.done():  # never acknowledge what no standby confirmed
                 fut.set_exception(Unavailable(
                     "the primary stepped down before a standby confirmed this change: it may "
                     "or may not survive, so check before retrying"))
         self._ack_waiters = []
+        self._file_waiters = []
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -266,7 +280,9 @@ class ReplicationSource:
         if old is not None and old.writer is not None:
             old.writer.close()
         session = StandbySession(node, peer, writer=writer, snapshot=snapshot,
-                                 acked_seq=0 if snapshot else last_seq)
+                                 acked_seq=0 if snapshot else last_seq,
+                                 first_ticket=self._ticket + 1)
+        await self._greet_files(session, hello.body)
         session.sent_seq = session.acked_seq
         self.sessions[node] = session
         history = [n for pair in self.epochs.history for n in pair]
@@ -284,6 +300,25 @@ class ReplicationSource:
             await self._send_snapshot(writer, snapshot_path, start - 1)
         session.sent_seq = start - 1
         return session
+
+    async def _greet_files(self, session: StandbySession, hello: dict[str, object]) -> None:
+        """Where this standby's audit log stands against ours, and the users file."""
+        if self.space is None:
+            return
+        size = int(hello.get("auditSize") or 0)  # type: ignore[call-overload]
+        sha = bytes(hello.get("auditSha") or b"")  # type: ignore[arg-type]
+        session.audit_sent = 0
+        if size:
+            path = self.space.audit_path
+            ours = path.stat().st_size if path.exists() else 0
+            same = ours >= size and await asyncio.get_running_loop().run_in_executor(
+                None, hafiles.sha256_of, path, size) == sha
+            if same:
+                session.audit_sent = size
+            else:
+                session.audit_replace = True
+        if self.space.users_path is not None and self.space.users_path.is_file():
+            session.files.append((0, hafiles.USERS, "put"))
 
     def _common_end(self, last_seq: int, last_epoch: int) -> int:
         """The last record the standby's log may share with ours (for the log line)."""
@@ -372,7 +407,10 @@ class ReplicationSource:
         loop = asyncio.get_running_loop()
         files = self._auth_files()
         last_files_check = time.monotonic()
+        users = self._users_stamp()
         while True:
+            if self.space is not None:
+                await self._send_files(session, writer)
             cursor = session.sent_seq + 1
             batch: list[tuple[int, bytes]] | None = None
             if cursor <= self.durable_seq:
@@ -406,6 +444,136 @@ class ReplicationSource:
                 if now_files != files:
                     files = now_files
                     await protocol.send(writer, "authFiles", self.epochs.epoch, files)
+                now_users = self._users_stamp()
+                if now_users != users:  # edited on disk (xce user --file)
+                    users = now_users
+                    session.files.append((0, hafiles.USERS, "put"))
+
+    def _users_stamp(self) -> tuple[int, int] | None:
+        path = self.space.users_path if self.space is not None else None
+        try:
+            st = path.stat() if path is not None else None
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size) if st is not None else None
+
+    # --- files (xce/ha/files.py) --------------------------------------------------------
+
+    def ship(self, ops: list[tuple[str, str]]) -> int:
+        """Queue file operations (name, "put" | "drop") for every connected standby, in
+        order with the records: call it before the commit whose records name the files.
+        Returns the ticket to wait for (`wait_files`)."""
+        if self.space is None or not ops:
+            return 0
+        for name, op in ops:
+            self._ticket += 1
+            for session in self.sessions.values():
+                session.files.append((self._ticket, name, op))
+        for session in self.sessions.values():
+            session.wake.set()
+        return self._ticket
+
+    def wake_files(self) -> None:
+        """The audit log grew: let idle links send the new lines."""
+        for session in self.sessions.values():
+            session.wake.set()
+
+    async def _send_files(self, session: StandbySession, writer: asyncio.StreamWriter) -> None:
+        assert self.space is not None
+        loop = asyncio.get_running_loop()
+        epoch = self.epochs.epoch
+        while session.files:
+            ticket, name, op = session.files.popleft()
+            path = self.space.path_of(name)
+            found = None
+            if op == "put" and path is not None:
+                found = await loop.run_in_executor(None, hafiles.read_put, path)
+            if found is None:  # gone meanwhile (or dropped): the standby drops it too
+                await protocol.send(writer, "fileData", epoch, {
+                    "ticket": ticket, "name": name, "op": "drop", "last": True})
+                continue
+            sha, chunks = found
+            offset = 0
+            for i, chunk in enumerate(chunks):
+                await protocol.send(writer, "fileData", epoch, {
+                    "ticket": ticket, "name": name, "op": "put", "sha256": sha,
+                    "offset": offset, "data": chunk, "last": i == len(chunks) - 1})
+                offset += len(chunk)
+        if session.audit_sent is None:
+            return
+        path = self.space.audit_path
+        if session.audit_replace:
+            session.audit_replace = False
+            found = await loop.run_in_executor(None, hafiles.read_put, path)
+            if found is not None:
+                sha, chunks = found
+                offset = 0
+                for i, chunk in enumerate(chunks):
+                    await protocol.send(writer, "fileData", epoch, {
+                        "name": hafiles.AUDIT, "op": "put", "sha256": sha, "offset": offset,
+                        "data": chunk, "last": i == len(chunks) - 1})
+                    offset += len(chunk)
+                session.audit_sent = offset
+        while True:
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                return
+            if size <= session.audit_sent:
+                return
+            data = await loop.run_in_executor(None, hafiles.read_from, path,
+                                              session.audit_sent)
+            if not data:
+                return
+            await protocol.send(writer, "fileData", epoch, {
+                "name": hafiles.AUDIT, "op": "append", "offset": session.audit_sent,
+                "data": data, "last": True})
+            session.audit_sent += len(data)
+
+    def _on_want(self, session: StandbySession, names: list[str]) -> None:
+        assert self.space is not None
+        for name in names[:100_000]:
+            try:
+                self.space.path_of(name)
+            except XceError:
+                log.warning("standby %s asked for %r, not a replicated file: ignored",
+                            session.node, name[:200])
+                continue
+            if name == hafiles.AUDIT:
+                session.audit_sent, session.audit_replace = 0, True
+            else:
+                session.files.append((0, name, "put"))
+        session.wake.set()
+
+    def _release_files(self) -> None:
+        keep = []
+        for ticket, fut in self._file_waiters:
+            if any(s.in_sync and s.first_ticket <= ticket <= s.acked_ticket
+                   for s in self.sessions.values()):
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((ticket, fut))
+        self._file_waiters = keep
+
+    async def wait_files(self, ticket: int) -> None:
+        """Sync mode: return once an in-sync standby that was connected when `ticket` was
+        queued has made it durable, or degrade to async after `sync_timeout_s`."""
+        if self.mode != "sync" or ticket == 0:
+            return
+        if not any(s.in_sync and s.first_ticket <= ticket for s in self.sessions.values()):
+            self._degrade("no standby is connected and caught up (files)")
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._file_waiters.append((ticket, fut))
+        self._release_files()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), self.sync_timeout_s)
+        except TimeoutError:
+            self._file_waiters = [(q, f) for q, f in self._file_waiters if f is not fut]
+            fut.cancel()
+            self._degrade(f"no standby acknowledged file operation {ticket} within "
+                          f"{self.sync_timeout_s:g} s")
 
     async def _read_acks(self, reader: asyncio.StreamReader, session: StandbySession) -> None:
         try:
@@ -414,6 +582,13 @@ class ReplicationSource:
                 if msg.epoch > self.epochs.epoch:
                     self.on_higher_epoch(msg.epoch)
                     raise XceError(f"standby {session.node} knows a newer epoch {msg.epoch}")
+                if msg.kind == "fileAck":
+                    session.acked_ticket = max(session.acked_ticket, msg.body["ticket"])
+                    self._release_files()
+                    continue
+                if msg.kind == "fileWant":
+                    self._on_want(session, [str(n) for n in msg.body["names"]])
+                    continue
                 if msg.kind != "ack":
                     raise protocol.ProtocolError(f"expected ack, got {msg.kind}")
                 session.acked_seq = max(session.acked_seq, msg.body["durableSeq"])
@@ -427,6 +602,7 @@ class ReplicationSource:
                 metrics.REPLICATION_LAG.labels(session.node).set(
                     max(self.durable_seq - session.acked_seq, 0))
                 self._release_acks()
+                self._release_files()
         except (EOFError, ConnectionError, protocol.ProtocolError, XceError) as exc:
             log.info("replication acks from %s ended: %s", session.node, exc)
             if session.writer is not None:
