@@ -1,0 +1,172 @@
+"""Files beside the replicated log (xce/ha/files.py): job inputs and outputs, the users file
+and the audit log reach a real standby over a real TCP link, in one process.
+
+The primary is the real `ReplicationSource` with a `ControllerService` and `FileStore` on
+its own state directory, the standby the real `Follower` on another; nothing is mocked but
+the token check (as in test_replication.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from tests.ha.test_replication import SETUP, Primary, follow, follower, stop, until
+from xce.auth.audit import AuditLog
+from xce.controller.requests import SubmitRequest
+from xce.core import events as ev
+from xce.ha import protocol
+from xce.ha.files import FileSpace, Receiver, output_name
+from xce.ha.follower import Follower
+
+
+async def chunks(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+def with_files(p: Primary, users: Path | None = None) -> Primary:
+    """Wire the primary's files to its source as run_primary does (xce/controller/main.py)."""
+    p.source.space = FileSpace(p.dir, users)
+    p.service.file_replica = p.source
+    return p
+
+
+def standby(root: Path, users: Path | None = None) -> Follower:
+    f = follower(root)
+    space = FileSpace(f.state_dir, users)
+    f.space, f.receiver = space, Receiver(space)
+    return f
+
+
+async def submit_with_input(p: Primary, data: bytes, hold: bool = True) -> str:
+    upload, _ = await p.service.files.save_upload(chunks(data), owner="alice")
+    return await p.service.submit(SubmitRequest(
+        user="alice", command="sort data.csv", inputs={"in/data.csv": upload},
+        uploads_of="alice", hold=hold))
+
+
+async def test_sync_submit_is_acknowledged_with_its_inputs_on_the_standby(
+        tmp_path: Path) -> None:
+    p = with_files(Primary(tmp_path, mode="sync"))
+    await p.start()
+    await p.commit(SETUP)
+    f = standby(tmp_path)
+    link = await follow(f, p)
+    try:
+        await until(lambda: any(s.in_sync for s in p.source.sessions.values()))
+        data = b"3\n1\n2\n" * 100_000  # 600 kB
+        job = await submit_with_input(p, data)
+        # Acknowledged: the standby already holds the input, byte for byte, and the job.
+        copy = f.state_dir / "files" / "jobs" / job / "inputs" / "in" / "data.csv"
+        assert copy.read_bytes() == data
+        assert f.state.job(job).spec.inputs == ("in/data.csv",)
+        assert (copy.stat().st_mode & 0o777) == 0o600
+        assert not p.source.degraded
+
+        # Outputs returned by a worker (as xce/api/workers.py stores them): waited for.
+        assert p.service.ship_files([(f"files/jobs/{job}/outputs/{job}", "drop")])
+        await p.service.files.save_output(int(job), job, "stdout", chunks(b"1\n2\n3\n"))
+        await p.service.files_replicated(
+            p.service.ship_files([(output_name(int(job), job, "stdout"), "put")]))
+        assert (f.state_dir / "files" / "jobs" / job / "outputs" / job /
+                "stdout").read_bytes() == b"1\n2\n3\n"
+    finally:
+        await stop(link)
+        await f.close()
+        await p.close()
+
+
+async def test_a_new_standby_catches_up_the_files_its_records_name(tmp_path: Path) -> None:
+    users = tmp_path / "primary-users.toml"
+    users.write_text('[users.alice]\npassword = "hash"\n')
+    p = with_files(Primary(tmp_path), users)
+    await p.start()
+    await p.commit(SETUP)
+    job = await submit_with_input(p, b"input bytes", hold=False)
+    # A finished job with outputs, stored before any standby existed.
+    await p.service.files.save_output(int(job), job, "result/out.txt", chunks(b"the result"))
+    await p.commit([ev.JobStarted(4.0, job, "h1"),
+                    ev.JobFinished(5.0, job, 0, 0, outputs=("result/out.txt",))])
+    # The primary's audit log has lines; the new standby has a different one of its own.
+    audit = AuditLog(p.dir / "audit.log")
+    await audit.record("admin", "user.add", "user:alice", "ok")
+    standby_users = tmp_path / "standby-users.toml"
+    f = standby(tmp_path, standby_users)
+    (f.state_dir / "audit.log").write_bytes(b'{"action": "only on the standby"}\n')
+    link = await follow(f, p)
+    try:
+        base = f.state_dir / "files" / "jobs" / job
+        await until(lambda: (base / "outputs" / job / "result" / "out.txt").is_file()
+                    and (base / "inputs" / "in" / "data.csv").is_file()
+                    and standby_users.is_file())
+        assert (base / "outputs" / job / "result" / "out.txt").read_bytes() == b"the result"
+        assert (base / "inputs" / "in" / "data.csv").read_bytes() == b"input bytes"
+        assert standby_users.read_bytes() == users.read_bytes()
+        # The audit log: the primary's replaced the standby's, which is kept beside it.
+        await until(lambda: (f.state_dir / "audit.log").read_bytes()
+                    == (p.dir / "audit.log").read_bytes())
+        aside = list(f.state_dir.glob("audit.log.diverged-*"))
+        assert [a.read_bytes() for a in aside] == [b'{"action": "only on the standby"}\n']
+        # Later lines are appended as they come, and a changed users file follows.
+        audit.on_append = p.source.wake_files
+        await audit.record("admin", "user.delete", "user:bob", "ok")
+        await until(lambda: (f.state_dir / "audit.log").read_bytes()
+                    == (p.dir / "audit.log").read_bytes())
+        assert b"user:bob" in (f.state_dir / "audit.log").read_bytes()
+        users.write_text('[users.carol]\npassword = "hash2"\n')
+        p.source.ship([("users", "put")])
+        await until(lambda: b"carol" in standby_users.read_bytes())
+    finally:
+        await stop(link)
+        await f.close()
+        await p.close()
+
+
+async def test_a_reconnecting_standby_gets_only_the_new_audit_lines(tmp_path: Path) -> None:
+    p = with_files(Primary(tmp_path))
+    await p.start()
+    audit = AuditLog(p.dir / "audit.log")
+    audit.on_append = p.source.wake_files
+    await audit.record("admin", "queue.close", "queue:normal", "ok")
+    f = standby(tmp_path)
+    link = await follow(f, p)
+    try:
+        await until(lambda: (f.state_dir / "audit.log").is_file() and
+                    (f.state_dir / "audit.log").read_bytes() == (p.dir / "audit.log").read_bytes())
+        await stop(link)
+        await audit.record("admin", "queue.open", "queue:normal", "ok")
+        link = await follow(f, p)
+        await until(lambda: (f.state_dir / "audit.log").read_bytes()
+                    == (p.dir / "audit.log").read_bytes())
+        assert not list(f.state_dir.glob("audit.log.diverged-*"))  # appended, not replaced
+    finally:
+        await stop(link)
+        await f.close()
+        await p.close()
+
+
+def test_the_receiver_refuses_names_outside_its_places_and_wrong_content(
+        tmp_path: Path) -> None:
+    r = Receiver(FileSpace(tmp_path))
+    put = {"ticket": 1, "op": "put", "offset": 0, "last": True, "data": b"x",
+           "sha256": hashlib.sha256(b"x").digest()}
+    for name in ("files/../../etc/passwd", "files/uploads/abc", "/etc/passwd", "other",
+                 "files/jobs/1/../../../x"):
+        try:
+            r.apply({**put, "name": name})
+        except protocol.XceError as exc:
+            assert exc.http_status == 400
+        else:
+            raise AssertionError(f"{name} was accepted")
+    try:
+        r.apply({**put, "name": "files/jobs/1/inputs/a", "sha256": b"\0" * 32})
+    except protocol.XceError as exc:
+        assert "SHA-256" in exc.message
+    else:
+        raise AssertionError("wrong content was accepted")
+    assert not (tmp_path / "files" / "jobs" / "1" / "inputs" / "a").exists()
+    assert list((tmp_path / "files" / "jobs" / "1" / "inputs").iterdir()) == []
+    assert r.apply({**put, "name": "files/jobs/1/inputs/a"})
+    assert (tmp_path / "files" / "jobs" / "1" / "inputs" / "a").read_bytes() == b"x"
+
