@@ -170,3 +170,32 @@ def test_the_receiver_refuses_names_outside_its_places_and_wrong_content(
     assert r.apply({**put, "name": "files/jobs/1/inputs/a"})
     assert (tmp_path / "files" / "jobs" / "1" / "inputs" / "a").read_bytes() == b"x"
 
+
+
+async def test_the_primary_takes_back_files_only_a_standby_holds(tmp_path: Path) -> None:
+    """A job's output stored by the old primary and lost in the failover (never
+    replicated): when that candidate follows again, the new primary asks it for the file."""
+    p = with_files(Primary(tmp_path))
+    await p.start()
+    await p.commit(SETUP)
+    job = await submit_with_input(p, b"in", hold=False)
+    await p.commit([ev.JobStarted(4.0, job, "h1"),
+                    ev.JobFinished(5.0, job, 0, 0, outputs=("stdout", "kept.txt"))])
+    await p.service.files.save_output(int(job), job, "kept.txt", chunks(b"the primary's"))
+    f = standby(tmp_path)
+    outputs = f.state_dir / "files" / "jobs" / job / "outputs" / job
+    outputs.mkdir(parents=True)
+    (outputs / "stdout").write_bytes(b"only on the standby\n")
+    (outputs / "kept.txt").write_bytes(b"the standby's")
+    link = await follow(f, p)
+    try:
+        back = p.dir / "files" / "jobs" / job / "outputs" / job / "stdout"
+        await until(back.is_file)
+        assert back.read_bytes() == b"only on the standby\n"
+        # The primary's own file is never replaced by a standby's.
+        assert (p.dir / "files" / "jobs" / job / "outputs" / job /
+                "kept.txt").read_bytes() == b"the primary's"
+    finally:
+        await stop(link)
+        await f.close()
+        await p.close()

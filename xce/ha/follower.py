@@ -148,6 +148,8 @@ class Follower:
                         await self._want(writer, hafiles.names_in_events(self.state, events))
                 elif msg.kind == "fileData":
                     await self._file(writer, msg.body)
+                elif msg.kind == "fileWant":
+                    await self._give_back(writer, [str(n) for n in msg.body["names"]])
                 elif msg.kind == "heartbeat":
                     await protocol.send(writer, "ack", self.epochs.epoch,
                                         {"durableSeq": self.durable_seq})
@@ -184,6 +186,30 @@ class Follower:
         for start in range(0, len(missing), 10_000):
             await protocol.send(writer, "fileWant", self.epochs.epoch,
                                 {"names": missing[start:start + 10_000]})
+
+    async def _give_back(self, writer: asyncio.StreamWriter, names: list[str]) -> None:
+        """Send the primary the job files it lacks that are here (stored by this candidate
+        while it was primary, and not replicated before the failover)."""
+        if self.space is None:
+            return
+        for name in names[:100_000]:
+            if not name.startswith(hafiles.FILES):
+                continue
+            try:
+                path = self.space.path_of(name)
+            except XceError:
+                continue
+            found = await asyncio.to_thread(hafiles.read_put, path) if path else None
+            if found is None:
+                continue
+            sha, chunks = found
+            offset = 0
+            for i, chunk in enumerate(chunks):
+                await protocol.send(writer, "fileData", self.epochs.epoch, {
+                    "name": name, "op": "put", "sha256": sha, "offset": offset,
+                    "data": chunk, "last": i == len(chunks) - 1})
+                offset += len(chunk)
+            log.info("sent job file %s back to the primary, which lacked it", name[6:])
 
     async def _file(self, writer: asyncio.StreamWriter, body: dict[str, object]) -> None:
         """One file operation, durable before its ticket is acknowledged."""

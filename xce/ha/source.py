@@ -104,6 +104,8 @@ class ReplicationSource:
         self.space = space  # None: no files beside the records (tests of the log alone)
         self._ticket = 0
         self._file_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._receiver: hafiles.Receiver | None = None  # files a standby returns
+        self._skipping: set[str] = set()  # returned files that are here after all
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         store.writer.on_durable = self.on_durable
@@ -408,6 +410,7 @@ class ReplicationSource:
         files = self._auth_files()
         last_files_check = time.monotonic()
         users = self._users_stamp()
+        await self._want_back(writer)
         while True:
             if self.space is not None:
                 await self._send_files(session, writer)
@@ -530,6 +533,46 @@ class ReplicationSource:
                 "data": data, "last": True})
             session.audit_sent += len(data)
 
+    async def _want_back(self, writer: asyncio.StreamWriter) -> None:
+        """Ask a standby that just connected for the job files our records name that are
+        not here (stored by it while it was primary, not replicated before a failover)."""
+        if self.space is None:
+            return
+        missing = await asyncio.to_thread(self.space.missing,
+                                          hafiles.names_in_state(self.state))
+        missing = [n for n in missing if n.startswith(hafiles.FILES)]
+        for start in range(0, len(missing), 10_000):
+            await protocol.send(writer, "fileWant", self.epochs.epoch,
+                                {"names": missing[start:start + 10_000]})
+
+    async def _take_back(self, session: StandbySession, body: dict[str, object]) -> None:
+        """A job file a standby sends because we asked (`_want_back`): stored only if it is
+        still missing here, so a standby never overwrites the primary's own files."""
+        assert self.space is not None
+        name = str(body["name"])
+        if not name.startswith(hafiles.FILES) or body.get("op") != "put":
+            raise protocol.ProtocolError(f"a standby may only return job files, not {name!r}")
+        if self._receiver is None:
+            self._receiver = hafiles.Receiver(self.space)
+        path = self.space.path_of(name)
+        if body.get("offset") == 0:
+            self._skipping.discard(name)
+            if path is not None and path.exists():
+                self._skipping.add(name)
+        if name in self._skipping:
+            if body.get("last"):
+                self._skipping.discard(name)
+            return
+        try:
+            await asyncio.to_thread(self._receiver.apply, body)
+        except XceError as exc:
+            log.warning("job file %s from standby %s not taken: %s", name[6:], session.node,
+                        exc.message)
+            return
+        if body.get("last"):
+            log.warning("job file %s was only on standby %s: copied here", name[6:],
+                        session.node)
+
     def _on_want(self, session: StandbySession, names: list[str]) -> None:
         assert self.space is not None
         for name in names[:100_000]:
@@ -585,6 +628,9 @@ class ReplicationSource:
                 if msg.kind == "fileAck":
                     session.acked_ticket = max(session.acked_ticket, msg.body["ticket"])
                     self._release_files()
+                    continue
+                if msg.kind == "fileData":
+                    await self._take_back(session, msg.body)
                     continue
                 if msg.kind == "fileWant":
                     self._on_want(session, [str(n) for n in msg.body["names"]])
