@@ -605,7 +605,9 @@ class ReplicationSource:
         if self.mode != "sync" or ticket == 0:
             return
         if not any(s.in_sync and s.first_ticket <= ticket for s in self.sessions.values()):
-            self._degrade("no standby is connected and caught up (files)")
+            if not any(s.in_sync for s in self.sessions.values()):
+                self._degrade("no standby is connected and caught up (files)")
+            # else: a standby that connected since; its catch-up asks for these files
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._file_waiters.append((ticket, fut))
@@ -615,6 +617,9 @@ class ReplicationSource:
         except TimeoutError:
             self._file_waiters = [(q, f) for q, f in self._file_waiters if f is not fut]
             fut.cancel()
+            for s in self.sessions.values():
+                if s.acked_ticket < ticket:
+                    s.in_sync = False  # in sync again with its next acknowledgement
             self._degrade(f"no standby acknowledged file operation {ticket} within "
                           f"{self.sync_timeout_s:g} s")
 
