@@ -12,10 +12,13 @@ import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
 from tests.ha.test_replication import SETUP, Primary, follow, follower, stop, until
 from xce.auth.audit import AuditLog
 from xce.controller.requests import SubmitRequest
 from xce.core import events as ev
+from xce.ha import files as hafiles
 from xce.ha import protocol
 from xce.ha.files import FileSpace, Receiver, output_name
 from xce.ha.follower import Follower
@@ -47,7 +50,8 @@ async def submit_with_input(p: Primary, data: bytes, hold: bool = True) -> str:
 
 
 async def test_sync_submit_is_acknowledged_with_its_inputs_on_the_standby(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hafiles, "CHUNK", 64 * 1024)  # the 600 kB input in ten pieces
     p = with_files(Primary(tmp_path, mode="sync"))
     await p.start()
     await p.commit(SETUP)

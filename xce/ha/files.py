@@ -27,6 +27,7 @@ nothing can write outside the file store, the users file or the audit log.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import logging
@@ -175,17 +176,31 @@ def audit_mark(path: Path) -> tuple[int, bytes]:
     return size, sha256_of(path, size)
 
 
-def read_put(path: Path) -> tuple[bytes, list[bytes]] | None:
-    """(SHA-256, chunks) of a file to ship, or None if it is not there (any more). Runs in
-    a thread: files are read whole into memory once, at most `max_upload_mb` each."""
+async def send_put(writer: Any, epoch: int, name: str, path: Path, ticket: int = 0) -> int:
+    """Send the file at `path` as a `put` of `name` in `CHUNK` pieces, read one at a time
+    in a thread (a file of `max_upload_mb` never sits in memory whole); the last piece
+    carries the SHA-256 of all of them. Returns the bytes sent, -1 if there is no file."""
+    from xce.ha import protocol
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return None
+        return -1
+    digest = hashlib.sha256()
+    offset = 0
     with os.fdopen(fd, "rb") as f:
-        data = f.read()
-    chunks = [data[i:i + CHUNK] for i in range(0, len(data), CHUNK)] or [b""]
-    return hashlib.sha256(data).digest(), chunks
+        piece = await asyncio.to_thread(f.read, CHUNK)
+        while True:
+            following = await asyncio.to_thread(f.read, CHUNK) if piece else b""
+            digest.update(piece)
+            last = not following
+            await protocol.send(writer, "fileData", epoch, {
+                "ticket": ticket, "name": name, "op": "put", "offset": offset, "data": piece,
+                "last": last, "sha256": digest.digest() if last else b""})
+            offset += len(piece)
+            if last:
+                return offset
+            piece = following
 
 
 def read_from(path: Path, offset: int, limit: int = CHUNK) -> bytes:

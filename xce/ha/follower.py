@@ -199,16 +199,9 @@ class Follower:
                 path = self.space.path_of(name)
             except XceError:
                 continue
-            found = await asyncio.to_thread(hafiles.read_put, path) if path else None
-            if found is None:
+            if path is None or await hafiles.send_put(writer, self.epochs.epoch, name,
+                                                      path) < 0:
                 continue
-            sha, chunks = found
-            offset = 0
-            for i, chunk in enumerate(chunks):
-                await protocol.send(writer, "fileData", self.epochs.epoch, {
-                    "name": name, "op": "put", "sha256": sha, "offset": offset,
-                    "data": chunk, "last": i == len(chunks) - 1})
-                offset += len(chunk)
             log.info("sent job file %s back to the primary, which lacked it", name[6:])
 
     async def _file(self, writer: asyncio.StreamWriter, body: dict[str, object]) -> None:

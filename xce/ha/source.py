@@ -488,35 +488,19 @@ class ReplicationSource:
         while session.files:
             ticket, name, op = session.files.popleft()
             path = self.space.path_of(name)
-            found = None
+            sent = -1
             if op == "put" and path is not None:
-                found = await loop.run_in_executor(None, hafiles.read_put, path)
-            if found is None:  # gone meanwhile (or dropped): the standby drops it too
+                sent = await hafiles.send_put(writer, epoch, name, path, ticket)
+            if sent < 0:  # gone meanwhile (or dropped): the standby drops it too
                 await protocol.send(writer, "fileData", epoch, {
                     "ticket": ticket, "name": name, "op": "drop", "last": True})
-                continue
-            sha, chunks = found
-            offset = 0
-            for i, chunk in enumerate(chunks):
-                await protocol.send(writer, "fileData", epoch, {
-                    "ticket": ticket, "name": name, "op": "put", "sha256": sha,
-                    "offset": offset, "data": chunk, "last": i == len(chunks) - 1})
-                offset += len(chunk)
         if session.audit_sent is None:
             return
         path = self.space.audit_path
         if session.audit_replace:
             session.audit_replace = False
-            found = await loop.run_in_executor(None, hafiles.read_put, path)
-            if found is not None:
-                sha, chunks = found
-                offset = 0
-                for i, chunk in enumerate(chunks):
-                    await protocol.send(writer, "fileData", epoch, {
-                        "name": hafiles.AUDIT, "op": "put", "sha256": sha, "offset": offset,
-                        "data": chunk, "last": i == len(chunks) - 1})
-                    offset += len(chunk)
-                session.audit_sent = offset
+            session.audit_sent = max(
+                await hafiles.send_put(writer, epoch, hafiles.AUDIT, path), 0)
         while True:
             try:
                 size = path.stat().st_size
