@@ -20,7 +20,7 @@ from xce.controller.requests import SubmitRequest
 from xce.core import events as ev
 from xce.ha import files as hafiles
 from xce.ha import protocol
-from xce.ha.files import FileSpace, Receiver, output_name
+from xce.ha.files import FileSpace, Receiver, output_name, upload_names
 from xce.ha.follower import Follower
 
 
@@ -42,10 +42,19 @@ def standby(root: Path, users: Path | None = None) -> Follower:
     return f
 
 
-async def submit_with_input(p: Primary, data: bytes, hold: bool = True) -> str:
-    upload, _ = await p.service.files.save_upload(chunks(data), owner="alice")
+async def upload(p: Primary, data: bytes) -> str:
+    """Stage an upload and ship it as the upload route does (xce/api/jobs.py)."""
+    upload_id, _ = await p.service.files.save_upload(chunks(data), owner="alice")
+    await p.service.files_replicated(p.service.ship_files(
+        [(name, "put") for name in upload_names(upload_id)]))
+    return upload_id
+
+
+async def submit_with_input(p: Primary, data: bytes, hold: bool = True,
+                            more: dict[str, str] | None = None) -> str:
     return await p.service.submit(SubmitRequest(
-        user="alice", command="sort data.csv", inputs={"in/data.csv": upload},
+        user="alice", command="sort data.csv",
+        inputs={"in/data.csv": await upload(p, data), **(more or {})},
         uploads_of="alice", hold=hold))
 
 
@@ -55,16 +64,31 @@ async def test_sync_submit_is_acknowledged_with_its_inputs_on_the_standby(
     p = with_files(Primary(tmp_path, mode="sync"))
     await p.start()
     await p.commit(SETUP)
+    early = await upload(p, b"staged before the standby connected")
     f = standby(tmp_path)
     link = await follow(f, p)
     try:
         await until(lambda: any(s.in_sync for s in p.source.sessions.values()))
         data = b"3\n1\n2\n" * 100_000  # 600 kB
-        job = await submit_with_input(p, data)
-        # Acknowledged: the standby already holds the input, byte for byte, and the job.
+        # An upload is on the standby when it is acknowledged (a submit after a failover
+        # finds it), with its owner record.
+        staged = await upload(p, data)
+        uploads = f.state_dir / "files" / "uploads"
+        assert (uploads / staged).read_bytes() == data
+        assert b"alice" in (uploads / f"{staged}.json").read_bytes()
+        assert not (uploads / early).exists()
+        job = await p.service.submit(SubmitRequest(
+            user="alice", command="sort data.csv",
+            inputs={"in/data.csv": staged, "early.txt": early}, uploads_of="alice",
+            hold=True))
+        # Acknowledged: the standby already holds the inputs, byte for byte, and the job;
+        # its copy of the upload became the input (moved, as on the primary).
         copy = f.state_dir / "files" / "jobs" / job / "inputs" / "in" / "data.csv"
         assert copy.read_bytes() == data
-        assert f.state.job(job).spec.inputs == ("in/data.csv",)
+        assert (copy.parent.parent / "early.txt").read_bytes() == \
+            b"staged before the standby connected"
+        assert sorted(uploads.iterdir()) == []
+        assert f.state.job(job).spec.inputs == ("early.txt", "in/data.csv")
         assert (copy.stat().st_mode & 0o777) == 0o600
         assert not p.source.degraded
 

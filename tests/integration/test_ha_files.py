@@ -59,6 +59,8 @@ def test_after_a_failover_jobs_keep_inputs_outputs_users_and_audit(ha: FilesClus
     standby_input = ha.root / "controller1" / "files" / "jobs" / held / "inputs" / "data" / \
         "in.txt"
     assert standby_input.read_bytes() == b"3\n1\n2\n"
+    # An upload whose submit comes only after the failover (the CLI uploads, then submits).
+    later = ha.request("POST", "/api/v1/uploads", raw=b"staged\n")["upload_id"]
     done = ha.submit(command="echo before the failover > result.txt && echo said",
                      outputs=["result.txt"])
     assert ha.wait_state(done, "DONE", "EXIT")["state"] == "DONE"
@@ -83,6 +85,9 @@ def test_after_a_failover_jobs_keep_inputs_outputs_users_and_audit(ha: FilesClus
     job = ha.wait_state(held, "DONE", "EXIT", timeout=60)
     assert job["state"] == "DONE", job
     assert ha.download(held, "out/sorted.txt") == b"1\n2\n3\n"
+    after = ha.submit(command="cat in.txt", inputs={"in.txt": later})
+    assert ha.wait_state(after, "DONE", "EXIT", timeout=60)["state"] == "DONE"
+    assert ha.download(after, "stdout") == b"staged\n"
 
     # A file that stayed on the old primary (here: removed from the new one's store) is a
     # 503 naming the controller that has it, for the download and for the listing ...

@@ -25,7 +25,7 @@ from xce.controller.tails import STREAMS, tails_for
 from xce.core.errors import Forbidden, InvalidRequest, NotFound
 from xce.core.model import JobState
 from xce.core.state import parse_job_id
-from xce.ha.files import not_here
+from xce.ha.files import not_here, upload_names
 
 
 def _service(request: web.Request) -> ControllerService:
@@ -274,6 +274,9 @@ async def upload(request: web.Request) -> web.Response:
     service = _service(request)
     upload_id, size = await service.files.save_upload(request.content.iter_chunked(1 << 16),
                                                       owner=identity(request).user)
+    # To the standbys (sync mode: before the answer), so a submit after a failover finds it.
+    await service.files_replicated(service.ship_files(
+        [(name, "put") for name in upload_names(upload_id)]))
     return json_response({"upload_id": upload_id, "size": size}, status=201)
 
 
@@ -289,6 +292,7 @@ async def delete_upload(request: web.Request) -> web.Response:
     service = _service(request)
     upload_id = request.match_info["upload_id"]
     gone = service.files.delete_upload(upload_id, _uploads_owner(request))
+    service.ship_files([(name, "drop") for name in upload_names(upload_id)])
     return json_response({"upload_id": upload_id, "deleted": True, "size": gone.size})
 
 

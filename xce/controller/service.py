@@ -376,9 +376,11 @@ class ControllerService:
             number = self.state.next_number
             event = ev.JobSubmitted(self.clock(), number, spec, key)
         self.files.attach_inputs(number, inputs)
-        ticket = self.ship_files(
+        ticket = self.ship_files(  # the standbys move their copies of the uploads alike
             [(f"files/jobs/{number}/inputs", "drop")]
-            + [(f"files/jobs/{number}/inputs/{rel}", "put") for rel in sorted(inputs)]
+            + [(f"files/jobs/{number}/inputs/{rel}", f"move:files/uploads/{upload}")
+               for rel, upload in sorted(inputs.items())]
+            + [(f"files/uploads/{upload}.json", "drop") for upload in inputs.values()]
             if inputs else [])
         await self.commit([event])
         await self.files_replicated(ticket)  # sync mode: the inputs are on a standby too

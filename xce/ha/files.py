@@ -32,6 +32,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import secrets
 import shutil
 import time
@@ -50,6 +51,8 @@ CHUNK = 4 * 1024 * 1024
 USERS = "users"
 AUDIT = "audit"
 FILES = "files/"
+MOVE = "move:"  # op "move:<source name>": an upload becomes a job's input on the standby too
+_UPLOAD = re.compile(r"^uploads/[0-9a-f]{32}(\.json)?$")
 
 
 class FileNotHere(Unavailable):
@@ -57,6 +60,11 @@ class FileNotHere(Unavailable):
     stored by another controller candidate and has not been replicated here (yet)."""
 
     code = "file_not_replicated"
+
+
+def upload_names(upload_id: str) -> list[str]:
+    """An upload and its owner record (`<id>.json`, xce/store/files.py)."""
+    return [f"{FILES}uploads/{upload_id}", f"{FILES}uploads/{upload_id}.json"]
 
 
 def input_name(number: int, rel: str) -> str:
@@ -104,8 +112,9 @@ class FileSpace:
             return self.audit_path
         if name.startswith(FILES):
             rel = safe_relative_path(name[len(FILES):], "replicated file")
-            if not rel.startswith("jobs/"):
-                raise InvalidRequest(f"replicated file {name!r} is not a job's file")
+            if not (rel.startswith("jobs/") or _UPLOAD.match(rel)):
+                raise InvalidRequest(f"replicated file {name!r} is not a job's file or an "
+                                     "upload")
             return self.files_root / rel
         raise InvalidRequest(f"unknown replicated file {name!r}")
 
@@ -245,6 +254,8 @@ class Receiver:
             else:
                 path.unlink(missing_ok=True)
             return True
+        if op.startswith(MOVE):
+            return self._move(self.space.path_of(op[len(MOVE):]), path, root)
         if op == "append":
             if name != AUDIT:
                 raise InvalidRequest(f"append is only for the audit log, not {name!r}")
@@ -279,6 +290,18 @@ class Receiver:
             shutil.rmtree(path, ignore_errors=True)
         os.replace(tmp, path)
         fsync_dir(path.parent)
+        return True
+
+    @staticmethod
+    def _move(source: Path | None, target: Path, root: Path) -> bool:
+        """An upload the primary attached to a job: moved here as it was there. One this
+        standby never received is asked for after the record that names it."""
+        if source is None or not source.is_file():
+            return True
+        _mkdirs(target.parent, root)
+        os.replace(source, target)
+        fsync_dir(target.parent)
+        fsync_dir(source.parent)
         return True
 
     def _append(self, path: Path, offset: int, data: bytes) -> bool:

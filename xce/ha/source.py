@@ -71,6 +71,7 @@ class StandbySession:
     acked_ticket: int = 0
     audit_sent: int | None = None
     audit_replace: bool = False
+    uploads: set[str] = field(default_factory=set)  # upload names this standby was sent
 
 
 class ReplicationSource:
@@ -463,7 +464,8 @@ class ReplicationSource:
     # --- files (xce/ha/files.py) --------------------------------------------------------
 
     def ship(self, ops: list[tuple[str, str]]) -> int:
-        """Queue file operations (name, "put" | "drop") for every connected standby, in
+        """Queue file operations (name, "put" | "drop" | "move:<source>") for every
+        connected standby, in
         order with the records: call it before the commit whose records name the files.
         Returns the ticket to wait for (`wait_files`)."""
         if self.space is None or not ops:
@@ -489,8 +491,19 @@ class ReplicationSource:
             ticket, name, op = session.files.popleft()
             path = self.space.path_of(name)
             sent = -1
+            if op.startswith(hafiles.MOVE):
+                if op[len(hafiles.MOVE):] in session.uploads:  # it has the upload: move it
+                    session.uploads.discard(op[len(hafiles.MOVE):])
+                    await protocol.send(writer, "fileData", epoch, {
+                        "ticket": ticket, "name": name, "op": op, "last": True})
+                    continue
+                op = "put"  # uploaded before it connected: the content itself
+            if name in session.uploads and op == "drop":
+                session.uploads.discard(name)
             if op == "put" and path is not None:
                 sent = await hafiles.send_put(writer, epoch, name, path, ticket)
+                if sent >= 0 and name.startswith(hafiles.FILES + "uploads/"):
+                    session.uploads.add(name)
             if sent < 0:  # gone meanwhile (or dropped): the standby drops it too
                 await protocol.send(writer, "fileData", epoch, {
                     "ticket": ticket, "name": name, "op": "drop", "last": True})
