@@ -8,6 +8,7 @@ the token check (as in test_replication.py).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -223,6 +224,30 @@ async def test_the_primary_takes_back_files_only_a_standby_holds(tmp_path: Path)
         # The primary's own file is never replaced by a standby's.
         assert (p.dir / "files" / "jobs" / job / "outputs" / job /
                 "kept.txt").read_bytes() == b"the primary's"
+    finally:
+        await stop(link)
+        await f.close()
+        await p.close()
+
+
+async def test_a_standby_that_takes_no_files_still_follows_the_records(tmp_path: Path) -> None:
+    """A standby of an older version says nothing of files in its hello: it gets records
+    only, and a sync submit with inputs is not held up waiting for its file acks."""
+    p = with_files(Primary(tmp_path, mode="sync"))
+    await p.start()
+    await p.commit(SETUP)
+    f = follower(tmp_path)  # no FileSpace: its hello does not offer files
+    link = await follow(f, p)
+    try:
+        await until(lambda: any(s.in_sync for s in p.source.sessions.values()))
+        started = asyncio.get_running_loop().time()
+        job = await submit_with_input(p, b"data")
+        assert asyncio.get_running_loop().time() - started < p.source.sync_timeout_s
+        assert not p.source.degraded
+        await until(lambda: f.durable_seq == p.store.writer.durable_seq)
+        assert f.state.job(job).spec.inputs == ("in/data.csv",)
+        assert not (f.state_dir / "files").exists()
+        assert not link.done()
     finally:
         await stop(link)
         await f.close()

@@ -76,6 +76,7 @@ class Follower:
         # Files beside the records (xce/ha/files.py); None: the log alone (unit tests).
         self.space = space
         self.receiver = hafiles.Receiver(space) if space is not None else None
+        self.files_ok = False  # the primary of this link takes fileAck/fileWant
 
     @property
     def state(self):  # type: ignore[no-untyped-def]
@@ -112,7 +113,7 @@ class Follower:
             if self.space is not None else (0, b""))
         try:
             await protocol.send(writer, "hello", self.epochs.epoch, {
-                "auditSize": audit_size, "auditSha": audit_sha,
+                "auditSize": audit_size, "auditSha": audit_sha, "files": self.space is not None,
                 "node": self.node_url, "token": self.token, "lastSeq": self.durable_seq,
                 "lastEpoch": self.last_epoch, "wantSnapshot": self.want_snapshot,
                 "history": [n for pair in self.epochs.history for n in pair],
@@ -131,6 +132,7 @@ class Follower:
             log.info("following %s from record %d%s", primary_url, welcome.body["startSeq"],
                      " after a checkpoint transfer" if welcome.body["snapshot"] else "")
             snapshot: list[bytes] = []
+            self.files_ok = bool(welcome.body.get("files"))  # an older primary: records only
             if not welcome.body["snapshot"]:
                 await self._want(writer, hafiles.names_in_state(self.state))
             while True:
@@ -180,7 +182,7 @@ class Follower:
 
     async def _want(self, writer: asyncio.StreamWriter, names: object) -> None:
         """Ask the primary for the files these names point at that are not here."""
-        if self.space is None:
+        if self.space is None or not self.files_ok:
             return
         missing = await asyncio.to_thread(self.space.missing, list(names))  # type: ignore[call-overload]
         for start in range(0, len(missing), 10_000):

@@ -38,6 +38,7 @@ struct Hello {
   lastCrcKnown @7 :Bool;     # false when its log ends at a checkpoint (no record to read)
   auditSize @8 :UInt64;      # bytes of the standby's audit log ...
   auditSha @9 :Data;         # ... and their SHA-256: the primary sends only what follows
+  files @10 :Bool;           # it takes fileData and may send fileAck/fileWant
 }
 
 struct Welcome {
@@ -45,6 +46,7 @@ struct Welcome {
   snapshot @1 :Bool;         # a checkpoint transfer comes first (the standby starts over)
   mode @2 :Text;             # "async" or "sync"
   history @3 :List(UInt64);  # the primary's epoch history, flattened [epoch, firstSeq, ...]
+  files @4 :Bool;            # it sends fileData and takes fileAck/fileWant
 }
 
 struct Records {

@@ -72,6 +72,7 @@ class StandbySession:
     audit_sent: int | None = None
     audit_replace: bool = False
     uploads: set[str] = field(default_factory=set)  # upload names this standby was sent
+    files_ok: bool = True  # the standby takes files (its hello says so)
 
 
 class ReplicationSource:
@@ -107,6 +108,7 @@ class ReplicationSource:
         self._file_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._receiver: hafiles.Receiver | None = None  # files a standby returns
         self._skipping: set[str] = set()  # returned files that are here after all
+        self._warned_files = False
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         store.writer.on_durable = self.on_durable
@@ -295,7 +297,8 @@ class ReplicationSource:
             seq, snapshot_path = await self._newest_checkpoint()
             start = seq + 1
         await protocol.send(writer, "welcome", self.epochs.epoch, {
-            "startSeq": start, "snapshot": snapshot, "mode": self.mode, "history": history})
+            "startSeq": start, "snapshot": snapshot, "mode": self.mode, "history": history,
+            "files": self.space is not None})
         log.info("standby %s (%s) connected at record %d%s", node, peer, last_seq,
                  ": sending a checkpoint first" if snapshot else "")
         await self._send_auth_files(writer)
@@ -306,7 +309,8 @@ class ReplicationSource:
 
     async def _greet_files(self, session: StandbySession, hello: dict[str, object]) -> None:
         """Where this standby's audit log stands against ours, and the users file."""
-        if self.space is None:
+        if self.space is None or not hello.get("files"):
+            session.files_ok = False  # a standby of an older version: records only
             return
         size = int(hello.get("auditSize") or 0)  # type: ignore[call-overload]
         sha = bytes(hello.get("auditSha") or b"")  # type: ignore[arg-type]
@@ -411,10 +415,13 @@ class ReplicationSource:
         files = self._auth_files()
         last_files_check = time.monotonic()
         users = self._users_stamp()
-        await self._want_back(writer)
+        if session.files_ok:
+            await self._want_back(writer)
         while True:
-            if self.space is not None:
+            if self.space is not None and session.files_ok:
                 await self._send_files(session, writer)
+            else:
+                session.files.clear()
             cursor = session.sent_seq + 1
             batch: list[tuple[int, bytes]] | None = None
             if cursor <= self.durable_seq:
@@ -588,7 +595,7 @@ class ReplicationSource:
     def _release_files(self) -> None:
         keep = []
         for ticket, fut in self._file_waiters:
-            if any(s.in_sync and s.first_ticket <= ticket <= s.acked_ticket
+            if any(s.in_sync and s.files_ok and s.first_ticket <= ticket <= s.acked_ticket
                    for s in self.sessions.values()):
                 if not fut.done():
                     fut.set_result(None)
@@ -601,9 +608,15 @@ class ReplicationSource:
         queued has made it durable, or degrade to async after `sync_timeout_s`."""
         if self.mode != "sync" or ticket == 0:
             return
-        if not any(s.in_sync and s.first_ticket <= ticket for s in self.sessions.values()):
+        if not any(s.in_sync and s.files_ok and s.first_ticket <= ticket
+                   for s in self.sessions.values()):
             if not any(s.in_sync for s in self.sessions.values()):
                 self._degrade("no standby is connected and caught up (files)")
+            elif not self._warned_files and not any(s.files_ok
+                                                    for s in self.sessions.values()):
+                self._warned_files = True
+                log.error("ALERT: no connected standby takes job files (an older "
+                          "version): after a failover jobs may miss their files")
             # else: a standby that connected since; its catch-up asks for these files
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -615,7 +628,7 @@ class ReplicationSource:
             self._file_waiters = [(q, f) for q, f in self._file_waiters if f is not fut]
             fut.cancel()
             for s in self.sessions.values():
-                if s.acked_ticket < ticket:
+                if s.files_ok and s.acked_ticket < ticket:
                     s.in_sync = False  # in sync again with its next acknowledgement
             self._degrade(f"no standby acknowledged file operation {ticket} within "
                           f"{self.sync_timeout_s:g} s")
