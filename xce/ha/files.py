@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import hashlib
 import logging
 import os
@@ -36,7 +37,7 @@ import re
 import secrets
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,7 +186,8 @@ def audit_mark(path: Path) -> tuple[int, bytes]:
     return size, sha256_of(path, size)
 
 
-async def send_put(writer: Any, epoch: int, name: str, path: Path, ticket: int = 0) -> int:
+async def send_put(writer: Any, epoch: int, name: str, path: Path, ticket: int = 0,
+                   progress: Callable[[], None] | None = None) -> int:
     """Send the file at `path` as a `put` of `name` in `CHUNK` pieces, read one at a time
     in a thread (a file of `max_upload_mb` never sits in memory whole); the last piece
     carries the SHA-256 of all of them. Returns the bytes sent, -1 if there is no file."""
@@ -207,6 +209,8 @@ async def send_put(writer: Any, epoch: int, name: str, path: Path, ticket: int =
                 "ticket": ticket, "name": name, "op": "put", "offset": offset, "data": piece,
                 "last": last, "sha256": digest.digest() if last else b""})
             offset += len(piece)
+            if progress is not None:
+                progress()  # a piece left (drained): sync waits keep waiting
             if last:
                 return offset
             piece = following
@@ -288,7 +292,13 @@ class Receiver:
             self._set_aside(path)
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
-        os.replace(tmp, path)
+        if name == USERS:  # under the lock `xce user --file` takes (UsersFile.edit)
+            lock = path.with_name(path.name + ".lock")
+            with open(lock, "a") as held:
+                fcntl.flock(held, fcntl.LOCK_EX)
+                os.replace(tmp, path)
+        else:
+            os.replace(tmp, path)
         fsync_dir(path.parent)
         return True
 

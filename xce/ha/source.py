@@ -73,6 +73,7 @@ class StandbySession:
     audit_replace: bool = False
     uploads: set[str] = field(default_factory=set)  # upload names this standby was sent
     files_ok: bool = True  # the standby takes files (its hello says so)
+    file_progress: float = 0.0  # monotonic time the last file piece left for it
 
 
 class ReplicationSource:
@@ -508,7 +509,9 @@ class ReplicationSource:
             if name in session.uploads and op == "drop":
                 session.uploads.discard(name)
             if op == "put" and path is not None:
-                sent = await hafiles.send_put(writer, epoch, name, path, ticket)
+                sent = await hafiles.send_put(writer, epoch, name, path, ticket,
+                                              lambda: setattr(session, "file_progress",
+                                                              time.monotonic()))
                 if sent >= 0 and name.startswith(hafiles.FILES + "uploads/"):
                     session.uploads.add(name)
             if sent < 0:  # gone meanwhile (or dropped): the standby drops it too
@@ -623,7 +626,17 @@ class ReplicationSource:
         self._file_waiters.append((ticket, fut))
         self._release_files()
         try:
-            await asyncio.wait_for(asyncio.shield(fut), self.sync_timeout_s)
+            # A large file takes longer than sync_timeout_s to cross: wait while its
+            # pieces keep leaving; give up after sync_timeout_s with no progress.
+            while True:
+                try:
+                    await asyncio.wait_for(asyncio.shield(fut), self.sync_timeout_s)
+                    break
+                except TimeoutError:
+                    moving = max((s.file_progress for s in self.sessions.values()
+                                  if s.files_ok and s.first_ticket <= ticket), default=0.0)
+                    if time.monotonic() - moving > self.sync_timeout_s:
+                        raise
         except TimeoutError:
             self._file_waiters = [(q, f) for q, f in self._file_waiters if f is not fut]
             fut.cancel()
