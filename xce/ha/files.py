@@ -7,10 +7,12 @@ of them is an event, so the replication link carries them next to the records:
 - **Job files** are shipped as content-addressed blobs: a `fileData` `put` carries the
   file in chunks with its SHA-256, and the standby writes it under a temporary name and
   renames it into place only once the content matches (fsynced, directory too). The
-  primary queues a job's inputs *before* the record that submits the job and its outputs
-  as the worker returns them, so on the link they precede the records that name them; a
-  submit with inputs (and an output upload) waits, in `sync` mode, for a standby's
-  `fileAck` of them, the same way a commit waits for the record's ack.
+  primary queues uploads as they arrive, a job's inputs (a `move:` of the standby's copy
+  of the upload, or the content if it never had it) *before* the record that submits the
+  job, and outputs as the worker returns them, so on the link they precede the records
+  that name them; an upload, a submit with inputs and an output upload wait, in `sync`
+  mode, for a standby's `fileAck` of them, the same way a commit waits for the record's
+  ack (a large file: as long as its pieces keep leaving).
 - **Catch-up**: a standby compares what its records name (a job's `spec.inputs`, a finished
   job's `outputs`) with what it holds, after a connect, a checkpoint transfer and each
   batch of records, and asks for what is missing (`fileWant`).
@@ -21,8 +23,14 @@ of them is an event, so the replication link carries them next to the records:
   sent (`append`), otherwise the whole log replaces it and the standby keeps its old copy
   as `audit.log.diverged-<time>`: audit lines are never thrown away.
 
-Names on the link are logical (`files/<path>`, `users`, `audit`) and checked on arrival:
-nothing can write outside the file store, the users file or the audit log.
+- **Back to the primary**: a primary asks a standby that connects for the job files its
+  records name that it lacks (stored there while that candidate was primary and not
+  replicated before the failover) and takes them, never replacing a file it has. Until
+  then such a file is answered 503 `file_not_replicated` naming the other candidates.
+
+Names on the link are logical (`files/jobs/...`, `files/uploads/<id>`, `users`, `audit`)
+and checked on arrival: nothing can write outside the file store, the users file or the
+audit log.
 """
 
 from __future__ import annotations

@@ -286,10 +286,11 @@ class ReplicationSource:
         if old is not None and old.writer is not None:
             old.writer.close()
         session = StandbySession(node, peer, writer=writer, snapshot=snapshot,
-                                 acked_seq=0 if snapshot else last_seq,
-                                 first_ticket=self._ticket + 1)
+                                 acked_seq=0 if snapshot else last_seq)
         await self._greet_files(session, hello.body)
         session.sent_seq = session.acked_seq
+        # From here on (no await in between) every file queued reaches this standby.
+        session.first_ticket = self._ticket + 1
         self.sessions[node] = session
         history = [n for pair in self.epochs.history for n in pair]
         start = last_seq + 1
@@ -473,9 +474,8 @@ class ReplicationSource:
 
     def ship(self, ops: list[tuple[str, str]]) -> int:
         """Queue file operations (name, "put" | "drop" | "move:<source>") for every
-        connected standby, in
-        order with the records: call it before the commit whose records name the files.
-        Returns the ticket to wait for (`wait_files`)."""
+        connected standby, in order with the records: call it before the commit whose
+        records name the files. Returns the ticket to wait for (`wait_files`)."""
         if self.space is None or not ops:
             return 0
         for name, op in ops:
@@ -572,9 +572,9 @@ class ReplicationSource:
             return
         try:
             await asyncio.to_thread(self._receiver.apply, body)
-        except XceError as exc:
+        except (XceError, OSError) as exc:
             log.warning("job file %s from standby %s not taken: %s", name[6:], session.node,
-                        exc.message)
+                        getattr(exc, "message", None) or exc)
             return
         if body.get("last"):
             log.warning("job file %s was only on standby %s: copied here", name[6:],
