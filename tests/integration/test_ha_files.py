@@ -91,15 +91,18 @@ def test_after_a_failover_jobs_keep_inputs_outputs_users_and_audit(ha: FilesClus
 
     # A file that stayed on the old primary (here: removed from the new one's store) is a
     # 503 naming the controller that has it, for the download and for the listing ...
-    (ha.root / "controller1" / "files" / "jobs" / done / "outputs" / done /
-     "result.txt").unlink()
-    for path in (f"/api/v1/jobs/{done}/files/result.txt", f"/api/v1/jobs/{done}/files"):
+    outputs = ha.root / "controller1" / "files" / "jobs" / done / "outputs" / done
+    (outputs / "result.txt").unlink()
+    (outputs / "stdout").unlink()
+    for path in (f"/api/v1/jobs/{done}/files/result.txt", f"/api/v1/jobs/{done}/files",
+                 f"/api/v1/jobs/{done}/tail?stream=stdout"):
         with pytest.raises(ApiFailure) as info:
             ha.get(path)
         assert info.value.status == 503
         error = info.value.body["error"]
         assert error["code"] == "file_not_replicated"
-        assert ha.candidate_urls[0] in error["message"] and "result.txt" in error["message"]
+        assert ha.candidate_urls[0] in error["message"]
+        assert "result.txt" in error["message"] or "stdout" in error["message"]
     # ... until that controller follows again: the new primary takes the file from it.
     ha.start_candidate(0, "standby")
     ha.wait_caught_up(0)
@@ -111,3 +114,5 @@ def test_after_a_failover_jobs_keep_inputs_outputs_users_and_audit(ha: FilesClus
             return False
 
     ha.wait_for(back, 20, "the file taken back from candidate 0")
+    assert ha.download(done, "stdout") == b"said\n"
+    assert ha.get(f"/api/v1/jobs/{done}/tail?stream=stdout")["data"] == "said\n"
