@@ -16,6 +16,7 @@ import os
 import secrets
 import ssl
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from xce.auth.files import atomic_write, private_dir
@@ -134,7 +135,7 @@ class Follower:
             snapshot: list[bytes] = []
             self.files_ok = bool(welcome.body.get("files"))  # an older primary: records only
             if not welcome.body["snapshot"]:
-                await self._want(writer, hafiles.names_in_state(self.state))
+                await self._want(writer, None)
             while True:
                 msg = await asyncio.wait_for(protocol.read_message(reader), silence_s)
                 self.last_contact = time.monotonic()
@@ -162,7 +163,7 @@ class Follower:
                         snapshot = []
                         await protocol.send(writer, "ack", self.epochs.epoch,
                                             {"durableSeq": self.durable_seq})
-                        await self._want(writer, hafiles.names_in_state(self.state))
+                        await self._want(writer, None)
                 elif msg.kind == "authFiles":
                     self._write_auth_files(msg.body["files"])
                 elif msg.kind == "promote":
@@ -180,11 +181,15 @@ class Follower:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _want(self, writer: asyncio.StreamWriter, names: object) -> None:
-        """Ask the primary for the files these names point at that are not here."""
+    async def _want(self, writer: asyncio.StreamWriter, names: Iterable[str] | None) -> None:
+        """Ask the primary for the files these names (None: every one the state's records
+        name) point at that are not here."""
         if self.space is None or not self.files_ok:
             return
-        missing = await asyncio.to_thread(self.space.missing, list(names))  # type: ignore[call-overload]
+        if names is None:
+            missing = await hafiles.missing_in_state(self.space, self.state)
+        else:
+            missing = await asyncio.to_thread(self.space.missing, list(names))
         for start in range(0, len(missing), 10_000):
             await protocol.send(writer, "fileWant", self.epochs.epoch,
                                 {"names": missing[start:start + 10_000]})

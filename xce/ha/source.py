@@ -545,8 +545,7 @@ class ReplicationSource:
         not here (stored by it while it was primary, not replicated before a failover)."""
         if self.space is None:
             return
-        missing = await asyncio.to_thread(self.space.missing,
-                                          hafiles.names_in_state(self.state))
+        missing = await hafiles.missing_in_state(self.space, self.state)
         missing = [n for n in missing if n.startswith(hafiles.FILES)]
         for start in range(0, len(missing), 10_000):
             await protocol.send(writer, "fileWant", self.epochs.epoch,
