@@ -13,7 +13,7 @@ from aiohttp import web
 
 from xce.api import schemas
 from xce.api.access import require_job, visible_owners
-from xce.api.http import SERVICE, identity, json_response, query_int, read_json
+from xce.api.http import HA, SERVICE, identity, json_response, query_int, read_json
 from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
 from xce.api.views import array_view, job_view
@@ -25,6 +25,7 @@ from xce.controller.tails import STREAMS, tails_for
 from xce.core.errors import Forbidden, InvalidRequest, NotFound
 from xce.core.model import JobState
 from xce.core.state import parse_job_id
+from xce.ha.files import not_here, upload_names
 
 
 def _service(request: web.Request) -> ControllerService:
@@ -132,14 +133,38 @@ async def list_files(request: web.Request) -> web.Response:
     require_job(request, request.match_info["job_id"], "job:view")
     job = service.state.job(request.match_info["job_id"])
     files = service.files.list_outputs(job.number, job.id)
+    if job.state.finished and (node := _ha(request)) is not None:
+        missing = sorted(set(job.outputs) - {str(f["path"]) for f in files})
+        if missing:  # never an empty (or partial) list for files stored elsewhere
+            raise not_here(node, f"job {job.id}'s output {', '.join(missing[:5])}"
+                           + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
     return json_response({"job_id": job.id, "files": files})
+
+
+def _ha(request: web.Request) -> Any:
+    """The HA node when this controller has other candidates (files may be elsewhere)."""
+    node = request.app.get(HA)
+    return node if node is not None and not getattr(node, "solo", True) else None
+
+
+def _output_path(request: web.Request, job: Any, rel: str) -> Path:
+    """The output's path; a file the job's record names that is not here is a 503 naming
+    the controller that has it (HA), not a 404."""
+    service = _service(request)
+    try:
+        return service.files.output_path(job.number, job.id, rel)
+    except NotFound:
+        node = _ha(request)
+        if node is not None and job.state.finished and rel in job.outputs:
+            raise not_here(node, f"job {job.id}'s output {rel}") from None
+        raise
 
 
 async def download(request: web.Request) -> web.FileResponse:
     service = _service(request)
     require_job(request, request.match_info["job_id"], "job:view")
     job = service.state.job(request.match_info["job_id"])
-    path = service.files.output_path(job.number, job.id, request.match_info["path"])
+    path = _output_path(request, job, request.match_info["path"])
     return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
 
 
@@ -238,7 +263,7 @@ async def tail(request: web.Request) -> web.Response:
         path: Path | None = None
         if job.state.finished:
             with contextlib.suppress(NotFound):
-                path = service.files.output_path(job.number, job.id, stream)
+                path = _output_path(request, job, stream)
         window = await asyncio.to_thread(_file_window, path, requested, limit)
     return json_response({"job_id": job.id, "stream": stream, "attempt": job.attempt,
                           "state": job.state.value, "running": running, **window})
@@ -250,6 +275,9 @@ async def upload(request: web.Request) -> web.Response:
     service = _service(request)
     upload_id, size = await service.files.save_upload(request.content.iter_chunked(1 << 16),
                                                       owner=identity(request).user)
+    # To the standbys (sync mode: before the answer), so a submit after a failover finds it.
+    await service.files_replicated(service.ship_files(
+        [(name, "put") for name in upload_names(upload_id)]))
     return json_response({"upload_id": upload_id, "size": size}, status=201)
 
 
@@ -265,6 +293,7 @@ async def delete_upload(request: web.Request) -> web.Response:
     service = _service(request)
     upload_id = request.match_info["upload_id"]
     gone = service.files.delete_upload(upload_id, _uploads_owner(request))
+    service.ship_files([(name, "drop") for name in upload_names(upload_id)])
     return json_response({"upload_id": upload_id, "deleted": True, "size": gone.size})
 
 

@@ -12,7 +12,7 @@ import asyncio
 from aiohttp import web
 
 from xce.api.auth import runtime
-from xce.api.http import identity, json_response, read_json
+from xce.api.http import SERVICE, identity, json_response, read_json
 from xce.api.routes import Route
 from xce.auth.backends.configfile import ConfigFileBackend, UsersFile
 from xce.auth.passwords import verify_or_burn
@@ -37,6 +37,13 @@ def _users(request: web.Request) -> UsersFile:
     raise NotFound("no users file is configured ([[auth.backend]] type configfile)")
 
 
+async def _replicate(request: web.Request) -> None:
+    """The users file to the standbys (xce/ha/files.py); in sync mode before the answer."""
+    service = request.app.get(SERVICE)
+    if service is not None:
+        await service.files_replicated(service.ship_files([("users", "put")]))
+
+
 async def _audit(request: web.Request, action: str, user: str, outcome: str = "ok") -> None:
     await runtime(request).audit.record(identity(request).user, action, f"user:{user}",
                                         outcome, remote=request.remote or "")
@@ -56,6 +63,7 @@ async def add(request: web.Request) -> web.Response:
                        f"{', '.join(sorted(runtime(request).roles.roles))})")
     entry = await asyncio.to_thread(_users(request).add, body["user"], body["password"],
                                     tuple(body.get("groups", ())), roles)
+    await _replicate(request)
     await _audit(request, "user.add", entry.name)
     return json_response(entry.public(), status=201)
 
@@ -79,6 +87,7 @@ async def passwd(request: web.Request) -> web.Response:
             await _audit(request, "user.passwd", name, "denied")
             raise Forbidden("the current password (old_password) is wrong")
     await asyncio.to_thread(users.set_password, name, body["password"])
+    await _replicate(request)
     await _audit(request, "user.passwd", name)
     return json_response({"user": name, "changed": True})
 
@@ -87,6 +96,7 @@ async def delete(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     await asyncio.to_thread(_users(request).delete, name)
     runtime(request).tokens.revocations.revoke(name)
+    await _replicate(request)
     await _audit(request, "user.delete", name)
     return json_response({"user": name, "deleted": True})
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 from aiohttp import web
 
 from xce.api import schemas
-from xce.api.http import GATEWAY, SERVICE, identity, json_response, query_int, read_json
+from xce.api.http import GATEWAY, HA, SERVICE, identity, json_response, query_int, read_json
 from xce.api.routes import Param, Route
 from xce.controller.requests import FinishReport, RunReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.tails import tails_for
 from xce.controller.workers import WorkerGateway
-from xce.core.errors import Conflict, Forbidden
+from xce.core.errors import Conflict, Forbidden, NotFound
 from xce.core.state import parse_job_id
+from xce.ha.files import not_here, output_name, outputs_name
 from xce.store.files import safe_relative_path
 
 
@@ -74,7 +75,14 @@ def _owned(request: web.Request):  # type: ignore[no-untyped-def]
 async def fetch_input(request: web.Request) -> web.FileResponse:
     service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
     job = _owned(request)
-    path = service.files.input_path(job.number, request.match_info["path"])
+    try:
+        path = service.files.input_path(job.number, request.match_info["path"])
+    except NotFound:
+        node = request.app.get(HA)
+        rel = request.match_info["path"]
+        if node is not None and not getattr(node, "solo", True) and rel in job.spec.inputs:
+            raise not_here(node, f"input {rel} of job {job.id}") from None
+        raise
     return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
 
 
@@ -84,9 +92,13 @@ async def store_output(request: web.Request) -> web.Response:
     rel = safe_relative_path(request.match_info["path"], "output path")
     if request.query.get("first") == "1":
         service.files.clear_outputs(job.number, job.id)
+        service.ship_files([(outputs_name(job.number, job.id), "drop")])
     size = await service.files.save_output(
         job.number, job.id, rel, request.content.iter_chunked(1 << 16)
     )
+    # To the standbys (in sync mode before this answer, so before the finish report).
+    await service.files_replicated(
+        service.ship_files([(output_name(job.number, job.id, rel), "put")]))
     return json_response({"path": rel, "size": size}, status=201)
 
 

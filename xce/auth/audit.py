@@ -14,7 +14,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,9 @@ class AuditLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        # Called on the loop after each record: the replication source sends the new lines
+        # to the standbys (xce/ha/files.py).
+        self.on_append: Callable[[], None] | None = None
 
     def _append(self, line: bytes) -> None:
         with self._lock:
@@ -55,6 +58,8 @@ class AuditLog:
                  "outcome": outcome, "detail": detail, "remote": remote}
         line = (json.dumps(entry, ensure_ascii=False) + "\n").encode()
         await asyncio.to_thread(self._append, line)
+        if self.on_append is not None:
+            self.on_append()
 
     def _entries(self) -> Iterator[dict[str, Any]]:
         try:

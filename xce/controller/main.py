@@ -22,6 +22,7 @@ from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.errors import InvalidRequest, Unauthorized, XceError
+from xce.ha.files import upload_names
 from xce.ha.node import Node, start_site
 from xce.store.durable import DurableLog, StoreSettings
 from xce.store.files import FileStore
@@ -114,13 +115,16 @@ async def _liveness_loop(gateway: WorkerGateway) -> None:
             log.exception("liveness check failed")
 
 
-async def _upload_sweep_loop(files: FileStore) -> None:
-    """Delete uploads no job used within upload_ttl_s: once at start, then periodically."""
+async def _upload_sweep_loop(files: FileStore, service: ControllerService) -> None:
+    """Delete uploads no job used within upload_ttl_s: once at start, then periodically
+    (on the standbys too: xce/ha/files.py)."""
     interval = min(max(files.ttl_s / 10, 1.0), 600.0)
     while True:
         try:
             gone = files.sweep_uploads()  # on the loop: the index is the loop's
             if gone:
+                service.ship_files([(name, "drop") for upload in gone
+                                    for name in upload_names(upload)])
                 log.info("deleted %d upload(s) no job used within %.0f s", len(gone),
                          files.ttl_s)
         except Exception:
@@ -175,13 +179,16 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
                          service.state)
         await node.start_replication()
         service.numbers = reserver_for(service, store, node.lone_rank)
+        # Job files, the users file and audit lines travel beside the records.
+        service.file_replica = node.source
+        runtime.audit.on_append = node.source.wake_files if node.source else None
     queues = await _first_queues(service)
     log.info("controller listening on %s:%s", settings.listen_host, settings.listen_port)
     tasks = [
         *([queues] if queues is not None else []),
         asyncio.create_task(_scheduler_loop(service)),
         asyncio.create_task(_liveness_loop(gateway)),
-        asyncio.create_task(_upload_sweep_loop(files)),
+        asyncio.create_task(_upload_sweep_loop(files, service)),
         asyncio.create_task(store.run_checkpoints(service.state)),
     ]
     node.mark_ready()

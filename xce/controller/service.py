@@ -17,6 +17,7 @@ import pwd
 import re
 import time
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from xce import metrics
 from xce.config import ControllerSettings
@@ -125,6 +126,14 @@ class Reasons(dict[str, str]):
         return self.default or fallback
 
 
+class FileReplica(Protocol):
+    """What the service needs of the replication source to ship job files."""
+
+    def ship(self, ops: list[tuple[str, str]]) -> int: ...
+
+    async def wait_files(self, ticket: int) -> None: ...
+
+
 class ControllerService:
     """The controller's commands and the notifications its loops and long-polls wait on."""
 
@@ -165,6 +174,18 @@ class ControllerService:
         # Job numbers from replicated reservations (xce/controller/numbers.py); set by a
         # primary that has standbys.
         self.numbers: NumberReserver | None = None
+        # Job files to the standbys (xce/ha/files.py): the replication source of a primary
+        # that has standbys; None ships nothing (a single controller).
+        self.file_replica: FileReplica | None = None
+
+    def ship_files(self, ops: list[tuple[str, str]]) -> int:
+        """Queue job files for the standbys, ahead of the records committed after this."""
+        return self.file_replica.ship(ops) if self.file_replica is not None else 0
+
+    async def files_replicated(self, ticket: int) -> None:
+        """In sync mode: until a standby holds the files shipped up to `ticket`."""
+        if self.file_replica is not None and ticket:
+            await self.file_replica.wait_files(ticket)
 
     # --- committing ---------------------------------------------------------------------
 
@@ -374,7 +395,14 @@ class ControllerService:
             number = self.state.next_number
             event = ev.JobSubmitted(self.clock(), number, spec, key)
         self.files.attach_inputs(number, inputs)
+        ticket = self.ship_files(  # the standbys move their copies of the uploads alike
+            [(f"files/jobs/{number}/inputs", "drop")]
+            + [(f"files/jobs/{number}/inputs/{rel}", f"move:files/uploads/{upload}")
+               for rel, upload in sorted(inputs.items())]
+            + [(f"files/uploads/{upload}.json", "drop") for upload in inputs.values()]
+            if inputs else [])
         await self.commit([event])
+        await self.files_replicated(ticket)  # sync mode: the inputs are on a standby too
         metrics.SUBMISSIONS.labels("array" if req.array is not None else "job").inc()
         return str(number), False
 

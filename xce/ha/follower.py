@@ -16,12 +16,14 @@ import os
 import secrets
 import ssl
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from xce.auth.files import atomic_write, private_dir
 from xce.auth.keys import key_dir
 from xce.core.errors import XceError
 from xce.core.events import Event
+from xce.ha import files as hafiles
 from xce.ha import protocol
 from xce.ha.epochs import EpochStore
 from xce.store.checkpoint import checkpoint_name, list_checkpoints
@@ -52,7 +54,8 @@ class Follower:
 
     def __init__(self, state_dir: Path, settings: StoreSettings, epochs: EpochStore,
                  node_url: str, token: str, ssl_context: ssl.SSLContext | None,
-                 store: DurableLog | None = None) -> None:
+                 store: DurableLog | None = None,
+                 space: hafiles.FileSpace | None = None) -> None:
         self.state_dir = state_dir
         self.settings = settings
         self.epochs = epochs
@@ -71,6 +74,10 @@ class Follower:
         self.promote_requested = False
         self.want_snapshot = False  # set when a record did not apply (see CannotApply)
         self._checkpoints: asyncio.Task[None] | None = None
+        # Files beside the records (xce/ha/files.py); None: the log alone (unit tests).
+        self.space = space
+        self.receiver = hafiles.Receiver(space) if space is not None else None
+        self.files_ok = False  # the primary of this link takes fileAck/fileWant
 
     @property
     def state(self):  # type: ignore[no-untyped-def]
@@ -102,8 +109,12 @@ class Follower:
             host.strip("[]"), int(port), ssl=self.ssl_context,
             server_hostname=host.strip("[]") if self.ssl_context else None), 3)
         self.primary = primary_url
+        audit_size, audit_sha = (
+            await asyncio.to_thread(hafiles.audit_mark, self.space.audit_path)
+            if self.space is not None else (0, b""))
         try:
             await protocol.send(writer, "hello", self.epochs.epoch, {
+                "auditSize": audit_size, "auditSha": audit_sha, "files": self.space is not None,
                 "node": self.node_url, "token": self.token, "lastSeq": self.durable_seq,
                 "lastEpoch": self.last_epoch, "wantSnapshot": self.want_snapshot,
                 "history": [n for pair in self.epochs.history for n in pair],
@@ -122,6 +133,9 @@ class Follower:
             log.info("following %s from record %d%s", primary_url, welcome.body["startSeq"],
                      " after a checkpoint transfer" if welcome.body["snapshot"] else "")
             snapshot: list[bytes] = []
+            self.files_ok = bool(welcome.body.get("files"))  # an older primary: records only
+            if not welcome.body["snapshot"]:
+                await self._want(writer, None)
             while True:
                 msg = await asyncio.wait_for(protocol.read_message(reader), silence_s)
                 self.last_contact = time.monotonic()
@@ -130,9 +144,15 @@ class Follower:
                                    "refused (stale primary)")
                 self.epochs.observe(msg.epoch)
                 if msg.kind == "records":
-                    await self._apply(msg.body["firstSeq"], msg.body["data"])
+                    events = await self._apply(msg.body["firstSeq"], msg.body["data"])
                     await protocol.send(writer, "ack", self.epochs.epoch,
                                         {"durableSeq": self.durable_seq})
+                    if self.space is not None:
+                        await self._want(writer, hafiles.names_in_events(self.state, events))
+                elif msg.kind == "fileData":
+                    await self._file(writer, msg.body)
+                elif msg.kind == "fileWant":
+                    await self._give_back(writer, [str(n) for n in msg.body["names"]])
                 elif msg.kind == "heartbeat":
                     await protocol.send(writer, "ack", self.epochs.epoch,
                                         {"durableSeq": self.durable_seq})
@@ -143,6 +163,7 @@ class Follower:
                         snapshot = []
                         await protocol.send(writer, "ack", self.epochs.epoch,
                                             {"durableSeq": self.durable_seq})
+                        await self._want(writer, None)
                 elif msg.kind == "authFiles":
                     self._write_auth_files(msg.body["files"])
                 elif msg.kind == "promote":
@@ -160,7 +181,52 @@ class Follower:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _apply(self, first_seq: int, data: bytes) -> None:
+    async def _want(self, writer: asyncio.StreamWriter, names: Iterable[str] | None) -> None:
+        """Ask the primary for the files these names (None: every one the state's records
+        name) point at that are not here."""
+        if self.space is None or not self.files_ok:
+            return
+        if names is None:
+            missing = await hafiles.missing_in_state(self.space, self.state)
+        else:
+            missing = await asyncio.to_thread(self.space.missing, list(names))
+        for start in range(0, len(missing), 10_000):
+            await protocol.send(writer, "fileWant", self.epochs.epoch,
+                                {"names": missing[start:start + 10_000]})
+
+    async def _give_back(self, writer: asyncio.StreamWriter, names: list[str]) -> None:
+        """Send the primary the job files it lacks that are here (stored by this candidate
+        while it was primary, and not replicated before the failover)."""
+        if self.space is None:
+            return
+        for name in names[:100_000]:
+            if not name.startswith(hafiles.FILES):
+                continue
+            try:
+                path = self.space.path_of(name)
+            except XceError:
+                continue
+            if path is None or await hafiles.send_put(writer, self.epochs.epoch, name,
+                                                      path) < 0:
+                continue
+            log.info("sent job file %s back to the primary, which lacked it", name[6:])
+
+    async def _file(self, writer: asyncio.StreamWriter, body: dict[str, object]) -> None:
+        """One file operation, durable before its ticket is acknowledged."""
+        if self.receiver is None:
+            return
+        try:
+            fits = await asyncio.to_thread(self.receiver.apply, body)
+        except XceError as exc:
+            raise protocol.ProtocolError(f"bad file operation: {exc.message}") from None
+        if not fits:
+            await protocol.send(writer, "fileWant", self.epochs.epoch,
+                                {"names": [hafiles.AUDIT]})
+        if body.get("ticket") and body.get("last"):
+            await protocol.send(writer, "fileAck", self.epochs.epoch,
+                                {"ticket": body["ticket"]})
+
+    async def _apply(self, first_seq: int, data: bytes) -> list[Event]:
         """Check, apply and log one batch of records, all or nothing: every frame is
         verified and decoded and the events are tried on a scratch state before any of
         them changes the state or reaches the log."""
@@ -192,6 +258,7 @@ class Follower:
                 f"records {first_seq}..{first_seq + len(batch) - 1} do not apply here "
                 f"({exc.message}): asking the primary for a checkpoint transfer") from None
         await writer.sync(durable=True)
+        return [event for _, _, event in batch]
 
     async def _install_snapshot(self, seq: int, data: bytes) -> None:
         """Start over from the primary's checkpoint: our own log is replaced, not merged."""
@@ -237,6 +304,8 @@ class Follower:
                 atomic_write(path, data, 0o600)
 
     async def close(self) -> None:
+        if self.receiver is not None:
+            self.receiver.close()
         await self.stop_checkpoints()
         await self.store.close(self.state)
 

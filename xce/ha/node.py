@@ -44,6 +44,7 @@ from xce.config import Config
 from xce.core.errors import InvalidRequest, NotPrimary, XceError
 from xce.ha import door, election
 from xce.ha.epochs import EpochStore
+from xce.ha.files import FileSpace, users_path_of
 from xce.ha.follower import Follower
 from xce.ha.lease import Lease
 from xce.ha.probe import PeerStatus, Prober
@@ -130,6 +131,11 @@ class Node:
         self._last_said = ("", 0.0)
         self._background: set[asyncio.Task[None]] = set()
         metrics.EPOCH.set(self.epochs.epoch)
+
+    @property
+    def file_space(self) -> FileSpace:
+        """The files that travel beside the records (xce/ha/files.py)."""
+        return FileSpace(self.state_dir, users_path_of(self.config))
 
     # --- what others see ----------------------------------------------------------------
 
@@ -454,7 +460,7 @@ class Node:
             store, self.epochs, key_dir(self.state_dir), verify, state,
             mode=self.ha.replication, sync_timeout_s=self.ha.sync_timeout_s,
             heartbeat_s=self.ha.heartbeat_interval_s,
-            on_higher_epoch=lambda epoch: self.observe_epoch(epoch))
+            on_higher_epoch=lambda epoch: self.observe_epoch(epoch), space=self.file_space)
         store.replicated = source.wait_replicated
         self.source = source
         return source
@@ -582,7 +588,7 @@ class Node:
         await self.open_door()
         follower = Follower(self.state_dir, self.store_settings, self.epochs, self.url,
                             s.replication_token, client_ssl_context(self.config.tls),
-                            store=store)
+                            store=store, space=self.file_space)
         self._log = None
         self.follower = follower
         follower.start_checkpoints()

@@ -24,7 +24,7 @@ SCHEMA_PATH = Path(__file__).with_name("replication.capnp")
 MAX_MESSAGE = 32 * 1024 * 1024
 TRAVERSAL_LIMIT = MAX_MESSAGE // 8 * 2  # in words
 KINDS = ("hello", "welcome", "records", "ack", "heartbeat", "snapshotChunk", "authFiles",
-         "refuse", "promote")
+         "refuse", "promote", "fileData", "fileAck", "fileWant")
 
 
 class ProtocolError(XceError):
@@ -85,7 +85,8 @@ def decode(payload: bytes) -> Message:
                 if isinstance(value, (bytes, memoryview)):
                     value = bytes(value)
                 elif not isinstance(value, (str, int, float, bool)):
-                    value = [int(v) for v in value]  # List(UInt64), the only list here
+                    # List(UInt64) (epoch histories) or List(Text) (wanted files)
+                    value = [v if isinstance(v, str) else int(v) for v in value]
                 body[name] = value
             return Message(str(kind), epoch, body)
     except ProtocolError:

@@ -21,6 +21,9 @@ struct ReplMessage {
     authFiles @7 :List(NamedFile);    # primary -> standby: signing keys, revocations, groups
     refuse @8 :Text;          # either side, then close: why
     promote @9 :Promote;      # primary -> standby: take over now (switchover)
+    fileData @10 :FileData;   # primary -> standby: a job file, the users file, audit lines
+    fileAck @11 :FileAck;     # standby -> primary: file operations up to a ticket are durable
+    fileWant @12 :FileWant;   # standby -> primary: files its records name that it lacks
   }
 }
 
@@ -33,6 +36,9 @@ struct Hello {
   history @5 :List(UInt64);  # the standby's epoch history, flattened [epoch, firstSeq, ...]
   lastCrc @6 :UInt32;        # CRC32 of its last record's frame: compared by content
   lastCrcKnown @7 :Bool;     # false when its log ends at a checkpoint (no record to read)
+  auditSize @8 :UInt64;      # bytes of the standby's audit log ...
+  auditSha @9 :Data;         # ... and their SHA-256: the primary sends only what follows
+  files @10 :Bool;           # it takes fileData and may send fileAck/fileWant
 }
 
 struct Welcome {
@@ -40,6 +46,7 @@ struct Welcome {
   snapshot @1 :Bool;         # a checkpoint transfer comes first (the standby starts over)
   mode @2 :Text;             # "async" or "sync"
   history @3 :List(UInt64);  # the primary's epoch history, flattened [epoch, firstSeq, ...]
+  files @4 :Bool;            # it sends fileData and takes fileAck/fileWant
 }
 
 struct Records {
@@ -70,4 +77,27 @@ struct NamedFile {
 
 struct Promote {
   seq @0 :UInt64;            # the primary's last record: the standby must hold it
+}
+
+# Files travel beside the records (xce/ha/files.py). `name` is logical: `files/<path>` under
+# the controller's file store (job inputs and outputs), `users` (the users file), `audit`
+# (the audit log). A `put` comes in chunks (offset, last) and is checked against `sha256`
+# (the content address) before it replaces the standby's copy; `drop` removes a file or
+# directory; `append` adds audit lines at `offset` (the standby's size must match).
+struct FileData {
+  ticket @0 :UInt64;         # acknowledged (FileAck) once the operation is durable; 0: none
+  name @1 :Text;
+  op @2 :Text;               # "put", "drop" or "append"
+  sha256 @3 :Data;           # put: of the whole file
+  offset @4 :UInt64;
+  data @5 :Data;
+  last @6 :Bool;
+}
+
+struct FileAck {
+  ticket @0 :UInt64;
+}
+
+struct FileWant {
+  names @0 :List(Text);
 }

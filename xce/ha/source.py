@@ -24,6 +24,7 @@ from pathlib import Path
 
 from xce import metrics
 from xce.core.errors import Conflict, Unauthorized, Unavailable, XceError
+from xce.ha import files as hafiles
 from xce.ha import protocol
 from xce.ha.epochs import EpochStore
 from xce.store.checkpoint import list_checkpoints
@@ -62,6 +63,17 @@ class StandbySession:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     writer: asyncio.StreamWriter | None = None
     disk: DiskCursor = field(default_factory=DiskCursor)
+    # Files (xce/ha/files.py): operations queued for this standby as (ticket, name, op);
+    # tickets before `first_ticket` were queued before it connected (its catch-up asks for
+    # what it lacks); `audit_sent` bytes of the audit log it holds (None: not shipped).
+    files: deque[tuple[int, str, str]] = field(default_factory=deque)
+    first_ticket: int = 1
+    acked_ticket: int = 0
+    audit_sent: int | None = None
+    audit_replace: bool = False
+    uploads: set[str] = field(default_factory=set)  # upload names this standby was sent
+    files_ok: bool = True  # the standby takes files (its hello says so)
+    file_progress: float = 0.0  # monotonic time the last file piece left for it
 
 
 class ReplicationSource:
@@ -76,6 +88,7 @@ class ReplicationSource:
         sync_timeout_s: float = 2.0,
         heartbeat_s: float = 0.5,
         on_higher_epoch: Callable[[int], None] = lambda epoch: None,
+        space: hafiles.FileSpace | None = None,
     ) -> None:
         self.store = store
         self.epochs = epochs
@@ -91,6 +104,12 @@ class ReplicationSource:
         self._ring: deque[tuple[int, bytes]] = deque()
         self._ring_bytes = 0
         self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.space = space  # None: no files beside the records (tests of the log alone)
+        self._ticket = 0
+        self._file_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._receiver: hafiles.Receiver | None = None  # files a standby returns
+        self._skipping: set[str] = set()  # returned files that are here after all
+        self._warned_files = False
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         store.writer.on_durable = self.on_durable
@@ -191,12 +210,13 @@ class ReplicationSource:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
         self.store.writer.on_durable = None
-        for _, fut in self._ack_waiters:
+        for _, fut in self._ack_waiters + self._file_waiters:
             if not fut.done():  # never acknowledge what no standby confirmed
                 fut.set_exception(Unavailable(
                     "the primary stepped down before a standby confirmed this change: it may "
                     "or may not survive, so check before retrying"))
         self._ack_waiters = []
+        self._file_waiters = []
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -267,7 +287,10 @@ class ReplicationSource:
             old.writer.close()
         session = StandbySession(node, peer, writer=writer, snapshot=snapshot,
                                  acked_seq=0 if snapshot else last_seq)
+        await self._greet_files(session, hello.body)
         session.sent_seq = session.acked_seq
+        # From here on (no await in between) every file queued reaches this standby.
+        session.first_ticket = self._ticket + 1
         self.sessions[node] = session
         history = [n for pair in self.epochs.history for n in pair]
         start = last_seq + 1
@@ -276,7 +299,8 @@ class ReplicationSource:
             seq, snapshot_path = await self._newest_checkpoint()
             start = seq + 1
         await protocol.send(writer, "welcome", self.epochs.epoch, {
-            "startSeq": start, "snapshot": snapshot, "mode": self.mode, "history": history})
+            "startSeq": start, "snapshot": snapshot, "mode": self.mode, "history": history,
+            "files": self.space is not None})
         log.info("standby %s (%s) connected at record %d%s", node, peer, last_seq,
                  ": sending a checkpoint first" if snapshot else "")
         await self._send_auth_files(writer)
@@ -284,6 +308,26 @@ class ReplicationSource:
             await self._send_snapshot(writer, snapshot_path, start - 1)
         session.sent_seq = start - 1
         return session
+
+    async def _greet_files(self, session: StandbySession, hello: dict[str, object]) -> None:
+        """Where this standby's audit log stands against ours, and the users file."""
+        if self.space is None or not hello.get("files"):
+            session.files_ok = False  # a standby of an older version: records only
+            return
+        size = int(hello.get("auditSize") or 0)  # type: ignore[call-overload]
+        sha = bytes(hello.get("auditSha") or b"")  # type: ignore[arg-type]
+        session.audit_sent = 0
+        if size:
+            path = self.space.audit_path
+            ours = path.stat().st_size if path.exists() else 0
+            same = ours >= size and await asyncio.get_running_loop().run_in_executor(
+                None, hafiles.sha256_of, path, size) == sha
+            if same:
+                session.audit_sent = size
+            else:
+                session.audit_replace = True
+        if self.space.users_path is not None and self.space.users_path.is_file():
+            session.files.append((0, hafiles.USERS, "put"))
 
     def _common_end(self, last_seq: int, last_epoch: int) -> int:
         """The last record the standby's log may share with ours (for the log line)."""
@@ -372,7 +416,14 @@ class ReplicationSource:
         loop = asyncio.get_running_loop()
         files = self._auth_files()
         last_files_check = time.monotonic()
+        users = self._users_stamp()
+        if session.files_ok:
+            await self._want_back(writer)
         while True:
+            if self.space is not None and session.files_ok:
+                await self._send_files(session, writer)
+            else:
+                session.files.clear()
             cursor = session.sent_seq + 1
             batch: list[tuple[int, bytes]] | None = None
             if cursor <= self.durable_seq:
@@ -406,6 +457,193 @@ class ReplicationSource:
                 if now_files != files:
                     files = now_files
                     await protocol.send(writer, "authFiles", self.epochs.epoch, files)
+                now_users = self._users_stamp()
+                if now_users != users:  # edited on disk (xce user --file)
+                    users = now_users
+                    session.files.append((0, hafiles.USERS, "put"))
+
+    def _users_stamp(self) -> tuple[int, int] | None:
+        path = self.space.users_path if self.space is not None else None
+        try:
+            st = path.stat() if path is not None else None
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size) if st is not None else None
+
+    # --- files (xce/ha/files.py) --------------------------------------------------------
+
+    def ship(self, ops: list[tuple[str, str]]) -> int:
+        """Queue file operations (name, "put" | "drop" | "move:<source>") for every
+        connected standby, in order with the records: call it before the commit whose
+        records name the files. Returns the ticket to wait for (`wait_files`)."""
+        if self.space is None or not ops:
+            return 0
+        for name, op in ops:
+            self._ticket += 1
+            for session in self.sessions.values():
+                session.files.append((self._ticket, name, op))
+        for session in self.sessions.values():
+            session.wake.set()
+        return self._ticket
+
+    def wake_files(self) -> None:
+        """The audit log grew: let idle links send the new lines."""
+        for session in self.sessions.values():
+            session.wake.set()
+
+    async def _send_files(self, session: StandbySession, writer: asyncio.StreamWriter) -> None:
+        assert self.space is not None
+        loop = asyncio.get_running_loop()
+        epoch = self.epochs.epoch
+        while session.files:
+            ticket, name, op = session.files.popleft()
+            path = self.space.path_of(name)
+            sent = -1
+            if op.startswith(hafiles.MOVE):
+                if op[len(hafiles.MOVE):] in session.uploads:  # it has the upload: move it
+                    session.uploads.discard(op[len(hafiles.MOVE):])
+                    await protocol.send(writer, "fileData", epoch, {
+                        "ticket": ticket, "name": name, "op": op, "last": True})
+                    continue
+                op = "put"  # uploaded before it connected: the content itself
+            if name in session.uploads and op == "drop":
+                session.uploads.discard(name)
+            if op == "put" and path is not None:
+                sent = await hafiles.send_put(writer, epoch, name, path, ticket,
+                                              lambda: setattr(session, "file_progress",
+                                                              time.monotonic()))
+                if sent >= 0 and name.startswith(hafiles.FILES + "uploads/"):
+                    session.uploads.add(name)
+            if sent < 0:  # gone meanwhile (or dropped): the standby drops it too
+                await protocol.send(writer, "fileData", epoch, {
+                    "ticket": ticket, "name": name, "op": "drop", "last": True})
+        if session.audit_sent is None:
+            return
+        path = self.space.audit_path
+        if session.audit_replace:
+            session.audit_replace = False
+            session.audit_sent = max(
+                await hafiles.send_put(writer, epoch, hafiles.AUDIT, path), 0)
+        while True:
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                return
+            if size <= session.audit_sent:
+                return
+            data = await loop.run_in_executor(None, hafiles.read_from, path,
+                                              session.audit_sent)
+            if not data:
+                return
+            await protocol.send(writer, "fileData", epoch, {
+                "name": hafiles.AUDIT, "op": "append", "offset": session.audit_sent,
+                "data": data, "last": True})
+            session.audit_sent += len(data)
+
+    async def _want_back(self, writer: asyncio.StreamWriter) -> None:
+        """Ask a standby that just connected for the job files our records name that are
+        not here (stored by it while it was primary, not replicated before a failover)."""
+        if self.space is None:
+            return
+        missing = await hafiles.missing_in_state(self.space, self.state)
+        missing = [n for n in missing if n.startswith(hafiles.FILES)]
+        for start in range(0, len(missing), 10_000):
+            await protocol.send(writer, "fileWant", self.epochs.epoch,
+                                {"names": missing[start:start + 10_000]})
+
+    async def _take_back(self, session: StandbySession, body: dict[str, object]) -> None:
+        """A job file a standby sends because we asked (`_want_back`): stored only if it is
+        still missing here, so a standby never overwrites the primary's own files."""
+        assert self.space is not None
+        name = str(body["name"])
+        if not name.startswith(hafiles.FILES) or body.get("op") != "put":
+            raise protocol.ProtocolError(f"a standby may only return job files, not {name!r}")
+        if self._receiver is None:
+            self._receiver = hafiles.Receiver(self.space)
+        path = self.space.path_of(name)
+        if body.get("offset") == 0:
+            self._skipping.discard(name)
+            if path is not None and path.exists():
+                self._skipping.add(name)
+        if name in self._skipping:
+            if body.get("last"):
+                self._skipping.discard(name)
+            return
+        try:
+            await asyncio.to_thread(self._receiver.apply, body)
+        except (XceError, OSError) as exc:
+            log.warning("job file %s from standby %s not taken: %s", name[6:], session.node,
+                        getattr(exc, "message", None) or exc)
+            return
+        if body.get("last"):
+            log.warning("job file %s was only on standby %s: copied here", name[6:],
+                        session.node)
+
+    def _on_want(self, session: StandbySession, names: list[str]) -> None:
+        assert self.space is not None
+        for name in names[:100_000]:
+            try:
+                self.space.path_of(name)
+            except XceError:
+                log.warning("standby %s asked for %r, not a replicated file: ignored",
+                            session.node, name[:200])
+                continue
+            if name == hafiles.AUDIT:
+                session.audit_sent, session.audit_replace = 0, True
+            else:
+                session.files.append((0, name, "put"))
+        session.wake.set()
+
+    def _release_files(self) -> None:
+        keep = []
+        for ticket, fut in self._file_waiters:
+            if any(s.in_sync and s.files_ok and s.first_ticket <= ticket <= s.acked_ticket
+                   for s in self.sessions.values()):
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((ticket, fut))
+        self._file_waiters = keep
+
+    async def wait_files(self, ticket: int) -> None:
+        """Sync mode: return once an in-sync standby that was connected when `ticket` was
+        queued has made it durable, or degrade to async after `sync_timeout_s`."""
+        if self.mode != "sync" or ticket == 0:
+            return
+        if not any(s.in_sync and s.files_ok and s.first_ticket <= ticket
+                   for s in self.sessions.values()):
+            if not any(s.in_sync for s in self.sessions.values()):
+                self._degrade("no standby is connected and caught up (files)")
+            elif not self._warned_files and not any(s.files_ok
+                                                    for s in self.sessions.values()):
+                self._warned_files = True
+                log.error("ALERT: no connected standby takes job files (an older "
+                          "version): after a failover jobs may miss their files")
+            # else: a standby that connected since; its catch-up asks for these files
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._file_waiters.append((ticket, fut))
+        self._release_files()
+        try:
+            # A large file takes longer than sync_timeout_s to cross: wait while its
+            # pieces keep leaving; give up after sync_timeout_s with no progress.
+            while True:
+                try:
+                    await asyncio.wait_for(asyncio.shield(fut), self.sync_timeout_s)
+                    break
+                except TimeoutError:
+                    moving = max((s.file_progress for s in self.sessions.values()
+                                  if s.files_ok and s.first_ticket <= ticket), default=0.0)
+                    if time.monotonic() - moving > self.sync_timeout_s:
+                        raise
+        except TimeoutError:
+            self._file_waiters = [(q, f) for q, f in self._file_waiters if f is not fut]
+            fut.cancel()
+            for s in self.sessions.values():
+                if s.files_ok and s.acked_ticket < ticket:
+                    s.in_sync = False  # in sync again with its next acknowledgement
+            self._degrade(f"no standby acknowledged file operation {ticket} within "
+                          f"{self.sync_timeout_s:g} s")
 
     async def _read_acks(self, reader: asyncio.StreamReader, session: StandbySession) -> None:
         try:
@@ -414,6 +652,16 @@ class ReplicationSource:
                 if msg.epoch > self.epochs.epoch:
                     self.on_higher_epoch(msg.epoch)
                     raise XceError(f"standby {session.node} knows a newer epoch {msg.epoch}")
+                if msg.kind == "fileAck":
+                    session.acked_ticket = max(session.acked_ticket, msg.body["ticket"])
+                    self._release_files()
+                    continue
+                if msg.kind == "fileData":
+                    await self._take_back(session, msg.body)
+                    continue
+                if msg.kind == "fileWant":
+                    self._on_want(session, [str(n) for n in msg.body["names"]])
+                    continue
                 if msg.kind != "ack":
                     raise protocol.ProtocolError(f"expected ack, got {msg.kind}")
                 session.acked_seq = max(session.acked_seq, msg.body["durableSeq"])
@@ -427,6 +675,7 @@ class ReplicationSource:
                 metrics.REPLICATION_LAG.labels(session.node).set(
                     max(self.durable_seq - session.acked_seq, 0))
                 self._release_acks()
+                self._release_files()
         except (EOFError, ConnectionError, protocol.ProtocolError, XceError) as exc:
             log.info("replication acks from %s ended: %s", session.node, exc)
             if session.writer is not None:
