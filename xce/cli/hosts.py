@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, name_action, print_fields, print_json, print_table
+from xce.cli.common import call_light, name_action, print_fields, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -17,7 +17,7 @@ CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for
 def list_(as_json: bool = typer.Option(False, "--json"),
           controller: list[str] = CONTROLLER) -> None:
     """List hosts (bhosts style)."""
-    hosts = call(lambda c: c.hosts(), controller)
+    hosts = call_light(lambda c: c.hosts(), controller)
     if as_json:
         print_json(hosts)
         return
@@ -34,7 +34,7 @@ def list_(as_json: bool = typer.Option(False, "--json"),
 def show(name: str, as_json: bool = typer.Option(False, "--json"),
          controller: list[str] = CONTROLLER) -> None:
     """Show one host, with its heartbeat timings and how it contains jobs."""
-    record = call(lambda c: c.host(name), controller)
+    record = call_light(lambda c: c.host(name), controller)
     if as_json:
         print_json(record)
     else:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -15,7 +14,7 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, fail, print_json, print_table, show_record
+from xce.cli.common import call, call_light, fail, print_json, print_table, show_record
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -112,26 +111,23 @@ def submit(
             fail(f"--input {local}: no such file")
         staged.append((path, remote if sep else path.name))
 
-    async def run(client: Any) -> dict[str, Any]:
-        if not staged:
-            return await client.submit(body)
-        done = await asyncio.gather(*(client.upload(p) for p, _ in staged),
-                                    return_exceptions=True)
-        uploads = [u for u in done if isinstance(u, str)]
+    def run(client: Any) -> dict[str, Any]:
+        uploads: list[str] = []
         try:
-            failed = next((u for u in done if isinstance(u, BaseException)), None)
-            if failed is not None:
-                raise failed
-            body["inputs"] = {remote: uid for (_, remote), uid in zip(staged, uploads, strict=True)}
-            return await client.submit(body)
+            for path, _ in staged:
+                uploads.append(client.upload(path))
+            if staged:
+                body["inputs"] = {remote: uid
+                                  for (_, remote), uid in zip(staged, uploads, strict=True)}
+            return client.submit(body)
         except BaseException:
             # Unused uploads count against the quota until they expire: give them back.
             for upload_id in uploads:
                 with contextlib.suppress(Exception):
-                    await client.delete_upload(upload_id)
+                    client.delete_upload(upload_id)
             raise
 
-    result = call(run, controller)
+    result = call_light(run, controller)
     if as_json:
         print_json(result)
     else:
@@ -172,8 +168,8 @@ def list_(
     controller: list[str] = CONTROLLER,
 ) -> None:
     """List jobs (bjobs/squeue style)."""
-    result = call(lambda c: c.jobs(state=state, user=user, queue=queue, host=host, array=array,
-                                   limit=limit, offset=offset), controller)
+    result = call_light(lambda c: c.jobs(state=state, user=user, queue=queue, host=host,
+                                         array=array, limit=limit, offset=offset), controller)
     if as_json:
         print_json(result)
         return
@@ -194,20 +190,19 @@ def list_(
 def show(job_id: str, as_json: bool = typer.Option(False, "--json"),
          controller: list[str] = CONTROLLER) -> None:
     """Show everything about one job, task or array."""
-    show_record(call(lambda c: c.job(job_id), controller), as_json)
+    show_record(call_light(lambda c: c.job(job_id), controller), as_json)
 
 
 def _control(action: str, verb: str):  # type: ignore[no-untyped-def]
     def command(job_ids: list[str] = typer.Argument(..., help="job, task or array ids"),
                 controller: list[str] = CONTROLLER) -> None:
-        async def run(client: Any) -> list[str]:
+        def run(client: Any) -> list[str]:
             done = []
             for job_id in job_ids:
-                result = await client.control(job_id, action)
-                done.extend(result["jobs"])
+                done.extend(client.control(job_id, action)["jobs"])
             return done
 
-        for job_id in call(run, controller):
+        for job_id in call_light(run, controller):
             typer.echo(f"Job <{job_id}> is being {verb}")
 
     command.__doc__ = f"{action.capitalize()} jobs."
@@ -269,6 +264,8 @@ def peek(
     While a job runs the controller holds the last 256 KiB of each stream (sent by the
     worker every few seconds); output before that is reported as no longer held. A finished
     job's output comes from the file its worker returned. Ctrl-C stops following."""
+    import asyncio
+
     stream = "stderr" if stderr else "stdout"
 
     async def run(client: Any) -> None:
@@ -311,18 +308,17 @@ def wait(job_id: str, timeout: float = typer.Option(0, "--timeout", help="second
          controller: list[str] = CONTROLLER) -> None:
     """Wait until a job ends; exit 0 if it is DONE, 1 if EXIT."""
 
-    async def run(client: Any) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout if timeout else None
+    def run(client: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout if timeout else None
         while True:
-            job = await client.job(job_id)
+            job = client.job(job_id)
             if job["state"] in ("DONE", "EXIT"):
                 return job
-            if deadline is not None and loop.time() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 return job
-            await asyncio.sleep(0.5)
+            time.sleep(0.5)
 
-    job = call(run, controller)
+    job = call_light(run, controller)
     typer.echo(f"Job <{job_id}> is {job['state']}")
     if job["state"] != "DONE":
         raise typer.Exit(1)

@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, name_action, print_json, print_table
+from xce.cli.common import call, call_light, name_action, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -24,7 +24,7 @@ def _rows(queues: list[dict[str, Any]]) -> None:
 def list_(as_json: bool = typer.Option(False, "--json"),
           controller: list[str] = CONTROLLER) -> None:
     """List queues (bqueues style)."""
-    queues = call(lambda c: c.queues(), controller)
+    queues = call_light(lambda c: c.queues(), controller)
     if as_json:
         print_json(queues)
     else:
@@ -35,7 +35,7 @@ def list_(as_json: bool = typer.Option(False, "--json"),
 def show(name: str, as_json: bool = typer.Option(False, "--json"),
          controller: list[str] = CONTROLLER) -> None:
     """Show one queue."""
-    queue = call(lambda c: c.request("GET", f"/api/v1/queues/{name}"), controller)
+    queue = call_light(lambda c: c.request("GET", f"/api/v1/queues/{name}"), controller)
     if as_json:
         print_json(queue)
     else:
