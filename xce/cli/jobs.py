@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shlex
-import socket
 import sys
 import time
 from pathlib import Path
@@ -39,77 +37,58 @@ def parse_walltime(text: str) -> int:
     return int(g(2)) * 60
 
 
-def _env_pairs(items: list[str]) -> dict[str, str]:
-    env = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            fail(f"--env {item!r}: use NAME=VALUE")
-        env[key] = value
-    return env
-
-
 @app.command()
 def submit(
-    command: list[str] = typer.Argument(None, help="command and arguments to run"),
+    command: list[str] = typer.Argument(
+        None, help="command and arguments, or one script file (its #XCE/#BSUB/#SBATCH "
+        "lines are read); a script on stdin when left out"),
     script: Path = typer.Option(None, "--script", help="run this script file instead"),
     queue: str = typer.Option(None, "--queue", "-q"),
     name: str = typer.Option("", "--name", "-J"),
     slots: int = typer.Option(1, "--slots", "-n", help="cores/slots"),
     memory: int = typer.Option(0, "--mem", "-M", help="memory in MB"),
     walltime: str = typer.Option(None, "--walltime", "-W", help="minutes, H:MM[:SS], 90s, 2h"),
-    env: list[str] = typer.Option([], "--env", "-e", help="NAME=VALUE (repeat)"),
+    stdout: str = typer.Option(None, "--output", "-o",
+                               help="the job's stdout file (%J job id, %I array index; "
+                               "%j, %a, %A as sbatch), relative to its working directory"),
+    stderr: str = typer.Option(None, "--error", "-e", help="the job's stderr file (as -o)"),
+    env: list[str] = typer.Option([], "--env", help="NAME=VALUE (repeat)"),
+    export: str = typer.Option(None, "--export",
+                               help="environment to pass: ALL (default), NONE, or "
+                               "VAR,VAR=VALUE,..."),
     cwd: str = typer.Option(None, "--cwd", help="absolute working directory on the host"),
     array: str = typer.Option(None, "--array", "-a", help="e.g. 1-1000:2%10"),
     dependency: str = typer.Option(None, "--dependency", "-d", help="afterok:ID,afterany:ID"),
-    inputs: list[str] = typer.Option([], "--input", "-i", help="LOCAL[:JOBPATH] (repeat)"),
-    outputs: list[str] = typer.Option([], "--output", "-o", help="output file pattern"),
-    hold: bool = typer.Option(False, "--hold", help="submit suspended (PSUSP)"),
+    stage_in: list[str] = typer.Option([], "--stage-in",
+                                       help="LOCAL[:JOBPATH] copied in (repeat)"),
+    stage_out: list[str] = typer.Option([], "--stage-out",
+                                        help="output file pattern brought back (repeat)"),
+    inputs: list[str] = typer.Option([], "--input", "-i", hidden=True,
+                                     help="old spelling of --stage-in"),
+    hold: bool = typer.Option(False, "--hold", "-H", help="submit suspended (PSUSP)"),
     resources: str = typer.Option("", "--resources", "-R",
                                   help="LSF resource requirement, e.g. 'select[mem>4000]'"),
     user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
+    lenient: bool = typer.Option(False, "--lenient",
+                                 help="unknown script directives are warnings, not errors"),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
 ) -> None:
     """Submit a job (or an array with --array). Prints the job id.
 
-    The job belongs to the user of your token (xce login); --user needs job:control:all."""
-    body: dict[str, Any] = {
-        "name": name,
-        "slots": slots,
-        "memory_mb": memory,
-        "env": _env_pairs(env),
-        "outputs": list(outputs),
-        "hold": hold,
-        "resources": resources,
-        "submit_host": socket.gethostname(),
-    }
-    if script is not None:
-        if command:
-            fail("give either a command or --script, not both")
-        try:
-            body["script"] = script.read_text()
-        except OSError as exc:
-            fail(f"cannot read script {script}: {exc.strerror}")
-    elif command:
-        body["command"] = command[0] if len(command) == 1 else shlex.join(command)
-    elif not sys.stdin.isatty():
-        body["script"] = sys.stdin.read()
-    else:
-        fail("nothing to run: give a command, --script FILE, or a script on stdin")
-    for key, value in (("queue", queue), ("cwd", cwd), ("array", array),
-                       ("dependency", dependency), ("user", user)):
-        if value is not None:
-            body[key] = value
-    if walltime is not None:
-        body["walltime_s"] = parse_walltime(walltime)
-    staged: list[tuple[Path, str]] = []
-    for item in inputs:
-        local, sep, remote = item.partition(":")
-        path = Path(local)
-        if not path.is_file():
-            fail(f"--input {local}: no such file")
-        staged.append((path, remote if sep else path.name))
+    A script (a file argument, --script, or stdin) may carry options in its leading comment
+    block: #XCE lines (these options), #BSUB and #SBATCH lines (translated); options on the
+    command line win. The job belongs to the user of your token (xce login); --user needs
+    job:control:all."""
+    from xce.cli import submitting
+
+    given = dict(queue=queue, name=name, slots=slots, memory=memory, walltime=walltime,
+                 stdout=stdout, stderr=stderr, env=env, export=export, cwd=cwd, array=array,
+                 dependency=dependency, stage_in=stage_in, stage_out=stage_out, hold=hold,
+                 resources=resources, user=user)
+    body, staged = submitting.build(command, script, inputs, given, lenient)
+    if walltime_text := body.pop("walltime", None):
+        body["walltime_s"] = parse_walltime(walltime_text)
 
     def run(client: Any) -> dict[str, Any]:
         uploads: list[str] = []

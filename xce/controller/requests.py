@@ -24,6 +24,8 @@ class SubmitRequest:
     hold: bool = False
     submit_host: str = ""
     resources: str = ""
+    stdout_file: str | None = None
+    stderr_file: str | None = None
     # Whose uploads `inputs` may name: the submitter's own; None: anyone's (admins, and
     # callers inside the controller).
     uploads_of: str | None = None

@@ -431,6 +431,7 @@ class WorkerAgent:
         outputs: list[str] = []
         upload_later = False
         try:
+            await staging.copy_std_files(job)
             outputs = await staging.upload_outputs(self.client, self.host, job)
         except ApiError as exc:
             log.warning("job %s: returning outputs failed (%s); will retry", key[0],
