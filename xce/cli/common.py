@@ -179,14 +179,33 @@ def show_record(record: dict[str, Any], as_json: bool) -> None:
 
 
 def print_fields(record: dict[str, Any]) -> None:
-    """`key: value` lines, nested mappings indented; empty values shown as `-`."""
+    """`key: value` lines, nested mappings indented, lists comma-separated, multi-line text
+    indented below its key; empty values shown as `-`."""
     for key, value in record.items():
         if isinstance(value, dict) and value:
             typer.echo(f"{key}:")
             for k, v in value.items():
-                typer.echo(f"  {k}: {v}")
+                typer.echo(f"  {k}: {_plain(v)}")
+        elif isinstance(value, str) and "\n" in value.strip():
+            typer.echo(f"{key}:")
+            for line in value.rstrip("\n").split("\n"):
+                typer.echo(f"  | {line}")
         else:
-            typer.echo(f"{key}: {value if value not in (None, '', [], {}) else '-'}")
+            text = _plain(value)
+            typer.echo(f"{key}:{text}" if text.startswith("\n") else f"{key}: {text}")
+
+
+def _plain(value: Any) -> str:
+    if value in (None, "", [], {}):
+        return "-"
+    if isinstance(value, list | tuple) and any(" " in str(v) or isinstance(v, dict)
+                                               for v in value):
+        return "".join(f"\n  {_plain(v)}" for v in value)
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
 
 
 def name_action(

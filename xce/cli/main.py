@@ -15,12 +15,8 @@ Rich is not used for help or errors: usage errors are one line on stderr with ex
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from typing import Any
-
-# Plain help and errors; keeps rich (and its import time) out of every command.
-os.environ.setdefault("TYPER_USE_RICH", "0")
 
 HELP = "XCE cluster manager: controller, worker and the commands to drive them."
 
@@ -74,7 +70,9 @@ def build_app(first: str | None = None) -> Any:
     for noun, (module, attr, text) in GROUPS.items():
         if only and noun != first:
             continue
-        app.add_typer(getattr(importlib.import_module(module), attr), name=noun, help=text)
+        group = getattr(importlib.import_module(module), attr)
+        group.rich_markup_mode = None  # plain help: `[...]` stays literal, no rich import
+        app.add_typer(group, name=noun, help=text)
     return app
 
 
@@ -93,8 +91,14 @@ def run(args: list[str] | None = None) -> None:
     args = sys.argv[1:] if args is None else list(args)
     from xce.cli.fast import try_run
 
-    if try_run(args, GROUPS):  # `xce job list` & co. without building the Typer tree
-        sys.exit(0)
+    try:
+        if try_run(args, GROUPS):  # `xce job list` & co. without building the Typer tree
+            sys.exit(0)
+    except BrokenPipeError:  # `xce job list | head`
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     import typer.main
     from typer._click import exceptions as click_exc
 
