@@ -36,7 +36,7 @@ GROUPS: dict[str, tuple[str, str, str]] = {
 }
 # Modules whose `register(app)` adds top-level commands, in help order.
 TOP_LEVEL = ("xce.cli.roles", "xce.cli.simulate", "xce.cli.init", "xce.cli.tui_cmd",
-             "xce.cli.identity", "xce.cli.completion")
+             "xce.cli.identity")
 
 
 def _print_version(value: bool) -> None:
@@ -54,6 +54,8 @@ def build_app(first: str | None = None) -> Any:
     import typer
 
     app = typer.Typer(name="xce", help=HELP, no_args_is_help=True, add_completion=False,
+                      epilog="Shell completion: xce --install-completion [bash|zsh|fish] "
+                      "(or --show-completion SHELL to print the script).",
                       pretty_exceptions_enable=False, rich_markup_mode=None)
 
     @app.callback()
@@ -89,6 +91,13 @@ def _first_word(args: list[str]) -> str | None:
 def run(args: list[str] | None = None) -> None:
     """Parse and run; usage errors are one line on stderr and exit code 2."""
     args = sys.argv[1:] if args is None else list(args)
+    if args[:1] == ["__complete"] or args[:1] in (["--install-completion"],
+                                                  ["--show-completion"]):
+        from xce.cli import completion
+
+        code = (completion.answer(args[1:]) if args[0] == "__complete"
+                else completion.main_option(args))
+        sys.exit(code)
     from xce.cli.fast import try_run
 
     try:
