@@ -90,7 +90,7 @@ def test_fast_values_equal_typer_values(noun: str, name: str, args: list[str]) -
 
 
 @pytest.mark.parametrize("args", [
-    ["job", "list", "--help"], ["job", "list", "--bogus"], ["job", "list", "--limit", "x"],
+    ["job", "list", "-h"], ["job", "list", "--bogus"], ["job", "list", "--limit", "x"],
     ["job", "submit", "ls", "-l"], ["job", "nosuch"], ["login"], ["job"],
 ])
 def test_anything_unsure_is_left_to_typer(args: list[str]) -> None:
@@ -116,7 +116,24 @@ def test_usage_errors_are_one_line_with_exit_2() -> None:
 
 
 def test_help_keeps_brackets_and_needs_no_rich() -> None:
-    result = _xce("job", "submit", "--help")
-    assert result.returncode == 0
-    assert "LOCAL[:JOBPATH]" in result.stdout and "select[mem>4000]" in result.stdout
-    assert "╭" not in result.stdout
+    for args in (["job", "submit", "--help"], ["job", "--help"], ["--help"]):
+        result = _xce(*args)
+        assert result.returncode == 0, result.stderr
+        assert "╭" not in result.stdout
+    fast_help = _xce("job", "submit", "--help").stdout
+    assert "LOCAL[:JOBPATH]" in fast_help and "select[mem>4000]" in fast_help
+    assert "-o, --output <str>" in fast_help and "--input" not in fast_help  # hidden
+    assert "[default: 1]" in fast_help
+
+
+def test_fast_help_names_every_option_typer_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    for noun, name, callback in _commands():
+        try:
+            text = fast.help_text(f"xce {noun} {name}", callback)
+        except fast._Fallback:
+            continue
+        for param in _click(noun, name).params:
+            if getattr(param, "hidden", False):
+                continue
+            for opt in param.opts:
+                assert opt in text, (noun, name, opt)

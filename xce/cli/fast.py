@@ -8,8 +8,9 @@ start about as fast as `sbatch`.
 How, without a second definition of any option: the group's Typer app already holds each
 command's function and its `typer.Option`/`typer.Argument` defaults; this module reads them
 (the function's own defaults and annotations; no Typer machinery, not even `inspect`) into an
-`argparse` parser and calls the same function with the parsed values. Anything it is not
-sure about -- `--help`, shell completion, an unknown option, a type or parameter feature it
+`argparse` parser and calls the same function with the parsed values; `--help` is written
+from the same definitions in click's plain layout. Anything it is not sure about -- shell
+completion, an unknown option, a type or parameter feature it
 does not translate (callbacks, prompts, ranges, enums...) -- is not an error here: `try_run`
 returns False and the full Typer path handles the command exactly as before. So the fast
 path can only be faster, never different.
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +44,7 @@ def try_run(args: list[str], groups: dict[str, tuple[str, str, str]]) -> bool:
     """Run `args` (`group command ...`) if this module can do it exactly; else False."""
     if len(args) < 2 or args[0] not in groups or args[1].startswith("-"):
         return False
-    if "-h" in args or "--help" in args or any(k.endswith("_COMPLETE") for k in os.environ):
+    if any(k.endswith("_COMPLETE") for k in os.environ):
         return False
     import importlib
 
@@ -49,6 +52,15 @@ def try_run(args: list[str], groups: dict[str, tuple[str, str, str]]) -> bool:
     app = getattr(importlib.import_module(module), attr)
     callback = _command(app, args[1])
     if callback is None:
+        return False
+    if "--help" in args[2:]:
+        try:
+            text = help_text(f"xce {args[0]} {args[1]}", callback)
+        except _Fallback:
+            return False
+        sys.stdout.write(text)
+        return True
+    if "-h" in args:
         return False
     try:
         parser, converters = _parser(callback)
@@ -152,3 +164,56 @@ def _add_option(parser: _Parser, converters: dict[str, Any], name: str, info: An
                             (list(d) if d is not None else None))
         return
     parser.add_argument(*decls, dest=name, type=kind, default=default)
+
+
+def help_text(prog: str, callback: Any) -> str:
+    """`--help` in click's plain layout, from the same defaults and docstring (Typer would
+    build the command tree, and its pydantic adapters, only to print this)."""
+    from typer.models import ArgumentInfo, OptionInfo
+
+    _parser(callback)  # the same checks: what the fast path cannot parse, it does not describe
+    usage, arguments, options = [prog, "[OPTIONS]"], [], []
+    for name, info in _parameters(callback):
+        annotation = str(callback.__annotations__.get(name, ""))
+        if isinstance(info, OptionInfo):
+            if info.hidden:
+                continue
+            decls = [d for decl in (info.param_decls or (f"--{name.replace('_', '-')}",))
+                     for d in decl.split("/")]
+            left = ", ".join(sorted(decls, key=lambda d: d.startswith("--")))
+            if annotation != "bool":
+                left += f" <{annotation}>"
+            extra = ""
+            if info.default not in (None, False, "", [], ...) and annotation != "bool":
+                extra = f"[default: {info.default}]"
+            options.append((left, " ".join(filter(None, [info.help, extra]))))
+        else:
+            required = not isinstance(info, ArgumentInfo) or info.default is ...
+            many = "..." if annotation.startswith("list[") else ""
+            usage.append(f"{{{name}}}{many}" if required else f"[{name}]{many}")
+            help_ = getattr(info, "help", None) or ""
+            arguments.append((f"{name}{many} <{annotation}>",
+                              " ".join(filter(None, [help_, "[required]" if required
+                                                     else ""]))))
+    options.append(("--help", "Show this message and exit."))
+    lines = ["Usage: " + " ".join(usage), ""]
+    doc = textwrap.dedent("\n".join((callback.__doc__ or "").split("\n")[1:]))
+    first = (callback.__doc__ or "").split("\n")[0].strip()
+    for paragraph in "\n".join([first, doc]).strip().split("\n\n"):
+        lines += [*textwrap.wrap(" ".join(paragraph.split()), 78, initial_indent="  ",
+                                 subsequent_indent="  "), ""]
+    for title, rows in (("Arguments", arguments), ("Options", options)):
+        if not rows:
+            continue
+        width = min(max(len(left) for left, _ in rows) + 2, 30)
+        lines.append(f"{title}:")
+        for left, text in rows:
+            wrapped = textwrap.wrap(text, max(78 - width - 2, 30)) or [""]
+            if len(left) + 2 > width:
+                lines.append(f"  {left}")
+                lines += [" " * (width + 2) + w for w in wrapped if w]
+            else:
+                lines.append(f"  {left.ljust(width)}{wrapped[0]}".rstrip())
+                lines += [" " * (width + 2) + w for w in wrapped[1:]]
+        lines.append("")
+    return "\n".join(lines[:-1]) + "\n"
