@@ -137,3 +137,10 @@ def test_fast_help_names_every_option_typer_shows(capsys: pytest.CaptureFixture[
                 continue
             for opt in param.opts:
                 assert opt in text, (noun, name, opt)
+
+
+def test_each_group_alone_has_the_commands_of_the_whole_tree() -> None:
+    whole = typer.main.get_command(build_app())
+    for noun in GROUPS:
+        alone = typer.main.get_command(build_app(noun)).commands[noun]
+        assert set(alone.commands) == set(whole.commands[noun].commands), noun

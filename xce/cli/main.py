@@ -30,7 +30,8 @@ GROUPS: dict[str, tuple[str, str, str]] = {
     "admin": ("xce.cli.admin", "app",
               "Maintenance: check and repair the WAL; read the audit log; switchover."),
     "user": ("xce.cli.users", "app", "Add, list, delete users; change passwords."),
-    "token": ("xce.cli.identity", "token_app",
+    # xce.cli.init adds `xce token join` to identity's token_app: load it through init.
+    "token": ("xce.cli.init", "token_app",
               "Service and join tokens, revocation, key rotation."),
     "tls": ("xce.cli.tls", "app", "Create the cluster CA and TLS certificates."),
 }
