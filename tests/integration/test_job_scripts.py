@@ -104,3 +104,13 @@ def test_unknown_directive_is_refused_naming_the_line(up: Up, tmp_path: Path) ->
                                      "#SBATCH option --account")
     bad_pattern = up.xce("job", "submit", "-o", "out-%x", "true")
     assert bad_pattern.returncode == 1 and "unknown '%x'" in bad_pattern.stderr
+
+
+def test_old_spellings_still_work_with_a_warning(up: Up, tmp_path: Path) -> None:
+    data = tmp_path / "in.txt"
+    data.write_text("staged\n")
+    job_id, warnings = _submit(up, "-i", str(data), "-e", "OLD=env", "--",
+                               'cat in.txt; echo "OLD=$OLD"', cwd=tmp_path)
+    assert "--stage-in" in warnings and "spell it --env" in warnings
+    _wait(up, job_id)
+    assert up.xce("job", "output", job_id).stdout == "staged\nOLD=env\n"
