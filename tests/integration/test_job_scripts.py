@@ -53,7 +53,7 @@ def _report(path: Path) -> dict[str, str]:
 def test_sbatch_script_file(up: Up, tmp_path: Path) -> None:
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH -J slurmjob\n"
-                      "#SBATCH --output=slurm-%j.out\n#SBATCH --error=slurm-%j.err\n"
+                      "#SBATCH --output=slurm-%j.out\n#SBATCH --error=%x-%j.err\n"
                       "#SBATCH --time=5\n#SBATCH --mail-type=END\n" + REPORT)
     job_id, warnings = _submit(up, "--cwd", str(tmp_path), str(script), cwd=tmp_path,
                                FOO="from-submitter", HOME="/nonexistent-submit-home",
@@ -66,7 +66,7 @@ def test_sbatch_script_file(up: Up, tmp_path: Path) -> None:
     assert got["foo"] == "from-submitter"  # --export ALL by default, as sbatch
     assert got["home"] == pwd.getpwuid(os.getuid()).pw_dir  # the host owns HOME
     assert got["path"].startswith("/opt/submitter/bin:")  # PATH travels
-    assert (tmp_path / f"slurm-{job_id}.err").read_text() == "to-stderr\n"
+    assert (tmp_path / f"slurmjob-{job_id}.err").read_text() == "to-stderr\n"
     shown = up.xce("job", "show", job_id, "--json")
     assert '"walltime_s": 300' in shown.stdout
 
@@ -102,8 +102,8 @@ def test_unknown_directive_is_refused_naming_the_line(up: Up, tmp_path: Path) ->
     assert result.stderr.strip() == ("xce: error: script directive line 3: "
                                      "'#SBATCH --account=proj': unknown or unsupported "
                                      "#SBATCH option --account")
-    bad_pattern = up.xce("job", "submit", "-o", "out-%x", "true")
-    assert bad_pattern.returncode == 1 and "unknown '%x'" in bad_pattern.stderr
+    bad_pattern = up.xce("job", "submit", "-o", "out-%q", "true")
+    assert bad_pattern.returncode == 1 and "unknown '%q'" in bad_pattern.stderr
 
 
 def test_old_spellings_still_work_with_a_warning(up: Up, tmp_path: Path) -> None:

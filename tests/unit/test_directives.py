@@ -143,7 +143,8 @@ def test_file_patterns() -> None:
     assert expand_file_pattern("o.%J.%I", 17, 3) == "o.17.3"
     assert expand_file_pattern("slurm-%j_%a-%A.out", 5, None) == "slurm-5_0-5.out"
     assert expand_file_pattern("100%%", 1, None) == "100%"
+    assert expand_file_pattern("%x-%j.out", 4, None, "a/b") == "a_b-4.out"
     check_file_pattern("stdout", "out-%J.txt")
-    for bad in ("out-%x", "trailing%", "  "):
+    for bad in ("out-%q", "trailing%", "  "):
         with pytest.raises(InvalidRequest, match="stdout"):
             check_file_pattern("stdout", bad)

@@ -143,7 +143,8 @@ async def copy_std_files(job: RunningJob) -> None:
         source = job.readers.get(stream)
         if not pattern or source is None:
             continue
-        name = expand_file_pattern(pattern, int(a["number"]), a.get("array_index"))
+        name = expand_file_pattern(pattern, int(a["number"]), a.get("array_index"),
+                                   a.get("name") or "")
         path = os.path.join(str(job.work_dir), name)
         try:
             target = await userfs.as_user(job.creds, _open_std_target, path,
