@@ -11,13 +11,17 @@ the candidate list, so they follow the primary by themselves; the clients pause 
 than `max_backlog` acknowledged jobs are unfinished (a steady state: a queue that grew all run
 would say nothing about memory, and would not drain). The candidates run with a short
 finished-job retention, so checkpoints purge continuously. Every 40-90 s one fault, in the
-cycle failover, standby, failover, standby, both:
+cycle failover, restart, standby, failover, standby, both, restart:
 
 - failover: once the standby is caught up (sync mode: in sync and not degraded), kill -9 the
   primary; the standby takes over (takeover time: kill to the new primary serving), then the
   killed one is started again as `xce standby`;
 - standby: kill -9 the standby and start it again (sync mode: the primary degrades to async
   until it is back and caught up);
+- restart: once the standby is caught up, kill -9 the primary and start it again as
+  `xce controller` after a random delay between 0 and twice `failover_timeout_s` (a service
+  manager's quick restart racing the standby's takeover: issue 23); whichever wins, one
+  primary and one standby must come out of it;
 - both: kill -9 both, start the former primary again (`xce controller`), then the other one
   (`xce standby`).
 
@@ -30,6 +34,8 @@ Checked at the end:
   acknowledged records by design: those acknowledged shortly before a failover are reported
   as lost at a failover and do not fail the run (the same for a job run twice across one);
 - no job ran twice (started by workers more than once);
+- never two primaries of one epoch: both candidates' health answers are polled every 100 ms
+  all run long, and no epoch may be seen with two different candidates as its primary;
 - memory is bounded: the RSS of whichever process is primary, and of whichever is standby
   (like with like: roles move between the candidates), in the last quarter of the run stays
   within 1.5x of the second quarter's;
@@ -44,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import contextlib
 import os
 import random
 import shutil
@@ -70,7 +77,7 @@ RETENTION_S = 30.0
 SOAK_CONFIG = f"""finished_retention_s = {RETENTION_S}
 checkpoint_interval_s = 10.0
 """
-FAULT_CYCLE = ("failover", "standby", "failover", "standby", "both")
+FAULT_CYCLE = ("failover", "restart", "standby", "failover", "standby", "both", "restart")
 # A lost or twice-run job counts as "at a failover" (async mode) if acknowledged this many
 # seconds before a primary was killed (or up to 1 s after: our clock reads the answer late).
 FAILOVER_WINDOW_S = 5.0
@@ -284,11 +291,12 @@ class HaSimWorker(SimWorker):
 
 @dataclass
 class Fault:
-    kind: str  # failover, standby or both
+    kind: str  # failover, restart, standby or both
     at: float  # seconds into the run
     killed_at: float  # time.monotonic() of the (first) kill
     seconds: float  # failover: kill to the new primary serving; else kill to all back up
     outage: float | None = None  # failover: kill to the next acknowledged submission
+    delay: float | None = None  # restart: kill to the killed primary's start again
 
 
 @dataclass
@@ -314,6 +322,9 @@ class SoakResult:
     compared: int = 0  # jobs neither may have purged yet, compared between the two
     state_diff: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # epoch -> the candidates seen as its primary (more than one: two primaries of an epoch)
+    primaries: dict[int, set[int]] = field(default_factory=dict)
+    health_polls: int = 0
 
     def longest_stall(self) -> float:
         """The longest stretch of samples in which no worker finished an attempt."""
@@ -347,8 +358,13 @@ class SoakResult:
         last = [r for t, r in samples if t >= 3 * end / 4] or [r for _, r in samples]
         return statistics.median(second), statistics.median(last)
 
+    def doubles(self) -> dict[int, list[int]]:
+        return {e: sorted(c) for e, c in self.primaries.items() if len(c) > 1}
+
     def failures(self) -> list[str]:
         out = list(self.problems)
+        if self.doubles():
+            out.append(f"two primaries of one epoch: {self.doubles()}")
         if not self.load.acknowledged:
             out.append("no submission was acknowledged")
         if self.lost:
@@ -483,13 +499,14 @@ async def _list_jobs(client: XceClient) -> dict[str, dict[str, Any]]:
             return jobs
 
 
-async def _inject(pair: Pair, kind: str, result: SoakResult, started: float) -> None:
+async def _inject(pair: Pair, kind: str, result: SoakResult, started: float,
+                  restart_delay: float = 0.0) -> None:
     sync = result.replication == "sync"
     p = await pair.primary()
     s = 1 - p
-    if kind == "failover" and not await pair.wait_in_sync(p, sync):
+    if kind in ("failover", "restart") and not await pair.wait_in_sync(p, sync):
         result.problems.append(f"{time.monotonic() - started:.0f} s: the standby did not catch "
-                               "up within 120 s; failover skipped")
+                               f"up within 120 s; {kind} skipped")
         return
     killed_at = time.monotonic()
     fault = Fault(kind, killed_at - started, killed_at, 0.0)
@@ -498,6 +515,14 @@ async def _inject(pair: Pair, kind: str, result: SoakResult, started: float) -> 
         fault.seconds = await pair.wait_role(s, "primary")
         pair.cands[p].spawn("standby")
         await pair.wait_role(p, "standby")
+    elif kind == "restart":
+        pair.cands[p].kill()
+        await asyncio.sleep(restart_delay)
+        fault.delay = restart_delay
+        pair.cands[p].spawn("controller")
+        new = await pair.primary()  # the restarted one (quick) or the standby (takeover)
+        await pair.wait_role(1 - new, "standby")
+        fault.seconds = time.monotonic() - killed_at
     elif kind == "standby":
         pair.cands[s].kill()
         pair.cands[s].spawn("standby")
@@ -512,6 +537,18 @@ async def _inject(pair: Pair, kind: str, result: SoakResult, started: float) -> 
         await pair.wait_role(s, "standby")
         fault.seconds = time.monotonic() - killed_at
     result.faults.append(fault)
+
+
+async def _watch_epochs(pair: Pair, result: SoakResult, stop: asyncio.Event) -> None:
+    """Every 100 ms, who says it is primary and of which epoch (see SoakResult.primaries)."""
+    while not stop.is_set():
+        found = await asyncio.gather(pair.health(0), pair.health(1))
+        result.health_polls += 1
+        for i, h in enumerate(found):
+            if h is not None and h.get("role") == "primary" and h.get("epoch") is not None:
+                result.primaries.setdefault(int(h["epoch"]), set()).add(i)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.1)
 
 
 async def _stuck(admin: XceClient, tasks: list[asyncio.Task[None]],
@@ -546,7 +583,7 @@ async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int 
                    faults: tuple[str, ...] = FAULT_CYCLE,
                    max_backlog: int = 2000) -> SoakResult:
     if not faults or set(faults) - set(FAULT_CYCLE):
-        raise ValueError(f"faults must be failover, standby or both, got {faults}")
+        raise ValueError(f"faults must be failover, restart, standby or both, got {faults}")
     rng = random.Random(seed)
     seconds = minutes * 60
     load = LoadResult(workers, clients, seconds)
@@ -577,6 +614,8 @@ async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int 
             submitters = [asyncio.create_task(_submitter(c, result, stop_clients, max_backlog))
                           for c in submit_clients]
             tasks += submitters
+            stop_watch = asyncio.Event()
+            tasks.append(asyncio.create_task(_watch_epochs(pair, result, stop_watch)))
             started = time.monotonic()
             next_fault = started + rng.uniform(*fault_every)
             while (now := time.monotonic()) - started < seconds:
@@ -589,7 +628,8 @@ async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int 
                         result.rss.append((now - started, i, roles[i] or "", rss))
                 if time.monotonic() >= next_fault:
                     kind = faults[len(result.faults) % len(faults)]
-                    await _inject(pair, kind, result, started)
+                    await _inject(pair, kind, result, started,
+                                  rng.uniform(0.0, 2 * failover_timeout))
                     next_fault = time.monotonic() + rng.uniform(*fault_every)
             stop_clients.set()
             await asyncio.gather(*submitters)
@@ -609,6 +649,7 @@ async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int 
             if left:
                 result.problems.append(await _stuck(admin, tasks, sims, left))
             stop_workers.set()
+            stop_watch.set()
             await _cancel(tasks, sims)
             # The final state, on one candidate and then (after a switchover) on the other.
             p = await pair.primary()
@@ -681,6 +722,11 @@ def _stat(values: list[float]) -> str:
     return f"median {statistics.median(values):.2f} s, max {max(values):.2f} s"
 
 
+def _delays(result: SoakResult) -> str:
+    delays = [f.delay for f in result.faults if f.kind == "restart" and f.delay is not None]
+    return ", ".join(f"{d:.2f}" for d in delays) + " s" if delays else "none"
+
+
 def report(result: SoakResult) -> str:
     load = result.load
     lines = [
@@ -688,10 +734,15 @@ def report(result: SoakResult) -> str:
         f"replication), {load.workers} simulated workers, {load.clients} clients "
         f"(pausing at {result.max_backlog:,} unfinished)",
         f"faults injected           {len(result.faults):>9}  ({result.count('failover')} "
-        f"failovers: kill -9 primary; {result.count('standby')} kill -9 + restart standby; "
+        f"failovers: kill -9 primary; {result.count('restart')} kill -9 + quick restart of "
+        f"the primary; {result.count('standby')} kill -9 + restart standby; "
         f"{result.count('both')} kill -9 + restart both)",
         f"takeover (kill -> new primary serving)   {_stat(result.takeovers)}",
         f"submit outage at failover (kill -> next ack)  {_stat(result.outages)}",
+        f"quick restart of the primary (delays {_delays(result)}; kill -> one primary and "
+        f"a standby)  {_stat([f.seconds for f in result.faults if f.kind == 'restart'])}",
+        f"primaries per epoch (health every 100 ms, {result.health_polls:,} polls)  "
+        f"{len(result.primaries)} epochs, {len(result.doubles())} with two primaries",
         f"restart both (kill -> both back)  "
         f"{_stat([f.seconds for f in result.faults if f.kind == 'both'])}",
         f"submits acknowledged      {len(load.acknowledged):>9,}",
@@ -747,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the candidates' state goes (default: the temp folder)")
     parser.add_argument("--faults", default=",".join(FAULT_CYCLE),
-                        help="the fault cycle (failover, standby, both), comma-separated")
+                        help="the fault cycle (failover, restart, standby, both), comma-separated")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="xce-soak-", dir=args.dir) as tmp:
         result = asyncio.run(run_soak(

@@ -100,6 +100,12 @@ class WorkerSettings:
     cgroup: str = "auto"
     cgroup_parent: str = ""
     pids_limit: int = 8192
+    # Each job attempt gets a /tmp of its own (a tmpfs in the job's mount namespace, no
+    # larger than its memory limit and charged to it, like Slurm's job_container/tmpfs); off
+    # by default as in Slurm, since jobs then no longer share /tmp with anything on the host.
+    # A job whose working or job directory is under /tmp keeps the host's. /dev/shm is
+    # always the job's own. Root workers only.
+    private_tmp: bool = False
 
     def job_root(self) -> Path:
         if self.jobs_dir is not None:
@@ -225,7 +231,8 @@ def _queue(i: int, data: Any) -> QueueRecord:
 
 
 def _queue_scheduling(section: str, data: dict[str, Any]) -> dict[str, Any]:
-    """`plugins`, `max_running`, `max_running_per_user`, `shares` of one `[[queue]]`."""
+    """`plugins`, `max_running`, `max_running_per_user`, `shares`, the per-job defaults and
+    maximums and `users` of one `[[queue]]`."""
     from xce.sched.plugins import policy_for
 
     out: dict[str, Any] = {}
@@ -237,9 +244,20 @@ def _queue_scheduling(section: str, data: dict[str, Any]) -> dict[str, Any]:
     except ValueError as exc:
         raise ConfigError(f"{section}.plugins: {exc}") from None
     out["plugins"] = tuple(plugins)
-    for key in ("max_running", "max_running_per_user"):
+    for key in ("max_running", "max_running_per_user", "default_walltime_s", "max_walltime_s",
+                "default_memory_mb", "max_memory_mb", "max_slots"):
         if key in data:
             out[key] = int(_positive(section, key, _typed(section, key, data[key], int)))
+    users = data.get("users", [])
+    if not isinstance(users, list) or not all(isinstance(u, str) and u for u in users):
+        raise ConfigError(f"{section}.users must be a list of user names and @groups")
+    out["users"] = tuple(users)
+    from xce.controller.queue_rules import check_settings
+
+    problem = check_settings(QueueRecord("x", **{k: v for k, v in out.items()
+                                                  if k.startswith(("default_", "max_"))}))
+    if problem:
+        raise ConfigError(f"{section}: {problem}")
     shares = data.get("shares", {})
     _typed(section, "shares", shares, dict)
     for who, value in shares.items():
@@ -332,7 +350,8 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
         s, data,
         {"name", "slots", "memory_mb", "attributes", "spool_dir", "allow_root_jobs",
          "kill_grace_s", "heartbeat_interval_s", "usage_interval_s", "token", "token_file",
-         "jobs_dir", "min_job_uid", "cgroup", "cgroup_parent", "pids_limit"},
+         "jobs_dir", "min_job_uid", "cgroup", "cgroup_parent", "pids_limit",
+         "private_tmp"},
     )
     out: dict[str, Any] = {}
     if "name" in data:
@@ -361,8 +380,9 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
                               f'got {out["cgroup"]!r}')
     if "cgroup_parent" in data:
         out["cgroup_parent"] = _typed(s, "cgroup_parent", data["cgroup_parent"], str)
-    if "allow_root_jobs" in data:
-        out["allow_root_jobs"] = _typed(s, "allow_root_jobs", data["allow_root_jobs"], bool)
+    for key in ("allow_root_jobs", "private_tmp"):
+        if key in data:
+            out[key] = _typed(s, key, data[key], bool)
     for key in ("kill_grace_s", "heartbeat_interval_s", "usage_interval_s"):
         if key in data:
             out[key] = float(_positive(s, key, data[key]))

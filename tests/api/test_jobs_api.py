@@ -575,3 +575,28 @@ async def test_task_outputs_are_per_task(api: Api) -> None:
     for index in (1, 2):
         got = await api.call("GET", f"{JOBS}/{job_id}[{index}]/files/stdout", 200)
         assert got == f"task {index}".encode()
+
+
+async def test_a_job_no_host_could_ever_run_is_refused_with_the_reason(api: Api) -> None:
+    """Issue 17, item 6: `-n 10` on 4-slot hosts, a typo in select[] or a value in the wrong
+    case was accepted and pended for ever. Judged against the queue's registered hosts;
+    `defer` keeps such a job for hosts that register later; nothing is stored when refused."""
+    assert (await api.submit(command="true", slots=64)) is not None  # no host yet: accepted
+    await api.register("w1", slots=4, memory_mb=8000, type="X86", rack="r1")
+    before = len(api.service.state.jobs)
+    cases = {
+        "slots": ({"slots": 10}, "asks for 10 slots on one host; the largest host of queue "
+                                 "'normal' has 4"),
+        "memory": ({"memory_mb": 9000}, "asks for 9000 MB of memory"),
+        "rusage": ({"resources": "rusage[mem=9000]"}, "asks for 9000 MB of memory"),
+        "typo": ({"resources": "select[foo==1]"}, "no host of queue 'normal' defines 'foo'"),
+        "case": ({"resources": "select[type==x86]"}, "type is 'X86' on w1, not 'x86'"),
+    }
+    for name, (extra, expected) in cases.items():
+        body = await api.call("POST", "/api/v1/jobs", 400, json={"command": "true", **extra})
+        assert expected in body["error"]["message"], (name, body)
+        assert "defer" in body["error"]["message"]
+    assert len(api.service.state.jobs) == before  # nothing stored
+    job = await api.submit(command="true", slots=10, defer=True)
+    assert (await api.show(job))["state"] == "PEND"
+    assert await api.submit(command="true", slots=4, resources="select[type==X86]")

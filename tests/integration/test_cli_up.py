@@ -157,3 +157,36 @@ def test_a_refused_submit_takes_its_uploads_back(up: Up) -> None:
     ok = up.xce("job", "submit", "--json", "-i", str(data), "--", "sort", "data.csv")
     assert ok.returncode == 0, ok.stderr
     assert list(uploads.iterdir()) == []  # used by the job: no longer an upload
+
+
+def test_cli_changes_queues_at_run_time(up: Up) -> None:
+    """`xce queue modify|delete` (issue 17, item 5); `xce queue list` shows plugins and
+    limits; bad values are one-line errors."""
+    changed = up.xce("queue", "modify", "short", "--priority", "60", "--plugins",
+                     "fairshare,backfill", "--max-slots", "2", "--max-walltime", "3600",
+                     "--users", f"{getpass.getuser()},@ops", "--shares", "alice=3")
+    assert changed.returncode == 0 and "Queue <short> is modified." in changed.stdout, \
+        changed.stderr
+    row = next(line for line in up.xce("queue", "list").stdout.splitlines()
+               if line.startswith("short"))
+    assert "fairshare,backfill" in row and "slots<=2" in row and "wall<=3600" in row, row
+    shown = json.loads(up.xce("queue", "show", "short", "--json").stdout)
+    assert shown["users"] == [getpass.getuser(), "@ops"] and shown["shares"] == {"alice": 3.0}
+    too_big = up.xce("job", "submit", "-q", "short", "-n", "3", "--", "true")
+    assert too_big.returncode != 0 and "at most 2 per job" in too_big.stderr
+    cleared = up.xce("queue", "modify", "short", "--max-slots", "none")
+    assert cleared.returncode == 0
+    assert json.loads(up.xce("queue", "show", "short", "--json").stdout)["max_slots"] is None
+    for args, needle in [
+        (("queue", "modify", "short", "--max-slots", "0"), "positive integer or none"),
+        (("queue", "modify", "short"), "nothing to change"),
+        (("queue", "modify", "short", "--plugins", "nosuch"), "nosuch"),
+        (("queue", "delete", "normal"), "default queue"),
+    ]:
+        result = up.xce(*args)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode != 0 and len(lines) == 1 and needle in lines[0], \
+            (args, result.stderr)
+    deleted = up.xce("queue", "delete", "short")
+    assert deleted.returncode == 0 and "Queue <short> is deleted." in deleted.stdout
+    assert "short" not in up.xce("queue", "list").stdout

@@ -1,7 +1,8 @@
 """The HA soak run (bench/soak.py) behind the slow marker: a short run by default.
 
 Two controller candidates (sync replication) under load, with failovers (kill -9 of the
-primary), kill -9 + restart of the standby and of both injected in turn.
+primary), quick restarts of a killed primary (racing the standby's takeover), kill -9 +
+restart of the standby and of both injected in turn; never two primaries of one epoch.
 `XCE_SOAK_MINUTES=30 python -m pytest -m slow tests/integration/test_soak.py -s` for the long
 run (faults every 40-90 s instead of 15-30 s); XCE_SOAK_REPLICATION=async for async mode.
 """
@@ -26,9 +27,10 @@ def test_soak_with_failovers_and_kills_loses_nothing_and_stays_bounded(tmp_path:
     result = asyncio.run(run_soak(tmp_path, minutes, fault_every=every,
                                   replication=replication))
     print(report(result))
-    # The short run still goes through the whole cycle: failover, standby, failover,
-    # standby, both.
+    # The short run still goes through the whole cycle: failover, restart, standby,
+    # failover, standby, both.
     assert result.count("failover") >= 2
+    assert result.count("restart") >= 1
     assert result.count("standby") >= 2
     assert result.count("both") >= 1
     assert len(result.faults) >= int(minutes * 60 / (every[1] + 30))
@@ -36,6 +38,7 @@ def test_soak_with_failovers_and_kills_loses_nothing_and_stays_bounded(tmp_path:
     assert result.lost == []
     assert result.ran_twice == []
     assert result.not_done == {}
+    assert result.doubles() == {} and result.health_polls > 0
     assert result.seqs[0] == result.seqs[1]
     assert result.compared > 0 and result.state_diff == []
     assert result.failures() == []

@@ -226,6 +226,12 @@ def test_worker_attributes_must_be_a_table() -> None:
     assert error({"worker": {"attributes": ["a"]}}) == "worker.attributes must be a dict, got ['a']"
 
 
+def test_worker_private_tmp_is_off_unless_asked_for() -> None:
+    assert parse_config({}).worker.private_tmp is False
+    assert parse_config({"worker": {"private_tmp": True}}).worker.private_tmp is True
+    assert error({"worker": {"private_tmp": "yes"}}).startswith("worker.private_tmp must be")
+
+
 def test_static_tokens_are_refused_with_the_way_out() -> None:
     message = error({"auth": {"tokens": [{"name": "ops", "role": "admin", "sha256": "a" * 64}]}})
     assert message.startswith("auth.tokens (static tokens) is gone")

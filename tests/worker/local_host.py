@@ -21,10 +21,10 @@ from xce.worker.executor import JobResult, RunningJob, Spool
 from xce.worker.launcher import KeeperLauncher
 
 
-def searchable_dir(prefix: str) -> Path:
-    """A fresh directory under /tmp that other users can traverse (0711): pytest's own
+def searchable_dir(prefix: str, parent: str = "/tmp") -> Path:
+    """A fresh directory under `parent` that other users can traverse (0711): pytest's own
     temporary directories are 0700 root, which no job user can enter."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     os.chmod(path, 0o711)
     return path
 
@@ -47,7 +47,7 @@ class Recorder:
 class LocalHost:
     def __init__(self, root: Path, mode: str = "auto", pids_limit: int = 0,
                  fence_timeout_s: float = 60.0, spool: Path | None = None,
-                 namespace: str | None = None) -> None:
+                 namespace: str | None = None, private_tmp: bool = False) -> None:
         self.root = root
         self.spool = Spool(spool or root / "spool", root / "jobs")
         self.spool.make()
@@ -56,6 +56,7 @@ class LocalHost:
         self.launcher = KeeperLauncher(self.backend.kind, "", self.namespace)
         self.launcher.start()
         self.pids_limit = pids_limit
+        self.private_tmp = private_tmp
         self.contact = fence.Contact(fence.now(), fence_timeout_s)
         fence.record(str(self.spool.state), self.contact)
 
@@ -74,7 +75,8 @@ class LocalHost:
             await staging.fetch_inputs(Recorder(inputs), "h1", job)  # type: ignore[arg-type]
         job.result = asyncio.get_running_loop().create_future()
         await executor.launch(job, self.launcher, self.backend, account, "h1",
-                              self.pids_limit, self.spool.state, self.contact)
+                              self.pids_limit, self.spool.state, self.contact,
+                              private_tmp=self.private_tmp)
         return job
 
     async def wait(self, job: RunningJob) -> JobResult:

@@ -182,12 +182,12 @@ async def test_suspend_freezes_every_process_of_the_job_and_resume_thaws_them(
     mark = _mark(root, user, "escapee")
     job = await host.start({"command": ESCAPE.format(mark=mark)}, user.name)
     await _until(lambda: mark.exists() and mark.stat().st_size > 0, what="the escapee")
-    executor.suspend(job)
+    await executor.suspend(job)
     await asyncio.sleep(0.2)
     size = mark.stat().st_size
     await asyncio.sleep(0.5)
     assert mark.stat().st_size == size, "a process ran while the job was suspended"
-    executor.resume(job)
+    await executor.resume(job)
     await _until(lambda: mark.stat().st_size > size, what="the job to run again")
     await executor.kill(job, "killed", 1.0)
     await host.wait(job)

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,154 @@ async def test_a_jobs_dev_shm_file_outlives_the_job(host: LocalHost, user: Linux
     finally:
         with contextlib.suppress(FileNotFoundError):
             leftover.unlink()
+
+
+# --- 5b. /tmp is the host's: other users see, plant and outlive the job's temporary files ----
+
+@pytest.fixture
+def off_tmp_host() -> Iterator[LocalHost]:
+    """A host with `private_tmp = true` whose job directories are not under /tmp (a job
+    whose directories are there keeps the host's /tmp, or it could not reach them)."""
+    root = searchable_dir("xce-jobs-", "/var/tmp")
+    made = LocalHost(root, pids_limit=64, private_tmp=True)
+    yield made
+    made.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_job_shares_tmp_with_other_users_and_leaves_its_files_there(
+        off_tmp_host: LocalHost, linux_users: LinuxUsers, tmp_path: Path) -> None:  # noqa: F811
+    """The job's /tmp was the host's: another user on the node read the job's temporary
+    files while it ran, planted a link under a name the job would use (the classic /tmp
+    race), and what the job left stayed on the host's disk after it. Now each attempt has a
+    /tmp of its own, removed after it without following what the job left in it."""
+    owner, other = linux_users.user(), linux_users.user()
+    marker = f"xce-review-{secrets.token_hex(4)}"
+    planted = Path("/tmp") / f"{marker}-planted"
+    planted.symlink_to("/etc/hostname")  # another user's trap, waiting on the host's /tmp
+    victim = tmp_path / "victim"  # root's directory, outside the job's reach
+    victim.mkdir()
+    (victim / "keep").write_text("root's")
+    ready = searchable_dir("xce-ready-", "/var/tmp") / "ready"
+    os.chown(ready.parent, owner.uid, owner.gid)
+    try:
+        host = off_tmp_host
+        job = await host.start({"command": (
+            f"echo secret > /tmp/{marker}; ln -s {victim} /tmp/{marker}-link; "
+            f"if test -e {planted}; then touch $XCE_JOB_DIR/planted-seen; fi; "
+            f"touch {ready}; sleep 30")}, owner.name)
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            assert time.monotonic() < deadline, "the job never got going"
+            await asyncio.sleep(0.05)
+        seen = _as_user(other, f"cat /tmp/{marker}")
+        assert seen.returncode != 0 and "secret" not in seen.stdout, \
+            "another user read the job's file in /tmp"
+        assert not Path(f"/tmp/{marker}").exists(), "the job's /tmp file is on the host's /tmp"
+        executor.kill_group_now(job)
+        result = await host.wait(job)
+        assert result.exit_code != 0 or result.exit_signal
+        assert (victim / "keep").read_text() == "root's", "removing /tmp followed the job's link"
+        assert not (job.job_dir / "planted-seen").exists(), \
+            "the job saw a name another user planted in /tmp"
+    finally:
+        for left in (planted, Path(f"/tmp/{marker}"), Path(f"/tmp/{marker}-link")):
+            with contextlib.suppress(FileNotFoundError):
+                left.unlink()
+        shutil.rmtree(ready.parent, ignore_errors=True)
+
+
+# --- 5c. second review: a deep tree in the private /tmp killed the keeper ------------------
+
+_UNFREEZABLE = """import ctypes, os, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+child = os.fork()
+if child == 0:
+    threading.Thread(target=lambda: (libc.ptrace(0, 0, None, None), time.sleep(3600))).start()
+    time.sleep(0.3)
+    os.execv("/bin/true", ["/bin/true"])
+time.sleep(0.6)
+open(os.environ["MARK"], "w").write(str(child))
+libc.ptrace(16, child, None, None)
+time.sleep(3600)
+"""
+
+
+async def test_a_deep_tree_left_in_the_private_tmp_loses_the_result_and_stops_the_worker(
+        off_tmp_host: LocalHost, user: LinuxUser) -> None:
+    """The first private /tmp was a directory of the attempt's state that the keeper removed
+    with shutil.rmtree: 1100 nested directories made it raise RecursionError, so the job's
+    end was never recorded, its cgroup stayed, and the worker's own clean-up and restart
+    (recover) failed on the same tree. /tmp is now a tmpfs of the job's mount namespace."""
+    job, result, _ = await off_tmp_host.run({"command": (
+        "cd /tmp; i=0; while [ $i -lt 1100 ]; do mkdir d && cd d || exit 9; i=$((i+1)); done;"
+        " exit 7"), "memory_mb": 256}, user.name)
+    assert result.exit_code == 7, result.reason
+    assert job.attempt_dir is not None and not any(
+        p.is_dir() for p in job.attempt_dir.iterdir()), "the job left a tree in the state dir"
+    assert not off_tmp_host.backend.existing(), "the attempt's cgroup was left behind"
+    assert await executor.recover(off_tmp_host.spool, off_tmp_host.backend) is not None
+
+
+async def test_a_private_tmp_is_no_larger_than_the_jobs_memory(
+        off_tmp_host: LocalHost, user: LinuxUser) -> None:
+    """On disk, a job's /tmp could fill the worker's state file system (no job could start
+    after); the tmpfs is capped at the job's memory limit and charged to it."""
+    job, result, _ = await off_tmp_host.run({"command": (
+        "df -k /tmp | tail -1 > $XCE_JOB_DIR/df; "
+        "head -c 100000000 /dev/zero > /tmp/big; echo $? > $XCE_JOB_DIR/rc"),
+        "memory_mb": 64}, user.name)
+    size_kb = int((job.job_dir / "df").read_text().split()[1])
+    assert size_kb <= 64 * 1024, f"/tmp of a 64 MB job holds {size_kb} KB"
+    rc = (job.job_dir / "rc").read_text().strip() if (job.job_dir / "rc").exists() else ""
+    assert rc not in ("", "0") or result.reason, "100 MB went into the job's 64 MB /tmp"
+
+
+@needs_cgroups
+async def test_suspending_a_job_that_cannot_be_frozen_stalls_the_workers_loop(
+        host: LocalHost, user: LinuxUser) -> None:
+    """A task in an exec that waits for a ptrace attach (cred_guard_mutex) is in a killable
+    sleep the freezer cannot freeze: the worker's freeze waited 2 s on its event loop per
+    job, enough with a few such jobs stopped at once to miss heartbeats and fence every job
+    of the host. Freezing now runs in a thread; the loop keeps ticking."""
+    mark = searchable_dir("xce-mark-") / "child"
+    os.chown(mark.parent, user.uid, user.gid)
+    script = mark.parent / "unfreezable.py"
+    script.write_text(_UNFREEZABLE)
+    os.chmod(script, 0o644)
+    try:
+        job = await host.start({"command": f"MARK={mark} exec python3 {script}"}, user.name)
+        deadline = time.monotonic() + 20
+        while not mark.exists() or not mark.read_text():
+            assert time.monotonic() < deadline, "the job never got going"
+            await asyncio.sleep(0.05)
+        child = int(mark.read_text())
+        await asyncio.sleep(0.3)
+        with open(f"/proc/{child}/stat") as f:
+            assert f.read().rsplit(")", 1)[1].split()[0] == "D", "no unfreezable task"
+        gaps: list[float] = []
+
+        async def tick() -> None:
+            last = time.monotonic()
+            while True:
+                await asyncio.sleep(0.02)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(tick())
+        started = time.monotonic()
+        await executor.suspend(job)
+        waited = time.monotonic() - started
+        ticker.cancel()
+        assert waited >= 1.0, f"the freeze did not have to wait ({waited:.2f} s)"
+        assert max(gaps) < 0.5, f"the worker's loop stalled {max(gaps):.2f} s in a suspend"
+        await executor.kill(job, "killed", 1.0)
+        result = await host.wait(job)
+        assert result.exit_signal or result.exit_code
+    finally:
+        shutil.rmtree(mark.parent, ignore_errors=True)
 
 
 # --- 6. a jobs_dir the worker did not make is trusted as is ----------------------------------

@@ -58,6 +58,7 @@ async def submit(request: web.Request) -> web.Response:
         resources=body.get("resources", ""),
         stdout_file=body.get("stdout"),
         stderr_file=body.get("stderr"),
+        defer=body.get("defer", False),
         uploads_of=None if anyones else who.user,
     )
     service = _service(request)

@@ -1,4 +1,4 @@
-"""Queue routes: list, show, create, open/close, activate/deactivate."""
+"""Queue routes: list, show, create, modify, delete, open/close, activate/deactivate."""
 
 from __future__ import annotations
 
@@ -41,10 +41,47 @@ async def create(request: web.Request) -> web.Response:
         max_running=body.get("max_running"),
         max_running_per_user=body.get("max_running_per_user"),
         shares=tuple(sorted((k, str(v)) for k, v in body.get("shares", {}).items())),
+        **_limits(body),
     )
     service = _service(request)
     created = await service.create_queue(queue)
     return json_response(queue_view(created, service.state), status=201)
+
+
+_LIMITS = ("default_walltime_s", "max_walltime_s", "default_memory_mb", "max_memory_mb",
+           "max_slots")
+
+
+def _limits(body: dict) -> dict:
+    out = {key: body[key] for key in _LIMITS if key in body}
+    if "users" in body:
+        out["users"] = tuple(body["users"])
+    return out
+
+
+async def modify(request: web.Request) -> web.Response:
+    body = await read_json(request, schemas.QUEUE_MODIFY)
+    changes: dict[str, object] = _limits(body)
+    for key in ("priority", "description", "max_running", "max_running_per_user"):
+        if key in body:
+            changes[key] = body[key]
+    if "hosts" in body:
+        changes["hosts"] = tuple(body["hosts"])
+    if "plugins" in body:
+        changes["plugins"] = tuple(body["plugins"])
+    if "on_host_failure" in body:
+        changes["on_host_failure"] = HostFailurePolicy(body["on_host_failure"])
+    if "shares" in body:
+        changes["shares"] = tuple(sorted((k, str(v)) for k, v in body["shares"].items()))
+    service = _service(request)
+    queue = await service.modify_queue(request.match_info["name"], changes)
+    return json_response(queue_view(queue, service.state))
+
+
+async def delete(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    await _service(request).delete_queue(name)
+    return json_response({"deleted": name})
 
 
 def _action(action: str):  # type: ignore[no-untyped-def]
@@ -68,6 +105,11 @@ ROUTES = [
     Route("POST", "/api/v1/queues", create, "Create a queue", "queue:admin", "queues",
           body=schemas.QUEUE_CREATE, ok_status=201),
     Route("GET", "/api/v1/queues/{name}", show, "Show one queue", "queue:view", "queues"),
+    Route("PATCH", "/api/v1/queues/{name}", modify,
+          "Change a queue's settings (its jobs keep theirs)", "queue:admin", "queues",
+          body=schemas.QUEUE_MODIFY),
+    Route("DELETE", "/api/v1/queues/{name}", delete,
+          "Delete a queue no pending, running or suspended job is in", "queue:admin", "queues"),
     *[
         Route("POST", f"/api/v1/queues/{{name}}/{action}", _action(action), summary,
               "queue:admin", "queues")

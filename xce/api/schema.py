@@ -72,6 +72,9 @@ def validate(value: Any, schema: dict[str, Any], path: str = "body") -> None:
         extra = schema.get("additionalProperties", True)
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
             raise InvalidRequest(f"{path} has more than {schema['maxProperties']} entries")
+        if "minProperties" in schema and len(value) < schema["minProperties"]:
+            raise InvalidRequest(f"{path} needs at least {schema['minProperties']} "
+                                 f"{'entry' if schema['minProperties'] == 1 else 'entries'}")
         for key, item in value.items():
             if "propertyNames" in schema:
                 validate(key, schema["propertyNames"], f"{path} key {key[:64]!r}")

@@ -36,6 +36,7 @@ SUBMIT: dict[str, Any] = {
         "resources": {"type": "string", "maxLength": 4096},
         "stdout": {"type": "string", "minLength": 1, "maxLength": 4096},
         "stderr": {"type": "string", "minLength": 1, "maxLength": 4096},
+        "defer": {"type": "boolean"},
     },
 }
 
@@ -56,6 +57,26 @@ QUEUE_CREATE: dict[str, Any] = {
         "max_running_per_user": {"type": "integer", "minimum": 1},
         "shares": {"type": "object", "maxProperties": 100000,
                    "additionalProperties": {"type": "number", "exclusiveMinimum": 0}},
+        **{key: {"type": "integer", "minimum": 1, "maximum": 2**40}
+           for key in ("default_walltime_s", "max_walltime_s", "default_memory_mb",
+                       "max_memory_mb", "max_slots")},
+        "users": {"type": "array", "maxItems": 10000,
+                  "items": {"type": "string", "pattern": r"^@?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"}},
+    },
+}
+
+# `PATCH /api/v1/queues/{name}`: any settings but the name and the open/active switches
+# (they have their own actions); null clears a limit or default.
+QUEUE_MODIFY: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "minProperties": 1,
+    "properties": {
+        key: ({"type": [value["type"], "null"], **{k: v for k, v in value.items()
+                                                    if k != "type"}}
+              if key.startswith(("max_", "default_")) else value)
+        for key, value in QUEUE_CREATE["properties"].items()
+        if key not in ("name", "open", "active")
     },
 }
 

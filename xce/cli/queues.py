@@ -1,4 +1,4 @@
-"""`xce queue ...`: list, show, create, open, close, activate, deactivate."""
+"""`xce queue ...`: list, show, create, modify, delete, open, close, activate, deactivate."""
 
 from __future__ import annotations
 
@@ -6,17 +6,40 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, call_light, name_action, print_fields, print_json, print_table
+from xce.cli.common import (
+    call,
+    call_light,
+    fail,
+    name_action,
+    print_fields,
+    print_json,
+    print_table,
+)
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
 
 
+_LIMIT_WORDS = (("max_running", "run"), ("max_running_per_user", "run/user"),
+                ("max_slots", "slots"), ("max_walltime_s", "wall"), ("max_memory_mb", "mem"),
+                ("default_walltime_s", "def-wall"), ("default_memory_mb", "def-mem"))
+
+
+def _limits(q: dict[str, Any]) -> str:
+    words = [f"{label}<={q[key]}" if key.startswith("max") else f"{label}={q[key]}"
+             for key, label in _LIMIT_WORDS if q.get(key) is not None]
+    if q.get("users"):
+        words.append("users=" + ",".join(q["users"]))
+    return " ".join(words) or "-"
+
+
 def _rows(queues: list[dict[str, Any]]) -> None:
     print_table(
-        ["QUEUE_NAME", "PRIO", "STATUS", "PEND", "RUN", "SUSP", "HOSTS", "ON_HOST_FAILURE"],
+        ["QUEUE_NAME", "PRIO", "STATUS", "PEND", "RUN", "SUSP", "HOSTS", "ON_HOST_FAILURE",
+         "PLUGINS", "LIMITS"],
         [[q["name"], q["priority"], q["status"], q["pending"], q["running"], q["suspended"],
-          ",".join(q["hosts"]) or "all", q["on_host_failure"]] for q in queues],
+          ",".join(q["hosts"]) or "all", q["on_host_failure"],
+          ",".join(q.get("plugins") or []) or "fcfs", _limits(q)] for q in queues],
     )
 
 
@@ -68,6 +91,93 @@ def create(
             "open": not closed, "active": not inactive}
     queue = call(lambda c: c.create_queue(body), controller)
     typer.echo(f"Queue <{queue['name']}> is created.")
+
+
+def _number(option: str, text: str | None) -> int | None:
+    """A limit's value: a positive integer, or `none` to clear it."""
+    if text is None or text.lower() == "none":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        fail(f"{option} takes a positive integer or none, got {text!r}", 2)
+    if value < 1:
+        fail(f"{option} takes a positive integer or none, got {text!r}", 2)
+    return value
+
+
+def _names(text: str) -> list[str]:
+    return [] if text.lower() in ("", "none", "all") else [n for n in text.split(",") if n]
+
+
+LIMIT = "a positive integer, or none to clear it"
+
+
+@app.command()
+def modify(
+    name: str,
+    priority: int | None = typer.Option(None, "--priority", "-p"),
+    hosts: str | None = typer.Option(None, "--hosts", help="comma-separated host names or "
+                                                           "@groups; all for every host"),
+    description: str | None = typer.Option(None, "--description"),
+    on_host_failure: str | None = typer.Option(None, "--on-host-failure",
+                                               help="requeue or exit"),
+    plugins: str | None = typer.Option(None, "--plugins",
+                                       help="comma-separated scheduler plugins; none: fcfs"),
+    shares: str | None = typer.Option(None, "--shares", help="user=N,@group=M; none clears"),
+    users: str | None = typer.Option(None, "--users",
+                                     help="who may submit: names and @groups; all: anyone"),
+    max_running: str | None = typer.Option(None, "--max-running", help=LIMIT),
+    max_running_per_user: str | None = typer.Option(None, "--max-running-per-user",
+                                                    help=LIMIT),
+    max_slots: str | None = typer.Option(None, "--max-slots", help="per job: " + LIMIT),
+    max_walltime: str | None = typer.Option(None, "--max-walltime",
+                                            help="seconds per job: " + LIMIT),
+    default_walltime: str | None = typer.Option(None, "--default-walltime",
+                                                help="seconds, for jobs without -W: " + LIMIT),
+    max_memory: str | None = typer.Option(None, "--max-memory", help="MB per job: " + LIMIT),
+    default_memory: str | None = typer.Option(None, "--default-memory",
+                                              help="MB, for jobs without --mem: " + LIMIT),
+    controller: list[str] = CONTROLLER,
+) -> None:
+    """Change a queue's settings (like `scontrol update partition`); its jobs keep theirs."""
+    body: dict[str, Any] = {}
+    for key, value in (("priority", priority), ("description", description),
+                       ("on_host_failure", on_host_failure)):
+        if value is not None:
+            body[key] = value
+    for key, text in (("hosts", hosts), ("plugins", plugins), ("users", users)):
+        if text is not None:
+            body[key] = _names(text)
+    if shares is not None:
+        pairs = [p.split("=", 1) for p in _names(shares)]
+        if any(len(p) != 2 for p in pairs):
+            fail(f"--shares takes user=N,@group=M, got {shares!r}", 2)
+        try:
+            body["shares"] = {who: float(n) for who, n in pairs}
+        except ValueError:
+            fail(f"--shares takes numbers, got {shares!r}", 2)
+    for key, option, text in (
+            ("max_running", "--max-running", max_running),
+            ("max_running_per_user", "--max-running-per-user", max_running_per_user),
+            ("max_slots", "--max-slots", max_slots),
+            ("max_walltime_s", "--max-walltime", max_walltime),
+            ("default_walltime_s", "--default-walltime", default_walltime),
+            ("max_memory_mb", "--max-memory", max_memory),
+            ("default_memory_mb", "--default-memory", default_memory)):
+        if text is not None:
+            body[key] = _number(option, text)
+    if not body:
+        fail("nothing to change: give at least one option (see xce queue modify --help)", 2)
+    call(lambda c: c.request("PATCH", f"/api/v1/queues/{name}", json=body), controller)
+    typer.echo(f"Queue <{name}> is modified.")
+
+
+@app.command()
+def delete(name: str, controller: list[str] = CONTROLLER) -> None:
+    """Delete a queue no pending, running or suspended job is in."""
+    call(lambda c: c.request("DELETE", f"/api/v1/queues/{name}"), controller)
+    typer.echo(f"Queue <{name}> is deleted.")
 
 
 def _action(action: str, past: str):  # type: ignore[no-untyped-def]

@@ -65,8 +65,18 @@ async def _scheduler_loop(service: ControllerService) -> None:
 
 
 async def _create_queues(service: ControllerService) -> None:
-    await service.commit([ev.QueueCreated(service.clock(), q) for q in service.settings.queues
-                          if q.name not in service.state.queues])
+    """The config's queues seed a cluster that has none (its first start). After that the
+    queues are the cluster's own, changed at run time (`xce queue create|modify|delete`,
+    durable as events): a queue the config still lists is not brought back once deleted,
+    and one added to the config later is only named in the log."""
+    if service.state.queues:
+        missing = [q.name for q in service.settings.queues if q.name not in service.state.queues]
+        if missing:
+            log.warning("queues %s of the config are not in the cluster: the config seeds "
+                        "queues only on the first start; create them with `xce queue create`",
+                        ", ".join(missing))
+        return
+    await service.commit([ev.QueueCreated(service.clock(), q) for q in service.settings.queues])
 
 
 async def _first_queues(service: ControllerService) -> asyncio.Task[None] | None:

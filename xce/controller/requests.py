@@ -26,6 +26,9 @@ class SubmitRequest:
     resources: str = ""
     stdout_file: str | None = None
     stderr_file: str | None = None
+    # Skip the submit-time check that some host could ever run the job (xce/sched/
+    # feasibility.py), for hosts that have not registered yet.
+    defer: bool = False
     # Whose uploads `inputs` may name: the submitter's own; None: anyone's (admins, and
     # callers inside the controller).
     uploads_of: str | None = None

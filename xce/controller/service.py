@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import pwd
 import re
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterable
 
 from xce import metrics
 from xce.config import ControllerSettings
+from xce.controller import queue_rules
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
 from xce.core import events as ev
@@ -38,6 +40,7 @@ from xce.core.model import (
 from xce.core.state import ClusterState, parse_job_id
 from xce.sched import pipeline
 from xce.sched.expr import parse_requirement
+from xce.sched.feasibility import refusal
 from xce.sched.plugins import policy_for
 from xce.sched.snapshot import PendingMemo, snapshot_of
 from xce.sched.types import Plan
@@ -291,6 +294,12 @@ class ControllerService:
                 raise InvalidRequest(
                     f"dependency on job {term.job}, which does not exist"
                 ) from None
+        groups = [g for g, members in self.settings.scheduler.groups if req.user in members]
+        applied = queue_rules.apply(queue, req.user, groups, req.slots, memory_mb,
+                                    req.walltime_s)
+        memory_mb = applied.memory_mb
+        if not req.defer:
+            self._check_feasible(req, queue, memory_mb)
         spec = JobSpec(
             user=req.user,
             queue=queue_name,
@@ -299,7 +308,7 @@ class ControllerService:
             script=req.script,
             slots=req.slots,
             memory_mb=memory_mb,
-            walltime_s=req.walltime_s,
+            walltime_s=applied.walltime_s,
             env=tuple(sorted(req.env.items())),
             cwd=req.cwd,
             inputs=tuple(sorted(inputs)),
@@ -312,6 +321,14 @@ class ControllerService:
             stderr_file=req.stderr_file,
         )
         return spec, inputs
+
+    def _check_feasible(self, req: SubmitRequest, queue: QueueRecord, memory_mb: int) -> None:
+        """Refuse a job no host of its queue could ever run (xce/sched/feasibility.py)."""
+        requirement = parse_requirement(req.resources) if req.resources.strip() else None
+        why = refusal(requirement, req.slots, memory_mb, queue, self.state.hosts.values())
+        if why is not None:
+            raise InvalidRequest(f"{why} (submit with defer to keep it for hosts that have "
+                                 "not registered yet)")
 
     def _inputs(self, raw: dict[str, str], uploads_of: str | None = None) -> dict[str, str]:
         """Normalised input path -> upload id; paths and uploads must not collide, and each
@@ -481,8 +498,42 @@ class ControllerService:
             policy_for(queue.plugins)
         except ValueError as exc:
             raise InvalidRequest(f"plugins: {exc}") from None
+        problem = queue_rules.check_settings(queue)
+        if problem:
+            raise InvalidRequest(problem)
         await self.commit([ev.QueueCreated(self.clock(), queue)])
         return self.state.queues[queue.name]
+
+    async def modify_queue(self, name: str, changes: dict[str, object]) -> QueueRecord:
+        """New settings for a queue (`changes` of QueueRecord fields, validated by the API
+        schema); its jobs keep what they were submitted with."""
+        old = self.state.queue(name)
+        unknown = set(changes) - {f.name for f in dataclasses.fields(QueueRecord)} \
+            - {"name", "open", "active"}
+        fixed = set(changes) & {"name", "open", "active"}
+        if unknown or fixed:
+            raise InvalidRequest(f"cannot modify {', '.join(sorted(unknown | fixed))} of a "
+                                 "queue (open/close and activate/deactivate have their own "
+                                 "actions)")
+        new = dataclasses.replace(old, **changes)  # type: ignore[arg-type]
+        try:
+            policy_for(new.plugins)
+        except ValueError as exc:
+            raise InvalidRequest(f"plugins: {exc}") from None
+        problem = queue_rules.check_settings(new)
+        if problem:
+            raise InvalidRequest(problem)
+        if new != old:
+            await self.commit([ev.QueueModified(self.clock(), new)])
+        return self.state.queues[name]
+
+    async def delete_queue(self, name: str) -> None:
+        """Delete a queue no live job is in; finished jobs keep its name."""
+        self.state.queue(name)
+        if name == self.settings.default_queue:
+            raise Conflict(f"queue {name!r} is the default queue ([controller] "
+                           "default_queue): choose another default first")
+        await self.commit([ev.QueueDeleted(self.clock(), name)])
 
     async def queue_action(self, name: str, action: str) -> QueueRecord:
         queue = self.state.queue(name)

@@ -46,6 +46,20 @@ class QueueDeactivated(Event):
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class QueueModified(Event):
+    """The queue's settings replaced by `queue` (same name; open/active as they were)."""
+
+    queue: QueueRecord
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDeleted(Event):
+    """Only a queue no live job is in (pending, running, suspended) may go."""
+
+    name: str
+
+
 # --- hosts --------------------------------------------------------------------------------
 
 

@@ -187,6 +187,16 @@ class QueueRecord:
     max_running: int | None = None
     max_running_per_user: int | None = None
     shares: tuple[tuple[str, str], ...] = ()
+    # Per-job defaults and maximums applied at submit (like LSF's DEFAULT_/RUNLIMIT and
+    # MEMLIMIT, Slurm's DefaultTime/MaxTime, DefMemPerNode/MaxMemPerNode); None: none.
+    default_walltime_s: int | None = None
+    max_walltime_s: int | None = None
+    default_memory_mb: int | None = None
+    max_memory_mb: int | None = None
+    max_slots: int | None = None
+    # Who may submit (LSF USERS, Slurm AllowAccounts): user names and @groups of
+    # `[scheduler] groups`; empty: everyone.
+    users: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,8 @@ class ClusterState:
             ev.QueueClosed: lambda e: self._queue_set(e.name, open=False),
             ev.QueueActivated: lambda e: self._queue_set(e.name, active=True),
             ev.QueueDeactivated: lambda e: self._queue_set(e.name, active=False),
+            ev.QueueModified: self._queue_modified,
+            ev.QueueDeleted: self._queue_deleted,
             ev.HostRegistered: self._host_registered,
             ev.HostOpened: lambda e: self._host_set(e, admin=HostAdmin.OPEN, admin_reason=""),
             ev.HostClosed: lambda e: self._host_set(
@@ -348,6 +350,25 @@ class ClusterState:
             raise Conflict(f"queue {e.queue.name!r} already exists")
         self.queues[e.queue.name] = e.queue
 
+    def _queue_modified(self, e: ev.QueueModified) -> None:
+        old = self.queue(e.queue.name)
+        self.queues[old.name] = replace(e.queue, open=old.open, active=old.active)
+
+    def _queue_deleted(self, e: ev.QueueDeleted) -> None:
+        self.queue(e.name)
+        live = self.live_jobs_in(e.name)
+        if live:
+            raise Conflict(f"queue {e.name!r} still has {live} pending, running or suspended "
+                           "jobs: delete it once they have ended")
+        del self.queues[e.name]
+
+    def live_jobs_in(self, queue: str) -> int:
+        """Pending, running and suspended jobs (array tasks not yet started included)."""
+        live = sum(1 for job in self.jobs.values()
+                   if job.spec.queue == queue and not job.state.finished)
+        return live + sum(len(a.pending) for a in self.arrays.values()
+                          if a.spec.queue == queue)
+
     def _queue_set(self, name: str, **changes: bool) -> None:
         self.queues[name] = replace(self.queue(name), **changes)
 
@@ -449,6 +470,9 @@ class ClusterState:
         lifecycle.check(e.job_id, "requeue", job.state, JobState.PEND)
         if stored is None:
             raise Conflict(f"cannot requeue job {e.job_id}: it was killed before it started")
+        if job.spec.queue not in self.queues:
+            raise Conflict(f"cannot requeue job {e.job_id}: its queue {job.spec.queue!r} has "
+                           "been deleted")
         self._store(stored, self._requeued(job, e.reason))
 
     @staticmethod

@@ -49,6 +49,8 @@ EVENT_TYPES: tuple[type[ev.Event], ...] = (
     ev.ArrayCancelled,
     ev.JobsPurged,
     ev.JobNumbersReserved,
+    ev.QueueModified,
+    ev.QueueDeleted,
 )
 
 # Structs that appear inside events or checkpoints.

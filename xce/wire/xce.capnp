@@ -72,6 +72,12 @@ struct QueueRecord {
   maxRunning @8 :OptInt;
   maxRunningPerUser @9 :OptInt;
   shares @10 :List(KeyValue);
+  defaultWalltimeS @11 :OptInt;
+  maxWalltimeS @12 :OptInt;
+  defaultMemoryMb @13 :OptInt;
+  maxMemoryMb @14 :OptInt;
+  maxSlots @15 :OptInt;
+  users @16 :List(Text);
 }
 
 struct HostRecord {
@@ -256,6 +262,14 @@ struct JobNumbersReserved {
   last @1 :Int64;
 }
 
+struct QueueModified {
+  queue @0 :QueueRecord;
+}
+
+struct QueueDeleted {
+  name @0 :Text;
+}
+
 struct Event {
   at @0 :Float64;
   union {
@@ -286,6 +300,8 @@ struct Event {
     arrayCancelled @25 :ArrayCancelled;
     jobsPurged @26 :JobsPurged;
     jobNumbersReserved @27 :JobNumbersReserved;
+    queueModified @28 :QueueModified;
+    queueDeleted @29 :QueueDeleted;
   }
 }
 

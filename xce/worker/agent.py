@@ -64,6 +64,7 @@ class WorkerAgent:
         self.reports: dict[Key, dict[str, Any]] = {}
         # The attempts whose reports are pending: their directories go once a report is taken.
         self.report_jobs: dict[Key, RunningJob] = {}
+        self._saving: dict[Key, asyncio.Task[None]] = {}  # report files being written
         self._retry_at: dict[Key, float] = {}  # loop time of a failed report's next try
         self._tries: dict[Key, int] = {}
         # Reports the controller took, kept a while: if an answer still lists the attempt
@@ -298,20 +299,33 @@ class WorkerAgent:
             self._spawn(self._clean(job))
 
     async def _clean(self, job: RunningJob) -> None:
-        """Forget an attempt: its job directory (emptied as its user), then its state."""
+        """Forget an attempt: its job directory (emptied as its user), then its state (off
+        the event loop: a large tree must not hold up other jobs' starts and reports)."""
+        saving = self._saving.pop(job.key, None)
+        if saving is not None:
+            await asyncio.wait([saving])  # its report file goes with the attempt's directory
         executor.close_readers(job)
         await executor.remove_job_dir(job.job_dir, job.creds)
         if job.attempt_dir is not None:
-            shutil.rmtree(job.attempt_dir, ignore_errors=True)
+            await asyncio.to_thread(shutil.rmtree, job.attempt_dir, ignore_errors=True)
+
+    def _save_report(self, key: Key, job: RunningJob, body: dict[str, Any]) -> None:
+        try:
+            executor.save_report(job, body)
+        except OSError as exc:
+            log.warning("job %s: cannot save its result (%s)", key[0], exc)
 
     def _queue_report(self, key: Key, body: dict[str, Any], job: RunningJob | None) -> None:
         body = {**body, "reason": str(body.get("reason", ""))[:1000]}
         self._remember_ended(key)
         if job is not None:
-            try:
-                executor.save_report(job, body)
-            except OSError as exc:
-                log.warning("job %s: cannot save its result (%s)", key[0], exc)
+            # Saved (fsynced) in a thread while the report goes out: the event loop keeps
+            # starting and reporting other jobs meanwhile. Until it is on disk the keeper's
+            # result.json stands for it (a restarted worker reports from that).
+            saving = self._spawn(asyncio.to_thread(self._save_report, key, job, body))
+            self._saving[key] = saving
+            saving.add_done_callback(
+                lambda done, k=key: self._saving.pop(k) if self._saving.get(k) is done else None)
             self.report_jobs[key] = job
         self.reports[key] = body
         self._report_wakeup.set()
@@ -350,9 +364,9 @@ class WorkerAgent:
         if job.keeper is None:
             return  # not started yet: _run applies the latest action once it is
         if action == "stop":
-            executor.suspend(job)
+            self._spawn(executor.suspend(job))
         elif action == "run":
-            executor.resume(job)
+            self._spawn(executor.resume(job))
         elif action == "kill":
             self._spawn(executor.kill(job, "killed", self.settings.kill_grace_s))
 
@@ -384,7 +398,8 @@ class WorkerAgent:
                     raise LaunchError(job.kill_reason or "taken away before it started")
                 await executor.launch(job, self.launcher, self.backend, account, self.host,
                                       self.settings.pids_limit, self.spool.state, self.contact,
-                                      host_resources(self.settings)[1])
+                                      host_resources(self.settings)[1],
+                                      self.settings.private_tmp)
             except (LaunchError, ApiError, OSError, ValueError) as exc:
                 message = exc.message if isinstance(exc, ApiError) else str(exc)
                 log.warning("job %s failed to start: %s", key[0], message)
@@ -413,7 +428,7 @@ class WorkerAgent:
             )
         except Exception as exc:  # never lose track of a started job: end it, say why
             log.exception("job %s: waiting for it failed; killing it", job.key[0])
-            executor.kill_group_now(job)
+            await asyncio.to_thread(executor.kill_group_now, job)
             result = JobResult(None, None, f"worker error: {exc}", job.meter,
                                job.wall_seconds())
         if not job.result.done():

@@ -87,6 +87,9 @@ class RunningJob:
     readers: dict[str, int] = field(default_factory=dict)
     # Live tail: how many bytes of each stream the controller has taken (xce/worker/tail.py).
     sent: dict[str, int] = field(default_factory=dict)
+    # Freeze and thaw run in threads (a freeze may wait seconds for a task in an unfreezable
+    # sleep), one at a time per job and in the order they were asked for.
+    control: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -307,7 +310,7 @@ def limits_for(a: dict[str, Any], pids_limit: int, host_memory_mb: int | None = 
 async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBackend,
                  account: pwd.struct_passwd | None, host: str, pids_limit: int,
                  worker_state: Path, contact: fence.Contact,
-                 host_memory_mb: int | None = None) -> None:
+                 host_memory_mb: int | None = None, private_tmp: bool = False) -> None:
     """Make the job's files (as the user), its cgroup, and have a keeper start it."""
     a = job.assignment
     assert job.attempt_dir is not None
@@ -332,6 +335,8 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             "cgroup": name, "worker_state": str(worker_state),
             "limits": dataclasses.asdict(limits),
             "contact": {"at": contact.at, "fence_timeout_s": contact.fence_timeout_s},
+            "private_tmp": private_tmp and not any(
+                _under_tmp(path) for path in (job.work_dir, job.job_dir)),
         })
         job.cgroup = await asyncio.to_thread(backend.create, name, limits)
         try:
@@ -347,9 +352,18 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             with contextlib.suppress(OSError):
                 os.close(fd)
     job.keeper, job.leader = started.keeper, started.leader
-    job.keeper_start = process_start(started.keeper)
+    job.keeper_start = started.keeper_start
     job.cgroup.set_leader(started.leader)  # "none" follows the leader's session
     job.started = time.monotonic()
+
+
+def _under_tmp(path: Path) -> bool:
+    """Whether `path` lies in /tmp as written: a private /tmp would hide it from the job,
+    so such a job (one submitted from /tmp, or any job of a worker whose jobs_dir is there)
+    keeps the host's /tmp. A link from elsewhere into /tmp is not followed here (root does
+    not resolve the user's paths); such a `cwd` ends the job with a clear launch error."""
+    normal = "/" + os.path.normpath(path).lstrip("/")  # "//tmp" is /tmp too
+    return normal == "/tmp" or normal.startswith("/tmp/")
 
 
 def _drop_cgroup(cgroup: JobCgroup | None) -> None:
@@ -381,18 +395,39 @@ def _cgroup_call(job: RunningJob, what: str, *args: Any) -> None:
             log.warning("job %s: %s failed: %s", job.key[0], what, exc)
 
 
-def suspend(job: RunningJob) -> None:
-    """Freeze every process of the job at once (the cgroup freezer)."""
-    if job.suspended_since is None and not job.killing:
-        _cgroup_call(job, "freeze")
-        job.suspended_since = time.monotonic()
+async def suspend(job: RunningJob) -> None:
+    """Freeze every process of the job at once (the cgroup freezer), off the event loop: a
+    job can hold a task where the freezer cannot reach it (an exec waiting on a ptrace
+    attach), and the freeze then waits its whole timeout; the worker's heartbeats, and with
+    them every other job's fence, must not wait with it."""
+    if job.suspended_since is not None or job.killing:
+        return
+    job.suspended_since = time.monotonic()
+    async with job.control:
+        frozen = await asyncio.to_thread(_frozen, job)
+    if not frozen:
+        log.warning("job %s: not every process froze in time (a task in an uninterruptible "
+                    "sleep); it is thawed when resumed or killed", job.key[0])
 
 
-def resume(job: RunningJob) -> None:
-    if job.suspended_since is not None:
-        _cgroup_call(job, "thaw")
-        job.suspended_total += time.monotonic() - job.suspended_since
-        job.suspended_since = None
+def _frozen(job: RunningJob) -> bool:
+    if job.cgroup is None:
+        return True
+    try:
+        return bool(job.cgroup.freeze())
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENODEV, errno.ESRCH):
+            log.warning("job %s: freeze failed: %s", job.key[0], exc)
+        return True
+
+
+async def resume(job: RunningJob) -> None:
+    if job.suspended_since is None:
+        return
+    job.suspended_total += time.monotonic() - job.suspended_since
+    job.suspended_since = None
+    async with job.control:
+        await asyncio.to_thread(_cgroup_call, job, "thaw")
 
 
 async def kill(job: RunningJob, reason: str, grace: float) -> None:
@@ -440,6 +475,13 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
         if not ended.done():
             ended.set_result(None)
 
+    if fd is not None and job.keeper_start is not None \
+            and process_start(job.keeper) != job.keeper_start:
+        # The keeper ended before its descriptor was taken and the pid is another
+        # process's now (or the process is gone): its result says how the job ended.
+        os.close(fd)
+        fd = None
+        on_exit()
     if fd is not None:
         loop.add_reader(fd, on_exit)
     walltime = job.assignment.get("walltime_s")
@@ -464,7 +506,10 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
             os.close(fd)
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(job.keeper, os.WNOHANG)
-    return finish(job, await _result_of(job))
+    result = await _result_of(job)
+    if result is None:  # the keeper died: end what it left, off the event loop
+        await asyncio.to_thread(kill_group_now, job)
+    return finish(job, result)
 
 
 async def _result_of(job: RunningJob) -> dict[str, Any] | None:
@@ -499,7 +544,6 @@ def _alive(pid: int, start: int | None) -> bool:
 def finish(job: RunningJob, result: dict[str, Any] | None) -> JobResult:
     """The attempt's outcome from the keeper's result.json (None: the keeper died)."""
     if result is None:
-        kill_group_now(job)
         return JobResult(None, None, job.kill_reason or "the job's keeper died", job.meter,
                          job.wall_seconds())
     if "launch_error" in result:

@@ -156,23 +156,34 @@ _LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctype
                         ctypes.c_char_p]
 
 
-def _private_dev_shm() -> None:
-    """A mount namespace of the job's own with a fresh tmpfs on /dev/shm: what the job
-    leaves there goes with its last process (and is charged to its memory cgroup while it
-    lives), instead of holding the host's memory after the job. Host mounts still reach the
+def _private_mounts(tmp_bytes: int | None, private_tmp: bool) -> None:
+    """A mount namespace of the job's own with a fresh tmpfs on /dev/shm and, with
+    `private_tmp`, another on /tmp (Slurm's job_container/tmpfs gives jobs a private /tmp
+    and /dev/shm too).
+    Their pages are charged to the job's memory cgroup and the /tmp one is no larger than
+    the job's memory limit (`tmp_bytes`), so nothing the job puts there outlives it, fills a
+    disk or needs removing: the mounts go with the job's last process. No other job or user
+    sees its temporary files or can plant names there before it. Host mounts still reach the
     job (slave propagation). Root only; elsewhere there is nothing to do it with."""
-    if os.geteuid() != 0 or not os.path.isdir("/dev/shm"):
+    if os.geteuid() != 0:
         return
     if _LIBC.unshare(_CLONE_NEWNS) != 0:
         err = ctypes.get_errno()
         if err in (errno.EPERM, errno.ENOSYS, errno.EINVAL):
-            return  # a container without CAP_SYS_ADMIN: /dev/shm stays the host's
+            return  # a container without CAP_SYS_ADMIN: /dev/shm and /tmp stay the host's
         raise OSError(err, os.strerror(err))
-    for args in ((None, b"/", None, _MS_REC | _MS_SLAVE, None),
-                 (b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777")):
+    mounts: list[tuple[bytes | None, bytes, bytes | None, int, bytes | None]] = [
+        (None, b"/", None, _MS_REC | _MS_SLAVE, None)]
+    if os.path.isdir("/dev/shm"):
+        mounts.append((b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777"))
+    if private_tmp and os.path.isdir("/tmp"):
+        size = f",size={tmp_bytes}" if tmp_bytes else ""
+        mounts.append((b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                       f"mode=1777{size}".encode()))
+    for args in mounts:
         if _LIBC.mount(*args) != 0:
             err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
+            raise OSError(err, f"mounting {args[1].decode()}: {os.strerror(err)}")
 
 
 def _new_session_keyring() -> None:
@@ -198,8 +209,14 @@ def _exec_job(spec: dict[str, Any], cgroup: JobCgroup, stdout: int, stderr: int,
             if sig is not None:
                 signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        stage = "giving the job a /dev/shm of its own"
-        _private_dev_shm()
+        stage = "resetting the job's OOM score"
+        # The keeper shields itself from the OOM killer (see keep); the job must not inherit
+        # that, nor any protection the worker's service unit gives the worker.
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("0")
+        stage = "giving the job a /tmp and /dev/shm of its own"
+        _private_mounts((spec.get("limits") or {}).get("memory_bytes"),
+                        bool(spec.get("private_tmp")))
         if spec.get("uid") is not None:
             stage = f"switching to user {spec.get('user')}"
             os.setgroups(spec["groups"])
@@ -243,6 +260,9 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     os.setsid()
+    # The keeper is small and must record the job's end: the OOM killer passes it by.
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("-1000")
     stdout, stderr, reply_fd = fds
     reply = socket.socket(fileno=reply_fd)
     spec = read_json(attempt_dir, SPEC)
@@ -283,7 +303,10 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
     write_json(attempt_dir, KEEPER, {"keeper": os.getpid(),
                                      "keeper_start": process_start(os.getpid()),
                                      "leader": leader, "started_at": started_at})
-    _answer(reply, {"keeper": os.getpid(), "leader": leader, "started_at": started_at})
+    # The keeper's start time goes with its pid: the launcher does not wait for keepers, so
+    # by the time the worker read it from /proc the pid could name another process.
+    _answer(reply, {"keeper": os.getpid(), "keeper_start": process_start(os.getpid()),
+                    "leader": leader, "started_at": started_at})
     reply.close()
     return _watch(spec, cgroup, attempt_dir, leader, started_at)
 

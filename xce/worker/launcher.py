@@ -32,6 +32,7 @@ class Started:
     keeper: int
     leader: int
     started_at: float
+    keeper_start: int | None = None  # with the pid, names the keeper for ever
 
 
 def keeper_command() -> list[str]:
@@ -103,7 +104,9 @@ class KeeperLauncher:
         body = json.loads(raw)
         if "error" in body:
             raise KeeperError(str(body["error"]))
-        return Started(int(body["keeper"]), int(body["leader"]), float(body["started_at"]))
+        start = body.get("keeper_start")
+        return Started(int(body["keeper"]), int(body["leader"]), float(body["started_at"]),
+                       int(start) if isinstance(start, int) else None)
 
 
 def keeper_alive(pid: int, start: int | None) -> bool:
