@@ -12,8 +12,8 @@ hits every row alike:
   the steadier figure), median of `--runs` runs;
 - a shell loop of `--loop` submissions (`for i in ...; do xce job submit true; done`): jobs/s.
 
-`--binary PATH` adds rows for a packaged `xce` (the onedir build or an extracted AppImage's
-AppRun); its floor is still `python3 -c pass`.
+`--binary PATH` (repeat) adds rows for a packaged `xce` (the onedir build or an extracted
+AppImage's AppRun); its floor is still `python3 -c pass`.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--loop", type=int, default=300)
-    parser.add_argument("--binary", type=Path, default=None)
+    parser.add_argument("--binary", type=Path, action="append", default=[],
+                        help="a packaged xce (repeat): onedir build, extracted AppImage")
     opts = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="xce-bench-cli-") as tmp:
         up = Up(Path(tmp))
@@ -113,9 +114,11 @@ def _measure(up: Up, opts: argparse.Namespace) -> list[tuple[str, float, float, 
         ("xce job list --help", [*xce, "job", "list", "--help"], None),
         ("xce --help", [*xce, "--help"], None),
     ]
-    if opts.binary is not None:
-        commands.append((f"{opts.binary.name} job list (packaged)",
-                         [str(opts.binary), "job", "list"], None))
+    for binary in opts.binary:
+        label = f"{binary.parent.name}/{binary.name}"[-28:]
+        commands.append((f"{label} job list", [str(binary), "job", "list"], None))
+        commands.append((f"{label} job submit",
+                         [str(binary), "job", "submit", "-J", "bench", "true"], None))
     floor: list[tuple[float, float]] = []
     found: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in commands}
     found_curl: dict[str, list[float]] = {name: [] for name, _, _ in commands}
