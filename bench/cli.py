@@ -115,7 +115,7 @@ def _measure(up: Up, opts: argparse.Namespace) -> list[tuple[str, float, float, 
         ("xce --help", [*xce, "--help"], None),
     ]
     for binary in opts.binary:
-        label = f"{binary.parent.name}/{binary.name}"[-28:]
+        label = str(binary)[-30:]
         commands.append((f"{label} job list", [str(binary), "job", "list"], None))
         commands.append((f"{label} job submit",
                          [str(binary), "job", "submit", "-J", "bench", "true"], None))
