@@ -44,10 +44,13 @@ class XceTui(App[int]):
 
     def __init__(self, controllers: list[str], token: str | None = None, *,
                  clock: Callable[[], float] = time.time, live: bool = True,
-                 login: bool = False) -> None:
+                 login: bool = False, client: XceClient | None = None) -> None:
+        """`client`: the one `xce tui` builds from the CLI's settings (CA file, client
+        certificate, insecure switch: `xce.cli.common.async_client`); without it, a plain
+        client for `controllers` and `token` (tests, loopback http://)."""
         super().__init__()
         self.controllers = controllers
-        self.client = XceClient(controllers, token, timeout=10)
+        self.client = client or XceClient(controllers, token, timeout=10)
         self.jobs = JobModel(clock)
         self.hosts: dict[str, dict[str, Any]] = {}
         self.queues: dict[str, dict[str, Any]] = {}

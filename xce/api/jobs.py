@@ -57,6 +57,8 @@ async def submit(request: web.Request) -> web.Response:
         hold=body.get("hold", False),
         submit_host=body.get("submit_host", request.remote or ""),
         resources=body.get("resources", ""),
+        stdout_file=body.get("stdout"),
+        stderr_file=body.get("stderr"),
         defer=body.get("defer", False),
         uploads_of=None if anyones else who.user,
     )

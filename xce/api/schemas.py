@@ -34,6 +34,8 @@ SUBMIT: dict[str, Any] = {
         "hold": {"type": "boolean"},
         "submit_host": {"type": "string", "maxLength": 255},
         "resources": {"type": "string", "maxLength": 4096},
+        "stdout": {"type": "string", "minLength": 1, "maxLength": 4096},
+        "stderr": {"type": "string", "minLength": 1, "maxLength": 4096},
         "defer": {"type": "boolean"},
     },
 }

@@ -71,6 +71,8 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
             inputs=list(spec.inputs),
             outputs=list(spec.outputs),
             output_files=list(job.outputs),
+            stdout_file=spec.stdout_file,
+            stderr_file=spec.stderr_file,
             kill_requested=job.kill_requested,
         )
     return out

@@ -28,19 +28,18 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from xce.auth.contexts import (  # noqa: F401  (re-exported: callers import them from here)
+    PkiError,
+    _load_ca,
+    _load_chain,
+    client_ssl_context,
+)
 from xce.config import TlsSettings
-from xce.core.errors import InvalidRequest
 
 CA_CERT = "ca.pem"
 CA_KEY = "ca.key"
 CA_VALID_DAYS = 3650
 LEAF_VALID_DAYS = 825
-
-
-class PkiError(InvalidRequest):
-    """A CA or certificate file is missing or unreadable; the message names the file."""
-
-    code = "tls_config"
 
 
 @dataclass(frozen=True)
@@ -201,21 +200,6 @@ def issue_certificate(
     return pair
 
 
-def _load_chain(ctx: ssl.SSLContext, tls: TlsSettings) -> None:
-    try:
-        ctx.load_cert_chain(str(tls.cert_file), str(tls.key_file))
-    except (OSError, ssl.SSLError) as exc:
-        raise PkiError(f"cannot load tls.cert_file {tls.cert_file} / tls.key_file "
-                       f"{tls.key_file}: {exc}") from exc
-
-
-def _load_ca(ctx: ssl.SSLContext, ca_file: Path) -> None:
-    try:
-        ctx.load_verify_locations(cafile=str(ca_file))
-    except (OSError, ssl.SSLError) as exc:
-        raise PkiError(f"cannot load tls.ca_file {ca_file}: {exc}") from exc
-
-
 def server_ssl_context(tls: TlsSettings, require_client_cert: bool = False
                        ) -> ssl.SSLContext | None:
     """The listener's context, or None when `[tls]` has no cert_file (plain HTTP).
@@ -239,22 +223,4 @@ def server_ssl_context(tls: TlsSettings, require_client_cert: bool = False
                            "certificates")
         _load_ca(ctx, tls.ca_file)
         ctx.verify_mode = ssl.CERT_REQUIRED if require else ssl.CERT_OPTIONAL
-    return ctx
-
-
-def client_ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
-    """The context for https:// controllers, or None when tls.ca_file is unset (then https://
-    URLs fall back to the system trust store and plain http:// needs no context at all).
-
-    The server must chain to tls.ca_file and match the host name; when cert_file/key_file are
-    set they are presented as the client certificate (mutual TLS for workers)."""
-    if tls.ca_file is None:
-        return None
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no system CAs: only the cluster CA counts
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.check_hostname = True
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    _load_ca(ctx, tls.ca_file)
-    if tls.cert_file is not None and tls.key_file is not None:
-        _load_chain(ctx, tls)
     return ctx

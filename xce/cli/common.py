@@ -9,7 +9,6 @@ exit code, never a traceback.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -20,8 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
-
-from xce.config import DEFAULT_PORT
 
 T = TypeVar("T")
 
@@ -64,7 +61,11 @@ def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
     if not urls and os.environ.get("XCE_CONTROLLERS"):
         urls = [u.strip() for u in os.environ["XCE_CONTROLLERS"].split(",") if u.strip()]
     if not urls:
-        urls = list(file_data.get("controllers", [])) or [f"http://127.0.0.1:{DEFAULT_PORT}"]
+        urls = list(file_data.get("controllers", []))
+    if not urls:
+        from xce.config import DEFAULT_PORT
+
+        urls = [f"http://127.0.0.1:{DEFAULT_PORT}"]
     if token is None:
         from xce.cli.session import saved_token
 
@@ -96,24 +97,53 @@ def _insecure(data: dict[str, Any]) -> bool:
     return env in ("1", "true", "yes") or data.get("insecure") is True
 
 
+def async_client(settings: ClientSettings, **options: Any) -> Any:
+    """The failover-aware `XceClient` with exactly the CLI's settings (candidates, token, CA
+    file, client certificate, insecure switch): the console builds its client here too."""
+    from xce.auth.contexts import client_ssl_context
+    from xce.client.http import XceClient
+
+    return XceClient(settings.controllers, settings.token,
+                     ssl_context=client_ssl_context(settings),
+                     insecure=settings.insecure, **options)
+
+
 def call(fn: Callable[..., Awaitable[T]], controllers: Sequence[str] | None = None) -> T:
     """Run `fn(client)` against the cluster, turning API errors into one-line messages."""
-    from xce.auth.pki import client_ssl_context
-    from xce.client import ApiError, XceClient
-    from xce.config import TlsSettings
-    from xce.core.errors import XceError
+    import asyncio
 
     settings = client_settings(controllers)
 
     async def main() -> T:
-        tls = TlsSettings(settings.cert_file, settings.key_file, settings.ca_file)
-        async with XceClient(settings.controllers, settings.token,
-                             ssl_context=client_ssl_context(tls),
-                             insecure=settings.insecure) as client:
+        async with async_client(settings) as client:
             return await fn(client)
 
+    return _one_line_errors(lambda: asyncio.run(main()))
+
+
+def call_light(fn: Callable[[Any], T], controllers: Sequence[str] | None = None) -> T:
+    """Like `call`, for one-shot commands: `fn(client)` gets the blocking `LightClient`
+    (standard library only), so the command starts without asyncio and aiohttp."""
+    from xce.auth.contexts import client_ssl_context
+    from xce.client.light import LightClient
+
+    settings = client_settings(controllers)
+
+    def main() -> T:
+        with LightClient(settings.controllers, settings.token,
+                         ssl_context=client_ssl_context(settings),
+                         insecure=settings.insecure) as client:
+            return fn(client)
+
+    return _one_line_errors(main)
+
+
+def _one_line_errors(run: Callable[[], T]) -> T:
+    from xce.client.errors import ApiError
+    from xce.core.errors import XceError
+
     try:
-        return asyncio.run(main())
+        return run()
     except ApiError as exc:
         fail(exc.message, 2 if exc.status == 0 else 1)
     except XceError as exc:
@@ -149,14 +179,33 @@ def show_record(record: dict[str, Any], as_json: bool) -> None:
 
 
 def print_fields(record: dict[str, Any]) -> None:
-    """`key: value` lines, nested mappings indented; empty values shown as `-`."""
+    """`key: value` lines, nested mappings indented, lists comma-separated, multi-line text
+    indented below its key; empty values shown as `-`."""
     for key, value in record.items():
         if isinstance(value, dict) and value:
             typer.echo(f"{key}:")
             for k, v in value.items():
-                typer.echo(f"  {k}: {v}")
+                typer.echo(f"  {k}: {_plain(v)}")
+        elif isinstance(value, str) and "\n" in value.strip():
+            typer.echo(f"{key}:")
+            for line in value.rstrip("\n").split("\n"):
+                typer.echo(f"  | {line}")
         else:
-            typer.echo(f"{key}: {value if value not in (None, '', [], {}) else '-'}")
+            text = _plain(value)
+            typer.echo(f"{key}:{text}" if text.startswith("\n") else f"{key}: {text}")
+
+
+def _plain(value: Any) -> str:
+    if value in (None, "", [], {}):
+        return "-"
+    if isinstance(value, list | tuple) and any(" " in str(v) or isinstance(v, dict)
+                                               for v in value):
+        return "".join(f"\n  {_plain(v)}" for v in value)
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
 
 
 def name_action(

@@ -7,7 +7,8 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, name_action, print_fields, print_json, print_table
+from xce.cli.common import call_light, name_action, print_fields, print_json, print_table
+from xce.cli.readable import host_status, local_time
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -17,14 +18,14 @@ CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for
 def list_(as_json: bool = typer.Option(False, "--json"),
           controller: list[str] = CONTROLLER) -> None:
     """List hosts (bhosts style)."""
-    hosts = call(lambda c: c.hosts(), controller)
+    hosts = call_light(lambda c: c.hosts(), controller)
     if as_json:
         print_json(hosts)
         return
     print_table(
         ["HOST_NAME", "STATUS", "ADMIN", "SLOTS", "RUN", "MEM_MB", "MEM_USED", "LOAD1", "RACK",
          "GROUP"],
-        [[h["name"], h["status"], h["admin"], h["slots"], h["slots_used"], h["memory_mb"],
+        [[h["name"], host_status(h), h["admin"], h["slots"], h["slots_used"], h["memory_mb"],
           h["memory_used_mb"], f"{h['load'].get('load1', 0):.2f}" if h["load"] else None,
           h.get("rack"), h.get("group")] for h in hosts],
     )
@@ -34,7 +35,7 @@ def list_(as_json: bool = typer.Option(False, "--json"),
 def show(name: str, as_json: bool = typer.Option(False, "--json"),
          controller: list[str] = CONTROLLER) -> None:
     """Show one host, with its heartbeat timings and how it contains jobs."""
-    record = call(lambda c: c.host(name), controller)
+    record = call_light(lambda c: c.host(name), controller)
     if as_json:
         print_json(record)
     else:
@@ -48,6 +49,10 @@ def _seconds(value: float) -> str:
 def readable_host(record: dict[str, Any]) -> dict[str, Any]:
     """The host view for people: containment as one line, liveness as sentences."""
     out = dict(record)
+    out["status"] = host_status(record)
+    for key in ("registered_at", "changed_at"):
+        if key in out:
+            out[key] = local_time(out[key])
     summary = out.pop("containment_summary", None)
     out["containment"] = summary or "unknown"
     live = out.pop("liveness", None) or {}

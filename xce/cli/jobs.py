@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
-import shlex
-import socket
 import sys
 import time
 from pathlib import Path
@@ -15,7 +12,7 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, fail, print_json, print_table, show_record
+from xce.cli.common import call, call_light, fail, print_json, print_table, show_record
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -40,98 +37,76 @@ def parse_walltime(text: str) -> int:
     return int(g(2)) * 60
 
 
-def _env_pairs(items: list[str]) -> dict[str, str]:
-    env = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            fail(f"--env {item!r}: use NAME=VALUE")
-        env[key] = value
-    return env
-
-
 @app.command()
 def submit(
-    command: list[str] = typer.Argument(None, help="command and arguments to run"),
+    command: list[str] = typer.Argument(
+        None, help="command and arguments, or one script file (its #XCE/#BSUB/#SBATCH "
+        "lines are read); a script on stdin when left out"),
     script: Path = typer.Option(None, "--script", help="run this script file instead"),
     queue: str = typer.Option(None, "--queue", "-q"),
     name: str = typer.Option("", "--name", "-J"),
     slots: int = typer.Option(1, "--slots", "-n", help="cores/slots"),
     memory: int = typer.Option(0, "--mem", "-M", help="memory in MB"),
     walltime: str = typer.Option(None, "--walltime", "-W", help="minutes, H:MM[:SS], 90s, 2h"),
-    env: list[str] = typer.Option([], "--env", "-e", help="NAME=VALUE (repeat)"),
+    stdout: str = typer.Option(None, "--output", "-o",
+                               help="the job's stdout file (%J job id, %I array index; "
+                               "%j, %a, %A as sbatch), relative to its working directory"),
+    stderr: str = typer.Option(None, "--error", "-e", help="the job's stderr file (as -o)"),
+    env: list[str] = typer.Option([], "--env", help="NAME=VALUE (repeat)"),
+    export: str = typer.Option(None, "--export",
+                               help="environment to pass: ALL (default), NONE, or "
+                               "VAR,VAR=VALUE,..."),
     cwd: str = typer.Option(None, "--cwd", help="absolute working directory on the host"),
     array: str = typer.Option(None, "--array", "-a", help="e.g. 1-1000:2%10"),
     dependency: str = typer.Option(None, "--dependency", "-d", help="afterok:ID,afterany:ID"),
-    inputs: list[str] = typer.Option([], "--input", "-i", help="LOCAL[:JOBPATH] (repeat)"),
-    outputs: list[str] = typer.Option([], "--output", "-o", help="output file pattern"),
-    hold: bool = typer.Option(False, "--hold", help="submit suspended (PSUSP)"),
+    stage_in: list[str] = typer.Option([], "--stage-in",
+                                       help="LOCAL[:JOBPATH] copied in (repeat)"),
+    stage_out: list[str] = typer.Option([], "--stage-out",
+                                        help="output file pattern brought back (repeat)"),
+    inputs: list[str] = typer.Option([], "--input", "-i", hidden=True,
+                                     help="old spelling of --stage-in"),
+    hold: bool = typer.Option(False, "--hold", "-H", help="submit suspended (PSUSP)"),
     resources: str = typer.Option("", "--resources", "-R",
                                   help="LSF resource requirement, e.g. 'select[mem>4000]'"),
     user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
+    lenient: bool = typer.Option(False, "--lenient",
+                                 help="unknown script directives are warnings, not errors"),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
 ) -> None:
     """Submit a job (or an array with --array). Prints the job id.
 
-    The job belongs to the user of your token (xce login); --user needs job:control:all."""
-    body: dict[str, Any] = {
-        "name": name,
-        "slots": slots,
-        "memory_mb": memory,
-        "env": _env_pairs(env),
-        "outputs": list(outputs),
-        "hold": hold,
-        "resources": resources,
-        "submit_host": socket.gethostname(),
-    }
-    if script is not None:
-        if command:
-            fail("give either a command or --script, not both")
-        try:
-            body["script"] = script.read_text()
-        except OSError as exc:
-            fail(f"cannot read script {script}: {exc.strerror}")
-    elif command:
-        body["command"] = command[0] if len(command) == 1 else shlex.join(command)
-    elif not sys.stdin.isatty():
-        body["script"] = sys.stdin.read()
-    else:
-        fail("nothing to run: give a command, --script FILE, or a script on stdin")
-    for key, value in (("queue", queue), ("cwd", cwd), ("array", array),
-                       ("dependency", dependency), ("user", user)):
-        if value is not None:
-            body[key] = value
-    if walltime is not None:
-        body["walltime_s"] = parse_walltime(walltime)
-    staged: list[tuple[Path, str]] = []
-    for item in inputs:
-        local, sep, remote = item.partition(":")
-        path = Path(local)
-        if not path.is_file():
-            fail(f"--input {local}: no such file")
-        staged.append((path, remote if sep else path.name))
+    A script (a file argument, --script, or stdin) may carry options in its leading comment
+    block: #XCE lines (these options), #BSUB and #SBATCH lines (translated); options on the
+    command line win. The job belongs to the user of your token (xce login); --user needs
+    job:control:all."""
+    from xce.cli import submitting
 
-    async def run(client: Any) -> dict[str, Any]:
-        if not staged:
-            return await client.submit(body)
-        done = await asyncio.gather(*(client.upload(p) for p, _ in staged),
-                                    return_exceptions=True)
-        uploads = [u for u in done if isinstance(u, str)]
+    given = dict(queue=queue, name=name, slots=slots, memory=memory, walltime=walltime,
+                 stdout=stdout, stderr=stderr, env=env, export=export, cwd=cwd, array=array,
+                 dependency=dependency, stage_in=stage_in, stage_out=stage_out, hold=hold,
+                 resources=resources, user=user)
+    body, staged = submitting.build(command, script, inputs, given, lenient)
+    if walltime_text := body.pop("walltime", None):
+        body["walltime_s"] = parse_walltime(walltime_text)
+
+    def run(client: Any) -> dict[str, Any]:
+        uploads: list[str] = []
         try:
-            failed = next((u for u in done if isinstance(u, BaseException)), None)
-            if failed is not None:
-                raise failed
-            body["inputs"] = {remote: uid for (_, remote), uid in zip(staged, uploads, strict=True)}
-            return await client.submit(body)
+            for path, _ in staged:
+                uploads.append(client.upload(path))
+            if staged:
+                body["inputs"] = {remote: uid
+                                  for (_, remote), uid in zip(staged, uploads, strict=True)}
+            return client.submit(body)
         except BaseException:
             # Unused uploads count against the quota until they expire: give them back.
             for upload_id in uploads:
                 with contextlib.suppress(Exception):
-                    await client.delete_upload(upload_id)
+                    client.delete_upload(upload_id)
             raise
 
-    result = call(run, controller)
+    result = call_light(run, controller)
     if as_json:
         print_json(result)
     else:
@@ -172,8 +147,8 @@ def list_(
     controller: list[str] = CONTROLLER,
 ) -> None:
     """List jobs (bjobs/squeue style)."""
-    result = call(lambda c: c.jobs(state=state, user=user, queue=queue, host=host, array=array,
-                                   limit=limit, offset=offset), controller)
+    result = call_light(lambda c: c.jobs(state=state, user=user, queue=queue, host=host,
+                                         array=array, limit=limit, offset=offset), controller)
     if as_json:
         print_json(result)
         return
@@ -193,21 +168,23 @@ def list_(
 @app.command()
 def show(job_id: str, as_json: bool = typer.Option(False, "--json"),
          controller: list[str] = CONTROLLER) -> None:
-    """Show everything about one job, task or array."""
-    show_record(call(lambda c: c.job(job_id), controller), as_json)
+    """Show everything about one job, task or array (local times; ISO 8601 with --json)."""
+    from xce.cli.readable import iso_times, readable_job
+
+    record = call_light(lambda c: c.job(job_id), controller)
+    show_record(iso_times(record) if as_json else readable_job(record), as_json)
 
 
 def _control(action: str, verb: str):  # type: ignore[no-untyped-def]
     def command(job_ids: list[str] = typer.Argument(..., help="job, task or array ids"),
                 controller: list[str] = CONTROLLER) -> None:
-        async def run(client: Any) -> list[str]:
+        def run(client: Any) -> list[str]:
             done = []
             for job_id in job_ids:
-                result = await client.control(job_id, action)
-                done.extend(result["jobs"])
+                done.extend(client.control(job_id, action)["jobs"])
             return done
 
-        for job_id in call(run, controller):
+        for job_id in call_light(run, controller):
             typer.echo(f"Job <{job_id}> is being {verb}")
 
     command.__doc__ = f"{action.capitalize()} jobs."
@@ -269,6 +246,8 @@ def peek(
     While a job runs the controller holds the last 256 KiB of each stream (sent by the
     worker every few seconds); output before that is reported as no longer held. A finished
     job's output comes from the file its worker returned. Ctrl-C stops following."""
+    import asyncio
+
     stream = "stderr" if stderr else "stdout"
 
     async def run(client: Any) -> None:
@@ -311,18 +290,17 @@ def wait(job_id: str, timeout: float = typer.Option(0, "--timeout", help="second
          controller: list[str] = CONTROLLER) -> None:
     """Wait until a job ends; exit 0 if it is DONE, 1 if EXIT."""
 
-    async def run(client: Any) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout if timeout else None
+    def run(client: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout if timeout else None
         while True:
-            job = await client.job(job_id)
+            job = client.job(job_id)
             if job["state"] in ("DONE", "EXIT"):
                 return job
-            if deadline is not None and loop.time() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 return job
-            await asyncio.sleep(0.5)
+            time.sleep(0.5)
 
-    job = call(run, controller)
+    job = call_light(run, controller)
     typer.echo(f"Job <{job_id}> is {job['state']}")
     if job["state"] != "DONE":
         raise typer.Exit(1)

@@ -6,7 +6,15 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, fail, name_action, print_json, print_table
+from xce.cli.common import (
+    call,
+    call_light,
+    fail,
+    name_action,
+    print_fields,
+    print_json,
+    print_table,
+)
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -39,7 +47,7 @@ def _rows(queues: list[dict[str, Any]]) -> None:
 def list_(as_json: bool = typer.Option(False, "--json"),
           controller: list[str] = CONTROLLER) -> None:
     """List queues (bqueues style)."""
-    queues = call(lambda c: c.queues(), controller)
+    queues = call_light(lambda c: c.queues(), controller)
     if as_json:
         print_json(queues)
     else:
@@ -49,12 +57,21 @@ def list_(as_json: bool = typer.Option(False, "--json"),
 @app.command()
 def show(name: str, as_json: bool = typer.Option(False, "--json"),
          controller: list[str] = CONTROLLER) -> None:
-    """Show one queue."""
-    queue = call(lambda c: c.request("GET", f"/api/v1/queues/{name}"), controller)
+    """Show one queue: its state, hosts, plugins, limits and shares."""
+    from urllib.parse import quote
+
+    queue = call_light(lambda c: c.request("GET", f"/api/v1/queues/{quote(name, safe='')}"),
+                       controller)
     if as_json:
         print_json(queue)
-    else:
-        _rows([queue])
+        return
+    out = dict(queue)
+    out["hosts"] = out.get("hosts") or "all"
+    out["plugins"] = out.get("plugins") or "default (fcfs, first-fit)"
+    for key in ("max_running", "max_running_per_user"):
+        out[key] = out.get(key) or "no limit"
+    out["shares"] = out.get("shares") or "1 each"
+    print_fields(out)
 
 
 @app.command()

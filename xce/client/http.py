@@ -18,23 +18,9 @@ from urllib.parse import quote
 
 import aiohttp
 
+from xce.client.errors import ApiError, job_path
 from xce.client.sse import StreamEvent, read_events
 from xce.client.transport import check_controller_urls
-
-
-class ApiError(Exception):
-    """A JSON error from the controller, or no controller reachable (status 0)."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
-def job_path(job_id: str) -> str:
-    """Job ids like `17[5]` are quoted so brackets survive the URL."""
-    return quote(job_id, safe="")
 
 
 class XceClient:

@@ -24,6 +24,8 @@ class SubmitRequest:
     hold: bool = False
     submit_host: str = ""
     resources: str = ""
+    stdout_file: str | None = None
+    stderr_file: str | None = None
     # Skip the submit-time check that some host could ever run the job (xce/sched/
     # feasibility.py), for hosts that have not registered yet.
     defer: bool = False

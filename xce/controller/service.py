@@ -29,6 +29,7 @@ from xce.core import lifecycle
 from xce.core.arrayspec import parse_array_spec
 from xce.core.deps import parse_dependency
 from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from xce.core.jobfiles import check_file_pattern
 from xce.core.model import (
     HostAdmin,
     HostStatus,
@@ -101,7 +102,7 @@ def _check_text(field: str, value: str | None) -> None:
 def _check_texts(req: SubmitRequest) -> None:
     """`_check_text` for every string field of a submit."""
     for field in ("user", "command", "script", "name", "queue", "cwd", "array", "dependency",
-                  "submit_host", "resources"):
+                  "submit_host", "resources", "stdout_file", "stderr_file"):
         _check_text(field, getattr(req, field))
     for key, value in req.env.items():
         _check_text("an env variable name", key)
@@ -298,6 +299,8 @@ class ControllerService:
                 raise InvalidRequest(f"environment variable {key} is reserved for XCE")
         if req.cwd is not None and not req.cwd.startswith("/"):
             raise InvalidRequest("cwd must be an absolute path on the execution host")
+        for what, pattern in (("stdout", req.stdout_file), ("stderr", req.stderr_file)):
+            check_file_pattern(what, pattern)
         inputs = self._inputs(req.inputs, req.uploads_of)
         outputs = tuple(safe_relative_path(p, "output pattern") for p in req.outputs)
         for out in outputs:
@@ -337,6 +340,8 @@ class ControllerService:
             hold=req.hold,
             submit_host=req.submit_host,
             resources=req.resources.strip(),
+            stdout_file=req.stdout_file,
+            stderr_file=req.stderr_file,
         )
         return spec, inputs
 

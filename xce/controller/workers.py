@@ -51,6 +51,8 @@ def assignment(job: JobRecord) -> dict[str, Any]:
         "cwd": spec.cwd,
         "inputs": list(spec.inputs),
         "outputs": list(spec.outputs),
+        "stdout_file": spec.stdout_file,
+        "stderr_file": spec.stderr_file,
         "start_time": job.start_time,
     }
 

@@ -95,6 +95,11 @@ class JobSpec:
     hold: bool = False
     submit_host: str = ""
     resources: str = ""  # an LSF -R string, validated at submit (xce.sched.expr)
+    # The job's stdout/stderr copied to this file on the execution host when it ends (bsub
+    # -o/-e, sbatch -o/-e; `%J` job id, `%I` array index...), relative to its working
+    # directory; the job's own .xce/stdout stays for `xce job output` (appended last).
+    stdout_file: str | None = None
+    stderr_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

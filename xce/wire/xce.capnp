@@ -56,6 +56,8 @@ struct JobSpec {
   hold @13 :Bool;
   submitHost @14 :Text;
   resources @15 :Text;
+  stdoutFile @16 :OptText;
+  stderrFile @17 :OptText;
 }
 
 struct QueueRecord {

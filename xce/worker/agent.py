@@ -450,6 +450,7 @@ class WorkerAgent:
         outputs: list[str] = []
         upload_later = False
         try:
+            await staging.copy_std_files(job)
             outputs = await staging.upload_outputs(self.client, self.host, job,
                                                    self.output_limits)
         except ApiError as exc:

@@ -155,7 +155,12 @@ def credentials(account: pwd.struct_passwd | None) -> Credentials | None:
 
 def job_environment(a: dict[str, Any], account: pwd.struct_passwd | None, work_dir: Path,
                     host: str) -> dict[str, str]:
-    """A clean environment: login basics, the user's variables, then XCE's own."""
+    """A clean environment: login basics, the submitted variables, then what this host owns.
+
+    The submitted environment (the submitter's, captured by `xce job submit --export`, and
+    `--env`) may set PATH and anything else, but not the job user's identity on this host
+    (HOME, USER, LOGNAME, SHELL: from the account) nor XCE's own variables (XCE_*: set last,
+    so a submitted value never wins; the controller also refuses such names)."""
     if account is not None:
         home, name, shell = account.pw_dir, account.pw_name, account.pw_shell or "/bin/sh"
     else:
@@ -173,7 +178,9 @@ def job_environment(a: dict[str, Any], account: pwd.struct_passwd | None, work_d
     # A frozen (PyInstaller) worker rewrote LD_LIBRARY_PATH for itself: give jobs the original.
     if "LD_LIBRARY_PATH_ORIG" in os.environ:
         env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH_ORIG"]
+    identity = {k: env[k] for k in ("HOME", "USER", "LOGNAME", "SHELL")}
     env.update(a.get("env") or {})
+    env.update(identity)
     env.update(
         XCE_JOB_ID=a["job_id"],
         XCE_JOB_NAME=a.get("name") or "",

@@ -14,12 +14,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import stat
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
 from xce.client import ApiError, XceClient
 from xce.client.http import job_path
+from xce.core.jobfiles import expand_file_pattern
 from xce.store.files import safe_relative_path
 from xce.worker import userfs
 from xce.worker.executor import RunningJob
@@ -151,3 +153,53 @@ async def upload_outputs(client: XceClient, host: str, job: RunningJob,
             with contextlib.suppress(OSError):
                 os.close(fd)
     return names
+
+
+def _open_std_target(path: str) -> int:
+    """Create or truncate `path` for writing (run as the job's user): not through a final
+    symlink, and only a regular file (O_NONBLOCK so a FIFO planted there cannot hang us)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    fd = os.open(path, flags, 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+        os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _copy(source: int, target: int) -> None:
+    offset = 0
+    while chunk := os.pread(source, 1 << 16, offset):
+        offset += len(chunk)
+        _write_all(target, chunk)
+
+
+async def copy_std_files(job: RunningJob) -> None:
+    """bsub/sbatch `-o`/`-e`: when the job ends its stdout and stderr are copied to the named
+    files (relative to its working directory, `%J`/`%I`... expanded), written as its user,
+    as LSF does without a shared spool. The job's own `.xce/stdout` and `.xce/stderr` stay,
+    and still go back to the controller for `xce job output`. A file that cannot be written
+    is logged, never fatal to the job's report."""
+    a = job.assignment
+    for stream in ("stdout", "stderr"):
+        pattern = a.get(f"{stream}_file")
+        source = job.readers.get(stream)
+        if not pattern or source is None:
+            continue
+        name = expand_file_pattern(pattern, int(a["number"]), a.get("array_index"),
+                                   a.get("name") or "")
+        path = os.path.join(str(job.work_dir), name)
+        try:
+            target = await userfs.as_user(job.creds, _open_std_target, path,
+                                          discard=os.close)
+            try:
+                await asyncio.to_thread(_copy, source, target)
+            finally:
+                os.close(target)
+        except OSError as exc:
+            log.warning("job %s: cannot write its %s file %s: %s", a["job_id"], stream,
+                        path, exc)
