@@ -379,6 +379,24 @@ async def test_sparse_terabyte_outputs_are_not_sent(host: LocalHost, user: Linux
     assert sum(len(v) for v in client.files.values()) <= 5000
 
 
+async def test_a_sparse_stdout_copied_to_its_o_file_costs_no_reading(
+        host: LocalHost, user: LinuxUser) -> None:
+    """`-o FILE` copies the job's stdout when it ends (as its user): a 15 TB sparse stdout
+    was read and written in full, holding a worker thread for hours; holes stay holes."""
+    job = await host.start({"command": "echo first; truncate -s 15T $XCE_JOB_DIR/.xce/stdout",
+                            "number": 1, "stdout_file": "out.%J"}, user.name)
+    await host.wait(job)
+    started = time.monotonic()
+    await staging.copy_std_files(job)
+    executor.close_readers(job)
+    assert time.monotonic() - started < 10, "the copy read the holes"
+    copied = job.work_dir / "out.1"
+    st = copied.stat()
+    assert st.st_size == 15 << 40 and st.st_blocks * 512 < 1 << 20 and st.st_uid == user.uid
+    with copied.open("rb") as f:
+        assert f.read(6) == b"first\n"
+
+
 # --- 6. a jobs_dir the worker did not make is trusted as is ----------------------------------
 
 async def test_a_jobs_dir_pre_made_by_a_user_lets_that_user_forge_anothers_outputs(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import stat
@@ -172,10 +173,41 @@ def _open_std_target(path: str) -> int:
 
 
 def _copy(source: int, target: int) -> None:
+    """Copy the data of `source` to `target`, holes as holes (SEEK_DATA/SEEK_HOLE): a job's
+    15 TB sparse stdout must not cost the worker hours of reading zeros."""
+    size = os.fstat(source).st_size
     offset = 0
-    while chunk := os.pread(source, 1 << 16, offset):
-        offset += len(chunk)
-        _write_all(target, chunk)
+    while offset < size:
+        try:
+            start = os.lseek(source, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole from here on
+                break
+            raise
+        end = os.lseek(source, start, os.SEEK_HOLE)
+        while start < end:
+            chunk = os.pread(source, min(1 << 16, end - start), start)
+            if not chunk:
+                break
+            _write_at(target, chunk, start)
+            start += len(chunk)
+        offset = end
+    os.ftruncate(target, size)
+
+
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+_COPIES: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+
+def _copies() -> asyncio.Semaphore:
+    """At most two -o/-e copies at once per event loop (the worker has one)."""
+    return _COPIES.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(2))
 
 
 async def copy_std_files(job: RunningJob) -> None:
@@ -197,7 +229,8 @@ async def copy_std_files(job: RunningJob) -> None:
             target = await userfs.as_user(job.creds, _open_std_target, path,
                                           discard=os.close)
             try:
-                await asyncio.to_thread(_copy, source, target)
+                async with _copies():  # a long copy must not hold every worker thread
+                    await asyncio.to_thread(_copy, source, target)
             finally:
                 os.close(target)
         except OSError as exc:
