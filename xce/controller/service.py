@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from xce import metrics
+from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
@@ -160,6 +161,9 @@ class ControllerService:
         # Job numbers from replicated reservations (xce/controller/numbers.py); set by a
         # primary that has standbys.
         self.numbers: NumberReserver | None = None
+        # The accounting feed (xce/accounting/feed.py): records of ended attempts, staged
+        # as events apply and stored off the request path once durable. None: no accounting.
+        self.accounting: AccountingFeed | None = None
 
     # --- committing ---------------------------------------------------------------------
 
@@ -181,10 +185,15 @@ class ControllerService:
         if len(batch) > 1:
             self.state.check(batch)  # one event is all-or-nothing in `apply` itself
         touched: set[str] = set()
+        feed = self.accounting
         for event, record in zip(batch, records, strict=True):
             before = self._host_of(event)
+            if feed is not None:
+                feed.before(self.state, event)
             self.state.apply(event)
             self.log.append(record)
+            if feed is not None:
+                feed.after(self.state, event, self.state.applied)
             touched.update(h for h in (before, self._host_of(event)) if h)
             for listener in self.listeners:
                 listener(event)
@@ -193,6 +202,8 @@ class ControllerService:
         if reschedule:
             self.schedule_needed.set()
         await self.log.sync()
+        if feed is not None:
+            feed.durable(self.state.applied)
         for hook in self.committed:
             hook(batch)
 
