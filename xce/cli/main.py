@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from xce.cli import admin, cluster, hosts, identity, jobs, queues, roles, tls, tui_cmd, users
+from xce.cli import acct, admin, cluster, hosts, identity, jobs, queues, roles, tls, tui_cmd, users
 from xce.cli import init as init_cli
 from xce.cli import simulate as simulate_cli
 
@@ -37,6 +37,7 @@ roles.register(app)
 simulate_cli.register(app)
 init_cli.register(app)
 tui_cmd.register(app)
+acct.register(app, jobs.app)
 app.add_typer(jobs.app, name="job", help="Submit, list, show and control jobs.")
 app.add_typer(queues.app, name="queue", help="List, create and switch queues.")
 app.add_typer(hosts.app, name="host", help="List, show, open, close and drain hosts.")
