@@ -39,6 +39,9 @@ from xce.core.state import ClusterState
 log = logging.getLogger("xce.accounting")
 
 RETRY_S = 2.0
+COALESCE_S = 0.2  # how long the writer gathers records before a transaction
+BATCH = 5_000  # ... unless this many are waiting
+POSITION_EVERY = 10_000  # WAL records between position-only writes
 PRUNE_EVERY_S = 3600.0
 
 
@@ -56,6 +59,9 @@ class AccountingFeed:
         self._queue: deque[tuple[list[AcctRecord], int]] = deque()
         self._cond = threading.Condition()
         self._busy = False
+        self._flushing = 0  # flush() callers waiting: write at once
+        self._queued = 0  # records in _queue
+        self._last_write = 0.0
         self._thread: threading.Thread | None = None
         self._stop = False
         self.position = 0  # the WAL position the store has reached
@@ -77,12 +83,18 @@ class AccountingFeed:
             self._staged.append(record)
 
     def durable(self, seq: int) -> None:
-        """Everything applied up to WAL record `seq` is durable: write its records."""
+        """Everything applied up to WAL record `seq` is durable: write its records.
+
+        A batch that ended no attempt only moves the position, and only now and then (a
+        store a little behind is completed, idempotently, on start)."""
         staged, self._staged = self._staged, []
+        if not staged and seq - self.position < POSITION_EVERY:
+            return
         with self._cond:
             self._queue.append((staged, seq))
-            self._cond.notify()
-        metrics.ACCT_BACKLOG.set(self.backlog())
+            self._queued += len(staged)
+            if self._queued >= BATCH:
+                self._cond.notify()  # otherwise the writer comes by within COALESCE_S
 
     def catch_up(self, state: ClusterState, checkpoint_seq: int, last_seq: int) -> None:
         """After recovery: a store behind the checkpoint it started from missed records of
@@ -101,9 +113,9 @@ class AccountingFeed:
         if have < checkpoint_seq:
             found = finished_records(state, checkpoint_seq, self.watch.group_of)
             if found:
-                log.warning("accounting store at record %d is behind the checkpoint at %d: "
-                            "adding the %d finished jobs it holds (attempts requeued in "
-                            "between are not recoverable)", have, checkpoint_seq, len(found))
+                log.info("accounting store at record %d, before the checkpoint at %d: "
+                         "completing it with the %d finished jobs the checkpoint holds "
+                         "(records it has are not doubled)", have, checkpoint_seq, len(found))
             self._staged[:0] = found
         self.durable(last_seq)
 
@@ -117,15 +129,22 @@ class AccountingFeed:
             self._thread.start()
 
     def backlog(self) -> int:
-        return sum(len(batch) for batch, _ in self._queue) + len(self._staged)
+        return self._queued + len(self._staged)
+
+    def _due(self) -> bool:
+        return time.monotonic() - self._last_write >= COALESCE_S
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
         last_prune = 0.0
         while True:
             with self._cond:
-                while not self._queue and not self._stop:
-                    self._cond.wait()
+                # Wake every COALESCE_S (or when BATCH records wait, or for a flush): one
+                # transaction per burst of finishing jobs, and no wake-up per commit, which
+                # would take the GIL from the event loop once per request.
+                while not self._stop and not (self._queue and (
+                        self._flushing or self._queued >= BATCH or self._due())):
+                    self._cond.wait(COALESCE_S)
                 if not self._queue and self._stop:
                     break
                 batches = list(self._queue)
@@ -157,9 +176,11 @@ class AccountingFeed:
                     self._cond.wait(RETRY_S)
                 continue
             with self._cond:
-                for _ in batches:
+                for batch, _ in batches:
                     self._queue.popleft()
+                    self._queued -= len(batch)
                 self._busy = False
+                self._last_write = time.monotonic()
                 self.position = max(self.position, seq)
                 self._cond.notify_all()
             self.stats["written"] += added
@@ -172,11 +193,16 @@ class AccountingFeed:
         """Wait until every durable record is stored (tests, shutdown); False on timeout."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._queue or self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._thread is None:
-                    return False
-                self._cond.wait(min(left, 0.5))
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                while self._queue or self._busy:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._thread is None:
+                        return False
+                    self._cond.wait(min(left, 0.5))
+            finally:
+                self._flushing -= 1
         return True
 
     def close(self, timeout: float = 10.0) -> None:
