@@ -182,20 +182,41 @@ async def archived_job(request: web.Request, job_id: str) -> web.Response:
     if not may_touch(who.user, who.groups, who.permissions, "job:view", owner,
                      request.app[AUTH].directory.groups_of):  # type: ignore[attr-defined]
         raise Forbidden(f"{who.user} may not view job {job_id} (owned by {owner})")
-    last = found[-1]
-    view = {
+    return json_response(archived_view(job_id, found))
+
+
+def archived_view(job_id: str, attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A purged job as `job show` and the console's detail read it: the job view's fields
+    from its last attempt, a history from every attempt, and the records themselves."""
+    last = attempts[-1]
+    history: list[dict[str, Any]] = [{"at": last["submit_time"], "event": "submitted",
+                                      "detail": f"to queue {last['queue']} by {last['user']}"}]
+    for r in attempts:
+        if r["start_time"] is not None:
+            history.append({"at": r["start_time"], "event": "started",
+                            "detail": f"on {r['host']} (attempt {r['attempt']})"})
+        ended = "requeued" if r["state"] == "REQUEUED" else (
+            "finished" if r["start_time"] is not None else "killed")
+        detail = r["state"] + (f", exit code {r['exit_code']}" if r["exit_code"] is not None
+                               else "") + (f" ({r['reason']})" if r["reason"] else "")
+        history.append({"at": r["end_time"], "event": ended, "detail": detail})
+    return {
         "id": job_id, "archived": True,
         "note": "purged from the cluster's state by retention; from the accounting store",
-        "state": last["state"], "user": last["user"], "queue": last["queue"],
-        "name": last["name"], "attempt": last["attempt"], "host": last["host"],
+        "state": last["state"], "user": last["user"], "group": last["grp"],
+        "queue": last["queue"], "name": last["name"], "attempt": last["attempt"],
+        "host": last["host"], "slots": last["req_slots"], "memory_mb": last["req_memory_mb"],
+        "walltime_s": last["req_walltime_s"], "resources": last["resources"],
         "submit_time": last["submit_time"], "start_time": last["start_time"],
         "end_time": last["end_time"], "exit_code": last["exit_code"],
         "exit_signal": last["exit_signal"], "reason": last["reason"],
         "usage": {"cpu_user_s": last["cpu_user_s"], "cpu_system_s": last["cpu_system_s"],
+                  "cpu_time_s": last["cpu_user_s"] + last["cpu_system_s"],
                   "max_rss_bytes": last["max_rss_bytes"], "wall_time_s": last["wall_s"]},
-        "attempts": found,
+        "efficiency": {"cpu": last["cpu_eff"], "memory": last["mem_eff"]},
+        "history": history,
+        "attempts": attempts,
     }
-    return json_response(view)
 
 
 _COMMON = (
