@@ -138,6 +138,9 @@ def test_usage_survives_retention_and_rbac_holds(
         assert bad.value.status == 400 and word in bad.value.body["error"]["message"]
     wrong = _cli(cluster, ADMIN_TOKEN, "acct", "--format", "jobid,color")
     assert wrong.returncode != 0 and "unknown --format column 'color'" in wrong.stderr
+    scraped = cluster.get("/metrics").decode()
+    assert "xce_accounting_write_failures_total 0.0" in scraped
+    assert "xce_accounting_backlog" in scraped
 
 
 def test_kill_9_while_jobs_finish_leaves_one_record_per_attempt(one_worker: Cluster) -> None:

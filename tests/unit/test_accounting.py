@@ -230,7 +230,7 @@ def test_summaries_from_rollups_equal_the_sums_of_the_records(tmp_path: Path) ->
     now = 1_790_000_000.0
     base = _records(40)
     records = [replace(r, job_id=f"{i}", end_time=now - rng.random() * 400 * 86400,
-                       host=f"h{i % 3}", queue=f"q{i % 4}")
+                       host=None if i % 7 == 0 else f"h{i % 3}", queue=f"q{i % 4}")
                for i, r in enumerate(base * 10)]
     conn = store.connect(tmp_path / "acct.db")
     for i in range(0, len(records), 70):  # several batches: the rollups are upserted

@@ -210,7 +210,7 @@ def parse_cursor(text: str) -> tuple[float, int]:
 
 
 GROUPS = {
-    "user": "user", "group": "grp", "queue": "queue", "host": "host",
+    "user": "user", "group": "grp", "queue": "queue", "host": "coalesce(host, '')",
     "day": "date(end_time, 'unixepoch')", "month": "strftime('%Y-%m', end_time, 'unixepoch')",
 }
 _DIM_OF = {"user": "user", "group": "group", "queue": "queue", "host": "host", "day": "all",
