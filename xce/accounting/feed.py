@@ -41,7 +41,7 @@ log = logging.getLogger("xce.accounting")
 RETRY_S = 2.0
 COALESCE_S = 0.2  # how long the writer gathers records before a transaction
 BATCH = 5_000  # ... unless this many are waiting
-POSITION_EVERY = 10_000  # WAL records between position-only writes
+POSITION_S = 5.0  # at most this often a write that only moves the position
 PRUNE_EVERY_S = 3600.0
 
 
@@ -85,13 +85,14 @@ class AccountingFeed:
     def durable(self, seq: int) -> None:
         """Everything applied up to WAL record `seq` is durable: write its records.
 
-        A batch that ended no attempt only moves the position, and only now and then (a
-        store a little behind is completed, idempotently, on start)."""
+        A batch that ended no attempt only moves the position, written every POSITION_S
+        at most (a store a little behind is completed, idempotently, on start)."""
         staged, self._staged = self._staged, []
-        if not staged and seq - self.position < POSITION_EVERY:
-            return
         with self._cond:
-            self._queue.append((staged, seq))
+            if not staged and self._queue and not self._queue[-1][0]:
+                self._queue[-1] = (staged, seq)  # position-only entries coalesce
+            else:
+                self._queue.append((staged, seq))
             self._queued += len(staged)
             if self._queued >= BATCH:
                 self._cond.notify()  # otherwise the writer comes by within COALESCE_S
@@ -131,8 +132,8 @@ class AccountingFeed:
     def backlog(self) -> int:
         return self._queued + len(self._staged)
 
-    def _due(self) -> bool:
-        return time.monotonic() - self._last_write >= COALESCE_S
+    def _due(self, after: float) -> bool:
+        return time.monotonic() - self._last_write >= after
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
@@ -143,7 +144,8 @@ class AccountingFeed:
                 # transaction per burst of finishing jobs, and no wake-up per commit, which
                 # would take the GIL from the event loop once per request.
                 while not self._stop and not (self._queue and (
-                        self._flushing or self._queued >= BATCH or self._due())):
+                        self._flushing or self._queued >= BATCH
+                        or self._due(COALESCE_S if self._queued else POSITION_S))):
                     self._cond.wait(COALESCE_S)
                 if not self._queue and self._stop:
                     break
