@@ -252,3 +252,23 @@ def test_summaries_from_rollups_equal_the_sums_of_the_records(tmp_path: Path) ->
     assert [r["key"] for r in mine] == ["bob"]
     assert mine == store.summary(conn, "user", {"since": now - 90 * 86400,
                                                 "state": everything}, ["bob"])
+
+
+async def test_batches_that_end_no_attempt_still_move_the_position(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o700)
+    feed = AccountingFeed(state_dir)
+    feed.start()
+    try:
+        feed._staged.extend(_records(1))
+        feed.durable(10)
+        for seq in (11, 12, 13):  # submits, starts...: no record, one coalesced entry
+            feed.durable(seq)
+        assert len(feed._queue) <= 2
+        assert feed.flush()
+        assert feed.position == 13
+        with sqlite3.connect(store.db_path(state_dir)) as conn:
+            assert conn.execute("SELECT value FROM meta WHERE key = 'position'"
+                                ).fetchone()[0] == 13
+    finally:
+        feed.close()
