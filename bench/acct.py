@@ -124,6 +124,20 @@ def _cli_rows(db: Path, n: int, who: str) -> list[tuple[str, str]]:
     env = {**os.environ, "XCE_TOKEN": ADMIN_TOKEN, "HOME": str(cluster.root)}
     out = []
     try:
+        import urllib.parse
+
+        for label, path in (
+                (f"API `GET /api/v1/accounting/jobs?user=USER&since=30d`, {n:,} records, "
+                 "HTTP round trip", "/api/v1/accounting/jobs?"
+                 + urllib.parse.urlencode({"user": who, "since": "30d"})),
+                (f"API `GET /api/v1/accounting/summary?by=user&since=365d`, {n:,} records",
+                 "/api/v1/accounting/summary?by=user&since=365d")):
+            times = []
+            for _ in range(5):
+                t = time.perf_counter()
+                cluster.get(path)
+                times.append(time.perf_counter() - t)
+            out.append((label, f"{1000 * statistics.median(times):,.0f} ms"))
         for label, argv in (
                 (f"`xce acct -u USER -S 30d --json`, {n:,} records, real controller, "
                  "CLI wall time", ["acct", "-u", who, "-S", "30d", "--json"]),
