@@ -104,8 +104,11 @@ class AccountingFeed:
             have = 0
         else:
             try:
-                with store.connect(self.path) as conn:
+                conn = store.connect(self.path)
+                try:
                     have = store.position(conn)
+                finally:
+                    conn.close()
             except sqlite3.Error as exc:
                 log.error("accounting store %s unreadable (%s): completing it from the "
                           "checkpoint", self.path, exc)
