@@ -66,6 +66,10 @@ class ControllerSettings:
     checkpoint_every: int = 100_000
     checkpoint_interval_s: float = 300.0
     finished_retention_s: float = 3600.0
+    # Accounting (xce/accounting): one record per ended attempt in state_dir/accounting,
+    # kept for this many whole months before the current one (0: keep everything).
+    accounting: bool = True
+    accounting_retention_months: int = 0
     # HA: this candidate's own URL in cluster.controllers (default: the one whose host and
     # port match `listen`), its replication listener (default: listen port + 1) and the
     # standby service token it presents to a primary.
@@ -304,7 +308,8 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
          "checkpoint_every", "checkpoint_interval_s", "finished_retention_s", "url",
          "replication_listen", "replication_token", "replication_token_file",
          "fence_timeout_s", "upload_quota_mb", "upload_ttl_s", "allow_root_jobs",
-         "min_job_uid", "job_users", "max_job_outputs_mb"},
+         "min_job_uid", "job_users", "max_job_outputs_mb", "accounting",
+         "accounting_retention_months"},
     )
     out: dict[str, Any] = _controller_safety(data)
     if "url" in data:
@@ -344,6 +349,15 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
             out[key] = int(_positive(s, key, _typed(s, key, data[key], int)))
     if "default_queue" in data:
         out["default_queue"] = _typed(s, "default_queue", data["default_queue"], str)
+    if "accounting" in data:
+        out["accounting"] = _typed(s, "accounting", data["accounting"], bool)
+    if "accounting_retention_months" in data:
+        months = _typed(s, "accounting_retention_months",
+                        data["accounting_retention_months"], int)
+        if months < 0:
+            raise ConfigError("controller.accounting_retention_months must be 0 (keep "
+                              f"everything) or more, got {months}")
+        out["accounting_retention_months"] = months
     return out
 
 

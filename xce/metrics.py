@@ -59,3 +59,15 @@ SYNC_DEGRADED = Counter(
     "xce_replication_sync_degraded", "Times sync replication fell back to async (timeouts)",
     registry=REGISTRY,
 )
+ACCT_RECORDS = Counter(
+    "xce_accounting_records", "Accounting records stored (one per ended attempt)",
+    registry=REGISTRY,
+)
+ACCT_WRITE_FAILURES = Counter(
+    "xce_accounting_write_failures",
+    "Accounting store writes that failed (retried with the same records)", registry=REGISTRY,
+)
+ACCT_BACKLOG = Gauge(
+    "xce_accounting_backlog", "Accounting records derived but not yet stored",
+    registry=REGISTRY,
+)

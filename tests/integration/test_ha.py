@@ -316,12 +316,11 @@ def test_retention_purges_on_the_primary_and_the_standby_follows_through_failove
         first = c.submit(command="true", name="first")
         c.wait_state(first, "DONE")
 
-        def gone(job: str) -> bool:
+        def gone(job: str) -> bool:  # purged: only its accounting record answers (archived)
             try:
-                c.job(job)
+                return c.job(job).get("archived") is True
             except ApiFailure as exc:
                 return exc.status == 404
-            return False
 
         c.wait_for(lambda: gone(first), 20, "the finished job purged")
         outcomes = []

@@ -226,6 +226,8 @@ class JobDetailScreen(LiveScreen):
                 "memory_mb", "walltime_s", "resources", "attempt", "exit_code", "exit_signal",
                 "submit_host", "cwd", "command", "script")
         lines = [f"Job {d.get('id', self.job_id)}"]
+        if d.get("archived"):  # purged by retention: the controller answered from accounting
+            lines[0] += "  (archived: from the accounting store)"
         for key in keys:
             value = d.get(key)
             if value in (None, "", [], {}):

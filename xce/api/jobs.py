@@ -13,6 +13,7 @@ from aiohttp import web
 
 from xce.api import schemas
 from xce.api.access import require_job, visible_owners
+from xce.api.accounting import archived_job
 from xce.api.http import HA, SERVICE, identity, json_response, query_int, read_json
 from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
@@ -105,7 +106,10 @@ async def list_(request: web.Request) -> web.Response:
 async def show(request: web.Request) -> web.Response:
     service = _service(request)
     job_id = request.match_info["job_id"]
-    require_job(request, job_id, "job:view")
+    try:
+        require_job(request, job_id, "job:view")
+    except NotFound:
+        return await archived_job(request, job_id)  # purged by retention: its record
     number, index = parse_job_id(job_id)
     history = history_for(service)
     if index is None and number in service.state.arrays:

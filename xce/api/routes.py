@@ -41,6 +41,7 @@ class Route:
 
 def all_routes() -> list[Route]:
     from xce.api import (
+        accounting,
         audit,
         auth,
         auth_code,
@@ -57,4 +58,4 @@ def all_routes() -> list[Route]:
 
     return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
             *auth.ROUTES, *auth_code.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES,
-            *join.ROUTES, *stream.ROUTES]
+            *join.ROUTES, *stream.ROUTES, *accounting.ROUTES]

@@ -304,3 +304,13 @@ def wait(job_id: str, timeout: float = typer.Option(0, "--timeout", help="second
     typer.echo(f"Job <{job_id}> is {job['state']}")
     if job["state"] != "DONE":
         raise typer.Exit(1)
+
+
+def _register_eff() -> None:
+    """`xce job eff ID` (like seff) lives with the accounting commands (xce/cli/acct.py)."""
+    from xce.cli.acct import eff
+
+    app.command("eff")(eff)
+
+
+_register_eff()

@@ -37,7 +37,7 @@ GROUPS: dict[str, tuple[str, str, str]] = {
 }
 # Modules whose `register(app)` adds top-level commands, in help order.
 TOP_LEVEL = ("xce.cli.roles", "xce.cli.simulate", "xce.cli.init", "xce.cli.tui_cmd",
-             "xce.cli.identity")
+             "xce.cli.acct", "xce.cli.identity")
 
 
 def _print_version(value: bool) -> None:

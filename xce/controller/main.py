@@ -11,6 +11,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from xce.accounting.feed import AccountingFeed, feed_for, register
 from xce.api.app import build_app
 from xce.api.http import AUTH, HA
 from xce.auth.pki import server_ssl_context
@@ -145,11 +146,24 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
                     settings.listen_host)
     prepare_state_dir(settings.state_dir)
     lock = lock_state_dir(settings.state_dir)
+    feed = accounting_feed(settings)
+    register(settings.state_dir, feed)  # before recovery: the replay feeds it too
     try:
         node = Node(config, prefer_primary, store_settings(settings))
         await node.run(lambda n, store: run_primary(config, n, store), ready)
     finally:
+        register(settings.state_dir, None)
         os.close(lock)
+
+
+def accounting_feed(settings: ControllerSettings) -> AccountingFeed | None:
+    """The accounting feed of this controller (None when `accounting = false`); a user's
+    group is their fairshare group ([scheduler] groups), `default` when none lists them."""
+    if not settings.accounting:
+        return None
+    groups = settings.scheduler.group_map()
+    return AccountingFeed(settings.state_dir, settings.accounting_retention_months,
+                          lambda user: groups.get(user, "default"))
 
 
 async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
@@ -161,6 +175,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
                       settings.max_job_outputs_mb * 1024 * 1024)
     service = ControllerService(settings, files, state=store.recovered.state, log=store)
     history_for(service)  # job histories: rebuilt from the recovered records, then live
+    service.accounting = feed_for(settings.state_dir)
     store.purge = service.purge_finished  # retention is the primary's JobsPurged event
     gateway = WorkerGateway(service)
     app = build_app(service, gateway, config)

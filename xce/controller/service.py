@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from xce import metrics
+from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
 from xce.controller import queue_rules
 from xce.controller.numbers import NumberReserver
@@ -178,6 +179,9 @@ class ControllerService:
         # Job files to the standbys (xce/ha/files.py): the replication source of a primary
         # that has standbys; None ships nothing (a single controller).
         self.file_replica: FileReplica | None = None
+        # The accounting feed (xce/accounting/feed.py): records of ended attempts, staged
+        # as events apply and stored off the request path once durable. None: no accounting.
+        self.accounting: AccountingFeed | None = None
 
     def ship_files(self, ops: list[tuple[str, str]]) -> int:
         """Queue job files for the standbys, ahead of the records committed after this."""
@@ -208,10 +212,15 @@ class ControllerService:
         if len(batch) > 1:
             self.state.check(batch)  # one event is all-or-nothing in `apply` itself
         touched: set[str] = set()
+        feed = self.accounting
         for event, record in zip(batch, records, strict=True):
             before = self._host_of(event)
+            if feed is not None:
+                feed.before(self.state, event)
             self.state.apply(event)
             self.log.append(record)
+            if feed is not None:
+                feed.after(self.state, event, self.state.applied)
             touched.update(h for h in (before, self._host_of(event)) if h)
             for listener in self.listeners:
                 listener(event)
@@ -220,6 +229,8 @@ class ControllerService:
         if reschedule:
             self.schedule_needed.set()
         await self.log.sync()
+        if feed is not None:
+            feed.durable(self.state.applied)
         for hook in self.committed:
             hook(batch)
 

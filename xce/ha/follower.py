@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from xce.accounting.feed import feed_for
 from xce.auth.files import atomic_write, private_dir
 from xce.auth.keys import key_dir
 from xce.core.errors import XceError
@@ -247,8 +248,13 @@ class Follower:
         try:
             if len(batch) > 1:
                 state.check([event for _, _, event in batch])
+            feed = feed_for(self.state_dir)  # accounting: the standby's own copy
             for epoch, record, event in batch:
+                if feed is not None:
+                    feed.before(state, event)
                 state.apply(event)  # one event alone is all-or-nothing in apply itself
+                if feed is not None:
+                    feed.after(state, event, writer.next_seq)
                 self.store.append(record, epoch)
                 self.last_epoch = epoch
                 self.last_crc = FRAME_HEADER.unpack_from(record, 0)[1]
@@ -258,6 +264,8 @@ class Follower:
                 f"records {first_seq}..{first_seq + len(batch) - 1} do not apply here "
                 f"({exc.message}): asking the primary for a checkpoint transfer") from None
         await writer.sync(durable=True)
+        if feed is not None:
+            feed.durable(writer.next_seq - 1)
         return [event for _, _, event in batch]
 
     async def _install_snapshot(self, seq: int, data: bytes) -> None:

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from xce.accounting.feed import feed_for
 from xce.core.errors import XceError
 from xce.core.events import Event
 from xce.core.state import ClusterState
@@ -62,6 +63,7 @@ def recover(state_dir: Path, repair_torn_tail: bool = True) -> Recovered:
             log.warning("checkpoint %s does not verify, trying an older one: %s", path.name, exc)
     replayed = 0
     first: list[int] = []
+    feed = feed_for(state_dir)  # accounting: records of the attempts the replay ends
 
     def apply(seq: int, event: Event) -> None:
         nonlocal replayed
@@ -73,9 +75,13 @@ def recover(state_dir: Path, repair_torn_tail: bool = True) -> Recovered:
                     f"{checkpoint_seq}: records {checkpoint_seq + 1}..{seq - 1} are missing"
                 )
         try:
+            if feed is not None:
+                feed.before(state, event)
             state.apply(event)
         except XceError as exc:
             raise ReplayError(f"WAL record {seq} does not apply: {exc.message}") from None
+        if feed is not None:
+            feed.after(state, event, seq)
         replayed += 1
 
     scan: WalScan = scan_wal(wal_dir(state_dir), checkpoint_seq, apply)
@@ -89,6 +95,9 @@ def recover(state_dir: Path, repair_torn_tail: bool = True) -> Recovered:
     _drop_empty_tail(wal_dir(state_dir))
     last = max(scan.last_seq, checkpoint_seq)
     state.applied = last
+    if feed is not None:
+        feed.catch_up(state, checkpoint_seq, last)
+        feed.start()
     last_epoch = scan.last_epoch if scan.last_seq > checkpoint_seq else checkpoint_epoch
     return Recovered(state, last, checkpoint_seq, replayed, time.perf_counter() - started, torn,
                      last_epoch)

@@ -1,0 +1,146 @@
+"""One accounting record per ended attempt, derived from applied events (pure: no I/O).
+
+An attempt ends when its job is finished (DONE or EXIT: its own exit, a kill, a lost host
+whose queue ends jobs), or when it is requeued (by hand, by a worker report that ends an
+attempt a requeue asked for, or by a lost host). Most ends leave everything the record needs
+in the job record just after the event; a requeue erases the attempt's host, start and usage,
+so `AttemptWatch.before` keeps the job record as it was just before a requeuing event.
+
+The same watch runs wherever events are applied: the primary's `commit`, recovery's replay
+and a standby's replication, so each node derives the same records from the same log.
+Records are keyed by (job id, attempt): job ids are never reused, so a record derived twice
+(a replay after a crash) is the same record, stored once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+from xce.core import events as ev
+from xce.core.model import JobRecord, JobState
+from xce.core.state import ClusterState
+
+MIB = 1024 * 1024
+REQUEUED = "REQUEUED"  # the state of an attempt that a requeue ended (sacct's REQUEUED)
+
+
+@dataclass(frozen=True, slots=True)
+class AcctRecord:
+    """One ended attempt; the column order of the store's `attempts` table."""
+
+    job_id: str
+    attempt: int
+    number: int
+    array_index: int | None
+    name: str
+    user: str
+    grp: str
+    queue: str
+    submit_time: float
+    start_time: float | None
+    end_time: float
+    wait_s: float | None
+    host: str | None
+    hosts: str  # "host:slots[,host:slots...]": the allocation's shape (DESIGN.md)
+    req_slots: int
+    req_memory_mb: int
+    req_walltime_s: int | None
+    req_gpus: int
+    resources: str
+    state: str  # DONE, EXIT or REQUEUED
+    exit_code: int | None
+    exit_signal: int | None
+    reason: str
+    cpu_user_s: float
+    cpu_system_s: float
+    max_rss_bytes: int
+    wall_s: float
+    cpu_eff: float | None
+    mem_eff: float | None
+    seq: int  # the WAL record that ended the attempt
+
+    def as_dict(self) -> dict[str, object]:
+        return {f: getattr(self, f) for f in COLUMNS}
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(AcctRecord))
+
+
+def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
+          group: str = "") -> AcctRecord:
+    """The record of `job`'s current attempt, ended at `end` in `state`.
+
+    Wall time is the worker's measure when it reported one, else end - start; CPU
+    efficiency is CPU / (slots x wall) and memory efficiency peak / requested (None when
+    nothing was requested or the attempt never ran)."""
+    spec = job.spec
+    usage = job.usage
+    started = job.start_time
+    wall = 0.0
+    if started is not None:
+        wall = usage.wall_time_s if usage is not None and usage.wall_time_s > 0 else end - started
+        wall = max(wall, 0.0)
+    cpu_user = usage.cpu_user_s if usage is not None else 0.0
+    cpu_sys = usage.cpu_system_s if usage is not None else 0.0
+    rss = usage.max_rss_bytes if usage is not None else 0
+    cpu_eff = (cpu_user + cpu_sys) / (spec.slots * wall) if started is not None and wall > 0 \
+        else None
+    mem_eff = rss / (spec.memory_mb * MIB) if started is not None and spec.memory_mb > 0 \
+        else None
+    return AcctRecord(
+        job_id=job.id, attempt=job.attempt, number=job.number, array_index=job.array_index,
+        name=spec.name, user=spec.user, grp=group, queue=spec.queue,
+        submit_time=job.submit_time, start_time=started, end_time=end,
+        wait_s=(started - job.submit_time) if started is not None else None,
+        host=job.host if started is not None else None,
+        hosts=f"{job.host}:{spec.slots}" if started is not None and job.host else "",
+        req_slots=spec.slots, req_memory_mb=spec.memory_mb, req_walltime_s=spec.walltime_s,
+        req_gpus=0, resources=spec.resources, state=state,
+        exit_code=job.exit_code if state != REQUEUED else None,
+        exit_signal=job.exit_signal if state != REQUEUED else None,
+        reason=reason, cpu_user_s=cpu_user, cpu_system_s=cpu_sys, max_rss_bytes=rss,
+        wall_s=wall, cpu_eff=cpu_eff, mem_eff=mem_eff, seq=seq,
+    )
+
+
+_ENDS = (ev.JobFinished, ev.JobKilled, ev.JobRequeued, ev.JobHostLost)
+_REQUEUES = (ev.JobRequeued, ev.JobHostLost)
+
+
+class AttemptWatch:
+    """Turns applied events into records: call `before` just before `state.apply(event)`
+    and `after` just after; `after` returns the record of an attempt the event ended."""
+
+    def __init__(self, group_of: Callable[[str], str] | None = None) -> None:
+        self.group_of = group_of or (lambda user: "")
+        self._pre: JobRecord | None = None
+
+    def before(self, state: ClusterState, event: ev.Event) -> None:
+        self._pre = state.jobs.get(event.job_id) if isinstance(event, _REQUEUES) else None  # type: ignore[attr-defined]
+
+    def after(self, state: ClusterState, event: ev.Event, seq: int) -> AcctRecord | None:
+        if not isinstance(event, _ENDS):
+            return None
+        pre, self._pre = self._pre, None
+        job = state.jobs.get(event.job_id)
+        if job is None:
+            return None
+        if job.state.finished:
+            return build(job, job.state.value, job.end_time or event.at, job.reason, seq,
+                         self.group_of(job.spec.user))
+        if job.state is JobState.PEND and pre is not None and pre.state.active:
+            # A requeue of a running attempt (a finished one already has its record).
+            return build(pre, REQUEUED, event.at, job.reason, seq,
+                         self.group_of(pre.spec.user))
+        return None
+
+
+def finished_records(state: ClusterState, seq: int,
+                     group_of: Callable[[str], str] | None = None) -> list[AcctRecord]:
+    """The records of every finished job in `state` (the last attempt of each): what a
+    store that fell behind a checkpoint can still recover from the checkpoint itself."""
+    group_of = group_of or (lambda user: "")
+    return [build(job, job.state.value, job.end_time or 0.0, job.reason, seq,
+                  group_of(job.spec.user))
+            for job in state.jobs.values() if job.state.finished and job.end_time is not None]

@@ -1,0 +1,212 @@
+"""`xce acct` (sacct), `xce report` (sreport / bacct -u) and `xce job eff` (seff).
+
+All three read the controller's accounting store through `/api/v1/accounting/...`; times
+(`-S`, `-E`) are passed through as typed (epoch seconds, `2026-12-01[T08:00]` in UTC,
+`2026-12`, or an age such as `30d`) and the controller says what it cannot read.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import typer
+
+from xce.cli.common import call, fail, print_json, print_table
+
+CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
+
+
+def _hms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = round(seconds)
+    days, s = divmod(s, 86400)
+    text = f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def _when(at: float | None) -> str:
+    return "-" if at is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at))
+
+
+def _size(n: float | None) -> str:
+    if not n:
+        return "0"
+    for unit in ("B", "K", "M", "G", "T"):
+        if n < 1024 or unit == "T":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.2f}{unit}"
+        n /= 1024
+    return str(n)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _exit(r: dict[str, Any]) -> str:
+    if r.get("exit_code") is None and r.get("exit_signal") is None:
+        return "-"
+    return f"{r.get('exit_code') if r.get('exit_code') is not None else '-'}:" \
+           f"{r.get('exit_signal') or 0}"
+
+
+# sacct-like column names -> (header, value of a record)
+COLUMNS: dict[str, tuple[str, Any]] = {
+    "jobid": ("JobID", lambda r: r["job_id"]),
+    "attempt": ("Attempt", lambda r: r["attempt"]),
+    "jobname": ("JobName", lambda r: r["name"]),
+    "user": ("User", lambda r: r["user"]),
+    "group": ("Group", lambda r: r["grp"]),
+    "queue": ("Queue", lambda r: r["queue"]),
+    "state": ("State", lambda r: r["state"]),
+    "exitcode": ("ExitCode", _exit),
+    "reason": ("Reason", lambda r: r["reason"]),
+    "submit": ("Submit", lambda r: _when(r["submit_time"])),
+    "start": ("Start", lambda r: _when(r["start_time"])),
+    "end": ("End", lambda r: _when(r["end_time"])),
+    "wait": ("Wait", lambda r: _hms(r["wait_s"])),
+    "elapsed": ("Elapsed", lambda r: _hms(r["wall_s"])),
+    "nodelist": ("NodeList", lambda r: r["hosts"]),
+    "alloccpus": ("AllocCPUS", lambda r: r["req_slots"]),
+    "reqmem": ("ReqMem", lambda r: f"{r['req_memory_mb']}M" if r["req_memory_mb"] else "-"),
+    "timelimit": ("Timelimit", lambda r: _hms(r["req_walltime_s"])),
+    "totalcpu": ("TotalCPU", lambda r: _hms(r["cpu_user_s"] + r["cpu_system_s"])),
+    "usercpu": ("UserCPU", lambda r: _hms(r["cpu_user_s"])),
+    "systemcpu": ("SystemCPU", lambda r: _hms(r["cpu_system_s"])),
+    "maxrss": ("MaxRSS", lambda r: _size(r["max_rss_bytes"])),
+    "cpueff": ("CPUEff", lambda r: _pct(r["cpu_eff"])),
+    "memeff": ("MemEff", lambda r: _pct(r["mem_eff"])),
+    "resources": ("Resources", lambda r: r["resources"]),
+}
+DEFAULT_FORMAT = "jobid,jobname,user,queue,state,exitcode,end,elapsed,alloccpus,totalcpu," \
+                 "maxrss,cpueff"
+
+
+def _params(user: str | None, group: str | None, queue: str | None, state: str | None,
+            since: str | None, until: str | None, job: str | None = None,
+            host: str | None = None, name: str | None = None,
+            submit_time: bool = False) -> dict[str, str]:
+    raw = {"user": user, "group": group, "queue": queue, "state": state, "since": since,
+           "until": until, "job": job, "host": host, "name": name,
+           "time": "submit" if submit_time else None}
+    return {k: v for k, v in raw.items() if v}
+
+
+async def _fetch(client: Any, params: dict[str, str], limit: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    cursor = None
+    while len(rows) < limit:
+        page = {**params, "limit": str(min(10_000, limit - len(rows)))}
+        if cursor:
+            page["next"] = cursor
+        found = await client.request("GET", "/api/v1/accounting/jobs", params=page)
+        rows += found["jobs"]
+        cursor = found.get("next")
+        if not cursor:
+            break
+    return rows
+
+
+def acct(
+    user: str = typer.Option(None, "--user", "-u", help="users (comma-separated)"),
+    group: str = typer.Option(None, "--group", "-g", help="groups (comma-separated)"),
+    queue: str = typer.Option(None, "--queue", "-q", help="queues (comma-separated)"),
+    state: str = typer.Option(None, "--state", "-s", help="DONE, EXIT, REQUEUED"),
+    since: str = typer.Option(None, "--starttime", "-S",
+                              help="from (epoch, 2026-12-01[T08:00] UTC, 2026-12 or 30d)"),
+    until: str = typer.Option(None, "--endtime", "-E", help="before (same forms as -S)"),
+    job: str = typer.Option(None, "--jobs", "-j", help="a job, task or array id"),
+    host: str = typer.Option(None, "--host", help="only attempts on this host"),
+    name: str = typer.Option(None, "--name", help="only jobs of this name"),
+    submit_time: bool = typer.Option(False, "--submit-time",
+                                     help="-S/-E bound the submit time, not the end time"),
+    fmt: str = typer.Option(DEFAULT_FORMAT, "--format", "-o",
+                            help=f"columns: {', '.join(COLUMNS)}"),
+    limit: int = typer.Option(100_000, "--limit", help="most records to show"),
+    as_json: bool = typer.Option(False, "--json"),
+    controller: list[str] = CONTROLLER,
+) -> None:
+    """Finished jobs from the accounting store, like sacct (every attempt, kept after the
+    cluster purged the job)."""
+    columns = [c.strip().lower() for c in fmt.split(",") if c.strip()]
+    unknown = [c for c in columns if c not in COLUMNS]
+    if unknown:
+        fail(f"unknown --format column {unknown[0]!r} (use {', '.join(COLUMNS)})")
+    if limit < 1:
+        fail("--limit must be at least 1")
+    params = _params(user, group, queue, state, since, until, job, host, name, submit_time)
+    rows = call(lambda c: _fetch(c, params, limit), controller)
+    if as_json:
+        print_json({"jobs": rows})
+        return
+    print_table([COLUMNS[c][0] for c in columns],
+                [[COLUMNS[c][1](r) for c in columns] for r in rows])
+
+
+def report(
+    by: str = typer.Option("user", "--by", "-b", help="user, group, queue, host, day, month"),
+    user: str = typer.Option(None, "--user", "-u", help="users (comma-separated)"),
+    group: str = typer.Option(None, "--group", "-g", help="groups (comma-separated)"),
+    queue: str = typer.Option(None, "--queue", "-q", help="queues (comma-separated)"),
+    since: str = typer.Option("30d", "--starttime", "-S", help="from (default: 30d ago)"),
+    until: str = typer.Option(None, "--endtime", "-E", help="before (default: now)"),
+    as_json: bool = typer.Option(False, "--json"),
+    controller: list[str] = CONTROLLER,
+) -> None:
+    """Core-hours, jobs, wait and efficiency per user, group, queue, host, day or month,
+    like sreport cluster/user and LSF bacct -u."""
+    params = {**_params(user, group, queue, None, since, until), "by": by}
+    data = call(lambda c: c.request("GET", "/api/v1/accounting/summary", params=params),
+                controller)
+    if as_json:
+        print_json(data)
+        return
+    typer.echo(f"Usage by {by}, {_when(data.get('since'))} - "
+               f"{_when(data.get('until')) if data.get('until') else 'now'} (UTC)")
+    print_table(
+        [by.upper(), "JOBS", "ATTEMPTS", "DONE", "EXIT", "CORE-HOURS", "CPU-HOURS",
+         "AVG-WAIT", "MAX-WAIT", "CPU-EFF", "MEM-EFF"],
+        [[r["key"], r["jobs"], r["attempts"], r["done"], r["exited"],
+          f"{r['core_hours'] or 0:.2f}", f"{r['cpu_hours'] or 0:.2f}", _hms(r["avg_wait_s"]),
+          _hms(r["max_wait_s"]), _pct(r["cpu_eff"]), _pct(r["mem_eff"])]
+         for r in data["rows"]],
+    )
+
+
+def eff(job_id: str, as_json: bool = typer.Option(False, "--json"),
+        controller: list[str] = CONTROLLER) -> None:
+    """CPU and memory efficiency of a finished job, like seff (each attempt, each task)."""
+    rows = call(lambda c: _fetch(c, {"job": job_id}, 100_000), controller)
+    if not rows:
+        fail(f"job {job_id} has no accounting record (not finished, or unknown)")
+    if as_json:
+        print_json({"jobs": rows})
+        return
+    for i, r in enumerate(rows):
+        if i:
+            typer.echo("")
+        core_wall = r["req_slots"] * r["wall_s"]
+        cpu = r["cpu_user_s"] + r["cpu_system_s"]
+        typer.echo(f"Job ID: {r['job_id']}")
+        typer.echo(f"Attempt: {r['attempt']}")
+        typer.echo(f"User/Group: {r['user']}/{r['grp'] or '-'}")
+        code = f" (exit code {_exit(r)})" if _exit(r) != "-" else ""
+        typer.echo(f"State: {r['state']}{code}" + (f", {r['reason']}" if r["reason"] else ""))
+        typer.echo(f"Host(s): {r['hosts'] or '-'}")
+        typer.echo(f"Cores: {r['req_slots']}")
+        typer.echo(f"CPU Utilized: {_hms(cpu)}")
+        typer.echo(f"CPU Efficiency: {_pct(r['cpu_eff'])} of {_hms(core_wall)} core-walltime")
+        typer.echo(f"Job Wall-clock time: {_hms(r['wall_s'])}")
+        typer.echo(f"Memory Utilized: {_size(r['max_rss_bytes'])}")
+        if r["req_memory_mb"]:
+            typer.echo(f"Memory Efficiency: {_pct(r['mem_eff'])} of "
+                       f"{_size(r['req_memory_mb'] * 1024 * 1024)}")
+        else:
+            typer.echo("Memory Efficiency: - (no memory requested)")
+
+
+def register(app: typer.Typer) -> None:
+    """`xce acct` and `xce report`; `xce job eff` is registered by xce/cli/jobs.py."""
+    app.command("acct")(acct)
+    app.command("report")(report)
