@@ -343,7 +343,7 @@ def test_covered_records_still_have_their_sequence_and_checksum_checked(
     flipped = bytearray(records[1])
     flipped[20] ^= 0x04  # a bit flip inside a covered, complete record
     _segment(tmp_path / "flip", 1, [records[0], bytes(flipped), records[2], records[3]])
-    with pytest.raises(WalCorruption, match="damaged at byte .*checksum mismatch"):
+    with pytest.raises(WalCorruption, match=r"damaged at byte .*checksum mismatch"):
         scan_wal(tmp_path / "flip", 10)
 
 
