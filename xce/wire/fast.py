@@ -40,6 +40,7 @@ _RANGE = struct.Struct("<qqq")
 _INT64 = struct.Struct("<q")
 _FLOAT64 = struct.Struct("<d")
 _UNION = struct.Struct("<H")
+_HEAD = struct.Struct("<QQ")  # segment table (count - 1, first size) and the root pointer
 _SIZES = {"int64": ("q", 8), "uint64": ("Q", 8), "float64": ("d", 8), "uint32": ("I", 4),
           "uint16": ("H", 2), "int32": ("i", 4)}
 
@@ -235,7 +236,7 @@ def _generate(cls: type) -> Reader:
                 env[f"E_{f.py}"] = f.py_type._value2member_map_
                 text = f"E_{f.py}[{text}]"
             else:
-                text = f"({text} if {w} else '')"
+                text = _inline_text(offset, f"_text({args})")
             exprs.append(text)
         elif kind == "opt":
             inner = {int: "_opt_num({args}, INT64)", float: "_opt_num({args}, FLOAT64)",
@@ -248,12 +249,13 @@ def _generate(cls: type) -> Reader:
         elif kind == "list_text":
             exprs.append(f"(() if not {w} or {w} & EMPTY == EMPTY_TEXTS else _list_text({args}))")
         elif kind == "list_kv":
-            exprs.append(f"(_list_kv({args}) if {w} else ())")
+            exprs.append(_inline_empty(offset, f"(_list_kv({args}) if {w} else ())"))
         elif kind == "indexset":
             exprs.append(f"_indexset({args})")
         elif kind == "list_struct":
             env[f"R_{f.py}"] = reader_for(f.py_type)
-            exprs.append(f"(_list_struct(buf, {at}, {w}, lim, R_{f.py}) if {w} else ())")
+            exprs.append(_inline_empty(
+                offset, f"(_list_struct(buf, {at}, {w}, lim, R_{f.py}) if {w} else ())"))
             env["_list_struct"] = _list_struct
         else:  # pragma: no cover - plans() only produces the kinds above
             raise GenerationError(f"unknown field kind {kind}")
@@ -278,6 +280,22 @@ def _generate(cls: type) -> Reader:
     code = "\n".join(lines)
     exec(compile(code, f"<xce.wire.fast {cls.__name__}>", "exec"), env)
     return env["read"]  # type: ignore[no-any-return]
+
+
+def _inline_text(i: int, slow: str) -> str:
+    """Pointer `i` as text, the usual case inline (no call): a forward list pointer of
+    bytes inside the segment, NUL-terminated; anything else (null too) goes to `_text`."""
+    return (f"(buf[s:e].decode() if (x := w[{i}]) & 0x780000003 == 0x200000001 and "
+            f"(s := base + {i * 8 + 8} + ((x & 0x7FFFFFFC) << 1)) <= "
+            f"(e := s + (x >> 35) - 1) < lim and not buf[e] else {slow})")
+
+
+def _inline_empty(i: int, slow: str) -> str:
+    """Pointer `i` as an empty list of structs, inline when it is one: a forward composite
+    list pointer with no words whose tag word (in the segment) says struct, no elements."""
+    return (f"(() if (x := w[{i}]) & 0xFFFFFFFF80000003 == 0x700000001 and "
+            f"(s := base + {i * 8 + 8} + ((x & 0x7FFFFFFC) << 1)) + 8 <= lim and "
+            f"not WORD.unpack_from(buf, s)[0] & 0xFFFFFFFF else {slow})")
 
 
 def _data_format(data: list[tuple[int, str, str]]) -> str:
@@ -358,15 +376,28 @@ def peek_entry(data: bytes) -> tuple[int, int]:
 
 def read_entry(data: bytes) -> tuple[int, int, Any]:
     """(seq, epoch, event) of a WAL entry; raises one of `FAST_REJECTS` on a message the
-    caller must hand to the reference reader (for its result, or its verdict)."""
-    p, dw, pc, lim = _root(data)
-    if dw < 2 or pc < 1:
+    caller must hand to the reference reader (for its result, or its verdict).
+
+    The three hops (root, `Event`, its union member) are struct pointers a builder always
+    writes forward; they are followed inline, with `_struct`'s checks."""
+    if len(data) < 24:
+        raise Fallback
+    head, w = _HEAD.unpack_from(data, 0)
+    lim = 8 + (head >> 32) * 8
+    if head & 0xFFFFFFFF or lim > len(data) or w & 0x80000003:  # one segment, forward ptr
+        raise Fallback
+    p = 16 + ((w & 0x7FFFFFFC) << 1)
+    dw, pc = (w >> 32) & 0xFFFF, w >> 48
+    if dw < 2 or pc < 1 or p + (dw + pc) * 8 > lim:
         raise Fallback
     seq, epoch = _SEQ_EPOCH.unpack_from(data, p)
     at = p + dw * 8
-    ep, edw, epc = _struct(_WORD.unpack_from(data, at)[0], at, lim)
+    w = _WORD.unpack_from(data, at)[0]
     disc_at, at_at, readers = _EVENTS or _event_readers()
-    if edw * 8 < max(disc_at + 2, at_at + 8) or epc < 1:
+    ep = at + 8 + ((w & 0x7FFFFFFC) << 1)
+    edw, epc = (w >> 32) & 0xFFFF, w >> 48
+    if (w & 0x80000003 or edw * 8 < max(disc_at + 2, at_at + 8) or epc < 1
+            or ep + (edw + epc) * 8 > lim):
         raise Fallback
     read = readers.get(_UNION.unpack_from(data, ep + disc_at)[0])
     if read is None:
