@@ -165,4 +165,5 @@ def test_fast_reader_is_much_faster_than_the_reference() -> None:
         return best
 
     assert schema() is not None
-    assert cpu(decode_entry_reflective) > 3 * cpu(read_entry)
+    # 4-6x on the development machine; a fast path that silently fell back would give ~1x.
+    assert cpu(decode_entry_reflective) > 2.5 * cpu(read_entry)
