@@ -75,10 +75,12 @@ def mapped(path: Path) -> Iterator[memoryview]:
             yield memoryview(b"")
             return
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(mm)
     try:
-        yield memoryview(mm)
+        yield view
     finally:
-        with contextlib.suppress(BufferError):  # a view still held: closed once collected
+        with contextlib.suppress(BufferError):  # a slice still held: closed once collected
+            view.release()
             mm.close()
 
 
