@@ -2,7 +2,7 @@
 
 4: `copy_state` (the pause on the loop), `write_checkpoint` in a thread, the file size, and
 the real event-loop pause while `DurableLog.checkpoint()` runs (a 1 ms ticker's longest gap).
-5: `recover(state_dir)` from a checkpoint of N jobs plus a WAL written with `WalWriter`.
+5: recovery of the biggest one, as a running controller leaves it (`bench/recovery.py`).
 Also one scheduling pass over N pending jobs, which runs on the loop as well.
 """
 
@@ -14,17 +14,15 @@ import shutil
 import time
 from pathlib import Path
 
-from bench.common import Plan, Row, Ticker, build_state, count, median, size, submitted, verdict
+from bench import recovery
+from bench.common import Plan, Row, Ticker, build_state, count, median, size, verdict
 from xce.core.state import ClusterState
 from xce.sched import fcfs
 from xce.sched.snapshot import snapshot_of
 from xce.store.checkpoint import copy_state, write_checkpoint
 from xce.store.durable import DurableLog, StoreSettings
-from xce.store.recovery import checkpoint_dir, recover, wal_dir
-from xce.store.wal.writer import WalWriter
 
 PAUSE_TARGET_MS = 100.0
-RECOVERY_TARGET_S = 10.0
 
 
 def _scale(plan: Plan, n: int) -> tuple[float, bool]:
@@ -147,59 +145,13 @@ def checkpoints(plan: Plan, n: int, state: ClusterState) -> list[Row]:
     return rows
 
 
-def recovery(plan: Plan, n: int, state: ClusterState) -> list[Row]:
-    """Checkpoint at seq n+1, then `recovery_wal_events` JobSubmitted records after it."""
-    tag = f"{count(n)} + {count(plan.recovery_wal_events)} WAL" + (
-        " (quick)" if plan.quick else "")
-    state_dir = plan.root / f"recover-{n}"
-    seq = state.applied
-    write_checkpoint(checkpoint_dir(state_dir), copy_state(state, seq))
-
-    async def fill_wal() -> None:
-        writer = WalWriter(wal_dir(state_dir), next_seq=seq + 1)
-        try:
-            number = state.next_number
-            for i in range(plan.recovery_wal_events):
-                writer.append(submitted(number + i))
-                if i % 256 == 255:
-                    await writer.sync()
-            await writer.sync()
-        finally:
-            await writer.close()
-
-    asyncio.run(fill_wal())
-    expected = len(state.jobs) + plan.recovery_wal_events
-    times = []
-    try:
-        for _ in range(plan.heavy_repeats):
-            gc.collect()
-            started = time.perf_counter()
-            got = recover(state_dir)
-            times.append(time.perf_counter() - started)
-            if len(got.state.jobs) != expected or got.replayed != plan.recovery_wal_events:
-                raise RuntimeError(f"recovered {len(got.state.jobs)} jobs and replayed "
-                                   f"{got.replayed}, expected {expected} and "
-                                   f"{plan.recovery_wal_events}")
-            del got
-    finally:
-        shutil.rmtree(state_dir, ignore_errors=True)
-    factor, extrapolated = _scale(plan, n)
-    value = median(times)
-    text = f"{value:,.2f} s (of {len(times)}; {n / value:,.0f} jobs/s)"
-    if extrapolated:
-        text += f" (~{value * factor:,.1f} s @1M, linear)"
-    return [Row(f"5  recover(), {tag}", text, f"< {RECOVERY_TARGET_S:.0f} s @1M",
-                verdict(value * factor < RECOVERY_TARGET_S, extrapolated),
-                data={"jobs": n, "seconds": times})]
-
-
 def run(plan: Plan) -> list[Row]:
     rows: list[Row] = []
     for n in plan.checkpoint_sizes:
         state = build_state(n)
         rows += checkpoints(plan, n, state)
         if n == plan.big:
-            rows += recovery(plan, n, state)
+            rows += recovery.run(plan, n, state)  # figure 5 (bench/recovery.py)
         del state
         gc.collect()
     return rows

@@ -291,3 +291,91 @@ async def test_a_failed_fsync_on_a_fresh_segment_recovers(tmp_path: Path,
     await writer.close()
     # The record whose fsync failed was rewritten into a fresh segment, nothing twice.
     assert replayed(tmp_path) == evs
+
+
+def _entry(seq: int, event: ev.Event, undecodable: bool = False) -> bytes:
+    """A framed WAL record; `undecodable` gives it an event kind no reader knows (its
+    frame and its seq/epoch header stay valid: what a writer bug would leave)."""
+    from xce.wire.codec import encode_entry
+    from xce.wire.fast import _event_readers, _root, _struct
+
+    data = bytearray(encode_entry(seq, 1, event))
+    if undecodable:
+        p, dw, _pc, lim = _root(bytes(data))
+        ep, _edw, _epc = _struct(int.from_bytes(data[p + dw * 8:p + dw * 8 + 8], "little"),
+                                 p + dw * 8, lim)
+        disc_at = _event_readers()[0]
+        data[ep + disc_at:ep + disc_at + 2] = (999).to_bytes(2, "little")
+    return frame(bytes(data))
+
+
+def _segment(directory: Path, first: int, records: list[bytes]) -> None:
+    from xce.store.wal.reader import segment_name
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / segment_name(first)).write_bytes(b"".join(records) + bytes(64))
+
+
+def test_records_the_checkpoint_covers_are_framed_but_not_decoded(tmp_path: Path) -> None:
+    """Issue 22: a covered record is checked (CRC, sequence) but never decoded, so one no
+    reader understands does not stop a recovery that starts after it; `after_seq=0` (what
+    `xce admin wal-check` reads) still decodes and refuses it."""
+    evs = events(4)
+    _segment(tmp_path, 1, [_entry(1, evs[0]), _entry(2, evs[1], undecodable=True),
+                           _entry(3, evs[2]), _entry(4, evs[3])])
+    seen: list[int] = []
+    scan = scan_wal(tmp_path, 2, lambda seq, e: seen.append(seq))
+    assert (scan.records, scan.last_seq, seen) == (4, 4, [3, 4])
+    with pytest.raises(WalCorruption, match="cannot decode"):
+        scan_wal(tmp_path, 0)
+    with pytest.raises(WalCorruption, match="cannot decode"):
+        scan_wal(tmp_path, 1)  # record 2 is after the checkpoint: decoded, refused
+
+
+def test_covered_records_still_have_their_sequence_and_checksum_checked(
+    tmp_path: Path,
+) -> None:
+    evs = events(4)
+    _segment(tmp_path / "gap", 1, [_entry(1, evs[0]), _entry(2, evs[1]), _entry(4, evs[3])])
+    with pytest.raises(WalCorruption, match="expected record 3, found 4"):
+        scan_wal(tmp_path / "gap", 10)
+    records = [_entry(i + 1, e) for i, e in enumerate(evs)]
+    flipped = bytearray(records[1])
+    flipped[20] ^= 0x04  # a bit flip inside a covered, complete record
+    _segment(tmp_path / "flip", 1, [records[0], bytes(flipped), records[2], records[3]])
+    with pytest.raises(WalCorruption, match=r"damaged at byte .*checksum mismatch"):
+        scan_wal(tmp_path / "flip", 10)
+
+
+def test_fast_frame_loop_accepts_and_rejects_what_parse_at_does() -> None:
+    """`iter_frames` against a loop over `parse_at` alone, on damaged copies of a log."""
+    import random
+
+    from xce.store.wal.framing import parse_at
+    from xce.wire.codec import encode_entry
+
+    good = b"".join(frame(encode_entry(i + 1, 1, e)) for i, e in enumerate(events(12)))
+    good += bytes(600)
+    rng = random.Random(22)
+
+    def reference(data: bytes) -> list[tuple[int, bytes]] | tuple[int, str, bool]:
+        view, out, offset = memoryview(data), [], 0
+        try:
+            while (found := parse_at(view, offset)) is not None:
+                out.append((found.offset, found.payload))
+                offset = found.end
+        except CorruptRecord as exc:
+            return exc.offset, exc.why, exc.torn
+        return out
+
+    for _ in range(400):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        data = data[:rng.randint(0, len(data))]
+        try:
+            got: list[tuple[int, bytes]] | tuple[int, str, bool] = [
+                (f.offset, f.payload) for f in read_frames(bytes(data))]
+        except CorruptRecord as exc:
+            got = (exc.offset, exc.why, exc.torn)
+        assert got == reference(bytes(data))

@@ -46,6 +46,10 @@ def parse_job_id(job_id: str) -> tuple[int, int | None]:
         raise InvalidRequest(f"{job_id!r} is not a job id (expected e.g. 17 or 17[5])") from None
 
 
+_ACTIVE = frozenset(s for s in JobState if s.active)
+_FINISHED = frozenset(s for s in JobState if s.finished)
+
+
 class ClusterState:
     """The single writer of controller state; see the module docstring for its promises."""
 
@@ -254,6 +258,30 @@ class ClusterState:
             else:
                 self.waiting_on_deps[new.id] = None
 
+    def _index_restored(self, jobs: list[JobRecord]) -> None:
+        """`_index(None, job)` for each job of a checkpoint, in order, as one loop: what a
+        first index does, without the branches for an old record (a checkpoint of a
+        million jobs spent a third of its load time in `_index`)."""
+        pend, active, finished = JobState.PEND, _ACTIVE, _FINISHED
+        index, counts, pending = self.jobs, self.counts, self.pending
+        finished_jobs, waiting, keys = self.finished_jobs, self.waiting_on_deps, self.submit_keys
+        for job in jobs:
+            job_id, state, spec = job.id, job.state, job.spec
+            index[job_id] = job
+            counts[(state, spec.queue)] += 1
+            if state is pend:
+                pending[job_id] = None
+            elif state in active and job.host:
+                self._load(job.host, job, +1)
+            if job.array_index is not None:
+                self.array_tasks.setdefault(job.number, {})[job_id] = None
+            elif state in finished:
+                finished_jobs[job_id] = None
+            if job.submit_key:
+                keys[(spec.user, job.submit_key)] = job_id
+            if spec.dependency and state not in finished:
+                waiting[job_id] = None
+
     # --- checkpoints ----------------------------------------------------------------------
 
     @classmethod
@@ -274,8 +302,7 @@ class ClusterState:
         state.pending_arrays = {a.id: None for a in arrays if a.pending}
         state.submit_keys = {(a.spec.user, a.submit_key): str(a.id) for a in arrays
                              if a.submit_key}
-        for job in sorted(jobs, key=lambda j: j.order_key):
-            state._index(None, job)
+        state._index_restored(sorted(jobs, key=lambda j: j.order_key))
         state.next_number = next_number
         state.number_ceiling = number_ceiling
         return state

@@ -30,8 +30,8 @@ from xce.ha.epochs import EpochStore
 from xce.store.checkpoint import checkpoint_name, list_checkpoints
 from xce.store.durable import DurableLog, StoreSettings
 from xce.store.recovery import checkpoint_dir, wal_dir
-from xce.store.wal.framing import FRAME_HEADER, CorruptRecord, read_frames
-from xce.store.wal.reader import list_segments
+from xce.store.wal.framing import FRAME_HEADER, CorruptRecord, iter_frames, read_frames
+from xce.store.wal.reader import list_segments, mapped
 from xce.store.wal.writer import fsync_dir
 from xce.wire.codec import WireError, decode_entry
 
@@ -325,12 +325,12 @@ def last_record_crc(state_dir: Path, last_seq: int) -> int | None:
     if not segments or last_seq < segments[-1][0]:
         return None
     first, path = segments[-1]
-    data = path.read_bytes()
     crc, seq = None, first - 1
-    try:
-        for fr in read_frames(data):
-            seq += 1
-            crc = FRAME_HEADER.unpack_from(data, fr.offset)[1]
-    except CorruptRecord:
-        return None
+    with mapped(path) as data:  # the frames only (no decoding), the zeros after not touched
+        try:
+            for offset, _end, _payload in iter_frames(data):
+                seq += 1
+                crc = FRAME_HEADER.unpack_from(data, offset)[1]
+        except CorruptRecord:
+            return None
     return crc if seq == last_seq else None

@@ -120,6 +120,7 @@ def _drop_empty_tail(directory: Path) -> None:
     if not segments:
         return
     _, path = segments[-1]
-    data = path.read_bytes()[:8]
+    with path.open("rb") as f:
+        data = f.read(8)  # not the whole (preallocated, 64 MiB) segment
     if not data or not any(data):
         path.unlink()

@@ -16,6 +16,7 @@ import capnp
 from xce.core.arrayspec import IndexSet
 from xce.core.errors import XceError
 from xce.core.events import Event
+from xce.wire.fast import FAST_REJECTS, read_entry
 from xce.wire.plain import unpack_records
 from xce.wire.schema import FieldPlan, lower_first, plans
 from xce.wire.types import EVENT_TYPES, RECORD_TYPES
@@ -136,6 +137,16 @@ def encode_entry(seq: int, epoch: int, event: Event) -> bytes:
 
 
 def decode_entry(data: bytes) -> tuple[int, int, Event]:
+    """(seq, epoch, event): the generated reader (`fast.py`) for the usual shape, this
+    module's reflective reader for anything else and for the verdict on bad bytes."""
+    try:
+        return read_entry(data)
+    except FAST_REJECTS:  # not the usual shape, or bad bytes: the reference decides
+        return decode_entry_reflective(data)
+
+
+def decode_entry_reflective(data: bytes) -> tuple[int, int, Event]:
+    """The reference reader: pycapnp accessors walked field by field."""
     try:
         with schema().WalEntry.from_bytes(data, traversal_limit_in_words=TRAVERSAL_LIMIT) as r:
             ev = r.event

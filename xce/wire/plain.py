@@ -89,6 +89,47 @@ def from_plain(cls: type, data: tuple[Any, ...], given: dict[int, Any] | None = 
     return cls(*values)
 
 
+_BUILDERS: dict[tuple[type, int | None], Callable[..., Any]] = {}
+
+
+def _builder(cls: type, given: int | None = None) -> Callable[..., Any]:
+    """`build(row, value=None)`: `from_plain(cls, row, {given: value})` generated as one
+    expression per field (no per-row list, loop or dict), for rows with every field; a
+    shorter row (a checkpoint from before fields were appended) takes `from_plain`."""
+    found = _BUILDERS.get((cls, given))
+    if found is not None:
+        return found
+    env: dict[str, Any] = {"cls": cls, "from_plain": from_plain, "IndexSet": IndexSet}
+    args = []
+    fields = _plans(cls)
+    for i, f in enumerate(fields):
+        v = f"row[{i}]"
+        env[f"T{i}"] = f.py_type
+        if i == given:
+            args.append("value")
+        elif f.kind == "enum":
+            env[f"E{i}"] = f.py_type._value2member_map_
+            args.append(f"E{i}[{v}]")
+        elif f.kind == "struct":
+            args.append(f"from_plain(T{i}, {v})")
+        elif f.kind == "optstruct":
+            args.append(f"(None if {v} is None else from_plain(T{i}, {v}))")
+        elif f.kind == "list_struct":
+            args.append(f"(tuple([from_plain(T{i}, x) for x in {v}]) if {v} else ())")
+        elif f.kind == "indexset":
+            args.append(f"IndexSet(tuple([range(*r) for r in {v}]))")
+        else:
+            args.append(v)
+    slow = "from_plain(cls, row)" if given is None else \
+        f"from_plain(cls, row, {{{given}: value}})"
+    code = (f"def build(row, value=None):\n"
+            f"    if len(row) != {len(fields)}:\n        return {slow}\n"
+            f"    return cls({', '.join(args)})")
+    exec(compile(code, f"<xce.wire.plain {cls.__name__}>", "exec"), env)
+    found = _BUILDERS[(cls, given)] = env["build"]
+    return found
+
+
 def pack_records(records: list[Any]) -> bytes:
     """A chunk of records of one type; job specs are shared through a table."""
     if records and isinstance(records[0], JobRecord):
@@ -110,7 +151,9 @@ def pack_records(records: list[Any]) -> bytes:
 def unpack_records(cls: type, data: bytes) -> list[Any]:
     kind, table, rows = marshal.loads(data)
     if kind != "jobs":
-        return [from_plain(cls, row) for row in rows]
+        build = _builder(cls)
+        return [build(row) for row in rows]
     specs = [from_plain(JobSpec, s) for s in table]
     spec_i = [f.py for f in _plans(JobRecord)].index("spec")
-    return [from_plain(JobRecord, row, {spec_i: specs[row[spec_i]]}) for row in rows]
+    build = _builder(JobRecord, spec_i)
+    return [build(row, specs[row[spec_i]]) for row in rows]

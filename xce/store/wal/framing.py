@@ -110,13 +110,39 @@ def _looks_torn(data: memoryview, offset: int, length: int, crc: int) -> bool:
 
 def read_frames(data: bytes | memoryview, offset: int = 0) -> Iterator[Frame]:
     """Every frame from `offset` up to the end marker; raises `CorruptRecord` on damage."""
+    for start, end, payload in iter_frames(data, offset):
+        yield Frame(start, end, bytes(payload))
+
+
+def iter_frames(data: bytes | memoryview,
+                offset: int = 0) -> Iterator[tuple[int, int, memoryview]]:
+    """(offset, end, payload view) of every frame from `offset` up to the end marker.
+
+    The loop checks what `parse_at` checks for an intact frame (a length in range inside the
+    file, the CRC over length and payload) with the least work per frame: recovery frames
+    every record it reads, also those a checkpoint covers. Anything that is not an intact
+    frame goes to `parse_at`, which tells the end marker from damage and classifies it, so
+    both paths accept and reject exactly the same bytes.
+    """
     view = memoryview(data)
+    size = len(view)
+    unpack, crc32, header = FRAME_HEADER.unpack_from, zlib.crc32, FRAME_HEADER.size
     while True:
-        found = parse_at(view, offset)
-        if found is None:
-            return
-        yield found
-        offset = found.end
+        if offset + header <= size:
+            length, crc = unpack(view, offset)
+            start = offset + header
+            end = start + length
+            if 0 < length <= MAX_PAYLOAD and end <= size:
+                payload = view[start:end]
+                if crc32(payload, crc32(view[offset:offset + 4])) == crc:
+                    following = end + (-end % ALIGN)
+                    yield offset, following, payload
+                    offset = following
+                    continue
+        found = parse_at(view, offset)  # None at the end marker, else raises CorruptRecord
+        if found is not None:  # pragma: no cover - the fast checks above accept every intact
+            raise AssertionError(f"frame at {offset} passed parse_at but not the fast check")
+        return
 
 
 def has_valid_frame_after(data: bytes | memoryview, offset: int) -> bool:
