@@ -512,6 +512,24 @@ async def test_deeply_nested_json_is_400(api: Api, depth: int) -> None:
                        headers={"Content-Type": "application/json"})
 
 
+@pytest.mark.parametrize("path", ["/api/v1/auth/login", "/api/v1/auth/device/token",
+                                  JOBS, "/api/v1/queues"])
+@pytest.mark.parametrize("depth", [65, 1000, 20000])
+async def test_deep_json_is_400_on_every_route(api: Api, path: str, depth: int) -> None:
+    # The public login route read its body in the guard with another decoder: a 500 there.
+    body = '{"username": ' + "[" * depth + "]" * depth + ', "password": "x"}'
+    error = await expect_error(api, "POST", path, 400, data=body,
+                               headers={"Content-Type": "application/json"})
+    assert error["message"] == "the body is nested more than 64 levels deep"
+
+
+async def test_json_nested_to_the_limit_reaches_validation(api: Api) -> None:
+    body = '{"username": ' + "[" * 63 + "]" * 63 + ', "password": "x"}'
+    error = await expect_error(api, "POST", "/api/v1/auth/login", 400, data=body,
+                               headers={"Content-Type": "application/json"})
+    assert error["message"] == "body.username must be string, got list"
+
+
 async def test_huge_integer_literal_is_400(api: Api) -> None:
     body = '{"command": "true", "slots": ' + "1" * 5000 + "}"
     await expect_error(api, "POST", JOBS, 400, data=body,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from xce.api.http import bearer_token, parse_json_text
 from xce.auth.keys import key_dir
 from xce.auth.pki import server_ssl_context
 from xce.auth.rbac import allows
@@ -69,11 +70,10 @@ async def serve(node: Node) -> web.AppRunner:
              "primary": node.primary_url}, status=503, headers=headers)
 
     async def vote(request: web.Request) -> web.Response:
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         try:
-            node.voters(token.strip() if scheme.lower() == "bearer" else "",
+            node.voters(bearer_token(request.headers.get("Authorization", "")),
                         node.log_position() == (0, 0))
-            answer = node.answer_vote(await request.json())
+            answer = node.answer_vote(parse_json_text(await request.read()))
         except XceError as exc:
             return web.json_response({"error": {"code": exc.code, "message": exc.message}},
                                      status=exc.http_status, headers=node.headers())
