@@ -237,7 +237,7 @@ async def test_both_command_and_script(api: Api) -> None:
 
 @pytest.mark.parametrize("dep", ["afterok:999", "afterany:1[3]", "afternotok:5"])
 async def test_dependency_on_missing_job(api: Api, dep: str) -> None:
-    error = await bad_submit(api, command="true", dependency=dep)
+    error = await bad_submit(api, 404, command="true", dependency=dep)
     assert "does not exist" in error["message"]
 
 
