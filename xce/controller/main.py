@@ -12,6 +12,7 @@ from pathlib import Path
 from aiohttp import web
 
 from xce.api.app import build_app
+from xce.api.connections import GuardedRunner
 from xce.api.http import AUTH, HA
 from xce.auth import strict_modes
 from xce.auth.pki import server_ssl_context
@@ -175,7 +176,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     gateway = WorkerGateway(service)
     app = build_app(service, gateway, config)
     app[HA] = node
-    runner = web.AppRunner(app, access_log=None)
+    runner = GuardedRunner(app, config.guard.connections, access_log=None)
     await runner.setup()
     site = web.TCPSite(
         runner, settings.listen_host, settings.listen_port, reuse_address=True,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from xce.api.connections import GuardedRunner
 from xce.api.http import bearer_token, parse_json_text
 from xce.auth.keys import key_dir
 from xce.auth.pki import server_ssl_context
@@ -89,7 +90,7 @@ async def serve(node: Node) -> web.AppRunner:
     app.router.add_get("/healthz", health)
     app.router.add_post("/api/v1/cluster/vote", vote)
     app.router.add_route("*", "/{tail:.*}", elsewhere)
-    runner = web.AppRunner(app, access_log=None)
+    runner = GuardedRunner(app, node.config.guard.connections, access_log=None)
     await runner.setup()
     s = node.config.controller
     site = web.TCPSite(runner, s.listen_host, s.listen_port, reuse_address=True,
