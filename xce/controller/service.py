@@ -642,6 +642,7 @@ class ControllerService:
             self.reasons = Reasons(
                 default="all online hosts are full" if online else "no online host"
             )
+            self.stats["scheduling_passes"] += 1  # a pass all the same: reasons are current
             return 0
         started = time.perf_counter()
         now = self.clock()
