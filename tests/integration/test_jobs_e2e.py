@@ -131,6 +131,9 @@ def test_requeue_runs_the_job_again(cluster: Cluster) -> None:
     # The first attempt ended before the second could start (a requeue waits for it).
     assert not psutil.pid_exists(first_pid) or \
         psutil.Process(first_pid).status() == psutil.STATUS_ZOMBIE
+    # Killed once it has printed (under load, RUN can come before the shell's echo).
+    cluster.wait_for(lambda: "attempt 1" in cluster.get(f"/api/v1/jobs/{job_id}/tail")["data"],
+                     20, "attempt 1's output in the live tail")
     cluster.control(job_id, "kill")
     cluster.wait_state(job_id, "EXIT")
     assert cluster.download(job_id, "stdout") == b"attempt 1\n"
