@@ -78,6 +78,11 @@ wal_fsync = "{self.fsync}"
 [[queue]]
 name = "normal"
 priority = 30
+
+[guard]
+# The load harness simulates up to thousands of workers, all from 127.0.0.1: no cap on
+# connections per address (the guard's default is 1,024).
+max_connections_per_address = 0
 """
         path = self.root / "controller.toml"
         path.write_text(text)

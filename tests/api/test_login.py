@@ -111,8 +111,16 @@ async def test_user_admin_routes(tenants: Api) -> None:
                        json={"password": "alice-new-pw", "old_password": "a wrong guess"})
     await tenants.call("POST", LOGIN, 200, json={"username": "alice",
                                                  "password": PASSWORDS["alice"]})
-    await tenants.call("POST", "/api/v1/users/alice/password", 200, headers=alice,
-                       json={"password": "alice-new-pw", "old_password": PASSWORDS["alice"]})
+    other_session = await login(tenants, "alice")  # e.g. a token left in another shell
+    changed = await tenants.call("POST", "/api/v1/users/alice/password", 200, headers=alice,
+                                 json={"password": "alice-new-pw",
+                                       "old_password": PASSWORDS["alice"]})
+    # Every earlier token of alice is revoked; she gets a fresh one for this session.
+    for old_token in (alice, other_session):
+        body = await tenants.call("GET", WHOAMI, 401, headers=old_token)
+        assert "revoked" in body["error"]["message"]
+    alice = {"Authorization": f"Bearer {changed['session']['token']}"}
+    assert (await tenants.call("GET", WHOAMI, 200, headers=alice))["user"] == "alice"
     await tenants.call("POST", "/api/v1/users/bob/password", 403, headers=alice,
                        json={"password": "hijacked-pw"})
     await tenants.call("POST", LOGIN, 401, json={"username": "alice",
@@ -124,8 +132,12 @@ async def test_user_admin_routes(tenants: Api) -> None:
     await tenants.call("GET", WHOAMI, 401, headers=erin)
     await tenants.call("POST", LOGIN, 401, json={"username": "erin", "password": "erin-password"})
     await tenants.call("DELETE", "/api/v1/users/erin", 404, headers=admin)
-    await tenants.call("POST", "/api/v1/users/bob/password", 200, headers=admin,
-                       json={"password": "reset-by-admin"})
+    bob = await login(tenants, "bob")
+    reset = await tenants.call("POST", "/api/v1/users/bob/password", 200, headers=admin,
+                               json={"password": "reset-by-admin"})
+    assert "session" not in reset  # the admin's own token is not bob's
+    await tenants.call("GET", WHOAMI, 401, headers=bob)  # a reset revokes bob's tokens too
+    await tenants.call("GET", WHOAMI, 200, headers=admin)
 
 
 async def test_user_routes_without_a_users_file_are_404(api: Api) -> None:

@@ -88,3 +88,28 @@ async def test_operator_and_admin_see_and_control_all(tenants: Api) -> None:
     dave = await login(tenants, "dave")
     await tenants.call("POST", "/api/v1/queues/normal/close", 200, headers=dave)
     await tenants.call("GET", "/api/v1/users", 403, headers=dave)  # not a user admin
+
+
+async def test_dependency_only_on_jobs_one_may_view(tenants: Api) -> None:
+    """A dependency reveals how its target ended: bob may not depend on alice's job, and
+    the refusal reads as for a job that does not exist (issue 19, item 8)."""
+    alice, bob, carol = [await login(tenants, u) for u in ("alice", "bob", "carol")]
+    root = await login(tenants, "root")
+    job = (await tenants.call("POST", JOBS, 201, json={"command": "true"},
+                              headers=alice))["job_id"]
+    array = (await tenants.call("POST", JOBS, 201, json={"command": "true", "array": "1-3"},
+                                headers=alice))["job_id"]
+    missing = str(int(array) + 100)
+    before = (set(tenants.service.state.jobs), set(tenants.service.state.arrays))
+    answers = []
+    for dep in (f"afterok:{job}", f"afterany:{array}", f"afternotok:{array}[2]",
+                f"afterok:{missing}"):
+        body = await tenants.call("POST", JOBS, 404, headers=bob,
+                                  json={"command": "true", "dependency": dep})
+        answers.append(body["error"]["message"].replace(dep.split(":")[1], "ID"))
+    assert len(set(answers)) == 1, answers  # nothing tells alice's jobs from none
+    assert (set(tenants.service.state.jobs), set(tenants.service.state.arrays)) == before
+    # The owner, her group admin (carol leads physics) and an admin may.
+    for who in (alice, carol, root):
+        await tenants.call("POST", JOBS, 201, headers=who,
+                           json={"command": "true", "dependency": f"afterok:{job}"})

@@ -48,6 +48,7 @@ def directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Directory]:
     server = start_slapd(root / "server", cert, key, ca.cert_file)
     password_file = root / "bind.password"
     password_file.write_text(SERVICE_PASSWORD + "\n")
+    password_file.chmod(0o600)  # a secret: the controller refuses one others may read
     try:
         yield Directory(server, root, ca.cert_file, other.cert_file, password_file)
     finally:

@@ -190,6 +190,7 @@ async def test_bad_code_verifier_is_an_invalid_request(env: Env) -> None:
         await backend(env).authorization_url(REDIRECT_URI, "s", "short")
 
 
+@pytest.mark.filterwarnings("error::DeprecationWarning")  # aiohttp.BasicAuth / auth= (aiohttp 4)
 async def test_confidential_client_uses_its_secret(env: Env, browser: Browser) -> None:
     secret_file = env.root / "client.secret"
     secret_file.write_text(CLIENT_SECRET + "\n")

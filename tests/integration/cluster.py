@@ -288,6 +288,19 @@ on_host_failure = "exit"
             time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {what}\n{self.log_text()}")
 
+    def scheduling_passes(self) -> int:
+        return int(self.get("/api/v1/cluster")["scheduler"]["scheduling_passes"])
+
+    def wait_passes(self, count: int = 2, timeout: float = 30) -> None:
+        """Wait for `count` more scheduling passes: after two, every pending job has been
+        through a whole pass that started after this call (the first may have taken its
+        snapshot before), so "still pending" means the scheduler said no, not "not yet".
+        A progress condition instead of a fixed sleep: as fast as the scheduler, and still
+        meaningful on a loaded machine."""
+        start = self.scheduling_passes()
+        self.wait_for(lambda: self.scheduling_passes() >= start + count, timeout,
+                      f"{count} scheduling passes after pass {start}")
+
     def wait_state(self, job_id: str, *states: str, timeout: float = 30) -> dict[str, Any]:
         result: dict[str, Any] = {}
 

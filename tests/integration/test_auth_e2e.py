@@ -139,9 +139,15 @@ def test_tenants_through_the_cli(secured: Cluster) -> None:
     # Her own password: `xce user passwd` asks for the current one first (stdin: old, new).
     xcebob.refused("user", "passwd", needle="current password (old_password) is wrong",
                    stdin="a wrong guess\nbob-new-password\n")
-    xcebob.ok("user", "passwd", stdin=PASSWORDS["xcebob"] + "\nbob-new-password\n")
-    assert secured.post("/api/v1/auth/login", {"username": "xcebob",
-                                               "password": "bob-new-password"}, token=None)
+    before = xcebob.token_file.read_text() if xcebob.token_file.exists() else None
+    out = xcebob.ok("user", "passwd", stdin=PASSWORDS["xcebob"] + "\nbob-new-password\n")
+    assert "revoked" in out
+    # The token from before the change is revoked; the CLI saved the fresh one it got.
+    assert _view(secured, bob, "/api/v1/jobs") == 401
+    assert xcebob.token_file.read_text() != before
+    xcebob.ok("job", "list")
+    bob = secured.post("/api/v1/auth/login", {"username": "xcebob",
+                                              "password": "bob-new-password"}, token=None)["token"]
 
     # The audit log has the logins, the refused kill and the revocation.
     audit = json.loads(admin.ok("admin", "audit", "--json", "--limit", "1000"))["records"]

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.integration.cluster import ADMIN_TOKEN, WORKER_TOKEN, Cluster
+from tests.integration.cluster import ADMIN_TOKEN, ISSUER, WORKER_TOKEN, Cluster
 from xce.api.app import errors
 from xce.api.guard_middleware import LOGIN_PATH, guard, guard_state
 from xce.api.http import CONFIG, read_json
@@ -190,3 +190,30 @@ async def test_login_with_a_bad_body_is_left_to_the_handler(
     status, body, _ = await hit(url, "127.0.0.4", "POST", LOGIN_PATH, body=["not", "an object"])
     assert status == 400 and body["error"]["code"] == "invalid_request"
 
+
+
+def _respelled(token: str) -> list[str]:
+    """Authorization headers that all carry `token` (authentication accepts each): the
+    scheme in every mix of case, and spaces around the token."""
+    schemes = ["".join(c.upper() if mask >> i & 1 else c for i, c in enumerate("bearer"))
+               for mask in range(64)]
+    return [f"{scheme}{' ' * (1 + n % 3)}{token}{' ' * (n % 2)}"
+            for n, scheme in enumerate(schemes)]
+
+
+async def test_respelling_a_token_does_not_escape_its_rate_limit(guarded: Cluster) -> None:
+    token = ISSUER.issue("respeller", (), ("admin",))[0]
+    spellings = _respelled(token)
+    assert len(set(spellings)) > 20
+    statuses = []
+    # Three addresses, so the address buckets (burst 20) are not what refuses.
+    for i, header in enumerate(spellings[:24]):
+        connector = aiohttp.TCPConnector(local_addr=(f"127.0.0.{1 + i % 3}", 0))
+        async with aiohttp.ClientSession(connector=connector) as session, session.get(
+                guarded.url + "/api/v1/cluster", headers={"Authorization": header}) as resp:
+            statuses.append(resp.status)
+    # Every spelling is valid (the same token), and together they are one identity: the
+    # bucket (burst 8, 1/s) refuses most of them (each spelling was a fresh bucket before).
+    assert set(statuses) <= {200, 429}
+    assert statuses.count(200) <= 12, statuses
+    assert statuses.count(429) >= 12, statuses

@@ -131,6 +131,9 @@ def test_requeue_runs_the_job_again(cluster: Cluster) -> None:
     # The first attempt ended before the second could start (a requeue waits for it).
     assert not psutil.pid_exists(first_pid) or \
         psutil.Process(first_pid).status() == psutil.STATUS_ZOMBIE
+    # Killed once it has printed (under load, RUN can come before the shell's echo).
+    cluster.wait_for(lambda: "attempt 1" in cluster.get(f"/api/v1/jobs/{job_id}/tail")["data"],
+                     20, "attempt 1's output in the live tail")
     cluster.control(job_id, "kill")
     cluster.wait_state(job_id, "EXIT")
     assert cluster.download(job_id, "stdout") == b"attempt 1\n"
@@ -188,14 +191,14 @@ def test_afterok_waits_and_afternotok_never_runs(cluster: Cluster) -> None:
     after = cluster.submit(command="echo after", dependency=f"afterok:{first}")
     failed = cluster.submit(command="exit 1")
     never = cluster.submit(command="echo never", dependency=f"afterok:{failed}")
-    time.sleep(1)
+    cluster.wait_passes()
     assert cluster.job(after)["state"] == "PEND"
     assert cluster.job(after)["reason"] == "waiting for dependency"
     cluster.wait_state(first, "DONE")
     cluster.wait_state(after, "DONE")
     assert cluster.job(after)["start_time"] >= cluster.job(first)["end_time"]
     cluster.wait_state(failed, "EXIT")
-    time.sleep(1)
+    cluster.wait_passes()
     job = cluster.job(never)
     assert job["state"] == "PEND" and job["reason"] == "dependency can never be satisfied"
 
@@ -233,7 +236,7 @@ def test_worker_sigkill_makes_host_unavailable_and_requeues(cluster: Cluster) ->
 def test_closed_queue_and_inactive_queue(cluster: Cluster) -> None:
     cluster.post("/api/v1/queues/normal/deactivate")
     job_id = cluster.submit(command="true")
-    time.sleep(0.8)
+    cluster.wait_passes()
     job = cluster.job(job_id)
     assert job["state"] == "PEND" and "inactive" in job["reason"]
     cluster.post("/api/v1/queues/normal/close")
@@ -251,7 +254,7 @@ def test_drain_and_close_hosts(cluster: Cluster) -> None:
     assert host["status"] == "offline" and host["admin_reason"] == "maintenance"
     assert cluster.get("/api/v1/hosts/w2")["admin"] == "drained"
     job_id = cluster.submit(command="true")
-    time.sleep(0.8)
+    cluster.wait_passes()
     assert cluster.job(job_id)["state"] == "PEND"
     cluster.post("/api/v1/hosts/w2/open")
     assert cluster.wait_state(job_id, "DONE")["host"] == "w2"
@@ -308,6 +311,6 @@ def test_resource_requirement_picks_the_host(cluster: Cluster) -> None:
         cluster.submit(command="true", resources="select[type==SPARC]")
     assert refused.value.status == 400 and "select[type==SPARC]" in str(refused.value.body)
     nowhere = cluster.submit(command="true", resources="select[type==SPARC]", defer=True)
-    time.sleep(0.8)
+    cluster.wait_passes()
     job = cluster.job(nowhere)
     assert job["state"] == "PEND" and "resource requirement" in job["reason"]

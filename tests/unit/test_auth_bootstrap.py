@@ -6,10 +6,13 @@ import stat
 import time
 from pathlib import Path
 
+import pytest
+
 from xce.auth.backends.configfile import UsersFile
 from xce.auth.bootstrap import ensure_credentials, token_service, write_private
 from xce.auth.passwords import verify_password
 from xce.auth.settings import AuthSettings
+from xce.core.errors import Unauthorized
 
 
 def test_first_run_makes_the_admin_the_key_and_both_tokens(tmp_path: Path) -> None:
@@ -45,3 +48,38 @@ def test_later_runs_keep_a_good_token_and_renew_an_expiring_one_for_its_subject(
     ensure_credentials(tmp_path, auth, tmp_path / "controller", "bob", False)
     renewed = tokens.verify((tmp_path / "admin.token").read_text().strip())
     assert (renewed.user, renewed.groups, renewed.roles) == ("ann", ("ops",), ("admin",))
+
+
+def test_the_worker_token_is_bound_to_this_host(tmp_path: Path) -> None:
+    """`xce up` and `xce init` issue the node's worker token as joining does: subject and
+    host claim are the worker's name, so a copy cannot register another host (issue 19,
+    item 11)."""
+    auth = AuthSettings()
+    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", True,
+                       worker_host="node1")
+    tokens = token_service(auth, tmp_path / "controller")
+    worker = tokens.verify((tmp_path / "worker.token").read_text().strip())
+    assert (worker.user, worker.host, worker.roles, worker.kind) == (
+        "node1", "node1", ("worker",), "service")
+    kept = (tmp_path / "worker.token").read_text()
+    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", False,
+                       worker_host="node1")
+    assert (tmp_path / "worker.token").read_text() == kept  # still good: untouched
+    # Renamed worker: a token for the new name.
+    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", False,
+                       worker_host="node2")
+    assert tokens.verify((tmp_path / "worker.token").read_text().strip()).host == "node2"
+
+
+def test_the_old_shared_worker_token_is_replaced_and_revoked(tmp_path: Path) -> None:
+    auth = AuthSettings()
+    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", True)
+    tokens = token_service(auth, tmp_path / "controller")
+    shared, _ = tokens.issue("worker", (), ("worker",), "service", now=time.time() - 5)
+    write_private(tmp_path / "worker.token", shared + "\n")
+    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", False,
+                       worker_host="node1")
+    fresh = token_service(auth, tmp_path / "controller")  # as the controller reads it
+    assert fresh.verify((tmp_path / "worker.token").read_text().strip()).host == "node1"
+    with pytest.raises(Unauthorized, match="revoked"):
+        fresh.verify(shared)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,13 @@ def test_systemd_units_verify(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "Unknown key" not in result.stderr and "Unknown section" not in result.stderr, (
         result.stderr)
+
+
+def test_license_is_an_spdx_expression() -> None:
+    """`project.license` as a table is deprecated by setuptools (removed after 2027-02-18):
+    it is a PEP 639 SPDX string, and the build asks for a setuptools that reads it."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == "Apache-2.0"
+    requires = pyproject["build-system"]["requires"]
+    setuptools = [r for r in requires if r.startswith("setuptools")]
+    assert setuptools == ["setuptools>=77"], requires

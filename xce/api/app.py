@@ -29,6 +29,7 @@ from xce.api.http import (
     SERVICE,
     SETTINGS,
     Identity,
+    bearer_token,
     json_response,
     route_of,
 )
@@ -128,10 +129,10 @@ async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse
         request[IDENTITY] = Identity("anonymous")
         return await handler(request)
     runtime: AuthRuntime = request.app[AUTH]  # type: ignore[assignment]
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = bearer_token(request.headers.get("Authorization", ""))
+    if not token:
         raise Unauthorized("this request needs a bearer token (run xce login or set XCE_TOKEN)")
-    claims = runtime.tokens.verify(token.strip())
+    claims = runtime.tokens.verify(token)
     who = Identity(claims.user, claims.groups, claims.roles,
                    runtime.permissions(claims.roles), claims.kind, claims.host)
     request[IDENTITY] = who  # set before the check: the audit trail names refused callers

@@ -5,9 +5,10 @@ class (403 `address_denied`), the per-address token bucket, the per-identity tok
 (429 `rate_limited` with Retry-After), then, for `POST /api/v1/auth/login`, the backoff of
 the (username, address) pair (429 `login_locked` with Retry-After).
 
-Identity here is a SHA-256 of the raw Authorization header, not the verified token subject:
-the guard runs before (and independently of) JWT verification, so a flood of bad tokens is
-throttled as cheaply as a flood of good ones; one token is one identity. Requests without an
+Identity here is a SHA-256 of the token's signed part (`identity_key`), not the verified
+subject: the guard runs before (and independently of) JWT verification, so a flood of bad
+tokens is throttled as cheaply as a flood of good ones; one token is one identity, however
+the header spells it. Requests without an
 Authorization header are limited by address only, and so are worker routes: every worker
 may share one service token, and a cluster of hundreds of workers must not throttle itself
 (each worker still has its own address bucket, and `worker_allow` / mutual TLS guard them).
@@ -30,9 +31,10 @@ from typing import Any
 from aiohttp import web
 
 from xce import metrics
-from xce.api.http import CONFIG, json_response
+from xce.api.http import CONFIG, bearer_token, json_body, json_response
 from xce.api.route_class import WORKER, route_class
 from xce.auth.guard import GuardSettings, LoginThrottle, RateLimiter, allowed, parse_address
+from xce.core.errors import InvalidRequest
 
 LOGIN_PATH = "/api/v1/auth/login"
 MAX_USERNAME = 256
@@ -93,11 +95,23 @@ async def _login_user(request: web.Request) -> str:
     not the expected JSON (the login handler then answers 400 itself; aiohttp keeps the body
     for it)."""
     try:
-        body = await request.json()
-    except ValueError:
+        body = await json_body(request)
+    except InvalidRequest:
         return ""
     user = body.get("username") if isinstance(body, dict) else None
     return login_key(user[:4 * MAX_USERNAME]) if isinstance(user, str) else ""
+
+
+def identity_key(header: str) -> str:
+    """The per-identity bucket of an Authorization header: the token as authentication
+    parses it (`bearer_token`), and of a JWT only its signed part (header.payload). Any
+    other spelling of a valid token (scheme case, spaces, a signature with other padding or
+    unused trailing bits, which base64 decoding ignores) is the same bucket, so respelling
+    cannot buy a fresh one; forged signatures over one payload share a bucket too."""
+    token = bearer_token(header) or header.strip()
+    parts = token.split(".")
+    signed = ".".join(parts[:2]) if len(parts) == 3 else token
+    return hashlib.sha256(signed.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _status_of(exc: BaseException) -> int | None:
@@ -140,7 +154,7 @@ async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
     if wait <= 0 and kind != WORKER:
         header = request.headers.get("Authorization")
         if header:
-            wait = state.per_identity.take(hashlib.sha256(header.encode()).hexdigest(), now)
+            wait = state.per_identity.take(identity_key(header), now)
     if wait > 0:
         return _refusal(429, "rate_limited",
                         f"too many requests; retry in {math.ceil(wait)} s", wait)

@@ -64,6 +64,15 @@ def _strict_loads(text: str) -> Any:
     return json.loads(text, parse_constant=_refuse_constant, parse_float=_number)
 
 
+def bearer_token(header: str) -> str:
+    """The token of an `Authorization: Bearer TOKEN` header ("" when there is none). The
+    one parser of that header: authentication and the guard's per-token rate limit must
+    agree on what the token is, or a respelled header ("bearer", extra spaces) would be a
+    fresh rate-limit bucket for the same token."""
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 def route_of(request: web.Request) -> Any:
     """The `Route` (table entry) the request matched, or None (404s)."""
     info = request.match_info.route
@@ -80,21 +89,69 @@ def json_response(data: Any, status: int = 200) -> web.Response:
     )
 
 
-async def read_json(request: web.Request, schema: dict[str, Any]) -> dict[str, Any]:
-    """Parse and validate a JSON body; every problem is a 400 naming the field."""
-    if request.content_type != "application/json":
-        raise InvalidRequest("the body must be JSON (Content-Type: application/json)")
+MAX_JSON_DEPTH = 64  # arrays and objects inside each other; real bodies nest 3 or 4 deep
+_BODY = web.RequestKey("json_body", object)  # the parsed body, or the InvalidRequest it gave
+_UNREAD = object()
+
+
+def _check_depth(value: Any) -> None:
+    """Refuse bodies nested deeper than MAX_JSON_DEPTH, without recursion (the body is the
+    attacker's, so the walk must not be able to exhaust the stack itself)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(
+            item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > MAX_JSON_DEPTH:
+                    raise InvalidRequest(f"the body is nested more than {MAX_JSON_DEPTH} "
+                                         "levels deep")
+                stack.append((child, depth + 1))
+
+
+def parse_json_text(text: str | bytes) -> Any:
+    """The one JSON decoder for request bodies (every route, the guard, the HA door): strict
+    numbers, a depth limit and valid Unicode; every problem is an `InvalidRequest` (400).
+    The size limit is the application's `client_max_size`, applied while reading."""
     try:
-        body = await request.json(loads=_strict_loads)
+        body = _strict_loads(text if isinstance(text, str) else text.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"the body is not valid JSON: {exc}") from None
     except RecursionError:
-        raise InvalidRequest("the body is nested too deeply") from None
+        raise InvalidRequest(f"the body is nested more than {MAX_JSON_DEPTH} levels "
+                             "deep") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python converts
+        raise InvalidRequest(f"the body is not valid JSON: {exc}") from None
+    _check_depth(body)
     try:
         json.dumps(body, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidRequest("the body holds text that is not valid Unicode "
                              "(a lone surrogate escape such as \\ud800)") from None
+    return body
+
+
+async def json_body(request: web.Request) -> Any:
+    """The request's body parsed by `parse_json_text`, read once: the guard looks at the
+    login body before the handler does, and both must see the same answer."""
+    cached = request.get(_BODY, _UNREAD)
+    if cached is _UNREAD:
+        try:
+            cached = parse_json_text(await request.read())
+        except InvalidRequest as exc:
+            cached = exc
+        request[_BODY] = cached
+    if isinstance(cached, InvalidRequest):
+        raise cached
+    return cached
+
+
+async def read_json(request: web.Request, schema: dict[str, Any]) -> dict[str, Any]:
+    """Parse and validate a JSON body; every problem is a 400 naming the field."""
+    if request.content_type != "application/json":
+        raise InvalidRequest("the body must be JSON (Content-Type: application/json)")
+    body = await json_body(request)
     validate(body, schema)
     return body
 

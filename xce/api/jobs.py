@@ -62,6 +62,7 @@ async def submit(request: web.Request) -> web.Response:
         stderr_file=body.get("stderr"),
         defer=body.get("defer", False),
         uploads_of=None if anyones else who.user,
+        may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
     )
     service = _service(request)
     job_id, repeat = await service.submit_keyed(req, idempotency_key(request))

@@ -17,6 +17,7 @@ from xce.api.routes import Route
 from xce.auth.backends.configfile import ConfigFileBackend, UsersFile
 from xce.auth.passwords import verify_or_burn
 from xce.auth.rbac import allows
+from xce.auth.runtime import Session
 from xce.core.errors import Forbidden, InvalidRequest, NotFound
 
 NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
@@ -87,9 +88,20 @@ async def passwd(request: web.Request) -> web.Response:
             await _audit(request, "user.passwd", name, "denied")
             raise Forbidden("the current password (old_password) is wrong")
     await asyncio.to_thread(users.set_password, name, body["password"])
+    # Whoever held the old password may hold a token from it: every token of the user
+    # issued until now stops working, as after `xce token revoke` (issue 19, item 9).
+    auth = runtime(request)
+    revoked = auth.tokens.revocations.revoke(name)
     await _replicate(request)
     await _audit(request, "user.passwd", name)
-    return json_response({"user": name, "changed": True})
+    answer = {"user": name, "changed": True, "tokens_revoked_before": revoked}
+    if name == who.user and who.kind == "user":
+        # The caller's own session ended with the rest: hand back a fresh one (issued after
+        # the revocation), so changing one's password does not log one out here.
+        token, expires = auth.tokens.issue(who.user, who.groups, who.roles)
+        answer["session"] = Session(token, expires, who.user, who.groups, who.roles,
+                                    who.permissions).to_json()
+    return json_response(answer)
 
 
 async def delete(request: web.Request) -> web.Response:

@@ -3,7 +3,10 @@
 `ensure_credentials(cluster_dir, auth, controller_state, admin)` is the one way both make them:
 
 * first run: `users.toml` gets the admin user (password generated, scrypt hash only, through
-  the configfile backend's `UsersFile`), and `worker.token` a worker *service* JWT;
+  the configfile backend's `UsersFile`);
+* `worker.token` holds this node's worker *service* JWT, bound to its host name (subject and
+  `host` claim, as joining issues them): a copy of it cannot register any other host. A
+  token from before that (subject `worker`, no host) is replaced and revoked;
 * every run: the controller's signing key exists in `<controller_state>/auth` (created on first
   use by `TokenService`), and `admin.token` holds an admin JWT that is renewed when it is about
   to expire (for the same subject it was issued to).
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import time
 from pathlib import Path
 
@@ -67,19 +71,45 @@ def _admin_subject(tokens: TokenService, current: str, default: str
     return default, (), False
 
 
+def _worker_token_good(tokens: TokenService, path: Path, host: str) -> bool:
+    """Whether `path` holds a valid worker token bound to `host`, not near its expiry."""
+    try:
+        claims = tokens.verify(path.read_text().strip())
+    except (OSError, Unauthorized):
+        return False
+    return claims.host == host and claims.expires_at > time.time() + RENEW_BEFORE_S
+
+
+def ensure_worker_token(tokens: TokenService, path: Path, host: str) -> None:
+    """This node's worker token, bound to `host` (issued like `xce token create --service
+    worker HOST` and joining do). The shared, unbound token of older releases (subject
+    `worker`) let any holder register any host name: it is replaced and revoked."""
+    if _worker_token_good(tokens, path, host):
+        return
+    try:
+        old = jwt.decode(path.read_text().strip(), options={"verify_signature": False})
+    except (OSError, jwt.InvalidTokenError):
+        old = {}
+    token, _ = tokens.issue(host, (), ("worker",), "service", host=host)
+    write_private(path, token + "\n")
+    if old.get("sub") == "worker" and "host" not in old:
+        tokens.revocations.revoke("worker")
+
+
 def ensure_credentials(cluster_dir: Path, auth: AuthSettings, controller_state: Path,
                        admin: str, first_run: bool, admin_groups: tuple[str, ...] = (),
-                       ) -> str | None:
+                       worker_host: str | None = None) -> str | None:
     """Make (first run) or refresh the cluster's credentials; returns the new admin password
-    on the first run (show it once), else None."""
+    on the first run (show it once), else None. `worker_host` is the name this node's
+    worker registers as (default: the host name, the worker's own default)."""
     tokens = token_service(auth, controller_state)
     password = None
     if first_run:
         password = secrets.token_urlsafe(18)
         UsersFile(cluster_dir / USERS_FILE).add(admin, password, groups=admin_groups,
                                                roles=("admin",))
-        worker_token, _ = tokens.issue("worker", (), ("worker",), "service")
-        write_private(cluster_dir / WORKER_TOKEN_FILE, worker_token + "\n")
+    ensure_worker_token(tokens, cluster_dir / WORKER_TOKEN_FILE,
+                        worker_host or socket.gethostname())
     admin_file = cluster_dir / ADMIN_TOKEN_FILE
     current = admin_file.read_text().strip() if admin_file.exists() else ""
     user, groups, good = _admin_subject(tokens, current, admin)

@@ -37,6 +37,16 @@ class RateSettings:
 
 
 @dataclass(frozen=True)
+class ConnectionSettings:
+    """Connection limits of `[guard]` (xce/api/connections.py); 0 switches one off."""
+
+    header_timeout_s: float = 10.0  # request line and headers, in total
+    body_timeout_s: float = 30.0  # the longest silence while a body is coming
+    keepalive_timeout_s: float = 30.0  # idle between requests (aiohttp's own timer)
+    max_connections_per_address: int = 1024  # open at once from one source address
+
+
+@dataclass(frozen=True)
 class GuardSettings:
     """`[guard]`: allow-lists (empty = everyone), rate limits (off unless set) and login
     backoff (on by default)."""
@@ -50,6 +60,7 @@ class GuardSettings:
     login_backoff_s: float = 1.0
     login_max_lockout_s: float = 300.0
     max_keys: int = 100_000
+    connections: ConnectionSettings = field(default_factory=ConnectionSettings)
 
 
 def parse_address(text: str) -> Address | None:

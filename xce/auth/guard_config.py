@@ -11,6 +11,10 @@
     login_free_failures = 3                # failed logins per (user, address) before backoff
     login_backoff_s = 1.0                  # first wait, doubled per further failure
     login_max_lockout_s = 300              # the longest wait
+    header_timeout_s = 10                  # request line and headers, in total (0: off)
+    body_timeout_s = 30                    # longest silence while a body comes (0: off)
+    keepalive_timeout_s = 30               # idle connection between requests
+    max_connections_per_address = 1024     # open at once per source address (0: off)
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from xce.auth.guard import GuardSettings, Network, RateSettings
+from xce.auth.guard import ConnectionSettings, GuardSettings, Network, RateSettings
 from xce.config import ConfigError, _check_keys, _typed
 
 _KEYS = {"allow", "admin_allow", "worker_allow", "rate_per_address", "burst_per_address",
          "rate_per_identity", "burst_per_identity", "login_free_failures", "login_backoff_s",
-         "login_max_lockout_s"}
+         "login_max_lockout_s", "header_timeout_s", "body_timeout_s", "keepalive_timeout_s",
+         "max_connections_per_address"}
 
 
 def _networks(key: str, value: Any) -> tuple[Network, ...]:
@@ -57,6 +62,19 @@ def _rate(data: dict[str, Any], what: str) -> RateSettings:
     return RateSettings(rate, int(burst))
 
 
+def _connections(data: dict[str, Any]) -> ConnectionSettings:
+    d = ConnectionSettings()
+    cap = _number(data, "max_connections_per_address", d.max_connections_per_address)
+    if cap != int(cap):
+        raise ConfigError(f"guard.max_connections_per_address must be a whole number, "
+                          f"got {cap!r}")
+    return ConnectionSettings(
+        header_timeout_s=_number(data, "header_timeout_s", d.header_timeout_s),
+        body_timeout_s=_number(data, "body_timeout_s", d.body_timeout_s),
+        keepalive_timeout_s=_number(data, "keepalive_timeout_s", d.keepalive_timeout_s, 1.0),
+        max_connections_per_address=int(cap))
+
+
 def parse_guard(data: Any) -> GuardSettings:
     """Validate `[guard]`; every error names the key."""
     _typed("(top level)", "guard", data, dict)
@@ -78,4 +96,5 @@ def parse_guard(data: Any) -> GuardSettings:
         login_free_failures=int(free),
         login_backoff_s=backoff,
         login_max_lockout_s=longest,
+        connections=_connections(data),
     )

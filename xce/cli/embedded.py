@@ -139,7 +139,9 @@ def _credentials(state_dir: Path, config: Path, first_run: bool) -> str | None:
     raw_state = data.get("controller", {}).get("state_dir", "controller")
     controller_dir = (config.parent / Path(str(raw_state)).expanduser()).resolve()
     try:
-        return ensure_credentials(state_dir, auth, controller_dir, admin_name(), first_run)
+        worker = data.get("worker", {}).get("name")  # the host name unless the config says
+        return ensure_credentials(state_dir, auth, controller_dir, admin_name(), first_run,
+                                  worker_host=worker if isinstance(worker, str) else None)
     except XceError as exc:
         fail(exc.message)
 

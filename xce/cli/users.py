@@ -79,9 +79,16 @@ def passwd(
         fail("the password must have at least 8 characters")
     if file is not None:
         _offline(lambda u: u.set_password(name, password), file)
-    else:
-        call(lambda c: c.set_password(name, password, old), controller)
-    typer.echo(f"Password of <{name}> is changed")
+        typer.echo(f"Password of <{name}> is changed (in the file only: tokens issued earlier "
+                   f"stay valid until `xce token revoke {name}`)")
+        return
+    answer = call(lambda c: c.set_password(name, password, old), controller)
+    typer.echo(f"Password of <{name}> is changed; the tokens issued to {name} until now are "
+               "revoked")
+    if isinstance(answer, dict) and answer.get("session"):
+        from xce.cli.identity import _saved
+
+        _saved(answer["session"])  # your own: the controller's fresh token replaces yours
 
 
 @app.command("list")

@@ -13,7 +13,9 @@ from aiohttp import web
 
 from xce.accounting.feed import AccountingFeed, feed_for, register
 from xce.api.app import build_app
+from xce.api.connections import GuardedRunner
 from xce.api.http import AUTH, HA
+from xce.auth import strict_modes
 from xce.auth.pki import server_ssl_context
 from xce.client.transport import check_listener, is_loopback
 from xce.config import Config, ControllerSettings
@@ -40,6 +42,14 @@ def prepare_state_dir(path: Path) -> None:
         raise InvalidRequest(
             f"state directory {path} is group- or world-writable; run chmod 700 {path}"
         )
+
+
+def check_strict_modes(config: Config) -> None:
+    """Refuse to start when a secret or state path is open to other users or owned by
+    another one (xce/auth/strict_modes.py), before anything is read or written."""
+    strict_modes.check(strict_modes.controller_paths(
+        config.controller.state_dir, config.auth.base, config.auth.backends,
+        config.tls.key_file))
 
 
 def store_settings(settings: ControllerSettings) -> StoreSettings:
@@ -144,6 +154,7 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
     if ssl_context is None and not is_loopback(settings.listen_host):
         log.warning("INSECURE: serving plain HTTP on %s (development only)",
                     settings.listen_host)
+    check_strict_modes(config)
     prepare_state_dir(settings.state_dir)
     lock = lock_state_dir(settings.state_dir)
     feed = accounting_feed(settings)
@@ -180,7 +191,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     gateway = WorkerGateway(service)
     app = build_app(service, gateway, config)
     app[HA] = node
-    runner = web.AppRunner(app, access_log=None)
+    runner = GuardedRunner(app, config.guard.connections, access_log=None)
     await runner.setup()
     site = web.TCPSite(
         runner, settings.listen_host, settings.listen_port, reuse_address=True,

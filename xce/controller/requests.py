@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -32,6 +33,9 @@ class SubmitRequest:
     # Whose uploads `inputs` may name: the submitter's own; None: anyone's (admins, and
     # callers inside the controller).
     uploads_of: str | None = None
+    # Whose jobs `dependency` may name, as a predicate on the owner (the submitter may view
+    # them); None: anyone's. A dependency reveals how its target ended.
+    may_view_owner: Callable[[str], bool] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

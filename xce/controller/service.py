@@ -319,15 +319,7 @@ class ControllerService:
                 raise InvalidRequest(f"output {out!r} is reserved for the job's {out}")
         dependency = parse_dependency(req.dependency)
         for term in dependency:
-            number, index = parse_job_id(term.job)
-            if index is None and number in self.state.arrays:
-                continue
-            try:
-                self.state.job(term.job)
-            except NotFound:
-                raise InvalidRequest(
-                    f"dependency on job {term.job}, which does not exist"
-                ) from None
+            self._check_dependency(term.job, req.may_view_owner)
         groups = [g for g, members in self.settings.scheduler.groups if req.user in members]
         applied = queue_rules.apply(queue, req.user, groups, req.slots, memory_mb,
                                     req.walltime_s)
@@ -363,6 +355,22 @@ class ControllerService:
         if why is not None:
             raise InvalidRequest(f"{why} (submit with defer to keep it for hosts that have "
                                  "not registered yet)")
+
+    def _check_dependency(self, job_id: str, may_view_owner: Callable[[str], bool] | None
+                          ) -> None:
+        """404 for a dependency on a job that does not exist or that the submitter may not
+        view, in the same words: the dependency would reveal how that job ended."""
+        number, index = parse_job_id(job_id)
+        if index is None and number in self.state.arrays:
+            owner: str | None = self.state.arrays[number].spec.user
+        else:
+            try:
+                owner = self.state.job(job_id).spec.user
+            except NotFound:
+                owner = None
+        if owner is None or (may_view_owner is not None and not may_view_owner(owner)):
+            raise NotFound(f"dependency on job {job_id}, which does not exist or which you "
+                           "may not view")
 
     def _inputs(self, raw: dict[str, str], uploads_of: str | None = None) -> dict[str, str]:
         """Normalised input path -> upload id; paths and uploads must not collide, and each
@@ -645,6 +653,7 @@ class ControllerService:
             self.reasons = Reasons(
                 default="all online hosts are full" if online else "no online host"
             )
+            self.stats["scheduling_passes"] += 1  # a pass all the same: reasons are current
             return 0
         started = time.perf_counter()
         now = self.clock()

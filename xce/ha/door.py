@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from xce.api.connections import GuardedRunner
+from xce.api.http import bearer_token, parse_json_text
 from xce.auth.keys import key_dir
 from xce.auth.pki import server_ssl_context
 from xce.auth.rbac import allows
@@ -69,11 +71,10 @@ async def serve(node: Node) -> web.AppRunner:
              "primary": node.primary_url}, status=503, headers=headers)
 
     async def vote(request: web.Request) -> web.Response:
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         try:
-            node.voters(token.strip() if scheme.lower() == "bearer" else "",
+            node.voters(bearer_token(request.headers.get("Authorization", "")),
                         node.log_position() == (0, 0))
-            answer = node.answer_vote(await request.json())
+            answer = node.answer_vote(parse_json_text(await request.read()))
         except XceError as exc:
             return web.json_response({"error": {"code": exc.code, "message": exc.message}},
                                      status=exc.http_status, headers=node.headers())
@@ -89,7 +90,7 @@ async def serve(node: Node) -> web.AppRunner:
     app.router.add_get("/healthz", health)
     app.router.add_post("/api/v1/cluster/vote", vote)
     app.router.add_route("*", "/{tail:.*}", elsewhere)
-    runner = web.AppRunner(app, access_log=None)
+    runner = GuardedRunner(app, node.config.guard.connections, access_log=None)
     await runner.setup()
     s = node.config.controller
     site = web.TCPSite(runner, s.listen_host, s.listen_port, reuse_address=True,

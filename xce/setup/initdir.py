@@ -135,7 +135,8 @@ def init_cluster(cluster_dir: Path, hosts: list[str], port: int = DEFAULT_PORT,
     state = private_dir(cluster_dir / data["controller"]["state_dir"])
     admin = admin or getpass.getuser()
     password = ensure_credentials(cluster_dir, auth, state, admin, first_run=True,
-                                  admin_groups=ADMIN_GROUPS)
+                                  admin_groups=ADMIN_GROUPS,
+                                  worker_host=data.get("worker", {}).get("name"))
     try:  # the daemons' own validation, before anything says "done"
         parse_config(data, config)
     except ConfigError as exc:

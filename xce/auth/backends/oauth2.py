@@ -62,18 +62,20 @@ class OAuth2Backend:
 
     # --- client authentication -----------------------------------------------------------
 
-    def _client_form(self, form: dict[str, str]) -> tuple[dict[str, str], aiohttp.BasicAuth | None]:
-        """Public clients send client_id; confidential ones use client_secret_basic."""
+    def _client_form(self, form: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+        """Public clients send client_id; confidential ones use client_secret_basic (an
+        Authorization header from `aiohttp.encode_basic_auth`: `aiohttp.BasicAuth` and the
+        `auth=` argument are deprecated and go away in aiohttp 4)."""
         if not self.settings.client_secret:
-            return {**form, "client_id": self.settings.client_id}, None
-        quote = urllib.parse.quote_plus
-        return form, aiohttp.BasicAuth(quote(self.settings.client_id),
-                                       quote(self.settings.client_secret))
+            return {**form, "client_id": self.settings.client_id}, {}
+        quote = urllib.parse.quote_plus  # RFC 6749 2.3.1: form-encode, then Basic
+        return form, {"Authorization": aiohttp.encode_basic_auth(
+            quote(self.settings.client_id), quote(self.settings.client_secret))}
 
     async def _token_request(self, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
-        data, auth = self._client_form(form)
+        data, headers = self._client_form(form)
         return await self.provider.request(
-            "POST", await self.provider.endpoint("token_endpoint"), data=data, auth=auth)
+            "POST", await self.provider.endpoint("token_endpoint"), data=data, headers=headers)
 
     # --- device authorization grant (RFC 8628) -------------------------------------------
 
@@ -82,8 +84,8 @@ class OAuth2Backend:
         now = time.monotonic()
         self._polls = {k: p for k, p in self._polls.items() if p.expires_at > now}
         url = await self.provider.endpoint("device_authorization_endpoint")
-        data, auth = self._client_form({"scope": " ".join(self.settings.scopes)})
-        status, body = await self.provider.request("POST", url, data=data, auth=auth)
+        data, headers = self._client_form({"scope": " ".join(self.settings.scopes)})
+        status, body = await self.provider.request("POST", url, data=data, headers=headers)
         if status != 200:
             raise BackendUnavailable(f"device authorization refused ({status}): "
                                      f"{body.get('error')} {body.get('error_description', '')}")

@@ -71,8 +71,7 @@ class OidcProvider:
     # --- HTTP ---------------------------------------------------------------------------
 
     async def request(self, method: str, url: str, *, data: dict[str, str] | None = None,
-                      headers: dict[str, str] | None = None,
-                      auth: aiohttp.BasicAuth | None = None) -> tuple[int, dict[str, Any]]:
+                      headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
         """(status, JSON body) of one request; BackendUnavailable when there is no usable
         answer (connection, TLS, timeout, 5xx, not JSON)."""
         timeout = aiohttp.ClientTimeout(total=self.settings.timeout_s)
@@ -80,7 +79,7 @@ class OidcProvider:
             async with aiohttp.ClientSession(timeout=timeout) as session, session.request(
                     method, url, data=data, headers={"Accept": "application/json",
                                                      **(headers or {})},
-                    auth=auth, ssl=self._ssl, allow_redirects=False) as response:
+                    ssl=self._ssl, allow_redirects=False) as response:
                 raw = await response.content.read(MAX_RESPONSE_BYTES + 1)
                 status = response.status
         except (TimeoutError, aiohttp.ClientError, ssl.SSLError) as exc:
