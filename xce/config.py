@@ -323,6 +323,7 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
     if "replication_token_file" in data:
         path = (base / _typed(s, "replication_token_file", data["replication_token_file"],
                               str)).expanduser()
+        _secret_file_safe("controller.replication_token_file", path)
         try:
             out["replication_token"] = path.read_text().strip()
         except OSError as exc:
@@ -359,6 +360,16 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
                               f"everything) or more, got {months}")
         out["accounting_retention_months"] = months
     return out
+
+
+def _secret_file_safe(key: str, path: Path) -> None:
+    """A token file others could read (or replace) is refused, as StrictModes does for the
+    controller's own secrets (xce/auth/strict_modes.py): the message names the fix."""
+    from xce.auth.strict_modes import OPERATOR_SECRET, problems
+
+    found = problems([(path, OPERATOR_SECRET)])
+    if found:
+        raise ConfigError(f"{key}: {found[0]}")
 
 
 def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -407,6 +418,7 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
         out["token"] = _typed(s, "token", data["token"], str)
     if "token_file" in data:
         path = (base / _typed(s, "token_file", data["token_file"], str)).expanduser()
+        _secret_file_safe("worker.token_file", path)
         try:
             out["token"] = path.read_text().strip()
         except OSError as exc:

@@ -267,6 +267,7 @@ def test_bad_auth_values_are_named(data: dict[str, Any], message: str) -> None:
 
 def test_relative_paths_resolve_against_the_config_file(tmp_path: Path) -> None:
     (tmp_path / "tok").write_text("secret\n")
+    (tmp_path / "tok").chmod(0o600)
     config = parse_config(
         {"controller": {"state_dir": "state"},
          "worker": {"spool_dir": "spool", "token_file": "tok"}},
@@ -275,6 +276,15 @@ def test_relative_paths_resolve_against_the_config_file(tmp_path: Path) -> None:
     assert config.controller.state_dir == (tmp_path / "state").resolve()
     assert config.worker.spool_dir == (tmp_path / "spool").resolve()
     assert config.worker.token == "secret"
+
+
+def test_token_files_others_can_read_are_refused(tmp_path: Path) -> None:
+    """StrictModes for the token files the config names (issue 19, item 12)."""
+    (tmp_path / "tok").write_text("secret\n")
+    (tmp_path / "tok").chmod(0o644)
+    for section, key in (("worker", "token_file"), ("controller", "replication_token_file")):
+        with pytest.raises(ConfigError, match=rf"^{section}\.{key}: .*tok.*chmod"):
+            parse_config({section: {key: "tok"}}, tmp_path / "xce.toml")
 
 
 def test_missing_token_file(tmp_path: Path) -> None:

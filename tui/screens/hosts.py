@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Tree
 
 from tui import fmt
 from tui.screens.base import LiveScreen
+from xce.cli.readable import host_status  # the CLI's words: closed, draining, drained...
 
 COLUMNS = ("HOST", "STATUS", "ADMIN", "SLOTS", "MEMORY", "LOAD", "RACK", "GROUP", "ATTRIBUTES")
 
@@ -20,7 +21,7 @@ def host_cells(h: dict[str, Any]) -> tuple[str, ...]:
     load_text = f"{load['load1']:.2f}" if isinstance(load.get("load1"), int | float) else "-"
     attrs = {k: v for k, v in (h.get("attributes") or {}).items() if k not in ("rack", "group")}
     used_mb, total_mb = h.get("memory_used_mb", 0), h.get("memory_mb", 0)
-    return (h["name"], h["status"], h["admin"], f"{h['slots_used']}/{h['slots']}",
+    return (h["name"], host_status(h), h["admin"], f"{h['slots_used']}/{h['slots']}",
             f"{fmt.size(used_mb * 2**20) if used_mb else '0'}/{fmt.size(total_mb * 2**20)}",
             load_text, h.get("rack") or "-", h.get("group") or "-",
             " ".join(f"{k}={v}" for k, v in sorted(attrs.items())))
@@ -81,10 +82,10 @@ class HostsScreen(LiveScreen):
             gnode = tree.root.add(f"group {group}", expand=True)
             for rack in sorted(groups[group]):
                 hosts = groups[group][rack]
-                online = sum(h["status"] == "online" for h in hosts)
+                online = sum(host_status(h) == "online" for h in hosts)
                 rnode = gnode.add(f"rack {rack} ({online}/{len(hosts)} online)", expand=True)
                 for h in sorted(hosts, key=lambda x: x["name"]):
-                    rnode.add_leaf(f"{h['name']}  {h['status']} {h['admin']}  "
+                    rnode.add_leaf(f"{h['name']}  {host_status(h)}  "
                                    f"slots {h['slots_used']}/{h['slots']}", data=h["name"])
 
     def action_topology(self) -> None:
