@@ -148,3 +148,24 @@ def test_file_patterns() -> None:
     for bad in ("out-%q", "trailing%", "  "):
         with pytest.raises(InvalidRequest, match="stdout"):
             check_file_pattern("stdout", bad)
+
+
+def test_the_command_line_wins_even_with_a_default_value(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`xce job submit -n 1 job.sh` with `#SBATCH -n 4` runs on 1 slot: an option given on
+    the command line wins over a directive even when its value is the default."""
+    from xce.cli import submitting
+
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -n 4\n#SBATCH -J fromscript\ntrue\n")
+    given = {**submitting.DEFAULTS, "slots": 1}
+    args = ["job", "submit", "-n", "1", str(script)]
+    explicit = submitting.explicit_options(args)
+    assert explicit == {"slots"}
+    body, _ = submitting.build(None, script, [], given, False, explicit)
+    assert body["slots"] == 1 and body["name"] == "fromscript"
+    body, _ = submitting.build(None, script, [], given, False,
+                               submitting.explicit_options(["job", "submit", str(script)]))
+    assert body["slots"] == 4
+    assert submitting.explicit_options(["job", "submit", "-n4", "--name=x", "--", "-q"]) == \
+        {"slots", "name"}
+    assert submitting.explicit_options(["job", "list"]) is None

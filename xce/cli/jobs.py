@@ -86,7 +86,8 @@ def submit(
                  stdout=stdout, stderr=stderr, env=env, export=export, cwd=cwd, array=array,
                  dependency=dependency, stage_in=stage_in, stage_out=stage_out, hold=hold,
                  resources=resources, user=user)
-    body, staged = submitting.build(command, script, inputs, given, lenient)
+    body, staged = submitting.build(command, script, inputs, given, lenient,
+                                    submitting.explicit_options(sys.argv[1:]))
     if walltime_text := body.pop("walltime", None):
         body["walltime_s"] = parse_walltime(walltime_text)
 

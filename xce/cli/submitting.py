@@ -21,8 +21,10 @@ import typer
 
 from xce.cli.common import fail
 
-# The submit options a directive may set, with the command line's defaults: a command-line
-# value equal to its default is taken as "not given", so the directive's applies.
+# The submit options a directive may set, with the command line's defaults. Which options the
+# command line gave is read from the arguments themselves (`explicit_options`), so `-n 1`
+# beats `#SBATCH -n 4`; without them (a caller that is not the command line) a value equal
+# to its default is taken as "not given".
 DEFAULTS: dict[str, Any] = {
     "queue": None, "name": "", "slots": 1, "memory": 0, "walltime": None, "stdout": None,
     "stderr": None, "export": None, "cwd": None, "array": None, "dependency": None,
@@ -35,15 +37,44 @@ def warn(text: str) -> None:
     typer.echo(f"xce: warning: {text}", err=True)
 
 
+def explicit_options(args: list[str]) -> set[str] | None:
+    """The submit options `args` (the command line after `xce`) name, by parameter name;
+    None when `args` is not a `job submit` command line."""
+    words = [a for a in args if not a.startswith("-")]
+    if words[:2] != ["job", "submit"]:
+        return None
+    from xce.cli import fast
+    from xce.cli.jobs import submit
+
+    try:
+        parser, _ = fast._parser(submit)
+    except fast._Fallback:
+        return None
+    flags = {s: a.dest for a in parser._actions for s in a.option_strings}
+    found: set[str] = set()
+    for arg in args[args.index("submit") + 1:]:
+        if arg == "--":
+            break
+        if not arg.startswith("-"):
+            continue
+        name = arg.split("=", 1)[0]
+        if name in flags:
+            found.add(flags[name])
+        elif not arg.startswith("--") and arg[:2] in flags:  # -n4: a short option's value
+            found.add(flags[arg[:2]])
+    return found
+
+
 def build(command: list[str] | None, script: Path | None, inputs: list[str],
-          given: dict[str, Any], lenient: bool) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
+          given: dict[str, Any], lenient: bool, explicit: set[str] | None = None
+          ) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
     """The request body (with `walltime` still as text) and the files to upload."""
     options = dict(given)
     text = _script_text(command, script)
     body: dict[str, Any] = {}
     if text is not None:
         body["script"] = text
-        _apply_directives(text, options, lenient)
+        _apply_directives(text, options, lenient, explicit)
     else:
         assert command
         body["command"] = command[0] if len(command) == 1 else shlex.join(command)
@@ -102,7 +133,8 @@ def _read(path: Path) -> str:
     return ""
 
 
-def _apply_directives(text: str, options: dict[str, Any], lenient: bool) -> None:
+def _apply_directives(text: str, options: dict[str, Any], lenient: bool,
+                      explicit: set[str] | None = None) -> None:
     from xce.cli.directives import DirectiveError, parse
 
     try:
@@ -116,7 +148,7 @@ def _apply_directives(text: str, options: dict[str, Any], lenient: bool) -> None
             fail(f"script directive: #XCE option for {key} is not allowed in a script")
         if isinstance(DEFAULTS[key], list):
             options[key] = [*value, *options[key]]
-        elif options[key] == DEFAULTS[key]:
+        elif (key not in explicit) if explicit is not None else options[key] == DEFAULTS[key]:
             options[key] = value
 
 
