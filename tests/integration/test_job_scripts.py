@@ -91,7 +91,7 @@ def test_xce_directives_and_the_command_line_wins(up: Up, tmp_path: Path) -> Non
     _wait(up, job_id)
     got = _report(tmp_path / "xce.out")
     assert got["name"] == "fromcli" and got["foo"] == "directive"
-    assert got["slots"] == "2"  # -n 1 is the default: the directive's applies
+    assert got["slots"] == "1"  # given on the command line, so it wins (default or not)
 
 
 def test_unknown_directive_is_refused_naming_the_line(up: Up, tmp_path: Path) -> None:
