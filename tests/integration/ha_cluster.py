@@ -165,10 +165,14 @@ class HaCluster(Cluster):
 
     def wait_caught_up(self, i: int, timeout: float = 30) -> None:
         def check() -> bool:
+            # The primary's position first, then the standby's: under a steady submit burst a
+            # sync standby trails the primary's newest record by the batch in flight, so
+            # "caught up" means it has reached where the primary stood a moment before.
             p = self.primary()
+            target = (self.health(p) or {"seq": 1 << 62})["seq"] if p is not None else 1 << 62
             h = self.health(i)
             return (p is not None and h is not None and h["role"] == "standby"
-                    and h["seq"] >= (self.health(p) or {"seq": 1 << 62})["seq"])
+                    and h["seq"] >= target)
 
         self.wait_for(check, timeout, f"candidate {i} caught up")
 
