@@ -540,9 +540,9 @@ class ControllerService:
 
     # --- queues -------------------------------------------------------------------------
 
-    async def create_queue(self, queue: QueueRecord) -> QueueRecord:
-        if queue.name in self.state.queues:
-            raise Conflict(f"queue {queue.name!r} already exists")
+    @staticmethod
+    def _check_queue(queue: QueueRecord) -> None:
+        """A queue's settings hold together: known plugins, defaults within maximums."""
         try:
             policy_for(queue.plugins)
         except ValueError as exc:
@@ -550,6 +550,11 @@ class ControllerService:
         problem = queue_rules.check_settings(queue)
         if problem:
             raise InvalidRequest(problem)
+
+    async def create_queue(self, queue: QueueRecord) -> QueueRecord:
+        if queue.name in self.state.queues:
+            raise Conflict(f"queue {queue.name!r} already exists")
+        self._check_queue(queue)
         await self.commit([ev.QueueCreated(self.clock(), queue)])
         return self.state.queues[queue.name]
 
@@ -565,13 +570,7 @@ class ControllerService:
                                  "queue (open/close and activate/deactivate have their own "
                                  "actions)")
         new = dataclasses.replace(old, **changes)  # type: ignore[arg-type]
-        try:
-            policy_for(new.plugins)
-        except ValueError as exc:
-            raise InvalidRequest(f"plugins: {exc}") from None
-        problem = queue_rules.check_settings(new)
-        if problem:
-            raise InvalidRequest(problem)
+        self._check_queue(new)
         if new != old:
             await self.commit([ev.QueueModified(self.clock(), new)])
         return self.state.queues[name]
