@@ -17,6 +17,7 @@ def test_up_config_allows_root_jobs_on_both_roles_only_as_root(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, euid: int, allowed: bool) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: euid)
     (tmp_path / "worker.token").write_text("t\n")
+    (tmp_path / "worker.token").chmod(0o600)  # xce up writes it private; others are refused
     data = tomllib.loads(embedded._config_text(tmp_path, 7000))
     config = parse_config(data, tmp_path / "xce.toml")
     assert config.controller.allow_root_jobs is allowed
