@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -169,3 +170,17 @@ def test_the_command_line_wins_even_with_a_default_value(tmp_path) -> None:  # t
     assert submitting.explicit_options(["job", "submit", "-n4", "--name=x", "--", "-q"]) == \
         {"slots", "name"}
     assert submitting.explicit_options(["job", "list"]) is None
+
+
+def test_export_leaves_out_what_the_packaged_xce_bootloader_set_for_itself(monkeypatch) -> None:
+    """A frozen `xce job submit` runs with the PyInstaller bootloader's variables: they point
+    at the submitter's unpack directory and must not reach the job (the CI's binary test)."""
+    monkeypatch.setattr(sys, "_MEIPASS", "/tmp/_MEIabc", raising=False)
+    environ = {"PATH": "/usr/bin", "_PYI_ARCHIVE_FILE": "/usr/local/bin/xce",
+               "_PYI_PARENT_PROCESS_LEVEL": "1", "_MEIPASS2": "/tmp/_MEIabc",
+               "LD_LIBRARY_PATH": "/tmp/_MEIabc:/opt/lib", "LD_LIBRARY_PATH_ORIG": "/opt/lib"}
+    assert export_environment(None, environ) == {"PATH": "/usr/bin",
+                                                 "LD_LIBRARY_PATH": "/opt/lib"}
+    del environ["LD_LIBRARY_PATH_ORIG"]
+    environ["LD_LIBRARY_PATH"] = "/tmp/_MEIabc"
+    assert export_environment(None, environ) == {"PATH": "/usr/bin"}

@@ -8,7 +8,10 @@ it (modules, conda, PATH...). Not captured, because the execution host owns them
 - `HOME`, `USER`, `LOGNAME`, `SHELL`: the job's user on the execution host (the worker sets
   them from the user's account, after the submitted ones);
 - shell bookkeeping that means nothing elsewhere: `PWD`, `OLDPWD`, `SHLVL`, `_`;
-- names that are not valid variable names (`BASH_FUNC_x%%` exported functions).
+- names that are not valid variable names (`BASH_FUNC_x%%` exported functions);
+- what the packaged `xce`'s own bootloader (PyInstaller) set for itself: `_PYI_*`,
+  `_MEIPASS2`, `LD_LIBRARY_PATH_ORIG`; its `LD_LIBRARY_PATH`, pointing into an unpack
+  directory, is replaced by the one the shell had (`LD_LIBRARY_PATH_ORIG`), or dropped.
 
 `PATH` is passed as submitted (the worker's default applies only when it is not). The size
 is limited (`MAX_VARIABLES`, `MAX_BYTES`) so that a huge environment is a clear error at
@@ -18,10 +21,11 @@ submit rather than a refused request body.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 
 OWNED = frozenset({"HOME", "USER", "LOGNAME", "SHELL"})
-SKIPPED = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+SKIPPED = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "_MEIPASS2", "LD_LIBRARY_PATH_ORIG"})
 MAX_VARIABLES = 1000
 MAX_BYTES = 256 * 1024
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -32,13 +36,33 @@ class EnvironmentTooLarge(ValueError):
 
 
 def exportable(name: str) -> bool:
-    return (bool(_NAME.match(name)) and not name.startswith("XCE_") and name not in OWNED
-            and name not in SKIPPED)
+    return (bool(_NAME.match(name)) and not name.startswith(("XCE_", "_PYI_"))
+            and name not in OWNED and name not in SKIPPED)
+
+
+def _submitters_view(environ: Mapping[str, str]) -> Mapping[str, str]:
+    """The environment as the submitter's shell had it, before a frozen `xce` started: the
+    bootloader saved the shell's LD_LIBRARY_PATH in LD_LIBRARY_PATH_ORIG (when it had one)
+    and put its unpack directory (sys._MEIPASS) in front."""
+    unpacked = getattr(sys, "_MEIPASS", None)
+    if "LD_LIBRARY_PATH_ORIG" not in environ and not unpacked:
+        return environ
+    view = dict(environ)
+    if "LD_LIBRARY_PATH_ORIG" in environ:
+        view["LD_LIBRARY_PATH"] = environ["LD_LIBRARY_PATH_ORIG"]
+    elif "LD_LIBRARY_PATH" in view:
+        kept = [p for p in view["LD_LIBRARY_PATH"].split(":") if p != unpacked]
+        if kept:
+            view["LD_LIBRARY_PATH"] = ":".join(kept)
+        else:
+            del view["LD_LIBRARY_PATH"]
+    return view
 
 
 def export_environment(spec: str | None, environ: Mapping[str, str]) -> dict[str, str]:
     """`ALL` (default), `NONE`, or `[ALL,]VAR[,VAR=VALUE...]` (sbatch's `--export`)."""
     spec = (spec or "ALL").strip()
+    environ = _submitters_view(environ)
     out: dict[str, str] = {}
     items = [item.strip() for item in spec.split(",") if item.strip()]
     upper = [item.upper() for item in items]
