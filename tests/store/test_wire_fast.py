@@ -159,7 +159,7 @@ def test_fast_reader_is_much_faster_than_the_reference() -> None:
 
     def cpu(read: Any) -> float:
         best = float("inf")
-        for _ in range(3):
+        for _ in range(5):
             started = time.process_time()
             for data in records:
                 read(data)
@@ -167,5 +167,6 @@ def test_fast_reader_is_much_faster_than_the_reference() -> None:
         return best
 
     assert schema() is not None
-    # 4-6x on the development machine; a fast path that silently fell back would give ~1x.
-    assert cpu(decode_entry_reflective) > 2.5 * cpu(read_entry)
+    # 4-6x on a quiet development machine, ~2.4x once with eight other processes on two
+    # cores; a fast path that silently fell back would give ~1x.
+    assert cpu(decode_entry_reflective) > 1.8 * cpu(read_entry)
