@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,8 @@ def _run_role(name: str, main: Callable[[Any], Awaitable[None]], config: Path | 
     cfg = _load(config)
     if insecure:
         cfg = dataclasses.replace(cfg, tls=dataclasses.replace(cfg.tls, insecure=True))
+    import asyncio  # here, not at the top: `xce --help` loads this module
+
     try:
         asyncio.run(main(cfg))
     except XceError as exc:

@@ -6,8 +6,13 @@ simulator (xce/sched/simulate.py) calls the same function, so the pass could als
 its own process without touching the controller.
 """
 
-from xce.sched.snapshot import HostView, PendingArray, PendingJob, Snapshot, snapshot_of
-from xce.sched.types import Placement, Plan
+from typing import Any
+
+# Loaded on first use (PEP 562), so that light modules of this package (the SWF rules that
+# `xce simulate --help` prints) do not pull the cluster state into every CLI start-up.
+_HOMES = {"HostView": "snapshot", "PendingArray": "snapshot", "PendingJob": "snapshot",
+          "Snapshot": "snapshot", "snapshot_of": "snapshot", "Placement": "types",
+          "Plan": "types"}
 
 __all__ = [
     "HostView",
@@ -18,3 +23,11 @@ __all__ = [
     "Snapshot",
     "snapshot_of",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
