@@ -144,3 +144,15 @@ def test_each_group_alone_has_the_commands_of_the_whole_tree() -> None:
     for noun in GROUPS:
         alone = typer.main.get_command(build_app(noun)).commands[noun]
         assert set(alone.commands) == set(whole.commands[noun].commands), noun
+
+
+def test_the_whole_trees_help_loads_neither_asyncio_nor_the_cluster_state() -> None:
+    """`xce --help` imports every group's module: none may pull the event loop or the core
+    (they doubled its start-up)."""
+    probe = ("import sys; from xce.cli.main import run\n"
+             "try:\n    run(['--help'])\nexcept SystemExit:\n    pass\n"
+             "heavy = [m for m in ('asyncio', 'xce.core.state', 'aiohttp', 'textual') "
+             "if m in sys.modules]\nprint(heavy, file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            cwd=ROOT, timeout=60)
+    assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr

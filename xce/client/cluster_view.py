@@ -10,7 +10,6 @@ public `/healthz` answers instead (`source` = "healthz"). One shape for every ca
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 
@@ -78,6 +77,8 @@ def view_from_health(answers: list[dict[str, Any] | str], controllers: list[str]
 
 async def probe_candidates(client: Any) -> dict[str, Any] | None:
     """The view from every candidate's /healthz, or None when none of them answers."""
+    import asyncio  # a coroutine runs here, so the loop is loaded; `xce --help` needs not
+
     results = await asyncio.gather(*(client.health(u) for u in client.controllers),
                                    return_exceptions=True)
     answers: list[dict[str, Any] | str] = [
