@@ -440,15 +440,22 @@ async def kill(job: RunningJob, reason: str, grace: float) -> None:
     if job.suspended_since is not None:
         job.suspended_total += time.monotonic() - job.suspended_since
         job.suspended_since = None
-    _cgroup_call(job, "thaw")
-    _cgroup_call(job, "signal", signal.SIGTERM)
-    _cgroup_call(job, "signal", signal.SIGCONT)
+    async with job.control:  # off the loop: the freezer can wait (see suspend)
+        await asyncio.to_thread(_terminate, job)
     if job.result is None:
         return
     try:
         await asyncio.wait_for(asyncio.shield(job.result), grace)
     except TimeoutError:
         await asyncio.to_thread(_cgroup_call, job, "kill")
+
+
+def _terminate(job: RunningJob) -> None:
+    """SIGTERM to every task at once (sent while frozen, so a forking job misses none), then
+    SIGCONT so that tasks the user had stopped can act on it."""
+    _cgroup_call(job, "thaw")
+    _cgroup_call(job, "signal_all", signal.SIGTERM)
+    _cgroup_call(job, "signal", signal.SIGCONT)
 
 
 def kill_group_now(job: RunningJob) -> None:

@@ -66,6 +66,10 @@ class JobCgroup(Protocol):
     def signal(self, sig: int) -> None:
         """Send `sig` to every process of the job (racy against forks; use kill() to end it)."""
 
+    def signal_all(self, sig: int) -> None:
+        """Send `sig` to every process at once where the backend can freeze the job (frozen
+        tasks cannot fork, so none is missed); delivered at thaw; leaves the job thawed."""
+
     def freeze(self) -> bool:
         """Stop every task at once; True when the kernel reports it frozen within ~2 s."""
 
@@ -236,6 +240,17 @@ def join(procs_file: str) -> None:
         os.write(fd, str(os.getpid()).encode())
     finally:
         os.close(fd)
+
+
+def signal_frozen(freeze: Callable[[float], bool], thaw: Callable[[], None],
+                  pids: Callable[[], list[int]], sig: int) -> None:
+    """Freeze (for at most half a second: a task the freezer cannot reach must not hold the
+    kill up), signal every task read while frozen, thaw."""
+    freeze(0.5)
+    try:
+        send(pids(), sig)
+    finally:
+        thaw()
 
 
 def freeze_kill_loop(

@@ -36,6 +36,7 @@ from xce.worker.cgroups.base import (
     read_opt,
     rmdir_tree,
     send,
+    signal_frozen,
     wait_until,
     write,
 )
@@ -76,6 +77,9 @@ class V1JobCgroup:
 
     def signal(self, sig: int) -> None:
         send(self.pids(), sig)
+
+    def signal_all(self, sig: int) -> None:
+        signal_frozen(self._freeze, self.thaw, self.pids, sig)
 
     def _freezer_state(self) -> str:
         f = self._file("freezer", "freezer.state")

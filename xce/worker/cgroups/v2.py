@@ -41,6 +41,7 @@ from xce.worker.cgroups.base import (
     read_opt,
     rmdir_tree,
     send,
+    signal_frozen,
     wait_until,
     write,
 )
@@ -75,6 +76,9 @@ class V2JobCgroup:
 
     def signal(self, sig: int) -> None:
         send(self.pids(), sig)
+
+    def signal_all(self, sig: int) -> None:
+        signal_frozen(self._freeze, self.thaw, self.pids, sig)
 
     def _events(self) -> dict[str, int]:
         return keyed(read_opt(self._f("cgroup.events")))
