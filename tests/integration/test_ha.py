@@ -428,6 +428,7 @@ def test_a_quickly_restarted_primary_never_makes_two_primaries_of_one_epoch(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 51 rounds, each a kill -9, a restart and a catch-up of 150k jobs
 @pytest.mark.parametrize("candidates", [2, 3])
 def test_restart_delay_sweep_from_0_to_twice_the_failover_timeout(
         tmp_path: Path, candidates: int) -> None:
