@@ -41,6 +41,7 @@ class HaCluster(Cluster):
                  replication: str = "async", heartbeat: float = 0.3) -> None:
         super().__init__(root, heartbeat=heartbeat)
         self.fence_timeout = 15.0  # well past a failover: workers keep their jobs through it
+        self.start_timeout = 20.0  # a first start; preload() raises it with the state's size
         self.ports = [free_pair() for _ in range(candidates)]
         self.candidate_urls = [f"http://127.0.0.1:{p}" for p in self.ports]
         self.url = self.candidate_urls[0]
@@ -69,7 +70,8 @@ class HaCluster(Cluster):
         self.candidates[i] = self._spawn(f"controller{i}", role, "-c",
                                          str(self._candidate_config(i)))
         if wait:
-            self.wait_for(lambda: self.health(i) is not None, 20, f"candidate {i} up")
+            self.wait_for(lambda: self.health(i) is not None, self.start_timeout,
+                          f"candidate {i} up")
 
     def start_controller(self) -> None:
         self.start_candidate(0)
@@ -84,6 +86,9 @@ class HaCluster(Cluster):
         from xce.core.model import JobSpec, QueueRecord
         from xce.store.durable import DurableLog, StoreSettings
 
+        # Recovery of 150k jobs takes ~10 s on a quiet 2-core machine and several times that
+        # under load: the first start waits in proportion.
+        self.start_timeout = max(self.start_timeout, jobs / 2000)
         first = self.root / "controller0"
         first.mkdir(parents=True, mode=0o700)
 
