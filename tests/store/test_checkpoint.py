@@ -262,3 +262,6 @@ def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
     kind, table, rows = marshal.loads(pack_records(jobs))
     old = marshal.dumps((kind, table, tuple(row[:-2] for row in rows)))
     assert unpack_records(type(jobs[0]), old) == jobs
+    # and from before the multi-host allocation was appended (issue 15)
+    old = marshal.dumps((kind, table, tuple(row[:-3] for row in rows)))
+    assert unpack_records(type(jobs[0]), old) == jobs

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from xce.core import events as ev
 from xce.core.arrayspec import parse_array_spec
 from xce.core.deps import parse_dependency
-from xce.core.model import HostFailurePolicy, JobSpec, QueueRecord, Usage
+from xce.core.model import HostFailurePolicy, HostSlots, JobSpec, QueueRecord, Usage
 from xce.wire.codec import SCHEMA_PATH, WireError, decode_entry, encode_entry
 from xce.wire.schema import generate
 from xce.wire.types import EVENT_TYPES
@@ -38,6 +38,10 @@ SAMPLES: list[ev.Event] = [
     ev.JobStarted(4.0, "7", "h1"), ev.JobSuspended(4.0, "7", True), ev.JobResumed(4.0, "7"),
     ev.JobKillRequested(4.0, "7"), ev.JobKilled(4.0, "8[3]", "r"), ev.JobRequeued(4.0, "7"),
     ev.JobHostLost(4.0, "7", False),
+    ev.JobStarted(4.0, "9", "h1", (HostSlots("h1", 2), HostSlots("h2", 2))),
+    ev.JobHostLost(4.0, "9", True, "h2"),
+    ev.JobSubmitted(3.0, 9, JobSpec(user="u", queue="q", slots=4, resources="span[ptile=2]",
+                                    exclusive=True, mem_per_slot_mb=100, memory_mb=400)),
     ev.JobFinished(5.0, "7", 2, -1, 9, Usage(1.5, 0.5, 10, 2.0), "why", ("x",)),
     ev.JobFinished(5.0, "7", 2, None, None, None),
     ev.JobUsageReported(5.0, "7", 1, Usage()),

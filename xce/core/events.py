@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xce.core.arrayspec import IndexSet
-from xce.core.model import JobSpec, QueueRecord, Usage
+from xce.core.model import HostSlots, JobSpec, QueueRecord, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +141,9 @@ class JobStarted(Event):
 
     job_id: str
     host: str
+    # A multi-host job's whole allocation, first host = `host` (issue 15; appended): empty
+    # for a single-host job, which holds all its slots on `host`.
+    hosts: tuple[HostSlots, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +187,7 @@ class JobHostLost(Event):
 
     job_id: str
     requeue: bool
+    host: str = ""  # the lost host, when not the first one of a multi-host job (appended)
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,6 +76,15 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class HostSlots:
+    """One host's share of a job's allocation (issue 15): a multi-host job holds a tuple
+    of these, the first host runs the script (bjobs' EXEC_HOST `2*n1:2*n2`)."""
+
+    host: str
+    slots: int
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a user asked for at submit time; shared by every task of an array."""
 
@@ -100,6 +109,12 @@ class JobSpec:
     # directory; the job's own .xce/stdout stays for `xce job output` (appended last).
     stdout_file: str | None = None
     stderr_file: str | None = None
+    # Multi-host jobs (issue 15; appended last). `exclusive`: whole hosts (bsub -x, sbatch
+    # --exclusive). `mem_per_slot_mb`: --mem-per-cpu; each host then holds this times its
+    # slots, while `memory_mb` stays per host (Slurm's --mem) and, for a per-slot request,
+    # the whole job's memory, which is what a single-host placement needs.
+    exclusive: bool = False
+    mem_per_slot_mb: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +141,16 @@ class JobRecord:
     # end (appended last: older checkpoints' records have no such field).
     requeue_requested: bool = False
     submit_key: str = ""  # the submitter's Idempotency-Key, if any (ClusterState.submit_keys)
+    # Every host and its slots while active (issue 15); empty for a single-host job, which
+    # holds `spec.slots` on `host` (so old WAL records and checkpoints load unchanged).
+    allocation: tuple[HostSlots, ...] = ()
+
+    @property
+    def hosts(self) -> tuple[HostSlots, ...]:
+        """Every host of the allocation with its slots (one entry for a single-host job)."""
+        if self.allocation:
+            return self.allocation
+        return (HostSlots(self.host, self.spec.slots),) if self.host else ()
 
     @property
     def array_id(self) -> int | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from xce.core import events as ev
 from xce.core import lifecycle
+from xce.core.allocation import check_allocation, host_memory_mb
 from xce.core.deps import Outcome
 from xce.core.errors import Conflict, InvalidRequest, NotFound
 from xce.core.model import (
@@ -345,6 +346,15 @@ class ClusterState:
             del self.submit_keys[(user, key)]
 
     def _load(self, host: str, job: JobRecord, sign: int) -> None:
+        if job.allocation:  # multi-host (issue 15): each host holds its share
+            for part in job.allocation:
+                self._load_part(part.host, job, sign, part.slots,
+                                host_memory_mb(job.spec, part.slots))
+            return
+        self._load_part(host, job, sign, job.spec.slots, job.spec.memory_mb)
+
+    def _load_part(self, host: str, job: JobRecord, sign: int, slots: int,
+                   memory_mb: int) -> None:
         load = self.host_load.get(host, HostLoad())
         jobs = load.jobs | {job.id} if sign > 0 else load.jobs - {job.id}
         if not jobs:
@@ -352,7 +362,7 @@ class ClusterState:
             self.host_load.pop(host, None)
             return
         self.host_load[host] = HostLoad(
-            load.slots + sign * job.spec.slots, load.memory_mb + sign * job.spec.memory_mb, jobs
+            load.slots + sign * slots, load.memory_mb + sign * memory_mb, jobs
         )
 
     def _materialise(self, job_id: str) -> tuple[JobRecord | None, JobRecord]:
@@ -454,11 +464,16 @@ class ClusterState:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "start", job.state, JobState.RUN)
         self.host(e.host)
+        if e.hosts:
+            check_allocation(job, e.host, e.hosts)
+            for part in e.hosts:
+                self.host(part.host)
         self._store(
             stored,
             replace(
                 job, state=JobState.RUN, host=e.host, start_time=e.at, end_time=None,
                 exit_code=None, exit_signal=None, reason="", usage=None, kill_requested=False,
+                allocation=e.hosts if len(e.hosts) > 1 else (),
             ),
         )
 
@@ -507,14 +522,14 @@ class ClusterState:
         return replace(
             job, state=JobState.PEND, attempt=job.attempt + 1, host=None, start_time=None,
             end_time=None, exit_code=None, exit_signal=None, reason=reason, usage=None,
-            kill_requested=False, outputs=(), requeue_requested=False,
+            kill_requested=False, outputs=(), requeue_requested=False, allocation=(),
         )
 
     def _job_host_lost(self, e: ev.JobHostLost) -> None:
         stored, job = self._materialise(e.job_id)
         target = JobState.PEND if e.requeue else JobState.EXIT
         lifecycle.check(e.job_id, "host_lost", job.state, target)
-        reason = f"host {job.host} became unavailable"
+        reason = f"host {e.host or job.host} became unavailable"
         if e.requeue:
             new = self._requeued(job, reason)
         else:

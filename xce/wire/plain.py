@@ -84,7 +84,10 @@ def from_plain(cls: type, data: tuple[Any, ...], given: dict[int, Any] | None = 
     if not converters and not given:
         return cls(*data)
     values = list(data)
+    n = len(values)
     for i, convert in converters:
+        if i >= n:  # a row from before this field was appended: its default applies
+            break
         values[i] = given[i] if given and i in given else convert(values[i])
     return cls(*values)
 

@@ -14,6 +14,7 @@ from xce.core.deps import DepTerm
 from xce.core.model import (
     ArrayRecord,
     HostRecord,
+    HostSlots,
     JobRecord,
     JobSpec,
     QueueRecord,
@@ -62,6 +63,7 @@ RECORD_TYPES: tuple[type, ...] = (
     HostRecord,
     JobRecord,
     ArrayRecord,
+    HostSlots,
 )
 
 SPECIAL = {IndexSet: "IndexSet"}

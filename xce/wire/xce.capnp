@@ -58,6 +58,8 @@ struct JobSpec {
   resources @15 :Text;
   stdoutFile @16 :OptText;
   stderrFile @17 :OptText;
+  exclusive @18 :Bool;
+  memPerSlotMb @19 :Int64;
 }
 
 struct QueueRecord {
@@ -111,6 +113,7 @@ struct JobRecord {
   outputs @15 :List(Text);
   requeueRequested @16 :Bool;
   submitKey @17 :Text;
+  allocation @18 :List(HostSlots);
 }
 
 struct ArrayRecord {
@@ -125,6 +128,11 @@ struct ArrayRecord {
   done @8 :Int64;
   exited @9 :Int64;
   submitKey @10 :Text;
+}
+
+struct HostSlots {
+  host @0 :Text;
+  slots @1 :Int64;
 }
 
 struct QueueCreated {
@@ -193,6 +201,7 @@ struct ArraySubmitted {
 struct JobStarted {
   jobId @0 :Text;
   host @1 :Text;
+  hosts @2 :List(HostSlots);
 }
 
 struct JobSuspended {
@@ -222,6 +231,7 @@ struct JobRequeued {
 struct JobHostLost {
   jobId @0 :Text;
   requeue @1 :Bool;
+  host @2 :Text;
 }
 
 struct JobFinished {

@@ -1,0 +1,96 @@
+"""Multi-host allocations in the core (issue 15): every host holds its share, the record
+keeps the allocation, a single-host job and an old WAL/checkpoint mean what they meant."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.helpers import T0, new_state, submit
+from xce.core import events as ev
+from xce.core.allocation import exec_host, hostfile_text, job_environment
+from xce.core.errors import InvalidRequest
+from xce.core.model import HostLoad, HostSlots, JobState
+from xce.core.state import ClusterState
+from xce.wire.codec import decode_entry, encode_entry
+
+HOSTS = {"n1": (4, 1000), "n2": (4, 1000), "n3": (4, 1000)}
+SPREAD = (HostSlots("n1", 2), HostSlots("n2", 2), HostSlots("n3", 2))
+
+
+def test_each_host_holds_its_share_and_frees_it_at_the_end() -> None:
+    state = new_state(hosts=HOSTS)
+    job = submit(state, slots=6, memory_mb=300, resources="span[ptile=2]")
+    state.apply(ev.JobStarted(T0, job, "n1", SPREAD))
+    record = state.jobs[job]
+    assert record.host == "n1" and record.hosts == SPREAD
+    for name in HOSTS:
+        assert state.host_load[name] == HostLoad(2, 300, frozenset({job}))
+        assert job in state.jobs_on(name)
+    assert exec_host(record) == "2*n1:2*n2:2*n3"
+    state.apply(ev.JobFinished(T0 + 5, job, 0, 0))
+    assert state.host_load == {}
+    assert state.jobs[job].hosts == SPREAD  # kept for views and accounting
+
+
+def test_memory_per_slot_is_charged_per_host_share() -> None:
+    state = new_state(hosts=HOSTS)
+    job = submit(state, slots=3, memory_mb=300, mem_per_slot_mb=100)
+    state.apply(ev.JobStarted(T0, job, "n1", (HostSlots("n1", 2), HostSlots("n2", 1))))
+    assert state.host_load["n1"].memory_mb == 200
+    assert state.host_load["n2"].memory_mb == 100
+
+
+def test_a_lost_second_host_is_named_and_the_requeue_frees_every_host() -> None:
+    state = new_state(hosts=HOSTS)
+    job = submit(state, slots=6, resources="span[ptile=2]")
+    state.apply(ev.JobStarted(T0, job, "n1", SPREAD))
+    state.apply(ev.JobHostLost(T0 + 1, job, True, "n3"))
+    record = state.jobs[job]
+    assert record.state is JobState.PEND and record.reason == "host n3 became unavailable"
+    assert record.allocation == () and state.host_load == {}
+
+
+@pytest.mark.parametrize("hosts", [
+    (HostSlots("n2", 3), HostSlots("n1", 3)),          # does not start at the named host
+    (HostSlots("n1", 3), HostSlots("n1", 3)),          # a host twice
+    (HostSlots("n1", 2), HostSlots("n2", 2)),          # too few slots
+])
+def test_a_bad_allocation_is_refused_and_changes_nothing(hosts: tuple[HostSlots, ...]) -> None:
+    state = new_state(hosts=HOSTS)
+    job = submit(state, slots=6)
+    with pytest.raises(InvalidRequest):
+        state.apply(ev.JobStarted(T0, job, "n1", hosts))
+    assert state.jobs[job].state is JobState.PEND and state.host_load == {}
+
+
+def test_an_old_job_started_record_means_one_host() -> None:
+    """A JobStarted written before `hosts` was appended (its bytes lack the field) decodes
+    with no hosts and the job holds all its slots on its one host."""
+    state = new_state(hosts=HOSTS)
+    job = submit(state, slots=3, memory_mb=50)
+    _, _, event = decode_entry(encode_entry(1, 1, ev.JobStarted(T0, job, "n2")))
+    assert event.hosts == ()
+    state.apply(event)
+    assert state.jobs[job].hosts == (HostSlots("n2", 3),)
+    assert state.host_load["n2"] == HostLoad(3, 50, frozenset({job}))
+    assert exec_host(state.jobs[job]) == "3*n2"
+
+
+def test_checkpoint_round_trip_keeps_allocation_and_load() -> None:
+    from xce.wire.plain import pack_records, unpack_records
+
+    state = new_state(hosts=HOSTS)
+    job = submit(state, slots=6, resources="span[ptile=2]")
+    state.apply(ev.JobStarted(T0, job, "n1", SPREAD))
+    jobs = unpack_records(type(state.jobs[job]), pack_records(list(state.jobs.values())))
+    restored = ClusterState.restore(jobs, [], list(state.queues.values()),
+                                    list(state.hosts.values()), state.next_number)
+    assert restored.jobs[job].allocation == SPREAD
+    assert restored.host_load == state.host_load
+
+
+def test_the_environment_and_hostfile() -> None:
+    env = job_environment(SPREAD)
+    assert env == {"XCE_HOSTS": "n1 n1 n2 n2 n3 n3", "XCE_NODELIST": "n1,n2,n3",
+                   "XCE_NUM_HOSTS": "3", "XCE_SLOTS": "6"}
+    assert hostfile_text(SPREAD) == "n1 2\nn2 2\nn3 2\n"
