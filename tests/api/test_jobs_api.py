@@ -585,8 +585,11 @@ async def test_a_job_no_host_could_ever_run_is_refused_with_the_reason(api: Api)
     await api.register("w1", slots=4, memory_mb=8000, type="X86", rack="r1")
     before = len(api.service.state.jobs)
     cases = {
-        "slots": ({"slots": 10}, "asks for 10 slots on one host; the largest host of queue "
-                                 "'normal' has 4"),
+        # no span: the job may spread over hosts (issue 15), and all of them are too few
+        "slots": ({"slots": 10}, "no set of hosts of queue 'normal' can ever hold this job "
+                                 "(10 slots; its hosts have 4 slots in all)"),
+        "one host": ({"slots": 10, "resources": "span[hosts=1]"},
+                     "asks for 10 slots on one host; the largest host of queue 'normal' has 4"),
         "memory": ({"memory_mb": 9000}, "asks for 9000 MB of memory"),
         "rusage": ({"resources": "rusage[mem=9000]"}, "asks for 9000 MB of memory"),
         "typo": ({"resources": "select[foo==1]"}, "no host of queue 'normal' defines 'foo'"),

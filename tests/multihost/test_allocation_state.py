@@ -94,3 +94,59 @@ def test_the_environment_and_hostfile() -> None:
     assert env == {"XCE_HOSTS": "n1 n1 n2 n2 n3 n3", "XCE_NODELIST": "n1,n2,n3",
                    "XCE_NUM_HOSTS": "3", "XCE_SLOTS": "6"}
     assert hostfile_text(SPREAD) == "n1 2\nn2 2\nn3 2\n"
+
+
+# --- through the controller service: submit rules, a pass, the first host's assignment ----
+
+async def _service(tmp_path):  # type: ignore[no-untyped-def]
+    from xce.config import ControllerSettings
+    from xce.controller.service import ControllerService
+    from xce.controller.workers import WorkerGateway
+    from xce.core.model import QueueRecord
+    from xce.store.files import FileStore
+
+    settings = ControllerSettings(state_dir=tmp_path, queues=(QueueRecord("normal"),))
+    svc = ControllerService(settings, FileStore(tmp_path / "f", 1 << 20))
+    await svc.commit([ev.QueueCreated(0.0, settings.queues[0])])
+    return svc, WorkerGateway(svc)
+
+
+async def test_a_ptile_job_is_placed_on_three_hosts_and_only_the_first_runs_it(
+        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from xce.controller.requests import SubmitRequest, WorkerInfo
+
+    svc, gateway = await _service(tmp_path)
+    for name in ("n1", "n2", "n3"):
+        await gateway.register(WorkerInfo(name, 4, 1000))
+    job = await svc.submit(SubmitRequest(user="alice", command="x", slots=6,
+                                         resources="span[ptile=2]"))
+    assert await svc.schedule_once() == 1
+    assert svc.state.jobs[job].hosts == SPREAD
+    (first,) = gateway.assignments("n1")["jobs"]
+    assert first["hosts"] == [["n1", 2], ["n2", 2], ["n3", 2]]
+    assert gateway.assignments("n2")["jobs"] == []  # held there, started on n1 only
+    assert gateway._host_lost(0.0, svc.state.jobs[job], "n2") == ev.JobHostLost(
+        0.0, job, True, "n2")
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    (dict(slots=16, resources="span[ptile=2]"),
+     r"no set of hosts of queue 'normal' can ever hold this job \(16 slots; its hosts "
+     r"have 12 slots in all\)"),
+    (dict(slots=4, memory_mb=10, mem_per_slot_mb=5), "not both"),
+    (dict(slots=13), "no set of hosts"),
+])
+async def test_impossible_multi_host_jobs_are_refused(kw, message, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from xce.controller.requests import SubmitRequest, WorkerInfo
+
+    svc, gateway = await _service(tmp_path)
+    for name in ("n1", "n2", "n3"):
+        await gateway.register(WorkerInfo(name, 4, 1000))
+    with pytest.raises(InvalidRequest, match=message):
+        await svc.submit(SubmitRequest(user="alice", command="x", **kw))
+    wide = await svc.submit(SubmitRequest(user="alice", command="x", slots=12))
+    per_slot = await svc.submit(SubmitRequest(user="alice", command="x", slots=2,
+                                              mem_per_slot_mb=100))
+    assert svc.state.jobs[per_slot].spec.memory_mb == 200
+    assert await svc.schedule_once() == 1  # the 12-slot job (no span) fills every host
+    assert [p.slots for p in svc.state.jobs[wide].hosts] == [4, 4, 4]

@@ -1,6 +1,6 @@
-"""Jobs run on one host: span[hosts=1] and a ptile/block covering the whole job are
-accepted (and trivially honoured), same[] holds on one host, anything that needs several
-hosts is refused at submit with a clear message."""
+"""span[hosts=1] and a ptile/block covering the whole job stay on one host, same[] holds on
+one host; a narrower ptile spreads the job (issue 15, tests/multihost), and spans that make
+no sense are refused at submit with a clear message."""
 
 from __future__ import annotations
 
@@ -40,8 +40,7 @@ async def test_single_host_spans_are_placed_on_one_host(resources: str, tmp_path
 
 @pytest.mark.parametrize(("resources", "message"), [
     ("span[hosts=2]", r"only span\[hosts=1\] is supported at column 12"),
-    ("span[ptile=2]", "jobs spanning several hosts are not supported"),
-    ("span[block=1]", "jobs spanning several hosts are not supported"),
+    ("span[block=3]", r"span\[block=3\] needs a slot count that is a multiple of 3, not 4"),
 ])
 async def test_multi_host_spans_are_refused(resources: str, message: str,
                                             tmp_path: Path) -> None:

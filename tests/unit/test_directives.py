@@ -76,14 +76,21 @@ XCE = [
 ]
 
 
+def test_whole_hosts_and_spans_translate() -> None:
+    assert _options("#SBATCH --exclusive")["exclusive"] is True
+    assert _options("#BSUB -x")["exclusive"] is True
+    found = _options("#BSUB -n 8 -R 'span[ptile=4]'")
+    assert found["slots"] == 8 and found["resources"] == "span[ptile=4]"
+
+
 @pytest.mark.parametrize(("line", "expected"), SBATCH + BSUB + XCE)
 def test_directive_table(line: str, expected: dict[str, Any]) -> None:
     assert _options(line) == expected
 
 
 @pytest.mark.parametrize("line", [
-    "#SBATCH --account=proj", "#SBATCH --nodes=2", "#SBATCH --exclusive", "#BSUB -P proj",
-    "#BSUB -x", '#BSUB -w "done(1) || done(2)"', "#BSUB -n 8 -R 'span[ptile=4]'",
+    "#SBATCH --account=proj", "#SBATCH --nodes=2", "#BSUB -P proj",
+    '#BSUB -w "done(1) || done(2)"'
 ])
 def test_unsupported_directives_name_the_line_or_warn_when_lenient(line: str) -> None:
     with pytest.raises(DirectiveError, match=r"^line 3: "):

@@ -37,6 +37,8 @@ SUBMIT: dict[str, Any] = {
         "stdout": {"type": "string", "minLength": 1, "maxLength": 4096},
         "stderr": {"type": "string", "minLength": 1, "maxLength": 4096},
         "defer": {"type": "boolean"},
+        "exclusive": {"type": "boolean"},
+        "mem_per_slot_mb": {"type": "integer", "minimum": 0, "maximum": 2**40},
     },
 }
 

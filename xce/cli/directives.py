@@ -11,8 +11,8 @@ command line win over directives.
 A directive this module does not know is a `DirectiveError` naming the line, or a warning
 with `lenient`. Mail options are accepted with a warning (XCE sends no mail). GPUs become a
 placement requirement `select[gpu>=N]` on the host attribute `gpu` (XCE does not count or
-assign GPUs yet); exclusive host use is not supported yet (an error, a warning with
-`lenient`). Pure: no I/O, so it is tested with tables of lines.
+assign GPUs yet); `#SBATCH --exclusive` and `#BSUB -x` ask for whole hosts, `#SBATCH
+--mem-per-cpu` for memory per slot. Pure: no I/O, so it is tested with tables of lines.
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def _sbatch_one(name: str, value: str, s: _Collect) -> None:
     elif name in ("--gpus", "--gpus-per-node", "--gres"):
         s.gpus = _gpu_count(value)
     elif name == "--exclusive":
-        raise _Unsupported("exclusive host use is not supported yet")
+        s.options["exclusive"] = True
     elif name in ("--mail-type", "--mail-user"):
         raise _Ignored("XCE sends no mail; ignored")
     else:
@@ -261,10 +261,7 @@ def _bsub_one(name: str, value: str, s: _Collect) -> None:
     elif name == "-W":
         s.options["walltime"] = value
     elif name == "-R":
-        span = re.search(r"span\[\s*ptile\s*=\s*(\d+)\s*\]", value)
-        if span and s.tasks is not None and int(span.group(1)) < s.tasks:
-            raise _Unsupported("a job runs on one host in XCE (ptile below -n)")
-        s.resources.append(value)
+        s.resources.append(value)  # span[ptile=N] below -n spreads the job (issue 15)
     elif name == "-J":
         m = _NAME_ARRAY.match(value)
         if m:
@@ -280,7 +277,7 @@ def _bsub_one(name: str, value: str, s: _Collect) -> None:
         fields = dict(p.partition("=")[::2] for p in value.split(":") if "=" in p)
         s.gpus = int(fields.get("num", "1"))
     elif name == "-x":
-        raise _Unsupported("exclusive host use is not supported yet")
+        s.options["exclusive"] = True
     elif name in ("-B", "-N", "-u"):
         raise _Ignored("XCE sends no mail; ignored")
     else:

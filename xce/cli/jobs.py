@@ -46,7 +46,11 @@ def submit(
     queue: str = typer.Option(None, "--queue", "-q"),
     name: str = typer.Option("", "--name", "-J"),
     slots: int = typer.Option(1, "--slots", "-n", help="cores/slots"),
-    memory: int = typer.Option(0, "--mem", "-M", help="memory in MB"),
+    memory: int = typer.Option(0, "--mem", "-M", help="memory in MB per host"),
+    mem_per_cpu: int = typer.Option(0, "--mem-per-cpu",
+                                    help="memory in MB per slot, instead of --mem"),
+    exclusive: bool = typer.Option(False, "--exclusive", "-x",
+                                   help="whole hosts: no other job shares them"),
     walltime: str = typer.Option(None, "--walltime", "-W", help="minutes, H:MM[:SS], 90s, 2h"),
     stdout: str = typer.Option(None, "--output", "-o",
                                help="the job's stdout file (%J job id, %I array index; "
@@ -85,7 +89,8 @@ def submit(
     given = dict(queue=queue, name=name, slots=slots, memory=memory, walltime=walltime,
                  stdout=stdout, stderr=stderr, env=env, export=export, cwd=cwd, array=array,
                  dependency=dependency, stage_in=stage_in, stage_out=stage_out, hold=hold,
-                 resources=resources, user=user)
+                 resources=resources, user=user, mem_per_cpu=mem_per_cpu,
+                 exclusive=exclusive)
     body, staged = submitting.build(command, script, inputs, given, lenient,
                                     submitting.explicit_options(sys.argv[1:]))
     if walltime_text := body.pop("walltime", None):

@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "queue": None, "name": "", "slots": 1, "memory": 0, "walltime": None, "stdout": None,
     "stderr": None, "export": None, "cwd": None, "array": None, "dependency": None,
     "hold": False, "resources": "", "user": None, "env": [], "stage_in": [], "stage_out": [],
+    "mem_per_cpu": 0, "exclusive": False,
 }
 _ENV_ITEM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -94,6 +95,10 @@ def build(command: list[str] | None, script: Path | None, inputs: list[str],
         "outputs": list(options["stage_out"]), "hold": options["hold"],
         "resources": options["resources"], "submit_host": socket.gethostname(),
     })
+    if options.get("mem_per_cpu"):
+        body["mem_per_slot_mb"] = options["mem_per_cpu"]
+    if options.get("exclusive"):
+        body["exclusive"] = True
     for key in ("queue", "cwd", "array", "dependency", "user", "stdout", "stderr",
                 "walltime"):
         if options[key] is not None:

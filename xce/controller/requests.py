@@ -30,6 +30,10 @@ class SubmitRequest:
     # Skip the submit-time check that some host could ever run the job (xce/sched/
     # feasibility.py), for hosts that have not registered yet.
     defer: bool = False
+    # Multi-host jobs (issue 15): whole hosts; memory per slot (--mem-per-cpu) instead of
+    # memory_mb per host (--mem).
+    exclusive: bool = False
+    mem_per_slot_mb: int = 0
     # Whose uploads `inputs` may name: the submitter's own; None: anyone's (admins, and
     # callers inside the controller).
     uploads_of: str | None = None

@@ -44,6 +44,7 @@ from xce.sched import pipeline
 from xce.sched.expr import parse_requirement
 from xce.sched.feasibility import refusal
 from xce.sched.incremental import SnapshotCache
+from xce.sched.multihost_submit import check_span, multi_host_refusal, per_slot_memory
 from xce.sched.plugins import policy_for
 from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
@@ -287,12 +288,7 @@ class ControllerService:
         memory_mb = req.memory_mb
         if req.resources.strip():
             requirement = parse_requirement(req.resources)  # ExprError names the column
-            if requirement.span is not None and (
-                (requirement.span.ptile or req.slots) < req.slots
-                or (requirement.span.block or req.slots) < req.slots
-            ):
-                raise InvalidRequest("jobs spanning several hosts are not supported yet; "
-                                     "use span[hosts=1]")
+            check_span(requirement, req.slots)
             reserved = next((r.value for r in requirement.rusage if r.name == "mem"), None)
             if reserved is not None and reserved > MAX_MEMORY_MB:
                 raise InvalidRequest(f"resources: rusage[mem={reserved:g}] is more than the "
@@ -301,6 +297,8 @@ class ControllerService:
                 memory_mb = int(reserved)
         if req.memory_mb < 0:
             raise InvalidRequest("memory_mb may not be negative")
+        if req.mem_per_slot_mb:
+            memory_mb = per_slot_memory(req.memory_mb, req.mem_per_slot_mb, req.slots)
         if req.walltime_s is not None and req.walltime_s < 1:
             raise InvalidRequest("walltime_s must be at least 1 second")
         for key in req.env:
@@ -345,13 +343,20 @@ class ControllerService:
             resources=req.resources.strip(),
             stdout_file=req.stdout_file,
             stderr_file=req.stderr_file,
+            exclusive=req.exclusive,
+            mem_per_slot_mb=req.mem_per_slot_mb,
         )
         return spec, inputs
 
     def _check_feasible(self, req: SubmitRequest, queue: QueueRecord, memory_mb: int) -> None:
         """Refuse a job no host of its queue could ever run (xce/sched/feasibility.py)."""
         requirement = parse_requirement(req.resources) if req.resources.strip() else None
-        why = refusal(requirement, req.slots, memory_mb, queue, self.state.hosts.values())
+        why = multi_host_refusal(requirement, req.slots, memory_mb, req.exclusive,
+                                 req.mem_per_slot_mb, queue, self.state.hosts.values())
+        if why is None:
+            return  # a multi-host job some set of hosts can hold
+        if why == "":
+            why = refusal(requirement, req.slots, memory_mb, queue, self.state.hosts.values())
         if why is not None:
             raise InvalidRequest(f"{why} (submit with defer to keep it for hosts that have "
                                  "not registered yet)")
@@ -662,7 +667,7 @@ class ControllerService:
         now = self.clock()
         events: list[ev.Event] = []
         for placement in result.placements:
-            events.append(ev.JobStarted(now, placement.job_id, placement.host))
+            events.append(ev.JobStarted(now, placement.job_id, placement.host, placement.hosts))
         self.stats["scheduling_passes"] += 1
         self.stats["last_pass_ms"] = (time.perf_counter() - started) * 1000
         if events:

@@ -54,6 +54,8 @@ def assignment(job: JobRecord) -> dict[str, Any]:
         "stdout_file": spec.stdout_file,
         "stderr_file": spec.stderr_file,
         "start_time": job.start_time,
+        # every host and its slots, first = this one (issue 15): XCE_HOSTS, XCE_HOSTFILE...
+        "hosts": [[p.host, p.slots] for p in job.hosts],
     }
 
 
@@ -200,7 +202,10 @@ class WorkerGateway:
     def assignments(self, host: str) -> dict[str, Any]:
         if host not in self.state.hosts:
             raise NotFound(f"host {host!r} is not registered")
-        jobs = [self.state.jobs[j] for j in sorted(self.state.jobs_on(host))]
+        # A multi-host job runs its script on its first host; the others hold its share
+        # of slots and memory in the state (issue 15) but start nothing yet.
+        jobs = [job for job in (self.state.jobs[j] for j in sorted(self.state.jobs_on(host)))
+                if job.host == host]
         return {
             "version": self.service.host_versions.get(host, 0),
             "jobs": [assignment(j) for j in jobs],
@@ -229,14 +234,16 @@ class WorkerGateway:
             return None
         return job
 
-    def _host_lost(self, now: float, job: JobRecord) -> ev.Event:
+    def _host_lost(self, now: float, job: JobRecord, host: str = "") -> ev.Event:
         """The event for a job whose host failed: requeue or exit by its queue's policy
-        (a job someone asked to kill is not started again)."""
+        (a job someone asked to kill is not started again). A lost host other than a
+        multi-host job's first is named in the event, so the reason names it."""
+        lost = host if host and host != job.host else ""
         if job.requeue_requested:
-            return ev.JobHostLost(now, job.id, True)
+            return ev.JobHostLost(now, job.id, True, lost)
         queue = self.state.queues.get(job.spec.queue)
         requeue = queue is None or queue.on_host_failure is HostFailurePolicy.REQUEUE
-        return ev.JobHostLost(now, job.id, requeue and not job.kill_requested)
+        return ev.JobHostLost(now, job.id, requeue and not job.kill_requested, lost)
 
     async def finished(self, host: str, report: FinishReport) -> bool:
         """Record a finished attempt; False means the report was stale and is dropped.
@@ -287,7 +294,7 @@ class WorkerGateway:
                 continue
             if silent <= deadline + fence:
                 continue
-            events: list[ev.Event] = [self._host_lost(now, self.state.jobs[job_id])
+            events: list[ev.Event] = [self._host_lost(now, self.state.jobs[job_id], name)
                                       for job_id in sorted(self.state.jobs_on(name))]
             if events:
                 await self.service.commit(events)

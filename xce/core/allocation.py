@@ -29,7 +29,10 @@ def check_allocation(job: JobRecord, first: str, hosts: Sequence[HostSlots]) -> 
     names = [p.host for p in hosts]
     if len(set(names)) != len(names):
         raise InvalidRequest(f"job {job.id}: a host appears twice in the allocation")
-    if any(p.slots < 1 for p in hosts) or sum(p.slots for p in hosts) != job.spec.slots:
+    total = sum(p.slots for p in hosts)
+    # an exclusive job holds whole hosts: at least its slots
+    enough = total >= job.spec.slots if job.spec.exclusive else total == job.spec.slots
+    if any(p.slots < 1 for p in hosts) or not enough:
         raise InvalidRequest(f"job {job.id}: the allocation does not hold its "
                              f"{job.spec.slots} slots")
 

@@ -473,7 +473,8 @@ class ClusterState:
             replace(
                 job, state=JobState.RUN, host=e.host, start_time=e.at, end_time=None,
                 exit_code=None, exit_signal=None, reason="", usage=None, kill_requested=False,
-                allocation=e.hosts if len(e.hosts) > 1 else (),
+                allocation=e.hosts if len(e.hosts) > 1 or (
+                    e.hosts and e.hosts[0].slots != job.spec.slots) else (),
             ),
         )
 

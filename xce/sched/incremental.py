@@ -29,7 +29,14 @@ from xce.core import events as ev
 from xce.core.deps import DepStatus, evaluate
 from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord
 from xce.core.state import ClusterState
-from xce.sched.snapshot import HostView, PendingArray, PendingJob, RunningJob, Snapshot
+from xce.sched.snapshot import (
+    HostView,
+    PendingArray,
+    PendingJob,
+    RunningJob,
+    Snapshot,
+    running_views,
+)
 
 SHIFT = 1 << 40  # order key: job number, then array index (pipeline._groups uses the same)
 
@@ -79,7 +86,7 @@ class SnapshotCache:
         self._where: dict[str, str] = {}  # pending job id -> queue
         self._dependent: dict[str, None] = {}  # pending jobs whose view must be re-read
         self._tasks: dict[str, int] = {}  # pending array tasks -> array number
-        self._running: dict[str, RunningJob] = {}
+        self._running: dict[str, tuple[RunningJob, ...]] = {}  # one view per host
         self._running_tuple: tuple[RunningJob, ...] | None = None
         self._hosts_dirty = True
         self._hosts: tuple[HostView, ...] = ()
@@ -129,10 +136,7 @@ class SnapshotCache:
             self._tasks[record.id] = record.number
 
     def _add_running(self, record: JobRecord) -> None:
-        spec = record.spec
-        self._running[record.id] = RunningJob(
-            record.id, spec.user, spec.queue, record.host or "", spec.slots, spec.memory_mb,
-            record.start_time or 0.0, spec.walltime_s)
+        self._running[record.id] = running_views(record)
         self._running_tuple = None
         self._hosts_dirty = True
 
@@ -156,8 +160,9 @@ class SnapshotCache:
             record = state.jobs[job_id]
             self._queued[self._where[job_id]][job_id] = _view(record, state)
         if self._running_tuple is None:
-            self._running_tuple = tuple(sorted(self._running.values(),
-                                               key=lambda r: (r.host, r.job_id)))
+            self._running_tuple = tuple(sorted(
+                (v for views in self._running.values() for v in views),
+                key=lambda r: (r.host, r.job_id)))
         if self._hosts_dirty:
             self._hosts = _host_views(state)
             self._hosts_dirty = False

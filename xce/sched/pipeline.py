@@ -16,8 +16,10 @@ import heapq
 from collections.abc import Callable, Collection
 from typing import Any
 
+from xce.core.allocation import host_memory_mb
 from xce.core.deps import DepStatus
-from xce.core.model import JobSpec, QueueRecord, task_id
+from xce.core.model import HostSlots, JobSpec, QueueRecord, task_id
+from xce.sched import multihost
 from xce.sched.expr import (
     parse_requirement,
 )
@@ -30,6 +32,7 @@ from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.types import Placement, Plan
 
 WAITING = "waiting for free slots or memory"
+TOO_BIG = "no host is big enough"
 
 
 def plan(snapshot: Snapshot, now: float, explain: bool = True) -> Plan:
@@ -55,6 +58,7 @@ class SchedulingPass:
         self.policies = {name: policy_for(q.plugins) for name, q in snapshot.queues.items()}
         self._sets: dict[tuple, CandidateSet | str] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
+        self._spread_order: dict[tuple[str, str], list[int]] = {}  # multi-host, static ranks
         # (queue, resources) -> hosts ranked once (static) or a heap to copy (dynamic)
         self._rankings: dict[tuple[str, str], tuple[Any, int]] = {}
         self._key_functions: dict[tuple[str, str], tuple[Callable[[int], tuple], bool, bool]] = {}
@@ -75,20 +79,20 @@ class SchedulingPass:
         if self._tally:
             seconds = dict(snapshot.usage)
             for job in snapshot.running:
-                self._count(job.user, job.queue, job.slots)
+                self._count(job.user, job.queue, job.slots, 0 if job.part else 1)
                 seconds[job.user] = seconds.get(job.user, 0.0) + job.slots * max(
                     0.0, now - job.start_time)
             self.usage_hours = {user: s / 3600.0 for user, s in seconds.items()}
 
-    def _count(self, user: str, queue: str, slots: int) -> None:
+    def _count(self, user: str, queue: str, slots: int, jobs: int = 1) -> None:
         if not self._tally:
             return
         running = self.running_slots
         running[user] = running.get(user, 0) + slots
         group = self.snapshot.groups.get(user, "default") if self.snapshot.groups else "default"
         self.group_slots[group] = self.group_slots.get(group, 0) + slots
-        self.queue_running[queue] = self.queue_running.get(queue, 0) + 1
-        self.user_running[queue, user] = self.user_running.get((queue, user), 0) + 1
+        self.queue_running[queue] = self.queue_running.get(queue, 0) + jobs
+        self.user_running[queue, user] = self.user_running.get((queue, user), 0) + jobs
 
     # --- ordering -----------------------------------------------------------------------
 
@@ -181,6 +185,8 @@ class SchedulingPass:
             return False  # ends before the reserved start: may use the reserved host
         if slots <= res.extra_slots and spec.memory_mb <= res.extra_mem:
             return False  # fits in what the reserved host has left over then
+        if type(res) is multihost.HostSetReservation:
+            return False  # several reserved hosts may each have some left over: try it
         # only the other hosts remain: together they must have the slots
         return slots > pool.total_free_slots - max(0, pool.free_slots[res.host])
 
@@ -297,11 +303,31 @@ class SchedulingPass:
             if left is not None:
                 left -= 1
 
-    def _commit(self, job_id: str, spec: JobSpec, i: int, array: int | None) -> None:
+    def _commit(self, job_id: str, spec: JobSpec, i: int | multihost.Shares,
+                array: int | None) -> None:
+        if type(i) is list:
+            self._commit_shares(job_id, spec, i, array)
+            return
+        assert isinstance(i, int)
         self.pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s)
         if self.reservation is not None:
             self.reservation.took(i, spec.slots, spec.memory_mb, spec.walltime_s, self.now)
         self.result.placements.append(Placement(job_id, self.pool.hosts[i].name))
+        self._count(spec.user, spec.queue, spec.slots)
+        if array is not None:
+            self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
+
+    def _commit_shares(self, job_id: str, spec: JobSpec, shares: multihost.Shares,
+                       array: int | None) -> None:
+        """A multi-host placement: every share taken at once (all or nothing)."""
+        pool, res, wall = self.pool, self.reservation, spec.walltime_s
+        for i, slots in shares:
+            mem = host_memory_mb(spec, slots)
+            pool.take(i, slots, mem, wall)
+            if res is not None:
+                res.took(i, slots, mem, wall, self.now)
+        hosts = tuple(HostSlots(pool.hosts[i].name, slots) for i, slots in shares)
+        self.result.placements.append(Placement(job_id, hosts[0].host, hosts))
         self._count(spec.user, spec.queue, spec.slots)
         if array is not None:
             self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
@@ -313,13 +339,22 @@ class SchedulingPass:
         return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall)
 
     def _place(self, key: str, spec: JobSpec, queue: QueueRecord,
-               policy: QueuePolicy) -> int | None:
-        """A host for `spec` now, or None with the reason recorded (and maybe a reservation)."""
+               policy: QueuePolicy) -> int | multihost.Shares | None:
+        """A host for `spec` now (several for a multi-host job), or None with the reason
+        recorded (and maybe a reservation)."""
+        if spec.exclusive or spec.resources:
+            req = parse_requirement(spec.resources) if spec.resources else None
+            if multihost.spreads(spec, req):
+                return self._place_spread(key, spec, queue, policy, req)
         shape = self._shape(queue, spec)
         found = self._sets.get(shape)
         if found is None:
             found = self._sets[shape] = self._candidates(spec, queue, policy)
         if isinstance(found, str):
+            if found == TOO_BIG and multihost.span_allows_spreading(
+                    parse_requirement(spec.resources) if spec.resources else None):
+                return self._place_spread(key, spec, queue, policy, None if not spec.resources
+                                          else parse_requirement(spec.resources))
             self.result.reasons[key] = found
             return None
         res, now = self.reservation, self.now
@@ -341,17 +376,84 @@ class SchedulingPass:
         self.result.reasons[key] = reason
         return None
 
-    def _candidates(self, spec: JobSpec, queue: QueueRecord,
-                    policy: QueuePolicy) -> CandidateSet | str:
-        pool = self.pool
+    def _place_spread(self, key: str, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy,
+                      req: Any) -> multihost.Shares | None:
+        """Shares on several hosts now (xce/sched/multihost.py), or None with the reason
+        recorded and, for the first such job under EASY, a reservation of a host set."""
+        reasons = self.result.reasons
+        shape = ("spread", *self._shape(queue, spec))
+        known = self._sets.get(shape)
+        if isinstance(known, str):
+            reasons[key] = known
+            return None
+        hosts = self._filter(spec, queue, policy)
+        if not hosts:
+            reasons[key] = self._sets[shape] = (
+                "no online host matches the resource requirement" if spec.resources
+                else "no online host in the queue")
+            return None
+        pool, now, res = self.pool, self.now, self.reservation
+        fkey = (queue.name, spec.resources)
+        ordered = self._spread_order.get(fkey)
+        if ordered is None:
+            functions = self._key_functions.get(fkey)
+            if functions is None:
+                functions = self._key_functions[fkey] = key_function(pool, req, policy.score)
+            rank, dynamic, _ = functions
+            ordered = sorted(hosts, key=rank) if (req is not None and req.order) or \
+                policy.score.name != "first-fit" else hosts
+            if not dynamic:
+                self._spread_order[fkey] = ordered
+        layout = multihost.Layout.of(spec, req)
+        groups = multihost.groups_of(pool, ordered, req)
+        live = multihost.live_ok(pool, req)
+        wall = spec.walltime_s
+        views = pool.hosts
+
+        def ok(i: int, slots: int, mem: int) -> bool:
+            return (live is None or live(i)) and (
+                res is None or res.allows(i, slots, mem, wall, now))
+
+        def host_slots(i: int) -> int:
+            return views[i].slots
+
+        for group in groups:
+            shares = multihost.choose(layout, spec, group, pool.free_slots, pool.free_mem,
+                                      host_slots, ok)
+            if shares is not None:
+                return shares
+        self._sets[shape] = WAITING
+        reason = WAITING
+        if res is None and policy.reserve is not None:
+            if policy.reserve.name == "backfill":
+                made: Reservation | None = multihost.reserve(pool, layout, spec, groups, now)
+            else:
+                made = policy.reserve.reserve(pool, hosts, spec, now)
+            if made is not None:
+                made.job_id = key
+                self.reservation = made
+                self.result.reservations.append(made.to_plain())
+                reason = f"{WAITING} ({made.describe()})"
+        reasons[key] = reason
+        return None
+
+    def _filter(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> list[int]:
+        """The hosts the queue's filters accept for `spec` (cached per queue and -R)."""
         fkey = (queue.name, spec.resources)
         hosts = self._filtered.get(fkey)
         if hosts is None:
-            views = pool.hosts
+            views = self.pool.hosts
             hosts = list(range(len(views)))
             for check in policy.filters:
                 hosts = [i for i in hosts if check.accepts(views[i], spec, queue)]
             self._filtered[fkey] = hosts
+        return hosts
+
+    def _candidates(self, spec: JobSpec, queue: QueueRecord,
+                    policy: QueuePolicy) -> CandidateSet | str:
+        pool = self.pool
+        fkey = (queue.name, spec.resources)
+        hosts = self._filter(spec, queue, policy)
         if not hosts:
             return ("no online host matches the resource requirement" if spec.resources
                     else "no online host in the queue")
@@ -359,7 +461,7 @@ class SchedulingPass:
         views = pool.hosts
         big = [i for i in hosts if views[i].slots >= slots and views[i].memory_mb >= mem]
         if not big:
-            return "no host is big enough"
+            return TOO_BIG
         req = parse_requirement(spec.resources) if spec.resources else None
         live = None
         if req is not None and select_names(req.select) & FREE_ATTRIBUTES:

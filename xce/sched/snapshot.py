@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from xce.core.allocation import host_memory_mb
 from xce.core.arrayspec import IndexSet
 from xce.core.deps import DepStatus, evaluate
 from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord
@@ -58,6 +59,22 @@ class RunningJob:
     memory_mb: int
     start_time: float
     walltime_s: int | None
+    # A multi-host job has one view per host, each with that host's share (issue 15);
+    # `part` marks all but the first, so a tally counts the job once and its slots in full.
+    part: bool = False
+
+
+def running_views(job: JobRecord) -> tuple[RunningJob, ...]:
+    """The scheduler's views of an active job: one per host of its allocation."""
+    spec = job.spec
+    start = job.start_time or 0.0
+    if not job.allocation:
+        return (RunningJob(job.id, spec.user, spec.queue, job.host or "", spec.slots,
+                           spec.memory_mb, start, spec.walltime_s),)
+    return tuple(
+        RunningJob(job.id, spec.user, spec.queue, p.host, p.slots,
+                   host_memory_mb(spec, p.slots), start, spec.walltime_s, i > 0)
+        for i, p in enumerate(job.allocation))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +144,8 @@ def snapshot_of(
         load = state.host_load.get(host.name)
         if load is not None:
             for job_id in sorted(load.jobs):
-                job = state.jobs[job_id]
-                running.append(RunningJob(
-                    job_id, job.spec.user, job.spec.queue, host.name, job.spec.slots,
-                    job.spec.memory_mb, job.start_time or 0.0, job.spec.walltime_s))
+                running.extend(v for v in running_views(state.jobs[job_id])
+                               if v.host == host.name)
         used_slots = load.slots if load else 0
         used_mem = load.memory_mb if load else 0
         hosts.append(

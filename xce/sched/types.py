@@ -5,13 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from xce.core.model import HostSlots
+
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Start `job_id` (a job or an array task id) on `host`."""
+    """Start `job_id` (a job or an array task id) on `host`; a multi-host job also gets
+    `hosts`, its whole allocation, first host = `host` (issue 15)."""
 
     job_id: str
     host: str
+    hosts: tuple[HostSlots, ...] = ()
 
 
 @dataclass(slots=True)

@@ -33,6 +33,8 @@ from typing import Any
 
 import psutil
 
+from xce.core import allocation
+from xce.core.model import HostSlots
 from xce.store.files import job_dir_name
 from xce.worker import fence, userfs
 from xce.worker.cgroups import CgroupBackend, JobCgroup, Limits
@@ -154,7 +156,7 @@ def credentials(account: pwd.struct_passwd | None) -> Credentials | None:
 
 
 def job_environment(a: dict[str, Any], account: pwd.struct_passwd | None, work_dir: Path,
-                    host: str) -> dict[str, str]:
+                    host: str, job_dir: Path | None = None) -> dict[str, str]:
     """A clean environment: login basics, the submitted variables, then what this host owns.
 
     The submitted environment (the submitter's, captured by `xce job submit --export`, and
@@ -193,7 +195,17 @@ def job_environment(a: dict[str, Any], account: pwd.struct_passwd | None, work_d
     if a.get("array_index") is not None:
         env["XCE_ARRAY_ID"] = str(a["number"])
         env["XCE_ARRAY_INDEX"] = str(a["array_index"])
+    shares = allocation_of(a)
+    if shares:  # issue 15: the whole allocation, like LSB_HOSTS / LSB_DJOB_HOSTFILE
+        env.update(allocation.job_environment(shares))
+        if job_dir is not None:
+            env["XCE_HOSTFILE"] = str(job_dir / ".xce" / "hostfile")
     return env
+
+
+def allocation_of(a: dict[str, Any]) -> list[HostSlots]:
+    """The assignment's hosts and slots (none from a controller that does not send them)."""
+    return [HostSlots(str(h), int(n)) for h, n in a.get("hosts") or ()]
 
 
 # --- directories ----------------------------------------------------------------------------
@@ -314,8 +326,10 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
     """Make the job's files (as the user), its cgroup, and have a keeper start it."""
     a = job.assignment
     assert job.attempt_dir is not None
+    shares = allocation_of(a)
     files = await userfs.as_user(job.creds, userfs.prepare_job_files, str(job.job_dir),
-                                 a.get("script"))
+                                 a.get("script"),
+                                 allocation.hostfile_text(shares) if shares else None)
     job.readers = {"stdout": files.stdout_reader, "stderr": files.stderr_reader}
     try:
         if files.script is not None:
@@ -326,7 +340,7 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
         limits = limits_for(a, pids_limit, host_memory_mb)
         write_json(str(job.attempt_dir), SPEC, {
             "job_id": a["job_id"], "attempt": a["attempt"], "assignment": a,
-            "argv": argv, "env": job_environment(a, account, job.work_dir, host),
+            "argv": argv, "env": job_environment(a, account, job.work_dir, host, job.job_dir),
             "cwd": str(job.work_dir), "job_dir": str(job.job_dir),
             "user": account.pw_name if account else None,
             "uid": job.creds.uid if job.creds else None,

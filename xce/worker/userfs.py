@@ -83,8 +83,10 @@ def _create(name: str, mode: int, dir_fd: int) -> int:
     return fd
 
 
-def prepare_job_files(job_dir: str, script: str | None) -> JobFiles:
-    """Create job_dir/.xce (0700) with stdout, stderr (0600) and `script` (0700) if given.
+def prepare_job_files(job_dir: str, script: str | None, hostfile: str | None = None
+                      ) -> JobFiles:
+    """Create job_dir/.xce (0700) with stdout, stderr (0600) and `script` (0700) if given,
+    and `hostfile` (0600, the allocation's `host slots` lines: XCE_HOSTFILE) if given.
 
     job_dir exists already (made by root, 0700, owned by the user). Everything is created
     through an O_NOFOLLOW|O_DIRECTORY descriptor of job_dir and with O_EXCL, so a planted
@@ -116,6 +118,10 @@ def prepare_job_files(job_dir: str, script: str | None) -> JobFiles:
             with os.fdopen(fd, "wb") as f:
                 f.write(script.encode())
             path = os.path.join(job_dir, ".xce", "script")
+        if hostfile is not None:
+            fd = _create("hostfile", 0o600, meta)
+            with os.fdopen(fd, "wb") as f:
+                f.write(hostfile.encode())
     except BaseException:
         for fd in opened:
             with contextlib.suppress(OSError):
