@@ -150,3 +150,22 @@ async def test_impossible_multi_host_jobs_are_refused(kw, message, tmp_path) -> 
     assert svc.state.jobs[per_slot].spec.memory_mb == 200
     assert await svc.schedule_once() == 1  # the 12-slot job (no span) fills every host
     assert [p.slots for p in svc.state.jobs[wide].hosts] == [4, 4, 4]
+
+
+def test_views_and_accounting_list_every_host() -> None:
+    from xce.accounting.record import build
+    from xce.api.views import job_view
+
+    state = new_state(hosts=HOSTS)
+    job = submit(state, slots=6, resources="span[ptile=2]")
+    state.apply(ev.JobStarted(T0, job, "n1", SPREAD))
+    view = job_view(state.jobs[job], {}, T0 + 1, full=True)
+    assert view["exec_host"] == "2*n1:2*n2:2*n3"
+    assert view["hosts"] == [{"host": "n1", "slots": 2}, {"host": "n2", "slots": 2},
+                             {"host": "n3", "slots": 2}]
+    record = build(state.jobs[job], "DONE", T0 + 5, "", 9)
+    assert record.host == "n1" and record.hosts == "n1:2,n2:2,n3:2"
+    single = submit(state, slots=1)
+    state.apply(ev.JobStarted(T0, single, "n1"))
+    assert job_view(state.jobs[single], {}, T0, True)["exec_host"] == "n1"
+    assert build(state.jobs[single], "DONE", T0 + 5, "", 9).hosts == "n1:1"

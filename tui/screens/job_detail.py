@@ -234,6 +234,8 @@ class JobDetailScreen(LiveScreen):
                 continue
             text = value if isinstance(value, str) else json.dumps(value)
             lines.append(f"  {key:<12} {text.splitlines()[0] if text else ''}")
+        if len(d.get("hosts") or ()) > 1:  # a multi-host job: every host and its slots
+            lines.append(f"  {'exec_host':<12} {d.get('exec_host')}")
         for key in ("submit_time", "start_time", "end_time"):
             if d.get(key):
                 lines.append(f"  {key:<12} {fmt.full_stamp(d[key])}")

@@ -94,7 +94,8 @@ def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
         submit_time=job.submit_time, start_time=started, end_time=end,
         wait_s=(started - job.submit_time) if started is not None else None,
         host=job.host if started is not None else None,
-        hosts=f"{job.host}:{spec.slots}" if started is not None and job.host else "",
+        hosts=",".join(f"{p.host}:{p.slots}" for p in job.hosts) if started is not None
+        else "",  # every host of a multi-host allocation (issue 15)
         req_slots=spec.slots, req_memory_mb=spec.memory_mb, req_walltime_s=spec.walltime_s,
         req_gpus=0, resources=spec.resources, state=state,
         exit_code=job.exit_code if state != REQUEUED else None,

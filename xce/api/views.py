@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xce.core.allocation import exec_host
 from xce.core.deps import describe
 from xce.core.model import (
     ArrayRecord,
@@ -48,6 +49,9 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
         "submit_host": spec.submit_host,
         "state": job.state.value,
         "host": job.host,
+        # bjobs' EXEC_HOST (`2*n1:2*n2`) and every host with its slots (issue 15)
+        "exec_host": exec_host(job) if job.host else None,
+        "hosts": [{"host": p.host, "slots": p.slots} for p in job.hosts],
         "slots": spec.slots,
         "memory_mb": spec.memory_mb,
         "walltime_s": spec.walltime_s,
@@ -74,6 +78,8 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
             stdout_file=spec.stdout_file,
             stderr_file=spec.stderr_file,
             kill_requested=job.kill_requested,
+            exclusive=spec.exclusive,
+            mem_per_slot_mb=spec.mem_per_slot_mb,
         )
     return out
 

@@ -162,7 +162,8 @@ def list_(
     for j in result["jobs"]:
         usage = j.get("usage") or {}
         rows.append([j["id"], j["user"], j["state"], j["queue"], j.get("submit_host"),
-                     j.get("host"), j["name"], _clock(j.get("submit_time")),
+                     j.get("exec_host") or j.get("host"), j["name"],
+                     _clock(j.get("submit_time")),
                      _duration(usage.get("wall_time_s")), _duration(usage.get("cpu_time_s")),
                      _bytes(usage.get("max_rss_bytes"))])
     print_table(["JOBID", "USER", "STAT", "QUEUE", "FROM_HOST", "EXEC_HOST", "JOB_NAME",

@@ -1,0 +1,74 @@
+"""Jobs across hosts with real processes (issue 15): a controller and three workers on
+127.0.0.1. A 6-slot `span[ptile=2]` job gets 2 slots on each host, its script runs on the
+first and sees the allocation; a lost second host ends the whole job, naming that host."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.integration.cluster import Cluster
+
+HOSTS = ("w1", "w2", "w3")
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path / "cluster")
+    c.start_controller()
+    for name in HOSTS:
+        c.start_worker(name, slots=4)
+    c.wait_for(lambda: len(c.get("/api/v1/hosts")["hosts"]) == 3, 60, "three workers")
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_a_ptile_job_gets_two_slots_on_each_host_and_sees_its_allocation(
+        three: Cluster) -> None:
+    job_id = three.submit(
+        command='echo "hosts=$XCE_HOSTS"; echo "nodes=$XCE_NODELIST"; '
+                'echo "num=$XCE_NUM_HOSTS"; echo "slots=$XCE_SLOTS"; '
+                'echo "exec=$XCE_EXEC_HOST"; cat "$XCE_HOSTFILE"',
+        slots=6, resources="span[ptile=2]")
+    job = three.wait_state(job_id, "DONE", "EXIT", timeout=60)
+    assert job["state"] == "DONE", (job, three.download(job_id, "stderr"))
+    assert job["hosts"] == [{"host": h, "slots": 2} for h in HOSTS]
+    assert job["exec_host"] == "2*w1:2*w2:2*w3" and job["host"] == "w1"
+    out = three.download(job_id, "stdout").decode().splitlines()
+    assert out == ["hosts=w1 w1 w2 w2 w3 w3", "nodes=w1,w2,w3", "num=3", "slots=6",
+                   "exec=w1", "w1 2", "w2 2", "w3 2"]
+
+
+def test_slots_are_held_on_every_host_while_it_runs(three: Cluster) -> None:
+    wide = three.submit(command="sleep 60", slots=6, resources="span[ptile=2]")
+    three.wait_state(wide, "RUN", timeout=60)
+    hosts = {h["name"]: h for h in three.get("/api/v1/hosts")["hosts"]}
+    # 3-slot jobs no longer fit anywhere: each host has 2 of its 4 slots left
+    small = three.submit(command="true", slots=3, resources="span[hosts=1]")
+    three.wait_passes()
+    assert three.job(small)["state"] == "PEND", hosts
+    three.control(wide, "kill")
+    three.wait_state(wide, "EXIT", timeout=60)
+    three.wait_state(small, "DONE", "EXIT", timeout=60)
+
+
+def test_a_lost_second_host_ends_the_whole_job_naming_it(three: Cluster) -> None:
+    job_id = three.submit(command="sleep 117.5", slots=6, resources="span[ptile=2]",
+                          queue="fragile")  # on_host_failure = "exit"
+    three.wait_state(job_id, "RUN", timeout=60)
+
+    def running() -> bool:  # the script, on the first host (a number no other test uses)
+        return any(p.info["cmdline"] == ["sleep", "117.5"]
+                   for p in psutil.process_iter(["cmdline"]))
+
+    three.wait_for(running, 30, "the job's process")
+    three.kill_worker("w3", signal.SIGKILL)
+    job = three.wait_state(job_id, "EXIT", timeout=90)
+    assert job["reason"] == "host w3 became unavailable", job
+    three.wait_for(lambda: not running(), 60, "the first host's part killed")
