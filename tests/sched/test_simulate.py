@@ -66,10 +66,11 @@ def test_jobs_are_killed_at_their_requested_time() -> None:
     assert m["avg_bounded_slowdown"] == pytest.approx(3.5)
 
 
-def test_jobs_wider_than_a_host_are_skipped() -> None:
-    jobs = [SwfJob(1, 0, 10, 8, 10, "u1", "g1"), SwfJob(2, 0, 10, 2, 10, "u1", "g1")]
+def test_jobs_wider_than_the_machine_are_skipped_wider_than_a_host_spread() -> None:
+    jobs = [SwfJob(1, 0, 10, 8, 10, "u1", "g1"), SwfJob(2, 0, 10, 2, 10, "u1", "g1"),
+            SwfJob(3, 0, 10, 9, 10, "u1", "g1")]
     m = simulate(jobs, hosts=2, slots=4).metrics()
-    assert (m["jobs"], m["skipped"]) == (1, 1)
+    assert (m["jobs"], m["skipped"]) == (2, 1)  # the 8-slot job runs on both hosts
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "first-fit", "easy", "fairshare",

@@ -174,6 +174,10 @@ def reserve(pool: HostPool, layout: Layout, spec: JobSpec, groups: list[list[int
         return views[i].slots
 
     total = sum(max(0, v) for v in free_slots.values())
+    # When each host last got slots back: the reservation takes the hosts that free last
+    # before its start first, leaving hosts free now to backfill (as one big host would
+    # leave its slots beyond the reserved job's: `--hosts N --slots 1` equals `1 x N`).
+    last: dict[int, float] = {}
     at = 0
     times = [now] + [e[0] for e in events]
     seen = -1.0
@@ -186,10 +190,12 @@ def reserve(pool: HostPool, layout: Layout, spec: JobSpec, groups: list[list[int
             free_slots[i] += s
             free_mem[i] += m
             total += s
+            last[i] = events[at][0]
             at += 1
         if total < layout.slots:
             continue  # a necessary condition, cheap: the slots are not there at all yet
         for group in groups:
+            group = sorted(group, key=lambda i: -last.get(i, now))
             shares = choose(layout, spec, group, free_slots, free_mem, host_slots)  # type: ignore[arg-type]
             if shares is None:
                 continue

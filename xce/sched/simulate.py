@@ -6,8 +6,10 @@ The simulator drives a real `ClusterState` with the same events the controller c
 here as it does live. At each instant, in this order: jobs reaching their end finish (a job
 whose run time exceeds its requested time is killed at the requested time, like a real
 cluster enforcing walltime), new jobs are submitted, then one scheduling pass runs if a host
-has room. Hosts are `hosts` identical machines of `slots` slots; a job asking for more slots
-than one host has is skipped (jobs run on one host).
+has room. Hosts are `hosts` identical machines of `slots` slots; a job of `p` processors
+wider than one host is packed on ceil(p / slots) hosts (`span[ptile=slots]`, issue 15), so
+`--hosts N --slots 1` and `--hosts 1 --slots N` decide alike; only a job wider than the
+whole machine is skipped.
 
 Metrics, as papers on the Parallel Workloads Archive give them: average and median wait
 (start - submit), average bounded slowdown `max(1, (wait + run) / max(run, tau))` with
@@ -72,10 +74,13 @@ def host_names(hosts: int) -> list[str]:
     return [f"n{i:0{width}d}" for i in range(1, hosts + 1)]
 
 
-def spec_for(job: SwfJob, queue: str = "normal") -> JobSpec:
+def spec_for(job: SwfJob, queue: str = "normal", slots: int | None = None) -> JobSpec:
+    """The job as submitted; one wider than a host of `slots` is packed on hosts."""
+    wide = slots is not None and job.procs > slots
     return JobSpec(user=job.user, queue=queue, name=f"swf-{job.number}",
                    command=f"swf job {job.number}", slots=job.procs,
-                   walltime_s=job.requested_time)
+                   walltime_s=job.requested_time,
+                   resources=f"span[ptile={slots}]" if wide else "")
 
 
 def executed_time(job: SwfJob) -> float:
@@ -220,7 +225,7 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
     queue: list[tuple[float, int, int, Any]] = []  # (time, 0 end / 1 submit, seq, payload)
     seq = 0
     for job in jobs:
-        if job.procs > slots:
+        if job.procs > slots * hosts:
             result.skipped += 1
             continue
         queue.append((job.submit, 1, seq, job))
@@ -247,7 +252,7 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
                     progress(ended)
             else:
                 number = state.next_number
-                submitted = ev.JobSubmitted(now, number, spec_for(payload))
+                submitted = ev.JobSubmitted(now, number, spec_for(payload, slots=slots))
                 state.apply(submitted)
                 cache.observe(submitted, state)
                 outcome = Outcome(payload, str(number))
@@ -260,12 +265,14 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
         result.passes += 1
         blocked = strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
         for placement in decided.placements:
-            started_event = ev.JobStarted(now, placement.job_id, placement.host)
+            started_event = ev.JobStarted(now, placement.job_id, placement.host,
+                                          placement.hosts)
             state.apply(started_event)
             cache.observe(started_event, state)
             outcome = by_id[placement.job_id]
-            outcome.start, outcome.host = now, placement.host
-            result.decisions.append((now, outcome.job.number, placement.host))
+            where = "+".join(p.host for p in placement.hosts) or placement.host
+            outcome.start, outcome.host = now, where
+            result.decisions.append((now, outcome.job.number, where))
             heapq.heappush(queue, (now + executed_time(outcome.job), 0, seq, outcome))
             seq += 1
     result.seconds = time.perf_counter() - started
