@@ -27,10 +27,15 @@ EXPRESSIONS = ("", "select[type==X86 && maxmem>=32000] order[-slots]",
                "select[rack==r1 || rack==r2 || rack==r3]", "select[!defined(gpu)] order[ut]")
 
 
+# Multi-host shapes (issue 15): wider than a 16-slot host, by ptile or with no span.
+WIDE = ((32, "span[ptile=16]"), (24, "span[ptile=8]"), (64, "span[ptile=16]"), (48, ""))
+
+
 def cluster(pending: int, hosts: int, plugins: tuple[str, ...], expressions: bool,
-            seed: int = 1) -> Snapshot:
+            seed: int = 1, multihost: bool = False) -> Snapshot:
     """`hosts` hosts of 16 slots, each half busy with jobs ending within 2 h, and `pending`
-    jobs of 1-16 slots (20 shapes, plus 4 resource strings when `expressions`)."""
+    jobs of 1-16 slots (20 shapes, plus 4 resource strings when `expressions`); with
+    `multihost`, 4 of the 20 shapes (20 % of the jobs) span 2-4 hosts."""
     rng = random.Random(seed)
     views, running = [], []
     for i in range(hosts):
@@ -49,6 +54,10 @@ def cluster(pending: int, hosts: int, plugins: tuple[str, ...], expressions: boo
         specs.append(JobSpec(user=f"u{k % 8}", queue="normal", command="x",
                              slots=(1, 2, 4, 8, 16)[k % 5], memory_mb=(0, 1000, 4000)[k % 3],
                              walltime_s=(600, 3600, 14400)[k % 3], resources=resources))
+    if multihost:
+        for k, (slots, span) in enumerate(WIDE):
+            specs[k * 5] = replace(specs[k * 5], slots=slots,
+                                   resources=f"{specs[k * 5].resources} {span}".strip())
     jobs = tuple(PendingJob(str(n), n, None, rng.choice(specs), DepStatus.SATISFIED)
                  for n in range(1, pending + 1))
     queue = QueueRecord("normal", plugins=plugins)
@@ -87,6 +96,13 @@ def run(bench: BenchPlan) -> list[Row]:
                                 f"({placed:,} placed)", "< 1 s" if big else "-",
                                 verdict(cpu < 1) if big else "info",
                                 {"cpu_s": cpu, "wall_s": wall, "placed": placed}))
+    snap = cluster(100_000, 10_000, ("backfill",), True, multihost=True)
+    wall, cpu, placed = timed(snap, repeats)
+    rows.append(Row("sched pass 100k pending x 10k hosts, EASY backfill, + expressions, "
+                    "20 % multi-host jobs (issue 15)",
+                    f"cpu {cpu * 1000:,.0f} ms, wall {wall * 1000:,.0f} ms "
+                    f"({placed:,} placed)", "< 1 s", verdict(cpu < 1),
+                    {"cpu_s": cpu, "wall_s": wall, "placed": placed}))
     rows.extend(_growth(repeats))
     rows.extend(_snapshot_row(bench))
     rows.extend(_simulate_row(bench))

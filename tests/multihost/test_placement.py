@@ -218,3 +218,11 @@ def _fits_alone(state: ClusterState, head: str, start: float) -> bool:
     fs = [free[n] for n in names]
     return choose(Layout.of(spec, req), spec, range(len(names)), fs, [10**9] * len(names),
                   lambda i: state.hosts[names[i]].slots) is not None
+
+
+def test_a_ptile_tail_goes_to_a_host_too_small_for_a_whole_tile() -> None:
+    state = new_state(hosts=hosts(2))
+    busy = submit(state, slots=2)
+    state.apply(ev.JobStarted(T0, busy, "n1"))  # n1: 2 free, n2: 4 free
+    job = submit(state, slots=4, resources="span[ptile=3]")
+    assert shares(run(state), job) == [("n1", 1), ("n2", 3)]

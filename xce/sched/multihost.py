@@ -81,6 +81,17 @@ class Layout:
             return want if free >= want else 0
         return min(free, remaining)
 
+    def least(self, host_slots: int) -> int:
+        """The smallest share this layout ever puts on a host: a host with fewer free
+        slots can take no part of the job for the rest of the pass."""
+        if self.exclusive:
+            return host_slots
+        if self.block is not None:
+            return self.block
+        if self.ptile is not None:
+            return min(self.ptile, self.slots % self.ptile or self.ptile)
+        return 1
+
     def used(self, share: int, remaining: int) -> int:
         """How much of `remaining` a share of `share` slots covers."""
         if self.exclusive and self.ptile is not None:
@@ -90,13 +101,24 @@ class Layout:
 
 def choose(layout: Layout, spec: JobSpec, ordered: Sequence[int], free_slots: Sequence[int],
            free_mem: Sequence[int], host_slots: Callable[[int], int],
-           ok: Callable[[int, int, int], bool] | None = None) -> Shares | None:
-    """Shares on `ordered` hosts (best first) that hold the whole job, or None."""
+           ok: Callable[[int, int, int], bool] | None = None, prune: bool = False
+           ) -> Shares | None:
+    """Shares on `ordered` hosts (best first) that hold the whole job, or None. With
+    `prune` (`ordered` a list kept for one job shape during a pass, where free resources
+    only shrink), hosts met that can no longer take even the smallest share are removed
+    from it, so the next job of the shape does not look at them again."""
+    if layout.ptile is not None and not layout.exclusive and layout.slots % layout.ptile:
+        return _choose_tiles(layout, spec, ordered, free_slots, free_mem, ok, prune)
     remaining = layout.slots
     out: Shares = []
-    for i in ordered:
-        take = layout.share(host_slots(i), free_slots[i], remaining)
+    dead: list[int] = []
+    at = -1
+    for at, i in enumerate(ordered):  # `at`: how far the scan went
+        whole = host_slots(i)
+        take = layout.share(whole, free_slots[i], remaining)
         if take <= 0:
+            if prune and free_slots[i] < layout.least(whole):
+                dead.append(at)
             continue
         mem = host_memory_mb(spec, take)
         if free_mem[i] < mem or (ok is not None and not ok(i, take, mem)):
@@ -104,8 +126,49 @@ def choose(layout: Layout, spec: JobSpec, ordered: Sequence[int], free_slots: Se
         out.append((i, take))
         remaining -= layout.used(take, remaining)
         if remaining <= 0:
-            return out
-    return None
+            break
+    if dead:
+        gone = set(dead)
+        ordered[:at + 1] = [h for k, h in enumerate(ordered[:at + 1])  # type: ignore[index]
+                            if k not in gone]
+    return out if remaining <= 0 else None
+
+
+def _choose_tiles(layout: Layout, spec: JobSpec, ordered: Sequence[int],
+                  free_slots: Sequence[int], free_mem: Sequence[int],
+                  ok: Callable[[int, int, int], bool] | None, prune: bool) -> Shares | None:
+    """`choose` for `span[ptile=P]` whose slots leave a smaller last share: full tiles on
+    the best hosts with P free, the rest on the best host with room for it (in rank
+    order a host too small for a tile must not end the search for the tail)."""
+    tile = layout.ptile
+    assert tile is not None
+    full, rest = divmod(layout.slots, tile)
+    tiles: list[tuple[int, int]] = []  # (position in the scan, host)
+    tail: tuple[int, int] | None = None
+    dead: list[int] = []
+    at = -1
+    mem_tile, mem_rest = host_memory_mb(spec, tile), host_memory_mb(spec, rest)
+    for at, i in enumerate(ordered):  # `at`: how far the scan went
+        free = free_slots[i]
+        if free < rest:
+            if prune:
+                dead.append(at)
+            continue
+        if len(tiles) < full and free >= tile and free_mem[i] >= mem_tile and (
+                ok is None or ok(i, tile, mem_tile)):
+            tiles.append((at, i))
+        elif tail is None and free_mem[i] >= mem_rest and (ok is None or ok(i, rest, mem_rest)):
+            tail = (at, i)
+        if len(tiles) == full and tail is not None:
+            break
+    if dead:
+        gone = set(dead)
+        ordered[:at + 1] = [h for k, h in enumerate(ordered[:at + 1])  # type: ignore[index]
+                            if k not in gone]
+    if len(tiles) < full or tail is None:
+        return None
+    picked = sorted([(k, i, tile) for k, i in tiles] + [(tail[0], tail[1], rest)])
+    return [(i, take) for _, i, take in picked]  # in rank order: the best host first
 
 
 def groups_of(pool: HostPool, hosts: Sequence[int], req: ResourceRequirement | None
@@ -114,7 +177,7 @@ def groups_of(pool: HostPool, hosts: Sequence[int], req: ResourceRequirement | N
     in the order of their best host; hosts lacking a `same` attribute are left out."""
     names = req.same if req is not None else ()
     if not names:
-        return [list(hosts)]
+        return [hosts if isinstance(hosts, list) else list(hosts)]  # the same list: pruned
     grouped: dict[tuple[str | None, ...], list[int]] = {}
     for i in hosts:
         view = pool.hosts[i]

@@ -58,7 +58,7 @@ class SchedulingPass:
         self.policies = {name: policy_for(q.plugins) for name, q in snapshot.queues.items()}
         self._sets: dict[tuple, CandidateSet | str] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
-        self._spread_order: dict[tuple[str, str], list[int]] = {}  # multi-host, static ranks
+        self._spread_hosts: dict[tuple, list[int]] = {}  # multi-host shape -> its hosts
         # (queue, resources) -> hosts ranked once (static) or a heap to copy (dynamic)
         self._rankings: dict[tuple[str, str], tuple[Any, int]] = {}
         self._key_functions: dict[tuple[str, str], tuple[Callable[[int], tuple], bool, bool]] = {}
@@ -393,17 +393,19 @@ class SchedulingPass:
                 else "no online host in the queue")
             return None
         pool, now, res = self.pool, self.now, self.reservation
-        fkey = (queue.name, spec.resources)
-        ordered = self._spread_order.get(fkey)
+        # The hosts of this shape, ranked when the shape is first tried in the pass (a
+        # ranking on free resources is not re-sorted per job: one sort per shape and pass)
+        # and pruned of hosts too full for any share (multihost.choose).
+        ordered = self._spread_hosts.get(shape)
         if ordered is None:
+            fkey = (queue.name, spec.resources)
             functions = self._key_functions.get(fkey)
             if functions is None:
                 functions = self._key_functions[fkey] = key_function(pool, req, policy.score)
-            rank, dynamic, _ = functions
+            rank = functions[0]
             ordered = sorted(hosts, key=rank) if (req is not None and req.order) or \
-                policy.score.name != "first-fit" else hosts
-            if not dynamic:
-                self._spread_order[fkey] = ordered
+                policy.score.name != "first-fit" else list(hosts)
+            self._spread_hosts[shape] = ordered
         layout = multihost.Layout.of(spec, req)
         groups = multihost.groups_of(pool, ordered, req)
         live = multihost.live_ok(pool, req)
@@ -419,14 +421,20 @@ class SchedulingPass:
 
         for group in groups:
             shares = multihost.choose(layout, spec, group, pool.free_slots, pool.free_mem,
-                                      host_slots, ok)
+                                      host_slots, ok, prune=group is ordered)
             if shares is not None:
                 return shares
         self._sets[shape] = WAITING
         reason = WAITING
         if res is None and policy.reserve is not None:
             if policy.reserve.name == "backfill":
-                made: Reservation | None = multihost.reserve(pool, layout, spec, groups, now)
+                # every host the shape may use, ranked afresh (the list above was pruned of
+                # the full ones, which are the ones that free later): once per pass
+                rank = self._key_functions[queue.name, spec.resources][0]
+                ranked = sorted(hosts, key=rank) if (req is not None and req.order) or \
+                    policy.score.name != "first-fit" else list(hosts)
+                made: Reservation | None = multihost.reserve(
+                    pool, layout, spec, multihost.groups_of(pool, ranked, req), now)
             else:
                 made = policy.reserve.reserve(pool, hosts, spec, now)
             if made is not None:
