@@ -45,16 +45,49 @@ def test_a_ptile_job_gets_two_slots_on_each_host_and_sees_its_allocation(
                    "exec=w1", "w1 2", "w2 2", "w3 2"]
 
 
-def test_slots_are_held_on_every_host_while_it_runs(three: Cluster) -> None:
+def _shares(c: Cluster, worker: str) -> dict[str, str]:
+    """The share cgroups a worker holds (name -> freezer state), read from the kernel."""
+    from xce.worker.agent import cgroup_namespace
+    from xce.worker.cgroups import detect
+
+    backend = detect("auto", "", cgroup_namespace(worker, c.root / worker))
+    out = {}
+    for name in backend.existing():
+        if name.endswith(".share"):
+            cgroup = backend.open(name)
+            state = "n/a"  # no freezer hierarchy (v2 or none): not checked
+            dirs = getattr(cgroup, "dirs", {})
+            if "freezer" in dirs:
+                state = (Path(dirs["freezer"]) / "freezer.state").read_text().strip()
+            out[name] = state
+    return out
+
+
+def test_every_host_holds_its_share_and_suspend_and_kill_reach_it(three: Cluster) -> None:
     wide = three.submit(command="sleep 60", slots=6, resources="span[ptile=2]")
-    three.wait_state(wide, "RUN", timeout=60)
-    hosts = {h["name"]: h for h in three.get("/api/v1/hosts")["hosts"]}
+    job = three.wait_state(wide, "RUN", timeout=60)
+    name = f"{wide}.{job['attempt']}.share"
+    # the hosts after the first keep a cgroup for the job's part there
+    for worker in ("w2", "w3"):
+        three.wait_for(lambda w=worker: name in _shares(three, w), 30, f"share on {worker}")
+    assert _shares(three, "w1") == {}
     # 3-slot jobs no longer fit anywhere: each host has 2 of its 4 slots left
     small = three.submit(command="true", slots=3, resources="span[hosts=1]")
     three.wait_passes()
-    assert three.job(small)["state"] == "PEND", hosts
+    assert three.job(small)["state"] == "PEND"
+    three.control(wide, "stop")
+    for worker in ("w2", "w3"):
+        three.wait_for(lambda w=worker: _shares(three, w).get(name) in ("FROZEN", "n/a"), 30,
+                       f"share frozen on {worker}")
+    three.control(wide, "resume")
+    for worker in ("w2", "w3"):
+        three.wait_for(lambda w=worker: _shares(three, w).get(name) in ("THAWED", "n/a"), 30,
+                       f"share thawed on {worker}")
     three.control(wide, "kill")
     three.wait_state(wide, "EXIT", timeout=60)
+    for worker in ("w2", "w3"):
+        three.wait_for(lambda w=worker: name not in _shares(three, w), 30,
+                       f"share removed on {worker}")
     three.wait_state(small, "DONE", "EXIT", timeout=60)
 
 

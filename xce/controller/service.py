@@ -215,14 +215,15 @@ class ControllerService:
         touched: set[str] = set()
         feed = self.accounting
         for event, record in zip(batch, records, strict=True):
-            before = self._host_of(event)
+            before = self._hosts_of(event)
             if feed is not None:
                 feed.before(self.state, event)
             self.state.apply(event)
             self.log.append(record)
             if feed is not None:
                 feed.after(self.state, event, self.state.applied)
-            touched.update(h for h in (before, self._host_of(event)) if h)
+            touched.update(before)
+            touched.update(self._hosts_of(event))
             for listener in self.listeners:
                 listener(event)
         for host in touched:
@@ -235,16 +236,20 @@ class ControllerService:
         for hook in self.committed:
             hook(batch)
 
-    def _host_of(self, event: ev.Event) -> str | None:
+    def _hosts_of(self, event: ev.Event) -> tuple[str, ...]:
+        """The hosts whose assignments `event` may change: a job's every host (a multi-host
+        job's others hold its share, xce/worker/shares.py), or the host itself."""
         if isinstance(event, ev.JobStarted):
-            return event.host
+            return tuple(p.host for p in event.hosts) or (event.host,)
         job_id = getattr(event, "job_id", None)
         if job_id is not None:
             job = self.state.jobs.get(job_id)
-            return job.host if job else None
+            if job is None or not job.host:
+                return ()
+            return tuple(p.host for p in job.allocation) or (job.host,)
         if isinstance(event, (ev.HostRegistered, ev.HostAvailable, ev.HostUnavailable)):
-            return event.name
-        return None
+            return (event.name,)
+        return ()
 
     def _bump(self, host: str) -> None:
         self.host_versions[host] = self.host_versions.get(host, 0) + 1

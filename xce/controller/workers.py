@@ -15,6 +15,7 @@ from typing import Any
 from xce.controller.requests import FinishReport, RunReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.core import events as ev
+from xce.core.allocation import host_memory_mb
 from xce.core.errors import NotFound
 from xce.core.model import HostFailurePolicy, JobRecord, JobState, Usage
 from xce.core.state import ClusterState
@@ -57,6 +58,20 @@ def assignment(job: JobRecord) -> dict[str, Any]:
         # every host and its slots, first = this one (issue 15): XCE_HOSTS, XCE_HOSTFILE...
         "hosts": [[p.host, p.slots] for p in job.hosts],
     }
+
+
+def share_assignment(job: JobRecord, host: str) -> dict[str, Any]:
+    """What a host that is not a multi-host job's first holds for it (issue 15)."""
+    slots = next((p.slots for p in job.hosts if p.host == host), 0)
+    return {"job_id": job.id, "attempt": job.attempt, "action": assignment_action(job),
+            "user": job.spec.user, "slots": slots,
+            "memory_mb": host_memory_mb(job.spec, slots)}
+
+
+def assignment_action(job: JobRecord) -> str:
+    if job.kill_requested:
+        return "kill"
+    return "run" if job.state is JobState.RUN else "stop"
 
 
 RECONNECT_GRACE_S = 10.0
@@ -204,11 +219,13 @@ class WorkerGateway:
             raise NotFound(f"host {host!r} is not registered")
         # A multi-host job runs its script on its first host; the others hold its share
         # of slots and memory in the state (issue 15) but start nothing yet.
-        jobs = [job for job in (self.state.jobs[j] for j in sorted(self.state.jobs_on(host)))
-                if job.host == host]
+        here = [self.state.jobs[j] for j in sorted(self.state.jobs_on(host))]
+        jobs = [job for job in here if job.host == host]
         return {
             "version": self.service.host_versions.get(host, 0),
             "jobs": [assignment(j) for j in jobs],
+            # the other hosts' parts: a cgroup each, held for the job (xce/worker/shares.py)
+            "shares": [share_assignment(j, host) for j in here if j.host != host],
             # The worker kills its jobs once it has reached no controller for this long.
             "fence_timeout_s": self.fence_timeout_s,
             # What it may return per file and per job (it skips the rest, with a warning).

@@ -33,6 +33,7 @@ from xce.worker import executor, fence, staging, tail, userfs
 from xce.worker.cgroups import CgroupBackend, detect
 from xce.worker.executor import JobResult, LaunchError, RunningJob, Spool
 from xce.worker.launcher import KeeperLauncher
+from xce.worker.shares import ShareHolder
 
 log = logging.getLogger("xce.worker")
 Key = tuple[str, int]
@@ -80,6 +81,7 @@ class WorkerAgent:
         namespace = cgroup_namespace(self.host, self.settings.spool_dir)
         self.backend: CgroupBackend = detect(self.settings.cgroup, self.settings.cgroup_parent,
                                              namespace)
+        self.shares = ShareHolder(self.backend, self.settings.pids_limit)
         self.launcher = KeeperLauncher(self.backend.kind, self.settings.cgroup_parent,
                                        namespace)
         # The fence (xce/worker/fence.py): the controller sets the timeout when we register.
@@ -359,6 +361,7 @@ class WorkerAgent:
                     continue
                 job.assignment = {**job.assignment, "action": a["action"]}
                 self._apply_action(job, a["action"])
+            await asyncio.to_thread(self.shares.reconcile, answer.get("shares") or [])
             for key, job in list(self.running.items()):
                 if key not in desired:
                     log.info("job %s attempt %s is no longer assigned here: killing", *key)
