@@ -105,3 +105,39 @@ def test_a_lost_second_host_ends_the_whole_job_naming_it(three: Cluster) -> None
     job = three.wait_state(job_id, "EXIT", timeout=90)
     assert job["reason"] == "host w3 became unavailable", job
     three.wait_for(lambda: not running(), 60, "the first host's part killed")
+
+
+def test_the_command_line_submits_across_hosts_and_lists_exec_host(three: Cluster) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.integration.cluster import ADMIN_TOKEN
+
+    home = three.root / "home"
+    home.mkdir()
+    (home / "client.toml").write_text(f'controllers = ["{three.url}"]\n')
+    env = {**os.environ, "XCE_CLIENT_CONFIG": str(home / "client.toml"),
+           "XCE_TOKEN": ADMIN_TOKEN}
+    env.pop("XCE_CONTROLLERS", None)
+
+    def xce(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "xce", *args], env=env, text=True,
+                              capture_output=True, timeout=60)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    def submit(*args: str) -> str:
+        return json.loads(xce("job", "submit", "--json", "--user", "root", *args))["job_id"]
+
+    job_id = submit("-n", "6", "-R", "span[ptile=2]", "--", "sleep", "30")
+    three.wait_state(job_id, "RUN", timeout=60)
+    assert "2*w1:2*w2:2*w3" in xce("job", "list")
+    assert "exec_host: 2*w1:2*w2:2*w3" in xce("job", "show", job_id)
+    whole = submit("-n", "2", "--exclusive", "--", "true")
+    three.wait_passes()
+    assert three.job(whole)["state"] == "PEND"  # no host is free of other jobs
+    xce("job", "kill", job_id)
+    job = three.wait_state(whole, "DONE", "EXIT", timeout=60)
+    assert job["state"] == "DONE" and job["hosts"] == [{"host": "w1", "slots": 4}], job
