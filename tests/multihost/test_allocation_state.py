@@ -169,3 +169,17 @@ def test_views_and_accounting_list_every_host() -> None:
     state.apply(ev.JobStarted(T0, single, "n1"))
     assert job_view(state.jobs[single], {}, T0, True)["exec_host"] == "n1"
     assert build(state.jobs[single], "DONE", T0 + 5, "", 9).hosts == "n1:1"
+
+
+def test_the_console_job_detail_lists_every_host() -> None:
+    from types import SimpleNamespace
+
+    from tui.screens.job_detail import JobDetailScreen
+
+    shown = JobDetailScreen._fields(SimpleNamespace(job_id="7"), {  # type: ignore[arg-type]
+        "id": "7", "host": "n1", "exec_host": "2*n1:2*n2",
+        "hosts": [{"host": "n1", "slots": 2}, {"host": "n2", "slots": 2}]})
+    assert "  exec_host    2*n1:2*n2" in shown.splitlines()
+    single = JobDetailScreen._fields(SimpleNamespace(job_id="8"), {  # type: ignore[arg-type]
+        "id": "8", "host": "n1", "exec_host": "n1", "hosts": [{"host": "n1", "slots": 1}]})
+    assert "exec_host" not in single  # one host: the host line says it all

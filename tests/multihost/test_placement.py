@@ -226,3 +226,12 @@ def test_a_ptile_tail_goes_to_a_host_too_small_for_a_whole_tile() -> None:
     state.apply(ev.JobStarted(T0, busy, "n1"))  # n1: 2 free, n2: 4 free
     job = submit(state, slots=4, resources="span[ptile=3]")
     assert shares(run(state), job) == [("n1", 1), ("n2", 3)]
+
+
+def test_a_wide_job_waiting_on_a_full_cluster_waits_for_slots_not_a_bigger_host() -> None:
+    state = new_state(hosts=hosts(2))
+    for name in ("n1", "n2"):
+        busy = submit(state, slots=4)
+        state.apply(ev.JobStarted(T0, busy, name))
+    wide = submit(state, slots=6)
+    assert run(state).reasons[wide] == "waiting for free slots or memory"

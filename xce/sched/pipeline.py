@@ -33,6 +33,7 @@ from xce.sched.types import Placement, Plan
 
 WAITING = "waiting for free slots or memory"
 TOO_BIG = "no host is big enough"
+TOO_FEW = "no set of hosts is big enough"
 
 
 def plan(snapshot: Snapshot, now: float, explain: bool = True) -> Plan:
@@ -224,6 +225,10 @@ class SchedulingPass:
                             known = self._sets[shape] = self._candidates(
                                 spec, queue, self.policies[queue.name])
                         reason = known if isinstance(known, str) else WAITING
+                        if reason == TOO_BIG and multihost.span_allows_spreading(
+                                parse_requirement(spec.resources) if spec.resources
+                                else None):  # it may spread over hosts (issue 15)
+                            reason = self._spread_reason(spec, queue)
                     by_spec[id(spec)] = reason
                 reasons[key] = reason
 
@@ -424,9 +429,8 @@ class SchedulingPass:
                                       host_slots, ok, prune=group is ordered)
             if shares is not None:
                 return shares
-        self._sets[shape] = WAITING
-        reason = WAITING
-        if res is None and policy.reserve is not None:
+        reason = self._sets[shape] = self._spread_reason(spec, queue)
+        if reason == WAITING and res is None and policy.reserve is not None:
             if policy.reserve.name == "backfill":
                 # every host the shape may use, ranked afresh (the list above was pruned of
                 # the full ones, which are the ones that free later): once per pass
@@ -444,6 +448,13 @@ class SchedulingPass:
                 reason = f"{WAITING} ({made.describe()})"
         reasons[key] = reason
         return None
+
+    def _spread_reason(self, spec: JobSpec, queue: QueueRecord) -> str:
+        """Why a job that may spread waits: for slots, or for ever (its hosts together
+        have fewer slots than it asks)."""
+        hosts = self._filter(spec, queue, self.policies[queue.name])
+        views = self.pool.hosts
+        return TOO_FEW if sum(views[i].slots for i in hosts) < spec.slots else WAITING
 
     def _filter(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> list[int]:
         """The hosts the queue's filters accept for `spec` (cached per queue and -R)."""
