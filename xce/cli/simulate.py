@@ -76,7 +76,8 @@ def simulate_command(
     results = []
     try:
         for name in policy:
-            with _progress(name, sum(1 for j in loaded.jobs if j.procs <= per_host)) as tick:
+            with _progress(name, sum(1 for j in loaded.jobs
+                                     if j.procs <= per_host * hosts)) as tick:
                 result = simulate(loaded.jobs, hosts, per_host, name, half_life,
                                   loaded.skipped, progress=tick)
             results.append(result)

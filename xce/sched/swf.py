@@ -32,6 +32,8 @@ CHOICES = (
     "machine size: the MaxProcs header, else MaxNodes, else the widest job",
     "a job runs for its run time, cut at its requested time (killed as a real cluster "
     "would)",
+    "a job wider than one host is packed on ceil(procs / slots) hosts; only a job wider "
+    "than the whole machine is skipped and counted",
 )
 
 
