@@ -113,6 +113,10 @@ class WorkerSettings:
     # A job whose working or job directory is under /tmp keeps the host's. /dev/shm is
     # always the job's own. Root workers only.
     private_tmp: bool = False
+    # The task service (xce/worker/tasks.py: `xce launch` starts a job's tasks here): the
+    # address it listens on; port 0 = any free port. Reported at registration.
+    task_host: str = "127.0.0.1"
+    task_port: int = 0
 
     def job_root(self) -> Path:
         if self.jobs_dir is not None:
@@ -379,7 +383,7 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
         {"name", "slots", "memory_mb", "attributes", "spool_dir", "allow_root_jobs",
          "kill_grace_s", "heartbeat_interval_s", "usage_interval_s", "token", "token_file",
          "jobs_dir", "min_job_uid", "cgroup", "cgroup_parent", "pids_limit",
-         "private_tmp"},
+         "private_tmp", "task_listen"},
     )
     out: dict[str, Any] = {}
     if "name" in data:
@@ -406,6 +410,13 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
         if out["cgroup"] not in ("auto", "v2", "v1", "none"):
             raise ConfigError(f'worker.cgroup must be "auto", "v2", "v1" or "none", '
                               f'got {out["cgroup"]!r}')
+    if "task_listen" in data:
+        text = _typed(s, "task_listen", data["task_listen"], str)
+        host, sep, port = text.rpartition(":")
+        if not sep or not (port.isascii() and port.isdigit()) or not int(port) < 65536:
+            raise ConfigError(f"worker.task_listen must be HOST:PORT (port 0: any free "
+                              f"port), got {text!r}")
+        out["task_host"], out["task_port"] = host.strip("[]") or "127.0.0.1", int(port)
     if "cgroup_parent" in data:
         out["cgroup_parent"] = _typed(s, "cgroup_parent", data["cgroup_parent"], str)
     for key in ("allow_root_jobs", "private_tmp"):

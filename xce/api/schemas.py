@@ -107,6 +107,9 @@ REGISTER: dict[str, Any] = {
             "additionalProperties": {"type": ["string", "number", "boolean", "null"],
                                      "maxLength": 256},
         },
+        # The worker's task service (issue 15: `xce launch`), HOST:PORT.
+        "task_address": {"type": "string", "maxLength": 300,
+                         "pattern": "^[A-Za-z0-9._:\\[\\]-]+:[0-9]{1,5}$"},
     },
 }
 

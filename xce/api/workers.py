@@ -34,6 +34,7 @@ async def register(request: web.Request) -> web.Response:
         body["host"], body["slots"], body["memory_mb"],
         tuple(sorted(body.get("attributes", {}).items())),
         tuple(body.get("containment", {}).items()),  # in the worker's order, for display
+        body.get("task_address", ""),
     )
     return json_response(await _gateway(request).register(info))
 

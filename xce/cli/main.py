@@ -99,6 +99,10 @@ def run(args: list[str] | None = None) -> None:
         code = (completion.answer(args[1:]) if args[0] == "__complete"
                 else completion.main_option(args))
         sys.exit(code)
+    if args[:1] == ["launch"]:  # inside jobs, often once per MPI daemon: stdlib only, fast
+        from xce.cli.launch import main as launch_main
+
+        sys.exit(launch_main(args[1:]))
     from xce.cli.fast import try_run
 
     try:

@@ -51,6 +51,8 @@ class WorkerInfo:
     # How the worker contains jobs (cgroup kind, controllers, cores), as it reports it;
     # shown, never interpreted. Empty: an older worker that does not say.
     containment: tuple[tuple[str, str | int | float | bool | None], ...] = ()
+    # Where the worker's task service listens (HOST:PORT, issue 15); "" if it has none.
+    task_address: str = ""
 
 
 @dataclass(frozen=True)

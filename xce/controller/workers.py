@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xce.controller import launchcred
 from xce.controller.requests import FinishReport, RunReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.core import events as ev
@@ -101,6 +102,10 @@ class WorkerGateway:
         # controllers); memory only, like `load`: a worker sends it on every register.
         self.containment: dict[str, dict[str, str | int | float | bool | None]] = {}
         self._usage_logged: dict[tuple[str, int], float] = {}
+        # Each worker's task service (HOST:PORT, memory only like `containment`) and the key
+        # of the per-attempt launch credentials (xce/controller/launchcred.py), issue 15.
+        self.task_addresses: dict[str, str] = {}
+        self._launch_key: bytes | None = None
         started = service.clock()
         # After a controller restart (or failover) every known host gets extra time to find
         # the controller again: workers back off up to RECONNECT_GRACE_S between retries, and
@@ -168,6 +173,8 @@ class WorkerGateway:
         now = self.service.clock()
         self._contact(info.host, now)
         self.containment[info.host] = dict(info.containment)
+        if info.task_address:
+            self.task_addresses[info.host] = info.task_address
         old = self.state.hosts.get(info.host)
         if (
             old is None
@@ -223,9 +230,10 @@ class WorkerGateway:
         jobs = [job for job in here if job.host == host]
         return {
             "version": self.service.host_versions.get(host, 0),
-            "jobs": [assignment(j) for j in jobs],
+            "jobs": [{**assignment(j), "launch": self.launch_info(j)} for j in jobs],
             # the other hosts' parts: a cgroup each, held for the job (xce/worker/shares.py)
-            "shares": [share_assignment(j, host) for j in here if j.host != host],
+            "shares": [{**share_assignment(j, host), "launch": self.launch_info(j)}
+                       for j in here if j.host != host],
             # The worker kills its jobs once it has reached no controller for this long.
             "fence_timeout_s": self.fence_timeout_s,
             # What it may return per file and per job (it skips the rest, with a warning).
@@ -250,6 +258,18 @@ class WorkerGateway:
         if job is None or job.host != host or job.attempt != attempt or not job.state.active:
             return None
         return job
+
+    def launch_info(self, job: JobRecord) -> dict[str, Any]:
+        """What every host of an attempt needs for `xce launch` (issue 15): the attempt's
+        credential, the task service of each of its hosts, and the submitted cwd."""
+        if self._launch_key is None:
+            self._launch_key = launchcred.load_key(getattr(self.service.settings,
+                                                           "state_dir", None))
+        return {
+            "credential": launchcred.credential(self._launch_key, job.id, job.attempt),
+            "tasks": {p.host: self.task_addresses.get(p.host, "") for p in job.hosts},
+            "cwd": job.spec.cwd or "",
+        }
 
     def _host_lost(self, now: float, job: JobRecord, host: str = "") -> ev.Event:
         """The event for a job whose host failed: requeue or exit by its queue's policy

@@ -34,6 +34,7 @@ from xce.worker.cgroups import CgroupBackend, detect
 from xce.worker.executor import JobResult, LaunchError, RunningJob, Spool
 from xce.worker.launcher import KeeperLauncher
 from xce.worker.shares import ShareHolder
+from xce.worker.tasks import TaskService, install_launcher
 
 log = logging.getLogger("xce.worker")
 Key = tuple[str, int]
@@ -82,6 +83,10 @@ class WorkerAgent:
         self.backend: CgroupBackend = detect(self.settings.cgroup, self.settings.cgroup_parent,
                                              namespace)
         self.shares = ShareHolder(self.backend, self.settings.pids_limit)
+        # `xce launch` (issue 15): the task service, and the directory of this worker's own
+        # `xce` that goes first on every job's PATH.
+        self.tasks = TaskService(self)
+        self.launch_bin = ""
         self.launcher = KeeperLauncher(self.backend.kind, self.settings.cgroup_parent,
                                        namespace)
         # The fence (xce/worker/fence.py): the controller sets the timeout when we register.
@@ -117,6 +122,8 @@ class WorkerAgent:
             "attributes": dict(self.settings.attributes),
             "containment": containment(self.backend),
         }
+        if self.tasks.address:
+            body["task_address"] = self.tasks.address
         delay = 0.2
         while True:
             try:
@@ -362,6 +369,7 @@ class WorkerAgent:
                 job.assignment = {**job.assignment, "action": a["action"]}
                 self._apply_action(job, a["action"])
             await asyncio.to_thread(self.shares.reconcile, answer.get("shares") or [])
+            self.tasks.follow_shares(answer.get("shares") or [])
             for key, job in list(self.running.items()):
                 if key not in desired:
                     log.info("job %s attempt %s is no longer assigned here: killing", *key)
@@ -385,6 +393,8 @@ class WorkerAgent:
 
     async def _run(self, a: dict[str, Any]) -> None:
         key: Key = (a["job_id"], a["attempt"])
+        if self.launch_bin and isinstance(a.get("launch"), dict):
+            a = {**a, "launch": {**a["launch"], "bin": self.launch_bin}}
         try:
             account = executor.account_for(a["user"], self.settings.allow_root_jobs,
                                            self.settings.min_job_uid)
@@ -513,6 +523,8 @@ class WorkerAgent:
         self.spool.make()
         self.launcher.start()
         await self._recover()
+        await self.tasks.start(self.settings.task_host, self.settings.task_port)
+        self.launch_bin = install_launcher(self.spool.root / "bin")
         await self.register()
         loops = [self.poll_loop(), self.heartbeat_loop(), self.report_loop()]
         await asyncio.gather(*(self._spawn(c) for c in loops))

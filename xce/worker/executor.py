@@ -195,6 +195,14 @@ def job_environment(a: dict[str, Any], account: pwd.struct_passwd | None, work_d
     if a.get("array_index") is not None:
         env["XCE_ARRAY_ID"] = str(a["number"])
         env["XCE_ARRAY_INDEX"] = str(a["array_index"])
+    launch = a.get("launch")
+    if isinstance(launch, dict):  # issue 15: what `xce launch` needs (xce/cli/launch.py)
+        env["XCE_LAUNCH_CRED"] = str(launch.get("credential") or "")
+        env["XCE_LAUNCH_TASKS"] = ",".join(f"{h}={addr}" for h, addr
+                                           in (launch.get("tasks") or {}).items() if addr)
+        if launch.get("bin"):  # this worker's own `xce` first, whatever the job's PATH
+            env["XCE_LAUNCH"] = str(Path(launch["bin"]) / "xce")
+            env["PATH"] = f"{launch['bin']}:{env.get('PATH', BASE_PATH)}"
     shares = allocation_of(a)
     if shares:  # issue 15: the whole allocation, like LSB_HOSTS / LSB_DJOB_HOSTFILE
         env.update(allocation.job_environment(shares))

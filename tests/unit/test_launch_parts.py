@@ -1,0 +1,73 @@
+"""The pure parts of `xce launch` (issue 15): the task plan, the task service's request
+checks, the credential, and the worker's `task_listen` setting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xce.cli.launch import LaunchFailed, Task, allocation, plan
+from xce.controller.launchcred import credential
+from xce.worker.tasks import TaskRefused, parse_request
+
+HOSTS = [("w1", 2), ("w2", 2), ("w3", 2)]
+
+
+def test_the_plan_is_one_task_per_slot_in_allocation_order() -> None:
+    assert plan(HOSTS, None, None, []) == [Task(0, 0, "w1"), Task(1, 1, "w1"),
+                                           Task(2, 0, "w2"), Task(3, 1, "w2"),
+                                           Task(4, 0, "w3"), Task(5, 1, "w3")]
+    assert [t.host for t in plan(HOSTS, 3, None, [])] == ["w1", "w1", "w2"]
+    assert [t.host for t in plan(HOSTS, None, 1, [])] == ["w1", "w2", "w3"]
+    assert [(t.task_id, t.local_task_id, t.host) for t in plan(HOSTS, None, None, ["w3"])] \
+        == [(0, 0, "w3"), (1, 1, "w3")]
+    with pytest.raises(LaunchFailed, match="host w9 is not in this job's allocation"):
+        plan(HOSTS, None, None, ["w9"])
+
+
+def test_the_allocation_comes_from_xce_hosts() -> None:
+    assert allocation({"XCE_HOSTS": "w1 w1 w2 w2 w3 w3"}) == HOSTS
+    assert allocation({"XCE_EXEC_HOST": "solo", "XCE_SLOTS": "3"}) == [("solo", 3)]
+
+
+def _line(**over: object) -> bytes:
+    body = {"v": 1, "job_id": "7", "attempt": 1, "credential": "c" * 64, "host": "w1",
+            "argv": ["true"], "env": {"PATH": "/bin"}, "task_id": 0, "local_task_id": 0}
+    body.update(over)
+    return json.dumps(body).encode() + b"\n"
+
+
+def test_the_task_service_checks_every_field() -> None:
+    assert parse_request(_line()).argv == ("true",)
+    bad = [(b"not json\n", "JSON"), (_line(v=2), "version"), (_line(extra=1), "keys"),
+           (_line(job_id="../x"), "job id"), (_line(attempt=True), "attempt"),
+           (_line(attempt=-1), "attempt"), (_line(argv=[]), "argv"),
+           (_line(argv=["a\0b"]), "NUL"), (_line(argv=[""]), "empty"),
+           (_line(env={"A=B": "x"}), "variable name"), (_line(env={"A": 1}), "variable A"),
+           (_line(credential=None), "credential"), (_line(task_id="0"), "task_id"),
+           (_line(argv="true"), "argv")]
+    for line, word in bad:
+        with pytest.raises(TaskRefused, match=word):
+            parse_request(line)
+
+
+def test_credentials_differ_per_job_attempt_and_key() -> None:
+    key = b"k" * 32
+    one = credential(key, "7", 1)
+    assert one == credential(key, "7", 1)
+    assert len({one, credential(key, "7", 2), credential(key, "8", 1),
+                credential(b"j" * 32, "7", 1)}) == 4
+
+
+def test_task_listen_is_host_and_port_with_zero_for_any(tmp_path: Path) -> None:
+    from xce.config import ConfigError, load_config
+
+    path = tmp_path / "x.toml"
+    path.write_text('[worker]\nname = "w"\ntask_listen = "127.0.0.2:0"\n')
+    worker = load_config(path).worker
+    assert (worker.task_host, worker.task_port) == ("127.0.0.2", 0)
+    path.write_text('[worker]\nname = "w"\ntask_listen = "nowhere"\n')
+    with pytest.raises(ConfigError, match=r"worker\.task_listen must be HOST:PORT"):
+        load_config(path)

@@ -1,0 +1,237 @@
+"""`xce launch`: start tasks of the current job on its hosts (issue 15; srun / blaunch).
+
+    xce launch [-n N] [--per-host K] [--host H]... [-l] -- CMD [ARG...]
+    xce launch HOST CMD...        (rsh form: `mpirun --mca plm_rsh_agent "xce launch"`)
+
+It runs inside a job and uses only what the first host's worker put in the job's
+environment: XCE_JOB_ID, XCE_ATTEMPT, XCE_HOSTS (one name per slot), XCE_LAUNCH_CRED (the
+attempt's credential) and XCE_LAUNCH_TASKS (`host=addr,...`: each host's task service). No
+controller is asked, so it is as fast as a Python start-up and works while the controller is
+away. Each task is one TCP connection to its host's task service (xce/worker/tasks.py);
+output comes back as it is written, stdin goes to task 0 (the rsh form: to its one task),
+and the exit status is the worst of the tasks' (a signal as 128 + its number).
+Standard library only, so the job's `xce` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from xce.worker.taskwire import EXIT, HEADER, MAX_FRAME, STDERR, STDIN, STDOUT, frame, request_line
+
+USAGE = ("usage: xce launch [-n N] [--per-host K] [--host H] [-l] -- CMD [ARG...]"
+         " | xce launch HOST CMD...")
+
+
+class LaunchFailed(Exception):
+    """A one-line reason `xce launch` cannot run (exit 2 for usage, 1 otherwise)."""
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: int
+    local_task_id: int
+    host: str
+
+
+def allocation(env: dict[str, str]) -> list[tuple[str, int]]:
+    """The job's hosts and their slots from XCE_HOSTS (one name per slot, first host first)."""
+    hosts: dict[str, int] = {}
+    for name in env.get("XCE_HOSTS", "").split():
+        hosts[name] = hosts.get(name, 0) + 1
+    if not hosts and env.get("XCE_EXEC_HOST"):  # a single-host job
+        hosts[env["XCE_EXEC_HOST"]] = int(env.get("XCE_SLOTS") or 1)
+    return list(hosts.items())
+
+
+def plan(hosts: list[tuple[str, int]], count: int | None, per_host: int | None,
+         only: list[str]) -> list[Task]:
+    """Tasks per host, in allocation order: `--per-host K` on each chosen host, else the
+    host's slots; `-n N` cuts the list to N (or, beyond the slots, goes round again)."""
+    chosen = [(h, s) for h, s in hosts if not only or h in only]
+    missing = [h for h in only if h not in dict(hosts)]
+    if missing:
+        raise LaunchFailed(f"host {missing[0]} is not in this job's allocation "
+                           f"({', '.join(h for h, _ in hosts)})")
+    slots = [(h, per_host if per_host else s) for h, s in chosen]
+    order = [h for h, s in slots for _ in range(s)]
+    if count is not None:
+        if not order:
+            order = [h for h, _ in chosen]
+        order = [order[i % len(order)] for i in range(count)]
+    local: dict[str, int] = {}
+    tasks = []
+    for i, host in enumerate(sorted(order, key=[h for h, _ in chosen].index)):
+        tasks.append(Task(i, local.get(host, 0), host))
+        local[host] = local.get(host, 0) + 1
+    return tasks
+
+
+def addresses(env: dict[str, str]) -> dict[str, tuple[str, int]]:
+    out = {}
+    for item in env.get("XCE_LAUNCH_TASKS", "").split(","):
+        host, _, addr = item.partition("=")
+        name, _, port = addr.rpartition(":")
+        if host and port.isdigit():
+            out[host] = (name.strip("[]"), int(port))
+    return out
+
+
+class Runner:
+    """One connection per task; output written under one lock, optionally prefixed."""
+
+    def __init__(self, env: dict[str, str], label: bool) -> None:
+        self.env = env
+        self.label = label
+        self.lock = threading.Lock()
+        self.status: dict[int, int] = {}
+        self.tasks = addresses(env)
+        missing = [k for k in ("XCE_JOB_ID", "XCE_ATTEMPT", "XCE_LAUNCH_CRED") if k not in env]
+        if missing:
+            raise LaunchFailed(f"not inside an XCE job ({missing[0]} is not set)")
+
+    def connect(self, task: Task, argv: list[str]) -> socket.socket:
+        where = self.tasks.get(task.host)
+        if where is None:
+            raise LaunchFailed(f"no task service is known for host {task.host}")
+        sock = socket.create_connection(where, timeout=30)
+        sock.settimeout(None)
+        request = {"job_id": self.env["XCE_JOB_ID"], "attempt": int(self.env["XCE_ATTEMPT"]),
+                   "credential": self.env["XCE_LAUNCH_CRED"], "host": task.host,
+                   "argv": argv, "env": self.env, "task_id": task.task_id,
+                   "local_task_id": task.local_task_id}
+        sock.sendall(request_line(request))
+        return sock
+
+    def _write(self, out: BinaryIO, task: Task, data: bytes, pending: dict[int, bytes]) -> None:
+        if not self.label:
+            with self.lock:
+                out.write(data)
+                out.flush()
+            return
+        data = pending.pop(id(out), b"") + data
+        *lines, rest = data.split(b"\n")
+        if rest:
+            pending[id(out)] = rest
+        if lines:
+            with self.lock:
+                out.write(b"".join(b"%d: %s\n" % (task.task_id, line) for line in lines))
+                out.flush()
+
+    def run_task(self, task: Task, argv: list[str], stdin: BinaryIO | None) -> None:
+        try:
+            sock = self.connect(task, argv)
+        except (OSError, LaunchFailed) as exc:
+            self._fail(task, f"cannot reach host {task.host}: {exc}")
+            return
+        if stdin is not None:
+            threading.Thread(target=_feed, args=(sock, stdin), daemon=True).start()
+        else:
+            sock.sendall(frame(STDIN, b""))
+        reader = sock.makefile("rb")
+        pending: dict[int, bytes] = {}
+        outs = {STDOUT: sys.stdout.buffer, STDERR: sys.stderr.buffer}
+        try:
+            while True:
+                head = reader.read(HEADER.size)
+                if len(head) < HEADER.size:
+                    self._fail(task, f"host {task.host} closed the connection")
+                    return
+                channel, length = HEADER.unpack(head)
+                if length > MAX_FRAME:
+                    self._fail(task, f"host {task.host} sent a bad frame")
+                    return
+                data = reader.read(length)
+                if channel == EXIT:
+                    for out_id, rest in pending.items():
+                        out = next(o for o in outs.values() if id(o) == out_id)
+                        self._write(out, task, rest + b"\n", {})
+                    self._exited(task, json.loads(data))
+                    return
+                if channel in outs:
+                    self._write(outs[channel], task, data, pending)
+        finally:
+            sock.close()
+
+    def _exited(self, task: Task, body: dict[str, object]) -> None:
+        if body.get("error"):
+            self._fail(task, f"task {task.task_id} on {task.host}: {body['error']}")
+            return
+        code, sig = body.get("exit_code"), body.get("signal")
+        self.status[task.task_id] = int(code) if isinstance(code, int) else 128 + int(sig or 0)
+
+    def _fail(self, task: Task, message: str) -> None:
+        with self.lock:
+            sys.stderr.write(f"xce launch: {message}\n")
+            sys.stderr.flush()
+        self.status[task.task_id] = 255
+
+
+def _feed(sock: socket.socket, stdin: BinaryIO) -> None:
+    try:
+        while data := stdin.read1(65536) if hasattr(stdin, "read1") else stdin.read(65536):
+            sock.sendall(frame(STDIN, data))
+        sock.sendall(frame(STDIN, b""))
+    except OSError:
+        pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="xce launch", usage=USAGE, add_help=True)
+    p.add_argument("-n", "--ntasks", type=int, help="tasks in all (default: one per slot)")
+    p.add_argument("--per-host", type=int, help="tasks on each chosen host")
+    p.add_argument("--host", action="append", default=[], help="only this host (repeatable)")
+    p.add_argument("-l", "--label", action="store_true", help="prefix lines with the task id")
+    return p
+
+
+def main(args: list[str]) -> int:
+    env = dict(os.environ)
+    try:
+        if args and not args[0].startswith("-"):
+            # rsh form: HOST CMD..., the command a remote shell would run (one task)
+            if len(args) < 2:
+                raise LaunchFailed(USAGE)
+            host, command = args[0], " ".join(args[1:])
+            runner = Runner(env, False)
+            if host not in dict(allocation(env)):
+                raise LaunchFailed(f"host {host} is not in this job's allocation")
+            task = Task(0, 0, host)
+            runner.run_task(task, ["/bin/sh", "-c", command], sys.stdin.buffer)
+            return runner.status.get(task.task_id, 255)
+        if "--" in args:
+            split = args.index("--")
+            options, command = args[:split], args[split + 1:]
+        else:
+            options, command = args, []
+        ns, rest = _parser().parse_known_args(options)
+        command = rest + command
+        if not command:
+            raise LaunchFailed(USAGE)
+        for value, name in ((ns.ntasks, "-n"), (ns.per_host, "--per-host")):
+            if value is not None and value < 1:
+                raise LaunchFailed(f"{name} must be at least 1")
+        runner = Runner(env, ns.label)
+        tasks = plan(allocation(env), ns.ntasks, ns.per_host, ns.host)
+        threads = [threading.Thread(target=runner.run_task,
+                                    args=(t, command, sys.stdin.buffer if t.task_id == 0
+                                          else None), daemon=True) for t in tasks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return max(runner.status.values(), default=0)
+    except LaunchFailed as exc:
+        sys.stderr.write(f"xce launch: {exc}\n")
+        return 2 if str(exc) == USAGE else 1
+    except KeyboardInterrupt:
+        return 130
+
+

@@ -1,0 +1,358 @@
+"""The task service: starts the tasks of `xce launch` on this host (issue 15).
+
+Every worker listens on `[worker] task_listen` (default 127.0.0.1, any free port) and
+reports the address when it registers; the controller hands each host's address and the
+attempt's launch credential (xce/controller/launchcred.py) to every host of the attempt,
+and the first host's job sees them as XCE_LAUNCH_TASKS / XCE_LAUNCH_CRED.
+
+The worker is root and every request comes from job code, so it is hostile:
+
+- one JSON line of bounded size, exact keys and types, or the connection is refused;
+- the credential must equal (constant-time) the one the controller sent for an attempt
+  this host runs (its first host) or holds a share of, with action `run`, right now:
+  another job's, an ended or requeued attempt's, or one for a host outside the allocation
+  never matches;
+- the account, the cgroup and the working directory come from this host's assignment, never
+  from the request; the account passes the same rules as the job's (`account_for`: never
+  root unless the job is root and root jobs are allowed);
+- the child joins the job's cgroup (its own on the first host, the share elsewhere) first,
+  then drops to the user, then enters the directory *as the user*; only then does the
+  request's argv and environment touch anything (the exec). So kill, suspend and the end of
+  the job reach tasks through the cgroup, and usage counts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import os
+import re
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import xce
+from xce.worker import executor
+from xce.worker.cgroups.base import JobCgroup
+from xce.worker.fscreds import Credentials
+from xce.worker.taskwire import (
+    HEADER,
+    MAX_FRAME,
+    MAX_REQUEST,
+    STDERR,
+    STDIN,
+    STDOUT,
+    VERSION,
+    exit_frame,
+    frame,
+)
+
+if TYPE_CHECKING:
+    from xce.worker.agent import WorkerAgent
+
+log = logging.getLogger("xce.worker.tasks")
+Key = tuple[str, int]
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\[\]-]{0,127}")
+MAX_ARGS = 4096
+MAX_ENV = 1024
+# Set by the service for every task, whatever the request's environment says.
+OWN_VARIABLES = ("XCE_TASK_ID", "XCE_LOCAL_TASK_ID", "XCE_EXEC_HOST", "XCE_JOB_ID",
+                 "XCE_ATTEMPT", "HOME", "USER", "LOGNAME", "SHELL")
+
+
+class TaskRefused(Exception):
+    """A request the service will not run; the message goes back to the caller."""
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    job_id: str
+    attempt: int
+    credential: str
+    host: str
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    task_id: int
+    local_task_id: int
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a task of an attempt runs on this host: all from the host's own assignment."""
+
+    user: str
+    cgroup: JobCgroup
+    cwds: tuple[str, ...]
+
+
+def _int(body: dict[str, Any], key: str, top: int) -> int:
+    value = body.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+        raise TaskRefused(f"{key} must be an integer from 0 to {top}")
+    return value
+
+
+def _text(value: Any, what: str, limit: int) -> str:
+    if not isinstance(value, str) or "\0" in value or len(value) > limit:
+        raise TaskRefused(f"{what} must be a string of at most {limit} characters, no NUL")
+    return value
+
+
+def parse_request(line: bytes) -> TaskRequest:
+    """The request, checked field by field (TaskRefused names the first bad one)."""
+    try:
+        body = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        raise TaskRefused("the request is not one JSON line") from None
+    allowed = {"v", "job_id", "attempt", "credential", "host", "argv", "env", "task_id",
+               "local_task_id"}
+    if not isinstance(body, dict) or not allowed >= set(body) or body.get("v") != VERSION:
+        raise TaskRefused(f"the request must be an object of version {VERSION} with the keys "
+                          + ", ".join(sorted(allowed)))
+    job_id = _text(body.get("job_id"), "job_id", 128)
+    if not _JOB_ID.fullmatch(job_id):
+        raise TaskRefused("job_id is not a job id")
+    argv = body.get("argv")
+    if not isinstance(argv, list) or not 1 <= len(argv) <= MAX_ARGS:
+        raise TaskRefused(f"argv must be a list of 1 to {MAX_ARGS} strings")
+    args = tuple(_text(a, "each argument", MAX_REQUEST) for a in argv)
+    if not args[0]:
+        raise TaskRefused("argv[0] is empty")
+    env = body.get("env") or {}
+    if not isinstance(env, dict) or len(env) > MAX_ENV:
+        raise TaskRefused(f"env must be an object of at most {MAX_ENV} variables")
+    for name, value in env.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise TaskRefused(f"bad variable name {name[:40]!r}")
+        _text(value, f"variable {name}", MAX_REQUEST)
+    return TaskRequest(job_id, _int(body, "attempt", 1 << 31),
+                       _text(body.get("credential"), "credential", 128),
+                       _text(body.get("host"), "host", 256), args, dict(env),
+                       _int(body, "task_id", 1 << 20), _int(body, "local_task_id", 1 << 20))
+
+
+def child_setup(cgroup: JobCgroup, creds: Credentials | None,
+                cwds: tuple[str, ...]) -> Callable[[], None]:
+    """What the forked child does before exec, in this order: join the cgroup (as root), drop
+    the OOM protection the worker may have, become the user (groups, gid, uid, checked),
+    and only then enter the working directory, so a directory the user may not enter is
+    never entered. os calls only (it runs between fork and exec)."""
+
+    def setup() -> None:
+        cgroup.enter()
+        with contextlib.suppress(OSError):
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+        if creds is not None:
+            os.setgroups(list(creds.groups))
+            os.setgid(creds.gid)
+            os.setuid(creds.uid)
+            if os.getuid() != creds.uid or os.geteuid() != creds.uid:
+                raise PermissionError("the user switch did not take")
+        for cwd in cwds:
+            try:
+                os.chdir(cwd)
+                return
+            except OSError:
+                continue
+        os.chdir("/")
+
+    return setup
+
+
+class TaskService:
+    """The listener; the attempts it serves are looked up in the agent at each request."""
+
+    def __init__(self, agent: WorkerAgent) -> None:
+        self.agent = agent
+        self.server: asyncio.AbstractServer | None = None
+        self.address = ""
+        # The shares of this host as last assigned (with their launch info), by attempt.
+        self.shares: dict[Key, dict[str, Any]] = {}
+        self.live: set[asyncio.subprocess.Process] = set()
+
+    async def start(self, host: str, port: int) -> str:
+        self.server = await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST)
+        bound = self.server.sockets[0].getsockname()
+        shown = f"[{host}]" if ":" in host else host
+        self.address = f"{shown}:{bound[1]}"
+        log.info("task service listening on %s", self.address)
+        return self.address
+
+    def follow_shares(self, shares: list[dict[str, Any]]) -> None:
+        self.shares = {(s["job_id"], int(s["attempt"])): s for s in shares}
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            with contextlib.suppress(Exception):
+                await self.server.wait_closed()
+
+    # --- who may run what ------------------------------------------------------------
+
+    def target(self, req: TaskRequest) -> Target:
+        """The attempt's place on this host, if the credential is that attempt's now."""
+        key = (req.job_id, req.attempt)
+        if req.host != self.agent.host:
+            raise TaskRefused(f"this is host {self.agent.host}, not {req.host}")
+        job = self.agent.running.get(key)
+        share = self.shares.get(key)
+        if job is not None:
+            a, cgroup = job.assignment, job.cgroup
+            cwds = (str(job.work_dir),)
+            if job.killing:
+                cgroup = None
+        elif share is not None:
+            a = share
+            held = self.agent.shares.held.get(key)
+            cgroup = held.cgroup if held is not None else None
+            cwds = tuple(c for c in ((share.get("launch") or {}).get("cwd") or "",) if c)
+        else:
+            raise TaskRefused(f"job {req.job_id} attempt {req.attempt} is not running on "
+                              f"host {self.agent.host}")
+        expected = str((a.get("launch") or {}).get("credential") or "")
+        if not expected or not hmac.compare_digest(expected.encode(), req.credential.encode()):
+            raise TaskRefused(f"wrong launch credential for job {req.job_id}")
+        if a.get("action") != "run" or cgroup is None:
+            raise TaskRefused(f"job {req.job_id} is not running on host {self.agent.host} "
+                              f"(it is {a.get('action')})")
+        return Target(str(a["user"]), cgroup, cwds)
+
+    # --- one connection, one task ------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        proc: asyncio.subprocess.Process | None = None
+        try:
+            try:
+                line = await asyncio.wait_for(reader.readline(), 30)
+                req = parse_request(line)
+                proc = await self._spawn(req)
+            except (TaskRefused, executor.LaunchError) as exc:
+                log.warning("task refused: %s", exc)
+                writer.write(exit_frame(None, None, str(exc)))
+                await writer.drain()
+                return
+            except (TimeoutError, ValueError, asyncio.LimitOverrunError):
+                writer.write(exit_frame(None, None, "the request is too long or incomplete"))
+                await writer.drain()
+                return
+            await self._pump(proc, reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            if proc is not None and proc.returncode is None:
+                # The caller went away: the task is ended like `ssh` ends its command.
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                with contextlib.suppress(Exception):
+                    await proc.wait()
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _spawn(self, req: TaskRequest) -> asyncio.subprocess.Process:
+        target = self.target(req)
+        settings = self.agent.settings
+        account = executor.account_for(target.user, settings.allow_root_jobs,
+                                       settings.min_job_uid)
+        creds = executor.credentials(account)
+        env = {k: v for k, v in req.env.items() if k not in OWN_VARIABLES}
+        if account is not None:
+            env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name,
+                       SHELL=account.pw_shell or "/bin/sh")
+        env.update(XCE_TASK_ID=str(req.task_id), XCE_LOCAL_TASK_ID=str(req.local_task_id),
+                   XCE_EXEC_HOST=self.agent.host, XCE_JOB_ID=req.job_id,
+                   XCE_ATTEMPT=str(req.attempt))
+        env.setdefault("PATH", executor.BASE_PATH)
+        cwds = target.cwds + ((account.pw_dir,) if account is not None else ())
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *req.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
+                preexec_fn=child_setup(target.cgroup, creds, cwds))
+        except (OSError, ValueError) as exc:
+            raise TaskRefused(f"cannot run {req.argv[0]}: {exc}") from None
+        except Exception as exc:  # subprocess.SubprocessError from the child's setup
+            raise TaskRefused(f"cannot start the task: {exc}") from None
+        log.info("job %s attempt %s: task %s started as pid %s (%s)", req.job_id, req.attempt,
+                 req.task_id, proc.pid, req.argv[0][:80])
+        return proc
+
+    async def _pump(self, proc: asyncio.subprocess.Process, reader: asyncio.StreamReader,
+                    writer: asyncio.StreamWriter) -> None:
+        lock = asyncio.Lock()
+
+        async def out(stream: asyncio.StreamReader | None, channel: int) -> None:
+            assert stream is not None
+            while data := await stream.read(65536):
+                async with lock:
+                    writer.write(frame(channel, data))
+                    await writer.drain()
+
+        async def stdin() -> None:
+            assert proc.stdin is not None
+            try:
+                while True:
+                    channel, length = HEADER.unpack(await reader.readexactly(HEADER.size))
+                    if channel != STDIN or length > MAX_FRAME:
+                        break
+                    if length == 0:
+                        break
+                    proc.stdin.write(await reader.readexactly(length))
+                    await proc.stdin.drain()
+            except (asyncio.IncompleteReadError, ConnectionError, struct.error):
+                pass
+            finally:
+                with contextlib.suppress(Exception):
+                    proc.stdin.close()
+
+        feeder = asyncio.ensure_future(stdin())
+        try:
+            await asyncio.gather(out(proc.stdout, STDOUT), out(proc.stderr, STDERR))
+            status = await proc.wait()
+        finally:
+            feeder.cancel()
+        code, sig = (status, None) if status >= 0 else (None, -status)
+        async with lock:
+            writer.write(exit_frame(code, sig))
+            await writer.drain()
+
+
+def install_launcher(bin_dir: Path) -> str:
+    """Put this worker's own `xce` in `bin_dir` (root's, 0755) and return the directory:
+    jobs get it first on PATH so `xce launch` is the worker's version whatever the job's
+    install. A frozen worker links its binary; otherwise a script runs this interpreter on
+    this package. Empty when it cannot be made (jobs then use whatever `xce` they find)."""
+    try:
+        bin_dir.mkdir(parents=True, exist_ok=True, mode=0o755)
+        os.chmod(bin_dir, 0o755)
+        target = bin_dir / "xce"
+        temp = bin_dir / ".xce.new"
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()
+        if getattr(sys, "frozen", False):
+            os.symlink(sys.executable, temp)
+        else:
+            package_parent = str(Path(xce.__file__).resolve().parent.parent)
+            text = (f"#!{sys.executable}\n"
+                    "import sys\n"
+                    f"sys.path.insert(0, {package_parent!r})\n"
+                    "from xce.cli.main import run\n"
+                    "run()\n")
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        os.replace(temp, target)
+        return str(bin_dir)
+    except OSError as exc:
+        log.warning("cannot install the jobs' xce launcher in %s: %s", bin_dir, exc)
+        return ""
