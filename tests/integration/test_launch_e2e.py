@@ -6,6 +6,7 @@ launch credential works for its own attempt's hosts only, and only while it runs
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import time
 from collections.abc import Iterator
@@ -193,3 +194,17 @@ def test_the_launch_credential_works_only_for_its_attempt_hosts_while_it_runs(
             time.sleep(0.2)
         assert "is not running" in answer["error"], (host, answer)
     three.control(b_id, "kill")
+
+
+def test_a_lost_host_ends_the_job_and_its_tasks_everywhere(three: Cluster) -> None:
+    """Issue 15, item 6, with tasks: `kill -9` of a worker that is not the job's first
+    ends the whole job with the reason naming it, and no task survives on any host, the
+    lost one included (its share's fence watcher kills them once the fence runs out)."""
+    job_id = three.submit(command="xce launch -- sleep 183.5", slots=6,
+                          resources="span[ptile=2]", queue="fragile")  # on_host_failure=exit
+    three.wait_state(job_id, "RUN", timeout=60)
+    three.wait_for(lambda: len(_sleepers("183.5")) == 6, 60, "six tasks")
+    three.kill_worker("w3", signal.SIGKILL)
+    job = three.wait_state(job_id, "EXIT", timeout=90)
+    assert job["reason"] == "host w3 became unavailable", job
+    three.wait_for(lambda: not _sleepers("183.5"), 60, "every task ended, w3's too")

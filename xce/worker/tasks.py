@@ -31,6 +31,7 @@ import logging
 import os
 import re
 import struct
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -179,7 +180,8 @@ class TaskService:
         self.address = ""
         # The shares of this host as last assigned (with their launch info), by attempt.
         self.shares: dict[Key, dict[str, Any]] = {}
-        self.live: set[asyncio.subprocess.Process] = set()
+        # One fence watcher per share that has had tasks (xce/worker/sharefence.py).
+        self.watchers: dict[Key, subprocess.Popen[bytes]] = {}
 
     async def start(self, host: str, port: int) -> str:
         self.server = await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST)
@@ -191,6 +193,27 @@ class TaskService:
 
     def follow_shares(self, shares: list[dict[str, Any]]) -> None:
         self.shares = {(s["job_id"], int(s["attempt"])): s for s in shares}
+        for key, watcher in list(self.watchers.items()):
+            if watcher.poll() is not None:  # reaped: it saw its cgroup go
+                del self.watchers[key]
+
+    def _watch_share(self, key: Key, cgroup: JobCgroup) -> None:
+        """Start the share's fence watcher, once (a frozen binary has no module to run)."""
+        watcher = self.watchers.get(key)
+        if (watcher is not None and watcher.poll() is None) or getattr(sys, "frozen", False):
+            return
+        from xce.worker.agent import cgroup_namespace
+
+        agent = self.agent
+        argv = [sys.executable, "-m", "xce.worker.sharefence", str(agent.spool.state),
+                agent.backend.kind, agent.settings.cgroup_parent,
+                cgroup_namespace(agent.host, agent.settings.spool_dir), cgroup.name]
+        try:
+            self.watchers[key] = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True)
+        except OSError as exc:
+            log.warning("job %s attempt %s: no fence watcher for its share: %s", *key, exc)
 
     async def close(self) -> None:
         if self.server is not None:
@@ -274,6 +297,9 @@ class TaskService:
                    XCE_ATTEMPT=str(req.attempt))
         env.setdefault("PATH", executor.BASE_PATH)
         cwds = target.cwds + ((account.pw_dir,) if account is not None else ())
+        key = (req.job_id, req.attempt)
+        if key not in self.agent.running:
+            self._watch_share(key, target.cgroup)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *req.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
