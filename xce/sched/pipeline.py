@@ -60,6 +60,7 @@ class SchedulingPass:
         self._sets: dict[tuple, CandidateSet | str] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
         self._spread_hosts: dict[tuple, list[int]] = {}  # multi-host shape -> its hosts
+        self._spreadable: dict[tuple[str, str, int], bool] = {}
         # (queue, resources) -> hosts ranked once (static) or a heap to copy (dynamic)
         self._rankings: dict[tuple[str, str], tuple[Any, int]] = {}
         self._key_functions: dict[tuple[str, str], tuple[Callable[[int], tuple], bool, bool]] = {}
@@ -225,10 +226,9 @@ class SchedulingPass:
                             known = self._sets[shape] = self._candidates(
                                 spec, queue, self.policies[queue.name])
                         reason = known if isinstance(known, str) else WAITING
-                        if reason == TOO_BIG and multihost.span_allows_spreading(
-                                parse_requirement(spec.resources) if spec.resources
-                                else None):  # it may spread over hosts (issue 15)
-                            reason = self._spread_reason(spec, queue)
+                        if reason == TOO_BIG and self._may_spread(
+                                spec, queue, self.policies[queue.name]):
+                            reason = self._spread_reason(spec, queue)  # issue 15
                     by_spec[id(spec)] = reason
                 reasons[key] = reason
 
@@ -356,8 +356,7 @@ class SchedulingPass:
         if found is None:
             found = self._sets[shape] = self._candidates(spec, queue, policy)
         if isinstance(found, str):
-            if found == TOO_BIG and multihost.span_allows_spreading(
-                    parse_requirement(spec.resources) if spec.resources else None):
+            if found == TOO_BIG and self._may_spread(spec, queue, policy):
                 return self._place_spread(key, spec, queue, policy, None if not spec.resources
                                           else parse_requirement(spec.resources))
             self.result.reasons[key] = found
@@ -448,6 +447,20 @@ class SchedulingPass:
                 reason = f"{WAITING} ({made.describe()})"
         reasons[key] = reason
         return None
+
+    def _may_spread(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> bool:
+        """A job with no span that no host can hold spreads when it is the slots that no
+        host has (not the memory: `--mem` is per host, spreading would not lower it)."""
+        if spec.resources and not multihost.span_allows_spreading(
+                parse_requirement(spec.resources)):
+            return False
+        key = (queue.name, spec.resources, spec.slots)
+        known = self._spreadable.get(key)
+        if known is None:
+            views = self.pool.hosts
+            known = self._spreadable[key] = all(
+                views[i].slots < spec.slots for i in self._filter(spec, queue, policy))
+        return known
 
     def _spread_reason(self, spec: JobSpec, queue: QueueRecord) -> str:
         """Why a job that may spread waits: for slots, or for ever (its hosts together
