@@ -183,3 +183,15 @@ def test_the_console_job_detail_lists_every_host() -> None:
     single = JobDetailScreen._fields(SimpleNamespace(job_id="8"), {  # type: ignore[arg-type]
         "id": "8", "host": "n1", "exec_host": "n1", "hosts": [{"host": "n1", "slots": 1}]})
     assert "exec_host" not in single  # one host: the host line says it all
+
+
+def test_the_event_stream_names_every_host_of_a_started_job() -> None:
+    from xce.controller.bus import EventBus
+
+    state = new_state(hosts=HOSTS)
+    job = submit(state, slots=6, resources="span[ptile=2]")
+    started = ev.JobStarted(T0, job, "n1", SPREAD)
+    state.apply(started)
+    bus = EventBus(state)
+    keys = bus._keys(started)
+    assert [k[1] for k in keys if k[0] == "host"] == ["n1", "n2", "n3"]
