@@ -249,7 +249,9 @@ def test_plain_codec_round_trips_every_record_kind() -> None:
 
 def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
     """A job row of an older checkpoint lacks the last fields (requeue_requested,
-    submit_key): the generated row builder hands it to `from_plain`, which fills defaults."""
+    submit_key, eligible_time): the generated row builder hands it to `from_plain`, which
+    fills defaults."""
+    import dataclasses
     import marshal
 
     from xce.wire.plain import pack_records, unpack_records
@@ -260,5 +262,6 @@ def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
         state.apply(e)
     jobs = list(state.jobs.values())
     kind, table, rows = marshal.loads(pack_records(jobs))
-    old = marshal.dumps((kind, table, tuple(row[:-2] for row in rows)))
-    assert unpack_records(type(jobs[0]), old) == jobs
+    old = marshal.dumps((kind, table, tuple(row[:-3] for row in rows)))
+    assert unpack_records(type(jobs[0]), old) == [
+        dataclasses.replace(j, eligible_time=None) for j in jobs]

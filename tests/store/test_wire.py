@@ -19,7 +19,7 @@ SPEC = JobSpec(user="u", queue="q", name="n", command=None, script="#!/bin/sh\ne
                slots=3, memory_mb=10, walltime_s=None, env=(("A", "1"), ("B", "")),
                cwd="/tmp", inputs=("a/b",), outputs=("*.out",),
                dependency=parse_dependency("afterok:1,afterany:2[3]"), hold=True,
-               submit_host="h")
+               submit_host="h", begin_time=1234.5)
 SAMPLES: list[ev.Event] = [
     ev.QueueCreated(1.0, QueueRecord("q", -5, False, True, ("h1", "h2"), "d",
                                      HostFailurePolicy.EXIT)),

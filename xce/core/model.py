@@ -100,6 +100,9 @@ class JobSpec:
     # directory; the job's own .xce/stdout stays for `xce job output` (appended last).
     stdout_file: str | None = None
     stderr_file: str | None = None
+    # Not eligible before this time (sbatch --begin, bsub -b), epoch seconds; None: at once.
+    # Appended last: older records and checkpoints have no such field.
+    begin_time: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,12 @@ class JobRecord:
     # end (appended last: older checkpoints' records have no such field).
     requeue_requested: bool = False
     submit_key: str = ""  # the submitter's Idempotency-Key, if any (ClusterState.submit_keys)
+    # When this attempt became eligible to start (Slurm's EligibleTime): submit, or later the
+    # release of a hold, the end of the last dependency it waited for, or its begin time
+    # (then it may lie in the future); None while it is not (held, dependency waiting or
+    # never satisfiable). Set by ClusterState.apply from those events; the wait of an
+    # attempt counts from it. Appended last (older checkpoints lack it).
+    eligible_time: float | None = None
 
     @property
     def array_id(self) -> int | None:
@@ -160,6 +169,9 @@ class ArrayRecord:
     done: int = 0
     exited: int = 0
     submit_key: str = ""  # the submitter's Idempotency-Key, if any
+    # When the array's unstarted tasks became eligible (JobRecord.eligible_time); a task
+    # takes it when it materialises.
+    eligible_time: float | None = None
 
     @property
     def total(self) -> int:

@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from xce.core import eligibility, lifecycle
 from xce.core import events as ev
-from xce.core import lifecycle
 from xce.core.deps import Outcome
 from xce.core.errors import Conflict, InvalidRequest, NotFound
 from xce.core.model import (
@@ -31,7 +31,9 @@ from xce.core.scratch import Overlay
 replace = dataclasses.replace
 # Every container `apply` may change; `check` sees them through overlays.
 _CONTAINERS = ("jobs", "arrays", "queues", "hosts", "host_load", "pending", "pending_arrays",
-               "array_tasks", "finished_jobs", "waiting_on_deps", "counts", "submit_keys")
+               "array_tasks", "finished_jobs", "waiting_on_deps", "counts", "submit_keys",
+               "dependents")
+_NESTED = ("array_tasks", "dependents")  # containers whose values change in place
 
 
 def parse_job_id(job_id: str) -> tuple[int, int | None]:
@@ -76,7 +78,12 @@ class ClusterState:
         # Stored jobs by (state, queue), kept with the other indexes so that metrics and
         # status views never walk a million records.
         self.counts: Counter[tuple[JobState, str]] = Counter()
+        # target job/task/array id -> ids of the jobs and arrays not yet eligible that name it
+        # in a dependency (xce/core/eligibility.py): who to re-evaluate when it ends. Derived
+        # from the records alone, so a restored state has the same one.
+        self.dependents: dict[str, dict[str, None]] = {}
         self.applied = 0
+        self._at = 0.0  # the time of the event being applied (events carry their own time)
         self._handlers: dict[type, Callable[[Any], None]] = {
             ev.QueueCreated: self._queue_created,
             ev.QueueOpened: lambda e: self._queue_set(e.name, open=True),
@@ -119,6 +126,7 @@ class ClusterState:
         handler = self._handlers.get(type(event))
         if handler is None:
             raise InvalidRequest(f"unknown event type {type(event).__name__}")
+        self._at = event.at
         handler(event)
         self.applied += 1
 
@@ -132,7 +140,7 @@ class ClusterState:
         """
         scratch = ClusterState()
         for name in _CONTAINERS:
-            setattr(scratch, name, Overlay(getattr(self, name), nested=name == "array_tasks"))
+            setattr(scratch, name, Overlay(getattr(self, name), nested=name in _NESTED))
         scratch.next_number = self.next_number
         scratch.number_ceiling = self.number_ceiling
         for event in events:
@@ -152,7 +160,8 @@ class ClusterState:
         array = self.arrays.get(number)
         if array is not None and index is not None and index in array.pending:
             state = JobState.PSUSP if array.held else JobState.PEND
-            return JobRecord(job_id, number, array.spec, state, array.submit_time, index)
+            return JobRecord(job_id, number, array.spec, state, array.submit_time, index,
+                             eligible_time=array.eligible_time)
         if array is not None and index is not None and index in array.indices:
             return JobRecord(
                 job_id, number, array.spec, JobState.EXIT, array.submit_time, index,
@@ -228,6 +237,8 @@ class ClusterState:
                     done=array.done + delta["done"],
                     exited=array.exited + delta["exited"],
                 )
+        if new.state.finished and (old is None or not old.state.finished):
+            eligibility.target_ended(self, new)
 
     def _index(self, old: JobRecord | None, new: JobRecord) -> None:
         """The indexes that are pure functions of the job records (not array counters)."""
@@ -257,6 +268,7 @@ class ClusterState:
                 self.waiting_on_deps.pop(new.id, None)
             else:
                 self.waiting_on_deps[new.id] = None
+            eligibility.watch_job(self, old, new)
 
     def _index_restored(self, jobs: list[JobRecord]) -> None:
         """`_index(None, job)` for each job of a checkpoint, in order, as one loop: what a
@@ -281,6 +293,8 @@ class ClusterState:
                 keys[(spec.user, job.submit_key)] = job_id
             if spec.dependency and state not in finished:
                 waiting[job_id] = None
+                if job.eligible_time is None:
+                    eligibility.watch(self, job_id, spec, True)
 
     # --- checkpoints ----------------------------------------------------------------------
 
@@ -303,6 +317,8 @@ class ClusterState:
         state.submit_keys = {(a.spec.user, a.submit_key): str(a.id) for a in arrays
                              if a.submit_key}
         state._index_restored(sorted(jobs, key=lambda j: j.order_key))
+        for a in arrays:
+            eligibility.watch_array(state, a)
         state.next_number = next_number
         state.number_ceiling = number_ceiling
         return state
@@ -368,6 +384,7 @@ class ClusterState:
             self.arrays[array.id] = replace(array, pending=pending)
             if not pending:
                 self.pending_arrays.pop(array.id, None)
+                eligibility.watch_array(self, self.arrays[array.id])
         self._put_job(stored, new)
 
     # --- queues and hosts -----------------------------------------------------------------
@@ -435,8 +452,9 @@ class ClusterState:
     def _job_submitted(self, e: ev.JobSubmitted) -> None:
         self._take_number(e.number, e.spec.queue)
         state = JobState.PSUSP if e.spec.hold else JobState.PEND
+        eligible = None if e.spec.hold else eligibility.eligible_from(self, e.spec, e.at)
         self._put_job(None, JobRecord(str(e.number), e.number, e.spec, state, e.at,
-                                      submit_key=e.key))
+                                      submit_key=e.key, eligible_time=eligible))
 
     def _array_submitted(self, e: ev.ArraySubmitted) -> None:
         if not e.indices:
@@ -445,7 +463,9 @@ class ClusterState:
         self.arrays[e.number] = ArrayRecord(
             e.number, e.spec, e.indices, e.indices, e.at, e.max_concurrent, held=e.spec.hold,
             submit_key=e.key,
+            eligible_time=None if e.spec.hold else eligibility.eligible_from(self, e.spec, e.at),
         )
+        eligibility.watch_array(self, self.arrays[e.number])
         if e.key:
             self.submit_keys[(e.spec.user, e.key)] = str(e.number)
         self.pending_arrays[e.number] = None
@@ -459,6 +479,9 @@ class ClusterState:
             replace(
                 job, state=JobState.RUN, host=e.host, start_time=e.at, end_time=None,
                 exit_code=None, exit_signal=None, reason="", usage=None, kill_requested=False,
+                # eligible by the time it started at the latest (a dependency whose target
+                # was requeued after it ended, a start the scheduler did not plan)
+                eligible_time=e.at if job.eligible_time is None else job.eligible_time,
             ),
         )
 
@@ -471,13 +494,17 @@ class ClusterState:
             JobState.RUN: JobState.SSUSP if e.by_system else JobState.USUSP,
             JobState.SSUSP: JobState.USUSP,
         }[job.state]
-        self._store(stored, replace(job, state=target))
+        # A hold ends eligibility: the wait counts again from the release.
+        eligible = None if target is JobState.PSUSP else job.eligible_time
+        self._store(stored, replace(job, state=target, eligible_time=eligible))
 
     def _job_resumed(self, e: ev.JobResumed) -> None:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "resume", job.state)
         target = JobState.PEND if job.state is JobState.PSUSP else JobState.RUN
-        self._store(stored, replace(job, state=target))
+        eligible = eligibility.eligible_from(self, job.spec, e.at) \
+            if job.state is JobState.PSUSP else job.eligible_time
+        self._store(stored, replace(job, state=target, eligible_time=eligible))
 
     def _job_kill_requested(self, e: ev.JobKillRequested) -> None:
         stored, job = self._materialise(e.job_id)
@@ -502,12 +529,13 @@ class ClusterState:
                            "been deleted")
         self._store(stored, self._requeued(job, e.reason))
 
-    @staticmethod
-    def _requeued(job: JobRecord, reason: str) -> JobRecord:
+    def _requeued(self, job: JobRecord, reason: str) -> JobRecord:
+        """The job's next attempt, pending; eligible again from the requeue (or later)."""
         return replace(
             job, state=JobState.PEND, attempt=job.attempt + 1, host=None, start_time=None,
             end_time=None, exit_code=None, exit_signal=None, reason=reason, usage=None,
             kill_requested=False, outputs=(), requeue_requested=False,
+            eligible_time=eligibility.eligible_from(self, job.spec, self._at),
         )
 
     def _job_host_lost(self, e: ev.JobHostLost) -> None:
@@ -547,7 +575,11 @@ class ClusterState:
 
     def _array_hold(self, number: int, held: bool) -> None:
         array = self.array(number)
-        self.arrays[number] = replace(array, held=held)
+        if held == array.held:
+            return
+        eligible = eligibility.eligible_from(self, array.spec, self._at) if not held else None
+        self.arrays[number] = replace(array, held=held, eligible_time=eligible)
+        eligibility.watch_array(self, self.arrays[number])
 
     def _array_cancelled(self, e: ev.ArrayCancelled) -> None:
         array = self.array(e.number)
@@ -556,6 +588,9 @@ class ClusterState:
             array, pending=type(array.pending)(), exited=array.exited + count
         )
         self.pending_arrays.pop(e.number, None)
+        eligibility.watch_array(self, self.arrays[e.number])
+        if count:
+            eligibility.tasks_cancelled(self, e.number)
 
     # --- retention ------------------------------------------------------------------------
 

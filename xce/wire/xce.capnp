@@ -58,6 +58,7 @@ struct JobSpec {
   resources @15 :Text;
   stdoutFile @16 :OptText;
   stderrFile @17 :OptText;
+  beginTime @18 :OptFloat;
 }
 
 struct QueueRecord {
@@ -111,6 +112,7 @@ struct JobRecord {
   outputs @15 :List(Text);
   requeueRequested @16 :Bool;
   submitKey @17 :Text;
+  eligibleTime @18 :OptFloat;
 }
 
 struct ArrayRecord {
@@ -125,6 +127,7 @@ struct ArrayRecord {
   done @8 :Int64;
   exited @9 :Int64;
   submitKey @10 :Text;
+  eligibleTime @11 :OptFloat;
 }
 
 struct QueueCreated {
