@@ -59,6 +59,10 @@ class AcctRecord:
     cpu_eff: float | None
     mem_eff: float | None
     seq: int  # the WAL record that ended the attempt
+    # When the attempt became eligible (JobRecord.eligible_time; Slurm's EligibleTime);
+    # wait_s counts from it. Last: a store from before it gets the column appended
+    # (store._migrate) and its older rows read None.
+    eligible_time: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {f: getattr(self, f) for f in COLUMNS}
@@ -77,6 +81,11 @@ def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
     spec = job.spec
     usage = job.usage
     started = job.start_time
+    eligible = job.eligible_time
+    # The wait is the scheduler's: from eligible (not from submit, which would count a
+    # hold, a dependency or a begin time the user asked for) to start.
+    waited_from = eligible if eligible is not None and eligible <= (started or eligible) \
+        else job.submit_time
     wall = 0.0
     if started is not None:
         wall = usage.wall_time_s if usage is not None and usage.wall_time_s > 0 else end - started
@@ -92,7 +101,7 @@ def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
         job_id=job.id, attempt=job.attempt, number=job.number, array_index=job.array_index,
         name=spec.name, user=spec.user, grp=group, queue=spec.queue,
         submit_time=job.submit_time, start_time=started, end_time=end,
-        wait_s=(started - job.submit_time) if started is not None else None,
+        wait_s=max(started - waited_from, 0.0) if started is not None else None,
         host=job.host if started is not None else None,
         hosts=f"{job.host}:{spec.slots}" if started is not None and job.host else "",
         req_slots=spec.slots, req_memory_mb=spec.memory_mb, req_walltime_s=spec.walltime_s,
@@ -100,7 +109,7 @@ def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
         exit_code=job.exit_code if state != REQUEUED else None,
         exit_signal=job.exit_signal if state != REQUEUED else None,
         reason=reason, cpu_user_s=cpu_user, cpu_system_s=cpu_sys, max_rss_bytes=rss,
-        wall_s=wall, cpu_eff=cpu_eff, mem_eff=mem_eff, seq=seq,
+        wall_s=wall, cpu_eff=cpu_eff, mem_eff=mem_eff, seq=seq, eligible_time=eligible,
     )
 
 

@@ -37,6 +37,8 @@ SUBMIT: dict[str, Any] = {
         "stdout": {"type": "string", "minLength": 1, "maxLength": 4096},
         "stderr": {"type": "string", "minLength": 1, "maxLength": 4096},
         "defer": {"type": "boolean"},
+        # sbatch --begin / bsub -b: epoch seconds, or text (xce.core.begin, UTC)
+        "begin": {"type": ["number", "string"], "maxLength": 64},
     },
 }
 

@@ -63,6 +63,7 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "exitcode": ("ExitCode", _exit),
     "reason": ("Reason", lambda r: r["reason"]),
     "submit": ("Submit", lambda r: _when(r["submit_time"])),
+    "eligible": ("Eligible", lambda r: _when(r.get("eligible_time"))),
     "start": ("Start", lambda r: _when(r["start_time"])),
     "end": ("End", lambda r: _when(r["end_time"])),
     "wait": ("Wait", lambda r: _hms(r["wait_s"])),

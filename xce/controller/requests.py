@@ -30,6 +30,9 @@ class SubmitRequest:
     # Skip the submit-time check that some host could ever run the job (xce/sched/
     # feasibility.py), for hosts that have not registered yet.
     defer: bool = False
+    # Not eligible before this time (sbatch --begin): epoch seconds, or text that
+    # xce.core.begin reads in UTC; None: at once.
+    begin: float | str | None = None
     # Whose uploads `inputs` may name: the submitter's own; None: anyone's (admins, and
     # callers inside the controller).
     uploads_of: str | None = None

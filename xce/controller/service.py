@@ -28,6 +28,7 @@ from xce.controller.requests import SubmitRequest
 from xce.core import events as ev
 from xce.core import lifecycle
 from xce.core.arrayspec import parse_array_spec
+from xce.core.begin import parse_begin
 from xce.core.deps import parse_dependency
 from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from xce.core.jobfiles import check_file_pattern
@@ -317,6 +318,7 @@ class ControllerService:
         for out in outputs:
             if out in RESERVED_OUTPUTS:
                 raise InvalidRequest(f"output {out!r} is reserved for the job's {out}")
+        begin_time = None if req.begin is None else parse_begin(req.begin, self.clock())
         dependency = parse_dependency(req.dependency)
         for term in dependency:
             self._check_dependency(term.job, req.may_view_owner)
@@ -345,6 +347,7 @@ class ControllerService:
             resources=req.resources.strip(),
             stdout_file=req.stdout_file,
             stderr_file=req.stderr_file,
+            begin_time=begin_time,
         )
         return spec, inputs
 

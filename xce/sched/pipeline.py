@@ -32,6 +32,11 @@ from xce.sched.types import Placement, Plan
 WAITING = "waiting for free slots or memory"
 
 
+def begin_reason(begin: float) -> str:
+    """Why a job with a later `--begin` waits (the CLI shows the epoch as a local time)."""
+    return f"begin time not reached: eligible at {int(begin)}"
+
+
 def plan(snapshot: Snapshot, now: float, explain: bool = True) -> Plan:
     """Placements to make now on `snapshot`, why the rest waits, and any reservation.
 
@@ -206,6 +211,9 @@ class SchedulingPass:
                                     else "dependency can never be satisfied")
                     continue
                 spec = item.spec
+                if spec.begin_time is not None and spec.begin_time > self.now:
+                    reasons[key] = begin_reason(spec.begin_time)
+                    continue
                 reason = by_spec.get(id(spec))
                 if reason is None:
                     queue = self.snapshot.queues[spec.queue]
@@ -256,6 +264,9 @@ class SchedulingPass:
         if item.deps is not DepStatus.SATISFIED:
             reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
                             else "dependency can never be satisfied")
+            return
+        if spec.begin_time is not None and spec.begin_time > self.now:
+            reasons[key] = begin_reason(spec.begin_time)
             return
         if is_job:
             if item.index is not None:  # type: ignore[union-attr]
