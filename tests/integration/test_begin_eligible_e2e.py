@@ -104,3 +104,30 @@ def test_bad_begin_times_are_refused_with_the_reason(cluster: Cluster) -> None:
     lines = cli.stderr.strip().splitlines()
     assert len(lines) == 1 and "begin time 'whenever' is not a time" in lines[0], cli.stderr
     assert cluster.get("/api/v1/jobs")["jobs"] == []
+
+
+def test_killing_a_1000_task_array_leaves_one_record_per_task(cluster: Cluster) -> None:
+    """Two tasks run (concurrency limit 2), 998 never start; `xce job kill ARRAY` ends all:
+    1000 records, each task once, the never-started ones EXIT with no start time."""
+    array = cluster.submit(command="sleep 60", array="1-1000%2")
+    cluster.wait_for(lambda: cluster.job(array)["array"]["counts"]["RUN"] == 2, 60,
+                     "two tasks running")
+    killed = _cli(cluster, "job", "kill", array)
+    assert killed.returncode == 0, killed.stderr
+    rows: list[dict[str, Any]] = []
+
+    def all_stored() -> bool:
+        rows[:] = cluster.get("/api/v1/accounting/jobs?" + urllib.parse.urlencode(
+            {"job": array, "limit": 5000}))["jobs"]
+        return len(rows) >= 1000
+
+    cluster.wait_for(all_stored, 60, "1000 records of the killed array")
+    assert len(rows) == 1000
+    assert len({(r["job_id"], r["attempt"]) for r in rows}) == 1000
+    never = [r for r in rows if r["start_time"] is None]
+    assert len(never) == 998
+    assert all(r["state"] == "EXIT" and r["host"] is None and r["wall_s"] == 0 for r in never)
+    ran = [r for r in rows if r["start_time"] is not None]
+    assert len(ran) == 2 and all(r["state"] == "EXIT" for r in ran)
+    summary = cluster.get("/api/v1/accounting/summary?by=user")["rows"]
+    assert sum(r["attempts"] for r in summary) == 1000

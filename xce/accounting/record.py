@@ -14,11 +14,12 @@ Records are keyed by (job id, attempt): job ids are never reused, so a record de
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 
 from xce.core import events as ev
-from xce.core.model import JobRecord, JobState
+from xce.core.arrayspec import IndexSet
+from xce.core.model import ArrayRecord, JobRecord, JobState, task_id
 from xce.core.state import ClusterState
 
 MIB = 1024 * 1024
@@ -113,6 +114,52 @@ def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
     )
 
 
+@dataclass(frozen=True, slots=True)
+class CancelledTasks:
+    """The records of an array's tasks that a whole-array kill (`ArrayCancelled`) ended
+    before they started: one per task (state EXIT, no start, no host, no usage), attempt 0.
+
+    Kept as the array and its index set, not as records: a kill of a million-task array
+    costs the applying thread (the event loop, on the primary) O(1); the writer thread
+    expands it (`records()`) and stores it in transactions of `feed.BATCH` records. The
+    records are keyed (job id, attempt) like any other, so a replay stores none twice."""
+
+    array: ArrayRecord  # as it was just before the kill
+    indices: IndexSet  # the tasks the kill ended (its pending set then)
+    at: float
+    reason: str
+    seq: int
+    group: str
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def records(self) -> Iterator[AcctRecord]:
+        a = self.array
+        for index in self.indices:
+            job = JobRecord(task_id(a.id, index), a.id, a.spec, JobState.EXIT, a.submit_time,
+                            index, end_time=self.at, reason=self.reason,
+                            eligible_time=a.eligible_time)
+            yield build(job, JobState.EXIT.value, self.at, self.reason, self.seq, self.group)
+
+
+Derived = AcctRecord | CancelledTasks  # what one applied event can leave for the store
+
+
+def count(items: list[Derived]) -> int:
+    """How many records `items` stand for."""
+    return sum(len(i) if type(i) is CancelledTasks else 1 for i in items)
+
+
+def expand(items: list[Derived]) -> Iterator[AcctRecord]:
+    """Every record of `items`, expanding whole-array kills as it goes."""
+    for item in items:
+        if type(item) is CancelledTasks:
+            yield from item.records()
+        else:
+            yield item  # type: ignore[misc]
+
+
 _ENDS = (ev.JobFinished, ev.JobKilled, ev.JobRequeued, ev.JobHostLost)
 _REQUEUES = (ev.JobRequeued, ev.JobHostLost)
 
@@ -124,11 +171,20 @@ class AttemptWatch:
     def __init__(self, group_of: Callable[[str], str] | None = None) -> None:
         self.group_of = group_of or (lambda user: "")
         self._pre: JobRecord | None = None
+        self._pre_array: ArrayRecord | None = None
 
     def before(self, state: ClusterState, event: ev.Event) -> None:
         self._pre = state.jobs.get(event.job_id) if isinstance(event, _REQUEUES) else None  # type: ignore[attr-defined]
+        self._pre_array = state.arrays.get(event.number) \
+            if isinstance(event, ev.ArrayCancelled) else None
 
-    def after(self, state: ClusterState, event: ev.Event, seq: int) -> AcctRecord | None:
+    def after(self, state: ClusterState, event: ev.Event, seq: int) -> Derived | None:
+        if isinstance(event, ev.ArrayCancelled):
+            pre, self._pre_array = self._pre_array, None
+            if pre is None or not pre.pending:
+                return None
+            return CancelledTasks(pre, pre.pending, event.at, event.reason, seq,
+                                  self.group_of(pre.spec.user))
         if not isinstance(event, _ENDS):
             return None
         pre, self._pre = self._pre, None
