@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--workers", type=int, default=4)
     opts = parser.parse_args(argv)
     found: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
