@@ -19,7 +19,7 @@ SPEC = JobSpec(user="u", queue="q", name="n", command=None, script="#!/bin/sh\ne
                slots=3, memory_mb=10, walltime_s=None, env=(("A", "1"), ("B", "")),
                cwd="/tmp", inputs=("a/b",), outputs=("*.out",),
                dependency=parse_dependency("afterok:1,afterany:2[3]"), hold=True,
-               submit_host="h")
+               submit_host="h", gres=(("gpu", "2"),), licenses=(("matlab", "1"),))
 SAMPLES: list[ev.Event] = [
     ev.QueueCreated(1.0, QueueRecord("q", -5, False, True, ("h1", "h2"), "d",
                                      HostFailurePolicy.EXIT)),
@@ -30,12 +30,14 @@ SAMPLES: list[ev.Event] = [
                                       users=("alice", "@physics"))),
     ev.QueueDeleted(1.0, "q"),
     ev.HostRegistered(2.0, "h1", 8, 1024, (("rack", "r1"),)),
+    ev.HostRegistered(2.0, "h1", 8, 1024, (), (("gpu", "0,1"), ("fpga", "a"))),
     ev.HostOpened(2.0, "h1"), ev.HostClosed(2.0, "h1", "why"),
     ev.HostDrainStarted(2.0, "h1", "drain"), ev.HostUnavailable(2.0, "h1"),
     ev.HostAvailable(2.0, "h1"),
     ev.JobSubmitted(3.0, 7, SPEC),
     ev.ArraySubmitted(3.0, 8, SPEC, parse_array_spec("1-9:2,20").indices, None),
-    ev.JobStarted(4.0, "7", "h1"), ev.JobSuspended(4.0, "7", True), ev.JobResumed(4.0, "7"),
+    ev.JobStarted(4.0, "7", "h1"), ev.JobStarted(4.0, "7", "h1", ("gpu:0", "gpu:1")),
+    ev.JobSuspended(4.0, "7", True), ev.JobResumed(4.0, "7"),
     ev.JobKillRequested(4.0, "7"), ev.JobKilled(4.0, "8[3]", "r"), ev.JobRequeued(4.0, "7"),
     ev.JobHostLost(4.0, "7", False),
     ev.JobFinished(5.0, "7", 2, -1, 9, Usage(1.5, 0.5, 10, 2.0), "why", ("x",)),

@@ -71,6 +71,7 @@ class HostRegistered(Event):
     slots: int
     memory_mb: int
     attributes: tuple[tuple[str, str], ...] = ()
+    gres: tuple[tuple[str, str], ...] = ()  # devices by kind (xce/core/gres.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,9 @@ class JobStarted(Event):
 
     job_id: str
     host: str
+    # The devices granted ("gpu:0", ...): in the record so that a restart or a failover
+    # hands the job the same ones and never grants them twice.
+    devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

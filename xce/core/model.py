@@ -100,6 +100,10 @@ class JobSpec:
     # directory; the job's own .xce/stdout stays for `xce job output` (appended last).
     stdout_file: str | None = None
     stderr_file: str | None = None
+    # Generic resources per host (("gpu", "2"),) and cluster-wide licenses
+    # (("matlab", "1"),), counts as text (xce/core/gres.py); appended last.
+    gres: tuple[tuple[str, str], ...] = ()
+    licenses: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +130,9 @@ class JobRecord:
     # end (appended last: older checkpoints' records have no such field).
     requeue_requested: bool = False
     submit_key: str = ""  # the submitter's Idempotency-Key, if any (ClusterState.submit_keys)
+    # The devices the current (or last) attempt was granted, ("gpu:0", ...), from its
+    # JobStarted: a replay or a failover keeps them (xce/core/gres.py).
+    devices: tuple[str, ...] = ()
 
     @property
     def array_id(self) -> int | None:
@@ -212,6 +219,8 @@ class HostRecord:
     reachable: bool = True
     registered_at: float = 0.0
     changed_at: float = 0.0
+    # Counted devices by kind, (("gpu", "0,1"),) (xce/core/gres.py); appended last.
+    gres: tuple[tuple[str, str], ...] = ()
 
     @property
     def status(self) -> HostStatus:
@@ -235,3 +244,6 @@ class HostLoad:
     slots: int = 0
     memory_mb: int = 0
     jobs: frozenset[str] = field(default_factory=frozenset)
+    # Devices held ("gpu:0") and licenses held by this host's active jobs.
+    devices: frozenset[str] = field(default_factory=frozenset)
+    licenses: tuple[tuple[str, int], ...] = ()

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xce.core import events as ev
-from xce.core import lifecycle
+from xce.core import gres, lifecycle
 from xce.core.deps import Outcome
 from xce.core.errors import Conflict, InvalidRequest, NotFound
 from xce.core.model import (
@@ -44,6 +44,14 @@ def parse_job_id(job_id: str) -> tuple[int, int | None]:
         return int(text), None
     except ValueError:
         raise InvalidRequest(f"{job_id!r} is not a job id (expected e.g. 17 or 17[5])") from None
+
+
+def _add_licenses(held: tuple[tuple[str, int], ...], asked: tuple[tuple[str, str], ...],
+                  sign: int) -> tuple[tuple[str, int], ...]:
+    counts = dict(held)
+    for name, count in asked:
+        counts[name] = counts.get(name, 0) + sign * int(count)
+    return tuple(sorted((k, v) for k, v in counts.items() if v))
 
 
 _ACTIVE = frozenset(s for s in JobState if s.active)
@@ -189,6 +197,14 @@ class ClusterState:
             return self.hosts[name]
         except KeyError:
             raise NotFound(f"host {name!r} does not exist") from None
+
+    def licenses_in_use(self) -> dict[str, int]:
+        """Licenses held by active jobs, cluster-wide (derived from the host loads)."""
+        used: dict[str, int] = {}
+        for load in self.host_load.values():
+            for name, count in load.licenses:
+                used[name] = used.get(name, 0) + count
+        return used
 
     def array(self, number: int) -> ArrayRecord:
         try:
@@ -351,8 +367,14 @@ class ClusterState:
             # An idle host has no entry, so a restored state equals the live one.
             self.host_load.pop(host, None)
             return
+        devices, licenses = load.devices, load.licenses
+        if job.devices:
+            devices = devices | set(job.devices) if sign > 0 else devices - set(job.devices)
+        if job.spec.licenses:
+            licenses = _add_licenses(licenses, job.spec.licenses, sign)
         self.host_load[host] = HostLoad(
-            load.slots + sign * job.spec.slots, load.memory_mb + sign * job.spec.memory_mb, jobs
+            load.slots + sign * job.spec.slots, load.memory_mb + sign * job.spec.memory_mb, jobs,
+            devices, licenses,
         )
 
     def _materialise(self, job_id: str) -> tuple[JobRecord | None, JobRecord]:
@@ -403,12 +425,13 @@ class ClusterState:
         old = self.hosts.get(e.name)
         if old is None:
             self.hosts[e.name] = HostRecord(
-                e.name, e.slots, e.memory_mb, e.attributes, registered_at=e.at, changed_at=e.at
+                e.name, e.slots, e.memory_mb, e.attributes, registered_at=e.at, changed_at=e.at,
+                gres=e.gres,
             )
         else:
             self.hosts[e.name] = replace(
                 old, slots=e.slots, memory_mb=e.memory_mb, attributes=e.attributes,
-                reachable=True, registered_at=e.at, changed_at=e.at,
+                reachable=True, registered_at=e.at, changed_at=e.at, gres=e.gres,
             )
 
     def _host_set(self, e: Any, **changes: Any) -> None:
@@ -453,14 +476,29 @@ class ClusterState:
     def _job_started(self, e: ev.JobStarted) -> None:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "start", job.state, JobState.RUN)
-        self.host(e.host)
+        host = self.host(e.host)
+        if e.devices:
+            self._check_grant(e, host)
         self._store(
             stored,
             replace(
                 job, state=JobState.RUN, host=e.host, start_time=e.at, end_time=None,
                 exit_code=None, exit_signal=None, reason="", usage=None, kill_requested=False,
+                devices=e.devices,
             ),
         )
+
+    def _check_grant(self, e: ev.JobStarted, host: HostRecord) -> None:
+        """Granted devices must exist on the host and be held by no other active job."""
+        have = gres.host_devices(host.gres)
+        load = self.host_load.get(e.host)
+        held = load.devices if load is not None else frozenset()
+        for name in e.devices:
+            kind, device = gres.split_grant(name)
+            if device not in have.get(kind, ()):
+                raise InvalidRequest(f"job {e.job_id}: host {e.host} has no device {name}")
+            if name in held:
+                raise Conflict(f"job {e.job_id}: device {name} of host {e.host} is in use")
 
     def _job_suspended(self, e: ev.JobSuspended) -> None:
         stored, job = self._materialise(e.job_id)

@@ -58,6 +58,8 @@ struct JobSpec {
   resources @15 :Text;
   stdoutFile @16 :OptText;
   stderrFile @17 :OptText;
+  gres @18 :List(KeyValue);
+  licenses @19 :List(KeyValue);
 }
 
 struct QueueRecord {
@@ -90,6 +92,7 @@ struct HostRecord {
   reachable @6 :Bool;
   registeredAt @7 :Float64;
   changedAt @8 :Float64;
+  gres @9 :List(KeyValue);
 }
 
 struct JobRecord {
@@ -111,6 +114,7 @@ struct JobRecord {
   outputs @15 :List(Text);
   requeueRequested @16 :Bool;
   submitKey @17 :Text;
+  devices @18 :List(Text);
 }
 
 struct ArrayRecord {
@@ -152,6 +156,7 @@ struct HostRegistered {
   slots @1 :Int64;
   memoryMb @2 :Int64;
   attributes @3 :List(KeyValue);
+  gres @4 :List(KeyValue);
 }
 
 struct HostOpened {
@@ -193,6 +198,7 @@ struct ArraySubmitted {
 struct JobStarted {
   jobId @0 :Text;
   host @1 :Text;
+  devices @2 :List(Text);
 }
 
 struct JobSuspended {
