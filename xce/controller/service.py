@@ -22,7 +22,7 @@ from typing import Protocol
 from xce import metrics
 from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
-from xce.controller import queue_rules
+from xce.controller import gres_rules, queue_rules
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
 from xce.core import events as ev
@@ -45,6 +45,7 @@ from xce.sched.expr import parse_requirement
 from xce.sched.feasibility import refusal
 from xce.sched.incremental import SnapshotCache
 from xce.sched.plugins import policy_for
+from xce.sched.snapshot import free_licenses
 from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
 from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
@@ -326,6 +327,8 @@ class ControllerService:
         memory_mb = applied.memory_mb
         if not req.defer:
             self._check_feasible(req, queue, memory_mb)
+        asked_gres, asked_licenses = gres_rules.requested(req, queue, self.state.hosts.values(),
+                                                          dict(self.settings.licenses))
         spec = JobSpec(
             user=req.user,
             queue=queue_name,
@@ -345,6 +348,8 @@ class ControllerService:
             resources=req.resources.strip(),
             stdout_file=req.stdout_file,
             stderr_file=req.stderr_file,
+            gres=asked_gres,
+            licenses=asked_licenses,
         )
         return spec, inputs
 
@@ -657,12 +662,16 @@ class ControllerService:
         started = time.perf_counter()
         now = self.clock()
         snapshot = self._snapshots.snapshot(self.state, self.usage.usage(now), self._groups)
+        if self.settings.licenses:
+            snapshot = dataclasses.replace(snapshot, licenses=free_licenses(
+                self.state, dict(self.settings.licenses)))
         result = self.planner(snapshot, now)
         self.reasons = result.reasons
         now = self.clock()
         events: list[ev.Event] = []
         for placement in result.placements:
-            events.append(ev.JobStarted(now, placement.job_id, placement.host))
+            events.append(ev.JobStarted(now, placement.job_id, placement.host,
+                                        placement.devices))
         self.stats["scheduling_passes"] += 1
         self.stats["last_pass_ms"] = (time.perf_counter() - started) * 1000
         if events:

@@ -16,11 +16,13 @@ import heapq
 from collections.abc import Callable, Collection
 from typing import Any
 
+from xce.core import gres
 from xce.core.deps import DepStatus
 from xce.core.model import JobSpec, QueueRecord, task_id
 from xce.sched.expr import (
     parse_requirement,
 )
+from xce.sched.gres import DevicePool, too_few, waiting_reason
 from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
 from xce.sched.plugins import QueuePolicy, policy_for
 from xce.sched.plugins.base import Item, OrderContext
@@ -50,6 +52,7 @@ class SchedulingPass:
         self.now = now
         self.explain = explain
         self.pool = HostPool(snapshot, now)
+        self.devices = DevicePool(snapshot.hosts, snapshot.licenses)
         self.result = Plan()
         self.reservation: Reservation | None = None
         self.policies = {name: policy_for(q.plugins) for name, q in snapshot.queues.items()}
@@ -271,6 +274,11 @@ class SchedulingPass:
             if limited:
                 reasons[key] = self._blocked[id(spec)] = limited
                 return
+            if spec.licenses:  # free licenses only shrink in a pass, like limits
+                short = self.devices.short_license(spec)
+                if short:
+                    reasons[key] = self._blocked[id(spec)] = short
+                    return
             host = self._place(key, spec, queue, policy)
             if host is None:
                 reason = reasons[key]
@@ -290,6 +298,10 @@ class SchedulingPass:
             if limited:
                 reasons[key] = limited
                 break
+            short = self.devices.short_license(spec) if spec.licenses else None
+            if short:
+                reasons[key] = short
+                break
             host = self._place(key, spec, queue, policy)
             if host is None:
                 break
@@ -301,7 +313,12 @@ class SchedulingPass:
         self.pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s)
         if self.reservation is not None:
             self.reservation.took(i, spec.slots, spec.memory_mb, spec.walltime_s, self.now)
-        self.result.placements.append(Placement(job_id, self.pool.hosts[i].name))
+        devices: tuple[str, ...] = ()
+        if spec.gres:
+            devices = self.devices.take(i, gres.counts_of(spec.gres))
+        if spec.licenses:
+            self.devices.take_licenses(spec)
+        self.result.placements.append(Placement(job_id, self.pool.hosts[i].name, devices))
         self._count(spec.user, spec.queue, spec.slots)
         if array is not None:
             self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
@@ -310,7 +327,7 @@ class SchedulingPass:
 
     def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
         wall = spec.walltime_s if self.reservation is not None else None
-        return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall)
+        return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall, spec.gres)
 
     def _place(self, key: str, spec: JobSpec, queue: QueueRecord,
                policy: QueuePolicy) -> int | None:
@@ -325,11 +342,15 @@ class SchedulingPass:
         res, now = self.reservation, self.now
         slots, mem, wall = spec.slots, spec.memory_mb, spec.walltime_s
         allow = None if res is None else (lambda i: res.allows(i, slots, mem, wall, now))
+        if spec.gres:  # a host without the devices now lacks them for the rest of the pass
+            allow = self._with_devices(spec, allow)
         host = found.find(allow)
         if host is not None:
             return host
         self._sets[shape] = WAITING
         reason = WAITING
+        if spec.gres and self._devices_short(spec, queue):
+            reason = self._sets[shape] = waiting_reason(spec)
         if res is None and policy.reserve is not None:
             hosts = self._filtered[queue.name, spec.resources]
             made = policy.reserve.reserve(self.pool, hosts, spec, now)
@@ -340,6 +361,19 @@ class SchedulingPass:
                 reason = f"{WAITING} ({made.describe()})"
         self.result.reasons[key] = reason
         return None
+
+    def _with_devices(self, spec: JobSpec, allow: Callable[[int], bool] | None
+                      ) -> Callable[[int], bool]:
+        asked, has = gres.counts_of(spec.gres), self.devices.has
+        if allow is None:
+            return lambda i: has(i, asked)
+        return lambda i: has(i, asked) and allow(i)
+
+    def _devices_short(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        """Whether some candidate host has the slots and memory now but not the devices."""
+        pool = self.pool
+        return any(pool.free_slots[i] >= spec.slots and pool.free_mem[i] >= spec.memory_mb
+                   for i in self._filtered.get((queue.name, spec.resources), ()))
 
     def _candidates(self, spec: JobSpec, queue: QueueRecord,
                     policy: QueuePolicy) -> CandidateSet | str:
@@ -360,6 +394,10 @@ class SchedulingPass:
         big = [i for i in hosts if views[i].slots >= slots and views[i].memory_mb >= mem]
         if not big:
             return "no host is big enough"
+        if spec.gres:
+            why = too_few(views, big, spec)
+            if why:
+                return why
         req = parse_requirement(spec.resources) if spec.resources else None
         live = None
         if req is not None and select_names(req.select) & FREE_ATTRIBUTES:

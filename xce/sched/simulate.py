@@ -260,7 +260,8 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
         result.passes += 1
         blocked = strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
         for placement in decided.placements:
-            started_event = ev.JobStarted(now, placement.job_id, placement.host)
+            started_event = ev.JobStarted(now, placement.job_id, placement.host,
+                                          placement.devices)
             state.apply(started_event)
             cache.observe(started_event, state)
             outcome = by_id[placement.job_id]
