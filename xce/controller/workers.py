@@ -54,6 +54,7 @@ def assignment(job: JobRecord) -> dict[str, Any]:
         "stdout_file": spec.stdout_file,
         "stderr_file": spec.stderr_file,
         "start_time": job.start_time,
+        "devices": list(job.devices),  # granted ("gpu:0"): the worker binds exactly these
     }
 
 
