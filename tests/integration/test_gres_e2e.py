@@ -8,13 +8,16 @@ granted."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import ApiFailure, Cluster
+from tests.integration.cluster import ADMIN_TOKEN, ApiFailure, Cluster
 
 DEVICES_V1 = Path("/sys/fs/cgroup/devices")
 NODES = {"0": (1, 5), "1": (1, 7)}  # /dev/zero and /dev/full: reading them is harmless
@@ -117,3 +120,42 @@ def test_licenses_are_counted_across_hosts(gpu_cluster: tuple[Cluster, Path]) ->
     c.wait_passes()
     assert "license matlab" in c.job(b)["reason"]
     c.wait_state(b, "DONE", timeout=60)
+
+
+def _cli(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XCE_TOKEN": ADMIN_TOKEN, "HOME": str(c.root)}
+    return subprocess.run([sys.executable, "-m", "xce", *args, "--controller", c.url],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_cli_options_views_and_a_restart_keep_the_grant(
+        gpu_cluster: tuple[Cluster, Path]) -> None:
+    c, _ = gpu_cluster
+    done = _cli(c, "job", "submit", "--gpus", "1", "--license", "matlab:1", "--user", "root",
+                "sleep 30")
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.split("<")[1].split(">")[0]
+    running = c.wait_state(job, "RUN")
+    granted = running["devices"]
+    assert len(granted) == 1 and running["licenses"] == {"matlab": 1}
+    table = _cli(c, "host", "list").stdout
+    assert "GRES_FREE" in table and "gpu:1/2" in table, table
+    shown = _cli(c, "host", "show", "g1").stdout
+    assert f"in use {granted[0].split(':')[1]}" in shown, shown
+    assert granted[0] in _cli(c, "job", "show", job).stdout
+    bad = _cli(c, "job", "submit", "--gres", "gpu:x", "true")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "--gres" in bad.stderr
+    refused = _cli(c, "job", "submit", "--gpus", "9", "true")
+    assert refused.returncode != 0 and "9 gpu devices" in refused.stderr, refused.stderr
+    # the grant is in the WAL: a restarted controller still holds that device for the job
+    assert c.controller is not None
+    c.controller.send_signal(signal.SIGTERM)
+    c.controller.wait(20)
+    c.start_controller()
+    assert c.job(job)["devices"] == granted
+    other = c.submit(command="true", gres={"gpu": 2})  # needs the held one too: waits
+    c.wait_passes()
+    assert c.job(other)["state"] == "PEND"
+    c.control(job, "kill")
+    assert c.wait_state(other, "DONE", timeout=60)["devices"] == ["gpu:0", "gpu:1"]

@@ -71,3 +71,33 @@ def test_licenses_are_counted_cluster_wide() -> None:
     assert state.licenses_in_use() == {"matlab": 4}
     snap = snapshot_of(state, licenses={"matlab": 5})
     assert snap.licenses == {"matlab": 1}
+
+
+def test_simulator_counts_gpus_per_host(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from xce.sched.simulate import simulate
+    from xce.sched.swf import SwfJob, parse_swf, write_swf
+
+    jobs = [SwfJob(n, 0.0, 100.0, 1, 100, "u1", "g1", gpus=1) for n in range(1, 5)]
+    jobs.append(SwfJob(5, 0.0, 100.0, 1, 100, "u1", "g1", gpus=3))  # more than a host has
+    result = simulate(jobs, 1, 8, "fcfs", gpus_per_host=2)
+    starts = sorted(o.start for o in result.outcomes)
+    assert starts == [0.0, 0.0, 100.0, 100.0] and result.skipped == 1
+    trace = tmp_path / "t.swf"
+    trace.write_text(write_swf(jobs[:4]))
+    assert [j.gpus for j in parse_swf(trace.read_text().splitlines()).jobs] == [1] * 4
+    out = subprocess.run([sys.executable, "-m", "xce", "simulate", str(trace), "--hosts", "1",
+                          "--slots", "8", "--gpus-per-host", "2", "--json"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert json.loads(out)["makespan_s"] == 200
+    # without GPUs in the trace, --gpus-per-job gives every job its GPUs
+    trace.write_text(write_swf([SwfJob(n, 0.0, 100.0, 1, 100, "u1", "g1")
+                                for n in range(1, 4)]))
+    out = subprocess.run([sys.executable, "-m", "xce", "simulate", str(trace), "--hosts", "1",
+                          "--slots", "8", "--gpus-per-host", "1", "--gpus-per-job", "1",
+                          "--json"], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    assert json.loads(out)["makespan_s"] == 300

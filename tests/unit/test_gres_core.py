@@ -89,3 +89,13 @@ async def test_grants_survive_a_checkpoint_and_the_wal(tmp_path: Path) -> None:
     assert got.state.host_load["h1"].devices == {"gpu:0", "gpu:1"}
     assert got.state.hosts["h1"].gres == GPUS
     assert got.state.licenses_in_use() == {"matlab": 2}
+
+
+def test_accounting_records_the_gpu_count() -> None:
+    from xce.accounting.record import build
+
+    state = gpu_state()
+    job = submit(state, gres=(("gpu", "2"),))
+    state.apply(ev.JobStarted(T0, job, "h1", ("gpu:0", "gpu:1")))
+    state.apply(ev.JobFinished(T0 + 5, job, 0, 0))
+    assert build(state.jobs[job], "DONE", T0 + 5, "", 1).req_gpus == 2

@@ -68,6 +68,11 @@ def submit(
     hold: bool = typer.Option(False, "--hold", "-H", help="submit suspended (PSUSP)"),
     resources: str = typer.Option("", "--resources", "-R",
                                   help="LSF resource requirement, e.g. 'select[mem>4000]'"),
+    gpus: int = typer.Option(None, "--gpus", help="GPUs on the job's host (same as --gres "
+                             "gpu:N)"),
+    gres: str = typer.Option(None, "--gres", help="devices per host, e.g. gpu:2,fpga:1"),
+    licenses: str = typer.Option(None, "--license", help="cluster-wide licenses, e.g. "
+                                 "matlab:1,ansys:2"),
     user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
     lenient: bool = typer.Option(False, "--lenient",
                                  help="unknown script directives are warnings, not errors"),
@@ -90,6 +95,8 @@ def submit(
                                     submitting.explicit_options(sys.argv[1:]))
     if walltime_text := body.pop("walltime", None):
         body["walltime_s"] = parse_walltime(walltime_text)
+    if gpus is not None or gres or licenses:
+        body.update(submitting.gres_options(gpus, gres, licenses))
 
     def run(client: Any) -> dict[str, Any]:
         uploads: list[str] = []

@@ -202,3 +202,24 @@ def _staged(items: list[str]) -> list[tuple[Path, str]]:
             fail(f"--stage-in {local}: no such file")
         staged.append((path, remote if sep else path.name))
     return staged
+
+
+def gres_options(gpus: int | None, gres_text: str | None, licenses: str | None
+                 ) -> dict[str, dict[str, int]]:
+    """`--gpus`, `--gres` and `--license` as the API's "gres" and "licenses" (a bad one is
+    a one-line usage error naming it)."""
+    from xce.core.errors import InvalidRequest
+    from xce.core.gres import add_count, parse_counts
+
+    out: dict[str, dict[str, int]] = {}
+    try:
+        devices = parse_counts(gres_text or "", "--gres")
+        if gpus is not None:
+            add_count(devices, "gpu", gpus, "--gpus/--gres")
+        if devices:
+            out["gres"] = devices
+        if licenses:
+            out["licenses"] = parse_counts(licenses, "--license")
+    except InvalidRequest as exc:
+        fail(exc.message, 2)
+    return out

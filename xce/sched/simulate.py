@@ -75,7 +75,8 @@ def host_names(hosts: int) -> list[str]:
 def spec_for(job: SwfJob, queue: str = "normal") -> JobSpec:
     return JobSpec(user=job.user, queue=queue, name=f"swf-{job.number}",
                    command=f"swf job {job.number}", slots=job.procs,
-                   walltime_s=job.requested_time)
+                   walltime_s=job.requested_time,
+                   gres=(("gpu", str(job.gpus)),) if job.gpus else ())
 
 
 def executed_time(job: SwfJob) -> float:
@@ -195,7 +196,8 @@ def any_free_host(state: ClusterState) -> bool:
 
 def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fit",
              half_life_s: float = 3600.0, skipped: int = 0,
-             progress: Callable[[int], None] | None = None) -> SimResult:
+             progress: Callable[[int], None] | None = None,
+             gpus_per_host: int = 0) -> SimResult:
     """Replay `jobs` (sorted by submit time) on `hosts` x `slots`; see the module doc.
     `progress`, if given, is called now and then with the number of jobs ended so far."""
     plugins = plugins_for(policy)
@@ -204,7 +206,8 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
     first = jobs[0].submit if jobs else 0.0
     state.apply(ev.QueueCreated(first, QueueRecord("normal", plugins=plugins)))
     for name in host_names(hosts):
-        state.apply(ev.HostRegistered(first, name, slots, HOST_MEMORY_MB))
+        devices = (("gpu", ",".join(map(str, range(gpus_per_host)))),) if gpus_per_host else ()
+        state.apply(ev.HostRegistered(first, name, slots, HOST_MEMORY_MB, (), devices))
     groups = {j.user: j.group for j in jobs}
     ledger = UsageLedger(half_life_s)
     result = SimResult(policy, plugins, hosts, slots, [], skipped)
@@ -220,7 +223,7 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
     queue: list[tuple[float, int, int, Any]] = []  # (time, 0 end / 1 submit, seq, payload)
     seq = 0
     for job in jobs:
-        if job.procs > slots:
+        if job.procs > slots or job.gpus > gpus_per_host:
             result.skipped += 1
             continue
         queue.append((job.submit, 1, seq, job))
