@@ -84,3 +84,17 @@ def test_config_reads_worker_gres_and_licenses() -> None:
     ]:
         with pytest.raises(ConfigError, match=message):
             parse_config(bad)
+
+
+def test_script_directives_ask_gpus_and_the_command_line_wins(tmp_path: Path) -> None:
+    from xce.cli import submitting
+
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH --gres=gpu:a100:2\n#BSUB -n 2\nnvidia-smi\n")
+    given = {**submitting.DEFAULTS}
+    body, _ = submitting.build([str(script)], None, [], given, False, set())
+    assert body["gpus"] == 2 and "gpu" not in body["resources"]
+    body, _ = submitting.build([str(script)], None, [], {**given, "gpus": 1}, False, {"gpus"})
+    assert body["gpus"] == 1
+    assert submitting.gres_options(1, "fpga:1", "matlab:2") == {
+        "gres": {"fpga": 1, "gpu": 1}, "licenses": {"matlab": 2}}

@@ -40,8 +40,8 @@ SBATCH = [
     ("#SBATCH -d afterok:12:13", {"dependency": "afterok:12:13"}),
     ("#SBATCH --hold", {"hold": True}),
     ("#SBATCH -D /scratch/run", {"cwd": "/scratch/run"}),
-    ("#SBATCH --gres=gpu:a100:2", {"resources": "select[gpu>=2]"}),
-    ("#SBATCH --gpus=1", {"resources": "select[gpu>=1]"}),
+    ("#SBATCH --gres=gpu:a100:2", {"gpus": 2}),
+    ("#SBATCH --gpus=1", {"gpus": 1}),
     ("#SBATCH --export=NONE", {"export": "NONE"}),
     ("#SBATCH --mail-type=END --mail-user=me@x", {}),
 ]
@@ -62,7 +62,7 @@ BSUB = [
     ("#BSUB -cwd /scratch/x", {"cwd": "/scratch/x"}),
     ('#BSUB -R "select[mem>4000] span[hosts=1]"',
      {"resources": "select[mem>4000] span[hosts=1]"}),
-    ('#BSUB -gpu "num=2:mode=shared"', {"resources": "select[gpu>=2]"}),
+    ('#BSUB -gpu "num=2:mode=shared"', {"gpus": 2}),
     ("#BSUB -B -N -u me@x", {}),
 ]
 

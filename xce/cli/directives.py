@@ -114,7 +114,7 @@ class _Collect:
         if self.mem_per_cpu is not None:
             out["memory"] = self.mem_per_cpu * int(out.get("slots", 1))
         if self.gpus:
-            self.resources.append(f"select[gpu>={self.gpus}]")
+            out["gpus"] = self.gpus  # counted and bound as generic resources (--gpus)
         if self.resources:
             out["resources"] = " ".join([*filter(None, [out.get("resources")]),
                                          *self.resources])

@@ -90,11 +90,12 @@ def submit(
     given = dict(queue=queue, name=name, slots=slots, memory=memory, walltime=walltime,
                  stdout=stdout, stderr=stderr, env=env, export=export, cwd=cwd, array=array,
                  dependency=dependency, stage_in=stage_in, stage_out=stage_out, hold=hold,
-                 resources=resources, user=user)
+                 resources=resources, user=user, gpus=gpus)
     body, staged = submitting.build(command, script, inputs, given, lenient,
                                     submitting.explicit_options(sys.argv[1:]))
     if walltime_text := body.pop("walltime", None):
         body["walltime_s"] = parse_walltime(walltime_text)
+    gpus = body.pop("gpus", None)  # the command line's, else a directive's
     if gpus is not None or gres or licenses:
         body.update(submitting.gres_options(gpus, gres, licenses))
 
