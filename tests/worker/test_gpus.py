@@ -71,8 +71,7 @@ def test_deny_entries_read_the_nodes_major_and_minor(tmp_path: Path) -> None:
     (tmp_path / "plain").write_text("")
     with pytest.raises(RuntimeError, match="not a device node"):
         deny_entries([str(tmp_path / "plain")])
-    with pytest.raises(RuntimeError, match="nvidia9"):
-        deny_entries([str(tmp_path / "nvidia9")])
+    assert deny_entries([str(tmp_path / "nvidia9")]) == ()  # absent: nothing to open
 
 
 @pytest.mark.gpu

@@ -22,12 +22,15 @@ ENTRY_KINDS = {"c", "b"}
 
 
 def deny_entries(paths: Iterable[str]) -> tuple[str, ...]:
-    """`c MAJOR:MINOR rwm` for each device node in `paths`; a path that is not a device
-    node is an error (a GPU configured by a wrong path must not be silently open)."""
+    """`c MAJOR:MINOR rwm` for each device node in `paths`. A node that does not exist is
+    passed over (nothing can open it; a job cannot mknod); one that exists but is not a
+    device node is an error (a GPU configured by a wrong path must not be silently open)."""
     out: list[str] = []
     for path in paths:
         try:
             st = os.stat(path)
+        except FileNotFoundError:
+            continue
         except OSError as exc:
             raise CgroupError(f"GPU device node {path}: {exc.strerror}") from None
         if stat.S_ISCHR(st.st_mode):
