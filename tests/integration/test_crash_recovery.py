@@ -312,7 +312,9 @@ def test_job_that_ends_while_controller_and_then_worker_are_down(tmp_path: Path)
     try:
         marker = tmp_path / "runs.log"
         job_id = cluster.submit(command=f"echo run >> {marker}; sleep 1; echo out; exit 5")
-        cluster.wait_state(job_id, "RUN")
+        # Started on the worker, not only dispatched: a controller killed between its
+        # dispatch (RUN) and the worker's next poll takes the assignment with it.
+        cluster.wait_for(marker.exists, 30, "the job started on the worker")
         cluster.controller.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
         cluster.controller.wait(10)  # type: ignore[union-attr]
         state = tmp_path / "c" / "w1" / "state"
