@@ -101,3 +101,18 @@ def test_simulator_counts_gpus_per_host(tmp_path) -> None:
                           "--json"], capture_output=True, text=True, timeout=120,
                          check=True).stdout
     assert json.loads(out)["makespan_s"] == 300
+
+
+def test_a_backfill_reservation_for_a_gpu_job_is_on_a_host_with_gpus() -> None:
+    from xce.core.model import QueueRecord
+
+    state = new_state(queues=(QueueRecord("normal", plugins=("backfill",)),),
+                      hosts={"a-cpu": (8, 8192)})
+    gpu_host(state, "g1", "0")
+    running = submit(state, gres=ONE_GPU, walltime_s=100)
+    state.apply(ev.JobStarted(T0, running, "g1", ("gpu:0",)))
+    waiting = submit(state, gres=ONE_GPU, walltime_s=50)
+    result = plan(snapshot_of(state), T0)
+    assert not result.placements
+    assert [r["host"] for r in result.reservations] == ["g1"]
+    assert "gpu" in result.reasons[waiting]

@@ -80,7 +80,16 @@ def too_few(views: Sequence[HostView], hosts: Sequence[int], spec: JobSpec) -> s
     return None
 
 
+def with_devices(views: Sequence[HostView], hosts: Sequence[int], spec: JobSpec) -> list[int]:
+    """The hosts among `hosts` that have (free or not) every device count `spec` asks."""
+    asked = gres.counts_of(spec.gres)
+    return [i for i in hosts if all(total(views[i], k) >= c for k, c in asked.items())]
+
+
+DEVICES_WAITING = "waiting for free devices"
+
+
 def waiting_reason(spec: JobSpec) -> str:
     """The reason of a job whose hosts have the slots and memory but not the devices."""
     kinds = ", ".join(f"{k} ({v} asked)" for k, v in spec.gres)
-    return f"waiting for free devices: {kinds}"
+    return f"{DEVICES_WAITING}: {kinds}"

@@ -22,7 +22,13 @@ from xce.core.model import JobSpec, QueueRecord, task_id
 from xce.sched.expr import (
     parse_requirement,
 )
-from xce.sched.gres import DevicePool, too_few, waiting_reason
+from xce.sched.gres import (
+    DEVICES_WAITING,
+    DevicePool,
+    too_few,
+    waiting_reason,
+    with_devices,
+)
 from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
 from xce.sched.plugins import QueuePolicy, policy_for
 from xce.sched.plugins.base import Item, OrderContext
@@ -282,7 +288,11 @@ class SchedulingPass:
             host = self._place(key, spec, queue, policy)
             if host is None:
                 reason = reasons[key]
-                self._blocked[id(spec)] = WAITING if reason.startswith(WAITING) else reason
+                if reason.startswith(WAITING):
+                    reason = WAITING
+                elif reason.startswith(DEVICES_WAITING):
+                    reason = waiting_reason(spec)  # without the reservation it may hold
+                self._blocked[id(spec)] = reason
             else:
                 array = item.number if item.index is not None else None  # type: ignore[union-attr]
                 self._commit(key, spec, host, array)
@@ -353,12 +363,15 @@ class SchedulingPass:
             reason = self._sets[shape] = waiting_reason(spec)
         if res is None and policy.reserve is not None:
             hosts = self._filtered[queue.name, spec.resources]
+            if spec.gres:  # only hosts that have the devices at all (their release times
+                # are judged by slots and memory: the reservation is a lower bound)
+                hosts = with_devices(self.pool.hosts, hosts, spec)
             made = policy.reserve.reserve(self.pool, hosts, spec, now)
             if made is not None:
                 made.job_id = key
                 self.reservation = made
                 self.result.reservations.append(made.to_plain())
-                reason = f"{WAITING} ({made.describe()})"
+                reason = f"{reason} ({made.describe()})"
         self.result.reasons[key] = reason
         return None
 
