@@ -159,3 +159,8 @@ def test_cli_options_views_and_a_restart_keep_the_grant(
     assert c.job(other)["state"] == "PEND"
     c.control(job, "kill")
     assert c.wait_state(other, "DONE", timeout=60)["devices"] == ["gpu:0", "gpu:1"]
+    # accounting: the GPU count of the attempt (written off the request path: poll)
+    c.wait_for(lambda: "GPUs: 2" in _cli(c, "job", "eff", other).stdout, 30,
+               "the accounting record of a 2-GPU job")
+    table = _cli(c, "acct", "-j", other, "--format", "jobid,allocgpus").stdout
+    assert table.split()[-1] == "2", table

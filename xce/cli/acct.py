@@ -197,7 +197,8 @@ def eff(job_id: str, as_json: bool = typer.Option(False, "--json"),
         typer.echo(f"Host(s): {r['hosts'] or '-'}")
         typer.echo(f"Cores: {r['req_slots']}")
         if r.get("req_gpus"):
-            typer.echo(f"GPUs: {r['req_gpus']}")
+            typer.echo(f"GPUs: {r['req_gpus']} ({_hms(r['req_gpus'] * r['wall_s'])} "
+                       "GPU-walltime)")
         typer.echo(f"CPU Utilized: {_hms(cpu)}")
         typer.echo(f"CPU Efficiency: {_pct(r['cpu_eff'])} of {_hms(core_wall)} core-walltime")
         typer.echo(f"Job Wall-clock time: {_hms(r['wall_s'])}")
