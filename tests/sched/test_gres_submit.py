@@ -98,3 +98,13 @@ def test_script_directives_ask_gpus_and_the_command_line_wins(tmp_path: Path) ->
     assert body["gpus"] == 1
     assert submitting.gres_options(1, "fpga:1", "matlab:2") == {
         "gres": {"fpga": 1, "gpu": 1}, "licenses": {"matlab": 2}}
+
+
+def test_the_console_hosts_table_shows_free_of_total_devices() -> None:
+    from tui.screens.hosts import host_cells
+
+    host = {"name": "g1", "status": "online", "admin": "open", "slots": 8, "slots_used": 1,
+            "memory_mb": 1024, "memory_used_mb": 0, "attributes": {"gpu_model": "H200"},
+            "gres": {"gpu": {"total": 2, "free": 1, "devices": ["0", "1"], "used": ["0"]}}}
+    assert host_cells(host)[-1] == "gpu_model=H200 gpu:1/2 free"
+    assert host_cells({**host, "gres": {}})[-1] == "gpu_model=H200"
