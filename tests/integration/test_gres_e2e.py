@@ -164,3 +164,31 @@ def test_cli_options_views_and_a_restart_keep_the_grant(
                "the accounting record of a 2-GPU job")
     table = _cli(c, "acct", "-j", other, "--format", "jobid,allocgpus").stdout
     assert table.split()[-1] == "2", table
+
+
+def test_a_failover_keeps_the_grant(tmp_path: Path) -> None:
+    """The grant is replicated with JobStarted: the new primary holds the same device for
+    the running job, gives the other to the next job, and never both to one."""
+    from tests.integration.ha_cluster import HaCluster
+    from tests.integration.test_ha import TAKEOVER_BOUND_S, submit_after_takeover
+
+    c = HaCluster(tmp_path / "ha", candidates=2, failover_timeout=2.0, replication="sync")
+    try:
+        c.start_pair()
+        c.start_worker("g1", slots=4, attrs='[worker.gres]\ngpu = ["0", "1"]')
+        first = c.submit(command="sleep 60", gres={"gpu": 1})
+        granted = c.wait_state(first, "RUN")["devices"]
+        c.wait_caught_up(1)
+        c.kill_candidate(0)
+        assert c.wait_primary(TAKEOVER_BOUND_S, other_than=0) == 1
+        assert c.job(first)["devices"] == granted
+        second = submit_after_takeover(c, command="sleep 60", gres={"gpu": 1})
+        assert c.wait_state(second, "RUN", timeout=60)["devices"] != granted
+        third = submit_after_takeover(c, command="true", gres={"gpu": 1})
+        c.wait_passes()
+        assert c.job(third)["state"] == "PEND" and "gpu" in c.job(third)["reason"]
+        c.control(first, "kill")
+        assert c.wait_state(third, "DONE", timeout=60)["devices"] == granted
+        c.control(second, "kill")
+    finally:
+        c.stop()
