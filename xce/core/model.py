@@ -100,6 +100,9 @@ class JobSpec:
     # directory; the job's own .xce/stdout stays for `xce job output` (appended last).
     stdout_file: str | None = None
     stderr_file: str | None = None
+    # The advance reservation the job runs in (`--reservation`, sbatch --reservation, bsub
+    # -U): it starts only on that reservation's hosts while it is active (xce/sched/advance.py).
+    reservation: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,3 +238,34 @@ class HostLoad:
     slots: int = 0
     memory_mb: int = 0
     jobs: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationRecord:
+    """An advance reservation (Slurm `scontrol create reservation`, LSF `brsvadd`): `hosts`
+    from `start` to `end` (epoch seconds, end excluded) for `users` (names and @groups).
+
+    `slots` 0 reserves the whole of each host (slots and memory); N > 0 reserves N slots on
+    each host. `maintenance` reserves for nobody: no job may target it, so the hosts run
+    nothing that would still be running at `start`. Expiry needs no event: the scheduler
+    compares its clock with `end` (xce/sched/advance.py); an ended reservation is listed as
+    such until it is deleted.
+    """
+
+    name: str
+    hosts: tuple[str, ...]
+    start: float
+    end: float
+    slots: int = 0
+    users: tuple[str, ...] = ()
+    maintenance: bool = False
+    flags: tuple[str, ...] = ()
+    description: str = ""
+    created_by: str = ""
+    created_at: float = 0.0
+
+    def state_at(self, now: float) -> str:
+        """`waiting` (not started), `active` or `ended`, as the CLI and API show it."""
+        if now < self.start:
+            return "waiting"
+        return "active" if now < self.end else "ended"

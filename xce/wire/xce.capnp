@@ -58,6 +58,7 @@ struct JobSpec {
   resources @15 :Text;
   stdoutFile @16 :OptText;
   stderrFile @17 :OptText;
+  reservation @18 :Text;
 }
 
 struct QueueRecord {
@@ -125,6 +126,20 @@ struct ArrayRecord {
   done @8 :Int64;
   exited @9 :Int64;
   submitKey @10 :Text;
+}
+
+struct ReservationRecord {
+  name @0 :Text;
+  hosts @1 :List(Text);
+  start @2 :Float64;
+  end @3 :Float64;
+  slots @4 :Int64;
+  users @5 :List(Text);
+  maintenance @6 :Bool;
+  flags @7 :List(Text);
+  description @8 :Text;
+  createdBy @9 :Text;
+  createdAt @10 :Float64;
 }
 
 struct QueueCreated {
@@ -270,6 +285,14 @@ struct QueueDeleted {
   name @0 :Text;
 }
 
+struct ReservationAdded {
+  reservation @0 :ReservationRecord;
+}
+
+struct ReservationDeleted {
+  name @0 :Text;
+}
+
 struct Event {
   at @0 :Float64;
   union {
@@ -302,6 +325,8 @@ struct Event {
     jobNumbersReserved @27 :JobNumbersReserved;
     queueModified @28 :QueueModified;
     queueDeleted @29 :QueueDeleted;
+    reservationAdded @30 :ReservationAdded;
+    reservationDeleted @31 :ReservationDeleted;
   }
 }
 
