@@ -18,6 +18,7 @@ from typing import Any
 
 from xce.core.deps import DepStatus
 from xce.core.model import JobSpec, QueueRecord, task_id
+from xce.sched.advance import AdvanceGate, effective_walltime
 from xce.sched.expr import (
     parse_requirement,
 )
@@ -52,6 +53,10 @@ class SchedulingPass:
         self.pool = HostPool(snapshot, now)
         self.result = Plan()
         self.reservation: Reservation | None = None
+        # Advance reservations (xce/sched/advance.py); None when the cluster has none, so
+        # a pass without them costs what it did before.
+        self.gate = AdvanceGate(snapshot.reservations, self.pool, now) \
+            if snapshot.reservations else None
         self.policies = {name: policy_for(q.plugins) for name, q in snapshot.queues.items()}
         self._sets: dict[tuple, CandidateSet | str] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
@@ -257,6 +262,14 @@ class SchedulingPass:
             reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
                             else "dependency can never be satisfied")
             return
+        if spec.reservation:
+            problem = (f"reservation {spec.reservation} does not exist" if self.gate is None
+                       else self.gate.target_problem(spec))
+            if problem is not None:
+                reasons[key] = problem
+                if is_job:
+                    self._blocked[id(spec)] = problem
+                return
         if is_job:
             if item.index is not None:  # type: ignore[union-attr]
                 left = self._room(item.number)
@@ -309,6 +322,9 @@ class SchedulingPass:
     # --- hosts --------------------------------------------------------------------------
 
     def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
+        if self.gate is not None:  # the gate's verdict depends on walltime and target
+            return (queue.name, spec.slots, spec.memory_mb, spec.resources, spec.walltime_s,
+                    spec.reservation)
         wall = spec.walltime_s if self.reservation is not None else None
         return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall)
 
@@ -322,15 +338,27 @@ class SchedulingPass:
         if isinstance(found, str):
             self.result.reasons[key] = found
             return None
-        res, now = self.reservation, self.now
+        res, now, gate = self.reservation, self.now, self.gate
         slots, mem, wall = spec.slots, spec.memory_mb, spec.walltime_s
         allow = None if res is None else (lambda i: res.allows(i, slots, mem, wall, now))
+        if gate is not None:
+            gate.refused = None
+            judged = effective_walltime(spec, queue)
+            easy = allow
+            allow = (lambda i: gate.allows(i, spec, judged)) if easy is None else (
+                lambda i: easy(i) and gate.allows(i, spec, judged))
         host = found.find(allow)
         if host is not None:
             return host
+        if gate is not None and gate.refused is not None:
+            # It fits a host a reservation holds: no EASY reservation (resources are not
+            # what it waits for), and jobs of its shape wait for the same reason.
+            reason = self._sets[shape] = gate.describe()
+            self.result.reasons[key] = reason
+            return None
         self._sets[shape] = WAITING
         reason = WAITING
-        if res is None and policy.reserve is not None:
+        if res is None and policy.reserve is not None and not spec.reservation:
             hosts = self._filtered[queue.name, spec.resources]
             made = policy.reserve.reserve(self.pool, hosts, spec, now)
             if made is not None:

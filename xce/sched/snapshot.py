@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from xce.core.arrayspec import IndexSet
 from xce.core.deps import DepStatus, evaluate
-from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord
+from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord, ReservationRecord
 from xce.core.state import ClusterState
 
 
@@ -77,6 +77,9 @@ class Snapshot:
     # up to date event by event (xce/sched/incremental.py), so that an FCFS pass reads only
     # the head of a long queue
     queued: Mapping[str, Collection[PendingJob]] | None = None
+    # Advance reservations (xce/sched/advance.py), ended ones included: jobs that target
+    # one are told it has ended
+    reservations: tuple[ReservationRecord, ...] = ()
 
     def pending_jobs(self) -> Iterator[PendingJob]:
         """Every pending job, whichever of `jobs` and `queued` holds them."""
@@ -159,4 +162,5 @@ def snapshot_of(
     numbers = {a.number for a in arrays} | {j.number for j in jobs if j.index is not None}
     limits = {n: (state.arrays[n].max_concurrent, state.arrays[n].active) for n in numbers}
     return Snapshot(tuple(hosts), dict(state.queues), jobs, arrays, limits, tuple(running),
-                    dict(usage or {}), dict(groups or {}))
+                    dict(usage or {}), dict(groups or {}),
+                    reservations=tuple(state.reservations.values()))
