@@ -61,6 +61,7 @@ async def submit(request: web.Request) -> web.Response:
         stdout_file=body.get("stdout"),
         stderr_file=body.get("stderr"),
         defer=body.get("defer", False),
+        reservation=body.get("reservation", ""),
         uploads_of=None if anyones else who.user,
         may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
     )

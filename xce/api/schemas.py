@@ -37,6 +37,7 @@ SUBMIT: dict[str, Any] = {
         "stdout": {"type": "string", "minLength": 1, "maxLength": 4096},
         "stderr": {"type": "string", "minLength": 1, "maxLength": 4096},
         "defer": {"type": "boolean"},
+        "reservation": NAME,
     },
 }
 

@@ -69,6 +69,8 @@ def submit(
     resources: str = typer.Option("", "--resources", "-R",
                                   help="LSF resource requirement, e.g. 'select[mem>4000]'"),
     user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
+    reservation: str = typer.Option(None, "--reservation", "-U",
+                                    help="run in this advance reservation (xce rsv list)"),
     lenient: bool = typer.Option(False, "--lenient",
                                  help="unknown script directives are warnings, not errors"),
     as_json: bool = typer.Option(False, "--json"),
@@ -85,7 +87,7 @@ def submit(
     given = dict(queue=queue, name=name, slots=slots, memory=memory, walltime=walltime,
                  stdout=stdout, stderr=stderr, env=env, export=export, cwd=cwd, array=array,
                  dependency=dependency, stage_in=stage_in, stage_out=stage_out, hold=hold,
-                 resources=resources, user=user)
+                 resources=resources, user=user, reservation=reservation)
     body, staged = submitting.build(command, script, inputs, given, lenient,
                                     submitting.explicit_options(sys.argv[1:]))
     if walltime_text := body.pop("walltime", None):

@@ -25,6 +25,7 @@ from xce.config import ControllerSettings
 from xce.controller import queue_rules
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
+from xce.controller.reservations import check_target
 from xce.core import events as ev
 from xce.core import lifecycle
 from xce.core.arrayspec import parse_array_spec
@@ -103,7 +104,7 @@ def _check_text(field: str, value: str | None) -> None:
 def _check_texts(req: SubmitRequest) -> None:
     """`_check_text` for every string field of a submit."""
     for field in ("user", "command", "script", "name", "queue", "cwd", "array", "dependency",
-                  "submit_host", "resources", "stdout_file", "stderr_file"):
+                  "submit_host", "resources", "stdout_file", "stderr_file", "reservation"):
         _check_text(field, getattr(req, field))
     for key, value in req.env.items():
         _check_text("an env variable name", key)
@@ -324,6 +325,8 @@ class ControllerService:
         applied = queue_rules.apply(queue, req.user, groups, req.slots, memory_mb,
                                     req.walltime_s)
         memory_mb = applied.memory_mb
+        if req.reservation:
+            check_target(self.state.reservations, req.reservation, req.user, groups)
         if not req.defer:
             self._check_feasible(req, queue, memory_mb)
         spec = JobSpec(
@@ -345,6 +348,7 @@ class ControllerService:
             resources=req.resources.strip(),
             stdout_file=req.stdout_file,
             stderr_file=req.stderr_file,
+            reservation=req.reservation,
         )
         return spec, inputs
 
