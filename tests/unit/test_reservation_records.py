@@ -85,3 +85,32 @@ def test_reservations_survive_a_checkpoint(tmp_path: Path) -> None:
     assert got.reservations == state.reservations
     empty = write_checkpoint(tmp_path / "e", copy_state(state_with(), 3))
     assert read_checkpoint(empty)[1].reservations == {}
+
+
+async def test_ended_reservations_leave_with_retention_and_recovery_agrees(
+        tmp_path: Path) -> None:
+    """Before a checkpoint the primary deletes reservations that ended more than
+    `finished_retention_s` ago by `ReservationDeleted` records; a checkpoint keeps the rest,
+    and recovery (checkpoint + WAL, or the WAL alone) gives the same reservations."""
+    from tests.store.test_checkpoint import commit, list_events, open_store, retain
+    from xce.store.checkpoint import list_checkpoints
+    from xce.store.recovery import checkpoint_dir, recover
+
+    store, state = await open_store(tmp_path, finished_retention_s=100.0)
+    retain(store, tmp_path)
+    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
+                                ev.ReservationAdded(1.0, MAINT), ev.ReservationAdded(1.0, TEAM),
+                                ev.ReservationAdded(1.0, ReservationRecord(
+                                    "later", ("h1",), 5000.0, 6000.0, maintenance=True))])
+    await store.checkpoint(state, now=2050.0)  # cutoff 1950: nothing ended before it
+    assert len(state.reservations) == 3
+    await store.checkpoint(state, now=2500.0)  # cutoff 2400: maint and team ended at 2000
+    assert set(state.reservations) == {"later"}
+    assert [e.name for e in list_events(tmp_path)[-2:]] == ["maint", "team"]  # type: ignore[attr-defined]
+    await commit(store, state, [ev.ReservationAdded(2600.0, ReservationRecord(
+        "next", ("h2",), 7000.0, 8000.0, users=("bob",)))])
+    await store.writer.close()
+    assert recover(tmp_path).state.reservations == state.reservations
+    for _, path in list_checkpoints(checkpoint_dir(tmp_path)):
+        path.unlink()
+    assert recover(tmp_path).state.reservations == state.reservations

@@ -31,7 +31,7 @@ RESERVATION_CREATE: dict[str, Any] = {
         "slots": {"type": "integer", "minimum": 0, "maximum": 100000},
         "users": {"type": "array", "maxItems": 10000, "items": USER},
         "maintenance": {"type": "boolean"},
-        "flags": {"type": "array", "maxItems": 8,
+        "flags": {"type": "array", "maxItems": 8, "uniqueItems": True,
                   "items": {"type": "string", "enum": list(FLAGS)}},
         "description": {"type": "string", "maxLength": 1024},
     },

@@ -18,6 +18,7 @@ from xce.core.reservations import check_reservation, may_use
 
 if TYPE_CHECKING:
     from xce.controller.service import ControllerService
+    from xce.core.state import ClusterState
 
 
 def check_target(reservations: Mapping[str, ReservationRecord], name: str, user: str,
@@ -34,6 +35,13 @@ def check_target(reservations: Mapping[str, ReservationRecord], name: str, user:
     if not may_use(r, user, list(groups)):
         raise Forbidden(f"user {user} may not use reservation {name} (it is for "
                         f"{', '.join(r.users)})")
+
+
+def expired_reservations(state: ClusterState, cutoff: float) -> list[str]:
+    """Retention: reservations that ended before `cutoff`. The primary deletes them with
+    `ReservationDeleted` events before a checkpoint, beside the finished jobs it purges
+    (`ControllerService.purge_finished`), so every node drops them at the same record."""
+    return [name for name, r in state.reservations.items() if r.end < cutoff]
 
 
 async def add_reservation(service: ControllerService, record: ReservationRecord

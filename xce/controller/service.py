@@ -25,7 +25,7 @@ from xce.config import ControllerSettings
 from xce.controller import queue_rules
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
-from xce.controller.reservations import check_target
+from xce.controller.reservations import check_target, expired_reservations
 from xce.core import events as ev
 from xce.core import lifecycle
 from xce.core.arrayspec import parse_array_spec
@@ -630,10 +630,15 @@ class ControllerService:
         between, so no request can change a chosen job first.
         """
         ids = self.state.purgeable(cutoff)
-        if ids:
+        # Reservations that ended before the cutoff go the same way (xce/controller/
+        # reservations.py): until then `xce rsv list` shows them as ended.
+        ended = expired_reservations(self.state, cutoff)
+        if ids or ended:
             now = self.clock()
-            await self.commit((ev.JobsPurged(now, tuple(ids[i:i + PURGE_CHUNK]))
-                               for i in range(0, len(ids), PURGE_CHUNK)), reschedule=False)
+            await self.commit([*(ev.JobsPurged(now, tuple(ids[i:i + PURGE_CHUNK]))
+                                 for i in range(0, len(ids), PURGE_CHUNK)),
+                               *(ev.ReservationDeleted(now, name) for name in ended)],
+                              reschedule=False)
         return len(ids)
 
     # --- scheduling ---------------------------------------------------------------------
