@@ -123,6 +123,30 @@ def test_array_tasks_and_easy_backfill_respect_reservations() -> None:
     assert placed(run(state)) == {short: "h"}
 
 
+def test_easy_reserves_the_head_job_outside_reservation_windows() -> None:
+    state = new_state(queues=(QueueRecord("normal", plugins=("backfill",)),),
+                      hosts={"a": (4, 1000), "b": (4, 1000)})
+    busy = submit(state, slots=4, walltime_s=290)  # b frees at T0+290 = NOW+280
+    state.apply(ev.JobStarted(T0, busy, "b"))
+    reserve(state, "maint", ("a",), NOW + 100, NOW + 200)
+    head = submit(state, slots=4, walltime_s=150)  # fits a now, but would meet maint
+    result = run(state)
+    assert placed(result) == {}
+    assert result.reasons[head].startswith("reservation maint holds host a")
+    assert result.reservations == [{"job_id": head, "host": "a", "start": NOW + 200}]
+    # b free earlier than maint ends: the head is reserved there instead
+    state = new_state(queues=(QueueRecord("normal", plugins=("backfill",)),),
+                      hosts={"a": (4, 1000), "b": (4, 1000)})
+    busy = submit(state, slots=4, walltime_s=150)  # b frees at NOW+140
+    state.apply(ev.JobStarted(T0, busy, "b"))
+    reserve(state, "maint", ("a",), NOW + 100, NOW + 200)
+    head = submit(state, slots=4, walltime_s=150)
+    small = submit(state, slots=1, walltime_s=90)  # ends before maint: backfills on a
+    result = run(state)
+    assert result.reservations == [{"job_id": head, "host": "b", "start": T0 + 150}]
+    assert placed(result) == {small: "a"}
+
+
 # --- the property -------------------------------------------------------------------------
 
 HOSTS = ("h1", "h2", "h3")
@@ -192,6 +216,18 @@ def test_no_placement_runs_into_a_reservation_it_does_not_belong_to(
             assert r.slots > 0, f"{p.job_id} runs into whole-host reservation {r.name}"
             reserved += r.slots
         assert free[p.host] >= reserved, f"{p.job_id} takes slots {r.name} holds"
+    for made in result.reservations:  # EASY: the head is reserved for a time it can start
+        if made["host"] == "*":
+            continue
+        number = int(made["job_id"]) if made["job_id"].isdigit() else None
+        spec = state.arrays[number].spec if number in state.arrays else \
+            state.job(made["job_id"]).spec
+        wall = effective_walltime(spec, queue)
+        ends = float("inf") if wall is None else made["start"] + wall
+        slots = state.hosts[made["host"]].slots
+        for r in reservations:
+            if made["host"] in r.hosts and (r.slots == 0 or slots - r.slots < spec.slots):
+                assert ends <= r.start or made["start"] >= r.end, (made, r)
 
 
 # --- the simulator ------------------------------------------------------------------------

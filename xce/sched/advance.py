@@ -27,6 +27,8 @@ from collections.abc import Iterable
 
 from xce.core.model import JobSpec, QueueRecord, ReservationRecord
 from xce.sched.hostpool import INFINITY, HostPool
+from xce.sched.plugins.base import ReservePlugin
+from xce.sched.reservation import Reservation
 
 
 def effective_walltime(spec: JobSpec, queue: QueueRecord) -> int | None:
@@ -102,6 +104,54 @@ class AdvanceGate:
                 self.refused = (r, i)
                 return False
         return True
+
+    def clear_of(self, i: int, spec: JobSpec, walltime_s: int | None, start: float) -> float:
+        """The earliest time from `start` at which a job of `spec` could run on host `i`
+        for `walltime_s` without meeting a reservation it does not target (INFINITY: never,
+        e.g. no walltime and a reservation ahead). Only windows matter here: resources are
+        the caller's (they only grow after `start` in EASY's projection)."""
+        held = [r for r in self.on_host.get(i, ()) if r.name != spec.reservation and (
+            r.slots == 0 or self.pool.hosts[i].slots - r.slots < spec.slots)]
+        moved = True
+        while moved and start < INFINITY:
+            moved = False
+            ends = INFINITY if walltime_s is None else start + walltime_s
+            for r in held:
+                if start < r.end and ends > r.start:
+                    start, moved = r.end, True
+        return start
+
+    def reserve(self, plugin: ReservePlugin, hosts: list[int], spec: JobSpec,
+                walltime_s: int | None) -> Reservation | None:
+        """`plugin`'s reservation for a job that fits nowhere now, moved out of the windows
+        of reservations it does not belong to: host by host, its earliest start by free
+        resources is pushed past each window it would run into, the free slots and memory
+        then recounted, and the earliest of those kept. So an EASY reservation is made for
+        a time the job can really start, and backfill around it is judged against that."""
+        if not hosts:
+            return plugin.reserve(self.pool, hosts, spec, self.now)
+        best: Reservation | None = None
+        for i in hosts:
+            made = plugin.reserve(self.pool, [i], spec, self.now)
+            if made is None or made.host < 0:
+                if made is not None:
+                    return made  # not a reservation of one host (strict order)
+                continue
+            start = self.clear_of(i, spec, walltime_s, made.start)
+            if start == INFINITY:
+                continue
+            if start != made.start:
+                free_slots, free_mem = self.pool.free_slots[i], self.pool.free_mem[i]
+                for end, slots, mem in self.pool.releases(i):
+                    if end > start:
+                        break
+                    free_slots, free_mem = free_slots + slots, free_mem + mem
+                made.start = start
+                made.extra_slots = free_slots - spec.slots
+                made.extra_mem = free_mem - spec.memory_mb
+            if best is None or made.start < best.start:
+                best = made
+        return best
 
     def describe(self) -> str:
         """The reason for a job the last refusal kept from a host it fits."""

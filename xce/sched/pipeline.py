@@ -350,22 +350,20 @@ class SchedulingPass:
         host = found.find(allow)
         if host is not None:
             return host
-        if gate is not None and gate.refused is not None:
-            # It fits a host a reservation holds: no EASY reservation (resources are not
-            # what it waits for), and jobs of its shape wait for the same reason.
-            reason = self._sets[shape] = gate.describe()
-            self.result.reasons[key] = reason
-            return None
-        self._sets[shape] = WAITING
-        reason = WAITING
+        refused = gate.describe() if gate is not None and gate.refused is not None else None
+        # A job kept off a host by a reservation waits for that (its shape too); the EASY
+        # reservation below is then made outside the reservations' windows.
+        reason = self._sets[shape] = refused or WAITING
         if res is None and policy.reserve is not None and not spec.reservation:
             hosts = self._filtered[queue.name, spec.resources]
-            made = policy.reserve.reserve(self.pool, hosts, spec, now)
+            made = policy.reserve.reserve(self.pool, hosts, spec, now) if gate is None else \
+                gate.reserve(policy.reserve, hosts, spec, effective_walltime(spec, queue))
             if made is not None:
                 made.job_id = key
                 self.reservation = made
                 self.result.reservations.append(made.to_plain())
-                reason = f"{WAITING} ({made.describe()})"
+                if refused is None:
+                    reason = f"{WAITING} ({made.describe()})"
         self.result.reasons[key] = reason
         return None
 
