@@ -115,3 +115,22 @@ async def test_reservation_changes_are_in_the_event_stream(api: Api) -> None:
     while b'"removed":true' not in seen:
         seen += await asyncio.wait_for(resp.content.readany(), 20)
     resp.close()
+
+
+async def test_running_jobs_in_the_way_refuse_a_reservation_unless_ignore_jobs(
+        api: Api) -> None:
+    await api.register("w1", slots=4)
+    job = await api.submit(walltime_s=3600, slots=2)
+    await api.service.schedule_once()
+    assert (await api.show(job))["state"] == "RUN"
+    now = api.service.clock()
+    body = {"name": "m", "hosts": ["w1"], "start": now + 60, "duration_s": 60,
+            "maintenance": True}
+    answer = await api.call("POST", "/api/v1/reservations", 409, json=body)
+    assert f"job {job} on host w1 will still be running" in answer["error"]["message"]
+    # 2 slots of 4 leave room for the running job; after its walltime, anything goes
+    await api.call("POST", "/api/v1/reservations", 201, json={**body, "slots": 2})
+    await api.call("POST", "/api/v1/reservations", 201, json={
+        **body, "name": "later", "start": now + 7200})
+    await api.call("POST", "/api/v1/reservations", 201, json={
+        **body, "name": "anyway", "flags": ["ignore_jobs", "overlap"]})

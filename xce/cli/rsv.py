@@ -74,7 +74,10 @@ def add(
                               help="users and @groups who may run in it, comma-separated"),
     maintenance: bool = typer.Option(False, "--maintenance",
                                      help="for nobody: keep every job off the hosts"),
-    flags: str = typer.Option(None, "--flags", help="overlap: may share hosts and time"),
+    flags: str = typer.Option(
+        None, "--flags",
+        help="overlap (may share hosts and time), ignore_jobs (made even if running jobs "
+             "will still be running in it)"),
     description: str = typer.Option("", "--description"),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,

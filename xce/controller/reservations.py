@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from xce.core import events as ev
-from xce.core.errors import Forbidden, InvalidRequest, NotFound
+from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from xce.core.model import ReservationRecord
 from xce.core.reservations import check_reservation, may_use
 
@@ -37,6 +37,31 @@ def check_target(reservations: Mapping[str, ReservationRecord], name: str, user:
                         f"{', '.join(r.users)})")
 
 
+def running_into(state: ClusterState, r: ReservationRecord) -> str | None:
+    """Why `r` cannot be made as things stand: an active job on one of its hosts would still
+    hold slots the reservation needs when it starts (by its walltime; none: forever), as
+    Slurm refuses such a reservation unless IGNORE_JOBS. None when nothing is in the way."""
+    for name in r.hosts:
+        host = state.hosts.get(name)
+        if host is None:
+            continue
+        room = 0 if r.slots == 0 else host.slots - r.slots
+        used = 0
+        for job_id in sorted(state.jobs_on(name)):
+            job = state.jobs[job_id]
+            wall = job.spec.walltime_s
+            ends = float("inf") if wall is None or job.start_time is None else \
+                job.start_time + wall
+            if ends <= r.start:
+                continue
+            used += job.spec.slots
+            if r.slots == 0 or used > room:
+                return (f"job {job_id} on host {name} will still be running at the "
+                        "reservation's start (by its walltime): wait for it, or add the "
+                        "ignore_jobs flag")
+    return None
+
+
 def expired_reservations(state: ClusterState, cutoff: float) -> list[str]:
     """Retention: reservations that ended before `cutoff`. The primary deletes them with
     `ReservationDeleted` events before a checkpoint, beside the finished jobs it purges
@@ -54,6 +79,10 @@ async def add_reservation(service: ControllerService, record: ReservationRecord
     if record.end <= now:
         raise InvalidRequest("the reservation would end in the past")
     check_reservation(record, service.state.reservations)  # the 4xx before the commit
+    if "ignore_jobs" not in record.flags:
+        clash = running_into(service.state, record)
+        if clash is not None:
+            raise Conflict(clash)
     await service.commit([ev.ReservationAdded(now, record)])
     return service.state.reservations[record.name]
 

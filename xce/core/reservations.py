@@ -16,8 +16,9 @@ from xce.core.model import ReservationRecord
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 USER = re.compile(r"^@?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 # `overlap`: may share hosts and time with other reservations (Slurm's OVERLAP flag); the
-# scheduler then keeps non-members off for each of them.
-FLAGS = ("overlap",)
+# scheduler then keeps non-members off for each of them. `ignore_jobs`: made even though
+# running jobs will still be running in it (Slurm's IGNORE_JOBS); checked by the service.
+FLAGS = ("overlap", "ignore_jobs")
 
 
 def check_reservation(r: ReservationRecord,
