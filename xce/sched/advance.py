@@ -14,7 +14,9 @@ the reservation's own jobs then count against what others may use, but never lat
 Within a pass free slots only go down and the verdict for a host depends on the job's
 walltime, reservation and slots (all part of the pass's job *shape*), so a host this
 refuses for a shape stays refused for the rest of the pass, as the candidate sets assume
-(xce/sched/hostpool.py). The gate reads no clock: `now` is the pass's.
+(xce/sched/hostpool.py). The gate reads no clock: `now` is the pass's; reasons give times
+as epoch seconds after `from`, `until` or `at`, which `xce job show` prints as local times
+(xce/cli/readable.py).
 
 Expiry needs no event: a reservation whose `end` has passed holds nothing, and jobs that
 target it wait with the reason "reservation NAME has ended" until they are killed or moved.
@@ -22,7 +24,6 @@ target it wait with the reason "reservation NAME has ended" until they are kille
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 
 from xce.core.model import JobSpec, QueueRecord, ReservationRecord
@@ -38,11 +39,6 @@ def effective_walltime(spec: JobSpec, queue: QueueRecord) -> int | None:
     if queue.default_walltime_s is not None:
         return queue.default_walltime_s
     return queue.max_walltime_s
-
-
-def clock_text(at: float) -> str:
-    """How reasons name a reservation's times (UTC, like the controller's other messages)."""
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
 class AdvanceGate:
@@ -74,7 +70,7 @@ class AdvanceGate:
         if r is None:
             return f"reservation {spec.reservation} does not exist"
         if self.now < r.start:
-            return f"waiting for reservation {r.name} to start at {clock_text(r.start)}"
+            return f"waiting for reservation {r.name} to start at {r.start:.0f}"
         if self.now >= r.end:
             return f"reservation {r.name} has ended"
         return None
@@ -159,8 +155,7 @@ class AdvanceGate:
         r, i = self.refused
         what = "holds" if r.slots == 0 else f"holds {r.slots} slots of"
         return (f"reservation {r.name} {what} host {self.pool.hosts[i].name} from "
-                f"{clock_text(r.start)} to {clock_text(r.end)} and the job would still be "
-                "running then")
+                f"{r.start:.0f} until {r.end:.0f} and the job would still be running then")
 
 
 def wake_times(reservations: Iterable[ReservationRecord], now: float) -> list[float]:
