@@ -64,6 +64,7 @@ def same(a: ClusterState, b: ClusterState) -> None:
     # The derived indexes a restore rebuilds in one loop (ClusterState._index_restored).
     assert a.counts == b.counts and a.submit_keys == b.submit_keys
     assert a.finished_jobs == b.finished_jobs and a.waiting_on_deps == b.waiting_on_deps
+    assert a.reservations == b.reservations
 
 
 async def test_checkpoint_plus_wal_equals_live_state(tmp_path: Path) -> None:

@@ -63,6 +63,7 @@ async def submit(request: web.Request) -> web.Response:
         defer=body.get("defer", False),
         gres=body.get("gres", {}),
         licenses=body.get("licenses", {}),
+        reservation=body.get("reservation", ""),
         uploads_of=None if anyones else who.user,
         may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
     )

@@ -42,6 +42,7 @@ SUBMIT: dict[str, Any] = {
         "licenses": {"type": "object", "maxProperties": 32,
                      "additionalProperties": {"type": "integer", "minimum": 0,
                                               "maximum": 1000000}},
+        "reservation": NAME,
     },
 }
 

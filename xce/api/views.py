@@ -78,6 +78,7 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
             output_files=list(job.outputs),
             stdout_file=spec.stdout_file,
             stderr_file=spec.stderr_file,
+            reservation=spec.reservation or None,
             kill_requested=job.kill_requested,
         )
     return out

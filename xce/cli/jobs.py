@@ -74,6 +74,8 @@ def submit(
     licenses: str = typer.Option(None, "--license", help="cluster-wide licenses, e.g. "
                                  "matlab:1,ansys:2"),
     user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
+    reservation: str = typer.Option(None, "--reservation", "-U",
+                                    help="run in this advance reservation (xce rsv list)"),
     lenient: bool = typer.Option(False, "--lenient",
                                  help="unknown script directives are warnings, not errors"),
     as_json: bool = typer.Option(False, "--json"),
@@ -90,7 +92,7 @@ def submit(
     given = dict(queue=queue, name=name, slots=slots, memory=memory, walltime=walltime,
                  stdout=stdout, stderr=stderr, env=env, export=export, cwd=cwd, array=array,
                  dependency=dependency, stage_in=stage_in, stage_out=stage_out, hold=hold,
-                 resources=resources, user=user, gpus=gpus)
+                 resources=resources, user=user, gpus=gpus, reservation=reservation)
     body, staged = submitting.build(command, script, inputs, given, lenient,
                                     submitting.explicit_options(sys.argv[1:]))
     if walltime_text := body.pop("walltime", None):

@@ -50,8 +50,12 @@ def simulate_command(
     csv_path: Path | None = typer.Option(None, "--csv", metavar="FILE",
                                          help="write each job's submit, start and end times"),
     as_json: bool = typer.Option(False, "--json", help="print the metrics as JSON"),
+    reservation: list[str] = typer.Option(
+        [], "--reservation", "-r", metavar="FROM-TO[@HOST,...][/SLOTS]",
+        help="a maintenance reservation, seconds after the first submit: no job runs into "
+             "it on those hosts (all by default; whole hosts unless SLOTS); repeatable"),
 ) -> None:
-    from xce.sched.simulate import plugins_for, simulate
+    from xce.sched.simulate import parse_reservation, plugins_for, simulate
     from xce.sched.swf import NO_ESTIMATE, SwfError, read_swf
 
     if hosts < 1:
@@ -80,6 +84,12 @@ def simulate_command(
         // hosts
     if per_host < 1:
         fail("--slots must be at least 1")
+    origin = loaded.jobs[0].submit if loaded.jobs else 0.0
+    try:
+        reservations = [parse_reservation(text, i + 1, origin, hosts)
+                        for i, text in enumerate(reservation)]
+    except ValueError as exc:
+        fail(str(exc))
     handle = None
     if csv_path is not None:
         try:
@@ -92,7 +102,8 @@ def simulate_command(
             with _progress(name, sum(1 for j in loaded.jobs if j.procs <= per_host
                                      and j.gpus <= gpus_per_host)) as tick:
                 result = simulate(loaded.jobs, hosts, per_host, name, half_life,
-                                  loaded.skipped, progress=tick, gpus_per_host=gpus_per_host)
+                                  loaded.skipped, progress=tick, gpus_per_host=gpus_per_host,
+                                  reservations=reservations)
             results.append(result)
             if handle is not None:
                 result.write_csv(handle, header=len(results) == 1)

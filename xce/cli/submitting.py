@@ -30,6 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "stderr": None, "export": None, "cwd": None, "array": None, "dependency": None,
     "hold": False, "resources": "", "user": None, "env": [], "stage_in": [], "stage_out": [],
     "gpus": None,
+    "reservation": None,
 }
 _ENV_ITEM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -96,7 +97,7 @@ def build(command: list[str] | None, script: Path | None, inputs: list[str],
         "resources": options["resources"], "submit_host": socket.gethostname(),
     })
     for key in ("queue", "cwd", "array", "dependency", "user", "stdout", "stderr",
-                "walltime", "gpus"):
+                "walltime", "gpus", "reservation"):
         if options[key] is not None:
             body[key] = options[key]
     return body, _staged(options["stage_in"])

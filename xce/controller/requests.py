@@ -27,6 +27,7 @@ class SubmitRequest:
     resources: str = ""
     stdout_file: str | None = None
     stderr_file: str | None = None
+    reservation: str = ""  # the advance reservation to run in (sbatch --reservation)
     # Skip the submit-time check that some host could ever run the job (xce/sched/
     # feasibility.py), for hosts that have not registered yet.
     defer: bool = False

@@ -25,6 +25,7 @@ from xce.config import ControllerSettings
 from xce.controller import gres_rules, queue_rules
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
+from xce.controller.reservations import check_target, expired_reservations
 from xce.core import events as ev
 from xce.core import lifecycle
 from xce.core.arrayspec import parse_array_spec
@@ -104,7 +105,7 @@ def _check_text(field: str, value: str | None) -> None:
 def _check_texts(req: SubmitRequest) -> None:
     """`_check_text` for every string field of a submit."""
     for field in ("user", "command", "script", "name", "queue", "cwd", "array", "dependency",
-                  "submit_host", "resources", "stdout_file", "stderr_file"):
+                  "submit_host", "resources", "stdout_file", "stderr_file", "reservation"):
         _check_text(field, getattr(req, field))
     for key, value in req.env.items():
         _check_text("an env variable name", key)
@@ -325,6 +326,8 @@ class ControllerService:
         applied = queue_rules.apply(queue, req.user, groups, req.slots, memory_mb,
                                     req.walltime_s)
         memory_mb = applied.memory_mb
+        if req.reservation:
+            check_target(self.state.reservations, req.reservation, req.user, groups)
         if not req.defer:
             self._check_feasible(req, queue, memory_mb)
         asked_gres, asked_licenses = gres_rules.requested(req, queue, self.state.hosts.values(),
@@ -350,6 +353,7 @@ class ControllerService:
             stderr_file=req.stderr_file,
             gres=asked_gres,
             licenses=asked_licenses,
+            reservation=req.reservation,
         )
         return spec, inputs
 
@@ -631,10 +635,15 @@ class ControllerService:
         between, so no request can change a chosen job first.
         """
         ids = self.state.purgeable(cutoff)
-        if ids:
+        # Reservations that ended before the cutoff go the same way (xce/controller/
+        # reservations.py): until then `xce rsv list` shows them as ended.
+        ended = expired_reservations(self.state, cutoff)
+        if ids or ended:
             now = self.clock()
-            await self.commit((ev.JobsPurged(now, tuple(ids[i:i + PURGE_CHUNK]))
-                               for i in range(0, len(ids), PURGE_CHUNK)), reschedule=False)
+            await self.commit([*(ev.JobsPurged(now, tuple(ids[i:i + PURGE_CHUNK]))
+                                 for i in range(0, len(ids), PURGE_CHUNK)),
+                               *(ev.ReservationDeleted(now, name) for name in ended)],
+                              reschedule=False)
         return len(ids)
 
     # --- scheduling ---------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xce.core.arrayspec import IndexSet
-from xce.core.model import JobSpec, QueueRecord, Usage
+from xce.core.model import JobSpec, QueueRecord, ReservationRecord, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,3 +240,21 @@ class JobsPurged(Event):
     themselves were logged when they changed."""
 
     ids: tuple[str, ...]
+
+
+# --- advance reservations -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationAdded(Event):
+    """A new advance reservation; its name is unique among the reservations held."""
+
+    reservation: ReservationRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationDeleted(Event):
+    """Ends a reservation for good (by hand, or an ended one past retention). Jobs that
+    target it stay pending, with a reason naming it."""
+
+    name: str

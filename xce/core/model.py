@@ -104,6 +104,9 @@ class JobSpec:
     # (("matlab", "1"),), counts as text (xce/core/gres.py); appended last.
     gres: tuple[tuple[str, str], ...] = ()
     licenses: tuple[tuple[str, str], ...] = ()
+    # The advance reservation the job runs in (`--reservation`, sbatch --reservation, bsub
+    # -U): it starts only on that reservation's hosts while it is active (xce/sched/advance.py).
+    reservation: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,3 +250,34 @@ class HostLoad:
     # Devices held ("gpu:0") and licenses held by this host's active jobs.
     devices: frozenset[str] = field(default_factory=frozenset)
     licenses: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationRecord:
+    """An advance reservation (Slurm `scontrol create reservation`, LSF `brsvadd`): `hosts`
+    from `start` to `end` (epoch seconds, end excluded) for `users` (names and @groups).
+
+    `slots` 0 reserves the whole of each host (slots and memory); N > 0 reserves N slots on
+    each host. `maintenance` reserves for nobody: no job may target it, so the hosts run
+    nothing that would still be running at `start`. Expiry needs no event: the scheduler
+    compares its clock with `end` (xce/sched/advance.py); an ended reservation is listed as
+    such until it is deleted.
+    """
+
+    name: str
+    hosts: tuple[str, ...]
+    start: float
+    end: float
+    slots: int = 0
+    users: tuple[str, ...] = ()
+    maintenance: bool = False
+    flags: tuple[str, ...] = ()
+    description: str = ""
+    created_by: str = ""
+    created_at: float = 0.0
+
+    def state_at(self, now: float) -> str:
+        """`waiting` (not started), `active` or `ended`, as the CLI and API show it."""
+        if now < self.start:
+            return "waiting"
+        return "active" if now < self.end else "ended"

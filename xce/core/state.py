@@ -24,14 +24,17 @@ from xce.core.model import (
     JobRecord,
     JobState,
     QueueRecord,
+    ReservationRecord,
     task_id,
 )
+from xce.core.reservations import check_reservation
 from xce.core.scratch import Overlay
 
 replace = dataclasses.replace
 # Every container `apply` may change; `check` sees them through overlays.
 _CONTAINERS = ("jobs", "arrays", "queues", "hosts", "host_load", "pending", "pending_arrays",
-               "array_tasks", "finished_jobs", "waiting_on_deps", "counts", "submit_keys")
+               "array_tasks", "finished_jobs", "waiting_on_deps", "counts", "submit_keys",
+               "reservations")
 
 
 def parse_job_id(job_id: str) -> tuple[int, int | None]:
@@ -66,6 +69,8 @@ class ClusterState:
         self.arrays: dict[int, ArrayRecord] = {}
         self.queues: dict[str, QueueRecord] = {}
         self.hosts: dict[str, HostRecord] = {}
+        # Advance reservations by name (xce/core/reservations.py validates them).
+        self.reservations: dict[str, ReservationRecord] = {}
         self.next_number = 1
         # The highest job number reserved (JobNumbersReserved); 0: numbers are not reserved
         # (a single controller, or a log written before reservations existed).
@@ -119,6 +124,8 @@ class ClusterState:
             ev.ArrayCancelled: self._array_cancelled,
             ev.JobsPurged: self._jobs_purged,
             ev.JobNumbersReserved: self._numbers_reserved,
+            ev.ReservationAdded: self._reservation_added,
+            ev.ReservationDeleted: self._reservation_deleted,
         }
 
     # --- the one mutator ------------------------------------------------------------------
@@ -309,9 +316,11 @@ class ClusterState:
         hosts: list[HostRecord],
         next_number: int,
         number_ceiling: int = 0,
+        reservations: Sequence[ReservationRecord] = (),
     ) -> ClusterState:
         """Rebuild a state from checkpointed records; derived indexes are recomputed."""
         state = cls()
+        state.reservations = {r.name: r for r in reservations}
         state.queues = {q.name: q for q in queues}
         state.hosts = {h.name: h for h in hosts}
         state.arrays = {a.id: a for a in arrays}
@@ -436,6 +445,17 @@ class ClusterState:
 
     def _host_set(self, e: Any, **changes: Any) -> None:
         self.hosts[e.name] = replace(self.host(e.name), changed_at=e.at, **changes)
+
+    # --- advance reservations -------------------------------------------------------------
+
+    def _reservation_added(self, e: ev.ReservationAdded) -> None:
+        check_reservation(e.reservation, self.reservations)
+        self.reservations[e.reservation.name] = e.reservation
+
+    def _reservation_deleted(self, e: ev.ReservationDeleted) -> None:
+        if e.name not in self.reservations:
+            raise NotFound(f"reservation {e.name!r} does not exist")
+        del self.reservations[e.name]
 
     # --- jobs -----------------------------------------------------------------------------
 

@@ -188,7 +188,8 @@ class SnapshotCache:
         # usage map per pass and changes neither of the others between passes
         return Snapshot(self._hosts, self._queues, (), arrays, limits, self._running_tuple,
                         usage if usage is not None else {}, groups if groups is not None
-                        else {}, queued=queued)
+                        else {}, queued=queued,
+                        reservations=tuple(state.reservations.values()))
 
 
 def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:

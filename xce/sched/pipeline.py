@@ -19,6 +19,7 @@ from typing import Any
 from xce.core import gres
 from xce.core.deps import DepStatus
 from xce.core.model import JobSpec, QueueRecord, task_id
+from xce.sched.advance import AdvanceGate, effective_walltime
 from xce.sched.expr import (
     parse_requirement,
 )
@@ -61,6 +62,10 @@ class SchedulingPass:
         self.devices = DevicePool(snapshot.hosts, snapshot.licenses)
         self.result = Plan()
         self.reservation: Reservation | None = None
+        # Advance reservations (xce/sched/advance.py); None when the cluster has none, so
+        # a pass without them costs what it did before.
+        self.gate = AdvanceGate(snapshot.reservations, self.pool, now) \
+            if snapshot.reservations else None
         self.policies = {name: policy_for(q.plugins) for name, q in snapshot.queues.items()}
         self._sets: dict[tuple, CandidateSet | str] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
@@ -266,6 +271,14 @@ class SchedulingPass:
             reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
                             else "dependency can never be satisfied")
             return
+        if spec.reservation:
+            problem = (f"reservation {spec.reservation} does not exist" if self.gate is None
+                       else self.gate.target_problem(spec))
+            if problem is not None:
+                reasons[key] = problem
+                if is_job:
+                    self._blocked[id(spec)] = problem
+                return
         if is_job:
             if item.index is not None:  # type: ignore[union-attr]
                 left = self._room(item.number)
@@ -336,6 +349,9 @@ class SchedulingPass:
     # --- hosts --------------------------------------------------------------------------
 
     def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
+        if self.gate is not None:  # the gate's verdict depends on walltime and target
+            return (queue.name, spec.slots, spec.memory_mb, spec.resources, spec.walltime_s,
+                    spec.reservation, spec.gres)
         wall = spec.walltime_s if self.reservation is not None else None
         return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall, spec.gres)
 
@@ -349,29 +365,39 @@ class SchedulingPass:
         if isinstance(found, str):
             self.result.reasons[key] = found
             return None
-        res, now = self.reservation, self.now
+        res, now, gate = self.reservation, self.now, self.gate
         slots, mem, wall = spec.slots, spec.memory_mb, spec.walltime_s
         allow = None if res is None else (lambda i: res.allows(i, slots, mem, wall, now))
         if spec.gres:  # a host without the devices now lacks them for the rest of the pass
             allow = self._with_devices(spec, allow)
+        if gate is not None:
+            gate.refused = None
+            judged = effective_walltime(spec, queue)
+            easy = allow
+            allow = (lambda i: gate.allows(i, spec, judged)) if easy is None else (
+                lambda i: easy(i) and gate.allows(i, spec, judged))
         host = found.find(allow)
         if host is not None:
             return host
-        self._sets[shape] = WAITING
-        reason = WAITING
-        if spec.gres and self._devices_short(spec, queue):
+        refused = gate.describe() if gate is not None and gate.refused is not None else None
+        # A job kept off a host by a reservation waits for that (its shape too); the EASY
+        # reservation below is then made outside the reservations' windows.
+        reason = self._sets[shape] = refused or WAITING
+        if refused is None and spec.gres and self._devices_short(spec, queue):
             reason = self._sets[shape] = waiting_reason(spec)
-        if res is None and policy.reserve is not None:
+        if res is None and policy.reserve is not None and not spec.reservation:
             hosts = self._filtered[queue.name, spec.resources]
             if spec.gres:  # only hosts that have the devices at all (their release times
                 # are judged by slots and memory: the reservation is a lower bound)
                 hosts = with_devices(self.pool.hosts, hosts, spec)
-            made = policy.reserve.reserve(self.pool, hosts, spec, now)
+            made = policy.reserve.reserve(self.pool, hosts, spec, now) if gate is None else \
+                gate.reserve(policy.reserve, hosts, spec, effective_walltime(spec, queue))
             if made is not None:
                 made.job_id = key
                 self.reservation = made
                 self.result.reservations.append(made.to_plain())
-                reason = f"{reason} ({made.describe()})"
+                if refused is None:
+                    reason = f"{reason} ({made.describe()})"
         self.result.reasons[key] = reason
         return None
 

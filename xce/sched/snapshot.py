@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from xce.core import gres
 from xce.core.arrayspec import IndexSet
 from xce.core.deps import DepStatus, evaluate
-from xce.core.model import HostLoad, HostRecord, HostStatus, JobRecord, JobSpec, QueueRecord
+from xce.core.model import (
+    HostLoad,
+    HostRecord,
+    HostStatus,
+    JobRecord,
+    JobSpec,
+    QueueRecord,
+    ReservationRecord,
+)
 from xce.core.state import ClusterState
 
 
@@ -85,6 +93,9 @@ class Snapshot:
     # Cluster-wide licenses ([[license]] of the config) not held by active jobs; None: the
     # cluster counts none (submit refuses license requests then).
     licenses: Mapping[str, int] | None = None
+    # Advance reservations (xce/sched/advance.py), ended ones included: jobs that target
+    # one are told it has ended
+    reservations: tuple[ReservationRecord, ...] = ()
 
     def pending_jobs(self) -> Iterator[PendingJob]:
         """Every pending job, whichever of `jobs` and `queued` holds them."""
@@ -176,7 +187,8 @@ def snapshot_of(
     limits = {n: (state.arrays[n].max_concurrent, state.arrays[n].active) for n in numbers}
     return Snapshot(tuple(hosts), dict(state.queues), jobs, arrays, limits, tuple(running),
                     dict(usage or {}), dict(groups or {}),
-                    licenses=None if licenses is None else free_licenses(state, licenses))
+                    licenses=None if licenses is None else free_licenses(state, licenses),
+                    reservations=tuple(state.reservations.values()))
 
 
 def free_licenses(state: ClusterState, totals: Mapping[str, int]) -> dict[str, int]:

@@ -60,6 +60,7 @@ struct JobSpec {
   stderrFile @17 :OptText;
   gres @18 :List(KeyValue);
   licenses @19 :List(KeyValue);
+  reservation @20 :Text;
 }
 
 struct QueueRecord {
@@ -129,6 +130,20 @@ struct ArrayRecord {
   done @8 :Int64;
   exited @9 :Int64;
   submitKey @10 :Text;
+}
+
+struct ReservationRecord {
+  name @0 :Text;
+  hosts @1 :List(Text);
+  start @2 :Float64;
+  end @3 :Float64;
+  slots @4 :Int64;
+  users @5 :List(Text);
+  maintenance @6 :Bool;
+  flags @7 :List(Text);
+  description @8 :Text;
+  createdBy @9 :Text;
+  createdAt @10 :Float64;
 }
 
 struct QueueCreated {
@@ -276,6 +291,14 @@ struct QueueDeleted {
   name @0 :Text;
 }
 
+struct ReservationAdded {
+  reservation @0 :ReservationRecord;
+}
+
+struct ReservationDeleted {
+  name @0 :Text;
+}
+
 struct Event {
   at @0 :Float64;
   union {
@@ -308,6 +331,8 @@ struct Event {
     jobNumbersReserved @27 :JobNumbersReserved;
     queueModified @28 :QueueModified;
     queueDeleted @29 :QueueDeleted;
+    reservationAdded @30 :ReservationAdded;
+    reservationDeleted @31 :ReservationDeleted;
   }
 }
 
