@@ -64,6 +64,7 @@ def same(a: ClusterState, b: ClusterState) -> None:
     # The derived indexes a restore rebuilds in one loop (ClusterState._index_restored).
     assert a.counts == b.counts and a.submit_keys == b.submit_keys
     assert a.finished_jobs == b.finished_jobs and a.waiting_on_deps == b.waiting_on_deps
+    assert a.reservations == b.reservations
 
 
 async def test_checkpoint_plus_wal_equals_live_state(tmp_path: Path) -> None:
@@ -248,8 +249,8 @@ def test_plain_codec_round_trips_every_record_kind() -> None:
 
 
 def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
-    """A job row of an older checkpoint lacks the last fields (requeue_requested,
-    submit_key, eligible_time): the generated row builder hands it to `from_plain`, which
+    """A job row of an older checkpoint lacks the last fields (submit_key, devices,
+    eligible_time): the generated row builder hands it to `from_plain`, which
     fills defaults."""
     import dataclasses
     import marshal

@@ -83,7 +83,14 @@ def submit(
                               "HH:MM[:SS], now+N[s|m|h|d|w], epoch seconds"),
     resources: str = typer.Option("", "--resources", "-R",
                                   help="LSF resource requirement, e.g. 'select[mem>4000]'"),
+    gpus: int = typer.Option(None, "--gpus", help="GPUs on the job's host (same as --gres "
+                             "gpu:N)"),
+    gres: str = typer.Option(None, "--gres", help="devices per host, e.g. gpu:2,fpga:1"),
+    licenses: str = typer.Option(None, "--license", help="cluster-wide licenses, e.g. "
+                                 "matlab:1,ansys:2"),
     user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
+    reservation: str = typer.Option(None, "--reservation", "-U",
+                                    help="run in this advance reservation (xce rsv list)"),
     lenient: bool = typer.Option(False, "--lenient",
                                  help="unknown script directives are warnings, not errors"),
     as_json: bool = typer.Option(False, "--json"),
@@ -100,11 +107,15 @@ def submit(
     given = dict(queue=queue, name=name, slots=slots, memory=memory, walltime=walltime,
                  stdout=stdout, stderr=stderr, env=env, export=export, cwd=cwd, array=array,
                  dependency=dependency, stage_in=stage_in, stage_out=stage_out, hold=hold,
-                 resources=resources, user=user, begin=begin)
+                 resources=resources, user=user, gpus=gpus, reservation=reservation,
+                 begin=begin)
     body, staged = submitting.build(command, script, inputs, given, lenient,
                                     submitting.explicit_options(sys.argv[1:]))
     if walltime_text := body.pop("walltime", None):
         body["walltime_s"] = parse_walltime(walltime_text)
+    gpus = body.pop("gpus", None)  # the command line's, else a directive's
+    if gpus is not None or gres or licenses:
+        body.update(submitting.gres_options(gpus, gres, licenses))
     if begin_text := body.pop("begin", None):
         body["begin"] = parse_begin_option(begin_text)
 

@@ -34,6 +34,8 @@ GROUPS: dict[str, tuple[str, str, str]] = {
     "token": ("xce.cli.init", "token_app",
               "Service and join tokens, revocation, key rotation."),
     "tls": ("xce.cli.tls", "app", "Create the cluster CA and TLS certificates."),
+    "rsv": ("xce.cli.rsv", "app",
+            "Advance reservations: add, list, delete (brsvadd, brs, brsvdel)."),
 }
 # Top-level verbs the fast path runs without the Typer tree: verb -> (module, function).
 FAST_VERBS: dict[str, tuple[str, str]] = {

@@ -58,7 +58,10 @@ struct JobSpec {
   resources @15 :Text;
   stdoutFile @16 :OptText;
   stderrFile @17 :OptText;
-  beginTime @18 :OptFloat;
+  gres @18 :List(KeyValue);
+  licenses @19 :List(KeyValue);
+  reservation @20 :Text;
+  beginTime @21 :OptFloat;
 }
 
 struct QueueRecord {
@@ -91,6 +94,7 @@ struct HostRecord {
   reachable @6 :Bool;
   registeredAt @7 :Float64;
   changedAt @8 :Float64;
+  gres @9 :List(KeyValue);
 }
 
 struct JobRecord {
@@ -112,7 +116,8 @@ struct JobRecord {
   outputs @15 :List(Text);
   requeueRequested @16 :Bool;
   submitKey @17 :Text;
-  eligibleTime @18 :OptFloat;
+  devices @18 :List(Text);
+  eligibleTime @19 :OptFloat;
 }
 
 struct ArrayRecord {
@@ -128,6 +133,20 @@ struct ArrayRecord {
   exited @9 :Int64;
   submitKey @10 :Text;
   eligibleTime @11 :OptFloat;
+}
+
+struct ReservationRecord {
+  name @0 :Text;
+  hosts @1 :List(Text);
+  start @2 :Float64;
+  end @3 :Float64;
+  slots @4 :Int64;
+  users @5 :List(Text);
+  maintenance @6 :Bool;
+  flags @7 :List(Text);
+  description @8 :Text;
+  createdBy @9 :Text;
+  createdAt @10 :Float64;
 }
 
 struct QueueCreated {
@@ -155,6 +174,7 @@ struct HostRegistered {
   slots @1 :Int64;
   memoryMb @2 :Int64;
   attributes @3 :List(KeyValue);
+  gres @4 :List(KeyValue);
 }
 
 struct HostOpened {
@@ -196,6 +216,7 @@ struct ArraySubmitted {
 struct JobStarted {
   jobId @0 :Text;
   host @1 :Text;
+  devices @2 :List(Text);
 }
 
 struct JobSuspended {
@@ -273,6 +294,14 @@ struct QueueDeleted {
   name @0 :Text;
 }
 
+struct ReservationAdded {
+  reservation @0 :ReservationRecord;
+}
+
+struct ReservationDeleted {
+  name @0 :Text;
+}
+
 struct Event {
   at @0 :Float64;
   union {
@@ -305,6 +334,8 @@ struct Event {
     jobNumbersReserved @27 :JobNumbersReserved;
     queueModified @28 :QueueModified;
     queueDeleted @29 :QueueDeleted;
+    reservationAdded @30 :ReservationAdded;
+    reservationDeleted @31 :ReservationDeleted;
   }
 }
 
