@@ -21,6 +21,7 @@ Pure: no clock (the time is the applying event's), no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from xce.core.deps import DepStatus, evaluate
@@ -104,15 +105,11 @@ def _reevaluate(state: ClusterState, dependent: str) -> None:
         return
     when = eligible_from(state, array.spec, at)
     if when is not None:
-        import dataclasses
-
         state.arrays[array.id] = new = dataclasses.replace(array, eligible_time=when)
         watch_array(state, new)
 
 
 def _with_eligible(job: JobRecord, when: float) -> JobRecord:
-    import dataclasses
-
     return dataclasses.replace(job, eligible_time=when)
 
 
