@@ -20,7 +20,7 @@ SPREAD = (HostSlots("n1", 2), HostSlots("n2", 2), HostSlots("n3", 2))
 def test_each_host_holds_its_share_and_frees_it_at_the_end() -> None:
     state = new_state(hosts=HOSTS)
     job = submit(state, slots=6, memory_mb=300, resources="span[ptile=2]")
-    state.apply(ev.JobStarted(T0, job, "n1", SPREAD))
+    state.apply(ev.JobStarted(T0, job, "n1", hosts=SPREAD))
     record = state.jobs[job]
     assert record.host == "n1" and record.hosts == SPREAD
     for name in HOSTS:
@@ -35,7 +35,7 @@ def test_each_host_holds_its_share_and_frees_it_at_the_end() -> None:
 def test_memory_per_slot_is_charged_per_host_share() -> None:
     state = new_state(hosts=HOSTS)
     job = submit(state, slots=3, memory_mb=300, mem_per_slot_mb=100)
-    state.apply(ev.JobStarted(T0, job, "n1", (HostSlots("n1", 2), HostSlots("n2", 1))))
+    state.apply(ev.JobStarted(T0, job, "n1", hosts=(HostSlots("n1", 2), HostSlots("n2", 1))))
     assert state.host_load["n1"].memory_mb == 200
     assert state.host_load["n2"].memory_mb == 100
 
@@ -43,7 +43,7 @@ def test_memory_per_slot_is_charged_per_host_share() -> None:
 def test_a_lost_second_host_is_named_and_the_requeue_frees_every_host() -> None:
     state = new_state(hosts=HOSTS)
     job = submit(state, slots=6, resources="span[ptile=2]")
-    state.apply(ev.JobStarted(T0, job, "n1", SPREAD))
+    state.apply(ev.JobStarted(T0, job, "n1", hosts=SPREAD))
     state.apply(ev.JobHostLost(T0 + 1, job, True, "n3"))
     record = state.jobs[job]
     assert record.state is JobState.PEND and record.reason == "host n3 became unavailable"
@@ -59,7 +59,7 @@ def test_a_bad_allocation_is_refused_and_changes_nothing(hosts: tuple[HostSlots,
     state = new_state(hosts=HOSTS)
     job = submit(state, slots=6)
     with pytest.raises(InvalidRequest):
-        state.apply(ev.JobStarted(T0, job, "n1", hosts))
+        state.apply(ev.JobStarted(T0, job, "n1", hosts=hosts))
     assert state.jobs[job].state is JobState.PEND and state.host_load == {}
 
 
@@ -81,7 +81,7 @@ def test_checkpoint_round_trip_keeps_allocation_and_load() -> None:
 
     state = new_state(hosts=HOSTS)
     job = submit(state, slots=6, resources="span[ptile=2]")
-    state.apply(ev.JobStarted(T0, job, "n1", SPREAD))
+    state.apply(ev.JobStarted(T0, job, "n1", hosts=SPREAD))
     jobs = unpack_records(type(state.jobs[job]), pack_records(list(state.jobs.values())))
     restored = ClusterState.restore(jobs, [], list(state.queues.values()),
                                     list(state.hosts.values()), state.next_number)
@@ -158,7 +158,7 @@ def test_views_and_accounting_list_every_host() -> None:
 
     state = new_state(hosts=HOSTS)
     job = submit(state, slots=6, resources="span[ptile=2]")
-    state.apply(ev.JobStarted(T0, job, "n1", SPREAD))
+    state.apply(ev.JobStarted(T0, job, "n1", hosts=SPREAD))
     view = job_view(state.jobs[job], {}, T0 + 1, full=True)
     assert view["exec_host"] == "2*n1:2*n2:2*n3"
     assert view["hosts"] == [{"host": "n1", "slots": 2}, {"host": "n2", "slots": 2},
@@ -183,3 +183,27 @@ def test_the_console_job_detail_lists_every_host() -> None:
     single = JobDetailScreen._fields(SimpleNamespace(job_id="8"), {  # type: ignore[arg-type]
         "id": "8", "host": "n1", "exec_host": "n1", "hosts": [{"host": "n1", "slots": 1}]})
     assert "exec_host" not in single  # one host: the host line says it all
+
+
+def test_the_event_stream_names_every_host_of_a_started_job() -> None:
+    from xce.controller.bus import EventBus
+
+    state = new_state(hosts=HOSTS)
+    job = submit(state, slots=6, resources="span[ptile=2]")
+    started = ev.JobStarted(T0, job, "n1", hosts=SPREAD)
+    state.apply(started)
+    bus = EventBus(state)
+    keys = bus._keys(started)
+    assert [k[1] for k in keys if k[0] == "host"] == ["n1", "n2", "n3"]
+
+
+async def test_gpus_on_a_job_that_would_spread_are_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from xce.controller.requests import SubmitRequest, WorkerInfo
+
+    svc, gateway = await _service(tmp_path)
+    for name in ("n1", "n2"):
+        await gateway.register(WorkerInfo(name, 4, 1000))
+    for kw in (dict(slots=4, resources="span[ptile=2]"), dict(slots=6)):
+        with pytest.raises(InvalidRequest, match="not supported yet for jobs across hosts"):
+            await svc.submit(SubmitRequest(user="alice", command="x", gres={"gpu": 1},
+                                           defer=True, **kw))

@@ -128,7 +128,7 @@ def test_exclusive_takes_whole_empty_hosts() -> None:
     result = run(state)
     assert shares(result, job) == [("n2", 4), ("n3", 4)]
     placement = next(p for p in result.placements if p.job_id == job)
-    state.apply(ev.JobStarted(NOW, job, placement.host, placement.hosts))
+    state.apply(ev.JobStarted(NOW, job, placement.host, hosts=placement.hosts))
     assert state.host_load["n2"].slots == 4  # the whole host is held
     later = submit(state, slots=1)
     assert shares(run(state), later) == [("n1", 0)]
@@ -152,7 +152,7 @@ def test_easy_reserves_a_host_set_and_backfills_only_what_does_not_delay_it() ->
 def test_fairshare_charges_slots_times_time_of_every_host() -> None:
     state = new_state(queues=(QueueRecord("normal", plugins=("fairshare",)),), hosts=hosts(3))
     wide = submit(state, user="alice", slots=6, resources="span[ptile=2]")
-    state.apply(ev.JobStarted(T0, wide, "n1", (HostSlots("n1", 2), HostSlots("n2", 2),
+    state.apply(ev.JobStarted(T0, wide, "n1", hosts=(HostSlots("n1", 2), HostSlots("n2", 2),
                                                HostSlots("n3", 2))))
     from xce.sched.pipeline import SchedulingPass
 
@@ -191,7 +191,7 @@ def test_a_host_set_reservation_is_never_delayed_and_placements_are_whole(
         specs[submit(state, slots=slots, walltime_s=wall, resources=resources)] = None
     result = plan(snapshot_of(state), NOW)
     for p in result.placements:  # apply them: the state's own checks judge the shares
-        state.apply(ev.JobStarted(NOW, p.job_id, p.host, p.hosts))
+        state.apply(ev.JobStarted(NOW, p.job_id, p.host, hosts=p.hosts))
     for name, load in state.host_load.items():
         assert load.slots <= state.hosts[name].slots
     if not result.reservations:

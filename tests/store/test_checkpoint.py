@@ -64,6 +64,7 @@ def same(a: ClusterState, b: ClusterState) -> None:
     # The derived indexes a restore rebuilds in one loop (ClusterState._index_restored).
     assert a.counts == b.counts and a.submit_keys == b.submit_keys
     assert a.finished_jobs == b.finished_jobs and a.waiting_on_deps == b.waiting_on_deps
+    assert a.reservations == b.reservations
 
 
 async def test_checkpoint_plus_wal_equals_live_state(tmp_path: Path) -> None:
@@ -248,8 +249,10 @@ def test_plain_codec_round_trips_every_record_kind() -> None:
 
 
 def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
-    """A job row of an older checkpoint lacks the last fields (requeue_requested,
-    submit_key): the generated row builder hands it to `from_plain`, which fills defaults."""
+    """A job row of an older checkpoint lacks the last fields (submit_key, devices,
+    eligible_time): the generated row builder hands it to `from_plain`, which
+    fills defaults."""
+    import dataclasses
     import marshal
 
     from xce.wire.plain import pack_records, unpack_records
@@ -260,8 +263,9 @@ def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
         state.apply(e)
     jobs = list(state.jobs.values())
     kind, table, rows = marshal.loads(pack_records(jobs))
-    old = marshal.dumps((kind, table, tuple(row[:-2] for row in rows)))
-    assert unpack_records(type(jobs[0]), old) == jobs
-    # and from before the multi-host allocation was appended (issue 15)
-    old = marshal.dumps((kind, table, tuple(row[:-3] for row in rows)))
+    old = marshal.dumps((kind, table, tuple(row[:-4] for row in rows)))
+    assert unpack_records(type(jobs[0]), old) == [
+        dataclasses.replace(j, eligible_time=None) for j in jobs]
+    # and from just before the multi-host allocation was appended (issue 15)
+    old = marshal.dumps((kind, table, tuple(row[:-1] for row in rows)))
     assert unpack_records(type(jobs[0]), old) == jobs

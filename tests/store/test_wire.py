@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 from xce.core import events as ev
 from xce.core.arrayspec import parse_array_spec
 from xce.core.deps import parse_dependency
-from xce.core.model import HostFailurePolicy, HostSlots, JobSpec, QueueRecord, Usage
+from xce.core.model import (
+    HostFailurePolicy,
+    HostSlots,
+    JobSpec,
+    QueueRecord,
+    ReservationRecord,
+    Usage,
+)
 from xce.wire.codec import SCHEMA_PATH, WireError, decode_entry, encode_entry
 from xce.wire.schema import generate
 from xce.wire.types import EVENT_TYPES
@@ -19,7 +26,8 @@ SPEC = JobSpec(user="u", queue="q", name="n", command=None, script="#!/bin/sh\ne
                slots=3, memory_mb=10, walltime_s=None, env=(("A", "1"), ("B", "")),
                cwd="/tmp", inputs=("a/b",), outputs=("*.out",),
                dependency=parse_dependency("afterok:1,afterany:2[3]"), hold=True,
-               submit_host="h")
+               submit_host="h", gres=(("gpu", "2"),), licenses=(("matlab", "1"),),
+               reservation="maint", begin_time=1234.5)
 SAMPLES: list[ev.Event] = [
     ev.QueueCreated(1.0, QueueRecord("q", -5, False, True, ("h1", "h2"), "d",
                                      HostFailurePolicy.EXIT)),
@@ -30,15 +38,17 @@ SAMPLES: list[ev.Event] = [
                                       users=("alice", "@physics"))),
     ev.QueueDeleted(1.0, "q"),
     ev.HostRegistered(2.0, "h1", 8, 1024, (("rack", "r1"),)),
+    ev.HostRegistered(2.0, "h1", 8, 1024, (), (("gpu", "0,1"), ("fpga", "a"))),
     ev.HostOpened(2.0, "h1"), ev.HostClosed(2.0, "h1", "why"),
     ev.HostDrainStarted(2.0, "h1", "drain"), ev.HostUnavailable(2.0, "h1"),
     ev.HostAvailable(2.0, "h1"),
     ev.JobSubmitted(3.0, 7, SPEC),
     ev.ArraySubmitted(3.0, 8, SPEC, parse_array_spec("1-9:2,20").indices, None),
-    ev.JobStarted(4.0, "7", "h1"), ev.JobSuspended(4.0, "7", True), ev.JobResumed(4.0, "7"),
+    ev.JobStarted(4.0, "7", "h1"), ev.JobStarted(4.0, "7", "h1", ("gpu:0", "gpu:1")),
+    ev.JobSuspended(4.0, "7", True), ev.JobResumed(4.0, "7"),
     ev.JobKillRequested(4.0, "7"), ev.JobKilled(4.0, "8[3]", "r"), ev.JobRequeued(4.0, "7"),
     ev.JobHostLost(4.0, "7", False),
-    ev.JobStarted(4.0, "9", "h1", (HostSlots("h1", 2), HostSlots("h2", 2))),
+    ev.JobStarted(4.0, "9", "h1", hosts=(HostSlots("h1", 2), HostSlots("h2", 2))),
     ev.JobHostLost(4.0, "9", True, "h2"),
     ev.JobSubmitted(3.0, 9, JobSpec(user="u", queue="q", slots=4, resources="span[ptile=2]",
                                     exclusive=True, mem_per_slot_mb=100, memory_mb=400)),
@@ -48,6 +58,10 @@ SAMPLES: list[ev.Event] = [
     ev.ArrayHeld(6.0, 8), ev.ArrayReleased(6.0, 8), ev.ArrayCancelled(6.0, 8, "k"),
     ev.JobsPurged(7.0, ("3", "8")),
     ev.JobNumbersReserved(7.0, 9, 1008),
+    ev.ReservationAdded(8.0, ReservationRecord("r1", ("h1", "h2"), 100.0, 200.5, 2,
+                                               ("alice", "@physics"), False, ("overlap",),
+                                               "d", "admin", 8.0)),
+    ev.ReservationDeleted(8.0, "r1"),
 ]
 
 

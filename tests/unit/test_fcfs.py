@@ -43,7 +43,7 @@ def test_free_slots_account_for_running_jobs() -> None:
 
 def test_job_larger_than_any_host_gets_a_reason_and_does_not_block() -> None:
     state = new_state(hosts={"ha": (4, 1000), "hb": (8, 1000)})
-    huge = submit(state, slots=9)
+    huge = submit(state, slots=9, resources="span[hosts=1]")  # no span would spread it
     small = submit(state, slots=1)
     result = schedule(state)
     assert placed(result) == [(small, "ha")]

@@ -51,6 +51,7 @@ def all_routes() -> list[Route]:
         join,
         metrics,
         queues,
+        reservations,
         stream,
         users,
         workers,
@@ -58,4 +59,5 @@ def all_routes() -> list[Route]:
 
     return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
             *auth.ROUTES, *auth_code.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES,
-            *join.ROUTES, *stream.ROUTES, *accounting.ROUTES]
+            *join.ROUTES, *stream.ROUTES, *accounting.ROUTES,
+            *reservations.ROUTES]

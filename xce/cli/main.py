@@ -34,6 +34,13 @@ GROUPS: dict[str, tuple[str, str, str]] = {
     "token": ("xce.cli.init", "token_app",
               "Service and join tokens, revocation, key rotation."),
     "tls": ("xce.cli.tls", "app", "Create the cluster CA and TLS certificates."),
+    "rsv": ("xce.cli.rsv", "app",
+            "Advance reservations: add, list, delete (brsvadd, brs, brsvdel)."),
+}
+# Top-level verbs the fast path runs without the Typer tree: verb -> (module, function).
+FAST_VERBS: dict[str, tuple[str, str]] = {
+    "acct": ("xce.cli.acct", "acct"),
+    "report": ("xce.cli.acct", "report"),
 }
 # Modules whose `register(app)` adds top-level commands, in help order.
 TOP_LEVEL = ("xce.cli.roles", "xce.cli.simulate", "xce.cli.init", "xce.cli.tui_cmd",
@@ -106,7 +113,7 @@ def run(args: list[str] | None = None) -> None:
     from xce.cli.fast import try_run
 
     try:
-        if try_run(args, GROUPS):  # `xce job list` & co. without building the Typer tree
+        if try_run(args, GROUPS, FAST_VERBS):  # `xce job list`, `xce acct` & co.: no Typer tree
             sys.exit(0)
     except BrokenPipeError:  # `xce job list | head`
         import os

@@ -90,7 +90,7 @@ class EventBus:
         self.history: deque[Change] = deque(maxlen=history)
         self.queue_size = queue_size
         self.subscribers: set[Subscription] = set()
-        self._ran_on: dict[str, str] = {}  # active job -> its host
+        self._ran_on: dict[str, tuple[str, ...]] = {}  # active job -> its hosts
 
     def event_id(self, seq: int) -> str:
         return f"{self.stream}-{seq}"
@@ -130,6 +130,10 @@ class EventBus:
 
     def _keys(self, event: ev.Event) -> list[tuple[str, str, str | None]]:
         state = self.state
+        if isinstance(event, ev.ReservationAdded):
+            return [("reservation", event.reservation.name, None)]
+        if isinstance(event, ev.ReservationDeleted):
+            return [("reservation", event.name, None)]
         if isinstance(event, (ev.QueueCreated,)):
             return [("queue", event.queue.name, None)]
         if isinstance(event, (ev.QueueOpened, ev.QueueClosed, ev.QueueActivated,
@@ -156,13 +160,12 @@ class EventBus:
             return keys
         # A requeued or lost job no longer names its host: remember where it ran, so the host
         # whose slots it freed is sent too.
-        if isinstance(event, ev.JobStarted):
-            self._ran_on[job_id] = event.host
-        host = self._ran_on.get(job_id) or (job.host if job else None)
+        if isinstance(event, ev.JobStarted):  # every host of a multi-host job (issue 15)
+            self._ran_on[job_id] = tuple(p.host for p in event.hosts) or (event.host,)
+        hosts = self._ran_on.get(job_id) or ((job.host,) if job and job.host else ())
         if job is None or not job.state.active:
             self._ran_on.pop(job_id, None)
-        if host:
-            keys.append(("host", host, None))
+        keys.extend(("host", host, None) for host in hosts)
         return keys
 
 

@@ -27,9 +27,17 @@ class SubmitRequest:
     resources: str = ""
     stdout_file: str | None = None
     stderr_file: str | None = None
+    reservation: str = ""  # the advance reservation to run in (sbatch --reservation)
     # Skip the submit-time check that some host could ever run the job (xce/sched/
     # feasibility.py), for hosts that have not registered yet.
     defer: bool = False
+    # Generic resources per host ({"gpu": 1}) and cluster-wide licenses ({"matlab": 1});
+    # `rusage[gpu=1]` in `resources` asks the same (xce/controller/gres_rules.py).
+    gres: dict[str, int] = field(default_factory=dict)
+    licenses: dict[str, int] = field(default_factory=dict)
+    # Not eligible before this time (sbatch --begin): epoch seconds, or text that
+    # xce.core.begin reads in UTC; None: at once.
+    begin: float | str | None = None
     # Multi-host jobs (issue 15): whole hosts; memory per slot (--mem-per-cpu) instead of
     # memory_mb per host (--mem).
     exclusive: bool = False
@@ -51,6 +59,7 @@ class WorkerInfo:
     # How the worker contains jobs (cgroup kind, controllers, cores), as it reports it;
     # shown, never interpreted. Empty: an older worker that does not say.
     containment: tuple[tuple[str, str | int | float | bool | None], ...] = ()
+    gres: tuple[tuple[str, str], ...] = ()  # devices by kind (xce/core/gres.py)
     # Where the worker's task service listens (HOST:PORT, issue 15); "" if it has none.
     task_address: str = ""
 

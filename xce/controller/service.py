@@ -22,12 +22,14 @@ from typing import Protocol
 from xce import metrics
 from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
-from xce.controller import queue_rules
+from xce.controller import gres_rules, queue_rules
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
+from xce.controller.reservations import check_target, expired_reservations
 from xce.core import events as ev
 from xce.core import lifecycle
 from xce.core.arrayspec import parse_array_spec
+from xce.core.begin import parse_begin
 from xce.core.deps import parse_dependency
 from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from xce.core.jobfiles import check_file_pattern
@@ -44,8 +46,14 @@ from xce.sched import pipeline
 from xce.sched.expr import parse_requirement
 from xce.sched.feasibility import refusal
 from xce.sched.incremental import SnapshotCache
-from xce.sched.multihost_submit import check_span, multi_host_refusal, per_slot_memory
+from xce.sched.multihost_submit import (
+    check_gres_on_one_host,
+    check_span,
+    multi_host_refusal,
+    per_slot_memory,
+)
 from xce.sched.plugins import policy_for
+from xce.sched.snapshot import free_licenses
 from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
 from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
@@ -104,7 +112,7 @@ def _check_text(field: str, value: str | None) -> None:
 def _check_texts(req: SubmitRequest) -> None:
     """`_check_text` for every string field of a submit."""
     for field in ("user", "command", "script", "name", "queue", "cwd", "array", "dependency",
-                  "submit_host", "resources", "stdout_file", "stderr_file"):
+                  "submit_host", "resources", "stdout_file", "stderr_file", "reservation"):
         _check_text(field, getattr(req, field))
     for key, value in req.env.items():
         _check_text("an env variable name", key)
@@ -320,6 +328,7 @@ class ControllerService:
         for out in outputs:
             if out in RESERVED_OUTPUTS:
                 raise InvalidRequest(f"output {out!r} is reserved for the job's {out}")
+        begin_time = None if req.begin is None else parse_begin(req.begin, self.clock())
         dependency = parse_dependency(req.dependency)
         for term in dependency:
             self._check_dependency(term.job, req.may_view_owner)
@@ -327,8 +336,14 @@ class ControllerService:
         applied = queue_rules.apply(queue, req.user, groups, req.slots, memory_mb,
                                     req.walltime_s)
         memory_mb = applied.memory_mb
+        if req.reservation:
+            check_target(self.state.reservations, req.reservation, req.user, groups)
         if not req.defer:
             self._check_feasible(req, queue, memory_mb)
+        asked_gres, asked_licenses = gres_rules.requested(req, queue, self.state.hosts.values(),
+                                                          dict(self.settings.licenses))
+        if asked_gres:
+            check_gres_on_one_host(req, queue, self.state.hosts.values())
         spec = JobSpec(
             user=req.user,
             queue=queue_name,
@@ -348,6 +363,10 @@ class ControllerService:
             resources=req.resources.strip(),
             stdout_file=req.stdout_file,
             stderr_file=req.stderr_file,
+            gres=asked_gres,
+            licenses=asked_licenses,
+            reservation=req.reservation,
+            begin_time=begin_time,
             exclusive=req.exclusive,
             mem_per_slot_mb=req.mem_per_slot_mb,
         )
@@ -636,10 +655,15 @@ class ControllerService:
         between, so no request can change a chosen job first.
         """
         ids = self.state.purgeable(cutoff)
-        if ids:
+        # Reservations that ended before the cutoff go the same way (xce/controller/
+        # reservations.py): until then `xce rsv list` shows them as ended.
+        ended = expired_reservations(self.state, cutoff)
+        if ids or ended:
             now = self.clock()
-            await self.commit((ev.JobsPurged(now, tuple(ids[i:i + PURGE_CHUNK]))
-                               for i in range(0, len(ids), PURGE_CHUNK)), reschedule=False)
+            await self.commit([*(ev.JobsPurged(now, tuple(ids[i:i + PURGE_CHUNK]))
+                                 for i in range(0, len(ids), PURGE_CHUNK)),
+                               *(ev.ReservationDeleted(now, name) for name in ended)],
+                              reschedule=False)
         return len(ids)
 
     # --- scheduling ---------------------------------------------------------------------
@@ -667,12 +691,16 @@ class ControllerService:
         started = time.perf_counter()
         now = self.clock()
         snapshot = self._snapshots.snapshot(self.state, self.usage.usage(now), self._groups)
+        if self.settings.licenses:
+            snapshot = dataclasses.replace(snapshot, licenses=free_licenses(
+                self.state, dict(self.settings.licenses)))
         result = self.planner(snapshot, now)
         self.reasons = result.reasons
         now = self.clock()
         events: list[ev.Event] = []
         for placement in result.placements:
-            events.append(ev.JobStarted(now, placement.job_id, placement.host, placement.hosts))
+            events.append(ev.JobStarted(now, placement.job_id, placement.host,
+                                        placement.devices, placement.hosts))
         self.stats["scheduling_passes"] += 1
         self.stats["last_pass_ms"] = (time.perf_counter() - started) * 1000
         if events:

@@ -109,6 +109,16 @@ class JobSpec:
     # directory; the job's own .xce/stdout stays for `xce job output` (appended last).
     stdout_file: str | None = None
     stderr_file: str | None = None
+    # Generic resources per host (("gpu", "2"),) and cluster-wide licenses
+    # (("matlab", "1"),), counts as text (xce/core/gres.py); appended last.
+    gres: tuple[tuple[str, str], ...] = ()
+    licenses: tuple[tuple[str, str], ...] = ()
+    # The advance reservation the job runs in (`--reservation`, sbatch --reservation, bsub
+    # -U): it starts only on that reservation's hosts while it is active (xce/sched/advance.py).
+    reservation: str = ""
+    # Not eligible before this time (sbatch --begin, bsub -b), epoch seconds; None: at once.
+    # Appended last: older records and checkpoints have no such field.
+    begin_time: float | None = None
     # Multi-host jobs (issue 15; appended last). `exclusive`: whole hosts (bsub -x, sbatch
     # --exclusive). `mem_per_slot_mb`: --mem-per-cpu; each host then holds this times its
     # slots, while `memory_mb` stays per host (Slurm's --mem) and, for a per-slot request,
@@ -141,6 +151,15 @@ class JobRecord:
     # end (appended last: older checkpoints' records have no such field).
     requeue_requested: bool = False
     submit_key: str = ""  # the submitter's Idempotency-Key, if any (ClusterState.submit_keys)
+    # The devices the current (or last) attempt was granted, ("gpu:0", ...), from its
+    # JobStarted: a replay or a failover keeps them (xce/core/gres.py).
+    devices: tuple[str, ...] = ()
+    # When this attempt became eligible to start (Slurm's EligibleTime): submit, or later the
+    # release of a hold, the end of the last dependency it waited for, or its begin time
+    # (then it may lie in the future); None while it is not (held, dependency waiting or
+    # never satisfiable). Set by ClusterState.apply from those events; the wait of an
+    # attempt counts from it. Appended last (older checkpoints lack it).
+    eligible_time: float | None = None
     # Every host and its slots while active (issue 15); empty for a single-host job, which
     # holds `spec.slots` on `host` (so old WAL records and checkpoints load unchanged).
     allocation: tuple[HostSlots, ...] = ()
@@ -185,6 +204,9 @@ class ArrayRecord:
     done: int = 0
     exited: int = 0
     submit_key: str = ""  # the submitter's Idempotency-Key, if any
+    # When the array's unstarted tasks became eligible (JobRecord.eligible_time); a task
+    # takes it when it materialises.
+    eligible_time: float | None = None
 
     @property
     def total(self) -> int:
@@ -237,6 +259,8 @@ class HostRecord:
     reachable: bool = True
     registered_at: float = 0.0
     changed_at: float = 0.0
+    # Counted devices by kind, (("gpu", "0,1"),) (xce/core/gres.py); appended last.
+    gres: tuple[tuple[str, str], ...] = ()
 
     @property
     def status(self) -> HostStatus:
@@ -260,3 +284,37 @@ class HostLoad:
     slots: int = 0
     memory_mb: int = 0
     jobs: frozenset[str] = field(default_factory=frozenset)
+    # Devices held ("gpu:0") and licenses held by this host's active jobs.
+    devices: frozenset[str] = field(default_factory=frozenset)
+    licenses: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationRecord:
+    """An advance reservation (Slurm `scontrol create reservation`, LSF `brsvadd`): `hosts`
+    from `start` to `end` (epoch seconds, end excluded) for `users` (names and @groups).
+
+    `slots` 0 reserves the whole of each host (slots and memory); N > 0 reserves N slots on
+    each host. `maintenance` reserves for nobody: no job may target it, so the hosts run
+    nothing that would still be running at `start`. Expiry needs no event: the scheduler
+    compares its clock with `end` (xce/sched/advance.py); an ended reservation is listed as
+    such until it is deleted.
+    """
+
+    name: str
+    hosts: tuple[str, ...]
+    start: float
+    end: float
+    slots: int = 0
+    users: tuple[str, ...] = ()
+    maintenance: bool = False
+    flags: tuple[str, ...] = ()
+    description: str = ""
+    created_by: str = ""
+    created_at: float = 0.0
+
+    def state_at(self, now: float) -> str:
+        """`waiting` (not started), `active` or `ended`, as the CLI and API show it."""
+        if now < self.start:
+            return "waiting"
+        return "active" if now < self.end else "ended"

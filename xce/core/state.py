@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from xce.core import eligibility, gres, lifecycle
 from xce.core import events as ev
-from xce.core import lifecycle
 from xce.core.allocation import check_allocation, host_memory_mb
 from xce.core.deps import Outcome
 from xce.core.errors import Conflict, InvalidRequest, NotFound
@@ -25,14 +25,18 @@ from xce.core.model import (
     JobRecord,
     JobState,
     QueueRecord,
+    ReservationRecord,
     task_id,
 )
+from xce.core.reservations import check_reservation
 from xce.core.scratch import Overlay
 
 replace = dataclasses.replace
 # Every container `apply` may change; `check` sees them through overlays.
 _CONTAINERS = ("jobs", "arrays", "queues", "hosts", "host_load", "pending", "pending_arrays",
-               "array_tasks", "finished_jobs", "waiting_on_deps", "counts", "submit_keys")
+               "array_tasks", "finished_jobs", "waiting_on_deps", "counts", "submit_keys",
+               "reservations", "dependents")
+_NESTED = ("array_tasks", "dependents")  # containers whose values change in place
 
 
 def parse_job_id(job_id: str) -> tuple[int, int | None]:
@@ -47,6 +51,14 @@ def parse_job_id(job_id: str) -> tuple[int, int | None]:
         raise InvalidRequest(f"{job_id!r} is not a job id (expected e.g. 17 or 17[5])") from None
 
 
+def _add_licenses(held: tuple[tuple[str, int], ...], asked: tuple[tuple[str, str], ...],
+                  sign: int) -> tuple[tuple[str, int], ...]:
+    counts = dict(held)
+    for name, count in asked:
+        counts[name] = counts.get(name, 0) + sign * int(count)
+    return tuple(sorted((k, v) for k, v in counts.items() if v))
+
+
 _ACTIVE = frozenset(s for s in JobState if s.active)
 _FINISHED = frozenset(s for s in JobState if s.finished)
 
@@ -59,6 +71,8 @@ class ClusterState:
         self.arrays: dict[int, ArrayRecord] = {}
         self.queues: dict[str, QueueRecord] = {}
         self.hosts: dict[str, HostRecord] = {}
+        # Advance reservations by name (xce/core/reservations.py validates them).
+        self.reservations: dict[str, ReservationRecord] = {}
         self.next_number = 1
         # The highest job number reserved (JobNumbersReserved); 0: numbers are not reserved
         # (a single controller, or a log written before reservations existed).
@@ -77,7 +91,12 @@ class ClusterState:
         # Stored jobs by (state, queue), kept with the other indexes so that metrics and
         # status views never walk a million records.
         self.counts: Counter[tuple[JobState, str]] = Counter()
+        # target job/task/array id -> ids of the jobs and arrays not yet eligible that name it
+        # in a dependency (xce/core/eligibility.py): who to re-evaluate when it ends. Derived
+        # from the records alone, so a restored state has the same one.
+        self.dependents: dict[str, dict[str, None]] = {}
         self.applied = 0
+        self._at = 0.0  # the time of the event being applied (events carry their own time)
         self._handlers: dict[type, Callable[[Any], None]] = {
             ev.QueueCreated: self._queue_created,
             ev.QueueOpened: lambda e: self._queue_set(e.name, open=True),
@@ -112,6 +131,8 @@ class ClusterState:
             ev.ArrayCancelled: self._array_cancelled,
             ev.JobsPurged: self._jobs_purged,
             ev.JobNumbersReserved: self._numbers_reserved,
+            ev.ReservationAdded: self._reservation_added,
+            ev.ReservationDeleted: self._reservation_deleted,
         }
 
     # --- the one mutator ------------------------------------------------------------------
@@ -120,6 +141,7 @@ class ClusterState:
         handler = self._handlers.get(type(event))
         if handler is None:
             raise InvalidRequest(f"unknown event type {type(event).__name__}")
+        self._at = event.at
         handler(event)
         self.applied += 1
 
@@ -133,7 +155,7 @@ class ClusterState:
         """
         scratch = ClusterState()
         for name in _CONTAINERS:
-            setattr(scratch, name, Overlay(getattr(self, name), nested=name == "array_tasks"))
+            setattr(scratch, name, Overlay(getattr(self, name), nested=name in _NESTED))
         scratch.next_number = self.next_number
         scratch.number_ceiling = self.number_ceiling
         for event in events:
@@ -153,7 +175,8 @@ class ClusterState:
         array = self.arrays.get(number)
         if array is not None and index is not None and index in array.pending:
             state = JobState.PSUSP if array.held else JobState.PEND
-            return JobRecord(job_id, number, array.spec, state, array.submit_time, index)
+            return JobRecord(job_id, number, array.spec, state, array.submit_time, index,
+                             eligible_time=array.eligible_time)
         if array is not None and index is not None and index in array.indices:
             return JobRecord(
                 job_id, number, array.spec, JobState.EXIT, array.submit_time, index,
@@ -190,6 +213,14 @@ class ClusterState:
             return self.hosts[name]
         except KeyError:
             raise NotFound(f"host {name!r} does not exist") from None
+
+    def licenses_in_use(self) -> dict[str, int]:
+        """Licenses held by active jobs, cluster-wide (derived from the host loads)."""
+        used: dict[str, int] = {}
+        for load in self.host_load.values():
+            for name, count in load.licenses:
+                used[name] = used.get(name, 0) + count
+        return used
 
     def array(self, number: int) -> ArrayRecord:
         try:
@@ -229,6 +260,8 @@ class ClusterState:
                     done=array.done + delta["done"],
                     exited=array.exited + delta["exited"],
                 )
+        if new.state.finished and (old is None or not old.state.finished):
+            eligibility.target_ended(self, new)
 
     def _index(self, old: JobRecord | None, new: JobRecord) -> None:
         """The indexes that are pure functions of the job records (not array counters)."""
@@ -258,6 +291,7 @@ class ClusterState:
                 self.waiting_on_deps.pop(new.id, None)
             else:
                 self.waiting_on_deps[new.id] = None
+            eligibility.watch_job(self, old, new)
 
     def _index_restored(self, jobs: list[JobRecord]) -> None:
         """`_index(None, job)` for each job of a checkpoint, in order, as one loop: what a
@@ -282,6 +316,8 @@ class ClusterState:
                 keys[(spec.user, job.submit_key)] = job_id
             if spec.dependency and state not in finished:
                 waiting[job_id] = None
+                if job.eligible_time is None:
+                    eligibility.watch(self, job_id, spec, True)
 
     # --- checkpoints ----------------------------------------------------------------------
 
@@ -294,9 +330,11 @@ class ClusterState:
         hosts: list[HostRecord],
         next_number: int,
         number_ceiling: int = 0,
+        reservations: Sequence[ReservationRecord] = (),
     ) -> ClusterState:
         """Rebuild a state from checkpointed records; derived indexes are recomputed."""
         state = cls()
+        state.reservations = {r.name: r for r in reservations}
         state.queues = {q.name: q for q in queues}
         state.hosts = {h.name: h for h in hosts}
         state.arrays = {a.id: a for a in arrays}
@@ -304,6 +342,8 @@ class ClusterState:
         state.submit_keys = {(a.spec.user, a.submit_key): str(a.id) for a in arrays
                              if a.submit_key}
         state._index_restored(sorted(jobs, key=lambda j: j.order_key))
+        for a in arrays:
+            eligibility.watch_array(state, a)
         state.next_number = next_number
         state.number_ceiling = number_ceiling
         return state
@@ -347,22 +387,30 @@ class ClusterState:
 
     def _load(self, host: str, job: JobRecord, sign: int) -> None:
         if job.allocation:  # multi-host (issue 15): each host holds its share
-            for part in job.allocation:
+            for k, part in enumerate(job.allocation):
                 self._load_part(part.host, job, sign, part.slots,
-                                host_memory_mb(job.spec, part.slots))
+                                host_memory_mb(job.spec, part.slots), k == 0)
             return
         self._load_part(host, job, sign, job.spec.slots, job.spec.memory_mb)
 
     def _load_part(self, host: str, job: JobRecord, sign: int, slots: int,
-                   memory_mb: int) -> None:
+                   memory_mb: int, first: bool = True) -> None:
+        """One host's share of an active job; its devices and licenses count once, on the
+        first host (a multi-host job's grant is the first host's)."""
         load = self.host_load.get(host, HostLoad())
         jobs = load.jobs | {job.id} if sign > 0 else load.jobs - {job.id}
         if not jobs:
             # An idle host has no entry, so a restored state equals the live one.
             self.host_load.pop(host, None)
             return
+        devices, licenses = load.devices, load.licenses
+        if job.devices and first:
+            devices = devices | set(job.devices) if sign > 0 else devices - set(job.devices)
+        if job.spec.licenses and first:
+            licenses = _add_licenses(licenses, job.spec.licenses, sign)
         self.host_load[host] = HostLoad(
-            load.slots + sign * slots, load.memory_mb + sign * memory_mb, jobs
+            load.slots + sign * slots, load.memory_mb + sign * memory_mb, jobs,
+            devices, licenses,
         )
 
     def _materialise(self, job_id: str) -> tuple[JobRecord | None, JobRecord]:
@@ -378,6 +426,7 @@ class ClusterState:
             self.arrays[array.id] = replace(array, pending=pending)
             if not pending:
                 self.pending_arrays.pop(array.id, None)
+                eligibility.watch_array(self, self.arrays[array.id])
         self._put_job(stored, new)
 
     # --- queues and hosts -----------------------------------------------------------------
@@ -413,16 +462,28 @@ class ClusterState:
         old = self.hosts.get(e.name)
         if old is None:
             self.hosts[e.name] = HostRecord(
-                e.name, e.slots, e.memory_mb, e.attributes, registered_at=e.at, changed_at=e.at
+                e.name, e.slots, e.memory_mb, e.attributes, registered_at=e.at, changed_at=e.at,
+                gres=e.gres,
             )
         else:
             self.hosts[e.name] = replace(
                 old, slots=e.slots, memory_mb=e.memory_mb, attributes=e.attributes,
-                reachable=True, registered_at=e.at, changed_at=e.at,
+                reachable=True, registered_at=e.at, changed_at=e.at, gres=e.gres,
             )
 
     def _host_set(self, e: Any, **changes: Any) -> None:
         self.hosts[e.name] = replace(self.host(e.name), changed_at=e.at, **changes)
+
+    # --- advance reservations -------------------------------------------------------------
+
+    def _reservation_added(self, e: ev.ReservationAdded) -> None:
+        check_reservation(e.reservation, self.reservations)
+        self.reservations[e.reservation.name] = e.reservation
+
+    def _reservation_deleted(self, e: ev.ReservationDeleted) -> None:
+        if e.name not in self.reservations:
+            raise NotFound(f"reservation {e.name!r} does not exist")
+        del self.reservations[e.name]
 
     # --- jobs -----------------------------------------------------------------------------
 
@@ -445,8 +506,9 @@ class ClusterState:
     def _job_submitted(self, e: ev.JobSubmitted) -> None:
         self._take_number(e.number, e.spec.queue)
         state = JobState.PSUSP if e.spec.hold else JobState.PEND
+        eligible = None if e.spec.hold else eligibility.eligible_from(self, e.spec, e.at)
         self._put_job(None, JobRecord(str(e.number), e.number, e.spec, state, e.at,
-                                      submit_key=e.key))
+                                      submit_key=e.key, eligible_time=eligible))
 
     def _array_submitted(self, e: ev.ArraySubmitted) -> None:
         if not e.indices:
@@ -455,7 +517,9 @@ class ClusterState:
         self.arrays[e.number] = ArrayRecord(
             e.number, e.spec, e.indices, e.indices, e.at, e.max_concurrent, held=e.spec.hold,
             submit_key=e.key,
+            eligible_time=None if e.spec.hold else eligibility.eligible_from(self, e.spec, e.at),
         )
+        eligibility.watch_array(self, self.arrays[e.number])
         if e.key:
             self.submit_keys[(e.spec.user, e.key)] = str(e.number)
         self.pending_arrays[e.number] = None
@@ -463,7 +527,9 @@ class ClusterState:
     def _job_started(self, e: ev.JobStarted) -> None:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "start", job.state, JobState.RUN)
-        self.host(e.host)
+        host = self.host(e.host)
+        if e.devices:
+            self._check_grant(e, host)
         if e.hosts:
             check_allocation(job, e.host, e.hosts)
             for part in e.hosts:
@@ -473,10 +539,26 @@ class ClusterState:
             replace(
                 job, state=JobState.RUN, host=e.host, start_time=e.at, end_time=None,
                 exit_code=None, exit_signal=None, reason="", usage=None, kill_requested=False,
+                devices=e.devices,
+                # eligible by the time it started at the latest (a dependency whose target
+                # was requeued after it ended, a start the scheduler did not plan)
+                eligible_time=e.at if job.eligible_time is None else job.eligible_time,
                 allocation=e.hosts if len(e.hosts) > 1 or (
                     e.hosts and e.hosts[0].slots != job.spec.slots) else (),
             ),
         )
+
+    def _check_grant(self, e: ev.JobStarted, host: HostRecord) -> None:
+        """Granted devices must exist on the host and be held by no other active job."""
+        have = gres.host_devices(host.gres)
+        load = self.host_load.get(e.host)
+        held = load.devices if load is not None else frozenset()
+        for name in e.devices:
+            kind, device = gres.split_grant(name)
+            if device not in have.get(kind, ()):
+                raise InvalidRequest(f"job {e.job_id}: host {e.host} has no device {name}")
+            if name in held:
+                raise Conflict(f"job {e.job_id}: device {name} of host {e.host} is in use")
 
     def _job_suspended(self, e: ev.JobSuspended) -> None:
         stored, job = self._materialise(e.job_id)
@@ -487,13 +569,17 @@ class ClusterState:
             JobState.RUN: JobState.SSUSP if e.by_system else JobState.USUSP,
             JobState.SSUSP: JobState.USUSP,
         }[job.state]
-        self._store(stored, replace(job, state=target))
+        # A hold ends eligibility: the wait counts again from the release.
+        eligible = None if target is JobState.PSUSP else job.eligible_time
+        self._store(stored, replace(job, state=target, eligible_time=eligible))
 
     def _job_resumed(self, e: ev.JobResumed) -> None:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "resume", job.state)
         target = JobState.PEND if job.state is JobState.PSUSP else JobState.RUN
-        self._store(stored, replace(job, state=target))
+        eligible = eligibility.eligible_from(self, job.spec, e.at) \
+            if job.state is JobState.PSUSP else job.eligible_time
+        self._store(stored, replace(job, state=target, eligible_time=eligible))
 
     def _job_kill_requested(self, e: ev.JobKillRequested) -> None:
         stored, job = self._materialise(e.job_id)
@@ -518,12 +604,13 @@ class ClusterState:
                            "been deleted")
         self._store(stored, self._requeued(job, e.reason))
 
-    @staticmethod
-    def _requeued(job: JobRecord, reason: str) -> JobRecord:
+    def _requeued(self, job: JobRecord, reason: str) -> JobRecord:
+        """The job's next attempt, pending; eligible again from the requeue (or later)."""
         return replace(
             job, state=JobState.PEND, attempt=job.attempt + 1, host=None, start_time=None,
             end_time=None, exit_code=None, exit_signal=None, reason=reason, usage=None,
             kill_requested=False, outputs=(), requeue_requested=False, allocation=(),
+            eligible_time=eligibility.eligible_from(self, job.spec, self._at),
         )
 
     def _job_host_lost(self, e: ev.JobHostLost) -> None:
@@ -563,7 +650,11 @@ class ClusterState:
 
     def _array_hold(self, number: int, held: bool) -> None:
         array = self.array(number)
-        self.arrays[number] = replace(array, held=held)
+        if held == array.held:
+            return
+        eligible = eligibility.eligible_from(self, array.spec, self._at) if not held else None
+        self.arrays[number] = replace(array, held=held, eligible_time=eligible)
+        eligibility.watch_array(self, self.arrays[number])
 
     def _array_cancelled(self, e: ev.ArrayCancelled) -> None:
         array = self.array(e.number)
@@ -572,6 +663,9 @@ class ClusterState:
             array, pending=type(array.pending)(), exited=array.exited + count
         )
         self.pending_arrays.pop(e.number, None)
+        eligibility.watch_array(self, self.arrays[e.number])
+        if count:
+            eligibility.tasks_cancelled(self, e.number)
 
     # --- retention ------------------------------------------------------------------------
 

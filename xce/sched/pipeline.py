@@ -16,12 +16,21 @@ import heapq
 from collections.abc import Callable, Collection
 from typing import Any
 
+from xce.core import gres
 from xce.core.allocation import host_memory_mb
 from xce.core.deps import DepStatus
 from xce.core.model import HostSlots, JobSpec, QueueRecord, task_id
 from xce.sched import multihost
+from xce.sched.advance import AdvanceGate, effective_walltime
 from xce.sched.expr import (
     parse_requirement,
+)
+from xce.sched.gres import (
+    DEVICES_WAITING,
+    DevicePool,
+    too_few,
+    waiting_reason,
+    with_devices,
 )
 from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
 from xce.sched.plugins import QueuePolicy, policy_for
@@ -34,6 +43,12 @@ from xce.sched.types import Placement, Plan
 WAITING = "waiting for free slots or memory"
 TOO_BIG = "no host is big enough"
 TOO_FEW = "no set of hosts is big enough"
+NO_SPREAD_GRES = "generic resources (--gres) are not supported yet for jobs across hosts"
+
+
+def begin_reason(begin: float) -> str:
+    """Why a job with a later `--begin` waits (the CLI shows the epoch as a local time)."""
+    return f"begin time not reached: eligible at {int(begin)}"
 
 
 def plan(snapshot: Snapshot, now: float, explain: bool = True) -> Plan:
@@ -54,12 +69,18 @@ class SchedulingPass:
         self.now = now
         self.explain = explain
         self.pool = HostPool(snapshot, now)
+        self.devices = DevicePool(snapshot.hosts, snapshot.licenses)
         self.result = Plan()
         self.reservation: Reservation | None = None
+        # Advance reservations (xce/sched/advance.py); None when the cluster has none, so
+        # a pass without them costs what it did before.
+        self.gate = AdvanceGate(snapshot.reservations, self.pool, now) \
+            if snapshot.reservations else None
         self.policies = {name: policy_for(q.plugins) for name, q in snapshot.queues.items()}
         self._sets: dict[tuple, CandidateSet | str] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
         self._spread_hosts: dict[tuple, list[int]] = {}  # multi-host shape -> its hosts
+        self._spreadable: dict[tuple[str, str, int], bool] = {}
         # (queue, resources) -> hosts ranked once (static) or a heap to copy (dynamic)
         self._rankings: dict[tuple[str, str], tuple[Any, int]] = {}
         self._key_functions: dict[tuple[str, str], tuple[Callable[[int], tuple], bool, bool]] = {}
@@ -213,6 +234,9 @@ class SchedulingPass:
                                     else "dependency can never be satisfied")
                     continue
                 spec = item.spec
+                if spec.begin_time is not None and spec.begin_time > self.now:
+                    reasons[key] = begin_reason(spec.begin_time)
+                    continue
                 reason = by_spec.get(id(spec))
                 if reason is None:
                     queue = self.snapshot.queues[spec.queue]
@@ -225,10 +249,9 @@ class SchedulingPass:
                             known = self._sets[shape] = self._candidates(
                                 spec, queue, self.policies[queue.name])
                         reason = known if isinstance(known, str) else WAITING
-                        if reason == TOO_BIG and multihost.span_allows_spreading(
-                                parse_requirement(spec.resources) if spec.resources
-                                else None):  # it may spread over hosts (issue 15)
-                            reason = self._spread_reason(spec, queue)
+                        if reason == TOO_BIG and self._may_spread(
+                                spec, queue, self.policies[queue.name]):
+                            reason = self._spread_reason(spec, queue)  # issue 15
                     by_spec[id(spec)] = reason
                 reasons[key] = reason
 
@@ -268,6 +291,17 @@ class SchedulingPass:
             reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
                             else "dependency can never be satisfied")
             return
+        if spec.begin_time is not None and spec.begin_time > self.now:
+            reasons[key] = begin_reason(spec.begin_time)
+            return
+        if spec.reservation:
+            problem = (f"reservation {spec.reservation} does not exist" if self.gate is None
+                       else self.gate.target_problem(spec))
+            if problem is not None:
+                reasons[key] = problem
+                if is_job:
+                    self._blocked[id(spec)] = problem
+                return
         if is_job:
             if item.index is not None:  # type: ignore[union-attr]
                 left = self._room(item.number)
@@ -282,10 +316,19 @@ class SchedulingPass:
             if limited:
                 reasons[key] = self._blocked[id(spec)] = limited
                 return
+            if spec.licenses:  # free licenses only shrink in a pass, like limits
+                short = self.devices.short_license(spec)
+                if short:
+                    reasons[key] = self._blocked[id(spec)] = short
+                    return
             host = self._place(key, spec, queue, policy)
             if host is None:
                 reason = reasons[key]
-                self._blocked[id(spec)] = WAITING if reason.startswith(WAITING) else reason
+                if reason.startswith(WAITING):
+                    reason = WAITING
+                elif reason.startswith(DEVICES_WAITING):
+                    reason = waiting_reason(spec)  # without the reservation it may hold
+                self._blocked[id(spec)] = reason
             else:
                 array = item.number if item.index is not None else None  # type: ignore[union-attr]
                 self._commit(key, spec, host, array)
@@ -300,6 +343,10 @@ class SchedulingPass:
             limited = self._limit(queue, spec.user)
             if limited:
                 reasons[key] = limited
+                break
+            short = self.devices.short_license(spec) if spec.licenses else None
+            if short:
+                reasons[key] = short
                 break
             host = self._place(key, spec, queue, policy)
             if host is None:
@@ -317,7 +364,12 @@ class SchedulingPass:
         self.pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s)
         if self.reservation is not None:
             self.reservation.took(i, spec.slots, spec.memory_mb, spec.walltime_s, self.now)
-        self.result.placements.append(Placement(job_id, self.pool.hosts[i].name))
+        devices: tuple[str, ...] = ()
+        if spec.gres:
+            devices = self.devices.take(i, gres.counts_of(spec.gres))
+        if spec.licenses:
+            self.devices.take_licenses(spec)
+        self.result.placements.append(Placement(job_id, self.pool.hosts[i].name, devices))
         self._count(spec.user, spec.queue, spec.slots)
         if array is not None:
             self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
@@ -331,8 +383,10 @@ class SchedulingPass:
             pool.take(i, slots, mem, wall)
             if res is not None:
                 res.took(i, slots, mem, wall, self.now)
+        if spec.licenses:
+            self.devices.take_licenses(spec)
         hosts = tuple(HostSlots(pool.hosts[i].name, slots) for i, slots in shares)
-        self.result.placements.append(Placement(job_id, hosts[0].host, hosts))
+        self.result.placements.append(Placement(job_id, hosts[0].host, hosts=hosts))
         self._count(spec.user, spec.queue, spec.slots)
         if array is not None:
             self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
@@ -340,8 +394,11 @@ class SchedulingPass:
     # --- hosts --------------------------------------------------------------------------
 
     def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
+        if self.gate is not None:  # the gate's verdict depends on walltime and target
+            return (queue.name, spec.slots, spec.memory_mb, spec.resources, spec.walltime_s,
+                    spec.reservation, spec.gres)
         wall = spec.walltime_s if self.reservation is not None else None
-        return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall)
+        return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall, spec.gres)
 
     def _place(self, key: str, spec: JobSpec, queue: QueueRecord,
                policy: QueuePolicy) -> int | multihost.Shares | None:
@@ -356,28 +413,44 @@ class SchedulingPass:
         if found is None:
             found = self._sets[shape] = self._candidates(spec, queue, policy)
         if isinstance(found, str):
-            if found == TOO_BIG and multihost.span_allows_spreading(
-                    parse_requirement(spec.resources) if spec.resources else None):
+            if found == TOO_BIG and self._may_spread(spec, queue, policy):
                 return self._place_spread(key, spec, queue, policy, None if not spec.resources
                                           else parse_requirement(spec.resources))
             self.result.reasons[key] = found
             return None
-        res, now = self.reservation, self.now
+        res, now, gate = self.reservation, self.now, self.gate
         slots, mem, wall = spec.slots, spec.memory_mb, spec.walltime_s
         allow = None if res is None else (lambda i: res.allows(i, slots, mem, wall, now))
+        if spec.gres:  # a host without the devices now lacks them for the rest of the pass
+            allow = self._with_devices(spec, allow)
+        if gate is not None:
+            gate.refused = None
+            judged = effective_walltime(spec, queue)
+            easy = allow
+            allow = (lambda i: gate.allows(i, spec, judged)) if easy is None else (
+                lambda i: easy(i) and gate.allows(i, spec, judged))
         host = found.find(allow)
         if host is not None:
             return host
-        self._sets[shape] = WAITING
-        reason = WAITING
-        if res is None and policy.reserve is not None:
+        refused = gate.describe() if gate is not None and gate.refused is not None else None
+        # A job kept off a host by a reservation waits for that (its shape too); the EASY
+        # reservation below is then made outside the reservations' windows.
+        reason = self._sets[shape] = refused or WAITING
+        if refused is None and spec.gres and self._devices_short(spec, queue):
+            reason = self._sets[shape] = waiting_reason(spec)
+        if res is None and policy.reserve is not None and not spec.reservation:
             hosts = self._filtered[queue.name, spec.resources]
-            made = policy.reserve.reserve(self.pool, hosts, spec, now)
+            if spec.gres:  # only hosts that have the devices at all (their release times
+                # are judged by slots and memory: the reservation is a lower bound)
+                hosts = with_devices(self.pool.hosts, hosts, spec)
+            made = policy.reserve.reserve(self.pool, hosts, spec, now) if gate is None else \
+                gate.reserve(policy.reserve, hosts, spec, effective_walltime(spec, queue))
             if made is not None:
                 made.job_id = key
                 self.reservation = made
                 self.result.reservations.append(made.to_plain())
-                reason = f"{WAITING} ({made.describe()})"
+                if refused is None:
+                    reason = f"{reason} ({made.describe()})"
         self.result.reasons[key] = reason
         return None
 
@@ -386,6 +459,9 @@ class SchedulingPass:
         """Shares on several hosts now (xce/sched/multihost.py), or None with the reason
         recorded and, for the first such job under EASY, a reservation of a host set."""
         reasons = self.result.reasons
+        if spec.gres:  # devices are granted per host; a grant across hosts is not built yet
+            reasons[key] = NO_SPREAD_GRES
+            return None
         shape = ("spread", *self._shape(queue, spec))
         known = self._sets.get(shape)
         if isinstance(known, str):
@@ -416,10 +492,13 @@ class SchedulingPass:
         live = multihost.live_ok(pool, req)
         wall = spec.walltime_s
         views = pool.hosts
+        gate = self.gate
+        judged = effective_walltime(spec, queue) if gate is not None else None
 
         def ok(i: int, slots: int, mem: int) -> bool:
             return (live is None or live(i)) and (
-                res is None or res.allows(i, slots, mem, wall, now))
+                res is None or res.allows(i, slots, mem, wall, now)) and (
+                gate is None or gate.allows(i, spec, judged))
 
         def host_slots(i: int) -> int:
             return views[i].slots
@@ -430,7 +509,8 @@ class SchedulingPass:
             if shares is not None:
                 return shares
         reason = self._sets[shape] = self._spread_reason(spec, queue)
-        if reason == WAITING and res is None and policy.reserve is not None:
+        if reason == WAITING and res is None and policy.reserve is not None and \
+                not spec.reservation:
             if policy.reserve.name == "backfill":
                 # every host the shape may use, ranked afresh (the list above was pruned of
                 # the full ones, which are the ones that free later): once per pass
@@ -449,12 +529,39 @@ class SchedulingPass:
         reasons[key] = reason
         return None
 
+    def _may_spread(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> bool:
+        """A job with no span that no host can hold spreads when it is the slots that no
+        host has (not the memory: `--mem` is per host, spreading would not lower it)."""
+        if spec.resources and not multihost.span_allows_spreading(
+                parse_requirement(spec.resources)):
+            return False
+        key = (queue.name, spec.resources, spec.slots)
+        known = self._spreadable.get(key)
+        if known is None:
+            views = self.pool.hosts
+            known = self._spreadable[key] = all(
+                views[i].slots < spec.slots for i in self._filter(spec, queue, policy))
+        return known
+
     def _spread_reason(self, spec: JobSpec, queue: QueueRecord) -> str:
         """Why a job that may spread waits: for slots, or for ever (its hosts together
         have fewer slots than it asks)."""
         hosts = self._filter(spec, queue, self.policies[queue.name])
         views = self.pool.hosts
         return TOO_FEW if sum(views[i].slots for i in hosts) < spec.slots else WAITING
+
+    def _with_devices(self, spec: JobSpec, allow: Callable[[int], bool] | None
+                      ) -> Callable[[int], bool]:
+        asked, has = gres.counts_of(spec.gres), self.devices.has
+        if allow is None:
+            return lambda i: has(i, asked)
+        return lambda i: has(i, asked) and allow(i)
+
+    def _devices_short(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        """Whether some candidate host has the slots and memory now but not the devices."""
+        pool = self.pool
+        return any(pool.free_slots[i] >= spec.slots and pool.free_mem[i] >= spec.memory_mb
+                   for i in self._filtered.get((queue.name, spec.resources), ()))
 
     def _filter(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> list[int]:
         """The hosts the queue's filters accept for `spec` (cached per queue and -R)."""
@@ -481,6 +588,10 @@ class SchedulingPass:
         big = [i for i in hosts if views[i].slots >= slots and views[i].memory_mb >= mem]
         if not big:
             return TOO_BIG
+        if spec.gres:
+            why = too_few(views, big, spec)
+            if why:
+                return why
         req = parse_requirement(spec.resources) if spec.resources else None
         live = None
         if req is not None and select_names(req.select) & FREE_ATTRIBUTES:

@@ -15,6 +15,7 @@ class Placement:
 
     job_id: str
     host: str
+    devices: tuple[str, ...] = ()  # granted device ids, ("gpu:0", ...) (xce/sched/gres.py)
     hosts: tuple[HostSlots, ...] = ()
 
 

@@ -18,6 +18,7 @@ from xce.core.model import (
     JobRecord,
     JobSpec,
     QueueRecord,
+    ReservationRecord,
     Usage,
 )
 
@@ -52,6 +53,8 @@ EVENT_TYPES: tuple[type[ev.Event], ...] = (
     ev.JobNumbersReserved,
     ev.QueueModified,
     ev.QueueDeleted,
+    ev.ReservationAdded,
+    ev.ReservationDeleted,
 )
 
 # Structs that appear inside events or checkpoints.
@@ -63,6 +66,7 @@ RECORD_TYPES: tuple[type, ...] = (
     HostRecord,
     JobRecord,
     ArrayRecord,
+    ReservationRecord,
     HostSlots,
 )
 

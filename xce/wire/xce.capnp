@@ -58,8 +58,12 @@ struct JobSpec {
   resources @15 :Text;
   stdoutFile @16 :OptText;
   stderrFile @17 :OptText;
-  exclusive @18 :Bool;
-  memPerSlotMb @19 :Int64;
+  gres @18 :List(KeyValue);
+  licenses @19 :List(KeyValue);
+  reservation @20 :Text;
+  beginTime @21 :OptFloat;
+  exclusive @22 :Bool;
+  memPerSlotMb @23 :Int64;
 }
 
 struct QueueRecord {
@@ -92,6 +96,7 @@ struct HostRecord {
   reachable @6 :Bool;
   registeredAt @7 :Float64;
   changedAt @8 :Float64;
+  gres @9 :List(KeyValue);
 }
 
 struct JobRecord {
@@ -113,7 +118,9 @@ struct JobRecord {
   outputs @15 :List(Text);
   requeueRequested @16 :Bool;
   submitKey @17 :Text;
-  allocation @18 :List(HostSlots);
+  devices @18 :List(Text);
+  eligibleTime @19 :OptFloat;
+  allocation @20 :List(HostSlots);
 }
 
 struct ArrayRecord {
@@ -128,6 +135,21 @@ struct ArrayRecord {
   done @8 :Int64;
   exited @9 :Int64;
   submitKey @10 :Text;
+  eligibleTime @11 :OptFloat;
+}
+
+struct ReservationRecord {
+  name @0 :Text;
+  hosts @1 :List(Text);
+  start @2 :Float64;
+  end @3 :Float64;
+  slots @4 :Int64;
+  users @5 :List(Text);
+  maintenance @6 :Bool;
+  flags @7 :List(Text);
+  description @8 :Text;
+  createdBy @9 :Text;
+  createdAt @10 :Float64;
 }
 
 struct HostSlots {
@@ -160,6 +182,7 @@ struct HostRegistered {
   slots @1 :Int64;
   memoryMb @2 :Int64;
   attributes @3 :List(KeyValue);
+  gres @4 :List(KeyValue);
 }
 
 struct HostOpened {
@@ -201,7 +224,8 @@ struct ArraySubmitted {
 struct JobStarted {
   jobId @0 :Text;
   host @1 :Text;
-  hosts @2 :List(HostSlots);
+  devices @2 :List(Text);
+  hosts @3 :List(HostSlots);
 }
 
 struct JobSuspended {
@@ -280,6 +304,14 @@ struct QueueDeleted {
   name @0 :Text;
 }
 
+struct ReservationAdded {
+  reservation @0 :ReservationRecord;
+}
+
+struct ReservationDeleted {
+  name @0 :Text;
+}
+
 struct Event {
   at @0 :Float64;
   union {
@@ -312,6 +344,8 @@ struct Event {
     jobNumbersReserved @27 :JobNumbersReserved;
     queueModified @28 :QueueModified;
     queueDeleted @29 :QueueDeleted;
+    reservationAdded @30 :ReservationAdded;
+    reservationDeleted @31 :ReservationDeleted;
   }
 }
 
