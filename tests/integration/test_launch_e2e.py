@@ -208,3 +208,31 @@ def test_a_lost_host_ends_the_job_and_its_tasks_everywhere(three: Cluster) -> No
     job = three.wait_state(job_id, "EXIT", timeout=90)
     assert job["reason"] == "host w3 became unavailable", job
     three.wait_for(lambda: not _sleepers("183.5"), 60, "every task ended, w3's too")
+
+
+def _freezer_state(pid: int) -> str:
+    """The freezer state of the v1 cgroup `pid` is in ("n/a" without a freezer hierarchy)."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "freezer" in controllers.split(","):
+            return (Path("/sys/fs/cgroup/freezer" + path) / "freezer.state").read_text().strip()
+    return "n/a"
+
+
+def test_suspend_and_resume_reach_the_tasks_on_every_host(three: Cluster) -> None:
+    job_id = three.submit(command="xce launch -- sleep 191.5", slots=6,
+                          resources="span[ptile=2]")
+    three.wait_state(job_id, "RUN", timeout=60)
+    three.wait_for(lambda: len(_sleepers("191.5")) == 6, 60, "six tasks")
+    pids = [p.pid for p in _sleepers("191.5")]
+    v1 = Path("/sys/fs/cgroup/freezer").is_dir()  # else the states read "n/a"
+    frozen, thawed = ("FROZEN", "THAWED") if v1 else ("n/a", "n/a")
+    three.control(job_id, "stop")
+    three.wait_for(lambda: all(_freezer_state(p) == frozen for p in pids), 30,
+                   "every task frozen")
+    three.control(job_id, "resume")
+    three.wait_for(lambda: all(_freezer_state(p) == thawed for p in pids), 30,
+                   "every task thawed")
+    assert len(_sleepers("191.5")) == 6
+    three.control(job_id, "kill")
+    three.wait_for(lambda: not _sleepers("191.5"), 60, "every task ended")
