@@ -62,6 +62,8 @@ Key = tuple[str, int]
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\[\]-]{0,127}")
 MAX_ARGS = 4096
+# Connections served at once; more are closed unanswered (a job cannot tie the worker up).
+MAX_CONNECTIONS = 512
 MAX_ENV = 1024
 # Set by the service for every task, whatever the request's environment says.
 OWN_VARIABLES = ("XCE_TASK_ID", "XCE_LOCAL_TASK_ID", "XCE_EXEC_HOST", "XCE_JOB_ID",
@@ -182,6 +184,7 @@ class TaskService:
         self.shares: dict[Key, dict[str, Any]] = {}
         # One fence watcher per share that has had tasks (xce/worker/sharefence.py).
         self.watchers: dict[Key, subprocess.Popen[bytes]] = {}
+        self.open = 0
 
     async def start(self, host: str, port: int) -> str:
         self.server = await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST)
@@ -255,6 +258,10 @@ class TaskService:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         proc: asyncio.subprocess.Process | None = None
+        if self.open >= MAX_CONNECTIONS:
+            writer.close()
+            return
+        self.open += 1
         try:
             try:
                 line = await asyncio.wait_for(reader.readline(), 30)
@@ -281,6 +288,7 @@ class TaskService:
                     await proc.wait()
             with contextlib.suppress(Exception):
                 writer.close()
+            self.open -= 1
 
     async def _spawn(self, req: TaskRequest) -> asyncio.subprocess.Process:
         target = self.target(req)
@@ -296,6 +304,9 @@ class TaskService:
                    XCE_EXEC_HOST=self.agent.host, XCE_JOB_ID=req.job_id,
                    XCE_ATTEMPT=str(req.attempt))
         env.setdefault("PATH", executor.BASE_PATH)
+        if self.agent.launch_bin:  # this host's own `xce`, for launches from the task
+            env["PATH"] = f"{self.agent.launch_bin}:{env['PATH']}"
+            env["XCE_LAUNCH"] = f"{self.agent.launch_bin}/xce"
         cwds = target.cwds + ((account.pw_dir,) if account is not None else ())
         key = (req.job_id, req.attempt)
         if key not in self.agent.running:
