@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,6 +45,11 @@ SAMPLES: list[ev.Event] = [
     ev.ArrayHeld(6.0, 8), ev.ArrayReleased(6.0, 8), ev.ArrayCancelled(6.0, 8, "k"),
     ev.JobsPurged(7.0, ("3", "8")),
     ev.JobNumbersReserved(7.0, 9, 1008),
+    ev.JobModified(8.0, "7", dataclasses.replace(SPEC, priority=20, walltime_s=60)),
+    ev.JobModified(8.0, "8", SPEC),
+    ev.JobPreempted(8.0, "7", "9", True), ev.JobPreempted(8.0, "7", "9"),
+    ev.QueueModified(8.0, QueueRecord("q", 7, preempt=("low", "scavenger"),
+                                      preempt_mode="requeue", preempt_min_run_s=60)),
 ]
 
 

@@ -47,6 +47,7 @@ def all_routes() -> list[Route]:
         auth_code,
         cluster,
         hosts,
+        job_changes,
         jobs,
         join,
         metrics,
@@ -58,4 +59,5 @@ def all_routes() -> list[Route]:
 
     return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
             *auth.ROUTES, *auth_code.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES,
-            *join.ROUTES, *stream.ROUTES, *accounting.ROUTES]
+            *join.ROUTES, *stream.ROUTES, *accounting.ROUTES,
+            *job_changes.ROUTES]  # issue 17: job modify, priority

@@ -73,6 +73,8 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
             output_files=list(job.outputs),
             stdout_file=spec.stdout_file,
             stderr_file=spec.stderr_file,
+            priority=spec.priority,
+            preempted_by=job.preempted_by or None,
             kill_requested=job.kill_requested,
         )
     return out
@@ -191,6 +193,9 @@ def queue_view(queue: QueueRecord, state: ClusterState) -> dict:
         "max_memory_mb": queue.max_memory_mb,
         "max_slots": queue.max_slots,
         "users": list(queue.users),
+        "preempt": list(queue.preempt),
+        "preempt_mode": queue.preempt_mode,
+        "preempt_min_run_s": queue.preempt_min_run_s,
         "pending": pending,
         "running": running,
         "suspended": suspended,

@@ -23,6 +23,7 @@ from xce import metrics
 from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
 from xce.controller import queue_rules
+from xce.controller.modify import modify_events
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
 from xce.core import events as ev
@@ -45,6 +46,7 @@ from xce.sched.expr import parse_requirement
 from xce.sched.feasibility import refusal
 from xce.sched.incremental import SnapshotCache
 from xce.sched.plugins import policy_for
+from xce.sched.priority import PrioritySettings, check_job_priority
 from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
 from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
@@ -317,6 +319,10 @@ class ControllerService:
         for out in outputs:
             if out in RESERVED_OUTPUTS:
                 raise InvalidRequest(f"output {out!r} is reserved for the job's {out}")
+        try:
+            check_job_priority(self.settings.scheduler.priority, req.priority, req.privileged)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
         dependency = parse_dependency(req.dependency)
         for term in dependency:
             self._check_dependency(term.job, req.may_view_owner)
@@ -345,6 +351,7 @@ class ControllerService:
             resources=req.resources.strip(),
             stdout_file=req.stdout_file,
             stderr_file=req.stderr_file,
+            priority=req.priority,
         )
         return spec, inputs
 
@@ -538,11 +545,23 @@ class ControllerService:
         await self.commit(events)
         return sorted({getattr(e, "job_id", str(getattr(e, "number", ""))) for e in events})
 
+    async def modify_job(self, job_id: str, changes: dict[str, object], privileged: bool,
+                         may_view_owner: Callable[[str], bool] | None = None,
+                         defer: bool = False) -> list[ev.Event]:
+        """`xce job modify`: validated and committed as events (xce/controller/modify.py);
+        nothing awaits between the checks and the commit."""
+        events = modify_events(self, job_id, dict(changes), privileged, may_view_owner, defer)
+        await self.commit(events)
+        return events
+
     # --- queues -------------------------------------------------------------------------
 
-    @staticmethod
-    def _check_queue(queue: QueueRecord) -> None:
-        """A queue's settings hold together: known plugins, defaults within maximums."""
+    def _check_queue(self, queue: QueueRecord) -> None:
+        """A queue's settings hold together: known plugins, defaults within maximums, the
+        queues it preempts exist."""
+        unknown = [name for name in queue.preempt if name not in self.state.queues]
+        if unknown:
+            raise InvalidRequest(f"preempt: queue {unknown[0]!r} does not exist")
         try:
             policy_for(queue.plugins)
         except ValueError as exc:
@@ -657,6 +676,8 @@ class ControllerService:
         started = time.perf_counter()
         now = self.clock()
         snapshot = self._snapshots.snapshot(self.state, self.usage.usage(now), self._groups)
+        if self.settings.scheduler.priority != PrioritySettings():
+            snapshot = dataclasses.replace(snapshot, priority=self.settings.scheduler.priority)
         result = self.planner(snapshot, now)
         self.reasons = result.reasons
         now = self.clock()

@@ -100,6 +100,9 @@ class JobSpec:
     # directory; the job's own .xce/stdout stays for `xce job output` (appended last).
     stdout_file: str | None = None
     stderr_file: str | None = None
+    # Per-job priority (bsub -sp, sbatch --priority/--nice): None is `[scheduler.priority]
+    # default_job_priority` at the time of ordering; a user may only give at most that.
+    priority: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,11 @@ class JobRecord:
     # end (appended last: older checkpoints' records have no such field).
     requeue_requested: bool = False
     submit_key: str = ""  # the submitter's Idempotency-Key, if any (ClusterState.submit_keys)
+    # Preemption (xce/sched/preemption.py): the job whose start suspended or requeued this
+    # one; while it is SSUSP with this set its slots are free for others (its memory is not).
+    preempted_by: str = ""
+    # When this job last started or resumed: the minimum run time before a preemption.
+    resumed_time: float | None = None
 
     @property
     def array_id(self) -> int | None:
@@ -197,6 +205,12 @@ class QueueRecord:
     # Who may submit (LSF USERS, Slurm AllowAccounts): user names and @groups of
     # `[scheduler] groups`; empty: everyone.
     users: tuple[str, ...] = ()
+    # Preemption (LSF PREEMPTION, Slurm PreemptMode): the queues whose running jobs this
+    # queue's blocked jobs may take slots from, how ("suspend" or "requeue") and after how
+    # long a victim may be preempted (again).
+    preempt: tuple[str, ...] = ()
+    preempt_mode: str = "suspend"
+    preempt_min_run_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,14 @@ def parse_job_id(job_id: str) -> tuple[int, int | None]:
         raise InvalidRequest(f"{job_id!r} is not a job id (expected e.g. 17 or 17[5])") from None
 
 
+def held_slots(job: JobRecord) -> int:
+    """The slots an active job holds: none while it is suspended by a preemption (the
+    preemptor runs in them), its memory stays held all the same."""
+    if job.preempted_by and job.state is JobState.SSUSP:
+        return 0
+    return job.spec.slots
+
+
 _ACTIVE = frozenset(s for s in JobState if s.active)
 _FINISHED = frozenset(s for s in JobState if s.finished)
 
@@ -111,6 +119,8 @@ class ClusterState:
             ev.ArrayCancelled: self._array_cancelled,
             ev.JobsPurged: self._jobs_purged,
             ev.JobNumbersReserved: self._numbers_reserved,
+            ev.JobModified: self._job_modified,
+            ev.JobPreempted: self._job_preempted,
         }
 
     # --- the one mutator ------------------------------------------------------------------
@@ -352,7 +362,7 @@ class ClusterState:
             self.host_load.pop(host, None)
             return
         self.host_load[host] = HostLoad(
-            load.slots + sign * job.spec.slots, load.memory_mb + sign * job.spec.memory_mb, jobs
+            load.slots + sign * held_slots(job), load.memory_mb + sign * job.spec.memory_mb, jobs
         )
 
     def _materialise(self, job_id: str) -> tuple[JobRecord | None, JobRecord]:
@@ -459,6 +469,7 @@ class ClusterState:
             replace(
                 job, state=JobState.RUN, host=e.host, start_time=e.at, end_time=None,
                 exit_code=None, exit_signal=None, reason="", usage=None, kill_requested=False,
+                preempted_by="", resumed_time=e.at,
             ),
         )
 
@@ -477,6 +488,17 @@ class ClusterState:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "resume", job.state)
         target = JobState.PEND if job.state is JobState.PSUSP else JobState.RUN
+        if job.preempted_by and job.state is JobState.SSUSP:
+            # The victim of a preemption takes its slots back: it needs them free again.
+            host = self.hosts.get(job.host or "")
+            load = self.host_load.get(job.host or "")
+            used = load.slots if load else 0
+            if host is not None and used + job.spec.slots > host.slots:
+                raise Conflict(f"cannot resume job {e.job_id}: host {host.name} has "
+                               f"{host.slots - used} free slots, it needs {job.spec.slots}")
+            self._store(stored, replace(job, state=target, preempted_by="", reason="",
+                                        resumed_time=e.at))
+            return
         self._store(stored, replace(job, state=target))
 
     def _job_kill_requested(self, e: ev.JobKillRequested) -> None:
@@ -500,7 +522,10 @@ class ClusterState:
         if job.spec.queue not in self.queues:
             raise Conflict(f"cannot requeue job {e.job_id}: its queue {job.spec.queue!r} has "
                            "been deleted")
-        self._store(stored, self._requeued(job, e.reason))
+        reason = e.reason
+        if job.preempted_by and reason == "requeued":
+            reason = f"requeued: preempted by job {job.preempted_by}"
+        self._store(stored, self._requeued(job, reason))
 
     @staticmethod
     def _requeued(job: JobRecord, reason: str) -> JobRecord:
@@ -536,6 +561,48 @@ class ClusterState:
                 usage=e.usage or job.usage, reason=reason, outputs=e.outputs,
             ),
         )
+
+    def _job_modified(self, e: ev.JobModified) -> None:
+        number, index = parse_job_id(e.job_id)
+        self.queue(e.spec.queue)
+        if index is None and number in self.arrays:
+            array = self.arrays[number]
+            if e.spec.user != array.spec.user:
+                raise InvalidRequest("a job's owner cannot change")
+            if not array.pending:
+                raise Conflict(f"job array {number} has no task left to start: nothing to "
+                               "modify")
+            self.arrays[number] = replace(array, spec=e.spec)
+            return
+        stored = self.jobs.get(e.job_id)
+        if stored is None:
+            self.job(e.job_id)  # NotFound for a job that does not exist
+            raise Conflict(f"task {e.job_id} has not started: modify the whole array {number}")
+        if e.spec.user != stored.spec.user:
+            raise InvalidRequest("a job's owner cannot change")
+        if stored.state.finished:
+            raise Conflict(f"cannot modify job {e.job_id}: it is {stored.state.value}")
+        if stored.state.active and replace(e.spec, name=stored.spec.name,
+                                           walltime_s=stored.spec.walltime_s) != stored.spec:
+            raise Conflict(f"job {e.job_id} is {stored.state.value}: only its name and "
+                           "walltime can change")
+        self._put_job(stored, replace(stored, spec=e.spec))
+
+    def _job_preempted(self, e: ev.JobPreempted) -> None:
+        stored, job = self._materialise(e.job_id)
+        if stored is None or job.state is not JobState.RUN:
+            raise Conflict(f"cannot preempt job {e.job_id}: it is {job.state.value} (only a "
+                           "running job can be)")
+        self.job(e.by)
+        reason = f"preempted by job {e.by}"
+        if e.requeue:
+            lifecycle.check(e.job_id, "requeue", job.state, JobState.PEND)
+            new = replace(job, kill_requested=True, requeue_requested=True, preempted_by=e.by,
+                          reason=reason)
+        else:
+            lifecycle.check(e.job_id, "system_suspend", job.state, JobState.SSUSP)
+            new = replace(job, state=JobState.SSUSP, preempted_by=e.by, reason=reason)
+        self._store(stored, new)
 
     def _job_usage(self, e: ev.JobUsageReported) -> None:
         job = self.jobs.get(e.job_id)

@@ -28,7 +28,7 @@ from types import MappingProxyType
 from xce.core import events as ev
 from xce.core.deps import DepStatus, evaluate
 from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord
-from xce.core.state import ClusterState
+from xce.core.state import ClusterState, held_slots
 from xce.sched.snapshot import HostView, PendingArray, PendingJob, RunningJob, Snapshot
 
 SHIFT = 1 << 40  # order key: job number, then array index (pipeline._groups uses the same)
@@ -131,7 +131,8 @@ class SnapshotCache:
     def _add_running(self, record: JobRecord) -> None:
         spec = record.spec
         self._running[record.id] = RunningJob(
-            record.id, spec.user, spec.queue, record.host or "", spec.slots, spec.memory_mb,
+            record.id, spec.user, spec.queue, record.host or "", held_slots(record),
+            spec.memory_mb,
             record.start_time or 0.0, spec.walltime_s)
         self._running_tuple = None
         self._hosts_dirty = True
@@ -168,7 +169,7 @@ class SnapshotCache:
         if state.pending_arrays or self._tasks:
             arrays = tuple(
                 PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active,
-                             _deps(a.spec, state))
+                             _deps(a.spec, state), a.submit_time)
                 for a in (state.arrays[n] for n in state.pending_arrays)
                 if not a.held
             )
@@ -190,7 +191,7 @@ def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:
 
 def _view(record: JobRecord, state: ClusterState) -> PendingJob:
     return PendingJob(record.id, record.number, record.array_index, record.spec,
-                      _deps(record.spec, state))
+                      _deps(record.spec, state), record.submit_time)
 
 
 def _host_views(state: ClusterState) -> tuple[HostView, ...]:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from xce.core.arrayspec import IndexSet
 from xce.core.deps import DepStatus, evaluate
 from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord
-from xce.core.state import ClusterState
+from xce.core.state import ClusterState, held_slots
+from xce.sched.priority import PrioritySettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,7 @@ class PendingJob:
     index: int | None
     spec: JobSpec
     deps: DepStatus
+    submit_time: float = 0.0  # the age factor of multifactor priority (xce/sched/priority.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ class PendingArray:
     max_concurrent: int | None
     active: int
     deps: DepStatus
+    submit_time: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,8 @@ class Snapshot:
     # up to date event by event (xce/sched/incremental.py), so that an FCFS pass reads only
     # the head of a long queue
     queued: Mapping[str, Collection[PendingJob]] | None = None
+    # `[scheduler.priority]`, for the multifactor order plugin (xce/sched/priority.py)
+    priority: PrioritySettings = field(default_factory=PrioritySettings)
 
     def pending_jobs(self) -> Iterator[PendingJob]:
         """Every pending job, whichever of `jobs` and `queued` holds them."""
@@ -102,7 +107,7 @@ def _pending_with_memo(state: ClusterState, memo: PendingMemo,
             out.append(known[1])
             continue
         view = PendingJob(record.id, record.number, record.array_index, record.spec,
-                          deps(record.spec))
+                          deps(record.spec), record.submit_time)
         memo[job_id] = (record, view)
         out.append(view)
     if len(memo) > 2 * len(out) + 1024:  # forget jobs that are no longer pending
@@ -129,7 +134,7 @@ def snapshot_of(
             for job_id in sorted(load.jobs):
                 job = state.jobs[job_id]
                 running.append(RunningJob(
-                    job_id, job.spec.user, job.spec.queue, host.name, job.spec.slots,
+                    job_id, job.spec.user, job.spec.queue, host.name, held_slots(job),
                     job.spec.memory_mb, job.start_time or 0.0, job.spec.walltime_s))
         used_slots = load.slots if load else 0
         used_mem = load.memory_mb if load else 0
@@ -145,13 +150,14 @@ def snapshot_of(
 
     if memo is None:
         jobs = tuple(
-            PendingJob(j.id, j.number, j.array_index, j.spec, deps(j.spec))
+            PendingJob(j.id, j.number, j.array_index, j.spec, deps(j.spec), j.submit_time)
             for j in (state.jobs[i] for i in state.pending)
         )
     else:
         jobs = _pending_with_memo(state, memo, deps)
     arrays = tuple(
-        PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active, deps(a.spec))
+        PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active, deps(a.spec),
+                     a.submit_time)
         for a in (state.arrays[n] for n in state.pending_arrays)
         if not a.held
     )

@@ -51,6 +51,8 @@ EVENT_TYPES: tuple[type[ev.Event], ...] = (
     ev.JobNumbersReserved,
     ev.QueueModified,
     ev.QueueDeleted,
+    ev.JobModified,
+    ev.JobPreempted,
 )
 
 # Structs that appear inside events or checkpoints.

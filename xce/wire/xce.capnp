@@ -58,6 +58,7 @@ struct JobSpec {
   resources @15 :Text;
   stdoutFile @16 :OptText;
   stderrFile @17 :OptText;
+  priority @18 :OptInt;
 }
 
 struct QueueRecord {
@@ -78,6 +79,9 @@ struct QueueRecord {
   maxMemoryMb @14 :OptInt;
   maxSlots @15 :OptInt;
   users @16 :List(Text);
+  preempt @17 :List(Text);
+  preemptMode @18 :Text;
+  preemptMinRunS @19 :Int64;
 }
 
 struct HostRecord {
@@ -111,6 +115,8 @@ struct JobRecord {
   outputs @15 :List(Text);
   requeueRequested @16 :Bool;
   submitKey @17 :Text;
+  preemptedBy @18 :Text;
+  resumedTime @19 :OptFloat;
 }
 
 struct ArrayRecord {
@@ -270,6 +276,17 @@ struct QueueDeleted {
   name @0 :Text;
 }
 
+struct JobModified {
+  jobId @0 :Text;
+  spec @1 :JobSpec;
+}
+
+struct JobPreempted {
+  jobId @0 :Text;
+  by @1 :Text;
+  requeue @2 :Bool;
+}
+
 struct Event {
   at @0 :Float64;
   union {
@@ -302,6 +319,8 @@ struct Event {
     jobNumbersReserved @27 :JobNumbersReserved;
     queueModified @28 :QueueModified;
     queueDeleted @29 :QueueDeleted;
+    jobModified @30 :JobModified;
+    jobPreempted @31 :JobPreempted;
   }
 }
 
