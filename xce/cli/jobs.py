@@ -69,6 +69,8 @@ def submit(
     resources: str = typer.Option("", "--resources", "-R",
                                   help="LSF resource requirement, e.g. 'select[mem>4000]'"),
     user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
+    priority: int = typer.Option(None, "--priority",
+                                 help="job priority (users: at most the default)"),
     lenient: bool = typer.Option(False, "--lenient",
                                  help="unknown script directives are warnings, not errors"),
     as_json: bool = typer.Option(False, "--json"),
@@ -90,6 +92,8 @@ def submit(
                                     submitting.explicit_options(sys.argv[1:]))
     if walltime_text := body.pop("walltime", None):
         body["walltime_s"] = parse_walltime(walltime_text)
+    if priority is not None:
+        body["priority"] = priority
 
     def run(client: Any) -> dict[str, Any]:
         uploads: list[str] = []
@@ -315,3 +319,14 @@ def _register_eff() -> None:
 
 
 _register_eff()
+
+
+def _register_changes() -> None:
+    """`xce job modify` and `xce job priority` (issue 17) live in xce/cli/job_changes.py."""
+    from xce.cli.job_changes import modify, priority
+
+    app.command("modify")(modify)
+    app.command("priority")(priority)
+
+
+_register_changes()
