@@ -41,7 +41,7 @@ from xce.core.model import (
     QueueRecord,
 )
 from xce.core.state import ClusterState, parse_job_id
-from xce.sched import pipeline
+from xce.sched import pipeline, preemption
 from xce.sched.expr import parse_requirement
 from xce.sched.feasibility import refusal
 from xce.sched.incremental import SnapshotCache
@@ -664,7 +664,7 @@ class ControllerService:
 
     async def schedule_once(self) -> int:
         """One scheduling pass: plan on a snapshot, then commit the placements."""
-        if not self._any_free_host():
+        if not self._any_free_host() and not any(q.preempt for q in self.state.queues.values()):
             # A full (or empty) cluster: no pass over the pending jobs at all; every pending
             # job reads the same reason.
             online = any(h.status is HostStatus.ONLINE for h in self.state.hosts.values())
@@ -678,12 +678,21 @@ class ControllerService:
         snapshot = self._snapshots.snapshot(self.state, self.usage.usage(now), self._groups)
         if self.settings.scheduler.priority != PrioritySettings():
             snapshot = dataclasses.replace(snapshot, priority=self.settings.scheduler.priority)
+        resumed: list[str] = []
+        if preemption.needed(snapshot):  # suspended victims go back first
+            resumed, snapshot = preemption.resume_first(snapshot)
         result = self.planner(snapshot, now)
         self.reasons = result.reasons
         now = self.clock()
-        events: list[ev.Event] = []
+        events: list[ev.Event] = [ev.JobResumed(now, job_id) for job_id in resumed]
         for placement in result.placements:
             events.append(ev.JobStarted(now, placement.job_id, placement.host))
+        if preemption.needed(snapshot):  # xce/sched/preemption.py: resume, then preempt
+            decision = preemption.decide(snapshot, now, result)
+            self.reasons.update(decision.reasons)
+            events.extend(ev.JobResumed(now, job_id) for job_id in decision.resume)
+            events.extend(ev.JobPreempted(now, p.victim, p.by, p.requeue)
+                          for p in decision.preempt)
         self.stats["scheduling_passes"] += 1
         self.stats["last_pass_ms"] = (time.perf_counter() - started) * 1000
         if events:

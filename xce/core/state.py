@@ -49,7 +49,7 @@ def parse_job_id(job_id: str) -> tuple[int, int | None]:
 def held_slots(job: JobRecord) -> int:
     """The slots an active job holds: none while it is suspended by a preemption (the
     preemptor runs in them), its memory stays held all the same."""
-    if job.preempted_by and job.state is JobState.SSUSP:
+    if job.preempted_by and job.state in (JobState.SSUSP, JobState.USUSP):
         return 0
     return job.spec.slots
 
@@ -488,7 +488,7 @@ class ClusterState:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "resume", job.state)
         target = JobState.PEND if job.state is JobState.PSUSP else JobState.RUN
-        if job.preempted_by and job.state is JobState.SSUSP:
+        if job.preempted_by and job.state in (JobState.SSUSP, JobState.USUSP):
             # The victim of a preemption takes its slots back: it needs them free again.
             host = self.hosts.get(job.host or "")
             load = self.host_load.get(job.host or "")

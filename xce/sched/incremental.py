@@ -29,7 +29,14 @@ from xce.core import events as ev
 from xce.core.deps import DepStatus, evaluate
 from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord
 from xce.core.state import ClusterState, held_slots
-from xce.sched.snapshot import HostView, PendingArray, PendingJob, RunningJob, Snapshot
+from xce.sched.snapshot import (
+    HostView,
+    PendingArray,
+    PendingJob,
+    RunningJob,
+    Snapshot,
+    preemption_view,
+)
 
 SHIFT = 1 << 40  # order key: job number, then array index (pipeline._groups uses the same)
 
@@ -133,7 +140,7 @@ class SnapshotCache:
         self._running[record.id] = RunningJob(
             record.id, spec.user, spec.queue, record.host or "", held_slots(record),
             spec.memory_mb,
-            record.start_time or 0.0, spec.walltime_s)
+            record.start_time or 0.0, spec.walltime_s, *preemption_view(record))
         self._running_tuple = None
         self._hosts_dirty = True
 

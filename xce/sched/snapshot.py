@@ -61,6 +61,14 @@ class RunningJob:
     memory_mb: int
     start_time: float
     walltime_s: int | None
+    # Preemption (xce/sched/preemption.py): the job that suspended or is requeueing this
+    # one ("" when none), its state (RUN, USUSP, SSUSP), whether its end was asked (a kill
+    # or a requeue under way), and when it last started or resumed.
+    preempted_by: str = ""
+    state: str = "RUN"
+    ending: bool = False
+    since: float = 0.0
+    asked_slots: int = 0  # the job's own slots (`slots` is 0 while a preemption holds it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +97,12 @@ class Snapshot:
         if self.queued is not None:
             for jobs in self.queued.values():
                 yield from jobs
+
+
+def preemption_view(job: JobRecord) -> tuple[str, str, bool, float, int]:
+    """The RunningJob fields preemption reads, from the record."""
+    return (job.preempted_by, job.state.value, job.kill_requested,
+            job.resumed_time or job.start_time or 0.0, job.spec.slots)
 
 
 PendingMemo = dict[str, tuple[JobRecord, PendingJob]]
@@ -135,7 +149,8 @@ def snapshot_of(
                 job = state.jobs[job_id]
                 running.append(RunningJob(
                     job_id, job.spec.user, job.spec.queue, host.name, held_slots(job),
-                    job.spec.memory_mb, job.start_time or 0.0, job.spec.walltime_s))
+                    job.spec.memory_mb, job.start_time or 0.0, job.spec.walltime_s,
+                    *preemption_view(job)))
         used_slots = load.slots if load else 0
         used_mem = load.memory_mb if load else 0
         hosts.append(
