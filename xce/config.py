@@ -492,6 +492,10 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
             raise ConfigError(f"queue {dup!r} is defined twice")
+        for i, queue in enumerate(queues):
+            unknown = [n for n in queue.preempt if n not in names]
+            if unknown:
+                raise ConfigError(f"queue[{i}].preempt: queue {unknown[0]!r} is not defined")
         ctl["queues"] = queues
     if "scheduler" in data:
         try:
