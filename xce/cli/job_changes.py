@@ -28,7 +28,8 @@ def modify(
     resources: str = typer.Option(None, "--resources", "-R", help="none clears"),
     dependency: str = typer.Option(None, "--dependency", "-d", help="none clears"),
     name: str = typer.Option(None, "--name", "-J"),
-    hold: bool = typer.Option(None, "--hold/--release", help="hold (PSUSP) or release"),
+    hold: bool = typer.Option(False, "--hold", help="hold the pending job (PSUSP)"),
+    release: bool = typer.Option(False, "--release", help="release a held job"),
     defer: bool = typer.Option(False, "--defer",
                                help="skip the check that a registered host can run it"),
     as_json: bool = typer.Option(False, "--json"),
@@ -40,9 +41,13 @@ def modify(
 
     body: dict[str, Any] = {}
     for key, value in (("priority", priority), ("queue", queue), ("slots", slots),
-                       ("memory_mb", memory), ("name", name), ("hold", hold)):
+                       ("memory_mb", memory), ("name", name)):
         if value is not None:
             body[key] = value
+    if hold and release:
+        fail("give --hold or --release, not both", 2)
+    if hold or release:
+        body["hold"] = hold
     if walltime is not None:
         body["walltime_s"] = None if walltime.lower() in _NONE else parse_walltime(walltime)
     for key, text in (("resources", resources), ("dependency", dependency)):
