@@ -92,9 +92,10 @@ def decide(snapshot: Snapshot, now: float, plan: Plan) -> Decision:
     hosts = {h.name: h for h in snapshot.hosts}
     free = {h.name: h.free_slots for h in snapshot.hosts}
     free_mem = {h.name: h.free_memory_mb for h in snapshot.hosts}
-    specs = {j.job_id: j.spec for j in snapshot.pending_jobs()}
+    placed = plan.placements
+    specs = {j.job_id: j.spec for j in snapshot.pending_jobs()} if placed else {}
     arrays = {a.number: a.spec for a in snapshot.arrays}
-    for placement in plan.placements:
+    for placement in placed:
         spec = specs.get(placement.job_id)
         if spec is None:
             spec = arrays.get(int(placement.job_id.split("[", 1)[0]))
@@ -125,9 +126,12 @@ def _online(snapshot: Snapshot, host: str) -> bool:
 def _preempt(snapshot: Snapshot, now: float, plan: Plan, decision: Decision,
              hosts: dict, free: dict[str, int], free_mem: dict[str, int]) -> None:
     queues = snapshot.queues
-    waiting = [j for j in snapshot.pending_jobs()
-               if queues[j.spec.queue].preempt
-               and plan.reasons.get(j.job_id, "").startswith(WAITING)]
+    preempting = {name for name, q in queues.items() if q.preempt}
+    # only the queues that preempt are read (`queued` holds pending jobs per queue)
+    pending = [j for j in snapshot.jobs if j.spec.queue in preempting]
+    for name in preempting:
+        pending.extend((snapshot.queued or {}).get(name, ()))
+    waiting = [j for j in pending if plan.reasons.get(j.job_id, "").startswith(WAITING)]
     waiting.sort(key=lambda j: (-queues[j.spec.queue].priority, j.number,
                                 -1 if j.index is None else j.index))
     by_host: dict[str, list[RunningJob]] = {}
