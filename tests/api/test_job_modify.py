@@ -4,6 +4,7 @@ item 2): who may set what, validation as at submit, the WAL events, the factors.
 from __future__ import annotations
 
 from tests.api.conftest import Api, as_user
+from xce.controller.history import history_for
 from xce.core import events as ev
 
 ALICE = as_user("alice")
@@ -89,11 +90,14 @@ async def test_a_running_job_changes_only_its_name_and_walltime_by_an_admin(api:
 
 
 async def test_modify_is_logged_as_job_modified(api: Api) -> None:
+    history_for(api.service)  # as the controller does when it becomes primary
     seen: list[ev.Event] = []
     api.service.listeners.append(seen.append)
     job = await api.submit(hold=True)
     await api.call("PATCH", f"/api/v1/jobs/{job}", 200, json={"priority": 5})
     assert [type(e) for e in seen][-1] is ev.JobModified
+    history = [e for e in (await api.show(job))["history"] if e["event"] == "modified"]
+    assert "priority 5" in history[0]["detail"]
     unchanged = await api.call("PATCH", f"/api/v1/jobs/{job}", 200, json={"priority": 5})
     assert unchanged["changed"] is False
 

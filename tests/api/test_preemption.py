@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.api.conftest import Api, as_user
+from xce.controller.history import history_for
 from xce.controller.requests import FinishReport
 from xce.core import events as ev
 
@@ -34,6 +35,7 @@ async def _finish(api: Api, job_id: str) -> None:
 
 
 async def test_suspend_mode_victim_resumes_when_the_preemptor_ends(api: Api) -> None:
+    history_for(api.service)  # as the controller does when it becomes primary
     await _queues(api)
     await api.register("w1", slots=2, memory_mb=1000)
     low = await _run(api, queue="low", slots=2, memory_mb=600)
@@ -43,6 +45,10 @@ async def test_suspend_mode_victim_resumes_when_the_preemptor_ends(api: Api) -> 
     assert _job(api, low).preempted_by == high
     assert (await api.show(low))["reason"] == f"preempted by job {high}"
     assert f"suspending job {low} on host w1" in (await api.show(high))["reason"]
+    history = {e["event"]: e["detail"] for e in (await api.show(high))["history"]}
+    assert history["preempting"] == f"job {low} on w1 is suspended for it"
+    history = {e["event"]: e["detail"] for e in (await api.show(low))["history"]}
+    assert history["preempted"].startswith(f"by job {high}: suspended")
     load = api.service.state.host_load["w1"]
     assert (load.slots, load.memory_mb) == (0, 600)  # its memory is still counted
     await api.service.schedule_once()
