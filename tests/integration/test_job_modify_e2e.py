@@ -59,6 +59,11 @@ def test_modify_survives_kill_9_and_a_new_walltime_reaches_the_worker(tmp_path: 
             raise AssertionError("a finished job was modified")
         except ApiFailure as exc:
             assert exc.status == 409
+        changed = _cli(c, "queue", "modify", "short", "--preempt", "normal", "--preempt-mode",
+                       "requeue", "--preempt-min-run", "30")
+        assert changed.returncode == 0, changed
+        listed = _cli(c, "queue", "list")
+        assert "preempt=normal:requeue/30s" in listed.stdout, listed
         assert c.controller is not None
         c.controller.send_signal(signal.SIGKILL)
         c.controller.wait(10)
@@ -67,6 +72,9 @@ def test_modify_survives_kill_9_and_a_new_walltime_reaches_the_worker(tmp_path: 
         assert (shown["priority"], shown["name"], shown["queue"], shown["walltime_s"],
                 shown["slots"], shown["state"]) == (70, "renamed", "short", 300, 2, "PSUSP")
         assert c.job(running)["walltime_s"] == 2
+        short = c.get("/api/v1/queues/short")
+        assert (short["preempt"], short["preempt_mode"], short["preempt_min_run_s"]) == (
+            ["normal"], "requeue", 30)
         assert _cli(c, "job", "modify", held, "--release").returncode == 0
         assert c.wait_state(held, "DONE", timeout=60)["exit_code"] == 0
         assert c.wait_state(waiter, "DONE", timeout=60)["exit_code"] == 0
