@@ -142,8 +142,27 @@ def _preempt(snapshot: Snapshot, now: float, plan: Plan, decision: Decision,
         elif r.state == "RUN" and not r.ending:
             by_host.setdefault(r.host, []).append(r)
     taken: set[str] = set()
+    # Within a pass victims only get fewer and free room only shrinks: a shape that found
+    # no host stays without one (as the pipeline's `_blocked`), so each shape fails once,
+    # and each (queue, resources) filters the hosts once.
+    failed: set[tuple] = set()
+    eligible: dict[tuple[str, str], list[str]] = {}
     for job in waiting:
-        _one(snapshot, now, job, decision, hosts, free, free_mem, by_host, coming, taken)
+        spec = job.spec
+        shape = (spec.queue, spec.slots, spec.memory_mb, spec.resources)
+        if shape in failed:
+            continue
+        key = (spec.queue, spec.resources)
+        names = eligible.get(key)
+        if names is None:
+            queue = queues[spec.queue]
+            filters = policy_for(queue.plugins).filters
+            names = eligible[key] = [name for name, host in hosts.items()
+                                     if all(check.accepts(host, spec, queue)
+                                            for check in filters)]
+        if not _one(snapshot, now, job, decision, names, hosts, free, free_mem, by_host,
+                    coming, taken):
+            failed.add(shape)
 
 
 def _take(ordered: list[RunningJob], spec: JobSpec, requeue: bool, slots: int,
@@ -162,23 +181,23 @@ def _take(ordered: list[RunningJob], spec: JobSpec, requeue: bool, slots: int,
     return chosen
 
 
-def _one(snapshot: Snapshot, now: float, job: PendingJob, decision: Decision, hosts: dict,
-         free: dict[str, int], free_mem: dict[str, int], by_host: dict[str, list[RunningJob]],
-         coming: dict[str, int], taken: set[str]) -> None:
+def _one(snapshot: Snapshot, now: float, job: PendingJob, decision: Decision,
+         names: list[str], hosts: dict, free: dict[str, int], free_mem: dict[str, int],
+         by_host: dict[str, list[RunningJob]], coming: dict[str, int], taken: set[str]) -> bool:
+    """Preempt for `job` on the best of `names` (hosts its queue may use); False when no
+    host can make room for it."""
     spec = job.spec
     queue = snapshot.queues[spec.queue]
     requeue = queue.preempt_mode == "requeue"
-    filters = policy_for(queue.plugins).filters
     best: tuple[int, str, list[RunningJob]] | None = None
-    for name, host in hosts.items():
+    for name in names:
+        host = hosts[name]
         if host.slots < spec.slots or host.memory_mb < spec.memory_mb:
-            continue
-        if not all(check.accepts(host, spec, queue) for check in filters):
             continue
         if free[name] + coming.get(name, 0) >= spec.slots and free_mem[name] >= spec.memory_mb:
             decision.reasons[job.job_id] = (f"{WAITING} (preempted jobs on host {name} are "
                                             "ending)")
-            return
+            return True
         candidates = [r for r in by_host.get(name, ()) if r.job_id not in taken
                       and r.queue in queue.preempt and now - r.since >= queue.preempt_min_run_s]
         # as few victims as will do (largest first is the fewest), and among as few, the
@@ -193,8 +212,10 @@ def _one(snapshot: Snapshot, now: float, job: PendingJob, decision: Decision, ho
         chosen = min(options, key=len)  # `recent` first: it wins a tie
         if best is None or len(chosen) < best[0]:
             best = (len(chosen), name, chosen)
+            if len(chosen) == 1:
+                break  # no host can do with fewer
     if best is None:
-        return
+        return False
     _, name, chosen = best
     for victim in chosen:
         taken.add(victim.job_id)
@@ -209,3 +230,4 @@ def _one(snapshot: Snapshot, now: float, job: PendingJob, decision: Decision, ho
     decision.reasons[job.job_id] = (f"{WAITING} ({how} job"
                                     f"{'s' if len(chosen) > 1 else ''} "
                                     f"{', '.join(v.job_id for v in chosen)} on host {name})")
+    return True
