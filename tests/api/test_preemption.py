@@ -166,3 +166,21 @@ async def test_the_preemption_events_replay_to_the_same_state(api: Api) -> None:
         fresh.apply(event)
     assert fresh.jobs == api.service.state.jobs
     assert fresh.host_load == api.service.state.host_load
+
+
+async def test_a_waiting_preemptor_gets_the_freed_slots_before_the_victim(api: Api) -> None:
+    await _queues(api)
+    await api.register("w1", slots=2)
+    low = await _run(api, queue="low", slots=2)
+    first = await _run(api, queue="high", slots=2)
+    await api.service.schedule_once()
+    second = await api.submit(command="sleep 1", queue="high", slots=2)
+    await api.service.schedule_once()
+    assert _job(api, second).state.value == "PEND"
+    await _finish(api, first)
+    await api.service.schedule_once()
+    assert _job(api, second).state.value == "RUN"
+    assert _job(api, low).state.value == "SSUSP"
+    await _finish(api, second)
+    await api.service.schedule_once()
+    assert _job(api, low).state.value == "RUN"

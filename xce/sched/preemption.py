@@ -67,8 +67,9 @@ def resume_first(snapshot: Snapshot) -> tuple[list[str], Snapshot]:
                and not r.ending]
     if not stopped:
         return [], snapshot
-    hungry = {q for j in snapshot.pending_jobs() for q in snapshot.queues[j.spec.queue].preempt}
-    hungry |= {q for a in snapshot.arrays for q in snapshot.queues[a.spec.queue].preempt}
+    waiting = {j.spec.queue for j in snapshot.jobs} | {a.spec.queue for a in snapshot.arrays}
+    waiting |= {name for name, jobs in (snapshot.queued or {}).items() if jobs}
+    hungry = {victim for name in waiting for victim in snapshot.queues[name].preempt}
     free = {h.name: h.free_slots for h in snapshot.hosts}
     resumed: list[str] = []
     for job in sorted(stopped, key=lambda r: (r.start_time, r.job_id)):
