@@ -43,6 +43,8 @@ async def test_modify_a_pending_job_is_one_event_and_validated_like_submit(api: 
         ({"dependency": f"afterok:{job}"}, 400, "cannot depend on itself"),
         ({"dependency": "afterok:9999"}, 404, "does not exist"),
         ({"owner": "bob"}, 400, "owner"),
+        ({"name": "a\x00b"}, 400, "name contains a NUL byte"),
+        ({"resources": "select[a==\ud800]"}, 400, "not valid Unicode"),
         ({}, 400, ""),
     ]:
         answer = await api.call("PATCH", f"/api/v1/jobs/{job}", status, json=body)

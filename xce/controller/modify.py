@@ -45,6 +45,11 @@ def modify_events(service: Any, job_id: str, changes: dict[str, Any], privileged
                              f"{', '.join(FIELDS)})")
     if not changes:
         raise InvalidRequest(f"nothing to modify: give one of {', '.join(FIELDS)}")
+    from xce.controller.service import _check_text  # the submit's rule (no import cycle)
+
+    for key in ("name", "queue", "resources", "dependency"):
+        if isinstance(changes.get(key), str):
+            _check_text(key, changes[key])
     number, index = parse_job_id(job_id)
     array = state.arrays.get(number) if index is None else None
     if array is not None:
