@@ -37,6 +37,7 @@ class XceTui(App[int]):
         Binding("2", "go('queues')", "Queues"),
         Binding("3", "go('hosts')", "Hosts"),
         Binding("4", "go('cluster')", "Cluster"),
+        Binding("5", "go('reservations')", "Reservations", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("ctrl+p", "command_palette", "Palette", show=False),
         Binding("q", "quit", "Quit"),
@@ -54,6 +55,7 @@ class XceTui(App[int]):
         self.jobs = JobModel(clock)
         self.hosts: dict[str, dict[str, Any]] = {}
         self.queues: dict[str, dict[str, Any]] = {}
+        self.reservations: dict[str, dict[str, Any]] = {}  # advance reservations by name
         self.cluster_info: dict[str, Any] = {}
         self.access = Access.unknown()
         self.live = live
@@ -72,11 +74,13 @@ class XceTui(App[int]):
         from tui.screens.hosts import HostsScreen
         from tui.screens.jobs import JobsScreen
         from tui.screens.queues import QueuesScreen
+        from tui.screens.reservations import ReservationsScreen
 
         self.add_mode("jobs", JobsScreen)
         self.add_mode("queues", QueuesScreen)
         self.add_mode("hosts", HostsScreen)
         self.add_mode("cluster", ClusterScreen)
+        self.add_mode("reservations", ReservationsScreen)
         self.switch_mode("jobs")
         if self.live:
             self.run_worker(self._start(), group="start", exclusive=True)
@@ -158,6 +162,11 @@ class XceTui(App[int]):
         self.jobs.load(rows)
         self.hosts = {h["name"]: h for h in await self.client.hosts()}
         self.queues = {q["name"]: q for q in await self.client.queues()}
+        try:
+            listed = await self.client.request("GET", "/api/v1/reservations")
+            self.reservations = {r["name"]: r for r in listed["reservations"]}
+        except ApiError:
+            self.reservations = {}  # an older controller, or no host:view: none shown
         self.cluster_info = await self.client.cluster()
         self.version += 1
         self._changed()
@@ -186,6 +195,11 @@ class XceTui(App[int]):
                 self.queues.pop(data["name"], None)
             else:
                 self.queues[data["name"]] = data
+        elif kind == "reservation":
+            if data.get("removed"):
+                self.reservations.pop(data["name"], None)
+            else:
+                self.reservations[data["name"]] = data
         self.version += 1
         self._changed()
 

@@ -21,7 +21,7 @@ class ConsoleCommands(Provider):
         app: Any = self.app
         out: list[tuple[str, Callable[[], Any], str]] = [
             (f"Go to {mode}", partial(app.action_go, mode), f"show the {mode} screen")
-            for mode in ("jobs", "queues", "hosts", "cluster")
+            for mode in ("jobs", "queues", "hosts", "cluster", "reservations")
         ]
         out.append(("Help: keys and filter syntax", app.action_help, "show the help screen"))
         for name, spec in ACTIONS.items():

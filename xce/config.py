@@ -78,6 +78,9 @@ class ControllerSettings:
     replication_port: int = 0
     replication_token: str = ""
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    # Cluster-wide consumables (`[[license]] name = "matlab" count = 10`), counted against
+    # the active jobs' `--license` requests by the scheduler.
+    licenses: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,12 @@ class WorkerSettings:
     # A job whose working or job directory is under /tmp keeps the host's. /dev/shm is
     # always the job's own. Root workers only.
     private_tmp: bool = False
+    # Counted devices by kind (`[worker.gres] gpu = ["0", "1"]`); None: no [worker.gres]
+    # table, GPUs are detected through NVML where a driver is present (xce/worker/gpus.py).
+    # gpu_device_path names each GPU's device node ({} is the id), which the devices cgroup
+    # denies to jobs not granted it.
+    gres: dict[str, tuple[str, ...]] | None = None
+    gpu_device_path: str = "/dev/nvidia{}"
 
     def job_root(self) -> Path:
         if self.jobs_dir is not None:
@@ -387,7 +396,7 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
         {"name", "slots", "memory_mb", "attributes", "spool_dir", "allow_root_jobs",
          "kill_grace_s", "heartbeat_interval_s", "usage_interval_s", "token", "token_file",
          "jobs_dir", "min_job_uid", "cgroup", "cgroup_parent", "pids_limit",
-         "private_tmp"},
+         "private_tmp", "gres", "gpu_device_path"},
     )
     out: dict[str, Any] = {}
     if "name" in data:
@@ -422,6 +431,14 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
     for key in ("kill_grace_s", "heartbeat_interval_s", "usage_interval_s"):
         if key in data:
             out[key] = float(_positive(s, key, data[key]))
+    if "gres" in data:
+        from xce.gres_config import parse_worker_gres
+        out["gres"] = parse_worker_gres(data["gres"])
+    if "gpu_device_path" in data:
+        out["gpu_device_path"] = _typed(s, "gpu_device_path", data["gpu_device_path"], str)
+        if "{}" not in out["gpu_device_path"]:
+            raise ConfigError("worker.gpu_device_path must contain {} (the device id), e.g. "
+                              '"/dev/nvidia{}"')
     if "token" in data:
         out["token"] = _typed(s, "token", data["token"], str)
     if "token_file" in data:
@@ -465,7 +482,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     """Validate a parsed TOML document into `Config`; raises `ConfigError` naming the key."""
     base = path.parent if path else Path.cwd()
     _check_keys("(top level)", data, {"cluster", "controller", "auth", "queue", "worker", "tls",
-                                      "guard", "scheduler"})
+                                      "guard", "scheduler", "license"})
     cluster = data.get("cluster", {})
     _check_keys("cluster", cluster, {"controllers", "replication", "failover_timeout_s",
                                      "heartbeat_interval_s", "sync_timeout_s", "reclaim"})
@@ -502,6 +519,9 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
             ctl["scheduler"] = parse_scheduler(data["scheduler"])
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+    if "license" in data:
+        from xce.gres_config import parse_licenses
+        ctl["licenses"] = parse_licenses(data["license"])
     settings = ControllerSettings(**ctl)
     if settings.default_queue not in {q.name for q in settings.queues}:
         raise ConfigError(f"controller.default_queue {settings.default_queue!r} is not a queue")

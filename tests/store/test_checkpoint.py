@@ -65,6 +65,7 @@ def same(a: ClusterState, b: ClusterState) -> None:
     # The derived indexes a restore rebuilds in one loop (ClusterState._index_restored).
     assert a.counts == b.counts and a.submit_keys == b.submit_keys
     assert a.finished_jobs == b.finished_jobs and a.waiting_on_deps == b.waiting_on_deps
+    assert a.reservations == b.reservations
 
 
 async def test_checkpoint_plus_wal_equals_live_state(tmp_path: Path) -> None:
@@ -250,7 +251,7 @@ def test_plain_codec_round_trips_every_record_kind() -> None:
 
 def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
     """A job row of an older checkpoint lacks the last fields (requeue_requested,
-    submit_key, preempted_by, resumed_time): the generated row builder hands it to
+    submit_key, devices, preempted_by, resumed_time): the generated row builder hands it to
     `from_plain`, which fills defaults."""
     import marshal
 
@@ -262,7 +263,7 @@ def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
         state.apply(e)
     jobs = list(state.jobs.values())
     kind, table, rows = marshal.loads(pack_records(jobs))
-    old = marshal.dumps((kind, table, tuple(row[:-4] for row in rows)))
-    # preempted_by and resumed_time (issue 17) were appended after those two
+    old = marshal.dumps((kind, table, tuple(row[:-5] for row in rows)))
+    # devices, preempted_by and resumed_time (issue 17) were appended after those two
     assert unpack_records(type(jobs[0]), old) == [
         dataclasses.replace(j, preempted_by="", resumed_time=None) for j in jobs]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from xce.core import events as ev
 from xce.core.arrayspec import parse_array_spec
 from xce.core.deps import parse_dependency
-from xce.core.model import HostFailurePolicy, JobSpec, QueueRecord, Usage
+from xce.core.model import HostFailurePolicy, JobSpec, QueueRecord, ReservationRecord, Usage
 from xce.wire.codec import SCHEMA_PATH, WireError, decode_entry, encode_entry
 from xce.wire.schema import generate
 from xce.wire.types import EVENT_TYPES
@@ -20,7 +20,8 @@ SPEC = JobSpec(user="u", queue="q", name="n", command=None, script="#!/bin/sh\ne
                slots=3, memory_mb=10, walltime_s=None, env=(("A", "1"), ("B", "")),
                cwd="/tmp", inputs=("a/b",), outputs=("*.out",),
                dependency=parse_dependency("afterok:1,afterany:2[3]"), hold=True,
-               submit_host="h")
+               submit_host="h", gres=(("gpu", "2"),), licenses=(("matlab", "1"),),
+               reservation="maint")
 SAMPLES: list[ev.Event] = [
     ev.QueueCreated(1.0, QueueRecord("q", -5, False, True, ("h1", "h2"), "d",
                                      HostFailurePolicy.EXIT)),
@@ -31,12 +32,14 @@ SAMPLES: list[ev.Event] = [
                                       users=("alice", "@physics"))),
     ev.QueueDeleted(1.0, "q"),
     ev.HostRegistered(2.0, "h1", 8, 1024, (("rack", "r1"),)),
+    ev.HostRegistered(2.0, "h1", 8, 1024, (), (("gpu", "0,1"), ("fpga", "a"))),
     ev.HostOpened(2.0, "h1"), ev.HostClosed(2.0, "h1", "why"),
     ev.HostDrainStarted(2.0, "h1", "drain"), ev.HostUnavailable(2.0, "h1"),
     ev.HostAvailable(2.0, "h1"),
     ev.JobSubmitted(3.0, 7, SPEC),
     ev.ArraySubmitted(3.0, 8, SPEC, parse_array_spec("1-9:2,20").indices, None),
-    ev.JobStarted(4.0, "7", "h1"), ev.JobSuspended(4.0, "7", True), ev.JobResumed(4.0, "7"),
+    ev.JobStarted(4.0, "7", "h1"), ev.JobStarted(4.0, "7", "h1", ("gpu:0", "gpu:1")),
+    ev.JobSuspended(4.0, "7", True), ev.JobResumed(4.0, "7"),
     ev.JobKillRequested(4.0, "7"), ev.JobKilled(4.0, "8[3]", "r"), ev.JobRequeued(4.0, "7"),
     ev.JobHostLost(4.0, "7", False),
     ev.JobFinished(5.0, "7", 2, -1, 9, Usage(1.5, 0.5, 10, 2.0), "why", ("x",)),
@@ -45,6 +48,10 @@ SAMPLES: list[ev.Event] = [
     ev.ArrayHeld(6.0, 8), ev.ArrayReleased(6.0, 8), ev.ArrayCancelled(6.0, 8, "k"),
     ev.JobsPurged(7.0, ("3", "8")),
     ev.JobNumbersReserved(7.0, 9, 1008),
+    ev.ReservationAdded(8.0, ReservationRecord("r1", ("h1", "h2"), 100.0, 200.5, 2,
+                                               ("alice", "@physics"), False, ("overlap",),
+                                               "d", "admin", 8.0)),
+    ev.ReservationDeleted(8.0, "r1"),
     ev.JobModified(8.0, "7", dataclasses.replace(SPEC, priority=20, walltime_s=60)),
     ev.JobModified(8.0, "8", SPEC),
     ev.JobPreempted(8.0, "7", "9", True), ev.JobPreempted(8.0, "7", "9"),

@@ -86,6 +86,14 @@ def sample_app() -> XceTui:
     app.jobs.load(jobs())
     app.hosts = hosts()
     app.queues = queues()
+    app.reservations = {
+        "maint": {"name": "maint", "state": "waiting", "hosts": ["n001", "n002"],
+                  "slots": None, "start": NOW + 86400, "end": NOW + 90000, "users": [],
+                  "maintenance": True, "flags": []},
+        "team": {"name": "team", "state": "active", "hosts": ["n003"], "slots": 2,
+                 "start": NOW - 3600, "end": NOW + 3600, "users": ["alice", "@physics"],
+                 "maintenance": False, "flags": ["overlap"]},
+    }
     app.cluster_info = {"version": "0.1.0", "role": "primary",
                         "controllers": app.controllers, "jobs": 7, "arrays": 1,
                         "pending": 9, "hosts": 4, "events_applied": 1234,

@@ -73,6 +73,7 @@ SCREENS: dict[str, Callable[[Pilot[Any]], Awaitable[None]]] = {
     "hosts": _before("3"),
     "hosts_topology": _before("3", "t"),
     "cluster": _before("4"),
+    "reservations": _before("5"),
     "login": _before(setup=_login),
 }
 
@@ -80,7 +81,8 @@ SCREENS: dict[str, Callable[[Pilot[Any]], Awaitable[None]]] = {
 # Every screen at both sizes; the variants of a screen (dialogs, filter, tree) at 80x24.
 CASES = [(name, size) for name in ("jobs", "job_detail", "queues", "hosts", "cluster", "login")
          for size in SIZES] + [(name, SIZES[0]) for name in (
-             "jobs_expanded_sorted", "jobs_filter", "confirm_kill", "help", "hosts_topology")]
+             "jobs_expanded_sorted", "jobs_filter", "confirm_kill", "help", "hosts_topology",
+             "reservations")]
 
 
 @pytest.mark.parametrize("screen, size", CASES, ids=[f"{n}-{w}x{h}" for n, (w, h) in CASES])

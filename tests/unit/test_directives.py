@@ -33,6 +33,7 @@ SBATCH = [
     ("#SBATCH -t 2-00:00", {"walltime": "172800s"}),
     ("#SBATCH -t 10:30", {"walltime": "630s"}),
     ("#SBATCH -p short", {"queue": "short"}),
+    ("#SBATCH --reservation=maint", {"reservation": "maint"}),
     ("#SBATCH --partition=short", {"queue": "short"}),
     ("#SBATCH -J name --job-name=other", {"name": "other"}),
     ("#SBATCH -o out-%j.txt -e err-%j.txt", {"stdout": "out-%j.txt", "stderr": "err-%j.txt"}),
@@ -40,8 +41,8 @@ SBATCH = [
     ("#SBATCH -d afterok:12:13", {"dependency": "afterok:12:13"}),
     ("#SBATCH --hold", {"hold": True}),
     ("#SBATCH -D /scratch/run", {"cwd": "/scratch/run"}),
-    ("#SBATCH --gres=gpu:a100:2", {"resources": "select[gpu>=2]"}),
-    ("#SBATCH --gpus=1", {"resources": "select[gpu>=1]"}),
+    ("#SBATCH --gres=gpu:a100:2", {"gpus": 2}),
+    ("#SBATCH --gpus=1", {"gpus": 1}),
     ("#SBATCH --export=NONE", {"export": "NONE"}),
     ("#SBATCH --mail-type=END --mail-user=me@x", {}),
 ]
@@ -52,6 +53,7 @@ BSUB = [
     ("#BSUB -M 4000", {"memory": 4000}),
     ("#BSUB -W 1:30", {"walltime": "1:30"}),
     ("#BSUB -q night", {"queue": "night"}),
+    ("#BSUB -U team", {"reservation": "team"}),
     ("#BSUB -J sim", {"name": "sim"}),
     ('#BSUB -J "sweep[1-100]%5"', {"name": "sweep", "array": "1-100%5"}),
     ("#BSUB -o out.%J.%I -e err.%J", {"stdout": "out.%J.%I", "stderr": "err.%J"}),
@@ -62,7 +64,7 @@ BSUB = [
     ("#BSUB -cwd /scratch/x", {"cwd": "/scratch/x"}),
     ('#BSUB -R "select[mem>4000] span[hosts=1]"',
      {"resources": "select[mem>4000] span[hosts=1]"}),
-    ('#BSUB -gpu "num=2:mode=shared"', {"resources": "select[gpu>=2]"}),
+    ('#BSUB -gpu "num=2:mode=shared"', {"gpus": 2}),
     ("#BSUB -B -N -u me@x", {}),
 ]
 

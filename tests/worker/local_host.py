@@ -117,6 +117,10 @@ def remove_namespace(backend: CgroupBackend) -> None:
     for path in set(ns.values()) if isinstance(ns, dict) else [ns] if ns else []:
         with contextlib.suppress(OSError):
             os.rmdir(path)
+    devices_ns = getattr(backend, "devices_ns", None)  # v1, made only for GPU jobs
+    if devices_ns:
+        with contextlib.suppress(OSError):
+            os.rmdir(devices_ns)
 
 
 def _cgroups_here() -> bool:

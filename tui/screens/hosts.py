@@ -24,7 +24,13 @@ def host_cells(h: dict[str, Any]) -> tuple[str, ...]:
     return (h["name"], host_status(h), h["admin"], f"{h['slots_used']}/{h['slots']}",
             f"{fmt.size(used_mb * 2**20) if used_mb else '0'}/{fmt.size(total_mb * 2**20)}",
             load_text, h.get("rack") or "-", h.get("group") or "-",
-            " ".join(f"{k}={v}" for k, v in sorted(attrs.items())))
+            " ".join([*(f"{k}={v}" for k, v in sorted(attrs.items())), *_gres(h)]))
+
+
+def _gres(h: dict[str, Any]) -> list[str]:
+    """Devices as the CLI's GRES_FREE shows them: `gpu:1/2 free` (free of total)."""
+    return [f"{kind}:{g['free']}/{g['total']} free"
+            for kind, g in (h.get("gres") or {}).items()]
 
 
 class HostsScreen(LiveScreen):

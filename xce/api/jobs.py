@@ -61,6 +61,9 @@ async def submit(request: web.Request) -> web.Response:
         stdout_file=body.get("stdout"),
         stderr_file=body.get("stderr"),
         defer=body.get("defer", False),
+        gres=body.get("gres", {}),
+        licenses=body.get("licenses", {}),
+        reservation=body.get("reservation", ""),
         uploads_of=None if anyones else who.user,
         may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
         priority=body.get("priority"),

@@ -52,6 +52,7 @@ def all_routes() -> list[Route]:
         join,
         metrics,
         queues,
+        reservations,
         stream,
         users,
         workers,
@@ -60,4 +61,5 @@ def all_routes() -> list[Route]:
     return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
             *auth.ROUTES, *auth_code.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES,
             *join.ROUTES, *stream.ROUTES, *accounting.ROUTES,
+            *reservations.ROUTES,
             *job_changes.ROUTES]  # issue 17: job modify, priority

@@ -37,6 +37,12 @@ SUBMIT: dict[str, Any] = {
         "stdout": {"type": "string", "minLength": 1, "maxLength": 4096},
         "stderr": {"type": "string", "minLength": 1, "maxLength": 4096},
         "defer": {"type": "boolean"},
+        "gres": {"type": "object", "maxProperties": 32,
+                 "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 1000000}},
+        "licenses": {"type": "object", "maxProperties": 32,
+                     "additionalProperties": {"type": "integer", "minimum": 0,
+                                              "maximum": 1000000}},
+        "reservation": NAME,
         "priority": {"type": "integer", "minimum": 0, "maximum": 1000000},
     },
 }
@@ -120,6 +126,10 @@ REGISTER: dict[str, Any] = {
         "memory_mb": {"type": "integer", "minimum": 1, "maximum": 2**40},
         "attributes": {"type": "object", "maxProperties": 256,
                        "additionalProperties": {"type": "string", "maxLength": 256}},
+        # Counted devices by kind: {"gpu": ["0", "1"]} (xce/core/gres.py checks the names).
+        "gres": {"type": "object", "maxProperties": 32,
+                 "additionalProperties": {"type": "array", "maxItems": 1024,
+                                          "items": {"type": "string", "maxLength": 128}}},
         # How the worker contains jobs, e.g. {"kind": "v2", "memory": true, "cores": 2}:
         # shown by `xce host show`, never interpreted, so only its size is checked.
         "containment": {

@@ -4,7 +4,7 @@ Each message names one changed object and carries its current view, the same JSO
 endpoints return:
 
     id: 3f9a1c2e-42            <- <stream>-<seq>; send it back as Last-Event-ID (or ?since=)
-    event: job                 <- job | array | host | queue | hello | resync
+    event: job                 <- job | array | host | queue | reservation | hello | resync
     data: {...job view...}
 
 The first message is `hello` with `{"stream", "seq", "resumed"}`: `resumed` false means the
@@ -54,6 +54,12 @@ def _view(request: web.Request, change: Change) -> dict[str, Any]:
     if change.kind == "queue":
         queue = state.queues.get(change.key)
         return queue_view(queue, state) if queue else {"name": change.key, "removed": True}
+    if change.kind == "reservation":
+        from xce.api.reservations import reservation_view
+
+        found = state.reservations.get(change.key)
+        return reservation_view(found, service.clock()) if found else {
+            "name": change.key, "removed": True}
     return {"reason": change.key}
 
 
@@ -67,7 +73,8 @@ async def events(request: web.Request) -> web.StreamResponse:
     who = identity(request)
     owner_ok = visible_owners(request)  # the same rule as GET /api/v1/jobs
     shows = {"host": allows(who.permissions, "host:view"),
-             "queue": allows(who.permissions, "queue:view")}
+             "queue": allows(who.permissions, "queue:view"),
+             "reservation": allows(who.permissions, "host:view")}
 
     def visible(change: Change) -> bool:
         if change.kind in shows:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xce.core import gres
 from xce.core.deps import describe
 from xce.core.model import (
     ArrayRecord,
@@ -59,6 +60,10 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
         "exit_signal": job.exit_signal,
         "reason": reason,
         "usage": usage_view(job.usage, job, now),
+        # asked per host ({"gpu": 1}), licenses, and the device ids granted ("gpu:0")
+        "gres": gres.counts_of(spec.gres) if spec.gres else {},
+        "licenses": gres.counts_of(spec.licenses) if spec.licenses else {},
+        "devices": list(job.devices),
     }
     if full:
         out.update(
@@ -73,6 +78,7 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
             output_files=list(job.outputs),
             stdout_file=spec.stdout_file,
             stderr_file=spec.stderr_file,
+            reservation=spec.reservation or None,
             priority=spec.priority,
             preempted_by=job.preempted_by or None,
             kill_requested=job.kill_requested,
@@ -247,4 +253,15 @@ def host_view(host: HostRecord, state: ClusterState, load: dict[str, float] | No
         "liveness": liveness or {},
         "containment": containment or None,
         "containment_summary": containment_summary(containment),
+        # per kind: {"total": 2, "free": 1, "devices": ["0", "1"], "used": ["0"]}
+        "gres": gres_view(host, used.devices if used else frozenset()),
     }
+
+
+def gres_view(host: HostRecord, held: frozenset[str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for kind, ids in gres.host_devices(host.gres).items():
+        used = [d for d in ids if gres.grant_name(kind, d) in held]
+        out[kind] = {"total": len(ids), "free": len(ids) - len(used), "devices": list(ids),
+                     "used": used}
+    return out

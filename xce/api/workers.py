@@ -12,6 +12,7 @@ from xce.controller.service import ControllerService
 from xce.controller.tails import tails_for
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import Conflict, Forbidden, NotFound
+from xce.core.gres import host_pairs
 from xce.core.state import parse_job_id
 from xce.ha.files import not_here, output_name, outputs_name
 from xce.store.files import safe_relative_path
@@ -34,6 +35,7 @@ async def register(request: web.Request) -> web.Response:
         body["host"], body["slots"], body["memory_mb"],
         tuple(sorted(body.get("attributes", {}).items())),
         tuple(body.get("containment", {}).items()),  # in the worker's order, for display
+        gres=host_pairs(body.get("gres", {})),
     )
     return json_response(await _gateway(request).register(info))
 

@@ -69,6 +69,7 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "elapsed": ("Elapsed", lambda r: _hms(r["wall_s"])),
     "nodelist": ("NodeList", lambda r: r["hosts"]),
     "alloccpus": ("AllocCPUS", lambda r: r["req_slots"]),
+    "allocgpus": ("AllocGPUS", lambda r: r.get("req_gpus") or 0),
     "reqmem": ("ReqMem", lambda r: f"{r['req_memory_mb']}M" if r["req_memory_mb"] else "-"),
     "timelimit": ("Timelimit", lambda r: _hms(r["req_walltime_s"])),
     "totalcpu": ("TotalCPU", lambda r: _hms(r["cpu_user_s"] + r["cpu_system_s"])),
@@ -195,6 +196,9 @@ def eff(job_id: str, as_json: bool = typer.Option(False, "--json"),
         typer.echo(f"State: {r['state']}{code}" + (f", {r['reason']}" if r["reason"] else ""))
         typer.echo(f"Host(s): {r['hosts'] or '-'}")
         typer.echo(f"Cores: {r['req_slots']}")
+        if r.get("req_gpus"):
+            typer.echo(f"GPUs: {r['req_gpus']} ({_hms(r['req_gpus'] * r['wall_s'])} "
+                       "GPU-walltime)")
         typer.echo(f"CPU Utilized: {_hms(cpu)}")
         typer.echo(f"CPU Efficiency: {_pct(r['cpu_eff'])} of {_hms(core_wall)} core-walltime")
         typer.echo(f"Job Wall-clock time: {_hms(r['wall_s'])}")

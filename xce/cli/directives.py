@@ -114,7 +114,7 @@ class _Collect:
         if self.mem_per_cpu is not None:
             out["memory"] = self.mem_per_cpu * int(out.get("slots", 1))
         if self.gpus:
-            self.resources.append(f"select[gpu>={self.gpus}]")
+            out["gpus"] = self.gpus  # counted and bound as generic resources (--gpus)
         if self.resources:
             out["resources"] = " ".join([*filter(None, [out.get("resources")]),
                                          *self.resources])
@@ -166,7 +166,7 @@ _SBATCH_SHORT = {"-n": "--ntasks", "-c": "--cpus-per-task", "-N": "--nodes", "-t
 _SBATCH_FLAGS = {"--hold", "--exclusive", "--requeue", "--no-requeue"}
 _PLAIN = {"--partition": "queue", "--job-name": "name", "--output": "stdout",
           "--error": "stderr", "--array": "array", "--dependency": "dependency",
-          "--chdir": "cwd", "--export": "export"}
+          "--chdir": "cwd", "--export": "export", "--reservation": "reservation"}
 
 
 def _sbatch(tokens: list[str], s: _Collect) -> None:
@@ -229,7 +229,7 @@ def _gpu_count(value: str) -> int:
 # --- #BSUB --------------------------------------------------------------------------------------
 
 _BSUB_PLAIN = {"-q": "queue", "-o": "stdout", "-oo": "stdout", "-e": "stderr",
-               "-eo": "stderr", "-cwd": "cwd", "-env": "export"}
+               "-eo": "stderr", "-cwd": "cwd", "-env": "export", "-U": "reservation"}
 _BSUB_FLAGS = {"-H", "-x", "-B", "-N", "-r", "-rn", "-I", "-K"}
 _LSF_DEP = re.compile(r"^\s*(done|ended|exit|post_done|post_err)\(\s*([^)]+?)\s*\)\s*$")
 _LSF_KIND = {"done": "afterok", "post_done": "afterok", "ended": "afterany",

@@ -24,11 +24,18 @@ def list_(as_json: bool = typer.Option(False, "--json"),
         return
     print_table(
         ["HOST_NAME", "STATUS", "ADMIN", "SLOTS", "RUN", "MEM_MB", "MEM_USED", "LOAD1", "RACK",
-         "GROUP"],
+         "GROUP", "GRES_FREE"],
         [[h["name"], host_status(h), h["admin"], h["slots"], h["slots_used"], h["memory_mb"],
           h["memory_used_mb"], f"{h['load'].get('load1', 0):.2f}" if h["load"] else None,
-          h.get("rack"), h.get("group")] for h in hosts],
+          h.get("rack"), h.get("group"), gres_summary(h.get("gres"))] for h in hosts],
     )
+
+
+def gres_summary(gres: dict[str, Any] | None) -> str | None:
+    """`gpu:1/2` per kind: free of total (None without devices)."""
+    if not gres:
+        return None
+    return ",".join(f"{kind}:{g['free']}/{g['total']}" for kind, g in gres.items())
 
 
 @app.command()
@@ -53,6 +60,10 @@ def readable_host(record: dict[str, Any]) -> dict[str, Any]:
     for key in ("registered_at", "changed_at"):
         if key in out:
             out[key] = local_time(out[key])
+    devices = out.pop("gres", None) or {}
+    out["gres"] = {kind: f"{g['free']} free of {g['total']} (devices {', '.join(g['devices'])}"
+                   + (f"; in use {', '.join(g['used'])})" if g["used"] else ")")
+                   for kind, g in devices.items()}
     summary = out.pop("containment_summary", None)
     out["containment"] = summary or "unknown"
     live = out.pop("liveness", None) or {}

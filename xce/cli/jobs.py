@@ -68,7 +68,14 @@ def submit(
     hold: bool = typer.Option(False, "--hold", "-H", help="submit suspended (PSUSP)"),
     resources: str = typer.Option("", "--resources", "-R",
                                   help="LSF resource requirement, e.g. 'select[mem>4000]'"),
+    gpus: int = typer.Option(None, "--gpus", help="GPUs on the job's host (same as --gres "
+                             "gpu:N)"),
+    gres: str = typer.Option(None, "--gres", help="devices per host, e.g. gpu:2,fpga:1"),
+    licenses: str = typer.Option(None, "--license", help="cluster-wide licenses, e.g. "
+                                 "matlab:1,ansys:2"),
     user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
+    reservation: str = typer.Option(None, "--reservation", "-U",
+                                    help="run in this advance reservation (xce rsv list)"),
     priority: int = typer.Option(None, "--priority",
                                  help="job priority (users: at most the default)"),
     lenient: bool = typer.Option(False, "--lenient",
@@ -87,11 +94,14 @@ def submit(
     given = dict(queue=queue, name=name, slots=slots, memory=memory, walltime=walltime,
                  stdout=stdout, stderr=stderr, env=env, export=export, cwd=cwd, array=array,
                  dependency=dependency, stage_in=stage_in, stage_out=stage_out, hold=hold,
-                 resources=resources, user=user)
+                 resources=resources, user=user, gpus=gpus, reservation=reservation)
     body, staged = submitting.build(command, script, inputs, given, lenient,
                                     submitting.explicit_options(sys.argv[1:]))
     if walltime_text := body.pop("walltime", None):
         body["walltime_s"] = parse_walltime(walltime_text)
+    gpus = body.pop("gpus", None)  # the command line's, else a directive's
+    if gpus is not None or gres or licenses:
+        body.update(submitting.gres_options(gpus, gres, licenses))
     if priority is not None:
         body["priority"] = priority
 

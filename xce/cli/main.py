@@ -34,6 +34,8 @@ GROUPS: dict[str, tuple[str, str, str]] = {
     "token": ("xce.cli.init", "token_app",
               "Service and join tokens, revocation, key rotation."),
     "tls": ("xce.cli.tls", "app", "Create the cluster CA and TLS certificates."),
+    "rsv": ("xce.cli.rsv", "app",
+            "Advance reservations: add, list, delete (brsvadd, brs, brsvdel)."),
 }
 # Modules whose `register(app)` adds top-level commands, in help order.
 TOP_LEVEL = ("xce.cli.roles", "xce.cli.simulate", "xce.cli.init", "xce.cli.tui_cmd",

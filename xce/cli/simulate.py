@@ -33,6 +33,12 @@ def simulate_command(
     slots: int = typer.Option(0, "--slots",
                               help="slots per host (default: the trace's MaxProcs, else "
                                    "MaxNodes, else its largest job, / hosts)"),
+    gpus_per_host: int = typer.Option(0, "--gpus-per-host",
+                                      help="GPUs of each host (jobs ask theirs in the trace's "
+                                           "optional 19th field or with --gpus-per-job)"),
+    gpus_per_job: int = typer.Option(0, "--gpus-per-job",
+                                     help="GPUs every job of the trace asks (unless its 19th "
+                                          "field says)"),
     half_life: float = typer.Option(3600.0, "--half-life",
                                     help="fairshare usage half-life, seconds"),
     no_estimate: str = typer.Option(
@@ -44,12 +50,18 @@ def simulate_command(
     csv_path: Path | None = typer.Option(None, "--csv", metavar="FILE",
                                          help="write each job's submit, start and end times"),
     as_json: bool = typer.Option(False, "--json", help="print the metrics as JSON"),
+    reservation: list[str] = typer.Option(
+        [], "--reservation", "-r", metavar="FROM-TO[@HOST,...][/SLOTS]",
+        help="a maintenance reservation, seconds after the first submit: no job runs into "
+             "it on those hosts (all by default; whole hosts unless SLOTS); repeatable"),
 ) -> None:
-    from xce.sched.simulate import plugins_for, simulate
+    from xce.sched.simulate import parse_reservation, plugins_for, simulate
     from xce.sched.swf import NO_ESTIMATE, SwfError, read_swf
 
     if hosts < 1:
         fail("--hosts must be at least 1")
+    if gpus_per_host < 0 or gpus_per_job < 0:
+        fail("--gpus-per-host and --gpus-per-job must be 0 or more")
     if no_estimate not in NO_ESTIMATE:
         fail(f"--no-estimate must be one of {', '.join(NO_ESTIMATE)}, got {no_estimate!r}")
     for name in policy:
@@ -63,10 +75,21 @@ def simulate_command(
         fail(f"cannot read {trace}: {exc.strerror or exc}")
     except SwfError as exc:
         fail(f"{trace}: {exc}")
+    if gpus_per_job:
+        import dataclasses
+
+        loaded.jobs = [j if j.gpus else dataclasses.replace(j, gpus=gpus_per_job)
+                       for j in loaded.jobs]
     per_host = slots or (loaded.max_procs or max((j.procs for j in loaded.jobs), default=1)) \
         // hosts
     if per_host < 1:
         fail("--slots must be at least 1")
+    origin = loaded.jobs[0].submit if loaded.jobs else 0.0
+    try:
+        reservations = [parse_reservation(text, i + 1, origin, hosts)
+                        for i, text in enumerate(reservation)]
+    except ValueError as exc:
+        fail(str(exc))
     handle = None
     if csv_path is not None:
         try:
@@ -76,9 +99,11 @@ def simulate_command(
     results = []
     try:
         for name in policy:
-            with _progress(name, sum(1 for j in loaded.jobs if j.procs <= per_host)) as tick:
+            with _progress(name, sum(1 for j in loaded.jobs if j.procs <= per_host
+                                     and j.gpus <= gpus_per_host)) as tick:
                 result = simulate(loaded.jobs, hosts, per_host, name, half_life,
-                                  loaded.skipped, progress=tick)
+                                  loaded.skipped, progress=tick, gpus_per_host=gpus_per_host,
+                                  reservations=reservations)
             results.append(result)
             if handle is not None:
                 result.write_csv(handle, header=len(results) == 1)
@@ -92,7 +117,7 @@ def simulate_command(
     if as_json:
         typer.echo(json.dumps(metrics[0] if len(metrics) == 1 else metrics, indent=2))
         return
-    _print_table(metrics, hosts, per_host)
+    _print_table(metrics, hosts, per_host, gpus_per_host)
     if detail:
         for m in metrics:
             typer.echo(f"\n{m['policy']}: by job size (slots)")
@@ -104,13 +129,15 @@ def simulate_command(
                            f"{row['avg_bounded_slowdown']:>9.3f}")
 
 
-def _print_table(metrics: list[dict[str, Any]], hosts: int, per_host: int) -> None:
+def _print_table(metrics: list[dict[str, Any]], hosts: int, per_host: int,
+                 gpus: int = 0) -> None:
     def policy(m: dict[str, Any]) -> str:
         return f"{m['policy']} ({', '.join(m['plugins']) or 'defaults'})"
 
     rows: list[tuple[str, list[str]]] = [
         ("policy", [policy(m) for m in metrics]),
-        ("cluster", [f"{hosts} host(s) x {per_host} slots" for _ in metrics]),
+        ("cluster", [f"{hosts} host(s) x {per_host} slots"
+                     + (f" and {gpus} GPUs" if gpus else "") for _ in metrics]),
         ("jobs", [f"{m['jobs']} ({m['skipped']} skipped, {m['killed']} killed at their "
                   "requested time)" for m in metrics]),
         ("avg wait", [f"{m['avg_wait_s']:.1f} s" for m in metrics]),

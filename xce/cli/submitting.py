@@ -29,6 +29,8 @@ DEFAULTS: dict[str, Any] = {
     "queue": None, "name": "", "slots": 1, "memory": 0, "walltime": None, "stdout": None,
     "stderr": None, "export": None, "cwd": None, "array": None, "dependency": None,
     "hold": False, "resources": "", "user": None, "env": [], "stage_in": [], "stage_out": [],
+    "gpus": None,
+    "reservation": None,
 }
 _ENV_ITEM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -95,7 +97,7 @@ def build(command: list[str] | None, script: Path | None, inputs: list[str],
         "resources": options["resources"], "submit_host": socket.gethostname(),
     })
     for key in ("queue", "cwd", "array", "dependency", "user", "stdout", "stderr",
-                "walltime"):
+                "walltime", "gpus", "reservation"):
         if options[key] is not None:
             body[key] = options[key]
     return body, _staged(options["stage_in"])
@@ -202,3 +204,24 @@ def _staged(items: list[str]) -> list[tuple[Path, str]]:
             fail(f"--stage-in {local}: no such file")
         staged.append((path, remote if sep else path.name))
     return staged
+
+
+def gres_options(gpus: int | None, gres_text: str | None, licenses: str | None
+                 ) -> dict[str, dict[str, int]]:
+    """`--gpus`, `--gres` and `--license` as the API's "gres" and "licenses" (a bad one is
+    a one-line usage error naming it)."""
+    from xce.core.errors import InvalidRequest
+    from xce.core.gres import add_count, parse_counts
+
+    out: dict[str, dict[str, int]] = {}
+    try:
+        devices = parse_counts(gres_text or "", "--gres")
+        if gpus is not None:
+            add_count(devices, "gpu", gpus, "--gpus/--gres")
+        if devices:
+            out["gres"] = devices
+        if licenses:
+            out["licenses"] = parse_counts(licenses, "--license")
+    except InvalidRequest as exc:
+        fail(exc.message, 2)
+    return out

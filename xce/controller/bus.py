@@ -130,6 +130,10 @@ class EventBus:
 
     def _keys(self, event: ev.Event) -> list[tuple[str, str, str | None]]:
         state = self.state
+        if isinstance(event, ev.ReservationAdded):
+            return [("reservation", event.reservation.name, None)]
+        if isinstance(event, ev.ReservationDeleted):
+            return [("reservation", event.name, None)]
         if isinstance(event, (ev.QueueCreated,)):
             return [("queue", event.queue.name, None)]
         if isinstance(event, (ev.QueueOpened, ev.QueueClosed, ev.QueueActivated,

@@ -27,9 +27,14 @@ class SubmitRequest:
     resources: str = ""
     stdout_file: str | None = None
     stderr_file: str | None = None
+    reservation: str = ""  # the advance reservation to run in (sbatch --reservation)
     # Skip the submit-time check that some host could ever run the job (xce/sched/
     # feasibility.py), for hosts that have not registered yet.
     defer: bool = False
+    # Generic resources per host ({"gpu": 1}) and cluster-wide licenses ({"matlab": 1});
+    # `rusage[gpu=1]` in `resources` asks the same (xce/controller/gres_rules.py).
+    gres: dict[str, int] = field(default_factory=dict)
+    licenses: dict[str, int] = field(default_factory=dict)
     # Whose uploads `inputs` may name: the submitter's own; None: anyone's (admins, and
     # callers inside the controller).
     uploads_of: str | None = None
@@ -51,6 +56,7 @@ class WorkerInfo:
     # How the worker contains jobs (cgroup kind, controllers, cores), as it reports it;
     # shown, never interpreted. Empty: an older worker that does not say.
     containment: tuple[tuple[str, str | int | float | bool | None], ...] = ()
+    gres: tuple[tuple[str, str], ...] = ()  # devices by kind (xce/core/gres.py)
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,11 @@ from typing import Protocol
 from xce import metrics
 from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
-from xce.controller import queue_rules
+from xce.controller import gres_rules, queue_rules
 from xce.controller.modify import modify_events
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
+from xce.controller.reservations import check_target, expired_reservations
 from xce.core import events as ev
 from xce.core import lifecycle
 from xce.core.arrayspec import parse_array_spec
@@ -47,6 +48,7 @@ from xce.sched.feasibility import refusal
 from xce.sched.incremental import SnapshotCache
 from xce.sched.plugins import policy_for
 from xce.sched.priority import PrioritySettings, check_job_priority
+from xce.sched.snapshot import free_licenses
 from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
 from xce.store.files import RESERVED_OUTPUTS, FileStore, safe_relative_path
@@ -105,7 +107,7 @@ def _check_text(field: str, value: str | None) -> None:
 def _check_texts(req: SubmitRequest) -> None:
     """`_check_text` for every string field of a submit."""
     for field in ("user", "command", "script", "name", "queue", "cwd", "array", "dependency",
-                  "submit_host", "resources", "stdout_file", "stderr_file"):
+                  "submit_host", "resources", "stdout_file", "stderr_file", "reservation"):
         _check_text(field, getattr(req, field))
     for key, value in req.env.items():
         _check_text("an env variable name", key)
@@ -330,8 +332,12 @@ class ControllerService:
         applied = queue_rules.apply(queue, req.user, groups, req.slots, memory_mb,
                                     req.walltime_s)
         memory_mb = applied.memory_mb
+        if req.reservation:
+            check_target(self.state.reservations, req.reservation, req.user, groups)
         if not req.defer:
             self._check_feasible(req, queue, memory_mb)
+        asked_gres, asked_licenses = gres_rules.requested(req, queue, self.state.hosts.values(),
+                                                          dict(self.settings.licenses))
         spec = JobSpec(
             user=req.user,
             queue=queue_name,
@@ -351,6 +357,9 @@ class ControllerService:
             resources=req.resources.strip(),
             stdout_file=req.stdout_file,
             stderr_file=req.stderr_file,
+            gres=asked_gres,
+            licenses=asked_licenses,
+            reservation=req.reservation,
             priority=req.priority,
         )
         return spec, inputs
@@ -645,10 +654,15 @@ class ControllerService:
         between, so no request can change a chosen job first.
         """
         ids = self.state.purgeable(cutoff)
-        if ids:
+        # Reservations that ended before the cutoff go the same way (xce/controller/
+        # reservations.py): until then `xce rsv list` shows them as ended.
+        ended = expired_reservations(self.state, cutoff)
+        if ids or ended:
             now = self.clock()
-            await self.commit((ev.JobsPurged(now, tuple(ids[i:i + PURGE_CHUNK]))
-                               for i in range(0, len(ids), PURGE_CHUNK)), reschedule=False)
+            await self.commit([*(ev.JobsPurged(now, tuple(ids[i:i + PURGE_CHUNK]))
+                                 for i in range(0, len(ids), PURGE_CHUNK)),
+                               *(ev.ReservationDeleted(now, name) for name in ended)],
+                              reschedule=False)
         return len(ids)
 
     # --- scheduling ---------------------------------------------------------------------
@@ -676,6 +690,9 @@ class ControllerService:
         started = time.perf_counter()
         now = self.clock()
         snapshot = self._snapshots.snapshot(self.state, self.usage.usage(now), self._groups)
+        if self.settings.licenses:
+            snapshot = dataclasses.replace(snapshot, licenses=free_licenses(
+                self.state, dict(self.settings.licenses)))
         if self.settings.scheduler.priority != PrioritySettings():
             snapshot = dataclasses.replace(snapshot, priority=self.settings.scheduler.priority)
         resumed: list[str] = []
@@ -686,7 +703,8 @@ class ControllerService:
         now = self.clock()
         events: list[ev.Event] = [ev.JobResumed(now, job_id) for job_id in resumed]
         for placement in result.placements:
-            events.append(ev.JobStarted(now, placement.job_id, placement.host))
+            events.append(ev.JobStarted(now, placement.job_id, placement.host,
+                                        placement.devices))
         if preemption.needed(snapshot):  # xce/sched/preemption.py: resume, then preempt
             decision = preemption.decide(snapshot, now, result)
             self.reasons.update(decision.reasons)

@@ -54,6 +54,7 @@ def assignment(job: JobRecord) -> dict[str, Any]:
         "stdout_file": spec.stdout_file,
         "stderr_file": spec.stderr_file,
         "start_time": job.start_time,
+        "devices": list(job.devices),  # granted ("gpu:0"): the worker binds exactly these
     }
 
 
@@ -155,11 +156,12 @@ class WorkerGateway:
         if (
             old is None
             or not old.reachable
-            or (old.slots, old.memory_mb, old.attributes)
-            != (info.slots, info.memory_mb, info.attributes)
+            or (old.slots, old.memory_mb, old.attributes, old.gres)
+            != (info.slots, info.memory_mb, info.attributes, info.gres)
         ):
             await self.service.commit(
-                [ev.HostRegistered(now, info.host, info.slots, info.memory_mb, info.attributes)]
+                [ev.HostRegistered(now, info.host, info.slots, info.memory_mb, info.attributes,
+                                   info.gres)]
             )
         return await self.durable_assignments(info.host)
 

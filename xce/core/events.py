@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xce.core.arrayspec import IndexSet
-from xce.core.model import JobSpec, QueueRecord, Usage
+from xce.core.model import JobSpec, QueueRecord, ReservationRecord, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +71,7 @@ class HostRegistered(Event):
     slots: int
     memory_mb: int
     attributes: tuple[tuple[str, str], ...] = ()
+    gres: tuple[tuple[str, str], ...] = ()  # devices by kind (xce/core/gres.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,9 @@ class JobStarted(Event):
 
     job_id: str
     host: str
+    # The devices granted ("gpu:0", ...): in the record so that a restart or a failover
+    # hands the job the same ones and never grants them twice.
+    devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,3 +263,21 @@ class JobsPurged(Event):
     themselves were logged when they changed."""
 
     ids: tuple[str, ...]
+
+
+# --- advance reservations -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationAdded(Event):
+    """A new advance reservation; its name is unique among the reservations held."""
+
+    reservation: ReservationRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationDeleted(Event):
+    """Ends a reservation for good (by hand, or an ended one past retention). Jobs that
+    target it stay pending, with a reason naming it."""
+
+    name: str

@@ -100,6 +100,13 @@ class JobSpec:
     # directory; the job's own .xce/stdout stays for `xce job output` (appended last).
     stdout_file: str | None = None
     stderr_file: str | None = None
+    # Generic resources per host (("gpu", "2"),) and cluster-wide licenses
+    # (("matlab", "1"),), counts as text (xce/core/gres.py); appended last.
+    gres: tuple[tuple[str, str], ...] = ()
+    licenses: tuple[tuple[str, str], ...] = ()
+    # The advance reservation the job runs in (`--reservation`, sbatch --reservation, bsub
+    # -U): it starts only on that reservation's hosts while it is active (xce/sched/advance.py).
+    reservation: str = ""
     # Per-job priority (bsub -sp, sbatch --priority/--nice): None is `[scheduler.priority]
     # default_job_priority` at the time of ordering; a user may only give at most that.
     priority: int | None = None
@@ -129,6 +136,9 @@ class JobRecord:
     # end (appended last: older checkpoints' records have no such field).
     requeue_requested: bool = False
     submit_key: str = ""  # the submitter's Idempotency-Key, if any (ClusterState.submit_keys)
+    # The devices the current (or last) attempt was granted, ("gpu:0", ...), from its
+    # JobStarted: a replay or a failover keeps them (xce/core/gres.py).
+    devices: tuple[str, ...] = ()
     # Preemption (xce/sched/preemption.py): the job whose start suspended or requeued this
     # one; while it is SSUSP with this set its slots are free for others (its memory is not).
     preempted_by: str = ""
@@ -226,6 +236,8 @@ class HostRecord:
     reachable: bool = True
     registered_at: float = 0.0
     changed_at: float = 0.0
+    # Counted devices by kind, (("gpu", "0,1"),) (xce/core/gres.py); appended last.
+    gres: tuple[tuple[str, str], ...] = ()
 
     @property
     def status(self) -> HostStatus:
@@ -249,3 +261,37 @@ class HostLoad:
     slots: int = 0
     memory_mb: int = 0
     jobs: frozenset[str] = field(default_factory=frozenset)
+    # Devices held ("gpu:0") and licenses held by this host's active jobs.
+    devices: frozenset[str] = field(default_factory=frozenset)
+    licenses: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationRecord:
+    """An advance reservation (Slurm `scontrol create reservation`, LSF `brsvadd`): `hosts`
+    from `start` to `end` (epoch seconds, end excluded) for `users` (names and @groups).
+
+    `slots` 0 reserves the whole of each host (slots and memory); N > 0 reserves N slots on
+    each host. `maintenance` reserves for nobody: no job may target it, so the hosts run
+    nothing that would still be running at `start`. Expiry needs no event: the scheduler
+    compares its clock with `end` (xce/sched/advance.py); an ended reservation is listed as
+    such until it is deleted.
+    """
+
+    name: str
+    hosts: tuple[str, ...]
+    start: float
+    end: float
+    slots: int = 0
+    users: tuple[str, ...] = ()
+    maintenance: bool = False
+    flags: tuple[str, ...] = ()
+    description: str = ""
+    created_by: str = ""
+    created_at: float = 0.0
+
+    def state_at(self, now: float) -> str:
+        """`waiting` (not started), `active` or `ended`, as the CLI and API show it."""
+        if now < self.start:
+            return "waiting"
+        return "active" if now < self.end else "ended"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xce.core import events as ev
-from xce.core import lifecycle
+from xce.core import gres, lifecycle
 from xce.core.deps import Outcome
 from xce.core.errors import Conflict, InvalidRequest, NotFound
 from xce.core.model import (
@@ -24,14 +24,17 @@ from xce.core.model import (
     JobRecord,
     JobState,
     QueueRecord,
+    ReservationRecord,
     task_id,
 )
+from xce.core.reservations import check_reservation
 from xce.core.scratch import Overlay
 
 replace = dataclasses.replace
 # Every container `apply` may change; `check` sees them through overlays.
 _CONTAINERS = ("jobs", "arrays", "queues", "hosts", "host_load", "pending", "pending_arrays",
-               "array_tasks", "finished_jobs", "waiting_on_deps", "counts", "submit_keys")
+               "array_tasks", "finished_jobs", "waiting_on_deps", "counts", "submit_keys",
+               "reservations")
 
 
 def parse_job_id(job_id: str) -> tuple[int, int | None]:
@@ -46,6 +49,12 @@ def parse_job_id(job_id: str) -> tuple[int, int | None]:
         raise InvalidRequest(f"{job_id!r} is not a job id (expected e.g. 17 or 17[5])") from None
 
 
+def _add_licenses(held: tuple[tuple[str, int], ...], asked: tuple[tuple[str, str], ...],
+                  sign: int) -> tuple[tuple[str, int], ...]:
+    counts = dict(held)
+    for name, count in asked:
+        counts[name] = counts.get(name, 0) + sign * int(count)
+    return tuple(sorted((k, v) for k, v in counts.items() if v))
 def held_slots(job: JobRecord) -> int:
     """The slots an active job holds: none while it is suspended by a preemption (the
     preemptor runs in them), its memory stays held all the same."""
@@ -66,6 +75,8 @@ class ClusterState:
         self.arrays: dict[int, ArrayRecord] = {}
         self.queues: dict[str, QueueRecord] = {}
         self.hosts: dict[str, HostRecord] = {}
+        # Advance reservations by name (xce/core/reservations.py validates them).
+        self.reservations: dict[str, ReservationRecord] = {}
         self.next_number = 1
         # The highest job number reserved (JobNumbersReserved); 0: numbers are not reserved
         # (a single controller, or a log written before reservations existed).
@@ -119,6 +130,8 @@ class ClusterState:
             ev.ArrayCancelled: self._array_cancelled,
             ev.JobsPurged: self._jobs_purged,
             ev.JobNumbersReserved: self._numbers_reserved,
+            ev.ReservationAdded: self._reservation_added,
+            ev.ReservationDeleted: self._reservation_deleted,
             ev.JobModified: self._job_modified,
             ev.JobPreempted: self._job_preempted,
         }
@@ -199,6 +212,14 @@ class ClusterState:
             return self.hosts[name]
         except KeyError:
             raise NotFound(f"host {name!r} does not exist") from None
+
+    def licenses_in_use(self) -> dict[str, int]:
+        """Licenses held by active jobs, cluster-wide (derived from the host loads)."""
+        used: dict[str, int] = {}
+        for load in self.host_load.values():
+            for name, count in load.licenses:
+                used[name] = used.get(name, 0) + count
+        return used
 
     def array(self, number: int) -> ArrayRecord:
         try:
@@ -303,9 +324,11 @@ class ClusterState:
         hosts: list[HostRecord],
         next_number: int,
         number_ceiling: int = 0,
+        reservations: Sequence[ReservationRecord] = (),
     ) -> ClusterState:
         """Rebuild a state from checkpointed records; derived indexes are recomputed."""
         state = cls()
+        state.reservations = {r.name: r for r in reservations}
         state.queues = {q.name: q for q in queues}
         state.hosts = {h.name: h for h in hosts}
         state.arrays = {a.id: a for a in arrays}
@@ -361,8 +384,14 @@ class ClusterState:
             # An idle host has no entry, so a restored state equals the live one.
             self.host_load.pop(host, None)
             return
+        devices, licenses = load.devices, load.licenses
+        if job.devices:
+            devices = devices | set(job.devices) if sign > 0 else devices - set(job.devices)
+        if job.spec.licenses:
+            licenses = _add_licenses(licenses, job.spec.licenses, sign)
         self.host_load[host] = HostLoad(
-            load.slots + sign * held_slots(job), load.memory_mb + sign * job.spec.memory_mb, jobs
+            load.slots + sign * held_slots(job), load.memory_mb + sign * job.spec.memory_mb, jobs,
+            devices, licenses,
         )
 
     def _materialise(self, job_id: str) -> tuple[JobRecord | None, JobRecord]:
@@ -413,16 +442,28 @@ class ClusterState:
         old = self.hosts.get(e.name)
         if old is None:
             self.hosts[e.name] = HostRecord(
-                e.name, e.slots, e.memory_mb, e.attributes, registered_at=e.at, changed_at=e.at
+                e.name, e.slots, e.memory_mb, e.attributes, registered_at=e.at, changed_at=e.at,
+                gres=e.gres,
             )
         else:
             self.hosts[e.name] = replace(
                 old, slots=e.slots, memory_mb=e.memory_mb, attributes=e.attributes,
-                reachable=True, registered_at=e.at, changed_at=e.at,
+                reachable=True, registered_at=e.at, changed_at=e.at, gres=e.gres,
             )
 
     def _host_set(self, e: Any, **changes: Any) -> None:
         self.hosts[e.name] = replace(self.host(e.name), changed_at=e.at, **changes)
+
+    # --- advance reservations -------------------------------------------------------------
+
+    def _reservation_added(self, e: ev.ReservationAdded) -> None:
+        check_reservation(e.reservation, self.reservations)
+        self.reservations[e.reservation.name] = e.reservation
+
+    def _reservation_deleted(self, e: ev.ReservationDeleted) -> None:
+        if e.name not in self.reservations:
+            raise NotFound(f"reservation {e.name!r} does not exist")
+        del self.reservations[e.name]
 
     # --- jobs -----------------------------------------------------------------------------
 
@@ -463,15 +504,30 @@ class ClusterState:
     def _job_started(self, e: ev.JobStarted) -> None:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "start", job.state, JobState.RUN)
-        self.host(e.host)
+        host = self.host(e.host)
+        if e.devices:
+            self._check_grant(e, host)
         self._store(
             stored,
             replace(
                 job, state=JobState.RUN, host=e.host, start_time=e.at, end_time=None,
                 exit_code=None, exit_signal=None, reason="", usage=None, kill_requested=False,
+                devices=e.devices,
                 preempted_by="", resumed_time=e.at,
             ),
         )
+
+    def _check_grant(self, e: ev.JobStarted, host: HostRecord) -> None:
+        """Granted devices must exist on the host and be held by no other active job."""
+        have = gres.host_devices(host.gres)
+        load = self.host_load.get(e.host)
+        held = load.devices if load is not None else frozenset()
+        for name in e.devices:
+            kind, device = gres.split_grant(name)
+            if device not in have.get(kind, ()):
+                raise InvalidRequest(f"job {e.job_id}: host {e.host} has no device {name}")
+            if name in held:
+                raise Conflict(f"job {e.job_id}: device {name} of host {e.host} is in use")
 
     def _job_suspended(self, e: ev.JobSuspended) -> None:
         stored, job = self._materialise(e.job_id)

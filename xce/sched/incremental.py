@@ -27,7 +27,7 @@ from types import MappingProxyType
 
 from xce.core import events as ev
 from xce.core.deps import DepStatus, evaluate
-from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord
+from xce.core.model import JobRecord, JobSpec, QueueRecord
 from xce.core.state import ClusterState, held_slots
 from xce.sched.snapshot import (
     HostView,
@@ -35,6 +35,7 @@ from xce.sched.snapshot import (
     PendingJob,
     RunningJob,
     Snapshot,
+    host_view,
     preemption_view,
 )
 
@@ -189,7 +190,8 @@ class SnapshotCache:
         # usage map per pass and changes neither of the others between passes
         return Snapshot(self._hosts, self._queues, (), arrays, limits, self._running_tuple,
                         usage if usage is not None else {}, groups if groups is not None
-                        else {}, queued=queued)
+                        else {}, queued=queued,
+                        reservations=tuple(state.reservations.values()))
 
 
 def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:
@@ -202,12 +204,5 @@ def _view(record: JobRecord, state: ClusterState) -> PendingJob:
 
 
 def _host_views(state: ClusterState) -> tuple[HostView, ...]:
-    views = []
-    for host in sorted(state.hosts.values(), key=lambda h: h.name):
-        load = state.host_load.get(host.name)
-        used_slots = load.slots if load else 0
-        used_mem = load.memory_mb if load else 0
-        views.append(HostView(host.name, host.slots, host.memory_mb, host.slots - used_slots,
-                              host.memory_mb - used_mem, host.attributes,
-                              host.status is HostStatus.ONLINE))
-    return tuple(views)
+    return tuple(host_view(host, state.host_load.get(host.name))
+                 for host in sorted(state.hosts.values(), key=lambda h: h.name))

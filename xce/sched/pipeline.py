@@ -16,10 +16,19 @@ import heapq
 from collections.abc import Callable, Collection
 from typing import Any
 
+from xce.core import gres
 from xce.core.deps import DepStatus
 from xce.core.model import JobSpec, QueueRecord, task_id
+from xce.sched.advance import AdvanceGate, effective_walltime
 from xce.sched.expr import (
     parse_requirement,
+)
+from xce.sched.gres import (
+    DEVICES_WAITING,
+    DevicePool,
+    too_few,
+    waiting_reason,
+    with_devices,
 )
 from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
 from xce.sched.plugins import QueuePolicy, policy_for
@@ -50,8 +59,13 @@ class SchedulingPass:
         self.now = now
         self.explain = explain
         self.pool = HostPool(snapshot, now)
+        self.devices = DevicePool(snapshot.hosts, snapshot.licenses)
         self.result = Plan()
         self.reservation: Reservation | None = None
+        # Advance reservations (xce/sched/advance.py); None when the cluster has none, so
+        # a pass without them costs what it did before.
+        self.gate = AdvanceGate(snapshot.reservations, self.pool, now) \
+            if snapshot.reservations else None
         self.policies = {name: policy_for(q.plugins) for name, q in snapshot.queues.items()}
         self._sets: dict[tuple, CandidateSet | str] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
@@ -257,6 +271,14 @@ class SchedulingPass:
             reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
                             else "dependency can never be satisfied")
             return
+        if spec.reservation:
+            problem = (f"reservation {spec.reservation} does not exist" if self.gate is None
+                       else self.gate.target_problem(spec))
+            if problem is not None:
+                reasons[key] = problem
+                if is_job:
+                    self._blocked[id(spec)] = problem
+                return
         if is_job:
             if item.index is not None:  # type: ignore[union-attr]
                 left = self._room(item.number)
@@ -271,10 +293,19 @@ class SchedulingPass:
             if limited:
                 reasons[key] = self._blocked[id(spec)] = limited
                 return
+            if spec.licenses:  # free licenses only shrink in a pass, like limits
+                short = self.devices.short_license(spec)
+                if short:
+                    reasons[key] = self._blocked[id(spec)] = short
+                    return
             host = self._place(key, spec, queue, policy)
             if host is None:
                 reason = reasons[key]
-                self._blocked[id(spec)] = WAITING if reason.startswith(WAITING) else reason
+                if reason.startswith(WAITING):
+                    reason = WAITING
+                elif reason.startswith(DEVICES_WAITING):
+                    reason = waiting_reason(spec)  # without the reservation it may hold
+                self._blocked[id(spec)] = reason
             else:
                 array = item.number if item.index is not None else None  # type: ignore[union-attr]
                 self._commit(key, spec, host, array)
@@ -290,6 +321,10 @@ class SchedulingPass:
             if limited:
                 reasons[key] = limited
                 break
+            short = self.devices.short_license(spec) if spec.licenses else None
+            if short:
+                reasons[key] = short
+                break
             host = self._place(key, spec, queue, policy)
             if host is None:
                 break
@@ -301,7 +336,12 @@ class SchedulingPass:
         self.pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s)
         if self.reservation is not None:
             self.reservation.took(i, spec.slots, spec.memory_mb, spec.walltime_s, self.now)
-        self.result.placements.append(Placement(job_id, self.pool.hosts[i].name))
+        devices: tuple[str, ...] = ()
+        if spec.gres:
+            devices = self.devices.take(i, gres.counts_of(spec.gres))
+        if spec.licenses:
+            self.devices.take_licenses(spec)
+        self.result.placements.append(Placement(job_id, self.pool.hosts[i].name, devices))
         self._count(spec.user, spec.queue, spec.slots)
         if array is not None:
             self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
@@ -309,8 +349,11 @@ class SchedulingPass:
     # --- hosts --------------------------------------------------------------------------
 
     def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
+        if self.gate is not None:  # the gate's verdict depends on walltime and target
+            return (queue.name, spec.slots, spec.memory_mb, spec.resources, spec.walltime_s,
+                    spec.reservation, spec.gres)
         wall = spec.walltime_s if self.reservation is not None else None
-        return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall)
+        return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall, spec.gres)
 
     def _place(self, key: str, spec: JobSpec, queue: QueueRecord,
                policy: QueuePolicy) -> int | None:
@@ -322,24 +365,54 @@ class SchedulingPass:
         if isinstance(found, str):
             self.result.reasons[key] = found
             return None
-        res, now = self.reservation, self.now
+        res, now, gate = self.reservation, self.now, self.gate
         slots, mem, wall = spec.slots, spec.memory_mb, spec.walltime_s
         allow = None if res is None else (lambda i: res.allows(i, slots, mem, wall, now))
+        if spec.gres:  # a host without the devices now lacks them for the rest of the pass
+            allow = self._with_devices(spec, allow)
+        if gate is not None:
+            gate.refused = None
+            judged = effective_walltime(spec, queue)
+            easy = allow
+            allow = (lambda i: gate.allows(i, spec, judged)) if easy is None else (
+                lambda i: easy(i) and gate.allows(i, spec, judged))
         host = found.find(allow)
         if host is not None:
             return host
-        self._sets[shape] = WAITING
-        reason = WAITING
-        if res is None and policy.reserve is not None:
+        refused = gate.describe() if gate is not None and gate.refused is not None else None
+        # A job kept off a host by a reservation waits for that (its shape too); the EASY
+        # reservation below is then made outside the reservations' windows.
+        reason = self._sets[shape] = refused or WAITING
+        if refused is None and spec.gres and self._devices_short(spec, queue):
+            reason = self._sets[shape] = waiting_reason(spec)
+        if res is None and policy.reserve is not None and not spec.reservation:
             hosts = self._filtered[queue.name, spec.resources]
-            made = policy.reserve.reserve(self.pool, hosts, spec, now)
+            if spec.gres:  # only hosts that have the devices at all (their release times
+                # are judged by slots and memory: the reservation is a lower bound)
+                hosts = with_devices(self.pool.hosts, hosts, spec)
+            made = policy.reserve.reserve(self.pool, hosts, spec, now) if gate is None else \
+                gate.reserve(policy.reserve, hosts, spec, effective_walltime(spec, queue))
             if made is not None:
                 made.job_id = key
                 self.reservation = made
                 self.result.reservations.append(made.to_plain())
-                reason = f"{WAITING} ({made.describe()})"
+                if refused is None:
+                    reason = f"{reason} ({made.describe()})"
         self.result.reasons[key] = reason
         return None
+
+    def _with_devices(self, spec: JobSpec, allow: Callable[[int], bool] | None
+                      ) -> Callable[[int], bool]:
+        asked, has = gres.counts_of(spec.gres), self.devices.has
+        if allow is None:
+            return lambda i: has(i, asked)
+        return lambda i: has(i, asked) and allow(i)
+
+    def _devices_short(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        """Whether some candidate host has the slots and memory now but not the devices."""
+        pool = self.pool
+        return any(pool.free_slots[i] >= spec.slots and pool.free_mem[i] >= spec.memory_mb
+                   for i in self._filtered.get((queue.name, spec.resources), ()))
 
     def _candidates(self, spec: JobSpec, queue: QueueRecord,
                     policy: QueuePolicy) -> CandidateSet | str:
@@ -360,6 +433,10 @@ class SchedulingPass:
         big = [i for i in hosts if views[i].slots >= slots and views[i].memory_mb >= mem]
         if not big:
             return "no host is big enough"
+        if spec.gres:
+            why = too_few(views, big, spec)
+            if why:
+                return why
         req = parse_requirement(spec.resources) if spec.resources else None
         live = None
         if req is not None and select_names(req.select) & FREE_ATTRIBUTES:

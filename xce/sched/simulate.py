@@ -28,13 +28,14 @@ import csv
 import heapq
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from xce.core import events as ev
-from xce.core.model import HostStatus, JobSpec, QueueRecord
+from xce.core.model import HostStatus, JobSpec, QueueRecord, ReservationRecord
 from xce.core.state import ClusterState
+from xce.sched.advance import wake_times
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
 from xce.sched.plugins import policy_for
@@ -72,10 +73,41 @@ def host_names(hosts: int) -> list[str]:
     return [f"n{i:0{width}d}" for i in range(1, hosts + 1)]
 
 
+def parse_reservation(text: str, number: int, origin: float, hosts: int
+                      ) -> ReservationRecord:
+    """`FROM-TO[@HOST,...][/SLOTS]` (seconds after `origin`, the trace's first submit; all
+    hosts when none are named; whole hosts unless SLOTS per host) as a maintenance
+    reservation named `rsv<number>`: no trace job targets it, so it only keeps jobs off.
+    ValueError names what is wrong."""
+    body, _, slots_text = text.partition("/")
+    window, _, host_text = body.partition("@")
+    begin, sep, finish = window.partition("-")
+    try:
+        start, end = float(begin), float(finish)
+        slots = int(slots_text) if slots_text else 0
+    except ValueError:
+        raise ValueError(f"--reservation {text!r}: expected FROM-TO[@HOST,...][/SLOTS], "
+                         "times in seconds after the first submit") from None
+    if not sep or start < 0 or end <= start:
+        raise ValueError(f"--reservation {text!r}: give FROM-TO with FROM >= 0 and TO > FROM")
+    if slots < 0:
+        raise ValueError(f"--reservation {text!r}: SLOTS may not be negative")
+    known = host_names(hosts)
+    chosen = tuple(h.strip() for h in host_text.split(",") if h.strip()) if host_text \
+        else tuple(known)
+    for host in chosen:
+        if host not in known:
+            raise ValueError(f"--reservation {text!r}: no host {host} (hosts are "
+                             f"{known[0]}..{known[-1]})")
+    return ReservationRecord(f"rsv{number}", chosen, origin + start, origin + end, slots,
+                             maintenance=True, flags=("overlap",))
+
+
 def spec_for(job: SwfJob, queue: str = "normal") -> JobSpec:
     return JobSpec(user=job.user, queue=queue, name=f"swf-{job.number}",
                    command=f"swf job {job.number}", slots=job.procs,
-                   walltime_s=job.requested_time)
+                   walltime_s=job.requested_time,
+                   gres=(("gpu", str(job.gpus)),) if job.gpus else ())
 
 
 def executed_time(job: SwfJob) -> float:
@@ -195,16 +227,23 @@ def any_free_host(state: ClusterState) -> bool:
 
 def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fit",
              half_life_s: float = 3600.0, skipped: int = 0,
-             progress: Callable[[int], None] | None = None) -> SimResult:
+             progress: Callable[[int], None] | None = None,
+             gpus_per_host: int = 0,
+             reservations: Sequence[ReservationRecord] = ()) -> SimResult:
     """Replay `jobs` (sorted by submit time) on `hosts` x `slots`; see the module doc.
-    `progress`, if given, is called now and then with the number of jobs ended so far."""
+    `progress`, if given, is called now and then with the number of jobs ended so far.
+    `reservations` (absolute times, host names of `host_names`) are added before the first
+    job, and a pass runs at each of their starts and ends (nothing else would wake one)."""
     plugins = plugins_for(policy)
     started = time.perf_counter()
     state = ClusterState()
     first = jobs[0].submit if jobs else 0.0
     state.apply(ev.QueueCreated(first, QueueRecord("normal", plugins=plugins)))
     for name in host_names(hosts):
-        state.apply(ev.HostRegistered(first, name, slots, HOST_MEMORY_MB))
+        devices = (("gpu", ",".join(map(str, range(gpus_per_host)))),) if gpus_per_host else ()
+        state.apply(ev.HostRegistered(first, name, slots, HOST_MEMORY_MB, (), devices))
+    for reservation in reservations:
+        state.apply(ev.ReservationAdded(first, reservation))
     groups = {j.user: j.group for j in jobs}
     ledger = UsageLedger(half_life_s)
     result = SimResult(policy, plugins, hosts, slots, [], skipped)
@@ -220,10 +259,13 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
     queue: list[tuple[float, int, int, Any]] = []  # (time, 0 end / 1 submit, seq, payload)
     seq = 0
     for job in jobs:
-        if job.procs > slots:
+        if job.procs > slots or job.gpus > gpus_per_host:
             result.skipped += 1
             continue
         queue.append((job.submit, 1, seq, job))
+        seq += 1
+    for at in wake_times(reservations, first):
+        queue.append((at, 2, seq, None))
         seq += 1
     heapq.heapify(queue)
     ended = 0
@@ -231,7 +273,9 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
         now = queue[0][0]
         while queue and queue[0][0] == now:
             _, kind, _, payload = heapq.heappop(queue)
-            if kind == 0:
+            if kind == 2:  # a reservation starts or ends
+                blocked = False
+            elif kind == 0:
                 blocked = False
                 outcome: Outcome = payload
                 event = ev.JobFinished(now, outcome.job_id, 0, None if outcome.killed else 0,
@@ -260,7 +304,8 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
         result.passes += 1
         blocked = strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
         for placement in decided.placements:
-            started_event = ev.JobStarted(now, placement.job_id, placement.host)
+            started_event = ev.JobStarted(now, placement.job_id, placement.host,
+                                          placement.devices)
             state.apply(started_event)
             cache.observe(started_event, state)
             outcome = by_id[placement.job_id]

@@ -9,9 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from xce.core import gres
 from xce.core.arrayspec import IndexSet
 from xce.core.deps import DepStatus, evaluate
-from xce.core.model import HostStatus, JobRecord, JobSpec, QueueRecord
+from xce.core.model import (
+    HostLoad,
+    HostRecord,
+    HostStatus,
+    JobRecord,
+    JobSpec,
+    QueueRecord,
+    ReservationRecord,
+)
 from xce.core.state import ClusterState, held_slots
 from xce.sched.priority import PrioritySettings
 
@@ -25,6 +34,10 @@ class HostView:
     free_memory_mb: int
     attributes: tuple[tuple[str, str], ...]
     schedulable: bool
+    # Devices by kind (HostRecord.gres) and the free ones as grant names ("gpu:0"), in the
+    # host's order (xce/core/gres.py); appended with defaults so other views need not care.
+    gres: tuple[tuple[str, str], ...] = ()
+    free_devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +101,12 @@ class Snapshot:
     # up to date event by event (xce/sched/incremental.py), so that an FCFS pass reads only
     # the head of a long queue
     queued: Mapping[str, Collection[PendingJob]] | None = None
+    # Cluster-wide licenses ([[license]] of the config) not held by active jobs; None: the
+    # cluster counts none (submit refuses license requests then).
+    licenses: Mapping[str, int] | None = None
+    # Advance reservations (xce/sched/advance.py), ended ones included: jobs that target
+    # one are told it has ended
+    reservations: tuple[ReservationRecord, ...] = ()
     # `[scheduler.priority]`, for the multifactor order plugin (xce/sched/priority.py)
     priority: PrioritySettings = field(default_factory=PrioritySettings)
 
@@ -97,6 +116,20 @@ class Snapshot:
         if self.queued is not None:
             for jobs in self.queued.values():
                 yield from jobs
+
+
+def host_view(host: HostRecord, load: HostLoad | None) -> HostView:
+    """What a pass sees of one host: its size, what is free of it, its devices."""
+    used_slots = load.slots if load else 0
+    used_mem = load.memory_mb if load else 0
+    free: tuple[str, ...] = ()
+    if host.gres:
+        held = load.devices if load else frozenset()
+        free = tuple(name for kind, ids in gres.host_devices(host.gres).items()
+                     for name in (gres.grant_name(kind, i) for i in ids) if name not in held)
+    return HostView(host.name, host.slots, host.memory_mb, host.slots - used_slots,
+                    host.memory_mb - used_mem, host.attributes,
+                    host.status is HostStatus.ONLINE, host.gres, free)
 
 
 def preemption_view(job: JobRecord) -> tuple[str, str, bool, float, int]:
@@ -136,6 +169,7 @@ def snapshot_of(
     usage: Mapping[str, float] | None = None,
     groups: Mapping[str, str] | None = None,
     memo: PendingMemo | None = None,
+    licenses: Mapping[str, int] | None = None,
 ) -> Snapshot:
     """The scheduler's view of `state`; `usage` and `groups` feed fairshare (the controller's
     `UsageLedger` and `[scheduler] groups`). With `memo` (kept by the caller between
@@ -151,14 +185,7 @@ def snapshot_of(
                     job_id, job.spec.user, job.spec.queue, host.name, held_slots(job),
                     job.spec.memory_mb, job.start_time or 0.0, job.spec.walltime_s,
                     *preemption_view(job)))
-        used_slots = load.slots if load else 0
-        used_mem = load.memory_mb if load else 0
-        hosts.append(
-            HostView(
-                host.name, host.slots, host.memory_mb, host.slots - used_slots,
-                host.memory_mb - used_mem, host.attributes, host.status is HostStatus.ONLINE,
-            )
-        )
+        hosts.append(host_view(host, load))
 
     def deps(spec: JobSpec) -> DepStatus:
         return evaluate(spec.dependency, state) if spec.dependency else DepStatus.SATISFIED
@@ -180,4 +207,13 @@ def snapshot_of(
     numbers = {a.number for a in arrays} | {j.number for j in jobs if j.index is not None}
     limits = {n: (state.arrays[n].max_concurrent, state.arrays[n].active) for n in numbers}
     return Snapshot(tuple(hosts), dict(state.queues), jobs, arrays, limits, tuple(running),
-                    dict(usage or {}), dict(groups or {}))
+                    dict(usage or {}), dict(groups or {}),
+                    licenses=None if licenses is None else free_licenses(state, licenses),
+                    reservations=tuple(state.reservations.values()))
+
+
+def free_licenses(state: ClusterState, totals: Mapping[str, int]) -> dict[str, int]:
+    """`[[license]]` counts less what active jobs hold (never below zero: a smaller count
+    in a new config leaves the running jobs be)."""
+    used = state.licenses_in_use()
+    return {name: max(0, count - used.get(name, 0)) for name, count in totals.items()}

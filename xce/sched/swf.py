@@ -32,6 +32,8 @@ CHOICES = (
     "machine size: the MaxProcs header, else MaxNodes, else the widest job",
     "a job runs for its run time, cut at its requested time (killed as a real cluster "
     "would)",
+    "GPUs: an optional 19th field (XCE's, not SWF's) is the job's GPUs on its host, or "
+    "--gpus-per-job for every job; hosts get --gpus-per-host",
 )
 
 
@@ -48,6 +50,7 @@ class SwfJob:
     requested_time: int | None  # walltime limit, seconds; None when the trace has none
     user: str
     group: str
+    gpus: int = 0  # GPUs per job: XCE's optional 19th field (SWF has none)
 
     def to_line(self) -> str:
         fields = [-1] * FIELDS
@@ -57,6 +60,8 @@ class SwfJob:
         fields[10] = 1
         fields[11] = int(self.user.lstrip("u") or 0)
         fields[12] = int(self.group.lstrip("g") or 0)
+        if self.gpus:
+            fields.append(self.gpus)
         return " ".join(_number(f) for f in fields)
 
 
@@ -99,8 +104,9 @@ def parse_swf(lines: Iterable[str], no_estimate: str = "runtime") -> Trace:
                 header.setdefault(key.strip(), value.strip())
             continue
         parts = line.split()
-        if len(parts) != FIELDS:
-            raise SwfError(f"line {lineno}: expected {FIELDS} fields, found {len(parts)}")
+        if len(parts) not in (FIELDS, FIELDS + 1):
+            raise SwfError(f"line {lineno}: expected {FIELDS} fields, found {len(parts)} "
+                           f"({FIELDS + 1}: the last is the job's GPUs)")
         try:
             values = [float(p) for p in parts]
         except ValueError:
@@ -120,6 +126,7 @@ def parse_swf(lines: Iterable[str], no_estimate: str = "runtime") -> Trace:
             number=int(values[0]), submit=values[1], run_time=run_time, procs=procs,
             requested_time=limit,
             user=f"u{max(0, int(values[11]))}", group=f"g{max(0, int(values[12]))}",
+            gpus=max(0, int(values[FIELDS])) if len(values) > FIELDS else 0,
         ))
     jobs.sort(key=lambda j: (j.submit, j.number))
     return Trace(jobs, header, skipped)

@@ -12,6 +12,7 @@ class Placement:
 
     job_id: str
     host: str
+    devices: tuple[str, ...] = ()  # granted device ids, ("gpu:0", ...) (xce/sched/gres.py)
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ segments are deleted only once they are wholly before the *older* kept checkpoin
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xce.core.model import ArrayRecord, HostRecord, JobRecord, QueueRecord
+from xce.core.model import ArrayRecord, HostRecord, JobRecord, QueueRecord, ReservationRecord
 from xce.core.state import ClusterState
 from xce.store.wal.framing import CorruptRecord, frame, read_frames
 from xce.store.wal.writer import fsync_dir
@@ -50,6 +51,9 @@ class StateCopy:
     queues: list[QueueRecord]
     hosts: list[HostRecord]
     number_ceiling: int = 0
+    # Advance reservations: a packed chunk of kind "reservations" (none written when empty,
+    # so a checkpoint without reservations reads as before).
+    reservations: list[ReservationRecord] = dataclasses.field(default_factory=list)
 
 
 def copy_state(state: ClusterState, seq: int, epoch: int = 0) -> StateCopy:
@@ -57,6 +61,7 @@ def copy_state(state: ClusterState, seq: int, epoch: int = 0) -> StateCopy:
     return StateCopy(
         seq, epoch, state.next_number, list(state.jobs.values()), list(state.arrays.values()),
         list(state.queues.values()), list(state.hosts.values()), state.number_ceiling,
+        list(state.reservations.values()),
     )
 
 
@@ -87,6 +92,7 @@ def write_checkpoint(directory: Path, copy: StateCopy, keep: int = 2) -> Path:
                 createdAt=time.time(), formatVersion=FORMAT_VERSION, jobs=len(copy.jobs),
                 arrays=len(copy.arrays), numberCeiling=copy.number_ceiling)))
             for kind, records in (("queues", copy.queues), ("hosts", copy.hosts),
+                                  ("reservations", copy.reservations),
                                   ("arrays", copy.arrays), ("jobs", copy.jobs)):
                 for start in range(0, len(records), CHUNK):
                     for data in _packed(records[start : start + CHUNK]):
@@ -114,7 +120,8 @@ def _packed(records: list[Any]) -> list[bytes]:
 
 def read_checkpoint(path: Path) -> tuple[dict[str, Any], ClusterState]:
     """Load and verify one checkpoint; raises `CheckpointError` if anything is off."""
-    parts: dict[str, list[Any]] = {"jobs": [], "arrays": [], "queues": [], "hosts": []}
+    parts: dict[str, list[Any]] = {"jobs": [], "arrays": [], "queues": [], "hosts": [],
+                                   "reservations": []}
     header: dict[str, Any] | None = None
     try:
         for fr in read_frames(path.read_bytes()):
@@ -133,5 +140,5 @@ def read_checkpoint(path: Path) -> tuple[dict[str, Any], ClusterState]:
         raise CheckpointError(f"{path.name}: incomplete (record counts do not match header)")
     state = ClusterState.restore(parts["jobs"], parts["arrays"], parts["queues"],
                                  parts["hosts"], header["nextNumber"],
-                                 header.get("numberCeiling", 0))
+                                 header.get("numberCeiling", 0), parts["reservations"])
     return header, state

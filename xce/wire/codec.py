@@ -162,7 +162,7 @@ def decode_entry_reflective(data: bytes) -> tuple[int, int, Event]:
 # --- records (checkpoints) ------------------------------------------------------------------
 
 _CHUNK_FIELDS = {"jobs": "JobRecord", "arrays": "ArrayRecord", "queues": "QueueRecord",
-                 "hosts": "HostRecord"}
+                 "hosts": "HostRecord", "reservations": "ReservationRecord"}
 _RECORD_BY_NAME = {cls.__name__: cls for cls in RECORD_TYPES}
 
 

@@ -17,6 +17,7 @@ from xce.core.model import (
     JobRecord,
     JobSpec,
     QueueRecord,
+    ReservationRecord,
     Usage,
 )
 
@@ -51,6 +52,8 @@ EVENT_TYPES: tuple[type[ev.Event], ...] = (
     ev.JobNumbersReserved,
     ev.QueueModified,
     ev.QueueDeleted,
+    ev.ReservationAdded,
+    ev.ReservationDeleted,
     ev.JobModified,
     ev.JobPreempted,
 )
@@ -64,6 +67,7 @@ RECORD_TYPES: tuple[type, ...] = (
     HostRecord,
     JobRecord,
     ArrayRecord,
+    ReservationRecord,
 )
 
 SPECIAL = {IndexSet: "IndexSet"}

@@ -58,7 +58,10 @@ struct JobSpec {
   resources @15 :Text;
   stdoutFile @16 :OptText;
   stderrFile @17 :OptText;
-  priority @18 :OptInt;
+  gres @18 :List(KeyValue);
+  licenses @19 :List(KeyValue);
+  reservation @20 :Text;
+  priority @21 :OptInt;
 }
 
 struct QueueRecord {
@@ -94,6 +97,7 @@ struct HostRecord {
   reachable @6 :Bool;
   registeredAt @7 :Float64;
   changedAt @8 :Float64;
+  gres @9 :List(KeyValue);
 }
 
 struct JobRecord {
@@ -115,8 +119,9 @@ struct JobRecord {
   outputs @15 :List(Text);
   requeueRequested @16 :Bool;
   submitKey @17 :Text;
-  preemptedBy @18 :Text;
-  resumedTime @19 :OptFloat;
+  devices @18 :List(Text);
+  preemptedBy @19 :Text;
+  resumedTime @20 :OptFloat;
 }
 
 struct ArrayRecord {
@@ -131,6 +136,20 @@ struct ArrayRecord {
   done @8 :Int64;
   exited @9 :Int64;
   submitKey @10 :Text;
+}
+
+struct ReservationRecord {
+  name @0 :Text;
+  hosts @1 :List(Text);
+  start @2 :Float64;
+  end @3 :Float64;
+  slots @4 :Int64;
+  users @5 :List(Text);
+  maintenance @6 :Bool;
+  flags @7 :List(Text);
+  description @8 :Text;
+  createdBy @9 :Text;
+  createdAt @10 :Float64;
 }
 
 struct QueueCreated {
@@ -158,6 +177,7 @@ struct HostRegistered {
   slots @1 :Int64;
   memoryMb @2 :Int64;
   attributes @3 :List(KeyValue);
+  gres @4 :List(KeyValue);
 }
 
 struct HostOpened {
@@ -199,6 +219,7 @@ struct ArraySubmitted {
 struct JobStarted {
   jobId @0 :Text;
   host @1 :Text;
+  devices @2 :List(Text);
 }
 
 struct JobSuspended {
@@ -276,6 +297,14 @@ struct QueueDeleted {
   name @0 :Text;
 }
 
+struct ReservationAdded {
+  reservation @0 :ReservationRecord;
+}
+
+struct ReservationDeleted {
+  name @0 :Text;
+}
+
 struct JobModified {
   jobId @0 :Text;
   spec @1 :JobSpec;
@@ -319,8 +348,10 @@ struct Event {
     jobNumbersReserved @27 :JobNumbersReserved;
     queueModified @28 :QueueModified;
     queueDeleted @29 :QueueDeleted;
-    jobModified @30 :JobModified;
-    jobPreempted @31 :JobPreempted;
+    reservationAdded @30 :ReservationAdded;
+    reservationDeleted @31 :ReservationDeleted;
+    jobModified @32 :JobModified;
+    jobPreempted @33 :JobPreempted;
   }
 }
 

@@ -29,7 +29,7 @@ from xce.auth.pki import client_ssl_context
 from xce.client import ApiError, XceClient
 from xce.client.http import job_path
 from xce.config import Config, WorkerSettings
-from xce.worker import executor, fence, staging, tail, userfs
+from xce.worker import executor, fence, gpus, staging, tail, userfs
 from xce.worker.cgroups import CgroupBackend, detect
 from xce.worker.executor import JobResult, LaunchError, RunningJob, Spool
 from xce.worker.launcher import KeeperLauncher
@@ -80,6 +80,8 @@ class WorkerAgent:
         namespace = cgroup_namespace(self.host, self.settings.spool_dir)
         self.backend: CgroupBackend = detect(self.settings.cgroup, self.settings.cgroup_parent,
                                              namespace)
+        # Devices by kind, configured or detected once at start (xce/worker/gpus.py).
+        self.devices = gpus.host_devices(self.settings.gres, self.settings.gpu_device_path)
         self.launcher = KeeperLauncher(self.backend.kind, self.settings.cgroup_parent,
                                        namespace)
         # The fence (xce/worker/fence.py): the controller sets the timeout when we register.
@@ -112,9 +114,12 @@ class WorkerAgent:
             "host": self.host,
             "slots": slots,
             "memory_mb": memory,
-            "attributes": dict(self.settings.attributes),
+            # detected GPU attributes first: the configured ones win
+            "attributes": {**self.devices.attributes, **dict(self.settings.attributes)},
             "containment": containment(self.backend),
         }
+        if self.devices.devices:
+            body["gres"] = {kind: list(ids) for kind, ids in self.devices.devices.items()}
         delay = 0.2
         while True:
             try:
@@ -405,7 +410,7 @@ class WorkerAgent:
                 await executor.launch(job, self.launcher, self.backend, account, self.host,
                                       self.settings.pids_limit, self.spool.state, self.contact,
                                       host_resources(self.settings)[1],
-                                      self.settings.private_tmp)
+                                      self.settings.private_tmp, self.devices)
             except (LaunchError, ApiError, OSError, ValueError) as exc:
                 message = exc.message if isinstance(exc, ApiError) else str(exc)
                 log.warning("job %s failed to start: %s", key[0], message)

@@ -34,8 +34,10 @@ from typing import Any
 import psutil
 
 from xce.store.files import job_dir_name
-from xce.worker import fence, userfs
+from xce.worker import fence, gpus, userfs
 from xce.worker.cgroups import CgroupBackend, JobCgroup, Limits
+from xce.worker.cgroups.base import CgroupError
+from xce.worker.cgroups.devices import deny_entries
 from xce.worker.keeper import KEEPER, RESULT, SPEC, process_start, read_json, write_json
 from xce.worker.launcher import KeeperError, KeeperLauncher, keeper_alive, pidfd
 from xce.worker.usage import UsageMeter
@@ -310,9 +312,11 @@ def limits_for(a: dict[str, Any], pids_limit: int, host_memory_mb: int | None = 
 async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBackend,
                  account: pwd.struct_passwd | None, host: str, pids_limit: int,
                  worker_state: Path, contact: fence.Contact,
-                 host_memory_mb: int | None = None, private_tmp: bool = False) -> None:
+                 host_memory_mb: int | None = None, private_tmp: bool = False,
+                 devices: gpus.HostDevices | None = None) -> None:
     """Make the job's files (as the user), its cgroup, and have a keeper start it."""
     a = job.assignment
+    devices = devices or gpus.HostDevices()
     assert job.attempt_dir is not None
     files = await userfs.as_user(job.creds, userfs.prepare_job_files, str(job.job_dir),
                                  a.get("script"))
@@ -324,9 +328,17 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             argv = ["/bin/sh", "-c", a["command"]]
         name = attempt_name(a["job_id"], a["attempt"])
         limits = limits_for(a, pids_limit, host_memory_mb)
+        if backend.kind == "v1" and devices.gpus:  # only then the devices hierarchy
+            try:
+                deny = deny_entries(gpus.denied_nodes(a, devices))
+            except CgroupError as exc:
+                raise LaunchError(str(exc)) from None
+            limits = dataclasses.replace(limits, devices_deny=deny)
+        env = job_environment(a, account, job.work_dir, host)
+        env.update(gpus.job_env(a, devices))  # after the submitted ones: XCE owns them
         write_json(str(job.attempt_dir), SPEC, {
             "job_id": a["job_id"], "attempt": a["attempt"], "assignment": a,
-            "argv": argv, "env": job_environment(a, account, job.work_dir, host),
+            "argv": argv, "env": env,
             "cwd": str(job.work_dir), "job_dir": str(job.job_dir),
             "user": account.pw_name if account else None,
             "uid": job.creds.uid if job.creds else None,

@@ -32,6 +32,9 @@ class Limits:
     memory_bytes: int | None = None  # memory + swap; the job is OOM-killed above it
     cpus: int | None = None  # slots: a cpuset of that many cores if free, else a CPU quota
     pids: int | None = None  # max tasks (processes and threads)
+    # Device nodes the job may not open, "c MAJ:MIN rwm" (the other GPUs of the host; v1's
+    # devices controller, xce/worker/cgroups/devices.py); empty: no devices cgroup at all.
+    devices_deny: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,10 @@ def check_limits(limits: Limits) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value <= 0):
             raise ValueError(f"Limits.{field} must be a positive int or None, not {value!r}")
+    if limits.devices_deny:
+        from xce.worker.cgroups.devices import check_entries
+
+        check_entries(limits.devices_deny)
 
 
 def read(path: str) -> str:

@@ -129,7 +129,20 @@ def _v1(mounts: list[Mount], own: dict[str, str], parent: str, namespace: str,
     unwritable = [p for p in parents.values() if not os.access(p, os.W_OK)]
     if unwritable:
         raise CgroupError(f"cgroup v1 parent not writable: {', '.join(sorted(unwritable))}")
-    return V1Backend(parents, namespace)
+    return V1Backend(parents, namespace, _devices_parent(mounts, own, parent))
+
+
+def _devices_parent(mounts: list[Mount], own: dict[str, str], parent: str) -> str | None:
+    """The v1 devices hierarchy's parent when it is mounted and writable (GPU fencing,
+    xce/worker/cgroups/devices.py), else None: never a reason to refuse v1."""
+    for m in mounts:
+        if m.fstype == "cgroup" and "devices" in m.options and not m.read_only:
+            try:
+                path = _under(m, parent, own.get("devices"))
+            except CgroupError:
+                return None
+            return path if os.path.isdir(path) and os.access(path, os.W_OK) else None
+    return None
 
 
 def _v2_is_real(mounts: list[Mount]) -> bool:

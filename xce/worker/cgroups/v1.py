@@ -20,6 +20,7 @@ import os
 import signal as _signal
 from collections.abc import Iterator
 
+from xce.worker.cgroups import devices
 from xce.worker.cgroups.base import (
     CgroupError,
     CgroupUsage,
@@ -159,8 +160,10 @@ class V1Backend:
 
     kind = "v1"
 
-    def __init__(self, parents: dict[str, str], namespace: str) -> None:
-        """`parents`: controller -> absolute parent directory (it must exist)."""
+    def __init__(self, parents: dict[str, str], namespace: str,
+                 devices_parent: str | None = None) -> None:
+        """`parents`: controller -> absolute parent directory (it must exist);
+        `devices_parent`: the devices hierarchy's, used only for jobs with denied devices."""
         check_name(namespace, "namespace")
         self.namespace = namespace
         self.parents = {c: p for c, p in parents.items() if c in CONTROLLERS}
@@ -170,6 +173,8 @@ class V1Backend:
             if not os.path.isdir(p):
                 raise CgroupError(f"cgroup v1 {c} parent {p} does not exist")
         self.ns = {c: os.path.join(p, namespace) for c, p in self.parents.items()}
+        # made on the first job that needs it (devices.make), never joined otherwise
+        self.devices_ns = os.path.join(devices_parent, namespace) if devices_parent else None
         for c in self.ns:
             self._mkdir_level(c, self.ns[c])
 
@@ -239,6 +244,13 @@ class V1Backend:
                             self._mkdir_level(c, dirs[c])
                             made.append(dirs[c])
                     cores = self._apply(name, dirs, limits)
+                    if limits.devices_deny:
+                        if self.devices_ns is None:
+                            raise CgroupError("the job has GPUs to fence off but no cgroup "
+                                              "v1 devices hierarchy is mounted")
+                        dirs[devices.HIERARCHY] = devices.make(
+                            self.devices_ns, name, limits.devices_deny)
+                        made.append(dirs[devices.HIERARCHY])
                 except BaseException:
                     for d in made:
                         with contextlib.suppress(CgroupError):
@@ -274,6 +286,8 @@ class V1Backend:
     def open(self, name: str, leader_pid: int | None = None) -> V1JobCgroup | None:
         check_name(name)
         dirs = {c: os.path.join(ns, name) for c, ns in self.ns.items()}
+        if self.devices_ns is not None:
+            dirs[devices.HIERARCHY] = os.path.join(self.devices_ns, name)
         dirs = {c: d for c, d in dirs.items() if os.path.isdir(d)}
         if not dirs:
             return None
@@ -287,7 +301,7 @@ class V1Backend:
 
     def existing(self) -> list[str]:
         names: set[str] = set()
-        for ns in set(self.ns.values()):
+        for ns in set(self.ns.values()) | ({self.devices_ns} if self.devices_ns else set()):
             with contextlib.suppress(FileNotFoundError):
                 names.update(e.name for e in os.scandir(ns) if e.is_dir())
         return sorted(names)

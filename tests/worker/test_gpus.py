@@ -1,0 +1,88 @@
+"""The worker's devices: configured, detected through the real NVML library (absent driver:
+graceful, config only), the binding variables, and the devices cgroup of a v1 job."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xce.worker import gpus
+from xce.worker.cgroups.devices import deny_entries
+
+
+def _nvml_driver() -> bool:
+    try:
+        import pynvml
+    except ImportError:
+        return False
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return False
+    pynvml.nvmlShutdown()
+    return True
+
+
+HAS_GPU = _nvml_driver()
+
+
+def test_configured_gpus_skip_detection_and_other_kinds_are_kept() -> None:
+    host = gpus.host_devices({"gpu": ("0", "1"), "fpga": ("a",)}, "/x/n{}")
+    assert host.source == "config" and host.gpus == ("0", "1")
+    assert host.devices["fpga"] == ("a",) and host.gpu_node("1") == "/x/n1"
+
+
+@pytest.mark.skipif(HAS_GPU, reason="a driver is present: the gpu-marked test covers it")
+def test_without_a_driver_the_host_has_only_its_configured_devices(
+        caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("pynvml")  # the real library, failing as it does without a driver
+    with caplog.at_level(logging.INFO, logger="xce.worker.gpus"):
+        host = gpus.host_devices({"fpga": ("0",)})
+    assert host.gpus == () and host.devices == {"fpga": ("0",)} and host.attributes == {}
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "no GPUs" in lines[0], lines
+    assert gpus.host_devices(None).source == "none"
+
+
+def test_model_names_drop_the_vendor() -> None:
+    assert gpus.model_name(b"NVIDIA H200") == "H200"
+    assert gpus.model_name("Tesla V100-SXM2-16GB") == "V100-SXM2-16GB"
+    assert gpus.model_name("NVIDIA GeForce RTX 4090") == "GeForce-RTX-4090"
+
+
+def test_environment_names_exactly_the_granted_gpus() -> None:
+    host = gpus.HostDevices({"gpu": ("0", "1", "2")})
+    env = gpus.job_env({"devices": ["gpu:2", "gpu:0", "fpga:x"]}, host)
+    assert env == {"CUDA_VISIBLE_DEVICES": "2,0", "ROCR_VISIBLE_DEVICES": "2,0",
+                   "XCE_GPUS": "2,0"}
+    assert gpus.job_env({"devices": []}, host)["CUDA_VISIBLE_DEVICES"] == ""
+    assert gpus.job_env({}, gpus.HostDevices()) == {}
+    assert gpus.denied_nodes({"devices": ["gpu:1"]}, host) == ["/dev/nvidia0", "/dev/nvidia2"]
+
+
+def test_deny_entries_read_the_nodes_major_and_minor(tmp_path: Path) -> None:
+    assert deny_entries(["/dev/null", "/dev/null"]) == ("c 1:3 rwm",)
+    (tmp_path / "plain").write_text("")
+    with pytest.raises(RuntimeError, match="not a device node"):
+        deny_entries([str(tmp_path / "plain")])
+    assert deny_entries([str(tmp_path / "nvidia9")]) == ()  # absent: nothing to open
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="no NVIDIA GPU and driver here")
+def test_nvml_lists_the_gpus_with_model_and_memory() -> None:
+    host = gpus.host_devices(None)
+    assert host.source == "nvml" and host.gpus
+    assert host.attributes["gpu_model"] and int(host.attributes["gpu_memory_mb"]) > 0
+    # a process given one GPU sees exactly that one through CUDA's variable
+    if shutil.which("nvidia-smi"):
+        env = {**os.environ, **gpus.job_env({"devices": [f"gpu:{host.gpus[0]}"]}, host)}
+        out = subprocess.run([sys.executable, "bench/gpu_check.py", "--visible"], env=env,
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        assert f"visible={host.gpus[0]}" in out, out

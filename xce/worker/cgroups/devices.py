@@ -1,0 +1,68 @@
+"""The cgroup v1 devices controller: a job cannot open the GPUs it was not granted.
+
+Only jobs of a host with GPUs configured get a directory in the devices hierarchy (the
+worker fills `Limits.devices_deny` only then), so ordinary launches neither create nor join
+one. The job's directory inherits the parent's allow list (root's `a *:* rwm`) and gets a
+`devices.deny` line per other GPU's device node, by its major:minor: the check is the
+kernel's at open(2), whatever path or copy of the node the job uses. Like Slurm's
+task/cgroup `ConstrainDevices=yes`. cgroup v2 has no devices files (it needs an eBPF
+program), so there only the environment variables bind the devices.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+
+from xce.worker.cgroups.base import CgroupError, write
+
+HIERARCHY = "devices"
+ENTRY_KINDS = {"c", "b"}
+
+
+def deny_entries(paths: Iterable[str]) -> tuple[str, ...]:
+    """`c MAJOR:MINOR rwm` for each device node in `paths`. A node that does not exist is
+    passed over (nothing can open it; a job cannot mknod); one that exists but is not a
+    device node is an error (a GPU configured by a wrong path must not be silently open)."""
+    out: list[str] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise CgroupError(f"GPU device node {path}: {exc.strerror}") from None
+        if stat.S_ISCHR(st.st_mode):
+            kind = "c"
+        elif stat.S_ISBLK(st.st_mode):
+            kind = "b"
+        else:
+            raise CgroupError(f"GPU device path {path} is not a device node")
+        entry = f"{kind} {os.major(st.st_rdev)}:{os.minor(st.st_rdev)} rwm"
+        if entry not in out:
+            out.append(entry)
+    return tuple(out)
+
+
+def check_entries(entries: Iterable[str]) -> None:
+    for entry in entries:
+        kind, _, rest = entry.partition(" ")
+        numbers, _, access = rest.partition(" ")
+        major, _, minor = numbers.partition(":")
+        if kind not in ENTRY_KINDS or not (major.isdigit() and minor.isdigit()) or \
+                not access or set(access) - set("rwm"):
+            raise ValueError(f"Limits.devices_deny entry {entry!r} is not 'c MAJ:MIN rwm'")
+
+
+def make(ns: str, name: str, entries: Iterable[str]) -> str:
+    """The job's devices directory under `ns` with `entries` denied; returns its path."""
+    try:
+        os.makedirs(ns, exist_ok=True)
+        path = os.path.join(ns, name)
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise CgroupError(f"cannot create devices cgroup {name}: {exc.strerror}") from None
+    for entry in entries:
+        write(os.path.join(path, "devices.deny"), entry)
+    return path
