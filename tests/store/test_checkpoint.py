@@ -250,8 +250,8 @@ def test_plain_codec_round_trips_every_record_kind() -> None:
 
 
 def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
-    """A job row of an older checkpoint lacks the last fields (requeue_requested,
-    submit_key, devices, preempted_by, resumed_time): the generated row builder hands it to
+    """A job row of an older checkpoint lacks the last fields (submit_key, devices,
+    eligible_time, preempted_by, resumed_time): the generated row builder hands it to
     `from_plain`, which fills defaults."""
     import marshal
 
@@ -264,6 +264,6 @@ def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
     jobs = list(state.jobs.values())
     kind, table, rows = marshal.loads(pack_records(jobs))
     old = marshal.dumps((kind, table, tuple(row[:-5] for row in rows)))
-    # devices, preempted_by and resumed_time (issue 17) were appended after those two
     assert unpack_records(type(jobs[0]), old) == [
-        dataclasses.replace(j, preempted_by="", resumed_time=None) for j in jobs]
+        dataclasses.replace(j, eligible_time=None, preempted_by="", resumed_time=None)
+        for j in jobs]

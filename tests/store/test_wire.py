@@ -21,7 +21,7 @@ SPEC = JobSpec(user="u", queue="q", name="n", command=None, script="#!/bin/sh\ne
                cwd="/tmp", inputs=("a/b",), outputs=("*.out",),
                dependency=parse_dependency("afterok:1,afterany:2[3]"), hold=True,
                submit_host="h", gres=(("gpu", "2"),), licenses=(("matlab", "1"),),
-               reservation="maint")
+               reservation="maint", begin_time=1234.5)
 SAMPLES: list[ev.Event] = [
     ev.QueueCreated(1.0, QueueRecord("q", -5, False, True, ("h1", "h2"), "d",
                                      HostFailurePolicy.EXIT)),

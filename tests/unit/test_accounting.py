@@ -59,7 +59,9 @@ def test_each_ended_attempt_gives_one_record_with_usage_and_efficiency() -> None
     assert first.cpu_user_s == 1.0 and first.max_rss_bytes == 10 * MIB  # last heartbeat's
     assert first.reason == "requeued by admin" and first.exit_code is None
     assert (second.attempt, second.state, second.exit_code) == (1, "DONE", 0)
-    assert second.wait_s == 4.0 and second.wall_s == 4.0 and second.grp == "physics"
+    # the second attempt waited from its requeue (eligible again at 4.0), not from submit
+    assert second.eligible_time == 4.0 and first.eligible_time == 1.0
+    assert second.wait_s == 1.0 and second.wall_s == 4.0 and second.grp == "physics"
     assert second.cpu_eff == pytest.approx(4.0 / (2 * 4.0))
     assert second.mem_eff == pytest.approx(0.5)
     assert (second.name, second.user, second.queue, second.req_slots) == ("burn", "alice",

@@ -112,3 +112,21 @@ def test_a_preempted_job_frees_its_slots_not_its_memory_and_resumes_only_with_ro
     job = state.jobs["1"]
     assert (job.state.value, job.preempted_by, job.resumed_time) == ("RUN", "", 7)
     assert state.host_load["h1"].slots == 4
+
+
+def test_a_modified_dependency_is_waited_for_and_tracked() -> None:
+    """A new dependency makes a pending job not eligible until it is satisfied (the
+    dependents index follows the new terms); a restored state agrees."""
+    from xce.core.deps import parse_dependency
+
+    state = _state()
+    pending = state.jobs["2"]
+    assert pending.eligible_time == 1
+    state.apply(ev.JobModified(3, "2", dataclasses.replace(
+        pending.spec, dependency=parse_dependency("afterok:1"))))
+    assert state.jobs["2"].eligible_time is None and "2" in state.dependents["1"]
+    state.apply(ev.JobFinished(4, "1", 0, 0))
+    assert state.jobs["2"].eligible_time == 4
+    state.apply(ev.JobModified(5, "2", dataclasses.replace(pending.spec, dependency=())))
+    assert state.jobs["2"].eligible_time == 4 and "2" not in state.waiting_on_deps
+    assert not state.dependents.get("1")

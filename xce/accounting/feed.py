@@ -32,7 +32,7 @@ from pathlib import Path
 
 from xce import metrics
 from xce.accounting import store
-from xce.accounting.record import AcctRecord, AttemptWatch, finished_records
+from xce.accounting.record import AttemptWatch, Derived, count, expand, finished_records
 from xce.core import events as ev
 from xce.core.state import ClusterState
 
@@ -55,8 +55,9 @@ class AccountingFeed:
         self.retention_months = retention_months
         self.clock = clock
         self.watch = AttemptWatch(group_of)
-        self._staged: list[AcctRecord] = []
-        self._queue: deque[tuple[list[AcctRecord], int]] = deque()
+        # records, and whole-array kills the writer expands into records (CancelledTasks)
+        self._staged: list[Derived] = []
+        self._queue: deque[tuple[list[Derived], int]] = deque()
         self._cond = threading.Condition()
         self._busy = False
         self._flushing = 0  # flush() callers waiting: write at once
@@ -93,7 +94,7 @@ class AccountingFeed:
                 self._queue[-1] = (staged, seq)  # position-only entries coalesce
             else:
                 self._queue.append((staged, seq))
-            self._queued += len(staged)
+            self._queued += count(staged)
             if self._queued >= BATCH:
                 self._cond.notify()  # otherwise the writer comes by within COALESCE_S
 
@@ -133,7 +134,7 @@ class AccountingFeed:
             self._thread.start()
 
     def backlog(self) -> int:
-        return self._queued + len(self._staged)
+        return self._queued + count(self._staged)
 
     def _due(self, after: float) -> bool:
         return time.monotonic() - self._last_write >= after
@@ -159,7 +160,7 @@ class AccountingFeed:
             try:
                 if conn is None:
                     conn = store.connect(self.path)
-                added = store.insert(conn, records, seq)
+                added = self._insert(conn, records, seq)
                 if self.clock() - last_prune > PRUNE_EVERY_S and self.retention_months:
                     gone = store.prune(conn, self.retention_months, self.clock())
                     if gone:
@@ -170,7 +171,7 @@ class AccountingFeed:
                 self.last_error = str(exc)
                 metrics.ACCT_WRITE_FAILURES.inc()
                 log.error("accounting store write failed (%s): %d records kept, retrying "
-                          "from WAL record %d in %.0f s", exc, len(records),
+                          "from WAL record %d in %.0f s", exc, count(records),
                           batches[0][1], RETRY_S)
                 if conn is not None:
                     conn.close()
@@ -183,7 +184,7 @@ class AccountingFeed:
             with self._cond:
                 for batch, _ in batches:
                     self._queue.popleft()
-                    self._queued -= len(batch)
+                    self._queued -= count(batch)
                 self._busy = False
                 self._last_write = time.monotonic()
                 self.position = max(self.position, seq)
@@ -193,6 +194,19 @@ class AccountingFeed:
             metrics.ACCT_BACKLOG.set(self.backlog())
         if conn is not None:
             conn.close()
+
+    def _insert(self, conn: sqlite3.Connection, items: list[Derived], seq: int) -> int:
+        """Store `items` in transactions of at most BATCH records; only the last moves the
+        position to `seq` (a failure in between is retried whole: inserts are idempotent,
+        and the position never passes a record that is not stored)."""
+        added = 0
+        chunk = []
+        for record in expand(items):
+            chunk.append(record)
+            if len(chunk) >= BATCH:
+                added += store.insert(conn, chunk, self.position)
+                chunk = []
+        return added + store.insert(conn, chunk, seq)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every durable record is stored (tests, shutdown); False on timeout."""

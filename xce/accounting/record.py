@@ -14,11 +14,12 @@ Records are keyed by (job id, attempt): job ids are never reused, so a record de
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 
 from xce.core import events as ev
-from xce.core.model import JobRecord, JobState
+from xce.core.arrayspec import IndexSet
+from xce.core.model import ArrayRecord, JobRecord, JobState, task_id
 from xce.core.state import ClusterState
 
 MIB = 1024 * 1024
@@ -59,6 +60,10 @@ class AcctRecord:
     cpu_eff: float | None
     mem_eff: float | None
     seq: int  # the WAL record that ended the attempt
+    # When the attempt became eligible (JobRecord.eligible_time; Slurm's EligibleTime);
+    # wait_s counts from it. Last: a store from before it gets the column appended
+    # (store._migrate) and its older rows read None.
+    eligible_time: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {f: getattr(self, f) for f in COLUMNS}
@@ -77,6 +82,11 @@ def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
     spec = job.spec
     usage = job.usage
     started = job.start_time
+    eligible = job.eligible_time
+    # The wait is the scheduler's: from eligible (not from submit, which would count a
+    # hold, a dependency or a begin time the user asked for) to start.
+    waited_from = eligible if eligible is not None and eligible <= (started or eligible) \
+        else job.submit_time
     wall = 0.0
     if started is not None:
         wall = usage.wall_time_s if usage is not None and usage.wall_time_s > 0 else end - started
@@ -92,7 +102,7 @@ def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
         job_id=job.id, attempt=job.attempt, number=job.number, array_index=job.array_index,
         name=spec.name, user=spec.user, grp=group, queue=spec.queue,
         submit_time=job.submit_time, start_time=started, end_time=end,
-        wait_s=(started - job.submit_time) if started is not None else None,
+        wait_s=max(started - waited_from, 0.0) if started is not None else None,
         host=job.host if started is not None else None,
         hosts=f"{job.host}:{spec.slots}" if started is not None and job.host else "",
         req_slots=spec.slots, req_memory_mb=spec.memory_mb, req_walltime_s=spec.walltime_s,
@@ -100,8 +110,54 @@ def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
         exit_code=job.exit_code if state != REQUEUED else None,
         exit_signal=job.exit_signal if state != REQUEUED else None,
         reason=reason, cpu_user_s=cpu_user, cpu_system_s=cpu_sys, max_rss_bytes=rss,
-        wall_s=wall, cpu_eff=cpu_eff, mem_eff=mem_eff, seq=seq,
+        wall_s=wall, cpu_eff=cpu_eff, mem_eff=mem_eff, seq=seq, eligible_time=eligible,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class CancelledTasks:
+    """The records of an array's tasks that a whole-array kill (`ArrayCancelled`) ended
+    before they started: one per task (state EXIT, no start, no host, no usage), attempt 0.
+
+    Kept as the array and its index set, not as records: a kill of a million-task array
+    costs the applying thread (the event loop, on the primary) O(1); the writer thread
+    expands it (`records()`) and stores it in transactions of `feed.BATCH` records. The
+    records are keyed (job id, attempt) like any other, so a replay stores none twice."""
+
+    array: ArrayRecord  # as it was just before the kill
+    indices: IndexSet  # the tasks the kill ended (its pending set then)
+    at: float
+    reason: str
+    seq: int
+    group: str
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def records(self) -> Iterator[AcctRecord]:
+        a = self.array
+        for index in self.indices:
+            job = JobRecord(task_id(a.id, index), a.id, a.spec, JobState.EXIT, a.submit_time,
+                            index, end_time=self.at, reason=self.reason,
+                            eligible_time=a.eligible_time)
+            yield build(job, JobState.EXIT.value, self.at, self.reason, self.seq, self.group)
+
+
+Derived = AcctRecord | CancelledTasks  # what one applied event can leave for the store
+
+
+def count(items: list[Derived]) -> int:
+    """How many records `items` stand for."""
+    return sum(len(i) if type(i) is CancelledTasks else 1 for i in items)
+
+
+def expand(items: list[Derived]) -> Iterator[AcctRecord]:
+    """Every record of `items`, expanding whole-array kills as it goes."""
+    for item in items:
+        if type(item) is CancelledTasks:
+            yield from item.records()
+        else:
+            yield item  # type: ignore[misc]
 
 
 _ENDS = (ev.JobFinished, ev.JobKilled, ev.JobRequeued, ev.JobHostLost)
@@ -115,11 +171,20 @@ class AttemptWatch:
     def __init__(self, group_of: Callable[[str], str] | None = None) -> None:
         self.group_of = group_of or (lambda user: "")
         self._pre: JobRecord | None = None
+        self._pre_array: ArrayRecord | None = None
 
     def before(self, state: ClusterState, event: ev.Event) -> None:
         self._pre = state.jobs.get(event.job_id) if isinstance(event, _REQUEUES) else None  # type: ignore[attr-defined]
+        self._pre_array = state.arrays.get(event.number) \
+            if isinstance(event, ev.ArrayCancelled) else None
 
-    def after(self, state: ClusterState, event: ev.Event, seq: int) -> AcctRecord | None:
+    def after(self, state: ClusterState, event: ev.Event, seq: int) -> Derived | None:
+        if isinstance(event, ev.ArrayCancelled):
+            pre, self._pre_array = self._pre_array, None
+            if pre is None or not pre.pending:
+                return None
+            return CancelledTasks(pre, pre.pending, event.at, event.reason, seq,
+                                  self.group_of(pre.spec.user))
         if not isinstance(event, _ENDS):
             return None
         pre, self._pre = self._pre, None

@@ -29,7 +29,8 @@ from typing import Any
 
 from xce.accounting.record import COLUMNS, AcctRecord
 
-SCHEMA_VERSION = 1
+# 1: the first; 2: `eligible_time` appended (wait_s counts from it from then on).
+SCHEMA_VERSION = 2
 _TYPES = {
     "attempt": "INTEGER NOT NULL", "number": "INTEGER NOT NULL", "array_index": "INTEGER",
     "submit_time": "REAL NOT NULL", "start_time": "REAL", "end_time": "REAL NOT NULL",
@@ -37,7 +38,7 @@ _TYPES = {
     "req_walltime_s": "INTEGER", "req_gpus": "INTEGER", "exit_code": "INTEGER",
     "exit_signal": "INTEGER", "cpu_user_s": "REAL", "cpu_system_s": "REAL",
     "max_rss_bytes": "INTEGER", "wall_s": "REAL", "cpu_eff": "REAL", "mem_eff": "REAL",
-    "seq": "INTEGER",
+    "seq": "INTEGER", "eligible_time": "REAL",
 }
 _ROW = operator.attrgetter(*COLUMNS)  # a record as a row (dataclasses.astuple deep-copies)
 _INSERT = (f"INSERT OR IGNORE INTO attempts ({', '.join(COLUMNS)}) "
@@ -109,6 +110,30 @@ def _create(conn: sqlite3.Connection) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('position', 0)")
+        _migrate(conn)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a store of an older schema up to this one, in the caller's transaction.
+
+    Columns are only ever appended to `AcctRecord` (and so to `attempts`): an older store
+    gets each missing one by `ALTER TABLE ... ADD COLUMN` (SQLite's cheap form: existing
+    rows read NULL, nothing is rewritten), so a store of millions of records opens at once.
+    Records already stored keep the wait they were stored with (counted from submit)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(attempts)")}
+    for column in COLUMNS:
+        if column not in have:
+            conn.execute(f"ALTER TABLE attempts ADD COLUMN {column} "
+                         f"{_TYPES.get(column, 'TEXT')}")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema' AND value < ?",
+                 (SCHEMA_VERSION, SCHEMA_VERSION))
+
+
+def _record(row: sqlite3.Row) -> dict[str, Any]:
+    """A stored row as the API gives it; a column a not yet migrated store lacks reads None
+    (a read-only query may open a store before the writer migrated it)."""
+    keys = row.keys()
+    return {k: row[k] if k in keys else None for k in COLUMNS}
 
 
 def insert(conn: sqlite3.Connection, records: Sequence[AcctRecord], position: int) -> int:
@@ -197,7 +222,7 @@ def list_attempts(conn: sqlite3.Connection, filters: dict[str, Any],
                         f"ORDER BY {time_field}, rowid LIMIT ?", (*args, limit + 1)).fetchall()
     more = len(rows) > limit
     rows = rows[:limit]
-    out = [{k: row[k] for k in COLUMNS} for row in rows]
+    out = [_record(row) for row in rows]
     cursor = None
     if more and rows:
         cursor = f"{rows[-1][time_field]!r}:{rows[-1]['_row']}"
@@ -336,4 +361,4 @@ def owners(conn: sqlite3.Connection) -> list[str]:
 
 def attempts_of(conn: sqlite3.Connection, job_id: str) -> list[dict[str, Any]]:
     rows = conn.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt", (job_id,))
-    return [{k: row[k] for k in COLUMNS} for row in rows]
+    return [_record(row) for row in rows]

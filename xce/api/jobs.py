@@ -64,6 +64,7 @@ async def submit(request: web.Request) -> web.Response:
         gres=body.get("gres", {}),
         licenses=body.get("licenses", {}),
         reservation=body.get("reservation", ""),
+        begin=body.get("begin"),
         uploads_of=None if anyones else who.user,
         may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
         priority=body.get("priority"),

@@ -43,6 +43,8 @@ SUBMIT: dict[str, Any] = {
                      "additionalProperties": {"type": "integer", "minimum": 0,
                                               "maximum": 1000000}},
         "reservation": NAME,
+        # sbatch --begin / bsub -b: epoch seconds, or text (xce.core.begin, UTC)
+        "begin": {"type": ["number", "string"], "maxLength": 64},
         "priority": {"type": "integer", "minimum": 0, "maximum": 1000000},
     },
 }

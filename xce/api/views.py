@@ -82,6 +82,8 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
             priority=spec.priority,
             preempted_by=job.preempted_by or None,
             kill_requested=job.kill_requested,
+            eligible_time=job.eligible_time,
+            begin_time=spec.begin_time,
         )
     return out
 
@@ -131,6 +133,8 @@ def array_view(array: ArrayRecord, state: ClusterState, reasons: dict[str, str])
         "command": spec.command,
         "script": spec.script,
         "dependency": describe(spec.dependency),
+        "eligible_time": array.eligible_time,
+        "begin_time": spec.begin_time,
     }
 
 

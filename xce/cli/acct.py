@@ -1,6 +1,9 @@
 """`xce acct` (sacct), `xce report` (sreport / bacct -u) and `xce job eff` (seff).
 
-All three read the controller's accounting store through `/api/v1/accounting/...`; times
+All three read the controller's accounting store through `/api/v1/accounting/...` with the
+light client (`call_light`: standard library HTTP, no asyncio or aiohttp) and take the CLI's
+fast path (`xce/cli/fast.py`; `acct` and `report` are top-level verbs, `FAST_VERBS` in
+`xce/cli/main.py`), so they start like `xce job list` instead of building the Typer tree; times
 (`-S`, `-E`) are passed through as typed (epoch seconds, `2026-12-01[T08:00]` in UTC,
 `2026-12`, or an age such as `30d`) and the controller says what it cannot read.
 """
@@ -12,7 +15,7 @@ from typing import Any
 
 import typer
 
-from xce.cli.common import call, fail, print_json, print_table
+from xce.cli.common import call_light, fail, print_json, print_table
 
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
 
@@ -63,6 +66,7 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "exitcode": ("ExitCode", _exit),
     "reason": ("Reason", lambda r: r["reason"]),
     "submit": ("Submit", lambda r: _when(r["submit_time"])),
+    "eligible": ("Eligible", lambda r: _when(r.get("eligible_time"))),
     "start": ("Start", lambda r: _when(r["start_time"])),
     "end": ("End", lambda r: _when(r["end_time"])),
     "wait": ("Wait", lambda r: _hms(r["wait_s"])),
@@ -94,14 +98,14 @@ def _params(user: str | None, group: str | None, queue: str | None, state: str |
     return {k: v for k, v in raw.items() if v}
 
 
-async def _fetch(client: Any, params: dict[str, str], limit: int) -> list[dict[str, Any]]:
+def _fetch(client: Any, params: dict[str, str], limit: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     cursor = None
     while len(rows) < limit:
         page = {**params, "limit": str(min(10_000, limit - len(rows)))}
         if cursor:
             page["next"] = cursor
-        found = await client.request("GET", "/api/v1/accounting/jobs", params=page)
+        found = client.request("GET", "/api/v1/accounting/jobs", params=page)
         rows += found["jobs"]
         cursor = found.get("next")
         if not cursor:
@@ -137,7 +141,7 @@ def acct(
     if limit < 1:
         fail("--limit must be at least 1")
     params = _params(user, group, queue, state, since, until, job, host, name, submit_time)
-    rows = call(lambda c: _fetch(c, params, limit), controller)
+    rows = call_light(lambda c: _fetch(c, params, limit), controller)
     if as_json:
         print_json({"jobs": rows})
         return
@@ -158,8 +162,8 @@ def report(
     """Core-hours, jobs, wait and efficiency per user, group, queue, host, day or month,
     like sreport cluster/user and LSF bacct -u."""
     params = {**_params(user, group, queue, None, since, until), "by": by}
-    data = call(lambda c: c.request("GET", "/api/v1/accounting/summary", params=params),
-                controller)
+    data = call_light(lambda c: c.request("GET", "/api/v1/accounting/summary", params=params),
+                      controller)
     if as_json:
         print_json(data)
         return
@@ -178,7 +182,7 @@ def report(
 def eff(job_id: str, as_json: bool = typer.Option(False, "--json"),
         controller: list[str] = CONTROLLER) -> None:
     """CPU and memory efficiency of a finished job, like seff (each attempt, each task)."""
-    rows = call(lambda c: _fetch(c, {"job": job_id}, 100_000), controller)
+    rows = call_light(lambda c: _fetch(c, {"job": job_id}, 100_000), controller)
     if not rows:
         fail(f"job {job_id} has no accounting record (not finished, or unknown)")
     if as_json:

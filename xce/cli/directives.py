@@ -5,20 +5,22 @@ those lines silently runs a 4-task job on one slot. Only the leading comment blo
 as with sbatch: after an optional `#!` line, lines that are blank or start with `#`, up to the
 first command. Each directive becomes the value of one `xce job submit` option, named as the
 `submit` function's parameters (`slots`, `memory`, `walltime`, `queue`, `name`, `stdout`,
-`stderr`, `array`, `dependency`, `hold`, `cwd`, `resources`, `export`); options given on the
-command line win over directives.
+`stderr`, `array`, `dependency`, `hold`, `cwd`, `resources`, `export`, `begin`); options given
+on the command line win over directives.
 
 A directive this module does not know is a `DirectiveError` naming the line, or a warning
 with `lenient`. Mail options are accepted with a warning (XCE sends no mail). GPUs become a
 placement requirement `select[gpu>=N]` on the host attribute `gpu` (XCE does not count or
 assign GPUs yet); exclusive host use is not supported yet (an error, a warning with
-`lenient`). Pure: no I/O, so it is tested with tables of lines.
+`lenient`). Pure: no I/O (bsub -b reads today's date for the parts it leaves out), so it is
+tested with tables of lines.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,7 +168,8 @@ _SBATCH_SHORT = {"-n": "--ntasks", "-c": "--cpus-per-task", "-N": "--nodes", "-t
 _SBATCH_FLAGS = {"--hold", "--exclusive", "--requeue", "--no-requeue"}
 _PLAIN = {"--partition": "queue", "--job-name": "name", "--output": "stdout",
           "--error": "stderr", "--array": "array", "--dependency": "dependency",
-          "--chdir": "cwd", "--export": "export", "--reservation": "reservation"}
+          "--chdir": "cwd", "--export": "export", "--reservation": "reservation",
+          "--begin": "begin"}
 
 
 def _sbatch(tokens: list[str], s: _Collect) -> None:
@@ -230,6 +233,7 @@ def _gpu_count(value: str) -> int:
 
 _BSUB_PLAIN = {"-q": "queue", "-o": "stdout", "-oo": "stdout", "-e": "stderr",
                "-eo": "stderr", "-cwd": "cwd", "-env": "export", "-U": "reservation"}
+_LSF_BEGIN = re.compile(r"^(?:(?:(?:(\d{4}):)?(\d{1,2}):)?(\d{1,2}):)?(\d{1,2}):(\d{2})$")
 _BSUB_FLAGS = {"-H", "-x", "-B", "-N", "-r", "-rn", "-I", "-K"}
 _LSF_DEP = re.compile(r"^\s*(done|ended|exit|post_done|post_err)\(\s*([^)]+?)\s*\)\s*$")
 _LSF_KIND = {"done": "afterok", "post_done": "afterok", "ended": "afterany",
@@ -276,6 +280,8 @@ def _bsub_one(name: str, value: str, s: _Collect) -> None:
         s.options["dependency"] = _lsf_dependency(value)
     elif name == "-H":
         s.options["hold"] = True
+    elif name == "-b":
+        s.options["begin"] = lsf_begin(value)
     elif name == "-gpu":
         fields = dict(p.partition("=")[::2] for p in value.split(":") if "=" in p)
         s.gpus = int(fields.get("num", "1"))
@@ -285,6 +291,20 @@ def _bsub_one(name: str, value: str, s: _Collect) -> None:
         raise _Ignored("XCE sends no mail; ignored")
     else:
         raise _Unsupported(f"unknown or unsupported #BSUB option {name}")
+
+
+def lsf_begin(text: str) -> str:
+    """bsub -b `[[[YYYY:]MM:]DD:]hh:mm` -> the `--begin` text (`YYYY-MM-DDThh:mm` local, or
+    `hh:mm`: today, tomorrow once passed); missing year, month, day are the current ones."""
+    m = _LSF_BEGIN.match(text.strip())
+    if m is None:
+        raise ValueError(f"begin time {text!r}: use [[[YYYY:]MM:]DD:]hh:mm")
+    year, month, day, hour, minute = m.groups()
+    if day is None:
+        return f"{int(hour):02d}:{minute}"
+    now = time.localtime()
+    return (f"{int(year or now.tm_year):04d}-{int(month or now.tm_mon):02d}-{int(day):02d}"
+            f"T{int(hour):02d}:{minute}")
 
 
 def _lsf_dependency(text: str) -> str:

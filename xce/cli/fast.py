@@ -40,22 +40,30 @@ class _Parser(argparse.ArgumentParser):
         raise _Fallback(message)
 
 
-def try_run(args: list[str], groups: dict[str, tuple[str, str, str]]) -> bool:
-    """Run `args` (`group command ...`) if this module can do it exactly; else False."""
-    if len(args) < 2 or args[0] not in groups or args[1].startswith("-"):
-        return False
+def try_run(args: list[str], groups: dict[str, tuple[str, str, str]],
+            verbs: dict[str, tuple[str, str]] | None = None) -> bool:
+    """Run `args` (`group command ...`, or `verb ...` for a top-level verb of `verbs`:
+    verb -> (module, function)) if this module can do it exactly; else False."""
     if any(k.endswith("_COMPLETE") for k in os.environ):
         return False
     import importlib
 
-    module, attr, _ = groups[args[0]]
-    app = getattr(importlib.import_module(module), attr)
-    callback = _command(app, args[1])
+    if args and verbs and args[0] in verbs:
+        module, function = verbs[args[0]]
+        callback = getattr(importlib.import_module(module), function)
+        prog, rest = f"xce {args[0]}", args[1:]
+    else:
+        if len(args) < 2 or args[0] not in groups or args[1].startswith("-"):
+            return False
+        module, attr, _ = groups[args[0]]
+        app = getattr(importlib.import_module(module), attr)
+        callback = _command(app, args[1])
+        prog, rest = f"xce {args[0]} {args[1]}", args[2:]
     if callback is None:
         return False
-    if "--help" in args[2:]:
+    if "--help" in rest:
         try:
-            text = help_text(f"xce {args[0]} {args[1]}", callback)
+            text = help_text(prog, callback)
         except _Fallback:
             return False
         sys.stdout.write(text)
@@ -64,7 +72,7 @@ def try_run(args: list[str], groups: dict[str, tuple[str, str, str]]) -> bool:
         return False
     try:
         parser, converters = _parser(callback)
-        values = vars(parser.parse_args(args[2:]))
+        values = vars(parser.parse_args(rest))
     except _Fallback:
         return False
     for name, convert in converters.items():

@@ -37,6 +37,18 @@ def parse_walltime(text: str) -> int:
     return int(g(2)) * 60
 
 
+def parse_begin_option(text: str) -> float:
+    """`--begin` in the user's local time (as sbatch reads it), sent as epoch seconds."""
+    from xce.core.begin import parse_begin
+    from xce.core.errors import InvalidRequest
+
+    try:
+        return parse_begin(text, time.time(), local=True)
+    except InvalidRequest as e:
+        fail(str(e))
+        raise  # unreachable: fail exits
+
+
 @app.command()
 def submit(
     command: list[str] = typer.Argument(
@@ -66,6 +78,9 @@ def submit(
     inputs: list[str] = typer.Option([], "--input", "-i", hidden=True,
                                      help="old spelling of --stage-in"),
     hold: bool = typer.Option(False, "--hold", "-H", help="submit suspended (PSUSP)"),
+    begin: str = typer.Option(None, "--begin", "-b",
+                              help="not before this local time: YYYY-MM-DD[THH:MM[:SS]], "
+                              "HH:MM[:SS], now+N[s|m|h|d|w], epoch seconds"),
     resources: str = typer.Option("", "--resources", "-R",
                                   help="LSF resource requirement, e.g. 'select[mem>4000]'"),
     gpus: int = typer.Option(None, "--gpus", help="GPUs on the job's host (same as --gres "
@@ -94,7 +109,8 @@ def submit(
     given = dict(queue=queue, name=name, slots=slots, memory=memory, walltime=walltime,
                  stdout=stdout, stderr=stderr, env=env, export=export, cwd=cwd, array=array,
                  dependency=dependency, stage_in=stage_in, stage_out=stage_out, hold=hold,
-                 resources=resources, user=user, gpus=gpus, reservation=reservation)
+                 resources=resources, user=user, gpus=gpus, reservation=reservation,
+                 begin=begin)
     body, staged = submitting.build(command, script, inputs, given, lenient,
                                     submitting.explicit_options(sys.argv[1:]))
     if walltime_text := body.pop("walltime", None):
@@ -102,6 +118,8 @@ def submit(
     gpus = body.pop("gpus", None)  # the command line's, else a directive's
     if gpus is not None or gres or licenses:
         body.update(submitting.gres_options(gpus, gres, licenses))
+    if begin_text := body.pop("begin", None):
+        body["begin"] = parse_begin_option(begin_text)
     if priority is not None:
         body["priority"] = priority
 

@@ -37,6 +37,11 @@ GROUPS: dict[str, tuple[str, str, str]] = {
     "rsv": ("xce.cli.rsv", "app",
             "Advance reservations: add, list, delete (brsvadd, brs, brsvdel)."),
 }
+# Top-level verbs the fast path runs without the Typer tree: verb -> (module, function).
+FAST_VERBS: dict[str, tuple[str, str]] = {
+    "acct": ("xce.cli.acct", "acct"),
+    "report": ("xce.cli.acct", "report"),
+}
 # Modules whose `register(app)` adds top-level commands, in help order.
 TOP_LEVEL = ("xce.cli.roles", "xce.cli.simulate", "xce.cli.init", "xce.cli.tui_cmd",
              "xce.cli.acct", "xce.cli.identity")
@@ -104,7 +109,7 @@ def run(args: list[str] | None = None) -> None:
     from xce.cli.fast import try_run
 
     try:
-        if try_run(args, GROUPS):  # `xce job list` & co. without building the Typer tree
+        if try_run(args, GROUPS, FAST_VERBS):  # `xce job list`, `xce acct` & co.: no Typer tree
             sys.exit(0)
     except BrokenPipeError:  # `xce job list | head`
         import os

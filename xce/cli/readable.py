@@ -13,7 +13,8 @@ import time
 from datetime import datetime
 from typing import Any
 
-TIME_FIELDS = ("submit_time", "start_time", "end_time", "registered_at", "changed_at")
+TIME_FIELDS = ("submit_time", "start_time", "end_time", "registered_at", "changed_at",
+               "eligible_time", "begin_time")
 _EPOCH_IN_TEXT = re.compile(r"\b(from|at|until) (1\d{9})(?:\.\d+)?\b")
 
 

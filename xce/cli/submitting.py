@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "hold": False, "resources": "", "user": None, "env": [], "stage_in": [], "stage_out": [],
     "gpus": None,
     "reservation": None,
+    "begin": None,
 }
 _ENV_ITEM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -97,7 +98,7 @@ def build(command: list[str] | None, script: Path | None, inputs: list[str],
         "resources": options["resources"], "submit_host": socket.gethostname(),
     })
     for key in ("queue", "cwd", "array", "dependency", "user", "stdout", "stderr",
-                "walltime", "gpus", "reservation"):
+                "walltime", "gpus", "reservation", "begin"):
         if options[key] is not None:
             body[key] = options[key]
     return body, _staged(options["stage_in"])

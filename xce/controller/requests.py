@@ -35,6 +35,9 @@ class SubmitRequest:
     # `rusage[gpu=1]` in `resources` asks the same (xce/controller/gres_rules.py).
     gres: dict[str, int] = field(default_factory=dict)
     licenses: dict[str, int] = field(default_factory=dict)
+    # Not eligible before this time (sbatch --begin): epoch seconds, or text that
+    # xce.core.begin reads in UTC; None: at once.
+    begin: float | str | None = None
     # Whose uploads `inputs` may name: the submitter's own; None: anyone's (admins, and
     # callers inside the controller).
     uploads_of: str | None = None

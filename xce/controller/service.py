@@ -30,6 +30,7 @@ from xce.controller.reservations import check_target, expired_reservations
 from xce.core import events as ev
 from xce.core import lifecycle
 from xce.core.arrayspec import parse_array_spec
+from xce.core.begin import parse_begin
 from xce.core.deps import parse_dependency
 from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from xce.core.jobfiles import check_file_pattern
@@ -321,6 +322,7 @@ class ControllerService:
         for out in outputs:
             if out in RESERVED_OUTPUTS:
                 raise InvalidRequest(f"output {out!r} is reserved for the job's {out}")
+        begin_time = None if req.begin is None else parse_begin(req.begin, self.clock())
         try:
             check_job_priority(self.settings.scheduler.priority, req.priority, req.privileged)
         except ValueError as exc:
@@ -360,6 +362,7 @@ class ControllerService:
             gres=asked_gres,
             licenses=asked_licenses,
             reservation=req.reservation,
+            begin_time=begin_time,
             priority=req.priority,
         )
         return spec, inputs

@@ -107,6 +107,9 @@ class JobSpec:
     # The advance reservation the job runs in (`--reservation`, sbatch --reservation, bsub
     # -U): it starts only on that reservation's hosts while it is active (xce/sched/advance.py).
     reservation: str = ""
+    # Not eligible before this time (sbatch --begin, bsub -b), epoch seconds; None: at once.
+    # Appended last: older records and checkpoints have no such field.
+    begin_time: float | None = None
     # Per-job priority (bsub -sp, sbatch --priority/--nice): None is `[scheduler.priority]
     # default_job_priority` at the time of ordering; a user may only give at most that.
     priority: int | None = None
@@ -139,6 +142,12 @@ class JobRecord:
     # The devices the current (or last) attempt was granted, ("gpu:0", ...), from its
     # JobStarted: a replay or a failover keeps them (xce/core/gres.py).
     devices: tuple[str, ...] = ()
+    # When this attempt became eligible to start (Slurm's EligibleTime): submit, or later the
+    # release of a hold, the end of the last dependency it waited for, or its begin time
+    # (then it may lie in the future); None while it is not (held, dependency waiting or
+    # never satisfiable). Set by ClusterState.apply from those events; the wait of an
+    # attempt counts from it. Appended last (older checkpoints lack it).
+    eligible_time: float | None = None
     # Preemption (xce/sched/preemption.py): the job whose start suspended or requeued this
     # one; while it is SSUSP with this set its slots are free for others (its memory is not).
     preempted_by: str = ""
@@ -178,6 +187,9 @@ class ArrayRecord:
     done: int = 0
     exited: int = 0
     submit_key: str = ""  # the submitter's Idempotency-Key, if any
+    # When the array's unstarted tasks became eligible (JobRecord.eligible_time); a task
+    # takes it when it materialises.
+    eligible_time: float | None = None
 
     @property
     def total(self) -> int:

@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from xce.core import eligibility, gres, lifecycle
 from xce.core import events as ev
-from xce.core import gres, lifecycle
 from xce.core.deps import Outcome
 from xce.core.errors import Conflict, InvalidRequest, NotFound
 from xce.core.model import (
@@ -22,6 +22,7 @@ from xce.core.model import (
     HostLoad,
     HostRecord,
     JobRecord,
+    JobSpec,
     JobState,
     QueueRecord,
     ReservationRecord,
@@ -34,7 +35,8 @@ replace = dataclasses.replace
 # Every container `apply` may change; `check` sees them through overlays.
 _CONTAINERS = ("jobs", "arrays", "queues", "hosts", "host_load", "pending", "pending_arrays",
                "array_tasks", "finished_jobs", "waiting_on_deps", "counts", "submit_keys",
-               "reservations")
+               "reservations", "dependents")
+_NESTED = ("array_tasks", "dependents")  # containers whose values change in place
 
 
 def parse_job_id(job_id: str) -> tuple[int, int | None]:
@@ -55,6 +57,19 @@ def _add_licenses(held: tuple[tuple[str, int], ...], asked: tuple[tuple[str, str
     for name, count in asked:
         counts[name] = counts.get(name, 0) + sign * int(count)
     return tuple(sorted((k, v) for k, v in counts.items() if v))
+def _waiting_terms(spec: JobSpec) -> tuple:
+    """What a job's eligibility depends on besides holds: its dependency and begin time."""
+    return (spec.dependency, spec.begin_time)
+
+
+def _still_eligible(before: float | None, now_from: float | None, at: float) -> float | None:
+    """A job eligible before a modify and still eligible at once keeps its time (its wait
+    goes on); one that must now wait (a dependency, a later begin) gets the new answer."""
+    if before is not None and now_from == at:
+        return before
+    return now_from
+
+
 def held_slots(job: JobRecord) -> int:
     """The slots an active job holds: none while it is suspended by a preemption (the
     preemptor runs in them), its memory stays held all the same."""
@@ -95,7 +110,12 @@ class ClusterState:
         # Stored jobs by (state, queue), kept with the other indexes so that metrics and
         # status views never walk a million records.
         self.counts: Counter[tuple[JobState, str]] = Counter()
+        # target job/task/array id -> ids of the jobs and arrays not yet eligible that name it
+        # in a dependency (xce/core/eligibility.py): who to re-evaluate when it ends. Derived
+        # from the records alone, so a restored state has the same one.
+        self.dependents: dict[str, dict[str, None]] = {}
         self.applied = 0
+        self._at = 0.0  # the time of the event being applied (events carry their own time)
         self._handlers: dict[type, Callable[[Any], None]] = {
             ev.QueueCreated: self._queue_created,
             ev.QueueOpened: lambda e: self._queue_set(e.name, open=True),
@@ -142,6 +162,7 @@ class ClusterState:
         handler = self._handlers.get(type(event))
         if handler is None:
             raise InvalidRequest(f"unknown event type {type(event).__name__}")
+        self._at = event.at
         handler(event)
         self.applied += 1
 
@@ -155,7 +176,7 @@ class ClusterState:
         """
         scratch = ClusterState()
         for name in _CONTAINERS:
-            setattr(scratch, name, Overlay(getattr(self, name), nested=name == "array_tasks"))
+            setattr(scratch, name, Overlay(getattr(self, name), nested=name in _NESTED))
         scratch.next_number = self.next_number
         scratch.number_ceiling = self.number_ceiling
         for event in events:
@@ -175,7 +196,8 @@ class ClusterState:
         array = self.arrays.get(number)
         if array is not None and index is not None and index in array.pending:
             state = JobState.PSUSP if array.held else JobState.PEND
-            return JobRecord(job_id, number, array.spec, state, array.submit_time, index)
+            return JobRecord(job_id, number, array.spec, state, array.submit_time, index,
+                             eligible_time=array.eligible_time)
         if array is not None and index is not None and index in array.indices:
             return JobRecord(
                 job_id, number, array.spec, JobState.EXIT, array.submit_time, index,
@@ -259,6 +281,8 @@ class ClusterState:
                     done=array.done + delta["done"],
                     exited=array.exited + delta["exited"],
                 )
+        if new.state.finished and (old is None or not old.state.finished):
+            eligibility.target_ended(self, new)
 
     def _index(self, old: JobRecord | None, new: JobRecord) -> None:
         """The indexes that are pure functions of the job records (not array counters)."""
@@ -288,6 +312,7 @@ class ClusterState:
                 self.waiting_on_deps.pop(new.id, None)
             else:
                 self.waiting_on_deps[new.id] = None
+            eligibility.watch_job(self, old, new)
 
     def _index_restored(self, jobs: list[JobRecord]) -> None:
         """`_index(None, job)` for each job of a checkpoint, in order, as one loop: what a
@@ -312,6 +337,8 @@ class ClusterState:
                 keys[(spec.user, job.submit_key)] = job_id
             if spec.dependency and state not in finished:
                 waiting[job_id] = None
+                if job.eligible_time is None:
+                    eligibility.watch(self, job_id, spec, True)
 
     # --- checkpoints ----------------------------------------------------------------------
 
@@ -336,6 +363,8 @@ class ClusterState:
         state.submit_keys = {(a.spec.user, a.submit_key): str(a.id) for a in arrays
                              if a.submit_key}
         state._index_restored(sorted(jobs, key=lambda j: j.order_key))
+        for a in arrays:
+            eligibility.watch_array(state, a)
         state.next_number = next_number
         state.number_ceiling = number_ceiling
         return state
@@ -407,6 +436,7 @@ class ClusterState:
             self.arrays[array.id] = replace(array, pending=pending)
             if not pending:
                 self.pending_arrays.pop(array.id, None)
+                eligibility.watch_array(self, self.arrays[array.id])
         self._put_job(stored, new)
 
     # --- queues and hosts -----------------------------------------------------------------
@@ -486,8 +516,9 @@ class ClusterState:
     def _job_submitted(self, e: ev.JobSubmitted) -> None:
         self._take_number(e.number, e.spec.queue)
         state = JobState.PSUSP if e.spec.hold else JobState.PEND
+        eligible = None if e.spec.hold else eligibility.eligible_from(self, e.spec, e.at)
         self._put_job(None, JobRecord(str(e.number), e.number, e.spec, state, e.at,
-                                      submit_key=e.key))
+                                      submit_key=e.key, eligible_time=eligible))
 
     def _array_submitted(self, e: ev.ArraySubmitted) -> None:
         if not e.indices:
@@ -496,7 +527,9 @@ class ClusterState:
         self.arrays[e.number] = ArrayRecord(
             e.number, e.spec, e.indices, e.indices, e.at, e.max_concurrent, held=e.spec.hold,
             submit_key=e.key,
+            eligible_time=None if e.spec.hold else eligibility.eligible_from(self, e.spec, e.at),
         )
+        eligibility.watch_array(self, self.arrays[e.number])
         if e.key:
             self.submit_keys[(e.spec.user, e.key)] = str(e.number)
         self.pending_arrays[e.number] = None
@@ -513,6 +546,9 @@ class ClusterState:
                 job, state=JobState.RUN, host=e.host, start_time=e.at, end_time=None,
                 exit_code=None, exit_signal=None, reason="", usage=None, kill_requested=False,
                 devices=e.devices,
+                # eligible by the time it started at the latest (a dependency whose target
+                # was requeued after it ended, a start the scheduler did not plan)
+                eligible_time=e.at if job.eligible_time is None else job.eligible_time,
                 preempted_by="", resumed_time=e.at,
             ),
         )
@@ -538,12 +574,16 @@ class ClusterState:
             JobState.RUN: JobState.SSUSP if e.by_system else JobState.USUSP,
             JobState.SSUSP: JobState.USUSP,
         }[job.state]
-        self._store(stored, replace(job, state=target))
+        # A hold ends eligibility: the wait counts again from the release.
+        eligible = None if target is JobState.PSUSP else job.eligible_time
+        self._store(stored, replace(job, state=target, eligible_time=eligible))
 
     def _job_resumed(self, e: ev.JobResumed) -> None:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "resume", job.state)
         target = JobState.PEND if job.state is JobState.PSUSP else JobState.RUN
+        eligible = eligibility.eligible_from(self, job.spec, e.at) \
+            if job.state is JobState.PSUSP else job.eligible_time
         if job.preempted_by and job.state in (JobState.SSUSP, JobState.USUSP):
             # The victim of a preemption takes its slots back: it needs them free again.
             host = self.hosts.get(job.host or "")
@@ -553,9 +593,9 @@ class ClusterState:
                 raise Conflict(f"cannot resume job {e.job_id}: host {host.name} has "
                                f"{host.slots - used} free slots, it needs {job.spec.slots}")
             self._store(stored, replace(job, state=target, preempted_by="", reason="",
-                                        resumed_time=e.at))
+                                        resumed_time=e.at, eligible_time=eligible))
             return
-        self._store(stored, replace(job, state=target))
+        self._store(stored, replace(job, state=target, eligible_time=eligible))
 
     def _job_kill_requested(self, e: ev.JobKillRequested) -> None:
         stored, job = self._materialise(e.job_id)
@@ -583,12 +623,13 @@ class ClusterState:
             reason = f"requeued: preempted by job {job.preempted_by}"
         self._store(stored, self._requeued(job, reason))
 
-    @staticmethod
-    def _requeued(job: JobRecord, reason: str) -> JobRecord:
+    def _requeued(self, job: JobRecord, reason: str) -> JobRecord:
+        """The job's next attempt, pending; eligible again from the requeue (or later)."""
         return replace(
             job, state=JobState.PEND, attempt=job.attempt + 1, host=None, start_time=None,
             end_time=None, exit_code=None, exit_signal=None, reason=reason, usage=None,
             kill_requested=False, outputs=(), requeue_requested=False,
+            eligible_time=eligibility.eligible_from(self, job.spec, self._at),
         )
 
     def _job_host_lost(self, e: ev.JobHostLost) -> None:
@@ -628,7 +669,15 @@ class ClusterState:
             if not array.pending:
                 raise Conflict(f"job array {number} has no task left to start: nothing to "
                                "modify")
-            self.arrays[number] = replace(array, spec=e.spec)
+            # a new dependency or begin time: eligible anew (xce/core/eligibility.py)
+            eligible = array.eligible_time
+            if _waiting_terms(array.spec) != _waiting_terms(e.spec):
+                eligible = None if array.held else _still_eligible(
+                    array.eligible_time, eligibility.eligible_from(self, e.spec, e.at), e.at)
+            if array.spec.dependency:
+                eligibility.watch(self, str(number), array.spec, False)
+            self.arrays[number] = replace(array, spec=e.spec, eligible_time=eligible)
+            eligibility.watch_array(self, self.arrays[number])
             return
         stored = self.jobs.get(e.job_id)
         if stored is None:
@@ -642,7 +691,20 @@ class ClusterState:
                                            walltime_s=stored.spec.walltime_s) != stored.spec:
             raise Conflict(f"job {e.job_id} is {stored.state.value}: only its name and "
                            "walltime can change")
-        self._put_job(stored, replace(stored, spec=e.spec))
+        new = replace(stored, spec=e.spec)
+        if stored.state is JobState.PEND and \
+                _waiting_terms(stored.spec) != _waiting_terms(e.spec):
+            new = replace(new, eligible_time=_still_eligible(
+                stored.eligible_time, eligibility.eligible_from(self, e.spec, e.at), e.at))
+        # the dependency index follows the new terms: drop the old registration, then
+        # register the new one if the job still waits (both idempotent)
+        if stored.spec.dependency and stored.eligible_time is None:
+            eligibility.watch(self, stored.id, stored.spec, False)
+        if not e.spec.dependency:
+            self.waiting_on_deps.pop(stored.id, None)
+        self._put_job(stored, new)
+        if new.spec.dependency and new.eligible_time is None and not new.state.finished:
+            eligibility.watch(self, new.id, new.spec, True)
 
     def _job_preempted(self, e: ev.JobPreempted) -> None:
         stored, job = self._materialise(e.job_id)
@@ -670,7 +732,11 @@ class ClusterState:
 
     def _array_hold(self, number: int, held: bool) -> None:
         array = self.array(number)
-        self.arrays[number] = replace(array, held=held)
+        if held == array.held:
+            return
+        eligible = eligibility.eligible_from(self, array.spec, self._at) if not held else None
+        self.arrays[number] = replace(array, held=held, eligible_time=eligible)
+        eligibility.watch_array(self, self.arrays[number])
 
     def _array_cancelled(self, e: ev.ArrayCancelled) -> None:
         array = self.array(e.number)
@@ -679,6 +745,9 @@ class ClusterState:
             array, pending=type(array.pending)(), exited=array.exited + count
         )
         self.pending_arrays.pop(e.number, None)
+        eligibility.watch_array(self, self.arrays[e.number])
+        if count:
+            eligibility.tasks_cancelled(self, e.number)
 
     # --- retention ------------------------------------------------------------------------
 

@@ -41,6 +41,11 @@ from xce.sched.types import Placement, Plan
 WAITING = "waiting for free slots or memory"
 
 
+def begin_reason(begin: float) -> str:
+    """Why a job with a later `--begin` waits (the CLI shows the epoch as a local time)."""
+    return f"begin time not reached: eligible at {int(begin)}"
+
+
 def plan(snapshot: Snapshot, now: float, explain: bool = True) -> Plan:
     """Placements to make now on `snapshot`, why the rest waits, and any reservation.
 
@@ -220,6 +225,9 @@ class SchedulingPass:
                                     else "dependency can never be satisfied")
                     continue
                 spec = item.spec
+                if spec.begin_time is not None and spec.begin_time > self.now:
+                    reasons[key] = begin_reason(spec.begin_time)
+                    continue
                 reason = by_spec.get(id(spec))
                 if reason is None:
                     queue = self.snapshot.queues[spec.queue]
@@ -270,6 +278,9 @@ class SchedulingPass:
         if item.deps is not DepStatus.SATISFIED:
             reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
                             else "dependency can never be satisfied")
+            return
+        if spec.begin_time is not None and spec.begin_time > self.now:
+            reasons[key] = begin_reason(spec.begin_time)
             return
         if spec.reservation:
             problem = (f"reservation {spec.reservation} does not exist" if self.gate is None

@@ -61,7 +61,8 @@ struct JobSpec {
   gres @18 :List(KeyValue);
   licenses @19 :List(KeyValue);
   reservation @20 :Text;
-  priority @21 :OptInt;
+  beginTime @21 :OptFloat;
+  priority @22 :OptInt;
 }
 
 struct QueueRecord {
@@ -120,8 +121,9 @@ struct JobRecord {
   requeueRequested @16 :Bool;
   submitKey @17 :Text;
   devices @18 :List(Text);
-  preemptedBy @19 :Text;
-  resumedTime @20 :OptFloat;
+  eligibleTime @19 :OptFloat;
+  preemptedBy @20 :Text;
+  resumedTime @21 :OptFloat;
 }
 
 struct ArrayRecord {
@@ -136,6 +138,7 @@ struct ArrayRecord {
   done @8 :Int64;
   exited @9 :Int64;
   submitKey @10 :Text;
+  eligibleTime @11 :OptFloat;
 }
 
 struct ReservationRecord {
