@@ -268,10 +268,18 @@ def _queue_scheduling(section: str, data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(users, list) or not all(isinstance(u, str) and u for u in users):
         raise ConfigError(f"{section}.users must be a list of user names and @groups")
     out["users"] = tuple(users)
+    preempt = data.get("preempt", [])
+    if not isinstance(preempt, list) or not all(isinstance(q, str) and q for q in preempt):
+        raise ConfigError(f"{section}.preempt must be a list of queue names")
+    out["preempt"] = tuple(preempt)
+    out["preempt_mode"] = _typed(section, "preempt_mode", data.get("preempt_mode", "suspend"),
+                                 str)
+    out["preempt_min_run_s"] = _typed(section, "preempt_min_run_s",
+                                      data.get("preempt_min_run_s", 0), int)
     from xce.controller.queue_rules import check_settings
 
-    problem = check_settings(QueueRecord("x", **{k: v for k, v in out.items()
-                                                  if k.startswith(("default_", "max_"))}))
+    problem = check_settings(QueueRecord(str(data.get("name", "x")), **{
+        k: v for k, v in out.items() if k.startswith(("default_", "max_", "preempt"))}))
     if problem:
         raise ConfigError(f"{section}: {problem}")
     shares = data.get("shares", {})
@@ -501,6 +509,10 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
             raise ConfigError(f"queue {dup!r} is defined twice")
+        for i, queue in enumerate(queues):
+            unknown = [n for n in queue.preempt if n not in names]
+            if unknown:
+                raise ConfigError(f"queue[{i}].preempt: queue {unknown[0]!r} is not defined")
         ctl["queues"] = queues
     if "scheduler" in data:
         try:

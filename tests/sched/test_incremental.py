@@ -3,9 +3,9 @@
 A real `ClusterState` is driven by random events of the kinds the controller commits
 (submits to two queues of different priorities, starts, finishes, suspends, kills, requeues
 of killed jobs that come back to their old place in the queue, purges, new hosts, a queue's
-new priority); after every event the cache's snapshot and a fresh `snapshot_of` must give
-the same running jobs and hosts, the same pending jobs in the same order, and the same plan,
-with and without reasons.
+new priority, job modifications, preemptions); after every event the cache's snapshot and a
+fresh `snapshot_of` must give the same running jobs and hosts, the same pending jobs in the
+same order, and the same plan, with and without reasons.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import replace
 import pytest
 
 from xce.core import events as ev
-from xce.core.model import JobSpec, JobState, QueueRecord
+from xce.core.model import JobRecord, JobSpec, JobState, QueueRecord
 from xce.core.state import ClusterState
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
@@ -83,9 +83,19 @@ def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int) -> None:
         elif choice < 0.97:  # a queue changes priority: the order of the pass changes
             queue = state.queues["normal"]
             apply(ev.QueueModified(now, replace(queue, priority=rng.choice((0, 20)))))
+        elif choice < 0.975 and pending:  # xce job modify: priority and queue
+            job = state.jobs[rng.choice(pending)]
+            apply(ev.JobModified(now, job.id, replace(job.spec, priority=rng.randrange(100),
+                                                      queue=rng.choice(("normal", "high")))))
+        elif choice < 0.98 and pending and running:  # a preemption: slots free, memory held
+            apply(ev.JobPreempted(now, rng.choice(running), rng.choice(pending)))
         else:
-            suspended = [j for j, r in state.jobs.items() if r.state is JobState.SSUSP or
-                         r.state is JobState.USUSP]
+            def fits(r: JobRecord) -> bool:
+                load = state.host_load.get(r.host or "")
+                return not r.preempted_by or (load.slots if load else 0) + r.spec.slots \
+                    <= state.hosts[r.host or ""].slots
+            suspended = [j for j, r in state.jobs.items() if (r.state is JobState.SSUSP or
+                         r.state is JobState.USUSP) and fits(r)]
             if suspended:
                 apply(ev.JobResumed(now, rng.choice(suspended)))
         fresh = snapshot_of(state)

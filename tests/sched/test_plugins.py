@@ -26,7 +26,7 @@ def placed(state: ClusterState) -> list[tuple[str, str]]:
 
 
 def test_registry_lists_every_kind() -> None:
-    assert plugins.names("order") == ["fairshare", "fairshare-group", "fcfs"]
+    assert plugins.names("order") == ["fairshare", "fairshare-group", "fcfs", "multifactor"]
     assert plugins.names("score") == ["first-fit", "pack", "spread"]
     assert plugins.names("reserve") == ["backfill", "strict"]
     assert set(plugins.DEFAULT_FILTERS) <= set(plugins.names("filter"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 from pathlib import Path
 
@@ -250,9 +251,8 @@ def test_plain_codec_round_trips_every_record_kind() -> None:
 
 def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
     """A job row of an older checkpoint lacks the last fields (submit_key, devices,
-    eligible_time): the generated row builder hands it to `from_plain`, which
-    fills defaults."""
-    import dataclasses
+    eligible_time, preempted_by, resumed_time): the generated row builder hands it to
+    `from_plain`, which fills defaults."""
     import marshal
 
     from xce.wire.plain import pack_records, unpack_records
@@ -263,9 +263,10 @@ def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
         state.apply(e)
     jobs = list(state.jobs.values())
     kind, table, rows = marshal.loads(pack_records(jobs))
-    old = marshal.dumps((kind, table, tuple(row[:-4] for row in rows)))
+    old = marshal.dumps((kind, table, tuple(row[:-6] for row in rows)))
     assert unpack_records(type(jobs[0]), old) == [
-        dataclasses.replace(j, eligible_time=None) for j in jobs]
+        dataclasses.replace(j, eligible_time=None, preempted_by="", resumed_time=None)
+        for j in jobs]
     # and from just before the multi-host allocation was appended (issue 15)
     old = marshal.dumps((kind, table, tuple(row[:-1] for row in rows)))
     assert unpack_records(type(jobs[0]), old) == jobs

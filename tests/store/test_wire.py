@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -62,6 +63,11 @@ SAMPLES: list[ev.Event] = [
                                                ("alice", "@physics"), False, ("overlap",),
                                                "d", "admin", 8.0)),
     ev.ReservationDeleted(8.0, "r1"),
+    ev.JobModified(8.0, "7", dataclasses.replace(SPEC, priority=20, walltime_s=60)),
+    ev.JobModified(8.0, "8", SPEC),
+    ev.JobPreempted(8.0, "7", "9", True), ev.JobPreempted(8.0, "7", "9"),
+    ev.QueueModified(8.0, QueueRecord("q", 7, preempt=("low", "scavenger"),
+                                      preempt_mode="requeue", preempt_min_run_s=60)),
 ]
 
 

@@ -69,6 +69,8 @@ async def submit(request: web.Request) -> web.Response:
         mem_per_slot_mb=body.get("mem_per_slot_mb", 0),
         uploads_of=None if anyones else who.user,
         may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
+        priority=body.get("priority"),
+        privileged=anyones,
     )
     service = _service(request)
     job_id, repeat = await service.submit_keyed(req, idempotency_key(request))

@@ -56,6 +56,11 @@ def _limits(body: dict) -> dict:
     out = {key: body[key] for key in _LIMITS if key in body}
     if "users" in body:
         out["users"] = tuple(body["users"])
+    if "preempt" in body:
+        out["preempt"] = tuple(body["preempt"])
+    for key in ("preempt_mode", "preempt_min_run_s"):
+        if key in body:
+            out[key] = body[key]
     return out
 
 

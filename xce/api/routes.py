@@ -47,6 +47,7 @@ def all_routes() -> list[Route]:
         auth_code,
         cluster,
         hosts,
+        job_changes,
         jobs,
         join,
         metrics,
@@ -60,4 +61,5 @@ def all_routes() -> list[Route]:
     return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
             *auth.ROUTES, *auth_code.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES,
             *join.ROUTES, *stream.ROUTES, *accounting.ROUTES,
-            *reservations.ROUTES]
+            *reservations.ROUTES,
+            *job_changes.ROUTES]  # issue 17: job modify, priority

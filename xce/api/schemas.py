@@ -45,8 +45,28 @@ SUBMIT: dict[str, Any] = {
         "reservation": NAME,
         # sbatch --begin / bsub -b: epoch seconds, or text (xce.core.begin, UTC)
         "begin": {"type": ["number", "string"], "maxLength": 64},
+        "priority": {"type": "integer", "minimum": 0, "maximum": 1000000},
         "exclusive": {"type": "boolean"},
         "mem_per_slot_mb": {"type": "integer", "minimum": 0, "maximum": 2**40},
+    },
+}
+
+# `PATCH /api/v1/jobs/{job_id}` (xce/controller/modify.py): null clears walltime or resources
+JOB_MODIFY: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "minProperties": 1,
+    "properties": {
+        "priority": {"type": ["integer", "null"], "minimum": 0, "maximum": 1000000},
+        "queue": NAME,
+        "walltime_s": {"type": ["integer", "null"], "minimum": 1, "maximum": 10 * 365 * 86400},
+        "slots": {"type": "integer", "minimum": 1, "maximum": 100000},
+        "memory_mb": {"type": "integer", "minimum": 0, "maximum": 2**40},
+        "resources": {"type": ["string", "null"], "maxLength": 4096},
+        "dependency": {"type": ["string", "null"], "maxLength": 4096},
+        "name": {"type": "string", "maxLength": 128},
+        "hold": {"type": "boolean"},
+        "defer": {"type": "boolean"},
     },
 }
 
@@ -72,6 +92,9 @@ QUEUE_CREATE: dict[str, Any] = {
                        "max_memory_mb", "max_slots")},
         "users": {"type": "array", "maxItems": 10000,
                   "items": {"type": "string", "pattern": r"^@?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"}},
+        "preempt": {"type": "array", "maxItems": 1000, "items": NAME},
+        "preempt_mode": {"type": "string", "enum": ["suspend", "requeue"]},
+        "preempt_min_run_s": {"type": "integer", "minimum": 0, "maximum": 10 * 365 * 86400},
     },
 }
 

@@ -95,6 +95,8 @@ def submit(
     user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
     reservation: str = typer.Option(None, "--reservation", "-U",
                                     help="run in this advance reservation (xce rsv list)"),
+    priority: int = typer.Option(None, "--priority",
+                                 help="job priority (users: at most the default)"),
     lenient: bool = typer.Option(False, "--lenient",
                                  help="unknown script directives are warnings, not errors"),
     as_json: bool = typer.Option(False, "--json"),
@@ -122,6 +124,8 @@ def submit(
         body.update(submitting.gres_options(gpus, gres, licenses))
     if begin_text := body.pop("begin", None):
         body["begin"] = parse_begin_option(begin_text)
+    if priority is not None:
+        body["priority"] = priority
 
     def run(client: Any) -> dict[str, Any]:
         uploads: list[str] = []
@@ -348,3 +352,14 @@ def _register_eff() -> None:
 
 
 _register_eff()
+
+
+def _register_changes() -> None:
+    """`xce job modify` and `xce job priority` (issue 17) live in xce/cli/job_changes.py."""
+    from xce.cli.job_changes import modify, priority
+
+    app.command("modify")(modify)
+    app.command("priority")(priority)
+
+
+_register_changes()

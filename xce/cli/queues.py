@@ -30,6 +30,9 @@ def _limits(q: dict[str, Any]) -> str:
              for key, label in _LIMIT_WORDS if q.get(key) is not None]
     if q.get("users"):
         words.append("users=" + ",".join(q["users"]))
+    if q.get("preempt"):
+        words.append(f"preempt={','.join(q['preempt'])}:{q.get('preempt_mode', 'suspend')}"
+                     + (f"/{q['preempt_min_run_s']}s" if q.get("preempt_min_run_s") else ""))
     return " ".join(words) or "-"
 
 
@@ -138,15 +141,23 @@ def modify(
     max_memory: str | None = typer.Option(None, "--max-memory", help="MB per job: " + LIMIT),
     default_memory: str | None = typer.Option(None, "--default-memory",
                                               help="MB, for jobs without --mem: " + LIMIT),
+    preempt: str | None = typer.Option(None, "--preempt",
+                                       help="queues whose jobs this one preempts; none"),
+    preempt_mode: str | None = typer.Option(None, "--preempt-mode", help="suspend or requeue"),
+    preempt_min_run: int | None = typer.Option(None, "--preempt-min-run",
+                                               help="seconds a job runs before it may be "
+                                               "preempted (again)"),
     controller: list[str] = CONTROLLER,
 ) -> None:
     """Change a queue's settings (like `scontrol update partition`); its jobs keep theirs."""
     body: dict[str, Any] = {}
     for key, value in (("priority", priority), ("description", description),
-                       ("on_host_failure", on_host_failure)):
+                       ("on_host_failure", on_host_failure), ("preempt_mode", preempt_mode),
+                       ("preempt_min_run_s", preempt_min_run)):
         if value is not None:
             body[key] = value
-    for key, text in (("hosts", hosts), ("plugins", plugins), ("users", users)):
+    for key, text in (("hosts", hosts), ("plugins", plugins), ("users", users),
+                      ("preempt", preempt)):
         if text is not None:
             body[key] = _names(text)
     if shares is not None:

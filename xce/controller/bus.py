@@ -148,6 +148,8 @@ class EventBus:
             return [("array", str(event.number), array.spec.user if array else None)]
         if isinstance(event, ev.JobSubmitted):
             return [("job", str(event.number), event.spec.user)]
+        if isinstance(event, ev.JobModified) and event.job_id not in state.jobs:
+            return [("array", event.job_id, event.spec.user)]  # a whole array's new spec
         job_id = getattr(event, "job_id", None)
         if job_id is None:
             return []

@@ -125,6 +125,19 @@ class JobHistory:
             self._earlier_attempt(job, before)
             self._keep(job.id, (event.at, "requeued",
                                 f"{event.reason}; attempt {job.attempt} waits"))
+        elif isinstance(event, ev.JobPreempted):  # issue 17: on both jobs
+            how = "requeued" if event.requeue else "suspended (slots free, memory held)"
+            self._keep(job.id, (event.at, "preempted", f"by job {event.by}: {how}"))
+            self._keep(event.by, (event.at, "preempting",
+                                  f"job {job.id} on {job.host} is "
+                                  f"{'requeued' if event.requeue else 'suspended'} for it"))
+        elif isinstance(event, ev.JobModified):
+            spec = event.spec  # the pre-image of a pending job is not kept: say the result
+            self._keep(job.id, (event.at, "modified",
+                                f"now queue {spec.queue}, priority "
+                                f"{'default' if spec.priority is None else spec.priority}, "
+                                f"{spec.slots} slots, walltime {spec.walltime_s or '-'} s, "
+                                f"name {spec.name or '-'}"))
         elif isinstance(event, ev.JobHostLost):
             if event.requeue:
                 self._earlier_attempt(job, before)

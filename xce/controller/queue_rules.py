@@ -58,4 +58,10 @@ def check_settings(queue: QueueRecord) -> str | None:
             (queue.default_memory_mb, queue.max_memory_mb, "memory_mb")):
         if default is not None and maximum is not None and default > maximum:
             return f"default_{what} ({default}) is above max_{what} ({maximum})"
+    if queue.preempt_mode not in ("suspend", "requeue"):
+        return f"preempt_mode must be suspend or requeue, not {queue.preempt_mode!r}"
+    if queue.name in queue.preempt:
+        return f"queue {queue.name!r} cannot preempt itself"
+    if queue.preempt_min_run_s < 0:
+        return "preempt_min_run_s may not be negative"
     return None

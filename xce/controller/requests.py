@@ -48,6 +48,10 @@ class SubmitRequest:
     # Whose jobs `dependency` may name, as a predicate on the owner (the submitter may view
     # them); None: anyone's. A dependency reveals how its target ended.
     may_view_owner: Callable[[str], bool] | None = field(default=None, compare=False)
+    # `--priority N` (None: the default); `privileged` (operators, admins) may give more
+    # than `[scheduler.priority] default_job_priority`.
+    priority: int | None = None
+    privileged: bool = False
 
 
 @dataclass(frozen=True)

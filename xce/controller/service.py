@@ -23,6 +23,7 @@ from xce import metrics
 from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
 from xce.controller import gres_rules, queue_rules
+from xce.controller.modify import modify_events
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
 from xce.controller.reservations import check_target, expired_reservations
@@ -42,7 +43,7 @@ from xce.core.model import (
     QueueRecord,
 )
 from xce.core.state import ClusterState, parse_job_id
-from xce.sched import pipeline
+from xce.sched import pipeline, preemption
 from xce.sched.expr import parse_requirement
 from xce.sched.feasibility import refusal
 from xce.sched.incremental import SnapshotCache
@@ -53,6 +54,7 @@ from xce.sched.multihost_submit import (
     per_slot_memory,
 )
 from xce.sched.plugins import policy_for
+from xce.sched.priority import PrioritySettings, check_job_priority
 from xce.sched.snapshot import free_licenses
 from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
@@ -329,6 +331,10 @@ class ControllerService:
             if out in RESERVED_OUTPUTS:
                 raise InvalidRequest(f"output {out!r} is reserved for the job's {out}")
         begin_time = None if req.begin is None else parse_begin(req.begin, self.clock())
+        try:
+            check_job_priority(self.settings.scheduler.priority, req.priority, req.privileged)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
         dependency = parse_dependency(req.dependency)
         for term in dependency:
             self._check_dependency(term.job, req.may_view_owner)
@@ -367,6 +373,7 @@ class ControllerService:
             licenses=asked_licenses,
             reservation=req.reservation,
             begin_time=begin_time,
+            priority=req.priority,
             exclusive=req.exclusive,
             mem_per_slot_mb=req.mem_per_slot_mb,
         )
@@ -567,11 +574,23 @@ class ControllerService:
         await self.commit(events)
         return sorted({getattr(e, "job_id", str(getattr(e, "number", ""))) for e in events})
 
+    async def modify_job(self, job_id: str, changes: dict[str, object], privileged: bool,
+                         may_view_owner: Callable[[str], bool] | None = None,
+                         defer: bool = False) -> list[ev.Event]:
+        """`xce job modify`: validated and committed as events (xce/controller/modify.py);
+        nothing awaits between the checks and the commit."""
+        events = modify_events(self, job_id, dict(changes), privileged, may_view_owner, defer)
+        await self.commit(events)
+        return events
+
     # --- queues -------------------------------------------------------------------------
 
-    @staticmethod
-    def _check_queue(queue: QueueRecord) -> None:
-        """A queue's settings hold together: known plugins, defaults within maximums."""
+    def _check_queue(self, queue: QueueRecord) -> None:
+        """A queue's settings hold together: known plugins, defaults within maximums, the
+        queues it preempts exist."""
+        unknown = [name for name in queue.preempt if name not in self.state.queues]
+        if unknown:
+            raise InvalidRequest(f"preempt: queue {unknown[0]!r} does not exist")
         try:
             policy_for(queue.plugins)
         except ValueError as exc:
@@ -679,7 +698,7 @@ class ControllerService:
 
     async def schedule_once(self) -> int:
         """One scheduling pass: plan on a snapshot, then commit the placements."""
-        if not self._any_free_host():
+        if not self._any_free_host() and not any(q.preempt for q in self.state.queues.values()):
             # A full (or empty) cluster: no pass over the pending jobs at all; every pending
             # job reads the same reason.
             online = any(h.status is HostStatus.ONLINE for h in self.state.hosts.values())
@@ -694,13 +713,24 @@ class ControllerService:
         if self.settings.licenses:
             snapshot = dataclasses.replace(snapshot, licenses=free_licenses(
                 self.state, dict(self.settings.licenses)))
+        if self.settings.scheduler.priority != PrioritySettings():
+            snapshot = dataclasses.replace(snapshot, priority=self.settings.scheduler.priority)
+        resumed: list[str] = []
+        if preemption.needed(snapshot):  # suspended victims go back first
+            resumed, snapshot = preemption.resume_first(snapshot)
         result = self.planner(snapshot, now)
         self.reasons = result.reasons
         now = self.clock()
-        events: list[ev.Event] = []
+        events: list[ev.Event] = [ev.JobResumed(now, job_id) for job_id in resumed]
         for placement in result.placements:
             events.append(ev.JobStarted(now, placement.job_id, placement.host,
                                         placement.devices, placement.hosts))
+        if preemption.needed(snapshot):  # xce/sched/preemption.py: resume, then preempt
+            decision = preemption.decide(snapshot, now, result)
+            self.reasons.update(decision.reasons)
+            events.extend(ev.JobResumed(now, job_id) for job_id in decision.resume)
+            events.extend(ev.JobPreempted(now, p.victim, p.by, p.requeue)
+                          for p in decision.preempt)
         self.stats["scheduling_passes"] += 1
         self.stats["last_pass_ms"] = (time.perf_counter() - started) * 1000
         if events:

@@ -232,6 +232,29 @@ class ArrayCancelled(Event):
     reason: str = "killed"
 
 
+@dataclass(frozen=True, slots=True)
+class JobModified(Event):
+    """`xce job modify` (bmod, scontrol update): a job's or a whole array's spec replaced.
+
+    The service validates the change as a submission (queue rules, feasibility); here only
+    what keeps the state sound is checked: a pending job may change anything but its
+    owner, an active one only its name and walltime.
+    """
+
+    job_id: str
+    spec: JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class JobPreempted(Event):
+    """A running job makes room for `by` (xce/sched/preemption.py): suspended (SSUSP, its
+    slots free, its memory still held) or, with `requeue`, killed and queued again."""
+
+    job_id: str
+    by: str
+    requeue: bool = False
+
+
 # --- retention ----------------------------------------------------------------------------
 
 

@@ -119,6 +119,9 @@ class JobSpec:
     # Not eligible before this time (sbatch --begin, bsub -b), epoch seconds; None: at once.
     # Appended last: older records and checkpoints have no such field.
     begin_time: float | None = None
+    # Per-job priority (bsub -sp, sbatch --priority/--nice): None is `[scheduler.priority]
+    # default_job_priority` at the time of ordering; a user may only give at most that.
+    priority: int | None = None
     # Multi-host jobs (issue 15; appended last). `exclusive`: whole hosts (bsub -x, sbatch
     # --exclusive). `mem_per_slot_mb`: --mem-per-cpu; each host then holds this times its
     # slots, while `memory_mb` stays per host (Slurm's --mem) and, for a per-slot request,
@@ -160,6 +163,11 @@ class JobRecord:
     # never satisfiable). Set by ClusterState.apply from those events; the wait of an
     # attempt counts from it. Appended last (older checkpoints lack it).
     eligible_time: float | None = None
+    # Preemption (xce/sched/preemption.py): the job whose start suspended or requeued this
+    # one; while it is SSUSP with this set its slots are free for others (its memory is not).
+    preempted_by: str = ""
+    # When this job last started or resumed: the minimum run time before a preemption.
+    resumed_time: float | None = None
     # Every host and its slots while active (issue 15); empty for a single-host job, which
     # holds `spec.slots` on `host` (so old WAL records and checkpoints load unchanged).
     allocation: tuple[HostSlots, ...] = ()
@@ -244,6 +252,12 @@ class QueueRecord:
     # Who may submit (LSF USERS, Slurm AllowAccounts): user names and @groups of
     # `[scheduler] groups`; empty: everyone.
     users: tuple[str, ...] = ()
+    # Preemption (LSF PREEMPTION, Slurm PreemptMode): the queues whose running jobs this
+    # queue's blocked jobs may take slots from, how ("suspend" or "requeue") and after how
+    # long a victim may be preempted (again).
+    preempt: tuple[str, ...] = ()
+    preempt_mode: str = "suspend"
+    preempt_min_run_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)

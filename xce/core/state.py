@@ -23,6 +23,7 @@ from xce.core.model import (
     HostLoad,
     HostRecord,
     JobRecord,
+    JobSpec,
     JobState,
     QueueRecord,
     ReservationRecord,
@@ -57,6 +58,25 @@ def _add_licenses(held: tuple[tuple[str, int], ...], asked: tuple[tuple[str, str
     for name, count in asked:
         counts[name] = counts.get(name, 0) + sign * int(count)
     return tuple(sorted((k, v) for k, v in counts.items() if v))
+def _waiting_terms(spec: JobSpec) -> tuple:
+    """What a job's eligibility depends on besides holds: its dependency and begin time."""
+    return (spec.dependency, spec.begin_time)
+
+
+def _still_eligible(before: float | None, now_from: float | None, at: float) -> float | None:
+    """A job eligible before a modify and still eligible at once keeps its time (its wait
+    goes on); one that must now wait (a dependency, a later begin) gets the new answer."""
+    if before is not None and now_from == at:
+        return before
+    return now_from
+
+
+def held_slots(job: JobRecord) -> int:
+    """The slots an active job holds: none while it is suspended by a preemption (the
+    preemptor runs in them), its memory stays held all the same."""
+    if job.preempted_by and job.state in (JobState.SSUSP, JobState.USUSP):
+        return 0
+    return job.spec.slots
 
 
 _ACTIVE = frozenset(s for s in JobState if s.active)
@@ -133,6 +153,8 @@ class ClusterState:
             ev.JobNumbersReserved: self._numbers_reserved,
             ev.ReservationAdded: self._reservation_added,
             ev.ReservationDeleted: self._reservation_deleted,
+            ev.JobModified: self._job_modified,
+            ev.JobPreempted: self._job_preempted,
         }
 
     # --- the one mutator ------------------------------------------------------------------
@@ -387,11 +409,12 @@ class ClusterState:
 
     def _load(self, host: str, job: JobRecord, sign: int) -> None:
         if job.allocation:  # multi-host (issue 15): each host holds its share
+            held = held_slots(job) > 0  # none while a preemption suspends it
             for k, part in enumerate(job.allocation):
-                self._load_part(part.host, job, sign, part.slots,
+                self._load_part(part.host, job, sign, part.slots if held else 0,
                                 host_memory_mb(job.spec, part.slots), k == 0)
             return
-        self._load_part(host, job, sign, job.spec.slots, job.spec.memory_mb)
+        self._load_part(host, job, sign, held_slots(job), job.spec.memory_mb)
 
     def _load_part(self, host: str, job: JobRecord, sign: int, slots: int,
                    memory_mb: int, first: bool = True) -> None:
@@ -543,6 +566,7 @@ class ClusterState:
                 # eligible by the time it started at the latest (a dependency whose target
                 # was requeued after it ended, a start the scheduler did not plan)
                 eligible_time=e.at if job.eligible_time is None else job.eligible_time,
+                preempted_by="", resumed_time=e.at,
                 allocation=e.hosts if len(e.hosts) > 1 or (
                     e.hosts and e.hosts[0].slots != job.spec.slots) else (),
             ),
@@ -579,6 +603,17 @@ class ClusterState:
         target = JobState.PEND if job.state is JobState.PSUSP else JobState.RUN
         eligible = eligibility.eligible_from(self, job.spec, e.at) \
             if job.state is JobState.PSUSP else job.eligible_time
+        if job.preempted_by and job.state in (JobState.SSUSP, JobState.USUSP):
+            # The victim of a preemption takes its slots back: it needs them free again.
+            host = self.hosts.get(job.host or "")
+            load = self.host_load.get(job.host or "")
+            used = load.slots if load else 0
+            if host is not None and used + job.spec.slots > host.slots:
+                raise Conflict(f"cannot resume job {e.job_id}: host {host.name} has "
+                               f"{host.slots - used} free slots, it needs {job.spec.slots}")
+            self._store(stored, replace(job, state=target, preempted_by="", reason="",
+                                        resumed_time=e.at, eligible_time=eligible))
+            return
         self._store(stored, replace(job, state=target, eligible_time=eligible))
 
     def _job_kill_requested(self, e: ev.JobKillRequested) -> None:
@@ -602,7 +637,10 @@ class ClusterState:
         if job.spec.queue not in self.queues:
             raise Conflict(f"cannot requeue job {e.job_id}: its queue {job.spec.queue!r} has "
                            "been deleted")
-        self._store(stored, self._requeued(job, e.reason))
+        reason = e.reason
+        if job.preempted_by and reason == "requeued":
+            reason = f"requeued: preempted by job {job.preempted_by}"
+        self._store(stored, self._requeued(job, reason))
 
     def _requeued(self, job: JobRecord, reason: str) -> JobRecord:
         """The job's next attempt, pending; eligible again from the requeue (or later)."""
@@ -639,6 +677,69 @@ class ClusterState:
                 usage=e.usage or job.usage, reason=reason, outputs=e.outputs,
             ),
         )
+
+    def _job_modified(self, e: ev.JobModified) -> None:
+        number, index = parse_job_id(e.job_id)
+        self.queue(e.spec.queue)
+        if index is None and number in self.arrays:
+            array = self.arrays[number]
+            if e.spec.user != array.spec.user:
+                raise InvalidRequest("a job's owner cannot change")
+            if not array.pending:
+                raise Conflict(f"job array {number} has no task left to start: nothing to "
+                               "modify")
+            # a new dependency or begin time: eligible anew (xce/core/eligibility.py)
+            eligible = array.eligible_time
+            if _waiting_terms(array.spec) != _waiting_terms(e.spec):
+                eligible = None if array.held else _still_eligible(
+                    array.eligible_time, eligibility.eligible_from(self, e.spec, e.at), e.at)
+            if array.spec.dependency:
+                eligibility.watch(self, str(number), array.spec, False)
+            self.arrays[number] = replace(array, spec=e.spec, eligible_time=eligible)
+            eligibility.watch_array(self, self.arrays[number])
+            return
+        stored = self.jobs.get(e.job_id)
+        if stored is None:
+            self.job(e.job_id)  # NotFound for a job that does not exist
+            raise Conflict(f"task {e.job_id} has not started: modify the whole array {number}")
+        if e.spec.user != stored.spec.user:
+            raise InvalidRequest("a job's owner cannot change")
+        if stored.state.finished:
+            raise Conflict(f"cannot modify job {e.job_id}: it is {stored.state.value}")
+        if stored.state.active and replace(e.spec, name=stored.spec.name,
+                                           walltime_s=stored.spec.walltime_s) != stored.spec:
+            raise Conflict(f"job {e.job_id} is {stored.state.value}: only its name and "
+                           "walltime can change")
+        new = replace(stored, spec=e.spec)
+        if stored.state is JobState.PEND and \
+                _waiting_terms(stored.spec) != _waiting_terms(e.spec):
+            new = replace(new, eligible_time=_still_eligible(
+                stored.eligible_time, eligibility.eligible_from(self, e.spec, e.at), e.at))
+        # the dependency index follows the new terms: drop the old registration, then
+        # register the new one if the job still waits (both idempotent)
+        if stored.spec.dependency and stored.eligible_time is None:
+            eligibility.watch(self, stored.id, stored.spec, False)
+        if not e.spec.dependency:
+            self.waiting_on_deps.pop(stored.id, None)
+        self._put_job(stored, new)
+        if new.spec.dependency and new.eligible_time is None and not new.state.finished:
+            eligibility.watch(self, new.id, new.spec, True)
+
+    def _job_preempted(self, e: ev.JobPreempted) -> None:
+        stored, job = self._materialise(e.job_id)
+        if stored is None or job.state is not JobState.RUN:
+            raise Conflict(f"cannot preempt job {e.job_id}: it is {job.state.value} (only a "
+                           "running job can be)")
+        self.job(e.by)
+        reason = f"preempted by job {e.by}"
+        if e.requeue:
+            lifecycle.check(e.job_id, "requeue", job.state, JobState.PEND)
+            new = replace(job, kill_requested=True, requeue_requested=True, preempted_by=e.by,
+                          reason=reason)
+        else:
+            lifecycle.check(e.job_id, "system_suspend", job.state, JobState.SSUSP)
+            new = replace(job, state=JobState.SSUSP, preempted_by=e.by, reason=reason)
+        self._store(stored, new)
 
     def _job_usage(self, e: ev.JobUsageReported) -> None:
         job = self.jobs.get(e.job_id)

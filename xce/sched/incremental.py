@@ -174,7 +174,7 @@ class SnapshotCache:
         if state.pending_arrays or self._tasks:
             arrays = tuple(
                 PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active,
-                             _deps(a.spec, state))
+                             _deps(a.spec, state), a.submit_time)
                 for a in (state.arrays[n] for n in state.pending_arrays)
                 if not a.held
             )
@@ -197,7 +197,7 @@ def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:
 
 def _view(record: JobRecord, state: ClusterState) -> PendingJob:
     return PendingJob(record.id, record.number, record.array_index, record.spec,
-                      _deps(record.spec, state))
+                      _deps(record.spec, state), record.submit_time)
 
 
 def _host_views(state: ClusterState) -> tuple[HostView, ...]:

@@ -167,7 +167,7 @@ class SchedulingPass:
         for (_, _, queue_name), items in groups:
             queue = queues[queue_name or next(iter(items)).spec.queue]
             ctx = OrderContext(self.now, queue, self.usage_hours, self.snapshot.groups,
-                               self.running_slots, self.group_slots)
+                               self.running_slots, self.group_slots, self.snapshot)
             for item in policies[queue.name].order.order(items, ctx):  # type: ignore[arg-type]
                 if pool.total_free_slots <= 0:
                     if explain:

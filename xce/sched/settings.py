@@ -7,8 +7,10 @@ controller (and the simulator) when it builds a snapshot.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from xce.sched.priority import PrioritySettings, parse_priority
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,8 @@ class SchedulerSettings:
 
     fairshare_half_life_s: float = 3600.0
     groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # `[scheduler.priority]`: job priority range and multifactor weights (xce/sched/priority)
+    priority: PrioritySettings = field(default_factory=PrioritySettings)
 
     def group_map(self) -> dict[str, str]:
         """user -> group (the first group that lists the user wins)."""
@@ -33,10 +37,10 @@ def parse_scheduler(data: Any) -> SchedulerSettings:
     """Validate a `[scheduler]` table; raises ValueError whose message names the key."""
     if not isinstance(data, dict):
         raise ValueError("scheduler must be a table")
-    unknown = sorted(set(data) - {"fairshare_half_life_s", "groups"})
+    unknown = sorted(set(data) - {"fairshare_half_life_s", "groups", "priority"})
     if unknown:
         raise ValueError(f"unknown key scheduler.{unknown[0]} "
-                         "(allowed: fairshare_half_life_s, groups)")
+                         "(allowed: fairshare_half_life_s, groups, priority)")
     half_life = data.get("fairshare_half_life_s", 3600.0)
     if isinstance(half_life, bool) or not isinstance(half_life, int | float) or half_life <= 0:
         raise ValueError(f"scheduler.fairshare_half_life_s must be a positive number, "
@@ -49,4 +53,5 @@ def parse_scheduler(data: Any) -> SchedulerSettings:
         if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
             raise ValueError(f"scheduler.groups.{name} must be a list of user names")
         parsed.append((name, tuple(members)))
-    return SchedulerSettings(float(half_life), tuple(parsed))
+    priority = parse_priority(data.get("priority", {}))
+    return SchedulerSettings(float(half_life), tuple(parsed), priority)

@@ -22,7 +22,8 @@ from xce.core.model import (
     QueueRecord,
     ReservationRecord,
 )
-from xce.core.state import ClusterState
+from xce.core.state import ClusterState, held_slots
+from xce.sched.priority import PrioritySettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class PendingJob:
     index: int | None
     spec: JobSpec
     deps: DepStatus
+    submit_time: float = 0.0  # the age factor of multifactor priority (xce/sched/priority.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,7 @@ class PendingArray:
     max_concurrent: int | None
     active: int
     deps: DepStatus
+    submit_time: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,14 @@ class RunningJob:
     memory_mb: int
     start_time: float
     walltime_s: int | None
+    # Preemption (xce/sched/preemption.py): the job that suspended or is requeueing this
+    # one ("" when none), its state (RUN, USUSP, SSUSP), whether its end was asked (a kill
+    # or a requeue under way), and when it last started or resumed.
+    preempted_by: str = ""
+    state: str = "RUN"
+    ending: bool = False
+    since: float = 0.0
+    asked_slots: int = 0  # the job's own slots (`slots` is 0 while a preemption holds it)
     # A multi-host job has one view per host, each with that host's share (issue 15);
     # `part` marks all but the first, so a tally counts the job once and its slots in full.
     part: bool = False
@@ -81,12 +92,14 @@ def running_views(job: JobRecord) -> tuple[RunningJob, ...]:
     """The scheduler's views of an active job: one per host of its allocation."""
     spec = job.spec
     start = job.start_time or 0.0
+    held = held_slots(job)
     if not job.allocation:
-        return (RunningJob(job.id, spec.user, spec.queue, job.host or "", spec.slots,
-                           spec.memory_mb, start, spec.walltime_s),)
+        return (RunningJob(job.id, spec.user, spec.queue, job.host or "", held,
+                           spec.memory_mb, start, spec.walltime_s, *preemption_view(job)),)
     return tuple(
-        RunningJob(job.id, spec.user, spec.queue, p.host, p.slots,
-                   host_memory_mb(spec, p.slots), start, spec.walltime_s, i > 0)
+        RunningJob(job.id, spec.user, spec.queue, p.host, p.slots if held else 0,
+                   host_memory_mb(spec, p.slots), start, spec.walltime_s,
+                   *preemption_view(job), part=i > 0)
         for i, p in enumerate(job.allocation))
 
 
@@ -113,6 +126,8 @@ class Snapshot:
     # Advance reservations (xce/sched/advance.py), ended ones included: jobs that target
     # one are told it has ended
     reservations: tuple[ReservationRecord, ...] = ()
+    # `[scheduler.priority]`, for the multifactor order plugin (xce/sched/priority.py)
+    priority: PrioritySettings = field(default_factory=PrioritySettings)
 
     def pending_jobs(self) -> Iterator[PendingJob]:
         """Every pending job, whichever of `jobs` and `queued` holds them."""
@@ -136,6 +151,12 @@ def host_view(host: HostRecord, load: HostLoad | None) -> HostView:
                     host.status is HostStatus.ONLINE, host.gres, free)
 
 
+def preemption_view(job: JobRecord) -> tuple[str, str, bool, float, int]:
+    """The RunningJob fields preemption reads, from the record."""
+    return (job.preempted_by, job.state.value, job.kill_requested,
+            job.resumed_time or job.start_time or 0.0, job.spec.slots)
+
+
 PendingMemo = dict[str, tuple[JobRecord, PendingJob]]
 
 
@@ -152,7 +173,7 @@ def _pending_with_memo(state: ClusterState, memo: PendingMemo,
             out.append(known[1])
             continue
         view = PendingJob(record.id, record.number, record.array_index, record.spec,
-                          deps(record.spec))
+                          deps(record.spec), record.submit_time)
         memo[job_id] = (record, view)
         out.append(view)
     if len(memo) > 2 * len(out) + 1024:  # forget jobs that are no longer pending
@@ -187,13 +208,14 @@ def snapshot_of(
 
     if memo is None:
         jobs = tuple(
-            PendingJob(j.id, j.number, j.array_index, j.spec, deps(j.spec))
+            PendingJob(j.id, j.number, j.array_index, j.spec, deps(j.spec), j.submit_time)
             for j in (state.jobs[i] for i in state.pending)
         )
     else:
         jobs = _pending_with_memo(state, memo, deps)
     arrays = tuple(
-        PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active, deps(a.spec))
+        PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active, deps(a.spec),
+                     a.submit_time)
         for a in (state.arrays[n] for n in state.pending_arrays)
         if not a.held
     )

@@ -55,6 +55,8 @@ EVENT_TYPES: tuple[type[ev.Event], ...] = (
     ev.QueueDeleted,
     ev.ReservationAdded,
     ev.ReservationDeleted,
+    ev.JobModified,
+    ev.JobPreempted,
 )
 
 # Structs that appear inside events or checkpoints.

@@ -62,8 +62,9 @@ struct JobSpec {
   licenses @19 :List(KeyValue);
   reservation @20 :Text;
   beginTime @21 :OptFloat;
-  exclusive @22 :Bool;
-  memPerSlotMb @23 :Int64;
+  priority @22 :OptInt;
+  exclusive @23 :Bool;
+  memPerSlotMb @24 :Int64;
 }
 
 struct QueueRecord {
@@ -84,6 +85,9 @@ struct QueueRecord {
   maxMemoryMb @14 :OptInt;
   maxSlots @15 :OptInt;
   users @16 :List(Text);
+  preempt @17 :List(Text);
+  preemptMode @18 :Text;
+  preemptMinRunS @19 :Int64;
 }
 
 struct HostRecord {
@@ -120,7 +124,9 @@ struct JobRecord {
   submitKey @17 :Text;
   devices @18 :List(Text);
   eligibleTime @19 :OptFloat;
-  allocation @20 :List(HostSlots);
+  preemptedBy @20 :Text;
+  resumedTime @21 :OptFloat;
+  allocation @22 :List(HostSlots);
 }
 
 struct ArrayRecord {
@@ -312,6 +318,17 @@ struct ReservationDeleted {
   name @0 :Text;
 }
 
+struct JobModified {
+  jobId @0 :Text;
+  spec @1 :JobSpec;
+}
+
+struct JobPreempted {
+  jobId @0 :Text;
+  by @1 :Text;
+  requeue @2 :Bool;
+}
+
 struct Event {
   at @0 :Float64;
   union {
@@ -346,6 +363,8 @@ struct Event {
     queueDeleted @29 :QueueDeleted;
     reservationAdded @30 :ReservationAdded;
     reservationDeleted @31 :ReservationDeleted;
+    jobModified @32 :JobModified;
+    jobPreempted @33 :JobPreempted;
   }
 }
 

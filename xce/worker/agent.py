@@ -364,7 +364,9 @@ class WorkerAgent:
                     self.starting.add(key)
                     self._spawn(self._run(a))
                     continue
-                job.assignment = {**job.assignment, "action": a["action"]}
+                # `xce job modify` may change a running job's walltime: the next check uses it
+                job.assignment = {**job.assignment, "action": a["action"],
+                                  "walltime_s": a.get("walltime_s")}
                 self._apply_action(job, a["action"])
             await asyncio.to_thread(self.shares.reconcile, answer.get("shares") or [])
             for key, job in list(self.running.items()):

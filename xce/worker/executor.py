@@ -517,7 +517,6 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
         on_exit()
     if fd is not None:
         loop.add_reader(fd, on_exit)
-    walltime = job.assignment.get("walltime_s")
     delays = [0.02, 0.1, 0.3, 0.6]  # densely at first, so short jobs still get figures
     try:
         while not ended.done():
@@ -525,6 +524,7 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
                 on_exit()  # no pidfd (out of descriptors): watched by polling instead
                 break
             job.meter.sample(job.cgroup)
+            walltime = job.assignment.get("walltime_s")  # read each time: `job modify`
             if walltime and not job.killing and job.running_seconds() > walltime:
                 log.info("job %s exceeded its walltime of %ss", job.key[0], walltime)
                 _start_kill(job, "walltime limit exceeded", grace)

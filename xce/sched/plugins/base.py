@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from xce.core.model import JobSpec, QueueRecord
-from xce.sched.snapshot import HostView, PendingArray, PendingJob
+from xce.sched.snapshot import HostView, PendingArray, PendingJob, Snapshot
 
 if TYPE_CHECKING:
     from xce.sched.hostpool import HostPool
@@ -37,6 +37,7 @@ class OrderContext:
     groups: Mapping[str, str]  # user -> fairshare group
     running_slots: dict[str, int] = field(default_factory=dict)  # user -> slots in use
     group_slots: dict[str, int] = field(default_factory=dict)  # group -> slots in use
+    snapshot: Snapshot | None = None  # the pass's view (multifactor reads its settings)
 
     def group_of(self, user: str) -> str:
         return self.groups.get(user, "default")
