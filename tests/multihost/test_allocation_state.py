@@ -207,3 +207,20 @@ async def test_gpus_on_a_job_that_would_spread_are_refused(tmp_path) -> None:  #
         with pytest.raises(InvalidRequest, match="not supported yet for jobs across hosts"):
             await svc.submit(SubmitRequest(user="alice", command="x", gres={"gpu": 1},
                                            defer=True, **kw))
+
+
+async def test_job_modify_may_spread_a_pending_job(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from xce.controller.requests import SubmitRequest, WorkerInfo
+
+    svc, gateway = await _service(tmp_path)
+    for name in ("n1", "n2", "n3"):
+        await gateway.register(WorkerInfo(name, 4, 1000))
+    job = await svc.submit(SubmitRequest(user="alice", command="x", slots=2, hold=True))
+    await svc.modify_job(job, {"slots": 6, "resources": "span[ptile=2]"}, True)
+    with pytest.raises(InvalidRequest, match="no set of hosts"):
+        await svc.modify_job(job, {"slots": 16}, True)
+    with pytest.raises(InvalidRequest, match=r"span\[block=4\] needs"):
+        await svc.modify_job(job, {"resources": "span[block=4]"}, True)
+    await svc.modify_job(job, {"hold": False}, True)
+    assert await svc.schedule_once() == 1
+    assert svc.state.jobs[job].hosts == SPREAD

@@ -26,6 +26,7 @@ from xce.core.model import JobSpec, JobState
 from xce.core.state import parse_job_id
 from xce.sched.expr import parse_requirement
 from xce.sched.feasibility import refusal
+from xce.sched.multihost_submit import check_span, multi_host_refusal
 from xce.sched.priority import check_job_priority
 
 FIELDS = ("priority", "queue", "walltime_s", "slots", "memory_mb", "resources",
@@ -145,8 +146,12 @@ def _new_spec(service: Any, spec: JobSpec, changes: dict[str, Any], privileged: 
                                   walltime_s=applied.walltime_s)
         if not defer:
             requirement = parse_requirement(new.resources) if new.resources else None
-            why = refusal(requirement, new.slots, new.memory_mb, queue,
-                          service.state.hosts.values())
+            hosts = service.state.hosts.values()
+            # a job that may spread is judged as a set of hosts (issue 15), else as one
+            why = multi_host_refusal(requirement, new.slots, new.memory_mb, new.exclusive,
+                                     new.mem_per_slot_mb, queue, hosts)
+            if why == "":
+                why = refusal(requirement, new.slots, new.memory_mb, queue, hosts)
             if why is not None:
                 raise InvalidRequest(f"{why} (modify with defer to keep it for hosts that "
                                      "have not registered yet)")
@@ -156,11 +161,7 @@ def _new_spec(service: Any, spec: JobSpec, changes: dict[str, Any], privileged: 
 def _resources(text: str, slots: int) -> str:
     text = text.strip()
     if text:
-        requirement = parse_requirement(text)  # ExprError names the column
-        span = requirement.span
-        if span is not None and ((span.ptile or slots) < slots or (span.block or slots) < slots):
-            raise InvalidRequest("jobs spanning several hosts are not supported yet; "
-                                 "use span[hosts=1]")
+        check_span(parse_requirement(text), slots)  # ExprError names the column
     return text
 
 

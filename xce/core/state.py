@@ -409,9 +409,9 @@ class ClusterState:
 
     def _load(self, host: str, job: JobRecord, sign: int) -> None:
         if job.allocation:  # multi-host (issue 15): each host holds its share
+            held = held_slots(job) > 0  # none while a preemption suspends it
             for k, part in enumerate(job.allocation):
-                # a preempted (suspended) job's slots are free; its memory stays held
-                self._load_part(part.host, job, sign, part.slots if held_slots(job) else 0,
+                self._load_part(part.host, job, sign, part.slots if held else 0,
                                 host_memory_mb(job.spec, part.slots), k == 0)
             return
         self._load_part(host, job, sign, held_slots(job), job.spec.memory_mb)
@@ -566,9 +566,9 @@ class ClusterState:
                 # eligible by the time it started at the latest (a dependency whose target
                 # was requeued after it ended, a start the scheduler did not plan)
                 eligible_time=e.at if job.eligible_time is None else job.eligible_time,
+                preempted_by="", resumed_time=e.at,
                 allocation=e.hosts if len(e.hosts) > 1 or (
                     e.hosts and e.hosts[0].slots != job.spec.slots) else (),
-                preempted_by="", resumed_time=e.at,
             ),
         )
 

@@ -137,13 +137,10 @@ def _preempt(snapshot: Snapshot, now: float, plan: Plan, decision: Decision,
                                 -1 if j.index is None else j.index))
     by_host: dict[str, list[RunningJob]] = {}
     coming: dict[str, int] = {}  # slots of victims already on their way out
-    # A multi-host job (one view per host, issue 15) is never a victim: preempting it would
-    # free one host's part and stop all of them (not handled yet).
-    spread = {r.job_id for r in snapshot.running if r.part}
     for r in snapshot.running:
         if r.ending and r.preempted_by:
             coming[r.host] = coming.get(r.host, 0) + r.slots
-        elif r.state == "RUN" and not r.ending and r.job_id not in spread:
+        elif r.state == "RUN" and not r.ending:
             by_host.setdefault(r.host, []).append(r)
     taken: set[str] = set()
     # Within a pass victims only get fewer and free room only shrinks: a shape that found

@@ -92,14 +92,14 @@ def running_views(job: JobRecord) -> tuple[RunningJob, ...]:
     """The scheduler's views of an active job: one per host of its allocation."""
     spec = job.spec
     start = job.start_time or 0.0
-    view = preemption_view(job)
+    held = held_slots(job)
     if not job.allocation:
-        return (RunningJob(job.id, spec.user, spec.queue, job.host or "", held_slots(job),
-                           spec.memory_mb, start, spec.walltime_s, *view),)
-    held = held_slots(job) > 0  # a preempted job's slots are free on every host
+        return (RunningJob(job.id, spec.user, spec.queue, job.host or "", held,
+                           spec.memory_mb, start, spec.walltime_s, *preemption_view(job)),)
     return tuple(
         RunningJob(job.id, spec.user, spec.queue, p.host, p.slots if held else 0,
-                   host_memory_mb(spec, p.slots), start, spec.walltime_s, *view, part=i > 0)
+                   host_memory_mb(spec, p.slots), start, spec.walltime_s,
+                   *preemption_view(job), part=i > 0)
         for i, p in enumerate(job.allocation))
 
 
