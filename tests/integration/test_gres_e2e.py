@@ -192,3 +192,47 @@ def test_a_failover_keeps_the_grant(tmp_path: Path) -> None:
         c.control(second, "kill")
     finally:
         c.stop()
+
+
+def test_a_gpu_node_missing_at_launch_is_not_left_open(tmp_path: Path) -> None:
+    """nvidia-modprobe (setuid root) makes a missing /dev/nvidiaN the first time a CUDA
+    program asks for it: a node absent when the job starts must not stay open to the job
+    once it appears. The test plays nvidia-modprobe: it makes the other GPU's node while
+    the job (granted the first GPU) runs, and the job then tries to open it."""
+    if os.geteuid() != 0 or not os.access(DEVICES_V1, os.W_OK):
+        pytest.skip("needs root and the cgroup v1 devices hierarchy")
+    nodes = _nodes()
+    (nodes / "nvidia1").unlink()  # not made yet on this host
+    c = Cluster(tmp_path / "cluster")
+    c.start_controller()
+    c.start_worker("g1", slots=4, attrs=(
+        f'cgroup = "v1"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
+        '[worker.gres]\ngpu = ["0", "1"]'))
+    try:
+        job = c.submit(command=(
+            f"for i in $(seq 100); do [ -e {nodes}/nvidia1 ] && break; sleep 0.1; done; "
+            f"if head -c 1 {nodes}/nvidia1 >/dev/null 2>&1; then echo 'open 1'; "
+            "else echo 'denied 1'; fi"), gres={"gpu": 1})
+        seen: list[dict] = []
+
+        def settled(states: tuple[str, ...]) -> bool:
+            seen[:] = [c.job(job)]
+            return seen[0]["state"] in states
+
+        c.wait_for(lambda: settled(("RUN", "DONE", "EXIT")), 60, "the job to start or end")
+        os.mknod(nodes / "nvidia1", 0o666 | 0o020000, os.makedev(*NODES["1"]))
+        os.chmod(nodes / "nvidia1", 0o666)
+        c.wait_for(lambda: settled(("DONE", "EXIT")), 60, "the job to end")
+        done = seen[0]
+        text = _output(c, job) if done["state"] == "DONE" else ""
+        assert "open 1" not in text, (done, text)
+        if done["state"] == "EXIT":  # refused: the node's numbers are unknown
+            assert "nvidia1 does not exist" in done["reason"], done
+        # no devices cgroup is left behind by the attempt, started or not
+        left = [p for p in DEVICES_V1.rglob(f"*{job}*") if p.is_dir()]
+        assert left == [], left
+    finally:
+        c.stop()
+        for node in nodes.iterdir():
+            node.unlink()
+        nodes.rmdir()

@@ -71,7 +71,11 @@ def test_deny_entries_read_the_nodes_major_and_minor(tmp_path: Path) -> None:
     (tmp_path / "plain").write_text("")
     with pytest.raises(RuntimeError, match="not a device node"):
         deny_entries([str(tmp_path / "plain")])
-    assert deny_entries([str(tmp_path / "nvidia9")]) == ()  # absent: nothing to open
+    # absent: nvidia-modprobe (setuid) may make it later, so it is denied by its numbers,
+    # and a missing node whose numbers are unknown refuses the launch (fail closed)
+    assert deny_entries(["/dev/nvidia250"]) == ("c 195:250 rwm",)
+    with pytest.raises(RuntimeError, match="does not exist"):
+        deny_entries([str(tmp_path / "nvidia9")])
 
 
 @pytest.mark.gpu

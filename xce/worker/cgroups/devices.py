@@ -12,6 +12,7 @@ program), so there only the environment variables bind the devices.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterable
 
@@ -21,15 +22,33 @@ HIERARCHY = "devices"
 ENTRY_KINDS = {"c", "b"}
 
 
+# NVIDIA's GPU nodes: /dev/nvidiaN is character device 195:N (the driver's fixed major,
+# NV_MAJOR_DEVICE_NUMBER; nvidia-modprobe makes the node with minor N).
+NVIDIA_NODE = re.compile(r"/dev/nvidia([0-9]{1,3})")
+NVIDIA_MAJOR = 195
+
+
 def deny_entries(paths: Iterable[str]) -> tuple[str, ...]:
-    """`c MAJOR:MINOR rwm` for each device node in `paths`. A node that does not exist is
-    passed over (nothing can open it; a job cannot mknod); one that exists but is not a
-    device node is an error (a GPU configured by a wrong path must not be silently open)."""
+    """`c MAJOR:MINOR rwm` for each device node in `paths`. One that exists but is not a
+    device node is an error (a GPU configured by a wrong path must not be silently open).
+    A node that does not exist yet is not "nothing to open": NVIDIA's setuid
+    nvidia-modprobe makes a missing /dev/nvidiaN when any CUDA program asks for it, so a
+    job started before the node existed could open it later. /dev/nvidiaN is denied by its
+    fixed numbers (c 195:N) whether or not it exists; any other missing node is an error
+    (fail closed: the job does not start rather than run with a GPU left open)."""
     out: list[str] = []
     for path in paths:
         try:
             st = os.stat(path)
         except FileNotFoundError:
+            nvidia = NVIDIA_NODE.fullmatch(path)
+            if nvidia is None or int(nvidia.group(1)) > 255:
+                raise CgroupError(f"GPU device node {path} does not exist: its device "
+                                  "numbers are unknown, so it cannot be denied to the job "
+                                  "(check gpu_device_path)") from None
+            entry = f"c {NVIDIA_MAJOR}:{int(nvidia.group(1))} rwm"
+            if entry not in out:
+                out.append(entry)
             continue
         except OSError as exc:
             raise CgroupError(f"GPU device node {path}: {exc.strerror}") from None
