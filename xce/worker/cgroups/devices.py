@@ -11,6 +11,7 @@ program), so there only the environment variables bind the devices.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -82,6 +83,16 @@ def make(ns: str, name: str, entries: Iterable[str]) -> str:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
         raise CgroupError(f"cannot create devices cgroup {name}: {exc.strerror}") from None
-    for entry in entries:
-        write(os.path.join(path, "devices.deny"), entry)
+    try:
+        for entry in entries:
+            write(os.path.join(path, "devices.deny"), entry)
+    except BaseException as exc:
+        # the caller's clean-up knows only directories it was handed: remove this one here,
+        # or a half-written devices cgroup outlives the failed launch
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+        if isinstance(exc, OSError):
+            raise CgroupError(f"cannot deny {entry!r} in devices cgroup {name}: "
+                              f"{exc.strerror}") from None
+        raise
     return path
