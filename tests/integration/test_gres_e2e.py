@@ -7,6 +7,7 @@ granted."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -233,6 +234,40 @@ def test_a_gpu_node_missing_at_launch_is_not_left_open(tmp_path: Path) -> None:
         assert left == [], left
     finally:
         c.stop()
+        for node in nodes.iterdir():
+            node.unlink()
+        nodes.rmdir()
+
+
+def test_under_cgroup_v2_a_job_cannot_open_a_gpu_it_was_not_granted(tmp_path: Path) -> None:
+    """cgroup v2 has no devices files: the worker attaches an eBPF device program to the
+    job's cgroup. A hostile job that unsets CUDA_VISIBLE_DEVICES and opens the other GPU's
+    node directly is refused by the kernel; its own node opens."""
+    v2 = next((line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+               if line.split()[2] == "cgroup2"), None)
+    if os.geteuid() != 0 or v2 is None or not os.access(v2, os.W_OK):
+        pytest.skip("needs root and a writable cgroup2 mount")
+    nodes = _nodes()
+    before = set(Path(v2).glob("xce-g1-*"))
+    c = Cluster(tmp_path / "cluster")
+    c.start_controller()
+    c.start_worker("g1", slots=4, attrs=(
+        f'cgroup = "v2"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
+        '[worker.gres]\ngpu = ["0", "1"]'))
+    try:
+        job = c.submit(command="unset CUDA_VISIBLE_DEVICES; " + PROBE.format(nodes=nodes,
+                                                                          sleep=0),
+                       gres={"gpu": 1})
+        done = c.wait_state(job, "DONE", timeout=60)
+        mine = done["devices"][0].split(":")[1]
+        other = "1" if mine == "0" else "0"
+        text = _output(c, job)
+        assert f"open {mine}" in text and f"denied {other}" in text, text
+    finally:
+        c.stop()
+        for left in set(Path(v2).glob("xce-g1-*")) - before:  # the worker's namespace
+            with contextlib.suppress(OSError):
+                left.rmdir()
         for node in nodes.iterdir():
             node.unlink()
         nodes.rmdir()

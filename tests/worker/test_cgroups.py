@@ -544,6 +544,31 @@ def test_v2_on_the_unified_mount_contains_freezes_and_kills(made: Made) -> None:
     assert not cg.oom_killed()
 
 
+@needs_v2
+def test_v2_device_program_denies_the_entries_to_every_task(made: Made) -> None:
+    """cgroup v2 has no devices.deny: the job's cgroup gets an eBPF device program that
+    denies the other GPUs' nodes (here /dev/full, c 1:7) to the job and its children,
+    root included, before any task joins; other nodes stay open."""
+    b = made.backend("v2")
+    cg = made.create(b, "gpujob", Limits(devices_deny=("c 1:7 rwm",)))
+    out = made.tmp / "opened"
+    made.py(cg, "import os, sys\n"
+            "if os.fork() == 0:\n    os.setsid()\n"  # a child that left the session too
+            "for n in ('/dev/zero', '/dev/full', '/dev/null'):\n"
+            "    try:\n        open(n, 'rb').close(); r = 'open'\n"
+            "    except OSError: r = 'denied'\n"
+            "    open(sys.argv[1] + str(os.getpid()), 'a').write(f'{n} {r}\\n')\n", str(out))
+    wait_for(lambda: len([p for p in made.tmp.iterdir() if p.name.startswith("opened")]) == 2
+             and all(p.read_text().count("\n") == 3 for p in made.tmp.iterdir()
+                     if p.name.startswith("opened")))
+    for p in made.tmp.iterdir():
+        if p.name.startswith("opened"):
+            assert p.read_text() == "/dev/zero open\n/dev/full denied\n/dev/null open\n"
+    cg.kill()
+    cg.remove()
+    assert b.existing() == []
+
+
 def _v2_offers(*controllers: str) -> str:
     """Why the v2 limits cannot be tested here, or "" when they can."""
     mount = _v2_mount()

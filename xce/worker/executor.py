@@ -328,7 +328,8 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             argv = ["/bin/sh", "-c", a["command"]]
         name = attempt_name(a["job_id"], a["attempt"])
         limits = limits_for(a, pids_limit, host_memory_mb)
-        if backend.kind == "v1" and devices.gpus:  # only then the devices hierarchy
+        # the v1 devices hierarchy or a v2 device program (only then): "none" cannot fence
+        if backend.kind in ("v1", "v2") and devices.gpus:
             try:
                 deny = deny_entries(gpus.denied_nodes(a, devices))
             except CgroupError as exc:

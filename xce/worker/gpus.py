@@ -8,8 +8,9 @@ or a driver the host simply has no GPUs, said in one log line.
 
 Binding: a job granted GPUs gets `CUDA_VISIBLE_DEVICES`, `ROCR_VISIBLE_DEVICES` and
 `XCE_GPUS` naming exactly them; a job on a GPU host granted none gets them empty (CUDA then
-sees no device). With the cgroup v1 backend the other GPUs' device nodes are denied to the
-job (xce/worker/cgroups/devices.py), so it cannot open them even by unsetting the variables.
+sees no device). With the cgroup v1 and v2 backends the other GPUs' device nodes are denied
+to the job (v1's devices.deny, xce/worker/cgroups/devices.py; v2's eBPF device program,
+xce/worker/cgroups/devbpf.py), so it cannot open them even by unsetting the variables.
 """
 
 from __future__ import annotations

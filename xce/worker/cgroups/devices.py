@@ -5,8 +5,8 @@ worker fills `Limits.devices_deny` only then), so ordinary launches neither crea
 one. The job's directory inherits the parent's allow list (root's `a *:* rwm`) and gets a
 `devices.deny` line per other GPU's device node, by its major:minor: the check is the
 kernel's at open(2), whatever path or copy of the node the job uses. Like Slurm's
-task/cgroup `ConstrainDevices=yes`. cgroup v2 has no devices files (it needs an eBPF
-program), so there only the environment variables bind the devices.
+task/cgroup `ConstrainDevices=yes`. cgroup v2 has no devices files: the same entries go
+into an eBPF device program attached to the job's cgroup (xce/worker/cgroups/devbpf.py).
 """
 
 from __future__ import annotations
