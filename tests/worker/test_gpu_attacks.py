@@ -112,3 +112,42 @@ async def test_a_job_cannot_reach_the_gpu_it_was_not_granted(
         assert left == [], left
     finally:
         host.close()
+
+
+async def test_a_planted_link_in_a_writable_node_directory_cannot_unfence_a_gpu(
+        root: Path, linux_users: LinuxUsers) -> None:  # noqa: F811
+    """gpu_device_path in a directory users may write (sticky, like /tmp), one GPU's node
+    not made there yet: a user plants `nvidia1 -> /dev/null`. The worker read the node's
+    numbers through the link, denied /dev/null, and left the real GPU (here /dev/full,
+    standing for /dev/nvidia1) open to the job. A path a user can change is refused."""
+    modes = _modes()
+    if not modes:
+        pytest.skip("no cgroup that can fence devices")
+    user: LinuxUser = linux_users.user()
+    where = searchable_dir("xce-gpu-open-")
+    os.chmod(where, 0o1777)  # the misconfiguration: a node directory anyone may write
+    os.mknod(where / "nvidia0", 0o666 | 0o020000, os.makedev(*NODES["0"]))
+    os.symlink("/dev/null", where / "nvidia1")  # planted by the user
+    os.lchown(where / "nvidia1", user.uid, user.gid)
+    host = LocalHost(root, mode=modes[0], pids_limit=64)
+    devices = gpus.HostDevices({"gpu": ("0", "1")}, gpu_device_path=f"{where}/nvidia{{}}")
+    try:
+        a = {"job_id": "g2", "attempt": 0, "user": user.name, "outputs": [], "inputs": [],
+             "slots": 1, "devices": ["gpu:0"],
+             "command": "if head -c 1 /dev/full >/dev/null 2>&1; then echo 'open 1'; "
+                        "else echo 'denied 1'; fi"}
+        account = executor.account_for(user.name, allow_root=False)
+        job = await executor.prepare(host.spool, a, account)
+        job.result = asyncio.get_running_loop().create_future()
+        try:
+            await executor.launch(job, host.launcher, host.backend, account, "h1", 64,
+                                  host.spool.state, host.contact, devices=devices)
+        except executor.LaunchError as exc:
+            assert "not trusted" in str(exc) and "nvidia1" in str(exc), exc
+            return
+        await host.wait(job)
+        text = (job.job_dir / ".xce" / "stdout").read_text()
+        assert "open 1" not in text, text
+    finally:
+        host.close()
+        shutil.rmtree(where, ignore_errors=True)

@@ -127,3 +127,21 @@ def test_nvml_lists_the_gpus_with_model_and_memory() -> None:
         out = subprocess.run([sys.executable, "bench/gpu_check.py", "--visible"], env=env,
                              capture_output=True, text=True, timeout=60, check=True).stdout
         assert f"visible={host.gpus[0]}" in out, out
+
+
+def test_a_node_path_a_user_could_change_is_refused(tmp_path: Path) -> None:
+    from xce.worker.cgroups.devices import untrusted
+
+    assert untrusted("/dev/null") is None
+    owned = tmp_path / "site-dev"
+    owned.mkdir()
+    os.mknod(owned / "nvidia0", 0o666 | 0o020000, os.makedev(1, 5))
+    if os.geteuid() == 0:
+        assert untrusted(str(owned / "nvidia0")) is None
+        os.chown(owned, 1000, 1000)  # a directory a user owns
+        assert "belongs to uid 1000" in (untrusted(str(owned / "nvidia0")) or "")
+        with pytest.raises(RuntimeError, match="not trusted"):
+            deny_entries([str(owned / "nvidia0")])
+        os.chown(owned, 0, 0)
+    os.chmod(owned, 0o777)  # writable by others, not sticky
+    assert "writable by others" in (untrusted(str(owned / "nvidia0")) or "")

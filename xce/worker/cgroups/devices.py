@@ -39,6 +39,10 @@ def deny_entries(paths: Iterable[str]) -> tuple[str, ...]:
     (fail closed: the job does not start rather than run with a GPU left open)."""
     out: list[str] = []
     for path in paths:
+        why = untrusted(path)
+        if why is not None:
+            raise CgroupError(f"GPU device path {path} is not trusted: {why} (a user could "
+                              "swap the node and leave the GPU open; check gpu_device_path)")
         try:
             st = os.stat(path)
         except FileNotFoundError:
@@ -63,6 +67,35 @@ def deny_entries(paths: Iterable[str]) -> tuple[str, ...]:
         if entry not in out:
             out.append(entry)
     return tuple(out)
+
+
+def untrusted(path: str) -> str | None:
+    """Why someone other than root could change what `path` names, or None. The worker
+    reads a node's numbers through the path; a symlink or a directory on the way that a
+    user controls would let a job point the path at another node (/dev/null) and so have
+    the real GPU left open. Every component, as written and as resolved, must be root's;
+    a directory others may write must be sticky (like /tmp), and what lies in it must
+    already exist and be root's."""
+    for chain in (os.path.abspath(path), os.path.realpath(path)):
+        prefix = "/"
+        parts = [p for p in chain.split("/") if p]
+        for i, part in enumerate(["", *parts]):
+            prefix = os.path.join(prefix, part) if part else "/"
+            try:
+                st = os.lstat(prefix)
+            except FileNotFoundError:
+                return None  # the rest does not exist (deny_entries decides about that)
+            except OSError as exc:
+                return f"{prefix}: {exc.strerror}"
+            if st.st_uid != 0:
+                return f"{prefix} belongs to uid {st.st_uid}"
+            if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o022 and i < len(parts):
+                if not st.st_mode & stat.S_ISVTX:
+                    return f"{prefix} is writable by others"
+                if not os.path.lexists(os.path.join(prefix, parts[i])):
+                    return f"{os.path.join(prefix, parts[i])} is missing in a directory " \
+                           "others may write"
+    return None
 
 
 def check_entries(entries: Iterable[str]) -> None:
