@@ -230,7 +230,7 @@ def test_a_gpu_node_missing_at_launch_is_not_left_open(tmp_path: Path) -> None:
         if done["state"] == "EXIT":  # refused: the node's numbers are unknown
             assert "nvidia1 does not exist" in done["reason"], done
         # no devices cgroup is left behind by the attempt, started or not
-        left = [p for p in DEVICES_V1.rglob(f"*{job}*") if p.is_dir()]
+        left = [p for ns in DEVICES_V1.glob("xce-g1-*") for p in ns.iterdir() if p.is_dir()]
         assert left == [], left
     finally:
         c.stop()
@@ -268,6 +268,46 @@ def test_under_cgroup_v2_a_job_cannot_open_a_gpu_it_was_not_granted(tmp_path: Pa
         for left in set(Path(v2).glob("xce-g1-*")) - before:  # the worker's namespace
             with contextlib.suppress(OSError):
                 left.rmdir()
+        for node in nodes.iterdir():
+            node.unlink()
+        nodes.rmdir()
+
+
+def test_a_devices_fence_that_cannot_be_set_up_ends_the_job_instead_of_hanging_it(
+        tmp_path: Path) -> None:
+    """A cgroup error while making the job's cgroup (here: the worker's cgroup v2 parent
+    holds a device program attached without BPF_F_ALLOW_MULTI, as older container runtimes
+    do, so the job's own program cannot be attached) escaped the worker's launch error
+    handling: the controller kept the job RUN holding its GPU and the worker retried the
+    launch at every heartbeat. It must end the job, naming why, and free the GPU."""
+    from xce.worker.cgroups import devbpf
+
+    v2 = next((line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+               if line.split()[2] == "cgroup2"), None)
+    if os.geteuid() != 0 or v2 is None or not os.access(v2, os.W_OK):
+        pytest.skip("needs root and a writable cgroup2 mount")
+    parent = Path(v2) / f"xcetest-{os.getpid()}-noattach"
+    parent.mkdir()
+    devbpf.attach(str(parent), (), flags=0)  # allows everything, forbids programs below
+    nodes = _nodes()
+    c = Cluster(tmp_path / "cluster")
+    c.start_controller()
+    c.start_worker("g1", slots=4, attrs=(
+        f'cgroup = "v2"\ncgroup_parent = "/{parent.name}"\n'
+        f'gpu_device_path = "{nodes}/nvidia{{}}"\n[worker.gres]\ngpu = ["0", "1"]'))
+    try:
+        job = c.submit(command="true", gres={"gpu": 1})
+        done = c.wait_state(job, "EXIT", timeout=30)
+        assert "device program" in done["reason"], done
+        free = {h["name"]: h for h in c.get("/api/v1/hosts")["hosts"]}["g1"]["gres"]
+        assert free["gpu"]["free"] == 2, free
+    finally:
+        c.stop()
+        for left in sorted(parent.rglob("*"), key=lambda p: -len(str(p))):
+            if left.is_dir():
+                with contextlib.suppress(OSError):
+                    left.rmdir()
+        parent.rmdir()
         for node in nodes.iterdir():
             node.unlink()
         nodes.rmdir()

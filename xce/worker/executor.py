@@ -351,7 +351,10 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             "private_tmp": private_tmp and not any(
                 _under_tmp(path) for path in (job.work_dir, job.job_dir)),
         })
-        job.cgroup = await asyncio.to_thread(backend.create, name, limits)
+        try:
+            job.cgroup = await asyncio.to_thread(backend.create, name, limits)
+        except CgroupError as exc:  # a launch failure: the job ends saying why
+            raise LaunchError(str(exc)) from None
         try:
             started = await launcher.launch(str(job.attempt_dir), files.stdout, files.stderr)
         except (KeeperError, OSError, TimeoutError, ValueError) as exc:

@@ -66,7 +66,8 @@ def program(entries: Iterable[str]) -> bytes:
             _insn(0x45, 5, 0, deny_at - (here + 4), mask),  # if r5 & mask: deny
         ]
     out += [_insn(0xB7, 0, 0, 0, 1), _insn(0x95)]  # allow: r0 = 1; exit
-    out += [_insn(0xB7, 0, 0, 0, 0), _insn(0x95)]  # deny: r0 = 0; exit
+    if rules:  # the verifier refuses unreachable code
+        out += [_insn(0xB7, 0, 0, 0, 0), _insn(0x95)]  # deny: r0 = 0; exit
     return b"".join(out)
 
 
@@ -83,7 +84,7 @@ def _bpf(cmd: int, attr: bytes) -> int:
     return int(result)
 
 
-def attach(cgroup_dir: str, entries: Iterable[str]) -> None:
+def attach(cgroup_dir: str, entries: Iterable[str], flags: int = _BPF_F_ALLOW_MULTI) -> None:
     """Deny `entries` to every task of `cgroup_dir` (before any task joins it)."""
     code = ctypes.create_string_buffer(program(entries))
     license_ = ctypes.create_string_buffer(b"GPL")
@@ -101,7 +102,7 @@ def attach(cgroup_dir: str, entries: Iterable[str]) -> None:
         target = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY)
         try:
             _bpf(_BPF_PROG_ATTACH, struct.pack("<IIII", target, prog, _BPF_CGROUP_DEVICE,
-                                               _BPF_F_ALLOW_MULTI))
+                                               flags))
         finally:
             os.close(target)
     except OSError as exc:
