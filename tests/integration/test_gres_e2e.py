@@ -7,6 +7,7 @@ granted."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -192,3 +193,121 @@ def test_a_failover_keeps_the_grant(tmp_path: Path) -> None:
         c.control(second, "kill")
     finally:
         c.stop()
+
+
+def test_a_gpu_node_missing_at_launch_is_not_left_open(tmp_path: Path) -> None:
+    """nvidia-modprobe (setuid root) makes a missing /dev/nvidiaN the first time a CUDA
+    program asks for it: a node absent when the job starts must not stay open to the job
+    once it appears. The test plays nvidia-modprobe: it makes the other GPU's node while
+    the job (granted the first GPU) runs, and the job then tries to open it."""
+    if os.geteuid() != 0 or not os.access(DEVICES_V1, os.W_OK):
+        pytest.skip("needs root and the cgroup v1 devices hierarchy")
+    nodes = _nodes()
+    (nodes / "nvidia1").unlink()  # not made yet on this host
+    c = Cluster(tmp_path / "cluster")
+    c.start_controller()
+    c.start_worker("g1", slots=4, attrs=(
+        f'cgroup = "v1"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
+        '[worker.gres]\ngpu = ["0", "1"]'))
+    try:
+        job = c.submit(command=(
+            f"for i in $(seq 100); do [ -e {nodes}/nvidia1 ] && break; sleep 0.1; done; "
+            f"if head -c 1 {nodes}/nvidia1 >/dev/null 2>&1; then echo 'open 1'; "
+            "else echo 'denied 1'; fi"), gres={"gpu": 1})
+        seen: list[dict] = []
+
+        def settled(states: tuple[str, ...]) -> bool:
+            seen[:] = [c.job(job)]
+            return seen[0]["state"] in states
+
+        c.wait_for(lambda: settled(("RUN", "DONE", "EXIT")), 60, "the job to start or end")
+        os.mknod(nodes / "nvidia1", 0o666 | 0o020000, os.makedev(*NODES["1"]))
+        os.chmod(nodes / "nvidia1", 0o666)
+        c.wait_for(lambda: settled(("DONE", "EXIT")), 60, "the job to end")
+        done = seen[0]
+        text = _output(c, job) if done["state"] == "DONE" else ""
+        assert "open 1" not in text, (done, text)
+        if done["state"] == "EXIT":  # refused: the node's numbers are unknown
+            assert "nvidia1 does not exist" in done["reason"], done
+        # no devices cgroup is left behind by the attempt, started or not
+        left = [p for ns in DEVICES_V1.glob("xce-g1-*") for p in ns.iterdir() if p.is_dir()]
+        assert left == [], left
+    finally:
+        c.stop()
+        for node in nodes.iterdir():
+            node.unlink()
+        nodes.rmdir()
+
+
+def test_under_cgroup_v2_a_job_cannot_open_a_gpu_it_was_not_granted(tmp_path: Path) -> None:
+    """cgroup v2 has no devices files: the worker attaches an eBPF device program to the
+    job's cgroup. A hostile job that unsets CUDA_VISIBLE_DEVICES and opens the other GPU's
+    node directly is refused by the kernel; its own node opens."""
+    v2 = next((line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+               if line.split()[2] == "cgroup2"), None)
+    if os.geteuid() != 0 or v2 is None or not os.access(v2, os.W_OK):
+        pytest.skip("needs root and a writable cgroup2 mount")
+    nodes = _nodes()
+    before = set(Path(v2).glob("xce-g1-*"))
+    c = Cluster(tmp_path / "cluster")
+    c.start_controller()
+    c.start_worker("g1", slots=4, attrs=(
+        f'cgroup = "v2"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
+        '[worker.gres]\ngpu = ["0", "1"]'))
+    try:
+        job = c.submit(command="unset CUDA_VISIBLE_DEVICES; " + PROBE.format(nodes=nodes,
+                                                                          sleep=0),
+                       gres={"gpu": 1})
+        done = c.wait_state(job, "DONE", timeout=60)
+        mine = done["devices"][0].split(":")[1]
+        other = "1" if mine == "0" else "0"
+        text = _output(c, job)
+        assert f"open {mine}" in text and f"denied {other}" in text, text
+    finally:
+        c.stop()
+        for left in set(Path(v2).glob("xce-g1-*")) - before:  # the worker's namespace
+            with contextlib.suppress(OSError):
+                left.rmdir()
+        for node in nodes.iterdir():
+            node.unlink()
+        nodes.rmdir()
+
+
+def test_a_devices_fence_that_cannot_be_set_up_ends_the_job_instead_of_hanging_it(
+        tmp_path: Path) -> None:
+    """A cgroup error while making the job's cgroup (here: the worker's cgroup v2 parent
+    holds a device program attached without BPF_F_ALLOW_MULTI, as older container runtimes
+    do, so the job's own program cannot be attached) escaped the worker's launch error
+    handling: the controller kept the job RUN holding its GPU and the worker retried the
+    launch at every heartbeat. It must end the job, naming why, and free the GPU."""
+    from xce.worker.cgroups import devbpf
+
+    v2 = next((line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+               if line.split()[2] == "cgroup2"), None)
+    if os.geteuid() != 0 or v2 is None or not os.access(v2, os.W_OK):
+        pytest.skip("needs root and a writable cgroup2 mount")
+    parent = Path(v2) / f"xcetest-{os.getpid()}-noattach"
+    parent.mkdir()
+    devbpf.attach(str(parent), (), flags=0)  # allows everything, forbids programs below
+    nodes = _nodes()
+    c = Cluster(tmp_path / "cluster")
+    c.start_controller()
+    c.start_worker("g1", slots=4, attrs=(
+        f'cgroup = "v2"\ncgroup_parent = "/{parent.name}"\n'
+        f'gpu_device_path = "{nodes}/nvidia{{}}"\n[worker.gres]\ngpu = ["0", "1"]'))
+    try:
+        job = c.submit(command="true", gres={"gpu": 1})
+        done = c.wait_state(job, "EXIT", timeout=30)
+        assert "device program" in done["reason"], done
+        free = {h["name"]: h for h in c.get("/api/v1/hosts")["hosts"]}["g1"]["gres"]
+        assert free["gpu"]["free"] == 2, free
+    finally:
+        c.stop()
+        for left in sorted(parent.rglob("*"), key=lambda p: -len(str(p))):
+            if left.is_dir():
+                with contextlib.suppress(OSError):
+                    left.rmdir()
+        parent.rmdir()
+        for node in nodes.iterdir():
+            node.unlink()
+        nodes.rmdir()

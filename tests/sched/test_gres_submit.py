@@ -42,6 +42,14 @@ def job(**kw: object) -> SubmitRequest:
     (job(resources="rusage[gpu=3]"), "asks for 3 gpu devices"),
     (job(resources="rusage[gpu=0.5]"), "whole number"),
     (job(gres={"GPU": 1}), "not valid"),
+    # hostile names and counts, also where defer skips the hosts' side
+    (job(gres={"gpu\n": 1}, defer=True), "not valid"),
+    (job(gres={"gpu\x00": 1}, defer=True), "not valid"),
+    (job(gres={"gp\u00fc": 1}, defer=True), "not valid"),
+    (job(gres={"gpu": 2**63}, defer=True), "between 0 and"),
+    (job(gres={"gpu": -1}, defer=True), "between 0 and"),
+    (job(gres={"gpu": True}, defer=True), "whole number"),
+    (job(licenses={"matlab\n": 1}), "not valid"),
     (job(gres={"gpu": 1}, resources="rusage[gpu=2]"), "asked twice"),
     (job(licenses={"matlab": 1}), "license 'matlab' is not counted"),
 ])

@@ -3,7 +3,7 @@ action is offered and the server decides."""
 
 from __future__ import annotations
 
-from tests.tui.helpers import footer_keys
+from tests.tui.helpers import footer_keys, until
 from tests.tui.sample import sample_app
 from tui.perms import Access
 from tui.screens.confirm import ConfirmScreen
@@ -22,15 +22,15 @@ async def test_jobs_screen_hides_what_whoami_does_not_grant() -> None:
     app = sample_app()
     app.access = Access("alice", ("viewer",), frozenset({"job:view:all"}))
     async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause(0.4)
+        # The footer fills once the screen is composed: under load that takes a while.
+        await until(pilot, lambda: "Filter" in footer_keys(pilot), "the jobs footer")
         footer = footer_keys(pilot)
-        assert "Filter" in footer and "Kill" not in footer and "Suspend" not in footer
+        assert "Kill" not in footer and "Suspend" not in footer
         await pilot.press("k")
         assert not isinstance(app.screen, ConfirmScreen)
         await pilot.press("3")
-        await pilot.pause(0.4)
-        footer = footer_keys(pilot)
-        assert "Topology" in footer and "Drain" not in footer
+        await until(pilot, lambda: "Topology" in footer_keys(pilot), "the hosts footer")
+        assert "Drain" not in footer_keys(pilot)
         await pilot.press("d")
         assert not isinstance(app.screen, ConfirmScreen)
 
@@ -38,8 +38,7 @@ async def test_jobs_screen_hides_what_whoami_does_not_grant() -> None:
 async def test_without_whoami_every_action_is_offered() -> None:
     app = sample_app()
     async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause(0.4)
-        assert "Kill" in footer_keys(pilot)
+        await until(pilot, lambda: "Kill" in footer_keys(pilot), "Kill in the footer")
         await pilot.press("k")
         assert isinstance(app.screen, ConfirmScreen)
         assert "Kill job 101?" in app.screen.text

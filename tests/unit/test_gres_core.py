@@ -39,6 +39,12 @@ def test_host_pairs_refuse_duplicate_and_odd_ids() -> None:
         gres.host_pairs({"gpu": ["0", "0"]})
     with pytest.raises(InvalidRequest, match="not valid"):
         gres.host_pairs({"gpu": ["a b"]})
+    # a trailing newline (which `$` lets through) reaches CUDA_VISIBLE_DEVICES and paths
+    for odd in ("0\n", "0\x00", "0,1"):
+        with pytest.raises(InvalidRequest, match="not valid"):
+            gres.host_pairs({"gpu": [odd]})
+    with pytest.raises(InvalidRequest, match="not valid"):
+        gres.host_pairs({"gpu\n": ["0"]})
 
 
 def test_granted_devices_are_held_while_active_and_never_twice() -> None:

@@ -21,8 +21,9 @@ from functools import lru_cache
 
 from xce.core.errors import InvalidRequest
 
-KIND = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-DEVICE_ID = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
+# \Z, not $: `$` also matches before a trailing newline ("gpu\n" would pass).
+KIND = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
+DEVICE_ID = re.compile(r"[A-Za-z0-9_.:/-]{1,128}\Z")
 # Resources that rusage[] names but that are not generic resources.
 NOT_GRES = frozenset({"mem", "swp", "swap", "tmp", "slots", "ut"})
 MAX_COUNT = 1_000_000

@@ -350,7 +350,8 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             argv = ["/bin/sh", "-c", a["command"]]
         name = attempt_name(a["job_id"], a["attempt"])
         limits = limits_for(a, pids_limit, host_memory_mb)
-        if backend.kind == "v1" and devices.gpus:  # only then the devices hierarchy
+        # the v1 devices hierarchy or a v2 device program (only then): "none" cannot fence
+        if backend.kind in ("v1", "v2") and devices.gpus:
             try:
                 deny = deny_entries(gpus.denied_nodes(a, devices))
             except CgroupError as exc:
@@ -372,7 +373,10 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             "private_tmp": private_tmp and not any(
                 _under_tmp(path) for path in (job.work_dir, job.job_dir)),
         })
-        job.cgroup = await asyncio.to_thread(backend.create, name, limits)
+        try:
+            job.cgroup = await asyncio.to_thread(backend.create, name, limits)
+        except CgroupError as exc:  # a launch failure: the job ends saying why
+            raise LaunchError(str(exc)) from None
         try:
             started = await launcher.launch(str(job.attempt_dir), files.stdout, files.stderr)
         except (KeeperError, OSError, TimeoutError, ValueError) as exc:

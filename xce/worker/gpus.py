@@ -8,8 +8,9 @@ or a driver the host simply has no GPUs, said in one log line.
 
 Binding: a job granted GPUs gets `CUDA_VISIBLE_DEVICES`, `ROCR_VISIBLE_DEVICES` and
 `XCE_GPUS` naming exactly them; a job on a GPU host granted none gets them empty (CUDA then
-sees no device). With the cgroup v1 backend the other GPUs' device nodes are denied to the
-job (xce/worker/cgroups/devices.py), so it cannot open them even by unsetting the variables.
+sees no device). With the cgroup v1 and v2 backends the other GPUs' device nodes are denied
+to the job (v1's devices.deny, xce/worker/cgroups/devices.py; v2's eBPF device program,
+xce/worker/cgroups/devbpf.py), so it cannot open them even by unsetting the variables.
 """
 
 from __future__ import annotations
@@ -35,17 +36,24 @@ class HostDevices:
     attributes: dict[str, str] = field(default_factory=dict)
     source: str = "config"  # "config", "nvml" or "none"
     gpu_device_path: str = "/dev/nvidia{}"
+    # GPU id -> its device node, where known better than the pattern: NVML's index is not
+    # the node's minor number (/dev/nvidia<minor>), so detected GPUs name their nodes here.
+    nodes: dict[str, str] = field(default_factory=dict)
 
     @property
     def gpus(self) -> tuple[str, ...]:
         return self.devices.get(GPU, ())
 
     def gpu_node(self, device: str) -> str:
-        return self.gpu_device_path.replace("{}", device)
+        node = self.nodes.get(device)
+        return node if node is not None else self.gpu_device_path.replace("{}", device)
 
 
-def detect_nvml() -> tuple[tuple[str, ...], dict[str, str]] | None:
-    """(GPU indexes, attributes) from NVML, or None when the library or a driver is absent."""
+def detect_nvml() -> tuple[tuple[str, ...], dict[str, str], dict[str, int]] | None:
+    """(GPU indexes, attributes, index -> device minor number) from NVML, or None when the
+    library or a driver is absent. The minor number names the GPU's node, /dev/nvidia<minor>:
+    NVML orders its indexes by PCI bus id, the driver numbers the nodes as it probes, and the
+    two need not agree (Slurm's NVML autodetection reads the minor number too)."""
     try:
         import pynvml  # nvidia-ml-py
     except ImportError:
@@ -59,12 +67,14 @@ def detect_nvml() -> tuple[tuple[str, ...], dict[str, str]] | None:
     try:
         count = pynvml.nvmlDeviceGetCount()
         attrs: dict[str, str] = {}
+        minors = {str(i): int(pynvml.nvmlDeviceGetMinorNumber(
+            pynvml.nvmlDeviceGetHandleByIndex(i))) for i in range(count)}
         if count:
             handle = pynvml.nvmlDeviceGetHandleByIndex(0)
             attrs["gpu_model"] = model_name(pynvml.nvmlDeviceGetName(handle))
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total
             attrs["gpu_memory_mb"] = str(int(memory) // 2**20)
-        return tuple(str(i) for i in range(count)), attrs
+        return tuple(str(i) for i in range(count)), attrs, minors
     finally:
         pynvml.nvmlShutdown()
 
@@ -88,7 +98,8 @@ def host_devices(configured: Mapping[str, tuple[str, ...]] | None,
         return HostDevices(devices, {}, "none" if not devices else "config", gpu_device_path)
     devices[GPU] = found[0]
     log.info("GPUs from NVML: %s (%s)", ",".join(found[0]), found[1].get("gpu_model", "?"))
-    return HostDevices(devices, found[1], "nvml", gpu_device_path)
+    nodes = {i: gpu_device_path.replace("{}", str(minor)) for i, minor in found[2].items()}
+    return HostDevices(devices, found[1], "nvml", gpu_device_path, nodes)
 
 
 def job_env(assignment: Mapping[str, Any], host: HostDevices) -> dict[str, str]:

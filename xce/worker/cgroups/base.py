@@ -33,7 +33,8 @@ class Limits:
     cpus: int | None = None  # slots: a cpuset of that many cores if free, else a CPU quota
     pids: int | None = None  # max tasks (processes and threads)
     # Device nodes the job may not open, "c MAJ:MIN rwm" (the other GPUs of the host; v1's
-    # devices controller, xce/worker/cgroups/devices.py); empty: no devices cgroup at all.
+    # devices controller, xce/worker/cgroups/devices.py, or v2's eBPF device program,
+    # devbpf.py); empty: no devices cgroup or program at all.
     devices_deny: tuple[str, ...] = ()
 
 

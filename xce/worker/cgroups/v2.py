@@ -26,6 +26,7 @@ import signal as _signal
 import time
 from collections.abc import Iterator
 
+from xce.worker.cgroups import devbpf
 from xce.worker.cgroups.base import (
     CgroupError,
     CgroupUsage,
@@ -279,6 +280,8 @@ class V2Backend:
 
     def _apply(self, name: str, path: str, limits: Limits) -> tuple[int, ...]:
         on = self.enforced
+        if limits.devices_deny:  # before any task joins: the other GPUs (devbpf.py)
+            devbpf.attach(path, limits.devices_deny)
         if limits.memory_bytes is not None and "memory" in on:
             write(os.path.join(path, "memory.max"), str(limits.memory_bytes))
             for f, v in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
