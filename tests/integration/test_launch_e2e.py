@@ -236,3 +236,36 @@ def test_suspend_and_resume_reach_the_tasks_on_every_host(three: Cluster) -> Non
     assert len(_sleepers("191.5")) == 6
     three.control(job_id, "kill")
     three.wait_for(lambda: not _sleepers("191.5"), 60, "every task ended")
+
+
+def test_tasks_run_as_the_jobs_user_whatever_the_request_says(three: Cluster) -> None:
+    """A job of an ordinary user: its tasks on every host run as that user (never root),
+    with the account's HOME, and the request cannot set XCE_EXEC_HOST or HOME."""
+    import uuid
+
+    from tests.integration.cluster import linux_users
+
+    env_file = Path(f"/tmp/xce-launch-{uuid.uuid4().hex}.env")
+    with linux_users("xcelaunch1"):
+        job_id = three.submit(command=f"env > {env_file}.tmp; mv {env_file}.tmp {env_file}; "
+                                      "sleep 60", slots=4, resources="span[ptile=2]",
+                              user="xcelaunch1")
+        try:
+            three.wait_for(env_file.exists, 60, "the job's environment")
+            env = dict(line.split("=", 1) for line in env_file.read_text().splitlines()
+                       if "=" in line)
+            tasks = dict(item.split("=", 1) for item in env["XCE_LAUNCH_TASKS"].split(","))
+            assert len(tasks) == 2
+            req = {"job_id": job_id, "attempt": int(env["XCE_ATTEMPT"]),
+                   "credential": env["XCE_LAUNCH_CRED"], "task_id": 0, "local_task_id": 0,
+                   "argv": ["sh", "-c", "id -un; echo $HOME $XCE_EXEC_HOST"],
+                   "env": {"PATH": "/usr/bin:/bin", "HOME": "/root", "XCE_EXEC_HOST": "x"}}
+            home = Path("~xcelaunch1").expanduser()
+            for host, address in tasks.items():
+                out, answer = _call(address, {**req, "host": host})
+                assert answer == {"exit_code": 0, "signal": None, "error": ""}, answer
+                assert out.splitlines() == ["xcelaunch1", f"{home} {host}"], out
+        finally:
+            three.control(job_id, "kill")
+            three.wait_state(job_id, "EXIT", timeout=60)
+            env_file.unlink(missing_ok=True)
