@@ -71,3 +71,17 @@ def test_task_listen_is_host_and_port_with_zero_for_any(tmp_path: Path) -> None:
     path.write_text('[worker]\nname = "w"\ntask_listen = "nowhere"\n')
     with pytest.raises(ConfigError, match=r"worker\.task_listen must be HOST:PORT"):
         load_config(path)
+
+
+def test_the_command_line_outside_a_job_and_bad_options_are_one_line() -> None:
+    import subprocess
+    import sys
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    for args, code, text in ((["--", "true"], 1, "not inside an XCE job (XCE_JOB_ID is not set)"),
+                             (["-n", "0", "--", "true"], 2, "-n must be at least 1"),
+                             ([], 2, "usage: xce launch")):
+        done = subprocess.run([sys.executable, "-m", "xce", "launch", *args], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == code, (args, done.stderr)
+        assert done.stderr.count("\n") == 1 and text in done.stderr, done.stderr

@@ -33,6 +33,10 @@ USAGE = ("usage: xce launch [-n N] [--per-host K] [--host H] [-l] -- CMD [ARG...
 class LaunchFailed(Exception):
     """A one-line reason `xce launch` cannot run (exit 2 for usage, 1 otherwise)."""
 
+    def __init__(self, message: str, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage or message == USAGE
+
 
 @dataclass(frozen=True)
 class Task:
@@ -184,7 +188,8 @@ def _feed(sock: socket.socket, stdin: BinaryIO) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="xce launch", usage=USAGE, add_help=True)
+    p = argparse.ArgumentParser(prog="xce launch", usage=USAGE.removeprefix("usage: "),
+                                add_help=True)
     p.add_argument("-n", "--ntasks", type=int, help="tasks in all (default: one per slot)")
     p.add_argument("--per-host", type=int, help="tasks on each chosen host")
     p.add_argument("--host", action="append", default=[], help="only this host (repeatable)")
@@ -217,7 +222,7 @@ def main(args: list[str]) -> int:
             raise LaunchFailed(USAGE)
         for value, name in ((ns.ntasks, "-n"), (ns.per_host, "--per-host")):
             if value is not None and value < 1:
-                raise LaunchFailed(f"{name} must be at least 1")
+                raise LaunchFailed(f"{name} must be at least 1", usage=True)
         runner = Runner(env, ns.label)
         tasks = plan(allocation(env), ns.ntasks, ns.per_host, ns.host)
         threads = [threading.Thread(target=runner.run_task,
@@ -230,7 +235,7 @@ def main(args: list[str]) -> int:
         return max(runner.status.values(), default=0)
     except LaunchFailed as exc:
         sys.stderr.write(f"xce launch: {exc}\n")
-        return 2 if str(exc) == USAGE else 1
+        return 2 if exc.usage else 1
     except KeyboardInterrupt:
         return 130
 
