@@ -540,6 +540,7 @@ class WorkerAgent:
         for task in list(self._tasks):
             task.cancel()
         self.launcher.close()
+        await self.tasks.close()  # no new tasks; running ones live on in their cgroups
         await self.client.close()
 
 

@@ -74,6 +74,16 @@ class TaskRefused(Exception):
     """A request the service will not run; the message goes back to the caller."""
 
 
+class NotHere(TaskRefused):
+    """No such attempt on this host (yet: a share arrives with the host's next poll)."""
+
+
+# How long a request for an attempt this host does not know waits for its assignment: the
+# job's first host may start it (and the job call `xce launch`) before another host of the
+# allocation has polled its share.
+ASSIGNMENT_WAIT_S = 5.0
+
+
 @dataclass(frozen=True)
 class TaskRequest:
     job_id: str
@@ -244,8 +254,8 @@ class TaskService:
             cgroup = held.cgroup if held is not None else None
             cwds = tuple(c for c in ((share.get("launch") or {}).get("cwd") or "",) if c)
         else:
-            raise TaskRefused(f"job {req.job_id} attempt {req.attempt} is not running on "
-                              f"host {self.agent.host}")
+            raise NotHere(f"job {req.job_id} attempt {req.attempt} is not running on "
+                          f"host {self.agent.host}")
         expected = str((a.get("launch") or {}).get("credential") or "")
         if not expected or not hmac.compare_digest(expected.encode(), req.credential.encode()):
             raise TaskRefused(f"wrong launch credential for job {req.job_id}")
@@ -290,8 +300,18 @@ class TaskService:
                 writer.close()
             self.open -= 1
 
+    async def _target(self, req: TaskRequest) -> Target:
+        deadline = asyncio.get_running_loop().time() + ASSIGNMENT_WAIT_S
+        while True:
+            try:
+                return self.target(req)
+            except NotHere:
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise
+                await asyncio.sleep(0.1)
+
     async def _spawn(self, req: TaskRequest) -> asyncio.subprocess.Process:
-        target = self.target(req)
+        target = await self._target(req)
         settings = self.agent.settings
         account = executor.account_for(target.user, settings.allow_root_jobs,
                                        settings.min_job_uid)
