@@ -85,3 +85,17 @@ def test_the_command_line_outside_a_job_and_bad_options_are_one_line() -> None:
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == code, (args, done.stderr)
         assert done.stderr.count("\n") == 1 and text in done.stderr, done.stderr
+
+
+def test_the_launch_key_lives_with_the_signing_keys_that_ha_replicates(tmp_path: Path) -> None:
+    """A standby receives every file of the signing keys' folder (xce/ha/source.py), so a
+    key kept there gives a new primary the same credentials for running jobs."""
+    from xce.auth.keys import key_dir
+    from xce.controller import launchcred
+
+    folder = launchcred.key_folder(tmp_path)
+    assert folder == key_dir(tmp_path)
+    key = launchcred.load_key(folder)
+    assert (folder / launchcred.KEY_FILE).read_bytes() == key
+    assert (folder / launchcred.KEY_FILE).stat().st_mode & 0o077 == 0
+    assert launchcred.load_key(folder) == key  # a restart (or the standby, given the file)

@@ -8,9 +8,11 @@ sees it as XCE_LAUNCH_CRED. A task service accepts a request only when the crede
 (constant-time) the one of an attempt it is running or holding a share of right now, so:
 another job's credential names another attempt; an ended attempt (or a requeued one: the
 attempt number changes) is no longer assigned; a host outside the allocation has no such
-attempt at all. The key lives in `<state_dir>/launch.key` (0600) so a controller restart
-gives the same credentials; a standby that takes over has its own key, and running jobs
-then see new credentials only on their hosts (documented limitation).
+attempt at all. The key lives in `<state_dir>/auth/launch.key` (0600), beside the signing
+keys: a controller restart gives the same credentials, and the primary replicates the folder
+to its standbys (xce/ha/source.py, auth files), so after a failover running jobs keep theirs.
+Only a failover within a few seconds of the key's creation (the first multi-host dispatch of
+the cluster) can leave a new primary without it; it then makes its own.
 """
 
 from __future__ import annotations
@@ -25,17 +27,25 @@ from pathlib import Path
 KEY_FILE = "launch.key"
 
 
-def load_key(state_dir: Path | None) -> bytes:
-    """The controller's launch key: read from the state dir, made there on first use."""
-    if state_dir is None:
+def key_folder(state_dir: Path) -> Path:
+    """The signing keys' folder (xce/auth/keys.py), which HA replicates to standbys."""
+    from xce.auth.keys import key_dir
+
+    return key_dir(state_dir)
+
+
+def load_key(folder: Path | None) -> bytes:
+    """The controller's launch key: read from `folder`, made there on first use."""
+    if folder is None:
         return secrets.token_bytes(32)
-    path = Path(state_dir) / KEY_FILE
+    path = Path(folder) / KEY_FILE
     with contextlib.suppress(FileNotFoundError):
         data = path.read_bytes()
         if len(data) >= 32:
             return data
     key = secrets.token_bytes(32)
     try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(key)

@@ -10,6 +10,7 @@ controller acknowledges it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from xce.controller import launchcred
@@ -265,8 +266,9 @@ class WorkerGateway:
         """What every host of an attempt needs for `xce launch` (issue 15): the attempt's
         credential, the task service of each of its hosts, and the submitted cwd."""
         if self._launch_key is None:
-            self._launch_key = launchcred.load_key(getattr(self.service.settings,
-                                                           "state_dir", None))
+            state_dir = getattr(self.service.settings, "state_dir", None)
+            self._launch_key = launchcred.load_key(
+                None if state_dir is None else launchcred.key_folder(Path(state_dir)))
         return {
             "credential": launchcred.credential(self._launch_key, job.id, job.attempt),
             "tasks": {p.host: self.task_addresses.get(p.host, "") for p in job.hosts},
