@@ -182,6 +182,24 @@ HEARTBEAT: dict[str, Any] = {
             },
         },
         "load": {"type": "object", "additionalProperties": {"type": "number"}},
+        # the shares this host holds of multi-host jobs (issue 15; xce/controller/shareusage.py)
+        "shares": {
+            "type": "array",
+            "maxItems": 100000,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["job_id", "attempt"],
+                "properties": {
+                    "job_id": {"type": "string", "maxLength": 64},
+                    "attempt": {"type": "integer", "minimum": 0, "maximum": 2**31},
+                    "cpu_user_s": USAGE_FIELDS["cpu_user_s"],
+                    "cpu_system_s": USAGE_FIELDS["cpu_system_s"],
+                    "max_rss_bytes": USAGE_FIELDS["max_rss_bytes"],
+                    "oom_killed": {"type": "boolean"},
+                },
+            },
+        },
     },
 }
 

@@ -9,6 +9,7 @@ from xce.api.http import GATEWAY, HA, SERVICE, identity, json_response, query_in
 from xce.api.routes import Param, Route
 from xce.controller.requests import FinishReport, RunReport, WorkerInfo
 from xce.controller.service import ControllerService
+from xce.controller.shareusage import ShareReport
 from xce.controller.tails import tails_for
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import Conflict, Forbidden, NotFound
@@ -49,7 +50,8 @@ async def heartbeat(request: web.Request) -> web.Response:
     ]
     gateway = _gateway(request)
     host = request.match_info["host"]
-    result = await gateway.heartbeat(host, running, body.get("load", {}))
+    shares = [ShareReport(**item) for item in body.get("shares", [])]
+    result = await gateway.heartbeat(host, running, body.get("load", {}), shares)
     # New stdout/stderr bytes of running jobs: kept in memory for the tail route only.
     tails_for(gateway.service).accept_reports(host, body.get("running", []), gateway.owns)
     return json_response(result)

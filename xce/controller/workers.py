@@ -10,15 +10,17 @@ controller acknowledges it.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 from xce.controller import launchcred
 from xce.controller.requests import FinishReport, RunReport, WorkerInfo
 from xce.controller.service import ControllerService
+from xce.controller.shareusage import ShareReport, ShareUsage
 from xce.core import events as ev
 from xce.core.allocation import host_memory_mb
-from xce.core.errors import NotFound
+from xce.core.errors import Conflict, NotFound
 from xce.core.model import HostFailurePolicy, JobRecord, JobState, Usage
 from xce.core.state import ClusterState
 
@@ -104,6 +106,8 @@ class WorkerGateway:
         # controllers); memory only, like `load`: a worker sends it on every register.
         self.containment: dict[str, dict[str, str | int | float | bool | None]] = {}
         self._usage_logged: dict[tuple[str, int], float] = {}
+        # The latest figures of multi-host jobs' shares (xce/controller/shareusage.py).
+        self.share_usage = ShareUsage()
         # Each worker's task service (HOST:PORT, memory only like `containment`) and the key
         # of the per-attempt launch credentials (xce/controller/launchcred.py), issue 15.
         self.task_addresses: dict[str, str] = {}
@@ -191,7 +195,8 @@ class WorkerGateway:
         return await self.durable_assignments(info.host)
 
     async def heartbeat(
-        self, host: str, running: list[RunReport], load: dict[str, float]
+        self, host: str, running: list[RunReport], load: dict[str, float],
+        shares: list[ShareReport] | None = None,
     ) -> dict[str, Any]:
         record = self.state.host(host)
         now = self.service.clock()
@@ -217,7 +222,12 @@ class WorkerGateway:
             active = {(j, self.state.jobs[j].attempt) for h in self.state.host_load.values()
                       for j in h.jobs}
             self._usage_logged = {k: v for k, v in self._usage_logged.items() if k in active}
+            self.share_usage.forget(self.state)
+        ended = self.share_usage.accept(self.state, host, shares or [], now)
         await self.service.commit(events, reschedule=False)
+        for event in ended:  # an OOM kill in a share ends the whole job (issue 15, item 6)
+            with contextlib.suppress(Conflict):  # it ended meanwhile
+                await self.service.commit([event])
         # A controller that started (or took over) since the worker registered has not
         # heard its containment: the worker should register again (the answer is the same
         # desired set, so this costs one request).
@@ -306,11 +316,13 @@ class WorkerGateway:
         await self.service.commit(
             [
                 ev.JobFinished(
-                    now, report.job_id, report.attempt, report.exit_code,
-                    report.exit_signal, _usage(report), report.reason, report.outputs,
+                    now, report.job_id, report.attempt, report.exit_code, report.exit_signal,
+                    self.share_usage.total(job, _usage(report)), report.reason,
+                    report.outputs,
                 )
             ]
         )
+        self.share_usage.latest.pop((job.id, job.attempt), None)
         return True
 
     async def check_liveness(self) -> list[tuple[str, str]]:

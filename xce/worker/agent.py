@@ -41,6 +41,8 @@ Key = tuple[str, int]
 # A report whose outputs the controller refuses with server errors this many times in a
 # row goes without them (unreachable controllers are waited for, however long).
 MAX_UPLOAD_TRIES = 6
+# How long a task that ended in a share waits for its figures to reach the controller.
+SHARE_REPORT_WAIT_S = 5.0
 
 
 def host_resources(settings: WorkerSettings) -> tuple[int, int]:
@@ -192,9 +194,11 @@ class WorkerAgent:
             running.append(item)
         load1, load5, load15 = os.getloadavg()
         mem = psutil.virtual_memory()
-        body = {"running": running, "load": {
+        body: dict[str, Any] = {"running": running, "load": {
             "load1": load1, "load5": load5, "load15": load15,
             "mem_free_mb": mem.available // (1024 * 1024)}}
+        if self.shares.held:  # multi-host jobs' parts here: their usage, OOM kills (issue 15)
+            body["shares"] = await asyncio.to_thread(self.shares.readings)
         try:
             sent = fence.now()
             answer = await self.client.request("POST", f"{self._base}/heartbeat", json=body,
@@ -213,6 +217,16 @@ class WorkerAgent:
                 await self._heartbeat([])
                 return
             await self._on_error(exc)
+
+    async def report_shares_now(self) -> None:
+        """A heartbeat at once, without output, so the controller has a share's figures
+        before the task that just ended there is reported to its caller (xce/worker/
+        tasks.py): the job's final usage then counts it (issue 15)."""
+        try:
+            await asyncio.wait_for(self._heartbeat([]), SHARE_REPORT_WAIT_S)
+        except TimeoutError:
+            log.warning("the controller did not take a share's usage within %s s",
+                        SHARE_REPORT_WAIT_S)
 
     def _contacted(self, sent: float, answer: Any) -> None:
         """A controller took our registration or heartbeat sent at `sent`: the keepers'

@@ -56,6 +56,25 @@ class ShareHolder:
         for key in [k for k in self.held if k not in desired]:
             self.release(key)
 
+    def readings(self) -> list[dict[str, Any]]:
+        """Each held share's figures for the controller (issue 15, items 5 and 6): CPU and
+        memory high-water mark from the kernel's accounting of the cgroup, and whether the
+        OOM killer has killed anything in it, read here as root (never from a file the job
+        can write). Blocking: call in a thread."""
+        out = []
+        for key, held in list(self.held.items()):
+            try:
+                usage = held.cgroup.usage()
+                oom = held.cgroup.oom_killed()
+            except (OSError, ValueError) as exc:
+                log.debug("job %s attempt %s: cannot read its share: %s", *key, exc)
+                continue
+            out.append({"job_id": key[0], "attempt": key[1],
+                        "cpu_user_s": round(usage.cpu_user_s, 6),
+                        "cpu_system_s": round(usage.cpu_system_s, 6),
+                        "max_rss_bytes": usage.memory_peak_bytes, "oom_killed": oom})
+        return out
+
     def release(self, key: Key) -> None:
         held = self.held.pop(key)
         log.info("job %s attempt %s: share released", *key)

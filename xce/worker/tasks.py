@@ -286,7 +286,7 @@ class TaskService:
                 writer.write(exit_frame(None, None, "the request is too long or incomplete"))
                 await writer.drain()
                 return
-            await self._pump(proc, reader, writer)
+            await self._pump(proc, reader, writer, (req.job_id, req.attempt))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -345,7 +345,7 @@ class TaskService:
         return proc
 
     async def _pump(self, proc: asyncio.subprocess.Process, reader: asyncio.StreamReader,
-                    writer: asyncio.StreamWriter) -> None:
+                    writer: asyncio.StreamWriter, key: Key) -> None:
         lock = asyncio.Lock()
 
         async def out(stream: asyncio.StreamReader | None, channel: int) -> None:
@@ -379,6 +379,10 @@ class TaskService:
         finally:
             feeder.cancel()
         code, sig = (status, None) if status >= 0 else (None, -status)
+        if key not in self.agent.running:
+            # A share's task: the controller hears the share's usage (and any OOM kill)
+            # before the caller hears the status, so the job's final usage counts it.
+            await self.agent.report_shares_now()
         async with lock:
             writer.write(exit_frame(code, sig))
             await writer.drain()
