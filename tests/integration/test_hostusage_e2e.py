@@ -43,6 +43,12 @@ def test_the_jobs_cpu_time_counts_every_hosts_tasks(three: Cluster) -> None:
     cpu = job["usage"]["cpu_time_s"]
     # the first host alone would be ~2 s (+ the launcher's start-up); both hosts >= 4 s
     assert cpu >= 3.9, job["usage"]
+    # each host's part, in allocation order (xce job show --json gives the same view)
+    parts = job["host_usage"]
+    assert [p["host"] for p in parts] == ["w1", "w2"], parts
+    assert all(p["cpu_time_s"] >= 1.9 for p in parts), parts
+    assert abs(sum(p["cpu_time_s"] for p in parts) - cpu) < 0.01, (parts, cpu)
+    assert job["usage"]["max_rss_bytes"] == max(p["max_rss_bytes"] for p in parts)
 
 
 def _sleepers(tag: str) -> list[psutil.Process]:

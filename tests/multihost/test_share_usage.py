@@ -8,7 +8,7 @@ from __future__ import annotations
 from tests.unit.helpers import T0, new_state, submit
 from xce.controller.shareusage import ShareReport, ShareUsage
 from xce.core import events as ev
-from xce.core.model import HostSlots, JobState, Usage
+from xce.core.model import HostSlots, HostUsage, JobState, Usage
 
 HOSTS = {"n1": (4, 1000), "n2": (4, 1000), "n3": (4, 1000)}
 SPREAD = (HostSlots("n1", 2), HostSlots("n2", 2))
@@ -31,6 +31,8 @@ def test_cpu_is_summed_over_hosts_and_memory_is_the_largest_hosts() -> None:
     # a later report replaces the earlier (the kernel's counters are cumulative)
     shares.accept(state, "n2", [ShareReport(job, 0, 2.5, 0.5, 95 * MiB)], T0 + 2)
     assert shares.total(state.jobs[job], Usage()).cpu_time_s == 3.0
+    assert shares.per_host(state.jobs[job], Usage(1.0, 0.0, 7)) == (
+        HostUsage("n1", 1.0, 0.0, 7), HostUsage("n2", 2.5, 0.5, 95 * MiB))
 
 
 def test_reports_for_jobs_the_host_holds_no_share_of_are_ignored() -> None:

@@ -14,6 +14,7 @@ from xce.core.deps import parse_dependency
 from xce.core.model import (
     HostFailurePolicy,
     HostSlots,
+    HostUsage,
     JobSpec,
     QueueRecord,
     ReservationRecord,
@@ -55,6 +56,8 @@ SAMPLES: list[ev.Event] = [
                                     exclusive=True, mem_per_slot_mb=100, memory_mb=400)),
     ev.JobFinished(5.0, "7", 2, -1, 9, Usage(1.5, 0.5, 10, 2.0), "why", ("x",)),
     ev.JobFinished(5.0, "7", 2, None, None, None),
+    ev.JobFinished(5.0, "9", 0, 0, None, Usage(3.0, 1.0, 20, 2.0), "", (),
+                   (HostUsage("h1", 1.0, 0.5, 20), HostUsage("h2", 2.0, 0.5, 10))),
     ev.JobUsageReported(5.0, "7", 1, Usage()),
     ev.ArrayHeld(6.0, 8), ev.ArrayReleased(6.0, 8), ev.ArrayCancelled(6.0, 8, "k"),
     ev.JobsPurged(7.0, ("3", "8")),

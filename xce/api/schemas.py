@@ -234,6 +234,11 @@ JOB_VIEW = {
                                               "DONE", "EXIT"]},
         "host": NULLABLE_STR, "exit_code": NULLABLE_INT, "exit_signal": NULLABLE_INT,
         "usage": USAGE_VIEW,
+        # a finished multi-host job only: each host's part of `usage` (issue 15)
+        "host_usage": {"type": "array", "items": {"type": "object", "properties": {
+            "host": {"type": "string"}, "cpu_time_s": {"type": "number"},
+            "cpu_user_s": {"type": "number"}, "cpu_system_s": {"type": "number"},
+            "max_rss_bytes": {"type": "integer"}}}},
         # What happened to the job, oldest first (xce/controller/history.py); `at` is null
         # where a controller restart lost the time.
         "history": {"type": "array", "items": {

@@ -69,6 +69,11 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
         "licenses": gres.counts_of(spec.licenses) if spec.licenses else {},
         "devices": list(job.devices),
     }
+    if job.host_usage:  # a finished multi-host job: each host's part of `usage` (issue 15)
+        out["host_usage"] = [
+            {"host": h.host, "cpu_time_s": round(h.cpu_user_s + h.cpu_system_s, 3),
+             "cpu_user_s": round(h.cpu_user_s, 3), "cpu_system_s": round(h.cpu_system_s, 3),
+             "max_rss_bytes": h.max_rss_bytes} for h in job.host_usage]
     if full:
         out.update(
             command=spec.command,

@@ -7,7 +7,8 @@ with whether the OOM killer has killed anything in it. The figures are the kerne
 cumulative counters, so the controller only keeps the latest of each host in memory: a
 controller that restarts or takes over hears them again with the next heartbeats, and
 the durable record is the job's final usage, the first host's plus every share's, in its
-`JobFinished` event (no new event, field or schema change).
+`JobFinished` event, with each host's part in its `host_usage` (appended to the event and the
+job record).
 
 Hostile input: a report is taken only from the worker authenticated as that host (the API
 checks the token's host) and only for an attempt that host holds a share of now; anything
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from xce.core import events as ev
 from xce.core.allocation import host_memory_mb
-from xce.core.model import JobRecord, Usage
+from xce.core.model import HostUsage, JobRecord, Usage
 from xce.core.state import ClusterState
 
 Key = tuple[str, int]
@@ -80,6 +81,16 @@ class ShareUsage:
             max([first.max_rss_bytes, *(u.max_rss_bytes for u in shares.values())]),
             first.wall_time_s,
         )
+
+    def per_host(self, job: JobRecord, first: Usage) -> tuple[HostUsage, ...]:
+        """Each host's part of `total` for a multi-host job, in allocation order (the
+        first host's from its finish report); () for a single-host job."""
+        if not job.allocation:
+            return ()
+        shares = self.latest.get((job.id, job.attempt), {})
+        shares = {**shares, job.host or "": first}
+        return tuple(HostUsage(p.host, u.cpu_user_s, u.cpu_system_s, u.max_rss_bytes)
+                     for p in job.hosts if (u := shares.get(p.host)) is not None)
 
     def forget(self, state: ClusterState) -> None:
         """Drop the figures of attempts no longer active (called now and then)."""

@@ -318,7 +318,7 @@ class WorkerGateway:
                 ev.JobFinished(
                     now, report.job_id, report.attempt, report.exit_code, report.exit_signal,
                     self.share_usage.total(job, _usage(report)), report.reason,
-                    report.outputs,
+                    report.outputs, self.share_usage.per_host(job, _usage(report)),
                 )
             ]
         )

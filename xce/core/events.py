@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xce.core.arrayspec import IndexSet
-from xce.core.model import HostSlots, JobSpec, QueueRecord, ReservationRecord, Usage
+from xce.core.model import HostSlots, HostUsage, JobSpec, QueueRecord, ReservationRecord, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +203,8 @@ class JobFinished(Event):
     usage: Usage | None = None
     reason: str = ""
     outputs: tuple[str, ...] = ()
+    # Each host's part of `usage` for a multi-host job (issue 15; appended).
+    host_usage: tuple[HostUsage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

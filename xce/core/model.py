@@ -85,6 +85,17 @@ class HostSlots:
 
 
 @dataclass(frozen=True, slots=True)
+class HostUsage:
+    """One host's part of a multi-host job's final usage (issue 15): the kernel's figures
+    for the job's cgroup there (the first host's own, the share's on the others)."""
+
+    host: str
+    cpu_user_s: float = 0.0
+    cpu_system_s: float = 0.0
+    max_rss_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a user asked for at submit time; shared by every task of an array."""
 
@@ -171,6 +182,9 @@ class JobRecord:
     # Every host and its slots while active (issue 15); empty for a single-host job, which
     # holds `spec.slots` on `host` (so old WAL records and checkpoints load unchanged).
     allocation: tuple[HostSlots, ...] = ()
+    # Each host's usage of a finished multi-host job (issue 15; appended); `usage` is
+    # their sum. Empty for a single-host job and while the job runs.
+    host_usage: tuple[HostUsage, ...] = ()
 
     @property
     def hosts(self) -> tuple[HostSlots, ...]:

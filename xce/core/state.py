@@ -648,7 +648,7 @@ class ClusterState:
             job, state=JobState.PEND, attempt=job.attempt + 1, host=None, start_time=None,
             end_time=None, exit_code=None, exit_signal=None, reason=reason, usage=None,
             kill_requested=False, outputs=(), requeue_requested=False, allocation=(),
-            eligible_time=eligibility.eligible_from(self, job.spec, self._at),
+            eligible_time=eligibility.eligible_from(self, job.spec, self._at), host_usage=(),
         )
 
     def _job_host_lost(self, e: ev.JobHostLost) -> None:
@@ -675,6 +675,7 @@ class ClusterState:
             replace(
                 job, state=target, end_time=e.at, exit_code=e.exit_code, exit_signal=e.exit_signal,
                 usage=e.usage or job.usage, reason=reason, outputs=e.outputs,
+                host_usage=e.host_usage,
             ),
         )
 

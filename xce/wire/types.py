@@ -15,6 +15,7 @@ from xce.core.model import (
     ArrayRecord,
     HostRecord,
     HostSlots,
+    HostUsage,
     JobRecord,
     JobSpec,
     QueueRecord,
@@ -70,6 +71,7 @@ RECORD_TYPES: tuple[type, ...] = (
     ArrayRecord,
     ReservationRecord,
     HostSlots,
+    HostUsage,
 )
 
 SPECIAL = {IndexSet: "IndexSet"}

@@ -127,6 +127,7 @@ struct JobRecord {
   preemptedBy @20 :Text;
   resumedTime @21 :OptFloat;
   allocation @22 :List(HostSlots);
+  hostUsage @23 :List(HostUsage);
 }
 
 struct ArrayRecord {
@@ -161,6 +162,13 @@ struct ReservationRecord {
 struct HostSlots {
   host @0 :Text;
   slots @1 :Int64;
+}
+
+struct HostUsage {
+  host @0 :Text;
+  cpuUserS @1 :Float64;
+  cpuSystemS @2 :Float64;
+  maxRssBytes @3 :Int64;
 }
 
 struct QueueCreated {
@@ -272,6 +280,7 @@ struct JobFinished {
   usage @4 :Usage;
   reason @5 :Text;
   outputs @6 :List(Text);
+  hostUsage @7 :List(HostUsage);
 }
 
 struct JobUsageReported {
