@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 
 from tests.integration.cluster import ADMIN_TOKEN, ApiFailure, Cluster
+from xce.worker.tasks import LAUNCHER_DIR
 
 # 20 seeds in every run; `pytest -m slow` adds 100 more (or set XCE_CRASH_RUNS).
 SEEDS = int(os.environ.get("XCE_CRASH_RUNS", "20"))
@@ -327,7 +328,8 @@ def test_job_that_ends_while_controller_and_then_worker_are_down(tmp_path: Path)
         assert (job["state"], job["exit_code"]) == ("EXIT", 5), job
         assert cluster.download(job_id, "stdout") == b"out\n"
         assert marker.read_text() == "run\n"
-        cluster.wait_for(lambda: not list((cluster.jobs_root / "w1").iterdir())
+        cluster.wait_for(lambda: not [p for p in (cluster.jobs_root / "w1").iterdir()
+                                         if p.name != LAUNCHER_DIR]
                          and not [p for p in state.iterdir() if p.is_dir()], 10,
                          "the attempt's directories removed once delivered")
     finally:

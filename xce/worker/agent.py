@@ -34,7 +34,7 @@ from xce.worker.cgroups import CgroupBackend, detect
 from xce.worker.executor import JobResult, LaunchError, RunningJob, Spool
 from xce.worker.launcher import KeeperLauncher
 from xce.worker.shares import ShareHolder
-from xce.worker.tasks import TaskService, install_launcher
+from xce.worker.tasks import LAUNCHER_DIR, TaskService, install_launcher
 
 log = logging.getLogger("xce.worker")
 Key = tuple[str, int]
@@ -545,7 +545,9 @@ class WorkerAgent:
         self.launcher.start()
         await self._recover()
         await self.tasks.start(self.settings.task_host, self.settings.task_port)
-        self.launch_bin = install_launcher(self.spool.root / "bin")
+        # In the jobs root (0711, root's): the spool root is 0700, so a directory there
+        # would be out of reach of every job not run as root.
+        self.launch_bin = install_launcher(self.spool.jobs / LAUNCHER_DIR)
         await self.register()
         loops = [self.poll_loop(), self.heartbeat_loop(), self.report_loop()]
         await asyncio.gather(*(self._spawn(c) for c in loops))

@@ -388,6 +388,11 @@ class TaskService:
             await writer.drain()
 
 
+# The jobs' `xce` directory inside the jobs root: job directories are named by job id
+# (digits), so a dot name never meets one, and only root may create entries there.
+LAUNCHER_DIR = ".xce-bin"
+
+
 def install_launcher(bin_dir: Path) -> str:
     """Put this worker's own `xce` in `bin_dir` (root's, 0755) and return the directory:
     jobs get it first on PATH so `xce launch` is the worker's version whatever the job's
