@@ -45,3 +45,15 @@ def test_same_starts_as_reference_multi_host(policy: str) -> None:
     result = simulate(jobs, hosts=4, slots=8, policy=policy)
     assert {o.job.number: o.start for o in result.outcomes} == \
         refsim(jobs, 4, 8, policy).starts
+
+
+def test_strict_fcfs_skips_pass_while_head_does_not_fit() -> None:
+    """Under strict FCFS a job that fits waits behind a head that does not: no pass runs
+    until the head can start (or the pass would place nothing)."""
+    jobs = [SwfJob(1, 0.0, 100.0, 3, None, "u1", "g1"),
+            SwfJob(2, 10.0, 50.0, 4, None, "u2", "g1"),
+            SwfJob(3, 20.0, 5.0, 1, None, "u3", "g1")]
+    result = simulate(jobs, hosts=1, slots=4, policy="fcfs")
+    starts = {o.job.number: o.start for o in result.outcomes}
+    assert starts == {1: 0.0, 2: 100.0, 3: 150.0} == refsim(jobs, 1, 4, "fcfs").starts
+    assert result.passes == 3  # at 0, 100 and 150; not at 20, where job 3 would fit

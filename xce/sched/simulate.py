@@ -30,6 +30,7 @@ import csv
 import heapq
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -318,6 +319,9 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
     heapq.heapify(queue)
     ended = 0
     needs = _Needs()
+    # Strict FCFS: the pending jobs in submission order; a pass starts nothing unless the
+    # first of them fits (BlockEverything stops the pass at the first job that does not).
+    line: deque[Outcome] = deque()
     while queue:
         now = queue[0][0]
         while queue and queue[0][0] == now:
@@ -345,9 +349,14 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
                 cache.observe(submitted, state)
                 outcome = Outcome(payload, str(number))
                 needs.add(min(payload.procs, slots))
+                if strict_fcfs:
+                    line.append(outcome)
                 by_id[outcome.job_id] = outcome
                 result.outcomes.append(outcome)
-        if blocked or not needs.least or needs.least > max_free_slots(state):
+        if blocked or not needs.least:
+            continue
+        free = max_free_slots(state)
+        if needs.least > free or (strict_fcfs and min(line[0].job.procs, slots) > free):
             continue
         usage = ledger.usage(now) if fair else None
         decided = plan(cache.snapshot(state, usage, groups), now, explain=False)
@@ -360,6 +369,11 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
             cache.observe(started_event, state)
             outcome = by_id[placement.job_id]
             needs.remove(min(outcome.job.procs, slots))
+            if strict_fcfs:
+                if line[0] is outcome:
+                    line.popleft()  # strict order starts jobs from the head
+                else:
+                    line.remove(outcome)
             where = "+".join(p.host for p in placement.hosts) or placement.host
             outcome.start, outcome.host = now, where
             result.decisions.append((now, outcome.job.number, where))
