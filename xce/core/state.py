@@ -17,6 +17,7 @@ from xce.core import events as ev
 from xce.core.allocation import check_allocation, host_memory_mb
 from xce.core.deps import Outcome
 from xce.core.errors import Conflict, InvalidRequest, NotFound
+from xce.core.fastreplace import fast_replace
 from xce.core.model import (
     ArrayRecord,
     HostAdmin,
@@ -559,7 +560,7 @@ class ClusterState:
                 self.host(part.host)
         self._store(
             stored,
-            replace(
+            fast_replace(
                 job, state=JobState.RUN, host=e.host, start_time=e.at, end_time=None,
                 exit_code=None, exit_signal=None, reason="", usage=None, kill_requested=False,
                 devices=e.devices,
@@ -672,7 +673,7 @@ class ClusterState:
         reason = e.reason or ("killed" if job.kill_requested else "")
         self._store(
             stored,
-            replace(
+            fast_replace(
                 job, state=target, end_time=e.at, exit_code=e.exit_code, exit_signal=e.exit_signal,
                 usage=e.usage or job.usage, reason=reason, outputs=e.outputs,
                 host_usage=e.host_usage,

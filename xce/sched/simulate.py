@@ -30,6 +30,7 @@ import csv
 import heapq
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -230,6 +231,47 @@ def any_free_host(state: ClusterState) -> bool:
     return False
 
 
+def max_free_slots(state: ClusterState) -> int:
+    """The most free slots on one online host: a pass can start no job that needs more on
+    every host it would use (a job wider than a host needs a whole free one)."""
+    best = 0
+    for host in state.hosts.values():
+        if host.status is HostStatus.ONLINE:
+            load = state.host_load.get(host.name)
+            free = host.slots - (load.slots if load is not None else 0)
+            if free > best:
+                best = free
+    return best
+
+
+class _Needs:
+    """Pending jobs counted by the slots each needs on its most loaded host (min(procs,
+    slots)), with the smallest kept: when even it exceeds every host's free slots, no
+    policy can start anything (plugins only restrict, the simulator does not preempt), so
+    the pass is skipped without building a snapshot. A skipped pass would have placed
+    nothing, so the results are the same."""
+
+    __slots__ = ("counts", "least")
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+        self.least = 0  # 0: none pending
+
+    def add(self, need: int) -> None:
+        self.counts[need] = self.counts.get(need, 0) + 1
+        if not self.least or need < self.least:
+            self.least = need
+
+    def remove(self, need: int) -> None:
+        left = self.counts[need] - 1
+        if left:
+            self.counts[need] = left
+            return
+        del self.counts[need]
+        if need == self.least:
+            self.least = min(self.counts) if self.counts else 0
+
+
 def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fit",
              half_life_s: float = 3600.0, skipped: int = 0,
              progress: Callable[[int], None] | None = None,
@@ -276,6 +318,10 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
         seq += 1
     heapq.heapify(queue)
     ended = 0
+    needs = _Needs()
+    # Strict FCFS: the pending jobs in submission order; a pass starts nothing unless the
+    # first of them fits (BlockEverything stops the pass at the first job that does not).
+    line: deque[Outcome] = deque()
     while queue:
         now = queue[0][0]
         while queue and queue[0][0] == now:
@@ -302,9 +348,15 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
                 state.apply(submitted)
                 cache.observe(submitted, state)
                 outcome = Outcome(payload, str(number))
+                needs.add(min(payload.procs, slots))
+                if strict_fcfs:
+                    line.append(outcome)
                 by_id[outcome.job_id] = outcome
                 result.outcomes.append(outcome)
-        if blocked or not state.pending or not any_free_host(state):
+        if blocked or not needs.least:
+            continue
+        free = max_free_slots(state)
+        if needs.least > free or (strict_fcfs and min(line[0].job.procs, slots) > free):
             continue
         usage = ledger.usage(now) if fair else None
         decided = plan(cache.snapshot(state, usage, groups), now, explain=False)
@@ -316,6 +368,12 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
             state.apply(started_event)
             cache.observe(started_event, state)
             outcome = by_id[placement.job_id]
+            needs.remove(min(outcome.job.procs, slots))
+            if strict_fcfs:
+                if line[0] is outcome:
+                    line.popleft()  # strict order starts jobs from the head
+                else:
+                    line.remove(outcome)
             where = "+".join(p.host for p in placement.hosts) or placement.host
             outcome.start, outcome.host = now, where
             result.decisions.append((now, outcome.job.number, where))
