@@ -67,10 +67,13 @@ def assignment(job: JobRecord) -> dict[str, Any]:
 
 def share_assignment(job: JobRecord, host: str) -> dict[str, Any]:
     """What a host that is not a multi-host job's first holds for it (issue 15)."""
-    slots = next((p.slots for p in job.hosts if p.host == host), 0)
+    part = next((p for p in job.hosts if p.host == host), None)
+    slots = part.slots if part is not None else 0
     return {"job_id": job.id, "attempt": job.attempt, "action": assignment_action(job),
             "user": job.spec.user, "slots": slots,
-            "memory_mb": host_memory_mb(job.spec, slots)}
+            "memory_mb": host_memory_mb(job.spec, slots),
+            # this host's own grant: the share binds these as the first host binds its own
+            "devices": list(part.devices) if part is not None else []}
 
 
 def assignment_action(job: JobRecord) -> str:

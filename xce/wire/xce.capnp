@@ -162,6 +162,7 @@ struct ReservationRecord {
 struct HostSlots {
   host @0 :Text;
   slots @1 :Int64;
+  devices @2 :List(Text);
 }
 
 struct HostUsage {
