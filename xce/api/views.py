@@ -52,7 +52,8 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
         "host": job.host,
         # bjobs' EXEC_HOST (`2*n1:2*n2`) and every host with its slots (issue 15)
         "exec_host": exec_host(job) if job.host else None,
-        "hosts": [{"host": p.host, "slots": p.slots} for p in job.hosts],
+        "hosts": [{"host": p.host, "slots": p.slots, "devices": list(p.devices)}
+                  for p in job.hosts],  # each host with its own grant (issue 17)
         "slots": spec.slots,
         "memory_mb": spec.memory_mb,
         "walltime_s": spec.walltime_s,
