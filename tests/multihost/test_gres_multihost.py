@@ -109,3 +109,17 @@ async def test_the_scheduler_grants_n_per_host_and_a_third_job_waits(tmp_path) -
     with pytest.raises(InvalidRequest, match="asks for 3 gpu devices on one host"):
         await svc.submit(SubmitRequest(user="alice", command="x", slots=4,
                                        resources="span[ptile=2]", gres={"gpu": 3}))
+
+
+def test_a_checkpoint_keeps_every_hosts_grant_and_the_load() -> None:
+    from xce.wire.plain import pack_records, unpack_records
+
+    state = _state()
+    job = submit(state, slots=8, resources="span[ptile=4]", gres=(("gpu", "1"),))
+    state.apply(ev.JobStarted(T0, job, "n1", ("gpu:0",), _grant()))
+    jobs = unpack_records(type(state.jobs[job]), pack_records(list(state.jobs.values())))
+    restored = ClusterState.restore(jobs, [], list(state.queues.values()),
+                                    list(state.hosts.values()), state.next_number)
+    assert restored.jobs[job].allocation == _grant()
+    assert restored.host_load == state.host_load
+    assert restored.host_load["n2"].devices == frozenset({"gpu:1"})
