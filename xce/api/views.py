@@ -31,6 +31,8 @@ def usage_view(usage: Usage | None, job: JobRecord | None = None, now: float = 0
         "cpu_system_s": round(u.cpu_system_s, 3),
         "max_rss_bytes": u.max_rss_bytes,
         "wall_time_s": round(wall, 3),
+        "gpu_util_pct": u.gpu_util_pct,  # NVML's, of the granted GPUs (0 without)
+        "gpu_mem_peak_bytes": u.gpu_mem_peak_bytes,
     }
 
 

@@ -26,7 +26,8 @@ from xce.core.state import ClusterState
 
 
 def _usage(r: RunReport | FinishReport) -> Usage:
-    return Usage(r.cpu_user_s, r.cpu_system_s, r.max_rss_bytes, r.wall_time_s)
+    return Usage(r.cpu_user_s, r.cpu_system_s, r.max_rss_bytes, r.wall_time_s,
+                 r.gpu_util_pct, r.gpu_mem_peak_bytes)
 
 
 def assignment(job: JobRecord) -> dict[str, Any]:

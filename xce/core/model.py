@@ -69,6 +69,10 @@ class Usage:
     cpu_system_s: float = 0.0
     max_rss_bytes: int = 0
     wall_time_s: float = 0.0
+    # The granted GPUs' mean utilisation (percent) and memory peak, sampled through NVML by
+    # the worker (issue 17; appended): 0 without GPUs or without NVML.
+    gpu_util_pct: float = 0.0
+    gpu_mem_peak_bytes: int = 0
 
     @property
     def cpu_time_s(self) -> float:

@@ -506,6 +506,7 @@ class WorkerAgent:
             "max_rss_bytes": meter.max_rss_bytes,
             "wall_time_s": round(result.wall_time_s, 6),
             "outputs": outputs,
+            **meter.gpus.report(),  # GPU utilisation and memory peak, where NVML read them
         }
         if result.host_failure:
             body["host_failure"] = True
