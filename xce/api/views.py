@@ -54,8 +54,10 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
         "host": job.host,
         # bjobs' EXEC_HOST (`2*n1:2*n2`) and every host with its slots (issue 15)
         "exec_host": exec_host(job) if job.host else None,
-        "hosts": [{"host": p.host, "slots": p.slots, "devices": list(p.devices)}
-                  for p in job.hosts],  # each host with its own grant (issue 17)
+        # each host with its own device grant where it has one (issue 17)
+        "hosts": [{"host": p.host, "slots": p.slots,
+                   **({"devices": list(p.devices)} if p.devices else {})}
+                  for p in job.hosts],
         "slots": spec.slots,
         "memory_mb": spec.memory_mb,
         "walltime_s": spec.walltime_s,
