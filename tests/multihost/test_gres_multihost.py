@@ -123,3 +123,15 @@ def test_a_checkpoint_keeps_every_hosts_grant_and_the_load() -> None:
     assert restored.jobs[job].allocation == _grant()
     assert restored.host_load == state.host_load
     assert restored.host_load["n2"].devices == frozenset({"gpu:1"})
+
+
+def test_the_console_job_detail_shows_each_hosts_devices() -> None:
+    from types import SimpleNamespace
+
+    from tui.screens.job_detail import JobDetailScreen
+
+    shown = JobDetailScreen._fields(SimpleNamespace(job_id="7"), {  # type: ignore[arg-type]
+        "id": "7", "host": "n1", "exec_host": "1*n1:1*n2",
+        "hosts": [{"host": "n1", "slots": 1, "devices": ["gpu:0"]},
+                  {"host": "n2", "slots": 1, "devices": ["gpu:1"]}]})
+    assert "  devices      n1=gpu:0 n2=gpu:1" in shown.splitlines(), shown
