@@ -197,18 +197,6 @@ def test_the_event_stream_names_every_host_of_a_started_job() -> None:
     assert [k[1] for k in keys if k[0] == "host"] == ["n1", "n2", "n3"]
 
 
-async def test_gpus_on_a_job_that_would_spread_are_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from xce.controller.requests import SubmitRequest, WorkerInfo
-
-    svc, gateway = await _service(tmp_path)
-    for name in ("n1", "n2"):
-        await gateway.register(WorkerInfo(name, 4, 1000))
-    for kw in (dict(slots=4, resources="span[ptile=2]"), dict(slots=6)):
-        with pytest.raises(InvalidRequest, match="not supported yet for jobs across hosts"):
-            await svc.submit(SubmitRequest(user="alice", command="x", gres={"gpu": 1},
-                                           defer=True, **kw))
-
-
 async def test_job_modify_may_spread_a_pending_job(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from xce.controller.requests import SubmitRequest, WorkerInfo
 

@@ -51,6 +51,8 @@ SAMPLES: list[ev.Event] = [
     ev.JobKillRequested(4.0, "7"), ev.JobKilled(4.0, "8[3]", "r"), ev.JobRequeued(4.0, "7"),
     ev.JobHostLost(4.0, "7", False),
     ev.JobStarted(4.0, "9", "h1", hosts=(HostSlots("h1", 2), HostSlots("h2", 2))),
+    ev.JobStarted(4.5, "10", "h1", ("gpu:0",),
+                  hosts=(HostSlots("h1", 1, ("gpu:0",)), HostSlots("h2", 1, ("gpu:1",)))),
     ev.JobHostLost(4.0, "9", True, "h2"),
     ev.JobSubmitted(3.0, 9, JobSpec(user="u", queue="q", slots=4, resources="span[ptile=2]",
                                     exclusive=True, mem_per_slot_mb=100, memory_mb=400)),

@@ -236,6 +236,10 @@ class JobDetailScreen(LiveScreen):
             lines.append(f"  {key:<12} {text.splitlines()[0] if text else ''}")
         if len(d.get("hosts") or ()) > 1:  # a multi-host job: every host and its slots
             lines.append(f"  {'exec_host':<12} {d.get('exec_host')}")
+            granted = [f"{h['host']}={','.join(h['devices'])}" for h in d["hosts"]
+                       if isinstance(h, dict) and h.get("devices")]
+            if granted:  # each host's own GPUs (issue 17)
+                lines.append(f"  {'devices':<12} {' '.join(granted)}")
         for key in ("submit_time", "start_time", "end_time"):
             if d.get(key):
                 lines.append(f"  {key:<12} {fmt.full_stamp(d[key])}")

@@ -64,6 +64,10 @@ class AcctRecord:
     # wait_s counts from it. Last: a store from before it gets the column appended
     # (store._migrate) and its older rows read None.
     eligible_time: float | None = None
+    # The granted GPUs' mean utilisation and memory peak through NVML (issue 17; appended
+    # like eligible_time): None when nothing was read (no GPUs, no NVML, older rows).
+    gpu_util_pct: float | None = None
+    gpu_mem_peak_bytes: int | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {f: getattr(self, f) for f in COLUMNS}
@@ -112,6 +116,10 @@ def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
         exit_signal=job.exit_signal if state != REQUEUED else None,
         reason=reason, cpu_user_s=cpu_user, cpu_system_s=cpu_sys, max_rss_bytes=rss,
         wall_s=wall, cpu_eff=cpu_eff, mem_eff=mem_eff, seq=seq, eligible_time=eligible,
+        gpu_util_pct=usage.gpu_util_pct if usage is not None and usage.gpu_mem_peak_bytes
+        else None,
+        gpu_mem_peak_bytes=usage.gpu_mem_peak_bytes if usage is not None and
+        usage.gpu_mem_peak_bytes else None,
     )
 
 

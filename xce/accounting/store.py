@@ -29,8 +29,9 @@ from typing import Any
 
 from xce.accounting.record import COLUMNS, AcctRecord
 
-# 1: the first; 2: `eligible_time` appended (wait_s counts from it from then on).
-SCHEMA_VERSION = 2
+# 1: the first; 2: `eligible_time` appended (wait_s counts from it from then on);
+# 3: `gpu_util_pct`, `gpu_mem_peak_bytes` appended (NVML figures, issue 17).
+SCHEMA_VERSION = 3
 _TYPES = {
     "attempt": "INTEGER NOT NULL", "number": "INTEGER NOT NULL", "array_index": "INTEGER",
     "submit_time": "REAL NOT NULL", "start_time": "REAL", "end_time": "REAL NOT NULL",
@@ -39,6 +40,7 @@ _TYPES = {
     "exit_signal": "INTEGER", "cpu_user_s": "REAL", "cpu_system_s": "REAL",
     "max_rss_bytes": "INTEGER", "wall_s": "REAL", "cpu_eff": "REAL", "mem_eff": "REAL",
     "seq": "INTEGER", "eligible_time": "REAL",
+    "gpu_util_pct": "REAL", "gpu_mem_peak_bytes": "INTEGER",
 }
 _ROW = operator.attrgetter(*COLUMNS)  # a record as a row (dataclasses.astuple deep-copies)
 _INSERT = (f"INSERT OR IGNORE INTO attempts ({', '.join(COLUMNS)}) "

@@ -118,6 +118,9 @@ USAGE_FIELDS: dict[str, Any] = {
     "cpu_system_s": {"type": "number", "minimum": 0},
     "max_rss_bytes": {"type": "integer", "minimum": 0, "maximum": 2**62},
     "wall_time_s": {"type": "number", "minimum": 0},
+    # the granted GPUs' mean utilisation and memory peak, through NVML (issue 17)
+    "gpu_util_pct": {"type": "number", "minimum": 0, "maximum": 100},
+    "gpu_mem_peak_bytes": {"type": "integer", "minimum": 0, "maximum": 2**62},
 }
 
 REGISTER: dict[str, Any] = {

@@ -31,6 +31,8 @@ def usage_view(usage: Usage | None, job: JobRecord | None = None, now: float = 0
         "cpu_system_s": round(u.cpu_system_s, 3),
         "max_rss_bytes": u.max_rss_bytes,
         "wall_time_s": round(wall, 3),
+        "gpu_util_pct": u.gpu_util_pct,  # NVML's, of the granted GPUs (0 without)
+        "gpu_mem_peak_bytes": u.gpu_mem_peak_bytes,
     }
 
 
@@ -52,7 +54,10 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
         "host": job.host,
         # bjobs' EXEC_HOST (`2*n1:2*n2`) and every host with its slots (issue 15)
         "exec_host": exec_host(job) if job.host else None,
-        "hosts": [{"host": p.host, "slots": p.slots} for p in job.hosts],
+        # each host with its own device grant where it has one (issue 17)
+        "hosts": [{"host": p.host, "slots": p.slots,
+                   **({"devices": list(p.devices)} if p.devices else {})}
+                  for p in job.hosts],
         "slots": spec.slots,
         "memory_mb": spec.memory_mb,
         "walltime_s": spec.walltime_s,

@@ -83,6 +83,11 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "cpueff": ("CPUEff", lambda r: _pct(r["cpu_eff"])),
     "memeff": ("MemEff", lambda r: _pct(r["mem_eff"])),
     "resources": ("Resources", lambda r: r["resources"]),
+    # the granted GPUs' mean utilisation and memory peak, through NVML (issue 17)
+    "gpuutil": ("GPUUtil", lambda r: "-" if r.get("gpu_util_pct") is None
+                else f"{r['gpu_util_pct']:.1f}%"),
+    "gpumem": ("GPUMem", lambda r: "-" if r.get("gpu_mem_peak_bytes") is None
+               else _size(r["gpu_mem_peak_bytes"])),
 }
 DEFAULT_FORMAT = "jobid,jobname,user,queue,state,exitcode,end,elapsed,alloccpus,totalcpu," \
                  "maxrss,cpueff"
@@ -203,6 +208,9 @@ def eff(job_id: str, as_json: bool = typer.Option(False, "--json"),
         if r.get("req_gpus"):
             typer.echo(f"GPUs: {r['req_gpus']} ({_hms(r['req_gpus'] * r['wall_s'])} "
                        "GPU-walltime)")
+            if r.get("gpu_util_pct") is not None:  # NVML's figures, where it was present
+                typer.echo(f"GPU Utilization: {r['gpu_util_pct']:.1f}% (mean), GPU memory "
+                           f"peak {_size(r.get('gpu_mem_peak_bytes'))}")
         typer.echo(f"CPU Utilized: {_hms(cpu)}")
         typer.echo(f"CPU Efficiency: {_pct(r['cpu_eff'])} of {_hms(core_wall)} core-walltime")
         typer.echo(f"Job Wall-clock time: {_hms(r['wall_s'])}")

@@ -69,6 +69,12 @@ def readable_job(record: dict[str, Any]) -> dict[str, Any]:
             elif key.endswith("_bytes"):
                 usage[key] = size(usage[key])
         out["usage"] = usage
+    hosts = out.get("hosts")
+    if isinstance(hosts, list) and len(hosts) > 1 and any(
+            isinstance(h, dict) and h.get("devices") for h in hosts):
+        # a multi-host job with devices: each host with its own grant (issue 17)
+        out["hosts"] = [f"{h.get('host')}*{h.get('slots')} {' '.join(h.get('devices') or [])}"
+                        .rstrip() if isinstance(h, dict) else h for h in hosts]
     history = out.get("history")
     if isinstance(history, list):
         out["history"] = [f"{local_time(h.get('at')) or 'time unknown'}  {h.get('event', '')}"

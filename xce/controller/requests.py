@@ -78,6 +78,8 @@ class RunReport:
     cpu_system_s: float = 0.0
     max_rss_bytes: int = 0
     wall_time_s: float = 0.0
+    gpu_util_pct: float = 0.0  # NVML's figures of the granted GPUs (xce/worker/gpuusage.py)
+    gpu_mem_peak_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,3 +97,5 @@ class FinishReport:
     # The worker's keeper killed the attempt: the worker had lost every controller for
     # longer than the fence timeout (xce/worker/fence.py).
     host_failure: bool = False
+    gpu_util_pct: float = 0.0  # NVML's figures of the granted GPUs (xce/worker/gpuusage.py)
+    gpu_mem_peak_bytes: int = 0

@@ -48,7 +48,6 @@ from xce.sched.expr import parse_requirement
 from xce.sched.feasibility import refusal
 from xce.sched.incremental import SnapshotCache
 from xce.sched.multihost_submit import (
-    check_gres_on_one_host,
     check_span,
     multi_host_refusal,
     per_slot_memory,
@@ -348,8 +347,6 @@ class ControllerService:
             self._check_feasible(req, queue, memory_mb)
         asked_gres, asked_licenses = gres_rules.requested(req, queue, self.state.hosts.values(),
                                                           dict(self.settings.licenses))
-        if asked_gres:
-            check_gres_on_one_host(req, queue, self.state.hosts.values())
         spec = JobSpec(
             user=req.user,
             queue=queue_name,

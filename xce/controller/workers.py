@@ -26,7 +26,8 @@ from xce.core.state import ClusterState
 
 
 def _usage(r: RunReport | FinishReport) -> Usage:
-    return Usage(r.cpu_user_s, r.cpu_system_s, r.max_rss_bytes, r.wall_time_s)
+    return Usage(r.cpu_user_s, r.cpu_system_s, r.max_rss_bytes, r.wall_time_s,
+                 r.gpu_util_pct, r.gpu_mem_peak_bytes)
 
 
 def assignment(job: JobRecord) -> dict[str, Any]:
@@ -67,10 +68,13 @@ def assignment(job: JobRecord) -> dict[str, Any]:
 
 def share_assignment(job: JobRecord, host: str) -> dict[str, Any]:
     """What a host that is not a multi-host job's first holds for it (issue 15)."""
-    slots = next((p.slots for p in job.hosts if p.host == host), 0)
+    part = next((p for p in job.hosts if p.host == host), None)
+    slots = part.slots if part is not None else 0
     return {"job_id": job.id, "attempt": job.attempt, "action": assignment_action(job),
             "user": job.spec.user, "slots": slots,
-            "memory_mb": host_memory_mb(job.spec, slots)}
+            "memory_mb": host_memory_mb(job.spec, slots),
+            # this host's own grant: the share binds these as the first host binds its own
+            "devices": list(part.devices) if part is not None else []}
 
 
 def assignment_action(job: JobRecord) -> str:

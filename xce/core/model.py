@@ -69,6 +69,10 @@ class Usage:
     cpu_system_s: float = 0.0
     max_rss_bytes: int = 0
     wall_time_s: float = 0.0
+    # The granted GPUs' mean utilisation (percent) and memory peak, sampled through NVML by
+    # the worker (issue 17; appended): 0 without GPUs or without NVML.
+    gpu_util_pct: float = 0.0
+    gpu_mem_peak_bytes: int = 0
 
     @property
     def cpu_time_s(self) -> float:
@@ -82,6 +86,10 @@ class HostSlots:
 
     host: str
     slots: int
+    # The devices granted on this host ("gpu:0", ...; appended): `--gpus N` is N per host,
+    # so every host of the allocation holds its own; the first host's equal the job's
+    # `devices`. Empty for a job without devices and in records older than this field.
+    devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +199,7 @@ class JobRecord:
         """Every host of the allocation with its slots (one entry for a single-host job)."""
         if self.allocation:
             return self.allocation
-        return (HostSlots(self.host, self.spec.slots),) if self.host else ()
+        return (HostSlots(self.host, self.spec.slots, self.devices),) if self.host else ()
 
     @property
     def array_id(self) -> int | None:

@@ -413,14 +413,16 @@ class ClusterState:
             held = held_slots(job) > 0  # none while a preemption suspends it
             for k, part in enumerate(job.allocation):
                 self._load_part(part.host, job, sign, part.slots if held else 0,
-                                host_memory_mb(job.spec, part.slots), k == 0)
+                                host_memory_mb(job.spec, part.slots), k == 0,
+                                job.devices if k == 0 else part.devices)
             return
         self._load_part(host, job, sign, held_slots(job), job.spec.memory_mb)
 
     def _load_part(self, host: str, job: JobRecord, sign: int, slots: int,
-                   memory_mb: int, first: bool = True) -> None:
-        """One host's share of an active job; its devices and licenses count once, on the
-        first host (a multi-host job's grant is the first host's)."""
+                   memory_mb: int, first: bool = True,
+                   granted: tuple[str, ...] | None = None) -> None:
+        """One host's share of an active job: its licenses count once, on the first host;
+        its devices on each host, that host's grant (`granted`; the job's by default)."""
         load = self.host_load.get(host, HostLoad())
         jobs = load.jobs | {job.id} if sign > 0 else load.jobs - {job.id}
         if not jobs:
@@ -428,8 +430,9 @@ class ClusterState:
             self.host_load.pop(host, None)
             return
         devices, licenses = load.devices, load.licenses
-        if job.devices and first:
-            devices = devices | set(job.devices) if sign > 0 else devices - set(job.devices)
+        mine = job.devices if granted is None else granted
+        if mine:
+            devices = devices | set(mine) if sign > 0 else devices - set(mine)
         if job.spec.licenses and first:
             licenses = _add_licenses(licenses, job.spec.licenses, sign)
         self.host_load[host] = HostLoad(
@@ -553,11 +556,13 @@ class ClusterState:
         lifecycle.check(e.job_id, "start", job.state, JobState.RUN)
         host = self.host(e.host)
         if e.devices:
-            self._check_grant(e, host)
+            self._check_grant(e.job_id, e.host, e.devices, host)
         if e.hosts:
             check_allocation(job, e.host, e.hosts)
-            for part in e.hosts:
-                self.host(part.host)
+            for k, part in enumerate(e.hosts):
+                other = self.host(part.host)
+                if k and part.devices:  # every other host's own grant (`--gpus` per host)
+                    self._check_grant(e.job_id, part.host, part.devices, other)
         self._store(
             stored,
             fast_replace(
@@ -573,17 +578,18 @@ class ClusterState:
             ),
         )
 
-    def _check_grant(self, e: ev.JobStarted, host: HostRecord) -> None:
+    def _check_grant(self, job_id: str, host_name: str, devices: tuple[str, ...],
+                     host: HostRecord) -> None:
         """Granted devices must exist on the host and be held by no other active job."""
         have = gres.host_devices(host.gres)
-        load = self.host_load.get(e.host)
+        load = self.host_load.get(host_name)
         held = load.devices if load is not None else frozenset()
-        for name in e.devices:
+        for name in devices:
             kind, device = gres.split_grant(name)
             if device not in have.get(kind, ()):
-                raise InvalidRequest(f"job {e.job_id}: host {e.host} has no device {name}")
+                raise InvalidRequest(f"job {job_id}: host {host_name} has no device {name}")
             if name in held:
-                raise Conflict(f"job {e.job_id}: device {name} of host {e.host} is in use")
+                raise Conflict(f"job {job_id}: device {name} of host {host_name} is in use")
 
     def _job_suspended(self, e: ev.JobSuspended) -> None:
         stored, job = self._materialise(e.job_id)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from xce.core.errors import InvalidRequest
 from xce.core.model import HostRecord, JobSpec, QueueRecord
-from xce.sched.expr import host_attributes, matches, parse_requirement
+from xce.sched.expr import host_attributes, matches
 from xce.sched.expr.model import ResourceRequirement
 from xce.sched.feasibility import _empty_view
 from xce.sched.multihost import Layout, choose, groups_of, spreads
@@ -26,22 +26,6 @@ def check_span(req: ResourceRequirement, slots: int) -> None:
     if span.block is not None and slots > span.block and slots % span.block:
         raise InvalidRequest(f"resources: span[block={span.block}] needs a slot count that "
                              f"is a multiple of {span.block}, not {slots}")
-
-
-def check_gres_on_one_host(req: object, queue: QueueRecord, hosts: Iterable[HostRecord]
-                           ) -> None:
-    """Devices are granted on one host: a job with `gres` that would spread is refused
-    (issue 15 leaves a grant across hosts for later)."""
-    resources = getattr(req, "resources", "") or ""
-    parsed = parse_requirement(resources) if resources.strip() else None
-    spec = JobSpec(user="-", queue=queue.name, slots=getattr(req, "slots", 1),
-                   exclusive=getattr(req, "exclusive", False))
-    gate = QueueHosts()
-    sizes = [h.slots for h in hosts if gate.accepts(_empty_view(h), None, queue)]  # type: ignore[arg-type]
-    wide = parsed is None or parsed.span is None
-    if spreads(spec, parsed) or (wide and sizes and spec.slots > max(sizes)):
-        raise InvalidRequest("generic resources (gres, GPUs) are not supported yet for "
-                             "jobs across hosts: ask span[hosts=1] or fewer slots")
 
 
 def per_slot_memory(memory_mb: int, per_slot_mb: int, slots: int) -> int:

@@ -43,7 +43,6 @@ from xce.sched.types import Placement, Plan
 WAITING = "waiting for free slots or memory"
 TOO_BIG = "no host is big enough"
 TOO_FEW = "no set of hosts is big enough"
-NO_SPREAD_GRES = "generic resources (--gres) are not supported yet for jobs across hosts"
 
 
 def begin_reason(begin: float) -> str:
@@ -385,8 +384,12 @@ class SchedulingPass:
                 res.took(i, slots, mem, wall, self.now)
         if spec.licenses:
             self.devices.take_licenses(spec)
-        hosts = tuple(HostSlots(pool.hosts[i].name, slots) for i, slots in shares)
-        self.result.placements.append(Placement(job_id, hosts[0].host, hosts=hosts))
+        asked = gres.counts_of(spec.gres)  # `--gpus N` is N on every host of the job
+        hosts = tuple(HostSlots(pool.hosts[i].name, slots,
+                                self.devices.take(i, asked) if asked else ())
+                      for i, slots in shares)
+        self.result.placements.append(Placement(job_id, hosts[0].host, hosts[0].devices,
+                                                hosts=hosts))
         self._count(spec.user, spec.queue, spec.slots)
         if array is not None:
             self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
@@ -459,15 +462,14 @@ class SchedulingPass:
         """Shares on several hosts now (xce/sched/multihost.py), or None with the reason
         recorded and, for the first such job under EASY, a reservation of a host set."""
         reasons = self.result.reasons
-        if spec.gres:  # devices are granted per host; a grant across hosts is not built yet
-            reasons[key] = NO_SPREAD_GRES
-            return None
         shape = ("spread", *self._shape(queue, spec))
         known = self._sets.get(shape)
         if isinstance(known, str):
             reasons[key] = known
             return None
         hosts = self._filter(spec, queue, policy)
+        if spec.gres:  # devices per host: only hosts that have them at all may take a share
+            hosts = with_devices(self.pool.hosts, hosts, spec)
         if not hosts:
             reasons[key] = self._sets[shape] = (
                 "no online host matches the resource requirement" if spec.resources
@@ -494,9 +496,11 @@ class SchedulingPass:
         views = pool.hosts
         gate = self.gate
         judged = effective_walltime(spec, queue) if gate is not None else None
+        asked = gres.counts_of(spec.gres)
+        has = self.devices.has
 
         def ok(i: int, slots: int, mem: int) -> bool:
-            return (live is None or live(i)) and (
+            return (not asked or has(i, asked)) and (live is None or live(i)) and (
                 res is None or res.allows(i, slots, mem, wall, now)) and (
                 gate is None or gate.allows(i, spec, judged))
 
@@ -509,8 +513,9 @@ class SchedulingPass:
             if shares is not None:
                 return shares
         reason = self._sets[shape] = self._spread_reason(spec, queue)
+        # (a job with devices reserves no host set: the reservation does not count devices)
         if reason == WAITING and res is None and policy.reserve is not None and \
-                not spec.reservation:
+                not spec.reservation and not spec.gres:
             if policy.reserve.name == "backfill":
                 # every host the shape may use, ranked afresh (the list above was pruned of
                 # the full ones, which are the ones that free later): once per pass

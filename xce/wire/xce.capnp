@@ -32,6 +32,8 @@ struct Usage {
   cpuSystemS @1 :Float64;
   maxRssBytes @2 :Int64;
   wallTimeS @3 :Float64;
+  gpuUtilPct @4 :Float64;
+  gpuMemPeakBytes @5 :Int64;
 }
 
 struct DepTerm {
@@ -162,6 +164,7 @@ struct ReservationRecord {
 struct HostSlots {
   host @0 :Text;
   slots @1 :Int64;
+  devices @2 :List(Text);
 }
 
 struct HostUsage {

@@ -86,7 +86,7 @@ class WorkerAgent:
                                              namespace)
         # Devices by kind, configured or detected once at start (xce/worker/gpus.py).
         self.devices = gpus.host_devices(self.settings.gres, self.settings.gpu_device_path)
-        self.shares = ShareHolder(self.backend, self.settings.pids_limit)
+        self.shares = ShareHolder(self.backend, self.settings.pids_limit, self.devices)
         # `xce launch` (issue 15): the task service, and the directory of this worker's own
         # `xce` that goes first on every job's PATH.
         self.tasks = TaskService(self)
@@ -506,6 +506,7 @@ class WorkerAgent:
             "max_rss_bytes": meter.max_rss_bytes,
             "wall_time_s": round(result.wall_time_s, 6),
             "outputs": outputs,
+            **meter.gpus.report(),  # GPU utilisation and memory peak, where NVML read them
         }
         if result.host_failure:
             body["host_failure"] = True

@@ -36,7 +36,7 @@ import psutil
 from xce.core import allocation
 from xce.core.model import HostSlots
 from xce.store.files import job_dir_name
-from xce.worker import fence, gpus, userfs
+from xce.worker import fence, gpus, gpuusage, userfs
 from xce.worker.cgroups import CgroupBackend, JobCgroup, Limits
 from xce.worker.cgroups.base import CgroupError
 from xce.worker.cgroups.devices import deny_entries
@@ -536,6 +536,8 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
                 on_exit()  # no pidfd (out of descriptors): watched by polling instead
                 break
             job.meter.sample(job.cgroup)
+            if job.assignment.get("devices"):  # its GPUs' utilisation and memory (NVML)
+                job.meter.gpus.sample(gpuusage.READER, job.assignment["devices"])
             walltime = job.assignment.get("walltime_s")  # read each time: `job modify`
             if walltime and not job.killing and job.running_seconds() > walltime:
                 log.info("job %s exceeded its walltime of %ss", job.key[0], walltime)

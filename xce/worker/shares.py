@@ -13,11 +13,14 @@ claims (executor.recover) and makes them again on the next poll.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
 
-from xce.worker.cgroups.base import CgroupBackend, JobCgroup, Limits
+from xce.worker import gpus
+from xce.worker.cgroups.base import CgroupBackend, CgroupError, JobCgroup, Limits
+from xce.worker.cgroups.devices import deny_entries
 from xce.worker.executor import attempt_name
 
 log = logging.getLogger(__name__)
@@ -38,9 +41,13 @@ class HeldShare:
 class ShareHolder:
     """The share cgroups of this host, by (job id, attempt). Blocking: call in a thread."""
 
-    def __init__(self, backend: CgroupBackend, pids_limit: int) -> None:
+    def __init__(self, backend: CgroupBackend, pids_limit: int,
+                 devices: gpus.HostDevices | None = None) -> None:
         self.backend = backend
         self.pids_limit = pids_limit
+        # This host's GPUs: a share is denied those its job was not granted here, as the
+        # job's own cgroup is on its first host (xce/worker/executor.py).
+        self.devices = devices or gpus.HostDevices()
         self.held: dict[Key, HeldShare] = {}
 
     def reconcile(self, shares: list[dict[str, Any]]) -> None:
@@ -92,8 +99,11 @@ class ShareHolder:
         limits = Limits(memory_bytes=memory * MIB if memory else None,
                         cpus=int(share.get("slots") or 1), pids=self.pids_limit or None)
         try:
+            if self.backend.kind in ("v1", "v2") and self.devices.gpus:
+                limits = dataclasses.replace(limits, devices_deny=deny_entries(
+                    gpus.denied_nodes(share, self.devices)))
             cgroup = self.backend.create(share_name(*key), limits)
-        except (OSError, ValueError, RuntimeError) as exc:
+        except (OSError, ValueError, RuntimeError, CgroupError) as exc:
             log.warning("job %s attempt %s: cannot make its share's cgroup: %s",
                         key[0], key[1], exc)
             return None

@@ -34,12 +34,12 @@ import struct
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import xce
-from xce.worker import executor
+from xce.worker import executor, gpus
 from xce.worker.cgroups.base import JobCgroup
 from xce.worker.fscreds import Credentials
 from xce.worker.taskwire import (
@@ -103,6 +103,9 @@ class Target:
     user: str
     cgroup: JobCgroup
     cwds: tuple[str, ...]
+    # The GPU variables of this host's grant (the job's own here, the share's elsewhere):
+    # a task sees the devices its host was given, as the job's script does (issue 17).
+    gpu_env: dict[str, str] = field(default_factory=dict)
 
 
 def _int(body: dict[str, Any], key: str, top: int) -> int:
@@ -262,7 +265,7 @@ class TaskService:
         if a.get("action") != "run" or cgroup is None:
             raise TaskRefused(f"job {req.job_id} is not running on host {self.agent.host} "
                               f"(it is {a.get('action')})")
-        return Target(str(a["user"]), cgroup, cwds)
+        return Target(str(a["user"]), cgroup, cwds, gpus.job_env(a, self.agent.devices))
 
     # --- one connection, one task ------------------------------------------------------
 
@@ -323,6 +326,7 @@ class TaskService:
         env.update(XCE_TASK_ID=str(req.task_id), XCE_LOCAL_TASK_ID=str(req.local_task_id),
                    XCE_EXEC_HOST=self.agent.host, XCE_JOB_ID=req.job_id,
                    XCE_ATTEMPT=str(req.attempt))
+        env.update(target.gpu_env)  # after the request's: XCE owns them, as for the job
         env.setdefault("PATH", executor.BASE_PATH)
         if self.agent.launch_bin:  # this host's own `xce`, for launches from the task
             env["PATH"] = f"{self.agent.launch_bin}:{env['PATH']}"

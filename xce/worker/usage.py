@@ -8,10 +8,11 @@ backend the figures are sampled from /proc (xce/worker/cgroups), a best effort.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from xce.worker.cgroups import JobCgroup
+from xce.worker.gpuusage import GpuMeter
 
 
 @dataclass
@@ -21,6 +22,8 @@ class UsageMeter:
     cpu_user_s: float = 0.0
     cpu_system_s: float = 0.0
     max_rss_bytes: int = 0
+    # The granted GPUs' figures through NVML where present (xce/worker/gpuusage.py).
+    gpus: GpuMeter = field(default_factory=GpuMeter)
 
     def sample(self, cgroup: JobCgroup | None) -> None:
         if cgroup is None:
