@@ -70,7 +70,7 @@ def test_launch_runs_one_task_per_slot_in_each_hosts_cgroup(three: Cluster) -> N
     hostfile = [x for x in lines if x.split(" ")[0] in HOSTS]
     assert hostfile == ["w1 2", "w2 2", "w3 2"], out
     # the worker's own xce is first on the job's PATH
-    assert lines[-1].endswith("/bin/xce") and "w1" in lines[-1], lines[-1]
+    assert lines[-1].endswith("/.xce-bin/xce") and "w1" in lines[-1], lines[-1]
 
 
 def test_options_choose_tasks_and_the_worst_status_wins(three: Cluster) -> None:
