@@ -64,6 +64,20 @@ def fingerprint(api: Api) -> tuple[Any, ...]:
             sorted((k, repr(v)) for k, v in state.reservations.items()))
 
 
+async def test_queue_limits_past_what_the_wal_holds_are_a_plain_400(
+        walled: tuple[Api, DurableLog, Path]) -> None:
+    """max_running had no upper bound: 2**70 reached the encoder and came back as a
+    `wire_error` quoting Cap'n Proto / Python int conversion."""
+    api, store, _ = walled
+    before, seq = fingerprint(api), store.writer.next_seq
+    for key, value in (("max_running", 2**70), ("max_running_per_user", 2**63)):
+        message = await refused(api, "POST", "/api/v1/queues", {"name": "q", key: value})
+        assert key in message, message
+        message = await refused(api, "PATCH", "/api/v1/queues/normal", {key: value})
+        assert key in message, message
+    assert fingerprint(api) == before and store.writer.next_seq == seq
+
+
 BAD_SUBMITS: list[tuple[dict[str, Any], str]] = [
     ({"begin": 1e308}, "begin"), ({"begin": "9999-12-31"}, "366 days"),
     ({"begin": 2**70}, "begin"), ({"begin": -5}, "begin"), ({"begin": ""}, "begin"),

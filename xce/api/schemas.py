@@ -83,8 +83,10 @@ QUEUE_CREATE: dict[str, Any] = {
         "description": {"type": "string", "maxLength": 1024},
         "on_host_failure": {"type": "string", "enum": ["requeue", "exit"]},
         "plugins": {"type": "array", "maxItems": 32, "items": NAME},
-        "max_running": {"type": "integer", "minimum": 1},
-        "max_running_per_user": {"type": "integer", "minimum": 1},
+        # bounded so a value past what the WAL's Int64 holds is a 400 naming the field,
+        # not the encoder's `wire_error`
+        "max_running": {"type": "integer", "minimum": 1, "maximum": 2**40},
+        "max_running_per_user": {"type": "integer", "minimum": 1, "maximum": 2**40},
         "shares": {"type": "object", "maxProperties": 100000,
                    "additionalProperties": {"type": "number", "exclusiveMinimum": 0}},
         **{key: {"type": "integer", "minimum": 1, "maximum": 2**40}
