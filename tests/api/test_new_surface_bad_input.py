@@ -78,6 +78,29 @@ async def test_queue_limits_past_what_the_wal_holds_are_a_plain_400(
     assert fingerprint(api) == before and store.writer.next_seq == seq
 
 
+async def test_a_queue_preempts_each_queue_once(walled: tuple[Api, DurableLog, Path]) -> None:
+    api, _, _ = walled
+    message = await refused(api, "POST", "/api/v1/queues",
+                            {"name": "q", "preempt": ["normal", "normal"]})
+    assert "preempt" in message
+    await refused(api, "PATCH", "/api/v1/queues/short", {"preempt": ["normal", "normal"]})
+    assert "q" not in api.service.state.queues
+
+
+async def test_schema_item_rules_are_enforced(walled: tuple[Api, DurableLog, Path]) -> None:
+    """The schemas declared minItems and uniqueItems, which the validator ignored: an
+    empty host list or a repeated flag reached the reservation code."""
+    api, store, _ = walled
+    now = api.service.clock()
+    ok = {"name": "r", "hosts": ["w1"], "start": now + 100, "end": now + 200, "users": ["alice"]}
+    seq = store.writer.next_seq
+    assert "host" in await refused(api, "POST", "/api/v1/reservations", ok | {"hosts": []})
+    message = await refused(api, "POST", "/api/v1/reservations",
+                            ok | {"flags": ["overlap", "overlap"]})
+    assert "flags" in message
+    assert api.service.state.reservations == {} and store.writer.next_seq == seq
+
+
 BAD_SUBMITS: list[tuple[dict[str, Any], str]] = [
     ({"begin": 1e308}, "begin"), ({"begin": "9999-12-31"}, "366 days"),
     ({"begin": 2**70}, "begin"), ({"begin": -5}, "begin"), ({"begin": ""}, "begin"),

@@ -7,6 +7,7 @@ Only the keywords XCE uses are supported; an error names the field path that is 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -62,6 +63,17 @@ def validate(value: Any, schema: dict[str, Any], path: str = "body") -> None:
     if isinstance(value, list):
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             raise InvalidRequest(f"{path} has more than {schema['maxItems']} items")
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            raise InvalidRequest(f"{path} needs at least {schema['minItems']} "
+                                 f"item{'' if schema['minItems'] == 1 else 's'}")
+        if schema.get("uniqueItems"):
+            seen: set[str] = set()
+            for i, item in enumerate(value):
+                # items may be objects (unhashable): compare their canonical JSON
+                key = json.dumps(item, sort_keys=True)
+                if key in seen:
+                    raise InvalidRequest(f"{path}[{i}] repeats an earlier item")
+                seen.add(key)
         for i, item in enumerate(value):
             validate(item, schema.get("items", {}), f"{path}[{i}]")
     if isinstance(value, dict):

@@ -94,7 +94,7 @@ QUEUE_CREATE: dict[str, Any] = {
                        "max_memory_mb", "max_slots")},
         "users": {"type": "array", "maxItems": 10000,
                   "items": {"type": "string", "pattern": r"^@?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"}},
-        "preempt": {"type": "array", "maxItems": 1000, "items": NAME},
+        "preempt": {"type": "array", "maxItems": 1000, "uniqueItems": True, "items": NAME},
         "preempt_mode": {"type": "string", "enum": ["suspend", "requeue"]},
         "preempt_min_run_s": {"type": "integer", "minimum": 0, "maximum": 10 * 365 * 86400},
     },
