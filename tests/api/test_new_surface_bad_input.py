@@ -101,6 +101,16 @@ async def test_schema_item_rules_are_enforced(walled: tuple[Api, DurableLog, Pat
     assert api.service.state.reservations == {} and store.writer.next_seq == seq
 
 
+@pytest.mark.parametrize("address", ["h:99999", "h:65536", "[::1]:70000", "::::0", "h:0"])
+async def test_task_address_port_must_be_a_port(walled: tuple[Api, DurableLog, Path],
+                                                address: str) -> None:
+    api, _, _ = walled
+    body = {"host": "w2", "slots": 1, "memory_mb": 1, "task_address": address}
+    message = await refused(api, "POST", "/api/v1/workers/register", body)
+    assert "task_address" in message
+    assert "w2" not in api.service.state.hosts
+
+
 BAD_SUBMITS: list[tuple[dict[str, Any], str]] = [
     ({"begin": 1e308}, "begin"), ({"begin": "9999-12-31"}, "366 days"),
     ({"begin": 2**70}, "begin"), ({"begin": -5}, "begin"), ({"begin": ""}, "begin"),

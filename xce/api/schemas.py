@@ -148,8 +148,12 @@ REGISTER: dict[str, Any] = {
                                      "maxLength": 256},
         },
         # The worker's task service (issue 15: `xce launch`), HOST:PORT.
+        # The port is 1-65535 in the pattern itself: a worker announcing h:99999 would be
+        # stored and handed to `xce launch` clients, which fail far from the cause.
         "task_address": {"type": "string", "maxLength": 300,
-                         "pattern": "^[A-Za-z0-9._:\\[\\]-]+:[0-9]{1,5}$"},
+                         "pattern": "^[A-Za-z0-9._:\\[\\]-]+:(6553[0-5]|655[0-2][0-9]|"
+                                    "65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|"
+                                    "[1-9][0-9]{0,3})$"},
     },
 }
 
