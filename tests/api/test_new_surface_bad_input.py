@@ -111,6 +111,29 @@ async def test_task_address_port_must_be_a_port(walled: tuple[Api, DurableLog, P
     assert "w2" not in api.service.state.hosts
 
 
+async def test_usage_past_any_real_figure_is_refused(walled: tuple[Api, DurableLog, Path]) -> None:
+    """A worker's usage figures had no upper bound: cpu_user_s + cpu_system_s of 1.7e308
+    each summed to inf in the job's view, and every later GET /api/v1/jobs answered 400
+    "Out of range float values are not JSON compliant" for every user."""
+    api, store, _ = walled
+    job = await api.submit()
+    await api.service.schedule_once()
+    path = f"/api/v1/workers/w1/jobs/{job}/finished"
+    seq = store.writer.next_seq
+    for key in ("cpu_user_s", "cpu_system_s", "wall_time_s"):
+        body = {"attempt": 0, "exit_code": 0, "cpu_user_s": 1.0, key: 1.7e308}
+        assert key in await refused(api, "POST", path, body, headers=WORKER)
+        running = {"running": [{"job_id": job, "attempt": 0, key: 1.7e308}]}
+        assert key in await refused(api, "POST", "/api/v1/workers/w1/heartbeat", running,
+                                    headers=WORKER)
+        shares = {"shares": [{"job_id": job, "attempt": 0, "cpu_user_s": 1.7e308}]}
+        assert "cpu_user_s" in await refused(api, "POST", "/api/v1/workers/w1/heartbeat",
+                                             shares, headers=WORKER)
+    assert store.writer.next_seq == seq and api.service.state.jobs[job].state.active
+    await api.call("GET", "/api/v1/jobs", 200)
+    await api.call("GET", f"/api/v1/jobs/{job}", 200)
+
+
 BAD_SUBMITS: list[tuple[dict[str, Any], str]] = [
     ({"begin": 1e308}, "begin"), ({"begin": "9999-12-31"}, "366 days"),
     ({"begin": 2**70}, "begin"), ({"begin": -5}, "begin"), ({"begin": ""}, "begin"),

@@ -115,11 +115,13 @@ QUEUE_MODIFY: dict[str, Any] = {
     },
 }
 
+# Seconds are bounded (2**40 s: some 35,000 years) so that sums of a job's hosts and of
+# fairshare stay finite: an inf in a job record made every job listing unanswerable.
 USAGE_FIELDS: dict[str, Any] = {
-    "cpu_user_s": {"type": "number", "minimum": 0},
-    "cpu_system_s": {"type": "number", "minimum": 0},
+    "cpu_user_s": {"type": "number", "minimum": 0, "maximum": 2**40},
+    "cpu_system_s": {"type": "number", "minimum": 0, "maximum": 2**40},
     "max_rss_bytes": {"type": "integer", "minimum": 0, "maximum": 2**62},
-    "wall_time_s": {"type": "number", "minimum": 0},
+    "wall_time_s": {"type": "number", "minimum": 0, "maximum": 2**40},
     # the granted GPUs' mean utilisation and memory peak, through NVML (issue 17)
     "gpu_util_pct": {"type": "number", "minimum": 0, "maximum": 100},
     "gpu_mem_peak_bytes": {"type": "integer", "minimum": 0, "maximum": 2**62},
