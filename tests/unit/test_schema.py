@@ -167,3 +167,19 @@ def test_real_queue_schema() -> None:
         validate({"name": "q", "on_host_failure": "retry"}, QUEUE_CREATE)
     with pytest.raises(InvalidRequest, match=r"^body\.hosts\[0\] "):
         validate({"name": "q", "hosts": ["-x"]}, QUEUE_CREATE)
+
+
+def test_min_items_and_unique_items_are_checked() -> None:
+    """Both keywords are declared by request schemas (reservation hosts and flags, queue
+    preempt); the validator once ignored them."""
+    schema = {"type": "array", "minItems": 1, "uniqueItems": True}
+    validate(["a", "b"], schema)
+    validate([{"a": 1}, {"a": 2}], schema)
+    for value, words in (([], "at least 1 item"), (["a", "a"], "body[1] repeats"),
+                         ([{"a": 1, "b": 2}, {"b": 2, "a": 1}], "body[1] repeats")):
+        try:
+            validate(value, schema)
+        except InvalidRequest as exc:
+            assert words in exc.message, exc.message
+        else:
+            raise AssertionError(f"{value!r} was accepted")
