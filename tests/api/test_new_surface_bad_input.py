@@ -134,6 +134,20 @@ async def test_usage_past_any_real_figure_is_refused(walled: tuple[Api, DurableL
     await api.call("GET", f"/api/v1/jobs/{job}", 200)
 
 
+async def test_a_reservation_holds_no_more_slots_than_its_hosts_have(
+        walled: tuple[Api, DurableLog, Path]) -> None:
+    """slots (per host) past what a host has was stored as if it meant something (100000
+    slots on a 4-slot host), reading back as a reservation of 100000 slots."""
+    api, store, _ = walled
+    now = api.service.clock()
+    ok = {"name": "r", "hosts": ["w1"], "start": now + 100, "end": now + 200, "users": ["alice"]}
+    seq = store.writer.next_seq
+    message = await refused(api, "POST", "/api/v1/reservations", ok | {"slots": 100000})
+    assert "slots" in message and "w1" in message, message
+    assert api.service.state.reservations == {} and store.writer.next_seq == seq
+    await api.call("POST", "/api/v1/reservations", 201, json=ok | {"slots": 4})
+
+
 BAD_SUBMITS: list[tuple[dict[str, Any], str]] = [
     ({"begin": 1e308}, "begin"), ({"begin": "9999-12-31"}, "366 days"),
     ({"begin": 2**70}, "begin"), ({"begin": -5}, "begin"), ({"begin": ""}, "begin"),

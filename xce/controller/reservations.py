@@ -76,6 +76,12 @@ async def add_reservation(service: ControllerService, record: ReservationRecord
     unknown = [h for h in record.hosts if h not in service.state.hosts]
     if unknown:
         raise InvalidRequest(f"host {unknown[0]!r} is not registered (xce host list)")
+    # slots are per host: more than a host has would be stored and shown as if it held
+    small = [h for h in record.hosts if record.slots > service.state.hosts[h].slots]
+    if small:
+        host = service.state.hosts[small[0]]
+        raise InvalidRequest(f"slots: {record.slots} per host is more than host {host.name} "
+                             f"has ({host.slots}); 0 reserves whole hosts")
     if record.end <= now:
         raise InvalidRequest("the reservation would end in the past")
     check_reservation(record, service.state.reservations)  # the 4xx before the commit
