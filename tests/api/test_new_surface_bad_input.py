@@ -148,6 +148,24 @@ async def test_a_reservation_holds_no_more_slots_than_its_hosts_have(
     await api.call("POST", "/api/v1/reservations", 201, json=ok | {"slots": 4})
 
 
+async def test_span_numbers_past_any_slot_count_are_refused(
+        walled: tuple[Api, DurableLog, Path]) -> None:
+    """span[ptile=99999999999999999999] was stored (submit and modify), where the same
+    number in rusage[mem=...] is refused: past the most slots a job may ask for, it means
+    nothing."""
+    api, store, _ = walled
+    job = await api.submit(hold=True, slots=2, resources="span[ptile=2]")
+    seq = store.writer.next_seq
+    for key in ("ptile", "block"):
+        huge = f"span[{key}=99999999999999999999]"
+        message = await refused(api, "POST", "/api/v1/jobs",
+                                {"command": "true", "slots": 2, "resources": huge})
+        assert key in message, message
+        assert key in await refused(api, "PATCH", f"/api/v1/jobs/{job}", {"resources": huge})
+    assert store.writer.next_seq == seq
+    assert api.service.state.jobs[job].spec.resources == "span[ptile=2]"
+
+
 BAD_SUBMITS: list[tuple[dict[str, Any], str]] = [
     ({"begin": 1e308}, "begin"), ({"begin": "9999-12-31"}, "366 days"),
     ({"begin": 2**70}, "begin"), ({"begin": -5}, "begin"), ({"begin": ""}, "begin"),

@@ -14,6 +14,9 @@ from xce.sched.feasibility import _empty_view
 from xce.sched.multihost import Layout, choose, groups_of, spreads
 from xce.sched.plugins.hostfilters import QueueHosts
 
+# The submit and modify schemas' slots maximum: a ptile or block above it means nothing.
+MAX_SPAN = 100000
+
 
 def check_span(req: ResourceRequirement, slots: int) -> None:
     """`span[ptile=P]`/`span[block=B]` need P, B >= 1; a block must divide the slots."""
@@ -23,6 +26,9 @@ def check_span(req: ResourceRequirement, slots: int) -> None:
     for name, value in (("ptile", span.ptile), ("block", span.block)):
         if value is not None and value < 1:
             raise InvalidRequest(f"resources: span[{name}={value}] must be at least 1")
+        if value is not None and value > MAX_SPAN:  # stored as given: keep it meaningful
+            raise InvalidRequest(f"resources: span[{name}] must be at most {MAX_SPAN} "
+                                 "(the most slots a job may ask for)")
     if span.block is not None and slots > span.block and slots % span.block:
         raise InvalidRequest(f"resources: span[block={span.block}] needs a slot count that "
                              f"is a multiple of {span.block}, not {slots}")
