@@ -125,7 +125,9 @@ def parse_request(line: bytes) -> TaskRequest:
     """The request, checked field by field (TaskRefused names the first bad one)."""
     try:
         body = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        # RecursionError: `[[[[...` nested deeper than the parser's stack, well within the
+        # size limit; uncaught it killed the connection unanswered with a logged traceback.
         raise TaskRefused("the request is not one JSON line") from None
     allowed = {"v", "job_id", "attempt", "credential", "host", "argv", "env", "task_id",
                "local_task_id"}
