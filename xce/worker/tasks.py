@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import re
+import stat
 import struct
 import subprocess
 import sys
@@ -399,14 +400,38 @@ class TaskService:
 LAUNCHER_DIR = ".xce-bin"
 
 
+def _own_dir(path: Path) -> None:
+    """Make `path` a real directory of root's, 0755: a symlink there, or a directory someone
+    else owns or may write (planted while the jobs root was writable, restored from a
+    backup), is moved aside, never followed or written into, since every job runs the `xce`
+    it holds. The parent (the jobs root) is root's, so nothing can swap it back meanwhile."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o711)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid()
+                           or st.st_mode & 0o022):
+        aside = path.with_name(f"{path.name}.untrusted-{os.getpid()}-{int(st.st_ino)}")
+        os.rename(path, aside)  # a rename moves the link itself, not its target
+        log.warning("moved the untrusted %s aside to %s", path, aside)
+        st = None
+    if st is None:
+        os.mkdir(path, 0o755)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchmod(fd, 0o755)
+    finally:
+        os.close(fd)
+
+
 def install_launcher(bin_dir: Path) -> str:
     """Put this worker's own `xce` in `bin_dir` (root's, 0755) and return the directory:
     jobs get it first on PATH so `xce launch` is the worker's version whatever the job's
     install. A frozen worker links its binary; otherwise a script runs this interpreter on
     this package. Empty when it cannot be made (jobs then use whatever `xce` they find)."""
     try:
-        bin_dir.mkdir(parents=True, exist_ok=True, mode=0o755)
-        os.chmod(bin_dir, 0o755)
+        _own_dir(bin_dir)
         target = bin_dir / "xce"
         temp = bin_dir / ".xce.new"
         with contextlib.suppress(FileNotFoundError):
