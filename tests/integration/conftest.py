@@ -19,3 +19,21 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield c
     finally:
         c.stop()
+
+
+THREE_HOSTS = ("w1", "w2", "w3")
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Iterator[Cluster]:
+    """A controller and three workers of 4 slots (w1, w2, w3), all registered: the cluster
+    of the tests of jobs across hosts (issue 15)."""
+    c = Cluster(tmp_path / "cluster")
+    c.start_controller()
+    for name in THREE_HOSTS:
+        c.start_worker(name, slots=4)
+    c.wait_for(lambda: len(c.get("/api/v1/hosts")["hosts"]) == 3, 60, "three workers")
+    try:
+        yield c
+    finally:
+        c.stop()

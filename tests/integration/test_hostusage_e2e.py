@@ -5,30 +5,14 @@ the job's final usage, and the OOM killer killing it there ends the whole job.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import psutil
-import pytest
 
 from tests.integration.cluster import Cluster
+from tests.integration.conftest import THREE_HOSTS
 
-HOSTS = ("w1", "w2", "w3")
+HOSTS = THREE_HOSTS
 # Burns `S` seconds of its own CPU time (not wall time: the test machine is shared).
 BURN = "import time\\nwhile time.process_time() < 2.0: pass"
-
-
-@pytest.fixture
-def three(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path / "cluster")
-    c.start_controller()
-    for name in HOSTS:
-        c.start_worker(name, slots=4)
-    c.wait_for(lambda: len(c.get("/api/v1/hosts")["hosts"]) == 3, 60, "three workers")
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def test_the_jobs_cpu_time_counts_every_hosts_tasks(three: Cluster) -> None:

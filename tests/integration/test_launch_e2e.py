@@ -9,30 +9,16 @@ import json
 import signal
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
-import pytest
 
 from tests.integration.cluster import Cluster
+from tests.integration.conftest import THREE_HOSTS
 from xce.worker.taskwire import EXIT, HEADER, STDIN, STDOUT, frame, request_line
 
-HOSTS = ("w1", "w2", "w3")
-
-
-@pytest.fixture
-def three(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path / "cluster")
-    c.start_controller()
-    for name in HOSTS:
-        c.start_worker(name, slots=4)
-    c.wait_for(lambda: len(c.get("/api/v1/hosts")["hosts"]) == 3, 60, "three workers")
-    try:
-        yield c
-    finally:
-        c.stop()
+HOSTS = THREE_HOSTS
 
 
 def _output(c: Cluster, job_id: str) -> tuple[dict[str, Any], str, str]:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.integration.cluster import Cluster
+from tests.integration.conftest import THREE_HOSTS
 
-HOSTS = ("w1", "w2", "w3")
+HOSTS = THREE_HOSTS
 PROGRAM = r"""
 #include <mpi.h>
 #include <stdio.h>
@@ -40,19 +39,6 @@ int main(int argc, char **argv) {
 pytestmark = pytest.mark.skipif(shutil.which("mpicc") is None or shutil.which("mpirun") is None,
                                 reason="mpicc/mpirun missing (apt-get install openmpi-bin "
                                        "libopenmpi-dev, as .ci/run does)")
-
-
-@pytest.fixture
-def three(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path / "cluster")
-    c.start_controller()
-    for name in HOSTS:
-        c.start_worker(name, slots=4)
-    c.wait_for(lambda: len(c.get("/api/v1/hosts")["hosts"]) == 3, 60, "three workers")
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def test_mpirun_with_xce_launch_runs_every_rank_once_on_its_host(three: Cluster) -> None:

@@ -5,28 +5,14 @@ first and sees the allocation; a lost second host ends the whole job, naming tha
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
-import pytest
 
 from tests.integration.cluster import Cluster
+from tests.integration.conftest import THREE_HOSTS
 
-HOSTS = ("w1", "w2", "w3")
-
-
-@pytest.fixture
-def three(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path / "cluster")
-    c.start_controller()
-    for name in HOSTS:
-        c.start_worker(name, slots=4)
-    c.wait_for(lambda: len(c.get("/api/v1/hosts")["hosts"]) == 3, 60, "three workers")
-    try:
-        yield c
-    finally:
-        c.stop()
+HOSTS = THREE_HOSTS
 
 
 def test_a_ptile_job_gets_two_slots_on_each_host_and_sees_its_allocation(
