@@ -24,6 +24,7 @@ The worker is root and every request comes from job code, so it is hostile:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hmac
 import json
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import xce
-from xce.worker import executor, gpus
+from xce.worker import executor, gpus, taskproc
 from xce.worker.cgroups.base import JobCgroup
 from xce.worker.fscreds import Credentials
 from xce.worker.taskwire import (
@@ -201,6 +202,10 @@ class TaskService:
         # One fence watcher per share that has had tasks (xce/worker/sharefence.py).
         self.watchers: dict[Key, subprocess.Popen[bytes]] = {}
         self.open = 0
+        # The threads that fork tasks: a few, apart from the default executor, so tasks
+        # stuck before exec (a frozen cgroup) hold up only other task starts.
+        self.spawner = concurrent.futures.ThreadPoolExecutor(
+            max_workers=8, thread_name_prefix="xce-task-start")
 
     async def start(self, host: str, port: int) -> str:
         self.server = await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST)
@@ -273,7 +278,7 @@ class TaskService:
     # --- one connection, one task ------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        proc: asyncio.subprocess.Process | None = None
+        proc: taskproc.Task | None = None
         if self.open >= MAX_CONNECTIONS:
             writer.close()
             return
@@ -316,7 +321,7 @@ class TaskService:
                     raise
                 await asyncio.sleep(0.1)
 
-    async def _spawn(self, req: TaskRequest) -> asyncio.subprocess.Process:
+    async def _spawn(self, req: TaskRequest) -> taskproc.Task:
         target = await self._target(req)
         settings = self.agent.settings
         account = executor.account_for(target.user, settings.allow_root_jobs,
@@ -339,10 +344,13 @@ class TaskService:
         if key not in self.agent.running:
             self._watch_share(key, target.cgroup)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *req.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
-                preexec_fn=child_setup(target.cgroup, creds, cwds))
+            # Forked off the event loop (xce/worker/taskproc.py): the child joins the job's
+            # cgroup before exec, and one being frozen (a stop, or a resume whose thaw has
+            # not run yet) freezes the child there; Popen waits for the exec, and on the
+            # loop that wait would stop the worker, the thaw included, for good.
+            proc = await taskproc.start(
+                self.spawner, list(req.argv), env,
+                child_setup(target.cgroup, creds, cwds))
         except (OSError, ValueError) as exc:
             raise TaskRefused(f"cannot run {req.argv[0]}: {exc}") from None
         except Exception as exc:  # subprocess.SubprocessError from the child's setup
@@ -351,7 +359,7 @@ class TaskService:
                  req.task_id, proc.pid, req.argv[0][:80])
         return proc
 
-    async def _pump(self, proc: asyncio.subprocess.Process, reader: asyncio.StreamReader,
+    async def _pump(self, proc: taskproc.Task, reader: asyncio.StreamReader,
                     writer: asyncio.StreamWriter, key: Key) -> None:
         lock = asyncio.Lock()
 
