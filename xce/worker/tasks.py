@@ -355,6 +355,14 @@ class TaskService:
             raise TaskRefused(f"cannot run {req.argv[0]}: {exc}") from None
         except Exception as exc:  # subprocess.SubprocessError from the child's setup
             raise TaskRefused(f"cannot start the task: {exc}") from None
+        if key not in self.agent.running and key not in self.agent.shares.held:
+            # The attempt ended while the task was being forked (the start runs in a thread):
+            # its keeper's or the share's final kill may have run before the child joined the
+            # cgroup, and nothing else would ever end it. End the leftover cgroup now.
+            await asyncio.to_thread(executor.drop_cgroup, target.cgroup)
+            with contextlib.suppress(Exception):
+                await proc.wait()
+            raise TaskRefused(f"job {req.job_id} ended while its task was starting")
         log.info("job %s attempt %s: task %s started as pid %s (%s)", req.job_id, req.attempt,
                  req.task_id, proc.pid, req.argv[0][:80])
         return proc
