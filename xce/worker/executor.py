@@ -404,6 +404,11 @@ def _under_tmp(path: Path) -> bool:
     return normal == "/tmp" or normal.startswith("/tmp/")
 
 
+def drop_cgroup(cgroup: JobCgroup | None) -> None:
+    """Kill what is in `cgroup` and remove it (a task may have joined after a final kill)."""
+    _drop_cgroup(cgroup)
+
+
 def _drop_cgroup(cgroup: JobCgroup | None) -> None:
     if cgroup is None:
         return

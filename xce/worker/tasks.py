@@ -24,12 +24,14 @@ The worker is root and every request comes from job code, so it is hostile:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hmac
 import json
 import logging
 import os
 import re
+import stat
 import struct
 import subprocess
 import sys
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import xce
-from xce.worker import executor, gpus
+from xce.worker import executor, gpus, taskproc
 from xce.worker.cgroups.base import JobCgroup
 from xce.worker.fscreds import Credentials
 from xce.worker.taskwire import (
@@ -125,7 +127,9 @@ def parse_request(line: bytes) -> TaskRequest:
     """The request, checked field by field (TaskRefused names the first bad one)."""
     try:
         body = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        # RecursionError: `[[[[...` nested deeper than the parser's stack, well within the
+        # size limit; uncaught it killed the connection unanswered with a logged traceback.
         raise TaskRefused("the request is not one JSON line") from None
     allowed = {"v", "job_id", "attempt", "credential", "host", "argv", "env", "task_id",
                "local_task_id"}
@@ -198,6 +202,10 @@ class TaskService:
         # One fence watcher per share that has had tasks (xce/worker/sharefence.py).
         self.watchers: dict[Key, subprocess.Popen[bytes]] = {}
         self.open = 0
+        # The threads that fork tasks: a few, apart from the default executor, so tasks
+        # stuck before exec (a frozen cgroup) hold up only other task starts.
+        self.spawner = concurrent.futures.ThreadPoolExecutor(
+            max_workers=8, thread_name_prefix="xce-task-start")
 
     async def start(self, host: str, port: int) -> str:
         self.server = await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST)
@@ -270,7 +278,7 @@ class TaskService:
     # --- one connection, one task ------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        proc: asyncio.subprocess.Process | None = None
+        proc: taskproc.Task | None = None
         if self.open >= MAX_CONNECTIONS:
             writer.close()
             return
@@ -313,7 +321,7 @@ class TaskService:
                     raise
                 await asyncio.sleep(0.1)
 
-    async def _spawn(self, req: TaskRequest) -> asyncio.subprocess.Process:
+    async def _spawn(self, req: TaskRequest) -> taskproc.Task:
         target = await self._target(req)
         settings = self.agent.settings
         account = executor.account_for(target.user, settings.allow_root_jobs,
@@ -336,19 +344,30 @@ class TaskService:
         if key not in self.agent.running:
             self._watch_share(key, target.cgroup)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *req.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
-                preexec_fn=child_setup(target.cgroup, creds, cwds))
+            # Forked off the event loop (xce/worker/taskproc.py): the child joins the job's
+            # cgroup before exec, and one being frozen (a stop, or a resume whose thaw has
+            # not run yet) freezes the child there; Popen waits for the exec, and on the
+            # loop that wait would stop the worker, the thaw included, for good.
+            proc = await taskproc.start(
+                self.spawner, list(req.argv), env,
+                child_setup(target.cgroup, creds, cwds))
         except (OSError, ValueError) as exc:
             raise TaskRefused(f"cannot run {req.argv[0]}: {exc}") from None
         except Exception as exc:  # subprocess.SubprocessError from the child's setup
             raise TaskRefused(f"cannot start the task: {exc}") from None
+        if key not in self.agent.running and key not in self.agent.shares.held:
+            # The attempt ended while the task was being forked (the start runs in a thread):
+            # its keeper's or the share's final kill may have run before the child joined the
+            # cgroup, and nothing else would ever end it. End the leftover cgroup now.
+            await asyncio.to_thread(executor.drop_cgroup, target.cgroup)
+            with contextlib.suppress(Exception):
+                await proc.wait()
+            raise TaskRefused(f"job {req.job_id} ended while its task was starting")
         log.info("job %s attempt %s: task %s started as pid %s (%s)", req.job_id, req.attempt,
                  req.task_id, proc.pid, req.argv[0][:80])
         return proc
 
-    async def _pump(self, proc: asyncio.subprocess.Process, reader: asyncio.StreamReader,
+    async def _pump(self, proc: taskproc.Task, reader: asyncio.StreamReader,
                     writer: asyncio.StreamWriter, key: Key) -> None:
         lock = asyncio.Lock()
 
@@ -397,14 +416,38 @@ class TaskService:
 LAUNCHER_DIR = ".xce-bin"
 
 
+def _own_dir(path: Path) -> None:
+    """Make `path` a real directory of root's, 0755: a symlink there, or a directory someone
+    else owns or may write (planted while the jobs root was writable, restored from a
+    backup), is moved aside, never followed or written into, since every job runs the `xce`
+    it holds. The parent (the jobs root) is root's, so nothing can swap it back meanwhile."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o711)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid()
+                           or st.st_mode & 0o022):
+        aside = path.with_name(f"{path.name}.untrusted-{os.getpid()}-{int(st.st_ino)}")
+        os.rename(path, aside)  # a rename moves the link itself, not its target
+        log.warning("moved the untrusted %s aside to %s", path, aside)
+        st = None
+    if st is None:
+        os.mkdir(path, 0o755)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchmod(fd, 0o755)
+    finally:
+        os.close(fd)
+
+
 def install_launcher(bin_dir: Path) -> str:
     """Put this worker's own `xce` in `bin_dir` (root's, 0755) and return the directory:
     jobs get it first on PATH so `xce launch` is the worker's version whatever the job's
     install. A frozen worker links its binary; otherwise a script runs this interpreter on
     this package. Empty when it cannot be made (jobs then use whatever `xce` they find)."""
     try:
-        bin_dir.mkdir(parents=True, exist_ok=True, mode=0o755)
-        os.chmod(bin_dir, 0o755)
+        _own_dir(bin_dir)
         target = bin_dir / "xce"
         temp = bin_dir / ".xce.new"
         with contextlib.suppress(FileNotFoundError):
