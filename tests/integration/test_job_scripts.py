@@ -67,7 +67,7 @@ def test_sbatch_script_file(up: Up, tmp_path: Path) -> None:
     assert got["home"] == pwd.getpwuid(os.getuid()).pw_dir  # the host owns HOME
     # PATH travels, after the directory of the worker's own `xce` (issue 15: xce launch)
     first, rest = got["path"].split(":", 1)
-    assert first.endswith("/bin") and rest.startswith("/opt/submitter/bin:"), got["path"]
+    assert first.endswith("/.xce-bin") and rest.startswith("/opt/submitter/bin:"), got["path"]
     assert (tmp_path / f"slurmjob-{job_id}.err").read_text() == "to-stderr\n"
     shown = up.xce("job", "show", job_id, "--json")
     assert '"walltime_s": 300' in shown.stdout
