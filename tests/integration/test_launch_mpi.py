@@ -49,8 +49,12 @@ def test_mpirun_with_xce_launch_runs_every_rank_once_on_its_host(three: Cluster)
     # The three "hosts" are one machine: OpenMPI's shared-memory transport (vader) would put
     # the segments of ranks it believes are on different nodes in one place and crash, so
     # the ranks talk TCP over loopback (a real cluster needs none of these --mca lines but
-    # the agent).
-    script = (f'mpirun --allow-run-as-root --hostfile "$XCE_HOSTFILE" '
+    # the agent). For the same reason PMIx keeps its job data in each daemon's memory
+    # (gds hash), not in shared-memory files of a session directory that the three daemons,
+    # all "vm" in one /tmp, would share and clean up under each other (one full-suite run saw
+    # a rank die of a signal; this is its likely cause).
+    script = (f'export PMIX_MCA_gds=hash; '
+              f'mpirun --allow-run-as-root --hostfile "$XCE_HOSTFILE" '
               f'--mca plm_rsh_agent "xce launch" --mca pml ob1 --mca btl self,tcp '
               f'--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np 6 {binary}')
     job_id = three.submit(command=script, slots=6, resources="span[ptile=2]")
