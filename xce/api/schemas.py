@@ -171,6 +171,12 @@ OUTPUT_CHUNK: dict[str, Any] = {
     },
 }
 
+# One attempt of a job, as the worker names it in heartbeats (running jobs and shares).
+ATTEMPT_KEY: dict[str, Any] = {
+    "job_id": {"type": "string", "maxLength": 64},
+    "attempt": {"type": "integer", "minimum": 0, "maximum": 2**31},
+}
+
 HEARTBEAT: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -183,8 +189,7 @@ HEARTBEAT: dict[str, Any] = {
                 "additionalProperties": False,
                 "required": ["job_id", "attempt"],
                 "properties": {
-                    "job_id": {"type": "string", "maxLength": 64},
-                    "attempt": {"type": "integer", "minimum": 0, "maximum": 2**31},
+                    **ATTEMPT_KEY,
                     **USAGE_FIELDS,
                     "output": {"type": "object", "additionalProperties": False,
                                "properties": {"stdout": OUTPUT_CHUNK,
@@ -202,8 +207,7 @@ HEARTBEAT: dict[str, Any] = {
                 "additionalProperties": False,
                 "required": ["job_id", "attempt"],
                 "properties": {
-                    "job_id": {"type": "string", "maxLength": 64},
-                    "attempt": {"type": "integer", "minimum": 0, "maximum": 2**31},
+                    **ATTEMPT_KEY,
                     "cpu_user_s": USAGE_FIELDS["cpu_user_s"],
                     "cpu_system_s": USAGE_FIELDS["cpu_system_s"],
                     "max_rss_bytes": USAGE_FIELDS["max_rss_bytes"],
@@ -219,7 +223,7 @@ FINISHED: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["attempt", "exit_code"],
     "properties": {
-        "attempt": {"type": "integer", "minimum": 0, "maximum": 2**31},
+        "attempt": ATTEMPT_KEY["attempt"],
         "exit_code": {"type": ["integer", "null"], "minimum": -(2**31), "maximum": 2**31},
         "exit_signal": {"type": ["integer", "null"], "minimum": 0, "maximum": 255},
         "reason": {"type": "string", "maxLength": 1024},
