@@ -24,8 +24,7 @@ def data_files(root: Path) -> list[Path]:
     found = []
     for package in PACKAGES:
         for path in (root / package).rglob("*"):
-            if (path.is_file() and path.suffix in SUFFIXES
-                    and "__pycache__" not in path.parts):
+            if path.is_file() and path.suffix in SUFFIXES and "__pycache__" not in path.parts:
                 found.append(path.relative_to(root))
     return sorted(found)
 

@@ -39,20 +39,32 @@ from bench.common import Plan, Row, table
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true",
-                        help="20k jobs instead of 1M and short runs (about a minute)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="20k jobs instead of 1M and short runs (about a minute)",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results as JSON")
-    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()),
-                        help="where to create the temp dir (the disk under test; default /tmp)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()),
+        help="where to create the temp dir (the disk under test; default /tmp)",
+    )
     return parser.parse_args(argv)
 
 
 def _revision() -> str:
     """The commit measured, with `-dirty` if the working tree differs from it."""
     try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, timeout=10, check=False,
-                             cwd=Path(__file__).resolve().parent.parent)
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
         return out.stdout.strip() or "unknown"
     except OSError:
         return "unknown"
@@ -61,8 +73,13 @@ def _revision() -> str:
 def _cpu_seconds() -> tuple[float, float]:
     """(busy CPU seconds of the whole machine, of this process and its reaped children)."""
     total = psutil.cpu_times()
-    busy = total.user + total.nice + total.system + getattr(total, "irq", 0.0) + getattr(
-        total, "softirq", 0.0)
+    busy = (
+        total.user
+        + total.nice
+        + total.system
+        + getattr(total, "irq", 0.0)
+        + getattr(total, "softirq", 0.0)
+    )
     mine = psutil.Process().cpu_times()
     return busy, mine.user + mine.system + mine.children_user + mine.children_system
 
@@ -72,15 +89,17 @@ def _terminate(signum: int, _frame: Any) -> None:
 
 
 def _figure(name: str, fn: Callable[[], list[Row]], rows: list[Row], started: float) -> bool:
-    print(f"[{time.monotonic() - started:6.1f} s] figure {name} ...", file=sys.stderr,
-          flush=True)
+    print(f"[{time.monotonic() - started:6.1f} s] figure {name} ...", file=sys.stderr, flush=True)
     try:
         rows.extend(fn())
         return True
     except Exception as exc:
         traceback.print_exc()
-        rows.append(Row(f"{name}  ERROR", f"{type(exc).__name__}: {exc}".splitlines()[0][:160],
-                        "-", "ERROR"))
+        rows.append(
+            Row(
+                f"{name}  ERROR", f"{type(exc).__name__}: {exc}".splitlines()[0][:160], "-", "ERROR"
+            )
+        )
         return False
 
 
@@ -96,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     busy0, mine0 = _cpu_seconds()
     raw: dict[str, float] = {}
     try:
+
         def fig1() -> list[Row]:
             out, found = fsync.run(plan)
             raw.update(found)
@@ -120,23 +140,41 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - started
     busy1, mine1 = _cpu_seconds()
     others = max(0.0, (busy1 - busy0) - (mine1 - mine0)) / elapsed  # in cores
-    mode = ("QUICK: 20k jobs instead of 1M (20k instead of 200k for memory), short runs"
-            if plan.quick else "FULL")
+    mode = (
+        "QUICK: 20k jobs instead of 1M (20k instead of 200k for memory), short runs"
+        if plan.quick
+        else "FULL"
+    )
     revision = _revision()
-    print(f"XCE persistence benchmark, {mode}; xce {revision}; {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}, disk under {args.dir}; medians of runs; "
-          f"{elapsed:,.0f} s; other processes used {others:.2f} of the cores meanwhile")
+    print(
+        f"XCE persistence benchmark, {mode}; xce {revision}; {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, disk under {args.dir}; medians of runs; "
+        f"{elapsed:,.0f} s; other processes used {others:.2f} of the cores meanwhile"
+    )
     print(table(rows))
-    print("2: grp = records per fdatasync (controller's write syscalls in the window); "
-          "1st/last s = jobs/s in the window's first and last second; cpu = share of one core")
+    print(
+        "2: grp = records per fdatasync (controller's write syscalls in the window); "
+        "1st/last s = jobs/s in the window's first and last second; cpu = share of one core"
+    )
     if plan.quick:
         print("* quick mode: verdict on a linear extrapolation to 1M jobs of what grows with N")
     if args.json:
-        args.json.write_text(json.dumps({
-            "mode": "quick" if plan.quick else "full", "dir": str(args.dir),
-            "revision": revision, "other_processes_cores": others,
-            "cpus": os.cpu_count(), "python": platform.python_version(), "seconds": elapsed,
-            "rows": [vars(r) for r in rows]}, indent=2, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "mode": "quick" if plan.quick else "full",
+                    "dir": str(args.dir),
+                    "revision": revision,
+                    "other_processes_cores": others,
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "seconds": elapsed,
+                    "rows": [vars(r) for r in rows],
+                },
+                indent=2,
+                default=str,
+            )
+        )
     return 0 if ok else 1
 
 

@@ -42,16 +42,23 @@ async def _throughput(root: Path, jobs: int, accounting: bool) -> tuple[float, f
     state_dir.mkdir(mode=0o700)
     log = DurableLog.open(state_dir, StoreSettings(segment_bytes=64 << 20))
     settings = ControllerSettings(state_dir=state_dir)
-    service = ControllerService(settings, FileStore(state_dir / "files", 1 << 20, 1 << 20,
-                                                    3600.0), state=log.recovered.state,
-                                log=log)
+    service = ControllerService(
+        settings,
+        FileStore(state_dir / "files", 1 << 20, 1 << 20, 3600.0),
+        state=log.recovered.state,
+        log=log,
+    )
     feed = None
     if accounting:
         feed = AccountingFeed(state_dir)
         feed.start()
         service.accounting = feed
-    await service.commit([ev.QueueCreated(0.0, QueueRecord("normal")),
-                          ev.HostRegistered(0.0, "w1", 1 << 20, 1 << 30)])
+    await service.commit(
+        [
+            ev.QueueCreated(0.0, QueueRecord("normal")),
+            ev.HostRegistered(0.0, "w1", 1 << 20, 1 << 30),
+        ]
+    )
     spec = JobSpec("alice", "normal", command="true", slots=1, memory_mb=100)
     usage = Usage(1.0, 0.1, 50 << 20, 1.2)
     started = time.perf_counter()
@@ -83,16 +90,40 @@ def _records(n: int, now: float, seed: int = 7) -> list[AcctRecord]:
         start = end - wall
         submit = start - rng.random() * 600
         user = f"user{rng.randrange(1000):04d}"
-        out.append(AcctRecord(
-            job_id=str(i + 1), attempt=0, number=i + 1, array_index=None, name=f"job{i % 97}",
-            user=user, grp=f"g{hash(user) % 30}", queue=f"q{rng.randrange(20)}",
-            submit_time=submit, start_time=start, end_time=end, wait_s=start - submit,
-            host=f"h{rng.randrange(200):03d}", hosts=f"h{rng.randrange(200):03d}:{slots}",
-            req_slots=slots, req_memory_mb=4096, req_walltime_s=7200, req_gpus=0,
-            resources="", state="DONE" if rng.random() < 0.9 else "EXIT",
-            exit_code=0, exit_signal=None, reason="", cpu_user_s=cpu * 0.9,
-            cpu_system_s=cpu * 0.1, max_rss_bytes=rng.randrange(1 << 32), wall_s=wall,
-            cpu_eff=cpu / (slots * wall) if wall else None, mem_eff=rng.random(), seq=i + 1))
+        out.append(
+            AcctRecord(
+                job_id=str(i + 1),
+                attempt=0,
+                number=i + 1,
+                array_index=None,
+                name=f"job{i % 97}",
+                user=user,
+                grp=f"g{hash(user) % 30}",
+                queue=f"q{rng.randrange(20)}",
+                submit_time=submit,
+                start_time=start,
+                end_time=end,
+                wait_s=start - submit,
+                host=f"h{rng.randrange(200):03d}",
+                hosts=f"h{rng.randrange(200):03d}:{slots}",
+                req_slots=slots,
+                req_memory_mb=4096,
+                req_walltime_s=7200,
+                req_gpus=0,
+                resources="",
+                state="DONE" if rng.random() < 0.9 else "EXIT",
+                exit_code=0,
+                exit_signal=None,
+                reason="",
+                cpu_user_s=cpu * 0.9,
+                cpu_system_s=cpu * 0.1,
+                max_rss_bytes=rng.randrange(1 << 32),
+                wall_s=wall,
+                cpu_eff=cpu / (slots * wall) if wall else None,
+                mem_eff=rng.random(),
+                seq=i + 1,
+            )
+        )
     return out
 
 
@@ -127,11 +158,16 @@ def _cli_rows(db: Path, n: int, who: str) -> list[tuple[str, str]]:
         import urllib.parse
 
         for label, path in (
-                (f"API `GET /api/v1/accounting/jobs?user=USER&since=30d`, {n:,} records, "
-                 "HTTP round trip", "/api/v1/accounting/jobs?"
-                 + urllib.parse.urlencode({"user": who, "since": "30d"})),
-                (f"API `GET /api/v1/accounting/summary?by=user&since=365d`, {n:,} records",
-                 "/api/v1/accounting/summary?by=user&since=365d")):
+            (
+                f"API `GET /api/v1/accounting/jobs?user=USER&since=30d`, {n:,} records, "
+                "HTTP round trip",
+                "/api/v1/accounting/jobs?" + urllib.parse.urlencode({"user": who, "since": "30d"}),
+            ),
+            (
+                f"API `GET /api/v1/accounting/summary?by=user&since=365d`, {n:,} records",
+                "/api/v1/accounting/summary?by=user&since=365d",
+            ),
+        ):
             times = []
             for _ in range(5):
                 t = time.perf_counter()
@@ -139,17 +175,31 @@ def _cli_rows(db: Path, n: int, who: str) -> list[tuple[str, str]]:
                 times.append(time.perf_counter() - t)
             out.append((label, f"{1000 * statistics.median(times):,.0f} ms"))
         for label, argv in (
-                (f"`xce acct -u USER -S 30d --json`, {n:,} records, real controller, "
-                 "CLI wall time", ["acct", "-u", who, "-S", "30d", "--json"]),
-                (f"`xce report --by user -S 365d`, {n:,} records, CLI wall time",
-                 ["report", "--by", "user", "-S", "365d"]),
-                ("`xce --help` (the CLI's own start-up, for comparison)", ["--help"])):
+            (
+                f"`xce acct -u USER -S 30d --json`, {n:,} records, real controller, CLI wall time",
+                ["acct", "-u", who, "-S", "30d", "--json"],
+            ),
+            (
+                f"`xce report --by user -S 365d`, {n:,} records, CLI wall time",
+                ["report", "--by", "user", "-S", "365d"],
+            ),
+            ("`xce --help` (the CLI's own start-up, for comparison)", ["--help"]),
+        ):
             times = []
             for _ in range(3):
                 t = time.perf_counter()
-                done = subprocess.run([sys.executable, "-m", "xce", *argv, *(
-                    ["--controller", cluster.url] if argv[0] != "--help" else [])],
-                    capture_output=True, env=env, check=True)
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "xce",
+                        *argv,
+                        *(["--controller", cluster.url] if argv[0] != "--help" else []),
+                    ],
+                    capture_output=True,
+                    env=env,
+                    check=True,
+                )
                 times.append(time.perf_counter() - t)
                 assert done.stdout
             out.append((label, f"{1000 * statistics.median(times):,.0f} ms"))
@@ -172,16 +222,24 @@ def main() -> None:
     for run in range(args.runs):  # interleaved, in turn first, so drift hits both alike
         run_dir = root / f"run{run}"
         run_dir.mkdir()
-        for accounting in ((False, True) if run % 2 == 0 else (True, False)):
+        for accounting in (False, True) if run % 2 == 0 else (True, False):
             found = asyncio.run(_throughput(run_dir, args.jobs, accounting))
             (with_ if accounting else without).append(found)
     a, b = (statistics.median(r for r, _ in x) for x in (without, with_))
     ca, cb = (statistics.median(c for _, c in x) for x in (without, with_))
-    rows.append((f"submit+start+finish through commit, {args.jobs} jobs, fsync always: "
-                 f"without / with accounting (median of {args.runs} interleaved runs)",
-                 f"{a:,.0f} / {b:,.0f} jobs/s ({100 * (b - a) / a:+.1f} %)"))
-    rows.append(("same: process CPU per job (all threads), without / with",
-                 f"{1e6 * ca:,.0f} / {1e6 * cb:,.0f} us ({100 * (cb - ca) / ca:+.1f} %)"))
+    rows.append(
+        (
+            f"submit+start+finish through commit, {args.jobs} jobs, fsync always: "
+            f"without / with accounting (median of {args.runs} interleaved runs)",
+            f"{a:,.0f} / {b:,.0f} jobs/s ({100 * (b - a) / a:+.1f} %)",
+        )
+    )
+    rows.append(
+        (
+            "same: process CPU per job (all threads), without / with",
+            f"{1e6 * ca:,.0f} / {1e6 * cb:,.0f} us ({100 * (cb - ca) / ca:+.1f} %)",
+        )
+    )
 
     now = time.time()
     records = _records(args.records, now)
@@ -189,22 +247,26 @@ def main() -> None:
     conn = store.connect(path)
     t = time.perf_counter()
     for i in range(0, len(records), 10_000):
-        store.insert(conn, records[i:i + 10_000], i + 10_000)
+        store.insert(conn, records[i : i + 10_000], i + 10_000)
     insert_s = time.perf_counter() - t
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     size = sum(p.stat().st_size for p in path.parent.iterdir())
-    rows.append((f"store: insert {args.records:,} records in batches of 10,000",
-                 f"{args.records / insert_s:,.0f} records/s"))
-    rows.append(("store: disk per record (4 indexes, rollups)",
-                 f"{size / args.records:,.0f} B"))
+    rows.append(
+        (
+            f"store: insert {args.records:,} records in batches of 10,000",
+            f"{args.records / insert_s:,.0f} records/s",
+        )
+    )
+    rows.append(("store: disk per record (4 indexes, rollups)", f"{size / args.records:,.0f} B"))
 
     who = records[-1].user  # a user with a record in the last month at any size
 
     def one_user_month() -> None:
         c = store.connect(path, readonly=True)
-        found, _ = store.list_attempts(c, {"user": [who], "since": now - 30 * DAY},
-                                       None, 100_000, None)
+        found, _ = store.list_attempts(
+            c, {"user": [who], "since": now - 30 * DAY}, None, 100_000, None
+        )
         c.close()
         assert found
 
@@ -220,12 +282,24 @@ def main() -> None:
         store.list_attempts(c, {"since": now - 30 * DAY}, users, 100_000, None)
         c.close()
 
-    rows.append((f"query: one user, one month, of {args.records:,} (`xce acct -u -S 30d`)",
-                 f"{1000 * _timed(one_user_month):,.1f} ms"))
-    rows.append(("same, asked by that user (visibility: owners filtered)",
-                 f"{1000 * _timed(restricted_user_month):,.1f} ms"))
-    rows.append((f"query: summary by user over a year, {args.records:,} records "
-                 "(`xce report -S 365d`)", f"{1000 * _timed(summary_year, 3):,.0f} ms"))
+    rows.append(
+        (
+            f"query: one user, one month, of {args.records:,} (`xce acct -u -S 30d`)",
+            f"{1000 * _timed(one_user_month):,.1f} ms",
+        )
+    )
+    rows.append(
+        (
+            "same, asked by that user (visibility: owners filtered)",
+            f"{1000 * _timed(restricted_user_month):,.1f} ms",
+        )
+    )
+    rows.append(
+        (
+            f"query: summary by user over a year, {args.records:,} records (`xce report -S 365d`)",
+            f"{1000 * _timed(summary_year, 3):,.0f} ms",
+        )
+    )
     rows += _cli_rows(path, args.records, who)
     print("| figure | measured |\n| --- | --- |")
     for figure, measured in rows:

@@ -29,8 +29,14 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    code = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL).returncode
+    code = subprocess.run(
+        cmd,
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    ).returncode
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), code
@@ -55,13 +61,23 @@ def main(argv: list[str] | None = None) -> None:
 def _measure(up: Up, opts: argparse.Namespace, tmp: Path) -> list[tuple[str, float, float]]:
     env = up.env
     xce = [sys.executable, "-m", "xce"]
-    ids = [json.loads(subprocess.run([*xce, "job", "submit", "--json", "true"], env=env,
-                                     capture_output=True, text=True, check=True).stdout)
-           ["job_id"] for _ in range(3)]
+    ids = [
+        json.loads(
+            subprocess.run(
+                [*xce, "job", "submit", "--json", "true"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )["job_id"]
+        for _ in range(3)
+    ]
     deadline = time.monotonic() + 120
     while True:  # every job finished and in the store
-        out = subprocess.run([*xce, "acct", "--json"], env=env, capture_output=True,
-                             text=True).stdout
+        out = subprocess.run(
+            [*xce, "acct", "--json"], env=env, capture_output=True, text=True
+        ).stdout
         if out and len(json.loads(out)["jobs"]) >= len(ids):
             break
         if time.monotonic() > deadline:
@@ -70,8 +86,11 @@ def _measure(up: Up, opts: argparse.Namespace, tmp: Path) -> list[tuple[str, flo
     trees = [("", env, None)]
     if opts.before is not None:
         trees.append((" (before)", {**env, "PYTHONPATH": str(opts.before.resolve())}, tmp))
-    commands = [("xce acct", ["acct"]), ("xce report", ["report"]),
-                ("xce job eff", ["job", "eff", ids[0]])]
+    commands = [
+        ("xce acct", ["acct"]),
+        ("xce report", ["report"]),
+        ("xce job eff", ["job", "eff", ids[0]]),
+    ]
     found: dict[str, list[tuple[float, float]]] = {}
     floor: list[tuple[float, float]] = []
     for _ in range(opts.runs):
@@ -83,11 +102,17 @@ def _measure(up: Up, opts: argparse.Namespace, tmp: Path) -> list[tuple[str, flo
                 if code != 0:
                     raise SystemExit(f"{name}{label} failed (exit {code})")
                 found.setdefault(name + label, []).append((w, c))
-    rows = [("python3 -c pass", statistics.median(w for w, _ in floor),
-             statistics.median(c for _, c in floor))]
+    rows = [
+        (
+            "python3 -c pass",
+            statistics.median(w for w, _ in floor),
+            statistics.median(c for _, c in floor),
+        )
+    ]
     for name, runs in found.items():
-        rows.append((name, statistics.median(w for w, _ in runs),
-                     statistics.median(c for _, c in runs)))
+        rows.append(
+            (name, statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
+        )
     return rows
 
 

@@ -31,23 +31,34 @@ def _cpu(pid: int) -> float:
     return times.user + times.system
 
 
-def one_run(root: Path, accounting: bool, seconds: float, clients: int,
-            workers: int) -> tuple[float, float, float]:
+def one_run(
+    root: Path, accounting: bool, seconds: float, clients: int, workers: int
+) -> tuple[float, float, float]:
     """(submits/s, finished/s, controller CPU µs per finished job) of one run."""
     extra = "" if accounting else "accounting = false"
     with Controller(root, extra=extra) as ctl:
         assert ctl.proc is not None
         before = _cpu(ctl.proc.pid)
         started = time.perf_counter()
-        result = asyncio.run(run_load(ctl.url, TOKEN, workers=workers, clients=clients,
-                                      seconds=seconds, heartbeat_s=2.0, job_s=0.0,
-                                      drain_timeout=30.0))
+        result = asyncio.run(
+            run_load(
+                ctl.url,
+                TOKEN,
+                workers=workers,
+                clients=clients,
+                seconds=seconds,
+                heartbeat_s=2.0,
+                job_s=0.0,
+                drain_timeout=30.0,
+            )
+        )
         elapsed = time.perf_counter() - started
         time.sleep(1.0)  # the accounting writer's last transaction (it wakes every 0.2 s)
         cpu = _cpu(ctl.proc.pid) - before
         if result.missing or result.not_done:
-            raise SystemExit(f"lost or unfinished jobs: {result.missing[:5]} "
-                             f"{list(result.not_done.items())[:5]}")
+            raise SystemExit(
+                f"lost or unfinished jobs: {result.missing[:5]} {list(result.not_done.items())[:5]}"
+            )
     finished = max(result.finished, 1)
     return len(result.acknowledged) / seconds, finished / elapsed, cpu / finished * 1e6
 
@@ -64,13 +75,16 @@ def main(argv: list[str] | None = None) -> None:
         for i in range(opts.runs):
             for accounting in (False, True):
                 root = Path(tmp) / f"{i}-{'with' if accounting else 'without'}"
-                found[accounting].append(one_run(root, accounting, opts.seconds,
-                                                 opts.clients, opts.workers))
+                found[accounting].append(
+                    one_run(root, accounting, opts.seconds, opts.clients, opts.workers)
+                )
     print(f"{'accounting':12} {'submits/s':>10} {'finished/s':>11} {'CPU us/job':>11}")
     for accounting, runs in found.items():
         cols = [statistics.median(r[k] for r in runs) for k in range(3)]
-        print(f"{'on' if accounting else 'off':12} {cols[0]:10.0f} {cols[1]:11.0f} "
-              f"{cols[2]:11.0f}   runs: " + ", ".join(f"{r[2]:.0f}" for r in runs))
+        print(
+            f"{'on' if accounting else 'off':12} {cols[0]:10.0f} {cols[1]:11.0f} "
+            f"{cols[2]:11.0f}   runs: " + ", ".join(f"{r[2]:.0f}" for r in runs)
+        )
     off = statistics.median(r[2] for r in found[False])
     on = statistics.median(r[2] for r in found[True])
     print(f"CPU per job with / without accounting: {on / off:.3f}")

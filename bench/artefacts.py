@@ -23,8 +23,14 @@ def _start_s(cmd: list[str], plan: Plan) -> float:
     runs = []
     for _ in range(max(plan.repeats, 3)):
         started = time.perf_counter()
-        subprocess.run(cmd, capture_output=True, check=True, timeout=120, cwd=plan.root,
-                       env={"PATH": "/usr/bin:/bin", "HOME": str(plan.root)})
+        subprocess.run(
+            cmd,
+            capture_output=True,
+            check=True,
+            timeout=120,
+            cwd=plan.root,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(plan.root)},
+        )
         runs.append(time.perf_counter() - started)
     return median(runs)
 
@@ -33,8 +39,11 @@ def run(plan: Plan) -> list[Row]:
     artefacts = [
         ("onefile dist/xce", DIST / "xce", []),
         ("onedir dist/xce-onedir/xce", DIST / "xce-onedir" / "xce", []),
-        ("AppImage, --appimage-extract-and-run", DIST / "xce-x86_64.AppImage",
-         ["--appimage-extract-and-run"]),
+        (
+            "AppImage, --appimage-extract-and-run",
+            DIST / "xce-x86_64.AppImage",
+            ["--appimage-extract-and-run"],
+        ),
     ]
     rows = []
     for name, path, extra in artefacts:
@@ -45,7 +54,13 @@ def run(plan: Plan) -> list[Row]:
         size = sum(f.stat().st_size for f in files) / 2**20
         seconds = _start_s([str(path), *extra, "--version"], plan)
         verdict = "pass" if seconds < TARGET_S else "missed"
-        rows.append(Row(f"7 {name}: size, `xce --version`",
-                        f"{size:.1f} MiB, {seconds:.2f} s", f"< {TARGET_S:.0f} s", verdict,
-                        {"size_mib": size, "start_s": seconds}))
+        rows.append(
+            Row(
+                f"7 {name}: size, `xce --version`",
+                f"{size:.1f} MiB, {seconds:.2f} s",
+                f"< {TARGET_S:.0f} s",
+                verdict,
+                {"size_mib": size, "start_s": seconds},
+            )
+        )
     return rows

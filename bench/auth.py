@@ -39,12 +39,25 @@ def run(plan: Plan) -> list[Row]:
         checks.append((time.perf_counter() - started) * 1000)
     first_rate, again_rate, check_ms = median(first), median(again), median(checks)
     return [
-        Row("7 JWT verify, first sight (EdDSA signature, claims)",
-            f"{first_rate:,.0f} tokens/s ({1e6 / first_rate:.0f} us each)", "-", "info",
-            {"verify_per_s": first_rate}),
-        Row("7 JWT verify, same token again (time, key, revocation)",
-            f"{again_rate:,.0f} tokens/s ({1e6 / again_rate:.1f} us each)", "-", "info",
-            {"reverify_per_s": again_rate}),
-        Row("7 password check at login (scrypt N=2^15, r=8)", f"{check_ms:.0f} ms", "-",
-            "info", {"scrypt_ms": check_ms}),
+        Row(
+            "7 JWT verify, first sight (EdDSA signature, claims)",
+            f"{first_rate:,.0f} tokens/s ({1e6 / first_rate:.0f} us each)",
+            "-",
+            "info",
+            {"verify_per_s": first_rate},
+        ),
+        Row(
+            "7 JWT verify, same token again (time, key, revocation)",
+            f"{again_rate:,.0f} tokens/s ({1e6 / again_rate:.1f} us each)",
+            "-",
+            "info",
+            {"reverify_per_s": again_rate},
+        ),
+        Row(
+            "7 password check at login (scrypt N=2^15, r=8)",
+            f"{check_ms:.0f} ms",
+            "-",
+            "info",
+            {"scrypt_ms": check_ms},
+        ),
     ]

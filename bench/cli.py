@@ -44,8 +44,9 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     """Wall and CPU seconds of one child, and its exit code."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    code = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL).returncode
+    code = subprocess.run(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+    ).returncode
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -63,9 +64,20 @@ class Up:
             self.env.pop(key, None)
         self.log = root / "up.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "xce", "up", "--state-dir", str(root / "state"),
-             "--port", str(self.port)], stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
-            env=self.env)
+            [
+                sys.executable,
+                "-m",
+                "xce",
+                "up",
+                "--state-dir",
+                str(root / "state"),
+                "--port",
+                str(self.port),
+            ],
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
         deadline = time.monotonic() + 60
         while "XCE is up" not in self.log.read_text():
             if time.monotonic() > deadline or self.proc.poll() is not None:
@@ -84,8 +96,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--loop", type=int, default=300)
-    parser.add_argument("--binary", type=Path, action="append", default=[],
-                        help="a packaged xce (repeat): onedir build, extracted AppImage")
+    parser.add_argument(
+        "--binary",
+        type=Path,
+        action="append",
+        default=[],
+        help="a packaged xce (repeat): onedir build, extracted AppImage",
+    )
     opts = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="xce-bench-cli-") as tmp:
         up = Up(Path(tmp))
@@ -99,8 +116,13 @@ def main(argv: list[str] | None = None) -> None:
 def _measure(up: Up, opts: argparse.Namespace) -> list[tuple[str, float, float, float, str]]:
     env = up.env
     xce = [sys.executable, "-m", "xce"]
-    first = subprocess.run([*xce, "job", "submit", "-J", "bench", "true"], env=env,
-                           capture_output=True, text=True, check=True).stdout
+    first = subprocess.run(
+        [*xce, "job", "submit", "-J", "bench", "true"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     job_id = first.split("<")[1].split(">")[0]
     auth = ["-H", f"Authorization: Bearer {up.token}"]
     curl = shutil.which("curl")
@@ -108,17 +130,28 @@ def _measure(up: Up, opts: argparse.Namespace) -> list[tuple[str, float, float, 
         ("xce job list", [*xce, "job", "list"], ["/api/v1/jobs"]),
         ("xce job show", [*xce, "job", "show", job_id], [f"/api/v1/jobs/{job_id}"]),
         ("xce host list", [*xce, "host", "list"], ["/api/v1/hosts"]),
-        ("xce job submit", [*xce, "job", "submit", "-J", "bench", "true"],
-         ["-X", "POST", "-H", "Content-Type: application/json", "-d",
-          '{"command": "true", "name": "bench"}', "/api/v1/jobs"]),
+        (
+            "xce job submit",
+            [*xce, "job", "submit", "-J", "bench", "true"],
+            [
+                "-X",
+                "POST",
+                "-H",
+                "Content-Type: application/json",
+                "-d",
+                '{"command": "true", "name": "bench"}',
+                "/api/v1/jobs",
+            ],
+        ),
         ("xce job list --help", [*xce, "job", "list", "--help"], None),
         ("xce --help", [*xce, "--help"], None),
     ]
     for binary in opts.binary:
         label = str(binary)[-30:]
         commands.append((f"{label} job list", [str(binary), "job", "list"], None))
-        commands.append((f"{label} job submit",
-                         [str(binary), "job", "submit", "-J", "bench", "true"], None))
+        commands.append(
+            (f"{label} job submit", [str(binary), "job", "submit", "-J", "bench", "true"], None)
+        )
     floor: list[tuple[float, float]] = []
     found: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in commands}
     found_curl: dict[str, list[float]] = {name: [] for name, _, _ in commands}
@@ -132,8 +165,9 @@ def _measure(up: Up, opts: argparse.Namespace) -> list[tuple[str, float, float, 
             found[name].append((w, c))
             if route is not None and curl:
                 *args, path = route
-                w, _c, _code = _run([curl, "-sf", "-o", "/dev/null", *auth, *args,
-                                     up.url + path], env)
+                w, _c, _code = _run(
+                    [curl, "-sf", "-o", "/dev/null", *auth, *args, up.url + path], env
+                )
                 found_curl[name].append(w)
     floor_wall = statistics.median(w for w, _ in floor)
     floor_cpu = statistics.median(c for _, c in floor)
@@ -146,12 +180,21 @@ def _measure(up: Up, opts: argparse.Namespace) -> list[tuple[str, float, float, 
         verdict = f"{ratio:.1f}x {'ok' if ratio <= LIMIT else 'OVER'}"
         rows.append((name, wall, cpu, curl_wall, verdict))
     started = time.perf_counter()
-    script = f'for i in $(seq {opts.loop}); do {" ".join(xce)} job submit true >/dev/null ' \
-             f'|| exit 1; done'
+    script = (
+        f"for i in $(seq {opts.loop}); do {' '.join(xce)} job submit true >/dev/null "
+        f"|| exit 1; done"
+    )
     subprocess.run(["bash", "-c", script], env=env, check=True)
     elapsed = time.perf_counter() - started
-    rows.append((f"shell loop: {opts.loop} x xce job submit", elapsed, 0.0, 0.0,
-                 f"{opts.loop / elapsed:.1f} jobs/s"))
+    rows.append(
+        (
+            f"shell loop: {opts.loop} x xce job submit",
+            elapsed,
+            0.0,
+            0.0,
+            f"{opts.loop / elapsed:.1f} jobs/s",
+        )
+    )
     return rows
 
 

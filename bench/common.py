@@ -37,14 +37,38 @@ class Plan:
     @classmethod
     def make(cls, quick: bool, root: Path) -> Plan:
         if quick:
-            return cls(True, root, repeats=3, heavy_repeats=3, fsync_seconds=0.5,
-                       http_runs=2, http_warmup=0.3, http_seconds=1.5, wal_seconds=0.7,
-                       checkpoint_sizes=(20_000,), big=20_000, recovery_wal_events=2_000,
-                       memory_jobs=20_000, memory_runs=2)
-        return cls(False, root, repeats=5, heavy_repeats=2, fsync_seconds=2.0,
-                   http_runs=3, http_warmup=1.0, http_seconds=5.0, wal_seconds=3.0,
-                   checkpoint_sizes=(100_000, 1_000_000), big=1_000_000,
-                   recovery_wal_events=10_000, memory_jobs=200_000, memory_runs=3)
+            return cls(
+                True,
+                root,
+                repeats=3,
+                heavy_repeats=3,
+                fsync_seconds=0.5,
+                http_runs=2,
+                http_warmup=0.3,
+                http_seconds=1.5,
+                wal_seconds=0.7,
+                checkpoint_sizes=(20_000,),
+                big=20_000,
+                recovery_wal_events=2_000,
+                memory_jobs=20_000,
+                memory_runs=2,
+            )
+        return cls(
+            False,
+            root,
+            repeats=5,
+            heavy_repeats=2,
+            fsync_seconds=2.0,
+            http_runs=3,
+            http_warmup=1.0,
+            http_seconds=5.0,
+            wal_seconds=3.0,
+            checkpoint_sizes=(100_000, 1_000_000),
+            big=1_000_000,
+            recovery_wal_events=10_000,
+            memory_jobs=200_000,
+            memory_runs=3,
+        )
 
     @property
     def full_big(self) -> int:

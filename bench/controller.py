@@ -41,7 +41,8 @@ from xce.auth.tokens import TokenService
 KEYS = Path(tempfile.mkdtemp(prefix="xce-bench-keys-"))
 atexit.register(shutil.rmtree, KEYS, True)
 TOKEN = TokenService.open(KEYS, "xce", "xce-api", 12 * 3600.0, 86400.0).issue(
-    "bench", (), ("admin",))[0]
+    "bench", (), ("admin",)
+)[0]
 BODY = json.dumps({"command": "true", "user": "bench"}).encode()
 LEVELS = (1, 8, 64)
 
@@ -71,7 +72,7 @@ controllers = ["{self.url}"]
 
 [controller]
 listen = "127.0.0.1:{self.port}"
-state_dir = "{self.root / 'state'}"
+state_dir = "{self.root / "state"}"
 wal_fsync = "{self.fsync}"
 {self.extra}
 
@@ -98,7 +99,9 @@ max_connections_per_address = 0
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "xce", "controller", "-c", str(cfg)],
-                stdout=out, stderr=subprocess.STDOUT, env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
             )
         try:
             deadline = time.monotonic() + 30
@@ -115,8 +118,7 @@ max_connections_per_address = 0
             raise
 
     def get(self, path: str) -> Any:
-        req = urllib.request.Request(self.url + path,
-                                     headers={"Authorization": f"Bearer {TOKEN}"})
+        req = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {TOKEN}"})
         with urllib.request.urlopen(req, timeout=30) as resp:
             return json.loads(resp.read())
 
@@ -223,16 +225,29 @@ async def _load(url: str, pid: int, clients: int, warmup: float, seconds: float)
     edge = min(1.0, elapsed / 3)
     first = sum(1 for t in finished if t < t0 + edge) / edge
     last = sum(1 for t in finished if t >= t1 - edge) / edge
-    return Load(clients, elapsed, records / elapsed, w1 - w0, records, pct(0.5), pct(0.99),
-                first, last, (c1 - c0) / elapsed, (m1 - m0) / elapsed, len(errors))
+    return Load(
+        clients,
+        elapsed,
+        records / elapsed,
+        w1 - w0,
+        records,
+        pct(0.5),
+        pct(0.99),
+        first,
+        last,
+        (c1 - c0) / elapsed,
+        (m1 - m0) / elapsed,
+        len(errors),
+    )
 
 
 def measure(plan: Plan, clients: int, fsync: str, run: int) -> Load:
     root = plan.root / f"ctl-{fsync}-{clients}-{run}"
     with Controller(root, fsync) as ctl:
         assert ctl.proc is not None
-        load = asyncio.run(_load(ctl.url, ctl.proc.pid, clients, plan.http_warmup,
-                                 plan.http_seconds))
+        load = asyncio.run(
+            _load(ctl.url, ctl.proc.pid, clients, plan.http_warmup, plan.http_seconds)
+        )
         jobs = ctl.get("/api/v1/cluster")["jobs"]
         if jobs < load.records:
             raise RuntimeError(f"{load.records} submissions acknowledged, controller has {jobs}")
@@ -246,11 +261,16 @@ def _row(label: str, runs: list[Load]) -> tuple[Row, float]:
     rates = [r.jobs_per_s for r in runs]
     mid = sorted(runs, key=lambda r: r.jobs_per_s)[len(runs) // 2]  # the median run
     rate = median(rates)
-    group = (f"grp {mid.mean_group:.1f}, {mid.groups / mid.seconds:,.0f} fsync/s"
-             if mid.mean_group < 1000 else "1 fsync/s")
-    text = (f"{rate:,.0f} jobs/s ({spread(rates)}); p50 {mid.p50_ms:.1f} p99 "
-            f"{mid.p99_ms:.0f} ms; {group}; 1st/last s {mid.first_s:,.0f}/{mid.last_s:,.0f}; "
-            f"cpu ctl {mid.controller_cpu:.0%} cli {mid.client_cpu:.0%}")
+    group = (
+        f"grp {mid.mean_group:.1f}, {mid.groups / mid.seconds:,.0f} fsync/s"
+        if mid.mean_group < 1000
+        else "1 fsync/s"
+    )
+    text = (
+        f"{rate:,.0f} jobs/s ({spread(rates)}); p50 {mid.p50_ms:.1f} p99 "
+        f"{mid.p99_ms:.0f} ms; {group}; 1st/last s {mid.first_s:,.0f}/{mid.last_s:,.0f}; "
+        f"cpu ctl {mid.controller_cpu:.0%} cli {mid.client_cpu:.0%}"
+    )
     if mid.errors:
         text += f"; {mid.errors} errors"
     data = {"jobs_per_s": rate, "runs": [vars(r) for r in runs]}
@@ -262,27 +282,42 @@ def run(plan: Plan, raw: dict[str, float]) -> list[Row]:
     configs = [("always", c) for c in LEVELS] + [("interval", 64)]
     for run_no in range(plan.http_runs):
         for fsync, clients in configs:  # interleaved: drift hits every level alike
-            results.setdefault((fsync, clients), []).append(
-                measure(plan, clients, fsync, run_no))
+            results.setdefault((fsync, clients), []).append(measure(plan, clients, fsync, run_no))
     rows: list[Row] = []
     rates: dict[int, float] = {}
     for clients in LEVELS:
-        row, rates[clients] = _row(f"2  controller always, {clients} client"
-                                   f"{'s' * (clients > 1)}", results[("always", clients)])
+        row, rates[clients] = _row(
+            f"2  controller always, {clients} client{'s' * (clients > 1)}",
+            results[("always", clients)],
+        )
         rows.append(row)
-    row, ceiling = _row("2  controller interval, 64 clients (CPU ceiling)",
-                        results[("interval", 64)])
+    row, ceiling = _row(
+        "2  controller interval, 64 clients (CPU ceiling)", results[("interval", 64)]
+    )
     rows.append(row)
     limit = raw["batch_records"]
     ratio = rates[64] / limit
-    rows.append(Row("2  64 clients / 1b fsync limit",
-                    f"{ratio:.1%} ({rates[64]:,.0f} / {limit:,.0f} rec/s)", ">= 80 %",
-                    "PASS" if ratio >= 0.8 else "FAIL", data={"ratio": ratio}))
+    rows.append(
+        Row(
+            "2  64 clients / 1b fsync limit",
+            f"{ratio:.1%} ({rates[64]:,.0f} / {limit:,.0f} rec/s)",
+            ">= 80 %",
+            "PASS" if ratio >= 0.8 else "FAIL",
+            data={"ratio": ratio},
+        )
+    )
     scale = rates[64] / rates[1]
-    rows.append(Row("2  64 clients / 1 client", f"{scale:.2f}x", "-", "info",
-                    data={"ratio": scale}))
+    rows.append(
+        Row("2  64 clients / 1 client", f"{scale:.2f}x", "-", "info", data={"ratio": scale})
+    )
     cost = rates[64] / ceiling
-    rows.append(Row("2  64 clients always / interval",
-                    f"{cost:.1%} ({rates[64]:,.0f} / {ceiling:,.0f} jobs/s)", "-", "info",
-                    data={"ratio": cost}))
+    rows.append(
+        Row(
+            "2  64 clients always / interval",
+            f"{cost:.1%} ({rates[64]:,.0f} / {ceiling:,.0f} jobs/s)",
+            "-",
+            "info",
+            data={"ratio": cost},
+        )
+    )
     return rows

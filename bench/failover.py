@@ -66,10 +66,18 @@ class Sizes:
     @classmethod
     def of(cls, plan: Plan) -> Sizes:
         if plan.quick:
-            return cls(rounds=3, sync_rounds=2, burst_before=0.8, clients=16, warmup=0.5,
-                       seconds=3.0, runs=2)
-        return cls(rounds=10, sync_rounds=4, burst_before=1.5, clients=64, warmup=1.0,
-                   seconds=8.0, runs=3)
+            return cls(
+                rounds=3,
+                sync_rounds=2,
+                burst_before=0.8,
+                clients=16,
+                warmup=0.5,
+                seconds=3.0,
+                runs=2,
+            )
+        return cls(
+            rounds=10, sync_rounds=4, burst_before=1.5, clients=64, warmup=1.0, seconds=8.0, runs=3
+        )
 
 
 def _cluster(root: Path, candidates: int, replication: str = "async") -> HaCluster:
@@ -77,8 +85,9 @@ def _cluster(root: Path, candidates: int, replication: str = "async") -> HaClust
     # checkout), and a missing one should fail this figure only, not the whole bench.
     from tests.integration.ha_cluster import HaCluster
 
-    cluster = HaCluster(root, candidates, failover_timeout=FAILOVER_TIMEOUT_S,
-                        replication=replication)
+    cluster = HaCluster(
+        root, candidates, failover_timeout=FAILOVER_TIMEOUT_S, replication=replication
+    )
     cluster.wal_segment_mb = 64  # the product default, not the tests' 1 MiB
     return cluster
 
@@ -119,8 +128,13 @@ class Failover:
     rejoin_s: float = 0.0  # restart of the killed one until it caught up
 
 
-async def _burst_client(session: aiohttp.ClientSession, urls: list[str], tag: str,
-                        acked: list[tuple[float, str]], stop: asyncio.Event) -> None:
+async def _burst_client(
+    session: aiohttp.ClientSession,
+    urls: list[str],
+    tag: str,
+    acked: list[tuple[float, str]],
+    stop: asyncio.Event,
+) -> None:
     """Submit held jobs named `tag`-n as fast as acknowledged; on a refused connection or a
     503 try the next candidate (the real client does the same)."""
     current, n, misses = 0, 0, 0
@@ -152,17 +166,20 @@ async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
         return await resp.json()
 
 
-async def _one_failover(cluster: HaCluster, dead: int, survivor: int, round_no: int,
-                        burst_before: float) -> Failover:
+async def _one_failover(
+    cluster: HaCluster, dead: int, survivor: int, round_no: int, burst_before: float
+) -> Failover:
     urls = list(cluster.candidate_urls)
     acked: list[tuple[float, str]] = []
     stop = asyncio.Event()
     timeout = aiohttp.ClientTimeout(total=5)
-    async with aiohttp.ClientSession(headers=_headers(), timeout=timeout,
-                                     connector=aiohttp.TCPConnector(limit=0)) as session:
-        tasks = [asyncio.create_task(_burst_client(session, urls, f"r{round_no}c{c}", acked,
-                                                   stop))
-                 for c in range(BURST_CLIENTS)]
+    async with aiohttp.ClientSession(
+        headers=_headers(), timeout=timeout, connector=aiohttp.TCPConnector(limit=0)
+    ) as session:
+        tasks = [
+            asyncio.create_task(_burst_client(session, urls, f"r{round_no}c{c}", acked, stop))
+            for c in range(BURST_CLIENTS)
+        ]
         try:
             await asyncio.sleep(burst_before)
             if not acked:
@@ -184,8 +201,7 @@ async def _one_failover(cluster: HaCluster, dead: int, survivor: int, round_no: 
             if role_at is None:
                 raise RuntimeError(f"candidate {survivor} not primary 30 s after the kill")
             accepted_at = None
-            probe = {"command": "true", "user": "bench", "name": f"probe{round_no}",
-                     "hold": True}
+            probe = {"command": "true", "user": "bench", "name": f"probe{round_no}", "hold": True}
             while time.perf_counter() < deadline:  # and takes a submit
                 with contextlib.suppress(aiohttp.ClientError, TimeoutError):
                     async with session.post(target + "/api/v1/jobs", json=probe) as resp:
@@ -206,7 +222,8 @@ async def _one_failover(cluster: HaCluster, dead: int, survivor: int, round_no: 
         present: set[str] = set()
         while True:
             page = await _get_json(
-                session, f"{target}/api/v1/jobs?limit=100000&offset={len(present)}")
+                session, f"{target}/api/v1/jobs?limit=100000&offset={len(present)}"
+            )
             if page is None:
                 raise RuntimeError("the new primary did not list its jobs")
             present.update(j["name"] for j in page["jobs"])
@@ -228,8 +245,11 @@ def _wait_in_sync(cluster: HaCluster, primary: int) -> None:
             req = urllib.request.Request(url + "/api/v1/cluster", headers=_headers())
             with urllib.request.urlopen(req, timeout=5) as resp:
                 ha = json.loads(resp.read())["ha"]
-            return (not ha["degraded"] and any(s["in_sync"] for s in ha["standbys"])
-                    and all(c["reachable"] for c in ha["candidates"]))
+            return (
+                not ha["degraded"]
+                and any(s["in_sync"] for s in ha["standbys"])
+                and all(c["reachable"] for c in ha["candidates"])
+            )
         return False
 
     cluster.wait_for(check, 30, f"candidate {primary}'s standby in sync")
@@ -247,8 +267,9 @@ def _failovers(plan: Plan, sizes: Sizes, replication: str, rounds: int) -> list[
         primary = 0
         for round_no in range(rounds):
             survivor = 1 - primary
-            result = asyncio.run(_one_failover(cluster, primary, survivor, round_no,
-                                               sizes.burst_before))
+            result = asyncio.run(
+                _one_failover(cluster, primary, survivor, round_no, sizes.burst_before)
+            )
             started = time.perf_counter()
             cluster.start_candidate(primary, "standby")  # the killed one comes back
             cluster.wait_caught_up(primary, 60)
@@ -311,8 +332,9 @@ def _error_kind(status: int, payload: bytes) -> str:
     return f"{status} {code}"
 
 
-async def _submit_load(url: str, pids: list[int], clients: int, warmup: float,
-                       seconds: float, mode: str) -> LoadRun:
+async def _submit_load(
+    url: str, pids: list[int], clients: int, warmup: float, seconds: float, mode: str
+) -> LoadRun:
     procs = [psutil.Process(p) for p in pids] + [None]
     me = psutil.Process()
     stop = asyncio.Event()
@@ -322,8 +344,9 @@ async def _submit_load(url: str, pids: list[int], clients: int, warmup: float,
     lag: list[int] = []
 
     async def client() -> None:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1),
-                                         headers=_headers()) as session:
+        async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=1), headers=_headers()
+        ) as session:
             while not stop.is_set():
                 started = time.perf_counter()
                 async with session.post(url + "/api/v1/jobs", data=BODY) as resp:
@@ -335,8 +358,9 @@ async def _submit_load(url: str, pids: list[int], clients: int, warmup: float,
                 if counting:
                     latencies.append(time.perf_counter() - started)
 
-    async with aiohttp.ClientSession(headers=_headers(),
-                                     timeout=aiohttp.ClientTimeout(total=10)) as admin:
+    async with aiohttp.ClientSession(
+        headers=_headers(), timeout=aiohttp.ClientTimeout(total=10)
+    ) as admin:
         tasks = [asyncio.create_task(client()) for _ in range(clients)]
         try:
             await asyncio.sleep(warmup)
@@ -376,15 +400,28 @@ async def _submit_load(url: str, pids: list[int], clients: int, warmup: float,
     kinds: dict[str, int] = {}
     for kind in errors:
         kinds[kind] = kinds.get(kind, 0) + 1
-    return LoadRun(mode, len(latencies), len(latencies) / elapsed, pct(0.5), pct(0.99),
-                   len(errors), lag, catch_up, primary_cpu=(c1[0] - c0[0]) / elapsed,
-                   standby_cpu=(c1[1] - c0[1]) / elapsed, client_cpu=(m1 - m0) / elapsed,
-                   error_kinds=kinds)
+    return LoadRun(
+        mode,
+        len(latencies),
+        len(latencies) / elapsed,
+        pct(0.5),
+        pct(0.99),
+        len(errors),
+        lag,
+        catch_up,
+        primary_cpu=(c1[0] - c0[0]) / elapsed,
+        standby_cpu=(c1[1] - c0[1]) / elapsed,
+        client_cpu=(m1 - m0) / elapsed,
+        error_kinds=kinds,
+    )
 
 
 def _measure(plan: Plan, sizes: Sizes, mode: str, run_no: int) -> LoadRun:
-    cluster = _cluster(plan.root / f"load-{mode}-{run_no}", 1 if mode == "solo" else 2,
-                       "async" if mode == "solo" else mode)
+    cluster = _cluster(
+        plan.root / f"load-{mode}-{run_no}",
+        1 if mode == "solo" else 2,
+        "async" if mode == "solo" else mode,
+    )
     try:
         cluster.start_candidate(0)
         pids = [cluster.candidates[0].pid]
@@ -396,8 +433,11 @@ def _measure(plan: Plan, sizes: Sizes, mode: str, run_no: int) -> LoadRun:
         cluster.post("/api/v1/jobs", {"command": "true", "user": "bench"}, retry_for=20)
         log = cluster.root / "controller0.log"
         before = log.stat().st_size  # a sync primary alerts until its first standby connects
-        result = asyncio.run(_submit_load(cluster.candidate_urls[0], pids, sizes.clients,
-                                          sizes.warmup, sizes.seconds, mode))
+        result = asyncio.run(
+            _submit_load(
+                cluster.candidate_urls[0], pids, sizes.clients, sizes.warmup, sizes.seconds, mode
+            )
+        )
         with log.open("rb") as f:
             f.seek(before)
             result.degraded = f.read().count(b"ALERT: sync replication degraded")
@@ -406,11 +446,14 @@ def _measure(plan: Plan, sizes: Sizes, mode: str, run_no: int) -> LoadRun:
             primary = cluster.health(0) or {}
             standby = cluster.health(1) or {}
             if standby.get("seq", -1) < primary.get("seq", 0):
-                raise RuntimeError(f"standby at record {standby.get('seq')}, primary at "
-                                   f"{primary.get('seq')} after its lag reached 0")
+                raise RuntimeError(
+                    f"standby at record {standby.get('seq')}, primary at "
+                    f"{primary.get('seq')} after its lag reached 0"
+                )
         if jobs < result.acknowledged:
-            raise RuntimeError(f"{result.acknowledged} submissions acknowledged, the primary "
-                               f"holds {jobs} jobs")
+            raise RuntimeError(
+                f"{result.acknowledged} submissions acknowledged, the primary holds {jobs} jobs"
+            )
         return result
     except BaseException:
         _dump_logs(cluster)
@@ -439,26 +482,35 @@ def run(plan: Plan) -> list[Row]:
     fails = _failovers(plan, sizes, "async", sizes.rounds)
     times = [f.seconds for f in fails]
     worst = max(times)
-    rows.append(Row(
-        f"12 failover, kill -9 primary in a submit burst -> standby primary, takes a submit "
-        f"(failover_timeout_s {FAILOVER_TIMEOUT_S:.1f}, async; {len(fails)} runs)",
-        f"{median(times):.2f} s median, {worst:.2f} s max (role primary "
-        f"{median([f.role_s for f in fails]):.2f} s; clients' 1st ack "
-        f"{median([f.client_s for f in fails]):.2f} s); killed one rejoins, caught up in "
-        f"{median([f.rejoin_s for f in fails]):.1f} s; "
-        f"{sum(f.lost for f in fails)} of {sum(f.acked_before for f in fails):,} acked "
-        f"before the kill lost (async: by design)",
-        f"< {TARGET_S:g} s", "PASS" if worst < TARGET_S else "FAIL",
-        data={"runs": [vars(f) for f in fails]}))
+    rows.append(
+        Row(
+            f"12 failover, kill -9 primary in a submit burst -> standby primary, takes a submit "
+            f"(failover_timeout_s {FAILOVER_TIMEOUT_S:.1f}, async; {len(fails)} runs)",
+            f"{median(times):.2f} s median, {worst:.2f} s max (role primary "
+            f"{median([f.role_s for f in fails]):.2f} s; clients' 1st ack "
+            f"{median([f.client_s for f in fails]):.2f} s); killed one rejoins, caught up in "
+            f"{median([f.rejoin_s for f in fails]):.1f} s; "
+            f"{sum(f.lost for f in fails)} of {sum(f.acked_before for f in fails):,} acked "
+            f"before the kill lost (async: by design)",
+            f"< {TARGET_S:g} s",
+            "PASS" if worst < TARGET_S else "FAIL",
+            data={"runs": [vars(f) for f in fails]},
+        )
+    )
     # The same in sync mode: an acknowledged submit is on the standby's disk, none is lost.
     fails = _failovers(plan, sizes, "sync", sizes.sync_rounds)
     lost = sum(f.lost for f in fails)
-    rows.append(Row(
-        f"12 same, replication sync ({len(fails)} runs): acked submits lost",
-        f"{lost} of {sum(f.acked_before for f in fails):,}; failover "
-        f"{median([f.seconds for f in fails]):.2f} s median, "
-        f"{max(f.seconds for f in fails):.2f} s max", "0", "PASS" if lost == 0 else "FAIL",
-        data={"runs": [vars(f) for f in fails]}))
+    rows.append(
+        Row(
+            f"12 same, replication sync ({len(fails)} runs): acked submits lost",
+            f"{lost} of {sum(f.acked_before for f in fails):,}; failover "
+            f"{median([f.seconds for f in fails]):.2f} s median, "
+            f"{max(f.seconds for f in fails):.2f} s max",
+            "0",
+            "PASS" if lost == 0 else "FAIL",
+            data={"runs": [vars(f) for f in fails]},
+        )
+    )
 
     loads: dict[str, list[LoadRun]] = {"solo": [], "async": [], "sync": []}
     for run_no in range(sizes.runs):
@@ -469,12 +521,14 @@ def run(plan: Plan) -> list[Row]:
     asy = _median_run(loads["async"])
     lag = [x for r in loads["async"] for x in r.lag]
     n = sizes.clients
-    text = (f"{rate['async']:,.0f} submits/s ({spread([r.jobs_per_s for r in loads['async']])})"
-            f", p50 {asy.p50_ms:.1f} p99 {asy.p99_ms:.0f} ms; standby lag p50 "
-            f"{_pct(lag, 0.5):,.0f} max {max(lag, default=0):,} records; lag 0 "
-            f"{median([r.catch_up_s for r in loads['async']]) * 1000:,.0f} ms after the "
-            f"load; cpu primary {asy.primary_cpu:.0%} standby {asy.standby_cpu:.0%} "
-            f"cli {asy.client_cpu:.0%}")
+    text = (
+        f"{rate['async']:,.0f} submits/s ({spread([r.jobs_per_s for r in loads['async']])})"
+        f", p50 {asy.p50_ms:.1f} p99 {asy.p99_ms:.0f} ms; standby lag p50 "
+        f"{_pct(lag, 0.5):,.0f} max {max(lag, default=0):,} records; lag 0 "
+        f"{median([r.catch_up_s for r in loads['async']]) * 1000:,.0f} ms after the "
+        f"load; cpu primary {asy.primary_cpu:.0%} standby {asy.standby_cpu:.0%} "
+        f"cli {asy.client_cpu:.0%}"
+    )
     kinds: dict[str, int] = {}
     for r in (r for runs in loads.values() for r in runs):
         for kind, times_seen in r.error_kinds.items():
@@ -482,20 +536,32 @@ def run(plan: Plan) -> list[Row]:
     if kinds:
         top = max(kinds, key=lambda k: kinds[k])
         text += f"; {sum(kinds.values())} errors, e.g. {top}"
-    rows.append(Row(f"12 async replication, {n} clients, 1 standby", text,
-                    data={m: [vars(r) for r in runs] for m, runs in loads.items()}))
+    rows.append(
+        Row(
+            f"12 async replication, {n} clients, 1 standby",
+            text,
+            data={m: [vars(r) for r in runs] for m, runs in loads.items()},
+        )
+    )
     cost = rate["async"] / rate["solo"]
-    rows.append(Row(f"12 {n} clients: async + standby / lone controller",
-                    f"{cost:.1%} ({rate['async']:,.0f} / {rate['solo']:,.0f} submits/s)",
-                    data={"ratio": cost}))
+    rows.append(
+        Row(
+            f"12 {n} clients: async + standby / lone controller",
+            f"{cost:.1%} ({rate['async']:,.0f} / {rate['solo']:,.0f} submits/s)",
+            data={"ratio": cost},
+        )
+    )
     ratio, lat = rate["sync"] / rate["async"], p50["sync"] / p50["async"]
     degraded = sum(r.degraded for r in loads["sync"])
-    rows.append(Row(
-        f"12 {n} clients: sync / async",
-        f"throughput {ratio:.1%} ({rate['sync']:,.0f} / {rate['async']:,.0f} submits/s); "
-        f"median latency {lat:.2f}x ({p50['sync']:.1f} / {p50['async']:.1f} ms)"
-        + (f"; {degraded} degraded-to-async alerts" if degraded else ""),
-        data={"throughput_ratio": ratio, "latency_ratio": lat, "degraded": degraded}))
+    rows.append(
+        Row(
+            f"12 {n} clients: sync / async",
+            f"throughput {ratio:.1%} ({rate['sync']:,.0f} / {rate['async']:,.0f} submits/s); "
+            f"median latency {lat:.2f}x ({p50['sync']:.1f} / {p50['async']:.1f} ms)"
+            + (f"; {degraded} degraded-to-async alerts" if degraded else ""),
+            data={"throughput_ratio": ratio, "latency_ratio": lat, "degraded": degraded},
+        )
+    )
     return rows
 
 

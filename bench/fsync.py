@@ -43,12 +43,16 @@ def run(plan: Plan) -> tuple[list[Row], dict[str, float]]:
     one = median(single)
     groups = median(batched)
     rows = [
-        Row("1a raw fsync: 200 B write + fdatasync",
+        Row(
+            "1a raw fsync: 200 B write + fdatasync",
             f"{one:,.0f} rec/s ({1e6 / one:,.0f} us/sync; {spread(single)})",
-            data={"records_per_s": one, "runs": single}),
-        Row(f"1b raw fsync: batch of {BATCH} per fdatasync",
+            data={"records_per_s": one, "runs": single},
+        ),
+        Row(
+            f"1b raw fsync: batch of {BATCH} per fdatasync",
             f"{groups * BATCH:,.0f} rec/s ({BATCH} x {groups:,.0f} syncs/s; "
             f"{spread(batched)} syncs/s)",
-            data={"records_per_s": groups * BATCH, "syncs_per_s": groups, "runs": batched}),
+            data={"records_per_s": groups * BATCH, "syncs_per_s": groups, "runs": batched},
+        ),
     ]
     return rows, {"single": one, "batch_records": groups * BATCH, "batch_syncs": groups}

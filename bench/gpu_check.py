@@ -35,9 +35,11 @@ def visible() -> None:
                 opened.append(re.sub(r"\D", "", os.path.basename(node)))
         except OSError:
             pass
-    print(f"visible={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')} "
-          f"rocr={os.environ.get('ROCR_VISIBLE_DEVICES', '<unset>')} "
-          f"xce={os.environ.get('XCE_GPUS', '<unset>')} openable={','.join(opened)}")
+    print(
+        f"visible={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')} "
+        f"rocr={os.environ.get('ROCR_VISIBLE_DEVICES', '<unset>')} "
+        f"xce={os.environ.get('XCE_GPUS', '<unset>')} openable={','.join(opened)}"
+    )
 
 
 def main() -> int:
@@ -45,6 +47,7 @@ def main() -> int:
 
     try:
         import pynvml
+
         pynvml.nvmlInit()
     except Exception as exc:  # ImportError or any NVMLError
         print(f"skipped: NVML not available ({exc})")
@@ -75,25 +78,35 @@ def main() -> int:
             print("host view:", json.dumps(hosts[0]["gres"]), hosts[0]["attributes"])
             model = host.attributes["gpu_model"]
             started = time.monotonic()
-            job = cluster.submit(command=f"{sys.executable} {ROOT / 'bench/gpu_check.py'} "
-                                 "--visible", gres={"gpu": 1},
-                                 resources=f'select[gpu_model=="{model}"]')
+            job = cluster.submit(
+                command=f"{sys.executable} {ROOT / 'bench/gpu_check.py'} --visible",
+                gres={"gpu": 1},
+                resources=f'select[gpu_model=="{model}"]',
+            )
             done = cluster.wait_state(job, "DONE", "EXIT", timeout=120)
             if done["state"] != "DONE":
                 print(f"FAIL: job {job} {done['state']}: {done.get('reason')}")
                 return 1
             out = cluster.download(job, "stdout").decode().strip()
             mine = done["devices"][0].split(":")[1] if done["devices"] else "?"
-            print(f"job {job}: {done['state']} devices={done['devices']} in "
-                  f"{time.monotonic() - started:.1f} s; its output: {out}")
+            print(
+                f"job {job}: {done['state']} devices={done['devices']} in "
+                f"{time.monotonic() - started:.1f} s; its output: {out}"
+            )
             want = f"visible={mine} rocr={mine} xce={mine}"
             ok = done["state"] == "DONE" and want in out
             kind = (cluster.get("/api/v1/hosts/gpu1").get("containment") or {}).get("kind")
             nodes = re.search(r"openable=(\S*)", out)
             if ok and kind == "v1" and nodes is not None and nodes.group(1):
                 ok = nodes.group(1) == mine  # only its own node: the others are denied
-            print(f"containment {kind}: " + ("other GPU nodes denied by the devices cgroup"
-                                             if kind == "v1" else "variables only"))
+            print(
+                f"containment {kind}: "
+                + (
+                    "other GPU nodes denied by the devices cgroup"
+                    if kind == "v1"
+                    else "variables only"
+                )
+            )
             print("PASS" if ok else f"FAIL: expected {want!r} and openable={mine}")
             return 0 if ok else 1
         finally:

@@ -26,15 +26,19 @@ from bench.controller import KEYS, TOKEN, Controller, free_port
 from xce.auth.tokens import TokenService
 
 WORKER_TOKEN = TokenService.open(KEYS, "xce", "xce-api", 12 * 3600.0, 86400.0).issue(
-    "worker", (), ("worker",), "service")[0]
+    "worker", (), ("worker",), "service"
+)[0]
 TARGET = 0.8  # cgroups / none
 
 
 def _request(url: str, method: str, path: str, body: dict | None = None) -> dict:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url + path, data=data, method=method,
-                                 headers={"Authorization": f"Bearer {TOKEN}",
-                                          "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + path,
+        data=data,
+        method=method,
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read())
 
@@ -60,8 +64,8 @@ controllers = ["{ctl.url}"]
 [worker]
 name = "bench-{mode}-{free_port()}"
 slots = 2
-spool_dir = "{root / 'worker'}"
-jobs_dir = "{root / 'jobs'}"
+spool_dir = "{root / "worker"}"
+jobs_dir = "{root / "jobs"}"
 token = "{WORKER_TOKEN}"
 heartbeat_interval_s = 1.0
 allow_root_jobs = true
@@ -69,16 +73,27 @@ min_job_uid = 0
 cgroup = "{mode}"
 """)
         log = (root / "worker.log").open("ab")
-        worker = subprocess.Popen([sys.executable, "-m", "xce", "worker", "-c", str(cfg)],
-                                  stdout=log, stderr=subprocess.STDOUT,
-                                  env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "xce", "worker", "-c", str(cfg)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         try:
-            _wait(lambda: any(h["status"] == "online"
-                              for h in _request(ctl.url, "GET", "/api/v1/hosts")["hosts"]), 30)
+            _wait(
+                lambda: any(
+                    h["status"] == "online"
+                    for h in _request(ctl.url, "GET", "/api/v1/hosts")["hosts"]
+                ),
+                30,
+            )
             started = time.monotonic()
-            job = _request(ctl.url, "POST", "/api/v1/jobs",
-                           {"command": "true", "user": getpass.getuser(),
-                            "array": f"1-{tasks}"})["job_id"]
+            job = _request(
+                ctl.url,
+                "POST",
+                "/api/v1/jobs",
+                {"command": "true", "user": getpass.getuser(), "array": f"1-{tasks}"},
+            )["job_id"]
 
             def done() -> bool:
                 counts = _request(ctl.url, "GET", f"/api/v1/jobs/{job}")["array"]["counts"]
@@ -100,10 +115,15 @@ def run(plan: Plan) -> list[Row]:
             rates[mode].append(_one(plan.root / f"launch-{mode}-{i}", mode, tasks))
     contained, bare = median(rates["auto"]), median(rates["none"])
     ratio = contained / bare
-    return [Row(f"14 trivial jobs/s on 2 slots, {tasks} tasks: cgroups vs none",
-                f"{contained:,.1f} vs {bare:,.1f} jobs/s (ratio {ratio:.2f})",
-                f">= {TARGET:.2f}", "PASS" if ratio >= TARGET else "FAIL",
-                data={"auto": rates["auto"], "none": rates["none"]})]
+    return [
+        Row(
+            f"14 trivial jobs/s on 2 slots, {tasks} tasks: cgroups vs none",
+            f"{contained:,.1f} vs {bare:,.1f} jobs/s (ratio {ratio:.2f})",
+            f">= {TARGET:.2f}",
+            "PASS" if ratio >= TARGET else "FAIL",
+            data={"auto": rates["auto"], "none": rates["none"]},
+        )
+    ]
 
 
 if __name__ == "__main__":

@@ -59,8 +59,16 @@ def percentile(values: list[float], q: float) -> float:
 class SimWorker:
     """One fake host: the real protocol, fake jobs."""
 
-    def __init__(self, name: str, session: aiohttp.ClientSession, url: str, token: str,
-                 result: LoadResult, heartbeat_s: float, job_s: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        session: aiohttp.ClientSession,
+        url: str,
+        token: str,
+        result: LoadResult,
+        heartbeat_s: float,
+        job_s: float,
+    ) -> None:
         self.name = name
         self.session = session
         self.url = url
@@ -80,8 +88,9 @@ class SimWorker:
             return await r.json()
 
     async def register(self) -> None:
-        answer = await self._post("/api/v1/workers/register",
-                                  {"host": self.name, "slots": 2, "memory_mb": 4096})
+        answer = await self._post(
+            "/api/v1/workers/register", {"host": self.name, "slots": 2, "memory_mb": 4096}
+        )
         if answer is not None:
             self._apply(answer)
 
@@ -91,8 +100,10 @@ class SimWorker:
             started = time.perf_counter()
             try:
                 running = [{"job_id": j, "attempt": a} for (j, a) in self.running]
-                if await self._post(f"/api/v1/workers/{self.name}/heartbeat",
-                                    {"running": running}) is not None:
+                if (
+                    await self._post(f"/api/v1/workers/{self.name}/heartbeat", {"running": running})
+                    is not None
+                ):
                     self.result.heartbeats += 1
                     self.result.heartbeat_latency.append(time.perf_counter() - started)
             except aiohttp.ClientError:
@@ -102,8 +113,7 @@ class SimWorker:
     async def poll(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
-                path = (f"/api/v1/workers/{self.name}/assignments"
-                        f"?version={self.version}&timeout=5")
+                path = f"/api/v1/workers/{self.name}/assignments?version={self.version}&timeout=5"
                 async with self.session.get(self.url + path, headers=self.headers) as r:
                     if r.status != 200:
                         self.result.error(f"assignments {r.status}")
@@ -128,8 +138,9 @@ class SimWorker:
         body = {"attempt": key[1], "exit_code": 0, "wall_time_s": self.job_s}
         for _ in range(20):  # a finish report is retried until the controller answers
             try:
-                answer = await self._post(f"/api/v1/workers/{self.name}/jobs/{key[0]}/finished",
-                                          body)
+                answer = await self._post(
+                    f"/api/v1/workers/{self.name}/jobs/{key[0]}/finished", body
+                )
                 if answer is not None:
                     self.result.finished += 1
                     break
@@ -140,14 +151,16 @@ class SimWorker:
         self.running.pop(key, None)
 
 
-async def _client(session: aiohttp.ClientSession, url: str, token: str, result: LoadResult,
-                  stop: asyncio.Event) -> None:
+async def _client(
+    session: aiohttp.ClientSession, url: str, token: str, result: LoadResult, stop: asyncio.Event
+) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     while not stop.is_set():
         started = time.perf_counter()
         try:
-            async with session.post(url + "/api/v1/jobs", headers=headers,
-                                    json={"command": "true", "user": "load"}) as r:
+            async with session.post(
+                url + "/api/v1/jobs", headers=headers, json={"command": "true", "user": "load"}
+            ) as r:
                 body = await r.json()
                 if r.status == 201:
                     result.acknowledged.append(body["job_id"])
@@ -159,39 +172,50 @@ async def _client(session: aiohttp.ClientSession, url: str, token: str, result: 
             await asyncio.sleep(0.2)  # the controller is down: do not spin
 
 
-async def run_load(url: str, token: str, workers: int = 1000, clients: int = 64,
-                   seconds: float = 60.0, heartbeat_s: float = 5.0, job_s: float = 0.5,
-                   drain_timeout: float = 120.0) -> LoadResult:
+async def run_load(
+    url: str,
+    token: str,
+    workers: int = 1000,
+    clients: int = 64,
+    seconds: float = 60.0,
+    heartbeat_s: float = 5.0,
+    job_s: float = 0.5,
+    drain_timeout: float = 120.0,
+) -> LoadResult:
     """Drive the controller at `url`, then check its final state against the submissions."""
     result = LoadResult(workers, clients, seconds)
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=60)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        sims = [SimWorker(f"sim{i:04d}", session, url, token, result, heartbeat_s, job_s)
-                for i in range(workers)]
+        sims = [
+            SimWorker(f"sim{i:04d}", session, url, token, result, heartbeat_s, job_s)
+            for i in range(workers)
+        ]
         for i in range(0, workers, 50):  # register in waves, like a rack powering on
-            await asyncio.gather(*(s.register() for s in sims[i:i + 50]))
+            await asyncio.gather(*(s.register() for s in sims[i : i + 50]))
         stop_workers, stop_clients = asyncio.Event(), asyncio.Event()
         tasks = [asyncio.create_task(s.heartbeats(stop_workers)) for s in sims]
         tasks += [asyncio.create_task(s.poll(stop_workers)) for s in sims]
-        submitters = [asyncio.create_task(_client(session, url, token, result, stop_clients))
-                      for _ in range(clients)]
+        submitters = [
+            asyncio.create_task(_client(session, url, token, result, stop_clients))
+            for _ in range(clients)
+        ]
         await asyncio.sleep(seconds)
         stop_clients.set()
         await asyncio.gather(*submitters)
         drain_started = time.monotonic()
         headers = {"Authorization": f"Bearer {token}"}
         while time.monotonic() - drain_started < drain_timeout:
-            async with session.get(url + "/api/v1/jobs?state=PEND,RUN&limit=1",
-                                   headers=headers) as r:
+            async with session.get(
+                url + "/api/v1/jobs?state=PEND,RUN&limit=1", headers=headers
+            ) as r:
                 if (await r.json())["total"] == 0:
                     break
             await asyncio.sleep(0.5)
         result.drain_seconds = time.monotonic() - drain_started
         async with session.get(url + "/api/v1/hosts", headers=headers) as r:
             hosts = (await r.json())["hosts"]
-        result.falsely_unavailable = sorted(h["name"] for h in hosts
-                                            if h["status"] != "online")
+        result.falsely_unavailable = sorted(h["name"] for h in hosts if h["status"] != "online")
         stop_workers.set()
         for task in tasks:
             task.cancel()
@@ -207,8 +231,9 @@ async def run_load(url: str, token: str, workers: int = 1000, clients: int = 64,
     acked = set(result.acknowledged)
     result.missing = sorted(acked - set(listed), key=int)
     result.unexpected = sorted(set(listed) - acked, key=int)
-    result.not_done = {j: listed[j]["state"] for j in acked & set(listed)
-                       if listed[j]["state"] != "DONE"}
+    result.not_done = {
+        j: listed[j]["state"] for j in acked & set(listed) if listed[j]["state"] != "DONE"
+    }
     return result
 
 
@@ -218,11 +243,11 @@ def report(result: LoadResult) -> str:
     lines = [
         f"workers {result.workers}, clients {result.clients}, {result.seconds:.0f} s",
         f"submits acknowledged      {len(result.acknowledged):>9,}  ({rate:,.0f}/s)",
-        f"submit latency p50 / p99  {percentile(result.submit_latency, .5) * 1000:>9.1f} / "
-        f"{percentile(result.submit_latency, .99) * 1000:.1f} ms",
+        f"submit latency p50 / p99  {percentile(result.submit_latency, 0.5) * 1000:>9.1f} / "
+        f"{percentile(result.submit_latency, 0.99) * 1000:.1f} ms",
         f"heartbeats                {result.heartbeats:>9,}  ({hb_rate:,.0f}/s)",
-        f"heartbeat p50 / p99       {percentile(result.heartbeat_latency, .5) * 1000:>9.1f} / "
-        f"{percentile(result.heartbeat_latency, .99) * 1000:.1f} ms",
+        f"heartbeat p50 / p99       {percentile(result.heartbeat_latency, 0.5) * 1000:>9.1f} / "
+        f"{percentile(result.heartbeat_latency, 0.99) * 1000:.1f} ms",
         f"attempts started/finished {result.started:>9,} / {result.finished:,}",
         f"drain after the clients   {result.drain_seconds:>9.1f} s",
         f"hosts not online at end   {len(result.falsely_unavailable):>9}",
@@ -245,12 +270,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench.controller import TOKEN, Controller
 
-    with tempfile.TemporaryDirectory(prefix="xce-load-") as tmp, \
-            Controller(Path(tmp) / "c") as ctl:
+    with tempfile.TemporaryDirectory(prefix="xce-load-") as tmp, Controller(Path(tmp) / "c") as ctl:
         result = asyncio.run(run_load(ctl.url, TOKEN, args.workers, args.clients, args.seconds))
     print(report(result))
-    clean = not (result.missing or result.not_done or result.unexpected
-                 or result.falsely_unavailable)
+    clean = not (
+        result.missing or result.not_done or result.unexpected or result.falsely_unavailable
+    )
     return 0 if clean else 1
 
 

@@ -38,8 +38,13 @@ def run(plan: Plan) -> list[Row]:
     n = plan.memory_jobs
     results = []
     for _ in range(plan.memory_runs):
-        proc = subprocess.run([sys.executable, "-m", "bench.memory", str(n)],
-                              capture_output=True, text=True, timeout=300, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench.memory", str(n)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"memory child failed:\n{proc.stderr[-2000:]}")
         results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -47,10 +52,15 @@ def run(plan: Plan) -> list[Row]:
     value = median(per_job)
     tag = f"{count(n)}" + (" (quick; full: 200k)" if plan.quick else "")
     rss = median([r["rss_after"] for r in results]) / (1 << 20)
-    return [Row(f"6  RSS per pending job, {tag}",
-                f"{value:,.0f} B/job (of {len(per_job)}; RSS {rss:,.0f} MiB after)",
-                f"< {TARGET} B/job", "PASS" if value < TARGET else "FAIL",
-                data={"bytes_per_job": value, "runs": results})]
+    return [
+        Row(
+            f"6  RSS per pending job, {tag}",
+            f"{value:,.0f} B/job (of {len(per_job)}; RSS {rss:,.0f} MiB after)",
+            f"< {TARGET} B/job",
+            "PASS" if value < TARGET else "FAIL",
+            data={"bytes_per_job": value, "runs": results},
+        )
+    ]
 
 
 if __name__ == "__main__":

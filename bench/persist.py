@@ -33,8 +33,9 @@ def _scale(plan: Plan, n: int) -> tuple[float, bool]:
     return plan.full_big / n, plan.quick and n != plan.full_big
 
 
-def _pause_row(plan: Plan, n: int, label: str, ms: list[float], detail: str = "",
-               growing: float | None = None) -> Row:
+def _pause_row(
+    plan: Plan, n: int, label: str, ms: list[float], detail: str = "", growing: float | None = None
+) -> Row:
     """A loop pause against the 1M target; `growing` is the part that scales with N (ms).
 
     In quick mode the verdict is on the measured pause with `growing` (all of it by default)
@@ -51,8 +52,13 @@ def _pause_row(plan: Plan, n: int, label: str, ms: list[float], detail: str = ""
     data = {"jobs": n, "ms": ms, "median_ms": value, "estimate_1m_ms": at_1m}
     if factor != 1 and not extrapolated:  # a smaller size in the full run: context only
         return Row(label, text, data=data)
-    return Row(label, text, f"< {PAUSE_TARGET_MS:.0f} ms @1M",
-               verdict(at_1m < PAUSE_TARGET_MS, extrapolated), data=data)
+    return Row(
+        label,
+        text,
+        f"< {PAUSE_TARGET_MS:.0f} ms @1M",
+        verdict(at_1m < PAUSE_TARGET_MS, extrapolated),
+        data=data,
+    )
 
 
 async def _copy_times(state: ClusterState, runs: int) -> list[float]:
@@ -87,8 +93,12 @@ async def _durable_pause(state: ClusterState, directory: Path) -> dict[str, floa
             path = await store.checkpoint(state)
             seconds = time.perf_counter() - started
         assert path is not None
-        return {"max_gap_ms": ticker.max_ms, "p99_gap_ms": ticker.percentile_ms(0.99),
-                "own_pause_ms": store.stats["last_pause_ms"], "seconds": seconds}
+        return {
+            "max_gap_ms": ticker.max_ms,
+            "p99_gap_ms": ticker.percentile_ms(0.99),
+            "own_pause_ms": store.stats["last_pause_ms"],
+            "seconds": seconds,
+        }
     finally:
         await store.writer.close()
         shutil.rmtree(directory, ignore_errors=True)
@@ -120,21 +130,31 @@ def checkpoints(plan: Plan, n: int, state: ClusterState) -> list[Row]:
         rows.append(_pause_row(plan, n, f"4  copy_state pause, {tag}", copies))
         writes, nbytes = await _write_times(state, plan.root / f"ckpt-{n}", runs)
         w = median(writes)
-        rows.append(Row(f"4  write_checkpoint (thread), {tag}",
-                        f"{w:,.2f} s of {len(writes)} ({n / w:,.0f} jobs/s); "
-                        f"{size(nbytes)} = {nbytes / n:,.0f} B/job",
-                        data={"jobs": n, "seconds": writes, "bytes": nbytes}))
+        rows.append(
+            Row(
+                f"4  write_checkpoint (thread), {tag}",
+                f"{w:,.2f} s of {len(writes)} ({n / w:,.0f} jobs/s); "
+                f"{size(nbytes)} = {nbytes / n:,.0f} B/job",
+                data={"jobs": n, "seconds": writes, "bytes": nbytes},
+            )
+        )
         idle = await _idle_gap()
-        pauses = [await _durable_pause(state, plan.root / f"durable-{n}-{i}")
-                  for i in range(runs)]
+        pauses = [await _durable_pause(state, plan.root / f"durable-{n}-{i}") for i in range(runs)]
         gaps = [p["max_gap_ms"] for p in pauses]
         own = median([p["own_pause_ms"] for p in pauses])
         took = median([p["seconds"] for p in pauses])
-        rows.append(_pause_row(
-            plan, n, f"4  DurableLog.checkpoint() max loop gap, {tag}", gaps,
-            f"; purge+copy {own:,.0f} ms; p99 gap "
-            f"{median([p['p99_gap_ms'] for p in pauses]):.1f} ms over {took:,.1f} s; "
-            f"idle {idle:.1f} ms", growing=own))
+        rows.append(
+            _pause_row(
+                plan,
+                n,
+                f"4  DurableLog.checkpoint() max loop gap, {tag}",
+                gaps,
+                f"; purge+copy {own:,.0f} ms; p99 gap "
+                f"{median([p['p99_gap_ms'] for p in pauses]):.1f} ms over {took:,.1f} s; "
+                f"idle {idle:.1f} ms",
+                growing=own,
+            )
+        )
         rows[-1].data.update({"runs": pauses, "idle_max_gap_ms": idle})
 
     asyncio.run(main())

@@ -61,8 +61,7 @@ def write_scenario(state: ClusterState, state_dir: Path, covered: int, after: in
         try:
             for i in range(covered + after):
                 number = first - 1 + i  # record k + 1 submitted job k
-                writer.append(ev.JobSubmitted(at if number <= n else time.time(), number,
-                                              spec()))
+                writer.append(ev.JobSubmitted(at if number <= n else time.time(), number, spec()))
                 if i % 512 == 511:
                     await writer.sync()
             await writer.sync()
@@ -78,8 +77,10 @@ def _recover_once(state_dir: Path, expected_jobs: int, after: int) -> dict[str, 
     got = recover(state_dir)
     total, cpu = time.perf_counter() - started, time.process_time() - cpu
     if len(got.state.jobs) != expected_jobs or got.replayed != after:
-        raise RuntimeError(f"recovered {len(got.state.jobs)} jobs, replayed {got.replayed}; "
-                           f"expected {expected_jobs} and {after}")
+        raise RuntimeError(
+            f"recovered {len(got.state.jobs)} jobs, replayed {got.replayed}; "
+            f"expected {expected_jobs} and {after}"
+        )
     del got
     gc.collect()
     seq, path = list_checkpoints(checkpoint_dir(state_dir))[0]
@@ -90,8 +91,13 @@ def _recover_once(state_dir: Path, expected_jobs: int, after: int) -> dict[str, 
     started = time.perf_counter()
     scan = scan_wal(wal_dir(state_dir), seq)  # frames all, decodes what follows seq
     scan_s = time.perf_counter() - started
-    return {"seconds": total, "cpu_s": cpu, "checkpoint_s": ckpt, "scan_s": scan_s,
-            "wal_records": scan.records}
+    return {
+        "seconds": total,
+        "cpu_s": cpu,
+        "checkpoint_s": ckpt,
+        "scan_s": scan_s,
+        "wal_records": scan.records,
+    }
 
 
 def start_to_first_answer(state_dir: Path, root: Path) -> tuple[float, float]:
@@ -108,13 +114,17 @@ def start_to_first_answer(state_dir: Path, root: Path) -> tuple[float, float]:
     shutil.copytree(KEYS, key_dir(root / "state"))
     ctl = Controller(root)
     cfg = ctl._config()
-    req = urllib.request.Request(ctl.url + "/api/v1/cluster",
-                                 headers={"Authorization": f"Bearer {TOKEN}"})
+    req = urllib.request.Request(
+        ctl.url + "/api/v1/cluster", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
     with ctl.log.open("ab") as out:
         started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "xce", "controller", "-c", str(cfg)],
-                                stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "xce", "controller", "-c", str(cfg)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     try:
         while proc.poll() is None and time.perf_counter() - started < 300:
             try:
@@ -179,29 +189,45 @@ def run(plan: Plan, n: int | None = None, state: ClusterState | None = None) -> 
         factor = plan.full_big / n
         extrapolated = plan.quick and n != plan.full_big
         value = median([r["seconds"] for r in runs])
-        text = (f"{value:,.2f} s, {median([r['cpu_s'] for r in runs]):,.2f} s CPU (of "
-                f"{len(runs)}; checkpoint read "
-                f"{median([r['checkpoint_s'] for r in runs]):,.2f} s, WAL scan "
-                f"{median([r['scan_s'] for r in runs]):,.2f} s for "
-                f"{runs[0]['wal_records']:,.0f} records)")
+        text = (
+            f"{value:,.2f} s, {median([r['cpu_s'] for r in runs]):,.2f} s CPU (of "
+            f"{len(runs)}; checkpoint read "
+            f"{median([r['checkpoint_s'] for r in runs]):,.2f} s, WAL scan "
+            f"{median([r['scan_s'] for r in runs]):,.2f} s for "
+            f"{runs[0]['wal_records']:,.0f} records)"
+        )
         if extrapolated:
             text += f" (~{value * factor:,.1f} s @1M, linear)"
-        rows.append(Row(f"5  recover(), {tag}", text, f"< {RECOVERY_TARGET_S:.0f} s @1M",
-                        verdict(value * factor < RECOVERY_TARGET_S, extrapolated),
-                        data={"jobs": n, "runs": runs}))
-        timed = [start_to_first_answer(state_dir, plan.root / f"ctl-{n}-{i}")
-                 for i in range(plan.heavy_repeats)]
+        rows.append(
+            Row(
+                f"5  recover(), {tag}",
+                text,
+                f"< {RECOVERY_TARGET_S:.0f} s @1M",
+                verdict(value * factor < RECOVERY_TARGET_S, extrapolated),
+                data={"jobs": n, "runs": runs},
+            )
+        )
+        timed = [
+            start_to_first_answer(state_dir, plan.root / f"ctl-{n}-{i}")
+            for i in range(plan.heavy_repeats)
+        ]
         answers = [wall for wall, _ in timed]
         value = median(answers)
-        text = (f"{value:,.2f} s, {median([c for _, c in timed]):,.2f} s CPU (of "
-                f"{len(answers)}: {', '.join(f'{a:.2f}' for a in answers)})")
+        text = (
+            f"{value:,.2f} s, {median([c for _, c in timed]):,.2f} s CPU (of "
+            f"{len(answers)}: {', '.join(f'{a:.2f}' for a in answers)})"
+        )
         if extrapolated:
             text += f" (~{value * factor:,.1f} s @1M, linear)"
-        rows.append(Row(f"5  controller start to first API answer, {tag}", text,
-                        f"< {RECOVERY_TARGET_S:.0f} s @1M",
-                        verdict(value * factor < RECOVERY_TARGET_S, extrapolated),
-                        data={"jobs": n, "seconds": answers,
-                              "cpu_s": [c for _, c in timed]}))
+        rows.append(
+            Row(
+                f"5  controller start to first API answer, {tag}",
+                text,
+                f"< {RECOVERY_TARGET_S:.0f} s @1M",
+                verdict(value * factor < RECOVERY_TARGET_S, extrapolated),
+                data={"jobs": n, "seconds": answers, "cpu_s": [c for _, c in timed]},
+            )
+        )
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
     records = _typical(3_000 if plan.quick else 30_000)
@@ -209,24 +235,34 @@ def run(plan: Plan, n: int | None = None, state: ClusterState | None = None) -> 
     # (before issue 22 the reflective reader was decode_entry itself: the bench runs there)
     reference = getattr(codec, "decode_entry_reflective", codec.decode_entry)
     slow = decode_rate(records, reference, max(1, plan.repeats // 2))
-    rows.append(Row("5  decode_entry, submit/start/finish 1:1:1, one core",
-                    f"{fast:,.0f} rec/s (reflective reader: {slow:,.0f} rec/s, "
-                    f"{fast / slow:.1f}x)", f">= {DECODE_TARGET:,} rec/s",
-                    verdict(fast >= DECODE_TARGET), data={"fast": fast, "reflective": slow}))
+    rows.append(
+        Row(
+            "5  decode_entry, submit/start/finish 1:1:1, one core",
+            f"{fast:,.0f} rec/s (reflective reader: {slow:,.0f} rec/s, {fast / slow:.1f}x)",
+            f">= {DECODE_TARGET:,} rec/s",
+            verdict(fast >= DECODE_TARGET),
+            data={"fast": fast, "reflective": slow},
+        )
+    )
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1_000_000)
-    parser.add_argument("--after", type=int, default=100_000,
-                        help="records after the checkpoint (as many again before it)")
+    parser.add_argument(
+        "--after",
+        type=int,
+        default=100_000,
+        help="records after the checkpoint (as many again before it)",
+    )
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="xce-bench-recovery-") as tmp:
         base = Plan.make(args.jobs < 1_000_000, Path(tmp))
-        plan = dataclasses.replace(base, recovery_wal_events=args.after,
-                                   heavy_repeats=args.repeats, big=args.jobs)
+        plan = dataclasses.replace(
+            base, recovery_wal_events=args.after, heavy_repeats=args.repeats, big=args.jobs
+        )
         for row in run(plan, args.jobs):
             print(f"{row.figure}: {row.measured}  [{row.target}: {row.verdict}]", flush=True)
 

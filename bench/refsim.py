@@ -36,8 +36,13 @@ def run_time(job: SwfJob) -> float:
     return float(req) if req is not None and job.run_time > req else job.run_time
 
 
-def refsim(jobs: Sequence[SwfJob], hosts: int, slots: int, policy: str = "easy",
-           half_life_s: float = 3600.0) -> RefResult:
+def refsim(
+    jobs: Sequence[SwfJob],
+    hosts: int,
+    slots: int,
+    policy: str = "easy",
+    half_life_s: float = 3600.0,
+) -> RefResult:
     """Start time of every job (by trace number) under `policy`: fcfs (strict), first-fit,
     easy, or fairshare (by user, with EASY backfilling)."""
     began = time.perf_counter()
@@ -137,8 +142,10 @@ def refsim(jobs: Sequence[SwfJob], hosts: int, slots: int, policy: str = "easy",
                 hours[user] = hours.get(user, 0.0) + procs * (now - began_at)
                 slots_of[user] = slots_of.get(user, 0) + procs
         hours = {u: h / 3600.0 for u, h in hours.items()}
-        heap = [(-1.0 / (1.0 + hours.get(u, 0.0) + slots_of.get(u, 0)), q[0].number, u)
-                for u, q in per_user.items()]
+        heap = [
+            (-1.0 / (1.0 + hours.get(u, 0.0) + slots_of.get(u, 0)), q[0].number, u)
+            for u, q in per_user.items()
+        ]
         heapq.heapify(heap)
         while heap:
             _, _, user = heapq.heappop(heap)
@@ -147,8 +154,14 @@ def refsim(jobs: Sequence[SwfJob], hosts: int, slots: int, policy: str = "easy",
             yield q.popleft()
             slots_of[user] = slots_of.get(user, 0) + before - total[0]
             if q:
-                heapq.heappush(heap, (-1.0 / (1.0 + hours.get(user, 0.0)
-                                              + slots_of.get(user, 0)), q[0].number, user))
+                heapq.heappush(
+                    heap,
+                    (
+                        -1.0 / (1.0 + hours.get(user, 0.0) + slots_of.get(user, 0)),
+                        q[0].number,
+                        user,
+                    ),
+                )
 
     while events:
         now = events[0][0]
@@ -192,4 +205,3 @@ def refsim(jobs: Sequence[SwfJob], hosts: int, slots: int, policy: str = "easy",
         else:
             raise ValueError(f"unknown policy {policy!r}")
     return RefResult(policy, starts, time.perf_counter() - began)
-

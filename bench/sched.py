@@ -23,16 +23,26 @@ from xce.sched.snapshot import HostView, PendingJob, RunningJob, Snapshot
 
 NOW = 1_000_000.0
 SLOTS, MEMORY = 16, 64_000
-EXPRESSIONS = ("", "select[type==X86 && maxmem>=32000] order[-slots]",
-               "select[rack==r1 || rack==r2 || rack==r3]", "select[!defined(gpu)] order[ut]")
+EXPRESSIONS = (
+    "",
+    "select[type==X86 && maxmem>=32000] order[-slots]",
+    "select[rack==r1 || rack==r2 || rack==r3]",
+    "select[!defined(gpu)] order[ut]",
+)
 
 
 # Multi-host shapes (issue 15): wider than a 16-slot host, by ptile or with no span.
 WIDE = ((32, "span[ptile=16]"), (24, "span[ptile=8]"), (64, "span[ptile=16]"), (48, ""))
 
 
-def cluster(pending: int, hosts: int, plugins: tuple[str, ...], expressions: bool,
-            seed: int = 1, multihost: bool = False) -> Snapshot:
+def cluster(
+    pending: int,
+    hosts: int,
+    plugins: tuple[str, ...],
+    expressions: bool,
+    seed: int = 1,
+    multihost: bool = False,
+) -> Snapshot:
     """`hosts` hosts of 16 slots, each half busy with jobs ending within 2 h, and `pending`
     jobs of 1-16 slots (20 shapes, plus 4 resource strings when `expressions`); with
     `multihost`, 4 of the 20 shapes (20 % of the jobs) span 2-4 hosts."""
@@ -40,26 +50,45 @@ def cluster(pending: int, hosts: int, plugins: tuple[str, ...], expressions: boo
     views, running = [], []
     for i in range(hosts):
         name = f"h{i:05d}"
-        attrs = (("rack", f"r{i % 20}"), ("type", "X86" if i % 4 else "ARM"),
-                 ("ut", str(i % 7)))
+        attrs = (("rack", f"r{i % 20}"), ("type", "X86" if i % 4 else "ARM"), ("ut", str(i % 7)))
         busy = rng.choice((4, 8, 12))
-        views.append(HostView(name, SLOTS, MEMORY, SLOTS - busy, MEMORY - busy * 1000, attrs,
-                              True))
+        views.append(HostView(name, SLOTS, MEMORY, SLOTS - busy, MEMORY - busy * 1000, attrs, True))
         for k in range(busy // 4):
-            running.append(RunningJob(f"r{i}.{k}", f"u{k}", "normal", name, 4, 4000,
-                                      NOW - rng.randrange(3600), rng.choice((3600, 7200))))
+            running.append(
+                RunningJob(
+                    f"r{i}.{k}",
+                    f"u{k}",
+                    "normal",
+                    name,
+                    4,
+                    4000,
+                    NOW - rng.randrange(3600),
+                    rng.choice((3600, 7200)),
+                )
+            )
     specs = []
     for k in range(20):
         resources = EXPRESSIONS[k % len(EXPRESSIONS)] if expressions else ""
-        specs.append(JobSpec(user=f"u{k % 8}", queue="normal", command="x",
-                             slots=(1, 2, 4, 8, 16)[k % 5], memory_mb=(0, 1000, 4000)[k % 3],
-                             walltime_s=(600, 3600, 14400)[k % 3], resources=resources))
+        specs.append(
+            JobSpec(
+                user=f"u{k % 8}",
+                queue="normal",
+                command="x",
+                slots=(1, 2, 4, 8, 16)[k % 5],
+                memory_mb=(0, 1000, 4000)[k % 3],
+                walltime_s=(600, 3600, 14400)[k % 3],
+                resources=resources,
+            )
+        )
     if multihost:
         for k, (slots, span) in enumerate(WIDE):
-            specs[k * 5] = replace(specs[k * 5], slots=slots,
-                                   resources=f"{specs[k * 5].resources} {span}".strip())
-    jobs = tuple(PendingJob(str(n), n, None, rng.choice(specs), DepStatus.SATISFIED)
-                 for n in range(1, pending + 1))
+            specs[k * 5] = replace(
+                specs[k * 5], slots=slots, resources=f"{specs[k * 5].resources} {span}".strip()
+            )
+    jobs = tuple(
+        PendingJob(str(n), n, None, rng.choice(specs), DepStatus.SATISFIED)
+        for n in range(1, pending + 1)
+    )
     queue = QueueRecord("normal", plugins=plugins)
     return Snapshot(tuple(views), {"normal": queue}, jobs, (), {}, tuple(running))
 
@@ -90,19 +119,28 @@ def run(bench: BenchPlan) -> list[Row]:
                 wall, cpu, placed = timed(snap, repeats)
                 big = (pending, hosts) == (100_000, 10_000)
                 what = "+ expressions" if expressions else "no expressions"
-                rows.append(Row(f"sched pass {pending // 1000}k pending x {hosts // 1000}k "
-                                f"hosts, {label}, {what}",
-                                f"cpu {cpu * 1000:,.0f} ms, wall {wall * 1000:,.0f} ms "
-                                f"({placed:,} placed)", "< 1 s" if big else "-",
-                                verdict(cpu < 1) if big else "info",
-                                {"cpu_s": cpu, "wall_s": wall, "placed": placed}))
+                rows.append(
+                    Row(
+                        f"sched pass {pending // 1000}k pending x {hosts // 1000}k "
+                        f"hosts, {label}, {what}",
+                        f"cpu {cpu * 1000:,.0f} ms, wall {wall * 1000:,.0f} ms ({placed:,} placed)",
+                        "< 1 s" if big else "-",
+                        verdict(cpu < 1) if big else "info",
+                        {"cpu_s": cpu, "wall_s": wall, "placed": placed},
+                    )
+                )
     snap = cluster(100_000, 10_000, ("backfill",), True, multihost=True)
     wall, cpu, placed = timed(snap, repeats)
-    rows.append(Row("sched pass 100k pending x 10k hosts, EASY backfill, + expressions, "
-                    "20 % multi-host jobs (issue 15)",
-                    f"cpu {cpu * 1000:,.0f} ms, wall {wall * 1000:,.0f} ms "
-                    f"({placed:,} placed)", "< 1 s", verdict(cpu < 1),
-                    {"cpu_s": cpu, "wall_s": wall, "placed": placed}))
+    rows.append(
+        Row(
+            "sched pass 100k pending x 10k hosts, EASY backfill, + expressions, "
+            "20 % multi-host jobs (issue 15)",
+            f"cpu {cpu * 1000:,.0f} ms, wall {wall * 1000:,.0f} ms ({placed:,} placed)",
+            "< 1 s",
+            verdict(cpu < 1),
+            {"cpu_s": cpu, "wall_s": wall, "placed": placed},
+        )
+    )
     rows.extend(_growth(repeats))
     rows.extend(_snapshot_row(bench))
     rows.extend(_simulate_row(bench))
@@ -111,16 +149,26 @@ def run(bench: BenchPlan) -> list[Row]:
 
 def _growth(repeats: int) -> list[Row]:
     """How a pass grows with pending jobs (10k hosts) and with hosts (100k pending)."""
-    by_jobs = [timed(cluster(n, 10_000, ("backfill",), True), repeats)[1]
-               for n in (25_000, 50_000, 100_000)]
-    by_hosts = [timed(cluster(100_000, h, ("backfill",), True), repeats)[1]
-                for h in (2_500, 5_000, 10_000)]
+    by_jobs = [
+        timed(cluster(n, 10_000, ("backfill",), True), repeats)[1]
+        for n in (25_000, 50_000, 100_000)
+    ]
+    by_hosts = [
+        timed(cluster(100_000, h, ("backfill",), True), repeats)[1] for h in (2_500, 5_000, 10_000)
+    ]
     return [
-        Row("sched pass growth, 25k/50k/100k pending (10k hosts, EASY + expr)",
-            "cpu " + " / ".join(f"{s * 1000:.0f}" for s in by_jobs) + " ms", "near linear",
-            "info"),
-        Row("sched pass growth, 2.5k/5k/10k hosts (100k pending, EASY + expr)",
-            "cpu " + " / ".join(f"{s * 1000:.0f}" for s in by_hosts) + " ms", "-", "info"),
+        Row(
+            "sched pass growth, 25k/50k/100k pending (10k hosts, EASY + expr)",
+            "cpu " + " / ".join(f"{s * 1000:.0f}" for s in by_jobs) + " ms",
+            "near linear",
+            "info",
+        ),
+        Row(
+            "sched pass growth, 2.5k/5k/10k hosts (100k pending, EASY + expr)",
+            "cpu " + " / ".join(f"{s * 1000:.0f}" for s in by_hosts) + " ms",
+            "-",
+            "info",
+        ),
     ]
 
 
@@ -154,10 +202,15 @@ def _snapshot_row(bench: BenchPlan) -> list[Row]:
     started = time.process_time()
     cache.snapshot(state)
     incremental = time.process_time() - started
-    return [Row("snapshot, 100k pending x 10k hosts (on the event loop): snapshot_of cold / "
-                "with the memo / the controller's SnapshotCache after one submit",
-                f"cpu {cold * 1000:,.0f} / {warm * 1000:,.0f} / {incremental * 1000:,.2f} ms",
-                "-", "info")]
+    return [
+        Row(
+            "snapshot, 100k pending x 10k hosts (on the event loop): snapshot_of cold / "
+            "with the memo / the controller's SnapshotCache after one submit",
+            f"cpu {cold * 1000:,.0f} / {warm * 1000:,.0f} / {incremental * 1000:,.2f} ms",
+            "-",
+            "info",
+        )
+    ]
 
 
 def _simulate_row(bench: BenchPlan) -> list[Row]:
@@ -171,10 +224,16 @@ def _simulate_row(bench: BenchPlan) -> list[Row]:
 
     count = 3_000 if bench.quick else 28_000
     traces = [  # (label, jobs, slots)
-        (f"{count:,}-job KTH-like trace, 1 x 100 slots",
-         synthetic(count, max_procs=100, seed=5, mean_interarrival_s=130), 100),
-        ("3,000-job overloaded trace (queues of 1k+ jobs), 1 x 64 slots",
-         synthetic(3_000, max_procs=64, seed=5, mean_interarrival_s=20), 64),
+        (
+            f"{count:,}-job KTH-like trace, 1 x 100 slots",
+            synthetic(count, max_procs=100, seed=5, mean_interarrival_s=130),
+            100,
+        ),
+        (
+            "3,000-job overloaded trace (queues of 1k+ jobs), 1 x 64 slots",
+            synthetic(3_000, max_procs=64, seed=5, mean_interarrival_s=20),
+            64,
+        ),
     ]
     rows = []
     for label, jobs, slots in traces:
@@ -183,8 +242,7 @@ def _simulate_row(bench: BenchPlan) -> list[Row]:
     return rows
 
 
-def _versus(label: str, jobs: list, slots: int, policy: str, refsim: Any,
-            simulate: Any) -> Row:
+def _versus(label: str, jobs: list, slots: int, policy: str, refsim: Any, simulate: Any) -> Row:
     cpu = time.process_time()  # CPU, not wall: the machine may be shared
     ref = refsim(jobs, 1, slots, policy)
     theirs = time.process_time() - cpu
@@ -194,12 +252,15 @@ def _versus(label: str, jobs: list, slots: int, policy: str, refsim: Any,
     same = {o.job.number: o.start for o in result.outcomes} == ref.starts
     ratio = ours / max(theirs, 1e-9)
     m = result.metrics()
-    return Row(f"simulate {label}, {policy}: xce / bench/refsim.py",
-               f"cpu {ours:.2f} s / {theirs:.2f} s = {ratio:.1f}x "
-               f"({m['jobs_per_s']:,.0f} jobs/s, avg wait {m['avg_wait_s']:,.0f} s, "
-               f"{'same waits' if same else 'WAITS DIFFER'})",
-               "<= 5x, same waits", verdict(ratio <= 5) if same else "ERROR",
-               {"xce_s": ours, "ref_s": theirs, "ratio": ratio, "same": same})
+    return Row(
+        f"simulate {label}, {policy}: xce / bench/refsim.py",
+        f"cpu {ours:.2f} s / {theirs:.2f} s = {ratio:.1f}x "
+        f"({m['jobs_per_s']:,.0f} jobs/s, avg wait {m['avg_wait_s']:,.0f} s, "
+        f"{'same waits' if same else 'WAITS DIFFER'})",
+        "<= 5x, same waits",
+        verdict(ratio <= 5) if same else "ERROR",
+        {"xce_s": ours, "ref_s": theirs, "ratio": ratio, "same": same},
+    )
 
 
 if __name__ == "__main__":

@@ -141,7 +141,7 @@ controllers = [{urls}]
 
 [controller]
 listen = "127.0.0.1:{self.port}"
-state_dir = "{self.root / 'state'}"
+state_dir = "{self.root / "state"}"
 wal_fsync = "always"
 replication_token = "{STANDBY_TOKEN}"
 {SOAK_CONFIG}
@@ -167,7 +167,8 @@ priority = 30
             out.write(f"\n===== soak: starting as {role} at {time.ctime()}\n".encode())
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "xce", role, "-c", str(cfg)],
-                stdout=out, stderr=subprocess.STDOUT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
 
@@ -204,10 +205,24 @@ class HaSimWorker(SimWorker):
     retries a finish report until the controller takes it, and (like the real worker)
     resends a delivered report when the controller still asks it to run that attempt."""
 
-    def __init__(self, name: str, client: XceClient, result: LoadResult, heartbeat_s: float,
-                 job_s: float, started_at: dict[str, list[float]]) -> None:
-        super().__init__(name, None, client.base_url, "", result,  # type: ignore[arg-type]
-                         heartbeat_s, job_s)
+    def __init__(
+        self,
+        name: str,
+        client: XceClient,
+        result: LoadResult,
+        heartbeat_s: float,
+        job_s: float,
+        started_at: dict[str, list[float]],
+    ) -> None:
+        super().__init__(
+            name,
+            None,
+            client.base_url,
+            "",
+            result,  # type: ignore[arg-type]
+            heartbeat_s,
+            job_s,
+        )
         self.client = client
         self.started_at = started_at
         self.resending: set[tuple[str, int]] = set()
@@ -372,13 +387,14 @@ class SoakResult:
         if self.ran_twice:
             out.append(f"{len(self.ran_twice)} jobs ran twice, e.g. {self.ran_twice[:5]}")
         if self.not_done:
-            out.append(f"{len(self.not_done)} acknowledged jobs held but not DONE, e.g. "
-                       f"{list(self.not_done.items())[:5]}")
+            out.append(
+                f"{len(self.not_done)} acknowledged jobs held but not DONE, e.g. "
+                f"{list(self.not_done.items())[:5]}"
+            )
         for role in ("primary", "standby"):
             second, last = self.rss_quarters(role)
             if not last <= 1.5 * second:
-                out.append(f"{role} RSS grew from {second / 2**20:.1f} to "
-                           f"{last / 2**20:.1f} MiB")
+                out.append(f"{role} RSS grew from {second / 2**20:.1f} to {last / 2**20:.1f} MiB")
         if self.seqs[0] != self.seqs[1]:
             out.append(f"the standby did not catch up: seq {self.seqs[1]} != {self.seqs[0]}")
         if self.state_diff:
@@ -402,8 +418,9 @@ class Pair:
         if self.cands[i].proc is None:
             return None
         try:
-            async with self.session.get(self.urls[i] + "/healthz",
-                                        timeout=aiohttp.ClientTimeout(total=2)) as r:
+            async with self.session.get(
+                self.urls[i] + "/healthz", timeout=aiohttp.ClientTimeout(total=2)
+            ) as r:
                 return await r.json() if r.status == 200 else None
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return None
@@ -418,14 +435,17 @@ class Pair:
         while time.monotonic() - started < timeout:
             proc = self.cands[i].proc
             if proc is None or proc.poll() is not None:
-                raise RuntimeError(f"candidate {i} exited while waiting for it to be {role}:"
-                                   f"\n{self.cands[i].log_text()}")
+                raise RuntimeError(
+                    f"candidate {i} exited while waiting for it to be {role}:"
+                    f"\n{self.cands[i].log_text()}"
+                )
             h = await self.health(i)
             if h is not None and h["role"] == role:
                 return time.monotonic() - started
             await asyncio.sleep(0.05)
-        raise RuntimeError(f"candidate {i} was not {role} after {timeout:.0f} s:\n"
-                           f"{self.cands[i].log_text()}")
+        raise RuntimeError(
+            f"candidate {i} was not {role} after {timeout:.0f} s:\n{self.cands[i].log_text()}"
+        )
 
     async def primary(self) -> int:
         for _ in range(600):
@@ -442,13 +462,20 @@ class Pair:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                async with self.session.get(self.urls[p] + "/api/v1/cluster", headers=headers,
-                                            timeout=aiohttp.ClientTimeout(total=5)) as r:
+                async with self.session.get(
+                    self.urls[p] + "/api/v1/cluster",
+                    headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=5),
+                ) as r:
                     ha = (await r.json())["ha"] if r.status == 200 else None
             except (aiohttp.ClientError, TimeoutError, ValueError, KeyError):
                 ha = None
-            if ha is not None and ha["role"] == "primary" and not (sync and ha["degraded"]) \
-                    and any(s["in_sync"] and s["last_ack_s"] < 1.0 for s in ha["standbys"]):
+            if (
+                ha is not None
+                and ha["role"] == "primary"
+                and not (sync and ha["degraded"])
+                and any(s["in_sync"] and s["last_ack_s"] < 1.0 for s in ha["standbys"])
+            ):
                 return True
             await asyncio.sleep(0.2)
         return False
@@ -467,8 +494,9 @@ class Pair:
         return seqs
 
 
-async def _submitter(client: XceClient, result: SoakResult, stop: asyncio.Event,
-                     max_backlog: int) -> None:
+async def _submitter(
+    client: XceClient, result: SoakResult, stop: asyncio.Event, max_backlog: int
+) -> None:
     load = result.load
     while not stop.is_set():
         if len(load.acknowledged) - load.finished > max_backlog:
@@ -499,14 +527,17 @@ async def _list_jobs(client: XceClient) -> dict[str, dict[str, Any]]:
             return jobs
 
 
-async def _inject(pair: Pair, kind: str, result: SoakResult, started: float,
-                  restart_delay: float = 0.0) -> None:
+async def _inject(
+    pair: Pair, kind: str, result: SoakResult, started: float, restart_delay: float = 0.0
+) -> None:
     sync = result.replication == "sync"
     p = await pair.primary()
     s = 1 - p
     if kind in ("failover", "restart") and not await pair.wait_in_sync(p, sync):
-        result.problems.append(f"{time.monotonic() - started:.0f} s: the standby did not catch "
-                               f"up within 120 s; {kind} skipped")
+        result.problems.append(
+            f"{time.monotonic() - started:.0f} s: the standby did not catch "
+            f"up within 120 s; {kind} skipped"
+        )
         return
     killed_at = time.monotonic()
     fault = Fault(kind, killed_at - started, killed_at, 0.0)
@@ -551,8 +582,9 @@ async def _watch_epochs(pair: Pair, result: SoakResult, stop: asyncio.Event) -> 
             await asyncio.wait_for(stop.wait(), 0.1)
 
 
-async def _stuck(admin: XceClient, tasks: list[asyncio.Task[None]],
-                 sims: list[HaSimWorker], left: int) -> str:
+async def _stuck(
+    admin: XceClient, tasks: list[asyncio.Task[None]], sims: list[HaSimWorker], left: int
+) -> str:
     """What the drain found when it timed out: for the report."""
     died = [t for t in tasks if t.done() and not t.cancelled() and t.exception()]
     hosts = await admin.hosts()
@@ -563,9 +595,11 @@ async def _stuck(admin: XceClient, tasks: list[asyncio.Task[None]],
     states = {}
     for state in ("PEND", "RUN"):
         states[state] = (await admin.jobs(state=state, limit=1))["total"]
-    return (f"the drain timed out with {left} jobs not finished ({states}); hosts {status}; "
-            f"the workers run {running} attempts; {len(died)} worker/client tasks died"
-            + (f", e.g. {died[0].exception()!r}" if died else ""))
+    return (
+        f"the drain timed out with {left} jobs not finished ({states}); hosts {status}; "
+        f"the workers run {running} attempts; {len(died)} worker/client tasks died"
+        + (f", e.g. {died[0].exception()!r}" if died else "")
+    )
 
 
 async def _cancel(tasks: list[asyncio.Task[None]], sims: list[HaSimWorker]) -> None:
@@ -576,12 +610,19 @@ async def _cancel(tasks: list[asyncio.Task[None]], sims: list[HaSimWorker]) -> N
     await asyncio.gather(*every, return_exceptions=True)
 
 
-async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int = 8,
-                   fault_every: tuple[float, float] = (40.0, 90.0), seed: int = 1,
-                   replication: str = "sync", failover_timeout: float = 3.0,
-                   heartbeat: float = 0.5,
-                   faults: tuple[str, ...] = FAULT_CYCLE,
-                   max_backlog: int = 2000) -> SoakResult:
+async def run_soak(
+    root: Path,
+    minutes: float,
+    workers: int = 100,
+    clients: int = 8,
+    fault_every: tuple[float, float] = (40.0, 90.0),
+    seed: int = 1,
+    replication: str = "sync",
+    failover_timeout: float = 3.0,
+    heartbeat: float = 0.5,
+    faults: tuple[str, ...] = FAULT_CYCLE,
+    max_backlog: int = 2000,
+) -> SoakResult:
     if not faults or set(faults) - set(FAULT_CYCLE):
         raise ValueError(f"faults must be failover, restart, standby or both, got {faults}")
     rng = random.Random(seed)
@@ -589,11 +630,14 @@ async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int 
     load = LoadResult(workers, clients, seconds)
     result = SoakResult(load, replication, max_backlog)
     started_at: dict[str, list[float]] = {}
-    cluster = (f'replication = "{replication}"\nfailover_timeout_s = {failover_timeout}\n'
-               f"heartbeat_interval_s = {heartbeat}")
+    cluster = (
+        f'replication = "{replication}"\nfailover_timeout_s = {failover_timeout}\n'
+        f"heartbeat_interval_s = {heartbeat}"
+    )
     connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector,
-                                     timeout=aiohttp.ClientTimeout(total=30)) as session:
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=30)
+    ) as session:
         pair = Pair(root, cluster, session)
         worker_clients = [XceClient(pair.urls, WORKER_TOKEN) for _ in range(workers)]
         submit_clients = [XceClient(pair.urls, TOKEN) for _ in range(clients)]
@@ -605,14 +649,18 @@ async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int 
             await pair.wait_role(0, "primary")
             pair.cands[1].spawn("standby")
             await pair.wait_role(1, "standby")
-            sims = [HaSimWorker(f"soak{i:03d}", c, load, 2.0, 0.3, started_at)
-                    for i, c in enumerate(worker_clients)]
+            sims = [
+                HaSimWorker(f"soak{i:03d}", c, load, 2.0, 0.3, started_at)
+                for i, c in enumerate(worker_clients)
+            ]
             await asyncio.gather(*(s.register() for s in sims))
             stop_workers, stop_clients = asyncio.Event(), asyncio.Event()
             tasks += [asyncio.create_task(s.heartbeats(stop_workers)) for s in sims]
             tasks += [asyncio.create_task(s.poll(stop_workers)) for s in sims]
-            submitters = [asyncio.create_task(_submitter(c, result, stop_clients, max_backlog))
-                          for c in submit_clients]
+            submitters = [
+                asyncio.create_task(_submitter(c, result, stop_clients, max_backlog))
+                for c in submit_clients
+            ]
             tasks += submitters
             stop_watch = asyncio.Event()
             tasks.append(asyncio.create_task(_watch_epochs(pair, result, stop_watch)))
@@ -628,8 +676,9 @@ async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int 
                         result.rss.append((now - started, i, roles[i] or "", rss))
                 if time.monotonic() >= next_fault:
                     kind = faults[len(result.faults) % len(faults)]
-                    await _inject(pair, kind, result, started,
-                                  rng.uniform(0.0, 2 * failover_timeout))
+                    await _inject(
+                        pair, kind, result, started, rng.uniform(0.0, 2 * failover_timeout)
+                    )
                     next_fault = time.monotonic() + rng.uniform(*fault_every)
             stop_clients.set()
             await asyncio.gather(*submitters)
@@ -656,8 +705,7 @@ async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int 
             async with XceClient([pair.urls[p]], TOKEN, retry_for=30.0) as here:
                 held = await _list_jobs(here)
             result.seqs = await pair.seqs_caught_up(p)
-            await admin.request("POST", "/api/v1/cluster/switchover",
-                                json={"to": pair.urls[1 - p]})
+            await admin.request("POST", "/api/v1/cluster/switchover", json={"to": pair.urls[1 - p]})
             await pair.wait_role(1 - p, "primary")
             async with XceClient([pair.urls[1 - p]], TOKEN, retry_for=30.0) as there:
                 other = await _list_jobs(there)
@@ -672,8 +720,13 @@ async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int 
             b = {j: v["state"] for j, v in other.items() if keep(v)}
             result.compared = len(a.keys() | b.keys())
             result.state_diff = sorted(
-                (f"{j}: {a.get(j)} / {b.get(j)}" for j in a.keys() | b.keys()
-                 if a.get(j) != b.get(j)), key=lambda line: int(line.split(":")[0]))
+                (
+                    f"{j}: {a.get(j)} / {b.get(j)}"
+                    for j in a.keys() | b.keys()
+                    if a.get(j) != b.get(j)
+                ),
+                key=lambda line: int(line.split(":")[0]),
+            )
         finally:
             await _cancel(tasks, sims)
             for c in [*worker_clients, *submit_clients, admin]:
@@ -706,13 +759,15 @@ async def run_soak(root: Path, minutes: float, workers: int = 100, clients: int 
 
         result.lost_at_failover = [j for j in lost if near_failover(acked_when[j])]
         lost = [j for j in lost if not near_failover(acked_when[j])]
-        result.ran_twice_at_failover = [j for j in twice
-                                        if across_failover(started_at.get(j, [0.0]))]
+        result.ran_twice_at_failover = [
+            j for j in twice if across_failover(started_at.get(j, [0.0]))
+        ]
         twice = [j for j in twice if j not in set(result.ran_twice_at_failover)]
     result.lost = lost
     result.ran_twice = twice
-    result.not_done = {j: v["state"] for j, v in held.items()
-                       if j in acked and v["state"] != "DONE"}
+    result.not_done = {
+        j: v["state"] for j, v in held.items() if j in acked and v["state"] != "DONE"
+    }
     return result
 
 
@@ -746,7 +801,7 @@ def report(result: SoakResult) -> str:
         f"restart both (kill -> both back)  "
         f"{_stat([f.seconds for f in result.faults if f.kind == 'both'])}",
         f"submits acknowledged      {len(load.acknowledged):>9,}",
-        f"submit p99                {percentile(load.submit_latency, .99) * 1000:>9.1f} ms",
+        f"submit p99                {percentile(load.submit_latency, 0.99) * 1000:>9.1f} ms",
         f"drain after the clients   {load.drain_seconds:>9.1f} s",
         f"longest stall             {result.longest_stall():>9.1f} s  (no job ended; 5 s samples)",
         f"acked, still held at end  {result.present:>9,}",
@@ -754,17 +809,23 @@ def report(result: SoakResult) -> str:
         f"acked and lost            {len(result.lost):>9}",
     ]
     if result.replication == "async":
-        lines.append(f"acked, lost at a failover {len(result.lost_at_failover):>9}  "
-                     "(async: by design, not a failure)")
+        lines.append(
+            f"acked, lost at a failover {len(result.lost_at_failover):>9}  "
+            "(async: by design, not a failure)"
+        )
     lines.append(f"ran twice                 {len(result.ran_twice):>9}")
     if result.replication == "async":
-        lines.append(f"ran twice across failover {len(result.ran_twice_at_failover):>9}  "
-                     "(async: by design, not a failure)")
+        lines.append(
+            f"ran twice across failover {len(result.ran_twice_at_failover):>9}  "
+            "(async: by design, not a failure)"
+        )
     lines.append(f"acked, held, not DONE     {len(result.not_done):>9}")
     for role in ("primary", "standby"):
         second, last = result.rss_quarters(role)
-        lines.append(f"{role} RSS, median of 2nd / last quarter  {second / 2**20:,.1f} / "
-                     f"{last / 2**20:,.1f} MiB (ratio {last / second:.2f})")
+        lines.append(
+            f"{role} RSS, median of 2nd / last quarter  {second / 2**20:,.1f} / "
+            f"{last / 2**20:,.1f} MiB (ratio {last / second:.2f})"
+        )
     lines += [
         f"final seq primary / standby (caught up)  {result.seqs[0]:,} / {result.seqs[1]:,}",
         f"final jobs held: primary / other after switchover  {result.jobs_held[0]:,} / "
@@ -781,30 +842,60 @@ def report(result: SoakResult) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.soak",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--workers", type=int, default=100)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--replication", choices=("sync", "async"), default="sync")
-    parser.add_argument("--failover-timeout", type=float, default=3.0,
-                        help="cluster.failover_timeout_s (seconds)")
-    parser.add_argument("--fault-every", type=float, nargs=2, default=(40.0, 90.0),
-                        metavar=("MIN", "MAX"), help="seconds between faults")
-    parser.add_argument("--max-backlog", type=int, default=2000,
-                        help="submitters pause while more acknowledged jobs than this have "
-                             "not finished yet")
+    parser.add_argument(
+        "--failover-timeout", type=float, default=3.0, help="cluster.failover_timeout_s (seconds)"
+    )
+    parser.add_argument(
+        "--fault-every",
+        type=float,
+        nargs=2,
+        default=(40.0, 90.0),
+        metavar=("MIN", "MAX"),
+        help="seconds between faults",
+    )
+    parser.add_argument(
+        "--max-backlog",
+        type=int,
+        default=2000,
+        help="submitters pause while more acknowledged jobs than this have not finished yet",
+    )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dir", type=Path, default=None,
-                        help="where the candidates' state goes (default: the temp folder)")
-    parser.add_argument("--faults", default=",".join(FAULT_CYCLE),
-                        help="the fault cycle (failover, restart, standby, both), comma-separated")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where the candidates' state goes (default: the temp folder)",
+    )
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULT_CYCLE),
+        help="the fault cycle (failover, restart, standby, both), comma-separated",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="xce-soak-", dir=args.dir) as tmp:
-        result = asyncio.run(run_soak(
-            Path(tmp), args.minutes, args.workers, args.clients, tuple(args.fault_every),
-            args.seed, args.replication, args.failover_timeout,
-            faults=tuple(args.faults.split(",")), max_backlog=args.max_backlog))
+        result = asyncio.run(
+            run_soak(
+                Path(tmp),
+                args.minutes,
+                args.workers,
+                args.clients,
+                tuple(args.fault_every),
+                args.seed,
+                args.replication,
+                args.failover_timeout,
+                faults=tuple(args.faults.split(",")),
+                max_backlog=args.max_backlog,
+            )
+        )
         print(report(result))
         if result.failures():
             kept = Path(tempfile.mkdtemp(prefix="xce-soak-logs-"))

@@ -26,9 +26,10 @@ HANDSHAKE_TARGET_MS = 20.0
 
 
 def guard_rate(seconds: float) -> float:
-    settings = GuardSettings(allow=(ipaddress.ip_network("10.0.0.0/8"),
-                                    ipaddress.ip_network("fd00::/8")),
-                             admin_allow=(ipaddress.ip_network("10.0.1.0/24"),))
+    settings = GuardSettings(
+        allow=(ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("fd00::/8")),
+        admin_allow=(ipaddress.ip_network("10.0.1.0/24"),),
+    )
     per_address = RateLimiter(RateSettings(1e9, 10**9))
     per_identity = RateLimiter(RateSettings(1e9, 10**9))
     headers = [f"Bearer token-{i}" for i in range(1000)]
@@ -76,8 +77,16 @@ def run(plan: Plan) -> list[Row]:
     hs = asyncio.run(_handshakes(plan, 50 if plan.quick else 200))
     ms = median(hs)
     return [
-        Row("7  guard decisions/s (allow-list + 2 buckets)", f"{rate:,.0f}/s",
-            f">= {GUARD_TARGET:,}/s", verdict(rate >= GUARD_TARGET)),
-        Row("7  TLS handshake, EC P-256, loopback", f"{ms:.2f} ms median",
-            f"<= {HANDSHAKE_TARGET_MS:.0f} ms", verdict(ms <= HANDSHAKE_TARGET_MS)),
+        Row(
+            "7  guard decisions/s (allow-list + 2 buckets)",
+            f"{rate:,.0f}/s",
+            f">= {GUARD_TARGET:,}/s",
+            verdict(rate >= GUARD_TARGET),
+        ),
+        Row(
+            "7  TLS handshake, EC P-256, loopback",
+            f"{ms:.2f} ms median",
+            f"<= {HANDSHAKE_TARGET_MS:.0f} ms",
+            verdict(ms <= HANDSHAKE_TARGET_MS),
+        ),
     ]

@@ -49,7 +49,8 @@ async def _load(plan: Plan, writers: int, run: int) -> dict[str, float]:
         "fsyncs_per_s": fsyncs / (t1 - t0),
         "group": records / fsyncs if fsyncs else float("nan"),
         "us_per_sync": (s1["fsync_seconds"] - s0["fsync_seconds"]) / fsyncs * 1e6
-        if fsyncs else float("nan"),
+        if fsyncs
+        else float("nan"),
     }
 
 
@@ -75,19 +76,32 @@ def run(plan: Plan, raw: dict[str, float]) -> list[Row]:
         runs = results[writers]
         rates = [r["records_per_s"] for r in runs]
         mid = sorted(runs, key=lambda r: r["records_per_s"])[len(runs) // 2]
-        rows.append(Row(
-            f"3  WalWriter alone, {writers} coroutine{'s' * (writers > 1)}",
-            f"{median(rates):,.0f} rec/s ({spread(rates)}); grp {mid['group']:.1f}, "
-            f"{mid['fsyncs_per_s']:,.0f} fsync/s, {mid['us_per_sync']:,.0f} us/group in "
-            "WAL thread",
-            data={"records_per_s": median(rates), "runs": runs}))
+        rows.append(
+            Row(
+                f"3  WalWriter alone, {writers} coroutine{'s' * (writers > 1)}",
+                f"{median(rates):,.0f} rec/s ({spread(rates)}); grp {mid['group']:.1f}, "
+                f"{mid['fsyncs_per_s']:,.0f} fsync/s, {mid['us_per_sync']:,.0f} us/group in "
+                "WAL thread",
+                data={"records_per_s": median(rates), "runs": runs},
+            )
+        )
     top = median([r["records_per_s"] for r in results[64]])
     ratio = top / raw["batch_records"]
     cost = encode_cost(plan)
-    rows.append(Row("3  WalWriter 64 / 1b fsync limit",
-                    f"{ratio:.1%} ({top:,.0f} / {raw['batch_records']:,.0f} rec/s)", "-",
-                    "info", data={"ratio": ratio}))
-    rows.append(Row("3  encode_entry+frame, 1 JobSubmitted",
-                    f"{cost:.1f} us/event on the loop (ceiling {1e6 / cost:,.0f}/s)",
-                    data={"us_per_event": cost}))
+    rows.append(
+        Row(
+            "3  WalWriter 64 / 1b fsync limit",
+            f"{ratio:.1%} ({top:,.0f} / {raw['batch_records']:,.0f} rec/s)",
+            "-",
+            "info",
+            data={"ratio": ratio},
+        )
+    )
+    rows.append(
+        Row(
+            "3  encode_entry+frame, 1 JobSubmitted",
+            f"{cost:.1f} us/event on the loop (ceiling {1e6 / cost:,.0f}/s)",
+            data={"us_per_event": cost},
+        )
+    )
     return rows

@@ -43,9 +43,16 @@ class XceTui(App[int]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, controllers: list[str], token: str | None = None, *,
-                 clock: Callable[[], float] = time.time, live: bool = True,
-                 login: bool = False, client: XceClient | None = None) -> None:
+    def __init__(
+        self,
+        controllers: list[str],
+        token: str | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        live: bool = True,
+        login: bool = False,
+        client: XceClient | None = None,
+    ) -> None:
         """`client`: the one `xce tui` builds from the CLI's settings (CA file, client
         certificate, insecure switch: `xce.cli.common.async_client`); without it, a plain
         client for `controllers` and `token` (tests, loopback http://)."""
@@ -149,8 +156,11 @@ class XceTui(App[int]):
             who = await self.client.whoami()
         except ApiError:
             who = None  # not fatal: offer everything and let the server decide
-        self.access = Access.from_whoami(who) if who else Access.unknown(
-            "admin" if self.client.token is None else "?")
+        self.access = (
+            Access.from_whoami(who)
+            if who
+            else Access.unknown("admin" if self.client.token is None else "?")
+        )
         rows: list[dict[str, Any]] = []
         offset = 0
         while True:
@@ -263,9 +273,12 @@ class XceTui(App[int]):
 
         spec = ACTIONS[action]
         if not self.access.allows(action):
-            self.notify(f"{self.access.user} may not {spec.verb.lower()} "
-                        f"({action}; permissions from {self.access.source})",
-                        title="Not permitted", severity="warning")
+            self.notify(
+                f"{self.access.user} may not {spec.verb.lower()} "
+                f"({action}; permissions from {self.access.source})",
+                title="Not permitted",
+                severity="warning",
+            )
             return
         if not targets:
             self.notify("nothing selected", title=spec.verb, severity="warning")
@@ -292,8 +305,9 @@ class XceTui(App[int]):
             self.notify(f"{spec.verb}: {', '.join(done)}", title="Done")
             self.jobs.selected.clear()
         if failed:
-            self.notify("\n".join(failed[:5]), title=f"{spec.verb} refused",
-                        severity="error", timeout=10)
+            self.notify(
+                "\n".join(failed[:5]), title=f"{spec.verb} refused", severity="error", timeout=10
+            )
         self._changed()
 
     def offer_jobs(self, action: str) -> None:

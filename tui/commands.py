@@ -29,14 +29,23 @@ class ConsoleCommands(Provider):
                 continue
             kind = name.split(".")[0]
             if kind == "job":
-                out.append((f"Jobs: {spec.verb.lower()} selected",
-                            partial(app.offer_jobs, name),
-                            f"{spec.verb} the selected jobs (or the one under the cursor)"))
+                out.append(
+                    (
+                        f"Jobs: {spec.verb.lower()} selected",
+                        partial(app.offer_jobs, name),
+                        f"{spec.verb} the selected jobs (or the one under the cursor)",
+                    )
+                )
             else:
                 names = sorted(app.queues if kind == "queue" else app.hosts)
                 for target in names:
-                    out.append((f"{kind.capitalize()} {target}: {spec.verb.lower()}",
-                                partial(app.offer, name, [target]), spec.effect))
+                    out.append(
+                        (
+                            f"{kind.capitalize()} {target}: {spec.verb.lower()}",
+                            partial(app.offer, name, [target]),
+                            spec.effect,
+                        )
+                    )
         return out
 
     async def discover(self) -> Hits:

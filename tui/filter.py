@@ -35,8 +35,9 @@ class Term:
     def holds(self, row: dict[str, Any]) -> bool:
         if not self.field:
             word = self.values[0].lower()
-            return word in str(row.get("id", "")).lower() or word in str(
-                row.get("name", "")).lower()
+            return (
+                word in str(row.get("id", "")).lower() or word in str(row.get("name", "")).lower()
+            )
         raw = row.get("array_id") if self.field == "array" else row.get(self.field)
         value = "" if raw is None else str(raw)
         if self.op == "~":

@@ -29,10 +29,16 @@ class Column:
 
 
 COLUMNS = (
-    Column("id", "JOBID", 10), Column("user", "USER", 7), Column("state", "STAT", 5),
-    Column("queue", "QUEUE", 6), Column("host", "HOST", 6), Column("name", "NAME", 14),
-    Column("submit", "SUBMIT", 11), Column("runtime", "RUNTIME", 7),
-    Column("cpu", "CPU", 6), Column("rss", "MAXRSS", 6),
+    Column("id", "JOBID", 10),
+    Column("user", "USER", 7),
+    Column("state", "STAT", 5),
+    Column("queue", "QUEUE", 6),
+    Column("host", "HOST", 6),
+    Column("name", "NAME", 14),
+    Column("submit", "SUBMIT", 11),
+    Column("runtime", "RUNTIME", 7),
+    Column("cpu", "CPU", 6),
+    Column("rss", "MAXRSS", 6),
 )
 COLUMN_KEYS = tuple(c.key for c in COLUMNS)
 _ALIVE = ("RUN", "USUSP", "SSUSP", "PEND", "PSUSP", "EXIT", "DONE")
@@ -106,8 +112,9 @@ class JobModel:
         if old is None:
             self.dirty = True
             return True
-        moved = (self.sort_value(old) != self.sort_value(row)
-                 or (bool(self.filter) and self.filter.matches(old) != self.filter.matches(row)))
+        moved = self.sort_value(old) != self.sort_value(row) or (
+            bool(self.filter) and self.filter.matches(old) != self.filter.matches(row)
+        )
         if moved:
             self.dirty = True
         return moved
@@ -186,18 +193,30 @@ class JobModel:
             counts[kid["state"]] = counts.get(kid["state"], 0) + n
         state = next((s for s in _ALIVE if counts.get(s)), "DONE")
         first = kids[0] if kids else {}
-        usage = {"cpu_time_s": sum((k.get("usage") or {}).get("cpu_time_s", 0) for k in kids),
-                 "max_rss_bytes": max([(k.get("usage") or {}).get("max_rss_bytes", 0)
-                                       for k in kids] or [0])}
+        usage = {
+            "cpu_time_s": sum((k.get("usage") or {}).get("cpu_time_s", 0) for k in kids),
+            "max_rss_bytes": max(
+                [(k.get("usage") or {}).get("max_rss_bytes", 0) for k in kids] or [0]
+            ),
+        }
         starts = [k["start_time"] for k in kids if k.get("start_time")]
         ends = [k.get("end_time") for k in kids]
         end = max(ends) if ends and all(ends) and state in ("DONE", "EXIT") else None
-        return {"id": f"@{array_id}", "kind": "array", "array_id": array_id,
-                "user": first.get("user"), "queue": first.get("queue"), "state": state,
-                "host": None, "name": first.get("name"), "counts": counts,
-                "submit_time": min([k.get("submit_time") or 0 for k in kids] or [0]),
-                "start_time": min(starts) if starts else None, "end_time": end,
-                "usage": usage}
+        return {
+            "id": f"@{array_id}",
+            "kind": "array",
+            "array_id": array_id,
+            "user": first.get("user"),
+            "queue": first.get("queue"),
+            "state": state,
+            "host": None,
+            "name": first.get("name"),
+            "counts": counts,
+            "submit_time": min([k.get("submit_time") or 0 for k in kids] or [0]),
+            "start_time": min(starts) if starts else None,
+            "end_time": end,
+            "usage": usage,
+        }
 
     def row(self, key: str) -> dict[str, Any] | None:
         if key.startswith("@"):
@@ -228,8 +247,10 @@ class JobModel:
             visible.append(key)
             if key.startswith("@") and key[1:] in self.expanded:
                 kids = kids_of[key[1:]]
-                kids.sort(key=lambda k: (self.sort_value(self.rows[k]), id_key(k)),
-                          reverse=self.descending)
+                kids.sort(
+                    key=lambda k: (self.sort_value(self.rows[k]), id_key(k)),
+                    reverse=self.descending,
+                )
                 visible.extend(kids)
         self.visible = visible
         self.count = count
@@ -250,18 +271,28 @@ class JobModel:
             summary = " ".join(f"{n}{s[0]}" for s, n in sorted(row["counts"].items()))
             name = f"{row.get('name') or ''} {summary}".strip()
         elif row.get("array_id") is not None:
-            ident = f" {row['id']}" if row.get("kind") != "array_pending" else (
-                f" {row['id'].split('[', 1)[0]}[..{row.get('tasks', 0)}]")
+            ident = (
+                f" {row['id']}"
+                if row.get("kind") != "array_pending"
+                else (f" {row['id'].split('[', 1)[0]}[..{row.get('tasks', 0)}]")
+            )
             name = row.get("name") or ""
         else:
             ident, name = str(row.get("id")), row.get("name") or ""
         if key in self.selected:
             ident = "*" + ident
-        return (ident, str(row.get("user") or "-"), str(row.get("state") or "-"),
-                str(row.get("queue") or "-"), str(row.get("host") or "-"), name,
-                fmt.stamp(row.get("submit_time")), fmt.duration(self.runtime(row)),
-                fmt.duration(usage.get("cpu_time_s")) if usage.get("cpu_time_s") else "-",
-                fmt.size(usage.get("max_rss_bytes")))
+        return (
+            ident,
+            str(row.get("user") or "-"),
+            str(row.get("state") or "-"),
+            str(row.get("queue") or "-"),
+            str(row.get("host") or "-"),
+            name,
+            fmt.stamp(row.get("submit_time")),
+            fmt.duration(self.runtime(row)),
+            fmt.duration(usage.get("cpu_time_s")) if usage.get("cpu_time_s") else "-",
+            fmt.size(usage.get("max_rss_bytes")),
+        )
 
     def job_count(self) -> int:
         """Jobs and tasks, counting an array's not-yet-started rest task by task (as of the
@@ -270,8 +301,7 @@ class JobModel:
 
     def targets(self, cursor: str | None) -> list[str]:
         """Job ids an action applies to: the selection, else the row under the cursor."""
-        keys = sorted(self.selected, key=id_key) if self.selected else (
-            [cursor] if cursor else [])
+        keys = sorted(self.selected, key=id_key) if self.selected else ([cursor] if cursor else [])
         out = []
         for key in keys:
             if key.startswith("@"):

@@ -13,11 +13,17 @@ from typing import Any
 
 # action name -> the permission class the route table guards it with
 ACTION_PERMISSIONS = {
-    "job.suspend": "job:control", "job.resume": "job:control",
-    "job.requeue": "job:control", "job.kill": "job:control",
-    "queue.open": "queue:admin", "queue.close": "queue:admin",
-    "queue.activate": "queue:admin", "queue.deactivate": "queue:admin",
-    "host.open": "host:admin", "host.close": "host:admin", "host.drain": "host:admin",
+    "job.suspend": "job:control",
+    "job.resume": "job:control",
+    "job.requeue": "job:control",
+    "job.kill": "job:control",
+    "queue.open": "queue:admin",
+    "queue.close": "queue:admin",
+    "queue.activate": "queue:admin",
+    "queue.deactivate": "queue:admin",
+    "host.open": "host:admin",
+    "host.close": "host:admin",
+    "host.drain": "host:admin",
 }
 
 
@@ -33,15 +39,21 @@ class Access:
 
     @classmethod
     def from_whoami(cls, data: dict[str, Any]) -> Access:
-        return cls(str(data.get("user", "?")), tuple(data.get("roles", ())),
-                   frozenset(data.get("permissions", ())))
+        return cls(
+            str(data.get("user", "?")),
+            tuple(data.get("roles", ())),
+            frozenset(data.get("permissions", ())),
+        )
 
     def grants(self, permission: str) -> bool:
         if self.permissions is None:
             return True
         perms = self.permissions
-        return "*" in perms or permission in perms or any(
-            p.startswith(permission + ":") for p in perms)
+        return (
+            "*" in perms
+            or permission in perms
+            or any(p.startswith(permission + ":") for p in perms)
+        )
 
     def allows(self, action: str) -> bool:
         return self.grants(ACTION_PERMISSIONS[action])

@@ -89,9 +89,7 @@ class WorkerSettings:
     slots: int = 0
     memory_mb: int = 0
     attributes: tuple[tuple[str, str], ...] = ()
-    spool_dir: Path = field(
-        default_factory=lambda: Path("~/.local/share/xce/worker").expanduser()
-    )
+    spool_dir: Path = field(default_factory=lambda: Path("~/.local/share/xce/worker").expanduser())
     allow_root_jobs: bool = False
     kill_grace_s: float = 10.0
     heartbeat_interval_s: float = 5.0
@@ -264,8 +262,15 @@ def _queue_scheduling(section: str, data: dict[str, Any]) -> dict[str, Any]:
     except ValueError as exc:
         raise ConfigError(f"{section}.plugins: {exc}") from None
     out["plugins"] = tuple(plugins)
-    for key in ("max_running", "max_running_per_user", "default_walltime_s", "max_walltime_s",
-                "default_memory_mb", "max_memory_mb", "max_slots"):
+    for key in (
+        "max_running",
+        "max_running_per_user",
+        "default_walltime_s",
+        "max_walltime_s",
+        "default_memory_mb",
+        "max_memory_mb",
+        "max_slots",
+    ):
         if key in data:
             out[key] = int(_positive(section, key, _typed(section, key, data[key], int)))
     users = data.get("users", [])
@@ -276,14 +281,18 @@ def _queue_scheduling(section: str, data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(preempt, list) or not all(isinstance(q, str) and q for q in preempt):
         raise ConfigError(f"{section}.preempt must be a list of queue names")
     out["preempt"] = tuple(preempt)
-    out["preempt_mode"] = _typed(section, "preempt_mode", data.get("preempt_mode", "suspend"),
-                                 str)
-    out["preempt_min_run_s"] = _typed(section, "preempt_min_run_s",
-                                      data.get("preempt_min_run_s", 0), int)
+    out["preempt_mode"] = _typed(section, "preempt_mode", data.get("preempt_mode", "suspend"), str)
+    out["preempt_min_run_s"] = _typed(
+        section, "preempt_min_run_s", data.get("preempt_min_run_s", 0), int
+    )
     from xce.controller.queue_rules import check_settings
 
-    problem = check_settings(QueueRecord(str(data.get("name", "x")), **{
-        k: v for k, v in out.items() if k.startswith(("default_", "max_", "preempt"))}))
+    problem = check_settings(
+        QueueRecord(
+            str(data.get("name", "x")),
+            **{k: v for k, v in out.items() if k.startswith(("default_", "max_", "preempt"))},
+        )
+    )
     if problem:
         raise ConfigError(f"{section}: {problem}")
     shares = data.get("shares", {})
@@ -313,8 +322,7 @@ def _controller_safety(data: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(users, list) or not all(
             isinstance(u, str) and _JOB_USER.match(u) for u in users
         ):
-            raise ConfigError("controller.job_users must be a list of user names, "
-                              f"got {users!r}")
+            raise ConfigError(f"controller.job_users must be a list of user names, got {users!r}")
         out["job_users"] = tuple(users)
     return out
 
@@ -322,51 +330,87 @@ def _controller_safety(data: dict[str, Any]) -> dict[str, Any]:
 def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
     s = "controller"
     _check_keys(
-        s, data,
-        {"listen", "state_dir", "heartbeat_interval_s", "missed_heartbeats",
-         "schedule_interval_s", "max_upload_mb", "max_body_kb", "max_array_size",
-         "default_queue", "wal_fsync", "wal_fsync_interval_s", "wal_segment_mb",
-         "checkpoint_every", "checkpoint_interval_s", "finished_retention_s", "url",
-         "replication_listen", "replication_token", "replication_token_file",
-         "fence_timeout_s", "upload_quota_mb", "upload_ttl_s", "allow_root_jobs",
-         "min_job_uid", "job_users", "max_job_outputs_mb", "accounting",
-         "accounting_retention_months"},
+        s,
+        data,
+        {
+            "listen",
+            "state_dir",
+            "heartbeat_interval_s",
+            "missed_heartbeats",
+            "schedule_interval_s",
+            "max_upload_mb",
+            "max_body_kb",
+            "max_array_size",
+            "default_queue",
+            "wal_fsync",
+            "wal_fsync_interval_s",
+            "wal_segment_mb",
+            "checkpoint_every",
+            "checkpoint_interval_s",
+            "finished_retention_s",
+            "url",
+            "replication_listen",
+            "replication_token",
+            "replication_token_file",
+            "fence_timeout_s",
+            "upload_quota_mb",
+            "upload_ttl_s",
+            "allow_root_jobs",
+            "min_job_uid",
+            "job_users",
+            "max_job_outputs_mb",
+            "accounting",
+            "accounting_retention_months",
+        },
     )
     out: dict[str, Any] = _controller_safety(data)
     if "url" in data:
         out["url"] = _typed(s, "url", data["url"], str).rstrip("/")
     if "replication_listen" in data:
-        out["replication_host"], out["replication_port"] = _listen(
-            s, data["replication_listen"])
+        out["replication_host"], out["replication_port"] = _listen(s, data["replication_listen"])
     if "replication_token" in data:
-        out["replication_token"] = _typed(s, "replication_token", data["replication_token"],
-                                          str)
+        out["replication_token"] = _typed(s, "replication_token", data["replication_token"], str)
     if "replication_token_file" in data:
-        path = (base / _typed(s, "replication_token_file", data["replication_token_file"],
-                              str)).expanduser()
+        path = (
+            base / _typed(s, "replication_token_file", data["replication_token_file"], str)
+        ).expanduser()
         _secret_file_safe("controller.replication_token_file", path)
         try:
             out["replication_token"] = path.read_text().strip()
         except OSError as exc:
-            raise ConfigError(f"controller.replication_token_file {path}: "
-                              f"{exc.strerror}") from None
+            raise ConfigError(f"controller.replication_token_file {path}: {exc.strerror}") from None
     if "listen" in data:
         out["listen_host"], out["listen_port"] = _listen(s, data["listen"])
     if "state_dir" in data:
         raw = _typed(s, "state_dir", data["state_dir"], str)
         out["state_dir"] = (base / Path(raw).expanduser()).resolve()
-    for key in ("heartbeat_interval_s", "schedule_interval_s", "wal_fsync_interval_s",
-                "checkpoint_interval_s", "finished_retention_s", "fence_timeout_s",
-                "upload_ttl_s"):
+    for key in (
+        "heartbeat_interval_s",
+        "schedule_interval_s",
+        "wal_fsync_interval_s",
+        "checkpoint_interval_s",
+        "finished_retention_s",
+        "fence_timeout_s",
+        "upload_ttl_s",
+    ):
         if key in data:
             out[key] = float(_positive(s, key, data[key]))
     if "wal_fsync" in data:
         out["wal_fsync"] = _typed(s, "wal_fsync", data["wal_fsync"], str)
         if out["wal_fsync"] not in ("always", "interval"):
-            raise ConfigError(f"controller.wal_fsync must be always or interval, "
-                              f"got {out['wal_fsync']!r}")
-    for key in ("missed_heartbeats", "max_upload_mb", "max_body_kb", "max_array_size",
-                "wal_segment_mb", "checkpoint_every", "upload_quota_mb", "max_job_outputs_mb"):
+            raise ConfigError(
+                f"controller.wal_fsync must be always or interval, got {out['wal_fsync']!r}"
+            )
+    for key in (
+        "missed_heartbeats",
+        "max_upload_mb",
+        "max_body_kb",
+        "max_array_size",
+        "wal_segment_mb",
+        "checkpoint_every",
+        "upload_quota_mb",
+        "max_job_outputs_mb",
+    ):
         if key in data:
             out[key] = int(_positive(s, key, _typed(s, key, data[key], int)))
     if "default_queue" in data:
@@ -374,11 +418,12 @@ def _controller(data: dict[str, Any], base: Path) -> dict[str, Any]:
     if "accounting" in data:
         out["accounting"] = _typed(s, "accounting", data["accounting"], bool)
     if "accounting_retention_months" in data:
-        months = _typed(s, "accounting_retention_months",
-                        data["accounting_retention_months"], int)
+        months = _typed(s, "accounting_retention_months", data["accounting_retention_months"], int)
         if months < 0:
-            raise ConfigError("controller.accounting_retention_months must be 0 (keep "
-                              f"everything) or more, got {months}")
+            raise ConfigError(
+                "controller.accounting_retention_months must be 0 (keep "
+                f"everything) or more, got {months}"
+            )
         out["accounting_retention_months"] = months
     return out
 
@@ -396,11 +441,30 @@ def _secret_file_safe(key: str, path: Path) -> None:
 def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
     s = "worker"
     _check_keys(
-        s, data,
-        {"name", "slots", "memory_mb", "attributes", "spool_dir", "allow_root_jobs",
-         "kill_grace_s", "heartbeat_interval_s", "usage_interval_s", "token", "token_file",
-         "jobs_dir", "min_job_uid", "cgroup", "cgroup_parent", "pids_limit",
-         "private_tmp", "gres", "gpu_device_path", "task_listen"},
+        s,
+        data,
+        {
+            "name",
+            "slots",
+            "memory_mb",
+            "attributes",
+            "spool_dir",
+            "allow_root_jobs",
+            "kill_grace_s",
+            "heartbeat_interval_s",
+            "usage_interval_s",
+            "token",
+            "token_file",
+            "jobs_dir",
+            "min_job_uid",
+            "cgroup",
+            "cgroup_parent",
+            "pids_limit",
+            "private_tmp",
+            "gres",
+            "gpu_device_path",
+            "task_listen",
+        },
     )
     out: dict[str, Any] = {}
     if "name" in data:
@@ -425,14 +489,16 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
     if "cgroup" in data:
         out["cgroup"] = _typed(s, "cgroup", data["cgroup"], str)
         if out["cgroup"] not in ("auto", "v2", "v1", "none"):
-            raise ConfigError(f'worker.cgroup must be "auto", "v2", "v1" or "none", '
-                              f'got {out["cgroup"]!r}')
+            raise ConfigError(
+                f'worker.cgroup must be "auto", "v2", "v1" or "none", got {out["cgroup"]!r}'
+            )
     if "task_listen" in data:
         text = _typed(s, "task_listen", data["task_listen"], str)
         host, sep, port = text.rpartition(":")
         if not sep or not (port.isascii() and port.isdigit()) or not int(port) < 65536:
-            raise ConfigError(f"worker.task_listen must be HOST:PORT (port 0: any free "
-                              f"port), got {text!r}")
+            raise ConfigError(
+                f"worker.task_listen must be HOST:PORT (port 0: any free port), got {text!r}"
+            )
         out["task_host"], out["task_port"] = host.strip("[]") or "127.0.0.1", int(port)
     if "cgroup_parent" in data:
         out["cgroup_parent"] = _typed(s, "cgroup_parent", data["cgroup_parent"], str)
@@ -444,12 +510,14 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
             out[key] = float(_positive(s, key, data[key]))
     if "gres" in data:
         from xce.gres_config import parse_worker_gres
+
         out["gres"] = parse_worker_gres(data["gres"])
     if "gpu_device_path" in data:
         out["gpu_device_path"] = _typed(s, "gpu_device_path", data["gpu_device_path"], str)
         if "{}" not in out["gpu_device_path"]:
-            raise ConfigError("worker.gpu_device_path must contain {} (the device id), e.g. "
-                              '"/dev/nvidia{}"')
+            raise ConfigError(
+                'worker.gpu_device_path must contain {} (the device id), e.g. "/dev/nvidia{}"'
+            )
     if "token" in data:
         out["token"] = _typed(s, "token", data["token"], str)
     if "token_file" in data:
@@ -464,8 +532,9 @@ def _worker(data: dict[str, Any], base: Path) -> dict[str, Any]:
 
 def _tls(data: Any, base: Path) -> TlsSettings:
     _typed("(top level)", "tls", data, dict)
-    _check_keys("tls", data, {"cert_file", "key_file", "ca_file", "require_client_cert",
-                              "insecure"})
+    _check_keys(
+        "tls", data, {"cert_file", "key_file", "ca_file", "require_client_cert", "insecure"}
+    )
     out: dict[str, Any] = {}
     for key in ("cert_file", "key_file", "ca_file"):
         if key in data:
@@ -480,11 +549,14 @@ def _tls(data: Any, base: Path) -> TlsSettings:
         if isinstance(mode, bool):
             mode = "all" if mode else "none"
         if mode not in ("none", "workers", "all"):
-            raise ConfigError('tls.require_client_cert must be "none", "workers", "all" or a '
-                              f"boolean, got {mode!r}")
+            raise ConfigError(
+                'tls.require_client_cert must be "none", "workers", "all" or a '
+                f"boolean, got {mode!r}"
+            )
         if mode != "none" and not ("cert_file" in out and "ca_file" in out):
-            raise ConfigError("tls.require_client_cert needs tls.cert_file, tls.key_file and "
-                              "tls.ca_file")
+            raise ConfigError(
+                "tls.require_client_cert needs tls.cert_file, tls.key_file and tls.ca_file"
+            )
         out["require_client_cert"] = mode
     return TlsSettings(**out)
 
@@ -492,25 +564,53 @@ def _tls(data: Any, base: Path) -> TlsSettings:
 def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     """Validate a parsed TOML document into `Config`; raises `ConfigError` naming the key."""
     base = path.parent if path else Path.cwd()
-    _check_keys("(top level)", data, {"cluster", "controller", "auth", "queue", "worker", "tls",
-                                      "guard", "scheduler", "license"})
+    _check_keys(
+        "(top level)",
+        data,
+        {
+            "cluster",
+            "controller",
+            "auth",
+            "queue",
+            "worker",
+            "tls",
+            "guard",
+            "scheduler",
+            "license",
+        },
+    )
     cluster = data.get("cluster", {})
-    _check_keys("cluster", cluster, {"controllers", "replication", "failover_timeout_s",
-                                     "heartbeat_interval_s", "sync_timeout_s", "reclaim"})
+    _check_keys(
+        "cluster",
+        cluster,
+        {
+            "controllers",
+            "replication",
+            "failover_timeout_s",
+            "heartbeat_interval_s",
+            "sync_timeout_s",
+            "reclaim",
+        },
+    )
     ha: dict[str, Any] = {}
     if "replication" in cluster:
         ha["replication"] = _typed("cluster", "replication", cluster["replication"], str)
         if ha["replication"] not in ("async", "sync"):
-            raise ConfigError(f"cluster.replication must be async or sync, "
-                              f"got {ha['replication']!r}")
+            raise ConfigError(
+                f"cluster.replication must be async or sync, got {ha['replication']!r}"
+            )
     for key in ("failover_timeout_s", "heartbeat_interval_s", "sync_timeout_s"):
         if key in cluster:
             ha[key] = float(_positive("cluster", key, cluster[key]))
     if "reclaim" in cluster:
         ha["reclaim"] = _typed("cluster", "reclaim", cluster["reclaim"], bool)
     controllers = cluster.get("controllers", list(Config.controllers))
-    if not isinstance(controllers, list) or not controllers or not all(
-        isinstance(c, str) and c.startswith(("http://", "https://")) for c in controllers
+    if (
+        not isinstance(controllers, list)
+        or not controllers
+        or not all(
+            isinstance(c, str) and c.startswith(("http://", "https://")) for c in controllers
+        )
     ):
         raise ConfigError("cluster.controllers must be a non-empty list of http(s):// URLs")
     ctl = _controller(data.get("controller", {}), base)
@@ -532,6 +632,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
             raise ConfigError(str(exc)) from None
     if "license" in data:
         from xce.gres_config import parse_licenses
+
         ctl["licenses"] = parse_licenses(data["license"])
     settings = ControllerSettings(**ctl)
     if settings.default_queue not in {q.name for q in settings.queues}:
@@ -541,8 +642,16 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     from xce.auth.guard_config import parse_guard  # uses this module's helpers
 
     auth = parse_auth(data.get("auth", {}), base)
-    return Config(tuple(c.rstrip("/") for c in controllers), settings, worker, path, tls,
-                  guard=parse_guard(data.get("guard", {})), auth=auth, ha=HaSettings(**ha))
+    return Config(
+        tuple(c.rstrip("/") for c in controllers),
+        settings,
+        worker,
+        path,
+        tls,
+        guard=parse_guard(data.get("guard", {})),
+        auth=auth,
+        ha=HaSettings(**ha),
+    )
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:

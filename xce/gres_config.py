@@ -20,9 +20,9 @@ def parse_worker_gres(data: Any) -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     for kind, ids in data.items():
         if not isinstance(ids, list) or not all(
-                isinstance(i, str | int) and not isinstance(i, bool) for i in ids):
-            raise ConfigError(f"worker.gres.{kind} must be a list of device ids, "
-                              'e.g. ["0", "1"]')
+            isinstance(i, str | int) and not isinstance(i, bool) for i in ids
+        ):
+            raise ConfigError(f'worker.gres.{kind} must be a list of device ids, e.g. ["0", "1"]')
         out[kind] = tuple(str(i) for i in ids)
     try:
         gres.host_pairs(out)
@@ -34,8 +34,9 @@ def parse_worker_gres(data: Any) -> dict[str, tuple[str, ...]]:
 def parse_licenses(data: Any) -> tuple[tuple[str, int], ...]:
     """`[[license]] name = "matlab" count = 10`, each name once."""
     if not isinstance(data, list):
-        raise ConfigError('license must be an array of tables: [[license]] name = "matlab" '
-                          "count = 10")
+        raise ConfigError(
+            'license must be an array of tables: [[license]] name = "matlab" count = 10'
+        )
     out: dict[str, int] = {}
     for i, item in enumerate(data):
         where = f"license[{i}]"
@@ -43,8 +44,10 @@ def parse_licenses(data: Any) -> tuple[tuple[str, int], ...]:
             raise ConfigError(f"{where} must have exactly the keys name and count")
         name, count = item["name"], item["count"]
         if not isinstance(name, str) or not gres.KIND.match(name):
-            raise ConfigError(f"{where}.name {name!r} is not valid (lower-case letters, "
-                              "digits and _, starting with a letter)")
+            raise ConfigError(
+                f"{where}.name {name!r} is not valid (lower-case letters, "
+                "digits and _, starting with a letter)"
+            )
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ConfigError(f"{where}.count must be a whole number >= 0, got {count!r}")
         if name in out:

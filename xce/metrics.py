@@ -17,57 +17,79 @@ _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 _SLOW = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 API_LATENCY = Histogram(
-    "xce_api_request_seconds", "API request latency by route template, method and status",
-    ("method", "route", "status"), buckets=_FAST, registry=REGISTRY,
+    "xce_api_request_seconds",
+    "API request latency by route template, method and status",
+    ("method", "route", "status"),
+    buckets=_FAST,
+    registry=REGISTRY,
 )
 SUBMISSIONS = Counter(
-    "xce_submissions", "Accepted submissions (a job array counts once under kind=array)",
-    ("kind",), registry=REGISTRY,
+    "xce_submissions",
+    "Accepted submissions (a job array counts once under kind=array)",
+    ("kind",),
+    registry=REGISTRY,
 )
 SCHEDULING_PASS = Histogram(
-    "xce_scheduling_pass_seconds", "Duration of one scheduling pass (plan + commit)",
-    buckets=_FAST, registry=REGISTRY,
+    "xce_scheduling_pass_seconds",
+    "Duration of one scheduling pass (plan + commit)",
+    buckets=_FAST,
+    registry=REGISTRY,
 )
 DISPATCHED = Counter("xce_dispatched_jobs", "Jobs placed on hosts", registry=REGISTRY)
 WAL_FSYNC = Histogram(
-    "xce_wal_fsync_seconds", "Write + fdatasync time of one WAL group", buckets=_FAST,
+    "xce_wal_fsync_seconds",
+    "Write + fdatasync time of one WAL group",
+    buckets=_FAST,
     registry=REGISTRY,
 )
 WAL_GROUP = Histogram(
-    "xce_wal_group_records", "Records made durable by one fdatasync (group commit)",
-    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096), registry=REGISTRY,
+    "xce_wal_group_records",
+    "Records made durable by one fdatasync (group commit)",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096),
+    registry=REGISTRY,
 )
 CHECKPOINT = Histogram(
-    "xce_checkpoint_seconds", "Duration of a checkpoint (copy, encode, write, fsync)",
-    buckets=_SLOW, registry=REGISTRY,
+    "xce_checkpoint_seconds",
+    "Duration of a checkpoint (copy, encode, write, fsync)",
+    buckets=_SLOW,
+    registry=REGISTRY,
 )
 CHECKPOINT_PAUSE = Histogram(
-    "xce_checkpoint_loop_pause_seconds", "Event-loop pause of a checkpoint's state copy",
-    buckets=_FAST, registry=REGISTRY,
+    "xce_checkpoint_loop_pause_seconds",
+    "Event-loop pause of a checkpoint's state copy",
+    buckets=_FAST,
+    registry=REGISTRY,
 )
 REPLICATION_LAG = Gauge(
-    "xce_replication_lag_records", "WAL records the standby has not yet acknowledged",
-    ("standby",), registry=REGISTRY,
+    "xce_replication_lag_records",
+    "WAL records the standby has not yet acknowledged",
+    ("standby",),
+    registry=REGISTRY,
 )
 RATE_LIMITED = Counter(
     "xce_rate_limited_requests",
-    "Requests refused by the guard (address_denied, rate_limited, login_locked)", ("reason",),
+    "Requests refused by the guard (address_denied, rate_limited, login_locked)",
+    ("reason",),
     registry=REGISTRY,
 )
 EPOCH = Gauge("xce_epoch", "The epoch (primary term) this controller knows", registry=REGISTRY)
 SYNC_DEGRADED = Counter(
-    "xce_replication_sync_degraded", "Times sync replication fell back to async (timeouts)",
+    "xce_replication_sync_degraded",
+    "Times sync replication fell back to async (timeouts)",
     registry=REGISTRY,
 )
 ACCT_RECORDS = Counter(
-    "xce_accounting_records", "Accounting records stored (one per ended attempt)",
+    "xce_accounting_records",
+    "Accounting records stored (one per ended attempt)",
     registry=REGISTRY,
 )
 ACCT_WRITE_FAILURES = Counter(
     "xce_accounting_write_failures",
-    "Accounting store writes that failed (retried with the same records)", registry=REGISTRY,
+    "Accounting store writes that failed (retried with the same records)",
+    registry=REGISTRY,
 )
 ACCT_BACKLOG = Gauge(
-    "xce_accounting_backlog", "Accounting records derived but not yet stored",
+    "xce_accounting_backlog",
+    "Accounting records derived but not yet stored",
     registry=REGISTRY,
 )

@@ -34,15 +34,19 @@ atexit.register(shutil.rmtree, KEYS, True)
 ISSUER = TokenService.open(KEYS, "xce", "xce-api", 3600.0, 86400.0)
 
 
-def token_for(user: str, roles: tuple[str, ...] = ("user",), groups: tuple[str, ...] = (),
-              kind: str = "user") -> str:
+def token_for(
+    user: str, roles: tuple[str, ...] = ("user",), groups: tuple[str, ...] = (), kind: str = "user"
+) -> str:
     """A valid token, as the controller under test would issue it."""
     return ISSUER.issue(user, groups, roles, kind)[0]
 
 
 # The three roles the older tests use: root (admin), alice (user), w1 (worker service token).
-TOKENS = {"admin": token_for("root", ("admin",)), "user": token_for("alice"),
-          "worker": token_for("w1", ("worker",), kind="service")}
+TOKENS = {
+    "admin": token_for("root", ("admin",)),
+    "user": token_for("alice"),
+    "worker": token_for("w1", ("worker",), kind="service"),
+}
 
 
 def as_user(user: str, *roles: str, groups: tuple[str, ...] = ()) -> dict[str, str]:
@@ -59,8 +63,7 @@ class Api:
     gateway: WorkerGateway
     app: web.Application
 
-    async def call(self, method: str, path: str, status: int | None = None,
-                   **kwargs: Any) -> Any:
+    async def call(self, method: str, path: str, status: int | None = None, **kwargs: Any) -> Any:
         """One request; checks `status` when given and returns the JSON body."""
         resp = await self.client.request(method, path, **kwargs)
         body = await resp.json() if resp.content_type == "application/json" else await resp.read()
@@ -73,8 +76,9 @@ class Api:
             body.setdefault("command", "echo hi")
         return (await self.call("POST", "/api/v1/jobs", 201, json=body))["job_id"]
 
-    async def register(self, host: str = "w1", slots: int = 4, memory_mb: int = 8000,
-                       **attrs: str) -> Any:
+    async def register(
+        self, host: str = "w1", slots: int = 4, memory_mb: int = 8000, **attrs: str
+    ) -> Any:
         body: dict[str, Any] = {"host": host, "slots": slots, "memory_mb": memory_mb}
         if attrs:
             body["attributes"] = attrs
@@ -93,15 +97,26 @@ def make_settings(tmp_path: Path, **overrides: Any) -> ControllerSettings:
     return ControllerSettings(state_dir=tmp_path / "state", queues=queues, **overrides)
 
 
-async def start_api(settings: ControllerSettings, tmp_path: Path,
-                    headers: dict[str, str] | None = None,
-                    auth_settings: AuthSettings | None = None) -> tuple[Api, TestClient]:
+async def start_api(
+    settings: ControllerSettings,
+    tmp_path: Path,
+    headers: dict[str, str] | None = None,
+    auth_settings: AuthSettings | None = None,
+) -> tuple[Api, TestClient]:
     if not key_dir(settings.state_dir).exists():
-        shutil.copytree(KEYS, key_dir(settings.state_dir),
-                        ignore=shutil.ignore_patterns("users.toml*"))
-    service = ControllerService(settings, FileStore(
-        tmp_path / "files", 10 * 1024 * 1024, settings.upload_quota_mb * 1024 * 1024,
-        settings.upload_ttl_s, settings.max_job_outputs_mb * 1024 * 1024))
+        shutil.copytree(
+            KEYS, key_dir(settings.state_dir), ignore=shutil.ignore_patterns("users.toml*")
+        )
+    service = ControllerService(
+        settings,
+        FileStore(
+            tmp_path / "files",
+            10 * 1024 * 1024,
+            settings.upload_quota_mb * 1024 * 1024,
+            settings.upload_ttl_s,
+            settings.max_job_outputs_mb * 1024 * 1024,
+        ),
+    )
     now = service.clock()
     await service.commit(
         ev.QueueCreated(now, q) for q in settings.queues if q.name not in service.state.queues
@@ -117,8 +132,9 @@ async def start_api(settings: ControllerSettings, tmp_path: Path,
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
     """A controller whose client sends an admin token unless a test passes another one."""
-    running, client = await start_api(make_settings(tmp_path, max_body_kb=64), tmp_path,
-                                      as_user("admin", "admin"))
+    running, client = await start_api(
+        make_settings(tmp_path, max_body_kb=64), tmp_path, as_user("admin", "admin")
+    )
     try:
         yield running
     finally:
@@ -140,11 +156,20 @@ def auth(role: str) -> dict[str, str]:
 
 
 # Tenants: physics (alice; carol leads it) and chemistry (bob); dave is an operator.
-PASSWORDS = {"alice": "alice-password", "bob": "bob-password", "carol": "carol-password",
-             "dave": "dave-password", "root": "root-password"}
-MEMBERS = {"alice": (("physics",), ()), "bob": (("chemistry",), ()),
-           "carol": (("physics", "physics-leads"), ()), "dave": ((), ("operator",)),
-           "root": ((), ("admin",))}
+PASSWORDS = {
+    "alice": "alice-password",
+    "bob": "bob-password",
+    "carol": "carol-password",
+    "dave": "dave-password",
+    "root": "root-password",
+}
+MEMBERS = {
+    "alice": (("physics",), ()),
+    "bob": (("chemistry",), ()),
+    "carol": (("physics", "physics-leads"), ()),
+    "dave": ((), ("operator",)),
+    "root": ((), ("admin",)),
+}
 
 
 _USERS_TEXT: list[bytes] = []  # hashing is slow on purpose: build the file once per run
@@ -159,15 +184,17 @@ def tenant_auth(tmp_path: Path) -> AuthSettings:
         _USERS_TEXT.append(users.path.read_bytes())
     (tmp_path / "users.toml").write_bytes(_USERS_TEXT[0])
     roles = RoleMap(groups={"physics-leads": ("group-admin",)})
-    return AuthSettings(roles=roles, backends=({"type": "configfile", "path": "users.toml"},),
-                        base=tmp_path)
+    return AuthSettings(
+        roles=roles, backends=({"type": "configfile", "path": "users.toml"},), base=tmp_path
+    )
 
 
 @pytest.fixture
 async def tenants(tmp_path: Path) -> AsyncIterator[Api]:
     """A controller with a configfile backend; log in with `login(api, name)`."""
-    running, client = await start_api(make_settings(tmp_path), tmp_path,
-                                      auth_settings=tenant_auth(tmp_path))
+    running, client = await start_api(
+        make_settings(tmp_path), tmp_path, auth_settings=tenant_auth(tmp_path)
+    )
     try:
         yield running
     finally:
@@ -176,6 +203,7 @@ async def tenants(tmp_path: Path) -> AsyncIterator[Api]:
 
 async def login(api: Api, user: str) -> dict[str, str]:
     """Log in through the API with the user's password; returns the auth header."""
-    body = await api.call("POST", "/api/v1/auth/login", 200,
-                          json={"username": user, "password": PASSWORDS[user]})
+    body = await api.call(
+        "POST", "/api/v1/auth/login", 200, json={"username": user, "password": PASSWORDS[user]}
+    )
     return {"Authorization": f"Bearer {body['token']}"}

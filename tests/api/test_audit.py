@@ -12,22 +12,33 @@ AUDIT = "/api/v1/audit"
 
 async def test_actions_and_refusals_are_recorded(tenants: Api) -> None:
     alice, bob, root = [await login(tenants, u) for u in ("alice", "bob", "root")]
-    await tenants.call("POST", "/api/v1/auth/login", 401,
-                       json={"username": "alice", "password": "guess-guess"})
-    job = (await tenants.call("POST", "/api/v1/jobs", 201, json={"command": "true"},
-                              headers=alice))["job_id"]
+    await tenants.call(
+        "POST", "/api/v1/auth/login", 401, json={"username": "alice", "password": "guess-guess"}
+    )
+    job = (
+        await tenants.call("POST", "/api/v1/jobs", 201, json={"command": "true"}, headers=alice)
+    )["job_id"]
     await tenants.call("POST", f"/api/v1/jobs/{job}/kill", 403, headers=bob)
     await tenants.call("POST", f"/api/v1/jobs/{job}/kill", 200, headers=alice)
     await tenants.call("POST", "/api/v1/queues/normal/close", 403, headers=alice)
     await tenants.call("POST", "/api/v1/queues", 201, headers=root, json={"name": "extra"})
     await tenants.call("POST", "/api/v1/queues/extra/deactivate", 200, headers=root)
-    await tenants.call("POST", "/api/v1/workers/register", 200, headers=root,
-                       json={"host": "w1", "slots": 1, "memory_mb": 100})
-    await tenants.call("POST", "/api/v1/hosts/w1/drain", 200, headers=root,
-                       json={"reason": "disk"})
+    await tenants.call(
+        "POST",
+        "/api/v1/workers/register",
+        200,
+        headers=root,
+        json={"host": "w1", "slots": 1, "memory_mb": 100},
+    )
+    await tenants.call("POST", "/api/v1/hosts/w1/drain", 200, headers=root, json={"reason": "disk"})
     await tenants.call("POST", "/api/v1/hosts/nope/close", 404, headers=root)
-    await tenants.call("POST", "/api/v1/users", 201, headers=root,
-                       json={"user": "erin", "password": "erin-password"})
+    await tenants.call(
+        "POST",
+        "/api/v1/users",
+        201,
+        headers=root,
+        json={"user": "erin", "password": "erin-password"},
+    )
 
     page = await tenants.call("GET", f"{AUDIT}?limit=1000", 200, headers=root)
     seen = [(r["user"], r["action"], r["object"], r["outcome"]) for r in page["records"]]
@@ -61,12 +72,11 @@ async def test_audit_reading_filters_and_pages(tenants: Api) -> None:
         await tenants.call("POST", "/api/v1/queues", 201, headers=root, json={"name": name})
     for name in ("q1", "q2", "q3"):
         await tenants.call("POST", f"/api/v1/queues/{name}/close", 200, headers=root)
-    page = await tenants.call("GET", f"{AUDIT}?action=queue&offset=1&limit=2", 200,
-                              headers=root)
-    assert page["total"] == 6 and [r["object"] for r in page["records"]] == [
-        "queue:q2", "queue:q3"]
-    page = await tenants.call("GET", f"{AUDIT}?action=queue.close&object=queue:q3", 200,
-                              headers=root)
+    page = await tenants.call("GET", f"{AUDIT}?action=queue&offset=1&limit=2", 200, headers=root)
+    assert page["total"] == 6 and [r["object"] for r in page["records"]] == ["queue:q2", "queue:q3"]
+    page = await tenants.call(
+        "GET", f"{AUDIT}?action=queue.close&object=queue:q3", 200, headers=root
+    )
     assert [(r["action"], r["object"]) for r in page["records"]] == [("queue.close", "queue:q3")]
     assert (await tenants.call("GET", f"{AUDIT}?user=nobody", 200, headers=root))["total"] == 0
     await tenants.call("GET", f"{AUDIT}?limit=0", 400, headers=root)

@@ -22,13 +22,18 @@ class FakeCodeOidc(FakeOidc):
 
     def __init__(self) -> None:
         super().__init__()
-        self.issued: dict[str, tuple[str, str]] = {}   # code -> (challenge, redirect_uri)
+        self.issued: dict[str, tuple[str, str]] = {}  # code -> (challenge, redirect_uri)
         self.verifiers: list[str] = []
 
     async def authorization_url(self, redirect_uri: str, state: str, code_verifier: str) -> str:
         self.issued[f"code-for-{state}"] = (pkce_challenge(code_verifier), redirect_uri)
-        query = urllib.parse.urlencode({"redirect_uri": redirect_uri, "state": state,
-                                        "code_challenge": pkce_challenge(code_verifier)})
+        query = urllib.parse.urlencode(
+            {
+                "redirect_uri": redirect_uri,
+                "state": state,
+                "code_challenge": pkce_challenge(code_verifier),
+            }
+        )
         return f"https://idp.example/auth?{query}"
 
     async def exchange_code(self, code: str, redirect_uri: str, code_verifier: str) -> Principal:
@@ -40,8 +45,10 @@ class FakeCodeOidc(FakeOidc):
 
 
 async def test_code_routes_without_a_provider_are_404(api: Api) -> None:
-    for path, body in (("/api/v1/auth/authorize", {"redirect_uri": REDIRECT}),
-                       ("/api/v1/auth/code", {"state": "s", "code": "c"})):
+    for path, body in (
+        ("/api/v1/auth/authorize", {"redirect_uri": REDIRECT}),
+        ("/api/v1/auth/code", {"state": "s", "code": "c"}),
+    ):
         got = await api.call("POST", path, 404, json=body)
         assert "OpenID Connect" in got["error"]["message"]
 
@@ -49,9 +56,10 @@ async def test_code_routes_without_a_provider_are_404(api: Api) -> None:
 async def test_authorize_then_code_once(tenants: Api) -> None:
     fake = FakeCodeOidc()
     tenants.app[AUTH].backends.append(fake)
-    start = await tenants.call("POST", "/api/v1/auth/authorize", 200,
-                               json={"redirect_uri": REDIRECT})
-    assert set(start) == {"authorization_url", "state"}          # no verifier handed out
+    start = await tenants.call(
+        "POST", "/api/v1/auth/authorize", 200, json={"redirect_uri": REDIRECT}
+    )
+    assert set(start) == {"authorization_url", "state"}  # no verifier handed out
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(start["authorization_url"]).query)
     assert query["state"] == [start["state"]] and query["redirect_uri"] == [REDIRECT]
     body = {"state": start["state"], "code": f"code-for-{start['state']}"}
@@ -60,16 +68,18 @@ async def test_authorize_then_code_once(tenants: Api) -> None:
     assert pkce_challenge(fake.verifiers[0]) == query["code_challenge"][0]
     reused = await tenants.call("POST", "/api/v1/auth/code", 400, json=body)
     assert reused["error"]["code"] == "invalid_request"
-    assert len(fake.verifiers) == 1                              # the provider was not asked
+    assert len(fake.verifiers) == 1  # the provider was not asked
 
 
 async def test_a_refused_code_is_401_and_spends_the_state(tenants: Api) -> None:
     tenants.app[AUTH].backends.append(FakeCodeOidc())
-    start = await tenants.call("POST", "/api/v1/auth/authorize", 200,
-                               json={"redirect_uri": REDIRECT})
+    start = await tenants.call(
+        "POST", "/api/v1/auth/authorize", 200, json={"redirect_uri": REDIRECT}
+    )
     body = {"state": start["state"], "code": "a-code-from-elsewhere"}
     assert (await tenants.call("POST", "/api/v1/auth/code", 401, json=body))["error"][
-        "code"] == "auth_denied"
+        "code"
+    ] == "auth_denied"
     await tenants.call("POST", "/api/v1/auth/code", 400, json=body)
 
 

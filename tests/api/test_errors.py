@@ -13,8 +13,9 @@ from .conftest import Api
 JOBS = "/api/v1/jobs"
 
 
-async def expect_error(api: Api, method: str, path: str, status: int | tuple[int, ...],
-                       **kwargs: Any) -> dict[str, str]:
+async def expect_error(
+    api: Api, method: str, path: str, status: int | tuple[int, ...], **kwargs: Any
+) -> dict[str, str]:
     """Make the request; check the status and the `{"error": {code, message}}` body."""
     # encoded=True: send the path as written, so %2E%2E is not folded away by the client
     resp = await api.client.request(method, URL(path, encoded=True), **kwargs)
@@ -45,7 +46,9 @@ async def done_job(api: Api) -> str:
     await api.register("w1")
     assert await api.service.schedule_once() == 1
     result = await api.call(
-        "POST", f"/api/v1/workers/w1/jobs/{job_id}/finished", 200,
+        "POST",
+        f"/api/v1/workers/w1/jobs/{job_id}/finished",
+        200,
         json={"attempt": 0, "exit_code": 0},
     )
     assert result == {"accepted": True}
@@ -62,8 +65,23 @@ async def test_unknown_queue_is_named(api: Api) -> None:
     assert "nosuchqueue" in error["message"]
 
 
-@pytest.mark.parametrize("spec", ["1-", "5-1", "1-10%0", "", "%5", "1-10%", "a-b", "1-10:0",
-                                  "1,1", "1-3,2-5", "0-99999999999", "1-10%-1"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "1-",
+        "5-1",
+        "1-10%0",
+        "",
+        "%5",
+        "1-10%",
+        "a-b",
+        "1-10:0",
+        "1,1",
+        "1-3,2-5",
+        "0-99999999999",
+        "1-10%-1",
+    ],
+)
 async def test_malformed_array_spec(api: Api, spec: str) -> None:
     error = await bad_submit(api, command="true", array=spec)
     assert error["code"] == "invalid_request"
@@ -143,7 +161,8 @@ async def test_service_level_validation(api: Api, body: dict[str, Any], words: s
     ],
 )
 async def test_nul_bytes_are_refused_at_submit_naming_the_field(
-        api: Api, body: dict[str, Any], field: str) -> None:
+    api: Api, body: dict[str, Any], field: str
+) -> None:
     """A NUL cannot reach a command line, an environment or a file name: the job would only
     fail at launch, so the submit is refused, naming the field (issue 19)."""
     if "script" not in body:
@@ -154,20 +173,34 @@ async def test_nul_bytes_are_refused_at_submit_naming_the_field(
     assert (await api.call("GET", JOBS, 200))["jobs"] == []
 
 
-@pytest.mark.parametrize("extra", [
-    {"array": "1-10%99999999999999999999"},
-    {"array": "1-10:99999999999999999999"},
-    {"array": "1-10%2147483648"},
-    {"array": "1-10:2147483648"},
-    {"array": "1-" + "9" * 5000},
-    {"array": "1-10%" + "9" * 5000},
-    {"resources": "rusage[mem=99999999999999999999999]"},
-    {"resources": "rusage[mem=1e300]"},
-    {"resources": "rusage[mem=" + "9" * 5000 + "]"},
-], ids=["limit", "step", "limit-2^31", "step-2^31", "long-index", "long-limit", "mem",
-        "mem-float", "mem-long"])
-async def test_overflowing_numbers_get_a_plain_400(api: Api, tmp_path: Any,
-                                                   extra: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"array": "1-10%99999999999999999999"},
+        {"array": "1-10:99999999999999999999"},
+        {"array": "1-10%2147483648"},
+        {"array": "1-10:2147483648"},
+        {"array": "1-" + "9" * 5000},
+        {"array": "1-10%" + "9" * 5000},
+        {"resources": "rusage[mem=99999999999999999999999]"},
+        {"resources": "rusage[mem=1e300]"},
+        {"resources": "rusage[mem=" + "9" * 5000 + "]"},
+    ],
+    ids=[
+        "limit",
+        "step",
+        "limit-2^31",
+        "step-2^31",
+        "long-index",
+        "long-limit",
+        "mem",
+        "mem-float",
+        "mem-long",
+    ],
+)
+async def test_overflowing_numbers_get_a_plain_400(
+    api: Api, tmp_path: Any, extra: dict[str, str]
+) -> None:
     """Numbers past what a job can hold are refused by the parsers with a plain message,
     not by the WAL encoder (`wire_error`, with Cap'n Proto's words in it)."""
     from xce.store.durable import DurableLog, StoreSettings
@@ -188,33 +221,44 @@ async def test_overflowing_numbers_get_a_plain_400(api: Api, tmp_path: Any,
 
 @pytest.mark.parametrize("raw", [b"{not json", b"", b'{"command": "x"', b"\xff\xfe"])
 async def test_body_is_not_json(api: Api, raw: bytes) -> None:
-    await expect_error(api, "POST", JOBS, 400, data=raw,
-                       headers={"Content-Type": "application/json"})
+    await expect_error(
+        api, "POST", JOBS, 400, data=raw, headers={"Content-Type": "application/json"}
+    )
 
 
 @pytest.mark.parametrize("raw", [b"[]", b"null", b'"echo hi"', b"42"])
 async def test_body_is_json_but_not_an_object(api: Api, raw: bytes) -> None:
-    error = await expect_error(api, "POST", JOBS, 400, data=raw,
-                               headers={"Content-Type": "application/json"})
+    error = await expect_error(
+        api, "POST", JOBS, 400, data=raw, headers={"Content-Type": "application/json"}
+    )
     assert "object" in error["message"]
 
 
-@pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded",
-                                   "application/octet-stream"])
+@pytest.mark.parametrize(
+    "ctype", ["text/plain", "application/x-www-form-urlencoded", "application/octet-stream"]
+)
 async def test_wrong_content_type(api: Api, ctype: str) -> None:
-    error = await expect_error(api, "POST", JOBS, (400, 415),
-                               data=b'{"command": "true"}', headers={"Content-Type": ctype})
+    error = await expect_error(
+        api, "POST", JOBS, (400, 415), data=b'{"command": "true"}', headers={"Content-Type": ctype}
+    )
     assert "JSON" in error["message"]
     assert api.service.state.jobs == {}
 
 
 async def test_body_larger_than_max_body_kb(api: Api) -> None:
     limit = api.service.settings.max_body_kb * 1024
-    body = json.dumps({"command": "x" * 60000, "script": None, "name": "y" * (limit // 2),
-                       "env": {f"V{i}": "z" * 1000 for i in range(limit // 1000)}})
+    body = json.dumps(
+        {
+            "command": "x" * 60000,
+            "script": None,
+            "name": "y" * (limit // 2),
+            "env": {f"V{i}": "z" * 1000 for i in range(limit // 1000)},
+        }
+    )
     assert len(body) > limit
-    error = await expect_error(api, "POST", JOBS, 413, data=body,
-                               headers={"Content-Type": "application/json"})
+    error = await expect_error(
+        api, "POST", JOBS, 413, data=body, headers={"Content-Type": "application/json"}
+    )
     assert error["code"] == "payload_too_large"
 
 
@@ -241,8 +285,9 @@ async def test_dependency_on_missing_job(api: Api, dep: str) -> None:
     assert "does not exist" in error["message"]
 
 
-@pytest.mark.parametrize("dep", ["sometimes:1", "afterok", "afterok:", "afterok:x",
-                                 "afterok:1[", ":1"])
+@pytest.mark.parametrize(
+    "dep", ["sometimes:1", "afterok", "afterok:", "afterok:x", "afterok:1[", ":1"]
+)
 async def test_dependency_malformed(api: Api, dep: str) -> None:
     await api.submit()
     error = await bad_submit(api, command="true", dependency=dep)
@@ -277,8 +322,9 @@ async def test_same_upload_for_two_inputs(api: Api) -> None:
 
 async def test_refused_submit_leaves_no_files(api: Api) -> None:
     upload_id = await upload(api)
-    resp = await api.client.post(JOBS, json={"command": "true",
-                                             "inputs": {"a": upload_id, "b": upload_id}})
+    resp = await api.client.post(
+        JOBS, json={"command": "true", "inputs": {"a": upload_id, "b": upload_id}}
+    )
     assert resp.status >= 400
     assert not (api.service.files.root / "jobs" / "1").exists()
 
@@ -337,9 +383,10 @@ async def test_unknown_route_is_json_404(api: Api, path: str) -> None:
     assert path in error["message"]
 
 
-@pytest.mark.parametrize(("method", "path"), [("DELETE", JOBS), ("PUT", "/api/v1/queues"),
-                                              ("GET", f"{JOBS}/1/kill"),
-                                              ("POST", "/healthz")])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("DELETE", JOBS), ("PUT", "/api/v1/queues"), ("GET", f"{JOBS}/1/kill"), ("POST", "/healthz")],
+)
 async def test_wrong_method_is_json_405(api: Api, method: str, path: str) -> None:
     error = await expect_error(api, method, path, 405)
     assert error["code"] == "method_not_allowed"
@@ -387,9 +434,17 @@ async def test_duplicate_queue_is_409(api: Api) -> None:
     await expect_error(api, "POST", "/api/v1/queues", 409, json={"name": "normal"})
 
 
-@pytest.mark.parametrize("body", [{}, {"name": "bad name"}, {"name": "q", "priority": "high"},
-                                  {"name": "q", "on_host_failure": "explode"},
-                                  {"name": "q", "hosts": "w1"}, {"name": "q", "x": 1}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"name": "bad name"},
+        {"name": "q", "priority": "high"},
+        {"name": "q", "on_host_failure": "explode"},
+        {"name": "q", "hosts": "w1"},
+        {"name": "q", "x": 1},
+    ],
+)
 async def test_queue_create_invalid(api: Api, body: dict[str, Any]) -> None:
     await expect_error(api, "POST", "/api/v1/queues", 400, json=body)
 
@@ -407,13 +462,16 @@ async def test_host_action_unknown_host(api: Api, action: str) -> None:
     await expect_error(api, "GET", "/api/v1/hosts/ghost", 404)
 
 
-@pytest.mark.parametrize(("kwargs", "status"), [
-    ({"json": {"reason": 5}}, 400),
-    ({"json": {"why": "x"}}, 400),
-    ({"json": {"reason": "r" * 300}}, 400),
-    ({"data": b"disk swap", "headers": {"Content-Type": "text/plain"}}, 400),
-    ({"data": b"{oops", "headers": {"Content-Type": "application/json"}}, 400),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "status"),
+    [
+        ({"json": {"reason": 5}}, 400),
+        ({"json": {"why": "x"}}, 400),
+        ({"json": {"reason": "r" * 300}}, 400),
+        ({"data": b"disk swap", "headers": {"Content-Type": "text/plain"}}, 400),
+        ({"data": b"{oops", "headers": {"Content-Type": "application/json"}}, 400),
+    ],
+)
 async def test_host_action_bad_reason(api: Api, kwargs: dict[str, Any], status: int) -> None:
     await api.register("w1")
     await expect_error(api, "POST", "/api/v1/hosts/w1/drain", status, **kwargs)
@@ -422,8 +480,10 @@ async def test_host_action_bad_reason(api: Api, kwargs: dict[str, Any], status: 
 # --- listing parameters ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("query", ["limit=0", "offset=-1", "limit=abc", "offset=1.5",
-                                   "limit=100001", "offset=", "limit=1e3"])
+@pytest.mark.parametrize(
+    "query",
+    ["limit=0", "offset=-1", "limit=abc", "offset=1.5", "limit=100001", "offset=", "limit=1e3"],
+)
 async def test_paging_params_invalid(api: Api, query: str) -> None:
     error = await expect_error(api, "GET", f"{JOBS}?{query}", 400)
     assert query.split("=")[0] in error["message"]
@@ -442,23 +502,32 @@ async def test_bad_array_filter(api: Api) -> None:
 # --- worker protocol ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("body", [{}, {"host": "w1", "slots": 0, "memory_mb": 1},
-                                  {"host": "../w1", "slots": 1, "memory_mb": 1},
-                                  {"host": "w1", "slots": 1, "memory_mb": 0},
-                                  {"host": "w1", "slots": 1, "memory_mb": 1,
-                                   "attributes": {"rack": 1}}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"host": "w1", "slots": 0, "memory_mb": 1},
+        {"host": "../w1", "slots": 1, "memory_mb": 1},
+        {"host": "w1", "slots": 1, "memory_mb": 0},
+        {"host": "w1", "slots": 1, "memory_mb": 1, "attributes": {"rack": 1}},
+    ],
+)
 async def test_register_invalid(api: Api, body: dict[str, Any]) -> None:
     await expect_error(api, "POST", "/api/v1/workers/register", 400, json=body)
 
 
-@pytest.mark.parametrize(("method", "path", "kwargs"), [
-    ("POST", "/api/v1/workers/ghost/heartbeat", {"json": {}}),
-    ("GET", "/api/v1/workers/ghost/assignments", {}),
-    ("GET", "/api/v1/workers/ghost/assignments?version=0&timeout=1", {}),
-    ("POST", "/api/v1/workers/ghost/jobs/1/finished", {"json": {"attempt": 0, "exit_code": 0}}),
-])
-async def test_worker_routes_unknown_host(api: Api, method: str, path: str,
-                                          kwargs: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs"),
+    [
+        ("POST", "/api/v1/workers/ghost/heartbeat", {"json": {}}),
+        ("GET", "/api/v1/workers/ghost/assignments", {}),
+        ("GET", "/api/v1/workers/ghost/assignments?version=0&timeout=1", {}),
+        ("POST", "/api/v1/workers/ghost/jobs/1/finished", {"json": {"attempt": 0, "exit_code": 0}}),
+    ],
+)
+async def test_worker_routes_unknown_host(
+    api: Api, method: str, path: str, kwargs: dict[str, Any]
+) -> None:
     await expect_error(api, method, path, 404, **kwargs)
 
 
@@ -468,9 +537,16 @@ async def test_assignments_bad_query(api: Api, query: str) -> None:
     await expect_error(api, "GET", f"/api/v1/workers/w1/assignments?{query}", 400)
 
 
-@pytest.mark.parametrize("body", [{}, {"attempt": 0}, {"attempt": -1, "exit_code": 0},
-                                  {"attempt": 0, "exit_code": "0"},
-                                  {"attempt": 0, "exit_code": 0, "cpu_user_s": -1}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"attempt": 0},
+        {"attempt": -1, "exit_code": 0},
+        {"attempt": 0, "exit_code": "0"},
+        {"attempt": 0, "exit_code": 0, "cpu_user_s": -1},
+    ],
+)
 async def test_finished_invalid(api: Api, body: dict[str, Any]) -> None:
     await api.register("w1")
     await expect_error(api, "POST", "/api/v1/workers/w1/jobs/1/finished", 400, json=body)
@@ -478,10 +554,12 @@ async def test_finished_invalid(api: Api, body: dict[str, Any]) -> None:
 
 async def test_heartbeat_invalid(api: Api) -> None:
     await api.register("w1")
-    await expect_error(api, "POST", "/api/v1/workers/w1/heartbeat", 400,
-                       json={"running": [{"job_id": "1"}]})
-    await expect_error(api, "POST", "/api/v1/workers/w1/heartbeat", 400,
-                       json={"load": {"cpu": "high"}})
+    await expect_error(
+        api, "POST", "/api/v1/workers/w1/heartbeat", 400, json={"running": [{"job_id": "1"}]}
+    )
+    await expect_error(
+        api, "POST", "/api/v1/workers/w1/heartbeat", 400, json={"load": {"cpu": "high"}}
+    )
 
 
 async def test_files_of_a_job_not_running_here_are_409(api: Api) -> None:
@@ -498,8 +576,7 @@ async def test_files_of_a_job_not_running_here_are_409(api: Api) -> None:
     await expect_error(api, "GET", f"{base}/inputs/missing.txt?attempt=0", 404)
     await expect_error(api, "PUT", f"{base}/outputs/%2E%2E/x?attempt=0", 400, data=b"x")
     await api.register("w2")
-    await expect_error(api, "GET", f"/api/v1/workers/w2/jobs/{job_id}/inputs/in.txt?attempt=0",
-                       409)
+    await expect_error(api, "GET", f"/api/v1/workers/w2/jobs/{job_id}/inputs/in.txt?attempt=0", 409)
 
 
 # --- hostile JSON ---------------------------------------------------------------------
@@ -508,39 +585,51 @@ async def test_files_of_a_job_not_running_here_are_409(api: Api) -> None:
 @pytest.mark.parametrize("depth", [1000, 20000])
 async def test_deeply_nested_json_is_400(api: Api, depth: int) -> None:
     body = '{"env": ' + "[" * depth + "]" * depth + "}"
-    await expect_error(api, "POST", JOBS, 400, data=body,
-                       headers={"Content-Type": "application/json"})
+    await expect_error(
+        api, "POST", JOBS, 400, data=body, headers={"Content-Type": "application/json"}
+    )
 
 
-@pytest.mark.parametrize("path", ["/api/v1/auth/login", "/api/v1/auth/device/token",
-                                  JOBS, "/api/v1/queues"])
+@pytest.mark.parametrize(
+    "path", ["/api/v1/auth/login", "/api/v1/auth/device/token", JOBS, "/api/v1/queues"]
+)
 @pytest.mark.parametrize("depth", [65, 1000, 20000])
 async def test_deep_json_is_400_on_every_route(api: Api, path: str, depth: int) -> None:
     # The public login route read its body in the guard with another decoder: a 500 there.
     body = '{"username": ' + "[" * depth + "]" * depth + ', "password": "x"}'
-    error = await expect_error(api, "POST", path, 400, data=body,
-                               headers={"Content-Type": "application/json"})
+    error = await expect_error(
+        api, "POST", path, 400, data=body, headers={"Content-Type": "application/json"}
+    )
     assert error["message"] == "the body is nested more than 64 levels deep"
 
 
 async def test_json_nested_to_the_limit_reaches_validation(api: Api) -> None:
     body = '{"username": ' + "[" * 63 + "]" * 63 + ', "password": "x"}'
-    error = await expect_error(api, "POST", "/api/v1/auth/login", 400, data=body,
-                               headers={"Content-Type": "application/json"})
+    error = await expect_error(
+        api,
+        "POST",
+        "/api/v1/auth/login",
+        400,
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
     assert error["message"] == "body.username must be string, got list"
 
 
 async def test_huge_integer_literal_is_400(api: Api) -> None:
     body = '{"command": "true", "slots": ' + "1" * 5000 + "}"
-    await expect_error(api, "POST", JOBS, 400, data=body,
-                       headers={"Content-Type": "application/json"})
+    await expect_error(
+        api, "POST", JOBS, 400, data=body, headers={"Content-Type": "application/json"}
+    )
 
 
 async def test_non_finite_numbers_are_refused(api: Api) -> None:
     await api.register("w1")
-    resp = await api.client.post("/api/v1/workers/w1/heartbeat",
-                                 data='{"load": {"cpu": NaN, "mem": Infinity}}',
-                                 headers={"Content-Type": "application/json"})
+    resp = await api.client.post(
+        "/api/v1/workers/w1/heartbeat",
+        data='{"load": {"cpu": NaN, "mem": Infinity}}',
+        headers={"Content-Type": "application/json"},
+    )
     assert resp.status == 400
     text = await (await api.client.get("/api/v1/hosts/w1")).text()
 
@@ -552,8 +641,9 @@ async def test_non_finite_numbers_are_refused(api: Api) -> None:
 
 async def test_lone_surrogate_text_is_400_and_changes_nothing(api: Api) -> None:
     body = '{"command": "echo", "name": "\\ud800"}'
-    err = await expect_error(api, "POST", JOBS, 400, data=body,
-                             headers={"Content-Type": "application/json"})
+    err = await expect_error(
+        api, "POST", JOBS, 400, data=body, headers={"Content-Type": "application/json"}
+    )
     assert "Unicode" in err["message"]
     assert api.service.state.next_number == 1
 
@@ -562,14 +652,20 @@ async def test_out_of_range_worker_numbers_are_400(api: Api) -> None:
     await api.register("w1")
     job_id = await api.submit(command="true")
     await api.service.schedule_once()
-    err = await expect_error(api, "POST", f"/api/v1/workers/w1/jobs/{job_id}/finished", 400,
-                             json={"attempt": 0, "exit_code": 2**70})
+    err = await expect_error(
+        api,
+        "POST",
+        f"/api/v1/workers/w1/jobs/{job_id}/finished",
+        400,
+        json={"attempt": 0, "exit_code": 2**70},
+    )
     assert "exit_code" in err["message"]
 
 
 async def test_bad_resource_requirement_names_the_column(api: Api) -> None:
-    err = await expect_error(api, "POST", JOBS, 400,
-                             json={"command": "true", "resources": "select[mem>4000 && "})
+    err = await expect_error(
+        api, "POST", JOBS, 400, json={"command": "true", "resources": "select[mem>4000 && "}
+    )
     assert "at column" in err["message"], err
 
 
@@ -597,8 +693,9 @@ async def test_integral_numbers_count_as_integers(api) -> None:
 
 
 async def test_a_fair_share_must_be_positive(api) -> None:
-    body = await api.call("POST", "/api/v1/queues", 400,
-                          json={"name": "q0", "shares": {"alice": 0}})
+    body = await api.call(
+        "POST", "/api/v1/queues", 400, json={"name": "q0", "shares": {"alice": 0}}
+    )
     assert "body.shares.alice must be more than 0" in body["error"]["message"]
 
 

@@ -14,7 +14,9 @@ async def test_changes_arrive_in_commit_order_with_keys(api: Api) -> None:
     await api.call("POST", "/api/v1/queues/short/close", 200)
     batch = await sub.get_batch(1)
     assert [(c.kind, c.key, c.user) for c in batch] == [
-        ("job", first, "alice"), ("queue", "short", None)]
+        ("job", first, "alice"),
+        ("queue", "short", None),
+    ]
     assert [c.seq for c in batch] == sorted(c.seq for c in batch)
 
 
@@ -59,8 +61,12 @@ async def test_a_requeued_job_also_updates_the_host_it_left(api: Api) -> None:
     await api.service.schedule_once()
     await api.call("POST", f"/api/v1/jobs/{job}/requeue", 200)
     # The requeue ends the running attempt first; the job leaves its host when it has.
-    await api.call("POST", f"/api/v1/workers/w1/jobs/{job}/finished", 200,
-                   json={"attempt": 0, "exit_code": None, "exit_signal": 15})
+    await api.call(
+        "POST",
+        f"/api/v1/workers/w1/jobs/{job}/finished",
+        200,
+        json={"attempt": 0, "exit_code": None, "exit_signal": 15},
+    )
     changes = [(c.kind, c.key) for c in await sub.get_batch(1)]
     assert changes[-2:] == [("job", job), ("host", "w1")]
     assert api.service.state.jobs[job].host is None

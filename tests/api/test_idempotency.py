@@ -19,8 +19,7 @@ JOBS = "/api/v1/jobs"
 
 async def post(api: Api, key: str | None, status: int = 201, **body: object) -> object:
     body.setdefault("command", "echo hi")
-    resp = await api.client.post(JOBS, json=body,
-                                 headers={"Idempotency-Key": key} if key else {})
+    resp = await api.client.post(JOBS, json=body, headers={"Idempotency-Key": key} if key else {})
     data = await resp.json()
     assert resp.status == status, data
     return resp, data
@@ -61,6 +60,5 @@ async def test_keys_are_state_that_replays_and_checkpoints(api: Api) -> None:
     assert state.submit_keys[("admin", "k-replay")] == job_id
     copy = copy_state(state, 1)
     jobs = unpack_records(JobRecord, pack_records(copy.jobs))
-    restored = ClusterState.restore(jobs, copy.arrays, copy.queues, copy.hosts,
-                                    copy.next_number)
+    restored = ClusterState.restore(jobs, copy.arrays, copy.queues, copy.hosts, copy.next_number)
     assert restored.submit_keys == state.submit_keys

@@ -14,23 +14,40 @@ DAVE = as_user("dave", "operator")
 async def test_priority_at_submit_users_only_at_or_below_the_default(api: Api) -> None:
     job = await api.submit(priority=20, hold=True)
     assert (await api.show(job))["priority"] == 20
-    answer = await api.call("POST", "/api/v1/jobs", 400, headers=ALICE,
-                            json={"command": "true", "priority": 51})
+    answer = await api.call(
+        "POST", "/api/v1/jobs", 400, headers=ALICE, json={"command": "true", "priority": 51}
+    )
     assert "above the default of 50" in answer["error"]["message"]
-    await api.call("POST", "/api/v1/jobs", 201, headers=ALICE,
-                   json={"command": "true", "priority": 50})
-    await api.call("POST", "/api/v1/jobs", 201, headers=DAVE,
-                   json={"command": "true", "priority": 90, "user": "dave"})
-    answer = await api.call("POST", "/api/v1/jobs", 400,
-                            json={"command": "true", "priority": 101})
+    await api.call(
+        "POST", "/api/v1/jobs", 201, headers=ALICE, json={"command": "true", "priority": 50}
+    )
+    await api.call(
+        "POST",
+        "/api/v1/jobs",
+        201,
+        headers=DAVE,
+        json={"command": "true", "priority": 90, "user": "dave"},
+    )
+    answer = await api.call("POST", "/api/v1/jobs", 400, json={"command": "true", "priority": 101})
     assert "between 0 and 100" in answer["error"]["message"]
 
 
 async def test_modify_a_pending_job_is_one_event_and_validated_like_submit(api: Api) -> None:
     job = await api.submit(walltime_s=600)
-    changed = await api.call("PATCH", f"/api/v1/jobs/{job}", 200, json={
-        "priority": 80, "queue": "short", "walltime_s": 1200, "slots": 2, "memory_mb": 100,
-        "resources": "select[type==any]", "name": "renamed"})
+    changed = await api.call(
+        "PATCH",
+        f"/api/v1/jobs/{job}",
+        200,
+        json={
+            "priority": 80,
+            "queue": "short",
+            "walltime_s": 1200,
+            "slots": 2,
+            "memory_mb": 100,
+            "resources": "select[type==any]",
+            "name": "renamed",
+        },
+    )
     assert changed["changed"] is True and changed["priority"] == 80
     assert (changed["queue"], changed["walltime_s"], changed["slots"]) == ("short", 1200, 2)
     record = api.service.state.jobs[job]
@@ -57,14 +74,19 @@ async def test_modify_a_pending_job_is_one_event_and_validated_like_submit(api: 
 
 
 async def test_users_may_only_shorten_and_lower(api: Api) -> None:
-    job = (await api.call("POST", "/api/v1/jobs", 201, headers=ALICE,
-                          json={"command": "true", "walltime_s": 600}))["job_id"]
-    answer = await api.call("PATCH", f"/api/v1/jobs/{job}", 403, headers=ALICE,
-                            json={"walltime_s": 601})
+    job = (
+        await api.call(
+            "POST", "/api/v1/jobs", 201, headers=ALICE, json={"command": "true", "walltime_s": 600}
+        )
+    )["job_id"]
+    answer = await api.call(
+        "PATCH", f"/api/v1/jobs/{job}", 403, headers=ALICE, json={"walltime_s": 601}
+    )
     assert "only shorten" in answer["error"]["message"]
     await api.call("PATCH", f"/api/v1/jobs/{job}", 400, headers=ALICE, json={"priority": 60})
-    ok = await api.call("PATCH", f"/api/v1/jobs/{job}", 200, headers=ALICE,
-                        json={"walltime_s": 300, "priority": 10})
+    ok = await api.call(
+        "PATCH", f"/api/v1/jobs/{job}", 200, headers=ALICE, json={"walltime_s": 300, "priority": 10}
+    )
     assert ok["walltime_s"] == 300 and ok["priority"] == 10
     other = await api.submit(hold=True)  # root's job
     await api.call("PATCH", f"/api/v1/jobs/{other}", 403, headers=ALICE, json={"name": "x"})
@@ -72,22 +94,31 @@ async def test_users_may_only_shorten_and_lower(api: Api) -> None:
 
 async def test_a_running_job_changes_only_its_name_and_walltime_by_an_admin(api: Api) -> None:
     await api.register("w1", slots=4)
-    job = (await api.call("POST", "/api/v1/jobs", 201, headers=ALICE,
-                          json={"command": "sleep 100", "walltime_s": 600}))["job_id"]
+    job = (
+        await api.call(
+            "POST",
+            "/api/v1/jobs",
+            201,
+            headers=ALICE,
+            json={"command": "sleep 100", "walltime_s": 600},
+        )
+    )["job_id"]
     await api.service.schedule_once()
     assert api.service.state.jobs[job].state.value == "RUN"
     answer = await api.call("PATCH", f"/api/v1/jobs/{job}", 409, json={"slots": 2})
     assert "only its name and walltime" in answer["error"]["message"]
-    answer = await api.call("PATCH", f"/api/v1/jobs/{job}", 403, headers=ALICE,
-                            json={"walltime_s": 300})
+    answer = await api.call(
+        "PATCH", f"/api/v1/jobs/{job}", 403, headers=ALICE, json={"walltime_s": 300}
+    )
     assert "operators and admins" in answer["error"]["message"]
     await api.call("PATCH", f"/api/v1/jobs/{job}", 200, headers=ALICE, json={"name": "mine"})
     version = api.service.host_versions.get("w1", 0)
     done = await api.call("PATCH", f"/api/v1/jobs/{job}", 200, json={"walltime_s": 3600})
     assert done["walltime_s"] == 3600
     assert api.service.host_versions["w1"] > version  # the worker's long-poll wakes
-    polled = await api.call("GET", "/api/v1/workers/w1/assignments?version=0", 200,
-                            headers=as_user("w1", "worker"))
+    polled = await api.call(
+        "GET", "/api/v1/workers/w1/assignments?version=0", 200, headers=as_user("w1", "worker")
+    )
     assert polled["jobs"][0]["walltime_s"] == 3600 and polled["jobs"][0]["name"] == "mine"
 
 

@@ -28,8 +28,9 @@ class Clock:
 
 
 async def _api(tmp_path: Path, **overrides: Any) -> tuple[Api, Any]:
-    settings = make_settings(tmp_path, heartbeat_interval_s=5.0, missed_heartbeats=3,
-                             fence_timeout_s=FENCE, **overrides)
+    settings = make_settings(
+        tmp_path, heartbeat_interval_s=5.0, missed_heartbeats=3, fence_timeout_s=FENCE, **overrides
+    )
     return await start_api(settings, tmp_path, as_user("root", "admin"))
 
 
@@ -112,8 +113,12 @@ async def test_host_back_within_the_fence_carries_on(fenced) -> None:
     job = await api.show(job_id)
     assert (job["state"], job["host"], job["attempt"]) == ("RUN", "w1", 0)
     # Its worker reports the same attempt's end as usual.
-    await api.call("POST", f"/api/v1/workers/w1/jobs/{job_id}/finished", 200,
-                   json={"attempt": 0, "exit_code": 0})
+    await api.call(
+        "POST",
+        f"/api/v1/workers/w1/jobs/{job_id}/finished",
+        200,
+        json={"attempt": 0, "exit_code": 0},
+    )
     assert (await api.show(job_id))["state"] == "DONE"
 
 
@@ -126,7 +131,8 @@ async def test_a_reregistering_host_carries_on_too(fenced) -> None:
     clock.now = T0 + DEADLINE + 10
     answer = await api.register("w1")
     assert [(j["job_id"], j["attempt"], j["action"]) for j in answer["jobs"]] == [
-        (job_id, 0, "run")]
+        (job_id, 0, "run")
+    ]
     assert (await api.call("GET", "/api/v1/hosts/w1", 200))["status"] == "online"
     clock.now = T0 + DEADLINE + 20
     await _heartbeat(api)
@@ -137,8 +143,12 @@ async def test_a_reregistering_host_carries_on_too(fenced) -> None:
 
 async def test_fence_applies_queue_policy_and_kill_requests(fenced) -> None:
     api, clock = fenced
-    await api.call("POST", "/api/v1/queues", 201,
-                   json={"name": "fragile", "priority": 90, "on_host_failure": "exit"})
+    await api.call(
+        "POST",
+        "/api/v1/queues",
+        201,
+        json={"name": "fragile", "priority": 90, "on_host_failure": "exit"},
+    )
     await api.register("w1")
     requeued = await _running(api)
     ended = await _running(api, queue="fragile")
@@ -159,7 +169,8 @@ async def test_fence_applies_queue_policy_and_kill_requests(fenced) -> None:
 
 
 async def test_after_a_restart_an_unavailable_host_keeps_its_jobs_for_grace_and_fence(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     from xce.controller.workers import RECONNECT_GRACE_S, WorkerGateway
 
     api, client = await _api(tmp_path)
@@ -188,10 +199,14 @@ async def test_host_show_gives_the_timings(fenced) -> None:
     clock.now = T0 + 2
     host = await api.call("GET", "/api/v1/hosts/w1", 200)
     assert host["liveness"] == {
-        "last_heartbeat_at": T0, "last_heartbeat_age_s": 2.0,
-        "heartbeat_deadline_s": DEADLINE, "fence_timeout_s": FENCE,
-        "unavailable_at": T0 + DEADLINE, "jobs_requeued_at": None,
-        "jobs_requeued_in_s": None}
+        "last_heartbeat_at": T0,
+        "last_heartbeat_age_s": 2.0,
+        "heartbeat_deadline_s": DEADLINE,
+        "fence_timeout_s": FENCE,
+        "unavailable_at": T0 + DEADLINE,
+        "jobs_requeued_at": None,
+        "jobs_requeued_in_s": None,
+    }
     text = readable_host(host)["liveness"]
     assert text["last heartbeat"] == "2.0 s ago"
     assert text["heartbeat deadline"].startswith("15 s")
@@ -201,14 +216,24 @@ async def test_host_show_gives_the_timings(fenced) -> None:
 
 # --- containment ----------------------------------------------------------------------------
 
-CONTAINMENT = {"kind": "v1", "memory": True, "cpu": True, "cpuset": True, "pids": True,
-               "freezer": True, "cores": 2}
+CONTAINMENT = {
+    "kind": "v1",
+    "memory": True,
+    "cpu": True,
+    "cpuset": True,
+    "pids": True,
+    "freezer": True,
+    "cores": 2,
+}
 
 
 async def test_containment_is_kept_and_shown(api: Api) -> None:
-    await api.call("POST", "/api/v1/workers/register", 200,
-                   json={"host": "w1", "slots": 2, "memory_mb": 100,
-                         "containment": CONTAINMENT})
+    await api.call(
+        "POST",
+        "/api/v1/workers/register",
+        200,
+        json={"host": "w1", "slots": 2, "memory_mb": 100, "containment": CONTAINMENT},
+    )
     await api.register("old")  # a worker from before containment: says nothing
     host = await api.call("GET", "/api/v1/hosts/w1", 200)
     assert host["containment"] == CONTAINMENT
@@ -219,33 +244,50 @@ async def test_containment_is_kept_and_shown(api: Api) -> None:
     api.gateway.containment.clear()  # as on a controller that started since
     beat = await api.call("POST", "/api/v1/workers/w1/heartbeat", 200, json={})
     assert beat["register_again"] is True
-    await api.call("POST", "/api/v1/workers/register", 200,
-                   json={"host": "w1", "slots": 2, "memory_mb": 100,
-                         "containment": CONTAINMENT})
+    await api.call(
+        "POST",
+        "/api/v1/workers/register",
+        200,
+        json={"host": "w1", "slots": 2, "memory_mb": 100, "containment": CONTAINMENT},
+    )
     old = await api.call("GET", "/api/v1/hosts/old", 200)
     assert old["containment"] is None and old["containment_summary"] == "unknown"
     assert readable_host(old)["containment"] == "unknown"
     # The latest registration wins.
-    await api.call("POST", "/api/v1/workers/register", 200,
-                   json={"host": "w1", "slots": 2, "memory_mb": 100,
-                         "containment": {"kind": "none", "rlimits": True}})
+    await api.call(
+        "POST",
+        "/api/v1/workers/register",
+        200,
+        json={
+            "host": "w1",
+            "slots": 2,
+            "memory_mb": 100,
+            "containment": {"kind": "none", "rlimits": True},
+        },
+    )
     host = await api.call("GET", "/api/v1/hosts/w1", 200)
     assert host["containment_summary"] == "none (rlimits)"
 
 
-@pytest.mark.parametrize("containment, words", [
-    ({f"k{i}": True for i in range(33)}, "more than 32 entries"),
-    ({"x" * 65: True}, "longer than 64"),
-    ({"kind": "v" * 257}, "longer than 256"),
-    ({"kind": {"nested": 1}}, "must be string or number or boolean or null"),
-    ({"cores": [1, 2]}, "must be string or number or boolean or null"),
-    ({"": True}, "shorter than 1"),
-    ("v2", "must be object"),
-])
+@pytest.mark.parametrize(
+    "containment, words",
+    [
+        ({f"k{i}": True for i in range(33)}, "more than 32 entries"),
+        ({"x" * 65: True}, "longer than 64"),
+        ({"kind": "v" * 257}, "longer than 256"),
+        ({"kind": {"nested": 1}}, "must be string or number or boolean or null"),
+        ({"cores": [1, 2]}, "must be string or number or boolean or null"),
+        ({"": True}, "shorter than 1"),
+        ("v2", "must be object"),
+    ],
+)
 async def test_bad_containment_is_a_400(api: Api, containment: Any, words: str) -> None:
-    error = await api.call("POST", "/api/v1/workers/register", 400,
-                           json={"host": "w1", "slots": 2, "memory_mb": 100,
-                                 "containment": containment})
+    error = await api.call(
+        "POST",
+        "/api/v1/workers/register",
+        400,
+        json={"host": "w1", "slots": 2, "memory_mb": 100, "containment": containment},
+    )
     assert "containment" in error["error"]["message"]
     assert words in error["error"]["message"]
     assert "w1" not in api.service.state.hosts  # nothing registered
@@ -277,8 +319,9 @@ def accounts(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 async def strict(tmp_path: Path) -> AsyncIterator[Api]:
     """Defaults: no root jobs, min_job_uid 1000, no job_users; an admin client."""
-    api, client = await start_api(make_settings(tmp_path, allow_root_jobs=False), tmp_path,
-                                  as_user("root", "admin"))
+    api, client = await start_api(
+        make_settings(tmp_path, allow_root_jobs=False), tmp_path, as_user("root", "admin")
+    )
     try:
         yield api
     finally:
@@ -290,28 +333,31 @@ async def test_root_jobs_are_refused_unless_allowed(strict: Api) -> None:
     assert error["error"] == {
         "code": "forbidden",
         "message": "jobs may not run as root: the cluster does not allow root jobs "
-                   "([controller] allow_root_jobs)"}
+        "([controller] allow_root_jobs)",
+    }
     assert strict.service.state.next_number == 1  # nothing was submitted
 
 
 async def test_system_accounts_are_refused_whatever_the_role(strict: Api) -> None:
     for user in ("daemon", "bin"):
-        error = await strict.call("POST", "/api/v1/jobs", 403,
-                                  json={"command": "id", "user": user})
+        error = await strict.call("POST", "/api/v1/jobs", 403, json={"command": "id", "user": user})
         message = error["error"]["message"]
         assert user in message and "min_job_uid = 1000" in message and "uid " in message
     # An account unknown on the controller host is left to the worker.
     await strict.call("POST", "/api/v1/jobs", 201, json={"command": "id", "user": "alice"})
     await strict.call("POST", "/api/v1/jobs", 201, json={"command": "id", "user": "cloud"})
     # Arrays are refused the same way.
-    await strict.call("POST", "/api/v1/jobs", 403,
-                      json={"command": "id", "user": "daemon", "array": "1-3"})
+    await strict.call(
+        "POST", "/api/v1/jobs", 403, json={"command": "id", "user": "daemon", "array": "1-3"}
+    )
 
 
 async def test_job_users_let_listed_system_accounts_in_but_never_root(tmp_path: Path) -> None:
     api, client = await start_api(
         make_settings(tmp_path, allow_root_jobs=False, job_users=("daemon", "root")),
-        tmp_path, as_user("root", "admin"))
+        tmp_path,
+        as_user("root", "admin"),
+    )
     try:
         await api.call("POST", "/api/v1/jobs", 201, json={"command": "id", "user": "daemon"})
         await api.call("POST", "/api/v1/jobs", 403, json={"command": "id", "user": "bin"})
@@ -322,8 +368,10 @@ async def test_job_users_let_listed_system_accounts_in_but_never_root(tmp_path: 
 
 async def test_allowed_root_and_a_lower_min_uid(tmp_path: Path) -> None:
     api, client = await start_api(
-        make_settings(tmp_path, allow_root_jobs=True, min_job_uid=0), tmp_path,
-        as_user("root", "admin"))
+        make_settings(tmp_path, allow_root_jobs=True, min_job_uid=0),
+        tmp_path,
+        as_user("root", "admin"),
+    )
     try:
         await api.call("POST", "/api/v1/jobs", 201, json={"command": "id"})
         await api.call("POST", "/api/v1/jobs", 201, json={"command": "id", "user": "daemon"})
@@ -332,8 +380,9 @@ async def test_allowed_root_and_a_lower_min_uid(tmp_path: Path) -> None:
 
 
 async def test_a_plain_user_still_cannot_submit_as_another(strict: Api) -> None:
-    await strict.call("POST", "/api/v1/jobs", 403, json={"command": "id", "user": "bob"},
-                      headers=as_user("alice"))
+    await strict.call(
+        "POST", "/api/v1/jobs", 403, json={"command": "id", "user": "bob"}, headers=as_user("alice")
+    )
 
 
 async def test_a_job_killed_on_a_silent_host_is_requeued_only_after_the_fence(fenced) -> None:

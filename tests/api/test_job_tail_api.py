@@ -17,11 +17,19 @@ def _chunk(data: bytes, offset: int = 0) -> dict[str, Any]:
     return {"offset": offset, "data": base64.b64encode(data).decode()}
 
 
-async def _beat(api: Api, host: str, job_id: str, attempt: int = 0, status: int = 200,
-                headers: dict[str, str] | None = None, **streams: dict[str, Any]) -> Any:
+async def _beat(
+    api: Api,
+    host: str,
+    job_id: str,
+    attempt: int = 0,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    **streams: dict[str, Any],
+) -> Any:
     body = {"running": [{"job_id": job_id, "attempt": attempt, "output": streams}]}
-    return await api.call("POST", f"/api/v1/workers/{host}/heartbeat", status, json=body,
-                          headers=headers or {})
+    return await api.call(
+        "POST", f"/api/v1/workers/{host}/heartbeat", status, json=body, headers=headers or {}
+    )
 
 
 async def _running_job(api: Api, **body: Any) -> str:
@@ -34,9 +42,18 @@ async def _running_job(api: Api, **body: Any) -> str:
 async def test_heartbeat_output_is_served_by_the_tail_route(api: Api) -> None:
     job_id = await _running_job(api)
     tail = await api.call("GET", f"{JOBS}/{job_id}/tail", 200)
-    assert tail == {"job_id": job_id, "stream": "stdout", "attempt": 0, "state": "RUN",
-                    "running": True, "offset": 0, "next_offset": 0, "end": 0, "data": "",
-                    "truncated": False}
+    assert tail == {
+        "job_id": job_id,
+        "stream": "stdout",
+        "attempt": 0,
+        "state": "RUN",
+        "running": True,
+        "offset": 0,
+        "next_offset": 0,
+        "end": 0,
+        "data": "",
+        "truncated": False,
+    }
     await _beat(api, "w1", job_id, stdout=_chunk(b"hello\n"), stderr=_chunk(b"oops\n"))
     tail = await api.call("GET", f"{JOBS}/{job_id}/tail", 200)
     assert (tail["data"], tail["next_offset"], tail["end"]) == ("hello\n", 6, 6)
@@ -56,10 +73,18 @@ async def test_a_finished_job_is_served_from_its_file_and_its_buffer_is_gone(api
     job_id = await _running_job(api)
     await _beat(api, "w1", job_id, stdout=_chunk(b"partial"))
     assert job_id in tails_for(api.service).jobs
-    await api.call("PUT", f"/api/v1/workers/w1/jobs/{job_id}/outputs/stdout?attempt=0&first=1",
-                   201, data=b"partial and the rest\n")
-    await api.call("POST", f"/api/v1/workers/w1/jobs/{job_id}/finished", 200,
-                   json={"attempt": 0, "exit_code": 0})
+    await api.call(
+        "PUT",
+        f"/api/v1/workers/w1/jobs/{job_id}/outputs/stdout?attempt=0&first=1",
+        201,
+        data=b"partial and the rest\n",
+    )
+    await api.call(
+        "POST",
+        f"/api/v1/workers/w1/jobs/{job_id}/finished",
+        200,
+        json={"attempt": 0, "exit_code": 0},
+    )
     assert job_id not in tails_for(api.service).jobs
     tail = await api.call("GET", f"{JOBS}/{job_id}/tail?offset=7", 200)
     assert tail["running"] is False and tail["state"] == "DONE"
@@ -81,8 +106,14 @@ async def test_malformed_or_unknown_output_never_costs_the_heartbeat(api: Api) -
 
 async def test_bad_tail_parameters_are_400(api: Api) -> None:
     job_id = await _running_job(api)
-    for query in ("stream=both", "offset=-3", "offset=1.5", "limit=0",
-                  f"limit={2 * 1024 * 1024}", "follow=1"):
+    for query in (
+        "stream=both",
+        "offset=-3",
+        "offset=1.5",
+        "limit=0",
+        f"limit={2 * 1024 * 1024}",
+        "follow=1",
+    ):
         body = await api.call("GET", f"{JOBS}/{job_id}/tail?{query}", 400)
         assert body["error"]["code"] == "invalid_request", query
     array = await api.submit(array="3-5")
@@ -95,8 +126,9 @@ async def test_users_tail_only_the_jobs_they_may_see(tenants: Api) -> None:
     alice, bob = await login(tenants, "alice"), await login(tenants, "bob")
     root = await login(tenants, "root")
     tenants.client.session.headers.update(root)
-    job_id = (await tenants.call("POST", JOBS, 201, json={"command": "echo secret"},
-                                 headers=alice))["job_id"]
+    job_id = (
+        await tenants.call("POST", JOBS, 201, json={"command": "echo secret"}, headers=alice)
+    )["job_id"]
     await tenants.register("w1")
     await tenants.service.schedule_once()
     await _beat(tenants, "w1", job_id, headers=root, stdout=_chunk(b"alice's secret\n"))
@@ -112,11 +144,21 @@ async def test_show_carries_the_history(api: Api) -> None:
     job_id = await _running_job(api)
     for action in ("stop", "resume", "kill"):
         await api.call("POST", f"{JOBS}/{job_id}/{action}", 200)
-    await api.call("POST", f"/api/v1/workers/w1/jobs/{job_id}/finished", 200,
-                   json={"attempt": 0, "exit_code": 143})
+    await api.call(
+        "POST",
+        f"/api/v1/workers/w1/jobs/{job_id}/finished",
+        200,
+        json={"attempt": 0, "exit_code": 143},
+    )
     job = await api.show(job_id)
     assert [h["event"] for h in job["history"]] == [
-        "submitted", "started", "suspended", "resumed", "kill_requested", "finished"]
+        "submitted",
+        "started",
+        "suspended",
+        "resumed",
+        "kill_requested",
+        "finished",
+    ]
     assert job["history"][-1]["detail"] == "EXIT, exit code 143 (killed)"
     array = await api.submit(array="1-2")
     await api.call("POST", f"{JOBS}/{array}/stop", 200)

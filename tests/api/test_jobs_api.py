@@ -22,11 +22,13 @@ def ids(rows: dict[str, Any]) -> list[str]:
     return [row["id"] for row in rows["jobs"]]
 
 
-async def finish(api: Api, host: str, job_id: str, attempt: int = 0, exit_code: int = 0,
-                 **extra: Any) -> bool:
+async def finish(
+    api: Api, host: str, job_id: str, attempt: int = 0, exit_code: int = 0, **extra: Any
+) -> bool:
     body = {"attempt": attempt, "exit_code": exit_code, **extra}
-    result = await api.call("POST", f"/api/v1/workers/{host}/jobs/{job_id}/finished", 200,
-                            json=body)
+    result = await api.call(
+        "POST", f"/api/v1/workers/{host}/jobs/{job_id}/finished", 200, json=body
+    )
     return result["accepted"]
 
 
@@ -45,8 +47,15 @@ async def control(api: Api, job_id: str, action: str) -> list[str]:
 
 
 async def test_submit_then_show(api: Api) -> None:
-    job_id = await api.submit(command="echo hello", name="greet", slots=2, memory_mb=100,
-                              walltime_s=60, env={"A": "1"}, cwd="/tmp")
+    job_id = await api.submit(
+        command="echo hello",
+        name="greet",
+        slots=2,
+        memory_mb=100,
+        walltime_s=60,
+        env={"A": "1"},
+        cwd="/tmp",
+    )
     assert job_id == "1"
     job = await api.show(job_id)
     assert job["id"] == "1" and job["kind"] == "job"
@@ -71,12 +80,13 @@ async def test_submit_script_and_hold(api: Api) -> None:
 
 
 async def test_list_filters(api: Api) -> None:
-    alice = await api.call("POST", JOBS, 201, json={"command": "a"},
-                           headers=as_user("alice"))
-    bob = await api.call("POST", JOBS, 201, json={"command": "b", "queue": "short"},
-                         headers=as_user("bob"))
-    bob2 = await api.call("POST", JOBS, 201, json={"command": "c", "slots": 3},
-                          headers=as_user("bob"))
+    alice = await api.call("POST", JOBS, 201, json={"command": "a"}, headers=as_user("alice"))
+    bob = await api.call(
+        "POST", JOBS, 201, json={"command": "b", "queue": "short"}, headers=as_user("bob")
+    )
+    bob2 = await api.call(
+        "POST", JOBS, 201, json={"command": "c", "slots": 3}, headers=as_user("bob")
+    )
     alice, bob, bob2 = alice["job_id"], bob["job_id"], bob2["job_id"]
     await api.register("w1", slots=2)
     await api.register("w2", slots=4)
@@ -289,9 +299,18 @@ async def test_queue_list_is_by_priority(api: Api) -> None:
 
 
 async def test_queue_create_and_actions(api: Api) -> None:
-    created = await api.call("POST", "/api/v1/queues", 201, json={
-        "name": "gpu", "priority": 70, "hosts": ["w2"], "description": "GPU nodes",
-        "on_host_failure": "exit"})
+    created = await api.call(
+        "POST",
+        "/api/v1/queues",
+        201,
+        json={
+            "name": "gpu",
+            "priority": 70,
+            "hosts": ["w2"],
+            "description": "GPU nodes",
+            "on_host_failure": "exit",
+        },
+    )
     assert created["name"] == "gpu" and created["hosts"] == ["w2"]
     listed = await queues(api)
     assert listed["gpu"]["priority"] == 70 and listed["gpu"]["on_host_failure"] == "exit"
@@ -357,8 +376,7 @@ async def test_host_list_shows_registration_and_load(api: Api) -> None:
     data = await api.call("GET", "/api/v1/hosts", 200)
     assert [h["name"] for h in data["hosts"]] == ["w1", "w2"]
     w1 = data["hosts"][0]
-    assert (w1["status"], w1["admin"], w1["slots"], w1["memory_mb"]) == ("online", "open", 4,
-                                                                          2000)
+    assert (w1["status"], w1["admin"], w1["slots"], w1["memory_mb"]) == ("online", "open", 4, 2000)
     assert w1["rack"] == "r1" and w1["group"] == "g" and w1["attributes"]["rack"] == "r1"
     job_id = await api.submit(slots=3, memory_mb=500)
     await schedule(api)
@@ -371,8 +389,11 @@ async def test_host_list_shows_registration_and_load(api: Api) -> None:
 async def test_host_close_open(api: Api) -> None:
     await api.register("w1")
     shown = await api.call("POST", "/api/v1/hosts/w1/close", 200, json={"reason": "bad fan"})
-    assert (shown["admin"], shown["status"], shown["admin_reason"]) == ("closed", "offline",
-                                                                         "bad fan")
+    assert (shown["admin"], shown["status"], shown["admin_reason"]) == (
+        "closed",
+        "offline",
+        "bad fan",
+    )
     assert (await hosts(api))["w1"]["admin"] == "closed"
     job_id = await api.submit()
     assert await schedule(api) == 0
@@ -474,19 +495,30 @@ async def test_heartbeat_usage_appears_in_show(api: Api) -> None:
     job_id = await api.submit()
     await api.register("w1")
     await schedule(api)
-    report = {"job_id": job_id, "attempt": 0, "cpu_user_s": 1.5, "cpu_system_s": 0.25,
-              "max_rss_bytes": 123456, "wall_time_s": 4.0}
+    report = {
+        "job_id": job_id,
+        "attempt": 0,
+        "cpu_user_s": 1.5,
+        "cpu_system_s": 0.25,
+        "max_rss_bytes": 123456,
+        "wall_time_s": 4.0,
+    }
     stale = {"job_id": job_id, "attempt": 7, "cpu_user_s": 99.0}
-    result = await api.call("POST", "/api/v1/workers/w1/heartbeat", 200,
-                            json={"running": [report, stale], "load": {"r1m": 1.0}})
+    result = await api.call(
+        "POST",
+        "/api/v1/workers/w1/heartbeat",
+        200,
+        json={"running": [report, stale], "load": {"r1m": 1.0}},
+    )
     assert isinstance(result["version"], int)
     usage = (await api.show(job_id))["usage"]
     assert usage["cpu_user_s"] == 1.5 and usage["cpu_system_s"] == 0.25
     assert usage["cpu_time_s"] == 1.75 and usage["max_rss_bytes"] == 123456
     assert usage["wall_time_s"] >= 4.0
     assert (await listing(api))["jobs"][0]["usage"]["cpu_time_s"] == 1.75
-    assert await finish(api, "w1", job_id, cpu_user_s=2.0, cpu_system_s=0.5,
-                        max_rss_bytes=200000, wall_time_s=5.0)
+    assert await finish(
+        api, "w1", job_id, cpu_user_s=2.0, cpu_system_s=0.5, max_rss_bytes=200000, wall_time_s=5.0
+    )
     usage = (await api.show(job_id))["usage"]
     assert usage["cpu_time_s"] == 2.5 and usage["max_rss_bytes"] == 200000
 
@@ -499,9 +531,10 @@ async def test_inputs_travel_through_the_controller(api: Api) -> None:
     uploaded = await api.call("POST", "/api/v1/uploads", 201, data=payload)
     assert uploaded["size"] == len(payload) and len(uploaded["upload_id"]) == 32
     other = await api.call("POST", "/api/v1/uploads", 201, data=b"second")
-    job_id = await api.submit(command="cat data/in.txt",
-                              inputs={"data/in.txt": uploaded["upload_id"],
-                                      "./cfg//b.ini": other["upload_id"]})
+    job_id = await api.submit(
+        command="cat data/in.txt",
+        inputs={"data/in.txt": uploaded["upload_id"], "./cfg//b.ini": other["upload_id"]},
+    )
     assert (await api.show(job_id))["inputs"] == ["cfg/b.ini", "data/in.txt"]
     await api.register("w1")
     await schedule(api)
@@ -570,8 +603,12 @@ async def test_task_outputs_are_per_task(api: Api) -> None:
     await schedule(api)
     for index in (1, 2):
         task = f"{job_id}[{index}]"
-        await api.call("PUT", f"/api/v1/workers/w1/jobs/{task}/outputs/stdout?attempt=0", 201,
-                       data=f"task {index}".encode())
+        await api.call(
+            "PUT",
+            f"/api/v1/workers/w1/jobs/{task}/outputs/stdout?attempt=0",
+            201,
+            data=f"task {index}".encode(),
+        )
     for index in (1, 2):
         got = await api.call("GET", f"{JOBS}/{job_id}[{index}]/files/stdout", 200)
         assert got == f"task {index}".encode()
@@ -586,10 +623,15 @@ async def test_a_job_no_host_could_ever_run_is_refused_with_the_reason(api: Api)
     before = len(api.service.state.jobs)
     cases = {
         # no span: the job may spread over hosts (issue 15), and all of them are too few
-        "slots": ({"slots": 10}, "no set of hosts of queue 'normal' can ever hold this job "
-                                 "(10 slots; its hosts have 4 slots in all)"),
-        "one host": ({"slots": 10, "resources": "span[hosts=1]"},
-                     "asks for 10 slots on one host; the largest host of queue 'normal' has 4"),
+        "slots": (
+            {"slots": 10},
+            "no set of hosts of queue 'normal' can ever hold this job "
+            "(10 slots; its hosts have 4 slots in all)",
+        ),
+        "one host": (
+            {"slots": 10, "resources": "span[hosts=1]"},
+            "asks for 10 slots on one host; the largest host of queue 'normal' has 4",
+        ),
         "memory": ({"memory_mb": 9000}, "asks for 9000 MB of memory"),
         "rusage": ({"resources": "rusage[mem=9000]"}, "asks for 9000 MB of memory"),
         "typo": ({"resources": "select[foo==1]"}, "no host of queue 'normal' defines 'foo'"),

@@ -36,9 +36,12 @@ async def joinable(tmp_path: Path) -> AsyncIterator[Api]:
     shutil.copytree(KEYS, key_dir(settings.state_dir))
     service = ControllerService(settings, FileStore(tmp_path / "files", 1 << 20))
     gateway = WorkerGateway(service)
-    config = Config(controllers=("https://ctl.example:6820",), controller=settings,
-                    worker=WorkerSettings(token="shared-worker-secret"),
-                    tls=TlsSettings(ca_file=ca.cert_path))
+    config = Config(
+        controllers=("https://ctl.example:6820",),
+        controller=settings,
+        worker=WorkerSettings(token="shared-worker-secret"),
+        tls=TlsSettings(ca_file=ca.cert_path),
+    )
     app = build_app(service, gateway, config)
     client = TestClient(TestServer(app), headers=as_user("root", "admin"))
     await client.start_server()
@@ -52,8 +55,9 @@ async def test_a_token_buys_ca_controllers_and_a_certificate_once(joinable: Api)
     ca = await joinable.call("GET", "/api/v1/join/ca", 200)
     made = await joinable.call("POST", "/api/v1/join/tokens", 201, json={"role": "worker"})
     assert made["ca_sha256"] == ca["ca_sha256"] and made["token"].startswith("xcej_")
-    answer = await joinable.call("POST", "/api/v1/join", 200,
-                                 json={"token": made["token"], "name": "node7"})
+    answer = await joinable.call(
+        "POST", "/api/v1/join", 200, json={"token": made["token"], "name": "node7"}
+    )
     assert answer["role"] == "worker" and answer["ca_pem"] == ca["ca_pem"]
     assert answer["controllers"] == ["https://ctl.example:6820"]
     # A service token of the node's own (revocable alone), not the shared worker secret.
@@ -67,8 +71,9 @@ async def test_a_token_buys_ca_controllers_and_a_certificate_once(joinable: Api)
     assert "node7" in sans.get_values_for_type(x509.DNSName)
     assert ssl.PEM_cert_to_DER_cert(ca["ca_pem"])  # a real certificate
 
-    again = await joinable.call("POST", "/api/v1/join", 401,
-                                json={"token": made["token"], "name": "node8"})
+    again = await joinable.call(
+        "POST", "/api/v1/join", 401, json={"token": made["token"], "name": "node8"}
+    )
     assert again["error"]["code"] == "join_token_refused"
     assert "already used" in again["error"]["message"]
     audit = joinable.app[AUTH].audit.path.read_text()
@@ -76,12 +81,10 @@ async def test_a_token_buys_ca_controllers_and_a_certificate_once(joinable: Api)
     assert made["token"].partition(".")[2] not in audit  # the secret never lands there
 
 
-async def test_expired_unknown_and_forged_tokens_are_refused(joinable: Api,
-                                                             tmp_path: Path) -> None:
+async def test_expired_unknown_and_forged_tokens_are_refused(joinable: Api, tmp_path: Path) -> None:
     store = JoinTokenStore(tmp_path / "state")
     old = store.create("worker", ttl_s=60, now=time.time() - 120)
-    body = await joinable.call("POST", "/api/v1/join", 401,
-                               json={"token": old.token, "name": "n"})
+    body = await joinable.call("POST", "/api/v1/join", 401, json={"token": old.token, "name": "n"})
     assert "expired" in body["error"]["message"]
     good = store.create("standby")
     forged = good.token[:-4] + "AAAA"
@@ -90,18 +93,28 @@ async def test_expired_unknown_and_forged_tokens_are_refused(joinable: Api,
     body = await joinable.call("POST", "/api/v1/join", 401, json={"token": "hello", "name": "n"})
     assert "not a join token" in body["error"]["message"]
     # The forged attempt did not spend the real one.
-    answer = await joinable.call("POST", "/api/v1/join", 200,
-                                 json={"token": good.token, "name": "standby1"})
+    answer = await joinable.call(
+        "POST", "/api/v1/join", 200, json={"token": good.token, "name": "standby1"}
+    )
     assert answer["role"] == "standby"
     claims = joinable.app[AUTH].tokens.verify(answer["service_token"])
     assert (claims.user, claims.roles) == ("standby1", ("standby",))
     # The standby copies the primary's job-safety rules, so a failover changes none of them.
     assert answer["controller"] == {
-        "fence_timeout_s": 30.0, "allow_root_jobs": True, "min_job_uid": 1000,
-        "job_users": [], "upload_quota_mb": 10240, "upload_ttl_s": 86400.0}
-    text = _config_text({**answer, "controller": {**answer["controller"],
-                                                  "job_users": ["svc"], "min_job_uid": "x"}},
-                        has_cert=False)
+        "fence_timeout_s": 30.0,
+        "allow_root_jobs": True,
+        "min_job_uid": 1000,
+        "job_users": [],
+        "upload_quota_mb": 10240,
+        "upload_ttl_s": 86400.0,
+    }
+    text = _config_text(
+        {
+            **answer,
+            "controller": {**answer["controller"], "job_users": ["svc"], "min_job_uid": "x"},
+        },
+        has_cert=False,
+    )
     data = tomllib.loads(text)
     del data["controller"]["replication_token_file"]  # files the joined node holds
     del data["worker"]["token_file"]
@@ -113,13 +126,15 @@ async def test_expired_unknown_and_forged_tokens_are_refused(joinable: Api,
 async def test_bad_requests_name_the_field(joinable: Api) -> None:
     body = await joinable.call("POST", "/api/v1/join", 400, json={"token": "xcej_a.b"})
     assert "name" in body["error"]["message"]
-    body = await joinable.call("POST", "/api/v1/join", 400,
-                               json={"token": "xcej_a.b", "name": "../etc"})
+    body = await joinable.call(
+        "POST", "/api/v1/join", 400, json={"token": "xcej_a.b", "name": "../etc"}
+    )
     assert "name" in body["error"]["message"]
     body = await joinable.call("POST", "/api/v1/join/tokens", 400, json={"role": "root"})
     assert "role" in body["error"]["message"]
-    body = await joinable.call("POST", "/api/v1/join/tokens", 400,
-                               json={"role": "worker", "ttl_s": 10**9})
+    body = await joinable.call(
+        "POST", "/api/v1/join/tokens", 400, json={"role": "worker", "ttl_s": 10**9}
+    )
     assert "ttl_s" in body["error"]["message"]
 
 

@@ -45,13 +45,16 @@ async def test_hosts_by_status_and_wal_and_latency_histograms(api: Api) -> None:
     assert samples[("xce_hosts", (("status", "online"),))] == 1
     assert samples[("xce_hosts", (("status", "offline"),))] == 1
     assert samples[("xce_hosts", (("status", "unavailable"),))] == 0
-    latency = [v for (name, labels), v in samples.items()
-               if name == "xce_api_request_seconds_count"
-               and ("route", "/api/v1/jobs") in labels and ("status", "201") in labels]
+    latency = [
+        v
+        for (name, labels), v in samples.items()
+        if name == "xce_api_request_seconds_count"
+        and ("route", "/api/v1/jobs") in labels
+        and ("status", "201") in labels
+    ]
     assert latency and latency[0] >= 1
     # Route templates, never raw ids, so the label set stays bounded.
-    assert not any("/api/v1/hosts/w2" in dict(labels).get("route", "")
-                   for _, labels in samples)
+    assert not any("/api/v1/hosts/w2" in dict(labels).get("route", "") for _, labels in samples)
 
 
 async def test_metrics_need_an_identity_when_tokens_are_configured(secured: Api) -> None:

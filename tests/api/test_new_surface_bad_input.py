@@ -44,8 +44,14 @@ async def walled(api: Api, tmp_path: Path) -> AsyncIterator[tuple[Api, DurableLo
         await store.writer.close()
 
 
-async def refused(api: Api, method: str, path: str, body: Any, status: int = 400,
-                  headers: dict[str, str] | None = None) -> str:
+async def refused(
+    api: Api,
+    method: str,
+    path: str,
+    body: Any,
+    status: int = 400,
+    headers: dict[str, str] | None = None,
+) -> str:
     """The request is refused with `status` and a plain JSON error; returns its message."""
     resp = await api.client.request(method, path, json=body, headers=headers or {})
     answer = await resp.json()
@@ -59,13 +65,16 @@ async def refused(api: Api, method: str, path: str, body: Any, status: int = 400
 
 def fingerprint(api: Api) -> tuple[Any, ...]:
     state = api.service.state
-    return (sorted((k, repr(v)) for k, v in state.queues.items()),
-            sorted((k, repr(v.spec), v.state) for k, v in state.jobs.items()),
-            sorted((k, repr(v)) for k, v in state.reservations.items()))
+    return (
+        sorted((k, repr(v)) for k, v in state.queues.items()),
+        sorted((k, repr(v.spec), v.state) for k, v in state.jobs.items()),
+        sorted((k, repr(v)) for k, v in state.reservations.items()),
+    )
 
 
 async def test_queue_limits_past_what_the_wal_holds_are_a_plain_400(
-        walled: tuple[Api, DurableLog, Path]) -> None:
+    walled: tuple[Api, DurableLog, Path],
+) -> None:
     """max_running had no upper bound: 2**70 reached the encoder and came back as a
     `wire_error` quoting Cap'n Proto / Python int conversion."""
     api, store, _ = walled
@@ -80,8 +89,9 @@ async def test_queue_limits_past_what_the_wal_holds_are_a_plain_400(
 
 async def test_a_queue_preempts_each_queue_once(walled: tuple[Api, DurableLog, Path]) -> None:
     api, _, _ = walled
-    message = await refused(api, "POST", "/api/v1/queues",
-                            {"name": "q", "preempt": ["normal", "normal"]})
+    message = await refused(
+        api, "POST", "/api/v1/queues", {"name": "q", "preempt": ["normal", "normal"]}
+    )
     assert "preempt" in message
     await refused(api, "PATCH", "/api/v1/queues/short", {"preempt": ["normal", "normal"]})
     assert "q" not in api.service.state.queues
@@ -95,15 +105,17 @@ async def test_schema_item_rules_are_enforced(walled: tuple[Api, DurableLog, Pat
     ok = {"name": "r", "hosts": ["w1"], "start": now + 100, "end": now + 200, "users": ["alice"]}
     seq = store.writer.next_seq
     assert "host" in await refused(api, "POST", "/api/v1/reservations", ok | {"hosts": []})
-    message = await refused(api, "POST", "/api/v1/reservations",
-                            ok | {"flags": ["overlap", "overlap"]})
+    message = await refused(
+        api, "POST", "/api/v1/reservations", ok | {"flags": ["overlap", "overlap"]}
+    )
     assert "flags" in message
     assert api.service.state.reservations == {} and store.writer.next_seq == seq
 
 
 @pytest.mark.parametrize("address", ["h:99999", "h:65536", "[::1]:70000", "::::0", "h:0"])
-async def test_task_address_port_must_be_a_port(walled: tuple[Api, DurableLog, Path],
-                                                address: str) -> None:
+async def test_task_address_port_must_be_a_port(
+    walled: tuple[Api, DurableLog, Path], address: str
+) -> None:
     api, _, _ = walled
     body = {"host": "w2", "slots": 1, "memory_mb": 1, "task_address": address}
     message = await refused(api, "POST", "/api/v1/workers/register", body)
@@ -124,18 +136,21 @@ async def test_usage_past_any_real_figure_is_refused(walled: tuple[Api, DurableL
         body = {"attempt": 0, "exit_code": 0, "cpu_user_s": 1.0, key: 1.7e308}
         assert key in await refused(api, "POST", path, body, headers=WORKER)
         running = {"running": [{"job_id": job, "attempt": 0, key: 1.7e308}]}
-        assert key in await refused(api, "POST", "/api/v1/workers/w1/heartbeat", running,
-                                    headers=WORKER)
+        assert key in await refused(
+            api, "POST", "/api/v1/workers/w1/heartbeat", running, headers=WORKER
+        )
         shares = {"shares": [{"job_id": job, "attempt": 0, "cpu_user_s": 1.7e308}]}
-        assert "cpu_user_s" in await refused(api, "POST", "/api/v1/workers/w1/heartbeat",
-                                             shares, headers=WORKER)
+        assert "cpu_user_s" in await refused(
+            api, "POST", "/api/v1/workers/w1/heartbeat", shares, headers=WORKER
+        )
     assert store.writer.next_seq == seq and api.service.state.jobs[job].state.active
     await api.call("GET", "/api/v1/jobs", 200)
     await api.call("GET", f"/api/v1/jobs/{job}", 200)
 
 
 async def test_a_reservation_holds_no_more_slots_than_its_hosts_have(
-        walled: tuple[Api, DurableLog, Path]) -> None:
+    walled: tuple[Api, DurableLog, Path],
+) -> None:
     """slots (per host) past what a host has was stored as if it meant something (100000
     slots on a 4-slot host), reading back as a reservation of 100000 slots."""
     api, store, _ = walled
@@ -149,7 +164,8 @@ async def test_a_reservation_holds_no_more_slots_than_its_hosts_have(
 
 
 async def test_span_numbers_past_any_slot_count_are_refused(
-        walled: tuple[Api, DurableLog, Path]) -> None:
+    walled: tuple[Api, DurableLog, Path],
+) -> None:
     """span[ptile=99999999999999999999] was stored (submit and modify), where the same
     number in rusage[mem=...] is refused: past the most slots a job may ask for, it means
     nothing."""
@@ -158,8 +174,9 @@ async def test_span_numbers_past_any_slot_count_are_refused(
     seq = store.writer.next_seq
     for key in ("ptile", "block"):
         huge = f"span[{key}=99999999999999999999]"
-        message = await refused(api, "POST", "/api/v1/jobs",
-                                {"command": "true", "slots": 2, "resources": huge})
+        message = await refused(
+            api, "POST", "/api/v1/jobs", {"command": "true", "slots": 2, "resources": huge}
+        )
         assert key in message, message
         assert key in await refused(api, "PATCH", f"/api/v1/jobs/{job}", {"resources": huge})
     assert store.writer.next_seq == seq
@@ -167,18 +184,30 @@ async def test_span_numbers_past_any_slot_count_are_refused(
 
 
 BAD_SUBMITS: list[tuple[dict[str, Any], str]] = [
-    ({"begin": 1e308}, "begin"), ({"begin": "9999-12-31"}, "366 days"),
-    ({"begin": 2**70}, "begin"), ({"begin": -5}, "begin"), ({"begin": ""}, "begin"),
-    ({"begin": "a\x00b"}, "begin"), ({"begin": "now+99999999999d"}, "begin"),
-    ({"gres": {"": 1}}, "gres"), ({"gres": {"gpu\x00": 1}}, "gres"),
-    ({"gres": {"g" * 500: 1}}, "gres"), ({"gres": {"gpu": 1}}, "gpu"),
-    ({"licenses": {"nope": 1}}, "license"), ({"licenses": {"\u00e9": 1}}, "license"),
-    ({"reservation": "nosuch"}, "nosuch"), ({"reservation": ""}, "reservation"),
-    ({"priority": 1.5}, "priority"), ({"priority": True}, "priority"),
-    ({"priority": 2**70}, "priority"), ({"priority": -1}, "priority"),
+    ({"begin": 1e308}, "begin"),
+    ({"begin": "9999-12-31"}, "366 days"),
+    ({"begin": 2**70}, "begin"),
+    ({"begin": -5}, "begin"),
+    ({"begin": ""}, "begin"),
+    ({"begin": "a\x00b"}, "begin"),
+    ({"begin": "now+99999999999d"}, "begin"),
+    ({"gres": {"": 1}}, "gres"),
+    ({"gres": {"gpu\x00": 1}}, "gres"),
+    ({"gres": {"g" * 500: 1}}, "gres"),
+    ({"gres": {"gpu": 1}}, "gpu"),
+    ({"licenses": {"nope": 1}}, "license"),
+    ({"licenses": {"\u00e9": 1}}, "license"),
+    ({"reservation": "nosuch"}, "nosuch"),
+    ({"reservation": ""}, "reservation"),
+    ({"priority": 1.5}, "priority"),
+    ({"priority": True}, "priority"),
+    ({"priority": 2**70}, "priority"),
+    ({"priority": -1}, "priority"),
     ({"priority": 101}, "between 0 and 100"),
-    ({"exclusive": "yes"}, "exclusive"), ({"exclusive": True, "slots": 100000}, "slots"),
-    ({"mem_per_slot_mb": 2**40}, "MB"), ({"mem_per_slot_mb": -1}, "mem_per_slot_mb"),
+    ({"exclusive": "yes"}, "exclusive"),
+    ({"exclusive": True, "slots": 100000}, "slots"),
+    ({"mem_per_slot_mb": 2**40}, "MB"),
+    ({"mem_per_slot_mb": -1}, "mem_per_slot_mb"),
     ({"unknown": 1}, "unknown"),
 ]
 
@@ -189,33 +218,54 @@ async def test_bad_new_submit_fields(walled: tuple[Api, DurableLog, Path]) -> No
     for extra, expected in BAD_SUBMITS:
         message = await refused(api, "POST", "/api/v1/jobs", {"command": "true", **extra})
         assert expected in message, (extra, message)
-    message = await refused(api, "POST", "/api/v1/jobs", {"command": "true", "priority": 51},
-                            headers=ALICE)
+    message = await refused(
+        api, "POST", "/api/v1/jobs", {"command": "true", "priority": 51}, headers=ALICE
+    )
     assert "above the default" in message
     assert fingerprint(api) == before and store.writer.next_seq == seq
 
 
 async def test_bad_modifies_change_nothing_and_the_wal_replays(
-        walled: tuple[Api, DurableLog, Path]) -> None:
+    walled: tuple[Api, DurableLog, Path],
+) -> None:
     api, store, state_dir = walled
     await api.call("POST", "/api/v1/queues", 201, json={"name": "bobq", "users": ["bob"]})
-    job = (await api.call("POST", "/api/v1/jobs", 201, headers=ALICE,
-                          json={"command": "true", "hold": True, "walltime_s": 100}))["job_id"]
-    bobs = (await api.call("POST", "/api/v1/jobs", 201, headers=BOB,
-                           json={"command": "true", "hold": True}))["job_id"]
+    job = (
+        await api.call(
+            "POST",
+            "/api/v1/jobs",
+            201,
+            headers=ALICE,
+            json={"command": "true", "hold": True, "walltime_s": 100},
+        )
+    )["job_id"]
+    bobs = (
+        await api.call(
+            "POST", "/api/v1/jobs", 201, headers=BOB, json={"command": "true", "hold": True}
+        )
+    )["job_id"]
     before, seq = fingerprint(api), store.writer.next_seq
     path = f"/api/v1/jobs/{job}"
     for body, status, expected in [
-        ({"priority": 2**70}, 400, "priority"), ({"priority": 51}, 400, "above the default"),
-        ({"priority": "1"}, 400, "priority"), ({"walltime_s": 0.5}, 400, "walltime_s"),
-        ({"walltime_s": 200}, 403, "shorten"), ({"slots": 100000}, 400, "slots"),
-        ({"memory_mb": 2**40}, 400, "MB"), ({"queue": ""}, 400, "queue"),
-        ({"queue": "nosuch"}, 400, "does not exist"), ({"queue": "bobq"}, 403, "bobq"),
-        ({"name": "x" * 10000}, 400, "name"), ({"name": "a\x00"}, 400, "NUL"),
-        ({"dependency": "\x00"}, 400, "NUL"), ({"dependency": f"afterok:{job}"}, 400, "itself"),
+        ({"priority": 2**70}, 400, "priority"),
+        ({"priority": 51}, 400, "above the default"),
+        ({"priority": "1"}, 400, "priority"),
+        ({"walltime_s": 0.5}, 400, "walltime_s"),
+        ({"walltime_s": 200}, 403, "shorten"),
+        ({"slots": 100000}, 400, "slots"),
+        ({"memory_mb": 2**40}, 400, "MB"),
+        ({"queue": ""}, 400, "queue"),
+        ({"queue": "nosuch"}, 400, "does not exist"),
+        ({"queue": "bobq"}, 403, "bobq"),
+        ({"name": "x" * 10000}, 400, "name"),
+        ({"name": "a\x00"}, 400, "NUL"),
+        ({"dependency": "\x00"}, 400, "NUL"),
+        ({"dependency": f"afterok:{job}"}, 400, "itself"),
         ({"dependency": f"afterok:{bobs}"}, 404, "may not view"),
         ({"dependency": "afterok:" + "9" * 50}, 404, "does not exist"),
-        ({"hold": None}, 400, "hold"), ({"owner": "bob"}, 400, "owner"), ({}, 400, ""),
+        ({"hold": None}, 400, "hold"),
+        ({"owner": "bob"}, 400, "owner"),
+        ({}, 400, ""),
     ]:
         message = await refused(api, "PATCH", path, body, status, ALICE)
         assert expected in message, (body, message)
@@ -247,7 +297,8 @@ async def test_bad_reservations_change_nothing(walled: tuple[Api, DurableLog, Pa
         (ok | {"name": "z", "start": 2**41}, 400, "start"),
         (ok | {"name": "z", "end": None}, 400, "end"),
         (ok | {"name": "z", "users": ["\u00e9"]}, 400, "users"),
-        (ok | {"name": "a\x00"}, 400, "name"), (ok | {"name": "x" * 100}, 400, "name"),
+        (ok | {"name": "a\x00"}, 400, "name"),
+        (ok | {"name": "x" * 100}, 400, "name"),
         (ok | {"name": "z", "slots": -1}, 400, "slots"),
         (ok | {"name": "z", "description": "x" * 2000}, 400, "description"),
     ]:
@@ -262,20 +313,35 @@ async def test_bad_reservations_change_nothing(walled: tuple[Api, DurableLog, Pa
 
 
 async def test_bad_worker_reports_and_accounting_queries(
-        walled: tuple[Api, DurableLog, Path]) -> None:
+    walled: tuple[Api, DurableLog, Path],
+) -> None:
     api, _, _ = walled
-    for body in [{"host": "w2", "slots": 1, "memory_mb": 1, "gres": {"": ["0"]}},
-                 {"host": "w2", "slots": 1, "memory_mb": 1, "gres": {"gpu": ["0", "0"]}},
-                 {"host": "w2", "slots": 1, "memory_mb": 1, "gres": {"gpu": [""]}},
-                 {"host": "w2", "slots": 1, "memory_mb": 1, "gres": {"gpu": 2}}]:
+    for body in [
+        {"host": "w2", "slots": 1, "memory_mb": 1, "gres": {"": ["0"]}},
+        {"host": "w2", "slots": 1, "memory_mb": 1, "gres": {"gpu": ["0", "0"]}},
+        {"host": "w2", "slots": 1, "memory_mb": 1, "gres": {"gpu": [""]}},
+        {"host": "w2", "slots": 1, "memory_mb": 1, "gres": {"gpu": 2}},
+    ]:
         assert "gres" in await refused(api, "POST", "/api/v1/workers/register", body)
-    for body in [{"shares": [{"job_id": "1", "attempt": -1}]},
-                 {"shares": [{"job_id": "1", "attempt": 0, "cpu_user_s": -1}]},
-                 {"shares": [{"job_id": "1"}]}, {"shares": "x"}]:
-        assert "shares" in await refused(api, "POST", "/api/v1/workers/w1/heartbeat", body,
-                                         headers=WORKER)
-    for query in ["since=1e400", "since=nan", "until=inf", "limit=1e3",
-                  "limit=99999999999999999999", "job=%00", "next=%00", "time=x"]:
+    for body in [
+        {"shares": [{"job_id": "1", "attempt": -1}]},
+        {"shares": [{"job_id": "1", "attempt": 0, "cpu_user_s": -1}]},
+        {"shares": [{"job_id": "1"}]},
+        {"shares": "x"},
+    ]:
+        assert "shares" in await refused(
+            api, "POST", "/api/v1/workers/w1/heartbeat", body, headers=WORKER
+        )
+    for query in [
+        "since=1e400",
+        "since=nan",
+        "until=inf",
+        "limit=1e3",
+        "limit=99999999999999999999",
+        "job=%00",
+        "next=%00",
+        "time=x",
+    ]:
         for path in ("/api/v1/accounting/jobs", "/api/v1/accounting/summary"):
             if "limit" in query or "next" in query:
                 path = "/api/v1/accounting/jobs"
@@ -288,11 +354,14 @@ async def test_bad_worker_reports_and_accounting_queries(
 def test_the_new_routes_are_in_the_openapi_document_the_fuzzer_reads() -> None:
     """tests/fuzz/test_api_schemathesis.py fuzzes what this document lists."""
     paths = document()["paths"]
-    for path, methods in [("/api/v1/jobs/{job_id}", {"patch"}), ("/api/v1/priority", {"get"}),
-                          ("/api/v1/reservations", {"get", "post"}),
-                          ("/api/v1/reservations/{name}", {"get", "delete"}),
-                          ("/api/v1/accounting/jobs", {"get"}),
-                          ("/api/v1/accounting/summary", {"get"})]:
+    for path, methods in [
+        ("/api/v1/jobs/{job_id}", {"patch"}),
+        ("/api/v1/priority", {"get"}),
+        ("/api/v1/reservations", {"get", "post"}),
+        ("/api/v1/reservations/{name}", {"get", "delete"}),
+        ("/api/v1/accounting/jobs", {"get"}),
+        ("/api/v1/accounting/summary", {"get"}),
+    ]:
         assert methods <= set(paths.get(path, {})), path
     patch = paths["/api/v1/jobs/{job_id}"]["patch"]["requestBody"]["content"]
     assert "priority" in patch["application/json"]["schema"]["properties"]

@@ -98,15 +98,25 @@ async def test_documented_ok_status_matches_route(api: Api) -> None:
 
 async def test_public_routes_are_only_health_and_openapi(api: Api) -> None:
     doc = await fetch_doc(api)
-    public = {(p, m) for p, item in doc["paths"].items() for m, op in item.items()
-              if op["x-permission"] == "public"}
+    public = {
+        (p, m)
+        for p, item in doc["paths"].items()
+        for m, op in item.items()
+        if op["x-permission"] == "public"
+    }
     # Logging in cannot need a token: the login and OIDC device routes are public too; the
     # join routes carry their own credential (a one-time join token; the CA is public).
-    assert public == {("/healthz", "get"), ("/api/v1/openapi.json", "get"),
-                      ("/api/v1/auth/login", "post"), ("/api/v1/auth/device", "post"),
-                      ("/api/v1/auth/device/token", "post"),
-                      ("/api/v1/auth/authorize", "post"), ("/api/v1/auth/code", "post"),
-                      ("/api/v1/join/ca", "get"), ("/api/v1/join", "post")}
+    assert public == {
+        ("/healthz", "get"),
+        ("/api/v1/openapi.json", "get"),
+        ("/api/v1/auth/login", "post"),
+        ("/api/v1/auth/device", "post"),
+        ("/api/v1/auth/device/token", "post"),
+        ("/api/v1/auth/authorize", "post"),
+        ("/api/v1/auth/code", "post"),
+        ("/api/v1/join/ca", "get"),
+        ("/api/v1/join", "post"),
+    }
 
 
 def test_the_event_stream_is_documented_as_server_sent_events() -> None:

@@ -14,9 +14,18 @@ from xce.core import events as ev
 
 async def _queues(api: Api, mode: str = "suspend", min_run: int = 0) -> None:
     await api.call("POST", "/api/v1/queues", 201, json={"name": "low", "priority": 10})
-    await api.call("POST", "/api/v1/queues", 201, json={
-        "name": "high", "priority": 90, "preempt": ["low"], "preempt_mode": mode,
-        "preempt_min_run_s": min_run})
+    await api.call(
+        "POST",
+        "/api/v1/queues",
+        201,
+        json={
+            "name": "high",
+            "priority": 90,
+            "preempt": ["low"],
+            "preempt_mode": mode,
+            "preempt_min_run_s": min_run,
+        },
+    )
 
 
 async def _run(api: Api, **body: Any) -> str:
@@ -54,8 +63,9 @@ async def test_suspend_mode_victim_resumes_when_the_preemptor_ends(api: Api) -> 
     await api.service.schedule_once()
     assert _job(api, high).state.value == "RUN"
     assert _job(api, low).state.value == "SSUSP"  # no slot for it yet
-    polled = await api.call("GET", "/api/v1/workers/w1/assignments?version=0", 200,
-                            headers=as_user("w1", "worker"))
+    polled = await api.call(
+        "GET", "/api/v1/workers/w1/assignments?version=0", 200, headers=as_user("w1", "worker")
+    )
     actions = {j["job_id"]: j["action"] for j in polled["jobs"]}
     assert actions == {low: "stop", high: "run"}
     await _finish(api, high)
@@ -126,20 +136,22 @@ async def test_fewest_then_most_recent_victims_and_the_minimum_run_time(api: Api
     assert (await api.show(third))["reason"].startswith("waiting for free slots or memory")
 
 
-async def test_a_queue_that_does_not_preempt_waits_and_bad_settings_are_refused(
-        api: Api) -> None:
+async def test_a_queue_that_does_not_preempt_waits_and_bad_settings_are_refused(api: Api) -> None:
     await api.register("w1", slots=1)
     await api.call("POST", "/api/v1/queues", 201, json={"name": "low", "priority": 10})
     low = await _run(api, queue="low")
     waiting = await _run(api, queue="short")  # priority 50 but preempts nothing
     assert _job(api, low).state.value == "RUN" and _job(api, waiting).state.value == "PEND"
-    for body, expected in [({"preempt": ["nosuch"]}, "does not exist"),
-                           ({"preempt": ["short"]}, "cannot preempt itself"),
-                           ({"preempt_mode": "kill"}, "preempt_mode")]:
+    for body, expected in [
+        ({"preempt": ["nosuch"]}, "does not exist"),
+        ({"preempt": ["short"]}, "cannot preempt itself"),
+        ({"preempt_mode": "kill"}, "preempt_mode"),
+    ]:
         answer = await api.call("PATCH", "/api/v1/queues/short", 400, json=body)
         assert expected in answer["error"]["message"], answer
-    shown = await api.call("PATCH", "/api/v1/queues/short", 200,
-                           json={"preempt": ["low"], "preempt_mode": "requeue"})
+    shown = await api.call(
+        "PATCH", "/api/v1/queues/short", 200, json={"preempt": ["low"], "preempt_mode": "requeue"}
+    )
     assert shown["preempt"] == ["low"] and shown["preempt_mode"] == "requeue"
     await api.service.schedule_once()
     assert _job(api, low).requeue_requested

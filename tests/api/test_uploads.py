@@ -33,11 +33,18 @@ async def test_quota_counts_unused_uploads_per_user(secured: Api) -> None:
     assert "upload_quota_mb" in message
     # The refused upload left nothing behind, and other users have their own quota.
     assert sorted(p.name for p in (files.root / "uploads").iterdir()) == [
-        first["upload_id"], first["upload_id"] + ".json"]
+        first["upload_id"],
+        first["upload_id"] + ".json",
+    ]
     await _upload(secured, b"c" * 900, BOB)
     # A job that uses the upload takes it off the quota.
-    await secured.call("POST", "/api/v1/jobs", 201, headers=ALICE,
-                       json={"command": "cat in", "inputs": {"in": first["upload_id"]}})
+    await secured.call(
+        "POST",
+        "/api/v1/jobs",
+        201,
+        headers=ALICE,
+        json={"command": "cat in", "inputs": {"in": first["upload_id"]}},
+    )
     assert files.usage("alice") == 0
     second = await _upload(secured, b"d" * 1000, ALICE)
     await _upload(secured, b"e", ALICE, 413)
@@ -58,22 +65,30 @@ async def test_quota_in_megabytes_is_named_in_the_error(secured: Api) -> None:
 async def test_uploads_belong_to_their_owner(secured: Api) -> None:
     mine = (await _upload(secured, b"alice's data", ALICE))["upload_id"]
     # Bob can neither use nor delete it: to him it does not exist.
-    error = await secured.call("POST", "/api/v1/jobs", 404, headers=BOB,
-                               json={"command": "cat in", "inputs": {"in": mine}})
+    error = await secured.call(
+        "POST", "/api/v1/jobs", 404, headers=BOB, json={"command": "cat in", "inputs": {"in": mine}}
+    )
     assert mine in error["error"]["message"]
     await secured.call("DELETE", f"{UPLOADS}/{mine}", 404, headers=BOB)
-    assert [u["upload_id"] for u in
-            (await secured.call("GET", UPLOADS, 200, headers=BOB))["uploads"]] == []
+    assert [
+        u["upload_id"] for u in (await secured.call("GET", UPLOADS, 200, headers=BOB))["uploads"]
+    ] == []
     listed = await secured.call("GET", UPLOADS, 200, headers=ALICE)
     assert [u["upload_id"] for u in listed["uploads"]] == [mine]
     assert listed["used_bytes"] == len(b"alice's data")
     assert listed["quota_bytes"] == 10240 * 1024 * 1024
     # An admin sees, uses and deletes anyone's.
-    assert mine in [u["upload_id"] for u in
-                    (await secured.call("GET", UPLOADS, 200, headers=ADMIN))["uploads"]]
+    assert mine in [
+        u["upload_id"] for u in (await secured.call("GET", UPLOADS, 200, headers=ADMIN))["uploads"]
+    ]
     other = (await _upload(secured, b"more", ALICE))["upload_id"]
-    await secured.call("POST", "/api/v1/jobs", 201, headers=ADMIN,
-                       json={"command": "cat in", "user": "alice", "inputs": {"in": other}})
+    await secured.call(
+        "POST",
+        "/api/v1/jobs",
+        201,
+        headers=ADMIN,
+        json={"command": "cat in", "user": "alice", "inputs": {"in": other}},
+    )
     await secured.call("DELETE", f"{UPLOADS}/{mine}", 200, headers=ADMIN)
     await secured.call("DELETE", f"{UPLOADS}/{mine}", 404, headers=ADMIN)
     error = await secured.call("DELETE", f"{UPLOADS}/not-an-id", 400, headers=ALICE)
@@ -95,8 +110,13 @@ async def test_unused_uploads_expire(secured: Api) -> None:
     assert not (files.root / "uploads" / f"{old}.json").exists()
     assert not partial.exists()
     assert fresh[0] in files.uploads
-    await secured.call("POST", "/api/v1/jobs", 404, headers=ALICE,
-                       json={"command": "cat in", "inputs": {"in": old}})
+    await secured.call(
+        "POST",
+        "/api/v1/jobs",
+        404,
+        headers=ALICE,
+        json={"command": "cat in", "inputs": {"in": old}},
+    )
 
 
 async def test_a_restarted_controller_knows_owners_and_ages(secured: Api) -> None:
@@ -124,18 +144,21 @@ async def test_files_stay_private(secured: Api, tmp_path: Path) -> None:
     upload_id = (await _upload(secured, b"secret", ALICE))["upload_id"]
     for path in (files.root, files.root / "uploads", files.root / "jobs"):
         assert _mode(path) == 0o700, path
-    for path in (files.root / "uploads" / upload_id,
-                 files.root / "uploads" / f"{upload_id}.json"):
+    for path in (files.root / "uploads" / upload_id, files.root / "uploads" / f"{upload_id}.json"):
         assert _mode(path) == 0o600, path
-    job = await secured.call("POST", "/api/v1/jobs", 201, headers=ALICE,
-                             json={"command": "cat d/e/in", "inputs": {"d/e/in": upload_id}})
+    job = await secured.call(
+        "POST",
+        "/api/v1/jobs",
+        201,
+        headers=ALICE,
+        json={"command": "cat d/e/in", "inputs": {"d/e/in": upload_id}},
+    )
     base = files.root / "jobs" / job["job_id"]
     for path in (base, base / "inputs", base / "inputs" / "d", base / "inputs" / "d" / "e"):
         assert _mode(path) == 0o700, path
     assert _mode(base / "inputs" / "d" / "e" / "in") == 0o600
     # Outputs a worker returns, in nested directories.
-    size = await files.save_output(int(job["job_id"]), job["job_id"], "o/p/q.txt",
-                                   _chunks(b"out"))
+    size = await files.save_output(int(job["job_id"]), job["job_id"], "o/p/q.txt", _chunks(b"out"))
     assert size == 3
     out = base / "outputs" / job["job_id"]
     for path in (base / "outputs", out, out / "o", out / "o" / "p"):
@@ -182,8 +205,9 @@ async def test_uploads_in_flight_share_the_quota(tmp_path: Path) -> None:
 async def test_a_jobs_outputs_stop_at_the_per_job_limit(tmp_path: Path) -> None:
     """A job's outputs (stdout and stderr included) are capped per attempt: a job of many
     large files cannot fill the controller's disk (a second hostile review)."""
-    api, client = await start_api(make_settings(tmp_path, max_job_outputs_mb=1), tmp_path,
-                                  as_user("admin", "admin"))
+    api, client = await start_api(
+        make_settings(tmp_path, max_job_outputs_mb=1), tmp_path, as_user("admin", "admin")
+    )
     try:
         joined = await api.register("w1")  # the worker learns the limits when it joins
         assert joined["output_limits"] == {"file_bytes": 10 * 2**20, "job_bytes": 2**20}

@@ -40,7 +40,8 @@ async def test_add_authenticate_passwd_delete(tmp_path: Path) -> None:
     backend = ConfigFileBackend(path)
     assert isinstance(backend, PasswordBackend)
     assert await backend.authenticate("alice", "alice-password") == Principal(
-        "alice", ("physics", "hpc"), "configfile")
+        "alice", ("physics", "hpc"), "configfile"
+    )
     assert await backend.authenticate("alice", "wrong") is None
     assert await backend.authenticate("nobody", "alice-password") is None
     assert backend.roles_of("alice") == ("operator",) and backend.groups_of("bob") == ()
@@ -66,8 +67,9 @@ def test_bad_names(tmp_path: Path, name: str) -> None:
         UsersFile(tmp_path / "u.toml").add("ok", "password-1", groups=(name,))
 
 
-def test_a_failed_write_leaves_the_old_file(tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_leaves_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     users = UsersFile(tmp_path / "users.toml")
     users.add("alice", "alice-password")
     before = (tmp_path / "users.toml").read_bytes()
@@ -85,10 +87,13 @@ def test_a_failed_write_leaves_the_old_file(tmp_path: Path,
 def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     """Four processes add users at once: the lock serialises read-modify-write."""
     path = tmp_path / "users.toml"
-    code = ("import sys; from xce.auth.backends.configfile import UsersFile; "
-            "UsersFile(__import__('pathlib').Path(sys.argv[1])).add(sys.argv[2], 'pw-12345678')")
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), f"user{i}"])
-             for i in range(4)]
+    code = (
+        "import sys; from xce.auth.backends.configfile import UsersFile; "
+        "UsersFile(__import__('pathlib').Path(sys.argv[1])).add(sys.argv[2], 'pw-12345678')"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(path), f"user{i}"]) for i in range(4)
+    ]
     assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
     assert sorted(UsersFile(path).load()) == ["user0", "user1", "user2", "user3"]
 

@@ -40,11 +40,17 @@ def test_mutating_routes_are_never_public() -> None:
     """Only the ways in are public: logging in, and joining with a one-time join token (which
     is the credential; the cluster CA it returns is public knowledge)."""
     public = {(r.method, r.path) for r in all_routes() if r.permission == "public"}
-    assert public == {("GET", "/healthz"), ("GET", "/api/v1/openapi.json"),
-                      ("POST", "/api/v1/auth/login"), ("POST", "/api/v1/auth/device"),
-                      ("POST", "/api/v1/auth/device/token"),
-                      ("POST", "/api/v1/auth/authorize"), ("POST", "/api/v1/auth/code"),
-                      ("GET", "/api/v1/join/ca"), ("POST", "/api/v1/join")}
+    assert public == {
+        ("GET", "/healthz"),
+        ("GET", "/api/v1/openapi.json"),
+        ("POST", "/api/v1/auth/login"),
+        ("POST", "/api/v1/auth/device"),
+        ("POST", "/api/v1/auth/device/token"),
+        ("POST", "/api/v1/auth/authorize"),
+        ("POST", "/api/v1/auth/code"),
+        ("GET", "/api/v1/join/ca"),
+        ("POST", "/api/v1/join"),
+    }
 
 
 def test_default_roles() -> None:
@@ -58,8 +64,7 @@ def test_default_roles() -> None:
     assert job_scope(worker, "job:view") is None
     assert not allows(roles.permissions(["operator"]), "user:admin")
     assert roles.permissions(["admin"]) == frozenset(PERMISSIONS)
-    assert set(DEFAULT_ROLES) == {"user", "group-admin", "operator", "admin", "worker",
-                                  "standby"}
+    assert set(DEFAULT_ROLES) == {"user", "group-admin", "operator", "admin", "worker", "standby"}
 
 
 def test_wildcards_expand() -> None:
@@ -74,15 +79,21 @@ def test_roles_from_groups_and_defaults() -> None:
     assert roles.roles_for([], ["admin"]) == ("admin",)
 
 
-@pytest.mark.parametrize(("role", "owner", "expected"), [
-    ("user", "alice", True), ("user", "carol", False), ("user", "bob", False),
-    ("group-admin", "carol", True), ("group-admin", "bob", False),
-    ("operator", "bob", True), ("worker", "alice", False),
-])
+@pytest.mark.parametrize(
+    ("role", "owner", "expected"),
+    [
+        ("user", "alice", True),
+        ("user", "carol", False),
+        ("user", "bob", False),
+        ("group-admin", "carol", True),
+        ("group-admin", "bob", False),
+        ("operator", "bob", True),
+        ("worker", "alice", False),
+    ],
+)
 def test_scopes(role: str, owner: str, expected: bool) -> None:
     perms = RoleMap().permissions([role])
-    assert may_touch("alice", GROUPS["alice"], perms, "job:control", owner,
-                     groups_of) is expected
+    assert may_touch("alice", GROUPS["alice"], perms, "job:control", owner, groups_of) is expected
     if not expected:
         with pytest.raises(Forbidden, match=f"alice may not control job 7 of user {owner}"):
             check_job("alice", GROUPS["alice"], perms, "job:control", owner, "7", groups_of)

@@ -31,8 +31,17 @@ def _b64(data: bytes) -> str:
 
 def _claims(**over: Any) -> dict[str, Any]:
     now = int(time.time())
-    claims = {"iss": "xce", "aud": "xce-api", "sub": "mallory", "iat": now, "nbf": now,
-              "exp": now + 600, "roles": ["admin"], "groups": [], "typ": "user"}
+    claims = {
+        "iss": "xce",
+        "aud": "xce-api",
+        "sub": "mallory",
+        "iat": now,
+        "nbf": now,
+        "exp": now + 600,
+        "roles": ["admin"],
+        "groups": [],
+        "typ": "user",
+    }
     claims.update(over)
     return {k: v for k, v in claims.items() if v is not None}
 
@@ -52,7 +61,11 @@ def test_round_trip(tokens: TokenService) -> None:
     token, expires = tokens.issue("alice", ("physics",), ("user",))
     claims = tokens.verify(token)
     assert (claims.user, claims.groups, claims.roles, claims.kind) == (
-        "alice", ("physics",), ("user",), "user")
+        "alice",
+        ("physics",),
+        ("user",),
+        "user",
+    )
     assert claims.expires_at == expires and expires - time.time() == pytest.approx(3600, abs=5)
     header = jwt.get_unverified_header(token)
     assert header == {"alg": "EdDSA", "kid": tokens.keys.current_kid, "typ": "JWT"}
@@ -88,8 +101,9 @@ def test_every_registered_claim_is_required(tokens: TokenService, claim: str) ->
 
 def test_wrong_key_with_the_right_kid(tokens: TokenService) -> None:
     other = Ed25519PrivateKey.generate()
-    token = jwt.encode(_claims(), other, algorithm="EdDSA",
-                       headers={"kid": tokens.keys.current_kid})
+    token = jwt.encode(
+        _claims(), other, algorithm="EdDSA", headers={"kid": tokens.keys.current_kid}
+    )
     assert "signature" in refused(tokens, token).lower()
 
 
@@ -103,18 +117,15 @@ def test_unknown_kid(tokens: TokenService) -> None:
 
 def test_alg_none(tokens: TokenService) -> None:
     header = {"alg": "none", "typ": "JWT", "kid": tokens.keys.current_kid}
-    token = (f"{_b64(json.dumps(header).encode())}."
-             f"{_b64(json.dumps(_claims()).encode())}.")
+    token = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(_claims()).encode())}."
     assert "'none' is not accepted" in refused(tokens, token)
 
 
 def test_hs256_signed_with_the_public_key(tokens: TokenService) -> None:
     """The classic confusion: HMAC keyed with the (public) verification key."""
     header = {"alg": "HS256", "typ": "JWT", "kid": tokens.keys.current_kid}
-    signing_input = (f"{_b64(json.dumps(header).encode())}."
-                     f"{_b64(json.dumps(_claims()).encode())}")
-    for secret in (tokens.keys.current.public_pem(),
-                   tokens.keys.current.public.public_bytes_raw()):
+    signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(_claims()).encode())}"
+    for secret in (tokens.keys.current.public_pem(), tokens.keys.current.public.public_bytes_raw()):
         mac = hmac.new(secret, signing_input.encode(), hashlib.sha256).digest()
         assert "'HS256' is not accepted" in refused(tokens, f"{signing_input}.{_b64(mac)}")
 
@@ -149,8 +160,7 @@ def test_revocation_is_per_user_and_durable(tmp_path: Path, tokens: TokenService
     assert reopened.verify(fresh).user == "alice"
 
 
-def test_rotation_keeps_old_tokens_until_they_expire(tmp_path: Path,
-                                                     tokens: TokenService) -> None:
+def test_rotation_keeps_old_tokens_until_they_expire(tmp_path: Path, tokens: TokenService) -> None:
     old_kid = tokens.keys.current_kid
     old, _ = tokens.issue("alice", (), ("user",))
     tokens.keys.rotate()

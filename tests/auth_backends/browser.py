@@ -35,15 +35,16 @@ class Browser:
     async def close(self) -> None:
         await self.session.close()
 
-    async def _submit_first_form(self, base: str, page: str,
-                                 extra: dict[str, str] | None = None,
-                                 drop: tuple[str, ...] = ()) -> tuple[str, str]:
+    async def _submit_first_form(
+        self, base: str, page: str, extra: dict[str, str] | None = None, drop: tuple[str, ...] = ()
+    ) -> tuple[str, str]:
         match = _FORM.search(page)
         assert match, f"no form on the page: {page[:500]}"
         fields = {k: v for k, v in _hidden_inputs(match.group(2)).items() if k not in drop}
         url = urllib.parse.urljoin(base, html.unescape(match.group(1)))
-        async with self.session.post(url, data={**fields, **(extra or {})},
-                                     ssl=self.ssl) as response:
+        async with self.session.post(
+            url, data={**fields, **(extra or {})}, ssl=self.ssl
+        ) as response:
             return str(response.url), await response.text()
 
     async def confirm_device(self, verification_uri_complete: str, approve: bool = True) -> str:
@@ -54,8 +55,7 @@ class Browser:
         assert "op.deviceConfirmForm" in page, page[:500]
         if approve:
             return (await self._submit_first_form(url, page))[1]
-        return (await self._submit_first_form(url, page, {"abort": "yes"},
-                                              drop=("confirm",)))[1]
+        return (await self._submit_first_form(url, page, {"abort": "yes"}, drop=("confirm",)))[1]
 
     async def authorize(self, url: str, redirect_uri: str) -> dict[str, str]:
         """Follow the authorization request's redirects until the client's redirect_uri;

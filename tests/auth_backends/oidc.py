@@ -22,12 +22,16 @@ from tests.auth_backends.slapd import free_port
 
 OIDC_DIR = Path(__file__).resolve().parent.parent / "oidc"
 CLIENT_ID = "xce"
-QUICK_CLIENT_ID = "xce-quick"          # its device codes expire after 1 s
+QUICK_CLIENT_ID = "xce-quick"  # its device codes expire after 1 s
 CONFIDENTIAL_CLIENT_ID = "xce-confidential"
 CLIENT_SECRET = "xce-confidential-secret"
 REDIRECT_URI = "http://127.0.0.1:9/xce/callback"
-ALICE = {"preferred_username": "alice", "name": "Alice", "groups": ["hpc", "physics"],
-         "userinfo_only": {"department": "theory"}}
+ALICE = {
+    "preferred_username": "alice",
+    "name": "Alice",
+    "groups": ["hpc", "physics"],
+    "userinfo_only": {"department": "theory"},
+}
 
 
 def node_available() -> str | None:
@@ -40,8 +44,13 @@ def node_available() -> str | None:
 def ensure_node_modules() -> None:
     """Install tests/oidc's locked packages once (CI runs `npm ci --prefix tests/oidc`)."""
     if not (OIDC_DIR / "node_modules" / "oidc-provider").is_dir():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=OIDC_DIR, check=True,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund"],
+            cwd=OIDC_DIR,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
 
 
 def rsa_jwk(kid: str) -> tuple[rsa.RSAPrivateKey, dict[str, Any]]:
@@ -59,15 +68,23 @@ def ec_jwk(kid: str) -> tuple[ec.EllipticCurvePrivateKey, dict[str, Any]]:
 
 
 def clients() -> list[dict[str, Any]]:
-    public = {"token_endpoint_auth_method": "none", "application_type": "native",
-              "grant_types": ["authorization_code",
-                              "urn:ietf:params:oauth:grant-type:device_code"],
-              "response_types": ["code"], "redirect_uris": [REDIRECT_URI]}
+    public = {
+        "token_endpoint_auth_method": "none",
+        "application_type": "native",
+        "grant_types": ["authorization_code", "urn:ietf:params:oauth:grant-type:device_code"],
+        "response_types": ["code"],
+        "redirect_uris": [REDIRECT_URI],
+    }
     return [
         {"client_id": CLIENT_ID, **public},
         {"client_id": QUICK_CLIENT_ID, **public},
-        {**public, "client_id": CONFIDENTIAL_CLIENT_ID, "client_secret": CLIENT_SECRET,
-         "token_endpoint_auth_method": "client_secret_basic", "application_type": "web"},
+        {
+            **public,
+            "client_id": CONFIDENTIAL_CLIENT_ID,
+            "client_secret": CLIENT_SECRET,
+            "token_endpoint_auth_method": "client_secret_basic",
+            "application_type": "web",
+        },
     ]
 
 
@@ -101,15 +118,28 @@ class OidcProvider:
     def start(self) -> None:
         ensure_node_modules()
         config = self.root / f"provider-{self.port}.json"
-        config.write_text(json.dumps({
-            "port": self.port, "cert_file": str(self.cert_file), "key_file": str(self.key_file),
-            "jwks": {"keys": self.jwks}, "clients": clients(), "accounts": {"alice-sub": ALICE},
-            "login_as": "alice-sub", "device_interval": self.device_interval,
-        }))
+        config.write_text(
+            json.dumps(
+                {
+                    "port": self.port,
+                    "cert_file": str(self.cert_file),
+                    "key_file": str(self.key_file),
+                    "jwks": {"keys": self.jwks},
+                    "clients": clients(),
+                    "accounts": {"alice-sub": ALICE},
+                    "login_as": "alice-sub",
+                    "device_interval": self.device_interval,
+                }
+            )
+        )
         self.output = []
         self.process = subprocess.Popen(
-            ["node", str(OIDC_DIR / "provider.mjs"), str(config)], cwd=OIDC_DIR,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            ["node", str(OIDC_DIR / "provider.mjs"), str(config)],
+            cwd=OIDC_DIR,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         ready = threading.Event()
 
         def read() -> None:

@@ -52,11 +52,13 @@ def directory_ldif() -> str:
             f"dn: uid={uid},ou=people,{SUFFIX}\nobjectClass: inetOrgPerson\n"
             f"objectClass: posixAccount\nuid: {uid}\ncn: {uid.title()}\nsn: {uid.title()}\n"
             f"uidNumber: {uid_number}\ngidNumber: 20000\nhomeDirectory: /home/{uid}\n"
-            f"userPassword: {ssha(password)}")
+            f"userPassword: {ssha(password)}"
+        )
     # A user without any password: a bind with an empty password would be "anonymous".
     entries.append(
         f"dn: uid=nopass,ou=people,{SUFFIX}\nobjectClass: inetOrgPerson\nuid: nopass\n"
-        "cn: Nopass\nsn: Nopass")
+        "cn: Nopass\nsn: Nopass"
+    )
     entries += [
         f"dn: cn=physics,ou=groups,{SUFFIX}\nobjectClass: groupOfNames\ncn: physics\n"
         f"member: uid=alice,ou=people,{SUFFIX}",
@@ -70,13 +72,14 @@ def directory_ldif() -> str:
 
 def slapd_conf(root: Path, cert_file: Path, key_file: Path, ca_file: Path) -> str:
     schema = Path("/etc/ldap/schema")
-    includes = "".join(f"include {schema / n}.schema\n"
-                       for n in ("core", "cosine", "nis", "inetorgperson"))
+    includes = "".join(
+        f"include {schema / n}.schema\n" for n in ("core", "cosine", "nis", "inetorgperson")
+    )
     return f"""{includes}
 modulepath /usr/lib/ldap
 moduleload back_mdb
-pidfile {root / 'slapd.pid'}
-argsfile {root / 'slapd.args'}
+pidfile {root / "slapd.pid"}
+argsfile {root / "slapd.args"}
 TLSCACertificateFile {ca_file}
 TLSCertificateFile {cert_file}
 TLSCertificateKeyFile {key_file}
@@ -85,8 +88,8 @@ database mdb
 maxsize 16777216
 suffix "{SUFFIX}"
 rootdn "cn=admin,{SUFFIX}"
-rootpw {ssha('admin-secret')}
-directory {root / 'data'}
+rootpw {ssha("admin-secret")}
+directory {root / "data"}
 access to attrs=userPassword
     by anonymous auth
     by * none
@@ -131,15 +134,27 @@ def start_slapd(root: Path, cert_file: Path, key_file: Path, ca_file: Path) -> S
     conf.write_text(slapd_conf(root, cert_file, key_file, ca_file))
     ldif = root / "directory.ldif"
     ldif.write_text(directory_ldif())
-    subprocess.run([shutil.which("slapadd") or "/usr/sbin/slapadd", "-f", str(conf),
-                    "-l", str(ldif)], check=True, capture_output=True)
+    subprocess.run(
+        [shutil.which("slapadd") or "/usr/sbin/slapadd", "-f", str(conf), "-l", str(ldif)],
+        check=True,
+        capture_output=True,
+    )
     ldap_port, ldaps_port = free_port(), free_port()
     log_file = root / "slapd.log"
     with log_file.open("wb") as log:
         process = subprocess.Popen(
-            [slapd, "-d", "0", "-f", str(conf), "-h",
-             f"ldap://127.0.0.1:{ldap_port}/ ldaps://127.0.0.1:{ldaps_port}/"],
-            stdout=log, stderr=subprocess.STDOUT)
+            [
+                slapd,
+                "-d",
+                "0",
+                "-f",
+                str(conf),
+                "-h",
+                f"ldap://127.0.0.1:{ldap_port}/ ldaps://127.0.0.1:{ldaps_port}/",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     server = Slapd(process, ldap_port, ldaps_port, log_file)
     deadline = time.monotonic() + 15
     while True:

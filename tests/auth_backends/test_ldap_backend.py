@@ -25,9 +25,10 @@ from xce.auth.backends import BackendUnavailable, PasswordBackend, build_backend
 from xce.auth.backends.ldap import LdapBackend
 from xce.config import ConfigError
 
-pytestmark = pytest.mark.skipif(shutil.which("slapd") is None and
-                                not Path("/usr/sbin/slapd").exists(),
-                                reason="OpenLDAP slapd is not installed (apt-get install slapd)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("slapd") is None and not Path("/usr/sbin/slapd").exists(),
+    reason="OpenLDAP slapd is not installed (apt-get install slapd)",
+)
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,13 @@ def directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Directory]:
 
 def config(d: Directory, **overrides: Any) -> dict[str, Any]:
     section: dict[str, Any] = {
-        "type": "ldap", "url": d.server.ldaps_url, "ca_file": str(d.ca_file),
-        "bind_dn": SERVICE_DN, "bind_password_file": str(d.password_file),
-        "user_base": f"ou=people,{SUFFIX}", "group_base": f"ou=groups,{SUFFIX}",
+        "type": "ldap",
+        "url": d.server.ldaps_url,
+        "ca_file": str(d.ca_file),
+        "bind_dn": SERVICE_DN,
+        "bind_password_file": str(d.password_file),
+        "user_base": f"ou=people,{SUFFIX}",
+        "group_base": f"ou=groups,{SUFFIX}",
         "timeout_s": 3,
     }
     section.update(overrides)
@@ -93,24 +98,26 @@ async def test_user_name_is_returned_as_the_directory_spells_it(directory: Direc
 
 
 async def test_without_group_base_there_are_no_groups(directory: Directory) -> None:
-    principal = await backend(directory, group_base=None).authenticate(
-        "alice", PASSWORDS["alice"])
+    principal = await backend(directory, group_base=None).authenticate("alice", PASSWORDS["alice"])
     assert principal is not None and principal.groups == ()
 
 
-@pytest.mark.parametrize(("user", "password"), [
-    ("alice", "wrong"),                 # wrong password
-    ("alice", PASSWORDS["bob"]),        # another user's password
-    ("nosuchuser", "alice-pw"),         # unknown user
-    ("nopass", "anything"),             # entry without a password
-])
-async def test_bad_credentials_are_refused(directory: Directory, user: str,
-                                           password: str) -> None:
+@pytest.mark.parametrize(
+    ("user", "password"),
+    [
+        ("alice", "wrong"),  # wrong password
+        ("alice", PASSWORDS["bob"]),  # another user's password
+        ("nosuchuser", "alice-pw"),  # unknown user
+        ("nopass", "anything"),  # entry without a password
+    ],
+)
+async def test_bad_credentials_are_refused(directory: Directory, user: str, password: str) -> None:
     assert await backend(directory).authenticate(user, password) is None
 
 
-@pytest.mark.parametrize("user", ["*", "*)(uid=*", "alice)(|(uid=*", "al*", "*)(objectClass=*",
-                                  "alice\\2a", "\\*"])
+@pytest.mark.parametrize(
+    "user", ["*", "*)(uid=*", "alice)(|(uid=*", "al*", "*)(objectClass=*", "alice\\2a", "\\*"]
+)
 async def test_filter_injection_does_not_log_in(directory: Directory, user: str) -> None:
     b = backend(directory)
     for password in {*PASSWORDS.values(), "x"}:
@@ -122,9 +129,14 @@ async def test_injection_would_have_matched_without_escaping(directory: Director
     import ssl
 
     from ldap3 import Connection, Server, Tls
+
     tls = Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=str(directory.ca_file))
-    conn = Connection(Server(directory.server.ldaps_url, use_ssl=True, tls=tls),
-                      SERVICE_DN, SERVICE_PASSWORD, auto_bind=True)
+    conn = Connection(
+        Server(directory.server.ldaps_url, use_ssl=True, tls=tls),
+        SERVICE_DN,
+        SERVICE_PASSWORD,
+        auto_bind=True,
+    )
     conn.search(f"ou=people,{SUFFIX}", "(&(objectClass=posixAccount)(uid=*))")
     assert len(conn.entries) == len(PASSWORDS)
     conn.unbind()
@@ -136,10 +148,15 @@ async def test_empty_password_is_refused(directory: Directory, user: str) -> Non
 
 
 async def test_untrusted_server_certificate_is_refused(directory: Directory) -> None:
-    for overrides in ({"ca_file": str(directory.other_ca_file)},
-                      {"ca_file": str(directory.other_ca_file),
-                       "url": directory.server.ldap_url, "start_tls": True},
-                      {"ca_file": None}):  # system CAs do not know the test CA either
+    for overrides in (
+        {"ca_file": str(directory.other_ca_file)},
+        {
+            "ca_file": str(directory.other_ca_file),
+            "url": directory.server.ldap_url,
+            "start_tls": True,
+        },
+        {"ca_file": None},
+    ):  # system CAs do not know the test CA either
         with pytest.raises(BackendUnavailable, match="certificate verify failed"):
             await backend(directory, **overrides).authenticate("alice", PASSWORDS["alice"])
 
@@ -171,7 +188,8 @@ async def test_wrong_service_password_is_backend_unavailable(directory: Director
     wrong.write_text("not-the-password\n")
     with pytest.raises(BackendUnavailable, match="service bind"):
         await backend(directory, bind_password_file=str(wrong)).authenticate(
-            "alice", PASSWORDS["alice"])
+            "alice", PASSWORDS["alice"]
+        )
 
 
 async def test_anonymous_search_is_denied_by_this_directory(directory: Directory) -> None:
@@ -188,21 +206,25 @@ def test_a_ca_file_that_is_not_a_certificate_is_a_config_error(directory: Direct
         backend(directory, ca_file=str(bogus))
 
 
-@pytest.mark.parametrize(("overrides", "message"), [
-    ({"url": "http://127.0.0.1"}, r"auth\.backend\[1\]\.url must be ldap://"),
-    ({"url": "ldap://ldap.example.org"}, r"auth\.backend\[1\]\.url sends passwords in clear"),
-    ({"url": "ldaps://h:99999"}, r"auth\.backend\[1\]\.url has a bad port"),
-    ({"start_tls": True}, r"auth\.backend\[1\]\.start_tls cannot be used with ldaps"),
-    ({"start_tls": "yes"}, r"auth\.backend\[1\]\.start_tls must be a bool"),
-    ({"user_filter": "(uid=alice)"}, r"auth\.backend\[1\]\.user_filter must be an LDAP filter"),
-    ({"bind_password_file": None}, r"auth\.backend\[1\]\.bind_password_file is required"),
-    ({"bind_password_file": "missing"}, r"auth\.backend\[1\]\.bind_password_file .*missing"),
-    ({"ca_file": "nope.pem"}, r"auth\.backend\[1\]\.ca_file .*nope\.pem"),
-    ({"user_base": None}, r"auth\.backend\[1\]\.user_base is required"),
-    ({"timeout_s": 0}, r"auth\.backend\[1\]\.timeout_s must be positive"),
-    ({"group_bse": "x"}, r"unknown key auth\.backend\[1\]\.group_bse"),
-])
-def test_config_errors_name_the_key(directory: Directory, overrides: dict[str, Any],
-                                    message: str) -> None:
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"url": "http://127.0.0.1"}, r"auth\.backend\[1\]\.url must be ldap://"),
+        ({"url": "ldap://ldap.example.org"}, r"auth\.backend\[1\]\.url sends passwords in clear"),
+        ({"url": "ldaps://h:99999"}, r"auth\.backend\[1\]\.url has a bad port"),
+        ({"start_tls": True}, r"auth\.backend\[1\]\.start_tls cannot be used with ldaps"),
+        ({"start_tls": "yes"}, r"auth\.backend\[1\]\.start_tls must be a bool"),
+        ({"user_filter": "(uid=alice)"}, r"auth\.backend\[1\]\.user_filter must be an LDAP filter"),
+        ({"bind_password_file": None}, r"auth\.backend\[1\]\.bind_password_file is required"),
+        ({"bind_password_file": "missing"}, r"auth\.backend\[1\]\.bind_password_file .*missing"),
+        ({"ca_file": "nope.pem"}, r"auth\.backend\[1\]\.ca_file .*nope\.pem"),
+        ({"user_base": None}, r"auth\.backend\[1\]\.user_base is required"),
+        ({"timeout_s": 0}, r"auth\.backend\[1\]\.timeout_s must be positive"),
+        ({"group_bse": "x"}, r"unknown key auth\.backend\[1\]\.group_bse"),
+    ],
+)
+def test_config_errors_name_the_key(
+    directory: Directory, overrides: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ConfigError, match=message):
         backend(directory, **overrides)

@@ -58,7 +58,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     other = make_ca(root / "other", "Untrusted CA")
     cert, key = issue_server_cert(ca, root / "pki", "provider")
     provider = OidcProvider(root, ca.cert_file, cert, key)
-    provider.add_key("rsa-1")          # signs ID tokens (RS256 is the clients' default)
+    provider.add_key("rsa-1")  # signs ID tokens (RS256 is the clients' default)
     provider.add_key("ec-1", "ES256")
     provider.start()
     try:
@@ -75,9 +75,14 @@ async def browser(env: Env) -> AsyncIterator[Browser]:
 
 
 def section(env: Env, **overrides: Any) -> dict[str, Any]:
-    s: dict[str, Any] = {"type": "oauth2", "issuer": env.provider.issuer, "client_id": CLIENT_ID,
-                         "ca_file": str(env.ca_file), "scopes": ["openid", "profile", "groups"],
-                         "timeout_s": 5}
+    s: dict[str, Any] = {
+        "type": "oauth2",
+        "issuer": env.provider.issuer,
+        "client_id": CLIENT_ID,
+        "ca_file": str(env.ca_file),
+        "scopes": ["openid", "profile", "groups"],
+        "timeout_s": 5,
+    }
     s.update(overrides)
     return {k: v for k, v in s.items() if v is not None}
 
@@ -86,25 +91,36 @@ def backend(env: Env, **overrides: Any) -> OAuth2Backend:
     return build_backend(section(env, **overrides), env.root, "auth.backend[3]")
 
 
-def forge(env: Env, kid: str = "rsa-1", alg: str = "RS256", key: Any = None,
-          **claims: Any) -> str:
+def forge(env: Env, kid: str = "rsa-1", alg: str = "RS256", key: Any = None, **claims: Any) -> str:
     """An ID token signed like the provider would (or with `key`), claims overridable."""
     now = int(time.time())
-    body = {"iss": env.provider.issuer, "aud": CLIENT_ID, "sub": "alice-sub", "iat": now,
-            "exp": now + 300, "preferred_username": "alice", "groups": ["hpc", "physics"]}
+    body = {
+        "iss": env.provider.issuer,
+        "aud": CLIENT_ID,
+        "sub": "alice-sub",
+        "iat": now,
+        "exp": now + 300,
+        "preferred_username": "alice",
+        "groups": ["hpc", "physics"],
+    }
     body.update(claims)
     body = {k: v for k, v in body.items() if v is not None}
-    return jwt.encode(body, key if key is not None else env.provider.keys[kid], algorithm=alg,
-                      headers={"kid": kid} if kid else None)
+    return jwt.encode(
+        body,
+        key if key is not None else env.provider.keys[kid],
+        algorithm=alg,
+        headers={"kid": kid} if kid else None,
+    )
 
 
 # --- discovery and the positive paths ------------------------------------------------------
+
 
 async def test_only_advertised_asymmetric_algorithms_are_allowed(env: Env) -> None:
     assert isinstance(backend(env), OidcBackend)
     b = backend(env)
     advertised = (await b.provider.metadata())["id_token_signing_alg_values_supported"]
-    assert "HS256" in advertised                      # the provider offers it ...
+    assert "HS256" in advertised  # the provider offers it ...
     assert await b.provider.allowed_algorithms() == {"RS256", "ES256"}  # ... we never take it
 
 
@@ -120,7 +136,10 @@ async def test_device_flow_logs_in(env: Env, browser: Browser) -> None:
     principal = await b.poll_device_flow(started.device_code)
     assert principal is not None
     assert (principal.user, principal.groups, principal.backend) == (
-        "alice", ("hpc", "physics"), "oauth2")
+        "alice",
+        ("hpc", "physics"),
+        "oauth2",
+    )
     with pytest.raises(AuthDenied):  # a device code is good for one login only
         await b.poll_device_flow(started.device_code)
 
@@ -176,11 +195,13 @@ async def test_authorization_code_with_pkce(env: Env, browser: Browser) -> None:
 
 
 async def test_authorization_code_with_the_wrong_verifier_is_refused(
-        env: Env, browser: Browser) -> None:
+    env: Env, browser: Browser
+) -> None:
     b = backend(env)
     verifier = secrets.token_urlsafe(48)
-    answer = await browser.authorize(await b.authorization_url(REDIRECT_URI, "s", verifier),
-                                     REDIRECT_URI)
+    answer = await browser.authorize(
+        await b.authorization_url(REDIRECT_URI, "s", verifier), REDIRECT_URI
+    )
     with pytest.raises(AuthDenied, match="invalid_grant"):
         await b.exchange_code(answer["code"], REDIRECT_URI, secrets.token_urlsafe(48))
 
@@ -196,20 +217,23 @@ async def test_confidential_client_uses_its_secret(env: Env, browser: Browser) -
     secret_file.write_text(CLIENT_SECRET + "\n")
     b = backend(env, client_id=CONFIDENTIAL_CLIENT_ID, client_secret_file=str(secret_file))
     verifier = secrets.token_urlsafe(48)
-    answer = await browser.authorize(await b.authorization_url(REDIRECT_URI, "s", verifier),
-                                     REDIRECT_URI)
+    answer = await browser.authorize(
+        await b.authorization_url(REDIRECT_URI, "s", verifier), REDIRECT_URI
+    )
     principal = await b.exchange_code(answer["code"], REDIRECT_URI, verifier)
     assert principal.user == "alice"
     secret_file.write_text("wrong-secret\n")
     wrong = backend(env, client_id=CONFIDENTIAL_CLIENT_ID, client_secret_file=str(secret_file))
     answer = await browser.authorize(
-        await wrong.authorization_url(REDIRECT_URI, "s", verifier), REDIRECT_URI)
+        await wrong.authorization_url(REDIRECT_URI, "s", verifier), REDIRECT_URI
+    )
     with pytest.raises(AuthDenied, match="invalid_client"):
         await wrong.exchange_code(answer["code"], REDIRECT_URI, verifier)
 
 
 async def test_claims_missing_from_the_id_token_come_from_userinfo(
-        env: Env, browser: Browser) -> None:
+    env: Env, browser: Browser
+) -> None:
     b = backend(env, groups_claim="department")
     started = await b.start_device_flow()
     await browser.confirm_device(started.verification_uri_complete)
@@ -227,6 +251,7 @@ async def test_claims_are_mapped_as_configured(env: Env) -> None:
 
 # --- forged and broken tokens ---------------------------------------------------------------
 
+
 async def test_a_correct_token_is_accepted(env: Env) -> None:
     """The positive control for the negative tests below (same forge, nothing wrong)."""
     for kid, alg in (("rsa-1", "RS256"), ("ec-1", "ES256")):
@@ -235,29 +260,52 @@ async def test_a_correct_token_is_accepted(env: Env) -> None:
 
 
 def _public_pem(env: Env) -> bytes:
-    return env.provider.keys["rsa-1"].public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return (
+        env.provider.keys["rsa-1"]
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
 
 
 def _hs256_with_public_key(env: Env) -> str:
     """The algorithm-confusion attack, built by hand (PyJWT refuses to sign it)."""
+
     def b64(data: bytes) -> bytes:
         return base64.urlsafe_b64encode(data).rstrip(b"=")
 
     now = int(time.time())
     header = b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": "rsa-1"}).encode())
-    body = b64(json.dumps({"iss": env.provider.issuer, "aud": CLIENT_ID, "sub": "alice-sub",
-                           "iat": now, "exp": now + 300,
-                           "preferred_username": "alice"}).encode())
+    body = b64(
+        json.dumps(
+            {
+                "iss": env.provider.issuer,
+                "aud": CLIENT_ID,
+                "sub": "alice-sub",
+                "iat": now,
+                "exp": now + 300,
+                "preferred_username": "alice",
+            }
+        ).encode()
+    )
     signature = hmac.new(_public_pem(env), header + b"." + body, hashlib.sha256).digest()
     return (header + b"." + body + b"." + b64(signature)).decode()
 
 
 def _alg_none(env: Env) -> str:
     now = int(time.time())
-    return jwt.encode({"iss": env.provider.issuer, "aud": CLIENT_ID, "sub": "alice-sub",
-                       "iat": now, "exp": now + 300, "preferred_username": "alice"},
-                      None, algorithm="none", headers={"kid": "rsa-1"})
+    return jwt.encode(
+        {
+            "iss": env.provider.issuer,
+            "aud": CLIENT_ID,
+            "sub": "alice-sub",
+            "iat": now,
+            "exp": now + 300,
+            "preferred_username": "alice",
+        },
+        None,
+        algorithm="none",
+        headers={"kid": "rsa-1"},
+    )
 
 
 NOW = int(time.time())
@@ -269,14 +317,14 @@ BAD_TOKENS = {
     "no sub": (lambda e: forge(e, sub=None), "sub"),
     "no exp": (lambda e: forge(e, exp=None), "exp"),
     "other key, known kid": (lambda e: forge(e, key=rsa_jwk("x")[0]), "Signature"),
-    "other key, unknown kid": (lambda e: forge(e, kid="evil", key=rsa_jwk("x")[0]),
-                               "unknown key"),
+    "other key, unknown kid": (lambda e: forge(e, kid="evil", key=rsa_jwk("x")[0]), "unknown key"),
     "alg none": (_alg_none, "'none' is not allowed"),
     "HS256 keyed with the public key": (_hs256_with_public_key, "'HS256' is not allowed"),
-    "RS256 header on the EC key": (lambda e: forge(e, kid="ec-1", key=e.provider.keys["rsa-1"]),
-                                   "not a RS256 key"),
-    "foreign azp": (lambda e: forge(e, aud=[CLIENT_ID, "other"], azp="other"),
-                    "authorized party"),
+    "RS256 header on the EC key": (
+        lambda e: forge(e, kid="ec-1", key=e.provider.keys["rsa-1"]),
+        "not a RS256 key",
+    ),
+    "foreign azp": (lambda e: forge(e, aud=[CLIENT_ID, "other"], azp="other"), "authorized party"),
     "garbage": (lambda e: "not.a.jwt", "not a JWT"),
 }
 
@@ -289,7 +337,8 @@ async def test_bad_tokens_are_denied(env: Env, case: str) -> None:
 
 
 async def test_token_from_the_real_device_flow_after_key_rotation(
-        env: Env, browser: Browser) -> None:
+    env: Env, browser: Browser
+) -> None:
     """The provider restarts with a new first key: a new kid is fetched once, unless the
     refetch interval has not passed."""
     root = env.root / "rotation"
@@ -318,12 +367,23 @@ async def test_token_from_the_real_device_flow_after_key_rotation(
 
 def forge_for(provider: OidcProvider, kid: str) -> str:
     now = int(time.time())
-    return jwt.encode({"iss": provider.issuer, "aud": CLIENT_ID, "sub": "alice-sub", "iat": now,
-                       "exp": now + 300, "preferred_username": "alice"},
-                      provider.keys[kid], algorithm="RS256", headers={"kid": kid})
+    return jwt.encode(
+        {
+            "iss": provider.issuer,
+            "aud": CLIENT_ID,
+            "sub": "alice-sub",
+            "iat": now,
+            "exp": now + 300,
+            "preferred_username": "alice",
+        },
+        provider.keys[kid],
+        algorithm="RS256",
+        headers={"kid": kid},
+    )
 
 
 # --- transport and provider failures --------------------------------------------------------
+
 
 async def test_untrusted_provider_certificate_is_refused(env: Env) -> None:
     for ca_file in (str(env.other_ca_file), None):
@@ -350,18 +410,21 @@ def test_a_ca_file_that_is_not_a_certificate_is_a_config_error(env: Env) -> None
         backend(env, ca_file=str(bogus))
 
 
-@pytest.mark.parametrize(("overrides", "message"), [
-    ({"issuer": "http://127.0.0.1:1"}, r"auth\.backend\[3\]\.issuer must be an https://"),
-    ({"issuer": None}, r"auth\.backend\[3\]\.issuer is required"),
-    ({"client_id": ""}, r"auth\.backend\[3\]\.client_id may not be empty"),
-    ({"scopes": ["profile"]}, r"auth\.backend\[3\]\.scopes must include 'openid'"),
-    ({"scopes": "openid"}, r"auth\.backend\[3\]\.scopes must be a list"),
-    ({"algorithms": ["RS256", "HS256"]}, r"auth\.backend\[3\]\.algorithms may only .*HS256"),
-    ({"ca_file": "missing.pem"}, r"auth\.backend\[3\]\.ca_file .*missing\.pem"),
-    ({"client_secret_file": "nope"}, r"auth\.backend\[3\]\.client_secret_file .*nope"),
-    ({"leeway_s": -1}, r"auth\.backend\[3\]\.leeway_s must be >= 0"),
-    ({"audience": "x"}, r"unknown key auth\.backend\[3\]\.audience"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"issuer": "http://127.0.0.1:1"}, r"auth\.backend\[3\]\.issuer must be an https://"),
+        ({"issuer": None}, r"auth\.backend\[3\]\.issuer is required"),
+        ({"client_id": ""}, r"auth\.backend\[3\]\.client_id may not be empty"),
+        ({"scopes": ["profile"]}, r"auth\.backend\[3\]\.scopes must include 'openid'"),
+        ({"scopes": "openid"}, r"auth\.backend\[3\]\.scopes must be a list"),
+        ({"algorithms": ["RS256", "HS256"]}, r"auth\.backend\[3\]\.algorithms may only .*HS256"),
+        ({"ca_file": "missing.pem"}, r"auth\.backend\[3\]\.ca_file .*missing\.pem"),
+        ({"client_secret_file": "nope"}, r"auth\.backend\[3\]\.client_secret_file .*nope"),
+        ({"leeway_s": -1}, r"auth\.backend\[3\]\.leeway_s must be >= 0"),
+        ({"audience": "x"}, r"unknown key auth\.backend\[3\]\.audience"),
+    ],
+)
 def test_config_errors_name_the_key(env: Env, overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         backend(env, **overrides)

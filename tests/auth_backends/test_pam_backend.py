@@ -17,7 +17,8 @@ from xce.auth.backends.pam import PAM_DIR, PamBackend
 from xce.config import ConfigError
 
 pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="creating Linux users and PAM service files needs root")
+    os.geteuid() != 0, reason="creating Linux users and PAM service files needs root"
+)
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,14 @@ def _run(*argv: str, stdin: str | None = None) -> None:
 @pytest.fixture(scope="module")
 def world() -> Iterator[PamWorld]:
     tag = secrets.token_hex(3)
-    w = PamWorld(user=f"xceu{tag}", password="S3cret pass-" + tag, group=f"xceg{tag}",
-                 passwordless=f"xcen{tag}", service=f"xce-test-{tag}",
-                 nullok_service=f"xce-test-nullok-{tag}")
+    w = PamWorld(
+        user=f"xceu{tag}",
+        password="S3cret pass-" + tag,
+        group=f"xceg{tag}",
+        passwordless=f"xcen{tag}",
+        service=f"xce-test-{tag}",
+        nullok_service=f"xce-test-nullok-{tag}",
+    )
     files = [PAM_DIR / w.service, PAM_DIR / w.nullok_service]
     try:
         _run("groupadd", w.group)
@@ -48,10 +54,10 @@ def world() -> Iterator[PamWorld]:
         _run("useradd", "-M", "-N", "-s", "/usr/sbin/nologin", w.passwordless)
         _run("passwd", "-d", w.passwordless)
         # The dedicated service the README documents (nodelay only to keep the test fast).
-        files[0].write_text("auth required pam_unix.so nodelay\n"
-                            "account required pam_unix.so\n")
-        files[1].write_text("auth required pam_unix.so nullok nodelay\n"
-                            "account required pam_unix.so\n")
+        files[0].write_text("auth required pam_unix.so nodelay\naccount required pam_unix.so\n")
+        files[1].write_text(
+            "auth required pam_unix.so nullok nodelay\naccount required pam_unix.so\n"
+        )
         yield w
     finally:
         for f in files:
@@ -85,8 +91,10 @@ async def test_wrong_password_is_refused(world: PamWorld, password: str) -> None
 
 
 async def test_unknown_user_is_refused(world: PamWorld) -> None:
-    assert await backend(world.service).authenticate("nosuchuser" + world.group,
-                                                     world.password) is None
+    assert (
+        await backend(world.service).authenticate("nosuchuser" + world.group, world.password)
+        is None
+    )
 
 
 async def test_user_name_with_control_characters_is_refused(world: PamWorld) -> None:
@@ -112,8 +120,11 @@ async def test_locked_account_is_refused(world: PamWorld) -> None:
 
 async def test_denied_users_never_log_in(world: PamWorld) -> None:
     assert backend(world.service).deny_users == {"root"}
-    denied = build_backend({"type": "pam", "service": world.service,
-                            "deny_users": ["root", world.user]}, Path("/"), "auth.backend[2]")
+    denied = build_backend(
+        {"type": "pam", "service": world.service, "deny_users": ["root", world.user]},
+        Path("/"),
+        "auth.backend[2]",
+    )
     assert await denied.authenticate(world.user, world.password) is None
 
 

@@ -15,7 +15,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def readme_backends() -> dict[str, set[str]]:
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Login backends"):]
+    section = text[text.index("## Login backends") :]
     block = re.search(r"```toml\n(.*?)```", section, re.S)
     assert block, "the Login backends section has no toml example"
     tables = tomllib.loads(block.group(1))["auth"]["backend"]

@@ -19,7 +19,8 @@ def binary() -> Path:
         return path
     path = REPO / "dist" / "xce"
     if not path.exists():
-        subprocess.run(["bash", str(REPO / "packaging" / "build-binary")], cwd=REPO,
-                       check=True, timeout=900)
+        subprocess.run(
+            ["bash", str(REPO / "packaging" / "build-binary")], cwd=REPO, check=True, timeout=900
+        )
     assert os.access(path, os.X_OK)
     return path

@@ -35,8 +35,9 @@ def appimage() -> Path:
     if not path.exists():
         if shutil.which("mksquashfs") is None:
             pytest.skip("needs Debian's squashfs-tools to build the AppImage (.ci/run installs it)")
-        subprocess.run(["bash", str(REPO / "packaging" / "build-appimage")], cwd=REPO,
-                       check=True, timeout=1200)
+        subprocess.run(
+            ["bash", str(REPO / "packaging" / "build-appimage")], cwd=REPO, check=True, timeout=1200
+        )
     return path
 
 
@@ -44,10 +45,18 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": str(home), **extra}
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 120
-         ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, cwd=cwd, env=env, text=True, capture_output=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+def _run(
+    cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _source_commands() -> set[str]:
@@ -117,18 +126,38 @@ def test_controller_worker_and_a_job_from_the_extracted_appimage(
     # for worker routes), so TLS from the bundled Python's ssl module is exercised too.
     port = _free_port()
     cluster = tmp_path / "cluster"
-    made = _run([str(extracted), "init", str(cluster), "--host", "127.0.0.1", "--listen",
-                 "127.0.0.1", "--port", str(port), "--allow-root-jobs"], tmp_path,
-                _env(tmp_path))
+    made = _run(
+        [
+            str(extracted),
+            "init",
+            str(cluster),
+            "--host",
+            "127.0.0.1",
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--allow-root-jobs",
+        ],
+        tmp_path,
+        _env(tmp_path),
+    )
     assert made.returncode == 0, made.stderr
     config = cluster / "xce.toml"
     node = socket.gethostname()
     env = _env(tmp_path, XCE_CLIENT_CONFIG=str(cluster / "client.toml"))
     log = (tmp_path / "daemons.log").open("wb")
     for role in ("controller", "worker"):
-        daemons.append(subprocess.Popen([str(extracted), role, "--config", str(config)],
-                                        cwd=tmp_path, env=env, stdout=log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        daemons.append(
+            subprocess.Popen(
+                [str(extracted), role, "--config", str(config)],
+                cwd=tmp_path,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        )
     deadline = time.monotonic() + 60
     while True:
         assert all(p.poll() is None for p in daemons), (tmp_path / "daemons.log").read_text()
@@ -138,8 +167,11 @@ def test_controller_worker_and_a_job_from_the_extracted_appimage(
         assert time.monotonic() < deadline, hosts.stdout + hosts.stderr
         time.sleep(0.5)
 
-    submitted = _run([str(extracted), "job", "submit", "--",
-                      'echo "from the appimage LD=[$LD_LIBRARY_PATH]"'], tmp_path, env)
+    submitted = _run(
+        [str(extracted), "job", "submit", "--", 'echo "from the appimage LD=[$LD_LIBRARY_PATH]"'],
+        tmp_path,
+        env,
+    )
     assert submitted.returncode == 0 and "Job <1> is submitted" in submitted.stdout, submitted
     waited = _run([str(extracted), "job", "wait", "1", "--timeout", "60"], tmp_path, env)
     assert waited.returncode == 0, waited.stdout + waited.stderr

@@ -40,13 +40,22 @@ class Box:
         self.root = root
         self.home = root / "home"
         self.home.mkdir()
-        self.env = {"PATH": "/usr/bin:/bin", "HOME": str(self.home),
-                    "XCE_CLIENT_CONFIG": str(root / "client.toml")}
+        self.env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(self.home),
+            "XCE_CLIENT_CONFIG": str(root / "client.toml"),
+        }
 
     def xce(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(self.binary), *args], cwd=self.root, env=self.env,
-                              text=True, capture_output=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [str(self.binary), *args],
+            cwd=self.root,
+            env=self.env,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 @pytest.fixture
@@ -82,10 +91,19 @@ class Up:
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [str(self.box.binary), "up", "--state-dir", str(self.state),
-                 "--port", str(self.port)],
-                cwd=self.box.root, env=self.box.env, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT,
+                [
+                    str(self.box.binary),
+                    "up",
+                    "--state-dir",
+                    str(self.state),
+                    "--port",
+                    str(self.port),
+                ],
+                cwd=self.box.root,
+                env=self.box.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -142,8 +160,9 @@ def test_up_runs_a_job_and_stops_on_ctrl_c(box: Box, up: Up) -> None:
     assert output.stdout == "hello\n"
 
     # The bootloader's LD_LIBRARY_PATH (pointing into an unpack dir) must not reach jobs.
-    env_job = box.xce("job", "submit", "--",
-                      'echo "LD=[$LD_LIBRARY_PATH] PYI=[$_PYI_ARCHIVE_FILE]"')
+    env_job = box.xce(
+        "job", "submit", "--", 'echo "LD=[$LD_LIBRARY_PATH] PYI=[$_PYI_ARCHIVE_FILE]"'
+    )
     assert env_job.returncode == 0, env_job.stderr
     assert box.xce("job", "wait", "2", "--timeout", "60").returncode == 0
     assert box.xce("job", "output", "2").stdout == "LD=[] PYI=[]\n"
@@ -185,24 +204,51 @@ def test_readme_install_copy_init_up(box: Box, tmp_path: Path) -> None:
     shutil.copy2(box.binary, xce)
     port = _free_port()
     cluster = tmp_path / "cluster"
-    made = subprocess.run([str(xce), "init", str(cluster), "--host", "127.0.0.1", "--listen",
-                           "127.0.0.1", "--port", str(port), "--allow-root-jobs"],
-                          cwd=tmp_path, env=box.env, text=True, capture_output=True, timeout=120)
+    made = subprocess.run(
+        [
+            str(xce),
+            "init",
+            str(cluster),
+            "--host",
+            "127.0.0.1",
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--allow-root-jobs",
+        ],
+        cwd=tmp_path,
+        env=box.env,
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
     assert made.returncode == 0, made.stderr
     assert re.search(r"shown only this once.*\n\s+\S{20,}", made.stdout), made.stdout
     unit = (cluster / "systemd" / "xce-controller.service").read_text()
     assert f"ExecStart={xce} controller --config {cluster / 'xce.toml'}" in unit
 
     log = (tmp_path / "up.log").open("wb")
-    up = subprocess.Popen([str(xce), "up", "--state-dir", str(cluster)], cwd=tmp_path,
-                          env=box.env, stdout=log, stderr=subprocess.STDOUT,
-                          stdin=subprocess.DEVNULL)
+    up = subprocess.Popen(
+        [str(xce), "up", "--state-dir", str(cluster)],
+        cwd=tmp_path,
+        env=box.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 90
         while True:
             assert up.poll() is None, (tmp_path / "up.log").read_text()
-            hosts = subprocess.run([str(xce), "host", "list"], cwd=tmp_path, env=box.env,
-                                   text=True, capture_output=True, timeout=60)
+            hosts = subprocess.run(
+                [str(xce), "host", "list"],
+                cwd=tmp_path,
+                env=box.env,
+                text=True,
+                capture_output=True,
+                timeout=60,
+            )
             if hosts.returncode == 0 and " online " in hosts.stdout:
                 break
             assert time.monotonic() < deadline, hosts.stderr + (tmp_path / "up.log").read_text()
@@ -210,12 +256,19 @@ def test_readme_install_copy_init_up(box: Box, tmp_path: Path) -> None:
         client = (Path(box.env["XCE_CLIENT_CONFIG"])).read_text()
         assert "https://127.0.0.1" in client and "ca_file" in client
         run = [str(xce), "job", "submit", "--", "echo installed"]
-        submitted = subprocess.run(run, cwd=tmp_path, env=box.env, text=True,
-                                   capture_output=True, timeout=60)
+        submitted = subprocess.run(
+            run, cwd=tmp_path, env=box.env, text=True, capture_output=True, timeout=60
+        )
         assert submitted.returncode == 0, submitted.stderr
         for args in (["job", "wait", "1", "--timeout", "60"], ["job", "output", "1"]):
-            result = subprocess.run([str(xce), *args], cwd=tmp_path, env=box.env, text=True,
-                                    capture_output=True, timeout=90)
+            result = subprocess.run(
+                [str(xce), *args],
+                cwd=tmp_path,
+                env=box.env,
+                text=True,
+                capture_output=True,
+                timeout=90,
+            )
             assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout == "installed\n"
     finally:

@@ -43,9 +43,14 @@ def test_every_data_file_is_in_the_archive(binary: Path) -> None:
 
 
 def test_selfcheck_loads_every_file_from_the_binary(binary: Path, tmp_path: Path) -> None:
-    result = subprocess.run([str(binary), "admin", "selfcheck"], cwd=tmp_path,
-                            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(binary), "admin", "selfcheck"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) >= 6 and all(line.startswith("ok") for line in lines), result.stdout

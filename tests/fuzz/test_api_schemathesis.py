@@ -56,15 +56,18 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
-def test_every_operation_answers_as_documented(case: schemathesis.Case,
-                                               controller: Cluster) -> None:
+@settings(
+    max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+)
+def test_every_operation_answers_as_documented(
+    case: schemathesis.Case, controller: Cluster
+) -> None:
     if case.path == "/api/v1/events":
         # An endless stream by design (tests/integration/test_event_stream.py reads it).
         pytest.skip("the event stream never ends; its documented media type is checked apart")
     if case.path.endswith("/assignments"):
         # The long poll answers after its timeout by design; keep each call short.
         case.query = {**(case.query or {}), "timeout": 0}
-    case.call_and_validate(base_url=controller.url,
-                           headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30)
+    case.call_and_validate(
+        base_url=controller.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    )

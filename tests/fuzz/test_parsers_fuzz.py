@@ -29,8 +29,26 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None)
 # Text near the grammar finds more than uniform Unicode: digits, separators, keywords.
 ARRAY_ALPHABET = st.sampled_from([*"0123456789-,:%[] x", "10", "1000000", "-1"])
 DEP_ALPHABET = st.sampled_from(
-    ["afterok", "afterany", "afternotok", "singleton", ":", ",", "?", "&&", "(", ")", "[", "]",
-     "1", "17", "17[5]", " ", "x", "-"]
+    [
+        "afterok",
+        "afterany",
+        "afternotok",
+        "singleton",
+        ":",
+        ",",
+        "?",
+        "&&",
+        "(",
+        ")",
+        "[",
+        "]",
+        "1",
+        "17",
+        "17[5]",
+        " ",
+        "x",
+        "-",
+    ]
 )
 
 
@@ -74,8 +92,11 @@ GOOD = _good_log(Path(tempfile.mkdtemp(prefix="xce-fuzz-wal-")), 8)
 
 
 @FUZZ
-@given(st.lists(st.tuples(st.integers(0, len(GOOD) - 1), st.integers(0, 255)), max_size=6),
-       st.integers(0, len(GOOD)), st.binary(max_size=64))
+@given(
+    st.lists(st.tuples(st.integers(0, len(GOOD) - 1), st.integers(0, 255)), max_size=6),
+    st.integers(0, len(GOOD)),
+    st.binary(max_size=64),
+)
 def test_wal_reader_on_damaged_segments_only_raises_wal_corruption(
     flips: list[tuple[int, int]], cut: int, tail: bytes
 ) -> None:
@@ -95,16 +116,22 @@ def test_wal_reader_on_damaged_segments_only_raises_wal_corruption(
         assert scan.records == len(seen) <= 8
 
 
-SWF_TOKENS = st.sampled_from(["1", "0", "-1", "3.5", "1e308", "1e999", "inf", "nan", "-0",
-                              "x", "", "9" * 30])
+SWF_TOKENS = st.sampled_from(
+    ["1", "0", "-1", "3.5", "1e308", "1e999", "inf", "nan", "-0", "x", "", "9" * 30]
+)
 
 
 @FUZZ
-@given(st.lists(st.one_of(
-    st.text(max_size=60),
-    st.lists(SWF_TOKENS, min_size=18, max_size=18).map(" ".join),
-    st.just("; MaxProcs: 64"),
-), max_size=8))
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=60),
+            st.lists(SWF_TOKENS, min_size=18, max_size=18).map(" ".join),
+            st.just("; MaxProcs: 64"),
+        ),
+        max_size=8,
+    )
+)
 def test_swf_reader_only_raises_swf_error(lines: list[str]) -> None:
     from xce.sched.swf import SwfError, parse_swf
 

@@ -10,11 +10,18 @@ from xce.ha.epochs import EpochStore
 CANDIDATES = ["http://a", "http://b", "http://c"]
 
 
-def ask(store: EpochStore, epoch: int, candidate: str, log: tuple[int, int] = (1, 10),
-        mine: tuple[int, int] = (1, 10), busy: str | None = None) -> bool:
+def ask(
+    store: EpochStore,
+    epoch: int,
+    candidate: str,
+    log: tuple[int, int] = (1, 10),
+    mine: tuple[int, int] = (1, 10),
+    busy: str | None = None,
+) -> bool:
     req = VoteRequest(epoch, candidate, *log)
-    return decide(store, req, candidates=CANDIDATES, me="http://c", log_position=mine,
-                  busy=busy).granted
+    return decide(
+        store, req, candidates=CANDIDATES, me="http://c", log_position=mine, busy=busy
+    ).granted
 
 
 def test_no_two_grants_for_one_epoch(tmp_path: Path) -> None:

@@ -52,7 +52,8 @@ def test_one_grant_per_epoch_and_never_an_old_one(tmp_path: Path) -> None:
 
 
 def test_a_vote_is_on_disk_before_it_is_answered_and_survives_a_restart(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import xce.ha.epochs as epochs_module
 
     store = EpochStore(tmp_path)

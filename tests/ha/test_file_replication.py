@@ -46,21 +46,29 @@ def standby(root: Path, users: Path | None = None) -> Follower:
 async def upload(p: Primary, data: bytes) -> str:
     """Stage an upload and ship it as the upload route does (xce/api/jobs.py)."""
     upload_id, _ = await p.service.files.save_upload(chunks(data), owner="alice")
-    await p.service.files_replicated(p.service.ship_files(
-        [(name, "put") for name in upload_names(upload_id)]))
+    await p.service.files_replicated(
+        p.service.ship_files([(name, "put") for name in upload_names(upload_id)])
+    )
     return upload_id
 
 
-async def submit_with_input(p: Primary, data: bytes, hold: bool = True,
-                            more: dict[str, str] | None = None) -> str:
-    return await p.service.submit(SubmitRequest(
-        user="alice", command="sort data.csv",
-        inputs={"in/data.csv": await upload(p, data), **(more or {})},
-        uploads_of="alice", hold=hold))
+async def submit_with_input(
+    p: Primary, data: bytes, hold: bool = True, more: dict[str, str] | None = None
+) -> str:
+    return await p.service.submit(
+        SubmitRequest(
+            user="alice",
+            command="sort data.csv",
+            inputs={"in/data.csv": await upload(p, data), **(more or {})},
+            uploads_of="alice",
+            hold=hold,
+        )
+    )
 
 
 async def test_sync_submit_is_acknowledged_with_its_inputs_on_the_standby(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(hafiles, "CHUNK", 64 * 1024)  # the 600 kB input in ten pieces
     p = with_files(Primary(tmp_path, mode="sync"))
     await p.start()
@@ -78,16 +86,22 @@ async def test_sync_submit_is_acknowledged_with_its_inputs_on_the_standby(
         assert (uploads / staged).read_bytes() == data
         assert b"alice" in (uploads / f"{staged}.json").read_bytes()
         assert not (uploads / early).exists()
-        job = await p.service.submit(SubmitRequest(
-            user="alice", command="sort data.csv",
-            inputs={"in/data.csv": staged, "early.txt": early}, uploads_of="alice",
-            hold=True))
+        job = await p.service.submit(
+            SubmitRequest(
+                user="alice",
+                command="sort data.csv",
+                inputs={"in/data.csv": staged, "early.txt": early},
+                uploads_of="alice",
+                hold=True,
+            )
+        )
         # Acknowledged: the standby already holds the inputs, byte for byte, and the job;
         # its copy of the upload became the input (moved, as on the primary).
         copy = f.state_dir / "files" / "jobs" / job / "inputs" / "in" / "data.csv"
         assert copy.read_bytes() == data
-        assert (copy.parent.parent / "early.txt").read_bytes() == \
-            b"staged before the standby connected"
+        assert (
+            copy.parent.parent / "early.txt"
+        ).read_bytes() == b"staged before the standby connected"
         assert sorted(uploads.iterdir()) == []
         assert f.state.job(job).spec.inputs == ("early.txt", "in/data.csv")
         assert (copy.stat().st_mode & 0o777) == 0o600
@@ -97,9 +111,11 @@ async def test_sync_submit_is_acknowledged_with_its_inputs_on_the_standby(
         assert p.service.ship_files([(f"files/jobs/{job}/outputs/{job}", "drop")])
         await p.service.files.save_output(int(job), job, "stdout", chunks(b"1\n2\n3\n"))
         await p.service.files_replicated(
-            p.service.ship_files([(output_name(int(job), job, "stdout"), "put")]))
-        assert (f.state_dir / "files" / "jobs" / job / "outputs" / job /
-                "stdout").read_bytes() == b"1\n2\n3\n"
+            p.service.ship_files([(output_name(int(job), job, "stdout"), "put")])
+        )
+        assert (
+            f.state_dir / "files" / "jobs" / job / "outputs" / job / "stdout"
+        ).read_bytes() == b"1\n2\n3\n"
     finally:
         await stop(link)
         await f.close()
@@ -115,8 +131,9 @@ async def test_a_new_standby_catches_up_the_files_its_records_name(tmp_path: Pat
     job = await submit_with_input(p, b"input bytes", hold=False)
     # A finished job with outputs, stored before any standby existed.
     await p.service.files.save_output(int(job), job, "result/out.txt", chunks(b"the result"))
-    await p.commit([ev.JobStarted(4.0, job, "h1"),
-                    ev.JobFinished(5.0, job, 0, 0, outputs=("result/out.txt",))])
+    await p.commit(
+        [ev.JobStarted(4.0, job, "h1"), ev.JobFinished(5.0, job, 0, 0, outputs=("result/out.txt",))]
+    )
     # The primary's audit log has lines; the new standby has a different one of its own.
     audit = AuditLog(p.dir / "audit.log")
     await audit.record("admin", "user.add", "user:alice", "ok")
@@ -126,22 +143,28 @@ async def test_a_new_standby_catches_up_the_files_its_records_name(tmp_path: Pat
     link = await follow(f, p)
     try:
         base = f.state_dir / "files" / "jobs" / job
-        await until(lambda: (base / "outputs" / job / "result" / "out.txt").is_file()
-                    and (base / "inputs" / "in" / "data.csv").is_file()
-                    and standby_users.is_file())
+        await until(
+            lambda: (
+                (base / "outputs" / job / "result" / "out.txt").is_file()
+                and (base / "inputs" / "in" / "data.csv").is_file()
+                and standby_users.is_file()
+            )
+        )
         assert (base / "outputs" / job / "result" / "out.txt").read_bytes() == b"the result"
         assert (base / "inputs" / "in" / "data.csv").read_bytes() == b"input bytes"
         assert standby_users.read_bytes() == users.read_bytes()
         # The audit log: the primary's replaced the standby's, which is kept beside it.
-        await until(lambda: (f.state_dir / "audit.log").read_bytes()
-                    == (p.dir / "audit.log").read_bytes())
+        await until(
+            lambda: (f.state_dir / "audit.log").read_bytes() == (p.dir / "audit.log").read_bytes()
+        )
         aside = list(f.state_dir.glob("audit.log.diverged-*"))
         assert [a.read_bytes() for a in aside] == [b'{"action": "only on the standby"}\n']
         # Later lines are appended as they come, and a changed users file follows.
         audit.on_append = p.source.wake_files
         await audit.record("admin", "user.delete", "user:bob", "ok")
-        await until(lambda: (f.state_dir / "audit.log").read_bytes()
-                    == (p.dir / "audit.log").read_bytes())
+        await until(
+            lambda: (f.state_dir / "audit.log").read_bytes() == (p.dir / "audit.log").read_bytes()
+        )
         assert b"user:bob" in (f.state_dir / "audit.log").read_bytes()
         users.write_text('[users.carol]\npassword = "hash2"\n')
         p.source.ship([("users", "put")])
@@ -161,13 +184,18 @@ async def test_a_reconnecting_standby_gets_only_the_new_audit_lines(tmp_path: Pa
     f = standby(tmp_path)
     link = await follow(f, p)
     try:
-        await until(lambda: (f.state_dir / "audit.log").is_file() and
-                    (f.state_dir / "audit.log").read_bytes() == (p.dir / "audit.log").read_bytes())
+        await until(
+            lambda: (
+                (f.state_dir / "audit.log").is_file()
+                and (f.state_dir / "audit.log").read_bytes() == (p.dir / "audit.log").read_bytes()
+            )
+        )
         await stop(link)
         await audit.record("admin", "queue.open", "queue:normal", "ok")
         link = await follow(f, p)
-        await until(lambda: (f.state_dir / "audit.log").read_bytes()
-                    == (p.dir / "audit.log").read_bytes())
+        await until(
+            lambda: (f.state_dir / "audit.log").read_bytes() == (p.dir / "audit.log").read_bytes()
+        )
         assert not list(f.state_dir.glob("audit.log.diverged-*"))  # appended, not replaced
     finally:
         await stop(link)
@@ -175,13 +203,23 @@ async def test_a_reconnecting_standby_gets_only_the_new_audit_lines(tmp_path: Pa
         await p.close()
 
 
-def test_the_receiver_refuses_names_outside_its_places_and_wrong_content(
-        tmp_path: Path) -> None:
+def test_the_receiver_refuses_names_outside_its_places_and_wrong_content(tmp_path: Path) -> None:
     r = Receiver(FileSpace(tmp_path))
-    put = {"ticket": 1, "op": "put", "offset": 0, "last": True, "data": b"x",
-           "sha256": hashlib.sha256(b"x").digest()}
-    for name in ("files/../../etc/passwd", "files/uploads/abc", "/etc/passwd", "other",
-                 "files/jobs/1/../../../x"):
+    put = {
+        "ticket": 1,
+        "op": "put",
+        "offset": 0,
+        "last": True,
+        "data": b"x",
+        "sha256": hashlib.sha256(b"x").digest(),
+    }
+    for name in (
+        "files/../../etc/passwd",
+        "files/uploads/abc",
+        "/etc/passwd",
+        "other",
+        "files/jobs/1/../../../x",
+    ):
         try:
             r.apply({**put, "name": name})
         except protocol.XceError as exc:
@@ -200,7 +238,6 @@ def test_the_receiver_refuses_names_outside_its_places_and_wrong_content(
     assert (tmp_path / "files" / "jobs" / "1" / "inputs" / "a").read_bytes() == b"x"
 
 
-
 async def test_the_primary_takes_back_files_only_a_standby_holds(tmp_path: Path) -> None:
     """A job's output stored by the old primary and lost in the failover (never
     replicated): when that candidate follows again, the new primary asks it for the file."""
@@ -208,8 +245,12 @@ async def test_the_primary_takes_back_files_only_a_standby_holds(tmp_path: Path)
     await p.start()
     await p.commit(SETUP)
     job = await submit_with_input(p, b"in", hold=False)
-    await p.commit([ev.JobStarted(4.0, job, "h1"),
-                    ev.JobFinished(5.0, job, 0, 0, outputs=("stdout", "kept.txt"))])
+    await p.commit(
+        [
+            ev.JobStarted(4.0, job, "h1"),
+            ev.JobFinished(5.0, job, 0, 0, outputs=("stdout", "kept.txt")),
+        ]
+    )
     await p.service.files.save_output(int(job), job, "kept.txt", chunks(b"the primary's"))
     f = standby(tmp_path)
     outputs = f.state_dir / "files" / "jobs" / job / "outputs" / job
@@ -222,8 +263,9 @@ async def test_the_primary_takes_back_files_only_a_standby_holds(tmp_path: Path)
         await until(back.is_file)
         assert back.read_bytes() == b"only on the standby\n"
         # The primary's own file is never replaced by a standby's.
-        assert (p.dir / "files" / "jobs" / job / "outputs" / job /
-                "kept.txt").read_bytes() == b"the primary's"
+        assert (
+            p.dir / "files" / "jobs" / job / "outputs" / job / "kept.txt"
+        ).read_bytes() == b"the primary's"
     finally:
         await stop(link)
         await f.close()

@@ -21,8 +21,9 @@ class Primary:
     def __init__(self, state: ClusterState, lone_rank: int | None = None, block: int = 10):
         self.state = state
         self.replicated_ceiling = state.number_ceiling
-        self.numbers = NumberReserver(state, self.commit, self.replicate, lambda: 1.0,
-                                      block=block, lone_rank=lone_rank)
+        self.numbers = NumberReserver(
+            state, self.commit, self.replicate, lambda: 1.0, block=block, lone_rank=lone_rank
+        )
         self.used: list[int] = []
 
     async def commit(self, events: list[ev.Event]) -> None:

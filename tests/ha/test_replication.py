@@ -34,8 +34,12 @@ from xce.store.recovery import checkpoint_dir
 
 # Retention is on: a checkpoint at time.time() purges every finished job of the histories
 # below (they end at t < 10), through the primary's JobsPurged event.
-SETTINGS = StoreSettings(segment_bytes=32 * 1024, checkpoint_every=10**9,
-                         checkpoint_interval_s=3600, finished_retention_s=60.0)
+SETTINGS = StoreSettings(
+    segment_bytes=32 * 1024,
+    checkpoint_every=10**9,
+    checkpoint_interval_s=3600,
+    finished_retention_s=60.0,
+)
 
 
 def free_port() -> int:
@@ -62,13 +66,24 @@ class Primary:
         self.state = self.store.recovered.state
         self.higher: list[int] = []
         self.source = ReplicationSource(
-            self.store, self.epochs, self.dir / "auth", check_token, self.state, mode=mode,
-            sync_timeout_s=2.0, heartbeat_s=0.1, on_higher_epoch=self.higher.append)
+            self.store,
+            self.epochs,
+            self.dir / "auth",
+            check_token,
+            self.state,
+            mode=mode,
+            sync_timeout_s=2.0,
+            heartbeat_s=0.1,
+            on_higher_epoch=self.higher.append,
+        )
         self.store.replicated = self.source.wait_replicated
         # Retention and requests as run_primary wires them (xce/controller/main.py).
         self.service = ControllerService(
-            ControllerSettings(state_dir=self.dir), FileStore(self.dir / "files", 1 << 20),
-            state=self.state, log=self.store)
+            ControllerSettings(state_dir=self.dir),
+            FileStore(self.dir / "files", 1 << 20),
+            state=self.state,
+            log=self.store,
+        )
         self.store.purge = self.service.purge_finished
         self.port = free_port()
 
@@ -112,8 +127,10 @@ async def stop(task: asyncio.Task[None]) -> None:
         await task
 
 
-SETUP: list[ev.Event] = [ev.QueueCreated(1.0, QueueRecord("normal", priority=30)),
-                         ev.HostRegistered(1.0, "h1", 64, 65536, ())]
+SETUP: list[ev.Event] = [
+    ev.QueueCreated(1.0, QueueRecord("normal", priority=30)),
+    ev.HostRegistered(1.0, "h1", 64, 65536, ()),
+]
 
 
 async def test_a_standby_follows_live_and_catches_up_from_the_wal(tmp_path: Path) -> None:
@@ -140,7 +157,8 @@ async def test_a_standby_follows_live_and_catches_up_from_the_wal(tmp_path: Path
 
 
 async def test_a_restarted_primary_serves_a_lagging_standby_from_its_segments(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Nothing in memory after a restart: every record comes back from WAL segments, in
     batches smaller than a segment (so a batch resumes where the previous one stopped)."""
     from xce.ha import source as source_module
@@ -213,8 +231,7 @@ async def test_a_diverged_standby_starts_over_from_the_primary(tmp_path: Path) -
     await p.close()
 
 
-async def test_retention_is_an_event_and_a_requeue_racing_a_purge_converges(
-        tmp_path: Path) -> None:
+async def test_retention_is_an_event_and_a_requeue_racing_a_purge_converges(tmp_path: Path) -> None:
     """Only the primary purges, by a JobsPurged record; a standby's own checkpoints drop
     nothing. A requeue and a purge of the same finished job are ordered by the primary's
     log: the job that was requeued first is not purged, one that was purged first cannot be
@@ -232,8 +249,9 @@ async def test_retention_is_an_event_and_a_requeue_racing_a_purge_converges(
     assert p.state.jobs["3"].state is JobState.PEND and "6" not in p.state.jobs
     # purge first: the requeue of a purged job is refused and never replicated
     await p.commit([ev.JobStarted(7.0, "3", "h1"), ev.JobFinished(8.0, "3", 1, 0)])
-    got = await asyncio.gather(p.store.checkpoint(p.state), p.service.control("3", "requeue"),
-                               return_exceptions=True)
+    got = await asyncio.gather(
+        p.store.checkpoint(p.state), p.service.control("3", "requeue"), return_exceptions=True
+    )
     assert isinstance(got[1], NotFound) and "3" not in p.state.jobs
     await until(lambda: f.durable_seq == p.store.writer.durable_seq)
     same(f.state, p.state)
@@ -248,7 +266,8 @@ async def test_retention_is_an_event_and_a_requeue_racing_a_purge_converges(
 
 
 async def test_a_record_that_does_not_apply_on_the_standby_brings_a_checkpoint(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A standby that dropped a finished job on its own (as every node did before purging
     was an event) meets the primary's requeue of it: it asks for a checkpoint transfer and
     ends with the primary's state, instead of retrying that record for ever."""
@@ -277,7 +296,8 @@ async def test_a_record_that_does_not_apply_on_the_standby_brings_a_checkpoint(
 
 
 async def test_two_different_tails_of_one_epoch_are_told_apart_by_content(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Same epoch, same history, same length: only the records differ (what two primaries
     of one epoch would leave). The standby must not continue on its own tail."""
     p = Primary(tmp_path)
@@ -311,7 +331,8 @@ async def test_two_different_tails_of_one_epoch_are_told_apart_by_content(
 
 
 async def test_sync_mode_waits_for_the_standby_and_degrades_without_one(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     p = Primary(tmp_path, mode="sync")
     await p.start()
     await p.commit(SETUP)  # no standby: degrades at once, with an alert
@@ -340,15 +361,20 @@ async def closed_by_primary(reader: asyncio.StreamReader) -> list[protocol.Messa
     return got
 
 
-@pytest.mark.parametrize("payload", [
-    b"garbage that is not a frame at all....",
-    struct.pack("<II", 0xFFFFFFF, 0) + b"x" * 16,  # a length far past the limit
-    protocol.encode("hello", 0, {"node": "x", "token": "good"})[:-9],  # truncated
-    protocol.encode("ack", 0, {"durableSeq": 5}),  # not a hello
-    protocol.encode("hello", 0, {"node": "x", "token": "forged", "lastSeq": 0}),
-], ids=["garbage", "huge-length", "truncated", "not-hello", "forged-token"])
-async def test_the_primary_drops_bad_frames_and_keeps_serving(tmp_path: Path,
-                                                              payload: bytes) -> None:
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"garbage that is not a frame at all....",
+        struct.pack("<II", 0xFFFFFFF, 0) + b"x" * 16,  # a length far past the limit
+        protocol.encode("hello", 0, {"node": "x", "token": "good"})[:-9],  # truncated
+        protocol.encode("ack", 0, {"durableSeq": 5}),  # not a hello
+        protocol.encode("hello", 0, {"node": "x", "token": "forged", "lastSeq": 0}),
+    ],
+    ids=["garbage", "huge-length", "truncated", "not-hello", "forged-token"],
+)
+async def test_the_primary_drops_bad_frames_and_keeps_serving(
+    tmp_path: Path, payload: bytes
+) -> None:
     p = Primary(tmp_path)
     await p.start()
     await p.commit(SETUP + history(1, 5, 5.0))
@@ -391,8 +417,13 @@ async def test_a_hello_from_a_newer_epoch_fences_the_primary(tmp_path: Path) -> 
 async def fake_primary(frames: list[bytes], epoch: int = 5) -> tuple[asyncio.Server, int]:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await protocol.read_message(reader)  # the hello
-        writer.write(protocol.encode("welcome", epoch, {
-            "startSeq": 1, "snapshot": False, "mode": "async", "history": [epoch, 1]}))
+        writer.write(
+            protocol.encode(
+                "welcome",
+                epoch,
+                {"startSeq": 1, "snapshot": False, "mode": "async", "history": [epoch, 1]},
+            )
+        )
         for data in frames:
             writer.write(data)
         await writer.drain()
@@ -411,14 +442,26 @@ async def test_the_standby_refuses_corrupt_records_and_stale_epochs(tmp_path: Pa
     bad = bytearray(good)
     bad[-3] ^= 0x40
     cases = [
-        (protocol.encode("records", 5, {"firstSeq": 1, "count": 1, "data": bytes(bad)}),
-         protocol.ProtocolError),
+        (
+            protocol.encode("records", 5, {"firstSeq": 1, "count": 1, "data": bytes(bad)}),
+            protocol.ProtocolError,
+        ),
         (protocol.encode("records", 5, {"firstSeq": 7, "count": 1, "data": good}), XceError),
         (protocol.encode("records", 4, {"firstSeq": 1, "count": 1, "data": good}), XceError),
         (b"\x05\x00\x00\x00\x00\x00\x00\x00abcde\x00\x00\x00", protocol.ProtocolError),
         # a batch whose second record does not apply: the first is not kept either
-        (protocol.encode("records", 5, {"firstSeq": 1, "count": 2, "data": good + frame(
-            encode_entry(2, 5, ev.JobStarted(1.0, "9", "h1")))}), XceError),
+        (
+            protocol.encode(
+                "records",
+                5,
+                {
+                    "firstSeq": 1,
+                    "count": 2,
+                    "data": good + frame(encode_entry(2, 5, ev.JobStarted(1.0, "9", "h1"))),
+                },
+            ),
+            XceError,
+        ),
     ]
     for i, (data, error) in enumerate(cases):
         server, port = await fake_primary([data])

@@ -15,8 +15,9 @@ FAR = 4_000_000_000.0  # far in the future: retention never deletes these
 
 
 def added(name: str, host: str, start: float) -> ev.ReservationAdded:
-    return ev.ReservationAdded(2.0, ReservationRecord(name, (host,), start, start + 60,
-                                                      maintenance=True))
+    return ev.ReservationAdded(
+        2.0, ReservationRecord(name, (host,), start, start + 60, maintenance=True)
+    )
 
 
 async def test_reservations_replicate_live_and_through_a_checkpoint(tmp_path: Path) -> None:

@@ -60,7 +60,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-
 @contextlib.contextmanager
 def linux_users(*names: str) -> Iterator[None]:
     """Linux accounts for jobs that run as their submitters (root only), removed again when
@@ -145,7 +144,7 @@ controllers = {json.dumps(controllers)}
 
 [controller]
 listen = "127.0.0.1:{self.port}"
-state_dir = "{self.root / 'controller'}"
+state_dir = "{self.root / "controller"}"
 heartbeat_interval_s = {self.heartbeat}
 missed_heartbeats = 3
 fence_timeout_s = {self.fence_timeout}
@@ -180,7 +179,9 @@ on_host_failure = "exit"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         return subprocess.Popen(
             [sys.executable, "-m", "xce", *args],
-            stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+            env=env,
         )
 
     def start_controller(self) -> None:
@@ -203,9 +204,14 @@ on_host_failure = "exit"
         cfg = self._config(name, slots, attrs)
         self.worker_names.add(name)
         self.workers[name] = self._spawn(name, "worker", "-c", str(cfg))
-        self.wait_for(lambda: any(h["name"] == name and h["status"] == "online"
-                                  for h in self.get("/api/v1/hosts")["hosts"]), 20,
-                      f"worker {name} online")
+        self.wait_for(
+            lambda: any(
+                h["name"] == name and h["status"] == "online"
+                for h in self.get("/api/v1/hosts")["hosts"]
+            ),
+            20,
+            f"worker {name} online",
+        )
 
     def kill_worker(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.workers.pop(name)
@@ -234,8 +240,15 @@ on_host_failure = "exit"
 
     # --- HTTP --------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, body: Any = None, token: str | None = ADMIN_TOKEN,
-                raw: bytes | None = None, extra_headers: dict[str, str] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        token: str | None = ADMIN_TOKEN,
+        raw: bytes | None = None,
+        extra_headers: dict[str, str] | None = None,
+    ) -> Any:
         headers = dict(extra_headers or {})
         data = None
         if token:
@@ -298,8 +311,11 @@ on_host_failure = "exit"
         A progress condition instead of a fixed sleep: as fast as the scheduler, and still
         meaningful on a loaded machine."""
         start = self.scheduling_passes()
-        self.wait_for(lambda: self.scheduling_passes() >= start + count, timeout,
-                      f"{count} scheduling passes after pass {start}")
+        self.wait_for(
+            lambda: self.scheduling_passes() >= start + count,
+            timeout,
+            f"{count} scheduling passes after pass {start}",
+        )
 
     def wait_state(self, job_id: str, *states: str, timeout: float = 30) -> dict[str, Any]:
         result: dict[str, Any] = {}

@@ -37,26 +37,37 @@ _TAKEN: set[int] = set()
 
 
 class HaCluster(Cluster):
-    def __init__(self, root: Path, candidates: int = 2, failover_timeout: float = 2.0,
-                 replication: str = "async", heartbeat: float = 0.3) -> None:
+    def __init__(
+        self,
+        root: Path,
+        candidates: int = 2,
+        failover_timeout: float = 2.0,
+        replication: str = "async",
+        heartbeat: float = 0.3,
+    ) -> None:
         super().__init__(root, heartbeat=heartbeat)
         self.fence_timeout = 15.0  # well past a failover: workers keep their jobs through it
         self.start_timeout = 20.0  # a first start; preload() raises it with the state's size
         self.ports = [free_pair() for _ in range(candidates)]
         self.candidate_urls = [f"http://127.0.0.1:{p}" for p in self.ports]
         self.url = self.candidate_urls[0]
-        self.cluster_extra = (f'failover_timeout_s = {failover_timeout}\n'
-                              f'heartbeat_interval_s = 0.3\nreplication = "{replication}"\n'
-                              f'sync_timeout_s = 5.0')
+        self.cluster_extra = (
+            f"failover_timeout_s = {failover_timeout}\n"
+            f'heartbeat_interval_s = 0.3\nreplication = "{replication}"\n'
+            f"sync_timeout_s = 5.0"
+        )
         self.candidates: dict[int, subprocess.Popen[bytes]] = {}
 
     def _candidate_config(self, i: int) -> Path:
         text = self._config().read_text()
         state = self.root / f"controller{i}"
-        text = text.replace(f'listen = "127.0.0.1:{self.port}"',
-                            f'listen = "127.0.0.1:{self.ports[i]}"')
-        text = text.replace(f'state_dir = "{self.root / "controller"}"',
-                            f'state_dir = "{state}"\nreplication_token = "{STANDBY_TOKEN}"')
+        text = text.replace(
+            f'listen = "127.0.0.1:{self.port}"', f'listen = "127.0.0.1:{self.ports[i]}"'
+        )
+        text = text.replace(
+            f'state_dir = "{self.root / "controller"}"',
+            f'state_dir = "{state}"\nreplication_token = "{STANDBY_TOKEN}"',
+        )
         path = self.root / f"controller{i}.toml"
         path.write_text(text)
         return path
@@ -67,11 +78,13 @@ class HaCluster(Cluster):
         if i == 0 and not key_dir(state).exists():
             state.mkdir(mode=0o700, exist_ok=True)
             shutil.copytree(KEYS, key_dir(state))
-        self.candidates[i] = self._spawn(f"controller{i}", role, "-c",
-                                         str(self._candidate_config(i)))
+        self.candidates[i] = self._spawn(
+            f"controller{i}", role, "-c", str(self._candidate_config(i))
+        )
         if wait:
-            self.wait_for(lambda: self.health(i) is not None, self.start_timeout,
-                          f"candidate {i} up")
+            self.wait_for(
+                lambda: self.health(i) is not None, self.start_timeout, f"candidate {i} up"
+            )
 
     def start_controller(self) -> None:
         self.start_candidate(0)
@@ -95,8 +108,7 @@ class HaCluster(Cluster):
         async def write() -> None:
             store = DurableLog.open(first, StoreSettings())
             state = store.recovered.state
-            spec = JobSpec(user="root", queue="normal", command="true", name="preloaded",
-                           hold=True)
+            spec = JobSpec(user="root", queue="normal", command="true", name="preloaded", hold=True)
             events = [ev.QueueCreated(1.0, QueueRecord("normal"))]
             events += [ev.JobSubmitted(2.0, n, spec) for n in range(1, jobs + 1)]
             for i, e in enumerate(events):
@@ -124,10 +136,10 @@ class HaCluster(Cluster):
     def wait_writable(self, timeout: float = 20) -> None:
         """Until the primary has written its configured queues: a term claimed alone writes
         only once a worker or the other candidate reached it (xce/ha/lease.py)."""
+
         def check() -> bool:
             try:
-                return self.request("GET", "/api/v1/queues/normal", retry_for=0)["name"] == \
-                    "normal"
+                return self.request("GET", "/api/v1/queues/normal", retry_for=0)["name"] == "normal"
             except (ApiFailure, OSError):
                 return False
 
@@ -147,13 +159,17 @@ class HaCluster(Cluster):
 
     def primary(self) -> int | None:
         """The candidate that says it is primary (the newest epoch if, wrongly, several)."""
-        found = [(h["epoch"], i) for i in range(len(self.ports))
-                 if (h := self.health(i)) and h["role"] == "primary"]
+        found = [
+            (h["epoch"], i)
+            for i in range(len(self.ports))
+            if (h := self.health(i)) and h["role"] == "primary"
+        ]
         return max(found)[1] if found else None
 
     def primaries(self) -> list[int]:
-        return [i for i in range(len(self.ports))
-                if (h := self.health(i)) and h["role"] == "primary"]
+        return [
+            i for i in range(len(self.ports)) if (h := self.health(i)) and h["role"] == "primary"
+        ]
 
     def wait_primary(self, timeout: float = 20, other_than: int | None = None) -> int:
         found: list[int] = []
@@ -176,14 +192,20 @@ class HaCluster(Cluster):
             p = self.primary()
             target = (self.health(p) or {"seq": 1 << 62})["seq"] if p is not None else 1 << 62
             h = self.health(i)
-            return (p is not None and h is not None and h["role"] == "standby"
-                    and h["seq"] >= target)
+            return p is not None and h is not None and h["role"] == "standby" and h["seq"] >= target
 
         self.wait_for(check, timeout, f"candidate {i} caught up")
 
-    def request(self, method: str, path: str, body: Any = None, token: str | None = None,
-                raw: bytes | None = None, retry_for: float = 0.0,
-                extra_headers: dict[str, str] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        token: str | None = None,
+        raw: bytes | None = None,
+        retry_for: float = 0.0,
+        extra_headers: dict[str, str] | None = None,
+    ) -> Any:
         """Like the client: try the candidates in turn; `retry_for` seconds of retries."""
         from tests.integration.cluster import ADMIN_TOKEN
 
@@ -196,8 +218,7 @@ class HaCluster(Cluster):
                 try:
                     return super().request(method, path, body, token, raw, extra_headers)
                 except ApiFailure as exc:
-                    if exc.status == 503 and exc.body.get("error", {}).get("code") == \
-                            "not_primary":
+                    if exc.status == 503 and exc.body.get("error", {}).get("code") == "not_primary":
                         last = exc
                         continue
                     raise
@@ -254,5 +275,10 @@ class PrimaryWatch:
 
 def logged(c: HaCluster, text: str) -> list[str]:
     """Lines of every candidate's log (each file once) that contain `text`."""
-    return [line for path in sorted(set(c.logs)) if path.exists()
-            for line in path.read_text().splitlines() if text in line]
+    return [
+        line
+        for path in sorted(set(c.logs))
+        if path.exists()
+        for line in path.read_text().splitlines()
+        if text in line
+    ]

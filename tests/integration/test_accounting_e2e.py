@@ -22,8 +22,10 @@ from tests.integration.cluster import ADMIN_TOKEN, ISSUER, ApiFailure, Cluster
 from tests.worker.linux_users import LinuxUsers, linux_users  # noqa: F401
 
 # ~200 MiB held (bytearray(n) writes every page) and a few seconds of CPU.
-BURN = ("python3 -c 'b = bytearray(200 << 20); s = sum(i * i for i in range(15_000_000)); "
-        "print(len(b), s)'")
+BURN = (
+    "python3 -c 'b = bytearray(200 << 20); s = sum(i * i for i in range(15_000_000)); "
+    "print(len(b), s)'"
+)
 
 
 @pytest.fixture
@@ -52,8 +54,13 @@ def _acct(cluster: Cluster, token: str, **query: str) -> list[dict[str, Any]]:
 
 def _cli(cluster: Cluster, token: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XCE_TOKEN": token, "HOME": str(cluster.root)}
-    return subprocess.run([sys.executable, "-m", "xce", *args, "--controller", cluster.url],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args, "--controller", cluster.url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def _restart(cluster: Cluster, sig: int = signal.SIGTERM) -> None:
@@ -65,7 +72,8 @@ def _restart(cluster: Cluster, sig: int = signal.SIGTERM) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create users")
 def test_usage_survives_retention_and_rbac_holds(
-        one_worker: Cluster, linux_users: LinuxUsers) -> None:  # noqa: F811
+    one_worker: Cluster, linux_users: LinuxUsers
+) -> None:
     cluster = one_worker
     alice, bob = linux_users.user(), linux_users.user()
     alice_token = ISSUER.issue(alice.name, (), ("user",))[0]
@@ -73,8 +81,9 @@ def test_usage_survives_retention_and_rbac_holds(
     # The job is the command under /usr/bin/time -v: the reference measures the very run
     # the worker measures (two runs of it differ by more than 10 % on a shared machine).
     timed = f"/usr/bin/time -v sh -c {shlex.quote(BURN)}"
-    burn = cluster.post("/api/v1/jobs", {"command": timed, "memory_mb": 1024},
-                        token=alice_token)["job_id"]
+    burn = cluster.post("/api/v1/jobs", {"command": timed, "memory_mb": 1024}, token=alice_token)[
+        "job_id"
+    ]
     other = cluster.post("/api/v1/jobs", {"command": "true"}, token=bob_token)["job_id"]
     job = cluster.wait_state(burn, "DONE", "EXIT", timeout=60)
     assert job["state"] == "DONE", cluster.download(burn, "stderr")
@@ -104,10 +113,20 @@ def test_usage_survives_retention_and_rbac_holds(
     cli = _cli(cluster, ADMIN_TOKEN, "acct", "--json", "-j", burn)
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout)["jobs"] == [record]
-    table = _cli(cluster, ADMIN_TOKEN, "acct", "-u", alice.name, "-S", "1d",
-                 "--format", "jobid,user,state,maxrss")
-    assert table.returncode == 0 and re.search(rf"^{burn}\s+{alice.name}\s+DONE\s",
-                                               table.stdout, re.M), table.stdout
+    table = _cli(
+        cluster,
+        ADMIN_TOKEN,
+        "acct",
+        "-u",
+        alice.name,
+        "-S",
+        "1d",
+        "--format",
+        "jobid,user,state,maxrss",
+    )
+    assert table.returncode == 0 and re.search(
+        rf"^{burn}\s+{alice.name}\s+DONE\s", table.stdout, re.M
+    ), table.stdout
     eff = _cli(cluster, alice_token, "job", "eff", burn)
     assert eff.returncode == 0 and "Memory Efficiency:" in eff.stdout, eff.stderr
     show = _cli(cluster, alice_token, "job", "show", burn)
@@ -126,12 +145,17 @@ def test_usage_survives_retention_and_rbac_holds(
     everyone = cluster.get("/api/v1/accounting/summary?by=user", token=ADMIN_TOKEN)["rows"]
     assert {r["key"] for r in everyone} == {alice.name, bob.name}
     report = _cli(cluster, ADMIN_TOKEN, "report", "--by", "queue")
-    assert report.returncode == 0 and re.search(r"^normal\s+2\s", report.stdout, re.M), \
+    assert report.returncode == 0 and re.search(r"^normal\s+2\s", report.stdout, re.M), (
         report.stdout
+    )
 
     # Bad input: a 400 naming the problem, and a one-line CLI message.
-    for query, word in (("since=yesterday", "since"), ("state=RUN", "RUN"), ("by=planet", "by"),
-                        ("next=zzz", "next")):
+    for query, word in (
+        ("since=yesterday", "since"),
+        ("state=RUN", "RUN"),
+        ("by=planet", "by"),
+        ("next=zzz", "next"),
+    ):
         route = "summary" if query.startswith("by") else "jobs"
         with pytest.raises(ApiFailure) as bad:
             cluster.get(f"/api/v1/accounting/{route}?{query}")
@@ -146,8 +170,11 @@ def test_usage_survives_retention_and_rbac_holds(
 def test_kill_9_while_jobs_finish_leaves_one_record_per_attempt(one_worker: Cluster) -> None:
     cluster = one_worker
     ids = [cluster.submit(command=f"sleep 0.{i % 5}") for i in range(40)]
-    cluster.wait_for(lambda: sum(cluster.job(j)["state"] == "DONE" for j in ids[:10]) >= 5,
-                     60, "the first jobs done")
+    cluster.wait_for(
+        lambda: sum(cluster.job(j)["state"] == "DONE" for j in ids[:10]) >= 5,
+        60,
+        "the first jobs done",
+    )
     _restart(cluster, signal.SIGKILL)  # while the others are finishing
     for job_id in ids:
         cluster.wait_state(job_id, "DONE", "EXIT", timeout=90)

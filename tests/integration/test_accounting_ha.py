@@ -8,8 +8,22 @@ from pathlib import Path
 from tests.integration.cluster import ADMIN_TOKEN
 from tests.integration.ha_cluster import HaCluster
 
-_SAME = ("job_id", "attempt", "user", "queue", "state", "exit_code", "host", "start_time",
-         "end_time", "cpu_user_s", "cpu_system_s", "max_rss_bytes", "wall_s", "seq")
+_SAME = (
+    "job_id",
+    "attempt",
+    "user",
+    "queue",
+    "state",
+    "exit_code",
+    "host",
+    "start_time",
+    "end_time",
+    "cpu_user_s",
+    "cpu_system_s",
+    "max_rss_bytes",
+    "wall_s",
+    "seq",
+)
 
 
 def _records(c: HaCluster) -> list[tuple]:

@@ -22,10 +22,16 @@ from tests.integration.cluster import (
 )
 from xce.auth.backends.configfile import UsersFile
 
-PASSWORDS = {"xcealice": "xcealice-pass-1", "xcebob": "xcebob-pass-12",
-             "xcecarol": "xcecarol-pass-1"}
-GROUPS = {"xcealice": ["physics"], "xcebob": ["chemistry"],
-          "xcecarol": ["physics", "physics-leads"]}
+PASSWORDS = {
+    "xcealice": "xcealice-pass-1",
+    "xcebob": "xcebob-pass-12",
+    "xcecarol": "xcecarol-pass-1",
+}
+GROUPS = {
+    "xcealice": ["physics"],
+    "xcebob": ["chemistry"],
+    "xcecarol": ["physics", "physics-leads"],
+}
 
 
 class Shell:
@@ -43,8 +49,14 @@ class Shell:
         self.token_file = home / "token"
 
     def __call__(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "xce", *args], env=self.env, text=True,
-                              capture_output=True, timeout=60, input=stdin)
+        return subprocess.run(
+            [sys.executable, "-m", "xce", *args],
+            env=self.env,
+            text=True,
+            capture_output=True,
+            timeout=60,
+            input=stdin,
+        )
 
     def ok(self, *args: str, stdin: str | None = None) -> str:
         result = self(*args, stdin=stdin)
@@ -56,12 +68,15 @@ class Shell:
         assert result.returncode != 0, args
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0] and "Traceback" not in result.stderr, (
-            args, result.stderr)
+            args,
+            result.stderr,
+        )
 
 
 def _login(cluster: Cluster, name: str) -> str:
-    return cluster.post("/api/v1/auth/login", {"username": name,
-                                               "password": PASSWORDS[name]}, token=None)["token"]
+    return cluster.post(
+        "/api/v1/auth/login", {"username": name, "password": PASSWORDS[name]}, token=None
+    )["token"]
 
 
 @pytest.fixture
@@ -79,10 +94,20 @@ def _secured_cluster(tmp_path: Path) -> Iterator[Cluster]:
     for name in ("xcebob", "xcecarol"):
         users.add(name, PASSWORDS[name], tuple(GROUPS[name]))
     # The first through the CLI, as an admin bootstraps a cluster before it runs.
-    Shell(c, "setup").ok("user", "add", "xcealice", "--group", "physics", "--file",
-                         str(users.path), stdin=PASSWORDS["xcealice"] + "\n")
-    c.extra_auth = ('[auth.groups]\n"physics-leads" = ["group-admin"]\n'
-                    '[[auth.backend]]\ntype = "configfile"\npath = "users.toml"\n')
+    Shell(c, "setup").ok(
+        "user",
+        "add",
+        "xcealice",
+        "--group",
+        "physics",
+        "--file",
+        str(users.path),
+        stdin=PASSWORDS["xcealice"] + "\n",
+    )
+    c.extra_auth = (
+        '[auth.groups]\n"physics-leads" = ["group-admin"]\n'
+        '[[auth.backend]]\ntype = "configfile"\npath = "users.toml"\n'
+    )
     c.start_controller()
     try:
         yield c
@@ -118,14 +143,18 @@ def test_tenants_through_the_cli(secured: Cluster) -> None:
     xcebob.refused("job", "output", job, needle=f"xcebob may not view job {job}")
     xcebob.refused("job", "kill", job, needle=f"xcebob may not control job {job}")
     bob = _login(secured, "xcebob")
-    for path in (f"/api/v1/jobs/{job}", f"/api/v1/jobs/{job}/files",
-                 f"/api/v1/jobs/{job}/files/stdout"):
+    for path in (
+        f"/api/v1/jobs/{job}",
+        f"/api/v1/jobs/{job}/files",
+        f"/api/v1/jobs/{job}/files/stdout",
+    ):
         assert _view(secured, bob, path) == 403, path
     assert secured.get("/api/v1/jobs", token=bob)["jobs"] == []
     # xcecarol leads physics: she sees xcealice's job and its output.
     carol = _login(secured, "xcecarol")
     assert secured.download(job, "stdout") == secured.get(
-        f"/api/v1/jobs/{job}/files/stdout", token=carol)
+        f"/api/v1/jobs/{job}/files/stdout", token=carol
+    )
     assert [j["id"] for j in secured.get("/api/v1/jobs", token=carol)["jobs"]] == [job]
 
     # An admin revokes xcealice: her saved token stops working; a new login works.
@@ -137,8 +166,12 @@ def test_tenants_through_the_cli(secured: Cluster) -> None:
     assert not xcealice.token_file.exists()
 
     # Her own password: `xce user passwd` asks for the current one first (stdin: old, new).
-    xcebob.refused("user", "passwd", needle="current password (old_password) is wrong",
-                   stdin="a wrong guess\nbob-new-password\n")
+    xcebob.refused(
+        "user",
+        "passwd",
+        needle="current password (old_password) is wrong",
+        stdin="a wrong guess\nbob-new-password\n",
+    )
     before = xcebob.token_file.read_text() if xcebob.token_file.exists() else None
     out = xcebob.ok("user", "passwd", stdin=PASSWORDS["xcebob"] + "\nbob-new-password\n")
     assert "revoked" in out
@@ -146,8 +179,9 @@ def test_tenants_through_the_cli(secured: Cluster) -> None:
     assert _view(secured, bob, "/api/v1/jobs") == 401
     assert xcebob.token_file.read_text() != before
     xcebob.ok("job", "list")
-    bob = secured.post("/api/v1/auth/login", {"username": "xcebob",
-                                              "password": "bob-new-password"}, token=None)["token"]
+    bob = secured.post(
+        "/api/v1/auth/login", {"username": "xcebob", "password": "bob-new-password"}, token=None
+    )["token"]
 
     # The audit log has the logins, the refused kill and the revocation.
     audit = json.loads(admin.ok("admin", "audit", "--json", "--limit", "1000"))["records"]
@@ -176,6 +210,9 @@ def test_service_tokens_for_workers(secured: Cluster) -> None:
     assert _view(secured, secured.worker_tokens["w2"], "/api/v1/cluster") == 401
     # Users cannot mint service tokens.
     with pytest.raises(ApiFailure) as info:
-        secured.post("/api/v1/auth/tokens", {"name": "w3", "role": "worker"},
-                     token=_login(secured, "xcealice"))
+        secured.post(
+            "/api/v1/auth/tokens",
+            {"name": "w3", "role": "worker"},
+            token=_login(secured, "xcealice"),
+        )
     assert "xcealice (role user) may not use user:admin" in info.value.body["error"]["message"]

@@ -31,20 +31,26 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         c.stop()
 
 
-def _cli(cluster: Cluster, *args: str, command: tuple[str, ...] = ()
-         ) -> subprocess.CompletedProcess[str]:
+def _cli(
+    cluster: Cluster, *args: str, command: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XCE_TOKEN": ADMIN_TOKEN, "HOME": str(cluster.root)}
-    return subprocess.run([sys.executable, "-m", "xce", *args, "--controller", cluster.url,
-                           *command],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args, "--controller", cluster.url, *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def _record(cluster: Cluster, job_id: str) -> dict[str, Any]:
     found: list[dict[str, Any]] = []
 
     def stored() -> bool:
-        found[:] = cluster.get("/api/v1/accounting/jobs?" +
-                               urllib.parse.urlencode({"job": job_id}))["jobs"]
+        found[:] = cluster.get(
+            "/api/v1/accounting/jobs?" + urllib.parse.urlencode({"job": job_id})
+        )["jobs"]
         return bool(found)
 
     cluster.wait_for(stored, 30, f"the accounting record of {job_id}")
@@ -83,8 +89,7 @@ def test_begin_time_holds_the_job_and_the_wait_counts_from_eligible(cluster: Clu
     assert time.strftime("%Y-%m-%dT%H:%M", time.gmtime(ended)) in table.stdout
     show = _cli(cluster, "job", "show", after, "--json")
     assert show.returncode == 0 and json.loads(show.stdout)["eligible_time"], show.stdout
-    later = _cli(cluster, "job", "submit", "--begin", "now+1hour", "--json",
-                 command=("true",))
+    later = _cli(cluster, "job", "submit", "--begin", "now+1hour", "--json", command=("true",))
     assert later.returncode == 0, later.stderr
     later_id = json.loads(later.stdout)["job_id"]
     assert cluster.job(later_id)["begin_time"] == pytest.approx(time.time() + 3600, abs=120)
@@ -110,15 +115,17 @@ def test_killing_a_1000_task_array_leaves_one_record_per_task(cluster: Cluster) 
     """Two tasks run (concurrency limit 2), 998 never start; `xce job kill ARRAY` ends all:
     1000 records, each task once, the never-started ones EXIT with no start time."""
     array = cluster.submit(command="sleep 60", array="1-1000%2")
-    cluster.wait_for(lambda: cluster.job(array)["array"]["counts"]["RUN"] == 2, 60,
-                     "two tasks running")
+    cluster.wait_for(
+        lambda: cluster.job(array)["array"]["counts"]["RUN"] == 2, 60, "two tasks running"
+    )
     killed = _cli(cluster, "job", "kill", array)
     assert killed.returncode == 0, killed.stderr
     rows: list[dict[str, Any]] = []
 
     def all_stored() -> bool:
-        rows[:] = cluster.get("/api/v1/accounting/jobs?" + urllib.parse.urlencode(
-            {"job": array, "limit": 5000}))["jobs"]
+        rows[:] = cluster.get(
+            "/api/v1/accounting/jobs?" + urllib.parse.urlencode({"job": array, "limit": 5000})
+        )["jobs"]
         return len(rows) >= 1000
 
     cluster.wait_for(all_stored, 60, "1000 records of the killed array")

@@ -22,8 +22,11 @@ class Up:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.port = free_port()
-        self.env = {**os.environ, "XCE_CLIENT_CONFIG": str(root / "client.toml"),
-                    "PYTHONUNBUFFERED": "1"}
+        self.env = {
+            **os.environ,
+            "XCE_CLIENT_CONFIG": str(root / "client.toml"),
+            "PYTHONUNBUFFERED": "1",
+        }
         self.env.pop("XCE_TOKEN", None)
         self.env.pop("XCE_CONTROLLERS", None)
         self.log = root / "up.log"
@@ -31,21 +34,40 @@ class Up:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "xce", "up", "--state-dir", str(self.root / "state"),
-             "--port", str(self.port)],
-            stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=self.env,
+            [
+                sys.executable,
+                "-m",
+                "xce",
+                "up",
+                "--state-dir",
+                str(self.root / "state"),
+                "--port",
+                str(self.port),
+            ],
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+            env=self.env,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if "XCE is up" in self.log.read_text() and self.xce("host", "list").returncode == 0 \
-                    and "online" in self.xce("host", "list").stdout:
+            if (
+                "XCE is up" in self.log.read_text()
+                and self.xce("host", "list").returncode == 0
+                and "online" in self.xce("host", "list").stdout
+            ):
                 return
             time.sleep(0.2)
         raise AssertionError(self.log.read_text())
 
     def xce(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "xce", *args], env=self.env, text=True,
-                              capture_output=True, timeout=60, input=stdin)
+        return subprocess.run(
+            [sys.executable, "-m", "xce", *args],
+            env=self.env,
+            text=True,
+            capture_output=True,
+            timeout=60,
+            input=stdin,
+        )
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -100,8 +122,16 @@ def test_cli_runs_a_job_end_to_end(up: Up) -> None:
     assert up.xce("job", "output", "1").stdout == "hello world\n"
     listing = up.xce("job", "list")
     header = listing.stdout.splitlines()[0].split()
-    assert header[:8] == ["JOBID", "USER", "STAT", "QUEUE", "FROM_HOST", "EXEC_HOST",
-                          "JOB_NAME", "SUBMIT_TIME"]
+    assert header[:8] == [
+        "JOBID",
+        "USER",
+        "STAT",
+        "QUEUE",
+        "FROM_HOST",
+        "EXEC_HOST",
+        "JOB_NAME",
+        "SUBMIT_TIME",
+    ]
     data = json.loads(up.xce("job", "list", "--json").stdout)
     assert data["total"] == 1 and data["jobs"][0]["state"] == "DONE"
     hosts = json.loads(up.xce("host", "list", "--json").stdout)
@@ -137,10 +167,18 @@ def test_cli_errors_are_one_line_without_traceback(up: Up) -> None:
 
 
 def test_cli_without_a_controller_says_so(tmp_path: Path) -> None:
-    env = {**os.environ, "XCE_CLIENT_CONFIG": str(tmp_path / "none.toml"),
-           "XCE_CONTROLLERS": f"http://127.0.0.1:{free_port()}"}
-    result = subprocess.run([sys.executable, "-m", "xce", "job", "list"], env=env, text=True,
-                            capture_output=True, timeout=60)
+    env = {
+        **os.environ,
+        "XCE_CLIENT_CONFIG": str(tmp_path / "none.toml"),
+        "XCE_CONTROLLERS": f"http://127.0.0.1:{free_port()}",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "xce", "job", "list"],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "no controller answered" in result.stderr and "Traceback" not in result.stderr
 
@@ -162,13 +200,29 @@ def test_a_refused_submit_takes_its_uploads_back(up: Up) -> None:
 def test_cli_changes_queues_at_run_time(up: Up) -> None:
     """`xce queue modify|delete` (issue 17, item 5); `xce queue list` shows plugins and
     limits; bad values are one-line errors."""
-    changed = up.xce("queue", "modify", "short", "--priority", "60", "--plugins",
-                     "fairshare,backfill", "--max-slots", "2", "--max-walltime", "3600",
-                     "--users", f"{getpass.getuser()},@ops", "--shares", "alice=3")
-    assert changed.returncode == 0 and "Queue <short> is modified." in changed.stdout, \
+    changed = up.xce(
+        "queue",
+        "modify",
+        "short",
+        "--priority",
+        "60",
+        "--plugins",
+        "fairshare,backfill",
+        "--max-slots",
+        "2",
+        "--max-walltime",
+        "3600",
+        "--users",
+        f"{getpass.getuser()},@ops",
+        "--shares",
+        "alice=3",
+    )
+    assert changed.returncode == 0 and "Queue <short> is modified." in changed.stdout, (
         changed.stderr
-    row = next(line for line in up.xce("queue", "list").stdout.splitlines()
-               if line.startswith("short"))
+    )
+    row = next(
+        line for line in up.xce("queue", "list").stdout.splitlines() if line.startswith("short")
+    )
     assert "fairshare,backfill" in row and "slots<=2" in row and "wall<=3600" in row, row
     shown = json.loads(up.xce("queue", "show", "short", "--json").stdout)
     assert shown["users"] == [getpass.getuser(), "@ops"] and shown["shares"] == {"alice": 3.0}
@@ -185,8 +239,10 @@ def test_cli_changes_queues_at_run_time(up: Up) -> None:
     ]:
         result = up.xce(*args)
         lines = result.stderr.strip().splitlines()
-        assert result.returncode != 0 and len(lines) == 1 and needle in lines[0], \
-            (args, result.stderr)
+        assert result.returncode != 0 and len(lines) == 1 and needle in lines[0], (
+            args,
+            result.stderr,
+        )
     deleted = up.xce("queue", "delete", "short")
     assert deleted.returncode == 0 and "Queue <short> is deleted." in deleted.stdout
     assert "short" not in up.xce("queue", "list").stdout

@@ -28,9 +28,14 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     wrapper = bin_dir / "xce"
     wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m xce "$@"\n')
     wrapper.chmod(0o755)
-    u.env = {**u.env, "PATH": f"{bin_dir}:{os.environ['PATH']}",
-             "PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(u.root / "data"),
-             "XDG_CONFIG_HOME": str(u.root / "config"), "HOME": str(u.root)}
+    u.env = {
+        **u.env,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "XDG_DATA_HOME": str(u.root / "data"),
+        "XDG_CONFIG_HOME": str(u.root / "config"),
+        "HOME": str(u.root),
+    }
     try:
         yield u
     finally:
@@ -43,10 +48,17 @@ def _bash(up: Up, *words: str) -> list[str]:
     """COMPREPLY for `xce WORDS...` (the last word being completed) in an interactive bash
     that sourced `xce --show-completion bash`."""
     line = " ".join(f"'{w}'" for w in ("xce", *words))
-    program = (f'source <(xce --show-completion bash); COMP_WORDS=({line}); '
-               f'COMP_CWORD={len(words)}; _xce_complete; printf "%s\\n" "${{COMPREPLY[@]}}"')
-    result = subprocess.run(["bash", "--norc", "-i", "-c", program], env=up.env, text=True,
-                            capture_output=True, timeout=60)
+    program = (
+        f"source <(xce --show-completion bash); COMP_WORDS=({line}); "
+        f'COMP_CWORD={len(words)}; _xce_complete; printf "%s\\n" "${{COMPREPLY[@]}}"'
+    )
+    result = subprocess.run(
+        ["bash", "--norc", "-i", "-c", program],
+        env=up.env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     return [w for w in result.stdout.splitlines() if w]
 
@@ -73,19 +85,28 @@ def test_names_do_not_complete_when_no_controller_answers(up: Up) -> None:
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_install_writes_where_the_shell_looks(up: Up, shell: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "xce", "--install-completion", shell],
-                            env=up.env, text=True, capture_output=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "xce", "--install-completion", shell],
+        env=up.env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     path = Path(result.stdout.split(" installed in ")[1].split(":")[0])
     assert path.is_file() and path.is_relative_to(up.root)
     if shutil.which(shell) and shell != "bash":
-        check = [shell, "-n", str(path)] if shell == "zsh" else [shell, "--no-execute",
-                                                                  str(path)]
+        check = [shell, "-n", str(path)] if shell == "zsh" else [shell, "--no-execute", str(path)]
         assert subprocess.run(check, capture_output=True).returncode == 0
 
 
 def test_unknown_shell_is_one_line(up: Up) -> None:
-    result = subprocess.run([sys.executable, "-m", "xce", "--install-completion", "tcsh"],
-                            env=up.env, text=True, capture_output=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "xce", "--install-completion", "tcsh"],
+        env=up.env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stderr == "xce: error: no completion for shell 'tcsh': use bash, zsh, fish\n"

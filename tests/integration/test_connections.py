@@ -34,8 +34,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
-async def _open(c: Cluster, source: str = HOG) -> tuple[asyncio.StreamReader,
-                                                        asyncio.StreamWriter]:
+async def _open(c: Cluster, source: str = HOG) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     return await asyncio.open_connection("127.0.0.1", c.port, local_addr=(source, 0))
 
 
@@ -54,8 +53,7 @@ async def _healthz_seconds(c: Cluster) -> float:
     return time.monotonic() - started
 
 
-async def test_idle_flood_is_capped_and_timed_out_while_healthz_answers(
-        cluster: Cluster) -> None:
+async def test_idle_flood_is_capped_and_timed_out_while_healthz_answers(cluster: Cluster) -> None:
     started = time.monotonic()
     conns = [await _open(cluster) for _ in range(FLOOD)]
     opened = time.monotonic() - started
@@ -83,8 +81,7 @@ async def test_idle_flood_is_capped_and_timed_out_while_healthz_answers(
     assert "connection_limit" in lines[0] or "header_timeout" in lines[0]
 
 
-async def test_headers_sent_a_byte_at_a_time_do_not_extend_the_deadline(
-        cluster: Cluster) -> None:
+async def test_headers_sent_a_byte_at_a_time_do_not_extend_the_deadline(cluster: Cluster) -> None:
     reader, writer = await _open(cluster, "127.0.0.3")
     started = time.monotonic()
     answer = b""
@@ -104,8 +101,10 @@ async def test_headers_sent_a_byte_at_a_time_do_not_extend_the_deadline(
 
 async def test_a_stalled_body_is_closed(cluster: Cluster) -> None:
     reader, writer = await _open(cluster, "127.0.0.4")
-    writer.write(b"POST /api/v1/auth/login HTTP/1.1\r\nHost: x\r\n"
-                 b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"user")
+    writer.write(
+        b"POST /api/v1/auth/login HTTP/1.1\r\nHost: x\r\n"
+        b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"user'
+    )
     started = time.monotonic()
     await _closed_within(reader, 5)
     assert 0.8 < time.monotonic() - started < 4
@@ -117,8 +116,11 @@ async def test_an_idle_keep_alive_connection_is_closed(cluster: Cluster) -> None
     writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
     assert head.startswith(b"HTTP/1.1 200")
-    length = int(next(li for li in head.split(b"\r\n")
-                      if li.lower().startswith(b"content-length")).split(b":")[1])
+    length = int(
+        next(li for li in head.split(b"\r\n") if li.lower().startswith(b"content-length")).split(
+            b":"
+        )[1]
+    )
     await reader.readexactly(length)
     started = time.monotonic()
     assert await _closed_within(reader, 6) == b""  # keepalive_timeout_s = 2

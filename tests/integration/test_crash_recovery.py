@@ -21,8 +21,10 @@ from xce.worker.tasks import LAUNCHER_DIR
 
 # 20 seeds in every run; `pytest -m slow` adds 100 more (or set XCE_CRASH_RUNS).
 SEEDS = int(os.environ.get("XCE_CRASH_RUNS", "20"))
-CRASH_SEEDS = [*range(SEEDS), *(pytest.param(s, marks=pytest.mark.slow)
-                                for s in range(SEEDS, SEEDS + 100))]
+CRASH_SEEDS = [
+    *range(SEEDS),
+    *(pytest.param(s, marks=pytest.mark.slow) for s in range(SEEDS, SEEDS + 100)),
+]
 
 
 async def _burst(url: str, clients: int, stop_after: float, seed: int) -> dict[str, dict]:
@@ -36,9 +38,14 @@ async def _burst(url: str, clients: int, stop_after: float, seed: int) -> dict[s
         async with aiohttp.ClientSession(headers=headers) as session:
             i = 0
             while asyncio.get_running_loop().time() < deadline:
-                body = {"command": f"echo {n}-{i}", "name": f"c{n}-{i}", "user": "crash",
-                        "env": {"SEED": str(seed), "R": str(rng.random())},
-                        "slots": 1 + i % 3, "hold": True}
+                body = {
+                    "command": f"echo {n}-{i}",
+                    "name": f"c{n}-{i}",
+                    "user": "crash",
+                    "env": {"SEED": str(seed), "R": str(rng.random())},
+                    "slots": 1 + i % 3,
+                    "hold": True,
+                }
                 i += 1
                 try:
                     async with session.post(f"{url}/api/v1/jobs", json=body) as resp:
@@ -62,8 +69,7 @@ def _check(cluster: Cluster, acked: dict[str, dict]) -> None:
 
 
 @pytest.mark.parametrize("seed", CRASH_SEEDS)
-def test_kill_9_during_a_submit_burst_loses_nothing_acknowledged(tmp_path: Path,
-                                                                 seed: int) -> None:
+def test_kill_9_during_a_submit_burst_loses_nothing_acknowledged(tmp_path: Path, seed: int) -> None:
     cluster = Cluster(tmp_path / "c", queues="")
     cluster.start_controller()
     try:
@@ -139,8 +145,9 @@ def test_admin_state_and_queues_survive_restart(tmp_path: Path) -> None:
 
 
 def _xce(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "xce", *args], text=True,
-                          capture_output=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args], text=True, capture_output=True, timeout=60
+    )
 
 
 def test_a_bit_flip_in_the_last_record_stops_start_until_repaired(tmp_path: Path) -> None:
@@ -159,8 +166,9 @@ def test_a_bit_flip_in_the_last_record_stops_start_until_repaired(tmp_path: Path
     last = list(read_frames(bytes(data)))[-1]
     data[last.offset + 30] ^= 0x10
     segment.write_bytes(bytes(data))
-    cluster.controller = cluster._spawn("controller", "controller", "-c",
-                                        str(tmp_path / "c" / "controller.toml"))
+    cluster.controller = cluster._spawn(
+        "controller", "controller", "-c", str(tmp_path / "c" / "controller.toml")
+    )
     assert cluster.controller.wait(20) != 0
     log = (tmp_path / "c" / "controller.log").read_text()
     assert "not a torn write" in log and "xce admin wal-check" in log, log[-2000:]
@@ -190,8 +198,9 @@ def test_mid_log_corruption_stops_start_until_repaired(tmp_path: Path) -> None:
 
     check = _xce("admin", "wal-check", "--state-dir", str(state_dir))
     assert check.returncode == 1 and "DAMAGED" in check.stdout, check.stdout
-    cluster.controller = cluster._spawn("controller", "controller", "-c",
-                                        str(tmp_path / "c" / "controller.toml"))
+    cluster.controller = cluster._spawn(
+        "controller", "controller", "-c", str(tmp_path / "c" / "controller.toml")
+    )
     assert cluster.controller.wait(20) != 0
     log = (tmp_path / "c" / "controller.log").read_text()
     assert "wal-repair" in log and "Traceback" not in log
@@ -239,8 +248,9 @@ def _ack_then_503(cluster: Cluster) -> tuple[list[str], Any]:
 def test_disk_full_refuses_writes_serves_reads_and_recovers(tmp_path: Path) -> None:
     root = tmp_path / "small"
     root.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m,mode=0700", "tmpfs",
-                              str(root)], capture_output=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=6m,mode=0700", "tmpfs", str(root)], capture_output=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount tmpfs here: {mounted.stderr.decode().strip()}")
     try:
@@ -319,8 +329,9 @@ def test_job_that_ends_while_controller_and_then_worker_are_down(tmp_path: Path)
         cluster.controller.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
         cluster.controller.wait(10)  # type: ignore[union-attr]
         state = tmp_path / "c" / "w1" / "state"
-        cluster.wait_for(lambda: any(state.glob("*/report.json")), 40,
-                         "the worker saved its report")
+        cluster.wait_for(
+            lambda: any(state.glob("*/report.json")), 40, "the worker saved its report"
+        )
         cluster.kill_worker("w1")
         cluster.start_controller()
         cluster.start_worker("w1")
@@ -328,9 +339,13 @@ def test_job_that_ends_while_controller_and_then_worker_are_down(tmp_path: Path)
         assert (job["state"], job["exit_code"]) == ("EXIT", 5), job
         assert cluster.download(job_id, "stdout") == b"out\n"
         assert marker.read_text() == "run\n"
-        cluster.wait_for(lambda: not [p for p in (cluster.jobs_root / "w1").iterdir()
-                                         if p.name != LAUNCHER_DIR]
-                         and not [p for p in state.iterdir() if p.is_dir()], 10,
-                         "the attempt's directories removed once delivered")
+        cluster.wait_for(
+            lambda: (
+                not [p for p in (cluster.jobs_root / "w1").iterdir() if p.name != LAUNCHER_DIR]
+                and not [p for p in state.iterdir() if p.is_dir()]
+            ),
+            10,
+            "the attempt's directories removed once delivered",
+        )
     finally:
         cluster.stop()

@@ -11,8 +11,9 @@ from xce.client import ApiError, XceClient
 from xce.client.sse import StreamEvent
 
 
-async def _collect(stream: AsyncIterator[StreamEvent], until: Any, timeout: float = 20
-                   ) -> list[StreamEvent]:
+async def _collect(
+    stream: AsyncIterator[StreamEvent], until: Any, timeout: float = 20
+) -> list[StreamEvent]:
     seen: list[StreamEvent] = []
 
     async def run() -> None:
@@ -43,8 +44,7 @@ async def test_stream_follows_a_job_and_resumes_after_reconnect(cluster: Cluster
         await stream.aclose()
 
         # Changes made while disconnected arrive after reconnecting with the last id.
-        missed = (await client.submit({"command": "true", "user": "root", "hold": True}
-                                      ))["job_id"]
+        missed = (await client.submit({"command": "true", "user": "root", "hold": True}))["job_id"]
         resumed = client.events(last_id=last_id, keepalive=1)
         hello = await anext(resumed)
         assert hello.data["resumed"] is True

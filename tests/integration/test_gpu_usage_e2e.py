@@ -13,7 +13,7 @@ import pytest
 from tests.integration.cluster import Cluster
 from tests.integration.test_gres_e2e import DEVICES_V1, _cli, _nodes
 
-FAKE_NVML = '''
+FAKE_NVML = """
 class NVMLError(Exception):
     pass
 def nvmlInit(): pass
@@ -24,11 +24,12 @@ class _U: gpu = 50
 class _M: used = 1 << 30; total = 2 << 30
 def nvmlDeviceGetUtilizationRates(h): return _U()
 def nvmlDeviceGetMemoryInfo(h): return _M()
-'''
+"""
 
 
 def test_gpu_utilisation_and_memory_peak_reach_usage_and_accounting(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if os.geteuid() != 0 or not os.access(DEVICES_V1, os.W_OK):
         pytest.skip("needs root and the cgroup v1 devices hierarchy")
     fake = tmp_path / "fake-nvml"
@@ -39,9 +40,14 @@ def test_gpu_utilisation_and_memory_peak_reach_usage_and_accounting(
     c = Cluster(tmp_path / "cluster")
     try:
         c.start_controller()
-        c.start_worker("g1", slots=2, attrs=(
-            f'cgroup = "v1"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
-            '[worker.gres]\ngpu = ["0", "1"]'))
+        c.start_worker(
+            "g1",
+            slots=2,
+            attrs=(
+                f'cgroup = "v1"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
+                '[worker.gres]\ngpu = ["0", "1"]'
+            ),
+        )
         job = c.submit(command="sleep 2", gres={"gpu": 1})
         plain = c.submit(command="sleep 1")
         done = c.wait_state(job, "DONE", timeout=90)
@@ -49,8 +55,11 @@ def test_gpu_utilisation_and_memory_peak_reach_usage_and_accounting(
         assert done["usage"]["gpu_mem_peak_bytes"] == 1 << 30, done["usage"]
         other = c.wait_state(plain, "DONE", timeout=90)["usage"]
         assert other["gpu_util_pct"] == 0 and other["gpu_mem_peak_bytes"] == 0
-        c.wait_for(lambda: "GPU Utilization: 50.0%" in _cli(c, "job", "eff", job).stdout, 30,
-                   "the accounting record with the GPU figures")
+        c.wait_for(
+            lambda: "GPU Utilization: 50.0%" in _cli(c, "job", "eff", job).stdout,
+            30,
+            "the accounting record with the GPU figures",
+        )
         table = _cli(c, "acct", "-j", job, "--format", "jobid,gpuutil,gpumem").stdout
         assert table.split()[-2:] == ["50.0%", "1.00G"], table
         none = _cli(c, "acct", "-j", plain, "--format", "jobid,gpuutil,gpumem").stdout

@@ -39,12 +39,16 @@ def gpu_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, Path]]:
     if os.geteuid() != 0 or not os.access(DEVICES_V1, os.W_OK):
         pytest.skip("needs root and the cgroup v1 devices hierarchy")
     nodes = _nodes()
-    c = Cluster(tmp_path / "cluster",
-                queues='[[license]]\nname = "matlab"\ncount = 1\n')
+    c = Cluster(tmp_path / "cluster", queues='[[license]]\nname = "matlab"\ncount = 1\n')
     c.start_controller()
-    c.start_worker("g1", slots=4, attrs=(
-        f'cgroup = "v1"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
-        '[worker.attributes]\ngpu_model = "H200"\n[worker.gres]\ngpu = ["0", "1"]'))
+    c.start_worker(
+        "g1",
+        slots=4,
+        attrs=(
+            f'cgroup = "v1"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
+            '[worker.attributes]\ngpu_model = "H200"\n[worker.gres]\ngpu = ["0", "1"]'
+        ),
+    )
     c.start_worker("c1", slots=4)
     try:
         yield c, nodes
@@ -56,9 +60,11 @@ def gpu_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, Path]]:
 
 
 # Each job reports its variables, then which GPU nodes it can open.
-PROBE = ('echo "cuda=$CUDA_VISIBLE_DEVICES rocr=$ROCR_VISIBLE_DEVICES xce=$XCE_GPUS"; '
-         'for n in 0 1; do if head -c 1 {nodes}/nvidia$n >/dev/null 2>&1; '
-         'then echo "open $n"; else echo "denied $n"; fi; done; sleep {sleep}')
+PROBE = (
+    'echo "cuda=$CUDA_VISIBLE_DEVICES rocr=$ROCR_VISIBLE_DEVICES xce=$XCE_GPUS"; '
+    "for n in 0 1; do if head -c 1 {nodes}/nvidia$n >/dev/null 2>&1; "
+    'then echo "open $n"; else echo "denied $n"; fi; done; sleep {sleep}'
+)
 
 
 def _output(c: Cluster, job_id: str) -> str:
@@ -66,7 +72,8 @@ def _output(c: Cluster, job_id: str) -> str:
 
 
 def test_one_gpu_jobs_get_distinct_devices_and_can_open_only_their_own(
-        gpu_cluster: tuple[Cluster, Path]) -> None:
+    gpu_cluster: tuple[Cluster, Path],
+) -> None:
     c, nodes = gpu_cluster
     hosts = {h["name"]: h for h in c.get("/api/v1/hosts")["hosts"]}
     assert hosts["g1"]["gres"]["gpu"]["total"] == 2 and hosts["c1"]["gres"] == {}
@@ -99,8 +106,7 @@ def test_one_gpu_jobs_get_distinct_devices_and_can_open_only_their_own(
     assert "cuda= rocr= xce=" in text and "denied 0" in text and "denied 1" in text, text
 
 
-def test_impossible_requests_are_400_naming_the_resource(
-        gpu_cluster: tuple[Cluster, Path]) -> None:
+def test_impossible_requests_are_400_naming_the_resource(gpu_cluster: tuple[Cluster, Path]) -> None:
     c, _ = gpu_cluster
     for body, words in [
         ({"gres": {"gpu": 3}}, "3 gpu devices"),
@@ -125,15 +131,20 @@ def test_licenses_are_counted_across_hosts(gpu_cluster: tuple[Cluster, Path]) ->
 
 def _cli(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XCE_TOKEN": ADMIN_TOKEN, "HOME": str(c.root)}
-    return subprocess.run([sys.executable, "-m", "xce", *args, "--controller", c.url],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args, "--controller", c.url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
-def test_cli_options_views_and_a_restart_keep_the_grant(
-        gpu_cluster: tuple[Cluster, Path]) -> None:
+def test_cli_options_views_and_a_restart_keep_the_grant(gpu_cluster: tuple[Cluster, Path]) -> None:
     c, _ = gpu_cluster
-    done = _cli(c, "job", "submit", "--gpus", "1", "--license", "matlab:1", "--user", "root",
-                "sleep 30")
+    done = _cli(
+        c, "job", "submit", "--gpus", "1", "--license", "matlab:1", "--user", "root", "sleep 30"
+    )
     assert done.returncode == 0, done.stderr
     job = done.stdout.split("<")[1].split(">")[0]
     running = c.wait_state(job, "RUN")
@@ -161,8 +172,11 @@ def test_cli_options_views_and_a_restart_keep_the_grant(
     c.control(job, "kill")
     assert c.wait_state(other, "DONE", timeout=60)["devices"] == ["gpu:0", "gpu:1"]
     # accounting: the GPU count of the attempt (written off the request path: poll)
-    c.wait_for(lambda: "GPUs: 2" in _cli(c, "job", "eff", other).stdout, 30,
-               "the accounting record of a 2-GPU job")
+    c.wait_for(
+        lambda: "GPUs: 2" in _cli(c, "job", "eff", other).stdout,
+        30,
+        "the accounting record of a 2-GPU job",
+    )
     table = _cli(c, "acct", "-j", other, "--format", "jobid,allocgpus").stdout
     assert table.split()[-1] == "2", table
 
@@ -206,14 +220,23 @@ def test_a_gpu_node_missing_at_launch_is_not_left_open(tmp_path: Path) -> None:
     (nodes / "nvidia1").unlink()  # not made yet on this host
     c = Cluster(tmp_path / "cluster")
     c.start_controller()
-    c.start_worker("g1", slots=4, attrs=(
-        f'cgroup = "v1"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
-        '[worker.gres]\ngpu = ["0", "1"]'))
+    c.start_worker(
+        "g1",
+        slots=4,
+        attrs=(
+            f'cgroup = "v1"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
+            '[worker.gres]\ngpu = ["0", "1"]'
+        ),
+    )
     try:
-        job = c.submit(command=(
-            f"for i in $(seq 100); do [ -e {nodes}/nvidia1 ] && break; sleep 0.1; done; "
-            f"if head -c 1 {nodes}/nvidia1 >/dev/null 2>&1; then echo 'open 1'; "
-            "else echo 'denied 1'; fi"), gres={"gpu": 1})
+        job = c.submit(
+            command=(
+                f"for i in $(seq 100); do [ -e {nodes}/nvidia1 ] && break; sleep 0.1; done; "
+                f"if head -c 1 {nodes}/nvidia1 >/dev/null 2>&1; then echo 'open 1'; "
+                "else echo 'denied 1'; fi"
+            ),
+            gres={"gpu": 1},
+        )
         seen: list[dict] = []
 
         def settled(states: tuple[str, ...]) -> bool:
@@ -243,21 +266,33 @@ def test_under_cgroup_v2_a_job_cannot_open_a_gpu_it_was_not_granted(tmp_path: Pa
     """cgroup v2 has no devices files: the worker attaches an eBPF device program to the
     job's cgroup. A hostile job that unsets CUDA_VISIBLE_DEVICES and opens the other GPU's
     node directly is refused by the kernel; its own node opens."""
-    v2 = next((line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-               if line.split()[2] == "cgroup2"), None)
+    v2 = next(
+        (
+            line.split()[1]
+            for line in Path("/proc/mounts").read_text().splitlines()
+            if line.split()[2] == "cgroup2"
+        ),
+        None,
+    )
     if os.geteuid() != 0 or v2 is None or not os.access(v2, os.W_OK):
         pytest.skip("needs root and a writable cgroup2 mount")
     nodes = _nodes()
     before = set(Path(v2).glob("xce-g1-*"))
     c = Cluster(tmp_path / "cluster")
     c.start_controller()
-    c.start_worker("g1", slots=4, attrs=(
-        f'cgroup = "v2"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
-        '[worker.gres]\ngpu = ["0", "1"]'))
+    c.start_worker(
+        "g1",
+        slots=4,
+        attrs=(
+            f'cgroup = "v2"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
+            '[worker.gres]\ngpu = ["0", "1"]'
+        ),
+    )
     try:
-        job = c.submit(command="unset CUDA_VISIBLE_DEVICES; " + PROBE.format(nodes=nodes,
-                                                                          sleep=0),
-                       gres={"gpu": 1})
+        job = c.submit(
+            command="unset CUDA_VISIBLE_DEVICES; " + PROBE.format(nodes=nodes, sleep=0),
+            gres={"gpu": 1},
+        )
         done = c.wait_state(job, "DONE", timeout=60)
         mine = done["devices"][0].split(":")[1]
         other = "1" if mine == "0" else "0"
@@ -274,7 +309,8 @@ def test_under_cgroup_v2_a_job_cannot_open_a_gpu_it_was_not_granted(tmp_path: Pa
 
 
 def test_a_devices_fence_that_cannot_be_set_up_ends_the_job_instead_of_hanging_it(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A cgroup error while making the job's cgroup (here: the worker's cgroup v2 parent
     holds a device program attached without BPF_F_ALLOW_MULTI, as older container runtimes
     do, so the job's own program cannot be attached) escaped the worker's launch error
@@ -282,8 +318,14 @@ def test_a_devices_fence_that_cannot_be_set_up_ends_the_job_instead_of_hanging_i
     launch at every heartbeat. It must end the job, naming why, and free the GPU."""
     from xce.worker.cgroups import devbpf
 
-    v2 = next((line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-               if line.split()[2] == "cgroup2"), None)
+    v2 = next(
+        (
+            line.split()[1]
+            for line in Path("/proc/mounts").read_text().splitlines()
+            if line.split()[2] == "cgroup2"
+        ),
+        None,
+    )
     if os.geteuid() != 0 or v2 is None or not os.access(v2, os.W_OK):
         pytest.skip("needs root and a writable cgroup2 mount")
     parent = Path(v2) / f"xcetest-{os.getpid()}-noattach"
@@ -292,9 +334,14 @@ def test_a_devices_fence_that_cannot_be_set_up_ends_the_job_instead_of_hanging_i
     nodes = _nodes()
     c = Cluster(tmp_path / "cluster")
     c.start_controller()
-    c.start_worker("g1", slots=4, attrs=(
-        f'cgroup = "v2"\ncgroup_parent = "/{parent.name}"\n'
-        f'gpu_device_path = "{nodes}/nvidia{{}}"\n[worker.gres]\ngpu = ["0", "1"]'))
+    c.start_worker(
+        "g1",
+        slots=4,
+        attrs=(
+            f'cgroup = "v2"\ncgroup_parent = "/{parent.name}"\n'
+            f'gpu_device_path = "{nodes}/nvidia{{}}"\n[worker.gres]\ngpu = ["0", "1"]'
+        ),
+    )
     try:
         job = c.submit(command="true", gres={"gpu": 1})
         done = c.wait_state(job, "EXIT", timeout=30)

@@ -30,9 +30,13 @@ def two_gpu_hosts(tmp_path: Path) -> Iterator[tuple[Cluster, Path]]:
     c = Cluster(tmp_path / "cluster")
     c.start_controller()
     for name, ids in ORDER.items():
-        c.start_worker(name, slots=2, attrs=(
-            f'cgroup = "v1"\ngpu_device_path = "{nodes}/nvidia{{}}"\n'
-            f'[worker.gres]\ngpu = {ids}'))
+        c.start_worker(
+            name,
+            slots=2,
+            attrs=(
+                f'cgroup = "v1"\ngpu_device_path = "{nodes}/nvidia{{}}"\n[worker.gres]\ngpu = {ids}'
+            ),
+        )
     c.wait_for(lambda: len(c.get("/api/v1/hosts")["hosts"]) == 2, 60, "two workers")
     try:
         yield c, nodes
@@ -44,17 +48,22 @@ def two_gpu_hosts(tmp_path: Path) -> Iterator[tuple[Cluster, Path]]:
 
 
 def test_launch_tasks_see_and_open_only_their_own_hosts_gpu(
-        two_gpu_hosts: tuple[Cluster, Path]) -> None:
+    two_gpu_hosts: tuple[Cluster, Path],
+) -> None:
     c, nodes = two_gpu_hosts
-    probe = ('echo "at=$XCE_EXEC_HOST cuda=$CUDA_VISIBLE_DEVICES rocr=$ROCR_VISIBLE_DEVICES '
-             'xce=$XCE_GPUS"; for n in 0 1; do if head -c 1 ' + str(nodes) + '/nvidia$n '
-             '>/dev/null 2>&1; then echo "at=$XCE_EXEC_HOST open $n"; else '
-             'echo "at=$XCE_EXEC_HOST denied $n"; fi; done')
+    probe = (
+        'echo "at=$XCE_EXEC_HOST cuda=$CUDA_VISIBLE_DEVICES rocr=$ROCR_VISIBLE_DEVICES '
+        'xce=$XCE_GPUS"; for n in 0 1; do if head -c 1 ' + str(nodes) + "/nvidia$n "
+        '>/dev/null 2>&1; then echo "at=$XCE_EXEC_HOST open $n"; else '
+        'echo "at=$XCE_EXEC_HOST denied $n"; fi; done'
+    )
     script = f"xce launch --per-host 1 -- sh -c '{probe}'; echo status=$?; sleep 3"
     job_id = c.submit(command=script, slots=2, resources="span[ptile=1]", gres={"gpu": 1})
     running = c.wait_state(job_id, "RUN", timeout=60)
     assert [(p["host"], p["devices"]) for p in running["hosts"]] == [
-        ("g1", ["gpu:0"]), ("g2", ["gpu:1"])], running
+        ("g1", ["gpu:0"]),
+        ("g2", ["gpu:1"]),
+    ], running
     shown = _cli(c, "job", "show", job_id).stdout
     assert "g1*1 gpu:0" in shown and "g2*1 gpu:1" in shown, shown
     hosts = {h["name"]: h for h in c.get("/api/v1/hosts")["hosts"]}
@@ -63,7 +72,9 @@ def test_launch_tasks_see_and_open_only_their_own_hosts_gpu(
     other = c.submit(command="sleep 1", slots=2, resources="span[ptile=1]", gres={"gpu": 1})
     second = c.wait_state(other, "RUN", "DONE", timeout=60)
     assert [(p["host"], p["devices"]) for p in second["hosts"]] == [
-        ("g1", ["gpu:1"]), ("g2", ["gpu:0"])], second
+        ("g1", ["gpu:1"]),
+        ("g2", ["gpu:0"]),
+    ], second
     job = c.wait_state(job_id, "DONE", "EXIT", timeout=90)
     out = c.download(job_id, "stdout").decode()
     assert job["state"] == "DONE" and "status=0" in out, (job, out)

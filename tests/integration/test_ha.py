@@ -60,9 +60,12 @@ class Burst:
             name = f"b{t}-{i}"
             i += 1
             try:
-                job = self.c.request("POST", "/api/v1/jobs", {
-                    "command": f"echo {name}", "user": "root", "name": name, "hold": True},
-                    retry_for=30)["job_id"]
+                job = self.c.request(
+                    "POST",
+                    "/api/v1/jobs",
+                    {"command": f"echo {name}", "user": "root", "name": name, "hold": True},
+                    retry_for=30,
+                )["job_id"]
             except (ApiFailure, OSError) as exc:
                 self.errors.append(f"{name}: {exc}")
                 continue
@@ -72,8 +75,11 @@ class Burst:
         """Wait until `count` more submissions are acknowledged: the burst is under way
         (against whichever controller is primary now) rather than "a second has passed"."""
         before = len(self.acked)
-        self.c.wait_for(lambda: len(self.acked) >= before + count, timeout,
-                        f"{count} more acknowledged submissions (errors: {self.errors[-3:]})")
+        self.c.wait_for(
+            lambda: len(self.acked) >= before + count,
+            timeout,
+            f"{count} more acknowledged submissions (errors: {self.errors[-3:]})",
+        )
 
     def finish(self) -> dict[str, str]:
         self.stop.set()
@@ -99,8 +105,10 @@ def all_jobs(c: HaCluster) -> dict[str, str]:
 
 def job_contents(c: HaCluster) -> dict[str, tuple[object, ...]]:
     """id -> (name, user, queue, submit time, state) of every job: content, not only ids."""
-    return {str(j["id"]): (j["name"], j["user"], j["queue"], j["submit_time"], j["state"])
-            for j in listed(c)}
+    return {
+        str(j["id"]): (j["name"], j["user"], j["queue"], j["submit_time"], j["state"])
+        for j in listed(c)
+    }
 
 
 def check_no_loss(c: HaCluster, acked: dict[str, str]) -> None:
@@ -119,9 +127,12 @@ def submit_after_takeover(c: HaCluster, **body: object) -> str:
 def direct(c: HaCluster, i: int, method: str, path: str, body: object = None) -> int:
     """Send to candidate i only (no rotation); the HTTP status, or 0 if it did not answer."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(c.candidate_urls[i] + path, data=data, method=method,
-                                 headers={"Authorization": f"Bearer {ADMIN_TOKEN}",
-                                          "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        c.candidate_urls[i] + path,
+        data=data,
+        method=method,
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=3) as resp:
             return resp.status
@@ -131,8 +142,7 @@ def direct(c: HaCluster, i: int, method: str, path: str, body: object = None) ->
         return 0
 
 
-def test_kill_9_of_the_primary_during_a_burst_keeps_every_acknowledged_job(
-        ha: HaCluster) -> None:
+def test_kill_9_of_the_primary_during_a_burst_keeps_every_acknowledged_job(ha: HaCluster) -> None:
     """Sync mode: takeover, no acknowledged job lost, the running job keeps running once."""
     running = ha.submit(command="sleep 6; echo finished-once", name="long")
     ha.wait_state(running, "RUN")
@@ -207,9 +217,10 @@ def test_a_frozen_primary_does_not_write_after_a_takeover(ha: HaCluster) -> None
         submit_after_takeover(ha, command="echo during the freeze", name="frozen")
     finally:
         ha.candidates[0].send_signal(signal.SIGCONT)
-    statuses = [direct(ha, 0, "POST", "/api/v1/jobs",
-                       {"command": "true", "user": "root", "name": "stale"})
-                for _ in range(5)]
+    statuses = [
+        direct(ha, 0, "POST", "/api/v1/jobs", {"command": "true", "user": "root", "name": "stale"})
+        for _ in range(5)
+    ]
     assert 200 not in statuses and 201 not in statuses, statuses
     ha.wait_for(lambda: (ha.health(0) or {}).get("role") == "standby", 20, "0 stepped down")
     ha.wait_caught_up(0)
@@ -289,27 +300,46 @@ def test_three_candidates_elect_one_primary_and_need_a_majority(tmp_path: Path) 
         new = c.wait_primary(TAKEOVER_BOUND_S, other_than=0)
         other = 3 - new
         assert c.primaries() == [new] and new == 1  # equal logs: the better rank wins
-        c.wait_for(lambda: (c.health(other) or {}).get("primary") == c.candidate_urls[new],
-                   20, "the other standby following the new primary")
+        c.wait_for(
+            lambda: (c.health(other) or {}).get("primary") == c.candidate_urls[new],
+            20,
+            "the other standby following the new primary",
+        )
         c.submit(command="true", hold=True)
         c.wait_caught_up(other)
         assert c.job(job)["name"] == "three"
         # Alone, a primary of three cannot hold a majority: it stops taking writes even
         # though a worker still reaches it (with three candidates only majorities count).
         c.kill_candidate(other)
-        c.wait_for(lambda: direct(c, new, "POST", "/api/v1/jobs",
-                                  {"command": "true", "user": "root"}) == 503,
-                   15, "writes refused without a majority")
+        c.wait_for(
+            lambda: (
+                direct(c, new, "POST", "/api/v1/jobs", {"command": "true", "user": "root"}) == 503
+            ),
+            15,
+            "writes refused without a majority",
+        )
         c.start_candidate(other, "standby")
-        c.wait_for(lambda: direct(c, new, "POST", "/api/v1/jobs",
-                                  {"command": "true", "user": "root", "hold": True}) == 201,
-                   30, "writes again with a majority")
+        c.wait_for(
+            lambda: (
+                direct(
+                    c,
+                    new,
+                    "POST",
+                    "/api/v1/jobs",
+                    {"command": "true", "user": "root", "hold": True},
+                )
+                == 201
+            ),
+            30,
+            "writes again with a majority",
+        )
     finally:
         c.stop()
 
 
 def test_retention_purges_on_the_primary_and_the_standby_follows_through_failover(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Retention on (1 s, a checkpoint a second): finished jobs leave the primary by its
     JobsPurged record, a requeue racing the purge is either applied or refused, the
     standby follows every record, and after a failover the new primary holds exactly what
@@ -366,8 +396,7 @@ def sweep_cluster(tmp_path: Path, candidates: int, preload: int) -> HaCluster:
     worker, and every candidate starting from the same preloaded log."""
     if candidates == 2:
         return make(tmp_path, "sync", preload)
-    c = HaCluster(tmp_path / "ha", candidates=candidates, failover_timeout=2.0,
-                  replication="sync")
+    c = HaCluster(tmp_path / "ha", candidates=candidates, failover_timeout=2.0, replication="sync")
     c.preload(preload)
     c.start_candidate(0)
     for i in range(1, candidates):
@@ -378,8 +407,9 @@ def sweep_cluster(tmp_path: Path, candidates: int, preload: int) -> HaCluster:
     return c
 
 
-def restart_sweep(tmp_path: Path, delays: tuple[float, ...], preload: int,
-                  candidates: int = 2) -> None:
+def restart_sweep(
+    tmp_path: Path, delays: tuple[float, ...], preload: int, candidates: int = 2
+) -> None:
     """kill -9 of the primary, then `xce controller` on it again after each delay, under a
     sync-mode submit burst. After every round every candidate is up, one primary and caught-
     up standbys; at the end: never two primaries of one epoch (healthz polled every 50 ms,
@@ -415,15 +445,16 @@ def restart_sweep(tmp_path: Path, delays: tuple[float, ...], preload: int,
         c.post("/api/v1/cluster/switchover", {"to": c.candidate_urls[target]})
         c.wait_for(lambda: c.primaries() == [target], 20, "the switchover")
         assert job_contents(c) == table  # the other candidate held the very same jobs
-        print(f"{len(delays)} restarts, {len(acked)} acknowledged jobs, none lost; "
-              f"{watch.polls} health polls, epochs {sorted(watch.seen)}")
+        print(
+            f"{len(delays)} restarts, {len(acked)} acknowledged jobs, none lost; "
+            f"{watch.polls} health polls, epochs {sorted(watch.seen)}"
+        )
     finally:
         c.stop()
 
 
 @pytest.mark.timeout(600)
-def test_a_quickly_restarted_primary_never_makes_two_primaries_of_one_epoch(
-        tmp_path: Path) -> None:
+def test_a_quickly_restarted_primary_never_makes_two_primaries_of_one_epoch(tmp_path: Path) -> None:
     restart_sweep(tmp_path, RESTART_DELAYS, preload=60_000)
 
 
@@ -431,12 +462,12 @@ def test_a_quickly_restarted_primary_never_makes_two_primaries_of_one_epoch(
 @pytest.mark.timeout(3600)  # 51 rounds, each a kill -9, a restart and a catch-up of 150k jobs
 @pytest.mark.parametrize("candidates", [2, 3])
 def test_restart_delay_sweep_from_0_to_twice_the_failover_timeout(
-        tmp_path: Path, candidates: int) -> None:
+    tmp_path: Path, candidates: int
+) -> None:
     restart_sweep(tmp_path, SLOW_RESTART_DELAYS, preload=150_000, candidates=candidates)
 
 
-def test_a_restart_while_the_new_primary_is_unreachable_takes_another_epoch(
-        tmp_path: Path) -> None:
+def test_a_restart_while_the_new_primary_is_unreachable_takes_another_epoch(tmp_path: Path) -> None:
     """The issue's double primary made deterministic: the standby took over, then cannot be
     reached (SIGSTOP, like a listener between roles or a partition) exactly while the old
     primary restarts. The restarted one may claim an epoch alone only after a whole failover
@@ -480,8 +511,9 @@ def test_async_a_lost_job_number_is_never_given_to_another_job(tmp_path: Path) -
         before = c.submit(command="true", hold=True, name="before")
         c.wait_caught_up(1)
         c.kill_candidate(1)  # the standby is gone: what follows reaches no one
-        lost = {c.submit(command="true", hold=True, name=f"lost-{i}"): f"lost-{i}"
-                for i in range(5)}
+        lost = {
+            c.submit(command="true", hold=True, name=f"lost-{i}"): f"lost-{i}" for i in range(5)
+        }
         c.kill_candidate(0)
         c.start_candidate(1, "standby")  # it comes back alone and takes over
         assert c.wait_primary(TAKEOVER_BOUND_S) == 1
@@ -496,7 +528,8 @@ def test_async_a_lost_job_number_is_never_given_to_another_job(tmp_path: Path) -
 
 
 def test_a_submit_retried_with_its_idempotency_key_across_a_failover_makes_one_job(
-        ha: HaCluster) -> None:
+    ha: HaCluster,
+) -> None:
     """The client lost the answer when the primary died (sync mode: the job is on the
     standby); its retry with the same key on the new primary finds the job."""
     body = {"command": "echo once", "user": "root", "name": "exactly-once", "hold": True}
@@ -506,6 +539,5 @@ def test_a_submit_retried_with_its_idempotency_key_across_a_failover_makes_one_j
     assert ha.wait_primary(TAKEOVER_BOUND_S, other_than=0) == 1
     again = ha.request("POST", "/api/v1/jobs", body, retry_for=20, extra_headers=key)["job_id"]
     assert again == first
-    named = [j for j in ha.get("/api/v1/jobs?limit=100000")["jobs"]
-             if j["name"] == "exactly-once"]
+    named = [j for j in ha.get("/api/v1/jobs?limit=100000")["jobs"] if j["name"] == "exactly-once"]
     assert [j["id"] for j in named] == [first]

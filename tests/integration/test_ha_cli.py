@@ -18,19 +18,28 @@ from tests.integration.ha_cluster import HaCluster
 
 def cli_env(ha: HaCluster, token: str | None = ADMIN_TOKEN) -> dict[str, str]:
     """The CLI pointed at every candidate (like a client.toml listing them), with a token."""
-    env = {**os.environ, "XCE_CLIENT_CONFIG": str(ha.root / "client.toml"),
-           "XCE_CONTROLLERS": ",".join(ha.candidate_urls),
-           "XDG_CONFIG_HOME": str(ha.root / "config")}
+    env = {
+        **os.environ,
+        "XCE_CLIENT_CONFIG": str(ha.root / "client.toml"),
+        "XCE_CONTROLLERS": ",".join(ha.candidate_urls),
+        "XDG_CONFIG_HOME": str(ha.root / "config"),
+    }
     env.pop("XCE_TOKEN", None)
     if token:
         env["XCE_TOKEN"] = token
     return env
 
 
-def xce(ha: HaCluster, *args: str, token: str | None = ADMIN_TOKEN
-        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "xce", *args], env=cli_env(ha, token),
-                          text=True, capture_output=True, timeout=60)
+def xce(
+    ha: HaCluster, *args: str, token: str | None = ADMIN_TOKEN
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args],
+        env=cli_env(ha, token),
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
 
 
 def status_json(ha: HaCluster) -> dict[str, Any]:
@@ -46,7 +55,8 @@ def roles(view: dict[str, Any]) -> dict[str, str | None]:
 def standby_connected(ha: HaCluster, url: str) -> bool:
     ha_view = ha.request("GET", "/api/v1/cluster")["ha"]
     return any(s["node"] == url and s["in_sync"] for s in ha_view["standbys"]) and all(
-        c["reachable"] for c in ha_view["candidates"])
+        c["reachable"] for c in ha_view["candidates"]
+    )
 
 
 @pytest.fixture
@@ -55,8 +65,11 @@ def pair(tmp_path: Path) -> Iterator[HaCluster]:
     ha = HaCluster(tmp_path / "ha")
     try:
         ha.start_pair()
-        ha.wait_for(lambda: standby_connected(ha, ha.candidate_urls[1]), 20,
-                    "the standby connected and in sync")
+        ha.wait_for(
+            lambda: standby_connected(ha, ha.candidate_urls[1]),
+            20,
+            "the standby connected and in sync",
+        )
         yield ha
     finally:
         ha.stop()
@@ -96,8 +109,9 @@ def test_status_lists_both_candidates_and_switchover_swaps_them(pair: HaCluster)
 
     moved = xce(pair, "admin", "switchover", "--to", second)
     assert moved.returncode == 0, moved.stderr + pair.log_text()
-    assert moved.stdout.strip() == f"Primary role moved from {first} to {second} " \
-                                   f"(epoch {epoch + 1})"
+    assert (
+        moved.stdout.strip() == f"Primary role moved from {first} to {second} (epoch {epoch + 1})"
+    )
     pair.wait_for(lambda: pair.primary() == 1, 20, "candidate 1 primary")
     pair.wait_caught_up(0)
     pair.wait_for(lambda: standby_connected(pair, first), 20, "the old primary following")
@@ -109,7 +123,8 @@ def test_status_lists_both_candidates_and_switchover_swaps_them(pair: HaCluster)
 
 
 def test_without_a_primary_status_shows_healthz_and_nothing_answering_is_one_line(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # A standby alone (with a long failover timeout) follows nobody: no primary answers.
     ha = HaCluster(tmp_path / "ha", failover_timeout=120)
     try:

@@ -26,8 +26,7 @@ class FilesCluster(HaCluster):
 
     def _candidate_config(self, i: int) -> Path:
         path = super()._candidate_config(i)
-        path.write_text(path.read_text().replace('path = "users.toml"',
-                                                 f'path = "users{i}.toml"'))
+        path.write_text(path.read_text().replace('path = "users.toml"', f'path = "users{i}.toml"'))
         return path
 
 
@@ -53,25 +52,33 @@ def test_after_a_failover_jobs_keep_inputs_outputs_users_and_audit(ha: FilesClus
     # Sync mode: the answer came once the standby had the users file.
     assert "dora" in tomllib.loads((ha.root / "users1.toml").read_text())["users"]
     upload = ha.request("POST", "/api/v1/uploads", raw=b"3\n1\n2\n")["upload_id"]
-    held = ha.submit(command="mkdir -p out && sort -n data/in.txt > out/sorted.txt",
-                     inputs={"data/in.txt": upload}, outputs=["out/*.txt"], hold=True)
+    held = ha.submit(
+        command="mkdir -p out && sort -n data/in.txt > out/sorted.txt",
+        inputs={"data/in.txt": upload},
+        outputs=["out/*.txt"],
+        hold=True,
+    )
     # ... and the submit once it had the input.
-    standby_input = ha.root / "controller1" / "files" / "jobs" / held / "inputs" / "data" / \
-        "in.txt"
+    standby_input = ha.root / "controller1" / "files" / "jobs" / held / "inputs" / "data" / "in.txt"
     assert standby_input.read_bytes() == b"3\n1\n2\n"
     # An upload whose submit comes only after the failover (the CLI uploads, then submits).
     later = ha.request("POST", "/api/v1/uploads", raw=b"staged\n")["upload_id"]
-    done = ha.submit(command="echo before the failover > result.txt && echo said",
-                     outputs=["result.txt"])
+    done = ha.submit(
+        command="echo before the failover > result.txt && echo said", outputs=["result.txt"]
+    )
     assert ha.wait_state(done, "DONE", "EXIT")["state"] == "DONE"
 
     ha.kill_candidate(0)
     assert ha.wait_primary(TAKEOVER_BOUND_S, other_than=0) == 1
 
     # The user added before logs in on the new primary; the audit log says who added them.
-    login = ha.request("POST", "/api/v1/auth/login",
-                       {"username": "dora", "password": "dora-password-1"}, token=None,
-                       retry_for=20)
+    login = ha.request(
+        "POST",
+        "/api/v1/auth/login",
+        {"username": "dora", "password": "dora-password-1"},
+        token=None,
+        retry_for=20,
+    )
     assert login["token"]
     audit = ha.get("/api/v1/audit?action=user.add&limit=100")["records"]
     assert any(r["object"] == "user:dora" for r in audit), audit
@@ -94,8 +101,11 @@ def test_after_a_failover_jobs_keep_inputs_outputs_users_and_audit(ha: FilesClus
     outputs = ha.root / "controller1" / "files" / "jobs" / done / "outputs" / done
     (outputs / "result.txt").unlink()
     (outputs / "stdout").unlink()
-    for path in (f"/api/v1/jobs/{done}/files/result.txt", f"/api/v1/jobs/{done}/files",
-                 f"/api/v1/jobs/{done}/tail?stream=stdout"):
+    for path in (
+        f"/api/v1/jobs/{done}/files/result.txt",
+        f"/api/v1/jobs/{done}/files",
+        f"/api/v1/jobs/{done}/tail?stream=stdout",
+    ):
         with pytest.raises(ApiFailure) as info:
             ha.get(path)
         assert info.value.status == 503

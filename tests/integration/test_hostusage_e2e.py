@@ -36,18 +36,18 @@ def test_the_jobs_cpu_time_counts_every_hosts_tasks(three: Cluster) -> None:
 
 
 def _sleepers(tag: str) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline"])
-            if (p.info["cmdline"] or [])[-1:] == [tag]]
+    return [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[-1:] == [tag]]
 
 
 def test_an_oom_kill_on_another_host_ends_the_whole_job(three: Cluster) -> None:
     # w1 keeps a sleeper (in the job's cgroup) and the script; w2's task allocates far past
     # the job's 200 MB per host and is killed by the OOM killer in w2's share cgroup
     hog = "x = bytearray(1 << 30)"
-    script = ("xce launch --host w1 -- sleep 173.5 & "
-              f"xce launch --host w2 -- python3 -c '{hog}'; echo hog=$?; sleep 173.5")
-    job_id = three.submit(command=script, slots=4, resources="span[ptile=2]",
-                          memory_mb=200)
+    script = (
+        "xce launch --host w1 -- sleep 173.5 & "
+        f"xce launch --host w2 -- python3 -c '{hog}'; echo hog=$?; sleep 173.5"
+    )
+    job_id = three.submit(command=script, slots=4, resources="span[ptile=2]", memory_mb=200)
     job = three.wait_state(job_id, "EXIT", "DONE", timeout=120)
     assert job["state"] == "EXIT", job
     assert "host w2" in job["reason"] and "OOM" in job["reason"], job["reason"]

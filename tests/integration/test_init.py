@@ -34,11 +34,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def xce(*args: str, env: dict[str, str] | None = None, timeout: float = 60
-        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "xce", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})},
-                          stdin=subprocess.DEVNULL)
+def xce(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @dataclass
@@ -51,10 +57,15 @@ class InitCluster:
 
     def start(self, role: str, config: Path, name: str) -> None:
         log = (self.root / f"{name}.log").open("ab")
-        self.procs.append(subprocess.Popen(
-            [sys.executable, "-m", "xce", role, "--config", str(config)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, **self.env}))
+        self.procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "xce", role, "--config", str(config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env},
+            )
+        )
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return xce(*args, env=self.env)
@@ -87,19 +98,31 @@ def small_wal(config: Path) -> None:
 
 
 def _controller_tokens(cluster: InitCluster) -> TokenService:
-    return TokenService.open(key_dir(cluster.dir / "controller"), "xce", "xce-api", 43200,
-                             86400)
+    return TokenService.open(key_dir(cluster.dir / "controller"), "xce", "xce-api", 43200, 86400)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InitCluster]:
     root = tmp_path_factory.mktemp("init")
     port = _free_port()
-    made = xce("init", str(root / "cluster"), "--host", "127.0.0.1", "--listen", "127.0.0.1",
-               "--port", str(port), "--allow-root-jobs")
+    made = xce(
+        "init",
+        str(root / "cluster"),
+        "--host",
+        "127.0.0.1",
+        "--listen",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--allow-root-jobs",
+    )
     assert made.returncode == 0, made.stderr
-    c = InitCluster(root, root / "cluster", made.stdout,
-                    {"XCE_CLIENT_CONFIG": str(root / "cluster" / "client.toml")})
+    c = InitCluster(
+        root,
+        root / "cluster",
+        made.stdout,
+        {"XCE_CLIENT_CONFIG": str(root / "cluster" / "client.toml")},
+    )
     small_wal(c.dir / "xce.toml")
     try:
         c.start("controller", c.dir / "xce.toml", "controller")
@@ -118,8 +141,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InitCluster]:
 def test_init_writes_a_private_directory_with_admin_and_units(cluster: InitCluster) -> None:
     d = cluster.dir
     assert stat.S_IMODE(d.stat().st_mode) == 0o700
-    for secret in ("xce.toml", "admin.token", "worker.token", "users.toml", "client.toml",
-                   "tls/ca.key", "tls/controller.key"):
+    for secret in (
+        "xce.toml",
+        "admin.token",
+        "worker.token",
+        "users.toml",
+        "client.toml",
+        "tls/ca.key",
+        "tls/controller.key",
+    ):
         assert stat.S_IMODE((d / secret).stat().st_mode) == 0o600, secret
     config = tomllib.loads((d / "xce.toml").read_text())
     assert config["cluster"]["controllers"][0].startswith("https://127.0.0.1:")
@@ -169,11 +199,11 @@ def test_the_new_cluster_runs_a_job_over_tls(cluster: InitCluster) -> None:
 
 def test_a_worker_joins_with_the_printed_token_once(cluster: InitCluster) -> None:
     join = cluster.printed(r"(xce init /etc/xce --join .*)")
-    url, token, ca_hash = re.search(r"--join (\S+) --token (\S+) --ca-hash (\S+)",
-                                    join).groups()  # type: ignore[union-attr]
+    url, token, ca_hash = re.search(r"--join (\S+) --token (\S+) --ca-hash (\S+)", join).groups()  # type: ignore[union-attr]
     w2 = cluster.root / "w2"
-    joined = xce("init", str(w2), "--join", url, "--token", token, "--ca-hash", ca_hash,
-                 "--name", "w2")
+    joined = xce(
+        "init", str(w2), "--join", url, "--token", token, "--ca-hash", ca_hash, "--name", "w2"
+    )
     assert joined.returncode == 0, joined.stderr
     assert stat.S_IMODE((w2 / "tls" / "w2.key").stat().st_mode) == 0o600
     assert (w2 / "tls" / "ca.pem").read_text() == (cluster.dir / "tls" / "ca.pem").read_text()
@@ -199,8 +229,18 @@ def test_a_worker_joins_with_the_printed_token_once(cluster: InitCluster) -> Non
     finally:
         assert cluster.cli("host", "open", first).returncode == 0
 
-    reused = xce("init", str(cluster.root / "w3"), "--join", url, "--token", token,
-                 "--ca-hash", ca_hash, "--name", "w3")
+    reused = xce(
+        "init",
+        str(cluster.root / "w3"),
+        "--join",
+        url,
+        "--token",
+        token,
+        "--ca-hash",
+        ca_hash,
+        "--name",
+        "w3",
+    )
     assert reused.returncode != 0 and "already used" in reused.stderr, reused.stderr
     assert "Traceback" not in reused.stderr and not (cluster.root / "w3").exists()
 
@@ -208,14 +248,35 @@ def test_a_worker_joins_with_the_printed_token_once(cluster: InitCluster) -> Non
 def test_a_wrong_ca_hash_is_refused_before_the_token_is_spent(cluster: InitCluster) -> None:
     made = cluster.cli("token", "join", "--role", "worker", "--ttl-hours", "1")
     assert made.returncode == 0, made.stderr
-    url, token, ca_hash = re.search(r"--join (\S+) --token (\S+) --ca-hash (\S+)",
-                                    made.stdout).groups()  # type: ignore[union-attr]
+    url, token, ca_hash = re.search(
+        r"--join (\S+) --token (\S+) --ca-hash (\S+)", made.stdout
+    ).groups()  # type: ignore[union-attr]
     wrong = "sha256:" + "0" * 64
-    refused = xce("init", str(cluster.root / "w4"), "--join", url, "--token", token,
-                  "--ca-hash", wrong, "--name", "w4")
+    refused = xce(
+        "init",
+        str(cluster.root / "w4"),
+        "--join",
+        url,
+        "--token",
+        token,
+        "--ca-hash",
+        wrong,
+        "--name",
+        "w4",
+    )
     assert refused.returncode != 0 and "refusing to trust it" in refused.stderr
-    accepted = xce("init", str(cluster.root / "w4"), "--join", url, "--token", token,
-                   "--ca-hash", ca_hash, "--name", "w4")
+    accepted = xce(
+        "init",
+        str(cluster.root / "w4"),
+        "--join",
+        url,
+        "--token",
+        token,
+        "--ca-hash",
+        ca_hash,
+        "--name",
+        "w4",
+    )
     assert accepted.returncode == 0, accepted.stderr
 
     # w4's token is its own: revoking the service w4 shuts out w4 alone.
@@ -245,8 +306,11 @@ def test_the_printed_admin_password_logs_in(cluster: InitCluster) -> None:
     url = tomllib.loads((cluster.dir / "xce.toml").read_text())["cluster"]["controllers"][0]
     context = ssl.create_default_context(cafile=str(cluster.dir / "tls" / "ca.pem"))
     request = urllib.request.Request(
-        url + "/api/v1/auth/login", method="POST", headers={"Content-Type": "application/json"},
-        data=json.dumps({"username": getpass.getuser(), "password": password}).encode())
+        url + "/api/v1/auth/login",
+        method="POST",
+        headers={"Content-Type": "application/json"},
+        data=json.dumps({"username": getpass.getuser(), "password": password}).encode(),
+    )
     with urllib.request.urlopen(request, timeout=10, context=context) as resp:
         session = json.loads(resp.read())
     assert session["user"] == getpass.getuser() and "admin" in session["roles"]

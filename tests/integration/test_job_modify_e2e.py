@@ -27,8 +27,13 @@ def _patch(c: Cluster, job: str, body: dict) -> dict:
 
 def _cli(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XCE_TOKEN": ADMIN_TOKEN, "HOME": str(c.root)}
-    return subprocess.run([sys.executable, "-m", "xce", *args, "--controller", c.url],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args, "--controller", c.url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def test_modify_survives_kill_9_and_a_new_walltime_reaches_the_worker(tmp_path: Path) -> None:
@@ -37,8 +42,22 @@ def test_modify_survives_kill_9_and_a_new_walltime_reaches_the_worker(tmp_path: 
         c.start_controller()
         c.start_worker("w1", slots=2)
         held = c.submit(command="true", hold=True, walltime_s=600)
-        out = _cli(c, "job", "modify", held, "--priority", "70", "-J", "renamed", "-q",
-                   "short", "-W", "5", "-n", "2")
+        out = _cli(
+            c,
+            "job",
+            "modify",
+            held,
+            "--priority",
+            "70",
+            "-J",
+            "renamed",
+            "-q",
+            "short",
+            "-W",
+            "5",
+            "-n",
+            "2",
+        )
         assert out.returncode == 0 and "are being changed" in out.stdout, out
         bad = _cli(c, "job", "modify", held, "-q", "nosuch")
         assert bad.returncode != 0 and bad.stderr.count("\n") == 1, bad
@@ -59,8 +78,18 @@ def test_modify_survives_kill_9_and_a_new_walltime_reaches_the_worker(tmp_path: 
             raise AssertionError("a finished job was modified")
         except ApiFailure as exc:
             assert exc.status == 409
-        changed = _cli(c, "queue", "modify", "short", "--preempt", "normal", "--preempt-mode",
-                       "requeue", "--preempt-min-run", "30")
+        changed = _cli(
+            c,
+            "queue",
+            "modify",
+            "short",
+            "--preempt",
+            "normal",
+            "--preempt-mode",
+            "requeue",
+            "--preempt-min-run",
+            "30",
+        )
         assert changed.returncode == 0, changed
         listed = _cli(c, "queue", "list")
         assert "preempt=normal:requeue/30s" in listed.stdout, listed
@@ -69,12 +98,21 @@ def test_modify_survives_kill_9_and_a_new_walltime_reaches_the_worker(tmp_path: 
         c.controller.wait(10)
         c.start_controller()
         shown = c.job(held)
-        assert (shown["priority"], shown["name"], shown["queue"], shown["walltime_s"],
-                shown["slots"], shown["state"]) == (70, "renamed", "short", 300, 2, "PSUSP")
+        assert (
+            shown["priority"],
+            shown["name"],
+            shown["queue"],
+            shown["walltime_s"],
+            shown["slots"],
+            shown["state"],
+        ) == (70, "renamed", "short", 300, 2, "PSUSP")
         assert c.job(running)["walltime_s"] == 2
         short = c.get("/api/v1/queues/short")
         assert (short["preempt"], short["preempt_mode"], short["preempt_min_run_s"]) == (
-            ["normal"], "requeue", 30)
+            ["normal"],
+            "requeue",
+            30,
+        )
         assert _cli(c, "job", "modify", held, "--release").returncode == 0
         assert c.wait_state(held, "DONE", timeout=60)["exit_code"] == 0
         assert c.wait_state(waiter, "DONE", timeout=60)["exit_code"] == 0

@@ -16,8 +16,10 @@ import pytest
 
 from tests.integration.test_cli_up import Up
 
-REPORT = ('echo "slots=$XCE_SLOTS name=$XCE_JOB_NAME id=$XCE_JOB_ID foo=${FOO-unset} '
-          'home=$HOME path=$PATH"\necho to-stderr >&2\n')
+REPORT = (
+    'echo "slots=$XCE_SLOTS name=$XCE_JOB_NAME id=$XCE_JOB_ID foo=${FOO-unset} '
+    'home=$HOME path=$PATH"\necho to-stderr >&2\n'
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +34,16 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
             segment.unlink()
 
 
-def _submit(up: Up, *args: str, stdin: str | None = None, cwd: Path,
-            **env: str) -> tuple[str, str]:
-    result = subprocess.run([sys.executable, "-m", "xce", "job", "submit", *args],
-                            env={**up.env, **env}, cwd=cwd, text=True, capture_output=True,
-                            timeout=60, input=stdin)
+def _submit(up: Up, *args: str, stdin: str | None = None, cwd: Path, **env: str) -> tuple[str, str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "xce", "job", "submit", *args],
+        env={**up.env, **env},
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        timeout=60,
+        input=stdin,
+    )
     assert result.returncode == 0, result.stderr
     return re.search(r"Job <(\d+)>", result.stdout).group(1), result.stderr  # type: ignore
 
@@ -52,13 +59,22 @@ def _report(path: Path) -> dict[str, str]:
 
 def test_sbatch_script_file(up: Up, tmp_path: Path) -> None:
     script = tmp_path / "job.sh"
-    script.write_text("#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH -J slurmjob\n"
-                      "#SBATCH --output=slurm-%j.out\n#SBATCH --error=%x-%j.err\n"
-                      "#SBATCH --time=5\n#SBATCH --mail-type=END\n" + REPORT)
-    job_id, warnings = _submit(up, "--cwd", str(tmp_path), str(script), cwd=tmp_path,
-                               FOO="from-submitter", HOME="/nonexistent-submit-home",
-                               PATH=f"/opt/submitter/bin:{os.environ['PATH']}",
-                               XCE_JOB_ID="999")
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH -J slurmjob\n"
+        "#SBATCH --output=slurm-%j.out\n#SBATCH --error=%x-%j.err\n"
+        "#SBATCH --time=5\n#SBATCH --mail-type=END\n" + REPORT
+    )
+    job_id, warnings = _submit(
+        up,
+        "--cwd",
+        str(tmp_path),
+        str(script),
+        cwd=tmp_path,
+        FOO="from-submitter",
+        HOME="/nonexistent-submit-home",
+        PATH=f"/opt/submitter/bin:{os.environ['PATH']}",
+        XCE_JOB_ID="999",
+    )
     assert "line 7" in warnings and "mail" in warnings
     _wait(up, job_id)
     got = _report(tmp_path / f"slurm-{job_id}.out")
@@ -74,10 +90,12 @@ def test_sbatch_script_file(up: Up, tmp_path: Path) -> None:
 
 
 def test_bsub_script_on_stdin_is_an_array(up: Up, tmp_path: Path) -> None:
-    text = ('#!/bin/sh\n#BSUB -n 2\n#BSUB -J "lsfarr[1-2]"\n#BSUB -o lsf.%J.%I\n'
-            "#BSUB -W 10\n" + REPORT)
-    job_id, _ = _submit(up, "--cwd", str(tmp_path), "--export", "NONE", stdin=text,
-                        cwd=tmp_path, FOO="not-exported")
+    text = (
+        '#!/bin/sh\n#BSUB -n 2\n#BSUB -J "lsfarr[1-2]"\n#BSUB -o lsf.%J.%I\n#BSUB -W 10\n' + REPORT
+    )
+    job_id, _ = _submit(
+        up, "--cwd", str(tmp_path), "--export", "NONE", stdin=text, cwd=tmp_path, FOO="not-exported"
+    )
     _wait(up, job_id)
     for index in (1, 2):
         got = _report(tmp_path / f"lsf.{job_id}.{index}")
@@ -86,10 +104,12 @@ def test_bsub_script_on_stdin_is_an_array(up: Up, tmp_path: Path) -> None:
 
 def test_xce_directives_and_the_command_line_wins(up: Up, tmp_path: Path) -> None:
     script = tmp_path / "x.sh"
-    script.write_text("#!/bin/sh\n#XCE -n 2 -J fromscript -o xce.out\n#XCE --env FOO=directive\n"
-                      + REPORT)
-    job_id, _ = _submit(up, "--cwd", str(tmp_path), "-J", "fromcli", "-n", "1", str(script),
-                        cwd=tmp_path)
+    script.write_text(
+        "#!/bin/sh\n#XCE -n 2 -J fromscript -o xce.out\n#XCE --env FOO=directive\n" + REPORT
+    )
+    job_id, _ = _submit(
+        up, "--cwd", str(tmp_path), "-J", "fromcli", "-n", "1", str(script), cwd=tmp_path
+    )
     _wait(up, job_id)
     got = _report(tmp_path / "xce.out")
     assert got["name"] == "fromcli" and got["foo"] == "directive"
@@ -101,9 +121,11 @@ def test_unknown_directive_is_refused_naming_the_line(up: Up, tmp_path: Path) ->
     script.write_text("#!/bin/sh\n#SBATCH -n 1\n#SBATCH --account=proj\ntrue\n")
     result = up.xce("job", "submit", str(script))
     assert result.returncode == 1
-    assert result.stderr.strip() == ("xce: error: script directive line 3: "
-                                     "'#SBATCH --account=proj': unknown or unsupported "
-                                     "#SBATCH option --account")
+    assert result.stderr.strip() == (
+        "xce: error: script directive line 3: "
+        "'#SBATCH --account=proj': unknown or unsupported "
+        "#SBATCH option --account"
+    )
     bad_pattern = up.xce("job", "submit", "-o", "out-%q", "true")
     assert bad_pattern.returncode == 1 and "unknown '%q'" in bad_pattern.stderr
 
@@ -111,8 +133,9 @@ def test_unknown_directive_is_refused_naming_the_line(up: Up, tmp_path: Path) ->
 def test_old_spellings_still_work_with_a_warning(up: Up, tmp_path: Path) -> None:
     data = tmp_path / "in.txt"
     data.write_text("staged\n")
-    job_id, warnings = _submit(up, "-i", str(data), "-e", "OLD=env", "--",
-                               'cat in.txt; echo "OLD=$OLD"', cwd=tmp_path)
+    job_id, warnings = _submit(
+        up, "-i", str(data), "-e", "OLD=env", "--", 'cat in.txt; echo "OLD=$OLD"', cwd=tmp_path
+    )
     assert "--stage-in" in warnings and "spell it --env" in warnings
     _wait(up, job_id)
     assert up.xce("job", "output", job_id).stdout == "staged\nOLD=env\n"

@@ -20,15 +20,17 @@ from tests.integration.cluster import ADMIN_TOKEN, USER_TOKEN, ApiFailure, Clust
 TWO_LINES = "echo first-line; echo err-one >&2; sleep 4; echo second-line; sleep 0.5"
 
 
-def _tail(cluster: Cluster, job_id: str, token: str | None = ADMIN_TOKEN,
-          **params: Any) -> dict[str, Any]:
+def _tail(
+    cluster: Cluster, job_id: str, token: str | None = ADMIN_TOKEN, **params: Any
+) -> dict[str, Any]:
     query = urllib.parse.urlencode(params)
     path = f"/api/v1/jobs/{urllib.parse.quote(job_id, safe='')}/tail"
     return cluster.get(f"{path}?{query}" if query else path, token=token)
 
 
-def _wait_tail(cluster: Cluster, job_id: str, needle: str, timeout: float = 20,
-               **params: Any) -> dict[str, Any]:
+def _wait_tail(
+    cluster: Cluster, job_id: str, needle: str, timeout: float = 20, **params: Any
+) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
     def check() -> bool:
@@ -97,8 +99,9 @@ def test_tail_is_scoped_like_the_files(cluster: Cluster) -> None:
     with pytest.raises(ApiFailure) as err:
         cluster.get(f"/api/v1/jobs/{theirs}/files", token=USER_TOKEN)  # the same rule
     assert err.value.status == 403
-    mine = cluster.post("/api/v1/jobs", {"command": "echo alice-line; sleep 30"},
-                        token=USER_TOKEN)["job_id"]
+    mine = cluster.post("/api/v1/jobs", {"command": "echo alice-line; sleep 30"}, token=USER_TOKEN)[
+        "job_id"
+    ]
     cluster.wait_state(mine, "RUN", "EXIT")
     seen: dict[str, Any] = {}
 
@@ -117,9 +120,13 @@ def test_tail_is_scoped_like_the_files(cluster: Cluster) -> None:
 def test_tail_refuses_bad_parameters(cluster: Cluster) -> None:
     job_id = cluster.submit(command="true")
     array = cluster.submit(command="true", array="1-2")
-    cases = [({"stream": "stdin"}, "stream"), ({"offset": "-1"}, "offset"),
-             ({"offset": "x"}, "offset"), ({"limit": "0"}, "limit"),
-             ({"stram": "stdout"}, "stram")]
+    cases = [
+        ({"stream": "stdin"}, "stream"),
+        ({"offset": "-1"}, "offset"),
+        ({"offset": "x"}, "offset"),
+        ({"limit": "0"}, "limit"),
+        ({"stram": "stdout"}, "stram"),
+    ]
     for params, needle in cases:
         with pytest.raises(ApiFailure) as err:
             _tail(cluster, job_id, **params)
@@ -135,8 +142,11 @@ def test_tail_refuses_bad_parameters(cluster: Cluster) -> None:
 
 def _attempt_runs(cluster: Cluster, job_id: str, attempt: int) -> None:
     """A requeue ends the running attempt first: wait until the next one runs."""
-    cluster.wait_for(lambda: (cluster.job(job_id)["attempt"], cluster.job(job_id)["state"])
-                     == (attempt, "RUN"), 30, f"attempt {attempt} of {job_id} running")
+    cluster.wait_for(
+        lambda: (cluster.job(job_id)["attempt"], cluster.job(job_id)["state"]) == (attempt, "RUN"),
+        30,
+        f"attempt {attempt} of {job_id} running",
+    )
 
 
 def test_history_lists_what_happened_in_order(cluster: Cluster) -> None:
@@ -158,9 +168,17 @@ def test_history_lists_what_happened_in_order(cluster: Cluster) -> None:
     _attempt_runs(cluster, job_id, 1)
     cluster.control(job_id, "kill")
     job = cluster.wait_state(job_id, "EXIT")
-    assert _events(job) == ["submitted", "started", "suspended", "resumed",
-                            "requeue_requested", "requeued", "started", "kill_requested",
-                            "finished"], job["history"]
+    assert _events(job) == [
+        "submitted",
+        "started",
+        "suspended",
+        "resumed",
+        "requeue_requested",
+        "requeued",
+        "started",
+        "kill_requested",
+        "finished",
+    ], job["history"]
     assert "attempt 0" in job["history"][1]["detail"]
     assert "attempt 1" in job["history"][6]["detail"]
     times = [h["at"] for h in job["history"]]
@@ -179,15 +197,20 @@ def test_history_after_a_restart_is_rebuilt_from_the_records(tmp_path: Path) -> 
         cluster.control(job_id, "stop")
         cluster.wait_state(job_id, "USUSP")
         before = cluster.job(job_id)["history"]
-        assert [h["event"] for h in before] == ["submitted", "started", "requeue_requested",
-                                                "requeued", "started", "suspended"]
+        assert [h["event"] for h in before] == [
+            "submitted",
+            "started",
+            "requeue_requested",
+            "requeued",
+            "started",
+            "suspended",
+        ]
         assert cluster.controller is not None
         cluster.controller.terminate()
         cluster.controller.wait(20)
         cluster.start_controller()
         after = cluster.job(job_id)["history"]
-        assert [h["event"] for h in after] == ["submitted", "requeued", "started",
-                                               "suspended"]
+        assert [h["event"] for h in after] == ["submitted", "requeued", "started", "suspended"]
         assert after[0] == before[0] and after[2] == before[4]  # exact times kept
         assert after[1]["at"] is None and after[3]["at"] is None
         assert "time unknown" in after[1]["detail"]
@@ -201,10 +224,20 @@ def test_history_after_a_restart_is_rebuilt_from_the_records(tmp_path: Path) -> 
 
 
 def _xce(cluster: Cluster, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "XCE_CONTROLLERS": cluster.url, "XCE_TOKEN": ADMIN_TOKEN,
-           "XCE_CLIENT_CONFIG": str(cluster.root / "no-client.toml")}
-    return subprocess.run([sys.executable, "-m", "xce", *args], env=env, text=True,
-                          capture_output=True, timeout=60, **kw)
+    env = {
+        **os.environ,
+        "XCE_CONTROLLERS": cluster.url,
+        "XCE_TOKEN": ADMIN_TOKEN,
+        "XCE_CLIENT_CONFIG": str(cluster.root / "no-client.toml"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+        **kw,
+    )
 
 
 def test_peek_prints_and_follows_output(cluster: Cluster) -> None:
@@ -227,10 +260,19 @@ def test_peek_prints_and_follows_output(cluster: Cluster) -> None:
 def test_peek_follow_stops_quietly_on_ctrl_c(cluster: Cluster) -> None:
     job_id = cluster.submit(command="echo still-going; sleep 60")
     _wait_tail(cluster, job_id, "still-going")
-    env = {**os.environ, "XCE_CONTROLLERS": cluster.url, "XCE_TOKEN": ADMIN_TOKEN,
-           "XCE_CLIENT_CONFIG": str(cluster.root / "no-client.toml")}
-    proc = subprocess.Popen([sys.executable, "-m", "xce", "job", "peek", "-f", job_id],
-                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = {
+        **os.environ,
+        "XCE_CONTROLLERS": cluster.url,
+        "XCE_TOKEN": ADMIN_TOKEN,
+        "XCE_CLIENT_CONFIG": str(cluster.root / "no-client.toml"),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xce", "job", "peek", "-f", job_id],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         time.sleep(3)
         proc.send_signal(signal.SIGINT)

@@ -35,7 +35,7 @@ def test_job_writes_file_and_is_done_with_outputs(cluster: Cluster) -> None:
     upload = cluster.request("POST", "/api/v1/uploads", raw=b"3\n1\n2\n")["upload_id"]
     job_id = cluster.submit(
         command="mkdir -p out && sort -n data/in.txt > out/sorted.txt && echo finished "
-                "&& echo warn >&2",
+        "&& echo warn >&2",
         inputs={"data/in.txt": upload},
         outputs=["out/*.txt"],
     )
@@ -60,8 +60,7 @@ def test_exit_code_is_recorded(cluster: Cluster) -> None:
 def test_usage_is_collected(cluster: Cluster) -> None:
     # A second of CPU, not of wall time: the job's one slot is one core that it may share
     # with whatever else this machine runs.
-    code = "x = bytearray(150 * 1024 * 1024); import time\n" \
-           "while time.process_time() < 1.0: pass\n"
+    code = "x = bytearray(150 * 1024 * 1024); import time\nwhile time.process_time() < 1.0: pass\n"
     job_id = cluster.submit(script=f"#!/usr/bin/env python3\n{code}")
     job = cluster.wait_state(job_id, "DONE", "EXIT", timeout=60)
     assert job["state"] == "DONE", (job, cluster.download(job_id, "stderr"))
@@ -76,8 +75,9 @@ def test_usage_is_collected(cluster: Cluster) -> None:
 def test_suspend_resume_kill_a_running_job(cluster: Cluster, tmp_path: Path) -> None:
     mark = tmp_path / "ticks"
     # A child that leaves the job's session is suspended and killed with it (its cgroup).
-    job_id = cluster.submit(command=f"setsid sh -c 'while :; do echo t >> {mark}; sleep 0.05; "
-                                    f"done' & sleep 60")
+    job_id = cluster.submit(
+        command=f"setsid sh -c 'while :; do echo t >> {mark}; sleep 0.05; done' & sleep 60"
+    )
     cluster.wait_state(job_id, "RUN")
     leader = _leader_of(cluster, job_id)
     cluster.wait_for(lambda: _grows(mark), 10, "the job running")
@@ -126,14 +126,22 @@ def test_requeue_runs_the_job_again(cluster: Cluster) -> None:
     cluster.wait_state(job_id, "RUN")
     first_pid = _leader_of(cluster, job_id)
     cluster.control(job_id, "requeue")
-    cluster.wait_for(lambda: cluster.job(job_id)["attempt"] == 1
-                     and cluster.job(job_id)["state"] == "RUN", 30, "attempt 1 running")
+    cluster.wait_for(
+        lambda: cluster.job(job_id)["attempt"] == 1 and cluster.job(job_id)["state"] == "RUN",
+        30,
+        "attempt 1 running",
+    )
     # The first attempt ended before the second could start (a requeue waits for it).
-    assert not psutil.pid_exists(first_pid) or \
-        psutil.Process(first_pid).status() == psutil.STATUS_ZOMBIE
+    assert (
+        not psutil.pid_exists(first_pid)
+        or psutil.Process(first_pid).status() == psutil.STATUS_ZOMBIE
+    )
     # Killed once it has printed (under load, RUN can come before the shell's echo).
-    cluster.wait_for(lambda: "attempt 1" in cluster.get(f"/api/v1/jobs/{job_id}/tail")["data"],
-                     20, "attempt 1's output in the live tail")
+    cluster.wait_for(
+        lambda: "attempt 1" in cluster.get(f"/api/v1/jobs/{job_id}/tail")["data"],
+        20,
+        "attempt 1's output in the live tail",
+    )
     cluster.control(job_id, "kill")
     cluster.wait_state(job_id, "EXIT")
     assert cluster.download(job_id, "stdout") == b"attempt 1\n"
@@ -143,7 +151,7 @@ def test_array_limit_is_never_exceeded(cluster: Cluster, tmp_path: Path) -> None
     log = tmp_path / "array.log"
     job_id = cluster.submit(
         command=f'echo "$XCE_ARRAY_INDEX $XCE_ARRAY_ID $XCE_JOB_ID $(date +%s.%N) start" >> {log};'
-                f' sleep 0.05; echo "$XCE_ARRAY_INDEX x x $(date +%s.%N) end" >> {log}',
+        f' sleep 0.05; echo "$XCE_ARRAY_INDEX x x $(date +%s.%N) end" >> {log}',
         array="1-1000%10",
     )
     assert cluster.job(job_id)["kind"] == "array"
@@ -212,8 +220,9 @@ def test_worker_sigkill_makes_host_unavailable_and_requeues(cluster: Cluster) ->
     assert cluster.job(requeued)["host"] == "w1"
     cluster.post("/api/v1/hosts/w2/open")
     cluster.kill_worker("w1")
-    cluster.wait_for(lambda: cluster.get("/api/v1/hosts/w1")["status"] == "unavailable", 10,
-                     "w1 unavailable")
+    cluster.wait_for(
+        lambda: cluster.get("/api/v1/hosts/w1")["status"] == "unavailable", 10, "w1 unavailable"
+    )
     # The fence: unavailable, but its jobs are left alone for fence_timeout_s (the worker,
     # were it only cut off, kills them itself by then), so nothing runs twice.
     lost_at = time.time()
@@ -291,8 +300,7 @@ def test_bad_requests_get_json_4xx(cluster: Cluster) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create a user")
-def test_job_runs_as_the_submitting_user(
-        cluster: Cluster, linux_users: LinuxUsers) -> None:  # noqa: F811
+def test_job_runs_as_the_submitting_user(cluster: Cluster, linux_users: LinuxUsers) -> None:
     user = linux_users.user()
     job_id = cluster.submit(command="id -un; echo $HOME $USER; pwd", user=user.name)
     job = cluster.wait_state(job_id, "DONE", "EXIT")

@@ -27,18 +27,19 @@ def _output(c: Cluster, job_id: str) -> tuple[dict[str, Any], str, str]:
 
 
 def test_launch_runs_one_task_per_slot_in_each_hosts_cgroup(three: Cluster) -> None:
-    script = ("xce launch -l -- sh -c 'echo task=$XCE_TASK_ID local=$XCE_LOCAL_TASK_ID "
-              "host=$XCE_EXEC_HOST job=$XCE_JOB_ID; grep -o \"xce-[^/]*/[^/]*\" "
-              "/proc/self/cgroup | sort -u | head -1'; echo status=$?; "
-              "cat \"$XCE_HOSTFILE\"; command -v xce")
+    script = (
+        "xce launch -l -- sh -c 'echo task=$XCE_TASK_ID local=$XCE_LOCAL_TASK_ID "
+        'host=$XCE_EXEC_HOST job=$XCE_JOB_ID; grep -o "xce-[^/]*/[^/]*" '
+        "/proc/self/cgroup | sort -u | head -1'; echo status=$?; "
+        'cat "$XCE_HOSTFILE"; command -v xce'
+    )
     job_id = three.submit(command=script, slots=6, resources="span[ptile=2]")
     job, out, err = _output(three, job_id)
     assert job["state"] == "DONE", (job, out, err)
     lines = out.splitlines()
     tasks = sorted(line for line in lines if "task=" in line)
     attempt = job["attempt"]
-    expected = [f"{i}: task={i} local={i % 2} host={HOSTS[i // 2]} job={job_id}"
-                for i in range(6)]
+    expected = [f"{i}: task={i} local={i % 2} host={HOSTS[i // 2]} job={job_id}" for i in range(6)]
     assert tasks == expected, out
     # each task sits in its host's cgroup for the job: the job's own on the first host,
     # the share on the others
@@ -60,12 +61,14 @@ def test_launch_runs_one_task_per_slot_in_each_hosts_cgroup(three: Cluster) -> N
 
 
 def test_options_choose_tasks_and_the_worst_status_wins(three: Cluster) -> None:
-    script = ("xce launch -n 3 -- sh -c 'echo n$XCE_TASK_ID@$XCE_EXEC_HOST'; "
-              "xce launch --per-host 1 -- sh -c 'echo q$XCE_TASK_ID@$XCE_EXEC_HOST'; "
-              "xce launch --host w3 -- sh -c 'echo h$XCE_TASK_ID@$XCE_EXEC_HOST'; "
-              "echo piped | xce launch w2 'cat; echo rsh@$XCE_EXEC_HOST'; "
-              "xce launch --host w9 -- true; echo bad=$?; "
-              "xce launch -- sh -c 'exit $XCE_TASK_ID'")
+    script = (
+        "xce launch -n 3 -- sh -c 'echo n$XCE_TASK_ID@$XCE_EXEC_HOST'; "
+        "xce launch --per-host 1 -- sh -c 'echo q$XCE_TASK_ID@$XCE_EXEC_HOST'; "
+        "xce launch --host w3 -- sh -c 'echo h$XCE_TASK_ID@$XCE_EXEC_HOST'; "
+        "echo piped | xce launch w2 'cat; echo rsh@$XCE_EXEC_HOST'; "
+        "xce launch --host w9 -- true; echo bad=$?; "
+        "xce launch -- sh -c 'exit $XCE_TASK_ID'"
+    )
     job_id = three.submit(command=script, slots=6, resources="span[ptile=2]")
     job, out, err = _output(three, job_id)
     assert job["state"] == "EXIT" and job["exit_code"] == 5, (job, out, err)
@@ -78,13 +81,11 @@ def test_options_choose_tasks_and_the_worst_status_wins(three: Cluster) -> None:
 
 
 def _sleepers(tag: str) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline"])
-            if p.info["cmdline"] == ["sleep", tag]]
+    return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", tag]]
 
 
 def test_kill_ends_the_tasks_on_every_host(three: Cluster) -> None:
-    job_id = three.submit(command="xce launch -- sleep 171.5", slots=6,
-                          resources="span[ptile=2]")
+    job_id = three.submit(command="xce launch -- sleep 171.5", slots=6, resources="span[ptile=2]")
     three.wait_state(job_id, "RUN", timeout=60)
     three.wait_for(lambda: len(_sleepers("171.5")) == 6, 60, "six tasks")
     users = {p.username() for p in _sleepers("171.5")}
@@ -95,6 +96,7 @@ def test_kill_ends_the_tasks_on_every_host(three: Cluster) -> None:
 
 
 # --- the credential, played by hostile code -----------------------------------------------
+
 
 def _call(address: str, request: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     host, _, port = address.rpartition(":")
@@ -115,16 +117,19 @@ def _call(address: str, request: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 def _job_env(three: Cluster, tag: str, slots: int) -> tuple[str, dict[str, str]]:
     env_file = three.jobs_root / f"{tag}.env"
-    job_id = three.submit(command=f"env > {env_file}.tmp; mv {env_file}.tmp {env_file}; "
-                                  "sleep 60", slots=slots, resources="span[ptile=2]")
+    job_id = three.submit(
+        command=f"env > {env_file}.tmp; mv {env_file}.tmp {env_file}; sleep 60",
+        slots=slots,
+        resources="span[ptile=2]",
+    )
     three.wait_for(env_file.exists, 60, f"job {tag}'s environment")
-    env = dict(line.split("=", 1) for line in env_file.read_text().splitlines()
-               if "=" in line)
+    env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
     return job_id, env
 
 
 def test_the_launch_credential_works_only_for_its_attempt_hosts_while_it_runs(
-        three: Cluster) -> None:
+    three: Cluster,
+) -> None:
     a_id, a = _job_env(three, "a", 4)  # two hosts
     b_id, b = _job_env(three, "b", 6)  # all three
     tasks = dict(item.split("=", 1) for item in a["XCE_LAUNCH_TASKS"].split(","))
@@ -134,29 +139,38 @@ def test_the_launch_credential_works_only_for_its_attempt_hosts_while_it_runs(
     everyone = {**tasks_b, **tasks}
     assert set(everyone) == set(HOSTS), everyone
     outside = next(h for h in HOSTS if h not in a_hosts)
-    req = {"job_id": a_id, "attempt": int(a["XCE_ATTEMPT"]), "credential":
-           a["XCE_LAUNCH_CRED"], "argv": ["sh", "-c", "echo ok $XCE_EXEC_HOST"],
-           "env": {"PATH": "/usr/bin:/bin"}, "task_id": 0, "local_task_id": 0}
+    req = {
+        "job_id": a_id,
+        "attempt": int(a["XCE_ATTEMPT"]),
+        "credential": a["XCE_LAUNCH_CRED"],
+        "argv": ["sh", "-c", "echo ok $XCE_EXEC_HOST"],
+        "env": {"PATH": "/usr/bin:/bin"},
+        "task_id": 0,
+        "local_task_id": 0,
+    }
     # the real thing works on each of the attempt's hosts (so the refusals below can fail)
     for host in a_hosts:
         assert _call(tasks[host], {**req, "host": host}) == (
-            f"ok {host}\n", {"exit_code": 0, "signal": None, "error": ""})
+            f"ok {host}\n",
+            {"exit_code": 0, "signal": None, "error": ""},
+        )
     second = a_hosts[1]
     # another job's credential, and a made-up one
-    _, answer = _call(tasks[second], {**req, "host": second, "credential":
-                                      b["XCE_LAUNCH_CRED"]})
+    _, answer = _call(tasks[second], {**req, "host": second, "credential": b["XCE_LAUNCH_CRED"]})
     assert answer["error"] == f"wrong launch credential for job {a_id}", answer
     _, answer = _call(tasks[second], {**req, "host": second, "credential": "0" * 64})
     assert "wrong launch credential" in answer["error"]
     # A's credential for job B (B is on that host too, if it shares one)
     shared = a_hosts[0]  # B runs there too
-    _, answer = _call(tasks[shared], {**req, "job_id": b_id, "host": shared,
-                                      "attempt": int(b["XCE_ATTEMPT"])})
+    _, answer = _call(
+        tasks[shared], {**req, "job_id": b_id, "host": shared, "attempt": int(b["XCE_ATTEMPT"])}
+    )
     assert answer["error"] == f"wrong launch credential for job {b_id}", answer
     # a host outside A's allocation knows no such attempt
     _, answer = _call(everyone[outside], {**req, "host": outside})
-    assert answer["error"] == f"job {a_id} attempt {req['attempt']} is not running on host " \
-                              f"{outside}", answer
+    assert (
+        answer["error"] == f"job {a_id} attempt {req['attempt']} is not running on host {outside}"
+    ), answer
     # the wrong attempt, the wrong host name, bad requests
     _, answer = _call(tasks[second], {**req, "host": second, "attempt": req["attempt"] + 1})
     assert "is not running" in answer["error"]
@@ -186,8 +200,9 @@ def test_a_lost_host_ends_the_job_and_its_tasks_everywhere(three: Cluster) -> No
     """Issue 15, item 6, with tasks: `kill -9` of a worker that is not the job's first
     ends the whole job with the reason naming it, and no task survives on any host, the
     lost one included (its share's fence watcher kills them once the fence runs out)."""
-    job_id = three.submit(command="xce launch -- sleep 183.5", slots=6,
-                          resources="span[ptile=2]", queue="fragile")  # on_host_failure=exit
+    job_id = three.submit(
+        command="xce launch -- sleep 183.5", slots=6, resources="span[ptile=2]", queue="fragile"
+    )  # on_host_failure=exit
     three.wait_state(job_id, "RUN", timeout=60)
     three.wait_for(lambda: len(_sleepers("183.5")) == 6, 60, "six tasks")
     three.kill_worker("w3", signal.SIGKILL)
@@ -206,19 +221,16 @@ def _freezer_state(pid: int) -> str:
 
 
 def test_suspend_and_resume_reach_the_tasks_on_every_host(three: Cluster) -> None:
-    job_id = three.submit(command="xce launch -- sleep 191.5", slots=6,
-                          resources="span[ptile=2]")
+    job_id = three.submit(command="xce launch -- sleep 191.5", slots=6, resources="span[ptile=2]")
     three.wait_state(job_id, "RUN", timeout=60)
     three.wait_for(lambda: len(_sleepers("191.5")) == 6, 60, "six tasks")
     pids = [p.pid for p in _sleepers("191.5")]
     v1 = Path("/sys/fs/cgroup/freezer").is_dir()  # else the states read "n/a"
     frozen, thawed = ("FROZEN", "THAWED") if v1 else ("n/a", "n/a")
     three.control(job_id, "stop")
-    three.wait_for(lambda: all(_freezer_state(p) == frozen for p in pids), 30,
-                   "every task frozen")
+    three.wait_for(lambda: all(_freezer_state(p) == frozen for p in pids), 30, "every task frozen")
     three.control(job_id, "resume")
-    three.wait_for(lambda: all(_freezer_state(p) == thawed for p in pids), 30,
-                   "every task thawed")
+    three.wait_for(lambda: all(_freezer_state(p) == thawed for p in pids), 30, "every task thawed")
     assert len(_sleepers("191.5")) == 6
     three.control(job_id, "kill")
     three.wait_for(lambda: not _sleepers("191.5"), 60, "every task ended")
@@ -233,19 +245,28 @@ def test_tasks_run_as_the_jobs_user_whatever_the_request_says(three: Cluster) ->
 
     env_file = Path(f"/tmp/xce-launch-{uuid.uuid4().hex}.env")
     with linux_users("xcelaunch1"):
-        job_id = three.submit(command=f"env > {env_file}.tmp; mv {env_file}.tmp {env_file}; "
-                                      "sleep 60", slots=4, resources="span[ptile=2]",
-                              user="xcelaunch1")
+        job_id = three.submit(
+            command=f"env > {env_file}.tmp; mv {env_file}.tmp {env_file}; sleep 60",
+            slots=4,
+            resources="span[ptile=2]",
+            user="xcelaunch1",
+        )
         try:
             three.wait_for(env_file.exists, 60, "the job's environment")
-            env = dict(line.split("=", 1) for line in env_file.read_text().splitlines()
-                       if "=" in line)
+            env = dict(
+                line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line
+            )
             tasks = dict(item.split("=", 1) for item in env["XCE_LAUNCH_TASKS"].split(","))
             assert len(tasks) == 2
-            req = {"job_id": job_id, "attempt": int(env["XCE_ATTEMPT"]),
-                   "credential": env["XCE_LAUNCH_CRED"], "task_id": 0, "local_task_id": 0,
-                   "argv": ["sh", "-c", "id -un; echo $HOME $XCE_EXEC_HOST"],
-                   "env": {"PATH": "/usr/bin:/bin", "HOME": "/root", "XCE_EXEC_HOST": "x"}}
+            req = {
+                "job_id": job_id,
+                "attempt": int(env["XCE_ATTEMPT"]),
+                "credential": env["XCE_LAUNCH_CRED"],
+                "task_id": 0,
+                "local_task_id": 0,
+                "argv": ["sh", "-c", "id -un; echo $HOME $XCE_EXEC_HOST"],
+                "env": {"PATH": "/usr/bin:/bin", "HOME": "/root", "XCE_EXEC_HOST": "x"},
+            }
             home = Path("~xcelaunch1").expanduser()
             for host, address in tasks.items():
                 out, answer = _call(address, {**req, "host": host})

@@ -36,9 +36,10 @@ int main(int argc, char **argv) {
 }
 """
 
-pytestmark = pytest.mark.skipif(shutil.which("mpicc") is None or shutil.which("mpirun") is None,
-                                reason="mpicc/mpirun missing (apt-get install openmpi-bin "
-                                       "libopenmpi-dev, as .ci/run does)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("mpicc") is None or shutil.which("mpirun") is None,
+    reason="mpicc/mpirun missing (apt-get install openmpi-bin libopenmpi-dev, as .ci/run does)",
+)
 
 
 def test_mpirun_with_xce_launch_runs_every_rank_once_on_its_host(three: Cluster) -> None:
@@ -53,17 +54,22 @@ def test_mpirun_with_xce_launch_runs_every_rank_once_on_its_host(three: Cluster)
     # (gds hash), not in shared-memory files of a session directory that the three daemons,
     # all "vm" in one /tmp, would share and clean up under each other (one full-suite run saw
     # a rank die of a signal; this is its likely cause).
-    script = (f'export PMIX_MCA_gds=hash; '
-              f'mpirun --allow-run-as-root --hostfile "$XCE_HOSTFILE" '
-              f'--mca plm_rsh_agent "xce launch" --mca pml ob1 --mca btl self,tcp '
-              f'--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np 6 {binary}')
+    script = (
+        f"export PMIX_MCA_gds=hash; "
+        f'mpirun --allow-run-as-root --hostfile "$XCE_HOSTFILE" '
+        f'--mca plm_rsh_agent "xce launch" --mca pml ob1 --mca btl self,tcp '
+        f"--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np 6 {binary}"
+    )
     job_id = three.submit(command=script, slots=6, resources="span[ptile=2]")
     job = three.wait_state(job_id, "DONE", "EXIT", timeout=180)
     out = three.download(job_id, "stdout").decode()
     err = three.download(job_id, "stderr").decode()
     if job["state"] != "DONE":  # the whole of OpenMPI's story (an assert would truncate it)
-        pytest.fail(f"job {job['state']} ({job.get('reason')}, exit {job.get('exit_code')})\n"
-                    f"--- stdout\n{out[-4000:]}\n--- stderr\n{err[-8000:]}", pytrace=False)
+        pytest.fail(
+            f"job {job['state']} ({job.get('reason')}, exit {job.get('exit_code')})\n"
+            f"--- stdout\n{out[-4000:]}\n--- stderr\n{err[-8000:]}",
+            pytrace=False,
+        )
     ranks = sorted(line for line in out.splitlines() if line.startswith("rank "))
     # mpirun maps ranks by slot: 0-1 on the first host of the hostfile, 2-3, 4-5
     assert ranks == [f"rank {r} of 6 on {HOSTS[r // 2]} sum 21" for r in range(6)], (out, err)

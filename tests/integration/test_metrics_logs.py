@@ -37,8 +37,11 @@ def test_metrics_and_json_logs_of_a_real_controller(tmp_path: Path, monkeypatch)
         assert values["xce_hosts[('status', 'online')]"] == 1
     finally:
         cluster.stop()
-    lines = [line for line in (tmp_path / "c" / "controller.log").read_text().splitlines()
-             if line.startswith("{")]
+    lines = [
+        line
+        for line in (tmp_path / "c" / "controller.log").read_text().splitlines()
+        if line.startswith("{")
+    ]
     entries = [json.loads(line) for line in lines]
     assert any("listening" in e["message"] for e in entries)
     assert all({"time", "level", "logger", "message", "pid"} <= e.keys() for e in entries)

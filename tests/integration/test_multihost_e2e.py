@@ -15,20 +15,29 @@ from tests.integration.conftest import THREE_HOSTS
 HOSTS = THREE_HOSTS
 
 
-def test_a_ptile_job_gets_two_slots_on_each_host_and_sees_its_allocation(
-        three: Cluster) -> None:
+def test_a_ptile_job_gets_two_slots_on_each_host_and_sees_its_allocation(three: Cluster) -> None:
     job_id = three.submit(
         command='echo "hosts=$XCE_HOSTS"; echo "nodes=$XCE_NODELIST"; '
-                'echo "num=$XCE_NUM_HOSTS"; echo "slots=$XCE_SLOTS"; '
-                'echo "exec=$XCE_EXEC_HOST"; cat "$XCE_HOSTFILE"',
-        slots=6, resources="span[ptile=2]")
+        'echo "num=$XCE_NUM_HOSTS"; echo "slots=$XCE_SLOTS"; '
+        'echo "exec=$XCE_EXEC_HOST"; cat "$XCE_HOSTFILE"',
+        slots=6,
+        resources="span[ptile=2]",
+    )
     job = three.wait_state(job_id, "DONE", "EXIT", timeout=60)
     assert job["state"] == "DONE", (job, three.download(job_id, "stderr"))
     assert job["hosts"] == [{"host": h, "slots": 2} for h in HOSTS]
     assert job["exec_host"] == "2*w1:2*w2:2*w3" and job["host"] == "w1"
     out = three.download(job_id, "stdout").decode().splitlines()
-    assert out == ["hosts=w1 w1 w2 w2 w3 w3", "nodes=w1,w2,w3", "num=3", "slots=6",
-                   "exec=w1", "w1 2", "w2 2", "w3 2"]
+    assert out == [
+        "hosts=w1 w1 w2 w2 w3 w3",
+        "nodes=w1,w2,w3",
+        "num=3",
+        "slots=6",
+        "exec=w1",
+        "w1 2",
+        "w2 2",
+        "w3 2",
+    ]
 
 
 def _shares(c: Cluster, worker: str) -> dict[str, str]:
@@ -63,28 +72,37 @@ def test_every_host_holds_its_share_and_suspend_and_kill_reach_it(three: Cluster
     assert three.job(small)["state"] == "PEND"
     three.control(wide, "stop")
     for worker in ("w2", "w3"):
-        three.wait_for(lambda w=worker: _shares(three, w).get(name) in ("FROZEN", "n/a"), 30,
-                       f"share frozen on {worker}")
+        three.wait_for(
+            lambda w=worker: _shares(three, w).get(name) in ("FROZEN", "n/a"),
+            30,
+            f"share frozen on {worker}",
+        )
     three.control(wide, "resume")
     for worker in ("w2", "w3"):
-        three.wait_for(lambda w=worker: _shares(three, w).get(name) in ("THAWED", "n/a"), 30,
-                       f"share thawed on {worker}")
+        three.wait_for(
+            lambda w=worker: _shares(three, w).get(name) in ("THAWED", "n/a"),
+            30,
+            f"share thawed on {worker}",
+        )
     three.control(wide, "kill")
     three.wait_state(wide, "EXIT", timeout=60)
     for worker in ("w2", "w3"):
-        three.wait_for(lambda w=worker: name not in _shares(three, w), 30,
-                       f"share removed on {worker}")
+        three.wait_for(
+            lambda w=worker: name not in _shares(three, w), 30, f"share removed on {worker}"
+        )
     three.wait_state(small, "DONE", "EXIT", timeout=60)
 
 
 def test_a_lost_second_host_ends_the_whole_job_naming_it(three: Cluster) -> None:
-    job_id = three.submit(command="sleep 117.5", slots=6, resources="span[ptile=2]",
-                          queue="fragile")  # on_host_failure = "exit"
+    job_id = three.submit(
+        command="sleep 117.5", slots=6, resources="span[ptile=2]", queue="fragile"
+    )  # on_host_failure = "exit"
     three.wait_state(job_id, "RUN", timeout=60)
 
     def running() -> bool:  # the script, on the first host (a number no other test uses)
-        return any(p.info["cmdline"] == ["sleep", "117.5"]
-                   for p in psutil.process_iter(["cmdline"]))
+        return any(
+            p.info["cmdline"] == ["sleep", "117.5"] for p in psutil.process_iter(["cmdline"])
+        )
 
     three.wait_for(running, 30, "the job's process")
     three.kill_worker("w3", signal.SIGKILL)
@@ -104,13 +122,17 @@ def test_the_command_line_submits_across_hosts_and_lists_exec_host(three: Cluste
     home = three.root / "home"
     home.mkdir()
     (home / "client.toml").write_text(f'controllers = ["{three.url}"]\n')
-    env = {**os.environ, "XCE_CLIENT_CONFIG": str(home / "client.toml"),
-           "XCE_TOKEN": ADMIN_TOKEN}
+    env = {**os.environ, "XCE_CLIENT_CONFIG": str(home / "client.toml"), "XCE_TOKEN": ADMIN_TOKEN}
     env.pop("XCE_CONTROLLERS", None)
 
     def xce(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "xce", *args], env=env, text=True,
-                              capture_output=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "xce", *args],
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=60,
+        )
         assert done.returncode == 0, (args, done.stdout, done.stderr)
         return done.stdout
 

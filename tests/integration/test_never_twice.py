@@ -26,8 +26,10 @@ import pytest
 from tests.integration.cluster import Cluster
 
 FENCE_S = 3.0
-JOB = ("for i in $(seq 1 {ticks}); do echo \"$XCE_ATTEMPT $(date +%s.%N)\" >> {log}; "
-       "sleep 0.05; done; echo \"$XCE_ATTEMPT end\" >> {log}")
+JOB = (
+    'for i in $(seq 1 {ticks}); do echo "$XCE_ATTEMPT $(date +%s.%N)" >> {log}; '
+    'sleep 0.05; done; echo "$XCE_ATTEMPT end" >> {log}'
+)
 
 
 class Proxy:
@@ -113,8 +115,9 @@ def _start(cluster: Cluster, tmp_path: Path) -> tuple[str, Path]:
     log = tmp_path / "ticks.log"
     job_id = cluster.submit(command=JOB.format(ticks=240, log=log))
     assert cluster.wait_state(job_id, "RUN")["host"] == "w1"
-    cluster.wait_for(lambda: log.exists() and len(log.read_text().splitlines()) > 5, 20,
-                     "the job ticking")
+    cluster.wait_for(
+        lambda: log.exists() and len(log.read_text().splitlines()) > 5, 20, "the job ticking"
+    )
     cluster.start_worker("w2")
     return job_id, log
 

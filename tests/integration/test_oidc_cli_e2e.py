@@ -23,7 +23,7 @@ from tests.integration.cluster import Cluster
 from tests.integration.test_auth_e2e import Shell
 from tests.integration.test_login_backends_e2e import GROUPS, oidc_backend, refused
 
-env = test_oauth2_backend.env             # oidc-provider: Env(provider, ca_file)
+env = test_oauth2_backend.env  # oidc-provider: Env(provider, ca_file)
 pytestmark = pytest.mark.skipif(node_available() is not None, reason=str(node_available()))
 URL = re.compile(r"https?://\S+")
 
@@ -51,9 +51,15 @@ class Cli:
     @classmethod
     async def start(cls, shell: Shell, *args: str) -> Cli:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "xce", *args, env={**shell.env, "PYTHONUNBUFFERED": "1"},
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "xce",
+            *args,
+            env={**shell.env, "PYTHONUNBUFFERED": "1"},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         return cls(proc)
 
     async def url_after(self, prefix: str, timeout: float = 30) -> str:
@@ -82,7 +88,11 @@ def assert_logged_in_as_alice(shell: Shell, out: str) -> None:
     assert shell.token_file.stat().st_mode & 0o777 == 0o600
     who = json.loads(shell.ok("whoami", "--json"))
     assert (who["user"], who["kind"], who["groups"], who["roles"]) == (
-        "alice", "user", ["hpc", "physics"], ["group-admin"])
+        "alice",
+        "user",
+        ["hpc", "physics"],
+        ["group-admin"],
+    )
 
 
 async def test_login_device_through_the_cli(oidc_cluster: Cluster, env: Any) -> None:
@@ -122,6 +132,7 @@ async def test_login_device_denied_is_one_line(oidc_cluster: Cluster, env: Any) 
 
 # --- authorization code + PKCE ----------------------------------------------------------
 
+
 def redirect_of(authorization_url: str) -> str:
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(authorization_url).query)
     return query["redirect_uri"][0]
@@ -144,15 +155,18 @@ async def test_login_browser_through_the_cli(oidc_cluster: Cluster, env: Any) ->
         answer = await browser.authorize(url, redirect_uri)
         assert answer["code"] and answer["state"] == query["state"][0]
         # The browser's last hop: the provider's redirect lands on the CLI's listener.
-        async with aiohttp.ClientSession() as plain, plain.get(redirect_uri,
-                                                                params=answer) as page:
+        async with aiohttp.ClientSession() as plain, plain.get(redirect_uri, params=answer) as page:
             assert page.status == 200 and "you may close this page" in await page.text()
         code, out, err = await cli.finish()
         assert code == 0, (out, err)
         assert_logged_in_as_alice(shell, out)
         # The state was single use: the same redirect replayed is refused.
-        replay = refused(oidc_cluster, "POST", "/api/v1/auth/code",
-                         {"state": answer["state"], "code": answer["code"]})
+        replay = refused(
+            oidc_cluster,
+            "POST",
+            "/api/v1/auth/code",
+            {"state": answer["state"], "code": answer["code"]},
+        )
         assert (replay.status, replay.body["error"]["code"]) == (400, "invalid_request")
     finally:
         cli.kill()
@@ -161,7 +175,7 @@ async def test_login_browser_through_the_cli(oidc_cluster: Cluster, env: Any) ->
 
 async def test_code_route_state_is_single_use(oidc_cluster: Cluster, env: Any) -> None:
     c = oidc_cluster
-    redirect_uri = REDIRECT_URI   # loopback, as the provider's client registration names it
+    redirect_uri = REDIRECT_URI  # loopback, as the provider's client registration names it
     start = c.post("/api/v1/auth/authorize", {"redirect_uri": redirect_uri}, token=None)
     assert redirect_of(start["authorization_url"]) == redirect_uri
     browser = Browser(env.ca_file)
@@ -179,16 +193,23 @@ async def test_code_route_state_is_single_use(oidc_cluster: Cluster, env: Any) -
     assert (unknown.status, unknown.body["error"]["code"]) == (400, "invalid_request")
 
 
-@pytest.mark.parametrize("redirect_uri", [
-    "http://evil.example/xce/callback", "https://127.0.0.1:8443/xce/callback",
-    "http://127.0.0.2/xce/callback", "http://user@127.0.0.1/cb",
-    "http://127.0.0.1.evil.example/cb",
-    "javascript:alert(1)", "not a url",
-])
-def test_authorize_refuses_non_loopback_redirects(oidc_cluster: Cluster,
-                                                  redirect_uri: str) -> None:
-    failure = refused(oidc_cluster, "POST", "/api/v1/auth/authorize",
-                      {"redirect_uri": redirect_uri})
+@pytest.mark.parametrize(
+    "redirect_uri",
+    [
+        "http://evil.example/xce/callback",
+        "https://127.0.0.1:8443/xce/callback",
+        "http://127.0.0.2/xce/callback",
+        "http://user@127.0.0.1/cb",
+        "http://127.0.0.1.evil.example/cb",
+        "javascript:alert(1)",
+        "not a url",
+    ],
+)
+def test_authorize_refuses_non_loopback_redirects(oidc_cluster: Cluster, redirect_uri: str) -> None:
+    failure = refused(
+        oidc_cluster, "POST", "/api/v1/auth/authorize", {"redirect_uri": redirect_uri}
+    )
     assert (failure.status, failure.body["error"]["code"]) == (400, "invalid_request")
-    assert "loopback" in failure.body["error"]["message"] or "URL" in failure.body["error"][
-        "message"]
+    assert (
+        "loopback" in failure.body["error"]["message"] or "URL" in failure.body["error"]["message"]
+    )

@@ -27,8 +27,9 @@ def test_modify_and_a_suspended_victim_survive_a_failover(tmp_path: Path) -> Non
         c.start_pair()
         c.start_worker("w1", slots=2)
         held = c.submit(command="true", hold=True)
-        c.request("PATCH", f"/api/v1/jobs/{held}", {"priority": 80, "name": "renamed",
-                                                    "queue": "low"})
+        c.request(
+            "PATCH", f"/api/v1/jobs/{held}", {"priority": 80, "name": "renamed", "queue": "low"}
+        )
         low = c.submit(command="sleep 120", queue="low", slots=2)
         c.wait_state(low, "RUN", timeout=60)
         high = c.submit(command="sleep 120", queue="high", slots=2)

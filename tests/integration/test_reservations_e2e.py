@@ -19,8 +19,13 @@ from tests.integration.cluster import ADMIN_TOKEN, USER_TOKEN, Cluster
 
 def xce(c: Cluster, *args: str, token: str = ADMIN_TOKEN) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XCE_TOKEN": token, "HOME": str(c.root)}
-    return subprocess.run([sys.executable, "-m", "xce", *args, "--controller", c.url],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args, "--controller", c.url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> str:
@@ -33,15 +38,33 @@ def test_maintenance_and_user_reservations_with_a_restart(tmp_path: Path) -> Non
     try:
         c.start_controller()
         c.start_worker("w1", slots=2)
-        assert "is created" in ok(xce(c, "rsv", "add", "maint", "-m", "w1", "-b", "+300s",
-                                      "-d", "1h", "--maintenance"))
+        assert "is created" in ok(
+            xce(c, "rsv", "add", "maint", "-m", "w1", "-b", "+300s", "-d", "1h", "--maintenance")
+        )
         begin = time.time() + 4
-        ok(xce(c, "rsv", "add", "team", "--hosts", "w1", "--start", f"{begin:.0f}",
-               "--end", f"{begin + 200:.0f}", "--users", "root", "--slots", "1"))
+        ok(
+            xce(
+                c,
+                "rsv",
+                "add",
+                "team",
+                "--hosts",
+                "w1",
+                "--start",
+                f"{begin:.0f}",
+                "--end",
+                f"{begin + 200:.0f}",
+                "--users",
+                "root",
+                "--slots",
+                "1",
+            )
+        )
         long = c.submit(command="sleep 1", walltime_s=3600)
         short = c.submit(command="true", walltime_s=60)
-        inside = json.loads(ok(xce(c, "job", "submit", "--json", "--user", "root", "-U",
-                                   "team", "-W", "1", "true")))["job_id"]
+        inside = json.loads(
+            ok(xce(c, "job", "submit", "--json", "--user", "root", "-U", "team", "-W", "1", "true"))
+        )["job_id"]
         assert c.wait_state(short, "DONE")["state"] == "DONE"
         c.wait_passes()
         pending = c.job(long)
@@ -66,10 +89,16 @@ def test_maintenance_and_user_reservations_with_a_restart(tmp_path: Path) -> Non
         assert "maint" in ok(xce(c, "rsv", "list", token=USER_TOKEN))
         for args, token, words in [
             (("rsv", "del", "maint"), USER_TOKEN, "may not"),
-            (("rsv", "add", "x", "-m", "nohost", "-d", "1h", "--maintenance"), ADMIN_TOKEN,
-             "'nohost' is not registered"),
-            (("rsv", "add", "x", "-m", "w1", "-d", "1h", "-b", "soon", "--maintenance"),
-             ADMIN_TOKEN, "--start 'soon' is not a time"),
+            (
+                ("rsv", "add", "x", "-m", "nohost", "-d", "1h", "--maintenance"),
+                ADMIN_TOKEN,
+                "'nohost' is not registered",
+            ),
+            (
+                ("rsv", "add", "x", "-m", "w1", "-d", "1h", "-b", "soon", "--maintenance"),
+                ADMIN_TOKEN,
+                "--start 'soon' is not a time",
+            ),
             (("rsv", "del", "nope"), ADMIN_TOKEN, "does not exist"),
         ]:
             done = xce(c, *args, token=token)

@@ -24,8 +24,7 @@ def test_soak_with_failovers_and_kills_loses_nothing_and_stays_bounded(tmp_path:
     minutes = float(os.environ.get("XCE_SOAK_MINUTES", "4"))
     replication = os.environ.get("XCE_SOAK_REPLICATION", "sync")
     every = (40.0, 90.0) if minutes >= 15 else (15.0, 30.0)
-    result = asyncio.run(run_soak(tmp_path, minutes, fault_every=every,
-                                  replication=replication))
+    result = asyncio.run(run_soak(tmp_path, minutes, fault_every=every, replication=replication))
     print(report(result))
     # The short run still goes through the whole cycle: failover, restart, standby,
     # failover, standby, both.

@@ -35,8 +35,7 @@ def _answer_to_garbage(address: str, timeout: float) -> dict[str, Any]:
         return {"answered": True}
 
 
-def test_a_task_started_into_a_frozen_cgroup_does_not_stop_the_worker(
-        three: Cluster) -> None:
+def test_a_task_started_into_a_frozen_cgroup_does_not_stop_the_worker(three: Cluster) -> None:
     """The window of `xce job resume` (assignment says run, the thaw has not run yet), or of
     a share frozen before the service hears of the stop: the cgroup is frozen while the
     service still accepts tasks for it. The task's child joins the cgroup before exec and is
@@ -48,13 +47,23 @@ def test_a_task_started_into_a_frozen_cgroup_does_not_stop_the_worker(
     job_id, env = _job_env(three, "frz", 2)
     host = env["XCE_EXEC_HOST"]
     tasks = dict(item.split("=", 1) for item in env["XCE_LAUNCH_TASKS"].split(","))
-    sleeper = next(p for p in psutil.process_iter(["cmdline", "environ"])
-                   if p.info["cmdline"] == ["sleep", "60"]
-                   and (p.info["environ"] or {}).get("XCE_JOB_ID") == job_id)
+    sleeper = next(
+        p
+        for p in psutil.process_iter(["cmdline", "environ"])
+        if p.info["cmdline"] == ["sleep", "60"]
+        and (p.info["environ"] or {}).get("XCE_JOB_ID") == job_id
+    )
     freezer = _freezer_dir(sleeper.pid)
-    req = {"job_id": job_id, "attempt": int(env["XCE_ATTEMPT"]), "host": host,
-           "credential": env["XCE_LAUNCH_CRED"], "argv": ["sh", "-c", "echo thawed"],
-           "env": {"PATH": "/usr/bin:/bin"}, "task_id": 0, "local_task_id": 0}
+    req = {
+        "job_id": job_id,
+        "attempt": int(env["XCE_ATTEMPT"]),
+        "host": host,
+        "credential": env["XCE_LAUNCH_CRED"],
+        "argv": ["sh", "-c", "echo thawed"],
+        "env": {"PATH": "/usr/bin:/bin"},
+        "task_id": 0,
+        "local_task_id": 0,
+    }
     (freezer / "freezer.state").write_text("FROZEN")
     result: list[Any] = []
     try:
@@ -62,8 +71,9 @@ def test_a_task_started_into_a_frozen_cgroup_does_not_stop_the_worker(
         while (freezer / "freezer.state").read_text().strip() != "FROZEN":
             assert time.monotonic() < deadline, "the test could not freeze the job"
             time.sleep(0.05)
-        launch = threading.Thread(target=lambda: result.append(_call(tasks[host], req)),
-                                  daemon=True)
+        launch = threading.Thread(
+            target=lambda: result.append(_call(tasks[host], req)), daemon=True
+        )
         launch.start()
         time.sleep(1.0)  # the task's child is in the frozen cgroup by now
         # the worker still answers while that start is stuck

@@ -27,20 +27,42 @@ def _tls_section(pki: Path, cert: str | None, extra: str = "") -> str:
 
 
 def _xce(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "xce", *args], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The cluster PKI made by the real CLI, plus certificates the tests need to misuse."""
     d = tmp_path_factory.mktemp("pki")
-    made = _xce("tls", "init", "--dir", str(d), "--host", "localhost", "--host", "127.0.0.1",
-                "--worker", "w1")
+    made = _xce(
+        "tls",
+        "init",
+        "--dir",
+        str(d),
+        "--host",
+        "localhost",
+        "--host",
+        "127.0.0.1",
+        "--worker",
+        "w1",
+    )
     assert made.returncode == 0, made.stderr
     ca = load_ca(d)
-    issue_certificate(ca, d, "stale", ["127.0.0.1", "w9"], client=True, valid_days=1,
-                      not_before=dt.datetime.now(dt.UTC) - dt.timedelta(days=2))
+    issue_certificate(
+        ca,
+        d,
+        "stale",
+        ["127.0.0.1", "w9"],
+        client=True,
+        valid_days=1,
+        not_before=dt.datetime.now(dt.UTC) - dt.timedelta(days=2),
+    )
     create_ca(d / "other", "Some other CA")
     return d
 
@@ -50,8 +72,9 @@ def tls_cluster(pki: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """HTTPS controller with mutual TLS on worker routes, and worker w1 with its client cert."""
     c = Cluster(tmp_path_factory.mktemp("tls") / "cluster")
     c.url = f"https://127.0.0.1:{c.port}"
-    c.role_sections["controller"] = _tls_section(pki, "controller",
-                                                 'require_client_cert = "workers"')
+    c.role_sections["controller"] = _tls_section(
+        pki, "controller", 'require_client_cert = "workers"'
+    )
     c.role_sections["w1"] = _tls_section(pki, "w1")
     c.ssl_context = client_ssl_context(TlsSettings(ca_file=pki / "ca.pem"))
     c.start_controller()
@@ -62,8 +85,9 @@ def tls_cluster(pki: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         c.stop()
 
 
-def test_job_runs_over_tls_and_cli_verifies_with_ca_file(tls_cluster: Cluster, pki: Path,
-                                                          tmp_path: Path) -> None:
+def test_job_runs_over_tls_and_cli_verifies_with_ca_file(
+    tls_cluster: Cluster, pki: Path, tmp_path: Path
+) -> None:
     job = tls_cluster.submit(command="echo over-tls", queue="normal")
     done = tls_cluster.wait_state(job, "DONE", "EXIT")
     assert (done["state"], done["exit_code"]) == ("DONE", 0)
@@ -106,8 +130,7 @@ async def test_worker_routes_need_a_client_certificate(tls_cluster: Cluster, pki
     assert "version" in answer
 
 
-def test_worker_process_without_client_certificate_stops(tls_cluster: Cluster,
-                                                         pki: Path) -> None:
+def test_worker_process_without_client_certificate_stops(tls_cluster: Cluster, pki: Path) -> None:
     tls_cluster.role_sections["w2"] = _tls_section(pki, None)
     run = _xce("worker", "-c", str(tls_cluster._config("w2", 1)))
     assert run.returncode != 0
@@ -117,13 +140,14 @@ def test_worker_process_without_client_certificate_stops(tls_cluster: Cluster,
 
 
 async def test_expired_client_certificate_is_refused(tls_cluster: Cluster, pki: Path) -> None:
-    stale = client_ssl_context(TlsSettings(pki / "stale.pem", pki / "stale.key",
-                                           pki / "ca.pem"))
+    stale = client_ssl_context(TlsSettings(pki / "stale.pem", pki / "stale.key", pki / "ca.pem"))
     async with XceClient([tls_cluster.url], WORKER_TOKEN, ssl_context=stale) as client:
         with pytest.raises(ApiError) as info:
-            await client.request("POST", "/api/v1/workers/register",
-                                 json={"host": "w9", "slots": 1, "memory_mb": 1,
-                                       "attributes": {}})
+            await client.request(
+                "POST",
+                "/api/v1/workers/register",
+                json={"host": "w9", "slots": 1, "memory_mb": 1, "attributes": {}},
+            )
     assert info.value.status == 0
     assert "w9" not in {h["name"] for h in tls_cluster.get("/api/v1/hosts")["hosts"]}
 
@@ -141,9 +165,12 @@ def test_expired_server_certificate_is_refused(pki: Path, tmp_path: Path) -> Non
     c.role_sections["controller"] = _tls_section(pki, "stale")
     c.ssl_context = client_ssl_context(TlsSettings(ca_file=pki / "ca.pem"))
     c.root.mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, "-m", "xce", "controller", "-c",
-                             str(c._config())], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xce", "controller", "-c", str(c._config())],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     c.controller = proc
     try:
         assert proc.stdout is not None

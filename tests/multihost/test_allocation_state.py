@@ -50,11 +50,14 @@ def test_a_lost_second_host_is_named_and_the_requeue_frees_every_host() -> None:
     assert record.allocation == () and state.host_load == {}
 
 
-@pytest.mark.parametrize("hosts", [
-    (HostSlots("n2", 3), HostSlots("n1", 3)),          # does not start at the named host
-    (HostSlots("n1", 3), HostSlots("n1", 3)),          # a host twice
-    (HostSlots("n1", 2), HostSlots("n2", 2)),          # too few slots
-])
+@pytest.mark.parametrize(
+    "hosts",
+    [
+        (HostSlots("n2", 3), HostSlots("n1", 3)),  # does not start at the named host
+        (HostSlots("n1", 3), HostSlots("n1", 3)),  # a host twice
+        (HostSlots("n1", 2), HostSlots("n2", 2)),  # too few slots
+    ],
+)
 def test_a_bad_allocation_is_refused_and_changes_nothing(hosts: tuple[HostSlots, ...]) -> None:
     state = new_state(hosts=HOSTS)
     job = submit(state, slots=6)
@@ -83,20 +86,26 @@ def test_checkpoint_round_trip_keeps_allocation_and_load() -> None:
     job = submit(state, slots=6, resources="span[ptile=2]")
     state.apply(ev.JobStarted(T0, job, "n1", hosts=SPREAD))
     jobs = unpack_records(type(state.jobs[job]), pack_records(list(state.jobs.values())))
-    restored = ClusterState.restore(jobs, [], list(state.queues.values()),
-                                    list(state.hosts.values()), state.next_number)
+    restored = ClusterState.restore(
+        jobs, [], list(state.queues.values()), list(state.hosts.values()), state.next_number
+    )
     assert restored.jobs[job].allocation == SPREAD
     assert restored.host_load == state.host_load
 
 
 def test_the_environment_and_hostfile() -> None:
     env = job_environment(SPREAD)
-    assert env == {"XCE_HOSTS": "n1 n1 n2 n2 n3 n3", "XCE_NODELIST": "n1,n2,n3",
-                   "XCE_NUM_HOSTS": "3", "XCE_SLOTS": "6"}
+    assert env == {
+        "XCE_HOSTS": "n1 n1 n2 n2 n3 n3",
+        "XCE_NODELIST": "n1,n2,n3",
+        "XCE_NUM_HOSTS": "3",
+        "XCE_SLOTS": "6",
+    }
     assert hostfile_text(SPREAD) == "n1 2\nn2 2\nn3 2\n"
 
 
 # --- through the controller service: submit rules, a pass, the first host's assignment ----
+
 
 async def _service(tmp_path):  # type: ignore[no-untyped-def]
     from xce.config import ControllerSettings
@@ -111,31 +120,37 @@ async def _service(tmp_path):  # type: ignore[no-untyped-def]
     return svc, WorkerGateway(svc)
 
 
-async def test_a_ptile_job_is_placed_on_three_hosts_and_only_the_first_runs_it(
-        tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_ptile_job_is_placed_on_three_hosts_and_only_the_first_runs_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from xce.controller.requests import SubmitRequest, WorkerInfo
 
     svc, gateway = await _service(tmp_path)
     for name in ("n1", "n2", "n3"):
         await gateway.register(WorkerInfo(name, 4, 1000))
-    job = await svc.submit(SubmitRequest(user="alice", command="x", slots=6,
-                                         resources="span[ptile=2]"))
+    job = await svc.submit(
+        SubmitRequest(user="alice", command="x", slots=6, resources="span[ptile=2]")
+    )
     assert await svc.schedule_once() == 1
     assert svc.state.jobs[job].hosts == SPREAD
     (first,) = gateway.assignments("n1")["jobs"]
     assert first["hosts"] == [["n1", 2], ["n2", 2], ["n3", 2]]
     assert gateway.assignments("n2")["jobs"] == []  # held there, started on n1 only
     assert gateway._host_lost(0.0, svc.state.jobs[job], "n2") == ev.JobHostLost(
-        0.0, job, True, "n2")
+        0.0, job, True, "n2"
+    )
 
 
-@pytest.mark.parametrize(("kw", "message"), [
-    (dict(slots=16, resources="span[ptile=2]"),
-     r"no set of hosts of queue 'normal' can ever hold this job \(16 slots; its hosts "
-     r"have 12 slots in all\)"),
-    (dict(slots=4, memory_mb=10, mem_per_slot_mb=5), "not both"),
-    (dict(slots=13), "no set of hosts"),
-])
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        (
+            dict(slots=16, resources="span[ptile=2]"),
+            r"no set of hosts of queue 'normal' can ever hold this job \(16 slots; its hosts "
+            r"have 12 slots in all\)",
+        ),
+        (dict(slots=4, memory_mb=10, mem_per_slot_mb=5), "not both"),
+        (dict(slots=13), "no set of hosts"),
+    ],
+)
 async def test_impossible_multi_host_jobs_are_refused(kw, message, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from xce.controller.requests import SubmitRequest, WorkerInfo
 
@@ -145,8 +160,9 @@ async def test_impossible_multi_host_jobs_are_refused(kw, message, tmp_path) -> 
     with pytest.raises(InvalidRequest, match=message):
         await svc.submit(SubmitRequest(user="alice", command="x", **kw))
     wide = await svc.submit(SubmitRequest(user="alice", command="x", slots=12))
-    per_slot = await svc.submit(SubmitRequest(user="alice", command="x", slots=2,
-                                              mem_per_slot_mb=100))
+    per_slot = await svc.submit(
+        SubmitRequest(user="alice", command="x", slots=2, mem_per_slot_mb=100)
+    )
     assert svc.state.jobs[per_slot].spec.memory_mb == 200
     assert await svc.schedule_once() == 1  # the 12-slot job (no span) fills every host
     assert [p.slots for p in svc.state.jobs[wide].hosts] == [4, 4, 4]
@@ -161,8 +177,11 @@ def test_views_and_accounting_list_every_host() -> None:
     state.apply(ev.JobStarted(T0, job, "n1", hosts=SPREAD))
     view = job_view(state.jobs[job], {}, T0 + 1, full=True)
     assert view["exec_host"] == "2*n1:2*n2:2*n3"
-    assert view["hosts"] == [{"host": "n1", "slots": 2}, {"host": "n2", "slots": 2},
-                             {"host": "n3", "slots": 2}]
+    assert view["hosts"] == [
+        {"host": "n1", "slots": 2},
+        {"host": "n2", "slots": 2},
+        {"host": "n3", "slots": 2},
+    ]
     record = build(state.jobs[job], "DONE", T0 + 5, "", 9)
     assert record.host == "n1" and record.hosts == "n1:2,n2:2,n3:2"
     single = submit(state, slots=1)
@@ -176,12 +195,25 @@ def test_the_console_job_detail_lists_every_host() -> None:
 
     from tui.screens.job_detail import JobDetailScreen
 
-    shown = JobDetailScreen._fields(SimpleNamespace(job_id="7"), {  # type: ignore[arg-type]
-        "id": "7", "host": "n1", "exec_host": "2*n1:2*n2",
-        "hosts": [{"host": "n1", "slots": 2}, {"host": "n2", "slots": 2}]})
+    shown = JobDetailScreen._fields(
+        SimpleNamespace(job_id="7"),
+        {  # type: ignore[arg-type]
+            "id": "7",
+            "host": "n1",
+            "exec_host": "2*n1:2*n2",
+            "hosts": [{"host": "n1", "slots": 2}, {"host": "n2", "slots": 2}],
+        },
+    )
     assert "  exec_host    2*n1:2*n2" in shown.splitlines()
-    single = JobDetailScreen._fields(SimpleNamespace(job_id="8"), {  # type: ignore[arg-type]
-        "id": "8", "host": "n1", "exec_host": "n1", "hosts": [{"host": "n1", "slots": 1}]})
+    single = JobDetailScreen._fields(
+        SimpleNamespace(job_id="8"),
+        {  # type: ignore[arg-type]
+            "id": "8",
+            "host": "n1",
+            "exec_host": "n1",
+            "hosts": [{"host": "n1", "slots": 1}],
+        },
+    )
     assert "exec_host" not in single  # one host: the host line says it all
 
 

@@ -89,26 +89,33 @@ async def test_the_scheduler_grants_n_per_host_and_a_third_job_waits(tmp_path) -
     svc, gateway = await _service(tmp_path)
     await gateway.register(WorkerInfo("n1", 4, 1000, gres=GPUS))
     await gateway.register(WorkerInfo("n2", 4, 1000, gres=(("gpu", "0"),)))
-    first = await svc.submit(SubmitRequest(user="alice", command="x", slots=4,
-                                           resources="span[ptile=2]", gres={"gpu": 1}))
+    first = await svc.submit(
+        SubmitRequest(
+            user="alice", command="x", slots=4, resources="span[ptile=2]", gres={"gpu": 1}
+        )
+    )
     assert await svc.schedule_once() == 1
     record = svc.state.jobs[first]
-    assert [(p.host, p.devices) for p in record.hosts] == [("n1", ("gpu:0",)),
-                                                           ("n2", ("gpu:0",))]
+    assert [(p.host, p.devices) for p in record.hosts] == [("n1", ("gpu:0",)), ("n2", ("gpu:0",))]
     assert record.devices == ("gpu:0",)
     assert share_assignment(record, "n2")["devices"] == ["gpu:0"]
     # n2's only GPU is held: a second 2-host GPU job waits, a 1-host one fits on n1
-    second = await svc.submit(SubmitRequest(user="alice", command="x", slots=4,
-                                            resources="span[ptile=2]", gres={"gpu": 1}))
-    third = await svc.submit(SubmitRequest(user="alice", command="x", slots=1,
-                                           gres={"gpu": 1}))
+    second = await svc.submit(
+        SubmitRequest(
+            user="alice", command="x", slots=4, resources="span[ptile=2]", gres={"gpu": 1}
+        )
+    )
+    third = await svc.submit(SubmitRequest(user="alice", command="x", slots=1, gres={"gpu": 1}))
     assert await svc.schedule_once() == 1
     assert svc.state.jobs[second].state is JobState.PEND
     assert svc.state.jobs[third].devices == ("gpu:1",)
     # more GPUs per host than a host has is refused at submit, naming the count
     with pytest.raises(InvalidRequest, match="asks for 3 gpu devices on one host"):
-        await svc.submit(SubmitRequest(user="alice", command="x", slots=4,
-                                       resources="span[ptile=2]", gres={"gpu": 3}))
+        await svc.submit(
+            SubmitRequest(
+                user="alice", command="x", slots=4, resources="span[ptile=2]", gres={"gpu": 3}
+            )
+        )
 
 
 def test_a_checkpoint_keeps_every_hosts_grant_and_the_load() -> None:
@@ -118,8 +125,9 @@ def test_a_checkpoint_keeps_every_hosts_grant_and_the_load() -> None:
     job = submit(state, slots=8, resources="span[ptile=4]", gres=(("gpu", "1"),))
     state.apply(ev.JobStarted(T0, job, "n1", ("gpu:0",), _grant()))
     jobs = unpack_records(type(state.jobs[job]), pack_records(list(state.jobs.values())))
-    restored = ClusterState.restore(jobs, [], list(state.queues.values()),
-                                    list(state.hosts.values()), state.next_number)
+    restored = ClusterState.restore(
+        jobs, [], list(state.queues.values()), list(state.hosts.values()), state.next_number
+    )
     assert restored.jobs[job].allocation == _grant()
     assert restored.host_load == state.host_load
     assert restored.host_load["n2"].devices == frozenset({"gpu:1"})
@@ -130,8 +138,16 @@ def test_the_console_job_detail_shows_each_hosts_devices() -> None:
 
     from tui.screens.job_detail import JobDetailScreen
 
-    shown = JobDetailScreen._fields(SimpleNamespace(job_id="7"), {  # type: ignore[arg-type]
-        "id": "7", "host": "n1", "exec_host": "1*n1:1*n2",
-        "hosts": [{"host": "n1", "slots": 1, "devices": ["gpu:0"]},
-                  {"host": "n2", "slots": 1, "devices": ["gpu:1"]}]})
+    shown = JobDetailScreen._fields(
+        SimpleNamespace(job_id="7"),
+        {  # type: ignore[arg-type]
+            "id": "7",
+            "host": "n1",
+            "exec_host": "1*n1:1*n2",
+            "hosts": [
+                {"host": "n1", "slots": 1, "devices": ["gpu:0"]},
+                {"host": "n2", "slots": 1, "devices": ["gpu:1"]},
+            ],
+        },
+    )
     assert "  devices      n1=gpu:0 n2=gpu:1" in shown.splitlines(), shown

@@ -77,14 +77,16 @@ def test_all_or_nothing_takes_no_partial_hold() -> None:
 def test_memory_per_host_and_per_slot() -> None:
     state = new_state(hosts=hosts(3, mem=1000))
     per_host = submit(state, slots=4, memory_mb=900, resources="span[ptile=2]")
-    per_slot = submit(state, slots=4, memory_mb=1200, mem_per_slot_mb=300,
-                      resources="span[ptile=2]")
+    per_slot = submit(
+        state, slots=4, memory_mb=1200, mem_per_slot_mb=300, resources="span[ptile=2]"
+    )
     result = run(state)
     assert shares(result, per_host) == [("n1", 2), ("n2", 2)]
     assert per_slot in result.reasons  # 600 MB per host: n1, n2 have 100 left, n3 alone
     state = new_state(hosts=hosts(3, mem=1000))
-    per_slot = submit(state, slots=4, memory_mb=1200, mem_per_slot_mb=300,
-                      resources="span[ptile=2]")
+    per_slot = submit(
+        state, slots=4, memory_mb=1200, mem_per_slot_mb=300, resources="span[ptile=2]"
+    )
     assert shares(run(state), per_slot) == [("n1", 2), ("n2", 2)]
 
 
@@ -112,8 +114,7 @@ def test_order_and_select_apply_across_the_hosts() -> None:
 
 
 def test_spread_score_plugin_ranks_the_hosts() -> None:
-    state = new_state(queues=(QueueRecord("normal", plugins=("spread",)),),
-                      hosts=hosts(3))
+    state = new_state(queues=(QueueRecord("normal", plugins=("spread",)),), hosts=hosts(3))
     busy = submit(state, slots=3)
     state.apply(ev.JobStarted(T0, busy, "n1"))
     job = submit(state, slots=4, resources="span[ptile=2]")
@@ -140,8 +141,8 @@ def test_easy_reserves_a_host_set_and_backfills_only_what_does_not_delay_it() ->
         running = submit(state, slots=4, walltime_s=100)
         state.apply(ev.JobStarted(T0, running, name))
     head = submit(state, slots=6, walltime_s=50, resources="span[ptile=2]")
-    long = submit(state, slots=4, walltime_s=500)   # n3 past T0+100: would delay the head
-    short = submit(state, slots=4, walltime_s=50)   # ends at T0+60: before the reservation
+    long = submit(state, slots=4, walltime_s=500)  # n3 past T0+100: would delay the head
+    short = submit(state, slots=4, walltime_s=50)  # ends at T0+60: before the reservation
     result = run(state)
     assert [p.job_id for p in result.placements] == [short]
     assert result.reservations == [{"job_id": head, "host": "n1,n2,n3", "start": T0 + 100}]
@@ -152,8 +153,11 @@ def test_easy_reserves_a_host_set_and_backfills_only_what_does_not_delay_it() ->
 def test_fairshare_charges_slots_times_time_of_every_host() -> None:
     state = new_state(queues=(QueueRecord("normal", plugins=("fairshare",)),), hosts=hosts(3))
     wide = submit(state, user="alice", slots=6, resources="span[ptile=2]")
-    state.apply(ev.JobStarted(T0, wide, "n1", hosts=(HostSlots("n1", 2), HostSlots("n2", 2),
-                                               HostSlots("n3", 2))))
+    state.apply(
+        ev.JobStarted(
+            T0, wide, "n1", hosts=(HostSlots("n1", 2), HostSlots("n2", 2), HostSlots("n3", 2))
+        )
+    )
     from xce.sched.pipeline import SchedulingPass
 
     p = SchedulingPass(snapshot_of(state), T0 + 3600)
@@ -168,22 +172,27 @@ JOB = st.tuples(st.integers(1, 8), st.sampled_from([None, 1, 2, 3]), st.integers
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.integers(1, 4), st.integers(10, 300)), min_size=0, max_size=6),
-       st.lists(JOB, min_size=1, max_size=8), st.integers(2, 4))
+@given(
+    st.lists(st.tuples(st.integers(1, 4), st.integers(10, 300)), min_size=0, max_size=6),
+    st.lists(JOB, min_size=1, max_size=8),
+    st.integers(2, 4),
+)
 def test_a_host_set_reservation_is_never_delayed_and_placements_are_whole(
-        running: list[tuple[int, int]], pending: list[tuple[int, int | None, int]],
-        n_hosts: int) -> None:
+    running: list[tuple[int, int]], pending: list[tuple[int, int | None, int]], n_hosts: int
+) -> None:
     """Whatever runs and waits: every placement holds exactly its slots on hosts that have
     them (all or nothing), and once the head is reserved from `start`, replaying the
     placements as running jobs, the reserved job's layout still fits at `start`."""
-    state = new_state(queues=(QueueRecord("normal", plugins=("backfill",)),),
-                      hosts=hosts(n_hosts))
+    state = new_state(queues=(QueueRecord("normal", plugins=("backfill",)),), hosts=hosts(n_hosts))
     names = sorted(state.hosts)
     for k, (slots, wall) in enumerate(running):
         job = submit(state, slots=slots, walltime_s=wall)
         host = names[k % n_hosts]
-        if state.hosts[host].slots - (state.host_load.get(host).slots
-                                      if host in state.host_load else 0) >= slots:
+        if (
+            state.hosts[host].slots
+            - (state.host_load.get(host).slots if host in state.host_load else 0)
+            >= slots
+        ):
             state.apply(ev.JobStarted(T0, job, host))
     specs = {}
     for slots, ptile, wall in pending:
@@ -216,8 +225,17 @@ def _fits_alone(state: ClusterState, head: str, start: float) -> bool:
     req = parse_requirement(spec.resources) if spec.resources else None
     names = sorted(free)
     fs = [free[n] for n in names]
-    return choose(Layout.of(spec, req), spec, range(len(names)), fs, [10**9] * len(names),
-                  lambda i: state.hosts[names[i]].slots) is not None
+    return (
+        choose(
+            Layout.of(spec, req),
+            spec,
+            range(len(names)),
+            fs,
+            [10**9] * len(names),
+            lambda i: state.hosts[names[i]].slots,
+        )
+        is not None
+    )
 
 
 def test_a_ptile_tail_goes_to_a_host_too_small_for_a_whole_tile() -> None:

@@ -32,7 +32,9 @@ def test_cpu_is_summed_over_hosts_and_memory_is_the_largest_hosts() -> None:
     shares.accept(state, "n2", [ShareReport(job, 0, 2.5, 0.5, 95 * MiB)], T0 + 2)
     assert shares.total(state.jobs[job], Usage()).cpu_time_s == 3.0
     assert shares.per_host(state.jobs[job], Usage(1.0, 0.0, 7)) == (
-        HostUsage("n1", 1.0, 0.0, 7), HostUsage("n2", 2.5, 0.5, 95 * MiB))
+        HostUsage("n1", 1.0, 0.0, 7),
+        HostUsage("n2", 2.5, 0.5, 95 * MiB),
+    )
 
 
 def test_reports_for_jobs_the_host_holds_no_share_of_are_ignored() -> None:
@@ -40,17 +42,15 @@ def test_reports_for_jobs_the_host_holds_no_share_of_are_ignored() -> None:
     shares = ShareUsage()
     other = submit(state, slots=1)
     hostile = [
-        ShareReport(job, 0, 100.0, oom_killed=True),    # n3 is not in the allocation
+        ShareReport(job, 0, 100.0, oom_killed=True),  # n3 is not in the allocation
         ShareReport(other, 0, 100.0, oom_killed=True),  # not started anywhere
         ShareReport("999", 0, 100.0, oom_killed=True),  # no such job
     ]
     assert shares.accept(state, "n3", hostile, T0 + 1) == []
     # the first host runs the job itself: it has no share to report
-    assert shares.accept(state, "n1", [ShareReport(job, 0, 100.0, oom_killed=True)],
-                         T0 + 1) == []
+    assert shares.accept(state, "n1", [ShareReport(job, 0, 100.0, oom_killed=True)], T0 + 1) == []
     # another attempt of the job
-    assert shares.accept(state, "n2", [ShareReport(job, 1, 100.0, oom_killed=True)],
-                         T0 + 1) == []
+    assert shares.accept(state, "n2", [ShareReport(job, 1, 100.0, oom_killed=True)], T0 + 1) == []
     assert shares.total(state.jobs[job], Usage(1.0)).cpu_time_s == 1.0
 
 

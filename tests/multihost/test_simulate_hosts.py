@@ -9,8 +9,15 @@ import pytest
 from xce.sched.simulate import simulate
 from xce.sched.workload import synthetic
 
-KEYS = ("jobs", "skipped", "avg_wait_s", "median_wait_s", "avg_bounded_slowdown",
-        "utilisation", "makespan_s")
+KEYS = (
+    "jobs",
+    "skipped",
+    "avg_wait_s",
+    "median_wait_s",
+    "avg_bounded_slowdown",
+    "utilisation",
+    "makespan_s",
+)
 
 
 def _starts(result) -> list[tuple[int, float | None]]:  # type: ignore[no-untyped-def]
@@ -20,10 +27,12 @@ def _starts(result) -> list[tuple[int, float | None]]:  # type: ignore[no-untype
 @pytest.mark.parametrize("policy", ["easy", "fcfs"])
 # loaded traces where EASY must leave the hosts free now to backfill (a reservation that
 # took them first would differ from one big host: these failed so)
-@pytest.mark.parametrize(("width", "seed", "interarrival"), [
-    (8, 3, 15.0), (16, 4, 5.0), (16, 5, 5.0), (16, 2, 30.0)])
-def test_n_hosts_of_one_slot_equal_one_host_of_n(policy: str, width: int, seed: int,
-                                                  interarrival: float) -> None:
+@pytest.mark.parametrize(
+    ("width", "seed", "interarrival"), [(8, 3, 15.0), (16, 4, 5.0), (16, 5, 5.0), (16, 2, 30.0)]
+)
+def test_n_hosts_of_one_slot_equal_one_host_of_n(
+    policy: str, width: int, seed: int, interarrival: float
+) -> None:
     jobs = synthetic(150, width, seed=seed, mean_interarrival_s=interarrival)
     wide = simulate(jobs, 1, width, policy)
     spread = simulate(jobs, width, 1, policy)

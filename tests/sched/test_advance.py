@@ -26,10 +26,23 @@ from xce.sched.types import Plan
 NOW = T0 + 10
 
 
-def reserve(state: ClusterState, name: str, hosts: tuple[str, ...], start: float,
-            end: float, slots: int = 0, users: tuple[str, ...] = ()) -> None:
-    state.apply(ev.ReservationAdded(T0, ReservationRecord(
-        name, hosts, start, end, slots, users, maintenance=not users, flags=("overlap",))))
+def reserve(
+    state: ClusterState,
+    name: str,
+    hosts: tuple[str, ...],
+    start: float,
+    end: float,
+    slots: int = 0,
+    users: tuple[str, ...] = (),
+) -> None:
+    state.apply(
+        ev.ReservationAdded(
+            T0,
+            ReservationRecord(
+                name, hosts, start, end, slots, users, maintenance=not users, flags=("overlap",)
+            ),
+        )
+    )
 
 
 def run(state: ClusterState, now: float = NOW) -> Plan:
@@ -106,8 +119,9 @@ def test_jobs_that_target_a_reservation_run_only_inside_it() -> None:
 
 
 def test_array_tasks_and_easy_backfill_respect_reservations() -> None:
-    state = new_state(queues=(QueueRecord("normal", plugins=("backfill",)),),
-                      hosts={"h": (4, 1000)})
+    state = new_state(
+        queues=(QueueRecord("normal", plugins=("backfill",)),), hosts={"h": (4, 1000)}
+    )
     running = submit(state, slots=3, walltime_s=100)
     state.apply(ev.JobStarted(T0, running, "h"))  # h frees 3 slots at T0+100
     reserve(state, "maint", ("h",), NOW + 50, NOW + 60)
@@ -124,8 +138,10 @@ def test_array_tasks_and_easy_backfill_respect_reservations() -> None:
 
 
 def test_easy_reserves_the_head_job_outside_reservation_windows() -> None:
-    state = new_state(queues=(QueueRecord("normal", plugins=("backfill",)),),
-                      hosts={"a": (4, 1000), "b": (4, 1000)})
+    state = new_state(
+        queues=(QueueRecord("normal", plugins=("backfill",)),),
+        hosts={"a": (4, 1000), "b": (4, 1000)},
+    )
     busy = submit(state, slots=4, walltime_s=290)  # b frees at T0+290 = NOW+280
     state.apply(ev.JobStarted(T0, busy, "b"))
     reserve(state, "maint", ("a",), NOW + 100, NOW + 200)
@@ -135,8 +151,10 @@ def test_easy_reserves_the_head_job_outside_reservation_windows() -> None:
     assert result.reasons[head].startswith("reservation maint holds host a")
     assert result.reservations == [{"job_id": head, "host": "a", "start": NOW + 200}]
     # b free earlier than maint ends: the head is reserved there instead
-    state = new_state(queues=(QueueRecord("normal", plugins=("backfill",)),),
-                      hosts={"a": (4, 1000), "b": (4, 1000)})
+    state = new_state(
+        queues=(QueueRecord("normal", plugins=("backfill",)),),
+        hosts={"a": (4, 1000), "b": (4, 1000)},
+    )
     busy = submit(state, slots=4, walltime_s=150)  # b frees at NOW+140
     state.apply(ev.JobStarted(T0, busy, "b"))
     reserve(state, "maint", ("a",), NOW + 100, NOW + 200)
@@ -154,50 +172,77 @@ HOSTS = ("h1", "h2", "h3")
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> tuple[ClusterState, list[ReservationRecord]]:
-    plugins = draw(st.sampled_from([(), ("backfill",), ("pack", "backfill"), ("spread",),
-                                    ("fairshare", "backfill"), ("strict",)]))
+    plugins = draw(
+        st.sampled_from(
+            [
+                (),
+                ("backfill",),
+                ("pack", "backfill"),
+                ("spread",),
+                ("fairshare", "backfill"),
+                ("strict",),
+            ]
+        )
+    )
     default = draw(st.one_of(st.none(), st.integers(1, 400)))
-    state = new_state(queues=(QueueRecord("normal", plugins=plugins,
-                                          default_walltime_s=default),),
-                      hosts={h: (draw(st.integers(1, 6)), 1000) for h in HOSTS})
+    state = new_state(
+        queues=(QueueRecord("normal", plugins=plugins, default_walltime_s=default),),
+        hosts={h: (draw(st.integers(1, 6)), 1000) for h in HOSTS},
+    )
     for _ in range(draw(st.integers(0, 4))):
         host = draw(st.sampled_from(HOSTS))
-        job = submit(state, slots=1, walltime_s=draw(st.one_of(st.none(),
-                                                                 st.integers(1, 300))))
-        if state.host_load.get(host, None) is None or \
-                state.host_load[host].slots < state.hosts[host].slots:
+        job = submit(state, slots=1, walltime_s=draw(st.one_of(st.none(), st.integers(1, 300))))
+        if (
+            state.host_load.get(host, None) is None
+            or state.host_load[host].slots < state.hosts[host].slots
+        ):
             state.apply(ev.JobStarted(T0, job, host))
     reservations = []
     for n in range(draw(st.integers(1, 3))):
         start = NOW + draw(st.integers(-50, 300))
         hosts = tuple(sorted(draw(st.sets(st.sampled_from(HOSTS), min_size=1))))
         member = draw(st.booleans())
-        r = ReservationRecord(f"r{n}", hosts, start, start + draw(st.integers(1, 300)),
-                              draw(st.sampled_from([0, 0, 1, 2])),
-                              ("alice",) if member else (), maintenance=not member,
-                              flags=("overlap",))
+        r = ReservationRecord(
+            f"r{n}",
+            hosts,
+            start,
+            start + draw(st.integers(1, 300)),
+            draw(st.sampled_from([0, 0, 1, 2])),
+            ("alice",) if member else (),
+            maintenance=not member,
+            flags=("overlap",),
+        )
         state.apply(ev.ReservationAdded(T0, r))
         reservations.append(r)
     for _ in range(draw(st.integers(1, 12))):
         target = draw(st.sampled_from(["", "", "", "r0", "r1", "r2"]))
-        submit(state, slots=draw(st.integers(1, 4)),
-               walltime_s=draw(st.one_of(st.none(), st.integers(1, 400))),
-               reservation=target)
+        submit(
+            state,
+            slots=draw(st.integers(1, 4)),
+            walltime_s=draw(st.one_of(st.none(), st.integers(1, 400))),
+            reservation=target,
+        )
     if draw(st.booleans()):
-        submit_array(state, f"1-{draw(st.integers(1, 5))}",
-                     walltime_s=draw(st.one_of(st.none(), st.integers(1, 400))))
+        submit_array(
+            state,
+            f"1-{draw(st.integers(1, 5))}",
+            walltime_s=draw(st.one_of(st.none(), st.integers(1, 400))),
+        )
     return state, reservations
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_no_placement_runs_into_a_reservation_it_does_not_belong_to(
-        scenario: tuple[ClusterState, list[ReservationRecord]]) -> None:
+    scenario: tuple[ClusterState, list[ReservationRecord]],
+) -> None:
     state, reservations = scenario
     result = run(state)
     queue = state.queues["normal"]
-    free = {h.name: h.slots - (state.host_load[h.name].slots if h.name in state.host_load
-                              else 0) for h in state.hosts.values()}
+    free = {
+        h.name: h.slots - (state.host_load[h.name].slots if h.name in state.host_load else 0)
+        for h in state.hosts.values()
+    }
     for p in result.placements:
         spec = state.job(p.job_id).spec
         # a job wider than a host spreads over several (issue 15): check each share
@@ -222,8 +267,9 @@ def test_no_placement_runs_into_a_reservation_it_does_not_belong_to(
         if made["host"] == "*" or "," in made["host"]:
             continue  # a host set (issue 15) does not avoid reservations yet (README)
         number = int(made["job_id"]) if made["job_id"].isdigit() else None
-        spec = state.arrays[number].spec if number in state.arrays else \
-            state.job(made["job_id"]).spec
+        spec = (
+            state.arrays[number].spec if number in state.arrays else state.job(made["job_id"]).spec
+        )
         wall = effective_walltime(spec, queue)
         ends = float("inf") if wall is None else made["start"] + wall
         slots = state.hosts[made["host"]].slots
@@ -236,8 +282,10 @@ def test_no_placement_runs_into_a_reservation_it_does_not_belong_to(
 
 
 def jobs() -> list[SwfJob]:
-    return [SwfJob(n, float(n), 100.0, 1, requested, f"u{n % 3}", "g1")
-            for n, requested in enumerate([100, 500, 50, 300, 120, 100, 1000, 60], 1)]
+    return [
+        SwfJob(n, float(n), 100.0, 1, requested, f"u{n % 3}", "g1")
+        for n, requested in enumerate([100, 500, 50, 300, 120, 100, 1000, 60], 1)
+    ]
 
 
 def test_simulator_keeps_jobs_out_of_a_maintenance_window() -> None:
@@ -252,22 +300,25 @@ def test_simulator_keeps_jobs_out_of_a_maintenance_window() -> None:
                 assert ends <= window.start or outcome.start >= window.end, outcome
         # without the window, some job would have run across it on n1
     free = simulate(trace, 2, 2, "easy")
-    assert any(o.host == "n1" and o.start < 201 and o.start + o.job.requested_time > 201
-               for o in free.outcomes)
+    assert any(
+        o.host == "n1" and o.start < 201 and o.start + o.job.requested_time > 201
+        for o in free.outcomes
+    )
 
 
 def test_simulator_cli_takes_reservations_and_refuses_bad_ones(tmp_path: Path) -> None:
     path = tmp_path / "t.swf"
     path.write_text(write_swf(jobs(), {"MaxProcs": "4"}))
     base = [sys.executable, "-m", "xce", "simulate", str(path), "--hosts", "2", "--json"]
-    done = subprocess.run([*base, "--reservation", "0-100000"], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [*base, "--reservation", "0-100000"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     # the whole cluster is held for ~28 h: every job waits until it ends
     assert json.loads(done.stdout)["avg_wait_s"] > 90000
-    for bad, words in [("5", "expected FROM-TO"), ("9-3", "TO > FROM"),
-                       ("0-9@n7", "no host n7")]:
-        done = subprocess.run([*base, "--reservation", bad], capture_output=True,
-                              text=True, timeout=60)
+    for bad, words in [("5", "expected FROM-TO"), ("9-3", "TO > FROM"), ("0-9@n7", "no host n7")]:
+        done = subprocess.run(
+            [*base, "--reservation", bad], capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 1 and words in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1

@@ -92,8 +92,9 @@ def test_only_the_first_blocked_job_is_reserved() -> None:
 
 
 def test_no_reservation_when_running_jobs_have_no_walltime() -> None:
-    state = new_state(queues=(QueueRecord("normal", plugins=("backfill",)),),
-                      hosts={"h": (4, 1000)})
+    state = new_state(
+        queues=(QueueRecord("normal", plugins=("backfill",)),), hosts={"h": (4, 1000)}
+    )
     forever = submit(state, slots=3)
     state.apply(ev.JobStarted(T0, forever, "h"))
     submit(state, slots=4, walltime_s=50)

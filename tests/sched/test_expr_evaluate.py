@@ -7,8 +7,15 @@ import pytest
 from xce.sched.expr import as_number, host_attributes, matches, order_key, parse_requirement
 from xce.sched.snapshot import HostView
 
-LINUX = {"type": "LINUX", "model": "EPYC", "mem": 8000, "slots": 4, "ncpus": "16",
-         "rack": "r1", "ut": 0.25}
+LINUX = {
+    "type": "LINUX",
+    "model": "EPYC",
+    "mem": 8000,
+    "slots": 4,
+    "ncpus": "16",
+    "rack": "r1",
+    "ut": 0.25,
+}
 
 
 def ok(text: str, attrs: dict) -> bool:
@@ -100,7 +107,12 @@ def test_mixed_number_and_string_compare_as_text() -> None:
 
 def test_what_counts_as_a_number() -> None:
     assert [as_number(v) for v in ("16", " 2.5 ", "-1e3", ".5", 7, 1.5)] == [
-        16.0, 2.5, -1000.0, 0.5, 7.0, 1.5
+        16.0,
+        2.5,
+        -1000.0,
+        0.5,
+        7.0,
+        1.5,
     ]
     assert [as_number(v) for v in ("nan", "inf", "0x10", "1,000", "", True, float("nan"))] == [
         None
@@ -149,8 +161,11 @@ def test_order_key_mixed_kinds_do_not_crash() -> None:
     req = parse_requirement("order[v]")
     keys = [order_key(req, {"v": v}) for v in (3, "x", "2", 1.5)] + [order_key(req, {})]
     assert sorted(keys) == [
-        order_key(req, {"v": 1.5}), order_key(req, {"v": "2"}), order_key(req, {"v": 3}),
-        order_key(req, {"v": "x"}), order_key(req, {}),
+        order_key(req, {"v": 1.5}),
+        order_key(req, {"v": "2"}),
+        order_key(req, {"v": 3}),
+        order_key(req, {"v": "x"}),
+        order_key(req, {}),
     ]
 
 
@@ -164,8 +179,14 @@ def test_no_order_is_an_empty_key() -> None:
 def test_host_attributes_from_a_host_view() -> None:
     view = HostView("n1", 16, 64000, 12, 30000, (("type", "LINUX"), ("rack", "r7")), True)
     attrs = host_attributes(view)
-    assert attrs == {"slots": 12, "maxslots": 16, "mem": 30000, "maxmem": 64000,
-                     "type": "LINUX", "rack": "r7"}
+    assert attrs == {
+        "slots": 12,
+        "maxslots": 16,
+        "mem": 30000,
+        "maxmem": 64000,
+        "type": "LINUX",
+        "rack": "r7",
+    }
     req = parse_requirement("select[type==LINUX && mem>=30000 && maxslots>12] order[-mem]")
     assert matches(req.select, attrs)
 

@@ -12,9 +12,42 @@ from xce.sched.expr import ExprError, matches, order_key, parse_requirement
 from xce.sched.expr.parser import parse
 
 ALPHABET = "selctordrusagpnmhi[](){}!|&=<>-:,.'\" \t0123456789eE_xyzABC$#\\"
-PIECES = ["select[", "order[", "rusage[", "span[", "same[", "]", "(", ")", "!", "&&", "||",
-          "==", "=", "!=", "<", "<=", ">", ">=", "-", ":", ",", "defined(", "mem", "ut",
-          "type", "LINUX", "4000", "0.5", "1e3", "'x'", '"y z"', "hosts=1", "ptile=", " "]
+PIECES = [
+    "select[",
+    "order[",
+    "rusage[",
+    "span[",
+    "same[",
+    "]",
+    "(",
+    ")",
+    "!",
+    "&&",
+    "||",
+    "==",
+    "=",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "-",
+    ":",
+    ",",
+    "defined(",
+    "mem",
+    "ut",
+    "type",
+    "LINUX",
+    "4000",
+    "0.5",
+    "1e3",
+    "'x'",
+    '"y z"',
+    "hosts=1",
+    "ptile=",
+    " ",
+]
 
 texts = st.one_of(
     st.text(max_size=200),
@@ -54,8 +87,14 @@ def test_deep_nesting_raises_expr_error_not_recursion_error(n: int, piece: str) 
 
 def test_long_inputs_are_fast() -> None:
     start = time.perf_counter()
-    for text in ["a==1 && " * 20_000 + "b", "a||" * 20_000 + "b", "(" * 100_000,
-                 "'" + "x" * 100_000, "9" * 100_000, "rusage[" + "m=1:" * 10_000 + "m=1]"]:
+    for text in [
+        "a==1 && " * 20_000 + "b",
+        "a||" * 20_000 + "b",
+        "(" * 100_000,
+        "'" + "x" * 100_000,
+        "9" * 100_000,
+        "rusage[" + "m=1:" * 10_000 + "m=1]",
+    ]:
         with contextlib.suppress(ExprError):
             parse(text)
     assert time.perf_counter() - start < 10

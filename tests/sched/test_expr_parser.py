@@ -41,8 +41,17 @@ def cmp(left: str, op: str, right: object) -> Compare:
 def test_tokens_carry_one_based_columns() -> None:
     toks = tokenize('select[mem>=4000 && type=="X86_64"]')
     assert [(t.text, t.column) for t in toks] == [
-        ("select", 1), ("[", 7), ("mem", 8), (">=", 11), ("4000", 13), ("&&", 18),
-        ("type", 21), ("==", 25), ("X86_64", 27), ("]", 35), ("", 36),
+        ("select", 1),
+        ("[", 7),
+        ("mem", 8),
+        (">=", 11),
+        ("4000", 13),
+        ("&&", 18),
+        ("type", 21),
+        ("==", 25),
+        ("X86_64", 27),
+        ("]", 35),
+        ("", 36),
     ]
     assert toks[4].value == 4000
     assert tokenize("1.5")[0].value == 1.5
@@ -69,8 +78,15 @@ def test_bare_expression_followed_by_sections() -> None:
 
 @pytest.mark.parametrize(
     ("text", "op"),
-    [("a==1", "=="), ("a=1", "=="), ("a!=1", "!="), ("a<1", "<"), ("a<=1", "<="),
-     ("a>1", ">"), ("a>=1", ">=")],
+    [
+        ("a==1", "=="),
+        ("a=1", "=="),
+        ("a!=1", "!="),
+        ("a<1", "<"),
+        ("a<=1", "<="),
+        ("a>1", ">"),
+        ("a>=1", ">="),
+    ],
 )
 def test_comparison_operators(text: str, op: str) -> None:
     assert sel(text) == Compare(op, Name("a"), Number(1))
@@ -111,17 +127,27 @@ def test_parentheses_override_precedence() -> None:
 
 def test_nested_expression() -> None:
     got = sel("select[(type==LINUX || type==AIX) && !(mem<1000 || defined(busy)) && slots>=2]")
-    assert got == And((
-        Or((Compare("==", Name("type"), Name("LINUX")),
-            Compare("==", Name("type"), Name("AIX")))),
-        Not(Or((cmp("mem", "<", 1000), Defined("busy")))),
-        cmp("slots", ">=", 2),
-    ))
+    assert got == And(
+        (
+            Or(
+                (
+                    Compare("==", Name("type"), Name("LINUX")),
+                    Compare("==", Name("type"), Name("AIX")),
+                )
+            ),
+            Not(Or((cmp("mem", "<", 1000), Defined("busy")))),
+            cmp("slots", ">=", 2),
+        )
+    )
 
 
 def test_str_round_trips() -> None:
-    for text in ["a || b && c", "(a || b) && !c", "!(a==1) && defined(x) || y!='q r'",
-                 "x>-2.5 && (a || (b && c))"]:
+    for text in [
+        "a || b && c",
+        "(a || b) && !c",
+        "!(a==1) && defined(x) || y!='q r'",
+        "x>-2.5 && (a || (b && c))",
+    ]:
         node = sel(text)
         assert sel(str(node)) == node
 
@@ -138,10 +164,13 @@ def test_whitespace_is_ignored() -> None:
 def test_order_keys() -> None:
     assert parse_requirement("order[ut]").order == (OrderKey("ut"),)
     assert parse_requirement("order[-slots:mem]").order == (
-        OrderKey("slots", descending=True), OrderKey("mem", descending=False)
+        OrderKey("slots", descending=True),
+        OrderKey("mem", descending=False),
     )
     assert parse_requirement("order[r15s:-mem:ut]").order == (
-        OrderKey("r15s"), OrderKey("mem", True), OrderKey("ut")
+        OrderKey("r15s"),
+        OrderKey("mem", True),
+        OrderKey("ut"),
     )
 
 
@@ -150,13 +179,16 @@ def test_rusage() -> None:
         Rusage("mem", 2000, duration=10),
     )
     assert parse_requirement("rusage[mem=2000,swp=100]").rusage == (
-        Rusage("mem", 2000), Rusage("swp", 100)
+        Rusage("mem", 2000),
+        Rusage("swp", 100),
     )
     assert parse_requirement("rusage[mem=20:swp=50:duration=5:decay=1]").rusage == (
-        Rusage("mem", 20, 5, 1), Rusage("swp", 50, 5, 1)
+        Rusage("mem", 20, 5, 1),
+        Rusage("swp", 50, 5, 1),
     )
     assert parse_requirement("rusage[mem=2.5:decay=0.5, lic=1:duration=2]").rusage == (
-        Rusage("mem", 2.5, None, 0.5), Rusage("lic", 1, 2, None)
+        Rusage("mem", 2.5, None, 0.5),
+        Rusage("lic", 1, 2, None),
     )
 
 
@@ -172,8 +204,7 @@ def test_same() -> None:
 
 
 def test_all_sections_in_any_order() -> None:
-    text = ("same[rack] span[ptile=2] rusage[mem=100] order[-mem:ut] "
-            "select[type==LINUX && mem>100]")
+    text = "same[rack] span[ptile=2] rusage[mem=100] order[-mem:ut] select[type==LINUX && mem>100]"
     assert parse_requirement(text) == ResourceRequirement(
         select=And((Compare("==", Name("type"), Name("LINUX")), cmp("mem", ">", 100))),
         order=(OrderKey("mem", True), OrderKey("ut")),

@@ -12,8 +12,9 @@ from xce.sched.snapshot import snapshot_of
 def cluster() -> ClusterState:
     state = new_state()
     state.apply(ev.HostRegistered(T0, "a", 4, 8000, (("rack", "r1"), ("type", "X86"))))
-    state.apply(ev.HostRegistered(T0, "b", 16, 64000, (("gpu", "2"), ("rack", "r2"),
-                                                      ("type", "X86"))))
+    state.apply(
+        ev.HostRegistered(T0, "b", 16, 64000, (("gpu", "2"), ("rack", "r2"), ("type", "X86")))
+    )
     state.apply(ev.HostRegistered(T0, "c", 8, 32000, (("rack", "r2"), ("type", "ARM"))))
     return state
 

@@ -11,14 +11,25 @@ from xce.sched.feasibility import refusal
 
 HOSTS = [
     HostRecord("n1", 4, 8000, (("type", "X86"), ("rack", "r1"), ("group", "cpu"))),
-    HostRecord("n2", 16, 64000, (("type", "X86"), ("rack", "r2"), ("gpu", "2"),
-                                 ("group", "gpu")), admin=HostAdmin.CLOSED, reachable=False),
+    HostRecord(
+        "n2",
+        16,
+        64000,
+        (("type", "X86"), ("rack", "r2"), ("gpu", "2"), ("group", "gpu")),
+        admin=HostAdmin.CLOSED,
+        reachable=False,
+    ),
 ]
 NORMAL = QueueRecord("normal")
 
 
-def why(resources: str = "", slots: int = 1, memory_mb: int = 0,
-        queue: QueueRecord = NORMAL, hosts: list[HostRecord] = HOSTS) -> str | None:
+def why(
+    resources: str = "",
+    slots: int = 1,
+    memory_mb: int = 0,
+    queue: QueueRecord = NORMAL,
+    hosts: list[HostRecord] = HOSTS,
+) -> str | None:
     requirement = parse_requirement(resources) if resources else None
     return refusal(requirement, slots, memory_mb, queue, hosts)
 
@@ -50,18 +61,22 @@ def test_case_is_significant_and_the_message_says_so() -> None:
 
 
 def test_more_slots_or_memory_than_any_host() -> None:
-    assert why(slots=17) == ("the job asks for 17 slots on one host; the largest host of "
-                             "queue 'normal' has 16")
-    assert why(memory_mb=64001) == ("the job asks for 64001 MB of memory; the most any "
-                                    "host of queue 'normal' has is 64000 MB")
+    assert why(slots=17) == (
+        "the job asks for 17 slots on one host; the largest host of queue 'normal' has 16"
+    )
+    assert why(memory_mb=64001) == (
+        "the job asks for 64001 MB of memory; the most any host of queue 'normal' has is 64000 MB"
+    )
 
 
 def test_each_host_fails_for_its_own_reason() -> None:
     message = why("select[gpu>=1]", slots=8)  # n1: too small; n2: fits
     assert message is None
     message = why("select[rack==r1]", slots=8)  # n1 too small, n2 in the wrong rack
-    assert message == ("no host of queue 'normal' can ever run this job: n1 has 4 slots; "
-                       "n2 does not match select[rack==r1]")
+    assert message == (
+        "no host of queue 'normal' can ever run this job: n1 has 4 slots; "
+        "n2 does not match select[rack==r1]"
+    )
 
 
 def test_only_the_queues_hosts_count() -> None:
@@ -74,5 +89,7 @@ def test_only_the_queues_hosts_count() -> None:
 
 @pytest.mark.parametrize("hosts", [[], [HostRecord("x", 2, 100)]])
 def test_no_registered_host_of_the_queue_cannot_judge(hosts: list[HostRecord]) -> None:
-    assert why("select[foo==1]", slots=1000, hosts=hosts,
-               queue=QueueRecord("q", hosts=("nothere",))) is None
+    assert (
+        why("select[foo==1]", slots=1000, hosts=hosts, queue=QueueRecord("q", hosts=("nothere",)))
+        is None
+    )

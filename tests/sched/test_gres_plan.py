@@ -13,8 +13,7 @@ ONE_GPU = (("gpu", "1"),)
 
 
 def gpu_host(state: ClusterState, name: str, ids: str = "0,1", slots: int = 8) -> None:
-    state.apply(ev.HostRegistered(T0, name, slots, 8192, (("gpu_model", "H200"),),
-                                  (("gpu", ids),)))
+    state.apply(ev.HostRegistered(T0, name, slots, 8192, (("gpu_model", "H200"),), (("gpu", ids),)))
 
 
 def start(state: ClusterState, result) -> None:
@@ -48,7 +47,8 @@ def test_multi_gpu_job_takes_a_host_with_enough_free_devices() -> None:
     five = submit(state, gres=(("gpu", "5"),))
     result = plan(snapshot_of(state), T0)
     assert [(p.job_id, p.host, p.devices) for p in result.placements] == [
-        (two, "b", ("gpu:0", "gpu:1"))]
+        (two, "b", ("gpu:0", "gpu:1"))
+    ]
     assert result.reasons[five] == "no host has 5 gpu devices (the most is 4)"
 
 
@@ -89,25 +89,60 @@ def test_simulator_counts_gpus_per_host(tmp_path) -> None:
     trace = tmp_path / "t.swf"
     trace.write_text(write_swf(jobs[:4]))
     assert [j.gpus for j in parse_swf(trace.read_text().splitlines()).jobs] == [1] * 4
-    out = subprocess.run([sys.executable, "-m", "xce", "simulate", str(trace), "--hosts", "1",
-                          "--slots", "8", "--gpus-per-host", "2", "--json"],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xce",
+            "simulate",
+            str(trace),
+            "--hosts",
+            "1",
+            "--slots",
+            "8",
+            "--gpus-per-host",
+            "2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     assert json.loads(out)["makespan_s"] == 200
     # without GPUs in the trace, --gpus-per-job gives every job its GPUs
-    trace.write_text(write_swf([SwfJob(n, 0.0, 100.0, 1, 100, "u1", "g1")
-                                for n in range(1, 4)]))
-    out = subprocess.run([sys.executable, "-m", "xce", "simulate", str(trace), "--hosts", "1",
-                          "--slots", "8", "--gpus-per-host", "1", "--gpus-per-job", "1",
-                          "--json"], capture_output=True, text=True, timeout=120,
-                         check=True).stdout
+    trace.write_text(write_swf([SwfJob(n, 0.0, 100.0, 1, 100, "u1", "g1") for n in range(1, 4)]))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xce",
+            "simulate",
+            str(trace),
+            "--hosts",
+            "1",
+            "--slots",
+            "8",
+            "--gpus-per-host",
+            "1",
+            "--gpus-per-job",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     assert json.loads(out)["makespan_s"] == 300
 
 
 def test_a_backfill_reservation_for_a_gpu_job_is_on_a_host_with_gpus() -> None:
     from xce.core.model import QueueRecord
 
-    state = new_state(queues=(QueueRecord("normal", plugins=("backfill",)),),
-                      hosts={"a-cpu": (8, 8192)})
+    state = new_state(
+        queues=(QueueRecord("normal", plugins=("backfill",)),), hosts={"a-cpu": (8, 8192)}
+    )
     gpu_host(state, "g1", "0")
     running = submit(state, gres=ONE_GPU, walltime_s=100)
     state.apply(ev.JobStarted(T0, running, "g1", ("gpu:0",)))

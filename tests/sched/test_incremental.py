@@ -25,8 +25,10 @@ from xce.sched.snapshot import snapshot_of
 
 def pending_order(snapshot) -> list[str]:  # type: ignore[no-untyped-def]
     key = {q: (-r.priority, q) for q, r in snapshot.queues.items()}
-    return [j.job_id for j in sorted(snapshot.pending_jobs(),
-                                     key=lambda j: (key[j.spec.queue], j.number))]
+    return [
+        j.job_id
+        for j in sorted(snapshot.pending_jobs(), key=lambda j: (key[j.spec.queue], j.number))
+    ]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -50,9 +52,13 @@ def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int) -> None:
         running = [j for j, r in state.jobs.items() if r.state is JobState.RUN]
         choice = rng.random()
         if choice < 0.4 or not (pending or running):
-            spec = JobSpec(user=f"u{rng.randrange(3)}", queue=rng.choice(("normal", "high")),
-                           command="x", slots=rng.choice((1, 2, 4, 8)),
-                           walltime_s=rng.choice((None, 60, 600)))
+            spec = JobSpec(
+                user=f"u{rng.randrange(3)}",
+                queue=rng.choice(("normal", "high")),
+                command="x",
+                slots=rng.choice((1, 2, 4, 8)),
+                walltime_s=rng.choice((None, 60, 600)),
+            )
             apply(ev.JobSubmitted(now, state.next_number, spec))
         elif choice < 0.65 and pending:
             job = state.jobs[rng.choice(pending)]
@@ -74,8 +80,7 @@ def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int) -> None:
         elif choice < 0.94 and pending:
             apply(ev.JobKilled(now, rng.choice(pending)))
         elif choice < 0.96:
-            done = [j for j, r in state.jobs.items() if r.state in (JobState.DONE,
-                                                                     JobState.EXIT)]
+            done = [j for j, r in state.jobs.items() if r.state in (JobState.DONE, JobState.EXIT)]
             if done:
                 apply(ev.JobsPurged(now, tuple(done[:5])))  # names no single job: rebuild
         elif choice < 0.965:
@@ -85,17 +90,31 @@ def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int) -> None:
             apply(ev.QueueModified(now, replace(queue, priority=rng.choice((0, 20)))))
         elif choice < 0.975 and pending:  # xce job modify: priority and queue
             job = state.jobs[rng.choice(pending)]
-            apply(ev.JobModified(now, job.id, replace(job.spec, priority=rng.randrange(100),
-                                                      queue=rng.choice(("normal", "high")))))
+            apply(
+                ev.JobModified(
+                    now,
+                    job.id,
+                    replace(
+                        job.spec, priority=rng.randrange(100), queue=rng.choice(("normal", "high"))
+                    ),
+                )
+            )
         elif choice < 0.98 and pending and running:  # a preemption: slots free, memory held
             apply(ev.JobPreempted(now, rng.choice(running), rng.choice(pending)))
         else:
+
             def fits(r: JobRecord) -> bool:
                 load = state.host_load.get(r.host or "")
-                return not r.preempted_by or (load.slots if load else 0) + r.spec.slots \
-                    <= state.hosts[r.host or ""].slots
-            suspended = [j for j, r in state.jobs.items() if (r.state is JobState.SSUSP or
-                         r.state is JobState.USUSP) and fits(r)]
+                return (
+                    not r.preempted_by
+                    or (load.slots if load else 0) + r.spec.slots <= state.hosts[r.host or ""].slots
+                )
+
+            suspended = [
+                j
+                for j, r in state.jobs.items()
+                if (r.state is JobState.SSUSP or r.state is JobState.USUSP) and fits(r)
+            ]
             if suspended:
                 apply(ev.JobResumed(now, rng.choice(suspended)))
         fresh = snapshot_of(state)

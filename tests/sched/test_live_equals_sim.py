@@ -38,17 +38,20 @@ async def live(jobs: list[SwfJob], policy: str, tmp_path: Path) -> list[tuple[fl
     settings = ControllerSettings(
         state_dir=tmp_path / "state",
         queues=(QueueRecord("normal", plugins=plugins_for(policy)),),
-        scheduler=SchedulerSettings(groups=tuple((g, tuple(sorted(set(u))))
-                                                 for g, u in groups.items())),
+        scheduler=SchedulerSettings(
+            groups=tuple((g, tuple(sorted(set(u)))) for g, u in groups.items())
+        ),
     )
-    service = ControllerService(settings, FileStore(tmp_path / "files", 1 << 20),
-                                clock=lambda: clock[0])
+    service = ControllerService(
+        settings, FileStore(tmp_path / "files", 1 << 20), clock=lambda: clock[0]
+    )
     await service.commit([ev.QueueCreated(clock[0], settings.queues[0])])
     gateway = WorkerGateway(service)
     for name in host_names(HOSTS):
         await gateway.register(WorkerInfo(name, SLOTS, HOST_MEMORY_MB))
     pending: list[tuple[float, int, int, object]] = [
-        (j.submit, 1, i, j) for i, j in enumerate(jobs)]
+        (j.submit, 1, i, j) for i, j in enumerate(jobs)
+    ]
     heapq.heapify(pending)
     trace_of: dict[str, SwfJob] = {}
     decisions: list[tuple[float, int, str]] = []
@@ -62,9 +65,15 @@ async def live(jobs: list[SwfJob], policy: str, tmp_path: Path) -> list[tuple[fl
                 await gateway.finished(host, FinishReport(job_id, 0, 0))
             else:
                 job: SwfJob = payload  # type: ignore[assignment]
-                job_id = await service.submit(SubmitRequest(
-                    user=job.user, command=f"swf job {job.number}", name=f"swf-{job.number}",
-                    slots=job.procs, walltime_s=job.requested_time))
+                job_id = await service.submit(
+                    SubmitRequest(
+                        user=job.user,
+                        command=f"swf job {job.number}",
+                        name=f"swf-{job.number}",
+                        slots=job.procs,
+                        walltime_s=job.requested_time,
+                    )
+                )
                 trace_of[job_id] = job
         before = {j for j in trace_of if service.state.job(j).host}
         await service.schedule_once()

@@ -41,11 +41,13 @@ def test_unknown_and_clashing_plugins_are_refused() -> None:
 
 def test_defaults_and_choices() -> None:
     default = plugins.policy_for(())
-    assert (default.order.name, default.score.name, default.reserve) == ("fcfs", "first-fit",
-                                                                        None)
+    assert (default.order.name, default.score.name, default.reserve) == ("fcfs", "first-fit", None)
     chosen = plugins.policy_for(("backfill", "spread", "fairshare"))
     assert (chosen.order.name, chosen.score.name, chosen.reserve.name) == (  # type: ignore[union-attr]
-        "fairshare", "spread", "backfill")
+        "fairshare",
+        "spread",
+        "backfill",
+    )
 
 
 def test_a_new_plugin_is_one_class() -> None:
@@ -58,8 +60,10 @@ def test_a_new_plugin_is_one_class() -> None:
         def key(self, pool: HostPool, i: int) -> tuple:
             return (-i,)
 
-    state = new_state(queues=(QueueRecord("normal", plugins=("test-last-host-first",)),),
-                      hosts={"a": (2, 100), "b": (2, 100)})
+    state = new_state(
+        queues=(QueueRecord("normal", plugins=("test-last-host-first",)),),
+        hosts={"a": (2, 100), "b": (2, 100)},
+    )
     job = submit(state)
     assert placed(state) == [(job, "b")]
 
@@ -100,8 +104,9 @@ def test_spread_balances() -> None:
 def test_order_expression_ranks_before_the_queue_score() -> None:
     state = with_plugins(busy_a(), "pack")
     state.apply(ev.HostRegistered(T0, "c", 8, 1000, (("speed", "3"),)))
-    state.hosts["b"] = state.hosts["b"].__class__(**{**_fields(state.hosts["b"]),
-                                                     "attributes": (("speed", "5"),)})
+    state.hosts["b"] = state.hosts["b"].__class__(
+        **{**_fields(state.hosts["b"]), "attributes": (("speed", "5"),)}
+    )
     fast = submit(state, resources="order[-speed]")
     assert placed(state) == [(fast, "b")]
 
@@ -128,16 +133,18 @@ def test_queue_and_user_running_limits() -> None:
     b1, b2 = submit(state, user="bob"), submit(state, user="bob")
     result = run(state)
     assert [p.job_id for p in result.placements] == [a1, a2, b1]
-    assert result.reasons[a3] == "user alice has reached the limit of 2 running jobs in " \
-                                 "queue normal"
+    assert (
+        result.reasons[a3] == "user alice has reached the limit of 2 running jobs in queue normal"
+    )
     assert result.reasons[b2] == "queue normal has reached its limit of 4 running jobs"
 
 
 def test_array_tasks_obey_the_user_limit() -> None:
     from tests.unit.helpers import submit_array
 
-    state = new_state(queues=(QueueRecord("normal", max_running_per_user=3),),
-                      hosts={"h": (16, 1000)})
+    state = new_state(
+        queues=(QueueRecord("normal", max_running_per_user=3),), hosts={"h": (16, 1000)}
+    )
     number = submit_array(state, "1-10")
     result = run(state)
     assert len(result.placements) == 3
@@ -151,8 +158,10 @@ def test_full_cluster_skips_the_search_but_names_reasons() -> None:
     waiting, huge = submit(state), submit(state, slots=64)
     result = run(state)
     assert result.placements == []
-    assert result.reasons == {waiting: "waiting for free slots or memory",
-                              huge: "no set of hosts is big enough"}  # it may spread
+    assert result.reasons == {
+        waiting: "waiting for free slots or memory",
+        huge: "no set of hosts is big enough",
+    }  # it may spread
 
 
 def test_ascending_free_order_sees_placements_of_other_shapes() -> None:
@@ -166,8 +175,10 @@ def test_ascending_free_order_sees_placements_of_other_shapes() -> None:
 
 def test_memory_order_with_a_score_tie_break() -> None:
     # order[-mem] with spread: most free memory first; equal memory -> most free slots
-    state = new_state(queues=(QueueRecord("normal", plugins=("spread",)),),
-                      hosts={"a": (4, 2000), "b": (8, 2000), "c": (2, 1000)})
+    state = new_state(
+        queues=(QueueRecord("normal", plugins=("spread",)),),
+        hosts={"a": (4, 2000), "b": (8, 2000), "c": (2, 1000)},
+    )
     jobs = [submit(state, memory_mb=600, resources="order[-mem]") for _ in range(3)]
     # a, b tie on 2000 MB: b has more slots -> b (1400); a (2000) -> a (1400);
     # a/b tie on 1400: b has 7 free vs a 3 -> b

@@ -24,15 +24,14 @@ CASES = [  # (jobs, hosts, slots per host, mean interarrival s, seed)
 
 @pytest.mark.parametrize("policy", ["fcfs", "easy", "first-fit", "fairshare"])
 @pytest.mark.parametrize(("count", "hosts", "slots", "interarrival", "seed"), CASES)
-def test_same_waits_as_the_reference(policy: str, count: int, hosts: int, slots: int,
-                                     interarrival: float, seed: int) -> None:
+def test_same_waits_as_the_reference(
+    policy: str, count: int, hosts: int, slots: int, interarrival: float, seed: int
+) -> None:
     jobs = synthetic(count, max_procs=slots, seed=seed, mean_interarrival_s=interarrival)
     ours = simulate(jobs, hosts, slots, policy)
     ref = refsim(jobs, hosts, slots, policy)
-    waits = {o.job.number: o.start - o.job.submit for o in ours.outcomes
-             if o.start is not None}
-    ref_waits = {j.number: ref.starts[j.number] - j.submit for j in jobs
-                 if j.number in ref.starts}
+    waits = {o.job.number: o.start - o.job.submit for o in ours.outcomes if o.start is not None}
+    ref_waits = {j.number: ref.starts[j.number] - j.submit for j in jobs if j.number in ref.starts}
     assert len(waits) == count
     assert waits == ref_waits
     if interarrival < 100:  # the case is meant to build a long queue: check it did

@@ -38,13 +38,17 @@ TRACE = """\
 """
 
 
-@pytest.mark.parametrize(("policy", "wait", "bsld", "makespan", "starts"), [
-    ("fcfs", 92.5, 3.4125, 350, {1: 0, 2: 100, 3: 150, 4: 150}),
-    ("first-fit", 60.0, 2.1625, 280, {1: 0, 2: 230, 3: 10, 4: 30}),
-    ("easy", 57.5, 1.6625, 350, {1: 0, 2: 100, 3: 10, 4: 150}),
-])
-def test_hand_computed(policy: str, wait: float, bsld: float, makespan: float,
-                       starts: dict[int, float]) -> None:
+@pytest.mark.parametrize(
+    ("policy", "wait", "bsld", "makespan", "starts"),
+    [
+        ("fcfs", 92.5, 3.4125, 350, {1: 0, 2: 100, 3: 150, 4: 150}),
+        ("first-fit", 60.0, 2.1625, 280, {1: 0, 2: 230, 3: 10, 4: 30}),
+        ("easy", 57.5, 1.6625, 350, {1: 0, 2: 100, 3: 10, 4: 150}),
+    ],
+)
+def test_hand_computed(
+    policy: str, wait: float, bsld: float, makespan: float, starts: dict[int, float]
+) -> None:
     result = simulate(parse_swf(TRACE.splitlines()).jobs, hosts=1, slots=4, policy=policy)
     m = result.metrics()
     assert (m["jobs"], m["skipped"], m["killed"]) == (4, 0, 0)
@@ -67,14 +71,19 @@ def test_jobs_are_killed_at_their_requested_time() -> None:
 
 
 def test_jobs_wider_than_the_machine_are_skipped_wider_than_a_host_spread() -> None:
-    jobs = [SwfJob(1, 0, 10, 8, 10, "u1", "g1"), SwfJob(2, 0, 10, 2, 10, "u1", "g1"),
-            SwfJob(3, 0, 10, 9, 10, "u1", "g1")]
+    jobs = [
+        SwfJob(1, 0, 10, 8, 10, "u1", "g1"),
+        SwfJob(2, 0, 10, 2, 10, "u1", "g1"),
+        SwfJob(3, 0, 10, 9, 10, "u1", "g1"),
+    ]
     m = simulate(jobs, hosts=2, slots=4).metrics()
     assert (m["jobs"], m["skipped"]) == (2, 1)  # the 8-slot job runs on both hosts
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "first-fit", "easy", "fairshare",
-                                    "fairshare-group", "spread", "pack,backfill"])
+@pytest.mark.parametrize(
+    "policy",
+    ["fcfs", "first-fit", "easy", "fairshare", "fairshare-group", "spread", "pack,backfill"],
+)
 def test_generated_workload_respects_capacity(policy: str) -> None:
     jobs = synthetic(400, max_procs=16, seed=7, mean_interarrival_s=30)
     result = simulate(jobs, hosts=4, slots=16, policy=policy)
@@ -110,8 +119,9 @@ def test_swf_header_skips_and_errors(tmp_path: Path) -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "xce", "simulate", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "xce", "simulate", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_cli_json_on_a_gzipped_trace(tmp_path: Path) -> None:
@@ -128,9 +138,11 @@ def test_cli_json_on_a_gzipped_trace(tmp_path: Path) -> None:
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.swf"
     bad.write_text("1 2 3\n")
-    for args, message in [((str(bad),), "line 1: expected 18 fields"),
-                          ((str(tmp_path / "none.swf"),), "cannot read"),
-                          ((str(bad), "--policy", "nope"), "unknown scheduler plugin")]:
+    for args, message in [
+        ((str(bad),), "line 1: expected 18 fields"),
+        ((str(tmp_path / "none.swf"),), "cannot read"),
+        ((str(bad), "--policy", "nope"), "unknown scheduler plugin"),
+    ]:
         if "nope" in args:
             bad.write_text(TRACE)
         done = run_cli(*args)
@@ -141,9 +153,11 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
 
 def test_pwa_conventions() -> None:
     # job 1: no requested time; job 2: no requested processors (5 allocated); MaxNodes only
-    text = ("; MaxNodes: 8\n"
-            "1 0 -1 100.5 2 -1 -1 2 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
-            "2 5 -1 50 5 -1 -1 -1 60 -1 1 2 1 -1 1 -1 -1 -1\n")
+    text = (
+        "; MaxNodes: 8\n"
+        "1 0 -1 100.5 2 -1 -1 2 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
+        "2 5 -1 50 5 -1 -1 -1 60 -1 1 2 1 -1 1 -1 -1 -1\n"
+    )
     trace = parse_swf(text.splitlines())
     assert trace.max_procs == 8
     assert trace.jobs[0].requested_time == 101  # the run time, rounded up: perfect estimate
@@ -157,9 +171,11 @@ def test_pwa_conventions() -> None:
 def test_estimates_change_easy_and_nothing_is_killed() -> None:
     # 1 holds 3 of 4 slots for 100 s; 2 (4 slots) waits; 3 (1 slot, 200 s) may backfill only
     # if EASY knows when 1 ends: with no estimate the reservation has no start, so it does.
-    text = ("1 0 -1 100 3 -1 -1 3 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
-            "2 1 -1 10 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
-            "3 2 -1 200 1 -1 -1 1 -1 -1 1 1 1 -1 1 -1 -1 -1\n")
+    text = (
+        "1 0 -1 100 3 -1 -1 3 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
+        "2 1 -1 10 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
+        "3 2 -1 200 1 -1 -1 1 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
+    )
     perfect = simulate(parse_swf(text.splitlines()).jobs, 1, 4, "easy")
     assert {o.job.number: o.start for o in perfect.outcomes} == {1: 0, 2: 100, 3: 110}
     assert perfect.metrics()["killed"] == 0
@@ -172,10 +188,20 @@ def test_metrics_median_and_detail() -> None:
     m = result.metrics()
     assert m["median_wait_s"] == 115.0  # waits 0, 100, 130, 140
     assert result.detail() == [
-        {"size": "2", "jobs": 3, "avg_wait_s": 90.0, "median_wait_s": 130.0,
-         "avg_bounded_slowdown": pytest.approx((1 + 8 + 1.65) / 3)},
-        {"size": "3-4", "jobs": 1, "avg_wait_s": 100.0, "median_wait_s": 100.0,
-         "avg_bounded_slowdown": 3.0},
+        {
+            "size": "2",
+            "jobs": 3,
+            "avg_wait_s": 90.0,
+            "median_wait_s": 130.0,
+            "avg_bounded_slowdown": pytest.approx((1 + 8 + 1.65) / 3),
+        },
+        {
+            "size": "3-4",
+            "jobs": 1,
+            "avg_wait_s": 100.0,
+            "median_wait_s": 100.0,
+            "avg_bounded_slowdown": 3.0,
+        },
     ]
 
 
@@ -183,8 +209,7 @@ def test_cli_two_policies_detail_and_csv(tmp_path: Path) -> None:
     path = tmp_path / "small.swf"
     path.write_text(TRACE)
     out = tmp_path / "starts.csv"
-    done = run_cli(str(path), "--policy", "easy", "--policy", "fcfs", "--detail",
-                   "--csv", str(out))
+    done = run_cli(str(path), "--policy", "easy", "--policy", "fcfs", "--detail", "--csv", str(out))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split()[:4] == ["policy", "easy", "(backfill)", "fcfs"]
@@ -198,8 +223,11 @@ def test_cli_two_policies_detail_and_csv(tmp_path: Path) -> None:
     both = json.loads(run_cli(str(path), "-p", "easy", "-p", "fcfs", "--json").stdout)
     assert [m["avg_wait_s"] for m in both] == [57.5, 92.5]
     bad = run_cli(str(path), "--no-estimate", "guess")
-    assert bad.returncode == 1 and "--no-estimate must be one of runtime, infinite" in \
-        bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    assert (
+        bad.returncode == 1
+        and "--no-estimate must be one of runtime, infinite" in bad.stderr
+        and len(bad.stderr.strip().splitlines()) == 1
+    )
     help_text = run_cli("--help").stdout
     assert "requested time -1" in help_text and "MaxNodes" in help_text
 

@@ -25,26 +25,27 @@ async def service(tmp_path: Path) -> ControllerService:
     return svc
 
 
-@pytest.mark.parametrize("resources", ["span[hosts=1]", "span[ptile=4]", "span[block=8]",
-                                       "same[rack] span[hosts=1]"])
+@pytest.mark.parametrize(
+    "resources", ["span[hosts=1]", "span[ptile=4]", "span[block=8]", "same[rack] span[hosts=1]"]
+)
 async def test_single_host_spans_are_placed_on_one_host(resources: str, tmp_path: Path) -> None:
     svc = await service(tmp_path)
     gateway = WorkerGateway(svc)
     await gateway.register(WorkerInfo("a", 2, 1000, (("rack", "r1"),)))
     await gateway.register(WorkerInfo("b", 4, 1000, (("rack", "r2"),)))
-    job = await svc.submit(SubmitRequest(user="alice", command="x", slots=4,
-                                         resources=resources))
+    job = await svc.submit(SubmitRequest(user="alice", command="x", slots=4, resources=resources))
     assert await svc.schedule_once() == 1
     assert svc.state.job(job).host == "b"
 
 
-@pytest.mark.parametrize(("resources", "message"), [
-    ("span[hosts=2]", r"only span\[hosts=1\] is supported at column 12"),
-    ("span[block=3]", r"span\[block=3\] needs a slot count that is a multiple of 3, not 4"),
-])
-async def test_multi_host_spans_are_refused(resources: str, message: str,
-                                            tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        ("span[hosts=2]", r"only span\[hosts=1\] is supported at column 12"),
+        ("span[block=3]", r"span\[block=3\] needs a slot count that is a multiple of 3, not 4"),
+    ],
+)
+async def test_multi_host_spans_are_refused(resources: str, message: str, tmp_path: Path) -> None:
     svc = await service(tmp_path)
     with pytest.raises(InvalidRequest, match=message):
-        await svc.submit(SubmitRequest(user="alice", command="x", slots=4,
-                                       resources=resources))
+        await svc.submit(SubmitRequest(user="alice", command="x", slots=4, resources=resources))

@@ -19,10 +19,14 @@ from xce.store.files import FileStore
 
 async def test_finished_jobs_are_charged_and_decay(tmp_path: Path) -> None:
     clock = [1000.0]
-    settings = ControllerSettings(state_dir=tmp_path, queues=(QueueRecord("normal"),),
-                                  scheduler=SchedulerSettings(fairshare_half_life_s=100))
-    service = ControllerService(settings, FileStore(tmp_path / "f", 1 << 20),
-                                clock=lambda: clock[0])
+    settings = ControllerSettings(
+        state_dir=tmp_path,
+        queues=(QueueRecord("normal"),),
+        scheduler=SchedulerSettings(fairshare_half_life_s=100),
+    )
+    service = ControllerService(
+        settings, FileStore(tmp_path / "f", 1 << 20), clock=lambda: clock[0]
+    )
     await service.commit([ev.QueueCreated(clock[0], settings.queues[0])])
     gateway = WorkerGateway(service)
     await gateway.register(WorkerInfo("h", 4, 1000))
@@ -32,6 +36,7 @@ async def test_finished_jobs_are_charged_and_decay(tmp_path: Path) -> None:
     await gateway.finished("h", FinishReport(job, 0, 0))
     assert service.usage.usage(1050.0) == {"alice": 100.0}  # 2 slots x 50 s
     assert service.usage.usage(1150.0)["alice"] == pytest.approx(50.0)  # one half-life
-    again = ControllerService(settings, FileStore(tmp_path / "f", 1 << 20),
-                              state=service.state, clock=lambda: clock[0])
+    again = ControllerService(
+        settings, FileStore(tmp_path / "f", 1 << 20), state=service.state, clock=lambda: clock[0]
+    )
     assert again.usage.usage(1050.0) == {"alice": 100.0}

@@ -41,9 +41,12 @@ async def open_store(tmp_path: Path, **kw: object) -> tuple[DurableLog, ClusterS
 
 def retain(store: DurableLog, tmp_path: Path) -> ControllerService:
     """Retention as a primary runs it (controller/main.py): the service commits JobsPurged."""
-    service = ControllerService(ControllerSettings(state_dir=tmp_path),
-                                FileStore(tmp_path / "files", 1 << 20),
-                                state=store.recovered.state, log=store)
+    service = ControllerService(
+        ControllerSettings(state_dir=tmp_path),
+        FileStore(tmp_path / "files", 1 << 20),
+        state=store.recovered.state,
+        log=store,
+    )
     store.purge = service.purge_finished
     return service
 
@@ -70,16 +73,26 @@ def same(a: ClusterState, b: ClusterState) -> None:
 
 async def test_checkpoint_plus_wal_equals_live_state(tmp_path: Path) -> None:
     store, state = await open_store(tmp_path)
-    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
-                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    await commit(
+        store,
+        state,
+        [ev.QueueCreated(0, QueueRecord("normal")), ev.HostRegistered(0, "h1", 64, 10**6)],
+    )
     await commit(store, state, history(1, 300, at=100.0))
     array = parse_array_spec("1-1000:3%5")
-    await commit(store, state, [ev.ArraySubmitted(100, 301, SPEC, array.indices, 5),
-                                ev.JobStarted(101, "301[4]", "h1"),
-                                ev.JobKilled(101, "301[7]")])
+    await commit(
+        store,
+        state,
+        [
+            ev.ArraySubmitted(100, 301, SPEC, array.indices, 5),
+            ev.JobStarted(101, "301[4]", "h1"),
+            ev.JobKilled(101, "301[7]"),
+        ],
+    )
     waits = replace(SPEC, dependency=parse_dependency("afterok:1"))
-    await commit(store, state, [ev.JobSubmitted(102, 302, SPEC, "key-1"),
-                                ev.JobSubmitted(102, 303, waits)])
+    await commit(
+        store, state, [ev.JobSubmitted(102, 302, SPEC, "key-1"), ev.JobSubmitted(102, 303, waits)]
+    )
     assert state.submit_keys and state.waiting_on_deps and state.finished_jobs
     await store.checkpoint(state, now=200.0)
     await commit(store, state, history(304, 100, at=300.0))
@@ -91,9 +104,15 @@ async def test_checkpoint_plus_wal_equals_live_state(tmp_path: Path) -> None:
 
 async def test_reserved_job_numbers_survive_a_checkpoint_and_the_wal(tmp_path: Path) -> None:
     store, state = await open_store(tmp_path)
-    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
-                                ev.HostRegistered(0, "h1", 64, 10**6),
-                                ev.JobNumbersReserved(0, 1, 100)])
+    await commit(
+        store,
+        state,
+        [
+            ev.QueueCreated(0, QueueRecord("normal")),
+            ev.HostRegistered(0, "h1", 64, 10**6),
+            ev.JobNumbersReserved(0, 1, 100),
+        ],
+    )
     await commit(store, state, history(1, 10, at=100.0))
     await store.checkpoint(state, now=200.0)
     assert recover(tmp_path).state.number_ceiling == 100  # from the checkpoint alone
@@ -107,8 +126,11 @@ async def test_reserved_job_numbers_survive_a_checkpoint_and_the_wal(tmp_path: P
 
 async def test_keeps_two_checkpoints_and_prunes_wal(tmp_path: Path) -> None:
     store, state = await open_store(tmp_path)
-    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
-                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    await commit(
+        store,
+        state,
+        [ev.QueueCreated(0, QueueRecord("normal")), ev.HostRegistered(0, "h1", 64, 10**6)],
+    )
     number = 1
     for _ in range(4):
         await commit(store, state, history(number, 200, at=100.0))
@@ -125,8 +147,11 @@ async def test_keeps_two_checkpoints_and_prunes_wal(tmp_path: Path) -> None:
 
 async def test_damaged_newest_checkpoint_falls_back(tmp_path: Path) -> None:
     store, state = await open_store(tmp_path)
-    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
-                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    await commit(
+        store,
+        state,
+        [ev.QueueCreated(0, QueueRecord("normal")), ev.HostRegistered(0, "h1", 64, 10**6)],
+    )
     await commit(store, state, history(1, 100, at=100.0))
     await store.checkpoint(state, now=150.0)
     await commit(store, state, history(101, 100, at=100.0))
@@ -144,14 +169,23 @@ async def test_damaged_newest_checkpoint_falls_back(tmp_path: Path) -> None:
 async def test_finished_jobs_past_retention_are_dropped_at_checkpoint(tmp_path: Path) -> None:
     store, state = await open_store(tmp_path, finished_retention_s=100.0)
     retain(store, tmp_path)
-    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
-                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    await commit(
+        store,
+        state,
+        [ev.QueueCreated(0, QueueRecord("normal")), ev.HostRegistered(0, "h1", 64, 10**6)],
+    )
     await commit(store, state, history(1, 30, at=10.0))  # jobs 3, 6, ... end at t=11
     array = parse_array_spec("1-4").indices
-    await commit(store, state, [ev.ArraySubmitted(10.0, 31, SPEC, array),
-                                ev.JobStarted(10.0, "31[2]", "h1"),
-                                ev.JobFinished(11.0, "31[2]", 0, 0),
-                                ev.ArrayCancelled(11.0, 31)])
+    await commit(
+        store,
+        state,
+        [
+            ev.ArraySubmitted(10.0, 31, SPEC, array),
+            ev.JobStarted(10.0, "31[2]", "h1"),
+            ev.JobFinished(11.0, "31[2]", 0, 0),
+            ev.ArrayCancelled(11.0, 31),
+        ],
+    )
     done = [j for j in state.jobs.values() if j.state.finished]
     assert len(done) == 11
     seq = store.writer.next_seq
@@ -187,8 +221,11 @@ def list_events(state_dir: Path) -> list[ev.Event]:
 async def test_a_checkpoint_without_a_purger_drops_nothing(tmp_path: Path) -> None:
     """A standby's log has no purger: it drops jobs only when it replays JobsPurged."""
     store, state = await open_store(tmp_path, finished_retention_s=1.0)
-    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
-                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    await commit(
+        store,
+        state,
+        [ev.QueueCreated(0, QueueRecord("normal")), ev.HostRegistered(0, "h1", 64, 10**6)],
+    )
     await commit(store, state, history(1, 6, at=10.0))
     await store.checkpoint(state, now=1000.0)
     assert len(state.jobs) == 6
@@ -200,11 +237,19 @@ async def test_retention_keeps_jobs_that_waiting_jobs_depend_on(tmp_path: Path) 
 
     store, state = await open_store(tmp_path, finished_retention_s=10.0)
     retain(store, tmp_path)
-    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
-                                ev.HostRegistered(0, "h1", 64, 10**6)])
+    await commit(
+        store,
+        state,
+        [ev.QueueCreated(0, QueueRecord("normal")), ev.HostRegistered(0, "h1", 64, 10**6)],
+    )
     await commit(store, state, history(1, 6, at=10.0))  # 3 and 6 finish at t=11
-    waiting = JobSpec(user="bob", queue="normal", command="true",
-                      dependency=parse_dependency("afterok:3"), hold=True)
+    waiting = JobSpec(
+        user="bob",
+        queue="normal",
+        command="true",
+        dependency=parse_dependency("afterok:3"),
+        hold=True,
+    )
     await commit(store, state, [ev.JobSubmitted(12.0, 7, waiting)])
     await store.checkpoint(state, now=1000.0)
     assert "3" in state.jobs and "6" not in state.jobs
@@ -218,14 +263,26 @@ def test_format_1_checkpoints_are_still_read(tmp_path: Path) -> None:
     from xce.wire.codec import encode_header, encode_records
 
     state = ClusterState()
-    for e in [ev.QueueCreated(0, QueueRecord("normal")), ev.HostRegistered(0, "h1", 8, 100),
-              *history(1, 30, at=5.0)]:
+    for e in [
+        ev.QueueCreated(0, QueueRecord("normal")),
+        ev.HostRegistered(0, "h1", 8, 100),
+        *history(1, 30, at=5.0),
+    ]:
         state.apply(e)
     jobs = list(state.jobs.values())
     path = tmp_path / checkpoint_name(99)
     path.write_bytes(
-        frame(encode_header(seq=99, epoch=0, nextNumber=state.next_number, createdAt=1.0,
-                            formatVersion=1, jobs=len(jobs), arrays=0))
+        frame(
+            encode_header(
+                seq=99,
+                epoch=0,
+                nextNumber=state.next_number,
+                createdAt=1.0,
+                formatVersion=1,
+                jobs=len(jobs),
+                arrays=0,
+            )
+        )
         + frame(encode_records("queues", list(state.queues.values())))
         + frame(encode_records("hosts", list(state.hosts.values())))
         + frame(encode_records("jobs", jobs))
@@ -240,12 +297,21 @@ def test_plain_codec_round_trips_every_record_kind() -> None:
 
     state = ClusterState()
     array = parse_array_spec("1-50:7%2")
-    for e in [ev.QueueCreated(0, QueueRecord("normal")), ev.HostRegistered(0, "h1", 8, 100),
-              *history(1, 12, at=5.0), ev.ArraySubmitted(6, 13, SPEC, array.indices, 2),
-              ev.JobStarted(7, "13[8]", "h1"), ev.ArrayHeld(8, 13)]:
+    for e in [
+        ev.QueueCreated(0, QueueRecord("normal")),
+        ev.HostRegistered(0, "h1", 8, 100),
+        *history(1, 12, at=5.0),
+        ev.ArraySubmitted(6, 13, SPEC, array.indices, 2),
+        ev.JobStarted(7, "13[8]", "h1"),
+        ev.ArrayHeld(8, 13),
+    ]:
         state.apply(e)
-    for records in (list(state.jobs.values()), list(state.arrays.values()),
-                    list(state.queues.values()), list(state.hosts.values())):
+    for records in (
+        list(state.jobs.values()),
+        list(state.arrays.values()),
+        list(state.queues.values()),
+        list(state.hosts.values()),
+    ):
         assert unpack_records(type(records[0]), pack_records(records)) == records
 
 
@@ -258,15 +324,18 @@ def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
     from xce.wire.plain import pack_records, unpack_records
 
     state = ClusterState()
-    for e in [ev.QueueCreated(0, QueueRecord("normal")), ev.HostRegistered(0, "h1", 8, 100),
-              *history(1, 6, at=5.0)]:
+    for e in [
+        ev.QueueCreated(0, QueueRecord("normal")),
+        ev.HostRegistered(0, "h1", 8, 100),
+        *history(1, 6, at=5.0),
+    ]:
         state.apply(e)
     jobs = list(state.jobs.values())
     kind, table, rows = marshal.loads(pack_records(jobs))
     old = marshal.dumps((kind, table, tuple(row[:-6] for row in rows)))
     assert unpack_records(type(jobs[0]), old) == [
-        dataclasses.replace(j, eligible_time=None, preempted_by="", resumed_time=None)
-        for j in jobs]
+        dataclasses.replace(j, eligible_time=None, preempted_by="", resumed_time=None) for j in jobs
+    ]
     # and from just before the multi-host allocation was appended (issue 15)
     old = marshal.dumps((kind, table, tuple(row[:-1] for row in rows)))
     assert unpack_records(type(jobs[0]), old) == jobs

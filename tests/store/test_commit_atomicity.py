@@ -21,9 +21,12 @@ from xce.wire.codec import WireError
 
 async def test_unencodable_submit_changes_nothing_and_restart_works(tmp_path: Path) -> None:
     store = DurableLog.open(tmp_path, StoreSettings(segment_bytes=64 * 1024))
-    service = ControllerService(ControllerSettings(state_dir=tmp_path),
-                                FileStore(tmp_path / "files", 1 << 20),
-                                state=store.recovered.state, log=store)
+    service = ControllerService(
+        ControllerSettings(state_dir=tmp_path),
+        FileStore(tmp_path / "files", 1 << 20),
+        state=store.recovered.state,
+        log=store,
+    )
     await service.commit([ev.QueueCreated(0, QueueRecord("normal"))])
     with pytest.raises(InvalidRequest):  # a submit refuses such text before anything
         await service.submit(SubmitRequest(user="alice", command="echo", name="\ud800"))
@@ -40,11 +43,15 @@ async def test_a_batch_with_a_bad_second_event_changes_nothing(tmp_path: Path) -
     """Event 2 of 3 does not apply: the state, the WAL, the host wake-ups, the listeners and
     the committed hooks see nothing of the batch; the next good batch goes through whole."""
     store = DurableLog.open(tmp_path, StoreSettings(segment_bytes=64 * 1024))
-    service = ControllerService(ControllerSettings(state_dir=tmp_path),
-                                FileStore(tmp_path / "files", 1 << 20),
-                                state=store.recovered.state, log=store)
-    await service.commit([ev.QueueCreated(0, QueueRecord("normal")),
-                          ev.HostRegistered(0, "h1", 8, 1000)])
+    service = ControllerService(
+        ControllerSettings(state_dir=tmp_path),
+        FileStore(tmp_path / "files", 1 << 20),
+        state=store.recovered.state,
+        log=store,
+    )
+    await service.commit(
+        [ev.QueueCreated(0, QueueRecord("normal")), ev.HostRegistered(0, "h1", 8, 1000)]
+    )
     first = await service.submit(SubmitRequest(user="alice", command="true"))
     heard: list[ev.Event] = []
     batches: list[list[ev.Event]] = []
@@ -54,8 +61,7 @@ async def test_a_batch_with_a_bad_second_event_changes_nothing(tmp_path: Path) -
     seq = store.writer.next_seq
     jobs = dict(service.state.jobs)
     service.schedule_needed.clear()
-    bad = [ev.JobStarted(5, first, "h1"), ev.JobStarted(5, "99", "h1"),
-           ev.JobSuspended(5, first)]
+    bad = [ev.JobStarted(5, first, "h1"), ev.JobStarted(5, "99", "h1"), ev.JobSuspended(5, first)]
     with pytest.raises(NotFound):
         await service.commit(bad)
     assert service.state.jobs == jobs and service.state.host_load == {}

@@ -88,11 +88,12 @@ async def test_segments_roll_over(tmp_path: Path) -> None:
     assert replayed(tmp_path) == evs
 
 
-async def test_torn_tail_at_every_byte_offset_is_truncated(tmp_path: Path,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+async def test_torn_tail_at_every_byte_offset_is_truncated(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     evs = events(5)
     await write(tmp_path / "orig", evs, preallocate=False)
-    (_, seg), = list_segments(wal_dir(tmp_path / "orig"))
+    ((_, seg),) = list_segments(wal_dir(tmp_path / "orig"))
     data = seg.read_bytes()
     frames = list(read_frames(data))
     last = frames[-1]
@@ -118,7 +119,7 @@ async def test_a_bit_flip_in_the_last_record_refuses_to_start(tmp_path: Path) ->
     cut as a torn write; the start stops and names wal-check and wal-repair --yes."""
     evs = events(5)
     await write(tmp_path, evs)  # preallocated: zeros after the last record
-    (_, seg), = list_segments(wal_dir(tmp_path))
+    ((_, seg),) = list_segments(wal_dir(tmp_path))
     data = bytearray(seg.read_bytes())
     last = list(read_frames(bytes(data)))[-1]
     data[last.offset + 40] ^= 0x04  # one bit of its payload
@@ -138,18 +139,19 @@ async def test_a_bit_flip_in_the_last_record_refuses_to_start(tmp_path: Path) ->
 
 
 async def test_a_torn_write_with_a_zeroed_sector_is_cut_with_a_warning(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The crash hit while the last record's sectors were being written: from a sector
     boundary on, its bytes are still the preallocated zeros."""
     big = JobSpec(user="alice", queue="normal", command="echo " + "x" * 3000)
     evs = [*events(4), ev.JobSubmitted(9.0, 4, big)]
     await write(tmp_path, evs)
-    (_, seg), = list_segments(wal_dir(tmp_path))
+    ((_, seg),) = list_segments(wal_dir(tmp_path))
     data = bytearray(seg.read_bytes())
     last = list(read_frames(bytes(data)))[-1]
     boundary = (last.offset // 512 + 2) * 512
     assert boundary < last.end
-    data[boundary:last.end] = bytes(last.end - boundary)
+    data[boundary : last.end] = bytes(last.end - boundary)
     seg.write_bytes(bytes(data))
     with caplog.at_level(logging.WARNING):
         result = recover(tmp_path)
@@ -160,7 +162,7 @@ async def test_a_torn_write_with_a_zeroed_sector_is_cut_with_a_warning(
 
 async def test_preallocated_zeros_after_the_last_record_are_not_damage(tmp_path: Path) -> None:
     await write(tmp_path, events(5))
-    (_, seg), = list_segments(wal_dir(tmp_path))
+    ((_, seg),) = list_segments(wal_dir(tmp_path))
     assert seg.stat().st_size == 256 * 1024  # zeros after the last record
     result = recover(tmp_path)
     assert result.last_seq == 5 and result.torn is None
@@ -206,7 +208,7 @@ def test_wal_repair_keeps_a_broken_copy_and_cuts_durably(tmp_path: Path) -> None
 
 async def test_corruption_in_the_middle_refuses_to_start(tmp_path: Path) -> None:
     await write(tmp_path, events(10), preallocate=False)
-    (_, seg), = list_segments(wal_dir(tmp_path))
+    ((_, seg),) = list_segments(wal_dir(tmp_path))
     data = bytearray(seg.read_bytes())
     second = list(read_frames(bytes(data)))[2]
     data[second.offset + 12] ^= 0x01
@@ -235,8 +237,13 @@ async def test_corruption_in_an_older_segment_refuses(tmp_path: Path) -> None:
 
 
 async def test_replay_equals_live_state(tmp_path: Path) -> None:
-    evs = [*events(100), ev.HostRegistered(50.0, "h1", 4, 1000), ev.JobStarted(51.0, "3", "h1"),
-           ev.JobSuspended(52.0, "3"), ev.JobKilled(53.0, "4")]
+    evs = [
+        *events(100),
+        ev.HostRegistered(50.0, "h1", 4, 1000),
+        ev.JobStarted(51.0, "3", "h1"),
+        ev.JobSuspended(52.0, "3"),
+        ev.JobKilled(53.0, "4"),
+    ]
     live = ClusterState()
     for e in evs:
         live.apply(e)
@@ -247,8 +254,9 @@ async def test_replay_equals_live_state(tmp_path: Path) -> None:
 
 
 async def test_interval_policy_acknowledges_before_fsync(tmp_path: Path) -> None:
-    writer = WalWriter(wal_dir(tmp_path), 1, fsync="interval", interval_s=0.2,
-                       segment_bytes=256 * 1024)
+    writer = WalWriter(
+        wal_dir(tmp_path), 1, fsync="interval", interval_s=0.2, segment_bytes=256 * 1024
+    )
     writer.append(events(1)[0])
     await writer.sync()
     assert writer.durable_seq == 0  # acknowledged, not yet durable: the documented window
@@ -257,8 +265,9 @@ async def test_interval_policy_acknowledges_before_fsync(tmp_path: Path) -> None
     await writer.close()
 
 
-async def test_a_failed_fsync_on_a_fresh_segment_recovers(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_failed_fsync_on_a_fresh_segment_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import errno
     import os
 
@@ -302,10 +311,11 @@ def _entry(seq: int, event: ev.Event, undecodable: bool = False) -> bytes:
     data = bytearray(encode_entry(seq, 1, event))
     if undecodable:
         p, dw, _pc, lim = _root(bytes(data))
-        ep, _edw, _epc = _struct(int.from_bytes(data[p + dw * 8:p + dw * 8 + 8], "little"),
-                                 p + dw * 8, lim)
+        ep, _edw, _epc = _struct(
+            int.from_bytes(data[p + dw * 8 : p + dw * 8 + 8], "little"), p + dw * 8, lim
+        )
         disc_at = _event_readers()[0]
-        data[ep + disc_at:ep + disc_at + 2] = (999).to_bytes(2, "little")
+        data[ep + disc_at : ep + disc_at + 2] = (999).to_bytes(2, "little")
     return frame(bytes(data))
 
 
@@ -321,8 +331,16 @@ def test_records_the_checkpoint_covers_are_framed_but_not_decoded(tmp_path: Path
     reader understands does not stop a recovery that starts after it; `after_seq=0` (what
     `xce admin wal-check` reads) still decodes and refuses it."""
     evs = events(4)
-    _segment(tmp_path, 1, [_entry(1, evs[0]), _entry(2, evs[1], undecodable=True),
-                           _entry(3, evs[2]), _entry(4, evs[3])])
+    _segment(
+        tmp_path,
+        1,
+        [
+            _entry(1, evs[0]),
+            _entry(2, evs[1], undecodable=True),
+            _entry(3, evs[2]),
+            _entry(4, evs[3]),
+        ],
+    )
     seen: list[int] = []
     scan = scan_wal(tmp_path, 2, lambda seq, e: seen.append(seq))
     assert (scan.records, scan.last_seq, seen) == (4, 4, [3, 4])
@@ -372,10 +390,11 @@ def test_fast_frame_loop_accepts_and_rejects_what_parse_at_does() -> None:
         data = bytearray(good)
         for _ in range(rng.randint(1, 3)):
             data[rng.randrange(len(data))] = rng.randrange(256)
-        data = data[:rng.randint(0, len(data))]
+        data = data[: rng.randint(0, len(data))]
         try:
             got: list[tuple[int, bytes]] | tuple[int, str, bool] = [
-                (f.offset, f.payload) for f in read_frames(bytes(data))]
+                (f.offset, f.payload) for f in read_frames(bytes(data))
+            ]
         except CorruptRecord as exc:
             got = (exc.offset, exc.why, exc.torn)
         assert got == reference(bytes(data))

@@ -44,31 +44,66 @@ def test_every_event_type_reads_the_same_as_the_reference() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(number=st.integers(0, 2**63 - 1), user=TEXT, command=st.none() | TEXT,
-       slots=INT64, walltime=st.none() | INT64,
-       env=st.lists(st.tuples(TEXT, TEXT), max_size=3).map(tuple),
-       inputs=st.lists(TEXT, max_size=3).map(tuple), hold=st.booleans(), key=TEXT,
-       code=st.none() | INT64, usage=st.none() | st.builds(
-           Usage, st.floats(allow_nan=False), st.floats(allow_nan=False), INT64,
-           st.floats(allow_nan=False)),
-       outputs=st.lists(TEXT, max_size=3).map(tuple), at=st.floats(allow_nan=False))
-def test_random_records_read_the_same(number: int, user: str, command: str | None,
-                                      slots: int, walltime: int | None,
-                                      env: tuple[tuple[str, str], ...],
-                                      inputs: tuple[str, ...], hold: bool, key: str,
-                                      code: int | None, usage: Usage | None,
-                                      outputs: tuple[str, ...], at: float) -> None:
-    spec = JobSpec(user=user, queue="q", command=command, slots=slots, walltime_s=walltime,
-                   env=env, inputs=inputs, hold=hold)
-    for event in (ev.JobSubmitted(at, number, spec, key),
-                  ev.JobFinished(at, user, number % 1000, code, None, usage, key, outputs)):
+@given(
+    number=st.integers(0, 2**63 - 1),
+    user=TEXT,
+    command=st.none() | TEXT,
+    slots=INT64,
+    walltime=st.none() | INT64,
+    env=st.lists(st.tuples(TEXT, TEXT), max_size=3).map(tuple),
+    inputs=st.lists(TEXT, max_size=3).map(tuple),
+    hold=st.booleans(),
+    key=TEXT,
+    code=st.none() | INT64,
+    usage=st.none()
+    | st.builds(
+        Usage,
+        st.floats(allow_nan=False),
+        st.floats(allow_nan=False),
+        INT64,
+        st.floats(allow_nan=False),
+    ),
+    outputs=st.lists(TEXT, max_size=3).map(tuple),
+    at=st.floats(allow_nan=False),
+)
+def test_random_records_read_the_same(
+    number: int,
+    user: str,
+    command: str | None,
+    slots: int,
+    walltime: int | None,
+    env: tuple[tuple[str, str], ...],
+    inputs: tuple[str, ...],
+    hold: bool,
+    key: str,
+    code: int | None,
+    usage: Usage | None,
+    outputs: tuple[str, ...],
+    at: float,
+) -> None:
+    spec = JobSpec(
+        user=user,
+        queue="q",
+        command=command,
+        slots=slots,
+        walltime_s=walltime,
+        env=env,
+        inputs=inputs,
+        hold=hold,
+    )
+    for event in (
+        ev.JobSubmitted(at, number, spec, key),
+        ev.JobFinished(at, user, number % 1000, code, None, usage, key, outputs),
+    ):
         data = encode_entry(number, 1, event)
         assert read_entry(data) == decode_entry_reflective(data) == (number, 1, event)
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.integers(0, len(SAMPLES) - 1), st.lists(st.tuples(st.integers(0, 10_000),
-                                                         st.integers(0, 255)), max_size=3))
+@given(
+    st.integers(0, len(SAMPLES) - 1),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=3),
+)
 def test_damaged_bytes_read_as_the_reference_reads_them_or_step_aside(
     index: int, flips: list[tuple[int, int]]
 ) -> None:
@@ -102,7 +137,7 @@ def _old_schema(tmp_path: Path, drop: dict[str, str]) -> Any:
         head, _, rest = text.partition(f"struct {struct_name} {{")
         body, _, tail = rest.partition("}")
         assert line in body
-        body = body[:body.index(line)]
+        body = body[: body.index(line)]
         text = head + f"struct {struct_name} {{" + body + "}" + tail
     path = tmp_path / "old.capnp"
     path.write_text(text)
@@ -112,9 +147,14 @@ def _old_schema(tmp_path: Path, drop: dict[str, str]) -> Any:
 def test_records_an_older_schema_wrote_read_with_defaults(tmp_path: Path) -> None:
     """Fields appended later (JobSubmitted.key, JobSpec.resources, JobFinished.outputs)
     are absent from old records: both readers give their defaults."""
-    old = _old_schema(tmp_path, {"JobSubmitted": "  key @2 :Text;\n",
-                                 "JobSpec": "  resources @15 :Text;\n",
-                                 "JobFinished": "  outputs @6 :List(Text);\n"})
+    old = _old_schema(
+        tmp_path,
+        {
+            "JobSubmitted": "  key @2 :Text;\n",
+            "JobSpec": "  resources @15 :Text;\n",
+            "JobFinished": "  outputs @6 :List(Text);\n",
+        },
+    )
     submit = old.WalEntry.new_message(seq=7, epoch=1)
     event = submit.init("event")
     event.at = 2.5
@@ -124,10 +164,20 @@ def test_records_an_older_schema_wrote_read_with_defaults(tmp_path: Path) -> Non
     spec.user, spec.queue, spec.slots = "alice", "normal", 2
     spec.init("command").value = "true"
     data = submit.to_bytes()
-    assert len(data) < len(encode_entry(7, 1, ev.JobSubmitted(2.5, 11, JobSpec(
-        user="alice", queue="normal", command="true", slots=2))))
-    expected = (7, 1, ev.JobSubmitted(2.5, 11, JobSpec(user="alice", queue="normal",
-                                                       command="true", slots=2)))
+    assert len(data) < len(
+        encode_entry(
+            7,
+            1,
+            ev.JobSubmitted(
+                2.5, 11, JobSpec(user="alice", queue="normal", command="true", slots=2)
+            ),
+        )
+    )
+    expected = (
+        7,
+        1,
+        ev.JobSubmitted(2.5, 11, JobSpec(user="alice", queue="normal", command="true", slots=2)),
+    )
     assert read_entry(data) == decode_entry_reflective(data) == expected
 
     finish = old.WalEntry.new_message(seq=8, epoch=1)
@@ -153,9 +203,17 @@ def test_fast_reader_is_much_faster_than_the_reference() -> None:
     """A ratio on the same machine for typical records, not an absolute rate (`python -m
     bench.wal` reports that)."""
     spec = JobSpec(user="alice", queue="normal", command="true", submit_host="h0")
-    records = [encode_entry(i + 1, 1, e) for i, e in enumerate([
-        ev.JobSubmitted(1.0, 1, spec), ev.JobStarted(1.0, "1", "h1"),
-        ev.JobFinished(1.0, "1", 1, 0, None, Usage(1.0, 0.5, 10, 2.0))] * 300)]
+    records = [
+        encode_entry(i + 1, 1, e)
+        for i, e in enumerate(
+            [
+                ev.JobSubmitted(1.0, 1, spec),
+                ev.JobStarted(1.0, "1", "h1"),
+                ev.JobFinished(1.0, "1", 1, 0, None, Usage(1.0, 0.5, 10, 2.0)),
+            ]
+            * 300
+        )
+    ]
 
     def cpu(read: Any) -> float:
         best = float("inf")

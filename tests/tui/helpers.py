@@ -8,8 +8,9 @@ from collections.abc import Callable
 from textual.pilot import Pilot
 
 
-async def until(pilot: Pilot[object], predicate: Callable[[], object], what: str,
-                timeout: float = 20.0) -> None:
+async def until(
+    pilot: Pilot[object], predicate: Callable[[], object], what: str, timeout: float = 20.0
+) -> None:
     """Let the app run until `predicate()` holds; fail naming `what` otherwise."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

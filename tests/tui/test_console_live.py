@@ -13,8 +13,7 @@ def _state(app: XceTui, job_id: str) -> str | None:
     return row["state"] if row else None
 
 
-async def test_submitted_job_appears_and_is_suspended_from_the_console(
-        cluster: Cluster) -> None:
+async def test_submitted_job_appears_and_is_suspended_from_the_console(cluster: Cluster) -> None:
     app = XceTui([cluster.url], ADMIN_TOKEN)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.connection == "ok", "connected")
@@ -65,8 +64,9 @@ async def test_multi_select_kill_asks_first_and_names_every_job(cluster: Cluster
         await pilot.pause(0.3)
         assert [cluster.job(i)["state"] for i in ids] == ["PSUSP"] * 3
         await pilot.press("k", "y")
-        await until(pilot, lambda: [_state(app, i) for i in ids[:2]] == ["EXIT", "EXIT"],
-                    "both killed")
+        await until(
+            pilot, lambda: [_state(app, i) for i in ids[:2]] == ["EXIT", "EXIT"], "both killed"
+        )
         assert cluster.job(ids[2])["state"] == "PSUSP"
         assert any(n.startswith("Done: Kill") for n in notifications(pilot))
 
@@ -97,8 +97,7 @@ async def test_the_servers_refusal_is_shown_in_a_notification(cluster: Cluster) 
         await pilot.press("s")  # offered (the admin may), refused by the server: it ended
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await until(pilot, lambda: any("refused" in n for n in notifications(pilot)),
-                    "the refusal")
+        await until(pilot, lambda: any("refused" in n for n in notifications(pilot)), "the refusal")
         refusal = next(n for n in notifications(pilot) if "refused" in n)
         assert "409" in refusal and job_id in refusal
 
@@ -111,14 +110,18 @@ async def test_arrays_collapse_to_one_row_and_expand_to_their_tasks(cluster: Clu
         await pilot.press("slash", *f"array={array}", "enter")
         await until(pilot, lambda: app.jobs.visible == [f"@{array}"], "one collapsed row")
         await pilot.press("e")
-        await until(pilot, lambda: app.jobs.visible[1:] == [
-            f"{array}[1]", f"{array}[2]", f"{array}[pending]"], "the tasks")
+        await until(
+            pilot,
+            lambda: app.jobs.visible[1:] == [f"{array}[1]", f"{array}[2]", f"{array}[pending]"],
+            "the tasks",
+        )
         assert f"-{array}[4]" in screen_text(pilot)
         cluster.control(array, "kill")
 
 
 async def test_a_lost_controller_shows_a_banner_and_the_console_reconnects(
-        cluster: Cluster) -> None:
+    cluster: Cluster,
+) -> None:
     app = XceTui([cluster.url], ADMIN_TOKEN)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.connection == "ok", "connected")
@@ -150,8 +153,11 @@ async def test_job_detail_shows_fields_usage_history_and_output(cluster: Cluster
         assert "submitted" in text and "on w1 (attempt 0)" in text and "finished" in text
         await pilot.press("o")  # the tail pane switches to stderr
         await until(pilot, lambda: "stderr: the file" in screen_text(pilot), "stderr pane")
-        await until(pilot, lambda: "oops" in "".join(app.screen.query_one("#tail").lines),
-                    "stderr on screen")
+        await until(
+            pilot,
+            lambda: "oops" in "".join(app.screen.query_one("#tail").lines),
+            "stderr on screen",
+        )
         await pilot.press("escape")
         assert app.screen is app.jobs_screen
 

@@ -28,11 +28,24 @@ from xce.cli.tui_cmd import console_app
 @pytest.fixture(scope="module")
 def init_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InitCluster]:
     root = tmp_path_factory.mktemp("tls-console")
-    made = xce("init", str(root / "cluster"), "--host", "127.0.0.1", "--listen", "127.0.0.1",
-               "--port", str(_free_port()), "--allow-root-jobs")
+    made = xce(
+        "init",
+        str(root / "cluster"),
+        "--host",
+        "127.0.0.1",
+        "--listen",
+        "127.0.0.1",
+        "--port",
+        str(_free_port()),
+        "--allow-root-jobs",
+    )
     assert made.returncode == 0, made.stderr
-    c = InitCluster(root, root / "cluster", made.stdout,
-                    {"XCE_CLIENT_CONFIG": str(root / "cluster" / "client.toml")})
+    c = InitCluster(
+        root,
+        root / "cluster",
+        made.stdout,
+        {"XCE_CLIENT_CONFIG": str(root / "cluster" / "client.toml")},
+    )
     small_wal(c.dir / "xce.toml")
     try:
         c.start("controller", c.dir / "xce.toml", "controller")
@@ -53,7 +66,8 @@ def init_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InitClust
 
 
 async def test_console_uses_the_clis_ca_file_and_token(
-        init_cluster: InitCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    init_cluster: InitCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for key in ("XCE_TOKEN", "XCE_CONTROLLERS", "XCE_CA_FILE"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("XCE_CLIENT_CONFIG", init_cluster.env["XCE_CLIENT_CONFIG"])
@@ -76,8 +90,9 @@ async def test_console_uses_the_clis_ca_file_and_token(
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
-def test_xce_tui_in_tmux_shows_the_tls_clusters_jobs(init_cluster: InitCluster,
-                                                    tmp_path: Path) -> None:
+def test_xce_tui_in_tmux_shows_the_tls_clusters_jobs(
+    init_cluster: InitCluster, tmp_path: Path
+) -> None:
     name = f"tmux-{uuid.uuid4().hex[:6]}"
     assert init_cluster.cli("job", "submit", "-J", name, "--hold", "true").returncode == 0
     session = f"xce-tui-{uuid.uuid4().hex[:8]}"
@@ -85,14 +100,33 @@ def test_xce_tui_in_tmux_shows_the_tls_clusters_jobs(init_cluster: InitCluster,
     for key in ("XCE_TOKEN", "XCE_CONTROLLERS", "XCE_CA_FILE"):
         env.pop(key, None)
     command = f"{sys.executable} -m xce tui"
-    subprocess.run(["tmux", "-L", session, "new-session", "-d", "-s", session, "-x", "140",
-                    "-y", "40", command], env=env, check=True)
+    subprocess.run(
+        [
+            "tmux",
+            "-L",
+            session,
+            "new-session",
+            "-d",
+            "-s",
+            session,
+            "-x",
+            "140",
+            "-y",
+            "40",
+            command,
+        ],
+        env=env,
+        check=True,
+    )
     try:
         deadline = time.monotonic() + 60
         pane = ""
         while time.monotonic() < deadline:
-            pane = subprocess.run(["tmux", "-L", session, "capture-pane", "-p", "-t", session],
-                                  capture_output=True, text=True).stdout
+            pane = subprocess.run(
+                ["tmux", "-L", session, "capture-pane", "-p", "-t", session],
+                capture_output=True,
+                text=True,
+            ).stdout
             if name in pane:
                 break
             time.sleep(0.3)

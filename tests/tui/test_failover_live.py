@@ -19,11 +19,15 @@ async def test_console_follows_a_failover(tmp_path: Path) -> None:
         before = c.submit(command="true", hold=True, name="before-failover")
         app = XceTui(list(c.candidate_urls), ADMIN_TOKEN)
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: before in app.jobs.rows and app.connection == "ok",
-                        "the job listed, connected")
+            await until(
+                pilot,
+                lambda: before in app.jobs.rows and app.connection == "ok",
+                "the job listed, connected",
+            )
             c.kill_candidate(0)
-            await until(pilot, lambda: app.connection != "ok", "the lost-connection banner",
-                        timeout=30)
+            await until(
+                pilot, lambda: app.connection != "ok", "the lost-connection banner", timeout=30
+            )
             assert "reconnecting" in app.connection
             await until(pilot, lambda: app.connection == "ok", "reconnected", timeout=40)
             after = c.submit(command="true", hold=True, name="after-failover")

@@ -18,8 +18,9 @@ def _log_text(app: XceTui) -> str:
 
 
 async def test_tail_pane_follows_a_running_job(cluster: Cluster) -> None:
-    job_id = cluster.submit(command="echo tail-one; echo err-one >&2; sleep 8; "
-                                    "echo tail-two; sleep 1", name="tailjob")
+    job_id = cluster.submit(
+        command="echo tail-one; echo err-one >&2; sleep 8; echo tail-two; sleep 1", name="tailjob"
+    )
     cluster.wait_state(job_id, "RUN")
     app = XceTui([cluster.url], ADMIN_TOKEN)
     async with app.run_test(size=(100, 40)) as pilot:
@@ -32,11 +33,16 @@ async def test_tail_pane_follows_a_running_job(cluster: Cluster) -> None:
         await until(pilot, lambda: "stdout: live" in screen_text(pilot), "the live title")
         await until(pilot, lambda: "tail-two" in _log_text(app), "the second line", 15)
         assert _log_text(app).count("tail-one") == 1  # only new bytes were appended
-        await until(pilot, lambda: "the file the job left" in screen_text(pilot),
-                    "the finished job's file", 15)
+        await until(
+            pilot,
+            lambda: "the file the job left" in screen_text(pilot),
+            "the finished job's file",
+            15,
+        )
         assert _log_text(app).splitlines()[:2] == ["tail-one", "tail-two"]
         await pilot.press("o")
         await until(pilot, lambda: "err-one" in _log_text(app), "stderr in the pane")
         assert "tail-one" not in _log_text(app)
-        await until(pilot, lambda: "stderr: the file the job left" in screen_text(pilot),
-                    "the stderr title")
+        await until(
+            pilot, lambda: "stderr: the file the job left" in screen_text(pilot), "the stderr title"
+        )

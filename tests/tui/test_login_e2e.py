@@ -73,8 +73,9 @@ async def test_device_code_login_from_the_console(tmp_path: Path, env: Any) -> N
             assert url and code and url.group(1).startswith(env.provider.issuer), shown
             # The console polls meanwhile; the user confirms at the provider elsewhere.
             assert "Sign-in Success" in await browser.confirm_device(url.group(1))
-            await until(pilot, lambda: app.connection == "ok", "connected after the grant",
-                        timeout=60)
+            await until(
+                pilot, lambda: app.connection == "ok", "connected after the grant", timeout=60
+            )
             who = await app.client.whoami()
             assert who["user"] == "alice"
     finally:

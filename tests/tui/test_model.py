@@ -9,10 +9,20 @@ from tui.model import JobModel
 
 
 def job(job_id: str, state: str = "PEND", **extra: Any) -> dict[str, Any]:
-    row = {"id": job_id, "kind": "job", "user": "alice", "state": state, "queue": "normal",
-           "host": None, "name": f"n{job_id}", "submit_time": 1000.0, "start_time": None,
-           "end_time": None, "array_id": None, "usage": {"cpu_time_s": 0.0,
-                                                         "max_rss_bytes": 0}}
+    row = {
+        "id": job_id,
+        "kind": "job",
+        "user": "alice",
+        "state": state,
+        "queue": "normal",
+        "host": None,
+        "name": f"n{job_id}",
+        "submit_time": 1000.0,
+        "start_time": None,
+        "end_time": None,
+        "array_id": None,
+        "usage": {"cpu_time_s": 0.0, "max_rss_bytes": 0},
+    }
     row.update(extra)
     return row
 
@@ -22,7 +32,7 @@ def test_updates_in_place_do_not_reorder_unless_the_sort_key_moves() -> None:
     model.load([job("2"), job("10"), job("1")])
     model.rebuild()
     assert model.visible == ["1", "2", "10"]
-    assert model.upsert(job("2", usage={"cpu_time_s": 5.0, "max_rss_bytes": 1}))is False
+    assert model.upsert(job("2", usage={"cpu_time_s": 5.0, "max_rss_bytes": 1})) is False
     assert not model.dirty
     model.set_sort("cpu", descending=True)
     model.rebuild()
@@ -48,12 +58,14 @@ def test_filter_and_removal() -> None:
 
 def test_arrays_collapse_under_one_parent_and_actions_target_the_array() -> None:
     model = JobModel(clock=lambda: 2000.0)
-    model.load([
-        job("5[1]", "RUN", array_id="5", start_time=1500.0),
-        job("5[2]", "DONE", array_id="5"),
-        {**job("5[3-8]", array_id="5"), "kind": "array_pending", "tasks": 6},
-        job("6"),
-    ])
+    model.load(
+        [
+            job("5[1]", "RUN", array_id="5", start_time=1500.0),
+            job("5[2]", "DONE", array_id="5"),
+            {**job("5[3-8]", array_id="5"), "kind": "array_pending", "tasks": 6},
+            job("6"),
+        ]
+    )
     model.rebuild()
     assert model.visible == ["@5", "6"]
     assert model.cells("@5")[0] == "+5[8]" and model.cells("@5")[2] == "RUN"

@@ -10,8 +10,9 @@ from tui.screens.confirm import ConfirmScreen
 
 
 def test_access_from_whoami_scopes() -> None:
-    access = Access.from_whoami({"user": "alice", "roles": ["user"],
-                                 "permissions": ["job:view:self", "job:control:self"]})
+    access = Access.from_whoami(
+        {"user": "alice", "roles": ["user"], "permissions": ["job:view:self", "job:control:self"]}
+    )
     assert access.allows("job.kill") and not access.allows("host.close")
     assert not access.allows("queue.close")
     assert Access.unknown().allows("host.close")

@@ -24,8 +24,9 @@ def _steady(pilot: Pilot[Any]) -> None:
         box.cursor_blink = False
 
 
-def _before(*keys: str, setup: Callable[[Any], None] | None = None
-            ) -> Callable[[Pilot[Any]], Awaitable[None]]:
+def _before(
+    *keys: str, setup: Callable[[Any], None] | None = None
+) -> Callable[[Pilot[Any]], Awaitable[None]]:
     async def run(pilot: Pilot[Any]) -> None:
         if setup is not None:
             setup(pilot.app)
@@ -38,8 +39,9 @@ def _before(*keys: str, setup: Callable[[Any], None] | None = None
     return run
 
 
-SAMPLE_OUTPUT = "".join(f"epoch {n:>2}  loss {1 / n:.4f}  \x1b[32mok\x1b[0m\n"
-                        for n in range(1, 31))
+SAMPLE_OUTPUT = "".join(
+    f"epoch {n:>2}  loss {1 / n:.4f}  \x1b[32mok\x1b[0m\n" for n in range(1, 31)
+)
 
 
 async def _detail(pilot: Pilot[Any]) -> None:
@@ -50,8 +52,18 @@ async def _detail(pilot: Pilot[Any]) -> None:
     pilot.app.push_screen(screen)
     await pilot.pause()
     end = len(SAMPLE_OUTPUT.encode())
-    screen._append({"attempt": 1, "state": "RUN", "running": True, "truncated": False,
-                    "offset": 0, "next_offset": end, "end": end, "data": SAMPLE_OUTPUT})
+    screen._append(
+        {
+            "attempt": 1,
+            "state": "RUN",
+            "running": True,
+            "truncated": False,
+            "offset": 0,
+            "next_offset": end,
+            "end": end,
+            "data": SAMPLE_OUTPUT,
+        }
+    )
     screen.data_changed()
     await pilot.pause(0.4)  # one redraw tick
 
@@ -79,10 +91,21 @@ SCREENS: dict[str, Callable[[Pilot[Any]], Awaitable[None]]] = {
 
 
 # Every screen at both sizes; the variants of a screen (dialogs, filter, tree) at 80x24.
-CASES = [(name, size) for name in ("jobs", "job_detail", "queues", "hosts", "cluster", "login")
-         for size in SIZES] + [(name, SIZES[0]) for name in (
-             "jobs_expanded_sorted", "jobs_filter", "confirm_kill", "help", "hosts_topology",
-             "reservations")]
+CASES = [
+    (name, size)
+    for name in ("jobs", "job_detail", "queues", "hosts", "cluster", "login")
+    for size in SIZES
+] + [
+    (name, SIZES[0])
+    for name in (
+        "jobs_expanded_sorted",
+        "jobs_filter",
+        "confirm_kill",
+        "help",
+        "hosts_topology",
+        "reservations",
+    )
+]
 
 
 @pytest.mark.parametrize("screen, size", CASES, ids=[f"{n}-{w}x{h}" for n, (w, h) in CASES])

@@ -15,8 +15,9 @@ import pytest
 
 from tests.integration.cluster import ADMIN_TOKEN, Cluster
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
-                                reason="tmux is not installed (CI installs it: .ci/run)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (CI installs it: .ci/run)"
+)
 
 
 class Tmux:
@@ -24,12 +25,12 @@ class Tmux:
 
     def __init__(self, command: str, width: int = 80, height: int = 24) -> None:
         self.socket = f"xce-test-{os.getpid()}-{time.monotonic_ns()}"
-        self.run("new-session", "-d", "-s", "tui", "-x", str(width), "-y", str(height),
-                 command)
+        self.run("new-session", "-d", "-s", "tui", "-x", str(width), "-y", str(height), command)
 
     def run(self, *args: str) -> str:
-        out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
-                             text=True, timeout=20)
+        out = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=20
+        )
         return out.stdout
 
     def keys(self, *keys: str) -> None:
@@ -54,8 +55,12 @@ class Tmux:
         raise AssertionError(f"timed out waiting for {what}; the screen:\n{text}")
 
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", "tui"],
-                              capture_output=True).returncode == 0
+        return (
+            subprocess.run(
+                ["tmux", "-L", self.socket, "has-session", "-t", "tui"], capture_output=True
+            ).returncode
+            == 0
+        )
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
@@ -63,14 +68,20 @@ class Tmux:
 
 @pytest.fixture
 def console(cluster: Cluster) -> Iterator[Tmux]:
-    env = {"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd()), "XCE_TOKEN": ADMIN_TOKEN,
-           "HOME": os.environ.get("HOME", "/"), "PATH": os.environ.get("PATH", ""),
-           "TERM": "xterm-256color", "XCE_CLIENT_CONFIG": "/nonexistent/client.toml"}
+    env = {
+        "PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd()),
+        "XCE_TOKEN": ADMIN_TOKEN,
+        "HOME": os.environ.get("HOME", "/"),
+        "PATH": os.environ.get("PATH", ""),
+        "TERM": "xterm-256color",
+        "XCE_CLIENT_CONFIG": "/nonexistent/client.toml",
+    }
     assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     # A clean environment, like a login shell's: pytest's own variables make the console
     # under test ignore terminal resizes.
-    command = (f"env -i {assignments} {shlex.quote(sys.executable)} -m xce tui "
-               f"--controller {cluster.url}")
+    command = (
+        f"env -i {assignments} {shlex.quote(sys.executable)} -m xce tui --controller {cluster.url}"
+    )
     session = Tmux(command)
     try:
         yield session
@@ -79,7 +90,8 @@ def console(cluster: Cluster) -> Iterator[Tmux]:
 
 
 def test_console_in_tmux_suspends_a_job_and_survives_a_resize(
-        cluster: Cluster, console: Tmux) -> None:
+    cluster: Cluster, console: Tmux
+) -> None:
     console.wait(lambda s: "JOBID" in s and "jobs |" in s, "the jobs screen")
     job_id = cluster.submit(command="sleep 60", name="tmuxjob-with-a-long-name")
     console.wait(lambda s: "RUN" in s and "tmuxjo" in s, "the job running")
@@ -97,10 +109,10 @@ def test_console_in_tmux_suspends_a_job_and_survives_a_resize(
     console.wait(lambda s: "USUSP" in s, "USUSP on screen")
     assert cluster.job(job_id)["state"] == "USUSP"
 
-
     console.keys("4")
-    console.wait(lambda s: f"primary: {cluster.url}" in s and "REACHABLE" in s,
-                 "the cluster screen")
+    console.wait(
+        lambda s: f"primary: {cluster.url}" in s and "REACHABLE" in s, "the cluster screen"
+    )
     console.keys("q")
     deadline = time.monotonic() + 15
     while console.alive() and time.monotonic() < deadline:

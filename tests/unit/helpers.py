@@ -38,9 +38,7 @@ def submit(state: ClusterState, queue: str = "normal", **kw: Any) -> str:
     return str(number)
 
 
-def submit_array(
-    state: ClusterState, text: str, queue: str = "normal", **kw: Any
-) -> int:
+def submit_array(state: ClusterState, text: str, queue: str = "normal", **kw: Any) -> int:
     parsed = parse_array_spec(text)
     number = state.next_number
     state.apply(

@@ -46,16 +46,20 @@ def test_each_ended_attempt_gives_one_record_with_usage_and_efficiency() -> None
     watch = AttemptWatch(lambda user: "physics")
     usage = Usage(cpu_user_s=3.0, cpu_system_s=1.0, max_rss_bytes=50 * MIB, wall_time_s=4.0)
     records = _run(
-        state, watch, ev.JobSubmitted(1.0, 1, SPEC), ev.JobStarted(2.0, "1", "w1"),
+        state,
+        watch,
+        ev.JobSubmitted(1.0, 1, SPEC),
+        ev.JobStarted(2.0, "1", "w1"),
         ev.JobUsageReported(3.0, "1", 0, Usage(1.0, 0.0, 10 * MIB, 1.0)),
         ev.JobRequeued(4.0, "1", "requeued by admin"),  # a running attempt requeued
-        ev.JobStarted(5.0, "1", "w1"), ev.JobFinished(9.0, "1", 1, 0, None, usage),
-        ev.JobSubmitted(10.0, 2, SPEC), ev.JobKilled(11.0, "2"),  # never started
+        ev.JobStarted(5.0, "1", "w1"),
+        ev.JobFinished(9.0, "1", 1, 0, None, usage),
+        ev.JobSubmitted(10.0, 2, SPEC),
+        ev.JobKilled(11.0, "2"),  # never started
     )
     first, second, killed = records
     assert (first.job_id, first.attempt, first.state) == ("1", 0, REQUEUED)
-    assert (first.start_time, first.end_time, first.host, first.hosts) == (2.0, 4.0, "w1",
-                                                                           "w1:2")
+    assert (first.start_time, first.end_time, first.host, first.hosts) == (2.0, 4.0, "w1", "w1:2")
     assert first.cpu_user_s == 1.0 and first.max_rss_bytes == 10 * MIB  # last heartbeat's
     assert first.reason == "requeued by admin" and first.exit_code is None
     assert (second.attempt, second.state, second.exit_code) == (1, "DONE", 0)
@@ -64,21 +68,35 @@ def test_each_ended_attempt_gives_one_record_with_usage_and_efficiency() -> None
     assert second.wait_s == 1.0 and second.wall_s == 4.0 and second.grp == "physics"
     assert second.cpu_eff == pytest.approx(4.0 / (2 * 4.0))
     assert second.mem_eff == pytest.approx(0.5)
-    assert (second.name, second.user, second.queue, second.req_slots) == ("burn", "alice",
-                                                                         "normal", 2)
+    assert (second.name, second.user, second.queue, second.req_slots) == (
+        "burn",
+        "alice",
+        "normal",
+        2,
+    )
     assert (killed.state, killed.start_time, killed.cpu_eff, killed.reason) == (
-        "EXIT", None, None, "killed")
+        "EXIT",
+        None,
+        None,
+        "killed",
+    )
 
 
 def test_a_finished_attempt_requeued_later_is_not_recorded_twice() -> None:
     state = _cluster()
-    records = _run(state, AttemptWatch(), ev.JobSubmitted(1.0, 1, SPEC),
-                   ev.JobStarted(2.0, "1", "w1"), ev.JobFinished(3.0, "1", 0, 1),
-                   ev.JobRequeued(4.0, "1"), ev.JobStarted(5.0, "1", "w1"),
-                   ev.JobHostLost(6.0, "1", True), ev.JobStarted(7.0, "1", "w1"),
-                   ev.JobHostLost(8.0, "1", False))
-    assert [(r.attempt, r.state) for r in records] == [(0, "EXIT"), (1, REQUEUED),
-                                                       (2, "EXIT")]
+    records = _run(
+        state,
+        AttemptWatch(),
+        ev.JobSubmitted(1.0, 1, SPEC),
+        ev.JobStarted(2.0, "1", "w1"),
+        ev.JobFinished(3.0, "1", 0, 1),
+        ev.JobRequeued(4.0, "1"),
+        ev.JobStarted(5.0, "1", "w1"),
+        ev.JobHostLost(6.0, "1", True),
+        ev.JobStarted(7.0, "1", "w1"),
+        ev.JobHostLost(8.0, "1", False),
+    )
+    assert [(r.attempt, r.state) for r in records] == [(0, "EXIT"), (1, REQUEUED), (2, "EXIT")]
     assert records[2].reason == "host w1 became unavailable"
 
 
@@ -90,7 +108,10 @@ def test_array_tasks_each_get_a_record() -> None:
         events += [ev.JobStarted(2.0, f"1[{i}]", "w1"), ev.JobFinished(3.0, f"1[{i}]", 0, 0)]
     records = _run(state, AttemptWatch(), *events)
     assert [(r.job_id, r.number, r.array_index) for r in records] == [
-        ("1[1]", 1, 1), ("1[2]", 1, 2), ("1[3]", 1, 3)]
+        ("1[1]", 1, 1),
+        ("1[2]", 1, 2),
+        ("1[3]", 1, 3),
+    ]
 
 
 def _records(n: int, user: str = "alice", start: float = 1000.0) -> list:
@@ -100,10 +121,13 @@ def _records(n: int, user: str = "alice", start: float = 1000.0) -> list:
     for i in range(n):
         number = state.next_number
         spec = JobSpec(user if i % 2 == 0 else "bob", "normal", command="x", slots=1)
-        out += _run(state, watch, ev.JobSubmitted(start + i, number, spec),
-                    ev.JobStarted(start + i + 1, str(number), "w1"),
-                    ev.JobFinished(start + i + 11, str(number), 0, 0,
-                                   None, Usage(5.0, 0.0, 1, 10.0)))
+        out += _run(
+            state,
+            watch,
+            ev.JobSubmitted(start + i, number, spec),
+            ev.JobStarted(start + i + 1, str(number), "w1"),
+            ev.JobFinished(start + i + 11, str(number), 0, 0, None, Usage(5.0, 0.0, 1, 10.0)),
+        )
     return out
 
 
@@ -134,8 +158,10 @@ def test_store_inserts_once_pages_filters_and_sums(tmp_path: Path) -> None:
 def test_retention_by_month(tmp_path: Path) -> None:
     conn = store.connect(tmp_path / "acct.db")
     now = 1_790_000_000.0  # 2026-09-21
-    old = [replace(r, job_id=f"{r.job_id}0", end_time=r.end_time - 90 * 86400)
-           for r in _records(2, start=now)]
+    old = [
+        replace(r, job_id=f"{r.job_id}0", end_time=r.end_time - 90 * 86400)
+        for r in _records(2, start=now)
+    ]
     store.insert(conn, old + _records(2, start=now), 1)
     assert store.month_cutoff(1, now) == 1_785_542_400.0  # 2026-08-01 00:00 UTC
     assert store.prune(conn, 0, now) == 0
@@ -147,8 +173,9 @@ def _log(state_dir: Path) -> DurableLog:
     return DurableLog.open(state_dir, StoreSettings(segment_bytes=1 << 20))
 
 
-async def _commit(log: DurableLog, state: ClusterState, feed: AccountingFeed,
-                  *events: ev.Event) -> None:
+async def _commit(
+    log: DurableLog, state: ClusterState, feed: AccountingFeed, *events: ev.Event
+) -> None:
     for event in events:
         feed.before(state, event)
         state.apply(event)
@@ -166,11 +193,22 @@ async def test_feed_rebuilds_from_the_wal_and_from_a_checkpoint(tmp_path: Path) 
     try:
         log = _log(state_dir)
         state = log.recovered.state
-        await _commit(log, state, feed, ev.QueueCreated(0.0, QueueRecord("normal")),
-                      ev.HostRegistered(0.0, "w1", 8, 1000))
+        await _commit(
+            log,
+            state,
+            feed,
+            ev.QueueCreated(0.0, QueueRecord("normal")),
+            ev.HostRegistered(0.0, "w1", 8, 1000),
+        )
         for n in (1, 2, 3):
-            await _commit(log, state, feed, ev.JobSubmitted(1.0, n, SPEC),
-                          ev.JobStarted(2.0, str(n), "w1"), ev.JobFinished(3.0, str(n), 0, 0))
+            await _commit(
+                log,
+                state,
+                feed,
+                ev.JobSubmitted(1.0, n, SPEC),
+                ev.JobStarted(2.0, str(n), "w1"),
+                ev.JobFinished(3.0, str(n), 0, 0),
+            )
         assert feed.flush()
         await log.writer.close()
         register(state_dir, None)
@@ -231,16 +269,28 @@ def test_summaries_from_rollups_equal_the_sums_of_the_records(tmp_path: Path) ->
     rng = random.Random(5)
     now = 1_790_000_000.0
     base = _records(40)
-    records = [replace(r, job_id=f"{i}", end_time=now - rng.random() * 400 * 86400,
-                       host=None if i % 7 == 0 else f"h{i % 3}", queue=f"q{i % 4}")
-               for i, r in enumerate(base * 10)]
+    records = [
+        replace(
+            r,
+            job_id=f"{i}",
+            end_time=now - rng.random() * 400 * 86400,
+            host=None if i % 7 == 0 else f"h{i % 3}",
+            queue=f"q{i % 4}",
+        )
+        for i, r in enumerate(base * 10)
+    ]
     conn = store.connect(tmp_path / "acct.db")
     for i in range(0, len(records), 70):  # several batches: the rollups are upserted
-        store.insert(conn, records[i:i + 70], i)
+        store.insert(conn, records[i : i + 70], i)
     store.insert(conn, records[:100], 999)  # a replay adds nothing to the rollups
     everything = ["DONE", "EXIT", "REQUEUED"]
-    bounds = [(None, None), (now - 365 * 86400, None), (now - 200.5 * 86400, now - 3.2 * 86400),
-              (now - 40 * 86400, now - 39.5 * 86400), (None, now - 100 * 86400)]
+    bounds = [
+        (None, None),
+        (now - 365 * 86400, None),
+        (now - 200.5 * 86400, now - 3.2 * 86400),
+        (now - 40 * 86400, now - 39.5 * 86400),
+        (None, now - 100 * 86400),
+    ]
     for by in store.GROUPS:
         for since, until in bounds:
             flt = {"since": since, "until": until}
@@ -252,8 +302,9 @@ def test_summaries_from_rollups_equal_the_sums_of_the_records(tmp_path: Path) ->
                     assert a[k] == pytest.approx(b[k]), (by, since, until, k)
     mine = store.summary(conn, "user", {"since": now - 90 * 86400}, ["bob"])
     assert [r["key"] for r in mine] == ["bob"]
-    assert mine == store.summary(conn, "user", {"since": now - 90 * 86400,
-                                                "state": everything}, ["bob"])
+    assert mine == store.summary(
+        conn, "user", {"since": now - 90 * 86400, "state": everything}, ["bob"]
+    )
 
 
 async def test_batches_that_end_no_attempt_still_move_the_position(tmp_path: Path) -> None:
@@ -270,7 +321,6 @@ async def test_batches_that_end_no_attempt_still_move_the_position(tmp_path: Pat
         assert feed.flush()
         assert feed.position == 13
         with sqlite3.connect(store.db_path(state_dir)) as conn:
-            assert conn.execute("SELECT value FROM meta WHERE key = 'position'"
-                                ).fetchone()[0] == 13
+            assert conn.execute("SELECT value FROM meta WHERE key = 'position'").fetchone()[0] == 13
     finally:
         feed.close()

@@ -23,12 +23,15 @@ SPEC = JobSpec("alice", "normal", command="x", name="sweep")
 
 def _rows(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT job_id, attempt, state, start_time, end_time, reason, "
-                            "array_index, eligible_time FROM attempts ORDER BY rowid").fetchall()
+        return conn.execute(
+            "SELECT job_id, attempt, state, start_time, end_time, reason, "
+            "array_index, eligible_time FROM attempts ORDER BY rowid"
+        ).fetchall()
 
 
 async def test_killing_a_1000_task_array_records_each_task_once(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(feed_module, "BATCH", 300)  # several transactions for one kill
     state_dir = tmp_path / "state"
     state_dir.mkdir(mode=0o700)
@@ -38,11 +41,17 @@ async def test_killing_a_1000_task_array_records_each_task_once(
     try:
         log = _log(state_dir)
         state = log.recovered.state
-        await _commit(log, state, feed, ev.QueueCreated(0.0, QueueRecord("normal")),
-                      ev.HostRegistered(0.0, "w1", 8, 1000),
-                      ev.ArraySubmitted(1.0, 1, SPEC, parse_array_spec("1-1000").indices),
-                      ev.JobStarted(2.0, "1[1]", "w1"), ev.JobStarted(2.0, "1[2]", "w1"),
-                      ev.JobFinished(3.0, "1[1]", 0, 0))
+        await _commit(
+            log,
+            state,
+            feed,
+            ev.QueueCreated(0.0, QueueRecord("normal")),
+            ev.HostRegistered(0.0, "w1", 8, 1000),
+            ev.ArraySubmitted(1.0, 1, SPEC, parse_array_spec("1-1000").indices),
+            ev.JobStarted(2.0, "1[1]", "w1"),
+            ev.JobStarted(2.0, "1[2]", "w1"),
+            ev.JobFinished(3.0, "1[1]", 0, 0),
+        )
         started = time.perf_counter()
         feed.before(state, ev.ArrayCancelled(4.0, 1))
         state.apply(ev.ArrayCancelled(4.0, 1))
@@ -53,20 +62,27 @@ async def test_killing_a_1000_task_array_records_each_task_once(
         assert [type(s) for s in staged] == [CancelledTasks] and count(staged) == 998
         await log.sync()
         feed.durable(state.applied)
-        await _commit(log, state, feed, ev.JobKillRequested(5.0, "1[2]"),
-                      ev.JobFinished(6.0, "1[2]", 0, None, 15))
+        await _commit(
+            log,
+            state,
+            feed,
+            ev.JobKillRequested(5.0, "1[2]"),
+            ev.JobFinished(6.0, "1[2]", 0, None, 15),
+        )
         assert feed.flush()
         rows = _rows(db)
         assert len(rows) == 1000 and len({(r[0], r[1]) for r in rows}) == 1000
         cancelled = [r for r in rows if r[3] is None]
         assert len(cancelled) == 998
         assert {r[6] for r in cancelled} == set(range(3, 1001))
-        assert all(r[2] == "EXIT" and r[4] == 4.0 and r[5] == "killed" and r[7] == 1.0
-                   for r in cancelled)
+        assert all(
+            r[2] == "EXIT" and r[4] == 4.0 and r[5] == "killed" and r[7] == 1.0 for r in cancelled
+        )
         assert feed.position == state.applied
         with sqlite3.connect(db) as conn:
-            rolled = conn.execute("SELECT sum(attempts), sum(exited) FROM rollup "
-                                  "WHERE period = 'd' AND dim = 'all'").fetchone()
+            rolled = conn.execute(
+                "SELECT sum(attempts), sum(exited) FROM rollup WHERE period = 'd' AND dim = 'all'"
+            ).fetchone()
         assert rolled == (1000, 999)
         assert applying < 0.05, applying  # the loop's cost does not grow with the tasks
         await log.writer.close()

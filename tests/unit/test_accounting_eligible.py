@@ -34,15 +34,22 @@ def _records(*events: ev.Event) -> list:
 def test_wait_counts_from_the_dependency_hold_and_begin_time() -> None:
     first, dep, held, begun = _records(
         ev.JobSubmitted(10.0, 1, SPEC),
-        ev.JobSubmitted(10.0, 2, SPEC.__class__(**{**_fields(SPEC),
-                                                   "dependency": parse_dependency("afterok:1")})),
+        ev.JobSubmitted(
+            10.0,
+            2,
+            SPEC.__class__(**{**_fields(SPEC), "dependency": parse_dependency("afterok:1")}),
+        ),
         ev.JobSubmitted(10.0, 3, SPEC.__class__(**{**_fields(SPEC), "hold": True})),
         ev.JobSubmitted(10.0, 4, SPEC.__class__(**{**_fields(SPEC), "begin_time": 100.0})),
-        ev.JobStarted(20.0, "1", "w1"), ev.JobFinished(50.0, "1", 0, 0),
+        ev.JobStarted(20.0, "1", "w1"),
+        ev.JobFinished(50.0, "1", 0, 0),
         ev.JobResumed(60.0, "3"),
-        ev.JobStarted(70.0, "2", "w1"), ev.JobFinished(71.0, "2", 0, 0),
-        ev.JobStarted(80.0, "3", "w1"), ev.JobFinished(81.0, "3", 0, 0),
-        ev.JobStarted(130.0, "4", "w1"), ev.JobFinished(131.0, "4", 0, 0),
+        ev.JobStarted(70.0, "2", "w1"),
+        ev.JobFinished(71.0, "2", 0, 0),
+        ev.JobStarted(80.0, "3", "w1"),
+        ev.JobFinished(81.0, "3", 0, 0),
+        ev.JobStarted(130.0, "4", "w1"),
+        ev.JobFinished(131.0, "4", 0, 0),
     )
     assert (first.eligible_time, first.wait_s) == (10.0, 10.0)
     assert (dep.eligible_time, dep.wait_s) == (50.0, 20.0)  # from its dependency's end
@@ -64,13 +71,31 @@ def _old_store(path: Path) -> None:
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value)")
     conn.execute("INSERT INTO meta VALUES ('schema', 1), ('position', 7)")
     row = {c: None for c in old} | {
-        "job_id": "1", "attempt": 0, "number": 1, "name": "n", "user": "alice", "grp": "",
-        "queue": "normal", "submit_time": 1.0, "start_time": 3.0, "end_time": 5.0,
-        "wait_s": 2.0, "hosts": "w1:1", "state": "DONE", "reason": "", "resources": "",
-        "req_slots": 1, "cpu_user_s": 0.0, "cpu_system_s": 0.0, "max_rss_bytes": 0,
-        "wall_s": 2.0, "seq": 7}
-    conn.execute(f"INSERT INTO attempts VALUES ({', '.join('?' for _ in old)})",
-                 [row[c] for c in old])
+        "job_id": "1",
+        "attempt": 0,
+        "number": 1,
+        "name": "n",
+        "user": "alice",
+        "grp": "",
+        "queue": "normal",
+        "submit_time": 1.0,
+        "start_time": 3.0,
+        "end_time": 5.0,
+        "wait_s": 2.0,
+        "hosts": "w1:1",
+        "state": "DONE",
+        "reason": "",
+        "resources": "",
+        "req_slots": 1,
+        "cpu_user_s": 0.0,
+        "cpu_system_s": 0.0,
+        "max_rss_bytes": 0,
+        "wall_s": 2.0,
+        "seq": 7,
+    }
+    conn.execute(
+        f"INSERT INTO attempts VALUES ({', '.join('?' for _ in old)})", [row[c] for c in old]
+    )
     conn.commit()
     conn.close()
 
@@ -86,8 +111,10 @@ def test_a_store_of_the_first_schema_is_read_then_migrated(tmp_path: Path) -> No
     conn = store.connect(path)  # the writer's open migrates
     columns = [r[1] for r in conn.execute("PRAGMA table_info(attempts)")]
     assert columns[-1] == "eligible_time"
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0] == \
-        store.SCHEMA_VERSION
+    assert (
+        conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0]
+        == store.SCHEMA_VERSION
+    )
     assert store.position(conn) == 7
     (record,) = _records(ev.JobSubmitted(10.0, 1, SPEC), ev.JobKilled(12.0, "1"))
     record = replace(record, job_id="2", number=2)

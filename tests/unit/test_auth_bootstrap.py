@@ -17,8 +17,9 @@ from xce.core.errors import Unauthorized
 
 def test_first_run_makes_the_admin_the_key_and_both_tokens(tmp_path: Path) -> None:
     auth = AuthSettings()
-    password = ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", True,
-                                  admin_groups=("admins",))
+    password = ensure_credentials(
+        tmp_path, auth, tmp_path / "controller", "ann", True, admin_groups=("admins",)
+    )
     assert password
     ann = UsersFile(tmp_path / "users.toml").load()["ann"]
     assert ann.roles == ("admin",) and ann.groups == ("admins",)
@@ -26,7 +27,11 @@ def test_first_run_makes_the_admin_the_key_and_both_tokens(tmp_path: Path) -> No
     tokens = token_service(auth, tmp_path / "controller")
     admin = tokens.verify((tmp_path / "admin.token").read_text().strip())
     assert (admin.user, admin.groups, admin.roles, admin.kind) == (
-        "ann", ("admins",), ("admin",), "user")
+        "ann",
+        ("admins",),
+        ("admin",),
+        "user",
+    )
     worker = tokens.verify((tmp_path / "worker.token").read_text().strip())
     assert (worker.roles, worker.kind) == (("worker",), "service")
     for name in ("users.toml", "admin.token", "worker.token"):
@@ -35,7 +40,8 @@ def test_first_run_makes_the_admin_the_key_and_both_tokens(tmp_path: Path) -> No
 
 
 def test_later_runs_keep_a_good_token_and_renew_an_expiring_one_for_its_subject(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     auth = AuthSettings()
     ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", True)
     before = (tmp_path / "admin.token").read_text()
@@ -55,19 +61,20 @@ def test_the_worker_token_is_bound_to_this_host(tmp_path: Path) -> None:
     host claim are the worker's name, so a copy cannot register another host (issue 19,
     item 11)."""
     auth = AuthSettings()
-    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", True,
-                       worker_host="node1")
+    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", True, worker_host="node1")
     tokens = token_service(auth, tmp_path / "controller")
     worker = tokens.verify((tmp_path / "worker.token").read_text().strip())
     assert (worker.user, worker.host, worker.roles, worker.kind) == (
-        "node1", "node1", ("worker",), "service")
+        "node1",
+        "node1",
+        ("worker",),
+        "service",
+    )
     kept = (tmp_path / "worker.token").read_text()
-    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", False,
-                       worker_host="node1")
+    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", False, worker_host="node1")
     assert (tmp_path / "worker.token").read_text() == kept  # still good: untouched
     # Renamed worker: a token for the new name.
-    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", False,
-                       worker_host="node2")
+    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", False, worker_host="node2")
     assert tokens.verify((tmp_path / "worker.token").read_text().strip()).host == "node2"
 
 
@@ -77,8 +84,7 @@ def test_the_old_shared_worker_token_is_replaced_and_revoked(tmp_path: Path) -> 
     tokens = token_service(auth, tmp_path / "controller")
     shared, _ = tokens.issue("worker", (), ("worker",), "service", now=time.time() - 5)
     write_private(tmp_path / "worker.token", shared + "\n")
-    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", False,
-                       worker_host="node1")
+    ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", False, worker_host="node1")
     fresh = token_service(auth, tmp_path / "controller")  # as the controller reads it
     assert fresh.verify((tmp_path / "worker.token").read_text().strip()).host == "node1"
     with pytest.raises(Unauthorized, match="revoked"):

@@ -18,27 +18,44 @@ from xce.sched.pipeline import plan
 NOW = float(calendar.timegm((2026, 12, 4, 10, 0, 0)))
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("now", NOW),
-    ("now+60", NOW + 60),
-    ("now+2hours", NOW + 7200),
-    ("+30m", NOW + 1800),
-    ("+1d", NOW + 86400),
-    (str(NOW + 5), NOW + 5),
-    (NOW + 7, NOW + 7),
-    ("2026-12-05", float(calendar.timegm((2026, 12, 5, 0, 0, 0)))),
-    ("2026-12-04T12:30", NOW + 2.5 * 3600),
-    ("2026-12-04 12:30:15", NOW + 2.5 * 3600 + 15),
-    ("11:00", NOW + 3600),  # later today (UTC in the API)
-    ("09:00", NOW + 23 * 3600),  # already passed: tomorrow
-    ("2020-01-01", float(calendar.timegm((2020, 1, 1, 0, 0, 0)))),  # past: at once
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("now", NOW),
+        ("now+60", NOW + 60),
+        ("now+2hours", NOW + 7200),
+        ("+30m", NOW + 1800),
+        ("+1d", NOW + 86400),
+        (str(NOW + 5), NOW + 5),
+        (NOW + 7, NOW + 7),
+        ("2026-12-05", float(calendar.timegm((2026, 12, 5, 0, 0, 0)))),
+        ("2026-12-04T12:30", NOW + 2.5 * 3600),
+        ("2026-12-04 12:30:15", NOW + 2.5 * 3600 + 15),
+        ("11:00", NOW + 3600),  # later today (UTC in the API)
+        ("09:00", NOW + 23 * 3600),  # already passed: tomorrow
+        ("2020-01-01", float(calendar.timegm((2020, 1, 1, 0, 0, 0)))),  # past: at once
+    ],
+)
 def test_begin_forms(text: str | float, expected: float) -> None:
     assert parse_begin(text, NOW) == expected
 
 
-@pytest.mark.parametrize("text", ["tomorrow-ish", "12:61", "2026-13-01", "now+", "now-5",
-                                  "nan", "inf", "-5", "", True, NOW + MAX_AHEAD_S + 1])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tomorrow-ish",
+        "12:61",
+        "2026-13-01",
+        "now+",
+        "now-5",
+        "nan",
+        "inf",
+        "-5",
+        "",
+        True,
+        NOW + MAX_AHEAD_S + 1,
+    ],
+)
 def test_bad_begin_is_invalid_request_naming_it(text: str | float) -> None:
     with pytest.raises(InvalidRequest, match="begin time"):
         parse_begin(text, NOW)
@@ -46,7 +63,8 @@ def test_bad_begin_is_invalid_request_naming_it(text: str | float) -> None:
 
 def test_local_forms_follow_the_local_zone() -> None:
     assert parse_begin("2026-12-05T08:00", NOW, local=True) == time.mktime(
-        (2026, 12, 5, 8, 0, 0, 0, 0, -1))
+        (2026, 12, 5, 8, 0, 0, 0, 0, -1)
+    )
 
 
 def test_scheduler_holds_a_job_until_its_begin_time() -> None:
@@ -62,8 +80,9 @@ def test_scheduler_holds_a_job_until_its_begin_time() -> None:
     assert {p.job_id for p in late.placements} >= {later, now, f"{number}[1]"}
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("10:30", "10:30"), ("2027:01:02:03:04", "2027-01-02T03:04")])
+@pytest.mark.parametrize(
+    ("text", "expected"), [("10:30", "10:30"), ("2027:01:02:03:04", "2027-01-02T03:04")]
+)
 def test_bsub_b_becomes_begin_text(text: str, expected: str) -> None:
     assert lsf_begin(text) == expected
 

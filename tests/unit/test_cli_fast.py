@@ -55,8 +55,12 @@ def test_most_commands_take_the_fast_path_with_the_same_option_names() -> None:
             continue
         taken.append(f"{noun} {name}")
         mine = {s for a in parser._actions for s in a.option_strings}
-        theirs = {s for p in _click(noun, name).params for s in (*p.opts, *p.secondary_opts)
-                  if s.startswith("-")} - {"--help"}
+        theirs = {
+            s
+            for p in _click(noun, name).params
+            for s in (*p.opts, *p.secondary_opts)
+            if s.startswith("-")
+        } - {"--help"}
         assert mine == theirs, (noun, name)
     for hot in ("job submit", "job list", "job show", "host list", "job kill", "queue list"):
         assert hot in taken
@@ -89,30 +93,45 @@ def test_fast_values_equal_typer_values(noun: str, name: str, args: list[str]) -
         assert a == b, (key, mine[key], value)
 
 
-@pytest.mark.parametrize("args", [
-    ["job", "list", "-h"], ["job", "list", "--bogus"], ["job", "list", "--limit", "x"],
-    ["job", "submit", "ls", "-l"], ["job", "nosuch"], ["login"], ["job"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["job", "list", "-h"],
+        ["job", "list", "--bogus"],
+        ["job", "list", "--limit", "x"],
+        ["job", "submit", "ls", "-l"],
+        ["job", "nosuch"],
+        ["login"],
+        ["job"],
+    ],
+)
 def test_anything_unsure_is_left_to_typer(args: list[str]) -> None:
     assert fast.try_run(args, GROUPS) is False
 
 
 def _xce(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": "/nonexistent",
-           "XCE_CONTROLLERS": "http://127.0.0.1:9"}
-    return subprocess.run([sys.executable, "-m", "xce", *args], capture_output=True,
-                          text=True, env=env, timeout=60)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "HOME": "/nonexistent",
+        "XCE_CONTROLLERS": "http://127.0.0.1:9",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args], capture_output=True, text=True, env=env, timeout=60
+    )
 
 
 def test_usage_errors_are_one_line_with_exit_2() -> None:
     for args in (["job", "list", "--bogus"], ["job", "list", "--limit", "x"], ["nosuch"]):
         result = _xce(*args)
         assert result.returncode == 2, result
-        assert result.stderr.count("\n") == 1 and result.stderr.startswith("xce: error: "), \
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("xce: error: "), (
             result.stderr
+        )
     unreachable = _xce("job", "list")
-    assert unreachable.returncode == 2 and unreachable.stderr.startswith("xce: error: no "
-                                                                         "controller answered")
+    assert unreachable.returncode == 2 and unreachable.stderr.startswith(
+        "xce: error: no controller answered"
+    )
 
 
 def test_help_keeps_brackets_and_needs_no_rich() -> None:
@@ -149,10 +168,13 @@ def test_each_group_alone_has_the_commands_of_the_whole_tree() -> None:
 def test_the_whole_trees_help_loads_neither_asyncio_nor_the_cluster_state() -> None:
     """`xce --help` imports every group's module: none may pull the event loop or the core
     (they doubled its start-up)."""
-    probe = ("import sys; from xce.cli.main import run\n"
-             "try:\n    run(['--help'])\nexcept SystemExit:\n    pass\n"
-             "heavy = [m for m in ('asyncio', 'xce.core.state', 'aiohttp', 'textual') "
-             "if m in sys.modules]\nprint(heavy, file=sys.stderr)")
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            cwd=ROOT, timeout=60)
+    probe = (
+        "import sys; from xce.cli.main import run\n"
+        "try:\n    run(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('asyncio', 'xce.core.state', 'aiohttp', 'textual') "
+        "if m in sys.modules]\nprint(heavy, file=sys.stderr)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr

@@ -24,13 +24,16 @@ def _callback(verb: str) -> Any:
     return getattr(importlib.import_module(module), function)
 
 
-@pytest.mark.parametrize(("verb", "args"), [
-    ("acct", []),
-    ("acct", ["-u", "alice", "-S", "30d", "--format", "jobid,eligible,wait", "--json"]),
-    ("acct", ["-j", "17[3]", "--submit-time", "--limit", "5", "--controller", "http://h:1"]),
-    ("report", []),
-    ("report", ["--by", "queue", "-S", "365d", "-E", "2026-12", "--json"]),
-])
+@pytest.mark.parametrize(
+    ("verb", "args"),
+    [
+        ("acct", []),
+        ("acct", ["-u", "alice", "-S", "30d", "--format", "jobid,eligible,wait", "--json"]),
+        ("acct", ["-j", "17[3]", "--submit-time", "--limit", "5", "--controller", "http://h:1"]),
+        ("report", []),
+        ("report", ["--by", "queue", "-S", "365d", "-E", "2026-12", "--json"]),
+    ],
+)
 def test_fast_values_equal_typer_values(verb: str, args: list[str]) -> None:
     command = typer.main.get_command(build_app()).commands[verb]
     with command.make_context(verb, list(args)) as ctx:
@@ -48,8 +51,9 @@ def test_the_verbs_have_the_typer_options() -> None:
         parser, _ = fast._parser(_callback(verb))
         mine = {s for a in parser._actions for s in a.option_strings}
         command = typer.main.get_command(build_app()).commands[verb]
-        theirs = {s for p in command.params for s in (*p.opts, *p.secondary_opts)
-                  if s.startswith("-")} - {"--help"}
+        theirs = {
+            s for p in command.params for s in (*p.opts, *p.secondary_opts) if s.startswith("-")
+        } - {"--help"}
         assert mine == theirs, verb
 
 
@@ -59,17 +63,25 @@ def test_unsure_verb_lines_are_left_to_typer() -> None:
     assert fast.try_run(["login"], GROUPS, FAST_VERBS) is False
 
 
-@pytest.mark.parametrize("args", [["acct", "-u", "alice"], ["report", "--by", "user"],
-                                  ["job", "eff", "3"]])
+@pytest.mark.parametrize(
+    "args", [["acct", "-u", "alice"], ["report", "--by", "user"], ["job", "eff", "3"]]
+)
 def test_accounting_commands_load_neither_asyncio_nor_aiohttp(args: list[str]) -> None:
-    probe = ("import sys; from xce.cli.main import run\n"
-             f"try:\n    run({args!r})\nexcept SystemExit as e:\n    code = e.code\n"
-             "heavy = [m for m in ('asyncio', 'aiohttp', 'pydantic', 'xce.core.state') "
-             "if m in sys.modules]\nprint(code, heavy, file=sys.stderr)")
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": "/nonexistent",
-           "XCE_CONTROLLERS": "http://127.0.0.1:9"}
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            cwd=ROOT, env=env, timeout=60)
+    probe = (
+        "import sys; from xce.cli.main import run\n"
+        f"try:\n    run({args!r})\nexcept SystemExit as e:\n    code = e.code\n"
+        "heavy = [m for m in ('asyncio', 'aiohttp', 'pydantic', 'xce.core.state') "
+        "if m in sys.modules]\nprint(code, heavy, file=sys.stderr)"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "HOME": "/nonexistent",
+        "XCE_CONTROLLERS": "http://127.0.0.1:9",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
+    )
     lines = result.stderr.strip().splitlines()
     assert lines[0].startswith("xce: error: no controller answered"), result.stderr
     assert lines[-1] == "2 []", result.stderr
@@ -77,7 +89,13 @@ def test_accounting_commands_load_neither_asyncio_nor_aiohttp(args: list[str]) -
 
 def test_verb_help_is_written_by_the_fast_path() -> None:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": "/nonexistent"}
-    result = subprocess.run([sys.executable, "-m", "xce", "acct", "--help"], capture_output=True,
-                            text=True, cwd=ROOT, env=env, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "xce", "acct", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
     assert result.returncode == 0 and result.stdout.startswith("Usage: xce acct [OPTIONS]")
     assert "eligible" in result.stdout

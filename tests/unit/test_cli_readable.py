@@ -14,10 +14,15 @@ def _local(ts: float) -> str:
 
 
 def test_job_times_durations_reasons_and_history() -> None:
-    job = {"submit_time": AT, "start_time": None, "walltime_s": 3725, "state": "PEND",
-           "reason": "waiting for free slots or memory (host n3 reserved from 1796325471)",
-           "usage": {"cpu_time_s": 90061.2, "max_rss_bytes": 3 * 1024 * 1024},
-           "history": [{"at": AT, "event": "submitted", "detail": "to queue normal"}]}
+    job = {
+        "submit_time": AT,
+        "start_time": None,
+        "walltime_s": 3725,
+        "state": "PEND",
+        "reason": "waiting for free slots or memory (host n3 reserved from 1796325471)",
+        "usage": {"cpu_time_s": 90061.2, "max_rss_bytes": 3 * 1024 * 1024},
+        "history": [{"at": AT, "event": "submitted", "detail": "to queue normal"}],
+    }
     shown = readable_job(job)
     assert shown["submit_time"] == _local(AT) and shown["start_time"] is None
     assert shown["walltime_s"] == "1:02:05"
@@ -30,8 +35,10 @@ def test_job_times_durations_reasons_and_history() -> None:
 
 
 def test_reason_numbers_that_are_not_times_stay() -> None:
-    assert times_in_text("user alice has reached the limit of 50 running jobs") == \
-        "user alice has reached the limit of 50 running jobs"
+    assert (
+        times_in_text("user alice has reached the limit of 50 running jobs")
+        == "user alice has reached the limit of 50 running jobs"
+    )
 
 
 def test_host_status_words() -> None:

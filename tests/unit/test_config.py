@@ -35,7 +35,10 @@ def test_defaults() -> None:
     assert ctl.missed_heartbeats == 3
     assert ctl.max_array_size == 1_000_000
     assert (config.auth.issuer, config.auth.audience, config.auth.backends) == (
-        "xce", "xce-api", ())
+        "xce",
+        "xce-api",
+        (),
+    )
     assert config.auth.roles.default_roles == ("user",)
     assert ctl.queues == (QueueRecord("normal", priority=30),)
     assert ctl.default_queue == "normal"
@@ -76,27 +79,45 @@ def test_unknown_key_lists_the_allowed_ones() -> None:
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        ({"controller": {"missed_heartbeats": "3"}},
-         "controller.missed_heartbeats must be a int, got '3'"),
-        ({"controller": {"missed_heartbeats": True}},
-         "controller.missed_heartbeats must be a int, not a boolean"),
-        ({"controller": {"missed_heartbeats": 2.5}},
-         "controller.missed_heartbeats must be a int, got 2.5"),
-        ({"controller": {"heartbeat_interval_s": "fast"}},
-         "controller.heartbeat_interval_s must be a int or float, got 'fast'"),
-        ({"controller": {"heartbeat_interval_s": False}},
-         "controller.heartbeat_interval_s must be a int or float, not a boolean"),
-        ({"controller": {"heartbeat_interval_s": 0}},
-         "controller.heartbeat_interval_s must be positive, got 0"),
-        ({"controller": {"max_array_size": -1}},
-         "controller.max_array_size must be positive, got -1"),
+        (
+            {"controller": {"missed_heartbeats": "3"}},
+            "controller.missed_heartbeats must be a int, got '3'",
+        ),
+        (
+            {"controller": {"missed_heartbeats": True}},
+            "controller.missed_heartbeats must be a int, not a boolean",
+        ),
+        (
+            {"controller": {"missed_heartbeats": 2.5}},
+            "controller.missed_heartbeats must be a int, got 2.5",
+        ),
+        (
+            {"controller": {"heartbeat_interval_s": "fast"}},
+            "controller.heartbeat_interval_s must be a int or float, got 'fast'",
+        ),
+        (
+            {"controller": {"heartbeat_interval_s": False}},
+            "controller.heartbeat_interval_s must be a int or float, not a boolean",
+        ),
+        (
+            {"controller": {"heartbeat_interval_s": 0}},
+            "controller.heartbeat_interval_s must be positive, got 0",
+        ),
+        (
+            {"controller": {"max_array_size": -1}},
+            "controller.max_array_size must be positive, got -1",
+        ),
         ({"controller": {"state_dir": 3}}, "controller.state_dir must be a str, got 3"),
         ({"worker": {"slots": 0}}, "worker.slots must be positive, got 0"),
-        ({"worker": {"allow_root_jobs": "yes"}},
-         "worker.allow_root_jobs must be a bool, got 'yes'"),
+        (
+            {"worker": {"allow_root_jobs": "yes"}},
+            "worker.allow_root_jobs must be a bool, got 'yes'",
+        ),
         ({"worker": {"name": 1}}, "worker.name must be a str, got 1"),
-        ({"queue": [{"name": "q", "priority": "high"}]},
-         "queue[0].priority must be a int, got 'high'"),
+        (
+            {"queue": [{"name": "q", "priority": "high"}]},
+            "queue[0].priority must be a int, got 'high'",
+        ),
         ({"queue": [{"name": "q", "active": 1}]}, "queue[0].active must be a bool, got 1"),
     ],
 )
@@ -105,8 +126,12 @@ def test_wrong_types_name_the_key(data: dict[str, Any], expected: str) -> None:
 
 
 def test_floats_are_accepted_for_intervals() -> None:
-    config = parse_config({"controller": {"heartbeat_interval_s": 1, "schedule_interval_s": 0.25},
-                           "worker": {"kill_grace_s": 2}})
+    config = parse_config(
+        {
+            "controller": {"heartbeat_interval_s": 1, "schedule_interval_s": 0.25},
+            "worker": {"kill_grace_s": 2},
+        }
+    )
     assert config.controller.heartbeat_interval_s == 1.0
     assert isinstance(config.controller.heartbeat_interval_s, float)
     assert config.controller.schedule_interval_s == 0.25
@@ -149,18 +174,32 @@ def test_controllers_list() -> None:
 
 
 def test_queues_are_parsed_with_their_failure_policy() -> None:
-    config = parse_config({
-        "queue": [
-            {"name": "normal", "priority": 30},
-            {"name": "short-q_1", "priority": 50, "on_host_failure": "exit", "open": False,
-             "active": False, "hosts": ["h1", "h2"], "description": "quick"},
-        ],
-    })
+    config = parse_config(
+        {
+            "queue": [
+                {"name": "normal", "priority": 30},
+                {
+                    "name": "short-q_1",
+                    "priority": 50,
+                    "on_host_failure": "exit",
+                    "open": False,
+                    "active": False,
+                    "hosts": ["h1", "h2"],
+                    "description": "quick",
+                },
+            ],
+        }
+    )
     normal, short = config.controller.queues
     assert normal == QueueRecord("normal", priority=30)
     assert normal.on_host_failure is HostFailurePolicy.REQUEUE
     assert short == QueueRecord(
-        "short-q_1", 50, open=False, active=False, hosts=("h1", "h2"), description="quick",
+        "short-q_1",
+        50,
+        open=False,
+        active=False,
+        hosts=("h1", "h2"),
+        description="quick",
         on_host_failure=HostFailurePolicy.EXIT,
     )
 
@@ -204,8 +243,7 @@ def test_default_queue_must_exist() -> None:
     assert error({"controller": {"default_queue": "long"}}) == (
         "controller.default_queue 'long' is not a queue"
     )
-    config = parse_config({"queue": [{"name": "short"}],
-                           "controller": {"default_queue": "short"}})
+    config = parse_config({"queue": [{"name": "short"}], "controller": {"default_queue": "short"}})
     assert config.controller.default_queue == "short"
 
 
@@ -239,11 +277,18 @@ def test_static_tokens_are_refused_with_the_way_out() -> None:
 
 
 def test_auth_section() -> None:
-    config = parse_config({"auth": {
-        "issuer": "lab", "token_ttl_s": 60, "default_roles": [],
-        "roles": {"auditor": ["job:view:all", "queue:*"]},
-        "groups": {"physics-leads": ["group-admin"], "audit": ["auditor"]},
-        "backend": [{"type": "configfile", "path": "users.toml"}]}})
+    config = parse_config(
+        {
+            "auth": {
+                "issuer": "lab",
+                "token_ttl_s": 60,
+                "default_roles": [],
+                "roles": {"auditor": ["job:view:all", "queue:*"]},
+                "groups": {"physics-leads": ["group-admin"], "audit": ["auditor"]},
+                "backend": [{"type": "configfile", "path": "users.toml"}],
+            }
+        }
+    )
     auth = config.auth
     assert (auth.issuer, auth.token_ttl_s) == ("lab", 60.0)
     assert auth.roles.roles["auditor"] == {"job:view:all", "queue:view", "queue:admin"}
@@ -252,15 +297,18 @@ def test_auth_section() -> None:
     assert auth.backends == ({"type": "configfile", "path": "users.toml"},)
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"roles": {"r": ["job:view:everything"]}}, "auth.roles.r[0] 'job:view:everything' is not"),
-    ({"roles": {"r": "job:submit"}}, "auth.roles.r must be a list of strings"),
-    ({"groups": {"g": ["emperor"]}}, "auth.groups.g[0] 'emperor' is not a role"),
-    ({"default_roles": ["nobody"]}, "auth.default_roles[0] 'nobody' is not a role"),
-    ({"backend": [{"type": "kerberos"}]}, "auth.backend[0].type must be one of"),
-    ({"token_ttl_s": 0}, "auth.token_ttl_s must be positive"),
-    ({"issuer": ""}, "auth.issuer must not be empty"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"roles": {"r": ["job:view:everything"]}}, "auth.roles.r[0] 'job:view:everything' is not"),
+        ({"roles": {"r": "job:submit"}}, "auth.roles.r must be a list of strings"),
+        ({"groups": {"g": ["emperor"]}}, "auth.groups.g[0] 'emperor' is not a role"),
+        ({"default_roles": ["nobody"]}, "auth.default_roles[0] 'nobody' is not a role"),
+        ({"backend": [{"type": "kerberos"}]}, "auth.backend[0].type must be one of"),
+        ({"token_ttl_s": 0}, "auth.token_ttl_s must be positive"),
+        ({"issuer": ""}, "auth.issuer must not be empty"),
+    ],
+)
 def test_bad_auth_values_are_named(data: dict[str, Any], message: str) -> None:
     assert error({"auth": data}).startswith(message)
 
@@ -269,8 +317,10 @@ def test_relative_paths_resolve_against_the_config_file(tmp_path: Path) -> None:
     (tmp_path / "tok").write_text("secret\n")
     (tmp_path / "tok").chmod(0o600)
     config = parse_config(
-        {"controller": {"state_dir": "state"},
-         "worker": {"spool_dir": "spool", "token_file": "tok"}},
+        {
+            "controller": {"state_dir": "state"},
+            "worker": {"spool_dir": "spool", "token_file": "tok"},
+        },
         tmp_path / "xce.toml",
     )
     assert config.controller.state_dir == (tmp_path / "state").resolve()
@@ -337,8 +387,10 @@ def test_bug_non_ascii_digit_port_is_a_config_error() -> None:
 def test_tls_section_resolves_paths_and_pairs_cert_with_key(tmp_path) -> None:
     from xce.config import ConfigError, parse_config
 
-    cfg = parse_config({"tls": {"cert_file": "c.pem", "key_file": "c.key", "ca_file": "ca.pem"}},
-                       tmp_path / "xce.toml")
+    cfg = parse_config(
+        {"tls": {"cert_file": "c.pem", "key_file": "c.key", "ca_file": "ca.pem"}},
+        tmp_path / "xce.toml",
+    )
     assert cfg.tls.cert_file == (tmp_path / "c.pem").resolve()
     assert cfg.tls.ca_file == (tmp_path / "ca.pem").resolve()
     import pytest
@@ -358,14 +410,21 @@ def test_job_safety_defaults() -> None:
 
 
 def test_job_safety_keys() -> None:
-    ctl = parse_config({"controller": {
-        "fence_timeout_s": 12, "upload_quota_mb": 5, "upload_ttl_s": 60.5,
-        "allow_root_jobs": True, "min_job_uid": 500, "job_users": ["daemon", "svc-x"],
-    }}).controller
+    ctl = parse_config(
+        {
+            "controller": {
+                "fence_timeout_s": 12,
+                "upload_quota_mb": 5,
+                "upload_ttl_s": 60.5,
+                "allow_root_jobs": True,
+                "min_job_uid": 500,
+                "job_users": ["daemon", "svc-x"],
+            }
+        }
+    ).controller
     assert ctl.fence_timeout_s == 12.0 and isinstance(ctl.fence_timeout_s, float)
     assert (ctl.upload_quota_mb, ctl.upload_ttl_s) == (5, 60.5)
-    assert (ctl.allow_root_jobs, ctl.min_job_uid, ctl.job_users) == (True, 500,
-                                                                      ("daemon", "svc-x"))
+    assert (ctl.allow_root_jobs, ctl.min_job_uid, ctl.job_users) == (True, 500, ("daemon", "svc-x"))
     assert parse_config({"controller": {"min_job_uid": 0}}).controller.min_job_uid == 0
 
 

@@ -9,12 +9,20 @@ from xce.sched.usage import UsageLedger
 
 
 def test_queue_scheduling_keys() -> None:
-    config = parse_config({
-        "queue": [{"name": "normal", "plugins": ["fairshare", "backfill", "pack"],
-                   "max_running": 100, "max_running_per_user": 10,
-                   "shares": {"alice": 3, "@physics": 2}}],
-        "scheduler": {"fairshare_half_life_s": 600, "groups": {"physics": ["alice", "bob"]}},
-    })
+    config = parse_config(
+        {
+            "queue": [
+                {
+                    "name": "normal",
+                    "plugins": ["fairshare", "backfill", "pack"],
+                    "max_running": 100,
+                    "max_running_per_user": 10,
+                    "shares": {"alice": 3, "@physics": 2},
+                }
+            ],
+            "scheduler": {"fairshare_half_life_s": 600, "groups": {"physics": ["alice", "bob"]}},
+        }
+    )
     (queue,) = config.controller.queues
     assert queue.plugins == ("fairshare", "backfill", "pack")
     assert (queue.max_running, queue.max_running_per_user) == (100, 10)
@@ -23,24 +31,30 @@ def test_queue_scheduling_keys() -> None:
     assert config.controller.scheduler.group_map() == {"alice": "physics", "bob": "physics"}
 
 
-@pytest.mark.parametrize(("queue", "message"), [
-    ({"plugins": ["fastest"]}, "queue[0].plugins: unknown scheduler plugin 'fastest'"),
-    ({"plugins": ["pack", "spread"]}, "queue[0].plugins: plugins 'pack' and 'spread'"),
-    ({"plugins": "fcfs"}, "queue[0].plugins must be a list"),
-    ({"max_running": 0}, "queue[0].max_running must be positive"),
-    ({"max_running_per_user": "5"}, "queue[0].max_running_per_user must be a int"),
-    ({"shares": {"alice": -1}}, "queue[0].shares.alice must be positive"),
-])
+@pytest.mark.parametrize(
+    ("queue", "message"),
+    [
+        ({"plugins": ["fastest"]}, "queue[0].plugins: unknown scheduler plugin 'fastest'"),
+        ({"plugins": ["pack", "spread"]}, "queue[0].plugins: plugins 'pack' and 'spread'"),
+        ({"plugins": "fcfs"}, "queue[0].plugins must be a list"),
+        ({"max_running": 0}, "queue[0].max_running must be positive"),
+        ({"max_running_per_user": "5"}, "queue[0].max_running_per_user must be a int"),
+        ({"shares": {"alice": -1}}, "queue[0].shares.alice must be positive"),
+    ],
+)
 def test_bad_queue_keys_are_named(queue: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_config({"queue": [{"name": "normal", **queue}]})
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"half_life": 1}, "unknown key scheduler.half_life"),
-    ({"fairshare_half_life_s": 0}, "scheduler.fairshare_half_life_s must be a positive"),
-    ({"groups": {"physics": "alice"}}, "scheduler.groups.physics must be a list"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"half_life": 1}, "unknown key scheduler.half_life"),
+        ({"fairshare_half_life_s": 0}, "scheduler.fairshare_half_life_s must be a positive"),
+        ({"groups": {"physics": "alice"}}, "scheduler.groups.physics must be a list"),
+    ],
+)
 def test_bad_scheduler_keys_are_named(section: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config({"scheduler": section})

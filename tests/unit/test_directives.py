@@ -64,20 +64,23 @@ BSUB = [
     ("#BSUB -H", {"hold": True}),
     ("#BSUB -b 22:30", {"begin": "22:30"}),
     ("#BSUB -cwd /scratch/x", {"cwd": "/scratch/x"}),
-    ('#BSUB -R "select[mem>4000] span[hosts=1]"',
-     {"resources": "select[mem>4000] span[hosts=1]"}),
+    ('#BSUB -R "select[mem>4000] span[hosts=1]"', {"resources": "select[mem>4000] span[hosts=1]"}),
     ('#BSUB -gpu "num=2:mode=shared"', {"gpus": 2}),
     ("#BSUB -B -N -u me@x", {}),
 ]
 
 XCE = [
     ("#XCE -n 3 -J xcey", {"slots": 3, "name": "xcey"}),
-    ("#XCE --mem 100 -W 2h -q short --hold", {"memory": 100, "walltime": "2h",
-                                               "queue": "short", "hold": True}),
+    (
+        "#XCE --mem 100 -W 2h -q short --hold",
+        {"memory": 100, "walltime": "2h", "queue": "short", "hold": True},
+    ),
     ("#XCE --begin 2026-12-24T18:00", {"begin": "2026-12-24T18:00"}),
     ("#XCE --env A=1 --env B=2 --export NONE", {"env": ["A=1", "B=2"], "export": "NONE"}),
-    ("#XCE -o o.txt -e e.txt --stage-out 'res/*.dat'",
-     {"stdout": "o.txt", "stderr": "e.txt", "stage_out": ["res/*.dat"]}),
+    (
+        "#XCE -o o.txt -e e.txt --stage-out 'res/*.dat'",
+        {"stdout": "o.txt", "stderr": "e.txt", "stage_out": ["res/*.dat"]},
+    ),
 ]
 
 
@@ -93,10 +96,15 @@ def test_directive_table(line: str, expected: dict[str, Any]) -> None:
     assert _options(line) == expected
 
 
-@pytest.mark.parametrize("line", [
-    "#SBATCH --account=proj", "#SBATCH --nodes=2", "#BSUB -P proj",
-    '#BSUB -w "done(1) || done(2)"'
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "#SBATCH --account=proj",
+        "#SBATCH --nodes=2",
+        "#BSUB -P proj",
+        '#BSUB -w "done(1) || done(2)"',
+    ],
+)
 def test_unsupported_directives_name_the_line_or_warn_when_lenient(line: str) -> None:
     with pytest.raises(DirectiveError, match=r"^line 3: "):
         _options("#SBATCH -n 1", line)
@@ -105,16 +113,27 @@ def test_unsupported_directives_name_the_line_or_warn_when_lenient(line: str) ->
     assert found.warnings and "line 2" in found.warnings[0]
 
 
-@pytest.mark.parametrize("line", ["#SBATCH --mem=lots", "#SBATCH -t soon", "#BSUB -n",
-                                  "#XCE --slots many", "#XCE sleep 10", "#BSUB -J 'open"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "#SBATCH --mem=lots",
+        "#SBATCH -t soon",
+        "#BSUB -n",
+        "#XCE --slots many",
+        "#XCE sleep 10",
+        "#BSUB -J 'open",
+    ],
+)
 def test_bad_values_are_errors_naming_the_line(line: str) -> None:
     with pytest.raises(DirectiveError, match=r"^line 2: "):
         _options(line)
 
 
 def test_only_the_leading_comment_block_counts() -> None:
-    script = ("#!/bin/bash\n\n# a comment\n#SBATCH -n 2\n#SBATCHX -n 9\n  #BSUB -q q\n"
-              "echo go\n#SBATCH -n 8\n")
+    script = (
+        "#!/bin/bash\n\n# a comment\n#SBATCH -n 2\n#SBATCHX -n 9\n  #BSUB -q q\n"
+        "echo go\n#SBATCH -n 8\n"
+    )
     assert [(n, p) for n, p, _ in directive_lines(script)] == [(4, "#SBATCH"), (6, "#BSUB")]
 
 
@@ -134,8 +153,16 @@ def test_sizes_and_times() -> None:
 
 
 def test_export_all_keeps_the_hosts_own_variables_out() -> None:
-    environ = {"PATH": "/opt/bin:/usr/bin", "FOO": "1", "HOME": "/home/a", "USER": "a",
-               "XCE_TOKEN": "secret", "XCE_JOB_ID": "3", "PWD": "/x", "BASH_FUNC_f%%": "()"}
+    environ = {
+        "PATH": "/opt/bin:/usr/bin",
+        "FOO": "1",
+        "HOME": "/home/a",
+        "USER": "a",
+        "XCE_TOKEN": "secret",
+        "XCE_JOB_ID": "3",
+        "PWD": "/x",
+        "BASH_FUNC_f%%": "()",
+    }
     assert export_environment(None, environ) == {"PATH": "/opt/bin:/usr/bin", "FOO": "1"}
     assert export_environment("NONE", environ) == {}
     assert export_environment("FOO,BAR=2,MISSING", environ) == {"FOO": "1", "BAR": "2"}
@@ -176,11 +203,14 @@ def test_the_command_line_wins_even_with_a_default_value(tmp_path) -> None:  # t
     assert explicit == {"slots"}
     body, _ = submitting.build(None, script, [], given, False, explicit)
     assert body["slots"] == 1 and body["name"] == "fromscript"
-    body, _ = submitting.build(None, script, [], given, False,
-                               submitting.explicit_options(["job", "submit", str(script)]))
+    body, _ = submitting.build(
+        None, script, [], given, False, submitting.explicit_options(["job", "submit", str(script)])
+    )
     assert body["slots"] == 4
-    assert submitting.explicit_options(["job", "submit", "-n4", "--name=x", "--", "-q"]) == \
-        {"slots", "name"}
+    assert submitting.explicit_options(["job", "submit", "-n4", "--name=x", "--", "-q"]) == {
+        "slots",
+        "name",
+    }
     assert submitting.explicit_options(["job", "list"]) is None
 
 
@@ -188,11 +218,15 @@ def test_export_leaves_out_what_the_packaged_xce_bootloader_set_for_itself(monke
     """A frozen `xce job submit` runs with the PyInstaller bootloader's variables: they point
     at the submitter's unpack directory and must not reach the job (the CI's binary test)."""
     monkeypatch.setattr(sys, "_MEIPASS", "/tmp/_MEIabc", raising=False)
-    environ = {"PATH": "/usr/bin", "_PYI_ARCHIVE_FILE": "/usr/local/bin/xce",
-               "_PYI_PARENT_PROCESS_LEVEL": "1", "_MEIPASS2": "/tmp/_MEIabc",
-               "LD_LIBRARY_PATH": "/tmp/_MEIabc:/opt/lib", "LD_LIBRARY_PATH_ORIG": "/opt/lib"}
-    assert export_environment(None, environ) == {"PATH": "/usr/bin",
-                                                 "LD_LIBRARY_PATH": "/opt/lib"}
+    environ = {
+        "PATH": "/usr/bin",
+        "_PYI_ARCHIVE_FILE": "/usr/local/bin/xce",
+        "_PYI_PARENT_PROCESS_LEVEL": "1",
+        "_MEIPASS2": "/tmp/_MEIabc",
+        "LD_LIBRARY_PATH": "/tmp/_MEIabc:/opt/lib",
+        "LD_LIBRARY_PATH_ORIG": "/opt/lib",
+    }
+    assert export_environment(None, environ) == {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/lib"}
     del environ["LD_LIBRARY_PATH_ORIG"]
     environ["LD_LIBRARY_PATH"] = "/tmp/_MEIabc"
     assert export_environment(None, environ) == {"PATH": "/usr/bin"}

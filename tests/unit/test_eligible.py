@@ -114,9 +114,14 @@ def test_requeue_makes_the_next_attempt_eligible_from_the_requeue() -> None:
 
 
 def _rebuilt(state: ClusterState) -> dict[str, set[str]]:
-    fresh = ClusterState.restore(list(state.jobs.values()), list(state.arrays.values()),
-                                 list(state.queues.values()), list(state.hosts.values()),
-                                 state.next_number, state.number_ceiling)
+    fresh = ClusterState.restore(
+        list(state.jobs.values()),
+        list(state.arrays.values()),
+        list(state.queues.values()),
+        list(state.hosts.values()),
+        state.next_number,
+        state.number_ceiling,
+    )
     return {k: set(v) for k, v in fresh.dependents.items()}
 
 
@@ -129,6 +134,6 @@ def test_dependents_index_is_a_function_of_the_records(templates: list[Any]) -> 
     assert {k: set(v) for k, v in state.dependents.items()} == _rebuilt(state)
     for job in state.jobs.values():
         if job.state is JobState.PEND and (
-                not job.spec.dependency
-                or evaluate(job.spec.dependency, state) is DepStatus.SATISFIED):
+            not job.spec.dependency or evaluate(job.spec.dependency, state) is DepStatus.SATISFIED
+        ):
             assert job.eligible_time is not None, job

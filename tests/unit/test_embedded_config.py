@@ -14,7 +14,8 @@ from xce.config import parse_config
 
 @pytest.mark.parametrize("euid, allowed", [(0, True), (1000, False)])
 def test_up_config_allows_root_jobs_on_both_roles_only_as_root(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, euid: int, allowed: bool) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, euid: int, allowed: bool
+) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: euid)
     (tmp_path / "worker.token").write_text("t\n")
     (tmp_path / "worker.token").chmod(0o600)  # xce up writes it private; others are refused
@@ -26,10 +27,12 @@ def test_up_config_allows_root_jobs_on_both_roles_only_as_root(
 
 
 def test_an_older_up_config_run_as_root_gets_the_controller_key(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     old = embedded._config_text(tmp_path, 7000).replace(
-        "allow_root_jobs = true\n\n[auth]", "\n[auth]", 1)
+        "allow_root_jobs = true\n\n[auth]", "\n[auth]", 1
+    )
     path = tmp_path / "xce.toml"
     path.write_text(old)
     assert "allow_root_jobs" not in tomllib.loads(old)["controller"]
@@ -43,10 +46,12 @@ def test_an_older_up_config_run_as_root_gets_the_controller_key(
 
 
 def test_an_older_up_config_without_root_jobs_is_left_alone(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     text = embedded._config_text(tmp_path, 7000).replace(
-        "allow_root_jobs = false\n\n[auth]", "\n[auth]", 1)
+        "allow_root_jobs = false\n\n[auth]", "\n[auth]", 1
+    )
     path = tmp_path / "xce.toml"
     path.write_text(text)
     embedded._upgrade_config(path)

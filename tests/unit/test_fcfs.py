@@ -29,7 +29,11 @@ def test_first_fit_by_host_name() -> None:
     state = new_state(hosts={"hb": (2, 1000), "ha": (2, 1000), "hc": (2, 1000)})
     jobs = [submit(state) for _ in range(5)]
     assert placed(schedule(state)) == [
-        (jobs[0], "ha"), (jobs[1], "ha"), (jobs[2], "hb"), (jobs[3], "hb"), (jobs[4], "hc"),
+        (jobs[0], "ha"),
+        (jobs[1], "ha"),
+        (jobs[2], "hb"),
+        (jobs[3], "hb"),
+        (jobs[4], "hc"),
     ]
 
 
@@ -108,8 +112,7 @@ def test_same_priority_is_first_come_first_served() -> None:
 
 
 def test_inactive_queue_is_not_dispatched() -> None:
-    state = new_state(queues=(QueueRecord("normal"), QueueRecord("off")),
-                      hosts={"ha": (4, 1000)})
+    state = new_state(queues=(QueueRecord("normal"), QueueRecord("off")), hosts={"ha": (4, 1000)})
     stopped = submit(state, queue="off")
     state.apply(ev.QueueDeactivated(T0, "off"))
     ok = submit(state)
@@ -198,7 +201,9 @@ def test_array_without_limit_fills_the_hosts() -> None:
     number = submit_array(state, "1-10")
     result = schedule(state)
     assert placed(result) == [
-        (f"{number}[1]", "ha"), (f"{number}[2]", "ha"), (f"{number}[3]", "hb"),
+        (f"{number}[1]", "ha"),
+        (f"{number}[2]", "ha"),
+        (f"{number}[3]", "hb"),
     ]
     assert result.reasons[str(number)] == "waiting for free slots or memory"
 

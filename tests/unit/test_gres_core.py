@@ -79,16 +79,22 @@ def test_licenses_are_counted_across_hosts() -> None:
 
 async def test_grants_survive_a_checkpoint_and_the_wal(tmp_path: Path) -> None:
     store, state = await open_store(tmp_path)
-    await commit(store, state, [
-        ev.QueueCreated(0, QueueRecord("normal")),
-        ev.HostRegistered(0, "h1", 8, 4096, (), GPUS),
-    ])
+    await commit(
+        store,
+        state,
+        [
+            ev.QueueCreated(0, QueueRecord("normal")),
+            ev.HostRegistered(0, "h1", 8, 4096, (), GPUS),
+        ],
+    )
     job = spec(gres=(("gpu", "1"),), licenses=(("matlab", "1"),))
-    await commit(store, state, [ev.JobSubmitted(1, 1, job), ev.JobStarted(2, "1", "h1",
-                                                                           ("gpu:1",))])
+    await commit(
+        store, state, [ev.JobSubmitted(1, 1, job), ev.JobStarted(2, "1", "h1", ("gpu:1",))]
+    )
     await store.checkpoint(state, now=10.0)
-    await commit(store, state, [ev.JobSubmitted(3, 2, job),
-                                ev.JobStarted(4, "2", "h1", ("gpu:0",))])
+    await commit(
+        store, state, [ev.JobSubmitted(3, 2, job), ev.JobStarted(4, "2", "h1", ("gpu:0",))]
+    )
     await store.writer.close()
     got = recover(tmp_path)
     same(got.state, state)

@@ -16,13 +16,20 @@ HOSTS = [("w1", 2), ("w2", 2), ("w3", 2)]
 
 
 def test_the_plan_is_one_task_per_slot_in_allocation_order() -> None:
-    assert plan(HOSTS, None, None, []) == [Task(0, 0, "w1"), Task(1, 1, "w1"),
-                                           Task(2, 0, "w2"), Task(3, 1, "w2"),
-                                           Task(4, 0, "w3"), Task(5, 1, "w3")]
+    assert plan(HOSTS, None, None, []) == [
+        Task(0, 0, "w1"),
+        Task(1, 1, "w1"),
+        Task(2, 0, "w2"),
+        Task(3, 1, "w2"),
+        Task(4, 0, "w3"),
+        Task(5, 1, "w3"),
+    ]
     assert [t.host for t in plan(HOSTS, 3, None, [])] == ["w1", "w1", "w2"]
     assert [t.host for t in plan(HOSTS, None, 1, [])] == ["w1", "w2", "w3"]
-    assert [(t.task_id, t.local_task_id, t.host) for t in plan(HOSTS, None, None, ["w3"])] \
-        == [(0, 0, "w3"), (1, 1, "w3")]
+    assert [(t.task_id, t.local_task_id, t.host) for t in plan(HOSTS, None, None, ["w3"])] == [
+        (0, 0, "w3"),
+        (1, 1, "w3"),
+    ]
     with pytest.raises(LaunchFailed, match="host w9 is not in this job's allocation"):
         plan(HOSTS, None, None, ["w9"])
 
@@ -33,21 +40,39 @@ def test_the_allocation_comes_from_xce_hosts() -> None:
 
 
 def _line(**over: object) -> bytes:
-    body = {"v": 1, "job_id": "7", "attempt": 1, "credential": "c" * 64, "host": "w1",
-            "argv": ["true"], "env": {"PATH": "/bin"}, "task_id": 0, "local_task_id": 0}
+    body = {
+        "v": 1,
+        "job_id": "7",
+        "attempt": 1,
+        "credential": "c" * 64,
+        "host": "w1",
+        "argv": ["true"],
+        "env": {"PATH": "/bin"},
+        "task_id": 0,
+        "local_task_id": 0,
+    }
     body.update(over)
     return json.dumps(body).encode() + b"\n"
 
 
 def test_the_task_service_checks_every_field() -> None:
     assert parse_request(_line()).argv == ("true",)
-    bad = [(b"not json\n", "JSON"), (_line(v=2), "version"), (_line(extra=1), "keys"),
-           (_line(job_id="../x"), "job id"), (_line(attempt=True), "attempt"),
-           (_line(attempt=-1), "attempt"), (_line(argv=[]), "argv"),
-           (_line(argv=["a\0b"]), "NUL"), (_line(argv=[""]), "empty"),
-           (_line(env={"A=B": "x"}), "variable name"), (_line(env={"A": 1}), "variable A"),
-           (_line(credential=None), "credential"), (_line(task_id="0"), "task_id"),
-           (_line(argv="true"), "argv")]
+    bad = [
+        (b"not json\n", "JSON"),
+        (_line(v=2), "version"),
+        (_line(extra=1), "keys"),
+        (_line(job_id="../x"), "job id"),
+        (_line(attempt=True), "attempt"),
+        (_line(attempt=-1), "attempt"),
+        (_line(argv=[]), "argv"),
+        (_line(argv=["a\0b"]), "NUL"),
+        (_line(argv=[""]), "empty"),
+        (_line(env={"A=B": "x"}), "variable name"),
+        (_line(env={"A": 1}), "variable A"),
+        (_line(credential=None), "credential"),
+        (_line(task_id="0"), "task_id"),
+        (_line(argv="true"), "argv"),
+    ]
     for line, word in bad:
         with pytest.raises(TaskRefused, match=word):
             parse_request(line)
@@ -57,8 +82,10 @@ def test_credentials_differ_per_job_attempt_and_key() -> None:
     key = b"k" * 32
     one = credential(key, "7", 1)
     assert one == credential(key, "7", 1)
-    assert len({one, credential(key, "7", 2), credential(key, "8", 1),
-                credential(b"j" * 32, "7", 1)}) == 4
+    assert (
+        len({one, credential(key, "7", 2), credential(key, "8", 1), credential(b"j" * 32, "7", 1)})
+        == 4
+    )
 
 
 def test_task_listen_is_host_and_port_with_zero_for_any(tmp_path: Path) -> None:
@@ -78,11 +105,18 @@ def test_the_command_line_outside_a_job_and_bad_options_are_one_line() -> None:
     import sys
 
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    for args, code, text in ((["--", "true"], 1, "not inside an XCE job (XCE_JOB_ID is not set)"),
-                             (["-n", "0", "--", "true"], 2, "-n must be at least 1"),
-                             ([], 2, "usage: xce launch")):
-        done = subprocess.run([sys.executable, "-m", "xce", "launch", *args], env=env,
-                              capture_output=True, text=True, timeout=60)
+    for args, code, text in (
+        (["--", "true"], 1, "not inside an XCE job (XCE_JOB_ID is not set)"),
+        (["-n", "0", "--", "true"], 2, "-n must be at least 1"),
+        ([], 2, "usage: xce launch"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "xce", "launch", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == code, (args, done.stderr)
         assert done.stderr.count("\n") == 1 and text in done.stderr, done.stderr
 

@@ -322,8 +322,9 @@ def test_finish_outcomes(
     want_reason: str,
 ) -> None:
     job = started(state)
-    state.apply(ev.JobFinished(T0 + 5, job, 0, exit_code, exit_signal, reason=reason,
-                               outputs=("out.txt",)))
+    state.apply(
+        ev.JobFinished(T0 + 5, job, 0, exit_code, exit_signal, reason=reason, outputs=("out.txt",))
+    )
     rec = state.job(job)
     assert rec.state is want_state
     assert rec.reason == want_reason

@@ -31,8 +31,7 @@ class Server:
             def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                outer.seen.append({"path": self.path, "headers": dict(self.headers),
-                                   "body": body})
+                outer.seen.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 if not outer.primary:
                     self.send_response(503)
                     self.send_header("X-XCE-Not-Primary", "1")
@@ -75,7 +74,8 @@ def _dead_url() -> str:
 
 
 def test_moves_past_dead_and_standby_candidates_and_sends_the_epoch_back(
-        servers: tuple[Server, Server]) -> None:
+    servers: tuple[Server, Server],
+) -> None:
     standby, primary = servers
     with LightClient([_dead_url(), standby.url, primary.url], "tok") as client:
         assert client.jobs(state="RUN", user=None)["path"] == "/api/v1/jobs?state=RUN"
@@ -90,8 +90,7 @@ def test_moves_past_dead_and_standby_candidates_and_sends_the_epoch_back(
     assert len(standby.seen) == 1  # the second request went straight to the primary
 
 
-def test_one_idempotency_key_per_submit_on_every_candidate(
-        servers: tuple[Server, Server]) -> None:
+def test_one_idempotency_key_per_submit_on_every_candidate(servers: tuple[Server, Server]) -> None:
     standby, primary = servers
     with LightClient([standby.url, primary.url]) as client:
         client.submit({"command": "true"})
@@ -106,8 +105,11 @@ def test_errors(servers: tuple[Server, Server]) -> None:
     _, primary = servers
     with LightClient([primary.url]) as client, pytest.raises(ApiError) as found:
         client.job("missing")
-    assert (found.value.status, found.value.code, found.value.message) == \
-        (404, "not_found", "no job missing")
+    assert (found.value.status, found.value.code, found.value.message) == (
+        404,
+        "not_found",
+        "no job missing",
+    )
     with LightClient([_dead_url()]) as client, pytest.raises(ApiError) as found:
         client.hosts()
     assert found.value.status == 0 and "no controller answered" in found.value.message

@@ -62,8 +62,7 @@ async def test_only_our_state_is_accepted() -> None:
 async def test_provider_error_is_one_line() -> None:
     client, said = Scripted(), []
     login = asyncio.create_task(browser_login(client, 10, said.append))  # type: ignore[arg-type]
-    await visit(client, said, error="access_denied", error_description="user said no",
-                state="good")
+    await visit(client, said, error="access_denied", error_description="user said no", state="good")
     with pytest.raises(LoginFailed, match="refused the sign-in: user said no"):
         await login
     assert [p for p, _ in client.posts] == ["/api/v1/auth/authorize"]

@@ -11,9 +11,14 @@ import pytest
 from xce.cli.oidc_login import LoginFailed, device_login
 from xce.client import ApiError
 
-GRANT = {"device_code": "dc", "user_code": "ABCD-EFGH", "verification_uri": "https://idp/device",
-         "verification_uri_complete": "https://idp/device?user_code=ABCD-EFGH",
-         "expires_in": 600, "interval": 2}
+GRANT = {
+    "device_code": "dc",
+    "user_code": "ABCD-EFGH",
+    "verification_uri": "https://idp/device",
+    "verification_uri_complete": "https://idp/device?user_code=ABCD-EFGH",
+    "expires_in": 600,
+    "interval": 2,
+}
 SESSION = {"token": "t", "user": "alice", "roles": ["user"], "expires_at": 0.0}
 
 
@@ -48,19 +53,23 @@ async def run(client: Scripted) -> tuple[dict[str, Any], list[float], list[str]]
 
 
 async def test_pending_then_slow_down_then_success() -> None:
-    session, waits, said = await run(Scripted(["authorization_pending", "slow_down",
-                                               "authorization_pending"]))
+    session, waits, said = await run(
+        Scripted(["authorization_pending", "slow_down", "authorization_pending"])
+    )
     assert session is SESSION
     assert waits == [2, 2, 7, 7]
     assert "https://idp/device" in said[0] and "ABCD-EFGH" in said[0]
     assert GRANT["verification_uri_complete"] in said[1]
 
 
-@pytest.mark.parametrize(("code", "needle"), [
-    ("access_denied", "denied at the identity provider"),
-    ("expired_token", "expired before the sign-in was completed"),
-    ("not_found", "no OpenID Connect backend"),
-])
+@pytest.mark.parametrize(
+    ("code", "needle"),
+    [
+        ("access_denied", "denied at the identity provider"),
+        ("expired_token", "expired before the sign-in was completed"),
+        ("not_found", "no OpenID Connect backend"),
+    ],
+)
 async def test_failures_are_one_line(code: str, needle: str) -> None:
     with pytest.raises(LoginFailed) as info:
         await run(Scripted(["authorization_pending", code]))

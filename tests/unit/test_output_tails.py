@@ -72,28 +72,44 @@ def test_heartbeat_reports_are_taken_only_from_the_host_running_the_attempt() ->
         return object() if (host, job_id, attempt) in owned else None
 
     def item(job_id: str, attempt: int, data: str, offset: int = 0) -> dict:
-        return {"job_id": job_id, "attempt": attempt,
-                "output": {"stdout": {"offset": offset, "data": data}}}
+        return {
+            "job_id": job_id,
+            "attempt": attempt,
+            "output": {"stdout": {"offset": offset, "data": data}},
+        }
 
     good = base64.b64encode(b"line\n").decode()
     assert tails.accept_reports("w2", [item("1", 0, good)], owns) == 0
     assert tails.accept_reports("w1", [item("1", 1, good)], owns) == 0
     assert tails.accept_reports("w1", [item("1", 0, "!!not base64!!")], owns) == 0
-    assert tails.accept_reports("w1", [{"job_id": "1", "attempt": 0}, item("1", 0, good)],
-                                owns) == 5
+    assert (
+        tails.accept_reports("w1", [{"job_id": "1", "attempt": 0}, item("1", 0, good)], owns) == 5
+    )
     assert tails.snapshot("1", 0, "stdout") == (0, b"line\n")
 
 
-def _window(data: bytes, requested: int | None, limit: int, running: bool = False,
-            first: int = 0) -> dict:
-    return tail_window(first, first + len(data), requested, limit, running,
-                       lambda a, b: data[a - first:b - first])
+def _window(
+    data: bytes, requested: int | None, limit: int, running: bool = False, first: int = 0
+) -> dict:
+    return tail_window(
+        first,
+        first + len(data),
+        requested,
+        limit,
+        running,
+        lambda a, b: data[a - first : b - first],
+    )
 
 
 def test_window_from_an_offset_the_latest_bytes_and_truncation() -> None:
     data = b"0123456789"
-    assert _window(data, 3, 4) == {"offset": 3, "next_offset": 7, "end": 10,
-                                   "truncated": False, "data": "3456"}
+    assert _window(data, 3, 4) == {
+        "offset": 3,
+        "next_offset": 7,
+        "end": 10,
+        "truncated": False,
+        "data": "3456",
+    }
     assert _window(data, None, 4)["data"] == "6789"
     assert _window(data, 10, 4)["data"] == "" and _window(data, 10, 4)["next_offset"] == 10
     held = _window(data, 2, 100, first=5)  # bytes 5..14 held; 2..4 were dropped

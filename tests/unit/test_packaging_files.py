@@ -14,8 +14,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="needs Debian's nix-bin")
 def test_flake_parses() -> None:
-    result = subprocess.run(["nix-instantiate", "--parse", str(ROOT / "flake.nix")],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["nix-instantiate", "--parse", str(ROOT / "flake.nix")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert "nixosModules" in result.stdout
     # The module takes its units from the one copy in appliance/systemd (see xce init).
@@ -29,8 +33,7 @@ def test_appimage_recipe_matches_the_build_script() -> None:
     assert "version: 1" in text and "path: ./build/AppDir" in text
     assert 'APPDIR="$ROOT/build/AppDir"' in script
     assert "exec: usr/lib/xce/xce" in text and '"$HERE/usr/lib/xce/xce"' in script
-    included = [line.strip()[2:] for line in text.splitlines()
-                if line.strip().startswith("- usr/")]
+    included = [line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- usr/")]
     assert len(included) == 4, included
     for path in included:
         assert f'"$APPDIR/{path}' in script or f"$APPDIR/{path}" in script, path
@@ -44,7 +47,8 @@ def test_package_data_covers_every_runtime_data_file() -> None:
     from appliance.datafiles import SUFFIXES, data_files
 
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-data"]["*"]
+        "package-data"
+    ]["*"]
     assert sorted(patterns) == sorted(f"*{s}" for s in SUFFIXES)
     found = {p.suffix for p in data_files(ROOT)}
     assert {".capnp", ".service", ".in"} <= found, found
@@ -60,11 +64,13 @@ def test_systemd_units_verify(tmp_path: Path) -> None:
         path = tmp_path / name
         path.write_text(render_unit(name, "/bin/true", tmp_path / "xce.toml", tmp_path))
         paths.append(str(path))
-    result = subprocess.run(["systemd-analyze", "verify", *paths], capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", *paths], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert "Unknown key" not in result.stderr and "Unknown section" not in result.stderr, (
-        result.stderr)
+        result.stderr
+    )
 
 
 def test_license_is_an_spdx_expression() -> None:

@@ -41,7 +41,12 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CertPair]:
         "worker": issue_certificate(ca, base, "worker1", ["127.0.0.1"], client=True),
         "stranger": issue_certificate(other, base / "o", "stranger", ["127.0.0.1"], client=True),
         "expired": issue_certificate(
-            ca, base, "old", ["127.0.0.1"], client=True, valid_days=1,
+            ca,
+            base,
+            "old",
+            ["127.0.0.1"],
+            client=True,
+            valid_days=1,
             not_before=dt.datetime.now(dt.UTC) - dt.timedelta(days=3),
         ),
     }
@@ -62,11 +67,14 @@ def test_leaf_has_sans_and_usages(pki: dict[str, CertPair]) -> None:
     san = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert san.get_values_for_type(x509.DNSName) == ["localhost"]
     assert san.get_values_for_type(x509.IPAddress) == [
-        ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")]
+        ipaddress.ip_address("127.0.0.1"),
+        ipaddress.ip_address("::1"),
+    ]
     eku = server.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(eku) == [ExtendedKeyUsageOID.SERVER_AUTH]
-    worker_eku = _cert(pki["worker"]).extensions.get_extension_for_class(
-        x509.ExtendedKeyUsage).value
+    worker_eku = (
+        _cert(pki["worker"]).extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    )
     assert ExtendedKeyUsageOID.CLIENT_AUTH in list(worker_eku)
     assert not server.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
 
@@ -83,8 +91,9 @@ def test_no_tls_means_no_context() -> None:
         server_ssl_context(TlsSettings(), require_client_cert=True)
 
 
-async def _handshake(server: ssl.SSLContext, client: ssl.SSLContext, host: str = "127.0.0.1"
-                     ) -> bytes:
+async def _handshake(
+    server: ssl.SSLContext, client: ssl.SSLContext, host: str = "127.0.0.1"
+) -> bytes:
     """Serve one TLS echo on 127.0.0.1 and return what the client read back."""
 
     async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -100,7 +109,8 @@ async def _handshake(server: ssl.SSLContext, client: ssl.SSLContext, host: str =
     port = srv.sockets[0].getsockname()[1]
     try:
         reader, writer = await asyncio.open_connection(
-            "127.0.0.1", port, ssl=client, server_hostname=host)
+            "127.0.0.1", port, ssl=client, server_hostname=host
+        )
         writer.write(b"ping")
         await writer.drain()
         data = await reader.readexactly(4)
@@ -113,8 +123,9 @@ async def _handshake(server: ssl.SSLContext, client: ssl.SSLContext, host: str =
 
 def _tls(pki: dict[str, CertPair], me: str | None, ca: str = "ca") -> TlsSettings:
     pair = pki[me] if me else None
-    return TlsSettings(pair.cert_path if pair else None, pair.key_path if pair else None,
-                       pki[ca].cert_path)
+    return TlsSettings(
+        pair.cert_path if pair else None, pair.key_path if pair else None, pki[ca].cert_path
+    )
 
 
 async def test_client_verifies_server_against_cluster_ca(pki: dict[str, CertPair]) -> None:
@@ -137,9 +148,11 @@ async def test_mutual_tls_requires_a_cluster_client_cert(pki: dict[str, CertPair
     worker = client_ssl_context(_tls(pki, "worker"))
     assert worker is not None
     assert await _handshake(server, worker) == b"ping"
-    for bad in (client_ssl_context(_tls(pki, None)),
-                client_ssl_context(_tls(pki, "stranger")),
-                client_ssl_context(_tls(pki, "expired"))):
+    for bad in (
+        client_ssl_context(_tls(pki, None)),
+        client_ssl_context(_tls(pki, "stranger")),
+        client_ssl_context(_tls(pki, "expired")),
+    ):
         assert bad is not None
         with pytest.raises((ssl.SSLError, ConnectionError, asyncio.IncompleteReadError)):
             await _handshake(server, bad)
@@ -157,11 +170,14 @@ def test_tls_config_keys(tmp_path: Path) -> None:
     from xce.config import ConfigError, parse_config
 
     files = {"cert_file": "c.pem", "key_file": "c.key", "ca_file": "ca.pem"}
-    cfg = parse_config({"tls": {**files, "require_client_cert": "workers", "insecure": False}},
-                       tmp_path / "x.toml")
+    cfg = parse_config(
+        {"tls": {**files, "require_client_cert": "workers", "insecure": False}}, tmp_path / "x.toml"
+    )
     assert cfg.tls.require_client_cert == "workers" and cfg.tls.ca_file == tmp_path / "ca.pem"
-    assert parse_config({"tls": {**files, "require_client_cert": True}}).tls \
-        .require_client_cert == "all"
+    assert (
+        parse_config({"tls": {**files, "require_client_cert": True}}).tls.require_client_cert
+        == "all"
+    )
     for bad, message in [
         ({**files, "require_client_cert": "some"}, "tls.require_client_cert must be"),
         ({"require_client_cert": "all"}, "tls.require_client_cert needs tls.cert_file"),

@@ -17,47 +17,72 @@ from xce.sched.priority import PrioritySettings, check_job_priority, factors, sc
 
 
 def test_priority_settings_and_preemption_keys_from_the_config() -> None:
-    config = parse_config({
-        "queue": [{"name": "normal"}, {"name": "high", "priority": 90, "preempt": ["normal"],
-                                    "preempt_mode": "requeue", "preempt_min_run_s": 120}],
-        "scheduler": {"priority": {"weight_age": 5, "default_job_priority": 10,
-                                   "max_job_priority": 20}},
-    })
+    config = parse_config(
+        {
+            "queue": [
+                {"name": "normal"},
+                {
+                    "name": "high",
+                    "priority": 90,
+                    "preempt": ["normal"],
+                    "preempt_mode": "requeue",
+                    "preempt_min_run_s": 120,
+                },
+            ],
+            "scheduler": {
+                "priority": {"weight_age": 5, "default_job_priority": 10, "max_job_priority": 20}
+            },
+        }
+    )
     high = config.controller.queues[1]
     assert (high.preempt, high.preempt_mode, high.preempt_min_run_s) == (
-        ("normal",), "requeue", 120)
+        ("normal",),
+        "requeue",
+        120,
+    )
     settings = config.controller.scheduler.priority
     assert (settings.weight_age, settings.default_job_priority) == (5.0, 10)
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"scheduler": {"priority": {"weight_agee": 1}}}, "scheduler.priority.weight_agee"),
-    ({"scheduler": {"priority": {"weight_job": -1}}}, "weight_job must be a number"),
-    ({"scheduler": {"priority": {"default_job_priority": 200}}}, "above max_job_priority"),
-    ({"queue": [{"name": "q", "preempt_mode": "kill"}]}, "preempt_mode must be"),
-    ({"queue": [{"name": "q", "preempt": ["q"]}]}, "cannot preempt itself"),
-    ({"queue": [{"name": "q", "preempt": "low"}]}, "preempt must be a list"),
-    ({"queue": [{"name": "normal", "preempt": ["low"]}]}, "queue 'low' is not defined"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"scheduler": {"priority": {"weight_agee": 1}}}, "scheduler.priority.weight_agee"),
+        ({"scheduler": {"priority": {"weight_job": -1}}}, "weight_job must be a number"),
+        ({"scheduler": {"priority": {"default_job_priority": 200}}}, "above max_job_priority"),
+        ({"queue": [{"name": "q", "preempt_mode": "kill"}]}, "preempt_mode must be"),
+        ({"queue": [{"name": "q", "preempt": ["q"]}]}, "cannot preempt itself"),
+        ({"queue": [{"name": "q", "preempt": "low"}]}, "preempt must be a list"),
+        ({"queue": [{"name": "normal", "preempt": ["low"]}]}, "queue 'low' is not defined"),
+    ],
+)
 def test_bad_keys_are_named(data: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config(data)
 
 
 def test_the_documented_formula() -> None:
-    settings = PrioritySettings(weight_queue=1000, weight_job=1000, weight_age=100,
-                                weight_fairshare=100, weight_size=10, max_age_s=1000)
-    queues = {"a": QueueRecord("a", priority=25, shares=(("alice", "2"),)),
-              "b": QueueRecord("b", priority=100)}
+    settings = PrioritySettings(
+        weight_queue=1000,
+        weight_job=1000,
+        weight_age=100,
+        weight_fairshare=100,
+        weight_size=10,
+        max_age_s=1000,
+    )
+    queues = {
+        "a": QueueRecord("a", priority=25, shares=(("alice", "2"),)),
+        "b": QueueRecord("b", priority=100),
+    }
     scale = scale_of(queues, [8, 16])
     spec = JobSpec(user="alice", queue="a", command="x", slots=4, priority=75)
-    f = factors(spec, 100.0, queues["a"], settings, scale, 600.0, {"alice": 1.0},
-                {"alice": 1})
+    f = factors(spec, 100.0, queues["a"], settings, scale, 600.0, {"alice": 1.0}, {"alice": 1})
     # Q = 25/100, J = 75/100, A = 500/1000, F = 1/(1 + (1 + 1)/2), S = 4/16
     assert (f.queue, f.job, f.age, f.fairshare, f.size) == (0.25, 0.75, 0.5, 0.5, 0.25)
     assert f.priority == 250 + 750 + 50 + 50 + 2.5
-    default = factors(dataclasses.replace(spec, priority=None), 600.0, queues["a"], settings,
-                      scale, 600.0, {}, {})
+    default = factors(
+        dataclasses.replace(spec, priority=None), 600.0, queues["a"], settings, scale, 600.0, {}, {}
+    )
     assert default.job == 0.5 and default.age == 0.0 and default.fairshare == 1.0
 
 
@@ -122,8 +147,11 @@ def test_a_modified_dependency_is_waited_for_and_tracked() -> None:
     state = _state()
     pending = state.jobs["2"]
     assert pending.eligible_time == 1
-    state.apply(ev.JobModified(3, "2", dataclasses.replace(
-        pending.spec, dependency=parse_dependency("afterok:1"))))
+    state.apply(
+        ev.JobModified(
+            3, "2", dataclasses.replace(pending.spec, dependency=parse_dependency("afterok:1"))
+        )
+    )
     assert state.jobs["2"].eligible_time is None and "2" in state.dependents["1"]
     state.apply(ev.JobFinished(4, "1", 0, 0))
     assert state.jobs["2"].eligible_time == 4

@@ -34,22 +34,28 @@ def test_add_and_delete() -> None:
         state.apply(ev.ReservationDeleted(3.0, "maint"))
 
 
-@pytest.mark.parametrize(("record", "error", "words"), [
-    (ReservationRecord("bad name", ("h1",), 1, 2, maintenance=True), InvalidRequest, "name"),
-    (ReservationRecord("r", (), 1, 2, maintenance=True), InvalidRequest, "host"),
-    (ReservationRecord("r", ("h1", "h1"), 1, 2, maintenance=True), InvalidRequest, "twice"),
-    (ReservationRecord("r", ("h1",), 2, 2, maintenance=True), InvalidRequest, "end after"),
-    (ReservationRecord("r", ("h1",), 1, 2, -1, maintenance=True), InvalidRequest, "negative"),
-    (ReservationRecord("r", ("h1",), 1, 2, users=("a",), maintenance=True), InvalidRequest,
-     "nobody"),
-    (ReservationRecord("r", ("h1",), 1, 2), InvalidRequest, "users"),
-    (ReservationRecord("r", ("h1",), 1, 2, users=("a",), flags=("x",)), InvalidRequest,
-     "flag"),
-    (ReservationRecord("maint", ("h9",), 1, 2, maintenance=True), Conflict, "exists"),
-    (ReservationRecord("r", ("h3", "h1"), 1500, 2500, maintenance=True), Conflict, "h1"),
-])
-def test_bad_records_are_refused_and_change_nothing(record: ReservationRecord,
-                                                    error: type, words: str) -> None:
+@pytest.mark.parametrize(
+    ("record", "error", "words"),
+    [
+        (ReservationRecord("bad name", ("h1",), 1, 2, maintenance=True), InvalidRequest, "name"),
+        (ReservationRecord("r", (), 1, 2, maintenance=True), InvalidRequest, "host"),
+        (ReservationRecord("r", ("h1", "h1"), 1, 2, maintenance=True), InvalidRequest, "twice"),
+        (ReservationRecord("r", ("h1",), 2, 2, maintenance=True), InvalidRequest, "end after"),
+        (ReservationRecord("r", ("h1",), 1, 2, -1, maintenance=True), InvalidRequest, "negative"),
+        (
+            ReservationRecord("r", ("h1",), 1, 2, users=("a",), maintenance=True),
+            InvalidRequest,
+            "nobody",
+        ),
+        (ReservationRecord("r", ("h1",), 1, 2), InvalidRequest, "users"),
+        (ReservationRecord("r", ("h1",), 1, 2, users=("a",), flags=("x",)), InvalidRequest, "flag"),
+        (ReservationRecord("maint", ("h9",), 1, 2, maintenance=True), Conflict, "exists"),
+        (ReservationRecord("r", ("h3", "h1"), 1500, 2500, maintenance=True), Conflict, "h1"),
+    ],
+)
+def test_bad_records_are_refused_and_change_nothing(
+    record: ReservationRecord, error: type, words: str
+) -> None:
     state = state_with(MAINT)
     with pytest.raises(error, match=words):
         state.apply(ev.ReservationAdded(1.0, record))
@@ -58,10 +64,17 @@ def test_bad_records_are_refused_and_change_nothing(record: ReservationRecord,
 
 def test_overlap_flag_and_disjoint_windows_are_accepted() -> None:
     state = state_with(MAINT)
-    state.apply(ev.ReservationAdded(1.0, ReservationRecord(
-        "after", ("h1",), 2000.0, 3000.0, users=("bob",))))
-    state.apply(ev.ReservationAdded(1.0, ReservationRecord(
-        "both", ("h1",), 1500.0, 2500.0, users=("bob",), flags=("overlap",))))
+    state.apply(
+        ev.ReservationAdded(
+            1.0, ReservationRecord("after", ("h1",), 2000.0, 3000.0, users=("bob",))
+        )
+    )
+    state.apply(
+        ev.ReservationAdded(
+            1.0,
+            ReservationRecord("both", ("h1",), 1500.0, 2500.0, users=("bob",), flags=("overlap",)),
+        )
+    )
     assert len(state.reservations) == 3
 
 
@@ -74,7 +87,11 @@ def test_a_batch_with_a_bad_reservation_applies_nothing() -> None:
 
 def test_state_at() -> None:
     assert [MAINT.state_at(t) for t in (999.0, 1000.0, 1999.9, 2000.0)] == [
-        "waiting", "active", "active", "ended"]
+        "waiting",
+        "active",
+        "active",
+        "ended",
+    ]
 
 
 def test_reservations_survive_a_checkpoint(tmp_path: Path) -> None:
@@ -87,8 +104,7 @@ def test_reservations_survive_a_checkpoint(tmp_path: Path) -> None:
     assert read_checkpoint(empty)[1].reservations == {}
 
 
-async def test_ended_reservations_leave_with_retention_and_recovery_agrees(
-        tmp_path: Path) -> None:
+async def test_ended_reservations_leave_with_retention_and_recovery_agrees(tmp_path: Path) -> None:
     """Before a checkpoint the primary deletes reservations that ended more than
     `finished_retention_s` ago by `ReservationDeleted` records; a checkpoint keeps the rest,
     and recovery (checkpoint + WAL, or the WAL alone) gives the same reservations."""
@@ -98,17 +114,32 @@ async def test_ended_reservations_leave_with_retention_and_recovery_agrees(
 
     store, state = await open_store(tmp_path, finished_retention_s=100.0)
     retain(store, tmp_path)
-    await commit(store, state, [ev.QueueCreated(0, QueueRecord("normal")),
-                                ev.ReservationAdded(1.0, MAINT), ev.ReservationAdded(1.0, TEAM),
-                                ev.ReservationAdded(1.0, ReservationRecord(
-                                    "later", ("h1",), 5000.0, 6000.0, maintenance=True))])
+    await commit(
+        store,
+        state,
+        [
+            ev.QueueCreated(0, QueueRecord("normal")),
+            ev.ReservationAdded(1.0, MAINT),
+            ev.ReservationAdded(1.0, TEAM),
+            ev.ReservationAdded(
+                1.0, ReservationRecord("later", ("h1",), 5000.0, 6000.0, maintenance=True)
+            ),
+        ],
+    )
     await store.checkpoint(state, now=2050.0)  # cutoff 1950: nothing ended before it
     assert len(state.reservations) == 3
     await store.checkpoint(state, now=2500.0)  # cutoff 2400: maint and team ended at 2000
     assert set(state.reservations) == {"later"}
     assert [e.name for e in list_events(tmp_path)[-2:]] == ["maint", "team"]  # type: ignore[attr-defined]
-    await commit(store, state, [ev.ReservationAdded(2600.0, ReservationRecord(
-        "next", ("h2",), 7000.0, 8000.0, users=("bob",)))])
+    await commit(
+        store,
+        state,
+        [
+            ev.ReservationAdded(
+                2600.0, ReservationRecord("next", ("h2",), 7000.0, 8000.0, users=("bob",))
+            )
+        ],
+    )
     await store.writer.close()
     assert recover(tmp_path).state.reservations == state.reservations
     for _, path in list_checkpoints(checkpoint_dir(tmp_path)):

@@ -26,8 +26,7 @@ BODY: dict[str, Any] = {
             "type": "array",
             "items": {"type": "array", "items": {"type": "integer", "minimum": 0}},
         },
-        "env": {"type": "object", "maxProperties": 2,
-                "additionalProperties": {"type": "string"}},
+        "env": {"type": "object", "maxProperties": 2, "additionalProperties": {"type": "string"}},
         "inner": {
             "type": "object",
             "required": ["id"],
@@ -47,9 +46,16 @@ def error(value: Any, schema: dict[str, Any] = BODY) -> str:
 def test_a_valid_body_passes() -> None:
     validate(
         {
-            "name": "abc", "slots": 64, "ratio": 0.5, "flag": False, "mode": "exit",
-            "limit": None, "tags": ["a", "bcde"], "matrix": [[0, 1], []],
-            "env": {"A": "1"}, "inner": {"id": 3},
+            "name": "abc",
+            "slots": 64,
+            "ratio": 0.5,
+            "flag": False,
+            "mode": "exit",
+            "limit": None,
+            "tags": ["a", "bcde"],
+            "matrix": [[0, 1], []],
+            "env": {"A": "1"},
+            "inner": {"id": 3},
         },
         BODY,
     )
@@ -145,8 +151,7 @@ def test_nested_arrays_name_every_index() -> None:
 
 def test_custom_root_path() -> None:
     with pytest.raises(InvalidRequest, match=r"^query\.x must be integer"):
-        validate({"x": "1"}, {"type": "object", "properties": {"x": {"type": "integer"}}},
-                 "query")
+        validate({"x": "1"}, {"type": "object", "properties": {"x": {"type": "integer"}}}, "query")
 
 
 def test_real_submit_schema() -> None:
@@ -175,8 +180,11 @@ def test_min_items_and_unique_items_are_checked() -> None:
     schema = {"type": "array", "minItems": 1, "uniqueItems": True}
     validate(["a", "b"], schema)
     validate([{"a": 1}, {"a": 2}], schema)
-    for value, words in (([], "at least 1 item"), (["a", "a"], "body[1] repeats"),
-                         ([{"a": 1, "b": 2}, {"b": 2, "a": 1}], "body[1] repeats")):
+    for value, words in (
+        ([], "at least 1 item"),
+        (["a", "a"], "body[1] repeats"),
+        ([{"a": 1, "b": 2}, {"b": 2, "a": 1}], "body[1] repeats"),
+    ):
         try:
             validate(value, schema)
         except InvalidRequest as exc:

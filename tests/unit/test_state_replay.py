@@ -46,19 +46,26 @@ SPECS = st.builds(
     slots=st.integers(1, 3),
     memory_mb=st.sampled_from([0, 100, 300]),
     hold=st.sampled_from([False, False, False, True]),
-    dependency=st.sampled_from([(), parse_dependency("afterok:1"),
-                                parse_dependency("afterany:2[1]")]),
+    dependency=st.sampled_from(
+        [(), parse_dependency("afterok:1"), parse_dependency("afterany:2[1]")]
+    ),
 )
 
 SUBMISSIONS: st.SearchStrategy[Any] = st.one_of(
-    st.builds(lambda n, s: ev.JobSubmitted(0, n, s), st.sampled_from([NEXT, NEXT, NEXT, 1, 4]),
-              SPECS),
+    st.builds(
+        lambda n, s: ev.JobSubmitted(0, n, s), st.sampled_from([NEXT, NEXT, NEXT, 1, 4]), SPECS
+    ),
     st.builds(
         lambda n, s, text, empty: ev.ArraySubmitted(
-            0, n, s, IndexSet() if empty else parse_array_spec(text).indices,
+            0,
+            n,
+            s,
+            IndexSet() if empty else parse_array_spec(text).indices,
             parse_array_spec(text).max_concurrent,
         ),
-        st.sampled_from([NEXT, NEXT, 2]), SPECS, ARRAY_SPECS,
+        st.sampled_from([NEXT, NEXT, 2]),
+        SPECS,
+        ARRAY_SPECS,
         st.sampled_from([False, False, False, True]),
     ),
 )
@@ -76,38 +83,71 @@ EVENTS: st.SearchStrategy[Any] = st.one_of(
     st.builds(lambda j, r: ev.JobHostLost(0, j, r), JOB_IDS, st.booleans()),
     st.builds(
         lambda j, a, c, sig: ev.JobFinished(0, j, a, c, sig),
-        JOB_IDS, st.sampled_from([CURRENT, CURRENT, CURRENT, 0, 1]),
+        JOB_IDS,
+        st.sampled_from([CURRENT, CURRENT, CURRENT, 0, 1]),
         st.sampled_from([0, 0, 1, None]),
         st.sampled_from([None, None, 9]),
     ),
     st.builds(lambda j: ev.JobFinished(0, j, CURRENT, 0), KNOWN_IDS),
     st.builds(lambda j: ev.JobRequeued(0, j), KNOWN_IDS),
-    st.builds(lambda j, a: ev.JobUsageReported(0, j, a, Usage(cpu_user_s=1.0)), JOB_IDS,
-              st.sampled_from([CURRENT, 0, 1])),
-    st.builds(lambda kind, n: kind(0, n),
-              st.sampled_from([ev.ArrayHeld, ev.ArrayReleased, ev.ArrayCancelled]), NUMBERS),
-    st.builds(lambda kind, n: kind(0, n),
-              st.sampled_from([ev.ArrayHeld, ev.ArrayReleased, ev.ArrayCancelled]), NUMBERS),
     st.builds(
-        lambda name, prio, policy: ev.QueueCreated(0, QueueRecord(name, prio,
-                                                                  on_host_failure=policy)),
-        QUEUES, st.integers(-5, 5), st.sampled_from(list(HostFailurePolicy)),
+        lambda j, a: ev.JobUsageReported(0, j, a, Usage(cpu_user_s=1.0)),
+        JOB_IDS,
+        st.sampled_from([CURRENT, 0, 1]),
     ),
-    st.builds(lambda kind, name: kind(0, name),
-              st.sampled_from([ev.QueueOpened, ev.QueueClosed, ev.QueueActivated,
-                               ev.QueueDeactivated]), QUEUES),
+    st.builds(
+        lambda kind, n: kind(0, n),
+        st.sampled_from([ev.ArrayHeld, ev.ArrayReleased, ev.ArrayCancelled]),
+        NUMBERS,
+    ),
+    st.builds(
+        lambda kind, n: kind(0, n),
+        st.sampled_from([ev.ArrayHeld, ev.ArrayReleased, ev.ArrayCancelled]),
+        NUMBERS,
+    ),
+    st.builds(
+        lambda name, prio, policy: ev.QueueCreated(
+            0, QueueRecord(name, prio, on_host_failure=policy)
+        ),
+        QUEUES,
+        st.integers(-5, 5),
+        st.sampled_from(list(HostFailurePolicy)),
+    ),
+    st.builds(
+        lambda kind, name: kind(0, name),
+        st.sampled_from([ev.QueueOpened, ev.QueueClosed, ev.QueueActivated, ev.QueueDeactivated]),
+        QUEUES,
+    ),
     # retention: everything purgeable now ("*", resolved), or raw ids (often refused)
-    st.builds(lambda ids: ev.JobsPurged(0, ids),
-              st.sampled_from([(PURGEABLE,), (PURGEABLE,), ("1",), ("2", "3"), ("1", "1"),
-                               ("2[1]",)])),
+    st.builds(
+        lambda ids: ev.JobsPurged(0, ids),
+        st.sampled_from([(PURGEABLE,), (PURGEABLE,), ("1",), ("2", "3"), ("1", "1"), ("2[1]",)]),
+    ),
     # Reservations: `first` and `last` are offsets, resolved against the state (resolve).
-    st.builds(lambda skip, size: ev.JobNumbersReserved(0, skip, size), st.integers(0, 3),
-              st.integers(-1, 4)),
-    st.builds(lambda n, s, m: ev.HostRegistered(0, n, s, m), HOSTS, st.integers(1, 8),
-              st.sampled_from([200, 1000])),
-    st.builds(lambda kind, name: kind(0, name),
-              st.sampled_from([ev.HostOpened, ev.HostClosed, ev.HostDrainStarted,
-                               ev.HostUnavailable, ev.HostAvailable]), HOSTS),
+    st.builds(
+        lambda skip, size: ev.JobNumbersReserved(0, skip, size),
+        st.integers(0, 3),
+        st.integers(-1, 4),
+    ),
+    st.builds(
+        lambda n, s, m: ev.HostRegistered(0, n, s, m),
+        HOSTS,
+        st.integers(1, 8),
+        st.sampled_from([200, 1000]),
+    ),
+    st.builds(
+        lambda kind, name: kind(0, name),
+        st.sampled_from(
+            [
+                ev.HostOpened,
+                ev.HostClosed,
+                ev.HostDrainStarted,
+                ev.HostUnavailable,
+                ev.HostAvailable,
+            ]
+        ),
+        HOSTS,
+    ),
 )
 
 PRELUDE = [
@@ -172,7 +212,8 @@ def check_invariants(state: ClusterState) -> None:
             assert job.host is not None, job
             load = expected.get(job.host, HostLoad())
             expected[job.host] = HostLoad(
-                load.slots + job.spec.slots, load.memory_mb + job.spec.memory_mb,
+                load.slots + job.spec.slots,
+                load.memory_mb + job.spec.memory_mb,
                 load.jobs | {job.id},
             )
         else:
@@ -231,8 +272,7 @@ def run(templates: list[Any], check: bool) -> tuple[ClusterState, list[tuple[Any
     return state, applied
 
 
-SETTINGS = settings(max_examples=200, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 HISTORIES = st.builds(
@@ -396,14 +436,15 @@ def test_non_canonical_job_id_keeps_indexes_right() -> None:
 @SETTINGS
 @given(HISTORIES, st.integers(2, 6))
 def test_check_of_a_batch_agrees_with_applying_it_and_changes_nothing(
-        templates: list[Any], size: int) -> None:
+    templates: list[Any], size: int
+) -> None:
     """`ClusterState.check` (a scratch state over overlays) raises exactly when applying the
     batch in order would, and leaves the real state as it was either way."""
     _, events = run(templates, check=False)
     state = ClusterState()
     done: list[Any] = []
     for start in range(0, len(events), size):
-        batch = [event for event, _ in events[start:start + size]]
+        batch = [event for event, _ in events[start : start + size]]
         before = snapshot(state)
         try:
             state.check(batch)

@@ -52,21 +52,31 @@ def test_a_private_layout_passes(tmp_path: Path) -> None:
     strict_modes.check(paths)
 
 
-@pytest.mark.parametrize(("target", "mode", "words"), [
-    ("signing key", 0o644, "chmod 600"),
-    ("auth", 0o755, "chmod 700"),
-    ("users.toml", 0o664, "chmod 600"),
-    ("users.toml", 0o640, "chmod 600"),
-    ("state", 0o775, "chmod 755"),
-    ("wal", 0o777, "chmod 755"),
-    ("node.key", 0o644, "chmod 640"),
-    ("node.key", 0o660, "chmod 640"),
-])
+@pytest.mark.parametrize(
+    ("target", "mode", "words"),
+    [
+        ("signing key", 0o644, "chmod 600"),
+        ("auth", 0o755, "chmod 700"),
+        ("users.toml", 0o664, "chmod 600"),
+        ("users.toml", 0o640, "chmod 600"),
+        ("state", 0o775, "chmod 755"),
+        ("wal", 0o777, "chmod 755"),
+        ("node.key", 0o644, "chmod 640"),
+        ("node.key", 0o660, "chmod 640"),
+    ],
+)
 def test_open_modes_are_refused_naming_the_file_and_the_fix(
-        tmp_path: Path, target: str, mode: int, words: str) -> None:
+    tmp_path: Path, target: str, mode: int, words: str
+) -> None:
     state, users, key = _layout(tmp_path)
-    path = {"signing key": next((state / "auth").glob("*.pem")), "auth": state / "auth",
-            "users.toml": users, "state": state, "wal": state / "wal", "node.key": key}[target]
+    path = {
+        "signing key": next((state / "auth").glob("*.pem")),
+        "auth": state / "auth",
+        "users.toml": users,
+        "state": state,
+        "wal": state / "wal",
+        "node.key": key,
+    }[target]
     path.chmod(mode)
     with pytest.raises(UnsafeFiles) as caught:
         strict_modes.check(_paths(state, users, key))
@@ -78,8 +88,11 @@ def test_open_modes_are_refused_naming_the_file_and_the_fix(
 def test_a_folder_others_may_write_is_refused_unless_sticky(tmp_path: Path) -> None:
     state, users, key = _layout(tmp_path)
     users.parent.chmod(0o777)  # anyone could replace users.toml
-    with pytest.raises(UnsafeFiles, match=r"which holds users.toml, is writable by group or "
-                                          r"others .*chmod go-w"):
+    with pytest.raises(
+        UnsafeFiles,
+        match=r"which holds users.toml, is writable by group or "
+        r"others .*chmod go-w",
+    ):
         strict_modes.check(_paths(state, users, key))
     users.parent.chmod(0o1777)  # sticky, like /tmp: others cannot replace our file
     strict_modes.check(_paths(state, users, key))
@@ -87,11 +100,13 @@ def test_a_folder_others_may_write_is_refused_unless_sticky(tmp_path: Path) -> N
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 @pytest.mark.parametrize("target", ["state", "users.toml", "signing key"])
-def test_state_and_secrets_owned_by_another_user_are_refused(tmp_path: Path,
-                                                              target: str) -> None:
+def test_state_and_secrets_owned_by_another_user_are_refused(tmp_path: Path, target: str) -> None:
     state, users, key = _layout(tmp_path)
-    path = {"state": state, "users.toml": users,
-            "signing key": next((state / "auth").glob("*.pem"))}[target]
+    path = {
+        "state": state,
+        "users.toml": users,
+        "signing key": next((state / "auth").glob("*.pem")),
+    }[target]
     os.chown(path, NOBODY, NOBODY)
     with pytest.raises(UnsafeFiles) as caught:
         strict_modes.check(_paths(state, users, key))
@@ -111,9 +126,19 @@ def test_the_controller_refuses_to_start_with_a_readable_signing_key(tmp_path: P
     cluster.stop()
     key = next((tmp_path / "cluster" / "controller" / "auth").glob("*.pem"))
     key.chmod(0o644)
-    refused = subprocess.run([sys.executable, "-m", "xce", "controller", "-c",
-                              str(tmp_path / "cluster" / "controller.toml")],
-                             capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xce",
+            "controller",
+            "-c",
+            str(tmp_path / "cluster" / "controller.toml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode != 0
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and f"refusing to start: {key} is not private" in lines[0], lines

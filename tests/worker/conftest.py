@@ -28,5 +28,5 @@ async def host(root: Path) -> AsyncIterator[LocalHost]:
 
 
 @pytest.fixture
-def user(linux_users: LinuxUsers) -> LinuxUser:  # noqa: F811
+def user(linux_users: LinuxUsers) -> LinuxUser:
     return linux_users.user()

@@ -45,9 +45,16 @@ class Recorder:
 
 
 class LocalHost:
-    def __init__(self, root: Path, mode: str = "auto", pids_limit: int = 0,
-                 fence_timeout_s: float = 60.0, spool: Path | None = None,
-                 namespace: str | None = None, private_tmp: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        mode: str = "auto",
+        pids_limit: int = 0,
+        fence_timeout_s: float = 60.0,
+        spool: Path | None = None,
+        namespace: str | None = None,
+        private_tmp: bool = False,
+    ) -> None:
         self.root = root
         self.spool = Spool(spool or root / "spool", root / "jobs")
         self.spool.make()
@@ -65,18 +72,34 @@ class LocalHost:
         self.contact = fence.Contact(fence.now(), self.contact.fence_timeout_s)
         fence.record(str(self.spool.state), self.contact)
 
-    async def start(self, a: dict[str, Any], user: str = "root",
-                    inputs: dict[str, bytes] | None = None) -> RunningJob:
-        a = {"job_id": secrets.token_hex(3), "attempt": 0, "user": user, "outputs": [],
-             "inputs": list(inputs or {}), "slots": 1, **a}
+    async def start(
+        self, a: dict[str, Any], user: str = "root", inputs: dict[str, bytes] | None = None
+    ) -> RunningJob:
+        a = {
+            "job_id": secrets.token_hex(3),
+            "attempt": 0,
+            "user": user,
+            "outputs": [],
+            "inputs": list(inputs or {}),
+            "slots": 1,
+            **a,
+        }
         account = executor.account_for(a["user"], allow_root=True)
         job = await executor.prepare(self.spool, a, account)
         if inputs:
             await staging.fetch_inputs(Recorder(inputs), "h1", job)  # type: ignore[arg-type]
         job.result = asyncio.get_running_loop().create_future()
-        await executor.launch(job, self.launcher, self.backend, account, "h1",
-                              self.pids_limit, self.spool.state, self.contact,
-                              private_tmp=self.private_tmp)
+        await executor.launch(
+            job,
+            self.launcher,
+            self.backend,
+            account,
+            "h1",
+            self.pids_limit,
+            self.spool.state,
+            self.contact,
+            private_tmp=self.private_tmp,
+        )
         return job
 
     async def wait(self, job: RunningJob) -> JobResult:
@@ -86,9 +109,9 @@ class LocalHost:
             job.result.set_result(result)
         return result
 
-    async def run(self, a: dict[str, Any], user: str = "root",
-                  inputs: dict[str, bytes] | None = None
-                  ) -> tuple[RunningJob, JobResult, dict[str, bytes]]:
+    async def run(
+        self, a: dict[str, Any], user: str = "root", inputs: dict[str, bytes] | None = None
+    ) -> tuple[RunningJob, JobResult, dict[str, bytes]]:
         """Run a job to its end and return its outputs as the worker would upload them."""
         job = await self.start(a, user, inputs)
         result = await self.wait(job)

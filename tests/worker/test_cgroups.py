@@ -160,7 +160,7 @@ def gone(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_bytes()
     except FileNotFoundError:
         return True
-    return stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X")
+    return stat[stat.rfind(b")") + 2 :][:1] in (b"Z", b"X")
 
 
 def cpu(cg: JobCgroup) -> float:
@@ -180,8 +180,12 @@ def _sweep_stale_namespaces() -> None:
         for root, dirs, _files in os.walk(point):
             for d in dirs:
                 parts = d.split("-")
-                if len(parts) == 3 and parts[0] == "xcetest" and parts[1].isdigit() \
-                        and not Path(f"/proc/{parts[1]}").exists():
+                if (
+                    len(parts) == 3
+                    and parts[0] == "xcetest"
+                    and parts[1].isdigit()
+                    and not Path(f"/proc/{parts[1]}").exists()
+                ):
                     stale.add(d)
             if root.count("/") - point.count("/") >= 2:
                 dirs.clear()  # namespaces sit at most a few levels down
@@ -235,8 +239,10 @@ def test_v1_peak_memory_counts_shared_pages_once(made: Made) -> None:
     b = made.backend("v1")
     cg = made.create(b, "shared", Limits(memory_bytes=1024 * MiB))
     ready = made.tmp / "ready"
-    code = ("import os,sys,time\nb = b'x' * (48 << 20)\nos.fork()\nos.fork()\n"
-            "open(sys.argv[1] + str(os.getpid()), 'w').close()\ntime.sleep(60)")
+    code = (
+        "import os,sys,time\nb = b'x' * (48 << 20)\nos.fork()\nos.fork()\n"
+        "open(sys.argv[1] + str(os.getpid()), 'w').close()\ntime.sleep(60)"
+    )
     made.py(cg, code, str(ready))
     wait_for(lambda: len(list(made.tmp.glob("ready*"))) == 4)
     rss = 0
@@ -476,11 +482,15 @@ def test_v1_devices_deny_is_enforced_and_no_devices_directory_is_left(made: Made
     try:
         cg = made.create(b, "j", Limits(devices_deny=("c 1:7 rwm",)))  # /dev/full
         out = made.tmp / "opened"
-        made.py(cg, "import sys\n"
-                "for n in ('/dev/zero', '/dev/full'):\n"
-                "    try:\n        open(n, 'rb').close(); r = 'open'\n"
-                "    except OSError: r = 'denied'\n"
-                "    open(sys.argv[1], 'a').write(f'{n} {r}\\n')\n", str(out))
+        made.py(
+            cg,
+            "import sys\n"
+            "for n in ('/dev/zero', '/dev/full'):\n"
+            "    try:\n        open(n, 'rb').close(); r = 'open'\n"
+            "    except OSError: r = 'denied'\n"
+            "    open(sys.argv[1], 'a').write(f'{n} {r}\\n')\n",
+            str(out),
+        )
         wait_for(lambda: out.exists() and out.read_text().count("\n") == 2)
         assert out.read_text() == "/dev/zero open\n/dev/full denied\n"
         cg.kill()
@@ -552,15 +562,26 @@ def test_v2_device_program_denies_the_entries_to_every_task(made: Made) -> None:
     b = made.backend("v2")
     cg = made.create(b, "gpujob", Limits(devices_deny=("c 1:7 rwm",)))
     out = made.tmp / "opened"
-    made.py(cg, "import os, sys\n"
-            "if os.fork() == 0:\n    os.setsid()\n"  # a child that left the session too
-            "for n in ('/dev/zero', '/dev/full', '/dev/null'):\n"
-            "    try:\n        open(n, 'rb').close(); r = 'open'\n"
-            "    except OSError: r = 'denied'\n"
-            "    open(sys.argv[1] + str(os.getpid()), 'a').write(f'{n} {r}\\n')\n", str(out))
-    wait_for(lambda: len([p for p in made.tmp.iterdir() if p.name.startswith("opened")]) == 2
-             and all(p.read_text().count("\n") == 3 for p in made.tmp.iterdir()
-                     if p.name.startswith("opened")))
+    made.py(
+        cg,
+        "import os, sys\n"
+        "if os.fork() == 0:\n    os.setsid()\n"  # a child that left the session too
+        "for n in ('/dev/zero', '/dev/full', '/dev/null'):\n"
+        "    try:\n        open(n, 'rb').close(); r = 'open'\n"
+        "    except OSError: r = 'denied'\n"
+        "    open(sys.argv[1] + str(os.getpid()), 'a').write(f'{n} {r}\\n')\n",
+        str(out),
+    )
+    wait_for(
+        lambda: (
+            len([p for p in made.tmp.iterdir() if p.name.startswith("opened")]) == 2
+            and all(
+                p.read_text().count("\n") == 3
+                for p in made.tmp.iterdir()
+                if p.name.startswith("opened")
+            )
+        )
+    )
     for p in made.tmp.iterdir():
         if p.name.startswith("opened"):
             assert p.read_text() == "/dev/zero open\n/dev/full denied\n/dev/null open\n"
@@ -578,14 +599,20 @@ def _v2_offers(*controllers: str) -> str:
     missing = [c for c in controllers if c not in offered]
     if not missing:
         return ""
-    bound = [line.split()[0] for line in Path("/proc/cgroups").read_text().splitlines()[1:]
-             if line.split()[0] in missing and line.split()[1] != "0"]
-    return (f"the cgroup2 mount offers no {', '.join(missing)} controller"
-            + (f": {', '.join(bound)} bound to this host's v1 hierarchies" if bound else ""))
+    bound = [
+        line.split()[0]
+        for line in Path("/proc/cgroups").read_text().splitlines()[1:]
+        if line.split()[0] in missing and line.split()[1] != "0"
+    ]
+    return f"the cgroup2 mount offers no {', '.join(missing)} controller" + (
+        f": {', '.join(bound)} bound to this host's v1 hierarchies" if bound else ""
+    )
 
 
-@pytest.mark.skipif(bool(_v2_offers("memory", "pids", "cpuset")),
-                    reason=_v2_offers("memory", "pids", "cpuset") or "-")
+@pytest.mark.skipif(
+    bool(_v2_offers("memory", "pids", "cpuset")),
+    reason=_v2_offers("memory", "pids", "cpuset") or "-",
+)
 def test_v2_limits_memory_pids_and_cores(made: Made) -> None:
     """On a host with cgroup v2 controllers (most production sites): --mem is memory.max with
     no swap beyond it and an OOM kill is reported, pids.max holds a fork bomb, a 1-slot job
@@ -639,8 +666,9 @@ def test_v2_moves_its_own_cgroup_to_an_agent_leaf_when_the_parent_is_busy(made: 
             root_ctl.write_text("+hugetlb")
         Path(home, "cgroup.procs").write_text(str(os.getpid()))  # the "worker" is in parent
         # a busy parent that is not this process's cgroup: nothing is moved, and it says so
-        other = V2Backend(mount, str(home), ns + "x", own=str(home / "elsewhere"),
-                          want=("hugetlb",))
+        other = V2Backend(
+            mount, str(home), ns + "x", own=str(home / "elsewhere"), want=("hugetlb",)
+        )
         assert other.agent is None and other.enforced == frozenset()
         assert "EBUSY" in " ".join(other.notes)
         assert other.describe()["notes"] == other.notes
@@ -679,8 +707,10 @@ def test_none_applies_rlimits_in_the_child_and_kills_the_session(made: Made) -> 
     assert isinstance(b, NoneBackend)
     assert not any(enforces(b, k) for k in ("memory", "swap", "cpu", "cpuset", "pids", "freezer"))
     cg = made.create(b, "small", Limits(memory_bytes=256 * MiB))
-    code = ("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0])\n"
-            "try:\n    x = bytearray(512 << 20)\nexcept MemoryError:\n    raise SystemExit(3)")
+    code = (
+        "import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0])\n"
+        "try:\n    x = bytearray(512 << 20)\nexcept MemoryError:\n    raise SystemExit(3)"
+    )
     pid = made.py(cg, code)
     status = reap(pid, 20)
     assert status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3
@@ -710,8 +740,12 @@ def _fake_proc(tmp: Path, mountinfo: str, cgroup: str) -> str:
 
 
 def test_detect_modes_and_refusals(made: Made, tmp_path: Path) -> None:
-    v2_real = "memory" in (read_opt(os.path.join(_v2_mount() or "/nonexistent",
-                                                 "cgroup.controllers")) or "").split()
+    v2_real = (
+        "memory"
+        in (
+            read_opt(os.path.join(_v2_mount() or "/nonexistent", "cgroup.controllers")) or ""
+        ).split()
+    )
     auto = made.backend("auto")
     if v2_real:
         assert auto.kind == "v2"
@@ -745,7 +779,8 @@ def test_detect_modes_and_refusals(made: Made, tmp_path: Path) -> None:
         tmp_path / "p2",
         "30 25 0:26 / /nonexistent/cg/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct\n"
         "31 25 0:27 / /nonexistent/cg2 ro,nosuid - cgroup2 cgroup2 rw\n",
-        "3:cpu,cpuacct:/a\n0::/\n")
+        "3:cpu,cpuacct:/a\n0::/\n",
+    )
     with pytest.raises(CgroupError, match="does not exist"):
         detect("v1", proc=missing)
     with pytest.raises(CgroupError, match="read-only"):
@@ -761,15 +796,21 @@ def test_mount_table_parsing_handles_combined_and_subtree_mounts(tmp_path: Path)
         "32 25 0:28 /docker/abc /c/mem\\040x rw - cgroup cgroup rw,memory\n"
         "33 25 0:29 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n"
         "34 25 0:30 / /u rw - cgroup2 cgroup2 rw\n",
-        "5:memory:/docker/abc/job\n3:cpu,cpuacct:/a/b\n1:name=systemd:/x\n0::/w\n")
+        "5:memory:/docker/abc/job\n3:cpu,cpuacct:/a/b\n1:name=systemd:/x\n0::/w\n",
+    )
     mounts = read_mounts(proc)
     hier = v1_hierarchies(mounts)
     assert hier["cpu"] is hier["cpuacct"]
     assert hier["cpu"].point == "/sys/fs/cgroup/cpu,cpuacct"
     assert set(hier) == {"cpu", "cpuacct", "memory"}
     own = own_cgroups(proc)
-    assert own == {"memory": "/docker/abc/job", "cpu": "/a/b", "cpuacct": "/a/b",
-                   "name=systemd": "/x", "": "/w"}
+    assert own == {
+        "memory": "/docker/abc/job",
+        "cpu": "/a/b",
+        "cpuacct": "/a/b",
+        "name=systemd": "/x",
+        "": "/w",
+    }
     assert _under(hier["memory"], "", own["memory"]) == "/c/mem x/job"
     assert _under(hier["cpu"], "", own["cpu"]) == "/sys/fs/cgroup/cpu,cpuacct/a/b"
     assert _under(hier["cpu"], "/site/xce", None) == "/sys/fs/cgroup/cpu,cpuacct/site/xce"

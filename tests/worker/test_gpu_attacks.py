@@ -80,21 +80,38 @@ else echo "denied 0 own"; fi
 
 @pytest.mark.parametrize("mode", _modes())
 async def test_a_job_cannot_reach_the_gpu_it_was_not_granted(
-        mode: str, root: Path, nodes: Path, linux_users: LinuxUsers) -> None:  # noqa: F811
+    mode: str, root: Path, nodes: Path, linux_users: LinuxUsers
+) -> None:
     user: LinuxUser = linux_users.user()
     host = LocalHost(root, mode=mode, pids_limit=64)
     devices = gpus.HostDevices({"gpu": ("0", "1")}, gpu_device_path=f"{nodes}/nvidia{{}}")
     try:
-        a = {"job_id": "g1", "attempt": 0, "user": user.name, "outputs": [], "inputs": [],
-             "slots": 1, "devices": ["gpu:0"],
-             # submitted variables naming both GPUs: the worker's own win
-             "env": {"CUDA_VISIBLE_DEVICES": "0,1", "XCE_GPUS": "0,1"},
-             "command": ATTACK.replace("{nodes}", str(nodes))}
+        a = {
+            "job_id": "g1",
+            "attempt": 0,
+            "user": user.name,
+            "outputs": [],
+            "inputs": [],
+            "slots": 1,
+            "devices": ["gpu:0"],
+            # submitted variables naming both GPUs: the worker's own win
+            "env": {"CUDA_VISIBLE_DEVICES": "0,1", "XCE_GPUS": "0,1"},
+            "command": ATTACK.replace("{nodes}", str(nodes)),
+        }
         account = executor.account_for(user.name, allow_root=False)
         job = await executor.prepare(host.spool, a, account)
         job.result = asyncio.get_running_loop().create_future()
-        await executor.launch(job, host.launcher, host.backend, account, "h1", 64,
-                              host.spool.state, host.contact, devices=devices)
+        await executor.launch(
+            job,
+            host.launcher,
+            host.backend,
+            account,
+            "h1",
+            64,
+            host.spool.state,
+            host.contact,
+            devices=devices,
+        )
         cgroup = job.cgroup
         assert cgroup is not None
         result = await host.wait(job)
@@ -115,7 +132,8 @@ async def test_a_job_cannot_reach_the_gpu_it_was_not_granted(
 
 
 async def test_a_planted_link_in_a_writable_node_directory_cannot_unfence_a_gpu(
-        root: Path, linux_users: LinuxUsers) -> None:  # noqa: F811
+    root: Path, linux_users: LinuxUsers
+) -> None:
     """gpu_device_path in a directory users may write (sticky, like /tmp), one GPU's node
     not made there yet: a user plants `nvidia1 -> /dev/null`. The worker read the node's
     numbers through the link, denied /dev/null, and left the real GPU (here /dev/full,
@@ -132,16 +150,32 @@ async def test_a_planted_link_in_a_writable_node_directory_cannot_unfence_a_gpu(
     host = LocalHost(root, mode=modes[0], pids_limit=64)
     devices = gpus.HostDevices({"gpu": ("0", "1")}, gpu_device_path=f"{where}/nvidia{{}}")
     try:
-        a = {"job_id": "g2", "attempt": 0, "user": user.name, "outputs": [], "inputs": [],
-             "slots": 1, "devices": ["gpu:0"],
-             "command": "if head -c 1 /dev/full >/dev/null 2>&1; then echo 'open 1'; "
-                        "else echo 'denied 1'; fi"}
+        a = {
+            "job_id": "g2",
+            "attempt": 0,
+            "user": user.name,
+            "outputs": [],
+            "inputs": [],
+            "slots": 1,
+            "devices": ["gpu:0"],
+            "command": "if head -c 1 /dev/full >/dev/null 2>&1; then echo 'open 1'; "
+            "else echo 'denied 1'; fi",
+        }
         account = executor.account_for(user.name, allow_root=False)
         job = await executor.prepare(host.spool, a, account)
         job.result = asyncio.get_running_loop().create_future()
         try:
-            await executor.launch(job, host.launcher, host.backend, account, "h1", 64,
-                                  host.spool.state, host.contact, devices=devices)
+            await executor.launch(
+                job,
+                host.launcher,
+                host.backend,
+                account,
+                "h1",
+                64,
+                host.spool.state,
+                host.contact,
+                devices=devices,
+            )
         except executor.LaunchError as exc:
             assert "not trusted" in str(exc) and "nvidia1" in str(exc), exc
             return

@@ -41,7 +41,8 @@ def test_configured_gpus_skip_detection_and_other_kinds_are_kept() -> None:
 
 @pytest.mark.skipif(HAS_GPU, reason="a driver is present: the gpu-marked test covers it")
 def test_without_a_driver_the_host_has_only_its_configured_devices(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     pytest.importorskip("pynvml")  # the real library, failing as it does without a driver
     with caplog.at_level(logging.INFO, logger="xce.worker.gpus"):
         host = gpus.host_devices({"fpga": ("0",)})
@@ -62,17 +63,25 @@ class _FakeNvml:
 
     def nvmlInit(self) -> None: ...
     def nvmlShutdown(self) -> None: ...
-    def nvmlDeviceGetCount(self) -> int: return len(self.MINORS)
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int: return i
-    def nvmlDeviceGetMinorNumber(self, handle: int) -> int: return self.MINORS[handle]
-    def nvmlDeviceGetName(self, handle: int) -> str: return "NVIDIA H200"
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.MINORS)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+
+    def nvmlDeviceGetMinorNumber(self, handle: int) -> int:
+        return self.MINORS[handle]
+
+    def nvmlDeviceGetName(self, handle: int) -> str:
+        return "NVIDIA H200"
 
     def nvmlDeviceGetMemoryInfo(self, handle: int) -> object:
         return type("Memory", (), {"total": 141 * 2**30})()
 
 
 def test_detected_gpus_are_fenced_by_their_own_nodes_not_by_index(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A job granted NVML index 0 must be denied the node of index 1 (/dev/nvidia0 here),
     not /dev/nvidia1, which is its own GPU: fencing by index would leave the other job's
     GPU open to it."""
@@ -93,8 +102,7 @@ def test_model_names_drop_the_vendor() -> None:
 def test_environment_names_exactly_the_granted_gpus() -> None:
     host = gpus.HostDevices({"gpu": ("0", "1", "2")})
     env = gpus.job_env({"devices": ["gpu:2", "gpu:0", "fpga:x"]}, host)
-    assert env == {"CUDA_VISIBLE_DEVICES": "2,0", "ROCR_VISIBLE_DEVICES": "2,0",
-                   "XCE_GPUS": "2,0"}
+    assert env == {"CUDA_VISIBLE_DEVICES": "2,0", "ROCR_VISIBLE_DEVICES": "2,0", "XCE_GPUS": "2,0"}
     assert gpus.job_env({"devices": []}, host)["CUDA_VISIBLE_DEVICES"] == ""
     assert gpus.job_env({}, gpus.HostDevices()) == {}
     assert gpus.denied_nodes({"devices": ["gpu:1"]}, host) == ["/dev/nvidia0", "/dev/nvidia2"]
@@ -124,8 +132,14 @@ def test_nvml_lists_the_gpus_with_model_and_memory() -> None:
     # a process given one GPU sees exactly that one through CUDA's variable
     if shutil.which("nvidia-smi"):
         env = {**os.environ, **gpus.job_env({"devices": [f"gpu:{host.gpus[0]}"]}, host)}
-        out = subprocess.run([sys.executable, "bench/gpu_check.py", "--visible"], env=env,
-                             capture_output=True, text=True, timeout=60, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "bench/gpu_check.py", "--visible"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         assert f"visible={host.gpus[0]}" in out, out
 
 

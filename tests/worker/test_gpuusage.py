@@ -64,8 +64,9 @@ def test_a_missing_device_reads_nothing_and_fails_nothing() -> None:
     assert meter.report() == {} and meter.samples == 0
 
 
-def test_without_the_library_nothing_is_read(monkeypatch: pytest.MonkeyPatch,
-                                              caplog: pytest.LogCaptureFixture) -> None:
+def test_without_the_library_nothing_is_read(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError
     reader, meter = NvmlReader(), GpuMeter()
     with caplog.at_level("INFO", logger="xce.worker.gpuusage"):
@@ -102,6 +103,7 @@ def test_the_figures_reach_the_job_and_its_accounting_record() -> None:
     assert record.state is JobState.DONE and record.usage == usage
     acct = build(record, "DONE", T0 + 10, "", 1)
     assert (acct.gpu_util_pct, acct.gpu_mem_peak_bytes) == (55.5, 3 << 30)
-    plain = build(dataclasses.replace(record, usage=Usage(1.0, 0.5, 100, 10.0)),
-                  "DONE", T0 + 10, "", 1)
+    plain = build(
+        dataclasses.replace(record, usage=Usage(1.0, 0.5, 100, 10.0)), "DONE", T0 + 10, "", 1
+    )
     assert plain.gpu_util_pct is None and plain.gpu_mem_peak_bytes is None

@@ -25,12 +25,6 @@ from xce.worker import executor
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker's defences need root")
 
 
-
-
-
-
-
-
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -49,46 +43,56 @@ async def _until(check, timeout: float = 10.0, what: str = "condition") -> None:
 
 # --- files: the worker never reads or writes as root what the job controls -------------------
 
+
 async def test_outputs_are_read_as_the_user_so_cwd_etc_gives_no_shadow(
-        host: LocalHost, user: LinuxUser) -> None:
+    host: LocalHost, user: LinuxUser
+) -> None:
     """The old worker collected outputs as root from any `cwd`: /etc/shadow came back."""
-    _, result, files = await host.run({"command": "true", "cwd": "/etc",
-                                       "outputs": ["shadow", "passwd"]}, user.name)
+    _, result, files = await host.run(
+        {"command": "true", "cwd": "/etc", "outputs": ["shadow", "passwd"]}, user.name
+    )
     assert result.exit_code == 0
     assert "shadow" not in files
     assert files.get("passwd", b"").startswith(b"root:")  # what the user can read is fine
 
 
 async def test_a_cwd_the_user_cannot_enter_is_a_clear_launch_error(
-        host: LocalHost, user: LinuxUser) -> None:
+    host: LocalHost, user: LinuxUser
+) -> None:
     """The old worker checked `cwd` as root (is_dir), then chdir'd as root before exec."""
-    with pytest.raises(executor.LaunchError,
-                       match="cannot enter working directory /root: Permission denied"):
+    with pytest.raises(
+        executor.LaunchError, match="cannot enter working directory /root: Permission denied"
+    ):
         await host.run({"command": "true", "cwd": "/root"}, user.name)
 
 
 async def test_job_directory_belongs_to_the_user_and_its_script_and_inputs_work(
-        host: LocalHost, user: LinuxUser) -> None:
+    host: LocalHost, user: LinuxUser
+) -> None:
     """The old job directories were 0700 root: a user's `#!` script could not even run."""
     script = "#!/bin/sh\nid -u\ncat data.csv\nls -ln data.csv | cut -d' ' -f3\n"
-    job, result, files = await host.run({"script": script, "command": None},
-                                        user.name, inputs={"data.csv": b"1,2\n"})
+    job, result, files = await host.run(
+        {"script": script, "command": None}, user.name, inputs={"data.csv": b"1,2\n"}
+    )
     assert result.exit_code == 0, files.get("stderr")
     assert files["stdout"].decode().split() == [str(user.uid), "1,2", str(user.uid)]
     assert not job.job_dir.exists() or stat.S_IMODE(os.stat(job.job_dir).st_mode) == 0o700
 
 
 async def test_symlinks_planted_in_the_job_tree_never_make_root_write_through_them(
-        host: LocalHost, user: LinuxUser, root: Path) -> None:
+    host: LocalHost, user: LinuxUser, root: Path
+) -> None:
     """The old worker wrote `.xce/result` (and read `.xce/pid`) as root through whatever the
     job had put there: a symlink made it create or overwrite any file of the host."""
     victim = root / "victim"
     victim.write_text("untouched\n")
     os.chmod(victim, 0o644)
     missing = root / "created-by-root"
-    command = (f"cd \"$XCE_JOB_DIR/.xce\" && for f in result result.tmp pid key report.json; "
-               f"do ln -sf {victim} $f; done; ln -sf {missing} extra; "
-               f"rm -f stdout; ln -s {victim} stdout; echo done")
+    command = (
+        f'cd "$XCE_JOB_DIR/.xce" && for f in result result.tmp pid key report.json; '
+        f"do ln -sf {victim} $f; done; ln -sf {missing} extra; "
+        f"rm -f stdout; ln -s {victim} stdout; echo done"
+    )
     job, result, files = await host.run({"command": command}, user.name)
     assert result.exit_code == 0
     assert victim.read_text() == "untouched\n"
@@ -101,12 +105,14 @@ async def test_symlinks_planted_in_the_job_tree_never_make_root_write_through_th
 
 
 async def test_a_forged_pid_file_is_ignored_by_a_restarted_worker(
-        host: LocalHost, user: LinuxUser, root: Path) -> None:
+    host: LocalHost, user: LinuxUser, root: Path
+) -> None:
     """The old worker, restarted, killed the process group named by the job's `.xce/pid`."""
     victim = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
-        job = await host.start({"command": f"echo {victim.pid} > \"$XCE_JOB_DIR/.xce/pid\"; "
-                                           f"sleep 30"}, user.name)
+        job = await host.start(
+            {"command": f'echo {victim.pid} > "$XCE_JOB_DIR/.xce/pid"; sleep 30'}, user.name
+        )
         await asyncio.sleep(0.5)
         host.launcher.close()  # the worker process goes away; its keeper stays
         again = LocalHost(root, spool=host.spool.root, namespace=host.namespace)
@@ -123,18 +129,29 @@ async def test_a_forged_pid_file_is_ignored_by_a_restarted_worker(
 
 
 async def test_an_output_directory_swapped_for_a_symlink_during_upload_stays_inside(
-        host: LocalHost, user: LinuxUser, root: Path) -> None:
+    host: LocalHost, user: LinuxUser, root: Path
+) -> None:
     """The old worker resolved output paths, then opened them by path as root: a directory
     swapped for a link to /etc in between made it upload /etc's files."""
-    command = ("mkdir -p out && head -c 20000000 /dev/zero > out/big && "
-               "echo mine > out/small && mkdir -p decoy")
+    command = (
+        "mkdir -p out && head -c 20000000 /dev/zero > out/big && "
+        "echo mine > out/small && mkdir -p decoy"
+    )
     job = await host.start({"command": command, "outputs": ["out/*"]}, user.name)
     await host.wait(job)
     # Another process of the same user swaps out/ <-> a link to /etc while the worker uploads.
     swapper = subprocess.Popen(
-        ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "sh", "-c",
-         f"cd {job.work_dir} && while :; do mv out real && ln -s /etc out; "
-         f"rm out && mv real out; done"])
+        [
+            "setpriv",
+            f"--reuid={user.uid}",
+            f"--regid={user.gid}",
+            "--clear-groups",
+            "sh",
+            "-c",
+            f"cd {job.work_dir} && while :; do mv out real && ln -s /etc out; "
+            f"rm out && mv real out; done",
+        ]
+    )
     try:
         from tests.worker.local_host import Recorder
         from xce.worker import staging
@@ -154,13 +171,16 @@ async def test_an_output_directory_swapped_for_a_symlink_during_upload_stays_ins
 
 # --- processes: the cgroup holds every process of the job ----------------------------------
 
-ESCAPE = ("setsid sh -c 'while :; do date +%s.%N >> \"$0\"; sleep 0.05; done' {mark} & "
-          "( ( sh -c 'while :; do sleep 0.05; done' & ) & ) ; sleep 60")
+ESCAPE = (
+    "setsid sh -c 'while :; do date +%s.%N >> \"$0\"; sleep 0.05; done' {mark} & "
+    "( ( sh -c 'while :; do sleep 0.05; done' & ) & ) ; sleep 60"
+)
 
 
 @needs_cgroups
 async def test_children_that_leave_the_session_die_with_a_killed_job(
-        host: LocalHost, user: LinuxUser, root: Path) -> None:
+    host: LocalHost, user: LinuxUser, root: Path
+) -> None:
     """The old worker killed the job's process group: a `setsid` child kept running."""
     mark = _mark(root, user, "escapee")
     job = await host.start({"command": ESCAPE.format(mark=mark)}, user.name)
@@ -177,7 +197,8 @@ async def test_children_that_leave_the_session_die_with_a_killed_job(
 
 @needs_cgroups
 async def test_suspend_freezes_every_process_of_the_job_and_resume_thaws_them(
-        host: LocalHost, user: LinuxUser, root: Path) -> None:
+    host: LocalHost, user: LinuxUser, root: Path
+) -> None:
     """The old worker sent SIGSTOP to the job's process group: a `setsid` child ran on."""
     mark = _mark(root, user, "escapee")
     job = await host.start({"command": ESCAPE.format(mark=mark)}, user.name)
@@ -216,9 +237,11 @@ def _pids_of(uid: int) -> list[int]:
 @needs_cgroups
 async def test_a_fork_bomb_is_held_by_the_pids_limit(host: LocalHost, user: LinuxUser) -> None:
     """The old worker had no limit on tasks: a fork bomb took the host."""
-    bomb = ("python3 -c \"import os,time\nn=0\nfor i in range(400):\n    try:\n        "
-            "pid=os.fork()\n    except OSError:\n        break\n    if pid==0:\n        "
-            "time.sleep(30); os._exit(0)\n    n+=1\nprint(n, flush=True)\ntime.sleep(30)\"")
+    bomb = (
+        'python3 -c "import os,time\nn=0\nfor i in range(400):\n    try:\n        '
+        "pid=os.fork()\n    except OSError:\n        break\n    if pid==0:\n        "
+        'time.sleep(30); os._exit(0)\n    n+=1\nprint(n, flush=True)\ntime.sleep(30)"'
+    )
     job = await host.start({"command": bomb}, user.name)
     await _until(lambda: os.fstat(job.readers["stdout"]).st_size > 0, 20, "the bomb to stop")
     assert job.cgroup is not None
@@ -231,7 +254,8 @@ async def test_a_fork_bomb_is_held_by_the_pids_limit(host: LocalHost, user: Linu
 
 @needs_cgroups
 async def test_a_memory_hog_is_killed_at_its_limit_with_the_reason(
-        host: LocalHost, user: LinuxUser) -> None:
+    host: LocalHost, user: LinuxUser
+) -> None:
     """The old worker's --mem was bookkeeping: a job of 100 MB used 1 GB and ended DONE."""
     hog = "python3 -c \"b = bytearray(400 * 1024 * 1024); print('survived')\""
     _, result, files = await host.run({"command": hog, "memory_mb": 64}, user.name)
@@ -242,10 +266,13 @@ async def test_a_memory_hog_is_killed_at_its_limit_with_the_reason(
 
 @needs_cgroups
 async def test_memory_of_a_forked_job_is_its_real_peak_not_rss_summed(
-        host: LocalHost, user: LinuxUser) -> None:
+    host: LocalHost, user: LinuxUser
+) -> None:
     """The old worker summed RSS per process: three processes sharing 60 MB counted 180."""
-    shared = ("python3 -c \"import os,time\nb=bytearray(60*1024*1024)\nfor i in range(0,len(b),"
-              "4096): b[i]=1\nos.fork(); os.fork(); time.sleep(1.5)\"")
+    shared = (
+        'python3 -c "import os,time\nb=bytearray(60*1024*1024)\nfor i in range(0,len(b),'
+        '4096): b[i]=1\nos.fork(); os.fork(); time.sleep(1.5)"'
+    )
     _, result, _ = await host.run({"command": shared, "memory_mb": 1000}, user.name)
     assert result.exit_code == 0
     peak_mb = result.usage.max_rss_bytes / 2**20
@@ -265,6 +292,7 @@ async def test_a_one_slot_job_gets_one_cpu(host: LocalHost, user: LinuxUser) -> 
 
 # --- who may run -------------------------------------------------------------------------
 
+
 def test_system_accounts_and_root_are_refused_on_the_host() -> None:
     """The old worker ran `--user daemon` as uid 1 and took any account."""
     with pytest.raises(executor.LaunchError, match="min_job_uid"):
@@ -276,9 +304,11 @@ def test_system_accounts_and_root_are_refused_on_the_host() -> None:
 
 # --- the fence: a keeper kills its job once the worker is out of touch -----------------------
 
+
 @needs_cgroups
 async def test_a_keeper_kills_its_job_when_the_worker_loses_contact(
-        root: Path, user: LinuxUser) -> None:
+    root: Path, user: LinuxUser
+) -> None:
     """The old worker's jobs ran on after the worker died: requeued elsewhere, they ran
     twice."""
     host = LocalHost(root, fence_timeout_s=1.5)
@@ -300,7 +330,8 @@ async def test_a_keeper_kills_its_job_when_the_worker_loses_contact(
 
 @needs_cgroups
 async def test_a_keeper_keeps_its_job_while_the_worker_keeps_in_touch(
-        root: Path, user: LinuxUser) -> None:
+    root: Path, user: LinuxUser
+) -> None:
     host = LocalHost(root, fence_timeout_s=1.0)
     try:
         job = await host.start({"command": "sleep 2.5; echo ok"}, user.name)
@@ -318,8 +349,9 @@ async def test_without_cgroups_a_job_runs_under_rlimits(root: Path, user: LinuxU
     applies the limits as rlimits of the leader; the job runs and is reported as usual."""
     host = LocalHost(root, mode="none")
     try:
-        _, result, files = await host.run({"command": "echo hi; ulimit -v", "memory_mb": 100},
-                                          user.name)
+        _, result, files = await host.run(
+            {"command": "echo hi; ulimit -v", "memory_mb": 100}, user.name
+        )
         assert result.exit_code == 0, files.get("stderr")
         assert files["stdout"] == b"hi\n102400\n"
     finally:

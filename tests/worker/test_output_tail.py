@@ -40,10 +40,11 @@ def test_only_new_bytes_are_collected_once_taken(tmp_path: Path) -> None:
     _write(job, "stderr", b"warn\n")
     chunks = pusher.collect([job])
     assert [(c.stream, c.offset, c.data) for c in chunks] == [
-        ("stdout", 0, b"one\n"), ("stderr", 0, b"warn\n")]
+        ("stdout", 0, b"one\n"),
+        ("stderr", 0, b"warn\n"),
+    ]
     report = pusher.report(chunks)
-    assert report[("1", 0)]["stdout"] == {"offset": 0,
-                                          "data": base64.b64encode(b"one\n").decode()}
+    assert report[("1", 0)]["stdout"] == {"offset": 0, "data": base64.b64encode(b"one\n").decode()}
     # Not taken (the heartbeat failed): the same bytes go again.
     assert [c.data for c in pusher.collect([job])] == [b"one\n", b"warn\n"]
     pusher.taken(chunks)
@@ -61,7 +62,10 @@ def test_a_fast_writer_is_sampled_and_the_budget_is_shared(tmp_path: Path) -> No
         _write(job, "stdout", bytes(range(256)) * 4)  # 1024 bytes each
     first = pusher.collect(jobs)
     assert [(c.job.key[0], c.offset, len(c.data)) for c in first] == [
-        ("0", 924, 100), ("1", 924, 100), ("2", 924, 50)]  # the latest bytes; budget 250
+        ("0", 924, 100),
+        ("1", 924, 100),
+        ("2", 924, 50),
+    ]  # the latest bytes; budget 250
     pusher.taken(first)
     second = pusher.collect(jobs)  # the next heartbeat starts with another job
     assert [(c.job.key[0], c.offset, len(c.data)) for c in second] == [("2", 974, 50)]
@@ -107,13 +111,15 @@ class _Recorder:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="jobs as root need a root worker")
 async def test_a_job_that_swaps_its_stdout_for_a_symlink_uploads_its_own_output(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     secret = tmp_path / "secret"
     secret.write_text("not yours\n")
     host = LocalHost(tmp_path)
     try:
-        job = await host.start({"command": f"echo mine; ln -sf {secret} "
-                                           f"\"$XCE_JOB_DIR/.xce/stdout\"; echo more"})
+        job = await host.start(
+            {"command": f'echo mine; ln -sf {secret} "$XCE_JOB_DIR/.xce/stdout"; echo more'}
+        )
         result = await host.wait(job)
         assert result.exit_code == 0
         live = OutputPusher().collect([job])

@@ -33,15 +33,23 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker's defences
 x86_64 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="keyctl numbers are x86_64")
 
 
-
-
-
-
 def _as_user(user: LinuxUser, command: str) -> subprocess.CompletedProcess[str]:
     """A local process of `user` (not a job): what a user logged in on the worker can do."""
-    return subprocess.run(["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}",
-                           "--clear-groups", "sh", "-c", command],
-                          capture_output=True, text=True, check=False, timeout=30)
+    return subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={user.uid}",
+            f"--regid={user.gid}",
+            "--clear-groups",
+            "sh",
+            "-c",
+            command,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
 
 
 # --- 1. the job inherits root's session keyring ----------------------------------------------
@@ -51,7 +59,7 @@ _KEYCTL_JOIN_SESSION_KEYRING, _KEY_SPEC_SESSION_KEYRING = 1, -3
 
 # The job: find a "user" key by description in its session keyring and print its payload.
 _READ_KEY = (
-    "python3 -c \"import ctypes,sys\n"
+    'python3 -c "import ctypes,sys\n'
     "l=ctypes.CDLL(None,use_errno=True); l.syscall.restype=ctypes.c_long\n"
     "k=l.syscall(250,10,ctypes.c_long(-3),b'user',sys.argv[1].encode(),0)\n"
     "b=ctypes.create_string_buffer(256); n=l.syscall(250,11,ctypes.c_long(k),b,256)\n"
@@ -72,8 +80,17 @@ def _host_with_root_key(root: Path, desc: str, secret: bytes) -> LocalHost:
             libc.syscall.restype = ctypes.c_long
             if libc.syscall(_SYS_KEYCTL, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
                 raise OSError(ctypes.get_errno(), "keyctl(JOIN_SESSION_KEYRING)")
-            if libc.syscall(_SYS_ADD_KEY, b"user", desc.encode(), secret, len(secret),
-                            ctypes.c_long(_KEY_SPEC_SESSION_KEYRING)) < 0:
+            if (
+                libc.syscall(
+                    _SYS_ADD_KEY,
+                    b"user",
+                    desc.encode(),
+                    secret,
+                    len(secret),
+                    ctypes.c_long(_KEY_SPEC_SESSION_KEYRING),
+                )
+                < 0
+            ):
                 raise OSError(ctypes.get_errno(), "add_key")
             made.append(LocalHost(root, pids_limit=64))
         except BaseException as exc:
@@ -89,7 +106,8 @@ def _host_with_root_key(root: Path, desc: str, secret: bytes) -> LocalHost:
 
 @x86_64
 async def test_a_job_reads_a_key_from_the_workers_session_keyring(
-        root: Path, user: LinuxUser) -> None:
+    root: Path, user: LinuxUser
+) -> None:
     desc, secret = f"xce-review-{secrets.token_hex(4)}", f"S3CRET-{secrets.token_hex(8)}"
     host = _host_with_root_key(root, desc, secret.encode())
     try:
@@ -102,14 +120,17 @@ async def test_a_job_reads_a_key_from_the_workers_session_keyring(
 
 @x86_64
 async def test_a_job_reads_a_key_another_users_job_stored(
-        root: Path, linux_users: LinuxUsers) -> None:  # noqa: F811
+    root: Path, linux_users: LinuxUsers
+) -> None:
     alice, mallory = linux_users.user(), linux_users.user()
     desc, secret = f"xce-review-{secrets.token_hex(4)}", f"alice-{secrets.token_hex(8)}"
     host = _host_with_root_key(root, "xce-review-root", b"unused")
-    store = ("python3 -c \"import ctypes\n"
-             "l=ctypes.CDLL(None,use_errno=True); l.syscall.restype=ctypes.c_long\n"
-             f"print(l.syscall(248,b'user',b'{desc}',b'{secret}',{len(secret)},"
-             "ctypes.c_long(-3)))\"; sleep 20")
+    store = (
+        'python3 -c "import ctypes\n'
+        "l=ctypes.CDLL(None,use_errno=True); l.syscall.restype=ctypes.c_long\n"
+        f"print(l.syscall(248,b'user',b'{desc}',b'{secret}',{len(secret)},"
+        'ctypes.c_long(-3)))"; sleep 20'
+    )
     victim = await host.start({"command": store}, alice.name)
     try:
         deadline = time.monotonic() + 10
@@ -126,10 +147,13 @@ async def test_a_job_reads_a_key_another_users_job_stored(
 
 # --- 2. outputs from cwd=/proc/self are the root worker's own /proc files --------------------
 
+
 async def test_outputs_from_proc_self_are_the_workers_own_memory_map(
-        host: LocalHost, user: LinuxUser) -> None:
-    _, result, files = await host.run({"command": "true", "cwd": "/proc/self",
-                                       "outputs": ["maps", "limits", "status"]}, user.name)
+    host: LocalHost, user: LinuxUser
+) -> None:
+    _, result, files = await host.run(
+        {"command": "true", "cwd": "/proc/self", "outputs": ["maps", "limits", "status"]}, user.name
+    )
     assert result.exit_code == 0
     # The user cannot read /proc/<worker pid>/maps itself:
     denied = _as_user(user, f"cat /proc/{os.getpid()}/maps")
@@ -140,9 +164,11 @@ async def test_outputs_from_proc_self_are_the_workers_own_memory_map(
 
 # --- 3. descriptor exhaustion: one job's outputs make the worker drop another's --------------
 
+
 @needs_cgroups
 async def test_outputs_of_one_job_use_up_descriptors_and_another_job_is_lost(
-        host: LocalHost, linux_users: LinuxUsers) -> None:  # noqa: F811
+    host: LocalHost, linux_users: LinuxUsers
+) -> None:
     victim_user, attacker = linux_users.user(), linux_users.user()
     victim = await host.start({"command": "sleep 4; echo fine"}, victim_user.name)
     many = "python3 -c \"[open(f'o{i}', 'w').close() for i in range(1500)]\""
@@ -183,6 +209,7 @@ async def test_outputs_of_one_job_use_up_descriptors_and_another_job_is_lost(
 
 # --- 4. accounts that pass min_job_uid but are system accounts --------------------------------
 
+
 def test_nobody_is_refused_as_a_job_user() -> None:
     try:
         account = executor.account_for("nobody", allow_root=False)
@@ -193,6 +220,7 @@ def test_nobody_is_refused_as_a_job_user() -> None:
 
 # --- 5. what a job leaves in /dev/shm outlives it, outside its memory limit -------------------
 
+
 @needs_cgroups
 async def test_a_jobs_dev_shm_file_outlives_the_job(host: LocalHost, user: LinuxUser) -> None:
     if not os.path.isdir("/dev/shm"):
@@ -200,7 +228,8 @@ async def test_a_jobs_dev_shm_file_outlives_the_job(host: LocalHost, user: Linux
     leftover = Path(f"/dev/shm/xce-review-{secrets.token_hex(4)}")
     try:
         job, result, _ = await host.run(
-            {"command": f"head -c 4000000 /dev/zero > {leftover}", "memory_mb": 64}, user.name)
+            {"command": f"head -c 4000000 /dev/zero > {leftover}", "memory_mb": 64}, user.name
+        )
         assert result.exit_code == 0
         await executor.remove_job_dir(job.job_dir, job.creds)
         assert not leftover.exists(), "the job's 4 MB in /dev/shm outlived it"
@@ -210,6 +239,7 @@ async def test_a_jobs_dev_shm_file_outlives_the_job(host: LocalHost, user: Linux
 
 
 # --- 5b. /tmp is the host's: other users see, plant and outlive the job's temporary files ----
+
 
 @pytest.fixture
 def off_tmp_host() -> Iterator[LocalHost]:
@@ -223,7 +253,8 @@ def off_tmp_host() -> Iterator[LocalHost]:
 
 
 async def test_a_job_shares_tmp_with_other_users_and_leaves_its_files_there(
-        off_tmp_host: LocalHost, linux_users: LinuxUsers, tmp_path: Path) -> None:  # noqa: F811
+    off_tmp_host: LocalHost, linux_users: LinuxUsers, tmp_path: Path
+) -> None:
     """The job's /tmp was the host's: another user on the node read the job's temporary
     files while it ran, planted a link under a name the job would use (the classic /tmp
     race), and what the job left stayed on the host's disk after it. Now each attempt has a
@@ -239,24 +270,32 @@ async def test_a_job_shares_tmp_with_other_users_and_leaves_its_files_there(
     os.chown(ready.parent, owner.uid, owner.gid)
     try:
         host = off_tmp_host
-        job = await host.start({"command": (
-            f"echo secret > /tmp/{marker}; ln -s {victim} /tmp/{marker}-link; "
-            f"if test -e {planted}; then touch $XCE_JOB_DIR/planted-seen; fi; "
-            f"touch {ready}; sleep 30")}, owner.name)
+        job = await host.start(
+            {
+                "command": (
+                    f"echo secret > /tmp/{marker}; ln -s {victim} /tmp/{marker}-link; "
+                    f"if test -e {planted}; then touch $XCE_JOB_DIR/planted-seen; fi; "
+                    f"touch {ready}; sleep 30"
+                )
+            },
+            owner.name,
+        )
         deadline = time.monotonic() + 20
         while not ready.exists():
             assert time.monotonic() < deadline, "the job never got going"
             await asyncio.sleep(0.05)
         seen = _as_user(other, f"cat /tmp/{marker}")
-        assert seen.returncode != 0 and "secret" not in seen.stdout, \
+        assert seen.returncode != 0 and "secret" not in seen.stdout, (
             "another user read the job's file in /tmp"
+        )
         assert not Path(f"/tmp/{marker}").exists(), "the job's /tmp file is on the host's /tmp"
         executor.kill_group_now(job)
         result = await host.wait(job)
         assert result.exit_code != 0 or result.exit_signal
         assert (victim / "keep").read_text() == "root's", "removing /tmp followed the job's link"
-        assert not (job.job_dir / "planted-seen").exists(), \
+        assert not (job.job_dir / "planted-seen").exists(), (
             "the job saw a name another user planted in /tmp"
+        )
     finally:
         for left in (planted, Path(f"/tmp/{marker}"), Path(f"/tmp/{marker}-link")):
             with contextlib.suppress(FileNotFoundError):
@@ -282,29 +321,46 @@ time.sleep(3600)
 
 
 async def test_a_deep_tree_left_in_the_private_tmp_loses_the_result_and_stops_the_worker(
-        off_tmp_host: LocalHost, user: LinuxUser) -> None:
+    off_tmp_host: LocalHost, user: LinuxUser
+) -> None:
     """The first private /tmp was a directory of the attempt's state that the keeper removed
     with shutil.rmtree: 1100 nested directories made it raise RecursionError, so the job's
     end was never recorded, its cgroup stayed, and the worker's own clean-up and restart
     (recover) failed on the same tree. /tmp is now a tmpfs of the job's mount namespace."""
-    job, result, _ = await off_tmp_host.run({"command": (
-        "cd /tmp; i=0; while [ $i -lt 1100 ]; do mkdir d && cd d || exit 9; i=$((i+1)); done;"
-        " exit 7"), "memory_mb": 256}, user.name)
+    job, result, _ = await off_tmp_host.run(
+        {
+            "command": (
+                "cd /tmp; i=0; while [ $i -lt 1100 ];"
+                " do mkdir d && cd d || exit 9; i=$((i+1)); done;"
+                " exit 7"
+            ),
+            "memory_mb": 256,
+        },
+        user.name,
+    )
     assert result.exit_code == 7, result.reason
-    assert job.attempt_dir is not None and not any(
-        p.is_dir() for p in job.attempt_dir.iterdir()), "the job left a tree in the state dir"
+    assert job.attempt_dir is not None and not any(p.is_dir() for p in job.attempt_dir.iterdir()), (
+        "the job left a tree in the state dir"
+    )
     assert not off_tmp_host.backend.existing(), "the attempt's cgroup was left behind"
     assert await executor.recover(off_tmp_host.spool, off_tmp_host.backend) is not None
 
 
 async def test_a_private_tmp_is_no_larger_than_the_jobs_memory(
-        off_tmp_host: LocalHost, user: LinuxUser) -> None:
+    off_tmp_host: LocalHost, user: LinuxUser
+) -> None:
     """On disk, a job's /tmp could fill the worker's state file system (no job could start
     after); the tmpfs is capped at the job's memory limit and charged to it."""
-    job, result, _ = await off_tmp_host.run({"command": (
-        "df -k /tmp | tail -1 > $XCE_JOB_DIR/df; "
-        "head -c 100000000 /dev/zero > /tmp/big; echo $? > $XCE_JOB_DIR/rc"),
-        "memory_mb": 64}, user.name)
+    job, result, _ = await off_tmp_host.run(
+        {
+            "command": (
+                "df -k /tmp | tail -1 > $XCE_JOB_DIR/df; "
+                "head -c 100000000 /dev/zero > /tmp/big; echo $? > $XCE_JOB_DIR/rc"
+            ),
+            "memory_mb": 64,
+        },
+        user.name,
+    )
     size_kb = int((job.job_dir / "df").read_text().split()[1])
     assert size_kb <= 64 * 1024, f"/tmp of a 64 MB job holds {size_kb} KB"
     rc = (job.job_dir / "rc").read_text().strip() if (job.job_dir / "rc").exists() else ""
@@ -313,7 +369,8 @@ async def test_a_private_tmp_is_no_larger_than_the_jobs_memory(
 
 @needs_cgroups
 async def test_suspending_a_job_that_cannot_be_frozen_stalls_the_workers_loop(
-        host: LocalHost, user: LinuxUser) -> None:
+    host: LocalHost, user: LinuxUser
+) -> None:
     """A task in an exec that waits for a ptrace attach (cred_guard_mutex) is in a killable
     sleep the freezer cannot freeze: the worker's freeze waited 2 s on its event loop per
     job, enough with a few such jobs stopped at once to miss heartbeats and fence every job
@@ -359,14 +416,21 @@ async def test_suspending_a_job_that_cannot_be_frozen_stalls_the_workers_loop(
 
 # --- 5d. second review: sparse outputs of terabytes went to the controller in full ---------
 
+
 async def test_sparse_terabyte_outputs_are_not_sent(host: LocalHost, user: LinuxUser) -> None:
     """A job made its stdout and an output 15 TB sparse files (12 KB on disk): the worker
     read and sent every byte and the controller wrote them, filling its disk. The worker now
     skips what is over the controller's limits per file and per job, without reading it."""
-    job = await host.start({"command": (
-        "truncate -s 15T $XCE_JOB_DIR/.xce/stdout; truncate -s 15T big.out; "
-        "head -c 3000 /dev/zero > small.out; head -c 3000 /dev/zero > second.out"),
-        "outputs": ["*.out"]}, user.name)
+    job = await host.start(
+        {
+            "command": (
+                "truncate -s 15T $XCE_JOB_DIR/.xce/stdout; truncate -s 15T big.out; "
+                "head -c 3000 /dev/zero > small.out; head -c 3000 /dev/zero > second.out"
+            ),
+            "outputs": ["*.out"],
+        },
+        user.name,
+    )
     await host.wait(job)
     client = Recorder()
     started = time.monotonic()
@@ -380,11 +444,18 @@ async def test_sparse_terabyte_outputs_are_not_sent(host: LocalHost, user: Linux
 
 
 async def test_a_sparse_stdout_copied_to_its_o_file_costs_no_reading(
-        host: LocalHost, user: LinuxUser) -> None:
+    host: LocalHost, user: LinuxUser
+) -> None:
     """`-o FILE` copies the job's stdout when it ends (as its user): a 15 TB sparse stdout
     was read and written in full, holding a worker thread for hours; holes stay holes."""
-    job = await host.start({"command": "echo first; truncate -s 15T $XCE_JOB_DIR/.xce/stdout",
-                            "number": 1, "stdout_file": "out.%J"}, user.name)
+    job = await host.start(
+        {
+            "command": "echo first; truncate -s 15T $XCE_JOB_DIR/.xce/stdout",
+            "number": 1,
+            "stdout_file": "out.%J",
+        },
+        user.name,
+    )
     await host.wait(job)
     started = time.monotonic()
     await staging.copy_std_files(job)
@@ -399,8 +470,10 @@ async def test_a_sparse_stdout_copied_to_its_o_file_costs_no_reading(
 
 # --- 6. a jobs_dir the worker did not make is trusted as is ----------------------------------
 
+
 async def test_a_jobs_dir_pre_made_by_a_user_lets_that_user_forge_anothers_outputs(
-        linux_users: LinuxUsers) -> None:  # noqa: F811
+    linux_users: LinuxUsers,
+) -> None:
     """Spool.make kept an existing jobs_dir whoever owned it: its owner could swap other
     users' job directories and forge their outputs. Now the worker refuses to start."""
     attacker = linux_users.user()
@@ -417,8 +490,10 @@ async def test_a_jobs_dir_pre_made_by_a_user_lets_that_user_forge_anothers_outpu
 
 # --- 7. one output name the controller cannot store blocks every finish report of the host ----
 
+
 def test_an_unstorable_output_name_blocks_every_later_report_of_the_host(
-        tmp_path: Path, linux_users: LinuxUsers) -> None:  # noqa: F811
+    tmp_path: Path, linux_users: LinuxUsers
+) -> None:
     from tests.integration.cluster import Cluster
 
     attacker, victim = linux_users.user(), linux_users.user()
@@ -430,8 +505,9 @@ def test_an_unstorable_output_name_blocks_every_later_report_of_the_host(
         # the controller's FileStore fails (FileExistsError -> 500), the worker retries later.
         # Once a 500 retried first and for ever; now the clash is a 409 for that one file,
         # and every report goes through on its own schedule.
-        poison = cluster.submit(user=attacker.name, command="mkdir stdout && echo x > stdout/x",
-                                outputs=["stdout/*"])
+        poison = cluster.submit(
+            user=attacker.name, command="mkdir stdout && echo x > stdout/x", outputs=["stdout/*"]
+        )
         assert cluster.wait_state(poison, "DONE", "EXIT", timeout=20)["state"] == "DONE"
         other = cluster.submit(user=victim.name, command="echo hello")
         cluster.wait_state(other, "DONE", "EXIT", timeout=15)
@@ -441,13 +517,18 @@ def test_an_unstorable_output_name_blocks_every_later_report_of_the_host(
 
 # --- 8. a job that uses up the inodes of the spool's file system fences every job -------------
 
+
 @needs_cgroups
 async def test_a_job_that_uses_up_inodes_stops_the_fence_contact_of_the_host(
-        linux_users: LinuxUsers) -> None:  # noqa: F811
+    linux_users: LinuxUsers,
+) -> None:
     victim, attacker = linux_users.user(), linux_users.user()
     fs = searchable_dir("xce-review-fs-")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "nr_inodes=300,size=16m,mode=0711",
-                              "xce-review", str(fs)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "nr_inodes=300,size=16m,mode=0711", "xce-review", str(fs)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
         shutil.rmtree(fs, ignore_errors=True)
         pytest.skip(f"cannot mount a tmpfs: {mounted.stderr}")
@@ -473,9 +554,11 @@ async def test_a_job_that_uses_up_inodes_stops_the_fence_contact_of_the_host(
 
 # --- 9. a requeued attempt that ignores SIGTERM runs beside the next attempt ------------------
 
+
 @needs_cgroups
 def test_a_requeued_job_that_ignores_sigterm_runs_twice_at_once(
-        tmp_path: Path, user: LinuxUser) -> None:
+    tmp_path: Path, user: LinuxUser
+) -> None:
     from tests.integration.cluster import Cluster
 
     marks = searchable_dir("xce-review-marks-")
@@ -486,9 +569,14 @@ def test_a_requeued_job_that_ignores_sigterm_runs_twice_at_once(
     try:
         cluster.start_controller()
         cluster.start_worker("w1", slots=2)
-        job = cluster.submit(user=user.name, command=(
-            "trap '' TERM; while :; do echo \"$XCE_ATTEMPT $(date +%s.%N)\" >> " + str(mark) +
-            "; sleep 0.05; done"))
+        job = cluster.submit(
+            user=user.name,
+            command=(
+                "trap '' TERM; while :; do echo \"$XCE_ATTEMPT $(date +%s.%N)\" >> "
+                + str(mark)
+                + "; sleep 0.05; done"
+            ),
+        )
         cluster.wait_for(lambda: mark.read_text().startswith("0 "), 15, "attempt 0 to tick")
         cluster.control(job, "requeue")
         cluster.wait_for(lambda: "\n1 " in mark.read_text(), 15, "attempt 1 to tick")
@@ -504,6 +592,7 @@ def test_a_requeued_job_that_ignores_sigterm_runs_twice_at_once(
 
 # --- 10. with the default configuration a job has no memory and no task limit -----------------
 
+
 def test_a_job_without_mem_on_a_default_worker_is_limited() -> None:
     from xce.config import WorkerSettings
 
@@ -513,12 +602,15 @@ def test_a_job_without_mem_on_a_default_worker_is_limited() -> None:
 
 # --- 11. an output file name that is not UTF-8 makes the attempt unreportable ----------------
 
+
 async def test_an_output_named_with_invalid_utf8_does_not_break_the_report(
-        host: LocalHost, user: LinuxUser) -> None:
+    host: LocalHost, user: LinuxUser
+) -> None:
     from xce.client import ApiError
 
-    job = await host.start({"command": "echo x > \"$(printf 'a\\377')\"",
-                            "outputs": ["a*"]}, user.name)
+    job = await host.start(
+        {"command": "echo x > \"$(printf 'a\\377')\"", "outputs": ["a*"]}, user.name
+    )
     assert (await host.wait(job)).exit_code == 0
     try:
         await staging.upload_outputs(Recorder(), "h1", job)  # type: ignore[arg-type]

@@ -51,8 +51,16 @@ def test_root_jobs_are_refused_unless_allowed() -> None:
 
 
 def test_job_environment_carries_array_ids(tmp_path: Path) -> None:
-    a = {"job_id": "7[3]", "attempt": 1, "number": 7, "array_index": 3, "name": "n",
-         "queue": "normal", "slots": 2, "env": {"FOO": "bar"}}
+    a = {
+        "job_id": "7[3]",
+        "attempt": 1,
+        "number": 7,
+        "array_index": 3,
+        "name": "n",
+        "queue": "normal",
+        "slots": 2,
+        "env": {"FOO": "bar"},
+    }
     env = executor.job_environment(a, None, tmp_path, "h1")
     assert env["XCE_JOB_ID"] == "7[3]"
     assert env["XCE_ARRAY_ID"] == "7" and env["XCE_ARRAY_INDEX"] == "3"

@@ -70,7 +70,7 @@ def _listing(path: str) -> list[str]:
 
 
 @pytest.fixture
-def tree(linux_users: LinuxUsers) -> Iterator[Tree]:  # noqa: F811
+def tree(linux_users: LinuxUsers) -> Iterator[Tree]:
     user = linux_users.user()
     root = tempfile.mkdtemp(prefix="xce-userfs-", dir="/tmp")
     try:
@@ -101,6 +101,7 @@ def _closing(found: tuple[list[tuple[str, int]], list[str]]) -> tuple[dict[str, 
 
 # --- credentials ---------------------------------------------------------------------------
 
+
 def test_user_cannot_read_root_files_and_creates_its_own(tree: Tree) -> None:
     # naive: open("/etc/shadow") on a root thread simply succeeds
     for path in ("/etc/shadow", tree.secret):
@@ -117,7 +118,7 @@ def test_user_cannot_read_root_files_and_creates_its_own(tree: Tree) -> None:
     assert cap_eff == 0  # no capability at all: not CAP_DAC_OVERRIDE, not CAP_SYS_RESOURCE
 
 
-def test_supplementary_groups_apply(linux_users: LinuxUsers, tree: Tree) -> None:  # noqa: F811
+def test_supplementary_groups_apply(linux_users: LinuxUsers, tree: Tree) -> None:
     group = linux_users.group()
     member, outsider = linux_users.user(groups=[group]), linux_users.user()
     shared = os.path.join(tree.root, "group-file")
@@ -133,7 +134,8 @@ def test_supplementary_groups_apply(linux_users: LinuxUsers, tree: Tree) -> None
 
 
 async def test_loop_thread_stays_root_and_users_do_not_mix(
-        linux_users: LinuxUsers, tree: Tree) -> None:  # noqa: F811
+    linux_users: LinuxUsers, tree: Tree
+) -> None:
     other = Credentials.of(linux_users.user().account)
     both_inside = threading.Barrier(3, timeout=10)
     leave = threading.Event()
@@ -170,8 +172,7 @@ def test_launching_a_job_meanwhile_does_not_reset_the_thread(tree: Tree) -> None
     t = threading.Thread(target=lambda: box.append(_as(tree, inside)))
     t.start()
     assert started.wait(10)
-    subprocess.run(["true"], user=tree.user.uid, group=tree.user.gid, extra_groups=[],
-                   check=True)
+    subprocess.run(["true"], user=tree.user.uid, group=tree.user.gid, extra_groups=[], check=True)
     leave.set()
     t.join(10)
     assert box and box[0][:2] == (tree.user.uid, tree.user.gid)  # type: ignore[index]
@@ -197,8 +198,7 @@ def test_a_broadcast_setgroups_meanwhile_aborts_the_process(tree: Tree) -> None:
     different credentials. The worker must switch users only in forked children."""
     argv = [sys.executable, "-c", _BROADCAST, str(tree.user.uid), str(tree.user.gid)]
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False,
-                          cwd=repo)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, cwd=repo)
     assert done.returncode == -6 and "still alive" not in done.stdout, done.stderr
 
 
@@ -228,7 +228,8 @@ def test_switching_users_in_a_forked_child_meanwhile_is_fine(tree: Tree) -> None
 
 
 def test_unprotected_cases_run_unchanged_and_unknown_arch_refuses(
-        tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert run_as_user(None, thread_credentials)[:2] == (0, 0)
     root = Credentials(0, 0, (0,), "root")
     assert run_as_user(root, thread_credentials)[:2] == (0, 0)
@@ -262,12 +263,17 @@ async def test_cancelled_call_discards_its_result(tree: Tree) -> None:
 
 # --- prepare_job_files ---------------------------------------------------------------------
 
+
 def test_prepare_job_files(tree: Tree) -> None:
     files = _as(tree, prepare_job_files, tree.job, "#!/bin/sh\necho hi\n")
     try:
         meta = os.path.join(tree.job, ".xce")
-        for path, mode in ((meta, 0o700), (f"{meta}/stdout", 0o600), (f"{meta}/stderr", 0o600),
-                           (f"{meta}/script", 0o700)):
+        for path, mode in (
+            (meta, 0o700),
+            (f"{meta}/stdout", 0o600),
+            (f"{meta}/stderr", 0o600),
+            (f"{meta}/script", 0o700),
+        ):
             st = os.lstat(path)
             assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (tree.user.uid, mode), path
         assert files.script == f"{meta}/script"
@@ -323,6 +329,7 @@ def test_prepare_refuses_planted_stream_symlinks(tree: Tree) -> None:
 
 # --- open_input_target ---------------------------------------------------------------------
 
+
 def test_input_target_creates_user_owned_directories(tree: Tree) -> None:
     fd = _as(tree, open_input_target, tree.job, "data/in/x.csv")
     os.write(fd, b"1,2")
@@ -375,6 +382,7 @@ def test_input_target_refuses_fifos_and_links_without_hanging(tree: Tree) -> Non
 
 # --- open_outputs --------------------------------------------------------------------------
 
+
 def test_outputs_from_root_only_directories_give_nothing(tree: Tree) -> None:
     # naive: glob("/etc/shadow") + open as root uploads the shadow file / the state dir's token
     found, warnings = _closing(_as(tree, open_outputs, "/etc", ["shadow"], False))
@@ -388,8 +396,7 @@ def test_outputs_from_root_only_directories_give_nothing(tree: Tree) -> None:
 
 def test_outputs_skip_planted_file_symlinks(tree: Tree) -> None:
     # naive: for p in glob(pattern): open(p) as root follows each link to its target
-    for name, target in (("a.out", "/etc/shadow"), ("b.out", tree.secret),
-                         ("c.out", tree.public)):
+    for name, target in (("a.out", "/etc/shadow"), ("b.out", tree.secret), ("c.out", tree.public)):
         os.symlink(target, os.path.join(tree.job, name))
     _write(os.path.join(tree.job, "d.out"), b"real", 0o644)
     found, _ = _closing(_as(tree, open_outputs, tree.job, ["*.out", "a.out", "b.out"], False))
@@ -400,8 +407,15 @@ def test_outputs_skip_symlinked_directories(tree: Tree) -> None:
     # naive: glob("outdir/*") as root walks through outdir -> /etc and uploads passwd, shadow
     os.symlink("/etc", os.path.join(tree.job, "outdir"))
     os.symlink(tree.rootdir, os.path.join(tree.job, "mine"))
-    found, _ = _closing(_as(tree, open_outputs, tree.job,
-                            ["outdir/passwd", "outdir/*", "mine/public", "**/passwd"], False))
+    found, _ = _closing(
+        _as(
+            tree,
+            open_outputs,
+            tree.job,
+            ["outdir/passwd", "outdir/*", "mine/public", "**/passwd"],
+            False,
+        )
+    )
     assert found == {}
 
 
@@ -458,8 +472,9 @@ def test_output_patterns(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
     _write(os.path.join(j, "locked/in/x.txt"), b"x", 0o644)
     subprocess.run(["chown", "-R", f"{tree.user.uid}:{tree.user.gid}", j], check=True)
     os.chmod(os.path.join(j, "locked"), 0)  # the job's own unreadable directory: skipped
-    found, warnings = _closing(_as(tree, open_outputs, j,
-                                   ["*.txt", "a.txt", "**/*.txt", "/etc/passwd", "../x"], True))
+    found, warnings = _closing(
+        _as(tree, open_outputs, j, ["*.txt", "a.txt", "**/*.txt", "/etc/passwd", "../x"], True)
+    )
     assert sorted(found) == [".hidden.txt", "a.txt", "res/b.txt", "res/deep/c.txt"]
     assert len(warnings) == 2
     found, _ = _closing(_as(tree, open_outputs, j, ["res/**"], False))
@@ -472,6 +487,7 @@ def test_output_patterns(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # --- remove_tree ---------------------------------------------------------------------------
+
 
 def test_remove_tree_removes_links_not_their_targets(tree: Tree) -> None:
     # naive: shutil.rmtree-like os.walk(followlinks=True) + unlink as root empties rootdir
@@ -513,7 +529,8 @@ def test_remove_tree_handles_very_deep_trees(tree: Tree, monkeypatch: pytest.Mon
 
 
 def test_remove_tree_lists_huge_directories_a_batch_at_a_time(
-        tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # a job's directory of hard links (no inodes, just names) must not become one list of
     # every name in the worker's memory: it is emptied a batch at a time, to the last entry
     monkeypatch.setattr(userfs, "REMOVE_BATCH", 7)
@@ -538,7 +555,8 @@ def test_remove_tree_lists_huge_directories_a_batch_at_a_time(
 
 
 def test_output_matching_stops_listing_at_the_cap(
-        tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(userfs, "MAX_SCANNED", 10)
 
     def many() -> None:

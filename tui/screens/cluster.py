@@ -39,9 +39,15 @@ def _shown(value: Any) -> str:
 
 
 def candidate_cells(c: dict[str, Any]) -> tuple[str, ...]:
-    return (c["url"], _shown(c["rank"]), _shown(c["role"]), _shown(c["epoch"]),
-            _shown(c["seq"]), _shown(c["lag_records"]),
-            "-" if c["reachable"] is None else "yes" if c["reachable"] else "no")
+    return (
+        c["url"],
+        _shown(c["rank"]),
+        _shown(c["role"]),
+        _shown(c["epoch"]),
+        _shown(c["seq"]),
+        _shown(c["lag_records"]),
+        "-" if c["reachable"] is None else "yes" if c["reachable"] else "no",
+    )
 
 
 def info_text(info: dict[str, Any], access: Any) -> str:
@@ -57,18 +63,26 @@ def info_text(info: dict[str, Any], access: Any) -> str:
     for key, value in sorted((info.get("scheduler") or {}).items()):
         shown = f"{value:.1f}" if isinstance(value, float) else str(value)
         lines.append(f"  {key:<28}  {shown}")
-    lines += ["", f"Controller version {info.get('version', '-')}",
-              f"You: {access.user}  permissions: {access.source}"]
+    lines += [
+        "",
+        f"Controller version {info.get('version', '-')}",
+        f"You: {access.user}  permissions: {access.source}",
+    ]
     return "\n".join(lines)
 
 
 def switchover_text(primary: str | None, target: str | None) -> str:
     """The dialog: who hands over to whom, and what happens meanwhile."""
     source = primary or "the primary"
-    head = (f"Hand the primary role from {source} to {target}?" if target
-            else f"Hand the primary role from {source} to a caught-up standby?")
-    return (f"{head}\nWrites pause until the standby holds every record; it then serves in a "
-            f"new epoch and {source} follows it as a standby. Clients move by themselves.")
+    head = (
+        f"Hand the primary role from {source} to {target}?"
+        if target
+        else f"Hand the primary role from {source} to a caught-up standby?"
+    )
+    return (
+        f"{head}\nWrites pause until the standby holds every record; it then serves in a "
+        f"new epoch and {source} follows it as a standby. Clients move by themselves."
+    )
 
 
 class ClusterScreen(LiveScreen):
@@ -104,8 +118,9 @@ class ClusterScreen(LiveScreen):
         app = self.tui
         if self.health_view is not None:
             return self.health_view
-        return view_from_cluster(app.cluster_info, app.client.base_url,
-                                 list(app.client.controllers))
+        return view_from_cluster(
+            app.cluster_info, app.client.base_url, list(app.client.controllers)
+        )
 
     def _poll(self) -> None:
         if self.tui.live and self.is_current:
@@ -133,8 +148,11 @@ class ClusterScreen(LiveScreen):
         if not self.tui.cluster_info and self.health_view is None:
             lines, standbys = ["waiting for the cluster status..."], []
         summary.update("\n".join(li for li in lines if li not in standbys))
-        alarm = bool(view.get("degraded")) or view["source"] == "healthz" or (
-            bool(self.tui.cluster_info) and view.get("primary") is None)
+        alarm = (
+            bool(view.get("degraded"))
+            or view["source"] == "healthz"
+            or (bool(self.tui.cluster_info) and view.get("primary") is None)
+        )
         summary.set_class(alarm, "-degraded")
         width = max(self.size.width - 2, 40)
         below = "\n".join(standbys + unreachable_lines(view, width=width))
@@ -142,8 +160,7 @@ class ClusterScreen(LiveScreen):
         box.update(below)
         box.display = bool(below)
         self._fill_table(view["candidates"])
-        self.query_one("#info", Static).update(info_text(self.tui.cluster_info,
-                                                         self.tui.access))
+        self.query_one("#info", Static).update(info_text(self.tui.cluster_info, self.tui.access))
 
     def _fill_table(self, candidates: list[dict[str, Any]]) -> None:
         """Rows keyed by URL, cells updated in place (no flicker, the cursor stays)."""
@@ -180,18 +197,20 @@ class ClusterScreen(LiveScreen):
 
         access = self.tui.access
         if not access.grants(SWITCHOVER_PERMISSION):
-            self.notify(f"{access.user} may not switch over ({SWITCHOVER_PERMISSION}; "
-                        f"permissions from {access.source})", title="Not permitted",
-                        severity="warning")
+            self.notify(
+                f"{access.user} may not switch over ({SWITCHOVER_PERMISSION}; "
+                f"permissions from {access.source})",
+                title="Not permitted",
+                severity="warning",
+            )
             return
         view = self.view
-        standbys = [c["url"] for c in view["candidates"]
-                    if c["reachable"] and c["role"] == "standby"]
+        standbys = [
+            c["url"] for c in view["candidates"] if c["reachable"] and c["role"] == "standby"
+        ]
         if view.get("primary") is None or not standbys:
-            why = "no primary answers" if view.get("primary") is None else \
-                "no standby is reachable"
-            self.notify(f"{why}: nothing to switch over to", title="Switchover",
-                        severity="warning")
+            why = "no primary answers" if view.get("primary") is None else "no standby is reachable"
+            self.notify(f"{why}: nothing to switch over to", title="Switchover", severity="warning")
             return
         cursor = self._cursor_url()
         # The standby under the cursor; the only one if there is one; else the primary picks.
@@ -210,8 +229,9 @@ class ClusterScreen(LiveScreen):
             answer = await client.switchover(target)
         except ApiError as exc:
             code = f"{exc.status} " if exc.status else ""
-            self.notify(f"{code}{exc.message}", title="Switchover refused", severity="error",
-                        timeout=10)
+            self.notify(
+                f"{code}{exc.message}", title="Switchover refused", severity="error", timeout=10
+            )
             return
         new, old = answer["primary"], answer["previous"]
         self.notify(f"{old} hands the primary role to {new}", title="Switchover")
@@ -227,9 +247,14 @@ class ClusterScreen(LiveScreen):
                 break
             await asyncio.sleep(0.3)
         if epoch is None:
-            self.notify(f"{new} does not answer as primary yet", title="Switchover",
-                        severity="warning", timeout=10)
+            self.notify(
+                f"{new} does not answer as primary yet",
+                title="Switchover",
+                severity="warning",
+                timeout=10,
+            )
         else:
-            self.notify(f"Primary role moved from {old} to {new} (epoch {epoch})",
-                        title="Switchover done")
+            self.notify(
+                f"Primary role moved from {old} to {new} (epoch {epoch})", title="Switchover done"
+            )
         await self.refresh_cluster()

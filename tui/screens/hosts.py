@@ -21,16 +21,22 @@ def host_cells(h: dict[str, Any]) -> tuple[str, ...]:
     load_text = f"{load['load1']:.2f}" if isinstance(load.get("load1"), int | float) else "-"
     attrs = {k: v for k, v in (h.get("attributes") or {}).items() if k not in ("rack", "group")}
     used_mb, total_mb = h.get("memory_used_mb", 0), h.get("memory_mb", 0)
-    return (h["name"], host_status(h), h["admin"], f"{h['slots_used']}/{h['slots']}",
-            f"{fmt.size(used_mb * 2**20) if used_mb else '0'}/{fmt.size(total_mb * 2**20)}",
-            load_text, h.get("rack") or "-", h.get("group") or "-",
-            " ".join([*(f"{k}={v}" for k, v in sorted(attrs.items())), *_gres(h)]))
+    return (
+        h["name"],
+        host_status(h),
+        h["admin"],
+        f"{h['slots_used']}/{h['slots']}",
+        f"{fmt.size(used_mb * 2**20) if used_mb else '0'}/{fmt.size(total_mb * 2**20)}",
+        load_text,
+        h.get("rack") or "-",
+        h.get("group") or "-",
+        " ".join([*(f"{k}={v}" for k, v in sorted(attrs.items())), *_gres(h)]),
+    )
 
 
 def _gres(h: dict[str, Any]) -> list[str]:
     """Devices as the CLI's GRES_FREE shows them: `gpu:1/2 free` (free of total)."""
-    return [f"{kind}:{g['free']}/{g['total']} free"
-            for kind, g in (h.get("gres") or {}).items()]
+    return [f"{kind}:{g['free']}/{g['total']} free" for kind, g in (h.get("gres") or {}).items()]
 
 
 class HostsScreen(LiveScreen):
@@ -83,7 +89,8 @@ class HostsScreen(LiveScreen):
         groups: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for h in self.tui.hosts.values():
             groups.setdefault(h.get("group") or "(no group)", {}).setdefault(
-                h.get("rack") or "(no rack)", []).append(h)
+                h.get("rack") or "(no rack)", []
+            ).append(h)
         for group in sorted(groups):
             gnode = tree.root.add(f"group {group}", expand=True)
             for rack in sorted(groups[group]):
@@ -91,8 +98,10 @@ class HostsScreen(LiveScreen):
                 online = sum(host_status(h) == "online" for h in hosts)
                 rnode = gnode.add(f"rack {rack} ({online}/{len(hosts)} online)", expand=True)
                 for h in sorted(hosts, key=lambda x: x["name"]):
-                    rnode.add_leaf(f"{h['name']}  {host_status(h)}  "
-                                   f"slots {h['slots_used']}/{h['slots']}", data=h["name"])
+                    rnode.add_leaf(
+                        f"{h['name']}  {host_status(h)}  slots {h['slots_used']}/{h['slots']}",
+                        data=h["name"],
+                    )
 
     def action_topology(self) -> None:
         tree = self.query_one(Tree)

@@ -127,12 +127,14 @@ class JobDetailScreen(LiveScreen):
         try:
             for _ in range(TAIL_ROUNDS):
                 try:
-                    answer = await self.tui.client.tail(self.job_id, self.stream,
-                                                        self.tail_offset, TAIL_FETCH)
+                    answer = await self.tui.client.tail(
+                        self.job_id, self.stream, self.tail_offset, TAIL_FETCH
+                    )
                 except ApiError as exc:
                     if gen == self._tail_gen:
-                        self.tail_note = (f"{exc.status} {exc.message}" if exc.status
-                                          else exc.message)
+                        self.tail_note = (
+                            f"{exc.status} {exc.message}" if exc.status else exc.message
+                        )
                     break
                 if gen != self._tail_gen:
                     break  # the pane switched stream meanwhile: not this answer's pane
@@ -216,15 +218,33 @@ class JobDetailScreen(LiveScreen):
             f"  CPU total {fmt.duration(u.get('cpu_time_s'))}  user "
             f"{u.get('cpu_user_s', 0):.2f}s  system {u.get('cpu_system_s', 0):.2f}s\n"
             f"  max RSS {fmt.size(u.get('max_rss_bytes'))}  wall "
-            f"{fmt.duration(u.get('wall_time_s'))}")
+            f"{fmt.duration(u.get('wall_time_s'))}"
+        )
         deps = d.get("dependency") or "none"
         self.query_one("#deps", Static).update(f"Dependencies\n  {deps}")
         self.query_one("#history", Static).update(self._history(d))
 
     def _fields(self, d: dict[str, Any]) -> str:
-        keys = ("id", "name", "user", "state", "reason", "queue", "host", "slots",
-                "memory_mb", "walltime_s", "resources", "attempt", "exit_code", "exit_signal",
-                "submit_host", "cwd", "command", "script")
+        keys = (
+            "id",
+            "name",
+            "user",
+            "state",
+            "reason",
+            "queue",
+            "host",
+            "slots",
+            "memory_mb",
+            "walltime_s",
+            "resources",
+            "attempt",
+            "exit_code",
+            "exit_signal",
+            "submit_host",
+            "cwd",
+            "command",
+            "script",
+        )
         lines = [f"Job {d.get('id', self.job_id)}"]
         if d.get("archived"):  # purged by retention: the controller answered from accounting
             lines[0] += "  (archived: from the accounting store)"
@@ -236,8 +256,11 @@ class JobDetailScreen(LiveScreen):
             lines.append(f"  {key:<12} {text.splitlines()[0] if text else ''}")
         if len(d.get("hosts") or ()) > 1:  # a multi-host job: every host and its slots
             lines.append(f"  {'exec_host':<12} {d.get('exec_host')}")
-            granted = [f"{h['host']}={','.join(h['devices'])}" for h in d["hosts"]
-                       if isinstance(h, dict) and h.get("devices")]
+            granted = [
+                f"{h['host']}={','.join(h['devices'])}"
+                for h in d["hosts"]
+                if isinstance(h, dict) and h.get("devices")
+            ]
             if granted:  # each host's own GPUs (issue 17)
                 lines.append(f"  {'devices':<12} {' '.join(granted)}")
         for key in ("submit_time", "start_time", "end_time"):
@@ -257,14 +280,19 @@ class JobDetailScreen(LiveScreen):
         if d.get("submit_time"):
             lines.append(f"  {fmt.full_stamp(d['submit_time'])}  submitted to {d.get('queue')}")
         if d.get("start_time"):
-            lines.append(f"  {fmt.full_stamp(d['start_time'])}  started on {d.get('host')} "
-                         f"(attempt {d.get('attempt')})")
+            lines.append(
+                f"  {fmt.full_stamp(d['start_time'])}  started on {d.get('host')} "
+                f"(attempt {d.get('attempt')})"
+            )
         if d.get("end_time"):
-            lines.append(f"  {fmt.full_stamp(d['end_time'])}  ended {d.get('state')} "
-                         f"exit {d.get('exit_code')}")
+            lines.append(
+                f"  {fmt.full_stamp(d['end_time'])}  ended {d.get('state')} "
+                f"exit {d.get('exit_code')}"
+            )
         for at, state, reason in self.tui.transitions.get(self.job_id, []):
-            lines.append(f"  {fmt.full_stamp(at)}  seen {state}" + (f" ({reason})"
-                                                                      if reason else ""))
+            lines.append(
+                f"  {fmt.full_stamp(at)}  seen {state}" + (f" ({reason})" if reason else "")
+            )
         return "\n".join(lines)
 
     # --- actions ---------------------------------------------------------------------------

@@ -29,8 +29,9 @@ class JobsScreen(LiveScreen):
         yield from self.compose_frame()
         self.table = JobTable(self.tui.jobs, id="jobs")
         yield self.table
-        yield Input(placeholder="filter: state=RUN user=alice queue:long name~sim  (Enter/Esc)",
-                    id="filter")
+        yield Input(
+            placeholder="filter: state=RUN user=alice queue:long name~sim  (Enter/Esc)", id="filter"
+        )
         yield Static("", id="status")
         yield from self.compose_footer()
 
@@ -47,8 +48,11 @@ class JobsScreen(LiveScreen):
         if model.dirty:
             self.data_changed()  # the rebuild was throttled: come back on the next tick
         arrow = "desc" if model.descending else "asc"
-        parts = [f"{model.job_count():,} jobs", f"{len(model.visible):,} rows",
-                 f"sort {model.sort_column} {arrow}"]
+        parts = [
+            f"{model.job_count():,} jobs",
+            f"{len(model.visible):,} rows",
+            f"sort {model.sort_column} {arrow}",
+        ]
         if model.filter:
             parts.append(f"filter: {model.filter.text}")
         if model.selected:

@@ -29,15 +29,18 @@ class LoginScreen(Screen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="login"):
             yield Label("XCE login", id="title")
-            yield Select([(c, c) for c in self.controllers], value=self.controllers[0],
-                         allow_blank=False, id="server")
+            yield Select(
+                [(c, c) for c in self.controllers],
+                value=self.controllers[0],
+                allow_blank=False,
+                id="server",
+            )
             yield Input(placeholder="user name", id="user")
             yield Input(placeholder="password", password=True, id="password")
             with Horizontal(classes="buttons"):
                 yield Button("Log in", id="login-button", variant="primary")
                 yield Button("Device code (SSO)", id="device")
-            yield Input(placeholder="or paste a token and press Enter", password=True,
-                        id="token")
+            yield Input(placeholder="or paste a token and press Enter", password=True, id="token")
             yield Static("", id="message", markup=False)
         yield Footer()
 
@@ -88,8 +91,10 @@ class LoginScreen(Screen[bool]):
         except ApiError as exc:
             self.say(self._explain(exc))
             return
-        self.say(f"Open {grant.get('verification_uri_complete') or grant['verification_uri']}"
-                 f"\nand enter the code  {grant['user_code']}\nwaiting ...")
+        self.say(
+            f"Open {grant.get('verification_uri_complete') or grant['verification_uri']}"
+            f"\nand enter the code  {grant['user_code']}\nwaiting ..."
+        )
         interval = float(grant.get("interval", 5))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + float(grant.get("expires_in", 600))
@@ -123,8 +128,10 @@ class LoginScreen(Screen[bool]):
     @staticmethod
     def _explain(exc: ApiError) -> str:
         if exc.status == 404:
-            return ("! this controller has no login endpoint (404); paste a token below "
-                    "or set XCE_TOKEN")
+            return (
+                "! this controller has no login endpoint (404); paste a token below "
+                "or set XCE_TOKEN"
+            )
         return f"! {exc.status or 'no answer'}: {exc.message}"
 
     def action_cancel(self) -> None:

@@ -43,9 +43,16 @@ class QueuesScreen(LiveScreen):
             table.remove_row(name)
         for name in sorted(queues, key=lambda n: (-queues[n]["priority"], n)):
             q = queues[name]
-            cells = (name, q["status"], str(q["priority"]), str(q["pending"]),
-                     str(q["running"]), str(q["suspended"]),
-                     ",".join(q.get("hosts") or []) or "all", q.get("description") or "")
+            cells = (
+                name,
+                q["status"],
+                str(q["priority"]),
+                str(q["pending"]),
+                str(q["running"]),
+                str(q["suspended"]),
+                ",".join(q.get("hosts") or []) or "all",
+                q.get("description") or "",
+            )
             if name in present:
                 for column, value in zip(COLUMNS, cells, strict=True):
                     if table.get_cell(name, column) != value:

@@ -15,10 +15,16 @@ COLUMNS = ("RESERVATION", "STATE", "HOSTS", "SLOTS", "START", "END", "FOR", "FLA
 
 def cells(r: dict) -> tuple[str, ...]:  # type: ignore[type-arg]
     """One row, in the words of `xce rsv list`."""
-    return (r["name"], r["state"], ",".join(r["hosts"]), str(r.get("slots") or "all"),
-            fmt.stamp(r["start"]), fmt.stamp(r["end"]),
-            "maintenance" if r.get("maintenance") else ",".join(r.get("users") or []),
-            ",".join(r.get("flags") or []) or "-")
+    return (
+        r["name"],
+        r["state"],
+        ",".join(r["hosts"]),
+        str(r.get("slots") or "all"),
+        fmt.stamp(r["start"]),
+        fmt.stamp(r["end"]),
+        "maintenance" if r.get("maintenance") else ",".join(r.get("users") or []),
+        ",".join(r.get("flags") or []) or "-",
+    )
 
 
 class ReservationsScreen(LiveScreen):
@@ -26,8 +32,7 @@ class ReservationsScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield from self.compose_frame()
-        table: DataTable[str] = DataTable(id="reservations", cursor_type="row",
-                                          zebra_stripes=False)
+        table: DataTable[str] = DataTable(id="reservations", cursor_type="row", zebra_stripes=False)
         for column in COLUMNS:
             table.add_column(column, key=column)
         yield table

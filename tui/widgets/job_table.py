@@ -87,8 +87,7 @@ class JobTable(ScrollView, can_focus=True):
 
     def _resize(self) -> None:
         self._layout_columns()
-        self.virtual_size = Size(sum(self._widths) + len(self._widths),
-                                 len(self.model.visible) + 1)
+        self.virtual_size = Size(sum(self._widths) + len(self._widths), len(self.model.visible) + 1)
 
     def _layout_columns(self) -> None:
         widths = [c.width for c in COLUMNS]

@@ -48,9 +48,13 @@ PRUNE_EVERY_S = 3600.0
 class AccountingFeed:
     """Stages records as events apply and writes them from its own thread once durable."""
 
-    def __init__(self, state_dir: Path, retention_months: int = 0,
-                 group_of: Callable[[str], str] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        retention_months: int = 0,
+        group_of: Callable[[str], str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.path = store.db_path(state_dir)
         self.retention_months = retention_months
         self.clock = clock
@@ -111,16 +115,24 @@ class AccountingFeed:
                 finally:
                     conn.close()
             except sqlite3.Error as exc:
-                log.error("accounting store %s unreadable (%s): completing it from the "
-                          "checkpoint", self.path, exc)
+                log.error(
+                    "accounting store %s unreadable (%s): completing it from the checkpoint",
+                    self.path,
+                    exc,
+                )
                 have = 0
         self.position = have
         if have < checkpoint_seq:
             found = finished_records(state, checkpoint_seq, self.watch.group_of)
             if found:
-                log.info("accounting store at record %d, before the checkpoint at %d: "
-                         "completing it with the %d finished jobs the checkpoint holds "
-                         "(records it has are not doubled)", have, checkpoint_seq, len(found))
+                log.info(
+                    "accounting store at record %d, before the checkpoint at %d: "
+                    "completing it with the %d finished jobs the checkpoint holds "
+                    "(records it has are not doubled)",
+                    have,
+                    checkpoint_seq,
+                    len(found),
+                )
             self._staged[:0] = found
         self.durable(last_seq)
 
@@ -129,8 +141,7 @@ class AccountingFeed:
     def start(self) -> None:
         if self._thread is None:
             self._stop = False
-            self._thread = threading.Thread(target=self._run, name="xce-accounting",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._run, name="xce-accounting", daemon=True)
             self._thread.start()
 
     def backlog(self) -> int:
@@ -147,9 +158,14 @@ class AccountingFeed:
                 # Wake every COALESCE_S (or when BATCH records wait, or for a flush): one
                 # transaction per burst of finishing jobs, and no wake-up per commit, which
                 # would take the GIL from the event loop once per request.
-                while not self._stop and not (self._queue and (
-                        self._flushing or self._queued >= BATCH
-                        or self._due(COALESCE_S if self._queued else POSITION_S))):
+                while not self._stop and not (
+                    self._queue
+                    and (
+                        self._flushing
+                        or self._queued >= BATCH
+                        or self._due(COALESCE_S if self._queued else POSITION_S)
+                    )
+                ):
                     self._cond.wait(COALESCE_S)
                 if not self._queue and self._stop:
                     break
@@ -170,9 +186,14 @@ class AccountingFeed:
                 self.stats["failures"] += 1
                 self.last_error = str(exc)
                 metrics.ACCT_WRITE_FAILURES.inc()
-                log.error("accounting store write failed (%s): %d records kept, retrying "
-                          "from WAL record %d in %.0f s", exc, count(records),
-                          batches[0][1], RETRY_S)
+                log.error(
+                    "accounting store write failed (%s): %d records kept, retrying "
+                    "from WAL record %d in %.0f s",
+                    exc,
+                    count(records),
+                    batches[0][1],
+                    RETRY_S,
+                )
                 if conn is not None:
                     conn.close()
                     conn = None

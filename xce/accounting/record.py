@@ -76,8 +76,9 @@ class AcctRecord:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(AcctRecord))
 
 
-def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
-          group: str = "") -> AcctRecord:
+def build(
+    job: JobRecord, state: str, end: float, reason: str, seq: int, group: str = ""
+) -> AcctRecord:
     """The record of `job`'s current attempt, ended at `end` in `state`.
 
     Wall time is the worker's measure when it reported one, else end - start; CPU
@@ -89,8 +90,9 @@ def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
     eligible = job.eligible_time
     # The wait is the scheduler's: from eligible (not from submit, which would count a
     # hold, a dependency or a begin time the user asked for) to start.
-    waited_from = eligible if eligible is not None and eligible <= (started or eligible) \
-        else job.submit_time
+    waited_from = (
+        eligible if eligible is not None and eligible <= (started or eligible) else job.submit_time
+    )
     wall = 0.0
     if started is not None:
         wall = usage.wall_time_s if usage is not None and usage.wall_time_s > 0 else end - started
@@ -98,28 +100,48 @@ def build(job: JobRecord, state: str, end: float, reason: str, seq: int,
     cpu_user = usage.cpu_user_s if usage is not None else 0.0
     cpu_sys = usage.cpu_system_s if usage is not None else 0.0
     rss = usage.max_rss_bytes if usage is not None else 0
-    cpu_eff = (cpu_user + cpu_sys) / (spec.slots * wall) if started is not None and wall > 0 \
-        else None
-    mem_eff = rss / (spec.memory_mb * MIB) if started is not None and spec.memory_mb > 0 \
-        else None
+    cpu_eff = (
+        (cpu_user + cpu_sys) / (spec.slots * wall) if started is not None and wall > 0 else None
+    )
+    mem_eff = rss / (spec.memory_mb * MIB) if started is not None and spec.memory_mb > 0 else None
     return AcctRecord(
-        job_id=job.id, attempt=job.attempt, number=job.number, array_index=job.array_index,
-        name=spec.name, user=spec.user, grp=group, queue=spec.queue,
-        submit_time=job.submit_time, start_time=started, end_time=end,
+        job_id=job.id,
+        attempt=job.attempt,
+        number=job.number,
+        array_index=job.array_index,
+        name=spec.name,
+        user=spec.user,
+        grp=group,
+        queue=spec.queue,
+        submit_time=job.submit_time,
+        start_time=started,
+        end_time=end,
         wait_s=max(started - waited_from, 0.0) if started is not None else None,
         host=job.host if started is not None else None,
-        hosts=",".join(f"{p.host}:{p.slots}" for p in job.hosts) if started is not None
+        hosts=",".join(f"{p.host}:{p.slots}" for p in job.hosts)
+        if started is not None
         else "",  # every host of a multi-host allocation (issue 15)
-        req_slots=spec.slots, req_memory_mb=spec.memory_mb, req_walltime_s=spec.walltime_s,
-        req_gpus=int(dict(spec.gres).get("gpu", 0)), resources=spec.resources, state=state,
+        req_slots=spec.slots,
+        req_memory_mb=spec.memory_mb,
+        req_walltime_s=spec.walltime_s,
+        req_gpus=int(dict(spec.gres).get("gpu", 0)),
+        resources=spec.resources,
+        state=state,
         exit_code=job.exit_code if state != REQUEUED else None,
         exit_signal=job.exit_signal if state != REQUEUED else None,
-        reason=reason, cpu_user_s=cpu_user, cpu_system_s=cpu_sys, max_rss_bytes=rss,
-        wall_s=wall, cpu_eff=cpu_eff, mem_eff=mem_eff, seq=seq, eligible_time=eligible,
-        gpu_util_pct=usage.gpu_util_pct if usage is not None and usage.gpu_mem_peak_bytes
+        reason=reason,
+        cpu_user_s=cpu_user,
+        cpu_system_s=cpu_sys,
+        max_rss_bytes=rss,
+        wall_s=wall,
+        cpu_eff=cpu_eff,
+        mem_eff=mem_eff,
+        seq=seq,
+        eligible_time=eligible,
+        gpu_util_pct=usage.gpu_util_pct if usage is not None and usage.gpu_mem_peak_bytes else None,
+        gpu_mem_peak_bytes=usage.gpu_mem_peak_bytes
+        if usage is not None and usage.gpu_mem_peak_bytes
         else None,
-        gpu_mem_peak_bytes=usage.gpu_mem_peak_bytes if usage is not None and
-        usage.gpu_mem_peak_bytes else None,
     )
 
 
@@ -146,9 +168,17 @@ class CancelledTasks:
     def records(self) -> Iterator[AcctRecord]:
         a = self.array
         for index in self.indices:
-            job = JobRecord(task_id(a.id, index), a.id, a.spec, JobState.EXIT, a.submit_time,
-                            index, end_time=self.at, reason=self.reason,
-                            eligible_time=a.eligible_time)
+            job = JobRecord(
+                task_id(a.id, index),
+                a.id,
+                a.spec,
+                JobState.EXIT,
+                a.submit_time,
+                index,
+                end_time=self.at,
+                reason=self.reason,
+                eligible_time=a.eligible_time,
+            )
             yield build(job, JobState.EXIT.value, self.at, self.reason, self.seq, self.group)
 
 
@@ -184,16 +214,18 @@ class AttemptWatch:
 
     def before(self, state: ClusterState, event: ev.Event) -> None:
         self._pre = state.jobs.get(event.job_id) if isinstance(event, _REQUEUES) else None  # type: ignore[attr-defined]
-        self._pre_array = state.arrays.get(event.number) \
-            if isinstance(event, ev.ArrayCancelled) else None
+        self._pre_array = (
+            state.arrays.get(event.number) if isinstance(event, ev.ArrayCancelled) else None
+        )
 
     def after(self, state: ClusterState, event: ev.Event, seq: int) -> Derived | None:
         if isinstance(event, ev.ArrayCancelled):
             pre, self._pre_array = self._pre_array, None
             if pre is None or not pre.pending:
                 return None
-            return CancelledTasks(pre, pre.pending, event.at, event.reason, seq,
-                                  self.group_of(pre.spec.user))
+            return CancelledTasks(
+                pre, pre.pending, event.at, event.reason, seq, self.group_of(pre.spec.user)
+            )
         if not isinstance(event, _ENDS):
             return None
         pre, self._pre = self._pre, None
@@ -201,20 +233,28 @@ class AttemptWatch:
         if job is None:
             return None
         if job.state.finished:
-            return build(job, job.state.value, job.end_time or event.at, job.reason, seq,
-                         self.group_of(job.spec.user))
+            return build(
+                job,
+                job.state.value,
+                job.end_time or event.at,
+                job.reason,
+                seq,
+                self.group_of(job.spec.user),
+            )
         if job.state is JobState.PEND and pre is not None and pre.state.active:
             # A requeue of a running attempt (a finished one already has its record).
-            return build(pre, REQUEUED, event.at, job.reason, seq,
-                         self.group_of(pre.spec.user))
+            return build(pre, REQUEUED, event.at, job.reason, seq, self.group_of(pre.spec.user))
         return None
 
 
-def finished_records(state: ClusterState, seq: int,
-                     group_of: Callable[[str], str] | None = None) -> list[AcctRecord]:
+def finished_records(
+    state: ClusterState, seq: int, group_of: Callable[[str], str] | None = None
+) -> list[AcctRecord]:
     """The records of every finished job in `state` (the last attempt of each): what a
     store that fell behind a checkpoint can still recover from the checkpoint itself."""
     group_of = group_of or (lambda user: "")
-    return [build(job, job.state.value, job.end_time or 0.0, job.reason, seq,
-                  group_of(job.spec.user))
-            for job in state.jobs.values() if job.state.finished and job.end_time is not None]
+    return [
+        build(job, job.state.value, job.end_time or 0.0, job.reason, seq, group_of(job.spec.user))
+        for job in state.jobs.values()
+        if job.state.finished and job.end_time is not None
+    ]

@@ -33,18 +33,35 @@ from xce.accounting.record import COLUMNS, AcctRecord
 # 3: `gpu_util_pct`, `gpu_mem_peak_bytes` appended (NVML figures, issue 17).
 SCHEMA_VERSION = 3
 _TYPES = {
-    "attempt": "INTEGER NOT NULL", "number": "INTEGER NOT NULL", "array_index": "INTEGER",
-    "submit_time": "REAL NOT NULL", "start_time": "REAL", "end_time": "REAL NOT NULL",
-    "wait_s": "REAL", "req_slots": "INTEGER", "req_memory_mb": "INTEGER",
-    "req_walltime_s": "INTEGER", "req_gpus": "INTEGER", "exit_code": "INTEGER",
-    "exit_signal": "INTEGER", "cpu_user_s": "REAL", "cpu_system_s": "REAL",
-    "max_rss_bytes": "INTEGER", "wall_s": "REAL", "cpu_eff": "REAL", "mem_eff": "REAL",
-    "seq": "INTEGER", "eligible_time": "REAL",
-    "gpu_util_pct": "REAL", "gpu_mem_peak_bytes": "INTEGER",
+    "attempt": "INTEGER NOT NULL",
+    "number": "INTEGER NOT NULL",
+    "array_index": "INTEGER",
+    "submit_time": "REAL NOT NULL",
+    "start_time": "REAL",
+    "end_time": "REAL NOT NULL",
+    "wait_s": "REAL",
+    "req_slots": "INTEGER",
+    "req_memory_mb": "INTEGER",
+    "req_walltime_s": "INTEGER",
+    "req_gpus": "INTEGER",
+    "exit_code": "INTEGER",
+    "exit_signal": "INTEGER",
+    "cpu_user_s": "REAL",
+    "cpu_system_s": "REAL",
+    "max_rss_bytes": "INTEGER",
+    "wall_s": "REAL",
+    "cpu_eff": "REAL",
+    "mem_eff": "REAL",
+    "seq": "INTEGER",
+    "eligible_time": "REAL",
+    "gpu_util_pct": "REAL",
+    "gpu_mem_peak_bytes": "INTEGER",
 }
 _ROW = operator.attrgetter(*COLUMNS)  # a record as a row (dataclasses.astuple deep-copies)
-_INSERT = (f"INSERT OR IGNORE INTO attempts ({', '.join(COLUMNS)}) "
-           f"VALUES ({', '.join('?' for _ in COLUMNS)})")
+_INSERT = (
+    f"INSERT OR IGNORE INTO attempts ({', '.join(COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in COLUMNS)})"
+)
 
 
 # Rollups, as slurmdbd keeps them: sums per UTC day and per UTC month for each dimension
@@ -53,11 +70,18 @@ _PERIOD_START = {
     "d": "CAST(end_time / 86400 AS INTEGER) * 86400.0",
     "m": "CAST(strftime('%s', end_time, 'unixepoch', 'start of month') AS REAL)",
 }
-_DIMS = {"all": "''", "user": "user", "group": "grp", "queue": "queue",
-         "host": "coalesce(host, '')"}
-_SUMS = ("count(*), sum(state = 'DONE'), sum(state = 'EXIT'), sum(req_slots * wall_s), "
-         "sum(cpu_user_s + cpu_system_s), sum(wait_s), count(wait_s), max(wait_s), "
-         "sum(mem_eff), count(mem_eff)")
+_DIMS = {
+    "all": "''",
+    "user": "user",
+    "group": "grp",
+    "queue": "queue",
+    "host": "coalesce(host, '')",
+}
+_SUMS = (
+    "count(*), sum(state = 'DONE'), sum(state = 'EXIT'), sum(req_slots * wall_s), "
+    "sum(cpu_user_s + cpu_system_s), sum(wait_s), count(wait_s), max(wait_s), "
+    "sum(mem_eff), count(mem_eff)"
+)
 _ROLLUPS = [
     f"INSERT INTO rollup SELECT '{period}', {start}, '{dim}', {key}, {_SUMS} "
     "FROM attempts WHERE rowid > ? GROUP BY 2, 4 "
@@ -69,7 +93,8 @@ _ROLLUPS = [
     "wait_max = max(coalesce(wait_max, excluded.wait_max), "
     "coalesce(excluded.wait_max, wait_max)), mem_sum = coalesce(mem_sum, 0) + "
     "coalesce(excluded.mem_sum, 0), mem_n = mem_n + excluded.mem_n"
-    for period, start in _PERIOD_START.items() for dim, key in _DIMS.items()
+    for period, start in _PERIOD_START.items()
+    for dim, key in _DIMS.items()
 ]
 
 
@@ -79,8 +104,9 @@ def db_path(state_dir: Path) -> Path:
 
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0,
-                               check_same_thread=False)
+        conn = sqlite3.connect(
+            f"file:{path}?mode=ro", uri=True, timeout=5.0, check_same_thread=False
+        )
     else:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         conn = sqlite3.connect(path, timeout=5.0, check_same_thread=False)
@@ -97,8 +123,7 @@ def _create(conn: sqlite3.Connection) -> None:
     cols = ", ".join(f"{c} {_TYPES.get(c, 'TEXT')}" for c in COLUMNS)
     with conn:
         conn.execute(f"CREATE TABLE IF NOT EXISTS attempts ({cols})")
-        conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS attempts_key "
-                     "ON attempts (job_id, attempt)")
+        conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS attempts_key ON attempts (job_id, attempt)")
         conn.execute("CREATE INDEX IF NOT EXISTS attempts_end ON attempts (end_time)")
         conn.execute("CREATE INDEX IF NOT EXISTS attempts_user ON attempts (user, end_time)")
         conn.execute("CREATE INDEX IF NOT EXISTS attempts_number ON attempts (number)")
@@ -107,7 +132,8 @@ def _create(conn: sqlite3.Connection) -> None:
             "dim TEXT NOT NULL, key TEXT NOT NULL, attempts INTEGER, done INTEGER, "
             "exited INTEGER, core_s REAL, cpu_s REAL, wait_sum REAL, wait_n INTEGER, "
             "wait_max REAL, mem_sum REAL, mem_n INTEGER, "
-            "PRIMARY KEY (period, dim, start, key)) WITHOUT ROWID")
+            "PRIMARY KEY (period, dim, start, key)) WITHOUT ROWID"
+        )
         conn.execute("CREATE TABLE IF NOT EXISTS owners (user TEXT PRIMARY KEY) WITHOUT ROWID")
         conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
@@ -125,10 +151,11 @@ def _migrate(conn: sqlite3.Connection) -> None:
     have = {row[1] for row in conn.execute("PRAGMA table_info(attempts)")}
     for column in COLUMNS:
         if column not in have:
-            conn.execute(f"ALTER TABLE attempts ADD COLUMN {column} "
-                         f"{_TYPES.get(column, 'TEXT')}")
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema' AND value < ?",
-                 (SCHEMA_VERSION, SCHEMA_VERSION))
+            conn.execute(f"ALTER TABLE attempts ADD COLUMN {column} {_TYPES.get(column, 'TEXT')}")
+    conn.execute(
+        "UPDATE meta SET value = ? WHERE key = 'schema' AND value < ?",
+        (SCHEMA_VERSION, SCHEMA_VERSION),
+    )
 
 
 def _record(row: sqlite3.Row) -> dict[str, Any]:
@@ -148,10 +175,11 @@ def insert(conn: sqlite3.Connection, records: Sequence[AcctRecord], position: in
         if added:  # only rows this batch added: a replayed record is never counted twice
             for sql in _ROLLUPS:
                 conn.execute(sql, (last,))
-            conn.execute("INSERT OR IGNORE INTO owners SELECT DISTINCT user FROM attempts "
-                         "WHERE rowid > ?", (last,))
-        conn.execute("UPDATE meta SET value = max(value, ?) WHERE key = 'position'",
-                     (position,))
+            conn.execute(
+                "INSERT OR IGNORE INTO owners SELECT DISTINCT user FROM attempts WHERE rowid > ?",
+                (last,),
+            )
+        conn.execute("UPDATE meta SET value = max(value, ?) WHERE key = 'position'", (position,))
     return added
 
 
@@ -183,8 +211,9 @@ def prune(conn: sqlite3.Connection, months: int, now: float) -> int:
 LIST_FILTERS = ("user", "grp", "queue", "state", "host", "name")
 
 
-def _where(filters: dict[str, Any], users: Iterable[str] | None,
-           time_field: str) -> tuple[str, list[Any]]:
+def _where(
+    filters: dict[str, Any], users: Iterable[str] | None, time_field: str
+) -> tuple[str, list[Any]]:
     """The WHERE clause of both queries. `users`: the owners the caller may see (None: all)."""
     terms: list[str] = []
     args: list[Any] = []
@@ -212,16 +241,23 @@ def _where(filters: dict[str, Any], users: Iterable[str] | None,
     return (" WHERE " + " AND ".join(terms)) if terms else "", args
 
 
-def list_attempts(conn: sqlite3.Connection, filters: dict[str, Any],
-                  users: Iterable[str] | None, limit: int, after: tuple[float, int] | None,
-                  time_field: str = "end_time") -> tuple[list[dict[str, Any]], str | None]:
+def list_attempts(
+    conn: sqlite3.Connection,
+    filters: dict[str, Any],
+    users: Iterable[str] | None,
+    limit: int,
+    after: tuple[float, int] | None,
+    time_field: str = "end_time",
+) -> tuple[list[dict[str, Any]], str | None]:
     """Records in (time, rowid) order from `after`; returns them and the next cursor."""
     where, args = _where(filters, users, time_field)
     if after is not None:
         where += (" AND " if where else " WHERE ") + f"({time_field}, rowid) > (?, ?)"
         args.extend(after)
-    rows = conn.execute(f"SELECT rowid AS _row, * FROM attempts{where} "
-                        f"ORDER BY {time_field}, rowid LIMIT ?", (*args, limit + 1)).fetchall()
+    rows = conn.execute(
+        f"SELECT rowid AS _row, * FROM attempts{where} ORDER BY {time_field}, rowid LIMIT ?",
+        (*args, limit + 1),
+    ).fetchall()
     more = len(rows) > limit
     rows = rows[:limit]
     out = [_record(row) for row in rows]
@@ -237,26 +273,45 @@ def parse_cursor(text: str) -> tuple[float, int]:
 
 
 GROUPS = {
-    "user": "user", "group": "grp", "queue": "queue", "host": "coalesce(host, '')",
-    "day": "date(end_time, 'unixepoch')", "month": "strftime('%Y-%m', end_time, 'unixepoch')",
+    "user": "user",
+    "group": "grp",
+    "queue": "queue",
+    "host": "coalesce(host, '')",
+    "day": "date(end_time, 'unixepoch')",
+    "month": "strftime('%Y-%m', end_time, 'unixepoch')",
 }
-_DIM_OF = {"user": "user", "group": "group", "queue": "queue", "host": "host", "day": "all",
-           "month": "all"}
+_DIM_OF = {
+    "user": "user",
+    "group": "group",
+    "queue": "queue",
+    "host": "host",
+    "day": "all",
+    "month": "all",
+}
 _FILTER_OF = {"user": "user", "group": "grp", "queue": "queue", "host": "host"}
 _RAW_SUMS = f"SELECT {{key}} AS key, {_SUMS} FROM attempts"
-_ROLLED = ("SELECT {label} AS key, sum(attempts), sum(done), sum(exited), sum(core_s), "
-           "sum(cpu_s), sum(wait_sum), sum(wait_n), max(wait_max), sum(mem_sum), sum(mem_n) "
-           "FROM rollup WHERE period = ? AND dim = ? AND start >= ? AND start < ?")
-_FINAL = ("SELECT key, sum(a) AS attempts, sum(d) + sum(e) AS jobs, sum(d) AS done, "
-          "sum(e) AS exited, sum(c) / 3600.0 AS core_hours, sum(u) / 3600.0 AS cpu_hours, "
-          "sum(ws) / nullif(sum(wn), 0) AS avg_wait_s, max(wm) AS max_wait_s, "
-          "sum(u) / nullif(sum(c), 0) AS cpu_eff, sum(ms) / nullif(sum(mn), 0) AS mem_eff "
-          "FROM ({parts}) GROUP BY key ORDER BY core_hours DESC, key")
+_ROLLED = (
+    "SELECT {label} AS key, sum(attempts), sum(done), sum(exited), sum(core_s), "
+    "sum(cpu_s), sum(wait_sum), sum(wait_n), max(wait_max), sum(mem_sum), sum(mem_n) "
+    "FROM rollup WHERE period = ? AND dim = ? AND start >= ? AND start < ?"
+)
+_FINAL = (
+    "SELECT key, sum(a) AS attempts, sum(d) + sum(e) AS jobs, sum(d) AS done, "
+    "sum(e) AS exited, sum(c) / 3600.0 AS core_hours, sum(u) / 3600.0 AS cpu_hours, "
+    "sum(ws) / nullif(sum(wn), 0) AS avg_wait_s, max(wm) AS max_wait_s, "
+    "sum(u) / nullif(sum(c), 0) AS cpu_eff, sum(ms) / nullif(sum(mn), 0) AS mem_eff "
+    "FROM ({parts}) GROUP BY key ORDER BY core_hours DESC, key"
+)
 FAR = 1e18  # an unbounded end of a period
 
 
-def summary(conn: sqlite3.Connection, by: str, filters: dict[str, Any],
-            users: Iterable[str] | None, time_field: str = "end_time") -> list[dict[str, Any]]:
+def summary(
+    conn: sqlite3.Connection,
+    by: str,
+    filters: dict[str, Any],
+    users: Iterable[str] | None,
+    time_field: str = "end_time",
+) -> list[dict[str, Any]]:
     """Core-hours, attempts, jobs (DONE + EXIT), wait and efficiency per `by` key (sreport,
     bacct -u). Whole months and days come from the rollups and only the ragged ends of the
     period from the records, when the filters are on the grouping itself (or none);
@@ -266,8 +321,7 @@ def summary(conn: sqlite3.Connection, by: str, filters: dict[str, Any],
     used = {k for k, v in filters.items() if v is not None and v != []}
     if time_field != "end_time" or used - allowed or (users is not None and by != "user"):
         where, args = _where(filters, users, time_field)
-        return _final(conn, _named(_RAW_SUMS.format(key=GROUPS[by]) + where + " GROUP BY 1"),
-                      args)
+        return _final(conn, _named(_RAW_SUMS.format(key=GROUPS[by]) + where + " GROUP BY 1"), args)
     keys: list[list[str]] = []
     if by in _FILTER_OF and filters.get(_FILTER_OF[by]):
         keys.append(list(filters[_FILTER_OF[by]]))
@@ -290,8 +344,11 @@ def summary(conn: sqlite3.Connection, by: str, filters: dict[str, Any],
         m0 = d0 if d0 == -FAR else _month_ceil(d0)
         m1 = d1 if d1 == FAR else _month_floor(d1)
         if by != "day" and m0 < m1:
-            sources += [_rolled(by, "d", d0, m0, keys), _rolled(by, "m", m0, m1, keys),
-                        _rolled(by, "d", m1, d1, keys)]
+            sources += [
+                _rolled(by, "d", d0, m0, keys),
+                _rolled(by, "m", m0, m1, keys),
+                _rolled(by, "d", m1, d1, keys),
+            ]
         else:
             sources.append(_rolled(by, "d", d0, d1, keys))
     parts = " UNION ALL ".join(sql for sql, _ in sources)
@@ -312,15 +369,20 @@ def _in(column: str, keys: list[list[str]]) -> tuple[str, list[Any]]:
 
 def _raw(by: str, lo: float, hi: float, keys: list[list[str]]) -> tuple[str, list[Any]]:
     extra, args = _in(_FILTER_OF.get(by, "user"), keys)
-    sql = (f"SELECT {GROUPS[by]} AS key, {_SUMS} FROM attempts "
-           f"WHERE end_time >= ? AND end_time < ?{extra} GROUP BY 1")
+    sql = (
+        f"SELECT {GROUPS[by]} AS key, {_SUMS} FROM attempts "
+        f"WHERE end_time >= ? AND end_time < ?{extra} GROUP BY 1"
+    )
     return _named(sql), [lo, hi, *args]
 
 
-def _rolled(by: str, period: str, lo: float, hi: float,
-            keys: list[list[str]]) -> tuple[str, list[Any]]:
-    label = {"day": "date(start, 'unixepoch')",
-             "month": "strftime('%Y-%m', start, 'unixepoch')"}.get(by, "key")
+def _rolled(
+    by: str, period: str, lo: float, hi: float, keys: list[list[str]]
+) -> tuple[str, list[Any]]:
+    label = {
+        "day": "date(start, 'unixepoch')",
+        "month": "strftime('%Y-%m', start, 'unixepoch')",
+    }.get(by, "key")
     extra, args = _in("key", keys)
     sql = _ROLLED.format(label=label) + extra + " GROUP BY 1"
     return _named(sql), [period, _DIM_OF[by], lo, hi, *args]
@@ -328,9 +390,11 @@ def _rolled(by: str, period: str, lo: float, hi: float,
 
 def _named(sql: str) -> str:
     """Name a source's columns as the final query reads them."""
-    return f"SELECT * FROM (SELECT NULL AS key, NULL AS a, NULL AS d, NULL AS e, NULL AS c, " \
-           f"NULL AS u, NULL AS ws, NULL AS wn, NULL AS wm, NULL AS ms, NULL AS mn " \
-           f"WHERE 0 UNION ALL {sql})"
+    return (
+        f"SELECT * FROM (SELECT NULL AS key, NULL AS a, NULL AS d, NULL AS e, NULL AS c, "
+        f"NULL AS u, NULL AS ws, NULL AS wn, NULL AS wm, NULL AS ms, NULL AS mn "
+        f"WHERE 0 UNION ALL {sql})"
+    )
 
 
 def _floor(t: float, step: float) -> float:

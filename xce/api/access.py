@@ -31,8 +31,15 @@ def job_owner(request: web.Request, job_id: str) -> str:
 def require_job(request: web.Request, job_id: str, action: str) -> None:
     """403 unless the caller may `action` (job:view / job:control) this job."""
     who = identity(request)
-    check_job(who.user, who.groups, who.permissions, action, job_owner(request, job_id),
-              job_id, _groups_of(request))
+    check_job(
+        who.user,
+        who.groups,
+        who.permissions,
+        action,
+        job_owner(request, job_id),
+        job_id,
+        _groups_of(request),
+    )
 
 
 def visible_owners(request: web.Request) -> Callable[[str], bool] | None:
@@ -41,5 +48,6 @@ def visible_owners(request: web.Request) -> Callable[[str], bool] | None:
     if job_scope(who.permissions, "job:view") == "all":
         return None
     groups_of = _groups_of(request)
-    return lambda owner: may_touch(who.user, who.groups, who.permissions, "job:view", owner,
-                                   groups_of)
+    return lambda owner: may_touch(
+        who.user, who.groups, who.permissions, "job:view", owner, groups_of
+    )

@@ -51,8 +51,10 @@ def parse_time(name: str, text: str, now: float) -> float:
             return float(calendar.timegm(time.strptime(text.replace(" ", "T"), fmt)))
         except ValueError:
             continue
-    raise InvalidRequest(f"query parameter {name}: {text!r} is not a time (use epoch seconds, "
-                         "YYYY-MM-DD[THH:MM[:SS]] in UTC, YYYY-MM, or an age such as 30d)")
+    raise InvalidRequest(
+        f"query parameter {name}: {text!r} is not a time (use epoch seconds, "
+        "YYYY-MM-DD[THH:MM[:SS]] in UTC, YYYY-MM, or an age such as 30d)"
+    )
 
 
 def _db(request: web.Request) -> Path:
@@ -66,16 +68,22 @@ def _filters(request: web.Request) -> tuple[dict[str, Any], str]:
     q = request.query
     now = time.time()
     out: dict[str, Any] = {}
-    for param, key in (("user", "user"), ("group", "grp"), ("queue", "queue"),
-                       ("host", "host"), ("name", "name")):
+    for param, key in (
+        ("user", "user"),
+        ("group", "grp"),
+        ("queue", "queue"),
+        ("host", "host"),
+        ("name", "name"),
+    ):
         if q.get(param):
             out[key] = [v.strip() for v in q[param].split(",") if v.strip()]
     if q.get("state"):
         states = [s.strip().upper() for s in q["state"].split(",") if s.strip()]
         bad = set(states) - {"DONE", "EXIT", "REQUEUED"}
         if bad:
-            raise InvalidRequest(f"unknown accounting state {sorted(bad)[0]} "
-                                 "(use DONE, EXIT or REQUEUED)")
+            raise InvalidRequest(
+                f"unknown accounting state {sorted(bad)[0]} (use DONE, EXIT or REQUEUED)"
+            )
         out["state"] = states
     job = q.get("job", "").strip()
     if job:
@@ -122,8 +130,7 @@ async def list_records(request: web.Request) -> web.Response:
         try:
             after = store.parse_cursor(request.query["next"])
         except ValueError:
-            raise InvalidRequest("query parameter next is not a cursor this API returned") \
-                from None
+            raise InvalidRequest("query parameter next is not a cursor this API returned") from None
     visible = visible_owners(request)
 
     def work(conn: sqlite3.Connection) -> tuple[list[dict[str, Any]], str | None]:
@@ -138,8 +145,9 @@ async def list_records(request: web.Request) -> web.Response:
 async def summary(request: web.Request) -> web.Response:
     by = request.query.get("by", "user")
     if by not in store.GROUPS:
-        raise InvalidRequest(f"query parameter by must be one of {', '.join(store.GROUPS)}, "
-                             f"got {by!r}")
+        raise InvalidRequest(
+            f"query parameter by must be one of {', '.join(store.GROUPS)}, got {by!r}"
+        )
     filters, field = _filters(request)
     visible = visible_owners(request)
 
@@ -148,8 +156,9 @@ async def summary(request: web.Request) -> web.Response:
         return store.summary(conn, by, filters, users, field)
 
     rows = await _in_thread(request, work) or []
-    return json_response({"by": by, "since": filters.get("since"),
-                          "until": filters.get("until"), "rows": rows})
+    return json_response(
+        {"by": by, "since": filters.get("since"), "until": filters.get("until"), "rows": rows}
+    )
 
 
 async def archived_job(request: web.Request, job_id: str) -> web.Response:
@@ -161,8 +170,9 @@ async def archived_job(request: web.Request, job_id: str) -> web.Response:
 
     def work(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         if index is None:
-            rows = conn.execute("SELECT job_id FROM attempts WHERE number = ? LIMIT 2",
-                                (number,)).fetchall()
+            rows = conn.execute(
+                "SELECT job_id FROM attempts WHERE number = ? LIMIT 2", (number,)
+            ).fetchall()
             if rows and rows[0][0] != job_id:
                 return [{"array_tasks": True}]
         return store.attempts_of(conn, job_id)
@@ -172,15 +182,23 @@ async def archived_job(request: web.Request, job_id: str) -> web.Response:
     except Conflict:
         found = None
     if not found:
-        raise NotFound(f"job {job_id} does not exist (not in the cluster, and no accounting "
-                       "record of it)")
+        raise NotFound(
+            f"job {job_id} does not exist (not in the cluster, and no accounting record of it)"
+        )
     if found[0].get("array_tasks"):
-        raise NotFound(f"job array {job_id} is archived: its tasks are in accounting "
-                       f"(xce acct --job {job_id})")
+        raise NotFound(
+            f"job array {job_id} is archived: its tasks are in accounting (xce acct --job {job_id})"
+        )
     who = identity(request)
     owner = found[-1]["user"]
-    if not may_touch(who.user, who.groups, who.permissions, "job:view", owner,
-                     request.app[AUTH].directory.groups_of):  # type: ignore[attr-defined]
+    if not may_touch(
+        who.user,
+        who.groups,
+        who.permissions,
+        "job:view",
+        owner,
+        request.app[AUTH].directory.groups_of,
+    ):  # type: ignore[attr-defined]
         raise Forbidden(f"{who.user} may not view job {job_id} (owned by {owner})")
     return json_response(archived_view(job_id, found))
 
@@ -189,30 +207,61 @@ def archived_view(job_id: str, attempts: list[dict[str, Any]]) -> dict[str, Any]
     """A purged job as `job show` and the console's detail read it: the job view's fields
     from its last attempt, a history from every attempt, and the records themselves."""
     last = attempts[-1]
-    history: list[dict[str, Any]] = [{"at": last["submit_time"], "event": "submitted",
-                                      "detail": f"to queue {last['queue']} by {last['user']}"}]
+    history: list[dict[str, Any]] = [
+        {
+            "at": last["submit_time"],
+            "event": "submitted",
+            "detail": f"to queue {last['queue']} by {last['user']}",
+        }
+    ]
     for r in attempts:
         if r["start_time"] is not None:
-            history.append({"at": r["start_time"], "event": "started",
-                            "detail": f"on {r['host']} (attempt {r['attempt']})"})
-        ended = "requeued" if r["state"] == "REQUEUED" else (
-            "finished" if r["start_time"] is not None else "killed")
-        detail = r["state"] + (f", exit code {r['exit_code']}" if r["exit_code"] is not None
-                               else "") + (f" ({r['reason']})" if r["reason"] else "")
+            history.append(
+                {
+                    "at": r["start_time"],
+                    "event": "started",
+                    "detail": f"on {r['host']} (attempt {r['attempt']})",
+                }
+            )
+        ended = (
+            "requeued"
+            if r["state"] == "REQUEUED"
+            else ("finished" if r["start_time"] is not None else "killed")
+        )
+        detail = (
+            r["state"]
+            + (f", exit code {r['exit_code']}" if r["exit_code"] is not None else "")
+            + (f" ({r['reason']})" if r["reason"] else "")
+        )
         history.append({"at": r["end_time"], "event": ended, "detail": detail})
     return {
-        "id": job_id, "archived": True,
+        "id": job_id,
+        "archived": True,
         "note": "purged from the cluster's state by retention; from the accounting store",
-        "state": last["state"], "user": last["user"], "group": last["grp"],
-        "queue": last["queue"], "name": last["name"], "attempt": last["attempt"],
-        "host": last["host"], "slots": last["req_slots"], "memory_mb": last["req_memory_mb"],
-        "walltime_s": last["req_walltime_s"], "resources": last["resources"],
-        "submit_time": last["submit_time"], "start_time": last["start_time"],
-        "end_time": last["end_time"], "exit_code": last["exit_code"],
-        "exit_signal": last["exit_signal"], "reason": last["reason"],
-        "usage": {"cpu_user_s": last["cpu_user_s"], "cpu_system_s": last["cpu_system_s"],
-                  "cpu_time_s": last["cpu_user_s"] + last["cpu_system_s"],
-                  "max_rss_bytes": last["max_rss_bytes"], "wall_time_s": last["wall_s"]},
+        "state": last["state"],
+        "user": last["user"],
+        "group": last["grp"],
+        "queue": last["queue"],
+        "name": last["name"],
+        "attempt": last["attempt"],
+        "host": last["host"],
+        "slots": last["req_slots"],
+        "memory_mb": last["req_memory_mb"],
+        "walltime_s": last["req_walltime_s"],
+        "resources": last["resources"],
+        "submit_time": last["submit_time"],
+        "start_time": last["start_time"],
+        "end_time": last["end_time"],
+        "exit_code": last["exit_code"],
+        "exit_signal": last["exit_signal"],
+        "reason": last["reason"],
+        "usage": {
+            "cpu_user_s": last["cpu_user_s"],
+            "cpu_system_s": last["cpu_system_s"],
+            "cpu_time_s": last["cpu_user_s"] + last["cpu_system_s"],
+            "max_rss_bytes": last["max_rss_bytes"],
+            "wall_time_s": last["wall_s"],
+        },
         "efficiency": {"cpu": last["cpu_eff"], "memory": last["mem_eff"]},
         "history": history,
         "attempts": attempts,
@@ -229,22 +278,46 @@ _COMMON = (
     Param("name", "only jobs of this name"),
     Param("since", "from this time on (epoch s, YYYY-MM-DD[THH:MM[:SS]] UTC, or an age: 30d)"),
     Param("until", "before this time (same forms as since)"),
-    Param("time", "which time since/until bound: end (default) or submit",
-          {"type": "string", "enum": ["end", "submit"]}),
+    Param(
+        "time",
+        "which time since/until bound: end (default) or submit",
+        {"type": "string", "enum": ["end", "submit"]},
+    ),
 )
 
 ROUTES = [
-    Route("GET", "/api/v1/accounting/jobs", list_records,
-          "Finished attempts from the accounting store (sacct), oldest first, paged by `next`",
-          "job:view", "accounting",
-          query=(*_COMMON,
-                 Param("limit", "rows to return (default 1000)",
-                       {"type": "integer", "minimum": 1, "maximum": 100000}),
-                 Param("next", "the cursor a previous page returned"))),
-    Route("GET", "/api/v1/accounting/summary", summary,
-          "Core-hours, jobs, wait and efficiency grouped by user, group, queue, host, day or "
-          "month (sreport, bacct -u)", "job:view", "accounting",
-          query=(*_COMMON,
-                 Param("by", "user (default), group, queue, host, day or month",
-                       {"type": "string", "enum": list(store.GROUPS)}))),
+    Route(
+        "GET",
+        "/api/v1/accounting/jobs",
+        list_records,
+        "Finished attempts from the accounting store (sacct), oldest first, paged by `next`",
+        "job:view",
+        "accounting",
+        query=(
+            *_COMMON,
+            Param(
+                "limit",
+                "rows to return (default 1000)",
+                {"type": "integer", "minimum": 1, "maximum": 100000},
+            ),
+            Param("next", "the cursor a previous page returned"),
+        ),
+    ),
+    Route(
+        "GET",
+        "/api/v1/accounting/summary",
+        summary,
+        "Core-hours, jobs, wait and efficiency grouped by user, group, queue, host, day or "
+        "month (sreport, bacct -u)",
+        "job:view",
+        "accounting",
+        query=(
+            *_COMMON,
+            Param(
+                "by",
+                "user (default), group, queue, host, day or month",
+                {"type": "string", "enum": list(store.GROUPS)},
+            ),
+        ),
+    ),
 ]

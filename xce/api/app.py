@@ -45,15 +45,23 @@ from xce.core.errors import Forbidden, InvalidRequest, NotPrimary, Unauthorized,
 
 log = logging.getLogger("xce.api")
 
+
 def _error(status: int, code: str, message: str, request_id: str) -> web.Response:
     resp = json_response({"error": {"code": code, "message": message}}, status=status)
     resp.headers["X-Request-Id"] = request_id
     return resp
 
 
-_HTTP_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-               415: "unsupported_media_type"}
+_HTTP_CODES = {
+    400: "invalid_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
 
 
 @web.middleware
@@ -86,8 +94,9 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
         return _error(400, "invalid_request", str(exc), request_id)
     except Exception:
-        log.exception("request %s %s failed (request id %s)", request.method, request.path,
-                      request_id)
+        log.exception(
+            "request %s %s failed (request id %s)", request.method, request.path, request_id
+        )
         return _error(500, "internal", f"internal error (request id {request_id})", request_id)
     response.headers["X-Request-Id"] = request_id
     return response
@@ -110,8 +119,11 @@ async def high_availability(request: web.Request, handler: Any) -> web.StreamRes
     route = route_of(request)
     if node.role != "primary" and (route is None or route.permission != "public"):  # type: ignore[attr-defined]
         response: web.StreamResponse = _error(
-            503, "not_primary", f"this controller is a {node.role}, not the primary",  # type: ignore[attr-defined]
-            request.get(REQUEST_ID, ""))
+            503,
+            "not_primary",
+            f"this controller is a {node.role}, not the primary",  # type: ignore[attr-defined]
+            request.get(REQUEST_ID, ""),
+        )
         response.headers["X-XCE-Not-Primary"] = "1"
     else:
         response = await handler(request)
@@ -133,12 +145,19 @@ async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse
     if not token:
         raise Unauthorized("this request needs a bearer token (run xce login or set XCE_TOKEN)")
     claims = runtime.tokens.verify(token)
-    who = Identity(claims.user, claims.groups, claims.roles,
-                   runtime.permissions(claims.roles), claims.kind, claims.host)
+    who = Identity(
+        claims.user,
+        claims.groups,
+        claims.roles,
+        runtime.permissions(claims.roles),
+        claims.kind,
+        claims.host,
+    )
     request[IDENTITY] = who  # set before the check: the audit trail names refused callers
     if route.permission != "authenticated" and not allows(who.permissions, route.permission):
-        raise Forbidden(f"{who.user} (role {who.role}) may not use {route.permission} "
-                        f"({route.summary})")
+        raise Forbidden(
+            f"{who.user} (role {who.role}) may not use {route.permission} ({route.summary})"
+        )
     host = request.match_info.get("host")
     if who.host is not None and host is not None and host != who.host:
         raise Forbidden(f"this worker token is bound to host {who.host}, not {host}")
@@ -151,9 +170,12 @@ async def worker_contact(request: web.Request, handler: Any) -> web.StreamRespon
     lease (xce/ha/lease.py). Counted before the handler runs, so that a worker's
     registration can itself renew the lease that lets it be written."""
     node = request.app.get(HA)
-    if (node is not None and node.lease is not None  # type: ignore[attr-defined]
-            and request.path.startswith("/api/v1/workers/")
-            and "worker" in request[IDENTITY].roles):
+    if (
+        node is not None
+        and node.lease is not None  # type: ignore[attr-defined]
+        and request.path.startswith("/api/v1/workers/")
+        and "worker" in request[IDENTITY].roles
+    ):
         node.lease.worker_contact()  # type: ignore[attr-defined]
     return await handler(request)
 
@@ -167,8 +189,10 @@ async def declared_query(request: web.Request, handler: Any) -> web.StreamRespon
         unknown = sorted(set(request.query) - {p.name for p in route.query})
         if unknown:
             known = ", ".join(p.name for p in route.query) or "none"
-            raise InvalidRequest(f"unknown query parameter {unknown[0]!r} for {route.method} "
-                                 f"{route.path} (it takes: {known})")
+            raise InvalidRequest(
+                f"unknown query parameter {unknown[0]!r} for {route.method} "
+                f"{route.path} (it takes: {known})"
+            )
     return await handler(request)
 
 
@@ -177,8 +201,17 @@ def build_app(
 ) -> web.Application:
     settings = config.controller
     app = web.Application(
-        middlewares=[observe_latency, high_availability, errors, guard, worker_client_cert,
-                     audit_trail, authenticate, worker_contact, declared_query],
+        middlewares=[
+            observe_latency,
+            high_availability,
+            errors,
+            guard,
+            worker_client_cert,
+            audit_trail,
+            authenticate,
+            worker_contact,
+            declared_query,
+        ],
         client_max_size=settings.max_body_kb * 1024,
     )
     app[SERVICE] = service

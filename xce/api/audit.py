@@ -28,8 +28,11 @@ def _describe(route: Route, request: web.Request, body: Any) -> tuple[str, str]:
     """(action, object) of a request, e.g. ("job.kill", "job:17")."""
     domain = route.permission.split(":")[0]
     last = route.path.rsplit("/", 1)[-1]
-    verb = last if not last.startswith("{") and last != f"{domain}s" else (
-        "create" if route.method == "POST" else route.method.lower())
+    verb = (
+        last
+        if not last.startswith("{") and last != f"{domain}s"
+        else ("create" if route.method == "POST" else route.method.lower())
+    )
     names = list(request.match_info.values())
     target = names[0] if names else (body.get("name", "") if isinstance(body, dict) else "")
     return f"{domain}.{verb}", f"{domain}:{target}"
@@ -47,15 +50,22 @@ async def audit_trail(request: web.Request, handler: Any) -> web.StreamResponse:
         who = request.get(IDENTITY)
         outcome = "denied" if isinstance(exc, (Forbidden, Unauthorized)) else "failed"
         action, obj = _describe(route, request, None)
-        await log.record(who.user if who else "-", action, obj, outcome, exc.message,
-                         request.remote or "")
+        await log.record(
+            who.user if who else "-", action, obj, outcome, exc.message, request.remote or ""
+        )
         raise
     body = None
     if isinstance(response, web.Response) and response.content_type == "application/json":
         body = json.loads(response.body) if isinstance(response.body, bytes) else None
     action, obj = _describe(route, request, body)
-    await log.record(request[IDENTITY].user, action, obj,
-                     "ok" if response.status < 400 else "failed", "", request.remote or "")
+    await log.record(
+        request[IDENTITY].user,
+        action,
+        obj,
+        "ok" if response.status < 400 else "failed",
+        "",
+        request.remote or "",
+    )
     return response
 
 
@@ -65,27 +75,37 @@ async def read(request: web.Request) -> web.Response:
         since_ts = float(since) if since else None
     except ValueError:
         raise InvalidRequest(f"query parameter since must be a number, got {since!r}") from None
-    q = AuditQuery(user=request.query.get("user") or None,
-                   action=request.query.get("action") or None,
-                   object=request.query.get("object") or None,
-                   outcome=request.query.get("outcome") or None, since=since_ts,
-                   offset=query_int(request, "offset", 0, 0, 2**62),
-                   limit=query_int(request, "limit", 100, 1, 10000))
+    q = AuditQuery(
+        user=request.query.get("user") or None,
+        action=request.query.get("action") or None,
+        object=request.query.get("object") or None,
+        outcome=request.query.get("outcome") or None,
+        since=since_ts,
+        offset=query_int(request, "offset", 0, 0, 2**62),
+        limit=query_int(request, "limit", 100, 1, 10000),
+    )
     rows, total = request.app[AUTH].audit.query(q)  # type: ignore[attr-defined]
-    return json_response({"records": rows, "total": total, "offset": q.offset,
-                          "limit": q.limit})
+    return json_response({"records": rows, "total": total, "offset": q.offset, "limit": q.limit})
 
 
 ROUTES = [
-    Route("GET", "/api/v1/audit", read,
-          "Read the audit log (who did what to which object), oldest first, with filters",
-          "cluster:admin", "audit",
-          query=(Param("user", "only this user's actions"),
-                 Param("action", "an action or its prefix, e.g. job or job.kill"),
-                 Param("object", "one object, e.g. job:17 or queue:normal"),
-                 Param("outcome", "ok, denied or failed"),
-                 Param("since", "seconds since the epoch", {"type": "number"}),
-                 Param("offset", "records to skip", {"type": "integer", "minimum": 0}),
-                 Param("limit", "records to return", {"type": "integer", "minimum": 1,
-                                                      "maximum": 10000}))),
+    Route(
+        "GET",
+        "/api/v1/audit",
+        read,
+        "Read the audit log (who did what to which object), oldest first, with filters",
+        "cluster:admin",
+        "audit",
+        query=(
+            Param("user", "only this user's actions"),
+            Param("action", "an action or its prefix, e.g. job or job.kill"),
+            Param("object", "one object, e.g. job:17 or queue:normal"),
+            Param("outcome", "ok, denied or failed"),
+            Param("since", "seconds since the epoch", {"type": "number"}),
+            Param("offset", "records to skip", {"type": "integer", "minimum": 0}),
+            Param(
+                "limit", "records to return", {"type": "integer", "minimum": 1, "maximum": 10000}
+            ),
+        ),
+    ),
 ]

@@ -17,23 +17,48 @@ from xce.auth.runtime import AuthRuntime
 from xce.core.errors import NotFound, XceError
 
 USER = {"type": "string", "minLength": 1, "maxLength": 256}
-LOGIN = {"type": "object", "additionalProperties": False, "required": ["username", "password"],
-         "properties": {"username": USER,
-                        "password": {"type": "string", "minLength": 1, "maxLength": 4096}}}
-DEVICE_TOKEN = {"type": "object", "additionalProperties": False, "required": ["device_code"],
-                "properties": {"device_code": {"type": "string", "minLength": 1,
-                                               "maxLength": 4096}}}
-SERVICE_TOKEN = {"type": "object", "additionalProperties": False, "required": ["name", "role"],
-                 "properties": {"name": {"type": "string",
-                                         "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"},
-                                "role": {"type": "string", "enum": ["worker", "standby"]},
-                                "ttl_s": {"type": "integer", "minimum": 60,
-                                          "maximum": 10 * 365 * 86400}}}
-REVOKE = {"type": "object", "additionalProperties": False, "required": ["user"],
-          "properties": {"user": USER}}
-SESSION = {"type": "object", "properties": {
-    "token": {"type": "string"}, "expires_at": {"type": "number"}, "user": {"type": "string"},
-    "groups": {"type": "array"}, "roles": {"type": "array"}, "permissions": {"type": "array"}}}
+LOGIN = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["username", "password"],
+    "properties": {
+        "username": USER,
+        "password": {"type": "string", "minLength": 1, "maxLength": 4096},
+    },
+}
+DEVICE_TOKEN = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["device_code"],
+    "properties": {"device_code": {"type": "string", "minLength": 1, "maxLength": 4096}},
+}
+SERVICE_TOKEN = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "role"],
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"},
+        "role": {"type": "string", "enum": ["worker", "standby"]},
+        "ttl_s": {"type": "integer", "minimum": 60, "maximum": 10 * 365 * 86400},
+    },
+}
+REVOKE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["user"],
+    "properties": {"user": USER},
+}
+SESSION = {
+    "type": "object",
+    "properties": {
+        "token": {"type": "string"},
+        "expires_at": {"type": "number"},
+        "user": {"type": "string"},
+        "groups": {"type": "array"},
+        "roles": {"type": "array"},
+        "permissions": {"type": "array"},
+    },
+}
 DEVICE_CODES = ("authorization_pending", "slow_down", "expired_token", "access_denied")
 
 
@@ -58,11 +83,13 @@ async def login(request: web.Request) -> web.Response:
     try:
         session = await auth.login(username, body["password"])
     except AuthDenied:
-        await auth.audit.record(username, "auth.login", f"user:{username}", "denied",
-                                remote=request.remote or "")
+        await auth.audit.record(
+            username, "auth.login", f"user:{username}", "denied", remote=request.remote or ""
+        )
         raise
-    await auth.audit.record(session.user, "auth.login", f"user:{session.user}", "ok",
-                            remote=request.remote or "")
+    await auth.audit.record(
+        session.user, "auth.login", f"user:{session.user}", "ok", remote=request.remote or ""
+    )
     return json_response(session.to_json())
 
 
@@ -73,18 +100,25 @@ async def whoami(request: web.Request) -> web.Response:
 def _oidc(request: web.Request):  # type: ignore[no-untyped-def]
     backend = runtime(request).oidc_backend()
     if backend is None:
-        raise NotFound("no OpenID Connect backend is configured ([[auth.backend]] type "
-                       "oauth2); log in with a user name and password instead")
+        raise NotFound(
+            "no OpenID Connect backend is configured ([[auth.backend]] type "
+            "oauth2); log in with a user name and password instead"
+        )
     return backend
 
 
 async def device_start(request: web.Request) -> web.Response:
     grant = await _oidc(request).start_device_flow()
-    return json_response({
-        "device_code": grant.device_code, "user_code": grant.user_code,
-        "verification_uri": grant.verification_uri,
-        "verification_uri_complete": grant.verification_uri_complete,
-        "expires_in": grant.expires_in, "interval": grant.interval})
+    return json_response(
+        {
+            "device_code": grant.device_code,
+            "user_code": grant.user_code,
+            "verification_uri": grant.verification_uri,
+            "verification_uri_complete": grant.verification_uri_complete,
+            "expires_in": grant.expires_in,
+            "interval": grant.interval,
+        }
+    )
 
 
 async def device_token(request: web.Request) -> web.Response:
@@ -95,15 +129,18 @@ async def device_token(request: web.Request) -> web.Response:
         principal = await backend.poll_device_flow(body["device_code"])
     except AuthDenied as exc:
         code = exc.code if exc.code in DEVICE_CODES else "access_denied"
-        await auth.audit.record("-", "auth.device", "device", "denied", exc.message,
-                                request.remote or "")
+        await auth.audit.record(
+            "-", "auth.device", "device", "denied", exc.message, request.remote or ""
+        )
         raise DeviceFlowError(code, exc.message) from None
     if principal is None:
-        raise DeviceFlowError("authorization_pending",
-                              "the user has not finished signing in yet; poll again")
+        raise DeviceFlowError(
+            "authorization_pending", "the user has not finished signing in yet; poll again"
+        )
     session = auth.session_for(principal)
-    await auth.audit.record(session.user, "auth.device", f"user:{session.user}", "ok",
-                            remote=request.remote or "")
+    await auth.audit.record(
+        session.user, "auth.device", f"user:{session.user}", "ok", remote=request.remote or ""
+    )
     return json_response(session.to_json())
 
 
@@ -111,20 +148,38 @@ async def service_token(request: web.Request) -> web.Response:
     body = await read_json(request, SERVICE_TOKEN)
     auth = runtime(request)
     token, expires = auth.tokens.issue(
-        body["name"], (), (body["role"],), "service", ttl_s=body.get("ttl_s"),
-        host=body["name"] if body["role"] == "worker" else None)  # the worker's own host
-    await auth.audit.record(identity(request).user, "token.create", f"service:{body['name']}",
-                            "ok", f"role {body['role']}", request.remote or "")
-    return json_response({"token": token, "expires_at": expires, "user": body["name"],
-                          "roles": [body["role"]]}, status=201)
+        body["name"],
+        (),
+        (body["role"],),
+        "service",
+        ttl_s=body.get("ttl_s"),
+        host=body["name"] if body["role"] == "worker" else None,
+    )  # the worker's own host
+    await auth.audit.record(
+        identity(request).user,
+        "token.create",
+        f"service:{body['name']}",
+        "ok",
+        f"role {body['role']}",
+        request.remote or "",
+    )
+    return json_response(
+        {"token": token, "expires_at": expires, "user": body["name"], "roles": [body["role"]]},
+        status=201,
+    )
 
 
 async def revoke(request: web.Request) -> web.Response:
     body = await read_json(request, REVOKE)
     auth = runtime(request)
     at = auth.tokens.revocations.revoke(body["user"])
-    await auth.audit.record(identity(request).user, "token.revoke", f"user:{body['user']}",
-                            "ok", remote=request.remote or "")
+    await auth.audit.record(
+        identity(request).user,
+        "token.revoke",
+        f"user:{body['user']}",
+        "ok",
+        remote=request.remote or "",
+    )
     return json_response({"user": body["user"], "not_before": at})
 
 
@@ -132,31 +187,79 @@ async def rotate_key(request: web.Request) -> web.Response:
     auth = runtime(request)
     old = auth.tokens.keys.current_kid
     key = auth.tokens.keys.rotate()
-    await auth.audit.record(identity(request).user, "key.rotate", f"key:{key.kid}", "ok",
-                            f"previous {old}", request.remote or "")
+    await auth.audit.record(
+        identity(request).user,
+        "key.rotate",
+        f"key:{key.kid}",
+        "ok",
+        f"previous {old}",
+        request.remote or "",
+    )
     return json_response({"kid": key.kid, "previous": old})
 
 
 ROUTES = [
-    Route("POST", "/api/v1/auth/login", login,
-          "Log in with a user name and password (backends tried in order); returns a token",
-          "public", "auth", body=LOGIN, response=SESSION),
-    Route("GET", "/api/v1/auth/whoami", whoami,
-          "Who the bearer token belongs to: user, groups, roles, permissions",
-          "authenticated", "auth"),
-    Route("POST", "/api/v1/auth/device", device_start,
-          "Start an OpenID Connect device login (RFC 8628) with the configured provider",
-          "public", "auth"),
-    Route("POST", "/api/v1/auth/device/token", device_token,
-          "Poll a device login; returns a token once the user has signed in",
-          "public", "auth", body=DEVICE_TOKEN, response=SESSION),
-    Route("POST", "/api/v1/auth/tokens", service_token,
-          "Create a long-lived service token for a worker or standby", "user:admin", "auth",
-          body=SERVICE_TOKEN, ok_status=201),
-    Route("POST", "/api/v1/auth/revoke", revoke,
-          "Revoke every token of a user or service issued until now", "user:admin", "auth",
-          body=REVOKE),
-    Route("POST", "/api/v1/auth/keys/rotate", rotate_key,
-          "Rotate the token signing key (older tokens stay valid until they expire)",
-          "cluster:admin", "auth"),
+    Route(
+        "POST",
+        "/api/v1/auth/login",
+        login,
+        "Log in with a user name and password (backends tried in order); returns a token",
+        "public",
+        "auth",
+        body=LOGIN,
+        response=SESSION,
+    ),
+    Route(
+        "GET",
+        "/api/v1/auth/whoami",
+        whoami,
+        "Who the bearer token belongs to: user, groups, roles, permissions",
+        "authenticated",
+        "auth",
+    ),
+    Route(
+        "POST",
+        "/api/v1/auth/device",
+        device_start,
+        "Start an OpenID Connect device login (RFC 8628) with the configured provider",
+        "public",
+        "auth",
+    ),
+    Route(
+        "POST",
+        "/api/v1/auth/device/token",
+        device_token,
+        "Poll a device login; returns a token once the user has signed in",
+        "public",
+        "auth",
+        body=DEVICE_TOKEN,
+        response=SESSION,
+    ),
+    Route(
+        "POST",
+        "/api/v1/auth/tokens",
+        service_token,
+        "Create a long-lived service token for a worker or standby",
+        "user:admin",
+        "auth",
+        body=SERVICE_TOKEN,
+        ok_status=201,
+    ),
+    Route(
+        "POST",
+        "/api/v1/auth/revoke",
+        revoke,
+        "Revoke every token of a user or service issued until now",
+        "user:admin",
+        "auth",
+        body=REVOKE,
+    ),
+    Route(
+        "POST",
+        "/api/v1/auth/keys/rotate",
+        rotate_key,
+        "Rotate the token signing key (older tokens stay valid until they expire)",
+        "cluster:admin",
+        "auth",
+    ),
 ]

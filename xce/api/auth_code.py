@@ -20,13 +20,22 @@ from xce.auth.pending_logins import PendingLogins, check_loopback_redirect
 from xce.auth.runtime import AuthRuntime
 
 REDIRECT = {"type": "string", "minLength": 1, "maxLength": 2048}
-AUTHORIZE = {"type": "object", "additionalProperties": False, "required": ["redirect_uri"],
-             "properties": {"redirect_uri": REDIRECT}}
-AUTHORIZATION = {"type": "object", "properties": {"authorization_url": {"type": "string"},
-                                                  "state": {"type": "string"}}}
-CODE = {"type": "object", "additionalProperties": False, "required": ["state", "code"],
-        "properties": {"state": USER, "code": {"type": "string", "minLength": 1,
-                                                "maxLength": 4096}}}
+AUTHORIZE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["redirect_uri"],
+    "properties": {"redirect_uri": REDIRECT},
+}
+AUTHORIZATION = {
+    "type": "object",
+    "properties": {"authorization_url": {"type": "string"}, "state": {"type": "string"}},
+}
+CODE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["state", "code"],
+    "properties": {"state": USER, "code": {"type": "string", "minLength": 1, "maxLength": 4096}},
+}
 
 # One store per AuthRuntime (so per controller app), without a field on the runtime.
 _STORES: WeakKeyDictionary[AuthRuntime, PendingLogins] = WeakKeyDictionary()
@@ -54,24 +63,41 @@ async def code(request: web.Request) -> web.Response:
     auth = runtime(request)
     pending = pending_logins(auth).take(body["state"])
     try:
-        principal = await backend.exchange_code(body["code"], pending.redirect_uri,
-                                                pending.code_verifier)
+        principal = await backend.exchange_code(
+            body["code"], pending.redirect_uri, pending.code_verifier
+        )
     except AuthDenied as exc:
-        await auth.audit.record("-", "auth.code", "code", "denied", exc.message,
-                                request.remote or "")
+        await auth.audit.record(
+            "-", "auth.code", "code", "denied", exc.message, request.remote or ""
+        )
         raise
     session = auth.session_for(principal)
-    await auth.audit.record(session.user, "auth.code", f"user:{session.user}", "ok",
-                            remote=request.remote or "")
+    await auth.audit.record(
+        session.user, "auth.code", f"user:{session.user}", "ok", remote=request.remote or ""
+    )
     return json_response(session.to_json())
 
 
 ROUTES = [
-    Route("POST", "/api/v1/auth/authorize", authorize,
-          "Start an OpenID Connect browser login (authorization code + PKCE) for a loopback "
-          "redirect_uri; returns the provider URL and the state", "public", "auth",
-          body=AUTHORIZE, response=AUTHORIZATION),
-    Route("POST", "/api/v1/auth/code", code,
-          "Finish a browser login with the code and state from the redirect; returns a token",
-          "public", "auth", body=CODE, response=SESSION),
+    Route(
+        "POST",
+        "/api/v1/auth/authorize",
+        authorize,
+        "Start an OpenID Connect browser login (authorization code + PKCE) for a loopback "
+        "redirect_uri; returns the provider URL and the state",
+        "public",
+        "auth",
+        body=AUTHORIZE,
+        response=AUTHORIZATION,
+    ),
+    Route(
+        "POST",
+        "/api/v1/auth/code",
+        code,
+        "Finish a browser login with the code and state from the redirect; returns a token",
+        "public",
+        "auth",
+        body=CODE,
+        response=SESSION,
+    ),
 ]

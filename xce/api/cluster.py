@@ -30,8 +30,8 @@ async def cluster(request: web.Request) -> web.Response:
             "controllers": list(config.controllers),  # type: ignore[attr-defined]
             "jobs": len(state.jobs),
             "arrays": len(state.arrays),
-            "pending": len(state.pending) + sum(len(state.arrays[n].pending)
-                                                for n in state.pending_arrays),
+            "pending": len(state.pending)
+            + sum(len(state.arrays[n].pending) for n in state.pending_arrays),
             "hosts": len(state.hosts),
             "events_applied": state.applied,
             "scheduler": dict(service.stats),
@@ -68,12 +68,30 @@ async def openapi(request: web.Request) -> web.Response:
 ROUTES = [
     Route("GET", "/healthz", healthz, "Liveness check", "public", "cluster"),
     Route("GET", "/api/v1/openapi.json", openapi, "This OpenAPI document", "public", "cluster"),
-    Route("GET", "/api/v1/cluster", cluster, "Cluster status: role, counts, scheduler stats",
-          "cluster:view", "cluster"),
-    Route("POST", "/api/v1/cluster/switchover", switchover,
-          "Hand the primary role to a caught-up standby (body: optional to = its URL)",
-          "cluster:admin", "cluster", body=schemas.SWITCHOVER),
-    Route("POST", "/api/v1/cluster/vote", vote,
-          "A controller candidate asks for this one's vote for an epoch (HA elections)",
-          "cluster:replicate", "cluster", body=schemas.VOTE),
+    Route(
+        "GET",
+        "/api/v1/cluster",
+        cluster,
+        "Cluster status: role, counts, scheduler stats",
+        "cluster:view",
+        "cluster",
+    ),
+    Route(
+        "POST",
+        "/api/v1/cluster/switchover",
+        switchover,
+        "Hand the primary role to a caught-up standby (body: optional to = its URL)",
+        "cluster:admin",
+        "cluster",
+        body=schemas.SWITCHOVER,
+    ),
+    Route(
+        "POST",
+        "/api/v1/cluster/vote",
+        vote,
+        "A controller candidate asks for this one's vote for an epoch (HA elections)",
+        "cluster:replicate",
+        "cluster",
+        body=schemas.VOTE,
+    ),
 ]

@@ -45,15 +45,18 @@ LOG_EVERY_S = 10.0
 
 def _raw_response(status: str, code: str, message: str) -> bytes:
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
 
 
 class ConnectionGuard:
     """Open connections per address, and what was refused or timed out (for the log)."""
 
-    def __init__(self, settings: ConnectionSettings,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, settings: ConnectionSettings, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.settings = settings
         self.clock = clock
         self.open: dict[str, int] = {}
@@ -86,17 +89,24 @@ class ConnectionGuard:
         if now - self._logged_at >= LOG_EVERY_S:
             self._logged_at = now
             counts = ", ".join(f"{n} {r}" for r, n in sorted(self._counts.items()))
-            log.warning("connections refused or closed by the guard since the last report: "
-                        "%s (from %s%s)", counts, ", ".join(sorted(self._addresses)),
-                        ", ..." if len(self._addresses) >= 5 else "")
+            log.warning(
+                "connections refused or closed by the guard since the last report: %s (from %s%s)",
+                counts,
+                ", ".join(sorted(self._addresses)),
+                ", ..." if len(self._addresses) >= 5 else "",
+            )
             self._counts.clear()
             self._addresses.clear()
 
 
-_TOO_MANY = _raw_response("503 Service Unavailable", "too_many_connections",
-                          "too many connections from your address; close some and retry")
-_TOO_SLOW = _raw_response("408 Request Timeout", "request_timeout",
-                          "the request's headers did not arrive in time")
+_TOO_MANY = _raw_response(
+    "503 Service Unavailable",
+    "too_many_connections",
+    "too many connections from your address; close some and retry",
+)
+_TOO_SLOW = _raw_response(
+    "408 Request Timeout", "request_timeout", "the request's headers did not arrive in time"
+)
 
 
 class GuardedHandler(RequestHandler):
@@ -150,8 +160,7 @@ class GuardedHandler(RequestHandler):
     def _arm(self, delay: float, reason: str) -> None:
         self._disarm()
         if delay > 0:
-            self._timer = asyncio.get_running_loop().call_later(delay, self._expired, delay,
-                                                                reason)
+            self._timer = asyncio.get_running_loop().call_later(delay, self._expired, delay, reason)
 
     def _disarm(self) -> None:
         if self._timer is not None:
@@ -183,8 +192,7 @@ class GuardedServer(web.Server):
 class GuardedRunner(web.AppRunner):
     """`web.AppRunner` with the guard's connection limits and keep-alive timeout."""
 
-    def __init__(self, app: web.Application, settings: ConnectionSettings,
-                 **kwargs: Any) -> None:
+    def __init__(self, app: web.Application, settings: ConnectionSettings, **kwargs: Any) -> None:
         super().__init__(app, keepalive_timeout=settings.keepalive_timeout_s, **kwargs)
         self.guard = ConnectionGuard(settings)
 

@@ -56,9 +56,12 @@ class GuardState:
 
     @classmethod
     def create(cls, settings: GuardSettings) -> GuardState:
-        return cls(settings, RateLimiter(settings.per_address, settings.max_keys),
-                   RateLimiter(settings.per_identity, settings.max_keys),
-                   LoginThrottle(settings))
+        return cls(
+            settings,
+            RateLimiter(settings.per_address, settings.max_keys),
+            RateLimiter(settings.per_identity, settings.max_keys),
+            LoginThrottle(settings),
+        )
 
 
 _STATES: weakref.WeakKeyDictionary[web.Application, GuardState] = weakref.WeakKeyDictionary()
@@ -72,8 +75,9 @@ def guard_state(app: web.Application) -> GuardState:
     return state
 
 
-def _refusal(status: int, code: str, message: str, retry_after: float | None = None
-             ) -> web.Response:
+def _refusal(
+    status: int, code: str, message: str, retry_after: float | None = None
+) -> web.Response:
     resp = json_response({"error": {"code": code, "message": message}}, status=status)
     metrics.RATE_LIMITED.labels(code).inc()
     if retry_after is not None:
@@ -99,7 +103,7 @@ async def _login_user(request: web.Request) -> str:
     except InvalidRequest:
         return ""
     user = body.get("username") if isinstance(body, dict) else None
-    return login_key(user[:4 * MAX_USERNAME]) if isinstance(user, str) else ""
+    return login_key(user[: 4 * MAX_USERNAME]) if isinstance(user, str) else ""
 
 
 def identity_key(header: str) -> str:
@@ -119,14 +123,18 @@ def _status_of(exc: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
-async def _guarded_login(request: web.Request, handler: Any, state: GuardState,
-                         address: str) -> web.StreamResponse:
+async def _guarded_login(
+    request: web.Request, handler: Any, state: GuardState, address: str
+) -> web.StreamResponse:
     user = await _login_user(request)
     wait = state.logins.wait(user, address, state.clock())
     if wait > 0:
-        return _refusal(429, "login_locked",
-                        f"too many failed logins for {user!r} from {address}; "
-                        f"try again in {math.ceil(wait)} s", wait)
+        return _refusal(
+            429,
+            "login_locked",
+            f"too many failed logins for {user!r} from {address}; try again in {math.ceil(wait)} s",
+            wait,
+        )
     try:
         response = await handler(request)
     except Exception as exc:
@@ -147,8 +155,9 @@ async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
     shown = str(address) if address is not None else (request.remote or "unknown")
     kind = route_class(request)
     if not allowed(state.settings, kind, address):
-        return _refusal(403, "address_denied",
-                        f"address {shown} may not use {kind} routes of this controller")
+        return _refusal(
+            403, "address_denied", f"address {shown} may not use {kind} routes of this controller"
+        )
     now = state.clock()
     wait = state.per_address.take(shown, now)
     if wait <= 0 and kind != WORKER:
@@ -156,8 +165,9 @@ async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
         if header:
             wait = state.per_identity.take(identity_key(header), now)
     if wait > 0:
-        return _refusal(429, "rate_limited",
-                        f"too many requests; retry in {math.ceil(wait)} s", wait)
+        return _refusal(
+            429, "rate_limited", f"too many requests; retry in {math.ceil(wait)} s", wait
+        )
     if request.method == "POST" and request.path == LOGIN_PATH:
         return await _guarded_login(request, handler, state, shown)
     return await handler(request)

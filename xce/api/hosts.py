@@ -15,8 +15,13 @@ from xce.controller.workers import WorkerGateway
 def _view(request: web.Request, name: str) -> dict:
     service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
     gateway: WorkerGateway = request.app[GATEWAY]  # type: ignore[assignment]
-    return host_view(service.state.host(name), service.state, gateway.load.get(name),
-                     gateway.liveness(name), gateway.containment.get(name))
+    return host_view(
+        service.state.host(name),
+        service.state,
+        gateway.load.get(name),
+        gateway.liveness(name),
+        gateway.containment.get(name),
+    )
 
 
 async def list_(request: web.Request) -> web.Response:
@@ -51,8 +56,15 @@ ROUTES = [
     Route("GET", "/api/v1/hosts", list_, "List hosts with status and load", "host:view", "hosts"),
     Route("GET", "/api/v1/hosts/{name}", show, "Show one host", "host:view", "hosts"),
     *[
-        Route("POST", f"/api/v1/hosts/{{name}}/{action}", _action(action), summary,
-              "host:admin", "hosts", body=schemas.REASON)
+        Route(
+            "POST",
+            f"/api/v1/hosts/{{name}}/{action}",
+            _action(action),
+            summary,
+            "host:admin",
+            "hosts",
+            body=schemas.REASON,
+        )
         for action, summary in _SUMMARIES.items()
     ],
 ]

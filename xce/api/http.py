@@ -43,8 +43,13 @@ class Identity:
         return ",".join(self.roles) or "none"
 
     def to_json(self) -> dict[str, Any]:
-        return {"user": self.user, "groups": list(self.groups), "roles": list(self.roles),
-                "permissions": sorted(self.permissions), "kind": self.kind}
+        return {
+            "user": self.user,
+            "groups": list(self.groups),
+            "roles": list(self.roles),
+            "permissions": sorted(self.permissions),
+            "kind": self.kind,
+        }
 
 
 IDENTITY = web.RequestKey("identity", Identity)
@@ -100,13 +105,15 @@ def _check_depth(value: Any) -> None:
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(
-            item, list) else ()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
         for child in children:
             if isinstance(child, (dict, list)):
                 if depth + 1 > MAX_JSON_DEPTH:
-                    raise InvalidRequest(f"the body is nested more than {MAX_JSON_DEPTH} "
-                                         "levels deep")
+                    raise InvalidRequest(
+                        f"the body is nested more than {MAX_JSON_DEPTH} levels deep"
+                    )
                 stack.append((child, depth + 1))
 
 
@@ -119,16 +126,17 @@ def parse_json_text(text: str | bytes) -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"the body is not valid JSON: {exc}") from None
     except RecursionError:
-        raise InvalidRequest(f"the body is nested more than {MAX_JSON_DEPTH} levels "
-                             "deep") from None
+        raise InvalidRequest(f"the body is nested more than {MAX_JSON_DEPTH} levels deep") from None
     except ValueError as exc:  # e.g. an integer literal longer than Python converts
         raise InvalidRequest(f"the body is not valid JSON: {exc}") from None
     _check_depth(body)
     try:
         json.dumps(body, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidRequest("the body holds text that is not valid Unicode "
-                             "(a lone surrogate escape such as \\ud800)") from None
+        raise InvalidRequest(
+            "the body holds text that is not valid Unicode "
+            "(a lone surrogate escape such as \\ud800)"
+        ) from None
     return body
 
 

@@ -55,38 +55,67 @@ async def priority(request: web.Request) -> web.Response:
     rows: list[dict[str, Any]] = []
     for item in (*snapshot.jobs, *snapshot.arrays):
         spec = item.spec
-        if (visible is not None and not visible(spec.user)) or \
-                (user and spec.user != user) or (queue_name and spec.queue != queue_name):
+        if (
+            (visible is not None and not visible(spec.user))
+            or (user and spec.user != user)
+            or (queue_name and spec.queue != queue_name)
+        ):
             continue
         queue = state.queues[spec.queue]
         f = factors(spec, item.submit_time, queue, settings, scale, now, hours, slots)
-        rows.append({
-            "job_id": getattr(item, "job_id", str(item.number)),
-            "user": spec.user, "queue": spec.queue,
-            "order": policy_for(queue.plugins).order.name,
-            "job_priority": settings.default_job_priority if spec.priority is None
-            else spec.priority,
-            "priority": round(f.priority, 3),
-            "factors": {"queue": round(f.queue, 4), "job": round(f.job, 4),
-                        "age": round(f.age, 4), "fairshare": round(f.fairshare, 4),
-                        "size": round(f.size, 4)},
-        })
+        rows.append(
+            {
+                "job_id": getattr(item, "job_id", str(item.number)),
+                "user": spec.user,
+                "queue": spec.queue,
+                "order": policy_for(queue.plugins).order.name,
+                "job_priority": settings.default_job_priority
+                if spec.priority is None
+                else spec.priority,
+                "priority": round(f.priority, 3),
+                "factors": {
+                    "queue": round(f.queue, 4),
+                    "job": round(f.job, 4),
+                    "age": round(f.age, 4),
+                    "fairshare": round(f.fairshare, 4),
+                    "size": round(f.size, 4),
+                },
+            }
+        )
     rows.sort(key=lambda r: (-r["priority"], r["job_id"]))
-    weights = {k.removeprefix("weight_"): getattr(settings, k) for k in (
-        "weight_queue", "weight_job", "weight_age", "weight_fairshare", "weight_size")}
-    return json_response({"jobs": rows, "weights": weights,
-                          "default_job_priority": settings.default_job_priority,
-                          "max_job_priority": settings.max_job_priority,
-                          "max_age_s": settings.max_age_s})
+    weights = {
+        k.removeprefix("weight_"): getattr(settings, k)
+        for k in ("weight_queue", "weight_job", "weight_age", "weight_fairshare", "weight_size")
+    }
+    return json_response(
+        {
+            "jobs": rows,
+            "weights": weights,
+            "default_job_priority": settings.default_job_priority,
+            "max_job_priority": settings.max_job_priority,
+            "max_age_s": settings.max_age_s,
+        }
+    )
 
 
 ROUTES = [
-    Route("PATCH", "/api/v1/jobs/{job_id}", modify,
-          "Modify a pending job (priority, queue, walltime, slots, memory, resources, "
-          "dependency, name, hold) or a running one (name; walltime for operators)",
-          "job:control", "jobs", body=schemas.JOB_MODIFY),
-    Route("GET", "/api/v1/priority", priority,
-          "Multifactor priority of each pending job, factor by factor (like sprio)",
-          "job:view", "jobs",
-          query=(Param("user", "only this user's jobs"), Param("queue", "only this queue"))),
+    Route(
+        "PATCH",
+        "/api/v1/jobs/{job_id}",
+        modify,
+        "Modify a pending job (priority, queue, walltime, slots, memory, resources, "
+        "dependency, name, hold) or a running one (name; walltime for operators)",
+        "job:control",
+        "jobs",
+        body=schemas.JOB_MODIFY,
+    ),
+    Route(
+        "GET",
+        "/api/v1/priority",
+        priority,
+        "Multifactor priority of each pending job, factor by factor (like sprio)",
+        "job:view",
+        "jobs",
+        query=(Param("user", "only this user's jobs"), Param("queue", "only this queue")),
+    ),
 ]

@@ -151,8 +151,11 @@ async def list_files(request: web.Request) -> web.Response:
     if job.state.finished and (node := _ha(request)) is not None:
         missing = sorted(set(job.outputs) - {str(f["path"]) for f in files})
         if missing:  # never an empty (or partial) list for files stored elsewhere
-            raise not_here(node, f"job {job.id}'s output {', '.join(missing[:5])}"
-                           + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+            raise not_here(
+                node,
+                f"job {job.id}'s output {', '.join(missing[:5])}"
+                + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""),
+            )
     return json_response({"job_id": job.id, "files": files})
 
 
@@ -200,8 +203,14 @@ def _incomplete_char(data: bytes) -> tuple[int, int]:
     return 0, 0
 
 
-def tail_window(first: int, end: int, requested: int | None, limit: int, running: bool,
-                read: Callable[[int, int], bytes]) -> dict[str, Any]:
+def tail_window(
+    first: int,
+    end: int,
+    requested: int | None,
+    limit: int,
+    running: bool,
+    read: Callable[[int, int], bytes],
+) -> dict[str, Any]:
     """Which bytes of a stream to answer with; `read(a, b)` returns bytes [a, b).
 
     The store holds bytes [first, end). With no `requested` offset the answer is the last
@@ -234,9 +243,13 @@ def tail_window(first: int, end: int, requested: int | None, limit: int, running
             stop += missing
         elif running:
             data, stop = data[:-cut], stop - cut
-    return {"offset": start, "next_offset": start + len(data), "end": end,
-            "truncated": (requested or 0) < first,
-            "data": data.decode("utf-8", "replace")}
+    return {
+        "offset": start,
+        "next_offset": start + len(data),
+        "end": end,
+        "truncated": (requested or 0) < first,
+        "data": data.decode("utf-8", "replace"),
+    }
 
 
 def _file_window(path: Path | None, requested: int | None, limit: int) -> dict[str, Any]:
@@ -245,8 +258,7 @@ def _file_window(path: Path | None, requested: int | None, limit: int) -> dict[s
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         size = os.fstat(fd).st_size
-        return tail_window(0, size, requested, limit, False,
-                           lambda a, b: os.pread(fd, b - a, a))
+        return tail_window(0, size, requested, limit, False, lambda a, b: os.pread(fd, b - a, a))
     finally:
         os.close(fd)
 
@@ -265,14 +277,22 @@ async def tail(request: web.Request) -> web.Response:
     number, index = parse_job_id(job_id)
     if index is None and number in service.state.arrays:
         first = service.state.arrays[number].indices.first()
-        raise InvalidRequest(f"job {job_id} is a job array: name one of its tasks, "
-                             f"e.g. {number}[{first[0] if first else 1}]")
+        raise InvalidRequest(
+            f"job {job_id} is a job array: name one of its tasks, "
+            f"e.g. {number}[{first[0] if first else 1}]"
+        )
     job = service.state.job(job_id)
     running = job.state.active
     if running:
         first, held = tails_for(service).snapshot(job.id, job.attempt, stream)
-        window = tail_window(first, first + len(held), requested, limit, True,
-                             lambda a, b: held[a - first:b - first])
+        window = tail_window(
+            first,
+            first + len(held),
+            requested,
+            limit,
+            True,
+            lambda a, b: held[a - first : b - first],
+        )
     else:
         # Only a finished attempt's file: a requeued job's is the earlier attempt's output.
         path: Path | None = None
@@ -280,19 +300,29 @@ async def tail(request: web.Request) -> web.Response:
             with contextlib.suppress(NotFound):
                 path = _output_path(request, job, stream)
         window = await asyncio.to_thread(_file_window, path, requested, limit)
-    return json_response({"job_id": job.id, "stream": stream, "attempt": job.attempt,
-                          "state": job.state.value, "running": running, **window})
+    return json_response(
+        {
+            "job_id": job.id,
+            "stream": stream,
+            "attempt": job.attempt,
+            "state": job.state.value,
+            "running": running,
+            **window,
+        }
+    )
 
 
 async def upload(request: web.Request) -> web.Response:
     """Stage an input file; it is the caller's, and counts against their upload quota
     until a job uses it (or upload_ttl_s passes and it is deleted)."""
     service = _service(request)
-    upload_id, size = await service.files.save_upload(request.content.iter_chunked(1 << 16),
-                                                      owner=identity(request).user)
+    upload_id, size = await service.files.save_upload(
+        request.content.iter_chunked(1 << 16), owner=identity(request).user
+    )
     # To the standbys (sync mode: before the answer), so a submit after a failover finds it.
-    await service.files_replicated(service.ship_files(
-        [(name, "put") for name in upload_names(upload_id)]))
+    await service.files_replicated(
+        service.ship_files([(name, "put") for name in upload_names(upload_id)])
+    )
     return json_response({"upload_id": upload_id, "size": size}, status=201)
 
 
@@ -318,54 +348,142 @@ async def list_uploads(request: web.Request) -> web.Response:
     files = service.files
     who = identity(request).user
     owner = _uploads_owner(request)
-    rows = [{"upload_id": k, "owner": u.owner, "size": u.size, "created": u.created,
-             "expires": u.created + files.ttl_s}
-            for k, u in files.list_uploads(owner).items()]
-    return json_response({"uploads": rows, "user": who, "used_bytes": files.usage(who),
-                          "quota_bytes": files.quota_bytes, "ttl_s": files.ttl_s})
-
+    rows = [
+        {
+            "upload_id": k,
+            "owner": u.owner,
+            "size": u.size,
+            "created": u.created,
+            "expires": u.created + files.ttl_s,
+        }
+        for k, u in files.list_uploads(owner).items()
+    ]
+    return json_response(
+        {
+            "uploads": rows,
+            "user": who,
+            "used_bytes": files.usage(who),
+            "quota_bytes": files.quota_bytes,
+            "ttl_s": files.ttl_s,
+        }
+    )
 
 
 _STATE = "(PEND|PSUSP|RUN|USUSP|SSUSP|DONE|EXIT)"
 STATE_LIST = {"type": "string", "pattern": f"^({_STATE}(,{_STATE})*)?$"}
 ROUTES = [
-    Route("POST", "/api/v1/jobs", submit, "Submit a job or job array", "job:submit", "jobs",
-          body=schemas.SUBMIT, ok_status=201),
-    Route("GET", "/api/v1/jobs", list_, "List jobs with filters and paging", "job:view", "jobs",
-          query=(Param("state", "comma-separated states, e.g. PEND,RUN", STATE_LIST),
-                 Param("user", "only this user's jobs"), Param("queue", "only this queue"),
-                 Param("host", "only jobs on this host"), Param("array", "only this array"),
-                 Param("offset", "rows to skip", {"type": "integer", "minimum": 0}),
-                 Param("limit", "rows to return", {"type": "integer", "minimum": 1,
-                                                    "maximum": 100000}))),
-    Route("GET", "/api/v1/jobs/{job_id}", show, "Show one job, task or whole array",
-          "job:view", "jobs", response=schemas.JOB_VIEW),
+    Route(
+        "POST",
+        "/api/v1/jobs",
+        submit,
+        "Submit a job or job array",
+        "job:submit",
+        "jobs",
+        body=schemas.SUBMIT,
+        ok_status=201,
+    ),
+    Route(
+        "GET",
+        "/api/v1/jobs",
+        list_,
+        "List jobs with filters and paging",
+        "job:view",
+        "jobs",
+        query=(
+            Param("state", "comma-separated states, e.g. PEND,RUN", STATE_LIST),
+            Param("user", "only this user's jobs"),
+            Param("queue", "only this queue"),
+            Param("host", "only jobs on this host"),
+            Param("array", "only this array"),
+            Param("offset", "rows to skip", {"type": "integer", "minimum": 0}),
+            Param("limit", "rows to return", {"type": "integer", "minimum": 1, "maximum": 100000}),
+        ),
+    ),
+    Route(
+        "GET",
+        "/api/v1/jobs/{job_id}",
+        show,
+        "Show one job, task or whole array",
+        "job:view",
+        "jobs",
+        response=schemas.JOB_VIEW,
+    ),
     *[
-        Route("POST", f"/api/v1/jobs/{{job_id}}/{action}", _control(action),
-              f"{action.capitalize()} a job, a task or every task of an array",
-              "job:control", "jobs")
+        Route(
+            "POST",
+            f"/api/v1/jobs/{{job_id}}/{action}",
+            _control(action),
+            f"{action.capitalize()} a job, a task or every task of an array",
+            "job:control",
+            "jobs",
+        )
         for action in ("stop", "resume", "requeue", "kill")
     ],
-    Route("GET", "/api/v1/jobs/{job_id}/tail", tail,
-          "Latest stdout or stderr of a job (bpeek): live while it runs, else from its file",
-          "job:view", "jobs", response=schemas.TAIL_VIEW,
-          query=(Param("stream", "stdout (default) or stderr",
-                       {"type": "string", "enum": list(STREAMS)}),
-                 Param("offset", "absolute byte offset to read from; none: the latest bytes",
-                       {"type": "integer", "minimum": 0, "maximum": 2**62}),
-                 Param("limit", f"most bytes to return (default {TAIL_LIMIT})",
-                       {"type": "integer", "minimum": 1, "maximum": TAIL_MAX}))),
-    Route("GET", "/api/v1/jobs/{job_id}/files", list_files, "List a job's output files",
-          "job:view", "jobs"),
-    Route("GET", "/api/v1/jobs/{job_id}/files/{path:.+}", download,
-          "Download an output file (stdout, stderr or a declared output)", "job:view", "jobs",
-          binary_response=True),
-    Route("POST", "/api/v1/uploads", upload, "Upload an input file; returns its upload id",
-          "job:submit", "jobs", raw_body=True, ok_status=201),
-    Route("GET", "/api/v1/uploads", list_uploads,
-          "Uploads no job has used yet (yours; an admin's: everyone's), with your quota",
-          "job:submit", "jobs"),
-    Route("DELETE", "/api/v1/uploads/{upload_id}", delete_upload,
-          "Delete an upload no job has used yet (your own; an admin: anyone's)",
-          "job:submit", "jobs"),
+    Route(
+        "GET",
+        "/api/v1/jobs/{job_id}/tail",
+        tail,
+        "Latest stdout or stderr of a job (bpeek): live while it runs, else from its file",
+        "job:view",
+        "jobs",
+        response=schemas.TAIL_VIEW,
+        query=(
+            Param(
+                "stream", "stdout (default) or stderr", {"type": "string", "enum": list(STREAMS)}
+            ),
+            Param(
+                "offset",
+                "absolute byte offset to read from; none: the latest bytes",
+                {"type": "integer", "minimum": 0, "maximum": 2**62},
+            ),
+            Param(
+                "limit",
+                f"most bytes to return (default {TAIL_LIMIT})",
+                {"type": "integer", "minimum": 1, "maximum": TAIL_MAX},
+            ),
+        ),
+    ),
+    Route(
+        "GET",
+        "/api/v1/jobs/{job_id}/files",
+        list_files,
+        "List a job's output files",
+        "job:view",
+        "jobs",
+    ),
+    Route(
+        "GET",
+        "/api/v1/jobs/{job_id}/files/{path:.+}",
+        download,
+        "Download an output file (stdout, stderr or a declared output)",
+        "job:view",
+        "jobs",
+        binary_response=True,
+    ),
+    Route(
+        "POST",
+        "/api/v1/uploads",
+        upload,
+        "Upload an input file; returns its upload id",
+        "job:submit",
+        "jobs",
+        raw_body=True,
+        ok_status=201,
+    ),
+    Route(
+        "GET",
+        "/api/v1/uploads",
+        list_uploads,
+        "Uploads no job has used yet (yours; an admin's: everyone's), with your quota",
+        "job:submit",
+        "jobs",
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/uploads/{upload_id}",
+        delete_upload,
+        "Delete an upload no job has used yet (your own; an admin: anyone's)",
+        "job:submit",
+        "jobs",
+    ),
 ]

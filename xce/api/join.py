@@ -41,8 +41,11 @@ JOIN_BODY: dict[str, Any] = {
     "properties": {
         "token": {"type": "string", "minLength": 1, "maxLength": 200},
         "name": NAME,
-        "hosts": {"type": "array", "maxItems": 16,
-                  "items": {"type": "string", "minLength": 1, "maxLength": 253}},
+        "hosts": {
+            "type": "array",
+            "maxItems": 16,
+            "items": {"type": "string", "minLength": 1, "maxLength": 253},
+        },
     },
 }
 TOKEN_BODY: dict[str, Any] = {
@@ -100,13 +103,26 @@ async def join(request: web.Request) -> web.Response:
     try:
         role = await asyncio.to_thread(_store(request).redeem, body["token"])
     except XceError as exc:
-        await auth.audit.record("-", "node.join", f"service:{name}", "denied",
-                                f"join token {token_id}: {exc.message}", request.remote or "")
+        await auth.audit.record(
+            "-",
+            "node.join",
+            f"service:{name}",
+            "denied",
+            f"join token {token_id}: {exc.message}",
+            request.remote or "",
+        )
         raise
-    service_token, _ = auth.tokens.issue(name, (), (role,), "service",
-                                         host=name if role == "worker" else None)
-    await auth.audit.record("-", "node.join", f"service:{name}", "ok",
-                            f"role {role}, join token {token_id}", request.remote or "")
+    service_token, _ = auth.tokens.issue(
+        name, (), (role,), "service", host=name if role == "worker" else None
+    )
+    await auth.audit.record(
+        "-",
+        "node.join",
+        f"service:{name}",
+        "ok",
+        f"role {role}, join token {token_id}",
+        request.remote or "",
+    )
     answer: dict[str, Any] = {
         "role": role,
         "name": name,
@@ -121,8 +137,12 @@ async def join(request: web.Request) -> web.Response:
         # A standby that takes over must apply the same job-safety rules as this primary.
         "controller": controller_template(config.controller),  # type: ignore[attr-defined]
     }
-    issued = await asyncio.to_thread(_issue_client_cert, config.tls.ca_file,  # type: ignore
-                                     body["name"], body.get("hosts", []))
+    issued = await asyncio.to_thread(
+        _issue_client_cert,
+        config.tls.ca_file,  # type: ignore
+        body["name"],
+        body.get("hosts", []),
+    )
     if issued is not None:
         answer["cert_pem"], answer["key_pem"] = issued
     return json_response(answer)
@@ -143,20 +163,46 @@ def controller_template(settings: Any) -> dict[str, Any]:
 async def create_join_token(request: web.Request) -> web.Response:
     body = await read_json(request, TOKEN_BODY)
     pem = await asyncio.to_thread(_ca_pem, request)
-    issued = await asyncio.to_thread(_store(request).create, body["role"],
-                                     float(body.get("ttl_s", DEFAULT_TTL_S)))
-    return json_response({"token": issued.token, "role": issued.role,
-                          "expires_at": issued.expires_at, "ca_sha256": ca_sha256(pem)},
-                         status=201)
+    issued = await asyncio.to_thread(
+        _store(request).create, body["role"], float(body.get("ttl_s", DEFAULT_TTL_S))
+    )
+    return json_response(
+        {
+            "token": issued.token,
+            "role": issued.role,
+            "expires_at": issued.expires_at,
+            "ca_sha256": ca_sha256(pem),
+        },
+        status=201,
+    )
 
 
 ROUTES = [
-    Route("GET", "/api/v1/join/ca", join_ca, "The cluster CA certificate and its SHA-256",
-          "public", "join"),
-    Route("POST", "/api/v1/join", join,
-          "Trade a one-time join token for the CA, the controllers and a node's settings",
-          "public", "join", body=JOIN_BODY),
-    Route("POST", "/api/v1/join/tokens", create_join_token,
-          "Create a one-time join token for a worker or standby", "cluster:admin", "join",
-          body=TOKEN_BODY, ok_status=201),
+    Route(
+        "GET",
+        "/api/v1/join/ca",
+        join_ca,
+        "The cluster CA certificate and its SHA-256",
+        "public",
+        "join",
+    ),
+    Route(
+        "POST",
+        "/api/v1/join",
+        join,
+        "Trade a one-time join token for the CA, the controllers and a node's settings",
+        "public",
+        "join",
+        body=JOIN_BODY,
+    ),
+    Route(
+        "POST",
+        "/api/v1/join/tokens",
+        create_join_token,
+        "Create a one-time join token for a worker or standby",
+        "cluster:admin",
+        "join",
+        body=TOKEN_BODY,
+        ok_status=201,
+    ),
 ]

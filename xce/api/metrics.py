@@ -52,8 +52,9 @@ class StateCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         state = self.service.state
-        jobs = GaugeMetricFamily("xce_jobs", "Jobs by state and queue (array tasks included)",
-                                 labels=("state", "queue"))
+        jobs = GaugeMetricFamily(
+            "xce_jobs", "Jobs by state and queue (array tasks included)", labels=("state", "queue")
+        )
         counts: dict[tuple[str, str], int] = {}
         for (job_state, queue), n in state.counts.items():
             counts[(job_state.value, queue)] = counts.get((job_state.value, queue), 0) + n
@@ -74,8 +75,9 @@ class StateCollector(Collector):
         for status, n in by_status.items():
             hosts.add_metric((status,), n)
         yield hosts
-        queues = GaugeMetricFamily("xce_queues", "Queues by open/active switch",
-                                   labels=("open", "active"))
+        queues = GaugeMetricFamily(
+            "xce_queues", "Queues by open/active switch", labels=("open", "active")
+        )
         switches: dict[tuple[str, str], int] = {}
         for q in state.queues.values():
             key = (str(q.open).lower(), str(q.active).lower())
@@ -83,8 +85,9 @@ class StateCollector(Collector):
         for key, n in sorted(switches.items()):
             queues.add_metric(key, n)
         yield queues
-        yield GaugeMetricFamily("xce_events_applied", "Events applied since start",
-                                value=state.applied)
+        yield GaugeMetricFamily(
+            "xce_events_applied", "Events applied since start", value=state.applied
+        )
 
 
 async def scrape(request: web.Request) -> web.Response:
@@ -95,6 +98,13 @@ async def scrape(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route("GET", "/metrics", scrape, "Prometheus metrics (text format)", "cluster:view",
-          "cluster", text_response="text/plain"),
+    Route(
+        "GET",
+        "/metrics",
+        scrape,
+        "Prometheus metrics (text format)",
+        "cluster:view",
+        "cluster",
+        text_response="text/plain",
+    ),
 ]

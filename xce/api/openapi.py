@@ -13,8 +13,11 @@ from xce.api.routes import all_routes
 _PARAM = re.compile(r"\{(\w+)(?::[^}]+)?\}")
 # Path parameters with a documented shape; the rest are plain strings.
 _PATH_SCHEMAS: dict[str, dict[str, Any]] = {
-    "job_id": {"type": "string", "pattern": r"^[0-9]+(\[[0-9]+\])?$",
-               "description": "a job id (17), task id (17[5]) or array id"},
+    "job_id": {
+        "type": "string",
+        "pattern": r"^[0-9]+(\[[0-9]+\])?$",
+        "description": "a job id (17), task id (17[5]) or array id",
+    },
 }
 
 
@@ -31,18 +34,28 @@ def document() -> dict[str, Any]:
         path = openapi_path(route.path)
         op: dict[str, Any] = {
             "operationId": f"{route.method.lower()}_{route.handler.__name__}_{route.tag}"
-            + "_" + "_".join(_PARAM.findall(route.path)),
+            + "_"
+            + "_".join(_PARAM.findall(route.path)),
             "summary": route.summary,
             "tags": [route.tag],
             "x-permission": route.permission,
             "parameters": [
-                {"name": name, "in": "path", "required": True,
-                 "schema": _PATH_SCHEMAS.get(name, {"type": "string"})}
+                {
+                    "name": name,
+                    "in": "path",
+                    "required": True,
+                    "schema": _PATH_SCHEMAS.get(name, {"type": "string"}),
+                }
                 for name in _PARAM.findall(route.path)
             ]
             + [
-                {"name": p.name, "in": "query", "required": False, "description": p.description,
-                 "schema": p.schema}
+                {
+                    "name": p.name,
+                    "in": "query",
+                    "required": False,
+                    "description": p.description,
+                    "schema": p.schema,
+                }
                 for p in route.query
             ],
         }
@@ -54,18 +67,27 @@ def document() -> dict[str, Any]:
         elif route.raw_body:
             op["requestBody"] = {
                 "required": False,  # an empty file is a file
-                "content": {"application/octet-stream": {"schema": {"type": "string",
-                                                                    "format": "binary"}}},
+                "content": {
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                },
             }
         if route.binary_response:
-            ok = {"description": "file contents", "content": {"application/octet-stream": {
-                "schema": {"type": "string", "format": "binary"}}}}
+            ok = {
+                "description": "file contents",
+                "content": {
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                },
+            }
         elif route.text_response:
-            ok = {"description": "text", "content": {route.text_response: {
-                "schema": {"type": "string"}}}}
+            ok = {
+                "description": "text",
+                "content": {route.text_response: {"schema": {"type": "string"}}},
+            }
         else:
-            ok = {"description": "success", "content": {"application/json": {
-                "schema": route.response}}}
+            ok = {
+                "description": "success",
+                "content": {"application/json": {"schema": route.response}},
+            }
         op["responses"] = {
             str(route.ok_status): ok,
             "400": {"description": "invalid request", **error},
@@ -74,8 +96,10 @@ def document() -> dict[str, Any]:
             "404": {"description": "not found", **error},
             "409": {"description": "conflicts with the current state", **error},
             "413": {"description": "body too large", **error},
-            "429": {"description": "rate limited or login locked by the guard; see Retry-After",
-                    **error},
+            "429": {
+                "description": "rate limited or login locked by the guard; see Retry-After",
+                **error,
+            },
             "503": {"description": "cannot take writes now", **error},
         }
         if route.permission != "public":

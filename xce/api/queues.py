@@ -48,8 +48,13 @@ async def create(request: web.Request) -> web.Response:
     return json_response(queue_view(created, service.state), status=201)
 
 
-_LIMITS = ("default_walltime_s", "max_walltime_s", "default_memory_mb", "max_memory_mb",
-           "max_slots")
+_LIMITS = (
+    "default_walltime_s",
+    "max_walltime_s",
+    "default_memory_mb",
+    "max_memory_mb",
+    "max_slots",
+)
 
 
 def _limits(body: dict) -> dict:
@@ -107,17 +112,43 @@ _SUMMARIES = {
 }
 ROUTES = [
     Route("GET", "/api/v1/queues", list_, "List queues with job counts", "queue:view", "queues"),
-    Route("POST", "/api/v1/queues", create, "Create a queue", "queue:admin", "queues",
-          body=schemas.QUEUE_CREATE, ok_status=201),
+    Route(
+        "POST",
+        "/api/v1/queues",
+        create,
+        "Create a queue",
+        "queue:admin",
+        "queues",
+        body=schemas.QUEUE_CREATE,
+        ok_status=201,
+    ),
     Route("GET", "/api/v1/queues/{name}", show, "Show one queue", "queue:view", "queues"),
-    Route("PATCH", "/api/v1/queues/{name}", modify,
-          "Change a queue's settings (its jobs keep theirs)", "queue:admin", "queues",
-          body=schemas.QUEUE_MODIFY),
-    Route("DELETE", "/api/v1/queues/{name}", delete,
-          "Delete a queue no pending, running or suspended job is in", "queue:admin", "queues"),
+    Route(
+        "PATCH",
+        "/api/v1/queues/{name}",
+        modify,
+        "Change a queue's settings (its jobs keep theirs)",
+        "queue:admin",
+        "queues",
+        body=schemas.QUEUE_MODIFY,
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/queues/{name}",
+        delete,
+        "Delete a queue no pending, running or suspended job is in",
+        "queue:admin",
+        "queues",
+    ),
     *[
-        Route("POST", f"/api/v1/queues/{{name}}/{action}", _action(action), summary,
-              "queue:admin", "queues")
+        Route(
+            "POST",
+            f"/api/v1/queues/{{name}}/{action}",
+            _action(action),
+            summary,
+            "queue:admin",
+            "queues",
+        )
         for action, summary in _SUMMARIES.items()
     ],
 ]

@@ -31,8 +31,12 @@ RESERVATION_CREATE: dict[str, Any] = {
         "slots": {"type": "integer", "minimum": 0, "maximum": 100000},
         "users": {"type": "array", "maxItems": 10000, "items": USER},
         "maintenance": {"type": "boolean"},
-        "flags": {"type": "array", "maxItems": 8, "uniqueItems": True,
-                  "items": {"type": "string", "enum": list(FLAGS)}},
+        "flags": {
+            "type": "array",
+            "maxItems": 8,
+            "uniqueItems": True,
+            "items": {"type": "string", "enum": list(FLAGS)},
+        },
         "description": {"type": "string", "maxLength": 1024},
     },
 }
@@ -40,10 +44,18 @@ RESERVATION_CREATE: dict[str, Any] = {
 
 def reservation_view(r: ReservationRecord, now: float) -> dict[str, Any]:
     return {
-        "name": r.name, "hosts": list(r.hosts), "start": r.start, "end": r.end,
-        "slots": r.slots or None, "users": list(r.users), "maintenance": r.maintenance,
-        "flags": list(r.flags), "description": r.description, "created_by": r.created_by,
-        "created_at": r.created_at, "state": r.state_at(now),
+        "name": r.name,
+        "hosts": list(r.hosts),
+        "start": r.start,
+        "end": r.end,
+        "slots": r.slots or None,
+        "users": list(r.users),
+        "maintenance": r.maintenance,
+        "flags": list(r.flags),
+        "description": r.description,
+        "created_by": r.created_by,
+        "created_at": r.created_at,
+        "state": r.state_at(now),
     }
 
 
@@ -75,10 +87,16 @@ async def create(request: web.Request) -> web.Response:
     end = float(body["end"]) if "end" in body else start + body["duration_s"]
     service = _service(request)
     record = ReservationRecord(
-        name=body["name"], hosts=tuple(body["hosts"]), start=start, end=end,
-        slots=body.get("slots", 0), users=tuple(body.get("users", [])),
-        maintenance=body.get("maintenance", False), flags=tuple(body.get("flags", [])),
-        description=body.get("description", ""), created_by=identity(request).user,
+        name=body["name"],
+        hosts=tuple(body["hosts"]),
+        start=start,
+        end=end,
+        slots=body.get("slots", 0),
+        users=tuple(body.get("users", [])),
+        maintenance=body.get("maintenance", False),
+        flags=tuple(body.get("flags", [])),
+        description=body.get("description", ""),
+        created_by=identity(request).user,
         created_at=service.clock(),
     )
     made = await add_reservation(service, record)
@@ -92,14 +110,38 @@ async def delete(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route("GET", "/api/v1/reservations", list_, "List advance reservations", "host:view",
-          "reservations"),
-    Route("POST", "/api/v1/reservations", create,
-          "Reserve hosts (or slots on them) for a time window, for users or maintenance",
-          "host:admin", "reservations", body=RESERVATION_CREATE, ok_status=201),
-    Route("GET", "/api/v1/reservations/{name}", show, "Show one advance reservation",
-          "host:view", "reservations"),
-    Route("DELETE", "/api/v1/reservations/{name}", delete,
-          "Delete an advance reservation (jobs that target it stay pending)", "host:admin",
-          "reservations"),
+    Route(
+        "GET",
+        "/api/v1/reservations",
+        list_,
+        "List advance reservations",
+        "host:view",
+        "reservations",
+    ),
+    Route(
+        "POST",
+        "/api/v1/reservations",
+        create,
+        "Reserve hosts (or slots on them) for a time window, for users or maintenance",
+        "host:admin",
+        "reservations",
+        body=RESERVATION_CREATE,
+        ok_status=201,
+    ),
+    Route(
+        "GET",
+        "/api/v1/reservations/{name}",
+        show,
+        "Show one advance reservation",
+        "host:view",
+        "reservations",
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/reservations/{name}",
+        delete,
+        "Delete an advance reservation (jobs that target it stay pending)",
+        "host:admin",
+        "reservations",
+    ),
 ]

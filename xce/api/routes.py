@@ -58,8 +58,20 @@ def all_routes() -> list[Route]:
         workers,
     )
 
-    return [*cluster.ROUTES, *jobs.ROUTES, *queues.ROUTES, *hosts.ROUTES, *workers.ROUTES,
-            *auth.ROUTES, *auth_code.ROUTES, *users.ROUTES, *audit.ROUTES, *metrics.ROUTES,
-            *join.ROUTES, *stream.ROUTES, *accounting.ROUTES,
-            *reservations.ROUTES,
-            *job_changes.ROUTES]  # issue 17: job modify, priority
+    return [
+        *cluster.ROUTES,
+        *jobs.ROUTES,
+        *queues.ROUTES,
+        *hosts.ROUTES,
+        *workers.ROUTES,
+        *auth.ROUTES,
+        *auth_code.ROUTES,
+        *users.ROUTES,
+        *audit.ROUTES,
+        *metrics.ROUTES,
+        *join.ROUTES,
+        *stream.ROUTES,
+        *accounting.ROUTES,
+        *reservations.ROUTES,
+        *job_changes.ROUTES,
+    ]  # issue 17: job modify, priority

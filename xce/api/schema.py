@@ -55,17 +55,21 @@ def validate(value: Any, schema: dict[str, Any], path: str = "body") -> None:
         if "maximum" in schema and value > schema["maximum"]:
             raise InvalidRequest(f"{path} must be at most {schema['maximum']}, got {value}")
         if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            raise InvalidRequest(f"{path} must be more than {schema['exclusiveMinimum']}, "
-                                 f"got {value}")
+            raise InvalidRequest(
+                f"{path} must be more than {schema['exclusiveMinimum']}, got {value}"
+            )
         if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-            raise InvalidRequest(f"{path} must be less than {schema['exclusiveMaximum']}, "
-                                 f"got {value}")
+            raise InvalidRequest(
+                f"{path} must be less than {schema['exclusiveMaximum']}, got {value}"
+            )
     if isinstance(value, list):
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             raise InvalidRequest(f"{path} has more than {schema['maxItems']} items")
         if "minItems" in schema and len(value) < schema["minItems"]:
-            raise InvalidRequest(f"{path} needs at least {schema['minItems']} "
-                                 f"item{'' if schema['minItems'] == 1 else 's'}")
+            raise InvalidRequest(
+                f"{path} needs at least {schema['minItems']} "
+                f"item{'' if schema['minItems'] == 1 else 's'}"
+            )
         if schema.get("uniqueItems"):
             seen: set[str] = set()
             for i, item in enumerate(value):
@@ -85,8 +89,10 @@ def validate(value: Any, schema: dict[str, Any], path: str = "body") -> None:
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
             raise InvalidRequest(f"{path} has more than {schema['maxProperties']} entries")
         if "minProperties" in schema and len(value) < schema["minProperties"]:
-            raise InvalidRequest(f"{path} needs at least {schema['minProperties']} "
-                                 f"{'entry' if schema['minProperties'] == 1 else 'entries'}")
+            raise InvalidRequest(
+                f"{path} needs at least {schema['minProperties']} "
+                f"{'entry' if schema['minProperties'] == 1 else 'entries'}"
+            )
         for key, item in value.items():
             if "propertyNames" in schema:
                 validate(key, schema["propertyNames"], f"{path} key {key[:64]!r}")

@@ -48,9 +48,13 @@ def _view(request: web.Request, change: Change) -> dict[str, Any]:
         if host is None:
             return {"name": change.key, "removed": True}
         gateway = request.app[GATEWAY]
-        return host_view(host, state, gateway.load.get(change.key),  # type: ignore[attr-defined]
-                         gateway.liveness(change.key),  # type: ignore[attr-defined]
-                         gateway.containment.get(change.key))  # type: ignore[attr-defined]
+        return host_view(
+            host,
+            state,
+            gateway.load.get(change.key),  # type: ignore[attr-defined]
+            gateway.liveness(change.key),  # type: ignore[attr-defined]
+            gateway.containment.get(change.key),
+        )  # type: ignore[attr-defined]
     if change.kind == "queue":
         queue = state.queues.get(change.key)
         return queue_view(queue, state) if queue else {"name": change.key, "removed": True}
@@ -58,8 +62,11 @@ def _view(request: web.Request, change: Change) -> dict[str, Any]:
         from xce.api.reservations import reservation_view
 
         found = state.reservations.get(change.key)
-        return reservation_view(found, service.clock()) if found else {
-            "name": change.key, "removed": True}
+        return (
+            reservation_view(found, service.clock())
+            if found
+            else {"name": change.key, "removed": True}
+        )
     return {"reason": change.key}
 
 
@@ -72,9 +79,11 @@ async def events(request: web.Request) -> web.StreamResponse:
     service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
     who = identity(request)
     owner_ok = visible_owners(request)  # the same rule as GET /api/v1/jobs
-    shows = {"host": allows(who.permissions, "host:view"),
-             "queue": allows(who.permissions, "queue:view"),
-             "reservation": allows(who.permissions, "host:view")}
+    shows = {
+        "host": allows(who.permissions, "host:view"),
+        "queue": allows(who.permissions, "queue:view"),
+        "reservation": allows(who.permissions, "host:view"),
+    }
 
     def visible(change: Change) -> bool:
         if change.kind in shows:
@@ -86,9 +95,13 @@ async def events(request: web.Request) -> web.StreamResponse:
     bus = bus_for(service)
     sub, resumed = bus.subscribe(last_id, visible)
     try:
-        response = web.StreamResponse(headers={
-            "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no"})
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            }
+        )
         await response.prepare(request)
         hello = {"stream": bus.stream, "seq": bus.seq, "resumed": resumed}
         await response.write(_message(bus.event_id(bus.seq), "hello", hello))
@@ -104,19 +117,30 @@ async def events(request: web.Request) -> web.StreamResponse:
                     latest.clear()
                 latest.pop((change.kind, change.key), None)
                 latest[(change.kind, change.key)] = change
-            chunks = [_message(bus.event_id(c.seq), c.kind, _view(request, c))
-                      for c in latest.values()]
+            chunks = [
+                _message(bus.event_id(c.seq), c.kind, _view(request, c)) for c in latest.values()
+            ]
             await response.write(b"".join(chunks))
     finally:
         sub.close()
 
 
 ROUTES = [
-    Route("GET", "/api/v1/events", events,
-          "Live stream (Server-Sent Events) of job, array, host and queue changes",
-          "job:view", "events",
-          query=(Param("since", "resume after this event id (or send Last-Event-ID)"),
-                 Param("keepalive", "seconds between keepalive comments (default 15)",
-                       {"type": "integer", "minimum": 1, "maximum": 300})),
-          text_response="text/event-stream"),
+    Route(
+        "GET",
+        "/api/v1/events",
+        events,
+        "Live stream (Server-Sent Events) of job, array, host and queue changes",
+        "job:view",
+        "events",
+        query=(
+            Param("since", "resume after this event id (or send Last-Event-ID)"),
+            Param(
+                "keepalive",
+                "seconds between keepalive comments (default 15)",
+                {"type": "integer", "minimum": 1, "maximum": 300},
+            ),
+        ),
+        text_response="text/event-stream",
+    ),
 ]

@@ -22,13 +22,23 @@ from xce.core.errors import Forbidden, InvalidRequest, NotFound
 
 NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
 PASSWORD = {"type": "string", "minLength": 8, "maxLength": 4096}
-USER_ADD = {"type": "object", "additionalProperties": False, "required": ["user", "password"],
-            "properties": {"user": NAME, "password": PASSWORD,
-                           "groups": {"type": "array", "maxItems": 256, "items": NAME},
-                           "roles": {"type": "array", "maxItems": 64, "items": NAME}}}
-PASSWD = {"type": "object", "additionalProperties": False, "required": ["password"],
-          "properties": {"password": PASSWORD,
-                         "old_password": {"type": "string", "maxLength": 1024}}}
+USER_ADD = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["user", "password"],
+    "properties": {
+        "user": NAME,
+        "password": PASSWORD,
+        "groups": {"type": "array", "maxItems": 256, "items": NAME},
+        "roles": {"type": "array", "maxItems": 64, "items": NAME},
+    },
+}
+PASSWD = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["password"],
+    "properties": {"password": PASSWORD, "old_password": {"type": "string", "maxLength": 1024}},
+}
 
 
 def _users(request: web.Request) -> UsersFile:
@@ -46,8 +56,9 @@ async def _replicate(request: web.Request) -> None:
 
 
 async def _audit(request: web.Request, action: str, user: str, outcome: str = "ok") -> None:
-    await runtime(request).audit.record(identity(request).user, action, f"user:{user}",
-                                        outcome, remote=request.remote or "")
+    await runtime(request).audit.record(
+        identity(request).user, action, f"user:{user}", outcome, remote=request.remote or ""
+    )
 
 
 async def list_(request: web.Request) -> web.Response:
@@ -60,10 +71,12 @@ async def add(request: web.Request) -> web.Response:
     roles = tuple(body.get("roles", ()))
     unknown = [r for r in roles if r not in runtime(request).roles.roles]
     if unknown:
-        raise NotFound(f"no role {unknown[0]} (roles: "
-                       f"{', '.join(sorted(runtime(request).roles.roles))})")
-    entry = await asyncio.to_thread(_users(request).add, body["user"], body["password"],
-                                    tuple(body.get("groups", ())), roles)
+        raise NotFound(
+            f"no role {unknown[0]} (roles: {', '.join(sorted(runtime(request).roles.roles))})"
+        )
+    entry = await asyncio.to_thread(
+        _users(request).add, body["user"], body["password"], tuple(body.get("groups", ())), roles
+    )
     await _replicate(request)
     await _audit(request, "user.add", entry.name)
     return json_response(entry.public(), status=201)
@@ -82,8 +95,9 @@ async def passwd(request: web.Request) -> web.Response:
         if "old_password" not in body:
             raise InvalidRequest("old_password is required to change your own password")
         entry = users.load().get(name)
-        ok = await asyncio.to_thread(verify_or_burn, body["old_password"],
-                                     entry.password if entry else None)
+        ok = await asyncio.to_thread(
+            verify_or_burn, body["old_password"], entry.password if entry else None
+        )
         if not ok:
             await _audit(request, "user.passwd", name, "denied")
             raise Forbidden("the current password (old_password) is wrong")
@@ -99,8 +113,9 @@ async def passwd(request: web.Request) -> web.Response:
         # The caller's own session ended with the rest: hand back a fresh one (issued after
         # the revocation), so changing one's password does not log one out here.
         token, expires = auth.tokens.issue(who.user, who.groups, who.roles)
-        answer["session"] = Session(token, expires, who.user, who.groups, who.roles,
-                                    who.permissions).to_json()
+        answer["session"] = Session(
+            token, expires, who.user, who.groups, who.roles, who.permissions
+        ).to_json()
     return json_response(answer)
 
 
@@ -114,13 +129,39 @@ async def delete(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route("GET", "/api/v1/users", list_, "List the users of the users file (no hashes)",
-          "user:admin", "users"),
-    Route("POST", "/api/v1/users", add, "Add a user to the users file", "user:admin", "users",
-          body=USER_ADD, ok_status=201),
-    Route("POST", "/api/v1/users/{name}/password", passwd,
-          "Set a user's password (your own, or anyone's with user:admin)", "authenticated",
-          "users", body=PASSWD),
-    Route("DELETE", "/api/v1/users/{name}", delete,
-          "Delete a user from the users file and revoke their tokens", "user:admin", "users"),
+    Route(
+        "GET",
+        "/api/v1/users",
+        list_,
+        "List the users of the users file (no hashes)",
+        "user:admin",
+        "users",
+    ),
+    Route(
+        "POST",
+        "/api/v1/users",
+        add,
+        "Add a user to the users file",
+        "user:admin",
+        "users",
+        body=USER_ADD,
+        ok_status=201,
+    ),
+    Route(
+        "POST",
+        "/api/v1/users/{name}/password",
+        passwd,
+        "Set a user's password (your own, or anyone's with user:admin)",
+        "authenticated",
+        "users",
+        body=PASSWD,
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/users/{name}",
+        delete,
+        "Delete a user from the users file and revoke their tokens",
+        "user:admin",
+        "users",
+    ),
 ]

@@ -55,9 +55,14 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
         # bjobs' EXEC_HOST (`2*n1:2*n2`) and every host with its slots (issue 15)
         "exec_host": exec_host(job) if job.host else None,
         # each host with its own device grant where it has one (issue 17)
-        "hosts": [{"host": p.host, "slots": p.slots,
-                   **({"devices": list(p.devices)} if p.devices else {})}
-                  for p in job.hosts],
+        "hosts": [
+            {
+                "host": p.host,
+                "slots": p.slots,
+                **({"devices": list(p.devices)} if p.devices else {}),
+            }
+            for p in job.hosts
+        ],
         "slots": spec.slots,
         "memory_mb": spec.memory_mb,
         "walltime_s": spec.walltime_s,
@@ -76,9 +81,15 @@ def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = F
     }
     if job.host_usage:  # a finished multi-host job: each host's part of `usage` (issue 15)
         out["host_usage"] = [
-            {"host": h.host, "cpu_time_s": round(h.cpu_user_s + h.cpu_system_s, 3),
-             "cpu_user_s": round(h.cpu_user_s, 3), "cpu_system_s": round(h.cpu_system_s, 3),
-             "max_rss_bytes": h.max_rss_bytes} for h in job.host_usage]
+            {
+                "host": h.host,
+                "cpu_time_s": round(h.cpu_user_s + h.cpu_system_s, 3),
+                "cpu_user_s": round(h.cpu_user_s, 3),
+                "cpu_system_s": round(h.cpu_system_s, 3),
+                "max_rss_bytes": h.max_rss_bytes,
+            }
+            for h in job.host_usage
+        ]
     if full:
         out.update(
             command=spec.command,
@@ -237,15 +248,22 @@ def containment_summary(containment: dict[str, Any] | None) -> str:
         return "unknown"
     kind = str(containment.get("kind", "?"))
     on = [k for k, v in containment.items() if k != "kind" and v is True]
-    values = [f"{k}={v}" for k, v in containment.items()
-              if k != "kind" and not isinstance(v, bool) and v is not None]
+    values = [
+        f"{k}={v}"
+        for k, v in containment.items()
+        if k != "kind" and not isinstance(v, bool) and v is not None
+    ]
     inside = ", ".join(on) + ("; " if on and values else "") + ", ".join(values)
     return f"{kind} ({inside})" if inside else kind
 
 
-def host_view(host: HostRecord, state: ClusterState, load: dict[str, float] | None,
-              liveness: dict[str, Any] | None = None,
-              containment: dict[str, Any] | None = None) -> dict:
+def host_view(
+    host: HostRecord,
+    state: ClusterState,
+    load: dict[str, float] | None,
+    liveness: dict[str, Any] | None = None,
+    containment: dict[str, Any] | None = None,
+) -> dict:
     used = state.host_load.get(host.name)
     jobs = sorted(used.jobs) if used else []
     admin = host.admin.value
@@ -282,6 +300,10 @@ def gres_view(host: HostRecord, held: frozenset[str]) -> dict[str, dict[str, Any
     out: dict[str, dict[str, Any]] = {}
     for kind, ids in gres.host_devices(host.gres).items():
         used = [d for d in ids if gres.grant_name(kind, d) in held]
-        out[kind] = {"total": len(ids), "free": len(ids) - len(used), "devices": list(ids),
-                     "used": used}
+        out[kind] = {
+            "total": len(ids),
+            "free": len(ids) - len(used),
+            "devices": list(ids),
+            "used": used,
+        }
     return out

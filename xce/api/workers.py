@@ -33,7 +33,9 @@ async def register(request: web.Request) -> web.Response:
     if bound is not None and body["host"] != bound:
         raise Forbidden(f"this worker token is bound to host {bound}, not {body['host']}")
     info = WorkerInfo(
-        body["host"], body["slots"], body["memory_mb"],
+        body["host"],
+        body["slots"],
+        body["memory_mb"],
         tuple(sorted(body.get("attributes", {}).items())),
         tuple(body.get("containment", {}).items()),  # in the worker's order, for display
         gres=host_pairs(body.get("gres", {})),
@@ -103,7 +105,8 @@ async def store_output(request: web.Request) -> web.Response:
     )
     # To the standbys (in sync mode before this answer, so before the finish report).
     await service.files_replicated(
-        service.ship_files([(output_name(job.number, job.id, rel), "put")]))
+        service.ship_files([(output_name(job.number, job.id, rel), "put")])
+    )
     return json_response({"path": rel, "size": size}, status=201)
 
 
@@ -111,9 +114,13 @@ async def finished(request: web.Request) -> web.Response:
     body = await read_json(request, schemas.FINISHED)
     parse_job_id(request.match_info["job_id"])  # a malformed id is a 400, not a stale report
     report = FinishReport(
-        request.match_info["job_id"], body["attempt"], body["exit_code"],
-        body.get("exit_signal"), body.get("reason", ""),
-        outputs=tuple(body.get("outputs", [])), host_failure=body.get("host_failure", False),
+        request.match_info["job_id"],
+        body["attempt"],
+        body["exit_code"],
+        body.get("exit_signal"),
+        body.get("reason", ""),
+        outputs=tuple(body.get("outputs", [])),
+        host_failure=body.get("host_failure", False),
         **_usage(body),
     )
     accepted = await _gateway(request).finished(request.match_info["host"], report)
@@ -122,29 +129,74 @@ async def finished(request: web.Request) -> web.Response:
     return json_response({"accepted": accepted})
 
 
-ATTEMPT = Param("attempt", "the attempt the worker is running",
-                {"type": "integer", "minimum": 0, "maximum": 2**31})
+ATTEMPT = Param(
+    "attempt",
+    "the attempt the worker is running",
+    {"type": "integer", "minimum": 0, "maximum": 2**31},
+)
 ROUTES = [
-    Route("POST", "/api/v1/workers/register", register,
-          "A worker joins (or rejoins); returns its desired jobs", "worker", "workers",
-          body=schemas.REGISTER),
-    Route("POST", "/api/v1/workers/{host}/heartbeat", heartbeat,
-          "Heartbeat with load, per-job usage and new job output", "worker", "workers",
-          body=schemas.HEARTBEAT),
-    Route("GET", "/api/v1/workers/{host}/assignments", assignments,
-          "Jobs this host should run, stop or kill; long-polls while version is current",
-          "worker", "workers",
-          query=(Param("version", "the version the worker has", {"type": "integer"}),
-                 Param("timeout", "seconds to wait for a change (0-60)",
-                       {"type": "integer", "minimum": 0, "maximum": 60}))),
-    Route("GET", "/api/v1/workers/{host}/jobs/{job_id}/inputs/{path:.+}", fetch_input,
-          "Fetch an input file of a job this host runs", "worker", "workers",
-          query=(ATTEMPT,), binary_response=True),
-    Route("PUT", "/api/v1/workers/{host}/jobs/{job_id}/outputs/{path:.+}", store_output,
-          "Return an output file of a job this host ran", "worker", "workers",
-          query=(ATTEMPT, Param("first", "1 on the first file: clears older outputs")),
-          raw_body=True, ok_status=201),
-    Route("POST", "/api/v1/workers/{host}/jobs/{job_id}/finished", finished,
-          "Report that an attempt ended, with exit status and usage", "worker", "workers",
-          body=schemas.FINISHED),
+    Route(
+        "POST",
+        "/api/v1/workers/register",
+        register,
+        "A worker joins (or rejoins); returns its desired jobs",
+        "worker",
+        "workers",
+        body=schemas.REGISTER,
+    ),
+    Route(
+        "POST",
+        "/api/v1/workers/{host}/heartbeat",
+        heartbeat,
+        "Heartbeat with load, per-job usage and new job output",
+        "worker",
+        "workers",
+        body=schemas.HEARTBEAT,
+    ),
+    Route(
+        "GET",
+        "/api/v1/workers/{host}/assignments",
+        assignments,
+        "Jobs this host should run, stop or kill; long-polls while version is current",
+        "worker",
+        "workers",
+        query=(
+            Param("version", "the version the worker has", {"type": "integer"}),
+            Param(
+                "timeout",
+                "seconds to wait for a change (0-60)",
+                {"type": "integer", "minimum": 0, "maximum": 60},
+            ),
+        ),
+    ),
+    Route(
+        "GET",
+        "/api/v1/workers/{host}/jobs/{job_id}/inputs/{path:.+}",
+        fetch_input,
+        "Fetch an input file of a job this host runs",
+        "worker",
+        "workers",
+        query=(ATTEMPT,),
+        binary_response=True,
+    ),
+    Route(
+        "PUT",
+        "/api/v1/workers/{host}/jobs/{job_id}/outputs/{path:.+}",
+        store_output,
+        "Return an output file of a job this host ran",
+        "worker",
+        "workers",
+        query=(ATTEMPT, Param("first", "1 on the first file: clears older outputs")),
+        raw_body=True,
+        ok_status=201,
+    ),
+    Route(
+        "POST",
+        "/api/v1/workers/{host}/jobs/{job_id}/finished",
+        finished,
+        "Report that an attempt ended, with exit status and usage",
+        "worker",
+        "workers",
+        body=schemas.FINISHED,
+    ),
 ]

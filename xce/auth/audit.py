@@ -51,11 +51,19 @@ class AuditLog:
             finally:
                 os.close(fd)
 
-    async def record(self, user: str, action: str, obj: str, outcome: str,
-                     detail: str = "", remote: str = "") -> None:
+    async def record(
+        self, user: str, action: str, obj: str, outcome: str, detail: str = "", remote: str = ""
+    ) -> None:
         """Append one record durably (in a thread: fdatasync must not stall the loop)."""
-        entry = {"ts": round(time.time(), 3), "user": user, "action": action, "object": obj,
-                 "outcome": outcome, "detail": detail, "remote": remote}
+        entry = {
+            "ts": round(time.time(), 3),
+            "user": user,
+            "action": action,
+            "object": obj,
+            "outcome": outcome,
+            "detail": detail,
+            "remote": remote,
+        }
         line = (json.dumps(entry, ensure_ascii=False) + "\n").encode()
         await asyncio.to_thread(self._append, line)
         if self.on_append is not None:

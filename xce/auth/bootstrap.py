@@ -49,12 +49,18 @@ def write_private(path: Path, text: str) -> None:
 def token_service(auth: AuthSettings, controller_state: Path) -> TokenService:
     """The controller's own token service (keys in `<controller_state>/auth`, 0700)."""
     controller_state.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return TokenService.open(key_dir(controller_state), auth.issuer, auth.audience,
-                             auth.token_ttl_s, auth.service_token_ttl_s)
+    return TokenService.open(
+        key_dir(controller_state),
+        auth.issuer,
+        auth.audience,
+        auth.token_ttl_s,
+        auth.service_token_ttl_s,
+    )
 
 
-def _admin_subject(tokens: TokenService, current: str, default: str
-                   ) -> tuple[str, tuple[str, ...], bool]:
+def _admin_subject(
+    tokens: TokenService, current: str, default: str
+) -> tuple[str, tuple[str, ...], bool]:
     """(subject, groups, still good) of the saved admin token; `default` when there is none."""
     try:
         claims = tokens.verify(current)
@@ -96,9 +102,15 @@ def ensure_worker_token(tokens: TokenService, path: Path, host: str) -> None:
         tokens.revocations.revoke("worker")
 
 
-def ensure_credentials(cluster_dir: Path, auth: AuthSettings, controller_state: Path,
-                       admin: str, first_run: bool, admin_groups: tuple[str, ...] = (),
-                       worker_host: str | None = None) -> str | None:
+def ensure_credentials(
+    cluster_dir: Path,
+    auth: AuthSettings,
+    controller_state: Path,
+    admin: str,
+    first_run: bool,
+    admin_groups: tuple[str, ...] = (),
+    worker_host: str | None = None,
+) -> str | None:
     """Make (first run) or refresh the cluster's credentials; returns the new admin password
     on the first run (show it once), else None. `worker_host` is the name this node's
     worker registers as (default: the host name, the worker's own default)."""
@@ -106,15 +118,16 @@ def ensure_credentials(cluster_dir: Path, auth: AuthSettings, controller_state: 
     password = None
     if first_run:
         password = secrets.token_urlsafe(18)
-        UsersFile(cluster_dir / USERS_FILE).add(admin, password, groups=admin_groups,
-                                               roles=("admin",))
-    ensure_worker_token(tokens, cluster_dir / WORKER_TOKEN_FILE,
-                        worker_host or socket.gethostname())
+        UsersFile(cluster_dir / USERS_FILE).add(
+            admin, password, groups=admin_groups, roles=("admin",)
+        )
+    ensure_worker_token(
+        tokens, cluster_dir / WORKER_TOKEN_FILE, worker_host or socket.gethostname()
+    )
     admin_file = cluster_dir / ADMIN_TOKEN_FILE
     current = admin_file.read_text().strip() if admin_file.exists() else ""
     user, groups, good = _admin_subject(tokens, current, admin)
     if not good:
-        token, _ = tokens.issue(user, groups or admin_groups, ("admin",),
-                                ttl_s=ADMIN_TOKEN_TTL_S)
+        token, _ = tokens.issue(user, groups or admin_groups, ("admin",), ttl_s=ADMIN_TOKEN_TTL_S)
         write_private(admin_file, token + "\n")
     return password

@@ -24,8 +24,9 @@ def _load_chain(ctx: ssl.SSLContext, tls: Any) -> None:
     try:
         ctx.load_cert_chain(str(tls.cert_file), str(tls.key_file))
     except (OSError, ssl.SSLError) as exc:
-        raise PkiError(f"cannot load tls.cert_file {tls.cert_file} / tls.key_file "
-                       f"{tls.key_file}: {exc}") from exc
+        raise PkiError(
+            f"cannot load tls.cert_file {tls.cert_file} / tls.key_file {tls.key_file}: {exc}"
+        ) from exc
 
 
 def _load_ca(ctx: ssl.SSLContext, ca_file: Path) -> None:

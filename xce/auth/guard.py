@@ -78,8 +78,9 @@ def parse_address(text: str) -> Address | None:
 def _inside(address: Address | None, networks: tuple[Network, ...]) -> bool:
     if not networks:
         return True
-    return address is not None and any(address in net for net in networks
-                                       if net.version == address.version)
+    return address is not None and any(
+        address in net for net in networks if net.version == address.version
+    )
 
 
 def allowed(settings: GuardSettings, route_class: str, address: Address | None) -> bool:
@@ -156,8 +157,10 @@ class LoginThrottle:
         over = entry.count - self.settings.login_free_failures
         lock = 0.0
         if over >= 0:
-            lock = min(self.settings.login_backoff_s * 2.0 ** min(over, 40),
-                       self.settings.login_max_lockout_s)
+            lock = min(
+                self.settings.login_backoff_s * 2.0 ** min(over, 40),
+                self.settings.login_max_lockout_s,
+            )
         entry.locked_until = now + lock
         self._pairs[key] = entry
         while len(self._pairs) > self.settings.max_keys:

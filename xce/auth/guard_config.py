@@ -1,20 +1,20 @@
 """`[guard]` in the cluster config, validated with messages that name the key.
 
-    [guard]
-    allow = ["10.0.0.0/8", "fd00::/8"]     # every route; empty or absent: everyone
-    admin_allow = ["10.0.1.0/24"]          # routes whose permission is *:admin
-    worker_allow = ["10.0.2.0/24"]         # routes with the `worker` permission
-    rate_per_address = 50                  # requests/s per source address (0: off)
-    burst_per_address = 100
-    rate_per_identity = 20                 # requests/s per Authorization header (0: off)
-    burst_per_identity = 40
-    login_free_failures = 3                # failed logins per (user, address) before backoff
-    login_backoff_s = 1.0                  # first wait, doubled per further failure
-    login_max_lockout_s = 300              # the longest wait
-    header_timeout_s = 10                  # request line and headers, in total (0: off)
-    body_timeout_s = 30                    # longest silence while a body comes (0: off)
-    keepalive_timeout_s = 30               # idle connection between requests
-    max_connections_per_address = 1024     # open at once per source address (0: off)
+[guard]
+allow = ["10.0.0.0/8", "fd00::/8"]     # every route; empty or absent: everyone
+admin_allow = ["10.0.1.0/24"]          # routes whose permission is *:admin
+worker_allow = ["10.0.2.0/24"]         # routes with the `worker` permission
+rate_per_address = 50                  # requests/s per source address (0: off)
+burst_per_address = 100
+rate_per_identity = 20                 # requests/s per Authorization header (0: off)
+burst_per_identity = 40
+login_free_failures = 3                # failed logins per (user, address) before backoff
+login_backoff_s = 1.0                  # first wait, doubled per further failure
+login_max_lockout_s = 300              # the longest wait
+header_timeout_s = 10                  # request line and headers, in total (0: off)
+body_timeout_s = 30                    # longest silence while a body comes (0: off)
+keepalive_timeout_s = 30               # idle connection between requests
+max_connections_per_address = 1024     # open at once per source address (0: off)
 """
 
 from __future__ import annotations
@@ -25,10 +25,22 @@ from typing import Any
 from xce.auth.guard import ConnectionSettings, GuardSettings, Network, RateSettings
 from xce.config import ConfigError, _check_keys, _typed
 
-_KEYS = {"allow", "admin_allow", "worker_allow", "rate_per_address", "burst_per_address",
-         "rate_per_identity", "burst_per_identity", "login_free_failures", "login_backoff_s",
-         "login_max_lockout_s", "header_timeout_s", "body_timeout_s", "keepalive_timeout_s",
-         "max_connections_per_address"}
+_KEYS = {
+    "allow",
+    "admin_allow",
+    "worker_allow",
+    "rate_per_address",
+    "burst_per_address",
+    "rate_per_identity",
+    "burst_per_identity",
+    "login_free_failures",
+    "login_backoff_s",
+    "login_max_lockout_s",
+    "header_timeout_s",
+    "body_timeout_s",
+    "keepalive_timeout_s",
+    "max_connections_per_address",
+}
 
 
 def _networks(key: str, value: Any) -> tuple[Network, ...]:
@@ -66,13 +78,13 @@ def _connections(data: dict[str, Any]) -> ConnectionSettings:
     d = ConnectionSettings()
     cap = _number(data, "max_connections_per_address", d.max_connections_per_address)
     if cap != int(cap):
-        raise ConfigError(f"guard.max_connections_per_address must be a whole number, "
-                          f"got {cap!r}")
+        raise ConfigError(f"guard.max_connections_per_address must be a whole number, got {cap!r}")
     return ConnectionSettings(
         header_timeout_s=_number(data, "header_timeout_s", d.header_timeout_s),
         body_timeout_s=_number(data, "body_timeout_s", d.body_timeout_s),
         keepalive_timeout_s=_number(data, "keepalive_timeout_s", d.keepalive_timeout_s, 1.0),
-        max_connections_per_address=int(cap))
+        max_connections_per_address=int(cap),
+    )
 
 
 def parse_guard(data: Any) -> GuardSettings:

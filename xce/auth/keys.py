@@ -36,8 +36,9 @@ class SigningKey:
         return self.private.public_key()
 
     def public_pem(self) -> bytes:
-        return self.public.public_bytes(serialization.Encoding.PEM,
-                                        serialization.PublicFormat.SubjectPublicKeyInfo)
+        return self.public.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
 
 
 class KeyStore:
@@ -56,8 +57,9 @@ class KeyStore:
 
     def get(self, kid: str) -> SigningKey | None:
         key = self.keys.get(kid)
-        if key is None or (key.retired_at is not None
-                           and key.retired_at + self.max_ttl_s < time.time()):
+        if key is None or (
+            key.retired_at is not None and key.retired_at + self.max_ttl_s < time.time()
+        ):
             return None
         return key
 
@@ -68,9 +70,11 @@ class KeyStore:
             old = self.keys[self.current_kid]
             self.keys[old.kid] = SigningKey(old.kid, old.private, now)
         key = SigningKey(self._new_kid(), Ed25519PrivateKey.generate())
-        pem = key.private.private_bytes(serialization.Encoding.PEM,
-                                        serialization.PrivateFormat.PKCS8,
-                                        serialization.NoEncryption())
+        pem = key.private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
         atomic_write(self.directory / f"{key.kid}.pem", pem)
         self.keys[key.kid] = key
         self.current_kid = key.kid
@@ -97,8 +101,7 @@ class KeyStore:
         self._prune()
 
     def _prune(self) -> None:
-        gone = [k for k, key in self.keys.items()
-                if k != self.current_kid and self.get(k) is None]
+        gone = [k for k, key in self.keys.items() if k != self.current_kid and self.get(k) is None]
         for kid in gone:
             del self.keys[kid]
         if gone:
@@ -107,14 +110,13 @@ class KeyStore:
                 (self.directory / f"{kid}.pem").unlink(missing_ok=True)
 
     def _save(self) -> None:
-        data = {"current": self.current_kid,
-                "keys": {k: key.retired_at for k, key in self.keys.items()}}
+        data = {
+            "current": self.current_kid,
+            "keys": {k: key.retired_at for k, key in self.keys.items()},
+        }
         atomic_write(self.directory / "keys.json", json.dumps(data, indent=1).encode())
 
 
 def key_dir(state_dir: Path) -> Path:
     """Where a controller keeps its signing keys and revocations."""
     return state_dir / "auth"
-
-
-

@@ -20,8 +20,15 @@ _R, _P, _LEN = 8, 1, 32
 
 def _scrypt(password: str, salt: bytes, log2_n: int, r: int, p: int) -> bytes:
     n = 1 << log2_n
-    return hashlib.scrypt(password.encode("utf-8"), salt=salt, n=n, r=r, p=p,
-                          maxmem=128 * r * n * 2 + (1 << 20), dklen=_LEN)
+    return hashlib.scrypt(
+        password.encode("utf-8"),
+        salt=salt,
+        n=n,
+        r=r,
+        p=p,
+        maxmem=128 * r * n * 2 + (1 << 20),
+        dklen=_LEN,
+    )
 
 
 def hash_password(password: str, log2_n: int = DEFAULT_LOG2_N) -> str:

@@ -41,14 +41,17 @@ def check_loopback_redirect(redirect_uri: str) -> str:
     loopback = host in LOOPBACK_NAMES
     if not loopback:
         try:
-            loopback = ipaddress.ip_address(host) in (ipaddress.ip_address("127.0.0.1"),
-                                                      ipaddress.ip_address("::1"))
+            loopback = ipaddress.ip_address(host) in (
+                ipaddress.ip_address("127.0.0.1"),
+                ipaddress.ip_address("::1"),
+            )
         except ValueError:
             loopback = False
-    if parts.scheme != "http" or not loopback or parts.username or parts.password \
-            or parts.fragment:
-        raise InvalidRequest("redirect_uri must be a loopback http:// URL (127.0.0.1, [::1] "
-                             f"or localhost) without user info or fragment, not {redirect_uri!r}")
+    if parts.scheme != "http" or not loopback or parts.username or parts.password or parts.fragment:
+        raise InvalidRequest(
+            "redirect_uri must be a loopback http:// URL (127.0.0.1, [::1] "
+            f"or localhost) without user info or fragment, not {redirect_uri!r}"
+        )
     return redirect_uri
 
 
@@ -70,8 +73,9 @@ class PendingLogins:
         while len(self._pending) >= self.limit:
             self._pending.popitem(last=False)
         state = secrets.token_urlsafe(32)
-        pending = PendingLogin(redirect_uri, secrets.token_urlsafe(32),
-                               time.monotonic() + self.ttl_s)
+        pending = PendingLogin(
+            redirect_uri, secrets.token_urlsafe(32), time.monotonic() + self.ttl_s
+        )
         self._pending[state] = pending
         return state, pending
 
@@ -80,8 +84,9 @@ class PendingLogins:
         self._expire()
         pending = self._pending.pop(state, None)
         if pending is None:
-            raise InvalidRequest("unknown, expired or already used login state; start the "
-                                 "sign-in again")
+            raise InvalidRequest(
+                "unknown, expired or already used login state; start the sign-in again"
+            )
         return pending
 
     def _expire(self) -> None:

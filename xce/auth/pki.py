@@ -81,8 +81,9 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def create_ca(out_dir: Path, name: str = "XCE cluster CA", *, valid_days: int = CA_VALID_DAYS
-              ) -> CertPair:
+def create_ca(
+    out_dir: Path, name: str = "XCE cluster CA", *, valid_days: int = CA_VALID_DAYS
+) -> CertPair:
     """Create a self-signed CA in `out_dir` (ca.pem, ca.key 0600), overwriting any old one."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -100,9 +101,15 @@ def create_ca(out_dir: Path, name: str = "XCE cluster CA", *, valid_days: int = 
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -181,9 +188,15 @@ def issue_certificate(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=True, key_cert_sign=False,
-                crl_sign=False, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=True,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -200,8 +213,9 @@ def issue_certificate(
     return pair
 
 
-def server_ssl_context(tls: TlsSettings, require_client_cert: bool = False
-                       ) -> ssl.SSLContext | None:
+def server_ssl_context(
+    tls: TlsSettings, require_client_cert: bool = False
+) -> ssl.SSLContext | None:
     """The listener's context, or None when `[tls]` has no cert_file (plain HTTP).
 
     Client certificates (checked against tls.ca_file): required in the handshake when
@@ -219,8 +233,9 @@ def server_ssl_context(tls: TlsSettings, require_client_cert: bool = False
     _load_chain(ctx, tls)
     if require or optional:
         if tls.ca_file is None:
-            raise PkiError("tls.require_client_cert needs tls.ca_file to verify client "
-                           "certificates")
+            raise PkiError(
+                "tls.require_client_cert needs tls.ca_file to verify client certificates"
+            )
         _load_ca(ctx, tls.ca_file)
         ctx.verify_mode = ssl.CERT_REQUIRED if require else ssl.CERT_OPTIONAL
     return ctx

@@ -16,20 +16,45 @@ from xce.core.errors import Forbidden
 
 PERMISSIONS = (
     "job:submit",
-    "job:view:self", "job:view:group", "job:view:all",
-    "job:control:self", "job:control:group", "job:control:all",
-    "queue:view", "queue:admin", "host:view", "host:admin",
-    "user:admin", "cluster:view", "cluster:admin", "cluster:replicate", "worker",
+    "job:view:self",
+    "job:view:group",
+    "job:view:all",
+    "job:control:self",
+    "job:control:group",
+    "job:control:all",
+    "queue:view",
+    "queue:admin",
+    "host:view",
+    "host:admin",
+    "user:admin",
+    "cluster:view",
+    "cluster:admin",
+    "cluster:replicate",
+    "worker",
 )
 SCOPES = ("self", "group", "all")
 
-_USER = ("job:submit", "job:view:self", "job:control:self", "queue:view", "host:view",
-         "cluster:view")
+_USER = (
+    "job:submit",
+    "job:view:self",
+    "job:control:self",
+    "queue:view",
+    "host:view",
+    "cluster:view",
+)
 DEFAULT_ROLES: dict[str, tuple[str, ...]] = {
     "user": _USER,
     "group-admin": (*_USER, "job:view:group", "job:control:group"),
-    "operator": ("job:submit", "job:view:all", "job:control:all", "queue:view", "queue:admin",
-                 "host:view", "host:admin", "cluster:view"),
+    "operator": (
+        "job:submit",
+        "job:view:all",
+        "job:control:all",
+        "queue:view",
+        "queue:admin",
+        "host:view",
+        "host:admin",
+        "cluster:view",
+    ),
     "admin": PERMISSIONS,
     "worker": ("worker", "cluster:view"),
     "standby": ("cluster:view", "cluster:replicate"),
@@ -51,8 +76,11 @@ def expand(permissions: Iterable[str]) -> frozenset[str]:
 
 
 def valid_permission(perm: str) -> bool:
-    return perm == "*" or perm in PERMISSIONS or (
-        perm.endswith(":*") and any(p.startswith(perm[:-1]) for p in PERMISSIONS))
+    return (
+        perm == "*"
+        or perm in PERMISSIONS
+        or (perm.endswith(":*") and any(p.startswith(perm[:-1]) for p in PERMISSIONS))
+    )
 
 
 @dataclass(frozen=True)
@@ -60,7 +88,8 @@ class RoleMap:
     """Roles -> permissions and groups -> roles, from `[auth.roles]` and `[auth.groups]`."""
 
     roles: Mapping[str, frozenset[str]] = field(
-        default_factory=lambda: {r: frozenset(p) for r, p in DEFAULT_ROLES.items()})
+        default_factory=lambda: {r: frozenset(p) for r, p in DEFAULT_ROLES.items()}
+    )
     groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     default_roles: tuple[str, ...] = ("user",)
 
@@ -94,8 +123,14 @@ def job_scope(permissions: frozenset[str], action: str) -> str | None:
 GroupsOf = Callable[[str], Iterable[str]]
 
 
-def may_touch(user: str, groups: Iterable[str], permissions: frozenset[str], action: str,
-              owner: str, groups_of: GroupsOf) -> bool:
+def may_touch(
+    user: str,
+    groups: Iterable[str],
+    permissions: frozenset[str],
+    action: str,
+    owner: str,
+    groups_of: GroupsOf,
+) -> bool:
     """May `user` (in `groups`) do `action` (job:view or job:control) to `owner`'s job?"""
     scope = job_scope(permissions, action)
     if scope == "all":
@@ -107,8 +142,15 @@ def may_touch(user: str, groups: Iterable[str], permissions: frozenset[str], act
     return scope == "group" and bool(set(groups) & set(groups_of(owner)))
 
 
-def check_job(user: str, groups: Iterable[str], permissions: frozenset[str], action: str,
-              owner: str, job_id: str, groups_of: GroupsOf) -> None:
+def check_job(
+    user: str,
+    groups: Iterable[str],
+    permissions: frozenset[str],
+    action: str,
+    owner: str,
+    job_id: str,
+    groups_of: GroupsOf,
+) -> None:
     """Raise `Forbidden` unless the caller may do `action` to job `job_id` of `owner`."""
     if not may_touch(user, groups, permissions, action, owner, groups_of):
         verb = action.split(":")[1]

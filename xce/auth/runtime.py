@@ -41,9 +41,14 @@ class Session:
     permissions: frozenset[str]
 
     def to_json(self) -> dict[str, Any]:
-        return {"token": self.token, "expires_at": self.expires_at, "user": self.user,
-                "groups": list(self.groups), "roles": list(self.roles),
-                "permissions": sorted(self.permissions)}
+        return {
+            "token": self.token,
+            "expires_at": self.expires_at,
+            "user": self.user,
+            "groups": list(self.groups),
+            "roles": list(self.roles),
+            "permissions": sorted(self.permissions),
+        }
 
 
 class GroupDirectory:
@@ -67,21 +72,30 @@ class GroupDirectory:
     def remember(self, user: str, groups: tuple[str, ...]) -> None:
         if self.seen.get(user) != groups:
             self.seen[user] = groups
-            atomic_write(self.path, json.dumps({u: list(g) for u, g in self.seen.items()},
-                                               indent=1).encode())
+            atomic_write(
+                self.path, json.dumps({u: list(g) for u, g in self.seen.items()}, indent=1).encode()
+            )
 
 
 class AuthRuntime:
-    def __init__(self, settings: AuthSettings, state_dir: Path,
-                 backends: list[Any] | None = None) -> None:
+    def __init__(
+        self, settings: AuthSettings, state_dir: Path, backends: list[Any] | None = None
+    ) -> None:
         self.settings = settings
         self.roles: RoleMap = settings.roles
         folder = key_dir(state_dir)
-        self.tokens = TokenService.open(folder, settings.issuer, settings.audience,
-                                        settings.token_ttl_s, settings.service_token_ttl_s)
+        self.tokens = TokenService.open(
+            folder,
+            settings.issuer,
+            settings.audience,
+            settings.token_ttl_s,
+            settings.service_token_ttl_s,
+        )
         if backends is None:
-            backends = [build_backend(dict(section), settings.base, f"auth.backend[{i}]")
-                        for i, section in enumerate(settings.backends)]
+            backends = [
+                build_backend(dict(section), settings.base, f"auth.backend[{i}]")
+                for i, section in enumerate(settings.backends)
+            ]
         self.backends = backends
         self.directory = GroupDirectory(folder / "groups.json", backends)
         self.audit = AuditLog(state_dir / "audit.log")
@@ -122,8 +136,9 @@ class AuthRuntime:
             except AuthDenied:
                 principal = None
             except BackendUnavailable as exc:
-                log.warning("login backend %s unavailable: %s",
-                            getattr(backend, "name", "?"), exc.message)
+                log.warning(
+                    "login backend %s unavailable: %s", getattr(backend, "name", "?"), exc.message
+                )
                 unavailable = unavailable or exc
                 continue
             if principal is not None:
@@ -133,11 +148,13 @@ class AuthRuntime:
             raise unavailable
         raise AuthDenied("wrong user name or password")
 
-    def session_for(self, principal: Principal, kind: str = "user",
-                    roles: tuple[str, ...] | None = None) -> Session:
+    def session_for(
+        self, principal: Principal, kind: str = "user", roles: tuple[str, ...] | None = None
+    ) -> Session:
         roles = roles if roles is not None else self.roles_for(principal)
         if kind == "user":
             self.directory.remember(principal.user, principal.groups)
         token, expires = self.tokens.issue(principal.user, principal.groups, roles, kind)
-        return Session(token, expires, principal.user, principal.groups, roles,
-                       self.permissions(roles))
+        return Session(
+            token, expires, principal.user, principal.groups, roles, self.permissions(roles)
+        )

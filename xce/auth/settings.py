@@ -53,8 +53,10 @@ def _roles(data: Any) -> dict[str, frozenset[str]]:
     for role, perms in data.items():
         for i, perm in enumerate(_strings(f"auth.roles.{role}", perms)):
             if not valid_permission(perm):
-                raise ConfigError(f"auth.roles.{role}[{i}] {perm!r} is not a permission "
-                                  "(e.g. job:view:group, queue:admin, *)")
+                raise ConfigError(
+                    f"auth.roles.{role}[{i}] {perm!r} is not a permission "
+                    "(e.g. job:view:group, queue:admin, *)"
+                )
         roles[role] = expand(perms)
     return roles
 
@@ -66,11 +68,25 @@ def parse_auth(data: Any, base: Path) -> AuthSettings:
 
     _typed("(top level)", "auth", data, dict)
     if "tokens" in data:
-        raise ConfigError("auth.tokens (static tokens) is gone: controllers issue JWTs now; "
-                          "give workers a service token (xce token create --service worker "
-                          "NAME) in worker.token_file")
-    _check_keys("auth", data, {"issuer", "audience", "token_ttl_s", "service_token_ttl_s",
-                               "default_roles", "roles", "groups", "backend"})
+        raise ConfigError(
+            "auth.tokens (static tokens) is gone: controllers issue JWTs now; "
+            "give workers a service token (xce token create --service worker "
+            "NAME) in worker.token_file"
+        )
+    _check_keys(
+        "auth",
+        data,
+        {
+            "issuer",
+            "audience",
+            "token_ttl_s",
+            "service_token_ttl_s",
+            "default_roles",
+            "roles",
+            "groups",
+            "backend",
+        },
+    )
     out: dict[str, Any] = {"base": base}
     for key in ("issuer", "audience"):
         if key in data:
@@ -88,8 +104,10 @@ def parse_auth(data: Any, base: Path) -> AuthSettings:
     for group, names in groups_raw.items():
         for i, role in enumerate(_strings(f"auth.groups.{group}", names)):
             if role not in roles:
-                raise ConfigError(f"auth.groups.{group}[{i}] {role!r} is not a role "
-                                  f"(roles: {', '.join(sorted(roles))})")
+                raise ConfigError(
+                    f"auth.groups.{group}[{i}] {role!r} is not a role "
+                    f"(roles: {', '.join(sorted(roles))})"
+                )
         groups[group] = tuple(names)
     default = tuple(_strings("auth.default_roles", data.get("default_roles", ["user"])))
     for i, role in enumerate(default):
@@ -103,7 +121,9 @@ def parse_auth(data: Any, base: Path) -> AuthSettings:
         if not isinstance(section, dict):
             raise ConfigError(f"auth.backend[{i}] must be a table")
         if section.get("type") not in BACKEND_TYPES:
-            raise ConfigError(f"auth.backend[{i}].type must be one of "
-                              f"{', '.join(BACKEND_TYPES)}, got {section.get('type')!r}")
+            raise ConfigError(
+                f"auth.backend[{i}].type must be one of "
+                f"{', '.join(BACKEND_TYPES)}, got {section.get('type')!r}"
+            )
     out["backends"] = tuple(backends)
     return AuthSettings(**out)

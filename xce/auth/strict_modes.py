@@ -64,8 +64,10 @@ def _owner_problem(path: Path, st: os.stat_result, kind: str, euid: int) -> str 
     allowed = {euid, 0} if kind == OPERATOR_SECRET else {euid}
     if st.st_uid in allowed:
         return None
-    return (f"{path} belongs to {_user(st.st_uid)}, not to {_user(euid)} that runs the "
-            f"controller; run chown {_name(euid)} {path}")
+    return (
+        f"{path} belongs to {_user(st.st_uid)}, not to {_user(euid)} that runs the "
+        f"controller; run chown {_name(euid)} {path}"
+    )
 
 
 def _mode_problem(path: Path, st: os.stat_result, kind: str) -> str | None:
@@ -94,8 +96,10 @@ def _folder_problem(path: Path) -> str | None:
         return None
     mode = stat.S_IMODE(st.st_mode)
     if mode & 0o022 and not mode & stat.S_ISVTX:
-        return (f"{folder}, which holds {path.name}, is writable by group or others (mode "
-                f"{mode:04o}): they could replace {path.name}; run chmod go-w {folder}")
+        return (
+            f"{folder}, which holds {path.name}, is writable by group or others (mode "
+            f"{mode:04o}): they could replace {path.name}; run chmod go-w {folder}"
+        )
     return None
 
 
@@ -111,8 +115,11 @@ def problems(paths: Iterable[tuple[Path, str]], euid: int | None = None) -> list
         except OSError as exc:
             found.append(f"{path}: {exc.strerror}")
             continue
-        for problem in (_owner_problem(path, st, kind, euid), _mode_problem(path, st, kind),
-                        _folder_problem(path)):
+        for problem in (
+            _owner_problem(path, st, kind, euid),
+            _mode_problem(path, st, kind),
+            _folder_problem(path),
+        ):
             if problem is not None and problem not in found:
                 found.append(problem)
     return found
@@ -126,8 +133,9 @@ def check(paths: Iterable[tuple[Path, str]]) -> None:
         raise UnsafeFiles(f"refusing to start: {found[0]}{more}")
 
 
-def controller_paths(state_dir: Path, auth_base: Path, backends: Iterable[dict[str, object]],
-                     tls_key: Path | None) -> list[tuple[Path, str]]:
+def controller_paths(
+    state_dir: Path, auth_base: Path, backends: Iterable[dict[str, object]], tls_key: Path | None
+) -> list[tuple[Path, str]]:
     """Every secret and state path of a controller, with its kind: the state directory and
     the folders and files directly in it, the signing keys (`<state>/auth/`), the users
     files of `configfile` backends, the backends' secret files and the TLS key. (The WAL

@@ -74,8 +74,15 @@ class Revocations:
 
 
 class TokenService:
-    def __init__(self, keys: KeyStore, revocations: Revocations, issuer: str, audience: str,
-                 ttl_s: float, service_ttl_s: float) -> None:
+    def __init__(
+        self,
+        keys: KeyStore,
+        revocations: Revocations,
+        issuer: str,
+        audience: str,
+        ttl_s: float,
+        service_ttl_s: float,
+    ) -> None:
         self.keys = keys
         self.revocations = revocations
         self.issuer = issuer
@@ -87,16 +94,30 @@ class TokenService:
         self._verified: OrderedDict[str, Claims] = OrderedDict()
 
     @classmethod
-    def open(cls, directory: Path, issuer: str, audience: str, ttl_s: float,
-             service_ttl_s: float) -> TokenService:
+    def open(
+        cls, directory: Path, issuer: str, audience: str, ttl_s: float, service_ttl_s: float
+    ) -> TokenService:
         """The token service of the state folder `directory` (keys created on first use)."""
         keys = KeyStore(directory, max(ttl_s, service_ttl_s))
-        return cls(keys, Revocations(directory / "revocations.json"), issuer, audience,
-                   ttl_s, service_ttl_s)
+        return cls(
+            keys,
+            Revocations(directory / "revocations.json"),
+            issuer,
+            audience,
+            ttl_s,
+            service_ttl_s,
+        )
 
-    def issue(self, user: str, groups: tuple[str, ...] = (), roles: tuple[str, ...] = (),
-              kind: str = "user", ttl_s: float | None = None,
-              now: float | None = None, host: str | None = None) -> tuple[str, float]:
+    def issue(
+        self,
+        user: str,
+        groups: tuple[str, ...] = (),
+        roles: tuple[str, ...] = (),
+        kind: str = "user",
+        ttl_s: float | None = None,
+        now: float | None = None,
+        host: str | None = None,
+    ) -> tuple[str, float]:
         """A signed token and its expiry time (seconds since the epoch).
 
         `host` binds a worker's service token to one host name: the worker routes then
@@ -108,9 +129,15 @@ class TokenService:
         expires = int(issued + lifetime)
         key = self.keys.current
         payload: dict[str, Any] = {
-            "iss": self.issuer, "aud": self.audience, "sub": user,
-            "iat": round(issued, 3), "nbf": int(issued), "exp": expires,
-            "jti": secrets.token_hex(8), "groups": list(groups), "roles": list(roles),
+            "iss": self.issuer,
+            "aud": self.audience,
+            "sub": user,
+            "iat": round(issued, 3),
+            "nbf": int(issued),
+            "exp": expires,
+            "jti": secrets.token_hex(8),
+            "groups": list(groups),
+            "roles": list(roles),
             "typ": kind,
         }
         if host is not None:
@@ -123,8 +150,10 @@ class TokenService:
         known = self._verified.get(token)
         if known is not None:
             now = time.time()
-            if (known.not_before - LEEWAY_S <= now < known.expires_at + LEEWAY_S
-                    and self.keys.get(known.kid) is not None):
+            if (
+                known.not_before - LEEWAY_S <= now < known.expires_at + LEEWAY_S
+                and self.keys.get(known.kid) is not None
+            ):
                 self._verified.move_to_end(token)
                 if self.revocations.revoked(known.user, known.issued_at):
                     raise Unauthorized(f"the tokens of {known.user} were revoked; log in again")
@@ -142,16 +171,22 @@ class TokenService:
         except jwt.InvalidTokenError:
             raise Unauthorized("the bearer token is not a valid token") from None
         if header.get("alg") != ALGORITHM:
-            raise Unauthorized(f"the bearer token's algorithm {header.get('alg')!r} is not "
-                               f"accepted (only {ALGORITHM})")
+            raise Unauthorized(
+                f"the bearer token's algorithm {header.get('alg')!r} is not "
+                f"accepted (only {ALGORITHM})"
+            )
         kid = header.get("kid")
         key = self.keys.get(kid) if isinstance(kid, str) else None
         if key is None:
             raise Unauthorized("the bearer token was signed with an unknown or retired key")
         try:
             payload = jwt.decode(
-                token, key.public, algorithms=[ALGORITHM], audience=self.audience,
-                issuer=self.issuer, leeway=LEEWAY_S,
+                token,
+                key.public,
+                algorithms=[ALGORITHM],
+                audience=self.audience,
+                issuer=self.issuer,
+                leeway=LEEWAY_S,
                 options={"require": REQUIRED, "verify_signature": True},
             )
         except jwt.ExpiredSignatureError:
@@ -171,13 +206,27 @@ class TokenService:
         groups, roles = payload.get("groups", []), payload.get("roles", [])
         kind = payload.get("typ", "user")
         host = payload.get("host")
-        if not (isinstance(sub, str) and sub and isinstance(iat, (int, float))
-                and (host is None or (isinstance(host, str) and host))
-                and isinstance(groups, list) and isinstance(roles, list)
-                and all(isinstance(x, str) for x in [*groups, *roles])
-                and kind in ("user", "service")):
+        if not (
+            isinstance(sub, str)
+            and sub
+            and isinstance(iat, (int, float))
+            and (host is None or (isinstance(host, str) and host))
+            and isinstance(groups, list)
+            and isinstance(roles, list)
+            and all(isinstance(x, str) for x in [*groups, *roles])
+            and kind in ("user", "service")
+        ):
             raise Unauthorized("the bearer token's claims are malformed")
         if self.revocations.revoked(sub, float(iat)):
             raise Unauthorized(f"the tokens of {sub} were revoked; log in again")
-        return Claims(sub, tuple(groups), tuple(roles), kind, float(iat),
-                      float(payload["exp"]), kid, float(payload["nbf"]), host)
+        return Claims(
+            sub,
+            tuple(groups),
+            tuple(roles),
+            kind,
+            float(iat),
+            float(payload["exp"]),
+            kid,
+            float(payload["nbf"]),
+            host,
+        )

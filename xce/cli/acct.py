@@ -50,8 +50,10 @@ def _pct(x: float | None) -> str:
 def _exit(r: dict[str, Any]) -> str:
     if r.get("exit_code") is None and r.get("exit_signal") is None:
         return "-"
-    return f"{r.get('exit_code') if r.get('exit_code') is not None else '-'}:" \
-           f"{r.get('exit_signal') or 0}"
+    return (
+        f"{r.get('exit_code') if r.get('exit_code') is not None else '-'}:"
+        f"{r.get('exit_signal') or 0}"
+    )
 
 
 # sacct-like column names -> (header, value of a record)
@@ -84,22 +86,44 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "memeff": ("MemEff", lambda r: _pct(r["mem_eff"])),
     "resources": ("Resources", lambda r: r["resources"]),
     # the granted GPUs' mean utilisation and memory peak, through NVML (issue 17)
-    "gpuutil": ("GPUUtil", lambda r: "-" if r.get("gpu_util_pct") is None
-                else f"{r['gpu_util_pct']:.1f}%"),
-    "gpumem": ("GPUMem", lambda r: "-" if r.get("gpu_mem_peak_bytes") is None
-               else _size(r["gpu_mem_peak_bytes"])),
+    "gpuutil": (
+        "GPUUtil",
+        lambda r: "-" if r.get("gpu_util_pct") is None else f"{r['gpu_util_pct']:.1f}%",
+    ),
+    "gpumem": (
+        "GPUMem",
+        lambda r: "-" if r.get("gpu_mem_peak_bytes") is None else _size(r["gpu_mem_peak_bytes"]),
+    ),
 }
-DEFAULT_FORMAT = "jobid,jobname,user,queue,state,exitcode,end,elapsed,alloccpus,totalcpu," \
-                 "maxrss,cpueff"
+DEFAULT_FORMAT = (
+    "jobid,jobname,user,queue,state,exitcode,end,elapsed,alloccpus,totalcpu,maxrss,cpueff"
+)
 
 
-def _params(user: str | None, group: str | None, queue: str | None, state: str | None,
-            since: str | None, until: str | None, job: str | None = None,
-            host: str | None = None, name: str | None = None,
-            submit_time: bool = False) -> dict[str, str]:
-    raw = {"user": user, "group": group, "queue": queue, "state": state, "since": since,
-           "until": until, "job": job, "host": host, "name": name,
-           "time": "submit" if submit_time else None}
+def _params(
+    user: str | None,
+    group: str | None,
+    queue: str | None,
+    state: str | None,
+    since: str | None,
+    until: str | None,
+    job: str | None = None,
+    host: str | None = None,
+    name: str | None = None,
+    submit_time: bool = False,
+) -> dict[str, str]:
+    raw = {
+        "user": user,
+        "group": group,
+        "queue": queue,
+        "state": state,
+        "since": since,
+        "until": until,
+        "job": job,
+        "host": host,
+        "name": name,
+        "time": "submit" if submit_time else None,
+    }
     return {k: v for k, v in raw.items() if v}
 
 
@@ -123,16 +147,19 @@ def acct(
     group: str = typer.Option(None, "--group", "-g", help="groups (comma-separated)"),
     queue: str = typer.Option(None, "--queue", "-q", help="queues (comma-separated)"),
     state: str = typer.Option(None, "--state", "-s", help="DONE, EXIT, REQUEUED"),
-    since: str = typer.Option(None, "--starttime", "-S",
-                              help="from (epoch, 2026-12-01[T08:00] UTC, 2026-12 or 30d)"),
+    since: str = typer.Option(
+        None, "--starttime", "-S", help="from (epoch, 2026-12-01[T08:00] UTC, 2026-12 or 30d)"
+    ),
     until: str = typer.Option(None, "--endtime", "-E", help="before (same forms as -S)"),
     job: str = typer.Option(None, "--jobs", "-j", help="a job, task or array id"),
     host: str = typer.Option(None, "--host", help="only attempts on this host"),
     name: str = typer.Option(None, "--name", help="only jobs of this name"),
-    submit_time: bool = typer.Option(False, "--submit-time",
-                                     help="-S/-E bound the submit time, not the end time"),
-    fmt: str = typer.Option(DEFAULT_FORMAT, "--format", "-o",
-                            help=f"columns: {', '.join(COLUMNS)}"),
+    submit_time: bool = typer.Option(
+        False, "--submit-time", help="-S/-E bound the submit time, not the end time"
+    ),
+    fmt: str = typer.Option(
+        DEFAULT_FORMAT, "--format", "-o", help=f"columns: {', '.join(COLUMNS)}"
+    ),
     limit: int = typer.Option(100_000, "--limit", help="most records to show"),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
@@ -150,8 +177,9 @@ def acct(
     if as_json:
         print_json({"jobs": rows})
         return
-    print_table([COLUMNS[c][0] for c in columns],
-                [[COLUMNS[c][1](r) for c in columns] for r in rows])
+    print_table(
+        [COLUMNS[c][0] for c in columns], [[COLUMNS[c][1](r) for c in columns] for r in rows]
+    )
 
 
 def report(
@@ -167,25 +195,52 @@ def report(
     """Core-hours, jobs, wait and efficiency per user, group, queue, host, day or month,
     like sreport cluster/user and LSF bacct -u."""
     params = {**_params(user, group, queue, None, since, until), "by": by}
-    data = call_light(lambda c: c.request("GET", "/api/v1/accounting/summary", params=params),
-                      controller)
+    data = call_light(
+        lambda c: c.request("GET", "/api/v1/accounting/summary", params=params), controller
+    )
     if as_json:
         print_json(data)
         return
-    typer.echo(f"Usage by {by}, {_when(data.get('since'))} - "
-               f"{_when(data.get('until')) if data.get('until') else 'now'} (UTC)")
+    typer.echo(
+        f"Usage by {by}, {_when(data.get('since'))} - "
+        f"{_when(data.get('until')) if data.get('until') else 'now'} (UTC)"
+    )
     print_table(
-        [by.upper(), "JOBS", "ATTEMPTS", "DONE", "EXIT", "CORE-HOURS", "CPU-HOURS",
-         "AVG-WAIT", "MAX-WAIT", "CPU-EFF", "MEM-EFF"],
-        [[r["key"], r["jobs"], r["attempts"], r["done"], r["exited"],
-          f"{r['core_hours'] or 0:.2f}", f"{r['cpu_hours'] or 0:.2f}", _hms(r["avg_wait_s"]),
-          _hms(r["max_wait_s"]), _pct(r["cpu_eff"]), _pct(r["mem_eff"])]
-         for r in data["rows"]],
+        [
+            by.upper(),
+            "JOBS",
+            "ATTEMPTS",
+            "DONE",
+            "EXIT",
+            "CORE-HOURS",
+            "CPU-HOURS",
+            "AVG-WAIT",
+            "MAX-WAIT",
+            "CPU-EFF",
+            "MEM-EFF",
+        ],
+        [
+            [
+                r["key"],
+                r["jobs"],
+                r["attempts"],
+                r["done"],
+                r["exited"],
+                f"{r['core_hours'] or 0:.2f}",
+                f"{r['cpu_hours'] or 0:.2f}",
+                _hms(r["avg_wait_s"]),
+                _hms(r["max_wait_s"]),
+                _pct(r["cpu_eff"]),
+                _pct(r["mem_eff"]),
+            ]
+            for r in data["rows"]
+        ],
     )
 
 
-def eff(job_id: str, as_json: bool = typer.Option(False, "--json"),
-        controller: list[str] = CONTROLLER) -> None:
+def eff(
+    job_id: str, as_json: bool = typer.Option(False, "--json"), controller: list[str] = CONTROLLER
+) -> None:
     """CPU and memory efficiency of a finished job, like seff (each attempt, each task)."""
     rows = call_light(lambda c: _fetch(c, {"job": job_id}, 100_000), controller)
     if not rows:
@@ -206,18 +261,21 @@ def eff(job_id: str, as_json: bool = typer.Option(False, "--json"),
         typer.echo(f"Host(s): {r['hosts'] or '-'}")
         typer.echo(f"Cores: {r['req_slots']}")
         if r.get("req_gpus"):
-            typer.echo(f"GPUs: {r['req_gpus']} ({_hms(r['req_gpus'] * r['wall_s'])} "
-                       "GPU-walltime)")
+            typer.echo(f"GPUs: {r['req_gpus']} ({_hms(r['req_gpus'] * r['wall_s'])} GPU-walltime)")
             if r.get("gpu_util_pct") is not None:  # NVML's figures, where it was present
-                typer.echo(f"GPU Utilization: {r['gpu_util_pct']:.1f}% (mean), GPU memory "
-                           f"peak {_size(r.get('gpu_mem_peak_bytes'))}")
+                typer.echo(
+                    f"GPU Utilization: {r['gpu_util_pct']:.1f}% (mean), GPU memory "
+                    f"peak {_size(r.get('gpu_mem_peak_bytes'))}"
+                )
         typer.echo(f"CPU Utilized: {_hms(cpu)}")
         typer.echo(f"CPU Efficiency: {_pct(r['cpu_eff'])} of {_hms(core_wall)} core-walltime")
         typer.echo(f"Job Wall-clock time: {_hms(r['wall_s'])}")
         typer.echo(f"Memory Utilized: {_size(r['max_rss_bytes'])}")
         if r["req_memory_mb"]:
-            typer.echo(f"Memory Efficiency: {_pct(r['mem_eff'])} of "
-                       f"{_size(r['req_memory_mb'] * 1024 * 1024)}")
+            typer.echo(
+                f"Memory Efficiency: {_pct(r['mem_eff'])} of "
+                f"{_size(r['req_memory_mb'] * 1024 * 1024)}"
+            )
         else:
             typer.echo("Memory Efficiency: - (no memory requested)")
 

@@ -69,27 +69,46 @@ def audit(
 
     from xce.cli.common import call, print_json, print_table
 
-    page = call(lambda c: c.audit(user=user, action=action, object=obj, outcome=outcome,
-                                  offset=offset, limit=limit), controller)
+    page = call(
+        lambda c: c.audit(
+            user=user, action=action, object=obj, outcome=outcome, offset=offset, limit=limit
+        ),
+        controller,
+    )
     if as_json:
         print_json(page)
         return
-    print_table(["TIME", "USER", "ACTION", "OBJECT", "OUTCOME", "FROM", "DETAIL"],
-                [[time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["ts"])), r["user"],
-                  r["action"], r["object"], r["outcome"], r["remote"], r["detail"]]
-                 for r in page["records"]])
+    print_table(
+        ["TIME", "USER", "ACTION", "OBJECT", "OUTCOME", "FROM", "DETAIL"],
+        [
+            [
+                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["ts"])),
+                r["user"],
+                r["action"],
+                r["object"],
+                r["outcome"],
+                r["remote"],
+                r["detail"],
+            ]
+            for r in page["records"]
+        ],
+    )
     shown = len(page["records"])
     if page["total"] > offset + shown:
-        typer.echo(f"({shown} of {page['total']}; --offset {offset + shown} for more)",
-                   err=True)
+        typer.echo(f"({shown} of {page['total']}; --offset {offset + shown} for more)", err=True)
 
 
 @app.command("switchover")
 def switchover(
-    to: str = typer.Option(None, "--to", help="the standby to hand over to (its URL in "
-                           "cluster.controllers); default: any caught-up standby"),
-    controller: list[str] = typer.Option(None, "--controller",
-                                         help="controller URL (repeat for candidates)"),
+    to: str = typer.Option(
+        None,
+        "--to",
+        help="the standby to hand over to (its URL in "
+        "cluster.controllers); default: any caught-up standby",
+    ),
+    controller: list[str] = typer.Option(
+        None, "--controller", help="controller URL (repeat for candidates)"
+    ),
 ) -> None:
     """Hand the primary role to a caught-up standby, losing nothing (needs cluster:admin).
 
@@ -116,11 +135,15 @@ def switchover(
 
     answer, health = call(run, controller)
     if health is None:
-        typer.echo(f"Primary role handed from {answer['previous']} to {answer['primary']} "
-                   f"(epoch {answer['epoch']} ended)")
+        typer.echo(
+            f"Primary role handed from {answer['previous']} to {answer['primary']} "
+            f"(epoch {answer['epoch']} ended)"
+        )
         fail(f"{answer['primary']} does not answer as primary yet; see xce cluster status")
-    typer.echo(f"Primary role moved from {answer['previous']} to {answer['primary']} "
-               f"(epoch {health.get('epoch', answer['epoch'])})")
+    typer.echo(
+        f"Primary role moved from {answer['previous']} to {answer['primary']} "
+        f"(epoch {health.get('epoch', answer['epoch'])})"
+    )
 
 
 @app.command("selfcheck", hidden=True)

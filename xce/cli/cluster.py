@@ -26,8 +26,18 @@ HEADERS = ["URL", "RANK", "ROLE", "EPOCH", "SEQ", "LAG", "REACHABLE"]
 
 
 def print_view(view: dict[str, Any]) -> None:
-    rows = [[c["url"], c["rank"], c["role"], c["epoch"], c["seq"], c["lag_records"],
-             reachable_text(c["reachable"])] for c in view["candidates"]]
+    rows = [
+        [
+            c["url"],
+            c["rank"],
+            c["role"],
+            c["epoch"],
+            c["seq"],
+            c["lag_records"],
+            reachable_text(c["reachable"]),
+        ]
+        for c in view["candidates"]
+    ]
     print_table(HEADERS, rows)
     typer.echo("")
     for line in summary_lines(view):
@@ -37,8 +47,9 @@ def print_view(view: dict[str, Any]) -> None:
 
 
 @app.command()
-def status(as_json: bool = typer.Option(False, "--json"),
-           controller: list[str] = CONTROLLER) -> None:
+def status(
+    as_json: bool = typer.Option(False, "--json"), controller: list[str] = CONTROLLER
+) -> None:
     """Controller candidates: role, epoch, log position, lag; the primary and replication.
 
     Exit code 1 when no primary answers (the candidates' /healthz is shown then)."""

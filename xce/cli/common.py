@@ -103,9 +103,13 @@ def async_client(settings: ClientSettings, **options: Any) -> Any:
     from xce.auth.contexts import client_ssl_context
     from xce.client.http import XceClient
 
-    return XceClient(settings.controllers, settings.token,
-                     ssl_context=client_ssl_context(settings),
-                     insecure=settings.insecure, **options)
+    return XceClient(
+        settings.controllers,
+        settings.token,
+        ssl_context=client_ssl_context(settings),
+        insecure=settings.insecure,
+        **options,
+    )
 
 
 def call(fn: Callable[..., Awaitable[T]], controllers: Sequence[str] | None = None) -> T:
@@ -130,9 +134,12 @@ def call_light(fn: Callable[[Any], T], controllers: Sequence[str] | None = None)
     settings = client_settings(controllers)
 
     def main() -> T:
-        with LightClient(settings.controllers, settings.token,
-                         ssl_context=client_ssl_context(settings),
-                         insecure=settings.insecure) as client:
+        with LightClient(
+            settings.controllers,
+            settings.token,
+            ssl_context=client_ssl_context(settings),
+            insecure=settings.insecure,
+        ) as client:
             return fn(client)
 
     return _one_line_errors(main)
@@ -198,8 +205,7 @@ def print_fields(record: dict[str, Any]) -> None:
 def _plain(value: Any) -> str:
     if value in (None, "", [], {}):
         return "-"
-    if isinstance(value, list | tuple) and any(" " in str(v) or isinstance(v, dict)
-                                               for v in value):
+    if isinstance(value, list | tuple) and any(" " in str(v) or isinstance(v, dict) for v in value):
         return "".join(f"\n  {_plain(v)}" for v in value)
     if isinstance(value, list | tuple):
         return ", ".join(str(v) for v in value)
@@ -216,8 +222,9 @@ def name_action(
     with_reason: bool = False,
 ) -> Callable[..., None]:
     """A `xce <noun> <action> NAME...` command: `send(client, name, reason)` for each name."""
-    controller_option = typer.Option(None, "--controller",
-                                     help="controller URL (repeat for candidates)")
+    controller_option = typer.Option(
+        None, "--controller", help="controller URL (repeat for candidates)"
+    )
 
     def run_all(names: list[str], reason: str, controller: list[str] | None) -> None:
         async def run(client: Any) -> None:
@@ -229,13 +236,19 @@ def name_action(
             typer.echo(f"{noun.capitalize()} <{name}> is {past}")
 
     if with_reason:
-        def command(names: list[str] = typer.Argument(...),
-                    reason: str = typer.Option("", "--reason", "-r"),
-                    controller: list[str] = controller_option) -> None:
+
+        def command(
+            names: list[str] = typer.Argument(...),
+            reason: str = typer.Option("", "--reason", "-r"),
+            controller: list[str] = controller_option,
+        ) -> None:
             run_all(names, reason, controller)
     else:
-        def command(names: list[str] = typer.Argument(...),  # type: ignore[misc]
-                    controller: list[str] = controller_option) -> None:
+
+        def command(
+            names: list[str] = typer.Argument(...),  # type: ignore[misc]
+            controller: list[str] = controller_option,
+        ) -> None:
             run_all(names, "", controller)
 
     command.__doc__ = f"{action.capitalize()} {noun}s."

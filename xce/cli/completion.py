@@ -66,9 +66,11 @@ def target(shell: str, home: Path) -> Path:
     bash-completion, and fish); zsh needs ~/.zfunc in fpath before compinit."""
     data = Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
     config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    return {"bash": data / "bash-completion" / "completions" / "xce",
-            "zsh": home / ".zfunc" / "_xce",
-            "fish": config / "fish" / "completions" / "xce.fish"}[shell]
+    return {
+        "bash": data / "bash-completion" / "completions" / "xce",
+        "zsh": home / ".zfunc" / "_xce",
+        "fish": config / "fish" / "completions" / "xce.fish",
+    }[shell]
 
 
 def install(shell: str | None) -> int:
@@ -81,10 +83,12 @@ def install(shell: str | None) -> int:
     path = target(shell, Path.home())
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    notes = {"bash": "new bash shells load it (with the bash-completion package)",
-             "zsh": "add `fpath=(~/.zfunc $fpath); autoload -Uz compinit; compinit` to "
-                    "~/.zshrc if it is not there",
-             "fish": "new fish shells load it"}
+    notes = {
+        "bash": "new bash shells load it (with the bash-completion package)",
+        "zsh": "add `fpath=(~/.zfunc $fpath); autoload -Uz compinit; compinit` to "
+        "~/.zshrc if it is not there",
+        "fish": "new fish shells load it",
+    }
     sys.stdout.write(f"{shell} completion installed in {path}: {notes[shell]}\n")
     return 0
 
@@ -109,8 +113,13 @@ def main_option(args: list[str]) -> int | None:
 # Option values and positional arguments that name things the controller knows.
 _VALUE_KINDS = {"--queue": "queue", "-q": "queue", "--host": "host", "-m": "host"}
 _POSITIONAL_KINDS = {"job": "job", "host": "host", "queue": "queue"}
-_NO_POSITIONAL_LOOKUP = {("job", "submit"), ("job", "list"), ("host", "list"),
-                         ("queue", "list"), ("queue", "create")}
+_NO_POSITIONAL_LOOKUP = {
+    ("job", "submit"),
+    ("job", "list"),
+    ("host", "list"),
+    ("queue", "list"),
+    ("queue", "create"),
+}
 
 
 def complete(words: list[str], cword: int) -> list[str]:
@@ -120,8 +129,13 @@ def complete(words: list[str], cword: int) -> list[str]:
     words = list(words) + [""] * (cword + 1 - len(words))
     current = words[cword]
     if cword == 0:
-        names = [*GROUPS, *_top_level_names(TOP_LEVEL), "--help", "--version",
-                 "--install-completion"]
+        names = [
+            *GROUPS,
+            *_top_level_names(TOP_LEVEL),
+            "--help",
+            "--version",
+            "--install-completion",
+        ]
         return _matching(names, current)
     group = words[0]
     if group == "--install-completion":
@@ -130,8 +144,11 @@ def complete(words: list[str], cword: int) -> list[str]:
         return []
     module, attr, _ = GROUPS[group]
     app = getattr(importlib.import_module(module), attr)
-    commands = {(i.name or i.callback.__name__.replace("_", "-")): i.callback
-                for i in app.registered_commands if i.callback is not None}
+    commands = {
+        (i.name or i.callback.__name__.replace("_", "-")): i.callback
+        for i in app.registered_commands
+        if i.callback is not None
+    }
     if cword == 1:
         return _matching(sorted(commands), current)
     callback = commands.get(words[1])
@@ -157,8 +174,11 @@ def _top_level_names(modules: tuple[str, ...]) -> list[str]:
     app = typer.Typer()
     for module in modules:
         importlib.import_module(module).register(app)
-    return sorted(i.name or i.callback.__name__.replace("_", "-")
-                  for i in app.registered_commands if i.callback is not None)
+    return sorted(
+        i.name or i.callback.__name__.replace("_", "-")
+        for i in app.registered_commands
+        if i.callback is not None
+    )
 
 
 def _options(callback: Any) -> list[tuple[list[str], bool]]:
@@ -166,12 +186,17 @@ def _options(callback: Any) -> list[tuple[list[str], bool]]:
     from typer.models import OptionInfo
 
     out = []
-    for name, default in zip(reversed(callback.__code__.co_varnames[
-            :callback.__code__.co_argcount]), reversed(callback.__defaults__ or ()),
-            strict=False):
+    for name, default in zip(
+        reversed(callback.__code__.co_varnames[: callback.__code__.co_argcount]),
+        reversed(callback.__defaults__ or ()),
+        strict=False,
+    ):
         if isinstance(default, OptionInfo) and not default.hidden:
-            decls = [d for decl in (default.param_decls or (f"--{name.replace('_', '-')}",))
-                     for d in decl.split("/")]
+            decls = [
+                d
+                for decl in (default.param_decls or (f"--{name.replace('_', '-')}",))
+                for d in decl.split("/")
+            ]
             is_flag = str(callback.__annotations__.get(name)) == "bool"
             out.append((decls, not is_flag))
     return out
@@ -195,13 +220,18 @@ def _names(kind: str, words: list[str]) -> list[str]:
         settings = client_settings(controllers or None)
         from xce.auth.contexts import client_ssl_context
 
-        with LightClient(settings.controllers, settings.token, timeout=2.0,
-                         ssl_context=client_ssl_context(settings),
-                         insecure=settings.insecure) as client:
+        with LightClient(
+            settings.controllers,
+            settings.token,
+            timeout=2.0,
+            ssl_context=client_ssl_context(settings),
+            insecure=settings.insecure,
+        ) as client:
             if kind == "job":
                 jobs = client.jobs(limit=500)["jobs"]
-                return [j["id"] for j in jobs if j.get("state") not in ("DONE", "EXIT")] + \
-                    [j["id"] for j in jobs if j.get("state") in ("DONE", "EXIT")]
+                return [j["id"] for j in jobs if j.get("state") not in ("DONE", "EXIT")] + [
+                    j["id"] for j in jobs if j.get("state") in ("DONE", "EXIT")
+                ]
             if kind == "queue":
                 return [q["name"] for q in client.queues()]
             return [h["name"] for h in client.hosts()]

@@ -54,13 +54,14 @@ def directive_lines(script: str) -> list[tuple[int, str, str]]:
         if not stripped.startswith("#"):
             break
         for prefix in PREFIXES:
-            if stripped.startswith(prefix) and stripped[len(prefix):len(prefix) + 1] in " \t":
-                out.append((number, prefix, stripped[len(prefix):].strip()))
+            if stripped.startswith(prefix) and stripped[len(prefix) : len(prefix) + 1] in " \t":
+                out.append((number, prefix, stripped[len(prefix) :].strip()))
     return out
 
 
-def parse(script: str, parse_xce: Callable[[list[str]], dict[str, Any]],
-          lenient: bool = False) -> Directives:
+def parse(
+    script: str, parse_xce: Callable[[list[str]], dict[str, Any]], lenient: bool = False
+) -> Directives:
     """The directives of `script`. `parse_xce(tokens)` parses `#XCE` options as the command
     line does and returns the options given (so `#XCE` needs no second option table)."""
     result = Directives()
@@ -118,8 +119,7 @@ class _Collect:
         if self.gpus:
             out["gpus"] = self.gpus  # counted and bound as generic resources (--gpus)
         if self.resources:
-            out["resources"] = " ".join([*filter(None, [out.get("resources")]),
-                                         *self.resources])
+            out["resources"] = " ".join([*filter(None, [out.get("resources")]), *self.resources])
         return out
 
 
@@ -133,8 +133,9 @@ def megabytes(text: str, default_unit: str = "M") -> int:
     m = _SIZE.match(text.strip())
     if not m:
         raise ValueError(f"memory size {text!r}: use a number with K, M, G or T")
-    factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[(m.group(2) or
-                                                                   default_unit).upper()]
+    factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[
+        (m.group(2) or default_unit).upper()
+    ]
     value = float(m.group(1)) * factor
     return max(1, round(value)) if value else 0
 
@@ -160,16 +161,40 @@ def slurm_seconds(text: str) -> int:
 
 # --- #SBATCH ------------------------------------------------------------------------------------
 
-_SBATCH_SHORT = {"-n": "--ntasks", "-c": "--cpus-per-task", "-N": "--nodes", "-t": "--time",
-                 "-p": "--partition", "-J": "--job-name", "-o": "--output", "-e": "--error",
-                 "-a": "--array", "-d": "--dependency", "-H": "--hold", "-D": "--chdir",
-                 "-G": "--gpus", "-i": "--input", "-A": "--account", "-q": "--qos",
-                 "-w": "--nodelist", "-x": "--exclude", "-C": "--constraint"}
+_SBATCH_SHORT = {
+    "-n": "--ntasks",
+    "-c": "--cpus-per-task",
+    "-N": "--nodes",
+    "-t": "--time",
+    "-p": "--partition",
+    "-J": "--job-name",
+    "-o": "--output",
+    "-e": "--error",
+    "-a": "--array",
+    "-d": "--dependency",
+    "-H": "--hold",
+    "-D": "--chdir",
+    "-G": "--gpus",
+    "-i": "--input",
+    "-A": "--account",
+    "-q": "--qos",
+    "-w": "--nodelist",
+    "-x": "--exclude",
+    "-C": "--constraint",
+}
 _SBATCH_FLAGS = {"--hold", "--exclusive", "--requeue", "--no-requeue"}
-_PLAIN = {"--partition": "queue", "--job-name": "name", "--output": "stdout",
-          "--error": "stderr", "--array": "array", "--dependency": "dependency",
-          "--chdir": "cwd", "--export": "export", "--reservation": "reservation",
-          "--begin": "begin"}
+_PLAIN = {
+    "--partition": "queue",
+    "--job-name": "name",
+    "--output": "stdout",
+    "--error": "stderr",
+    "--array": "array",
+    "--dependency": "dependency",
+    "--chdir": "cwd",
+    "--export": "export",
+    "--reservation": "reservation",
+    "--begin": "begin",
+}
 
 
 def _sbatch(tokens: list[str], s: _Collect) -> None:
@@ -231,13 +256,26 @@ def _gpu_count(value: str) -> int:
 
 # --- #BSUB --------------------------------------------------------------------------------------
 
-_BSUB_PLAIN = {"-q": "queue", "-o": "stdout", "-oo": "stdout", "-e": "stderr",
-               "-eo": "stderr", "-cwd": "cwd", "-env": "export", "-U": "reservation"}
+_BSUB_PLAIN = {
+    "-q": "queue",
+    "-o": "stdout",
+    "-oo": "stdout",
+    "-e": "stderr",
+    "-eo": "stderr",
+    "-cwd": "cwd",
+    "-env": "export",
+    "-U": "reservation",
+}
 _LSF_BEGIN = re.compile(r"^(?:(?:(?:(\d{4}):)?(\d{1,2}):)?(\d{1,2}):)?(\d{1,2}):(\d{2})$")
 _BSUB_FLAGS = {"-H", "-x", "-B", "-N", "-r", "-rn", "-I", "-K"}
 _LSF_DEP = re.compile(r"^\s*(done|ended|exit|post_done|post_err)\(\s*([^)]+?)\s*\)\s*$")
-_LSF_KIND = {"done": "afterok", "post_done": "afterok", "ended": "afterany",
-             "exit": "afternotok", "post_err": "afternotok"}
+_LSF_KIND = {
+    "done": "afterok",
+    "post_done": "afterok",
+    "ended": "afterany",
+    "exit": "afternotok",
+    "post_err": "afternotok",
+}
 _NAME_ARRAY = re.compile(r"^(.*?)\[([^\]]+)\](%\d+)?$")
 
 
@@ -300,8 +338,10 @@ def lsf_begin(text: str) -> str:
     if day is None:
         return f"{int(hour):02d}:{minute}"
     now = time.localtime()
-    return (f"{int(year or now.tm_year):04d}-{int(month or now.tm_mon):02d}-{int(day):02d}"
-            f"T{int(hour):02d}:{minute}")
+    return (
+        f"{int(year or now.tm_year):04d}-{int(month or now.tm_mon):02d}-{int(day):02d}"
+        f"T{int(hour):02d}:{minute}"
+    )
 
 
 def _lsf_dependency(text: str) -> str:
@@ -314,7 +354,8 @@ def _lsf_dependency(text: str) -> str:
             if part.strip().isdigit():  # `-w 123` means done(123)
                 terms.append(f"afterok:{part.strip()}")
                 continue
-            raise ValueError(f"dependency {part.strip()!r}: use done(ID), ended(ID) or "
-                             "exit(ID) joined by &&")
+            raise ValueError(
+                f"dependency {part.strip()!r}: use done(ID), ended(ID) or exit(ID) joined by &&"
+            )
         terms.append(f"{_LSF_KIND[m.group(1)]}:{m.group(2)}")
     return ",".join(terms)

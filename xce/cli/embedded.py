@@ -42,7 +42,7 @@ controllers = ["http://127.0.0.1:{port}"]
 
 [controller]
 listen = "127.0.0.1:{port}"
-state_dir = "{state_dir / 'controller'}"
+state_dir = "{state_dir / "controller"}"
 heartbeat_interval_s = 2.0
 missed_heartbeats = 3
 # Jobs of root are accepted only where this is true (set because `xce up` ran as root, as
@@ -57,7 +57,7 @@ token_ttl_s = 43200
 [[auth.backend]]
 # Users, groups and password hashes; edit with `xce user add|passwd|list|del`.
 type = "configfile"
-path = "{state_dir / 'users.toml'}"
+path = "{state_dir / "users.toml"}"
 
 [[queue]]
 name = "normal"
@@ -70,8 +70,8 @@ priority = 40
 description = "short jobs, dispatched first"
 
 [worker]
-spool_dir = "{state_dir / 'worker'}"
-token_file = "{state_dir / 'worker.token'}"
+spool_dir = "{state_dir / "worker"}"
+token_file = "{state_dir / "worker.token"}"
 heartbeat_interval_s = 2.0
 # Jobs submitted by root run as root only where this is true (set because `xce up` ran as
 # root); a multi-user cluster should leave it false.
@@ -90,12 +90,16 @@ def _upgrade_config(config: Path) -> None:
     except (OSError, tomllib.TOMLDecodeError):
         return  # loading the config reports it
     controller = data.get("controller", {})
-    if (os.geteuid() != 0 or "allow_root_jobs" in controller
-            or data.get("worker", {}).get("allow_root_jobs") is not True
-            or text.count("\n[controller]\n") != 1):
+    if (
+        os.geteuid() != 0
+        or "allow_root_jobs" in controller
+        or data.get("worker", {}).get("allow_root_jobs") is not True
+        or text.count("\n[controller]\n") != 1
+    ):
         return
-    line = ("# Added by `xce up`: root jobs, as the worker below allows them.\n"
-            "allow_root_jobs = true\n")
+    line = (
+        "# Added by `xce up`: root jobs, as the worker below allows them.\nallow_root_jobs = true\n"
+    )
     _write_private(config, text.replace("\n[controller]\n", "\n[controller]\n" + line, 1))
     typer.echo(f"xce up: added allow_root_jobs = true to [controller] in {config}", err=True)
 
@@ -106,8 +110,12 @@ def _self_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "xce", *args]
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 30,
-                  context: ssl.SSLContext | None = None) -> None:
+def _wait_healthy(
+    url: str,
+    proc: subprocess.Popen[bytes],
+    timeout: float = 30,
+    context: ssl.SSLContext | None = None,
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -140,8 +148,14 @@ def _credentials(state_dir: Path, config: Path, first_run: bool) -> str | None:
     controller_dir = (config.parent / Path(str(raw_state)).expanduser()).resolve()
     try:
         worker = data.get("worker", {}).get("name")  # the host name unless the config says
-        return ensure_credentials(state_dir, auth, controller_dir, admin_name(), first_run,
-                                  worker_host=worker if isinstance(worker, str) else None)
+        return ensure_credentials(
+            state_dir,
+            auth,
+            controller_dir,
+            admin_name(),
+            first_run,
+            worker_host=worker if isinstance(worker, str) else None,
+        )
     except XceError as exc:
         fail(exc.message)
 
@@ -170,8 +184,9 @@ def run_embedded(state_dir: Path | None, port: int | None) -> None:
     client_cfg = client_config_path()
     # A cluster directory made by `xce init` serves https with its own CA: the CLI needs it.
     ca_line = f'ca_file = "{cfg.tls.ca_file}"\n' if cfg.tls.ca_file else ""
-    _write_private(client_cfg, f'controllers = ["{url}"]\ntoken_file = "{admin_token_file}"\n'
-                   + ca_line)
+    _write_private(
+        client_cfg, f'controllers = ["{url}"]\ntoken_file = "{admin_token_file}"\n' + ca_line
+    )
 
     controller = subprocess.Popen(_self_command("controller", "--config", str(config)))
     procs = [controller]

@@ -36,8 +36,12 @@ class EnvironmentTooLarge(ValueError):
 
 
 def exportable(name: str) -> bool:
-    return (bool(_NAME.match(name)) and not name.startswith(("XCE_", "_PYI_"))
-            and name not in OWNED and name not in SKIPPED)
+    return (
+        bool(_NAME.match(name))
+        and not name.startswith(("XCE_", "_PYI_"))
+        and name not in OWNED
+        and name not in SKIPPED
+    )
 
 
 def _submitters_view(environ: Mapping[str, str]) -> Mapping[str, str]:
@@ -95,4 +99,5 @@ def check_size(env: Mapping[str, str]) -> None:
     raise EnvironmentTooLarge(
         f"the environment to export has {len(env)} variables, {size // 1024} KiB (limit "
         f"{MAX_VARIABLES} and {MAX_BYTES // 1024} KiB; largest: {names}): use --export NONE "
-        "or --export VAR,VAR=VALUE,...")
+        "or --export VAR,VAR=VALUE,..."
+    )

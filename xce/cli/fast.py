@@ -27,8 +27,21 @@ from typing import Any
 
 _SCALARS: dict[str, Any] = {"str": str, "int": int, "float": float, "Path": Path}
 # ParameterInfo features this translation does not carry: their presence means "use Typer".
-_UNSUPPORTED = ("callback", "envvar", "prompt", "is_eager", "parser", "click_type", "min",
-                "max", "count", "exists", "resolve_path", "default_factory", "formats")
+_UNSUPPORTED = (
+    "callback",
+    "envvar",
+    "prompt",
+    "is_eager",
+    "parser",
+    "click_type",
+    "min",
+    "max",
+    "count",
+    "exists",
+    "resolve_path",
+    "default_factory",
+    "formats",
+)
 
 
 class _Fallback(Exception):
@@ -40,8 +53,11 @@ class _Parser(argparse.ArgumentParser):
         raise _Fallback(message)
 
 
-def try_run(args: list[str], groups: dict[str, tuple[str, str, str]],
-            verbs: dict[str, tuple[str, str]] | None = None) -> bool:
+def try_run(
+    args: list[str],
+    groups: dict[str, tuple[str, str, str]],
+    verbs: dict[str, tuple[str, str]] | None = None,
+) -> bool:
     """Run `args` (`group command ...`, or `verb ...` for a top-level verb of `verbs`:
     verb -> (module, function)) if this module can do it exactly; else False."""
     if any(k.endswith("_COMPLETE") for k in os.environ):
@@ -125,8 +141,7 @@ def _parser(callback: Any) -> tuple[_Parser, dict[str, Any]]:
                 raise _Fallback(name)
             if is_list:
                 parser.add_argument(name, type=kind, nargs="+" if default is ... else "*")
-                converters[name] = (lambda v, d=default: list(v) if v else
-                                    (None if d is ... else d))
+                converters[name] = lambda v, d=default: list(v) if v else (None if d is ... else d)
             elif default is ...:
                 parser.add_argument(name, type=kind)
             else:
@@ -144,15 +159,17 @@ def _parameters(callback: Any) -> list[tuple[str, Any]]:
     code = callback.__code__
     if code.co_kwonlyargcount or code.co_flags & 0x0C:  # *args / **kwargs / keyword-only
         raise _Fallback("signature")
-    names = code.co_varnames[:code.co_argcount]
+    names = code.co_varnames[: code.co_argcount]
     defaults = callback.__defaults__ or ()
     missing = len(names) - len(defaults)
-    return [(n, defaults[i - missing] if i >= missing else _NO_DEFAULT)
-            for i, n in enumerate(names)]
+    return [
+        (n, defaults[i - missing] if i >= missing else _NO_DEFAULT) for i, n in enumerate(names)
+    ]
 
 
-def _add_option(parser: _Parser, converters: dict[str, Any], name: str, info: Any,
-                kind: Any, is_list: bool) -> None:
+def _add_option(
+    parser: _Parser, converters: dict[str, Any], name: str, info: Any, kind: Any, is_list: bool
+) -> None:
     decls = list(info.param_decls or ()) or [f"--{name.replace('_', '-')}"]
     default = info.default
     if default is ...:
@@ -168,8 +185,9 @@ def _add_option(parser: _Parser, converters: dict[str, Any], name: str, info: An
         return
     if is_list:
         parser.add_argument(*decls, dest=name, type=kind, action="append", default=None)
-        converters[name] = (lambda v, d=default: v if v is not None else
-                            (list(d) if d is not None else None))
+        converters[name] = lambda v, d=default: (
+            v if v is not None else (list(d) if d is not None else None)
+        )
         return
     parser.add_argument(*decls, dest=name, type=kind, default=default)
 
@@ -186,8 +204,11 @@ def help_text(prog: str, callback: Any) -> str:
         if isinstance(info, OptionInfo):
             if info.hidden:
                 continue
-            decls = [d for decl in (info.param_decls or (f"--{name.replace('_', '-')}",))
-                     for d in decl.split("/")]
+            decls = [
+                d
+                for decl in (info.param_decls or (f"--{name.replace('_', '-')}",))
+                for d in decl.split("/")
+            ]
             left = ", ".join(sorted(decls, key=lambda d: d.startswith("--")))
             if annotation != "bool":
                 left += f" <{annotation}>"
@@ -200,16 +221,23 @@ def help_text(prog: str, callback: Any) -> str:
             many = "..." if annotation.startswith("list[") else ""
             usage.append(f"{{{name}}}{many}" if required else f"[{name}]{many}")
             help_ = getattr(info, "help", None) or ""
-            arguments.append((f"{name}{many} <{annotation}>",
-                              " ".join(filter(None, [help_, "[required]" if required
-                                                     else ""]))))
+            arguments.append(
+                (
+                    f"{name}{many} <{annotation}>",
+                    " ".join(filter(None, [help_, "[required]" if required else ""])),
+                )
+            )
     options.append(("--help", "Show this message and exit."))
     lines = ["Usage: " + " ".join(usage), ""]
     doc = textwrap.dedent("\n".join((callback.__doc__ or "").split("\n")[1:]))
     first = (callback.__doc__ or "").split("\n")[0].strip()
     for paragraph in "\n".join([first, doc]).strip().split("\n\n"):
-        lines += [*textwrap.wrap(" ".join(paragraph.split()), 78, initial_indent="  ",
-                                 subsequent_indent="  "), ""]
+        lines += [
+            *textwrap.wrap(
+                " ".join(paragraph.split()), 78, initial_indent="  ", subsequent_indent="  "
+            ),
+            "",
+        ]
     for title, rows in (("Arguments", arguments), ("Options", options)):
         if not rows:
             continue

@@ -15,19 +15,44 @@ CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for
 
 
 @app.command("list")
-def list_(as_json: bool = typer.Option(False, "--json"),
-          controller: list[str] = CONTROLLER) -> None:
+def list_(
+    as_json: bool = typer.Option(False, "--json"), controller: list[str] = CONTROLLER
+) -> None:
     """List hosts (bhosts style)."""
     hosts = call_light(lambda c: c.hosts(), controller)
     if as_json:
         print_json(hosts)
         return
     print_table(
-        ["HOST_NAME", "STATUS", "ADMIN", "SLOTS", "RUN", "MEM_MB", "MEM_USED", "LOAD1", "RACK",
-         "GROUP", "GRES_FREE"],
-        [[h["name"], host_status(h), h["admin"], h["slots"], h["slots_used"], h["memory_mb"],
-          h["memory_used_mb"], f"{h['load'].get('load1', 0):.2f}" if h["load"] else None,
-          h.get("rack"), h.get("group"), gres_summary(h.get("gres"))] for h in hosts],
+        [
+            "HOST_NAME",
+            "STATUS",
+            "ADMIN",
+            "SLOTS",
+            "RUN",
+            "MEM_MB",
+            "MEM_USED",
+            "LOAD1",
+            "RACK",
+            "GROUP",
+            "GRES_FREE",
+        ],
+        [
+            [
+                h["name"],
+                host_status(h),
+                h["admin"],
+                h["slots"],
+                h["slots_used"],
+                h["memory_mb"],
+                h["memory_used_mb"],
+                f"{h['load'].get('load1', 0):.2f}" if h["load"] else None,
+                h.get("rack"),
+                h.get("group"),
+                gres_summary(h.get("gres")),
+            ]
+            for h in hosts
+        ],
     )
 
 
@@ -39,8 +64,9 @@ def gres_summary(gres: dict[str, Any] | None) -> str | None:
 
 
 @app.command()
-def show(name: str, as_json: bool = typer.Option(False, "--json"),
-         controller: list[str] = CONTROLLER) -> None:
+def show(
+    name: str, as_json: bool = typer.Option(False, "--json"), controller: list[str] = CONTROLLER
+) -> None:
     """Show one host, with its heartbeat timings and how it contains jobs."""
     record = call_light(lambda c: c.host(name), controller)
     if as_json:
@@ -61,9 +87,11 @@ def readable_host(record: dict[str, Any]) -> dict[str, Any]:
         if key in out:
             out[key] = local_time(out[key])
     devices = out.pop("gres", None) or {}
-    out["gres"] = {kind: f"{g['free']} free of {g['total']} (devices {', '.join(g['devices'])}"
-                   + (f"; in use {', '.join(g['used'])})" if g["used"] else ")")
-                   for kind, g in devices.items()}
+    out["gres"] = {
+        kind: f"{g['free']} free of {g['total']} (devices {', '.join(g['devices'])}"
+        + (f"; in use {', '.join(g['used'])})" if g["used"] else ")")
+        for kind, g in devices.items()
+    }
     summary = out.pop("containment_summary", None)
     out["containment"] = summary or "unknown"
     live = out.pop("liveness", None) or {}
@@ -72,16 +100,18 @@ def readable_host(record: dict[str, Any]) -> dict[str, Any]:
         fence = float(live["fence_timeout_s"])
         age = live.get("last_heartbeat_age_s")
         lines = {
-            "last heartbeat": (f"{_seconds(age)} ago" if age is not None
-                               else "none since this controller started"),
+            "last heartbeat": (
+                f"{_seconds(age)} ago" if age is not None else "none since this controller started"
+            ),
             "heartbeat deadline": f"{_seconds(deadline)} (unavailable after this silence)",
             "fence timeout": f"{_seconds(fence)} (its worker kills its jobs after this "
-                             "long without a controller)",
+            "long without a controller)",
         }
         if live.get("jobs_requeued_at") is not None:
             at = time.strftime("%H:%M:%S", time.localtime(live["jobs_requeued_at"]))
-            lines["jobs requeued"] = (f"in {_seconds(live['jobs_requeued_in_s'])} (at {at}) "
-                                      "unless the host comes back")
+            lines["jobs requeued"] = (
+                f"in {_seconds(live['jobs_requeued_in_s'])} (at {at}) unless the host comes back"
+            )
         else:
             lines["jobs requeued"] = f"after {_seconds(deadline + fence)} of silence"
         out["liveness"] = lines
@@ -89,9 +119,13 @@ def readable_host(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _action(action: str, past: str):  # type: ignore[no-untyped-def]
-    return name_action("host", action, past,
-                       lambda c, name, reason: c.host_action(name, action, reason),
-                       with_reason=True)
+    return name_action(
+        "host",
+        action,
+        past,
+        lambda c, name, reason: c.host_action(name, action, reason),
+        with_reason=True,
+    )
 
 
 app.command("open")(_action("open", "opened"))

@@ -19,12 +19,20 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def login(
         user: str = typer.Argument(None, help="user name (asked when left out)"),
-        device: bool = typer.Option(False, "--device", help="sign in with the OpenID Connect "
-                                    "provider on another device (a code to enter; for SSH)"),
-        browser: bool = typer.Option(False, "--browser", help="sign in with the OpenID "
-                                     "Connect provider in a browser on this machine"),
-        wait_s: int = typer.Option(300, "--timeout", help="--browser: seconds to wait for "
-                                   "the browser's redirect"),
+        device: bool = typer.Option(
+            False,
+            "--device",
+            help="sign in with the OpenID Connect "
+            "provider on another device (a code to enter; for SSH)",
+        ),
+        browser: bool = typer.Option(
+            False,
+            "--browser",
+            help="sign in with the OpenID Connect provider in a browser on this machine",
+        ),
+        wait_s: int = typer.Option(
+            300, "--timeout", help="--browser: seconds to wait for the browser's redirect"
+        ),
         controller: list[str] = CONTROLLER,
     ) -> None:
         """Log in (user name and password, or OIDC with --device/--browser); saves the token
@@ -61,8 +69,9 @@ def register(app: typer.Typer) -> None:
             typer.echo("Not logged in")
 
     @app.command()
-    def whoami(as_json: bool = typer.Option(False, "--json"),
-               controller: list[str] = CONTROLLER) -> None:
+    def whoami(
+        as_json: bool = typer.Option(False, "--json"), controller: list[str] = CONTROLLER
+    ) -> None:
         """Who the controller thinks you are: user, groups, roles and permissions."""
         who = call(lambda c: c.whoami(), controller)
         if as_json:
@@ -80,11 +89,15 @@ def _saved(session: dict[str, Any]) -> None:
 
     path = save_token(session["token"])
     hours = (session["expires_at"] - time.time()) / 3600
-    typer.echo(f"Logged in as {session['user']} (roles {', '.join(session['roles'])}); "
-               f"token saved in {path}, valid {hours:.1f} h")
+    typer.echo(
+        f"Logged in as {session['user']} (roles {', '.join(session['roles'])}); "
+        f"token saved in {path}, valid {hours:.1f} h"
+    )
     if os.environ.get("XCE_TOKEN"):
-        typer.echo("note: XCE_TOKEN is set and wins over the saved token; unset it to use "
-                   "this login", err=True)
+        typer.echo(
+            "note: XCE_TOKEN is set and wins over the saved token; unset it to use this login",
+            err=True,
+        )
 
 
 @token_app.command("create")

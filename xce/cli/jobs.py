@@ -52,53 +52,70 @@ def parse_begin_option(text: str) -> float:
 @app.command()
 def submit(
     command: list[str] = typer.Argument(
-        None, help="command and arguments, or one script file (its #XCE/#BSUB/#SBATCH "
-        "lines are read); a script on stdin when left out"),
+        None,
+        help="command and arguments, or one script file (its #XCE/#BSUB/#SBATCH "
+        "lines are read); a script on stdin when left out",
+    ),
     script: Path = typer.Option(None, "--script", help="run this script file instead"),
     queue: str = typer.Option(None, "--queue", "-q"),
     name: str = typer.Option("", "--name", "-J"),
     slots: int = typer.Option(1, "--slots", "-n", help="cores/slots"),
     memory: int = typer.Option(0, "--mem", "-M", help="memory in MB per host"),
-    mem_per_cpu: int = typer.Option(0, "--mem-per-cpu",
-                                    help="memory in MB per slot, instead of --mem"),
-    exclusive: bool = typer.Option(False, "--exclusive", "-x",
-                                   help="whole hosts: no other job shares them"),
+    mem_per_cpu: int = typer.Option(
+        0, "--mem-per-cpu", help="memory in MB per slot, instead of --mem"
+    ),
+    exclusive: bool = typer.Option(
+        False, "--exclusive", "-x", help="whole hosts: no other job shares them"
+    ),
     walltime: str = typer.Option(None, "--walltime", "-W", help="minutes, H:MM[:SS], 90s, 2h"),
-    stdout: str = typer.Option(None, "--output", "-o",
-                               help="the job's stdout file (%J job id, %I array index; "
-                               "%j, %a, %A as sbatch), relative to its working directory"),
+    stdout: str = typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="the job's stdout file (%J job id, %I array index; "
+        "%j, %a, %A as sbatch), relative to its working directory",
+    ),
     stderr: str = typer.Option(None, "--error", "-e", help="the job's stderr file (as -o)"),
     env: list[str] = typer.Option([], "--env", help="NAME=VALUE (repeat)"),
-    export: str = typer.Option(None, "--export",
-                               help="environment to pass: ALL (default), NONE, or "
-                               "VAR,VAR=VALUE,..."),
+    export: str = typer.Option(
+        None, "--export", help="environment to pass: ALL (default), NONE, or VAR,VAR=VALUE,..."
+    ),
     cwd: str = typer.Option(None, "--cwd", help="absolute working directory on the host"),
     array: str = typer.Option(None, "--array", "-a", help="e.g. 1-1000:2%10"),
     dependency: str = typer.Option(None, "--dependency", "-d", help="afterok:ID,afterany:ID"),
-    stage_in: list[str] = typer.Option([], "--stage-in",
-                                       help="LOCAL[:JOBPATH] copied in (repeat)"),
-    stage_out: list[str] = typer.Option([], "--stage-out",
-                                        help="output file pattern brought back (repeat)"),
-    inputs: list[str] = typer.Option([], "--input", "-i", hidden=True,
-                                     help="old spelling of --stage-in"),
+    stage_in: list[str] = typer.Option([], "--stage-in", help="LOCAL[:JOBPATH] copied in (repeat)"),
+    stage_out: list[str] = typer.Option(
+        [], "--stage-out", help="output file pattern brought back (repeat)"
+    ),
+    inputs: list[str] = typer.Option(
+        [], "--input", "-i", hidden=True, help="old spelling of --stage-in"
+    ),
     hold: bool = typer.Option(False, "--hold", "-H", help="submit suspended (PSUSP)"),
-    begin: str = typer.Option(None, "--begin", "-b",
-                              help="not before this local time: YYYY-MM-DD[THH:MM[:SS]], "
-                              "HH:MM[:SS], now+N[s|m|h|d|w], epoch seconds"),
-    resources: str = typer.Option("", "--resources", "-R",
-                                  help="LSF resource requirement, e.g. 'select[mem>4000]'"),
-    gpus: int = typer.Option(None, "--gpus", help="GPUs on the job's host (same as --gres "
-                             "gpu:N)"),
+    begin: str = typer.Option(
+        None,
+        "--begin",
+        "-b",
+        help="not before this local time: YYYY-MM-DD[THH:MM[:SS]], "
+        "HH:MM[:SS], now+N[s|m|h|d|w], epoch seconds",
+    ),
+    resources: str = typer.Option(
+        "", "--resources", "-R", help="LSF resource requirement, e.g. 'select[mem>4000]'"
+    ),
+    gpus: int = typer.Option(None, "--gpus", help="GPUs on the job's host (same as --gres gpu:N)"),
     gres: str = typer.Option(None, "--gres", help="devices per host, e.g. gpu:2,fpga:1"),
-    licenses: str = typer.Option(None, "--license", help="cluster-wide licenses, e.g. "
-                                 "matlab:1,ansys:2"),
+    licenses: str = typer.Option(
+        None, "--license", help="cluster-wide licenses, e.g. matlab:1,ansys:2"
+    ),
     user: str = typer.Option(None, "--user", help="submit as this user (admins)"),
-    reservation: str = typer.Option(None, "--reservation", "-U",
-                                    help="run in this advance reservation (xce rsv list)"),
-    priority: int = typer.Option(None, "--priority",
-                                 help="job priority (users: at most the default)"),
-    lenient: bool = typer.Option(False, "--lenient",
-                                 help="unknown script directives are warnings, not errors"),
+    reservation: str = typer.Option(
+        None, "--reservation", "-U", help="run in this advance reservation (xce rsv list)"
+    ),
+    priority: int = typer.Option(
+        None, "--priority", help="job priority (users: at most the default)"
+    ),
+    lenient: bool = typer.Option(
+        False, "--lenient", help="unknown script directives are warnings, not errors"
+    ),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
 ) -> None:
@@ -110,13 +127,33 @@ def submit(
     job:control:all."""
     from xce.cli import submitting
 
-    given = dict(queue=queue, name=name, slots=slots, memory=memory, walltime=walltime,
-                 stdout=stdout, stderr=stderr, env=env, export=export, cwd=cwd, array=array,
-                 dependency=dependency, stage_in=stage_in, stage_out=stage_out, hold=hold,
-                 resources=resources, user=user, gpus=gpus, reservation=reservation,
-                 begin=begin, mem_per_cpu=mem_per_cpu, exclusive=exclusive)
-    body, staged = submitting.build(command, script, inputs, given, lenient,
-                                    submitting.explicit_options(sys.argv[1:]))
+    given = dict(
+        queue=queue,
+        name=name,
+        slots=slots,
+        memory=memory,
+        walltime=walltime,
+        stdout=stdout,
+        stderr=stderr,
+        env=env,
+        export=export,
+        cwd=cwd,
+        array=array,
+        dependency=dependency,
+        stage_in=stage_in,
+        stage_out=stage_out,
+        hold=hold,
+        resources=resources,
+        user=user,
+        gpus=gpus,
+        reservation=reservation,
+        begin=begin,
+        mem_per_cpu=mem_per_cpu,
+        exclusive=exclusive,
+    )
+    body, staged = submitting.build(
+        command, script, inputs, given, lenient, submitting.explicit_options(sys.argv[1:])
+    )
     if walltime_text := body.pop("walltime", None):
         body["walltime_s"] = parse_walltime(walltime_text)
     gpus = body.pop("gpus", None)  # the command line's, else a directive's
@@ -133,8 +170,9 @@ def submit(
             for path, _ in staged:
                 uploads.append(client.upload(path))
             if staged:
-                body["inputs"] = {remote: uid
-                                  for (_, remote), uid in zip(staged, uploads, strict=True)}
+                body["inputs"] = {
+                    remote: uid for (_, remote), uid in zip(staged, uploads, strict=True)
+                }
             return client.submit(body)
         except BaseException:
             # Unused uploads count against the quota until they expire: give them back.
@@ -184,28 +222,57 @@ def list_(
     controller: list[str] = CONTROLLER,
 ) -> None:
     """List jobs (bjobs/squeue style)."""
-    result = call_light(lambda c: c.jobs(state=state, user=user, queue=queue, host=host,
-                                         array=array, limit=limit, offset=offset), controller)
+    result = call_light(
+        lambda c: c.jobs(
+            state=state, user=user, queue=queue, host=host, array=array, limit=limit, offset=offset
+        ),
+        controller,
+    )
     if as_json:
         print_json(result)
         return
     rows = []
     for j in result["jobs"]:
         usage = j.get("usage") or {}
-        rows.append([j["id"], j["user"], j["state"], j["queue"], j.get("submit_host"),
-                     j.get("exec_host") or j.get("host"), j["name"],
-                     _clock(j.get("submit_time")),
-                     _duration(usage.get("wall_time_s")), _duration(usage.get("cpu_time_s")),
-                     _bytes(usage.get("max_rss_bytes"))])
-    print_table(["JOBID", "USER", "STAT", "QUEUE", "FROM_HOST", "EXEC_HOST", "JOB_NAME",
-                 "SUBMIT_TIME", "RUN_TIME", "CPU", "MAX_RSS"], rows)
+        rows.append(
+            [
+                j["id"],
+                j["user"],
+                j["state"],
+                j["queue"],
+                j.get("submit_host"),
+                j.get("exec_host") or j.get("host"),
+                j["name"],
+                _clock(j.get("submit_time")),
+                _duration(usage.get("wall_time_s")),
+                _duration(usage.get("cpu_time_s")),
+                _bytes(usage.get("max_rss_bytes")),
+            ]
+        )
+    print_table(
+        [
+            "JOBID",
+            "USER",
+            "STAT",
+            "QUEUE",
+            "FROM_HOST",
+            "EXEC_HOST",
+            "JOB_NAME",
+            "SUBMIT_TIME",
+            "RUN_TIME",
+            "CPU",
+            "MAX_RSS",
+        ],
+        rows,
+    )
     if result["total"] > len(rows) + offset:
         typer.echo(f"({len(rows)} of {result['total']} shown; use --offset/--limit)", err=True)
 
 
 @app.command()
-def show(job_id: str, as_json: bool = typer.Option(False, "--json"),
-         controller: list[str] = CONTROLLER) -> None:
+def show(
+    job_id: str, as_json: bool = typer.Option(False, "--json"), controller: list[str] = CONTROLLER
+) -> None:
     """Show everything about one job, task or array (local times; ISO 8601 with --json)."""
     from xce.cli.readable import iso_times, readable_job
 
@@ -214,8 +281,10 @@ def show(job_id: str, as_json: bool = typer.Option(False, "--json"),
 
 
 def _control(action: str, verb: str):  # type: ignore[no-untyped-def]
-    def command(job_ids: list[str] = typer.Argument(..., help="job, task or array ids"),
-                controller: list[str] = CONTROLLER) -> None:
+    def command(
+        job_ids: list[str] = typer.Argument(..., help="job, task or array ids"),
+        controller: list[str] = CONTROLLER,
+    ) -> None:
         def run(client: Any) -> list[str]:
             done = []
             for job_id in job_ids:
@@ -249,6 +318,7 @@ def output(
         print_table(["FILE", "SIZE"], [[f["path"], f["size"]] for f in files])
         return
     if dest is not None:
+
         async def fetch_all(client: Any) -> list[str]:
             names = [f["path"] for f in await client.files(job_id)]
             for name in names:
@@ -274,8 +344,9 @@ def _note(text: str) -> None:
 def peek(
     job_id: str,
     stderr: bool = typer.Option(False, "--stderr", "-e", help="show stderr, not stdout"),
-    follow: bool = typer.Option(False, "--follow", "-f",
-                                help="keep printing new output until the job ends"),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="keep printing new output until the job ends"
+    ),
     interval: float = typer.Option(1.0, "--interval", help="seconds between polls with -f"),
     controller: list[str] = CONTROLLER,
 ) -> None:
@@ -298,8 +369,10 @@ def peek(
                 continue
             attempt = answer["attempt"]
             if answer["truncated"]:
-                _note(f"{answer['offset'] - offset} bytes of earlier output are no longer "
-                      "held (the complete file arrives when the job ends)")
+                _note(
+                    f"{answer['offset'] - offset} bytes of earlier output are no longer "
+                    "held (the complete file arrives when the job ends)"
+                )
             if answer["data"]:
                 try:
                     sys.stdout.write(answer["data"])
@@ -324,8 +397,11 @@ def peek(
 
 
 @app.command()
-def wait(job_id: str, timeout: float = typer.Option(0, "--timeout", help="seconds, 0 = no limit"),
-         controller: list[str] = CONTROLLER) -> None:
+def wait(
+    job_id: str,
+    timeout: float = typer.Option(0, "--timeout", help="seconds, 0 = no limit"),
+    controller: list[str] = CONTROLLER,
+) -> None:
     """Wait until a job ends; exit 0 if it is DONE, 1 if EXIT."""
 
     def run(client: Any) -> dict[str, Any]:

@@ -26,8 +26,10 @@ from typing import BinaryIO
 
 from xce.worker.taskwire import EXIT, HEADER, MAX_FRAME, STDERR, STDIN, STDOUT, frame, request_line
 
-USAGE = ("usage: xce launch [-n N] [--per-host K] [--host H] [-l] -- CMD [ARG...]"
-         " | xce launch HOST CMD...")
+USAGE = (
+    "usage: xce launch [-n N] [--per-host K] [--host H] [-l] -- CMD [ARG...]"
+    " | xce launch HOST CMD..."
+)
 
 
 class LaunchFailed(Exception):
@@ -55,15 +57,17 @@ def allocation(env: dict[str, str]) -> list[tuple[str, int]]:
     return list(hosts.items())
 
 
-def plan(hosts: list[tuple[str, int]], count: int | None, per_host: int | None,
-         only: list[str]) -> list[Task]:
+def plan(
+    hosts: list[tuple[str, int]], count: int | None, per_host: int | None, only: list[str]
+) -> list[Task]:
     """Tasks per host, in allocation order: `--per-host K` on each chosen host, else the
     host's slots; `-n N` cuts the list to N (or, beyond the slots, goes round again)."""
     chosen = [(h, s) for h, s in hosts if not only or h in only]
     missing = [h for h in only if h not in dict(hosts)]
     if missing:
-        raise LaunchFailed(f"host {missing[0]} is not in this job's allocation "
-                           f"({', '.join(h for h, _ in hosts)})")
+        raise LaunchFailed(
+            f"host {missing[0]} is not in this job's allocation ({', '.join(h for h, _ in hosts)})"
+        )
     slots = [(h, per_host if per_host else s) for h, s in chosen]
     order = [h for h, s in slots for _ in range(s)]
     if count is not None:
@@ -107,10 +111,16 @@ class Runner:
             raise LaunchFailed(f"no task service is known for host {task.host}")
         sock = socket.create_connection(where, timeout=30)
         sock.settimeout(None)
-        request = {"job_id": self.env["XCE_JOB_ID"], "attempt": int(self.env["XCE_ATTEMPT"]),
-                   "credential": self.env["XCE_LAUNCH_CRED"], "host": task.host,
-                   "argv": argv, "env": self.env, "task_id": task.task_id,
-                   "local_task_id": task.local_task_id}
+        request = {
+            "job_id": self.env["XCE_JOB_ID"],
+            "attempt": int(self.env["XCE_ATTEMPT"]),
+            "credential": self.env["XCE_LAUNCH_CRED"],
+            "host": task.host,
+            "argv": argv,
+            "env": self.env,
+            "task_id": task.task_id,
+            "local_task_id": task.local_task_id,
+        }
         sock.sendall(request_line(request))
         return sock
 
@@ -188,8 +198,9 @@ def _feed(sock: socket.socket, stdin: BinaryIO) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="xce launch", usage=USAGE.removeprefix("usage: "),
-                                add_help=True)
+    p = argparse.ArgumentParser(
+        prog="xce launch", usage=USAGE.removeprefix("usage: "), add_help=True
+    )
     p.add_argument("-n", "--ntasks", type=int, help="tasks in all (default: one per slot)")
     p.add_argument("--per-host", type=int, help="tasks on each chosen host")
     p.add_argument("--host", action="append", default=[], help="only this host (repeatable)")
@@ -213,7 +224,7 @@ def main(args: list[str]) -> int:
             return runner.status.get(task.task_id, 255)
         if "--" in args:
             split = args.index("--")
-            options, command = args[:split], args[split + 1:]
+            options, command = args[:split], args[split + 1 :]
         else:
             options, command = args, []
         ns, rest = _parser().parse_known_args(options)
@@ -225,9 +236,14 @@ def main(args: list[str]) -> int:
                 raise LaunchFailed(f"{name} must be at least 1", usage=True)
         runner = Runner(env, ns.label)
         tasks = plan(allocation(env), ns.ntasks, ns.per_host, ns.host)
-        threads = [threading.Thread(target=runner.run_task,
-                                    args=(t, command, sys.stdin.buffer if t.task_id == 0
-                                          else None), daemon=True) for t in tasks]
+        threads = [
+            threading.Thread(
+                target=runner.run_task,
+                args=(t, command, sys.stdin.buffer if t.task_id == 0 else None),
+                daemon=True,
+            )
+            for t in tasks
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -238,5 +254,3 @@ def main(args: list[str]) -> int:
         return 2 if exc.usage else 1
     except KeyboardInterrupt:
         return 130
-
-

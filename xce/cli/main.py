@@ -25,17 +25,25 @@ GROUPS: dict[str, tuple[str, str, str]] = {
     "job": ("xce.cli.jobs", "app", "Submit, list, show and control jobs."),
     "queue": ("xce.cli.queues", "app", "List, create and switch queues."),
     "host": ("xce.cli.hosts", "app", "List, show, open, close and drain hosts."),
-    "cluster": ("xce.cli.cluster", "app",
-                "Controller candidates: which is primary, epochs, replication lag."),
-    "admin": ("xce.cli.admin", "app",
-              "Maintenance: check and repair the WAL; read the audit log; switchover."),
+    "cluster": (
+        "xce.cli.cluster",
+        "app",
+        "Controller candidates: which is primary, epochs, replication lag.",
+    ),
+    "admin": (
+        "xce.cli.admin",
+        "app",
+        "Maintenance: check and repair the WAL; read the audit log; switchover.",
+    ),
     "user": ("xce.cli.users", "app", "Add, list, delete users; change passwords."),
     # xce.cli.init adds `xce token join` to identity's token_app: load it through init.
-    "token": ("xce.cli.init", "token_app",
-              "Service and join tokens, revocation, key rotation."),
+    "token": ("xce.cli.init", "token_app", "Service and join tokens, revocation, key rotation."),
     "tls": ("xce.cli.tls", "app", "Create the cluster CA and TLS certificates."),
-    "rsv": ("xce.cli.rsv", "app",
-            "Advance reservations: add, list, delete (brsvadd, brs, brsvdel)."),
+    "rsv": (
+        "xce.cli.rsv",
+        "app",
+        "Advance reservations: add, list, delete (brsvadd, brs, brsvdel).",
+    ),
 }
 # Top-level verbs the fast path runs without the Typer tree: verb -> (module, function).
 FAST_VERBS: dict[str, tuple[str, str]] = {
@@ -43,8 +51,14 @@ FAST_VERBS: dict[str, tuple[str, str]] = {
     "report": ("xce.cli.acct", "report"),
 }
 # Modules whose `register(app)` adds top-level commands, in help order.
-TOP_LEVEL = ("xce.cli.roles", "xce.cli.simulate", "xce.cli.init", "xce.cli.tui_cmd",
-             "xce.cli.acct", "xce.cli.identity")
+TOP_LEVEL = (
+    "xce.cli.roles",
+    "xce.cli.simulate",
+    "xce.cli.init",
+    "xce.cli.tui_cmd",
+    "xce.cli.acct",
+    "xce.cli.identity",
+)
 
 
 def _print_version(value: bool) -> None:
@@ -61,15 +75,26 @@ def build_app(first: str | None = None) -> Any:
     """The Typer app; with `first` naming a group, only that group is loaded."""
     import typer
 
-    app = typer.Typer(name="xce", help=HELP, no_args_is_help=True, add_completion=False,
-                      epilog="Shell completion: xce --install-completion [bash|zsh|fish] "
-                      "(or --show-completion SHELL to print the script).",
-                      pretty_exceptions_enable=False, rich_markup_mode=None)
+    app = typer.Typer(
+        name="xce",
+        help=HELP,
+        no_args_is_help=True,
+        add_completion=False,
+        epilog="Shell completion: xce --install-completion [bash|zsh|fish] "
+        "(or --show-completion SHELL to print the script).",
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
 
     @app.callback()
     def _options(
-        version: bool = typer.Option(False, "--version", is_eager=True,
-                                     callback=_print_version, help="Print the version and exit."),
+        version: bool = typer.Option(
+            False,
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print the version and exit.",
+        ),
     ) -> None:
         """XCE cluster manager: controller, worker and the commands to drive them."""
 
@@ -99,12 +124,12 @@ def _first_word(args: list[str]) -> str | None:
 def run(args: list[str] | None = None) -> None:
     """Parse and run; usage errors are one line on stderr and exit code 2."""
     args = sys.argv[1:] if args is None else list(args)
-    if args[:1] == ["__complete"] or args[:1] in (["--install-completion"],
-                                                  ["--show-completion"]):
+    if args[:1] == ["__complete"] or args[:1] in (["--install-completion"], ["--show-completion"]):
         from xce.cli import completion
 
-        code = (completion.answer(args[1:]) if args[0] == "__complete"
-                else completion.main_option(args))
+        code = (
+            completion.answer(args[1:]) if args[0] == "__complete" else completion.main_option(args)
+        )
         sys.exit(code)
     if args[:1] == ["launch"]:  # inside jobs, often once per MPI daemon: stdlib only, fast
         from xce.cli.launch import main as launch_main

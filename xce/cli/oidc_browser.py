@@ -61,15 +61,17 @@ class Callback:
         await self.runner.cleanup()
 
 
-async def browser_login(client: XceClient, wait_s: float = 300,
-                        echo: Echo = typer.echo) -> dict[str, Any]:
+async def browser_login(
+    client: XceClient, wait_s: float = 300, echo: Echo = typer.echo
+) -> dict[str, Any]:
     """Run the whole browser login; the XCE session the controller answers."""
     callback = Callback()
     redirect_uri = await callback.start()
     try:
         try:
-            start = await client.request("POST", "/api/v1/auth/authorize",
-                                         json={"redirect_uri": redirect_uri})
+            start = await client.request(
+                "POST", "/api/v1/auth/authorize", json={"redirect_uri": redirect_uri}
+            )
         except ApiError as exc:
             raise no_oidc(exc) if exc.status == 404 else exc from None
         callback.state = start["state"]
@@ -80,15 +82,20 @@ async def browser_login(client: XceClient, wait_s: float = 300,
         try:
             answer = await asyncio.wait_for(asyncio.shield(callback.answer), wait_s)
         except TimeoutError:
-            raise LoginFailed(f"the browser did not come back within {wait_s:.0f} s; run "
-                              "`xce login --browser` again") from None
+            raise LoginFailed(
+                f"the browser did not come back within {wait_s:.0f} s; run "
+                "`xce login --browser` again"
+            ) from None
         if "error" in answer:
-            raise LoginFailed("the identity provider refused the sign-in: "
-                              f"{answer.get('error_description') or answer['error']}")
+            raise LoginFailed(
+                "the identity provider refused the sign-in: "
+                f"{answer.get('error_description') or answer['error']}"
+            )
         if not answer.get("code"):
             raise LoginFailed("the browser came back without an authorization code")
         session: dict[str, Any] = await client.request(
-            "POST", "/api/v1/auth/code", json={"state": answer["state"], "code": answer["code"]})
+            "POST", "/api/v1/auth/code", json={"state": answer["state"], "code": answer["code"]}
+        )
         return session
     finally:
         await callback.close()

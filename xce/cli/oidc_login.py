@@ -30,19 +30,21 @@ class LoginFailed(XceError):
 
 def no_oidc(exc: ApiError) -> LoginFailed:
     """A 404 from the auth routes means the controller has no OIDC backend configured."""
-    return LoginFailed("the controller has no OpenID Connect backend ([[auth.backend]] type "
-                       "oauth2); log in with a user name and password instead")
+    return LoginFailed(
+        "the controller has no OpenID Connect backend ([[auth.backend]] type "
+        "oauth2); log in with a user name and password instead"
+    )
 
 
-async def device_login(client: XceClient, echo: Echo = typer.echo,
-                       sleep: Sleep = asyncio.sleep) -> dict[str, Any]:
+async def device_login(
+    client: XceClient, echo: Echo = typer.echo, sleep: Sleep = asyncio.sleep
+) -> dict[str, Any]:
     """Start a device grant, show where to sign in, poll until the user has; the session."""
     try:
         grant = await client.device_start()
     except ApiError as exc:
         raise no_oidc(exc) if exc.status == 404 else exc from None
-    echo(f"To sign in, open {grant['verification_uri']} and enter the code "
-         f"{grant['user_code']}")
+    echo(f"To sign in, open {grant['verification_uri']} and enter the code {grant['user_code']}")
     if grant.get("verification_uri_complete"):
         echo(f"or open {grant['verification_uri_complete']}")
     echo("Waiting for the sign-in to complete...")
@@ -59,11 +61,14 @@ async def device_login(client: XceClient, echo: Echo = typer.echo,
                 interval += SLOW_DOWN_STEP_S
                 continue
             if exc.code in ("expired_token", "authorization_pending"):
-                raise LoginFailed("the device code expired before the sign-in was completed; "
-                                  "run `xce login --device` again") from None
+                raise LoginFailed(
+                    "the device code expired before the sign-in was completed; "
+                    "run `xce login --device` again"
+                ) from None
             if exc.code == "access_denied":
-                raise LoginFailed("the sign-in was denied at the identity provider: "
-                                  f"{exc.message}") from None
+                raise LoginFailed(
+                    f"the sign-in was denied at the identity provider: {exc.message}"
+                ) from None
             if exc.status == 404:
                 raise no_oidc(exc) from None
             raise

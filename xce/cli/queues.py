@@ -20,35 +20,69 @@ app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
 
 
-_LIMIT_WORDS = (("max_running", "run"), ("max_running_per_user", "run/user"),
-                ("max_slots", "slots"), ("max_walltime_s", "wall"), ("max_memory_mb", "mem"),
-                ("default_walltime_s", "def-wall"), ("default_memory_mb", "def-mem"))
+_LIMIT_WORDS = (
+    ("max_running", "run"),
+    ("max_running_per_user", "run/user"),
+    ("max_slots", "slots"),
+    ("max_walltime_s", "wall"),
+    ("max_memory_mb", "mem"),
+    ("default_walltime_s", "def-wall"),
+    ("default_memory_mb", "def-mem"),
+)
 
 
 def _limits(q: dict[str, Any]) -> str:
-    words = [f"{label}<={q[key]}" if key.startswith("max") else f"{label}={q[key]}"
-             for key, label in _LIMIT_WORDS if q.get(key) is not None]
+    words = [
+        f"{label}<={q[key]}" if key.startswith("max") else f"{label}={q[key]}"
+        for key, label in _LIMIT_WORDS
+        if q.get(key) is not None
+    ]
     if q.get("users"):
         words.append("users=" + ",".join(q["users"]))
     if q.get("preempt"):
-        words.append(f"preempt={','.join(q['preempt'])}:{q.get('preempt_mode', 'suspend')}"
-                     + (f"/{q['preempt_min_run_s']}s" if q.get("preempt_min_run_s") else ""))
+        words.append(
+            f"preempt={','.join(q['preempt'])}:{q.get('preempt_mode', 'suspend')}"
+            + (f"/{q['preempt_min_run_s']}s" if q.get("preempt_min_run_s") else "")
+        )
     return " ".join(words) or "-"
 
 
 def _rows(queues: list[dict[str, Any]]) -> None:
     print_table(
-        ["QUEUE_NAME", "PRIO", "STATUS", "PEND", "RUN", "SUSP", "HOSTS", "ON_HOST_FAILURE",
-         "PLUGINS", "LIMITS"],
-        [[q["name"], q["priority"], q["status"], q["pending"], q["running"], q["suspended"],
-          ",".join(q["hosts"]) or "all", q["on_host_failure"],
-          ",".join(q.get("plugins") or []) or "fcfs", _limits(q)] for q in queues],
+        [
+            "QUEUE_NAME",
+            "PRIO",
+            "STATUS",
+            "PEND",
+            "RUN",
+            "SUSP",
+            "HOSTS",
+            "ON_HOST_FAILURE",
+            "PLUGINS",
+            "LIMITS",
+        ],
+        [
+            [
+                q["name"],
+                q["priority"],
+                q["status"],
+                q["pending"],
+                q["running"],
+                q["suspended"],
+                ",".join(q["hosts"]) or "all",
+                q["on_host_failure"],
+                ",".join(q.get("plugins") or []) or "fcfs",
+                _limits(q),
+            ]
+            for q in queues
+        ],
     )
 
 
 @app.command("list")
-def list_(as_json: bool = typer.Option(False, "--json"),
-          controller: list[str] = CONTROLLER) -> None:
+def list_(
+    as_json: bool = typer.Option(False, "--json"), controller: list[str] = CONTROLLER
+) -> None:
     """List queues (bqueues style)."""
     queues = call_light(lambda c: c.queues(), controller)
     if as_json:
@@ -58,13 +92,15 @@ def list_(as_json: bool = typer.Option(False, "--json"),
 
 
 @app.command()
-def show(name: str, as_json: bool = typer.Option(False, "--json"),
-         controller: list[str] = CONTROLLER) -> None:
+def show(
+    name: str, as_json: bool = typer.Option(False, "--json"), controller: list[str] = CONTROLLER
+) -> None:
     """Show one queue: its state, hosts, plugins, limits and shares."""
     from urllib.parse import quote
 
-    queue = call_light(lambda c: c.request("GET", f"/api/v1/queues/{quote(name, safe='')}"),
-                       controller)
+    queue = call_light(
+        lambda c: c.request("GET", f"/api/v1/queues/{quote(name, safe='')}"), controller
+    )
     if as_json:
         print_json(queue)
         return
@@ -89,9 +125,15 @@ def create(
     controller: list[str] = CONTROLLER,
 ) -> None:
     """Create a queue."""
-    body = {"name": name, "priority": priority, "description": description,
-            "hosts": [h for h in hosts.split(",") if h], "on_host_failure": on_host_failure,
-            "open": not closed, "active": not inactive}
+    body = {
+        "name": name,
+        "priority": priority,
+        "description": description,
+        "hosts": [h for h in hosts.split(",") if h],
+        "on_host_failure": on_host_failure,
+        "open": not closed,
+        "active": not inactive,
+    }
     queue = call(lambda c: c.create_queue(body), controller)
     typer.echo(f"Queue <{queue['name']}> is created.")
 
@@ -120,44 +162,57 @@ LIMIT = "a positive integer, or none to clear it"
 def modify(
     name: str,
     priority: int | None = typer.Option(None, "--priority", "-p"),
-    hosts: str | None = typer.Option(None, "--hosts", help="comma-separated host names or "
-                                                           "@groups; all for every host"),
+    hosts: str | None = typer.Option(
+        None, "--hosts", help="comma-separated host names or @groups; all for every host"
+    ),
     description: str | None = typer.Option(None, "--description"),
-    on_host_failure: str | None = typer.Option(None, "--on-host-failure",
-                                               help="requeue or exit"),
-    plugins: str | None = typer.Option(None, "--plugins",
-                                       help="comma-separated scheduler plugins; none: fcfs"),
+    on_host_failure: str | None = typer.Option(None, "--on-host-failure", help="requeue or exit"),
+    plugins: str | None = typer.Option(
+        None, "--plugins", help="comma-separated scheduler plugins; none: fcfs"
+    ),
     shares: str | None = typer.Option(None, "--shares", help="user=N,@group=M; none clears"),
-    users: str | None = typer.Option(None, "--users",
-                                     help="who may submit: names and @groups; all: anyone"),
+    users: str | None = typer.Option(
+        None, "--users", help="who may submit: names and @groups; all: anyone"
+    ),
     max_running: str | None = typer.Option(None, "--max-running", help=LIMIT),
-    max_running_per_user: str | None = typer.Option(None, "--max-running-per-user",
-                                                    help=LIMIT),
+    max_running_per_user: str | None = typer.Option(None, "--max-running-per-user", help=LIMIT),
     max_slots: str | None = typer.Option(None, "--max-slots", help="per job: " + LIMIT),
-    max_walltime: str | None = typer.Option(None, "--max-walltime",
-                                            help="seconds per job: " + LIMIT),
-    default_walltime: str | None = typer.Option(None, "--default-walltime",
-                                                help="seconds, for jobs without -W: " + LIMIT),
+    max_walltime: str | None = typer.Option(
+        None, "--max-walltime", help="seconds per job: " + LIMIT
+    ),
+    default_walltime: str | None = typer.Option(
+        None, "--default-walltime", help="seconds, for jobs without -W: " + LIMIT
+    ),
     max_memory: str | None = typer.Option(None, "--max-memory", help="MB per job: " + LIMIT),
-    default_memory: str | None = typer.Option(None, "--default-memory",
-                                              help="MB, for jobs without --mem: " + LIMIT),
-    preempt: str | None = typer.Option(None, "--preempt",
-                                       help="queues whose jobs this one preempts; none"),
+    default_memory: str | None = typer.Option(
+        None, "--default-memory", help="MB, for jobs without --mem: " + LIMIT
+    ),
+    preempt: str | None = typer.Option(
+        None, "--preempt", help="queues whose jobs this one preempts; none"
+    ),
     preempt_mode: str | None = typer.Option(None, "--preempt-mode", help="suspend or requeue"),
-    preempt_min_run: int | None = typer.Option(None, "--preempt-min-run",
-                                               help="seconds a job runs before it may be "
-                                               "preempted (again)"),
+    preempt_min_run: int | None = typer.Option(
+        None, "--preempt-min-run", help="seconds a job runs before it may be preempted (again)"
+    ),
     controller: list[str] = CONTROLLER,
 ) -> None:
     """Change a queue's settings (like `scontrol update partition`); its jobs keep theirs."""
     body: dict[str, Any] = {}
-    for key, value in (("priority", priority), ("description", description),
-                       ("on_host_failure", on_host_failure), ("preempt_mode", preempt_mode),
-                       ("preempt_min_run_s", preempt_min_run)):
+    for key, value in (
+        ("priority", priority),
+        ("description", description),
+        ("on_host_failure", on_host_failure),
+        ("preempt_mode", preempt_mode),
+        ("preempt_min_run_s", preempt_min_run),
+    ):
         if value is not None:
             body[key] = value
-    for key, text in (("hosts", hosts), ("plugins", plugins), ("users", users),
-                      ("preempt", preempt)):
+    for key, text in (
+        ("hosts", hosts),
+        ("plugins", plugins),
+        ("users", users),
+        ("preempt", preempt),
+    ):
         if text is not None:
             body[key] = _names(text)
     if shares is not None:
@@ -169,13 +224,14 @@ def modify(
         except ValueError:
             fail(f"--shares takes numbers, got {shares!r}", 2)
     for key, option, text in (
-            ("max_running", "--max-running", max_running),
-            ("max_running_per_user", "--max-running-per-user", max_running_per_user),
-            ("max_slots", "--max-slots", max_slots),
-            ("max_walltime_s", "--max-walltime", max_walltime),
-            ("default_walltime_s", "--default-walltime", default_walltime),
-            ("max_memory_mb", "--max-memory", max_memory),
-            ("default_memory_mb", "--default-memory", default_memory)):
+        ("max_running", "--max-running", max_running),
+        ("max_running_per_user", "--max-running-per-user", max_running_per_user),
+        ("max_slots", "--max-slots", max_slots),
+        ("max_walltime_s", "--max-walltime", max_walltime),
+        ("default_walltime_s", "--default-walltime", default_walltime),
+        ("max_memory_mb", "--max-memory", max_memory),
+        ("default_memory_mb", "--default-memory", default_memory),
+    ):
         if text is not None:
             body[key] = _number(option, text)
     if not body:
@@ -192,8 +248,7 @@ def delete(name: str, controller: list[str] = CONTROLLER) -> None:
 
 
 def _action(action: str, past: str):  # type: ignore[no-untyped-def]
-    return name_action("queue", action, past,
-                       lambda c, name, _reason: c.queue_action(name, action))
+    return name_action("queue", action, past, lambda c, name, _reason: c.queue_action(name, action))
 
 
 app.command("open")(_action("open", "opened"))

@@ -13,8 +13,15 @@ import time
 from datetime import datetime
 from typing import Any
 
-TIME_FIELDS = ("submit_time", "start_time", "end_time", "registered_at", "changed_at",
-               "eligible_time", "begin_time")
+TIME_FIELDS = (
+    "submit_time",
+    "start_time",
+    "end_time",
+    "registered_at",
+    "changed_at",
+    "eligible_time",
+    "begin_time",
+)
 _EPOCH_IN_TEXT = re.compile(r"\b(from|at|until) (1\d{9})(?:\.\d+)?\b")
 
 
@@ -70,16 +77,27 @@ def readable_job(record: dict[str, Any]) -> dict[str, Any]:
                 usage[key] = size(usage[key])
         out["usage"] = usage
     hosts = out.get("hosts")
-    if isinstance(hosts, list) and len(hosts) > 1 and any(
-            isinstance(h, dict) and h.get("devices") for h in hosts):
+    if (
+        isinstance(hosts, list)
+        and len(hosts) > 1
+        and any(isinstance(h, dict) and h.get("devices") for h in hosts)
+    ):
         # a multi-host job with devices: each host with its own grant (issue 17)
-        out["hosts"] = [f"{h.get('host')}*{h.get('slots')} {' '.join(h.get('devices') or [])}"
-                        .rstrip() if isinstance(h, dict) else h for h in hosts]
+        out["hosts"] = [
+            f"{h.get('host')}*{h.get('slots')} {' '.join(h.get('devices') or [])}".rstrip()
+            if isinstance(h, dict)
+            else h
+            for h in hosts
+        ]
     history = out.get("history")
     if isinstance(history, list):
-        out["history"] = [f"{local_time(h.get('at')) or 'time unknown'}  {h.get('event', '')}"
-                          f"  {times_in_text(str(h.get('detail', '')))}".rstrip()
-                          if isinstance(h, dict) else h for h in history]
+        out["history"] = [
+            f"{local_time(h.get('at')) or 'time unknown'}  {h.get('event', '')}"
+            f"  {times_in_text(str(h.get('detail', '')))}".rstrip()
+            if isinstance(h, dict)
+            else h
+            for h in history
+        ]
     return out
 
 

@@ -26,12 +26,18 @@ def _load(config: Path | None):  # type: ignore[no-untyped-def]
         fail(exc.message)
 
 
-INSECURE = typer.Option(False, "--insecure",
-                        help="development only: allow plain HTTP off loopback ([tls] insecure)")
+INSECURE = typer.Option(
+    False, "--insecure", help="development only: allow plain HTTP off loopback ([tls] insecure)"
+)
 
 
-def _run_role(name: str, main: Callable[[Any], Awaitable[None]], config: Path | None,
-              verbose: bool, insecure: bool = False) -> None:
+def _run_role(
+    name: str,
+    main: Callable[[Any], Awaitable[None]],
+    config: Path | None,
+    verbose: bool,
+    insecure: bool = False,
+) -> None:
     """Load the config and run a role; expected failures become one-line messages."""
     import dataclasses
 
@@ -77,8 +83,9 @@ def register(app: typer.Typer) -> None:
 
         from xce.controller.main import serve
 
-        _run_role("standby", functools.partial(serve, prefer_primary=False), config, verbose,
-                  insecure)
+        _run_role(
+            "standby", functools.partial(serve, prefer_primary=False), config, verbose, insecure
+        )
 
     @app.command()
     def worker(

@@ -46,8 +46,10 @@ def parse_moment(option: str, text: str, now: float) -> float:
             return float(calendar.timegm(time.strptime(text.replace(" ", "T"), fmt)))
         except ValueError:
             continue
-    fail(f"{option} {text!r} is not a time (use now, +2h, epoch seconds or "
-         "YYYY-MM-DD[THH:MM[:SS]] in UTC)")
+    fail(
+        f"{option} {text!r} is not a time (use now, +2h, epoch seconds or "
+        "YYYY-MM-DD[THH:MM[:SS]] in UTC)"
+    )
     raise AssertionError("unreachable")
 
 
@@ -63,21 +65,26 @@ def _local(at: float) -> str:
 def add(
     name: str = typer.Argument(..., help="the reservation's name"),
     hosts: str = typer.Option(..., "--hosts", "-m", help="host names, comma-separated"),
-    start: str = typer.Option("now", "--start", "-b",
-                              help="now, +2h, epoch seconds or YYYY-MM-DD[THH:MM] (UTC)"),
+    start: str = typer.Option(
+        "now", "--start", "-b", help="now, +2h, epoch seconds or YYYY-MM-DD[THH:MM] (UTC)"
+    ),
     end: str = typer.Option(None, "--end", "-e", help="as --start; or give --duration"),
-    duration: str = typer.Option(None, "--duration", "-d",
-                                 help="minutes, H:MM, H:MM:SS, 90s, 2h"),
-    slots: int = typer.Option(0, "--slots", "-n",
-                              help="slots reserved on each host (default: whole hosts)"),
-    users: str = typer.Option(None, "--users", "-u",
-                              help="users and @groups who may run in it, comma-separated"),
-    maintenance: bool = typer.Option(False, "--maintenance",
-                                     help="for nobody: keep every job off the hosts"),
+    duration: str = typer.Option(None, "--duration", "-d", help="minutes, H:MM, H:MM:SS, 90s, 2h"),
+    slots: int = typer.Option(
+        0, "--slots", "-n", help="slots reserved on each host (default: whole hosts)"
+    ),
+    users: str = typer.Option(
+        None, "--users", "-u", help="users and @groups who may run in it, comma-separated"
+    ),
+    maintenance: bool = typer.Option(
+        False, "--maintenance", help="for nobody: keep every job off the hosts"
+    ),
     flags: str = typer.Option(
-        None, "--flags",
+        None,
+        "--flags",
         help="overlap (may share hosts and time), ignore_jobs (made even if running jobs "
-             "will still be running in it)"),
+        "will still be running in it)",
+    ),
     description: str = typer.Option("", "--description"),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
@@ -95,44 +102,66 @@ def add(
         fail("--slots may not be negative")
     now = time.time()
     begin = parse_moment("--start", start, now)
-    body: dict[str, Any] = {"name": name, "hosts": _names(hosts), "start": begin,
-                            "slots": slots, "users": _names(users),
-                            "maintenance": maintenance, "flags": _names(flags),
-                            "description": description}
+    body: dict[str, Any] = {
+        "name": name,
+        "hosts": _names(hosts),
+        "start": begin,
+        "slots": slots,
+        "users": _names(users),
+        "maintenance": maintenance,
+        "flags": _names(flags),
+        "description": description,
+    }
     if end is not None:
         body["end"] = parse_moment("--end", end, now)
     else:
         body["duration_s"] = parse_walltime(duration)
-    made = call_light(lambda c: c.request("POST", "/api/v1/reservations", json_body=body),
-                      controller)
+    made = call_light(
+        lambda c: c.request("POST", "/api/v1/reservations", json_body=body), controller
+    )
     if as_json:
         print_json(made)
     else:
-        typer.echo(f"Reservation {made['name']} is created "
-                   f"({_local(made['start'])} - {_local(made['end'])})")
+        typer.echo(
+            f"Reservation {made['name']} is created "
+            f"({_local(made['start'])} - {_local(made['end'])})"
+        )
 
 
 @app.command("list")
-def list_(as_json: bool = typer.Option(False, "--json"),
-          controller: list[str] = CONTROLLER) -> None:
+def list_(
+    as_json: bool = typer.Option(False, "--json"), controller: list[str] = CONTROLLER
+) -> None:
     """List reservations (brs): waiting, active and ended ones."""
-    found = call_light(lambda c: c.request("GET", "/api/v1/reservations"),
-                       controller)["reservations"]
+    found = call_light(lambda c: c.request("GET", "/api/v1/reservations"), controller)[
+        "reservations"
+    ]
     if as_json:
         print_json(found)
         return
     print_table(
         ["RSVID", "STATE", "HOSTS", "SLOTS", "START", "END", "USERS", "FLAGS"],
-        [[r["name"], r["state"], ",".join(r["hosts"]), r["slots"] or "all",
-          _local(r["start"]), _local(r["end"]),
-          "maintenance" if r["maintenance"] else ",".join(r["users"]),
-          ",".join(r["flags"]) or "-"] for r in found],
+        [
+            [
+                r["name"],
+                r["state"],
+                ",".join(r["hosts"]),
+                r["slots"] or "all",
+                _local(r["start"]),
+                _local(r["end"]),
+                "maintenance" if r["maintenance"] else ",".join(r["users"]),
+                ",".join(r["flags"]) or "-",
+            ]
+            for r in found
+        ],
     )
 
 
 @app.command("del")
-def delete(names: list[str] = typer.Argument(..., help="reservation names"),
-           controller: list[str] = CONTROLLER) -> None:
+def delete(
+    names: list[str] = typer.Argument(..., help="reservation names"),
+    controller: list[str] = CONTROLLER,
+) -> None:
     """Delete reservations (brsvdel); jobs that target one stay pending, saying so."""
 
     def run(client: Any) -> None:

@@ -58,9 +58,14 @@ def _config_template() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "worker.token").write_text("t\n")
         (Path(tmp) / "worker.token").chmod(0o600)  # a token others can read is refused
-        text = render_config(created="now", cluster_dir=tmp, controllers='"http://h:1"',
-                             listen="127.0.0.1:1", node_cert="controller",
-                             allow_root_jobs="false")
+        text = render_config(
+            created="now",
+            cluster_dir=tmp,
+            controllers='"http://h:1"',
+            listen="127.0.0.1:1",
+            node_cert="controller",
+            allow_root_jobs="false",
+        )
         parse_config(tomllib.loads(text), Path(tmp) / "xce.toml")
     return "xce.toml.in renders and validates"
 

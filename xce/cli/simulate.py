@@ -12,11 +12,13 @@ import typer
 from xce.cli.common import fail
 from xce.sched.swf import CHOICES
 
-HELP = ("Replay a workload trace through the scheduler in virtual time and print metrics "
-        "(average and median wait, average bounded slowdown with tau 10 s, utilisation, "
-        "makespan); several --policy options are compared side by side.\n\n"
-        "How the SWF trace is read (Parallel Workloads Archive conventions):\n\n"
-        + "\n\n".join(f"- {choice}" for choice in CHOICES))
+HELP = (
+    "Replay a workload trace through the scheduler in virtual time and print metrics "
+    "(average and median wait, average bounded slowdown with tau 10 s, utilisation, "
+    "makespan); several --policy options are compared side by side.\n\n"
+    "How the SWF trace is read (Parallel Workloads Archive conventions):\n\n"
+    + "\n\n".join(f"- {choice}" for choice in CHOICES)
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -26,34 +28,52 @@ def register(app: typer.Typer) -> None:
 def simulate_command(
     trace: Path = typer.Argument(..., help="SWF trace (18 fields, ';' comments, .gz allowed)"),
     policy: list[str] = typer.Option(
-        ["easy"], "--policy", "-p",
+        ["easy"],
+        "--policy",
+        "-p",
         help="fcfs, first-fit, easy, fairshare, fairshare-group, or a comma-separated plugin "
-             "list such as 'fairshare,pack'; repeat to compare policies"),
+        "list such as 'fairshare,pack'; repeat to compare policies",
+    ),
     hosts: int = typer.Option(1, "--hosts", help="identical hosts to simulate"),
-    slots: int = typer.Option(0, "--slots",
-                              help="slots per host (default: the trace's MaxProcs, else "
-                                   "MaxNodes, else its largest job, / hosts)"),
-    gpus_per_host: int = typer.Option(0, "--gpus-per-host",
-                                      help="GPUs of each host (jobs ask theirs in the trace's "
-                                           "optional 19th field or with --gpus-per-job)"),
-    gpus_per_job: int = typer.Option(0, "--gpus-per-job",
-                                     help="GPUs every job of the trace asks (unless its 19th "
-                                          "field says)"),
-    half_life: float = typer.Option(3600.0, "--half-life",
-                                    help="fairshare usage half-life, seconds"),
+    slots: int = typer.Option(
+        0,
+        "--slots",
+        help="slots per host (default: the trace's MaxProcs, else "
+        "MaxNodes, else its largest job, / hosts)",
+    ),
+    gpus_per_host: int = typer.Option(
+        0,
+        "--gpus-per-host",
+        help="GPUs of each host (jobs ask theirs in the trace's "
+        "optional 19th field or with --gpus-per-job)",
+    ),
+    gpus_per_job: int = typer.Option(
+        0, "--gpus-per-job", help="GPUs every job of the trace asks (unless its 19th field says)"
+    ),
+    half_life: float = typer.Option(
+        3600.0, "--half-life", help="fairshare usage half-life, seconds"
+    ),
     no_estimate: str = typer.Option(
-        "runtime", "--no-estimate",
+        "runtime",
+        "--no-estimate",
         help="a job without a requested time: 'runtime' (its run time is its estimate, the "
-             "usual convention) or 'infinite' (no limit)"),
-    detail: bool = typer.Option(False, "--detail",
-                                help="also break wait and slowdown down by job size"),
-    csv_path: Path | None = typer.Option(None, "--csv", metavar="FILE",
-                                         help="write each job's submit, start and end times"),
+        "usual convention) or 'infinite' (no limit)",
+    ),
+    detail: bool = typer.Option(
+        False, "--detail", help="also break wait and slowdown down by job size"
+    ),
+    csv_path: Path | None = typer.Option(
+        None, "--csv", metavar="FILE", help="write each job's submit, start and end times"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the metrics as JSON"),
     reservation: list[str] = typer.Option(
-        [], "--reservation", "-r", metavar="FROM-TO[@HOST,...][/SLOTS]",
+        [],
+        "--reservation",
+        "-r",
+        metavar="FROM-TO[@HOST,...][/SLOTS]",
         help="a maintenance reservation, seconds after the first submit: no job runs into "
-             "it on those hosts (all by default; whole hosts unless SLOTS); repeatable"),
+        "it on those hosts (all by default; whole hosts unless SLOTS); repeatable",
+    ),
 ) -> None:
     from xce.sched.simulate import parse_reservation, plugins_for, simulate
     from xce.sched.swf import NO_ESTIMATE, SwfError, read_swf
@@ -78,16 +98,19 @@ def simulate_command(
     if gpus_per_job:
         import dataclasses
 
-        loaded.jobs = [j if j.gpus else dataclasses.replace(j, gpus=gpus_per_job)
-                       for j in loaded.jobs]
-    per_host = slots or (loaded.max_procs or max((j.procs for j in loaded.jobs), default=1)) \
-        // hosts
+        loaded.jobs = [
+            j if j.gpus else dataclasses.replace(j, gpus=gpus_per_job) for j in loaded.jobs
+        ]
+    per_host = (
+        slots or (loaded.max_procs or max((j.procs for j in loaded.jobs), default=1)) // hosts
+    )
     if per_host < 1:
         fail("--slots must be at least 1")
     origin = loaded.jobs[0].submit if loaded.jobs else 0.0
     try:
-        reservations = [parse_reservation(text, i + 1, origin, hosts)
-                        for i, text in enumerate(reservation)]
+        reservations = [
+            parse_reservation(text, i + 1, origin, hosts) for i, text in enumerate(reservation)
+        ]
     except ValueError as exc:
         fail(str(exc))
     handle = None
@@ -99,12 +122,27 @@ def simulate_command(
     results = []
     try:
         for name in policy:
-            with _progress(name, sum(1 for j in loaded.jobs if j.procs <= per_host * hosts
-                                     and j.gpus <= gpus_per_host
-                                     and not (j.gpus and j.procs > per_host))) as tick:
-                result = simulate(loaded.jobs, hosts, per_host, name, half_life,
-                                  loaded.skipped, progress=tick, gpus_per_host=gpus_per_host,
-                                  reservations=reservations)
+            with _progress(
+                name,
+                sum(
+                    1
+                    for j in loaded.jobs
+                    if j.procs <= per_host * hosts
+                    and j.gpus <= gpus_per_host
+                    and not (j.gpus and j.procs > per_host)
+                ),
+            ) as tick:
+                result = simulate(
+                    loaded.jobs,
+                    hosts,
+                    per_host,
+                    name,
+                    half_life,
+                    loaded.skipped,
+                    progress=tick,
+                    gpus_per_host=gpus_per_host,
+                    reservations=reservations,
+                )
             results.append(result)
             if handle is not None:
                 result.write_csv(handle, header=len(results) == 1)
@@ -122,32 +160,50 @@ def simulate_command(
     if detail:
         for m in metrics:
             typer.echo(f"\n{m['policy']}: by job size (slots)")
-            typer.echo(f"{'size':<10} {'jobs':>8} {'avg wait s':>12} {'median s':>10} "
-                       f"{'avg bsld':>9}")
+            typer.echo(
+                f"{'size':<10} {'jobs':>8} {'avg wait s':>12} {'median s':>10} {'avg bsld':>9}"
+            )
             for row in m["by_size"]:
-                typer.echo(f"{row['size']:<10} {row['jobs']:>8} {row['avg_wait_s']:>12.1f} "
-                           f"{row['median_wait_s']:>10.1f} "
-                           f"{row['avg_bounded_slowdown']:>9.3f}")
+                typer.echo(
+                    f"{row['size']:<10} {row['jobs']:>8} {row['avg_wait_s']:>12.1f} "
+                    f"{row['median_wait_s']:>10.1f} "
+                    f"{row['avg_bounded_slowdown']:>9.3f}"
+                )
 
 
-def _print_table(metrics: list[dict[str, Any]], hosts: int, per_host: int,
-                 gpus: int = 0) -> None:
+def _print_table(metrics: list[dict[str, Any]], hosts: int, per_host: int, gpus: int = 0) -> None:
     def policy(m: dict[str, Any]) -> str:
         return f"{m['policy']} ({', '.join(m['plugins']) or 'defaults'})"
 
     rows: list[tuple[str, list[str]]] = [
         ("policy", [policy(m) for m in metrics]),
-        ("cluster", [f"{hosts} host(s) x {per_host} slots"
-                     + (f" and {gpus} GPUs" if gpus else "") for _ in metrics]),
-        ("jobs", [f"{m['jobs']} ({m['skipped']} skipped, {m['killed']} killed at their "
-                  "requested time)" for m in metrics]),
+        (
+            "cluster",
+            [
+                f"{hosts} host(s) x {per_host} slots" + (f" and {gpus} GPUs" if gpus else "")
+                for _ in metrics
+            ],
+        ),
+        (
+            "jobs",
+            [
+                f"{m['jobs']} ({m['skipped']} skipped, {m['killed']} killed at their "
+                "requested time)"
+                for m in metrics
+            ],
+        ),
         ("avg wait", [f"{m['avg_wait_s']:.1f} s" for m in metrics]),
         ("median wait", [f"{m['median_wait_s']:.1f} s" for m in metrics]),
         ("avg bsld", [f"{m['avg_bounded_slowdown']:.3f} (tau 10 s)" for m in metrics]),
         ("utilisation", [f"{100 * m['utilisation']:.1f} %" for m in metrics]),
         ("makespan", [f"{m['makespan_s']:.0f} s" for m in metrics]),
-        ("simulated", [f"{m['passes']} passes in {m['sim_seconds']:.2f} s "
-                       f"({m['jobs_per_s']:.0f} jobs/s)" for m in metrics]),
+        (
+            "simulated",
+            [
+                f"{m['passes']} passes in {m['sim_seconds']:.2f} s ({m['jobs_per_s']:.0f} jobs/s)"
+                for m in metrics
+            ],
+        ),
     ]
     if len(metrics) == 1:
         for name, (value,) in rows:
@@ -155,8 +211,10 @@ def _print_table(metrics: list[dict[str, Any]], hosts: int, per_host: int,
         return
     widths = [max(len(values[i]) for _, values in rows) for i in range(len(metrics))]
     for name, values in rows:
-        typer.echo(f"{name:<12} " + "  ".join(v.ljust(w) for v, w in zip(
-            values, widths, strict=True)).rstrip())
+        typer.echo(
+            f"{name:<12} "
+            + "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
+        )
 
 
 class _progress:
@@ -172,9 +230,14 @@ class _progress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-        self.bar = Progress("[progress.description]{task.description}", BarColumn(),
-                            MofNCompleteColumn(), TimeRemainingColumn(),
-                            console=Console(stderr=True), transient=True)
+        self.bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
         self.bar.start()
         task = self.bar.add_task(f"simulating {self.policy}", total=self.total)
         return lambda done: self.bar.update(task, completed=done)

@@ -26,13 +26,28 @@ from xce.cli.common import fail
 # beats `#SBATCH -n 4`; without them (a caller that is not the command line) a value equal
 # to its default is taken as "not given".
 DEFAULTS: dict[str, Any] = {
-    "queue": None, "name": "", "slots": 1, "memory": 0, "walltime": None, "stdout": None,
-    "stderr": None, "export": None, "cwd": None, "array": None, "dependency": None,
-    "hold": False, "resources": "", "user": None, "env": [], "stage_in": [], "stage_out": [],
+    "queue": None,
+    "name": "",
+    "slots": 1,
+    "memory": 0,
+    "walltime": None,
+    "stdout": None,
+    "stderr": None,
+    "export": None,
+    "cwd": None,
+    "array": None,
+    "dependency": None,
+    "hold": False,
+    "resources": "",
+    "user": None,
+    "env": [],
+    "stage_in": [],
+    "stage_out": [],
     "gpus": None,
     "reservation": None,
     "begin": None,
-    "mem_per_cpu": 0, "exclusive": False,
+    "mem_per_cpu": 0,
+    "exclusive": False,
 }
 _ENV_ITEM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -56,7 +71,7 @@ def explicit_options(args: list[str]) -> set[str] | None:
         return None
     flags = {s: a.dest for a in parser._actions for s in a.option_strings}
     found: set[str] = set()
-    for arg in args[args.index("submit") + 1:]:
+    for arg in args[args.index("submit") + 1 :]:
         if arg == "--":
             break
         if not arg.startswith("-"):
@@ -69,9 +84,14 @@ def explicit_options(args: list[str]) -> set[str] | None:
     return found
 
 
-def build(command: list[str] | None, script: Path | None, inputs: list[str],
-          given: dict[str, Any], lenient: bool, explicit: set[str] | None = None
-          ) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
+def build(
+    command: list[str] | None,
+    script: Path | None,
+    inputs: list[str],
+    given: dict[str, Any],
+    lenient: bool,
+    explicit: set[str] | None = None,
+) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
     """The request body (with `walltime` still as text) and the files to upload."""
     options = dict(given)
     text = _script_text(command, script)
@@ -83,27 +103,48 @@ def build(command: list[str] | None, script: Path | None, inputs: list[str],
         assert command
         body["command"] = command[0] if len(command) == 1 else shlex.join(command)
     if inputs:
-        warn("-i/--input is now spelled --stage-in (bsub and sbatch use -i for the job's "
-             "stdin); the old spelling goes away in the next release")
+        warn(
+            "-i/--input is now spelled --stage-in (bsub and sbatch use -i for the job's "
+            "stdin); the old spelling goes away in the next release"
+        )
         options["stage_in"] = [*options["stage_in"], *inputs]
     stderr = options["stderr"]
     if stderr is not None and _ENV_ITEM.match(stderr):
-        warn(f"-e {stderr}: -e now names the job's stderr file (as in bsub/sbatch); taken "
-             "as --env this once, spell it --env")
+        warn(
+            f"-e {stderr}: -e now names the job's stderr file (as in bsub/sbatch); taken "
+            "as --env this once, spell it --env"
+        )
         options["env"] = [*options["env"], stderr]
         options["stderr"] = None
-    body.update({
-        "name": options["name"], "slots": options["slots"], "memory_mb": options["memory"],
-        "env": _environment(options["export"], options["env"]),
-        "outputs": list(options["stage_out"]), "hold": options["hold"],
-        "resources": options["resources"], "submit_host": socket.gethostname(),
-    })
+    body.update(
+        {
+            "name": options["name"],
+            "slots": options["slots"],
+            "memory_mb": options["memory"],
+            "env": _environment(options["export"], options["env"]),
+            "outputs": list(options["stage_out"]),
+            "hold": options["hold"],
+            "resources": options["resources"],
+            "submit_host": socket.gethostname(),
+        }
+    )
     if options.get("mem_per_cpu"):
         body["mem_per_slot_mb"] = options["mem_per_cpu"]
     if options.get("exclusive"):
         body["exclusive"] = True
-    for key in ("queue", "cwd", "array", "dependency", "user", "stdout", "stderr",
-                "walltime", "gpus", "reservation", "begin"):
+    for key in (
+        "queue",
+        "cwd",
+        "array",
+        "dependency",
+        "user",
+        "stdout",
+        "stderr",
+        "walltime",
+        "gpus",
+        "reservation",
+        "begin",
+    ):
         if options[key] is not None:
             body[key] = options[key]
     return body, _staged(options["stage_in"])
@@ -141,8 +182,9 @@ def _read(path: Path) -> str:
     return ""
 
 
-def _apply_directives(text: str, options: dict[str, Any], lenient: bool,
-                      explicit: set[str] | None = None) -> None:
+def _apply_directives(
+    text: str, options: dict[str, Any], lenient: bool, explicit: set[str] | None = None
+) -> None:
     from xce.cli.directives import DirectiveError, parse
 
     try:
@@ -212,8 +254,9 @@ def _staged(items: list[str]) -> list[tuple[Path, str]]:
     return staged
 
 
-def gres_options(gpus: int | None, gres_text: str | None, licenses: str | None
-                 ) -> dict[str, dict[str, int]]:
+def gres_options(
+    gpus: int | None, gres_text: str | None, licenses: str | None
+) -> dict[str, dict[str, int]]:
     """`--gpus`, `--gres` and `--license` as the API's "gres" and "licenses" (a bad one is
     a one-line usage error naming it)."""
     from xce.core.errors import InvalidRequest

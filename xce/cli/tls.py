@@ -31,10 +31,12 @@ def _ca(directory: Path, name: str):  # type: ignore[no-untyped-def]
 @app.command()
 def init(
     directory: Path = DIR,
-    hosts: list[str] = typer.Option(..., "--host",
-                                    help="controller host name or IP address (repeat)"),
-    workers: list[str] = typer.Option(None, "--worker",
-                                      help="a worker host name: one client cert each"),
+    hosts: list[str] = typer.Option(
+        ..., "--host", help="controller host name or IP address (repeat)"
+    ),
+    workers: list[str] = typer.Option(
+        None, "--worker", help="a worker host name: one client cert each"
+    ),
     ca_name: str = typer.Option("XCE cluster CA", "--ca-name"),
 ) -> None:
     """Create the cluster CA (unless DIR has one) and controller and worker certificates."""
@@ -56,18 +58,18 @@ def init(
     typer.echo(f"""
 # controller config:
 [tls]
-cert_file = "{d / 'controller.pem'}"
-key_file = "{d / 'controller.key'}"
-ca_file = "{d / 'ca.pem'}"
+cert_file = "{d / "controller.pem"}"
+key_file = "{d / "controller.key"}"
+ca_file = "{d / "ca.pem"}"
 # require_client_cert = "workers"   # mutual TLS for worker routes
 
 # worker config ({issued[0].cert_path.stem}):
 [tls]
 cert_file = "{issued[0].cert_path}"
 key_file = "{issued[0].key_path}"
-ca_file = "{d / 'ca.pem'}"
+ca_file = "{d / "ca.pem"}"
 
-# CLI (~/.config/xce/client.toml): ca_file = "{d / 'ca.pem'}\"""")
+# CLI (~/.config/xce/client.toml): ca_file = "{d / "ca.pem"}\"""")
 
 
 @app.command()

@@ -18,15 +18,17 @@ def console_app(settings: ClientSettings, login: bool = False) -> Any:
     """The console for these settings (also what tests drive headless)."""
     from tui.app import XceTui
 
-    return XceTui(settings.controllers, settings.token, login=login,
-                  client=async_client(settings, timeout=10))
+    return XceTui(
+        settings.controllers, settings.token, login=login, client=async_client(settings, timeout=10)
+    )
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def tui(
         controller: list[str] = typer.Option(
-            None, "--controller", help="controller URL (repeat for the candidate list)"),
+            None, "--controller", help="controller URL (repeat for the candidate list)"
+        ),
         login: bool = typer.Option(False, "--login", help="show the login screen first"),
     ) -> None:
         """Open the full-screen console (jobs, queues, hosts, cluster)."""

@@ -52,8 +52,12 @@ def add(
     if file is not None:
         _offline(lambda u: u.add(name, password, tuple(group), tuple(role)), file)
     else:
-        call(lambda c: c.add_user({"user": name, "password": password, "groups": group,
-                                   "roles": role}), controller)
+        call(
+            lambda c: c.add_user(
+                {"user": name, "password": password, "groups": group, "roles": role}
+            ),
+            controller,
+        )
     typer.echo(f"User <{name}> is added")
 
 
@@ -79,12 +83,15 @@ def passwd(
         fail("the password must have at least 8 characters")
     if file is not None:
         _offline(lambda u: u.set_password(name, password), file)
-        typer.echo(f"Password of <{name}> is changed (in the file only: tokens issued earlier "
-                   f"stay valid until `xce token revoke {name}`)")
+        typer.echo(
+            f"Password of <{name}> is changed (in the file only: tokens issued earlier "
+            f"stay valid until `xce token revoke {name}`)"
+        )
         return
     answer = call(lambda c: c.set_password(name, password, old), controller)
-    typer.echo(f"Password of <{name}> is changed; the tokens issued to {name} until now are "
-               "revoked")
+    typer.echo(
+        f"Password of <{name}> is changed; the tokens issued to {name} until now are revoked"
+    )
     if isinstance(answer, dict) and answer.get("session"):
         from xce.cli.identity import _saved
 
@@ -92,8 +99,11 @@ def passwd(
 
 
 @app.command("list")
-def list_(as_json: bool = typer.Option(False, "--json"), file: Path = FILE,
-          controller: list[str] = CONTROLLER) -> None:
+def list_(
+    as_json: bool = typer.Option(False, "--json"),
+    file: Path = FILE,
+    controller: list[str] = CONTROLLER,
+) -> None:
     """List users with their groups and roles (never their password hashes)."""
     if file is not None:
         entries = _offline(lambda u: u.load(), file)
@@ -103,8 +113,10 @@ def list_(as_json: bool = typer.Option(False, "--json"), file: Path = FILE,
     if as_json:
         print_json(users)
     else:
-        print_table(["USER", "GROUPS", "ROLES"],
-                    [[u["user"], ",".join(u["groups"]), ",".join(u["roles"])] for u in users])
+        print_table(
+            ["USER", "GROUPS", "ROLES"],
+            [[u["user"], ",".join(u["groups"]), ",".join(u["roles"])] for u in users],
+        )
 
 
 @app.command("del")

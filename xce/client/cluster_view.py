@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def view_from_cluster(info: dict[str, Any], answering: str,
-                      controllers: list[str]) -> dict[str, Any]:
+def view_from_cluster(
+    info: dict[str, Any], answering: str, controllers: list[str]
+) -> dict[str, Any]:
     """The status view from `GET /api/v1/cluster`. Without `ha` (a controller that does not
     report it) the configured controllers are listed and only the answering one is known."""
     ha = info.get("ha")
@@ -24,18 +25,48 @@ def view_from_cluster(info: dict[str, Any], answering: str,
             listed.insert(0, answering)
         role = info.get("role")
         # Only the answering controller is known; the others' state is not reported.
-        rows = [{"url": url, "rank": rank, "role": role if url == answering else None,
-                 "epoch": None, "seq": None, "lag_records": None,
-                 "reachable": True if url == answering and info else None, "error": None,
-                 "self": url == answering} for rank, url in enumerate(listed)]
-        return {"source": "cluster", "answering": answering,
-                "primary": answering if role == "primary" else None, "epoch": None,
-                "mode": None, "degraded": None, "failover_timeout_s": None,
-                "candidates": rows, "standbys": [], "history": []}
+        rows = [
+            {
+                "url": url,
+                "rank": rank,
+                "role": role if url == answering else None,
+                "epoch": None,
+                "seq": None,
+                "lag_records": None,
+                "reachable": True if url == answering and info else None,
+                "error": None,
+                "self": url == answering,
+            }
+            for rank, url in enumerate(listed)
+        ]
+        return {
+            "source": "cluster",
+            "answering": answering,
+            "primary": answering if role == "primary" else None,
+            "epoch": None,
+            "mode": None,
+            "degraded": None,
+            "failover_timeout_s": None,
+            "candidates": rows,
+            "standbys": [],
+            "history": [],
+        }
     candidates = []
     for c in ha.get("candidates") or []:
-        row = {key: c.get(key) for key in ("url", "rank", "role", "epoch", "seq",
-                                           "lag_records", "reachable", "error", "self")}
+        row = {
+            key: c.get(key)
+            for key in (
+                "url",
+                "rank",
+                "role",
+                "epoch",
+                "seq",
+                "lag_records",
+                "reachable",
+                "error",
+                "self",
+            )
+        }
         if not row["reachable"]:  # what the primary last heard is not known: no zeros
             row.update(role=None, epoch=None, seq=None, lag_records=None)
         candidates.append(row)
@@ -43,47 +74,84 @@ def view_from_cluster(info: dict[str, Any], answering: str,
     if ha.get("role") == "primary" and me is not None:
         primary = me["url"]
     else:
-        primary = next((c["url"] for c in candidates
-                        if c["role"] == "primary" and c["reachable"]), None)
-    return {"source": "cluster", "answering": answering, "primary": primary,
-            "epoch": ha.get("epoch"), "mode": ha.get("mode"), "degraded": ha.get("degraded"),
-            "failover_timeout_s": ha.get("failover_timeout_s"), "candidates": candidates,
-            "standbys": list(ha.get("standbys") or []), "history": list(ha.get("history") or [])}
+        primary = next(
+            (c["url"] for c in candidates if c["role"] == "primary" and c["reachable"]), None
+        )
+    return {
+        "source": "cluster",
+        "answering": answering,
+        "primary": primary,
+        "epoch": ha.get("epoch"),
+        "mode": ha.get("mode"),
+        "degraded": ha.get("degraded"),
+        "failover_timeout_s": ha.get("failover_timeout_s"),
+        "candidates": candidates,
+        "standbys": list(ha.get("standbys") or []),
+        "history": list(ha.get("history") or []),
+    }
 
 
-def view_from_health(answers: list[dict[str, Any] | str], controllers: list[str]
-                     ) -> dict[str, Any]:
+def view_from_health(answers: list[dict[str, Any] | str], controllers: list[str]) -> dict[str, Any]:
     """The status view from each candidate's `/healthz` (a dict, or why it did not answer).
     Lag is measured against the longest log that answered."""
     top = max((a.get("seq", 0) for a in answers if isinstance(a, dict)), default=0)
     candidates = []
     for rank, (url, answer) in enumerate(zip(controllers, answers, strict=True)):
         if isinstance(answer, dict):
-            candidates.append({"url": url, "rank": rank, "role": answer.get("role"),
-                               "epoch": answer.get("epoch"), "seq": answer.get("seq"),
-                               "lag_records": max(top - int(answer.get("seq") or 0), 0),
-                               "reachable": True, "error": None, "self": False})
+            candidates.append(
+                {
+                    "url": url,
+                    "rank": rank,
+                    "role": answer.get("role"),
+                    "epoch": answer.get("epoch"),
+                    "seq": answer.get("seq"),
+                    "lag_records": max(top - int(answer.get("seq") or 0), 0),
+                    "reachable": True,
+                    "error": None,
+                    "self": False,
+                }
+            )
         else:
-            candidates.append({"url": url, "rank": rank, "role": None, "epoch": None,
-                               "seq": None, "lag_records": None, "reachable": False,
-                               "error": answer, "self": False})
+            candidates.append(
+                {
+                    "url": url,
+                    "rank": rank,
+                    "role": None,
+                    "epoch": None,
+                    "seq": None,
+                    "lag_records": None,
+                    "reachable": False,
+                    "error": answer,
+                    "self": False,
+                }
+            )
     primary = next((c["url"] for c in candidates if c["role"] == "primary"), None)
     epochs = [c["epoch"] for c in candidates if c["epoch"] is not None]
-    return {"source": "healthz", "answering": None, "primary": primary,
-            "epoch": max(epochs) if epochs else None, "mode": None, "degraded": None,
-            "failover_timeout_s": None, "candidates": candidates, "standbys": [],
-            "history": []}
+    return {
+        "source": "healthz",
+        "answering": None,
+        "primary": primary,
+        "epoch": max(epochs) if epochs else None,
+        "mode": None,
+        "degraded": None,
+        "failover_timeout_s": None,
+        "candidates": candidates,
+        "standbys": [],
+        "history": [],
+    }
 
 
 async def probe_candidates(client: Any) -> dict[str, Any] | None:
     """The view from every candidate's /healthz, or None when none of them answers."""
     import asyncio  # a coroutine runs here, so the loop is loaded; `xce --help` needs not
 
-    results = await asyncio.gather(*(client.health(u) for u in client.controllers),
-                                   return_exceptions=True)
+    results = await asyncio.gather(
+        *(client.health(u) for u in client.controllers), return_exceptions=True
+    )
     answers: list[dict[str, Any] | str] = [
         r if isinstance(r, dict) else getattr(r, "message", None) or str(r) or repr(r)
-        for r in results]
+        for r in results
+    ]
     if not any(isinstance(a, dict) for a in answers):
         return None
     return view_from_health(answers, list(client.controllers))
@@ -137,8 +205,7 @@ def summary_lines(view: dict[str, Any]) -> list[str]:
             sync = "in sync" if s.get("in_sync") else "catching up"
             ack = s.get("last_ack_s")
             ack_text = f", last ack {ack:.1f} s ago" if isinstance(ack, int | float) else ""
-            parts.append(f"{s.get('node')} lag {s.get('lag_records')} records, {sync}"
-                         f"{ack_text}")
+            parts.append(f"{s.get('node')} lag {s.get('lag_records')} records, {sync}{ack_text}")
         lines.append("standbys: " + "; ".join(parts))
     else:
         lines.append("standbys: none connected")
@@ -153,5 +220,5 @@ def unreachable_lines(view: dict[str, Any], width: int = 120) -> list[str]:
             error = str(c["error"])
             why = error if error.startswith(c["url"]) else f"{c['url']}: {error}"
             text = f"unreachable: {why}"
-            out.append(text if len(text) <= width else text[:width - 3] + "...")
+            out.append(text if len(text) <= width else text[: width - 3] + "...")
     return out

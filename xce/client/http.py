@@ -79,15 +79,22 @@ class XceClient:
         return self.controllers[self._current]
 
     async def _send(
-        self, method: str, path: str, *, timeout: float | aiohttp.ClientTimeout | None = None,
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float | aiohttp.ClientTimeout | None = None,
         **kwargs: Any,
     ) -> aiohttp.ClientResponse:
         """Send to the current candidate, rotating through the list on connection failure."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_for
         last: Exception | None = None
-        client_timeout = (timeout if isinstance(timeout, aiohttp.ClientTimeout)
-                          else aiohttp.ClientTimeout(total=timeout or self.timeout))
+        client_timeout = (
+            timeout
+            if isinstance(timeout, aiohttp.ClientTimeout)
+            else aiohttp.ClientTimeout(total=timeout or self.timeout)
+        )
         extra_headers = dict(kwargs.pop("headers", None) or {})
         while True:
             for step in range(len(self.controllers)):
@@ -166,8 +173,13 @@ class XceClient:
         path = f"/api/v1/jobs/{job_path(job_id)}/files/{quote(name)}"
         return await self.request("GET", path)
 
-    async def tail(self, job_id: str, stream: str = "stdout", offset: int | None = None,
-                   limit: int | None = None) -> dict[str, Any]:
+    async def tail(
+        self,
+        job_id: str,
+        stream: str = "stdout",
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
         """`GET /api/v1/jobs/{id}/tail`: {"offset", "next_offset", "end", "data",
         "truncated", "running", "state", "attempt", ...}. Without `offset`, the latest
         bytes; with it, the bytes from there (ask again from `next_offset`)."""
@@ -176,8 +188,7 @@ class XceClient:
             params["offset"] = str(offset)
         if limit is not None:
             params["limit"] = str(limit)
-        return await self.request("GET", f"/api/v1/jobs/{job_path(job_id)}/tail",
-                                  params=params)
+        return await self.request("GET", f"/api/v1/jobs/{job_path(job_id)}/tail", params=params)
 
     async def upload(self, path: Path) -> str:
         async def chunks() -> AsyncIterator[bytes]:
@@ -186,7 +197,9 @@ class XceClient:
                     yield chunk
 
         result = await self.request(
-            "POST", "/api/v1/uploads", data=chunks(),
+            "POST",
+            "/api/v1/uploads",
+            data=chunks(),
             headers={"Content-Type": "application/octet-stream"},
         )
         return result["upload_id"]
@@ -231,13 +244,12 @@ class XceClient:
         Raises ApiError(0, "unreachable") when that candidate does not answer."""
         try:
             async with self._get_session().get(
-                    url.rstrip("/") + "/healthz",
-                    timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                url.rstrip("/") + "/healthz", timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as resp:
                 await self._check(resp)
                 return dict(await resp.json(content_type=None))
         except (aiohttp.ClientError, TimeoutError, ValueError, TypeError) as exc:
-            raise ApiError(0, "unreachable",
-                           f"{url}: {exc or type(exc).__name__}") from None
+            raise ApiError(0, "unreachable", f"{url}: {exc or type(exc).__name__}") from None
 
     # --- identity (xce.api.auth, xce.api.users, xce.api.audit) ---------------------------
 
@@ -247,19 +259,20 @@ class XceClient:
     async def add_user(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("POST", "/api/v1/users", json=body)
 
-    async def set_password(self, user: str, password: str,
-                           old_password: str | None = None) -> dict[str, Any]:
+    async def set_password(
+        self, user: str, password: str, old_password: str | None = None
+    ) -> dict[str, Any]:
         body = {"password": password}
         if old_password is not None:
             body["old_password"] = old_password
-        return await self.request("POST", f"/api/v1/users/{quote(user, safe='')}/password",
-                                  json=body)
+        return await self.request(
+            "POST", f"/api/v1/users/{quote(user, safe='')}/password", json=body
+        )
 
     async def delete_user(self, user: str) -> dict[str, Any]:
         return await self.request("DELETE", f"/api/v1/users/{quote(user, safe='')}")
 
-    async def service_token(self, name: str, role: str,
-                            ttl_s: int | None = None) -> dict[str, Any]:
+    async def service_token(self, name: str, role: str, ttl_s: int | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"name": name, "role": role}
         if ttl_s:
             body["ttl_s"] = ttl_s
@@ -286,8 +299,9 @@ class XceClient:
 
     async def login(self, username: str, password: str) -> dict[str, Any]:
         """`POST /api/v1/auth/login`; on success later requests carry the returned token."""
-        result = await self.request("POST", "/api/v1/auth/login",
-                                    json={"username": username, "password": password})
+        result = await self.request(
+            "POST", "/api/v1/auth/login", json={"username": username, "password": password}
+        )
         self.set_token(result["token"])
         return result
 
@@ -297,8 +311,9 @@ class XceClient:
 
     async def device_token(self, device_code: str) -> dict[str, Any]:
         """`POST /api/v1/auth/device/token`; raises ApiError(400, authorization_pending...)."""
-        result = await self.request("POST", "/api/v1/auth/device/token",
-                                    json={"device_code": device_code})
+        result = await self.request(
+            "POST", "/api/v1/auth/device/token", json={"device_code": device_code}
+        )
         self.set_token(result["token"])
         return result
 
@@ -320,10 +335,16 @@ class XceClient:
         read times out after three missed keepalives, so a dead controller is noticed.
         """
         headers = {"Last-Event-ID": last_id} if last_id else {}
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout,
-                                        sock_read=keepalive * 3)
-        resp = await self._send("GET", "/api/v1/events", timeout=timeout, headers=headers,
-                                params={"keepalive": str(keepalive)})
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.timeout, sock_read=keepalive * 3
+        )
+        resp = await self._send(
+            "GET",
+            "/api/v1/events",
+            timeout=timeout,
+            headers=headers,
+            params={"keepalive": str(keepalive)},
+        )
         async with resp:
             await self._check(resp)
             try:

@@ -26,9 +26,14 @@ from xce.client.transport import check_controller_urls
 
 
 class LightClient:
-    def __init__(self, controllers: Sequence[str], token: str | None = None,
-                 timeout: float = 30.0, ssl_context: ssl.SSLContext | None = None,
-                 insecure: bool = False) -> None:
+    def __init__(
+        self,
+        controllers: Sequence[str],
+        token: str | None = None,
+        timeout: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+        insecure: bool = False,
+    ) -> None:
         if not controllers:
             raise ValueError("at least one controller URL is needed")
         check_controller_urls(controllers, insecure)
@@ -62,16 +67,24 @@ class LightClient:
         conn: http.client.HTTPConnection
         if parts.scheme == "https":
             ctx = self.ssl_context or ssl.create_default_context()
-            conn = http.client.HTTPSConnection(host, parts.port or 443, timeout=self.timeout,
-                                               context=ctx)
+            conn = http.client.HTTPSConnection(
+                host, parts.port or 443, timeout=self.timeout, context=ctx
+            )
         else:
             conn = http.client.HTTPConnection(host, parts.port or 80, timeout=self.timeout)
         self._conn, self._conn_index = conn, index
         return conn
 
-    def request(self, method: str, path: str, *, params: dict[str, str] | None = None,
-                json_body: Any = None, body: Any = None,
-                headers: dict[str, str] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        json_body: Any = None,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         """Send to the current candidate, moving through the list when one cannot be
         reached or is not the primary. Returns parsed JSON, or bytes for other types."""
         all_headers = dict(headers or {})
@@ -83,8 +96,9 @@ class LightClient:
         query = f"?{urlencode(params)}" if params else ""
         last: Exception | None = None
         # A kept-alive connection the server closed meanwhile gets one fresh try.
-        order = [(self._current + step) % len(self.controllers)
-                 for step in range(len(self.controllers))]
+        order = [
+            (self._current + step) % len(self.controllers) for step in range(len(self.controllers))
+        ]
         if self._conn is not None and self._conn_index == order[0]:
             order.insert(1, order[0])
         for index in order:
@@ -100,8 +114,9 @@ class LightClient:
                 data = resp.read()
             except ssl.SSLError as exc:
                 self.close()
-                raise ApiError(0, "tls_error", f"TLS handshake failed with "
-                               f"{self.controllers[index]}: {exc}") from None
+                raise ApiError(
+                    0, "tls_error", f"TLS handshake failed with {self.controllers[index]}: {exc}"
+                ) from None
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 last = exc
@@ -121,8 +136,12 @@ class LightClient:
 
     def submit(self, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
         """One Idempotency-Key per call, sent again on every candidate (see XceClient)."""
-        return self.request("POST", "/api/v1/jobs", json_body=body,
-                            headers={"Idempotency-Key": key or uuid.uuid4().hex})
+        return self.request(
+            "POST",
+            "/api/v1/jobs",
+            json_body=body,
+            headers={"Idempotency-Key": key or uuid.uuid4().hex},
+        )
 
     def jobs(self, **filters: Any) -> dict[str, Any]:
         params = {k: str(v) for k, v in filters.items() if v is not None}
@@ -137,8 +156,12 @@ class LightClient:
     def upload(self, path: Path) -> str:
         with path.open("rb") as f:
             size = path.stat().st_size
-            result = self.request("POST", "/api/v1/uploads", body=f, headers={
-                "Content-Type": "application/octet-stream", "Content-Length": str(size)})
+            result = self.request(
+                "POST",
+                "/api/v1/uploads",
+                body=f,
+                headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)},
+            )
         return str(result["upload_id"])
 
     def delete_upload(self, upload_id: str) -> dict[str, Any]:

@@ -82,8 +82,9 @@ class Subscription:
 class EventBus:
     """Numbers committed changes and fans them out to subscribers (see the module doc)."""
 
-    def __init__(self, state: ClusterState, history: int = HISTORY,
-                 queue_size: int = QUEUE_SIZE) -> None:
+    def __init__(
+        self, state: ClusterState, history: int = HISTORY, queue_size: int = QUEUE_SIZE
+    ) -> None:
         self.state = state
         self.stream = secrets.token_hex(4)
         self.seq = 0
@@ -136,14 +137,25 @@ class EventBus:
             return [("reservation", event.name, None)]
         if isinstance(event, (ev.QueueCreated,)):
             return [("queue", event.queue.name, None)]
-        if isinstance(event, (ev.QueueOpened, ev.QueueClosed, ev.QueueActivated,
-                              ev.QueueDeactivated)):
+        if isinstance(
+            event, (ev.QueueOpened, ev.QueueClosed, ev.QueueActivated, ev.QueueDeactivated)
+        ):
             return [("queue", event.name, None)]
-        if isinstance(event, (ev.HostRegistered, ev.HostOpened, ev.HostClosed,
-                              ev.HostDrainStarted, ev.HostUnavailable, ev.HostAvailable)):
+        if isinstance(
+            event,
+            (
+                ev.HostRegistered,
+                ev.HostOpened,
+                ev.HostClosed,
+                ev.HostDrainStarted,
+                ev.HostUnavailable,
+                ev.HostAvailable,
+            ),
+        ):
             return [("host", event.name, None)]
-        if isinstance(event, (ev.ArraySubmitted, ev.ArrayHeld, ev.ArrayReleased,
-                              ev.ArrayCancelled)):
+        if isinstance(
+            event, (ev.ArraySubmitted, ev.ArrayHeld, ev.ArrayReleased, ev.ArrayCancelled)
+        ):
             array = state.arrays.get(event.number)
             return [("array", str(event.number), array.spec.user if array else None)]
         if isinstance(event, ev.JobSubmitted):

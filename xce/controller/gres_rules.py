@@ -22,8 +22,9 @@ from xce.sched.feasibility import _empty_view
 from xce.sched.plugins.hostfilters import QueueHosts
 
 
-def requested(req: SubmitRequest, queue: QueueRecord, hosts: Iterable[HostRecord],
-              licenses: Mapping[str, int]) -> tuple[gres.Pairs, gres.Pairs]:
+def requested(
+    req: SubmitRequest, queue: QueueRecord, hosts: Iterable[HostRecord], licenses: Mapping[str, int]
+) -> tuple[gres.Pairs, gres.Pairs]:
     """(gres, licenses) as the spec holds them; `InvalidRequest` naming what is wrong."""
     devices: dict[str, int] = {}
     for kind, count in req.gres.items():
@@ -34,22 +35,29 @@ def requested(req: SubmitRequest, queue: QueueRecord, hosts: Iterable[HostRecord
             if item.name in gres.NOT_GRES:
                 continue
             if item.value != int(item.value):
-                raise InvalidRequest(f"resources: rusage[{item.name}={item.value:g}]: a "
-                                     "device count must be a whole number")
-            gres.add_count(devices, gres.check_kind(item.name, "rusage resource"),
-                           int(item.value))
+                raise InvalidRequest(
+                    f"resources: rusage[{item.name}={item.value:g}]: a "
+                    "device count must be a whole number"
+                )
+            gres.add_count(devices, gres.check_kind(item.name, "rusage resource"), int(item.value))
     asked_licenses: dict[str, int] = {}
     for name, count in req.licenses.items():
-        gres.add_count(asked_licenses, gres.check_kind(name, "license"),
-                       _count(count, f"license {name}"), "license")
+        gres.add_count(
+            asked_licenses,
+            gres.check_kind(name, "license"),
+            _count(count, f"license {name}"),
+            "license",
+        )
     for name, count in asked_licenses.items():
         if name not in licenses:
             known = ", ".join(sorted(licenses)) or "none"
-            raise InvalidRequest(f"license {name!r} is not counted by this cluster "
-                                 f"(licenses: {known})")
+            raise InvalidRequest(
+                f"license {name!r} is not counted by this cluster (licenses: {known})"
+            )
         if count > licenses[name]:
-            raise InvalidRequest(f"the job asks for {count} {name} licenses; the cluster "
-                                 f"has {licenses[name]}")
+            raise InvalidRequest(
+                f"the job asks for {count} {name} licenses; the cluster has {licenses[name]}"
+            )
     if devices and not req.defer:
         _check_hosts(devices, queue, hosts)
     return gres.to_pairs(devices), gres.to_pairs(asked_licenses)
@@ -61,11 +69,11 @@ def _count(value: object, what: str) -> int:
     return value
 
 
-def _check_hosts(devices: Mapping[str, int], queue: QueueRecord,
-                 hosts: Iterable[HostRecord]) -> None:
+def _check_hosts(
+    devices: Mapping[str, int], queue: QueueRecord, hosts: Iterable[HostRecord]
+) -> None:
     gate = QueueHosts()
-    eligible = [h for h in hosts
-                if gate.accepts(_empty_view(h), None, queue)]  # type: ignore[arg-type]
+    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]  # type: ignore[arg-type]
     if not eligible:
         return  # nothing registered to judge by, as for slots and memory
     where = f"queue {queue.name!r}"
@@ -76,8 +84,10 @@ def _check_hosts(devices: Mapping[str, int], queue: QueueRecord,
             raise InvalidRequest(
                 f"gres {kind!r}: no host of {where} has {kind} devices (host devices: "
                 f"{', '.join(defined) or 'none'}; submit with defer for hosts that have not "
-                "registered yet)")
+                "registered yet)"
+            )
         if count > max(have):
             raise InvalidRequest(
                 f"the job asks for {count} {kind} devices on one host; the most any host of "
-                f"{where} has is {max(have)}")
+                f"{where} has is {max(have)}"
+            )

@@ -84,7 +84,9 @@ class JobHistory:
         # needs. Seeded with the running jobs, whose start a requeue would erase.
         self._last: OrderedDict[str, JobRecord] = OrderedDict(
             (job_id, state.jobs[job_id])
-            for load in state.host_load.values() for job_id in sorted(load.jobs))
+            for load in state.host_load.values()
+            for job_id in sorted(load.jobs)
+        )
         self._observed = 0
 
     # --- recording ----------------------------------------------------------------------
@@ -101,8 +103,9 @@ class JobHistory:
         elif isinstance(event, ev.ArrayReleased):
             self._keep(str(event.number), (event.at, "released", "held tasks may start"))
         elif isinstance(event, ev.ArrayCancelled):
-            self._keep(str(event.number), (event.at, "cancelled",
-                                           f"tasks not started yet: {event.reason}"))
+            self._keep(
+                str(event.number), (event.at, "cancelled", f"tasks not started yet: {event.reason}")
+            )
         job_id = getattr(event, "job_id", None)
         job = self.state.jobs.get(job_id) if job_id is not None else None
         if job is None:
@@ -115,37 +118,60 @@ class JobHistory:
             self._keep(job.id, (event.at, "resumed", f"now {job.state.value}"))
         elif isinstance(event, ev.JobKillRequested):
             if event.requeue:
-                self._keep(job.id, (event.at, "requeue_requested",
-                                    f"attempt {job.attempt} on {job.host} is being ended; the "
-                                    "job waits for a host again once it has"))
+                self._keep(
+                    job.id,
+                    (
+                        event.at,
+                        "requeue_requested",
+                        f"attempt {job.attempt} on {job.host} is being ended; the "
+                        "job waits for a host again once it has",
+                    ),
+                )
             else:
-                self._keep(job.id, (event.at, "kill_requested",
-                                    f"the job on {job.host} is being signalled"))
+                self._keep(
+                    job.id,
+                    (event.at, "kill_requested", f"the job on {job.host} is being signalled"),
+                )
         elif isinstance(event, ev.JobRequeued):
             self._earlier_attempt(job, before)
-            self._keep(job.id, (event.at, "requeued",
-                                f"{event.reason}; attempt {job.attempt} waits"))
+            self._keep(
+                job.id, (event.at, "requeued", f"{event.reason}; attempt {job.attempt} waits")
+            )
         elif isinstance(event, ev.JobPreempted):  # issue 17: on both jobs
             how = "requeued" if event.requeue else "suspended (slots free, memory held)"
             self._keep(job.id, (event.at, "preempted", f"by job {event.by}: {how}"))
-            self._keep(event.by, (event.at, "preempting",
-                                  f"job {job.id} on {job.host} is "
-                                  f"{'requeued' if event.requeue else 'suspended'} for it"))
+            self._keep(
+                event.by,
+                (
+                    event.at,
+                    "preempting",
+                    f"job {job.id} on {job.host} is "
+                    f"{'requeued' if event.requeue else 'suspended'} for it",
+                ),
+            )
         elif isinstance(event, ev.JobModified):
             spec = event.spec  # the pre-image of a pending job is not kept: say the result
-            self._keep(job.id, (event.at, "modified",
-                                f"now queue {spec.queue}, priority "
-                                f"{'default' if spec.priority is None else spec.priority}, "
-                                f"{spec.slots} slots, walltime {spec.walltime_s or '-'} s, "
-                                f"name {spec.name or '-'}"))
+            self._keep(
+                job.id,
+                (
+                    event.at,
+                    "modified",
+                    f"now queue {spec.queue}, priority "
+                    f"{'default' if spec.priority is None else spec.priority}, "
+                    f"{spec.slots} slots, walltime {spec.walltime_s or '-'} s, "
+                    f"name {spec.name or '-'}",
+                ),
+            )
         elif isinstance(event, ev.JobHostLost):
             if event.requeue:
                 self._earlier_attempt(job, before)
                 self._keep(job.id, (event.at, "host_lost", job.reason))
                 self._keep(job.id, (event.at, "requeued", f"attempt {job.attempt} waits"))
             else:
-                self._keep(job.id, (event.at, "host_lost",
-                                    f"{job.reason}; the queue's policy ends the job"))
+                self._keep(
+                    job.id,
+                    (event.at, "host_lost", f"{job.reason}; the queue's policy ends the job"),
+                )
         self._last[job.id] = job
         self._last.move_to_end(job.id)
         if len(self._last) > PRE_IMAGES:
@@ -192,13 +218,15 @@ class JobHistory:
         # (time to sort by, rank among equal times, entry): an earlier attempt's end comes
         # before a start at the same instant, a lost host before the end it caused.
         rows: list[tuple[float, int, Entry]] = [
-            (job.submit_time, 0, self._submitted(job.spec, job.submit_time, what))]
+            (job.submit_time, 0, self._submitted(job.spec, job.submit_time, what))
+        ]
         if job.array_index is not None:
             times = [e[0] for e in own if e[0] is not None]
             times += [t for t in (job.start_time, job.end_time) if t is not None]
             first = min(times, default=float("inf"))
-            rows += [(_time(e), 1, e) for e in self.kept.get(str(job.number), [])
-                     if _time(e) <= first]
+            rows += [
+                (_time(e), 1, e) for e in self.kept.get(str(job.number), []) if _time(e) <= first
+            ]
         rows += [(_time(e), 1 if e[1] in _EARLIER else 3, e) for e in own]
         started, ended = _started(job), _ended(job)
         if started is not None:
@@ -224,8 +252,11 @@ class JobHistory:
         if start is None or start < self.since:
             # A resume recorded with no suspend before it, or a suspension in force that
             # no entry explains, was suspended before the restart.
-            switches = [e[1] for e in own if e[1] in ("suspended", "resumed")
-                        and (start is None or _time(e) >= start)]
+            switches = [
+                e[1]
+                for e in own
+                if e[1] in ("suspended", "resumed") and (start is None or _time(e) >= start)
+            ]
             if switches:
                 suspended = switches[0] == "resumed"
             elif start is None:

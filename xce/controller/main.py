@@ -47,9 +47,11 @@ def prepare_state_dir(path: Path) -> None:
 def check_strict_modes(config: Config) -> None:
     """Refuse to start when a secret or state path is open to other users or owned by
     another one (xce/auth/strict_modes.py), before anything is read or written."""
-    strict_modes.check(strict_modes.controller_paths(
-        config.controller.state_dir, config.auth.base, config.auth.backends,
-        config.tls.key_file))
+    strict_modes.check(
+        strict_modes.controller_paths(
+            config.controller.state_dir, config.auth.base, config.auth.backends, config.tls.key_file
+        )
+    )
 
 
 def store_settings(settings: ControllerSettings) -> StoreSettings:
@@ -84,9 +86,11 @@ async def _create_queues(service: ControllerService) -> None:
     if service.state.queues:
         missing = [q.name for q in service.settings.queues if q.name not in service.state.queues]
         if missing:
-            log.warning("queues %s of the config are not in the cluster: the config seeds "
-                        "queues only on the first start; create them with `xce queue create`",
-                        ", ".join(missing))
+            log.warning(
+                "queues %s of the config are not in the cluster: the config seeds "
+                "queues only on the first start; create them with `xce queue create`",
+                ", ".join(missing),
+            )
         return
     await service.commit([ev.QueueCreated(service.clock(), q) for q in service.settings.queues])
 
@@ -116,12 +120,18 @@ async def _liveness_loop(gateway: WorkerGateway) -> None:
         try:
             for host, change in await gateway.check_liveness():
                 if change == "unavailable":
-                    log.warning("host %s missed its heartbeats: marked unavailable; its jobs "
-                                "are requeued in %.0f s unless it comes back (fence)", host,
-                                gateway.fence_timeout_s)
+                    log.warning(
+                        "host %s missed its heartbeats: marked unavailable; its jobs "
+                        "are requeued in %.0f s unless it comes back (fence)",
+                        host,
+                        gateway.fence_timeout_s,
+                    )
                 else:
-                    log.warning("host %s stayed silent past heartbeat deadline + "
-                                "fence_timeout_s: its jobs are requeued or ended", host)
+                    log.warning(
+                        "host %s stayed silent past heartbeat deadline + "
+                        "fence_timeout_s: its jobs are requeued or ended",
+                        host,
+                    )
         except Exception:
             log.exception("liveness check failed")
 
@@ -134,17 +144,18 @@ async def _upload_sweep_loop(files: FileStore, service: ControllerService) -> No
         try:
             gone = files.sweep_uploads()  # on the loop: the index is the loop's
             if gone:
-                service.ship_files([(name, "drop") for upload in gone
-                                    for name in upload_names(upload)])
-                log.info("deleted %d upload(s) no job used within %.0f s", len(gone),
-                         files.ttl_s)
+                service.ship_files(
+                    [(name, "drop") for upload in gone for name in upload_names(upload)]
+                )
+                log.info("deleted %d upload(s) no job used within %.0f s", len(gone), files.ttl_s)
         except Exception:
             log.exception("upload sweep failed")
         await asyncio.sleep(interval)
 
 
-async def serve(config: Config, ready: asyncio.Event | None = None,
-                prefer_primary: bool = True) -> None:
+async def serve(
+    config: Config, ready: asyncio.Event | None = None, prefer_primary: bool = True
+) -> None:
     """Run a controller candidate until cancelled or signalled (`xce controller`; `xce
     standby` is the same with `prefer_primary=False`). With one candidate it is simply the
     primary; with several, xce/ha/node.py decides the role and switches it on failover."""
@@ -152,8 +163,7 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
     ssl_context = server_ssl_context(config.tls)  # before any state is touched
     check_listener(settings.listen_host, ssl_context is not None, config.tls.insecure)
     if ssl_context is None and not is_loopback(settings.listen_host):
-        log.warning("INSECURE: serving plain HTTP on %s (development only)",
-                    settings.listen_host)
+        log.warning("INSECURE: serving plain HTTP on %s (development only)", settings.listen_host)
     check_strict_modes(config)
     prepare_state_dir(settings.state_dir)
     lock = lock_state_dir(settings.state_dir)
@@ -173,17 +183,24 @@ def accounting_feed(settings: ControllerSettings) -> AccountingFeed | None:
     if not settings.accounting:
         return None
     groups = settings.scheduler.group_map()
-    return AccountingFeed(settings.state_dir, settings.accounting_retention_months,
-                          lambda user: groups.get(user, "default"))
+    return AccountingFeed(
+        settings.state_dir,
+        settings.accounting_retention_months,
+        lambda user: groups.get(user, "default"),
+    )
 
 
 async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     """Serve as primary from `store` until stopped ("stop") or fenced ("step_down")."""
     settings = config.controller
     ssl_context = server_ssl_context(config.tls)
-    files = FileStore(settings.state_dir / "files", settings.max_upload_mb * 1024 * 1024,
-                      settings.upload_quota_mb * 1024 * 1024, settings.upload_ttl_s,
-                      settings.max_job_outputs_mb * 1024 * 1024)
+    files = FileStore(
+        settings.state_dir / "files",
+        settings.max_upload_mb * 1024 * 1024,
+        settings.upload_quota_mb * 1024 * 1024,
+        settings.upload_ttl_s,
+        settings.max_job_outputs_mb * 1024 * 1024,
+    )
     service = ControllerService(settings, files, state=store.recovered.state, log=store)
     history_for(service)  # job histories: rebuilt from the recovered records, then live
     service.accounting = feed_for(settings.state_dir)
@@ -194,15 +211,18 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     runner = GuardedRunner(app, config.guard.connections, access_log=None)
     await runner.setup()
     site = web.TCPSite(
-        runner, settings.listen_host, settings.listen_port, reuse_address=True,
-        shutdown_timeout=2.0, ssl_context=ssl_context,
+        runner,
+        settings.listen_host,
+        settings.listen_port,
+        reuse_address=True,
+        shutdown_timeout=2.0,
+        ssl_context=ssl_context,
     )
     await node.release_port()  # the door that answered /healthz and votes until now
     await start_site(site)
     if not node.solo:
         runtime = app[AUTH]
-        node.make_source(store, lambda token: _verify_replicator(runtime, token),
-                         service.state)
+        node.make_source(store, lambda token: _verify_replicator(runtime, token), service.state)
         await node.start_replication()
         service.numbers = reserver_for(service, store, node.lone_rank)
         # Job files, the users file and audit lines travel beside the records.
@@ -219,8 +239,11 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     ]
     node.mark_ready()
     scheme = "https" if ssl_context else "http"
-    print(f"xce controller ready on {scheme}://{settings.listen_host}:{settings.listen_port}"
-          f" (pid {os.getpid()}, epoch {node.epochs.epoch})", flush=True)
+    print(
+        f"xce controller ready on {scheme}://{settings.listen_host}:{settings.listen_port}"
+        f" (pid {os.getpid()}, epoch {node.epochs.epoch})",
+        flush=True,
+    )
     outcome = "stop"
     try:
         outcome = await node.primary_duties()
@@ -237,9 +260,11 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
         store.replicated = None
         store.purge = None  # the last checkpoint writes no record standbys would not get
         await store.close(service.state)
-        log.info("controller %s (checkpoint at record %d)",
-                 "stopped cleanly" if outcome == "stop" else "stepped down",
-                 store.checkpoint_seq)
+        log.info(
+            "controller %s (checkpoint at record %d)",
+            "stopped cleanly" if outcome == "stop" else "stepped down",
+            store.checkpoint_seq,
+        )
     return outcome
 
 

@@ -29,21 +29,36 @@ from xce.sched.feasibility import refusal
 from xce.sched.multihost_submit import check_span, multi_host_refusal
 from xce.sched.priority import check_job_priority
 
-FIELDS = ("priority", "queue", "walltime_s", "slots", "memory_mb", "resources",
-          "dependency", "name", "hold")
+FIELDS = (
+    "priority",
+    "queue",
+    "walltime_s",
+    "slots",
+    "memory_mb",
+    "resources",
+    "dependency",
+    "name",
+    "hold",
+)
 RUNNING_FIELDS = ("name", "walltime_s")
 MAX_MEMORY_MB = 2**40
 
 
-def modify_events(service: Any, job_id: str, changes: dict[str, Any], privileged: bool,
-                  may_view_owner: Callable[[str], bool] | None = None,
-                  defer: bool = False) -> list[ev.Event]:
+def modify_events(
+    service: Any,
+    job_id: str,
+    changes: dict[str, Any],
+    privileged: bool,
+    may_view_owner: Callable[[str], bool] | None = None,
+    defer: bool = False,
+) -> list[ev.Event]:
     """The events that apply `changes` to `job_id`, validated; [] when nothing changes."""
     state = service.state
     unknown = sorted(set(changes) - set(FIELDS))
     if unknown:
-        raise InvalidRequest(f"cannot modify {', '.join(unknown)} (modifiable: "
-                             f"{', '.join(FIELDS)})")
+        raise InvalidRequest(
+            f"cannot modify {', '.join(unknown)} (modifiable: {', '.join(FIELDS)})"
+        )
     if not changes:
         raise InvalidRequest(f"nothing to modify: give one of {', '.join(FIELDS)}")
     from xce.controller.service import _check_text  # the submit's rule (no import cycle)
@@ -67,13 +82,18 @@ def modify_events(service: Any, job_id: str, changes: dict[str, Any], privileged
         if not waiting:
             fixed = sorted(set(changes) - set(RUNNING_FIELDS))
             if fixed:
-                raise Conflict(f"{label} is {job.state.value}: only its name and walltime can "
-                               f"change, not {', '.join(fixed)}")
+                raise Conflict(
+                    f"{label} is {job.state.value}: only its name and walltime can "
+                    f"change, not {', '.join(fixed)}"
+                )
             if "walltime_s" in changes and not privileged:
-                raise Forbidden(f"only operators and admins may change the walltime of a "
-                                f"running job ({label} is {job.state.value})")
-    new = _new_spec(service, spec, changes, privileged, waiting, label, number,
-                    may_view_owner, defer)
+                raise Forbidden(
+                    f"only operators and admins may change the walltime of a "
+                    f"running job ({label} is {job.state.value})"
+                )
+    new = _new_spec(
+        service, spec, changes, privileged, waiting, label, number, may_view_owner, defer
+    )
     now = service.clock()
     events: list[ev.Event] = []
     if new != spec:
@@ -83,9 +103,17 @@ def modify_events(service: Any, job_id: str, changes: dict[str, Any], privileged
     return events
 
 
-def _new_spec(service: Any, spec: JobSpec, changes: dict[str, Any], privileged: bool,
-              waiting: bool, label: str, number: int,
-              may_view_owner: Callable[[str], bool] | None, defer: bool) -> JobSpec:
+def _new_spec(
+    service: Any,
+    spec: JobSpec,
+    changes: dict[str, Any],
+    privileged: bool,
+    waiting: bool,
+    label: str,
+    number: int,
+    may_view_owner: Callable[[str], bool] | None,
+    defer: bool,
+) -> JobSpec:
     updates: dict[str, Any] = {}
     if "name" in changes:
         updates["name"] = str(changes["name"] or "")
@@ -93,15 +121,17 @@ def _new_spec(service: Any, spec: JobSpec, changes: dict[str, Any], privileged: 
         wall = changes["walltime_s"]
         if wall is not None and wall < 1:
             raise InvalidRequest("walltime_s must be at least 1 second")
-        if not privileged and (wall is None or (spec.walltime_s is not None
-                                                and wall > spec.walltime_s)):
-            raise Forbidden(f"users may only shorten a job's walltime ({label} has "
-                            f"{spec.walltime_s} s; operators and admins may lengthen it)")
+        if not privileged and (
+            wall is None or (spec.walltime_s is not None and wall > spec.walltime_s)
+        ):
+            raise Forbidden(
+                f"users may only shorten a job's walltime ({label} has "
+                f"{spec.walltime_s} s; operators and admins may lengthen it)"
+            )
         updates["walltime_s"] = wall
     if "priority" in changes:
         try:
-            check_job_priority(service.settings.scheduler.priority, changes["priority"],
-                               privileged)
+            check_job_priority(service.settings.scheduler.priority, changes["priority"], privileged)
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
         updates["priority"] = changes["priority"]
@@ -114,8 +144,9 @@ def _new_spec(service: Any, spec: JobSpec, changes: dict[str, Any], privileged: 
             raise InvalidRequest(f"memory_mb must be between 0 and {MAX_MEMORY_MB}")
         updates["memory_mb"] = changes["memory_mb"]
     if "resources" in changes:
-        updates["resources"] = _resources(str(changes["resources"] or ""),
-                                          updates.get("slots", spec.slots))
+        updates["resources"] = _resources(
+            str(changes["resources"] or ""), updates.get("slots", spec.slots)
+        )
         reserved = _rusage_mem(updates["resources"])
         if reserved is not None and "memory_mb" not in changes:
             updates["memory_mb"] = reserved
@@ -140,21 +171,29 @@ def _new_spec(service: Any, spec: JobSpec, changes: dict[str, Any], privileged: 
     if waiting and set(changes) & {"queue", "slots", "memory_mb", "walltime_s", "resources"}:
         queue = service.state.queues[new.queue]
         groups = [g for g, members in service.settings.scheduler.groups if new.user in members]
-        applied = queue_rules.apply(queue, new.user, groups, new.slots, new.memory_mb,
-                                    new.walltime_s)
-        new = dataclasses.replace(new, memory_mb=applied.memory_mb,
-                                  walltime_s=applied.walltime_s)
+        applied = queue_rules.apply(
+            queue, new.user, groups, new.slots, new.memory_mb, new.walltime_s
+        )
+        new = dataclasses.replace(new, memory_mb=applied.memory_mb, walltime_s=applied.walltime_s)
         if not defer:
             requirement = parse_requirement(new.resources) if new.resources else None
             hosts = service.state.hosts.values()
             # a job that may spread is judged as a set of hosts (issue 15), else as one
-            why = multi_host_refusal(requirement, new.slots, new.memory_mb, new.exclusive,
-                                     new.mem_per_slot_mb, queue, hosts)
+            why = multi_host_refusal(
+                requirement,
+                new.slots,
+                new.memory_mb,
+                new.exclusive,
+                new.mem_per_slot_mb,
+                queue,
+                hosts,
+            )
             if why == "":
                 why = refusal(requirement, new.slots, new.memory_mb, queue, hosts)
             if why is not None:
-                raise InvalidRequest(f"{why} (modify with defer to keep it for hosts that "
-                                     "have not registered yet)")
+                raise InvalidRequest(
+                    f"{why} (modify with defer to keep it for hosts that have not registered yet)"
+                )
     return new
 
 
@@ -170,13 +209,13 @@ def _rusage_mem(text: str) -> int | None:
         return None
     reserved = next((r.value for r in parse_requirement(text).rusage if r.name == "mem"), None)
     if reserved is not None and reserved > MAX_MEMORY_MB:
-        raise InvalidRequest(f"resources: rusage[mem={reserved:g}] is more than the limit of "
-                             f"{MAX_MEMORY_MB} MB")
+        raise InvalidRequest(
+            f"resources: rusage[mem={reserved:g}] is more than the limit of {MAX_MEMORY_MB} MB"
+        )
     return None if reserved is None else int(reserved)
 
 
-def _hold_events(state: Any, job_id: str, array: Any, hold: bool, now: float
-                 ) -> list[ev.Event]:
+def _hold_events(state: Any, job_id: str, array: Any, hold: bool, now: float) -> list[ev.Event]:
     if array is not None:
         if hold and not array.held:
             return [ev.ArrayHeld(now, array.id)]

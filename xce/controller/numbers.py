@@ -32,9 +32,15 @@ NUMBER_BLOCK = 1000
 
 
 class NumberReserver:
-    def __init__(self, state: ClusterState, commit: Callable[[list[ev.Event]], Awaitable[None]],
-                 replicate: Callable[[], Awaitable[None]], clock: Callable[[], float],
-                 block: int = NUMBER_BLOCK, lone_rank: int | None = None) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        commit: Callable[[list[ev.Event]], Awaitable[None]],
+        replicate: Callable[[], Awaitable[None]],
+        clock: Callable[[], float],
+        block: int = NUMBER_BLOCK,
+        lone_rank: int | None = None,
+    ) -> None:
         self.state = state
         self.lone_rank = lone_rank
         self.commit = commit
@@ -99,5 +105,10 @@ class NumberReserver:
 def reserver_for(service: Any, store: Any, lone_rank: int | None) -> NumberReserver:
     """The reserver of a primary with standbys: `store.sync_replicated` waits for a standby
     in async mode too. `lone_rank`: the rank of a primary whose term was claimed alone."""
-    return NumberReserver(service.state, lambda events: service.commit(events, False),
-                          store.sync_replicated, service.clock, lone_rank=lone_rank)
+    return NumberReserver(
+        service.state,
+        lambda events: service.commit(events, False),
+        store.sync_replicated,
+        service.clock,
+        lone_rank=lone_rank,
+    )

@@ -27,35 +27,53 @@ def may_submit(queue: QueueRecord, user: str, groups: Iterable[str]) -> bool:
     return any(f"@{group}" in queue.users for group in groups)
 
 
-def apply(queue: QueueRecord, user: str, groups: Iterable[str], slots: int, memory_mb: int,
-          walltime_s: int | None) -> Applied:
+def apply(
+    queue: QueueRecord,
+    user: str,
+    groups: Iterable[str],
+    slots: int,
+    memory_mb: int,
+    walltime_s: int | None,
+) -> Applied:
     """The job's memory and walltime after the queue's defaults; refuses what it forbids."""
     if not may_submit(queue, user, groups):
-        raise Forbidden(f"user {user} may not submit to queue {queue.name!r} (it takes jobs "
-                        f"of {', '.join(queue.users)})")
+        raise Forbidden(
+            f"user {user} may not submit to queue {queue.name!r} (it takes jobs "
+            f"of {', '.join(queue.users)})"
+        )
     if queue.max_slots is not None and slots > queue.max_slots:
-        raise InvalidRequest(f"the job asks for {slots} slots; queue {queue.name!r} takes at "
-                             f"most {queue.max_slots} per job")
+        raise InvalidRequest(
+            f"the job asks for {slots} slots; queue {queue.name!r} takes at "
+            f"most {queue.max_slots} per job"
+        )
     if memory_mb == 0 and queue.default_memory_mb is not None:
         memory_mb = queue.default_memory_mb
     if queue.max_memory_mb is not None and memory_mb > queue.max_memory_mb:
-        raise InvalidRequest(f"the job asks for {memory_mb} MB; queue {queue.name!r} takes at "
-                             f"most {queue.max_memory_mb} MB per job")
+        raise InvalidRequest(
+            f"the job asks for {memory_mb} MB; queue {queue.name!r} takes at "
+            f"most {queue.max_memory_mb} MB per job"
+        )
     if walltime_s is None:
         # Slurm: DefaultTime, else MaxTime; LSF: the queue's RUNLIMIT applies.
         walltime_s = queue.default_walltime_s or queue.max_walltime_s
-    if queue.max_walltime_s is not None and walltime_s is not None \
-            and walltime_s > queue.max_walltime_s:
-        raise InvalidRequest(f"the job asks for a walltime of {walltime_s} s; queue "
-                             f"{queue.name!r} allows at most {queue.max_walltime_s} s")
+    if (
+        queue.max_walltime_s is not None
+        and walltime_s is not None
+        and walltime_s > queue.max_walltime_s
+    ):
+        raise InvalidRequest(
+            f"the job asks for a walltime of {walltime_s} s; queue "
+            f"{queue.name!r} allows at most {queue.max_walltime_s} s"
+        )
     return Applied(memory_mb, walltime_s)
 
 
 def check_settings(queue: QueueRecord) -> str | None:
     """What is inconsistent in a queue's own settings (a default above its maximum)."""
     for default, maximum, what in (
-            (queue.default_walltime_s, queue.max_walltime_s, "walltime_s"),
-            (queue.default_memory_mb, queue.max_memory_mb, "memory_mb")):
+        (queue.default_walltime_s, queue.max_walltime_s, "walltime_s"),
+        (queue.default_memory_mb, queue.max_memory_mb, "memory_mb"),
+    ):
         if default is not None and maximum is not None and default > maximum:
             return f"default_{what} ({default}) is above max_{what} ({maximum})"
     if queue.preempt_mode not in ("suspend", "requeue"):

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from xce.core.state import ClusterState
 
 
-def check_target(reservations: Mapping[str, ReservationRecord], name: str, user: str,
-                 groups: Iterable[str]) -> None:
+def check_target(
+    reservations: Mapping[str, ReservationRecord], name: str, user: str, groups: Iterable[str]
+) -> None:
     """Refuse at submit a job that names a reservation it could never run in: unknown or
     ended (400), for maintenance or for other users (403). A waiting one is fine: the job
     pends until it starts."""
@@ -30,11 +31,11 @@ def check_target(reservations: Mapping[str, ReservationRecord], name: str, user:
     if r is None:
         raise InvalidRequest(f"reservation {name!r} does not exist (xce rsv list)")
     if r.maintenance:
-        raise Forbidden(f"reservation {name} is a maintenance reservation: no job may run "
-                        "in it")
+        raise Forbidden(f"reservation {name} is a maintenance reservation: no job may run in it")
     if not may_use(r, user, list(groups)):
-        raise Forbidden(f"user {user} may not use reservation {name} (it is for "
-                        f"{', '.join(r.users)})")
+        raise Forbidden(
+            f"user {user} may not use reservation {name} (it is for {', '.join(r.users)})"
+        )
 
 
 def running_into(state: ClusterState, r: ReservationRecord) -> str | None:
@@ -50,15 +51,16 @@ def running_into(state: ClusterState, r: ReservationRecord) -> str | None:
         for job_id in sorted(state.jobs_on(name)):
             job = state.jobs[job_id]
             wall = job.spec.walltime_s
-            ends = float("inf") if wall is None or job.start_time is None else \
-                job.start_time + wall
+            ends = float("inf") if wall is None or job.start_time is None else job.start_time + wall
             if ends <= r.start:
                 continue
             used += job.spec.slots
             if r.slots == 0 or used > room:
-                return (f"job {job_id} on host {name} will still be running at the "
-                        "reservation's start (by its walltime): wait for it, or add the "
-                        "ignore_jobs flag")
+                return (
+                    f"job {job_id} on host {name} will still be running at the "
+                    "reservation's start (by its walltime): wait for it, or add the "
+                    "ignore_jobs flag"
+                )
     return None
 
 
@@ -69,8 +71,9 @@ def expired_reservations(state: ClusterState, cutoff: float) -> list[str]:
     return [name for name, r in state.reservations.items() if r.end < cutoff]
 
 
-async def add_reservation(service: ControllerService, record: ReservationRecord
-                          ) -> ReservationRecord:
+async def add_reservation(
+    service: ControllerService, record: ReservationRecord
+) -> ReservationRecord:
     """Commit a new reservation; its hosts must be registered and it must not have ended."""
     now = service.clock()
     unknown = [h for h in record.hosts if h not in service.state.hosts]
@@ -80,8 +83,10 @@ async def add_reservation(service: ControllerService, record: ReservationRecord
     small = [h for h in record.hosts if record.slots > service.state.hosts[h].slots]
     if small:
         host = service.state.hosts[small[0]]
-        raise InvalidRequest(f"slots: {record.slots} per host is more than host {host.name} "
-                             f"has ({host.slots}); 0 reserves whole hosts")
+        raise InvalidRequest(
+            f"slots: {record.slots} per host is more than host {host.name} "
+            f"has ({host.slots}); 0 reserves whole hosts"
+        )
     if record.end <= now:
         raise InvalidRequest("the reservation would end in the past")
     check_reservation(record, service.state.reservations)  # the 4xx before the commit

@@ -87,13 +87,17 @@ def check_job_user(settings: ControllerSettings, user: str) -> None:
     if uid == 0:
         if not settings.allow_root_jobs:
             named = user if user == "root" else f"{user} (uid 0)"
-            raise Forbidden(f"jobs may not run as {named}: the cluster does not allow root "
-                            "jobs ([controller] allow_root_jobs)")
+            raise Forbidden(
+                f"jobs may not run as {named}: the cluster does not allow root "
+                "jobs ([controller] allow_root_jobs)"
+            )
         return
     if uid < settings.min_job_uid and user not in settings.job_users:
-        raise Forbidden(f"jobs may not run as {user}: uid {uid} is below [controller] "
-                        f"min_job_uid = {settings.min_job_uid} and {user} is not in "
-                        "[controller] job_users")
+        raise Forbidden(
+            f"jobs may not run as {user}: uid {uid} is below [controller] "
+            f"min_job_uid = {settings.min_job_uid} and {user} is not in "
+            "[controller] job_users"
+        )
 
 
 def _check_text(field: str, value: str | None) -> None:
@@ -112,8 +116,21 @@ def _check_text(field: str, value: str | None) -> None:
 
 def _check_texts(req: SubmitRequest) -> None:
     """`_check_text` for every string field of a submit."""
-    for field in ("user", "command", "script", "name", "queue", "cwd", "array", "dependency",
-                  "submit_host", "resources", "stdout_file", "stderr_file", "reservation"):
+    for field in (
+        "user",
+        "command",
+        "script",
+        "name",
+        "queue",
+        "cwd",
+        "array",
+        "dependency",
+        "submit_host",
+        "resources",
+        "stdout_file",
+        "stderr_file",
+        "reservation",
+    ):
         _check_text(field, getattr(req, field))
     for key, value in req.env.items():
         _check_text("an env variable name", key)
@@ -305,8 +322,10 @@ class ControllerService:
             check_span(requirement, req.slots)
             reserved = next((r.value for r in requirement.rusage if r.name == "mem"), None)
             if reserved is not None and reserved > MAX_MEMORY_MB:
-                raise InvalidRequest(f"resources: rusage[mem={reserved:g}] is more than the "
-                                     f"limit of {MAX_MEMORY_MB} MB")
+                raise InvalidRequest(
+                    f"resources: rusage[mem={reserved:g}] is more than the "
+                    f"limit of {MAX_MEMORY_MB} MB"
+                )
             if reserved is not None and memory_mb == 0:
                 memory_mb = int(reserved)
         if req.memory_mb < 0:
@@ -338,15 +357,15 @@ class ControllerService:
         for term in dependency:
             self._check_dependency(term.job, req.may_view_owner)
         groups = [g for g, members in self.settings.scheduler.groups if req.user in members]
-        applied = queue_rules.apply(queue, req.user, groups, req.slots, memory_mb,
-                                    req.walltime_s)
+        applied = queue_rules.apply(queue, req.user, groups, req.slots, memory_mb, req.walltime_s)
         memory_mb = applied.memory_mb
         if req.reservation:
             check_target(self.state.reservations, req.reservation, req.user, groups)
         if not req.defer:
             self._check_feasible(req, queue, memory_mb)
-        asked_gres, asked_licenses = gres_rules.requested(req, queue, self.state.hosts.values(),
-                                                          dict(self.settings.licenses))
+        asked_gres, asked_licenses = gres_rules.requested(
+            req, queue, self.state.hosts.values(), dict(self.settings.licenses)
+        )
         spec = JobSpec(
             user=req.user,
             queue=queue_name,
@@ -379,18 +398,25 @@ class ControllerService:
     def _check_feasible(self, req: SubmitRequest, queue: QueueRecord, memory_mb: int) -> None:
         """Refuse a job no host of its queue could ever run (xce/sched/feasibility.py)."""
         requirement = parse_requirement(req.resources) if req.resources.strip() else None
-        why = multi_host_refusal(requirement, req.slots, memory_mb, req.exclusive,
-                                 req.mem_per_slot_mb, queue, self.state.hosts.values())
+        why = multi_host_refusal(
+            requirement,
+            req.slots,
+            memory_mb,
+            req.exclusive,
+            req.mem_per_slot_mb,
+            queue,
+            self.state.hosts.values(),
+        )
         if why is None:
             return  # a multi-host job some set of hosts can hold
         if why == "":
             why = refusal(requirement, req.slots, memory_mb, queue, self.state.hosts.values())
         if why is not None:
-            raise InvalidRequest(f"{why} (submit with defer to keep it for hosts that have "
-                                 "not registered yet)")
+            raise InvalidRequest(
+                f"{why} (submit with defer to keep it for hosts that have not registered yet)"
+            )
 
-    def _check_dependency(self, job_id: str, may_view_owner: Callable[[str], bool] | None
-                          ) -> None:
+    def _check_dependency(self, job_id: str, may_view_owner: Callable[[str], bool] | None) -> None:
         """404 for a dependency on a job that does not exist or that the submitter may not
         view, in the same words: the dependency would reveal how that job ended."""
         number, index = parse_job_id(job_id)
@@ -402,8 +428,9 @@ class ControllerService:
             except NotFound:
                 owner = None
         if owner is None or (may_view_owner is not None and not may_view_owner(owner)):
-            raise NotFound(f"dependency on job {job_id}, which does not exist or which you "
-                           "may not view")
+            raise NotFound(
+                f"dependency on job {job_id}, which does not exist or which you may not view"
+            )
 
     def _inputs(self, raw: dict[str, str], uploads_of: str | None = None) -> dict[str, str]:
         """Normalised input path -> upload id; paths and uploads must not collide, and each
@@ -422,8 +449,9 @@ class ControllerService:
         ordered = sorted(inputs)
         for parent, child in itertools.pairwise(ordered):
             if child.startswith(parent + "/"):
-                raise InvalidRequest(f"input {parent!r} cannot be a file and the directory "
-                                     f"of {child!r}")
+                raise InvalidRequest(
+                    f"input {parent!r} cannot be a file and the directory of {child!r}"
+                )
         return inputs
 
     async def submit(self, req: SubmitRequest) -> str:
@@ -454,10 +482,14 @@ class ControllerService:
         self.files.attach_inputs(number, inputs)
         ticket = self.ship_files(  # the standbys move their copies of the uploads alike
             [(f"files/jobs/{number}/inputs", "drop")]
-            + [(f"files/jobs/{number}/inputs/{rel}", f"move:files/uploads/{upload}")
-               for rel, upload in sorted(inputs.items())]
+            + [
+                (f"files/jobs/{number}/inputs/{rel}", f"move:files/uploads/{upload}")
+                for rel, upload in sorted(inputs.items())
+            ]
             + [(f"files/uploads/{upload}.json", "drop") for upload in inputs.values()]
-            if inputs else [])
+            if inputs
+            else []
+        )
         await self.commit([event])
         await self.files_replicated(ticket)  # sync mode: the inputs are on a standby too
         metrics.SUBMISSIONS.labels("array" if req.array is not None else "job").inc()
@@ -482,8 +514,9 @@ class ControllerService:
             return None
         spec = record.spec
         if (spec.command, spec.script, spec.name) != (req.command, req.script, req.name):
-            raise Conflict(f"Idempotency-Key {key!r} was already used for job {found}, a "
-                           "different submission")
+            raise Conflict(
+                f"Idempotency-Key {key!r} was already used for job {found}, a different submission"
+            )
         return found
 
     # --- job control --------------------------------------------------------------------
@@ -571,9 +604,14 @@ class ControllerService:
         await self.commit(events)
         return sorted({getattr(e, "job_id", str(getattr(e, "number", ""))) for e in events})
 
-    async def modify_job(self, job_id: str, changes: dict[str, object], privileged: bool,
-                         may_view_owner: Callable[[str], bool] | None = None,
-                         defer: bool = False) -> list[ev.Event]:
+    async def modify_job(
+        self,
+        job_id: str,
+        changes: dict[str, object],
+        privileged: bool,
+        may_view_owner: Callable[[str], bool] | None = None,
+        defer: bool = False,
+    ) -> list[ev.Event]:
         """`xce job modify`: validated and committed as events (xce/controller/modify.py);
         nothing awaits between the checks and the commit."""
         events = modify_events(self, job_id, dict(changes), privileged, may_view_owner, defer)
@@ -607,13 +645,18 @@ class ControllerService:
         """New settings for a queue (`changes` of QueueRecord fields, validated by the API
         schema); its jobs keep what they were submitted with."""
         old = self.state.queue(name)
-        unknown = set(changes) - {f.name for f in dataclasses.fields(QueueRecord)} \
+        unknown = (
+            set(changes)
+            - {f.name for f in dataclasses.fields(QueueRecord)}
             - {"name", "open", "active"}
+        )
         fixed = set(changes) & {"name", "open", "active"}
         if unknown or fixed:
-            raise InvalidRequest(f"cannot modify {', '.join(sorted(unknown | fixed))} of a "
-                                 "queue (open/close and activate/deactivate have their own "
-                                 "actions)")
+            raise InvalidRequest(
+                f"cannot modify {', '.join(sorted(unknown | fixed))} of a "
+                "queue (open/close and activate/deactivate have their own "
+                "actions)"
+            )
         new = dataclasses.replace(old, **changes)  # type: ignore[arg-type]
         self._check_queue(new)
         if new != old:
@@ -624,8 +667,10 @@ class ControllerService:
         """Delete a queue no live job is in; finished jobs keep its name."""
         self.state.queue(name)
         if name == self.settings.default_queue:
-            raise Conflict(f"queue {name!r} is the default queue ([controller] "
-                           "default_queue): choose another default first")
+            raise Conflict(
+                f"queue {name!r} is the default queue ([controller] "
+                "default_queue): choose another default first"
+            )
         await self.commit([ev.QueueDeleted(self.clock(), name)])
 
     async def queue_action(self, name: str, action: str) -> QueueRecord:
@@ -676,10 +721,16 @@ class ControllerService:
         ended = expired_reservations(self.state, cutoff)
         if ids or ended:
             now = self.clock()
-            await self.commit([*(ev.JobsPurged(now, tuple(ids[i:i + PURGE_CHUNK]))
-                                 for i in range(0, len(ids), PURGE_CHUNK)),
-                               *(ev.ReservationDeleted(now, name) for name in ended)],
-                              reschedule=False)
+            await self.commit(
+                [
+                    *(
+                        ev.JobsPurged(now, tuple(ids[i : i + PURGE_CHUNK]))
+                        for i in range(0, len(ids), PURGE_CHUNK)
+                    ),
+                    *(ev.ReservationDeleted(now, name) for name in ended),
+                ],
+                reschedule=False,
+            )
         return len(ids)
 
     # --- scheduling ---------------------------------------------------------------------
@@ -708,8 +759,9 @@ class ControllerService:
         now = self.clock()
         snapshot = self._snapshots.snapshot(self.state, self.usage.usage(now), self._groups)
         if self.settings.licenses:
-            snapshot = dataclasses.replace(snapshot, licenses=free_licenses(
-                self.state, dict(self.settings.licenses)))
+            snapshot = dataclasses.replace(
+                snapshot, licenses=free_licenses(self.state, dict(self.settings.licenses))
+            )
         if self.settings.scheduler.priority != PrioritySettings():
             snapshot = dataclasses.replace(snapshot, priority=self.settings.scheduler.priority)
         resumed: list[str] = []
@@ -720,14 +772,16 @@ class ControllerService:
         now = self.clock()
         events: list[ev.Event] = [ev.JobResumed(now, job_id) for job_id in resumed]
         for placement in result.placements:
-            events.append(ev.JobStarted(now, placement.job_id, placement.host,
-                                        placement.devices, placement.hosts))
+            events.append(
+                ev.JobStarted(
+                    now, placement.job_id, placement.host, placement.devices, placement.hosts
+                )
+            )
         if preemption.needed(snapshot):  # xce/sched/preemption.py: resume, then preempt
             decision = preemption.decide(snapshot, now, result)
             self.reasons.update(decision.reasons)
             events.extend(ev.JobResumed(now, job_id) for job_id in decision.resume)
-            events.extend(ev.JobPreempted(now, p.victim, p.by, p.requeue)
-                          for p in decision.preempt)
+            events.extend(ev.JobPreempted(now, p.victim, p.by, p.requeue) for p in decision.preempt)
         self.stats["scheduling_passes"] += 1
         self.stats["last_pass_ms"] = (time.perf_counter() - started) * 1000
         if events:

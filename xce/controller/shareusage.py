@@ -41,8 +41,13 @@ class ShareReport:
 
 def holds_share(job: JobRecord | None, host: str, attempt: int) -> bool:
     """Whether `host` holds a share (not the first host) of this active attempt now."""
-    return (job is not None and job.attempt == attempt and job.state.active
-            and job.host != host and any(p.host == host for p in job.hosts))
+    return (
+        job is not None
+        and job.attempt == attempt
+        and job.state.active
+        and job.host != host
+        and any(p.host == host for p in job.hosts)
+    )
 
 
 class ShareUsage:
@@ -51,8 +56,9 @@ class ShareUsage:
     def __init__(self) -> None:
         self.latest: dict[Key, dict[str, Usage]] = {}
 
-    def accept(self, state: ClusterState, host: str, reports: list[ShareReport],
-               now: float) -> list[ev.Event]:
+    def accept(
+        self, state: ClusterState, host: str, reports: list[ShareReport], now: float
+    ) -> list[ev.Event]:
         """Remember the shares' figures; the events that end jobs whose share had an OOM
         kill (every host's part is then killed: the job leaves every host's assignments)."""
         events: list[ev.Event] = []
@@ -61,13 +67,19 @@ class ShareUsage:
             if job is None or not holds_share(job, host, r.attempt):
                 continue
             self.latest.setdefault((job.id, job.attempt), {})[host] = Usage(
-                r.cpu_user_s, r.cpu_system_s, r.max_rss_bytes, 0.0)
+                r.cpu_user_s, r.cpu_system_s, r.max_rss_bytes, 0.0
+            )
             if r.oom_killed and not job.kill_requested:
                 slots = next((p.slots for p in job.hosts if p.host == host), 0)
                 limit = host_memory_mb(job.spec, slots)
-                events.append(ev.JobKilled(
-                    now, job.id, f"a task on host {host} was killed by the OOM killer "
-                    f"(memory limit {limit} MB on that host); every host's part was killed"))
+                events.append(
+                    ev.JobKilled(
+                        now,
+                        job.id,
+                        f"a task on host {host} was killed by the OOM killer "
+                        f"(memory limit {limit} MB on that host); every host's part was killed",
+                    )
+                )
         return events
 
     def total(self, job: JobRecord, first: Usage) -> Usage:
@@ -89,12 +101,17 @@ class ShareUsage:
             return ()
         shares = self.latest.get((job.id, job.attempt), {})
         shares = {**shares, job.host or "": first}
-        return tuple(HostUsage(p.host, u.cpu_user_s, u.cpu_system_s, u.max_rss_bytes)
-                     for p in job.hosts if (u := shares.get(p.host)) is not None)
+        return tuple(
+            HostUsage(p.host, u.cpu_user_s, u.cpu_system_s, u.max_rss_bytes)
+            for p in job.hosts
+            if (u := shares.get(p.host)) is not None
+        )
 
     def forget(self, state: ClusterState) -> None:
         """Drop the figures of attempts no longer active (called now and then)."""
-        for key in [k for k in self.latest
-                    if (j := state.jobs.get(k[0])) is None or j.attempt != k[1]
-                    or not j.state.active]:
+        for key in [
+            k
+            for k in self.latest
+            if (j := state.jobs.get(k[0])) is None or j.attempt != k[1] or not j.state.active
+        ]:
             del self.latest[key]

@@ -65,8 +65,9 @@ class JobTail:
 class OutputTails:
     """The in-memory tails of every active job (see the module docstring)."""
 
-    def __init__(self, state: ClusterState, keep_bytes: int = KEEP_BYTES,
-                 total_bytes: int = TOTAL_BYTES) -> None:
+    def __init__(
+        self, state: ClusterState, keep_bytes: int = KEEP_BYTES, total_bytes: int = TOTAL_BYTES
+    ) -> None:
         self.state = state
         self.keep_bytes = keep_bytes
         self.total_bytes = total_bytes
@@ -92,7 +93,7 @@ class OutputTails:
             # hold this chunk alone.
             buf.start, buf.data = offset, bytearray(data)
         elif offset + len(data) > buf.end:
-            buf.data += data[buf.end - offset:]
+            buf.data += data[buf.end - offset :]
         # else: a resent chunk that holds nothing new
         excess = len(buf.data) - self.keep_bytes
         if excess > 0:
@@ -102,8 +103,9 @@ class OutputTails:
         while self.size > self.total_bytes and len(self.jobs) > 1:
             self._drop(next(iter(self.jobs)))
 
-    def accept_reports(self, host: str, items: Iterable[dict[str, Any]],
-                       owns: Callable[[str, str, int], object]) -> int:
+    def accept_reports(
+        self, host: str, items: Iterable[dict[str, Any]], owns: Callable[[str, str, int], object]
+    ) -> int:
         """The `output` parts of a heartbeat's running-job reports; returns bytes taken.
 
         Reports for attempts the host does not run now are ignored, as are malformed chunks
@@ -118,11 +120,14 @@ class OutputTails:
                 try:
                     data = base64.b64decode(chunk["data"], validate=True)
                 except (binascii.Error, ValueError, KeyError, TypeError):
-                    log.warning("host %s sent a malformed %s chunk for job %s: ignored",
-                                host, stream, item["job_id"])
+                    log.warning(
+                        "host %s sent a malformed %s chunk for job %s: ignored",
+                        host,
+                        stream,
+                        item["job_id"],
+                    )
                     continue
-                self.accept(item["job_id"], item["attempt"], stream, int(chunk["offset"]),
-                            data)
+                self.accept(item["job_id"], item["attempt"], stream, int(chunk["offset"]), data)
                 taken += len(data)
         return taken
 

@@ -26,8 +26,14 @@ from xce.core.state import ClusterState
 
 
 def _usage(r: RunReport | FinishReport) -> Usage:
-    return Usage(r.cpu_user_s, r.cpu_system_s, r.max_rss_bytes, r.wall_time_s,
-                 r.gpu_util_pct, r.gpu_mem_peak_bytes)
+    return Usage(
+        r.cpu_user_s,
+        r.cpu_system_s,
+        r.max_rss_bytes,
+        r.wall_time_s,
+        r.gpu_util_pct,
+        r.gpu_mem_peak_bytes,
+    )
 
 
 def assignment(job: JobRecord) -> dict[str, Any]:
@@ -70,11 +76,16 @@ def share_assignment(job: JobRecord, host: str) -> dict[str, Any]:
     """What a host that is not a multi-host job's first holds for it (issue 15)."""
     part = next((p for p in job.hosts if p.host == host), None)
     slots = part.slots if part is not None else 0
-    return {"job_id": job.id, "attempt": job.attempt, "action": assignment_action(job),
-            "user": job.spec.user, "slots": slots,
-            "memory_mb": host_memory_mb(job.spec, slots),
-            # this host's own grant: the share binds these as the first host binds its own
-            "devices": list(part.devices) if part is not None else []}
+    return {
+        "job_id": job.id,
+        "attempt": job.attempt,
+        "action": assignment_action(job),
+        "user": job.spec.user,
+        "slots": slots,
+        "memory_mb": host_memory_mb(job.spec, slots),
+        # this host's own grant: the share binds these as the first host binds its own
+        "devices": list(part.devices) if part is not None else [],
+    }
 
 
 def assignment_action(job: JobRecord) -> str:
@@ -167,8 +178,9 @@ class WorkerGateway:
             "unavailable_at": self.last_seen.get(host, now) + self.heartbeat_deadline_s,
             # Set while the host is silent past its deadline and still holds jobs.
             "jobs_requeued_at": requeue_at if silent and has_jobs else None,
-            "jobs_requeued_in_s": (round(max(requeue_at - now, 0.0), 3)
-                                   if silent and has_jobs else None),
+            "jobs_requeued_in_s": (
+                round(max(requeue_at - now, 0.0), 3) if silent and has_jobs else None
+            ),
         }
 
     def _contact(self, host: str, now: float) -> None:
@@ -193,13 +205,19 @@ class WorkerGateway:
             != (info.slots, info.memory_mb, info.attributes, info.gres)
         ):
             await self.service.commit(
-                [ev.HostRegistered(now, info.host, info.slots, info.memory_mb, info.attributes,
-                                   info.gres)]
+                [
+                    ev.HostRegistered(
+                        now, info.host, info.slots, info.memory_mb, info.attributes, info.gres
+                    )
+                ]
             )
         return await self.durable_assignments(info.host)
 
     async def heartbeat(
-        self, host: str, running: list[RunReport], load: dict[str, float],
+        self,
+        host: str,
+        running: list[RunReport],
+        load: dict[str, float],
         shares: list[ShareReport] | None = None,
     ) -> dict[str, Any]:
         record = self.state.host(host)
@@ -223,8 +241,11 @@ class WorkerGateway:
                 self._usage_logged[key] = now
                 events.append(ev.JobUsageReported(now, job.id, job.attempt, _usage(report)))
         if len(self._usage_logged) > 4 * len(self.state.host_load) + 10_000:
-            active = {(j, self.state.jobs[j].attempt) for h in self.state.host_load.values()
-                      for j in h.jobs}
+            active = {
+                (j, self.state.jobs[j].attempt)
+                for h in self.state.host_load.values()
+                for j in h.jobs
+            }
             self._usage_logged = {k: v for k, v in self._usage_logged.items() if k in active}
             self.share_usage.forget(self.state)
         ended = self.share_usage.accept(self.state, host, shares or [], now)
@@ -235,8 +256,10 @@ class WorkerGateway:
         # A controller that started (or took over) since the worker registered has not
         # heard its containment: the worker should register again (the answer is the same
         # desired set, so this costs one request).
-        return {"version": self.service.host_versions.get(host, 0),
-                "register_again": host not in self.containment}
+        return {
+            "version": self.service.host_versions.get(host, 0),
+            "register_again": host not in self.containment,
+        }
 
     def assignments(self, host: str) -> dict[str, Any]:
         if host not in self.state.hosts:
@@ -249,13 +272,18 @@ class WorkerGateway:
             "version": self.service.host_versions.get(host, 0),
             "jobs": [{**assignment(j), "launch": self.launch_info(j)} for j in jobs],
             # the other hosts' parts: a cgroup each, held for the job (xce/worker/shares.py)
-            "shares": [{**share_assignment(j, host), "launch": self.launch_info(j)}
-                       for j in here if j.host != host],
+            "shares": [
+                {**share_assignment(j, host), "launch": self.launch_info(j)}
+                for j in here
+                if j.host != host
+            ],
             # The worker kills its jobs once it has reached no controller for this long.
             "fence_timeout_s": self.fence_timeout_s,
             # What it may return per file and per job (it skips the rest, with a warning).
-            "output_limits": {"file_bytes": self.service.files.max_bytes,
-                              "job_bytes": self.service.files.job_outputs_bytes},
+            "output_limits": {
+                "file_bytes": self.service.files.max_bytes,
+                "job_bytes": self.service.files.job_outputs_bytes,
+            },
         }
 
     async def wait_assignments(self, host: str, version: int, timeout: float) -> dict[str, Any]:
@@ -282,7 +310,8 @@ class WorkerGateway:
         if self._launch_key is None:
             state_dir = getattr(self.service.settings, "state_dir", None)
             self._launch_key = launchcred.load_key(
-                None if state_dir is None else launchcred.key_folder(Path(state_dir)))
+                None if state_dir is None else launchcred.key_folder(Path(state_dir))
+            )
         return {
             "credential": launchcred.credential(self._launch_key, job.id, job.attempt),
             "tasks": {p.host: self.task_addresses.get(p.host, "") for p in job.hosts},
@@ -320,9 +349,15 @@ class WorkerGateway:
         await self.service.commit(
             [
                 ev.JobFinished(
-                    now, report.job_id, report.attempt, report.exit_code, report.exit_signal,
-                    self.share_usage.total(job, _usage(report)), report.reason,
-                    report.outputs, self.share_usage.per_host(job, _usage(report)),
+                    now,
+                    report.job_id,
+                    report.attempt,
+                    report.exit_code,
+                    report.exit_signal,
+                    self.share_usage.total(job, _usage(report)),
+                    report.reason,
+                    report.outputs,
+                    self.share_usage.per_host(job, _usage(report)),
                 )
             ]
         )
@@ -351,8 +386,10 @@ class WorkerGateway:
                 continue
             if silent <= deadline + fence:
                 continue
-            events: list[ev.Event] = [self._host_lost(now, self.state.jobs[job_id], name)
-                                      for job_id in sorted(self.state.jobs_on(name))]
+            events: list[ev.Event] = [
+                self._host_lost(now, self.state.jobs[job_id], name)
+                for job_id in sorted(self.state.jobs_on(name))
+            ]
             if events:
                 await self.service.commit(events)
                 changed.append((name, "jobs lost"))

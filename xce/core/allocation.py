@@ -33,8 +33,9 @@ def check_allocation(job: JobRecord, first: str, hosts: Sequence[HostSlots]) -> 
     # an exclusive job holds whole hosts: at least its slots
     enough = total >= job.spec.slots if job.spec.exclusive else total == job.spec.slots
     if any(p.slots < 1 for p in hosts) or not enough:
-        raise InvalidRequest(f"job {job.id}: the allocation does not hold its "
-                             f"{job.spec.slots} slots")
+        raise InvalidRequest(
+            f"job {job.id}: the allocation does not hold its {job.spec.slots} slots"
+        )
 
 
 def exec_host(job: JobRecord) -> str:

@@ -91,8 +91,10 @@ def parse_array_spec(text: str, max_size: int = 1_000_000) -> ArraySpec:
     body, sep, limit_text = text.strip().partition("%")
     max_concurrent: int | None = None
     if sep:
-        if (not (limit_text.isascii() and limit_text.isdigit())
-                or not 1 <= int(limit_text) <= MAX_INDEX):
+        if (
+            not (limit_text.isascii() and limit_text.isdigit())
+            or not 1 <= int(limit_text) <= MAX_INDEX
+        ):
             raise InvalidRequest(
                 f"array spec {text!r}: the limit after % must be a positive integer (at "
                 f"most {MAX_INDEX})"
@@ -111,8 +113,10 @@ def parse_array_spec(text: str, max_size: int = 1_000_000) -> ArraySpec:
         if stop < start:
             raise InvalidRequest(f"array spec {text!r}: range {item!r} ends before it starts")
         if not 1 <= step <= MAX_INDEX:
-            raise InvalidRequest(f"array spec {text!r}: step in {item!r} must be at least 1 "
-                                 f"(and at most {MAX_INDEX})")
+            raise InvalidRequest(
+                f"array spec {text!r}: step in {item!r} must be at least 1 "
+                f"(and at most {MAX_INDEX})"
+            )
         if stop > MAX_INDEX:
             raise InvalidRequest(f"array spec {text!r}: index {stop} is above {MAX_INDEX}")
         ranges.append(range(start, stop + 1, step))

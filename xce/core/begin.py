@@ -16,13 +16,18 @@ from xce.core.errors import InvalidRequest
 
 # A begin time further away than this is a mistake (a year typed wrong), not a plan.
 MAX_AHEAD_S = 366 * 86400
-_RELATIVE = re.compile(r"^(?:now)?\s*\+\s*(\d+)\s*(s|sec|seconds?|m|min|minutes?|h|hours?|"
-                       r"d|days?|w|weeks?)?$", re.IGNORECASE)
+_RELATIVE = re.compile(
+    r"^(?:now)?\s*\+\s*(\d+)\s*(s|sec|seconds?|m|min|minutes?|h|hours?|"
+    r"d|days?|w|weeks?)?$",
+    re.IGNORECASE,
+)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DATE_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d")
 _CLOCK_FORMATS = ("%H:%M:%S", "%H:%M")
-HELP = ("use epoch seconds, YYYY-MM-DD[THH:MM[:SS]], HH:MM[:SS] (today, or tomorrow once "
-        "passed), now+N[s|m|h|d|w] or +N[s|m|h|d|w] (seconds when no unit)")
+HELP = (
+    "use epoch seconds, YYYY-MM-DD[THH:MM[:SS]], HH:MM[:SS] (today, or tomorrow once "
+    "passed), now+N[s|m|h|d|w] or +N[s|m|h|d|w] (seconds when no unit)"
+)
 
 
 def parse_begin(text: str | float | int, now: float, local: bool = False) -> float:
@@ -55,11 +60,37 @@ def parse_begin(text: str | float | int, now: float, local: bool = False) -> flo
         except ValueError:
             continue
         day = time.localtime(now) if local else time.gmtime(now)
-        when = float(to_epoch((day.tm_year, day.tm_mon, day.tm_mday, clock.tm_hour,
-                               clock.tm_min, clock.tm_sec, 0, 0, -1)))
+        when = float(
+            to_epoch(
+                (
+                    day.tm_year,
+                    day.tm_mon,
+                    day.tm_mday,
+                    clock.tm_hour,
+                    clock.tm_min,
+                    clock.tm_sec,
+                    0,
+                    0,
+                    -1,
+                )
+            )
+        )
         if when <= now:  # a time of day already past means tomorrow (sbatch)
-            when = float(to_epoch((day.tm_year, day.tm_mon, day.tm_mday + 1, clock.tm_hour,
-                                   clock.tm_min, clock.tm_sec, 0, 0, -1)))
+            when = float(
+                to_epoch(
+                    (
+                        day.tm_year,
+                        day.tm_mon,
+                        day.tm_mday + 1,
+                        clock.tm_hour,
+                        clock.tm_min,
+                        clock.tm_sec,
+                        0,
+                        0,
+                        -1,
+                    )
+                )
+            )
         return check_begin(when, now)
     raise InvalidRequest(f"begin time {raw!r} is not a time: {HELP}")
 
@@ -69,6 +100,7 @@ def check_begin(value: float, now: float) -> float:
     if not math.isfinite(value) or value < 0:
         raise InvalidRequest(f"begin time {value!r} is not a time: {HELP}")
     if value > now + MAX_AHEAD_S:
-        raise InvalidRequest(f"begin time {value:.0f} is more than {MAX_AHEAD_S // 86400} "
-                             "days ahead")
+        raise InvalidRequest(
+            f"begin time {value:.0f} is more than {MAX_AHEAD_S // 86400} days ahead"
+        )
     return value

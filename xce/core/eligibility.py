@@ -64,8 +64,12 @@ def watch(state: ClusterState, dependent: str, spec: JobSpec, on: bool) -> None:
 
 
 def _waits(job: JobRecord | None) -> bool:
-    return (job is not None and bool(job.spec.dependency) and not job.state.finished
-            and job.eligible_time is None)
+    return (
+        job is not None
+        and bool(job.spec.dependency)
+        and not job.state.finished
+        and job.eligible_time is None
+    )
 
 
 def watch_job(state: ClusterState, old: JobRecord | None, new: JobRecord) -> None:

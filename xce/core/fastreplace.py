@@ -38,7 +38,8 @@ def fast_replace(obj: T, /, **changes: Any) -> T:
     for name, value in changes.items():
         k = where.get(name)
         if k is None:
-            raise TypeError(f"{cls.__name__}.__init__() got an unexpected keyword argument "
-                            f"{name!r}")
+            raise TypeError(
+                f"{cls.__name__}.__init__() got an unexpected keyword argument {name!r}"
+            )
         values[k] = value
     return cls(*values)  # type: ignore[call-arg]

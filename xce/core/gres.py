@@ -33,8 +33,10 @@ Pairs = tuple[tuple[str, str], ...]
 
 def check_kind(kind: str, what: str = "resource") -> str:
     if not KIND.match(kind):
-        raise InvalidRequest(f"{what} name {kind!r} is not valid (lower-case letters, digits "
-                             "and _, starting with a letter)")
+        raise InvalidRequest(
+            f"{what} name {kind!r} is not valid (lower-case letters, digits "
+            "and _, starting with a letter)"
+        )
     return kind
 
 
@@ -49,8 +51,9 @@ def parse_counts(text: str, what: str = "gres") -> dict[str, int]:
         try:
             value = int(count) if sep else 1
         except ValueError:
-            raise InvalidRequest(f"{what} {part!r}: the count must be a whole number "
-                                 f"(e.g. {name}:2)") from None
+            raise InvalidRequest(
+                f"{what} {part!r}: the count must be a whole number (e.g. {name}:2)"
+            ) from None
         add_count(out, name, value, what)
     return out
 
@@ -59,8 +62,9 @@ def add_count(into: dict[str, int], name: str, value: int, what: str = "gres") -
     if not 0 <= value <= MAX_COUNT:
         raise InvalidRequest(f"{what} {name}: the count must be between 0 and {MAX_COUNT}")
     if name in into and into[name] != value:
-        raise InvalidRequest(f"{what} {name} is asked twice with different counts "
-                             f"({into[name]} and {value})")
+        raise InvalidRequest(
+            f"{what} {name} is asked twice with different counts ({into[name]} and {value})"
+        )
     into[name] = value
 
 

@@ -26,14 +26,20 @@ def check_file_pattern(what: str, pattern: str | None) -> None:
         if m.group(1) is None or m.group(1) not in CODES:
             raise InvalidRequest(
                 f"the {what} file {pattern!r}: unknown {m.group(0)!r}; use %J (job id), "
-                "%I (array index), %j, %a, %A, %x (job name) or %%")
+                "%I (array index), %j, %a, %A, %x (job name) or %%"
+            )
 
 
-def expand_file_pattern(pattern: str, number: int, array_index: int | None,
-                        name: str = "") -> str:
+def expand_file_pattern(pattern: str, number: int, array_index: int | None, name: str = "") -> str:
     """The file name for one job or task (`%J` and `%A` are the job's number, as bsub's
     `%J` is the array's id for a task; `%x` the job name, `/` made `_`)."""
-    values = {"J": str(number), "j": str(number), "A": str(number),
-              "I": str(array_index or 0), "a": str(array_index or 0), "%": "%",
-              "x": (name or "job").replace("/", "_")}
+    values = {
+        "J": str(number),
+        "j": str(number),
+        "A": str(number),
+        "I": str(array_index or 0),
+        "a": str(array_index or 0),
+        "%": "%",
+        "x": (name or "job").replace("/", "_"),
+    }
     return _CODE.sub(lambda m: values.get(m.group(1) or "", m.group(0)), pattern)

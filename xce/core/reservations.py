@@ -21,14 +21,14 @@ USER = re.compile(r"^@?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 FLAGS = ("overlap", "ignore_jobs")
 
 
-def check_reservation(r: ReservationRecord,
-                      others: Mapping[str, ReservationRecord]) -> None:
+def check_reservation(r: ReservationRecord, others: Mapping[str, ReservationRecord]) -> None:
     """Raise `InvalidRequest` for a record that cannot hold, `Conflict` for one that clashes
     with a reservation already held (same name; same host at the same time unless one of
     them has the `overlap` flag)."""
     if not NAME.match(r.name):
-        raise InvalidRequest(f"reservation name {r.name!r} is not valid (letters, digits, "
-                             "'_', '.', '-'; at most 64)")
+        raise InvalidRequest(
+            f"reservation name {r.name!r} is not valid (letters, digits, '_', '.', '-'; at most 64)"
+        )
     if not r.hosts:
         raise InvalidRequest("a reservation needs at least one host")
     if len(set(r.hosts)) != len(r.hosts):
@@ -40,15 +40,16 @@ def check_reservation(r: ReservationRecord,
     if r.maintenance and r.users:
         raise InvalidRequest("a maintenance reservation is for nobody: give no users")
     if not r.maintenance and not r.users:
-        raise InvalidRequest("give the users (or @groups) the reservation is for, or make "
-                             "it a maintenance reservation")
+        raise InvalidRequest(
+            "give the users (or @groups) the reservation is for, or make "
+            "it a maintenance reservation"
+        )
     for user in r.users:
         if not USER.match(user):
             raise InvalidRequest(f"{user!r} is not a user name or @group")
     for flag in r.flags:
         if flag not in FLAGS:
-            raise InvalidRequest(f"unknown reservation flag {flag!r} (known: "
-                                 f"{', '.join(FLAGS)})")
+            raise InvalidRequest(f"unknown reservation flag {flag!r} (known: {', '.join(FLAGS)})")
     if r.name in others:
         raise Conflict(f"reservation {r.name!r} already exists")
     if "overlap" in r.flags:
@@ -58,9 +59,11 @@ def check_reservation(r: ReservationRecord,
             continue
         shared = sorted(set(other.hosts) & set(r.hosts))
         if shared:
-            raise Conflict(f"reservation {other.name!r} holds host {shared[0]} from "
-                           f"{other.start:.0f} to {other.end:.0f}: choose another time or "
-                           "hosts, or add the overlap flag")
+            raise Conflict(
+                f"reservation {other.name!r} holds host {shared[0]} from "
+                f"{other.start:.0f} to {other.end:.0f}: choose another time or "
+                "hosts, or add the overlap flag"
+            )
 
 
 def may_use(r: ReservationRecord, user: str, groups: tuple[str, ...] | list[str]) -> bool:

@@ -35,9 +35,22 @@ from xce.core.scratch import Overlay
 
 replace = dataclasses.replace
 # Every container `apply` may change; `check` sees them through overlays.
-_CONTAINERS = ("jobs", "arrays", "queues", "hosts", "host_load", "pending", "pending_arrays",
-               "array_tasks", "finished_jobs", "waiting_on_deps", "counts", "submit_keys",
-               "reservations", "dependents")
+_CONTAINERS = (
+    "jobs",
+    "arrays",
+    "queues",
+    "hosts",
+    "host_load",
+    "pending",
+    "pending_arrays",
+    "array_tasks",
+    "finished_jobs",
+    "waiting_on_deps",
+    "counts",
+    "submit_keys",
+    "reservations",
+    "dependents",
+)
 _NESTED = ("array_tasks", "dependents")  # containers whose values change in place
 
 
@@ -53,12 +66,15 @@ def parse_job_id(job_id: str) -> tuple[int, int | None]:
         raise InvalidRequest(f"{job_id!r} is not a job id (expected e.g. 17 or 17[5])") from None
 
 
-def _add_licenses(held: tuple[tuple[str, int], ...], asked: tuple[tuple[str, str], ...],
-                  sign: int) -> tuple[tuple[str, int], ...]:
+def _add_licenses(
+    held: tuple[tuple[str, int], ...], asked: tuple[tuple[str, str], ...], sign: int
+) -> tuple[tuple[str, int], ...]:
     counts = dict(held)
     for name, count in asked:
         counts[name] = counts.get(name, 0) + sign * int(count)
     return tuple(sorted((k, v) for k, v in counts.items() if v))
+
+
 def _waiting_terms(spec: JobSpec) -> tuple:
     """What a job's eligibility depends on besides holds: its dependency and begin time."""
     return (spec.dependency, spec.begin_time)
@@ -198,11 +214,23 @@ class ClusterState:
         array = self.arrays.get(number)
         if array is not None and index is not None and index in array.pending:
             state = JobState.PSUSP if array.held else JobState.PEND
-            return JobRecord(job_id, number, array.spec, state, array.submit_time, index,
-                             eligible_time=array.eligible_time)
+            return JobRecord(
+                job_id,
+                number,
+                array.spec,
+                state,
+                array.submit_time,
+                index,
+                eligible_time=array.eligible_time,
+            )
         if array is not None and index is not None and index in array.indices:
             return JobRecord(
-                job_id, number, array.spec, JobState.EXIT, array.submit_time, index,
+                job_id,
+                number,
+                array.spec,
+                JobState.EXIT,
+                array.submit_time,
+                index,
                 reason="killed before it started",
             )
         raise NotFound(f"job {job_id} does not exist")
@@ -362,8 +390,7 @@ class ClusterState:
         state.hosts = {h.name: h for h in hosts}
         state.arrays = {a.id: a for a in arrays}
         state.pending_arrays = {a.id: None for a in arrays if a.pending}
-        state.submit_keys = {(a.spec.user, a.submit_key): str(a.id) for a in arrays
-                             if a.submit_key}
+        state.submit_keys = {(a.spec.user, a.submit_key): str(a.id) for a in arrays if a.submit_key}
         state._index_restored(sorted(jobs, key=lambda j: j.order_key))
         for a in arrays:
             eligibility.watch_array(state, a)
@@ -388,11 +415,7 @@ class ClusterState:
         ids: list[str] = []
         for job_id in self.finished_jobs:
             job = self.jobs[job_id]
-            if (
-                job.number not in referenced
-                and job.end_time is not None
-                and job.end_time < cutoff
-            ):
+            if job.number not in referenced and job.end_time is not None and job.end_time < cutoff:
                 ids.append(job_id)
         for number, array in self.arrays.items():
             if not array.finished or number in referenced:
@@ -412,15 +435,28 @@ class ClusterState:
         if job.allocation:  # multi-host (issue 15): each host holds its share
             held = held_slots(job) > 0  # none while a preemption suspends it
             for k, part in enumerate(job.allocation):
-                self._load_part(part.host, job, sign, part.slots if held else 0,
-                                host_memory_mb(job.spec, part.slots), k == 0,
-                                job.devices if k == 0 else part.devices)
+                self._load_part(
+                    part.host,
+                    job,
+                    sign,
+                    part.slots if held else 0,
+                    host_memory_mb(job.spec, part.slots),
+                    k == 0,
+                    job.devices if k == 0 else part.devices,
+                )
             return
         self._load_part(host, job, sign, held_slots(job), job.spec.memory_mb)
 
-    def _load_part(self, host: str, job: JobRecord, sign: int, slots: int,
-                   memory_mb: int, first: bool = True,
-                   granted: tuple[str, ...] | None = None) -> None:
+    def _load_part(
+        self,
+        host: str,
+        job: JobRecord,
+        sign: int,
+        slots: int,
+        memory_mb: int,
+        first: bool = True,
+        granted: tuple[str, ...] | None = None,
+    ) -> None:
         """One host's share of an active job: its licenses count once, on the first host;
         its devices on each host, that host's grant (`granted`; the job's by default)."""
         load = self.host_load.get(host, HostLoad())
@@ -436,8 +472,11 @@ class ClusterState:
         if job.spec.licenses and first:
             licenses = _add_licenses(licenses, job.spec.licenses, sign)
         self.host_load[host] = HostLoad(
-            load.slots + sign * slots, load.memory_mb + sign * memory_mb, jobs,
-            devices, licenses,
+            load.slots + sign * slots,
+            load.memory_mb + sign * memory_mb,
+            jobs,
+            devices,
+            licenses,
         )
 
     def _materialise(self, job_id: str) -> tuple[JobRecord | None, JobRecord]:
@@ -471,16 +510,18 @@ class ClusterState:
         self.queue(e.name)
         live = self.live_jobs_in(e.name)
         if live:
-            raise Conflict(f"queue {e.name!r} still has {live} pending, running or suspended "
-                           "jobs: delete it once they have ended")
+            raise Conflict(
+                f"queue {e.name!r} still has {live} pending, running or suspended "
+                "jobs: delete it once they have ended"
+            )
         del self.queues[e.name]
 
     def live_jobs_in(self, queue: str) -> int:
         """Pending, running and suspended jobs (array tasks not yet started included)."""
-        live = sum(1 for job in self.jobs.values()
-                   if job.spec.queue == queue and not job.state.finished)
-        return live + sum(len(a.pending) for a in self.arrays.values()
-                          if a.spec.queue == queue)
+        live = sum(
+            1 for job in self.jobs.values() if job.spec.queue == queue and not job.state.finished
+        )
+        return live + sum(len(a.pending) for a in self.arrays.values() if a.spec.queue == queue)
 
     def _queue_set(self, name: str, **changes: bool) -> None:
         self.queues[name] = replace(self.queue(name), **changes)
@@ -489,13 +530,24 @@ class ClusterState:
         old = self.hosts.get(e.name)
         if old is None:
             self.hosts[e.name] = HostRecord(
-                e.name, e.slots, e.memory_mb, e.attributes, registered_at=e.at, changed_at=e.at,
+                e.name,
+                e.slots,
+                e.memory_mb,
+                e.attributes,
+                registered_at=e.at,
+                changed_at=e.at,
                 gres=e.gres,
             )
         else:
             self.hosts[e.name] = replace(
-                old, slots=e.slots, memory_mb=e.memory_mb, attributes=e.attributes,
-                reachable=True, registered_at=e.at, changed_at=e.at, gres=e.gres,
+                old,
+                slots=e.slots,
+                memory_mb=e.memory_mb,
+                attributes=e.attributes,
+                reachable=True,
+                registered_at=e.at,
+                changed_at=e.at,
+                gres=e.gres,
             )
 
     def _host_set(self, e: Any, **changes: Any) -> None:
@@ -518,15 +570,18 @@ class ClusterState:
         if number != self.next_number:
             raise Conflict(f"job number {number} is out of order (next is {self.next_number})")
         if self.number_ceiling and number > self.number_ceiling:
-            raise Conflict(f"job number {number} is not reserved (reserved up to "
-                           f"{self.number_ceiling})")
+            raise Conflict(
+                f"job number {number} is not reserved (reserved up to {self.number_ceiling})"
+            )
         self.queue(queue)
         self.next_number += 1
 
     def _numbers_reserved(self, e: ev.JobNumbersReserved) -> None:
         if e.first < self.next_number or e.last < e.first or e.last <= self.number_ceiling:
-            raise Conflict(f"cannot reserve job numbers {e.first}..{e.last}: the next is "
-                           f"{self.next_number}, reserved up to {self.number_ceiling}")
+            raise Conflict(
+                f"cannot reserve job numbers {e.first}..{e.last}: the next is "
+                f"{self.next_number}, reserved up to {self.number_ceiling}"
+            )
         self.next_number = e.first
         self.number_ceiling = e.last
 
@@ -534,15 +589,31 @@ class ClusterState:
         self._take_number(e.number, e.spec.queue)
         state = JobState.PSUSP if e.spec.hold else JobState.PEND
         eligible = None if e.spec.hold else eligibility.eligible_from(self, e.spec, e.at)
-        self._put_job(None, JobRecord(str(e.number), e.number, e.spec, state, e.at,
-                                      submit_key=e.key, eligible_time=eligible))
+        self._put_job(
+            None,
+            JobRecord(
+                str(e.number),
+                e.number,
+                e.spec,
+                state,
+                e.at,
+                submit_key=e.key,
+                eligible_time=eligible,
+            ),
+        )
 
     def _array_submitted(self, e: ev.ArraySubmitted) -> None:
         if not e.indices:
             raise InvalidRequest("a job array needs at least one index")
         self._take_number(e.number, e.spec.queue)
         self.arrays[e.number] = ArrayRecord(
-            e.number, e.spec, e.indices, e.indices, e.at, e.max_concurrent, held=e.spec.hold,
+            e.number,
+            e.spec,
+            e.indices,
+            e.indices,
+            e.at,
+            e.max_concurrent,
+            held=e.spec.hold,
             submit_key=e.key,
             eligible_time=None if e.spec.hold else eligibility.eligible_from(self, e.spec, e.at),
         )
@@ -566,20 +637,31 @@ class ClusterState:
         self._store(
             stored,
             fast_replace(
-                job, state=JobState.RUN, host=e.host, start_time=e.at, end_time=None,
-                exit_code=None, exit_signal=None, reason="", usage=None, kill_requested=False,
+                job,
+                state=JobState.RUN,
+                host=e.host,
+                start_time=e.at,
+                end_time=None,
+                exit_code=None,
+                exit_signal=None,
+                reason="",
+                usage=None,
+                kill_requested=False,
                 devices=e.devices,
                 # eligible by the time it started at the latest (a dependency whose target
                 # was requeued after it ended, a start the scheduler did not plan)
                 eligible_time=e.at if job.eligible_time is None else job.eligible_time,
-                preempted_by="", resumed_time=e.at,
-                allocation=e.hosts if len(e.hosts) > 1 or (
-                    e.hosts and e.hosts[0].slots != job.spec.slots) else (),
+                preempted_by="",
+                resumed_time=e.at,
+                allocation=e.hosts
+                if len(e.hosts) > 1 or (e.hosts and e.hosts[0].slots != job.spec.slots)
+                else (),
             ),
         )
 
-    def _check_grant(self, job_id: str, host_name: str, devices: tuple[str, ...],
-                     host: HostRecord) -> None:
+    def _check_grant(
+        self, job_id: str, host_name: str, devices: tuple[str, ...], host: HostRecord
+    ) -> None:
         """Granted devices must exist on the host and be held by no other active job."""
         have = gres.host_devices(host.gres)
         load = self.host_load.get(host_name)
@@ -608,18 +690,32 @@ class ClusterState:
         stored, job = self._materialise(e.job_id)
         lifecycle.check(e.job_id, "resume", job.state)
         target = JobState.PEND if job.state is JobState.PSUSP else JobState.RUN
-        eligible = eligibility.eligible_from(self, job.spec, e.at) \
-            if job.state is JobState.PSUSP else job.eligible_time
+        eligible = (
+            eligibility.eligible_from(self, job.spec, e.at)
+            if job.state is JobState.PSUSP
+            else job.eligible_time
+        )
         if job.preempted_by and job.state in (JobState.SSUSP, JobState.USUSP):
             # The victim of a preemption takes its slots back: it needs them free again.
             host = self.hosts.get(job.host or "")
             load = self.host_load.get(job.host or "")
             used = load.slots if load else 0
             if host is not None and used + job.spec.slots > host.slots:
-                raise Conflict(f"cannot resume job {e.job_id}: host {host.name} has "
-                               f"{host.slots - used} free slots, it needs {job.spec.slots}")
-            self._store(stored, replace(job, state=target, preempted_by="", reason="",
-                                        resumed_time=e.at, eligible_time=eligible))
+                raise Conflict(
+                    f"cannot resume job {e.job_id}: host {host.name} has "
+                    f"{host.slots - used} free slots, it needs {job.spec.slots}"
+                )
+            self._store(
+                stored,
+                replace(
+                    job,
+                    state=target,
+                    preempted_by="",
+                    reason="",
+                    resumed_time=e.at,
+                    eligible_time=eligible,
+                ),
+            )
             return
         self._store(stored, replace(job, state=target, eligible_time=eligible))
 
@@ -642,8 +738,9 @@ class ClusterState:
         if stored is None:
             raise Conflict(f"cannot requeue job {e.job_id}: it was killed before it started")
         if job.spec.queue not in self.queues:
-            raise Conflict(f"cannot requeue job {e.job_id}: its queue {job.spec.queue!r} has "
-                           "been deleted")
+            raise Conflict(
+                f"cannot requeue job {e.job_id}: its queue {job.spec.queue!r} has been deleted"
+            )
         reason = e.reason
         if job.preempted_by and reason == "requeued":
             reason = f"requeued: preempted by job {job.preempted_by}"
@@ -652,10 +749,22 @@ class ClusterState:
     def _requeued(self, job: JobRecord, reason: str) -> JobRecord:
         """The job's next attempt, pending; eligible again from the requeue (or later)."""
         return replace(
-            job, state=JobState.PEND, attempt=job.attempt + 1, host=None, start_time=None,
-            end_time=None, exit_code=None, exit_signal=None, reason=reason, usage=None,
-            kill_requested=False, outputs=(), requeue_requested=False, allocation=(),
-            eligible_time=eligibility.eligible_from(self, job.spec, self._at), host_usage=(),
+            job,
+            state=JobState.PEND,
+            attempt=job.attempt + 1,
+            host=None,
+            start_time=None,
+            end_time=None,
+            exit_code=None,
+            exit_signal=None,
+            reason=reason,
+            usage=None,
+            kill_requested=False,
+            outputs=(),
+            requeue_requested=False,
+            allocation=(),
+            eligible_time=eligibility.eligible_from(self, job.spec, self._at),
+            host_usage=(),
         )
 
     def _job_host_lost(self, e: ev.JobHostLost) -> None:
@@ -680,8 +789,14 @@ class ClusterState:
         self._store(
             stored,
             fast_replace(
-                job, state=target, end_time=e.at, exit_code=e.exit_code, exit_signal=e.exit_signal,
-                usage=e.usage or job.usage, reason=reason, outputs=e.outputs,
+                job,
+                state=target,
+                end_time=e.at,
+                exit_code=e.exit_code,
+                exit_signal=e.exit_signal,
+                usage=e.usage or job.usage,
+                reason=reason,
+                outputs=e.outputs,
                 host_usage=e.host_usage,
             ),
         )
@@ -694,13 +809,17 @@ class ClusterState:
             if e.spec.user != array.spec.user:
                 raise InvalidRequest("a job's owner cannot change")
             if not array.pending:
-                raise Conflict(f"job array {number} has no task left to start: nothing to "
-                               "modify")
+                raise Conflict(f"job array {number} has no task left to start: nothing to modify")
             # a new dependency or begin time: eligible anew (xce/core/eligibility.py)
             eligible = array.eligible_time
             if _waiting_terms(array.spec) != _waiting_terms(e.spec):
-                eligible = None if array.held else _still_eligible(
-                    array.eligible_time, eligibility.eligible_from(self, e.spec, e.at), e.at)
+                eligible = (
+                    None
+                    if array.held
+                    else _still_eligible(
+                        array.eligible_time, eligibility.eligible_from(self, e.spec, e.at), e.at
+                    )
+                )
             if array.spec.dependency:
                 eligibility.watch(self, str(number), array.spec, False)
             self.arrays[number] = replace(array, spec=e.spec, eligible_time=eligible)
@@ -714,15 +833,22 @@ class ClusterState:
             raise InvalidRequest("a job's owner cannot change")
         if stored.state.finished:
             raise Conflict(f"cannot modify job {e.job_id}: it is {stored.state.value}")
-        if stored.state.active and replace(e.spec, name=stored.spec.name,
-                                           walltime_s=stored.spec.walltime_s) != stored.spec:
-            raise Conflict(f"job {e.job_id} is {stored.state.value}: only its name and "
-                           "walltime can change")
+        if (
+            stored.state.active
+            and replace(e.spec, name=stored.spec.name, walltime_s=stored.spec.walltime_s)
+            != stored.spec
+        ):
+            raise Conflict(
+                f"job {e.job_id} is {stored.state.value}: only its name and walltime can change"
+            )
         new = replace(stored, spec=e.spec)
-        if stored.state is JobState.PEND and \
-                _waiting_terms(stored.spec) != _waiting_terms(e.spec):
-            new = replace(new, eligible_time=_still_eligible(
-                stored.eligible_time, eligibility.eligible_from(self, e.spec, e.at), e.at))
+        if stored.state is JobState.PEND and _waiting_terms(stored.spec) != _waiting_terms(e.spec):
+            new = replace(
+                new,
+                eligible_time=_still_eligible(
+                    stored.eligible_time, eligibility.eligible_from(self, e.spec, e.at), e.at
+                ),
+            )
         # the dependency index follows the new terms: drop the old registration, then
         # register the new one if the job still waits (both idempotent)
         if stored.spec.dependency and stored.eligible_time is None:
@@ -736,14 +862,17 @@ class ClusterState:
     def _job_preempted(self, e: ev.JobPreempted) -> None:
         stored, job = self._materialise(e.job_id)
         if stored is None or job.state is not JobState.RUN:
-            raise Conflict(f"cannot preempt job {e.job_id}: it is {job.state.value} (only a "
-                           "running job can be)")
+            raise Conflict(
+                f"cannot preempt job {e.job_id}: it is {job.state.value} (only a "
+                "running job can be)"
+            )
         self.job(e.by)
         reason = f"preempted by job {e.by}"
         if e.requeue:
             lifecycle.check(e.job_id, "requeue", job.state, JobState.PEND)
-            new = replace(job, kill_requested=True, requeue_requested=True, preempted_by=e.by,
-                          reason=reason)
+            new = replace(
+                job, kill_requested=True, requeue_requested=True, preempted_by=e.by, reason=reason
+            )
         else:
             lifecycle.check(e.job_id, "system_suspend", job.state, JobState.SSUSP)
             new = replace(job, state=JobState.SSUSP, preempted_by=e.by, reason=reason)

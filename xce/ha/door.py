@@ -47,8 +47,12 @@ class VoterCheck:
         stamp = index.stat().st_mtime_ns
         if self._tokens is None or self._tokens[0] != stamp:
             a = self.config.auth
-            self._tokens = (stamp, TokenService.open(self.folder, a.issuer, a.audience,
-                                                     a.token_ttl_s, a.service_token_ttl_s))
+            self._tokens = (
+                stamp,
+                TokenService.open(
+                    self.folder, a.issuer, a.audience, a.token_ttl_s, a.service_token_ttl_s
+                ),
+            )
         if not token:
             raise Unauthorized("a vote request needs a bearer token (cluster:replicate)")
         claims = self._tokens[1].verify(token)
@@ -63,25 +67,37 @@ async def serve(node: Node) -> web.AppRunner:
         return web.json_response(node.health(), headers=node.headers())
 
     async def elsewhere(request: web.Request) -> web.Response:
-        message = (f"this controller is a {node.role}; the primary is {node.primary_url}"
-                   if node.primary_url else f"this controller is a {node.role}")
+        message = (
+            f"this controller is a {node.role}; the primary is {node.primary_url}"
+            if node.primary_url
+            else f"this controller is a {node.role}"
+        )
         headers = {**node.headers(), "X-XCE-Not-Primary": "1"}
         return web.json_response(
-            {"error": {"code": "not_primary", "message": message},
-             "primary": node.primary_url}, status=503, headers=headers)
+            {"error": {"code": "not_primary", "message": message}, "primary": node.primary_url},
+            status=503,
+            headers=headers,
+        )
 
     async def vote(request: web.Request) -> web.Response:
         try:
-            node.voters(bearer_token(request.headers.get("Authorization", "")),
-                        node.log_position() == (0, 0))
+            node.voters(
+                bearer_token(request.headers.get("Authorization", "")),
+                node.log_position() == (0, 0),
+            )
             answer = node.answer_vote(parse_json_text(await request.read()))
         except XceError as exc:
-            return web.json_response({"error": {"code": exc.code, "message": exc.message}},
-                                     status=exc.http_status, headers=node.headers())
+            return web.json_response(
+                {"error": {"code": exc.code, "message": exc.message}},
+                status=exc.http_status,
+                headers=node.headers(),
+            )
         except ValueError:
-            return web.json_response({"error": {"code": "invalid_request",
-                                                "message": "the body is not JSON"}},
-                                     status=400, headers=node.headers())
+            return web.json_response(
+                {"error": {"code": "invalid_request", "message": "the body is not JSON"}},
+                status=400,
+                headers=node.headers(),
+            )
         return web.json_response(answer, headers=node.headers())
 
     from xce.ha.node import start_site
@@ -93,7 +109,13 @@ async def serve(node: Node) -> web.AppRunner:
     runner = GuardedRunner(app, node.config.guard.connections, access_log=None)
     await runner.setup()
     s = node.config.controller
-    site = web.TCPSite(runner, s.listen_host, s.listen_port, reuse_address=True,
-                       shutdown_timeout=0.5, ssl_context=server_ssl_context(node.config.tls))
+    site = web.TCPSite(
+        runner,
+        s.listen_host,
+        s.listen_port,
+        reuse_address=True,
+        shutdown_timeout=0.5,
+        ssl_context=server_ssl_context(node.config.tls),
+    )
     await start_site(site)
     return runner

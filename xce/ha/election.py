@@ -35,37 +35,53 @@ class VoteRequest:
     epoch: int
     candidate: str
     last_epoch: int  # epoch of the candidate's last record
-    last_seq: int    # its sequence number
+    last_seq: int  # its sequence number
 
     @classmethod
     def parse(cls, body: Any) -> VoteRequest:
         try:
-            req = cls(int(body["epoch"]), str(body["candidate"]), int(body["last_epoch"]),
-                      int(body["last_seq"]))
+            req = cls(
+                int(body["epoch"]),
+                str(body["candidate"]),
+                int(body["last_epoch"]),
+                int(body["last_seq"]),
+            )
         except (KeyError, TypeError, ValueError):
-            raise InvalidRequest("a vote request needs epoch, candidate, last_epoch and "
-                                 "last_seq") from None
+            raise InvalidRequest(
+                "a vote request needs epoch, candidate, last_epoch and last_seq"
+            ) from None
         if req.epoch < 1 or req.last_epoch < 0 or req.last_seq < 0:
             raise InvalidRequest("a vote request's numbers must not be negative")
         return req
 
     def as_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "candidate": self.candidate,
-                "last_epoch": self.last_epoch, "last_seq": self.last_seq}
+        return {
+            "epoch": self.epoch,
+            "candidate": self.candidate,
+            "last_epoch": self.last_epoch,
+            "last_seq": self.last_seq,
+        }
 
 
 @dataclass(frozen=True)
 class Verdict:
     granted: bool
-    epoch: int       # the voter's highest epoch seen after deciding: a loser learns it
+    epoch: int  # the voter's highest epoch seen after deciding: a loser learns it
     reason: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"granted": self.granted, "epoch": self.epoch, "reason": self.reason}
 
 
-def decide(epochs: EpochStore, req: VoteRequest, *, candidates: list[str], me: str,
-           log_position: tuple[int, int], busy: str | None) -> Verdict:
+def decide(
+    epochs: EpochStore,
+    req: VoteRequest,
+    *,
+    candidates: list[str],
+    me: str,
+    log_position: tuple[int, int],
+    busy: str | None,
+) -> Verdict:
     """One voter's answer to `req`; a grant is persisted before this returns.
 
     `busy` says why this voter will not vote now (it is, or follows, a live primary).
@@ -77,12 +93,19 @@ def decide(epochs: EpochStore, req: VoteRequest, *, candidates: list[str], me: s
         if busy:
             return Verdict(False, epochs.seen, busy)
         if req.epoch <= epochs.seen:
-            return Verdict(False, epochs.seen, f"epoch {req.epoch} is not above {epochs.seen}, "
-                           f"which this candidate has already seen or voted in")
+            return Verdict(
+                False,
+                epochs.seen,
+                f"epoch {req.epoch} is not above {epochs.seen}, "
+                f"which this candidate has already seen or voted in",
+            )
         if (req.last_epoch, req.last_seq) < log_position:
-            return Verdict(False, epochs.seen,
-                           f"this candidate's log ({log_position[0]}, {log_position[1]}) is "
-                           f"ahead of {req.candidate}'s ({req.last_epoch}, {req.last_seq})")
+            return Verdict(
+                False,
+                epochs.seen,
+                f"this candidate's log ({log_position[0]}, {log_position[1]}) is "
+                f"ahead of {req.candidate}'s ({req.last_epoch}, {req.last_seq})",
+            )
     if not epochs.vote(req.epoch, req.candidate):
         return Verdict(False, epochs.seen, f"already voted in epoch {epochs.voted_epoch}")
     return Verdict(True, epochs.seen)

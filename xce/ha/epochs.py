@@ -39,8 +39,11 @@ class EpochStore:
             self.voted_for = str(vote.get("candidate", ""))
 
     def _save(self) -> None:
-        data = {"epoch": self.epoch, "history": [list(h) for h in self.history],
-                "voted": {"epoch": self.voted_epoch, "candidate": self.voted_for}}
+        data = {
+            "epoch": self.epoch,
+            "history": [list(h) for h in self.history],
+            "voted": {"epoch": self.voted_epoch, "candidate": self.voted_for},
+        }
         atomic_write(self.path, json.dumps(data).encode(), 0o600)
 
     @property
@@ -75,8 +78,10 @@ class EpochStore:
     def begin_term(self, epoch: int, first_seq: int, candidate: str) -> int:
         """Start the term this candidate won: its own vote for `epoch` must be on disk."""
         if (self.voted_epoch, self.voted_for) != (epoch, candidate):
-            raise RuntimeError(f"no vote of {candidate} for epoch {epoch} here: refusing to "
-                               "start a term it did not win")
+            raise RuntimeError(
+                f"no vote of {candidate} for epoch {epoch} here: refusing to "
+                "start a term it did not win"
+            )
         self.epoch = max(self.epoch, epoch)
         self.history = [h for h in self.history if h[0] < epoch]
         self.history.append((epoch, first_seq))

@@ -120,10 +120,9 @@ class FileSpace:
         if name == AUDIT:
             return self.audit_path
         if name.startswith(FILES):
-            rel = safe_relative_path(name[len(FILES):], "replicated file")
+            rel = safe_relative_path(name[len(FILES) :], "replicated file")
             if not (rel.startswith("jobs/") or _UPLOAD.match(rel)):
-                raise InvalidRequest(f"replicated file {name!r} is not a job's file or an "
-                                     "upload")
+                raise InvalidRequest(f"replicated file {name!r} is not a job's file or an upload")
             return self.files_root / rel
         raise InvalidRequest(f"unknown replicated file {name!r}")
 
@@ -167,8 +166,7 @@ def names_in_records(arrays: list[Any], jobs: list[Any]) -> list[str]:
 async def missing_in_state(space: FileSpace, state: Any) -> list[str]:
     """The files the state's records name that are not here, worked out in a thread."""
     arrays, jobs = list(state.arrays.values()), list(state.jobs.values())
-    return await asyncio.to_thread(
-        lambda: space.missing(names_in_records(arrays, jobs)))
+    return await asyncio.to_thread(lambda: space.missing(names_in_records(arrays, jobs)))
 
 
 def names_in_events(state: Any, events: Iterable[ev.Event]) -> Iterator[str]:
@@ -207,8 +205,14 @@ def audit_mark(path: Path) -> tuple[int, bytes]:
     return size, sha256_of(path, size)
 
 
-async def send_put(writer: Any, epoch: int, name: str, path: Path, ticket: int = 0,
-                   progress: Callable[[], None] | None = None) -> int:
+async def send_put(
+    writer: Any,
+    epoch: int,
+    name: str,
+    path: Path,
+    ticket: int = 0,
+    progress: Callable[[], None] | None = None,
+) -> int:
     """Send the file at `path` as a `put` of `name` in `CHUNK` pieces, read one at a time
     in a thread (a file of `max_upload_mb` never sits in memory whole); the last piece
     carries the SHA-256 of all of them. Returns the bytes sent, -1 if there is no file."""
@@ -226,9 +230,20 @@ async def send_put(writer: Any, epoch: int, name: str, path: Path, ticket: int =
             following = await asyncio.to_thread(f.read, CHUNK) if piece else b""
             digest.update(piece)
             last = not following
-            await protocol.send(writer, "fileData", epoch, {
-                "ticket": ticket, "name": name, "op": "put", "offset": offset, "data": piece,
-                "last": last, "sha256": digest.digest() if last else b""})
+            await protocol.send(
+                writer,
+                "fileData",
+                epoch,
+                {
+                    "ticket": ticket,
+                    "name": name,
+                    "op": "put",
+                    "offset": offset,
+                    "data": piece,
+                    "last": last,
+                    "sha256": digest.digest() if last else b"",
+                },
+            )
             offset += len(piece)
             if progress is not None:
                 progress()  # a piece left (drained): sync waits keep waiting
@@ -280,7 +295,7 @@ class Receiver:
                 path.unlink(missing_ok=True)
             return True
         if op.startswith(MOVE):
-            return self._move(self.space.path_of(op[len(MOVE):]), path, root)
+            return self._move(self.space.path_of(op[len(MOVE) :]), path, root)
         if op == "append":
             if name != AUDIT:
                 raise InvalidRequest(f"append is only for the audit log, not {name!r}")
@@ -340,8 +355,12 @@ class Receiver:
         if offset != size:
             if offset < size and read_from(path, offset, len(data)) == data:
                 return True  # already here (sent again after a reconnect)
-            log.warning("the audit log here (%d bytes) does not fit the primary's lines at "
-                        "%d: asking for the whole log", size, offset)
+            log.warning(
+                "the audit log here (%d bytes) does not fit the primary's lines at "
+                "%d: asking for the whole log",
+                size,
+                offset,
+            )
             return False
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -357,8 +376,7 @@ class Receiver:
         if path.exists() and path.stat().st_size:
             aside = path.with_name(f"{path.name}.diverged-{int(time.time())}")
             os.replace(path, aside)
-            log.warning("this standby's audit log differs from the primary's: kept as %s",
-                        aside)
+            log.warning("this standby's audit log differs from the primary's: kept as %s", aside)
 
     def _abort(self, name: str) -> None:
         part = self._parts.pop(name, None)
@@ -378,4 +396,5 @@ def not_here(node: Any, what: str) -> FileNotHere:
     return FileNotHere(
         f"{what} is not on this controller ({getattr(node, 'url', '?')}): it was stored by "
         f"the controller candidate {where} and has not been replicated here yet; it is "
-        f"copied here once that controller is back as a standby, so retry later")
+        f"copied here once that controller is back as a standby, so retry later"
+    )

@@ -53,10 +53,17 @@ class CannotApply(XceError):
 class Follower:
     """Owns the standby's `DurableLog` across connections (and snapshot restarts)."""
 
-    def __init__(self, state_dir: Path, settings: StoreSettings, epochs: EpochStore,
-                 node_url: str, token: str, ssl_context: ssl.SSLContext | None,
-                 store: DurableLog | None = None,
-                 space: hafiles.FileSpace | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        settings: StoreSettings,
+        epochs: EpochStore,
+        node_url: str,
+        token: str,
+        ssl_context: ssl.SSLContext | None,
+        store: DurableLog | None = None,
+        space: hafiles.FileSpace | None = None,
+    ) -> None:
         self.state_dir = state_dir
         self.settings = settings
         self.epochs = epochs
@@ -106,33 +113,59 @@ class Follower:
         connection open), or carries a bad stream (`Diverged`, `ProtocolError`).
         """
         host, _, port = address.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(
-            host.strip("[]"), int(port), ssl=self.ssl_context,
-            server_hostname=host.strip("[]") if self.ssl_context else None), 3)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                host.strip("[]"),
+                int(port),
+                ssl=self.ssl_context,
+                server_hostname=host.strip("[]") if self.ssl_context else None,
+            ),
+            3,
+        )
         self.primary = primary_url
         audit_size, audit_sha = (
             await asyncio.to_thread(hafiles.audit_mark, self.space.audit_path)
-            if self.space is not None else (0, b""))
+            if self.space is not None
+            else (0, b"")
+        )
         try:
-            await protocol.send(writer, "hello", self.epochs.epoch, {
-                "auditSize": audit_size, "auditSha": audit_sha, "files": self.space is not None,
-                "node": self.node_url, "token": self.token, "lastSeq": self.durable_seq,
-                "lastEpoch": self.last_epoch, "wantSnapshot": self.want_snapshot,
-                "history": [n for pair in self.epochs.history for n in pair],
-                "lastCrc": self.last_crc or 0, "lastCrcKnown": self.last_crc is not None})
+            await protocol.send(
+                writer,
+                "hello",
+                self.epochs.epoch,
+                {
+                    "auditSize": audit_size,
+                    "auditSha": audit_sha,
+                    "files": self.space is not None,
+                    "node": self.node_url,
+                    "token": self.token,
+                    "lastSeq": self.durable_seq,
+                    "lastEpoch": self.last_epoch,
+                    "wantSnapshot": self.want_snapshot,
+                    "history": [n for pair in self.epochs.history for n in pair],
+                    "lastCrc": self.last_crc or 0,
+                    "lastCrcKnown": self.last_crc is not None,
+                },
+            )
             welcome = await asyncio.wait_for(protocol.read_message(reader), 30)
             if welcome.kind == "refuse":
                 raise XceError(f"the primary refused replication: {welcome.body['text']}")
             if welcome.kind != "welcome":
                 raise protocol.ProtocolError(f"expected welcome, got {welcome.kind}")
             if welcome.epoch < self.epochs.epoch:
-                raise XceError(f"{primary_url} is a stale primary (epoch {welcome.epoch} < "
-                               f"{self.epochs.epoch})")
+                raise XceError(
+                    f"{primary_url} is a stale primary (epoch {welcome.epoch} < "
+                    f"{self.epochs.epoch})"
+                )
             flat = welcome.body["history"]
             self.epochs.adopt_history(list(zip(flat[::2], flat[1::2], strict=True)))
             self.epochs.observe(welcome.epoch)
-            log.info("following %s from record %d%s", primary_url, welcome.body["startSeq"],
-                     " after a checkpoint transfer" if welcome.body["snapshot"] else "")
+            log.info(
+                "following %s from record %d%s",
+                primary_url,
+                welcome.body["startSeq"],
+                " after a checkpoint transfer" if welcome.body["snapshot"] else "",
+            )
             snapshot: list[bytes] = []
             self.files_ok = bool(welcome.body.get("files"))  # an older primary: records only
             if not welcome.body["snapshot"]:
@@ -141,13 +174,16 @@ class Follower:
                 msg = await asyncio.wait_for(protocol.read_message(reader), silence_s)
                 self.last_contact = time.monotonic()
                 if msg.epoch < self.epochs.epoch:
-                    raise XceError(f"frame from epoch {msg.epoch} < {self.epochs.epoch}: "
-                                   "refused (stale primary)")
+                    raise XceError(
+                        f"frame from epoch {msg.epoch} < {self.epochs.epoch}: "
+                        "refused (stale primary)"
+                    )
                 self.epochs.observe(msg.epoch)
                 if msg.kind == "records":
                     events = await self._apply(msg.body["firstSeq"], msg.body["data"])
-                    await protocol.send(writer, "ack", self.epochs.epoch,
-                                        {"durableSeq": self.durable_seq})
+                    await protocol.send(
+                        writer, "ack", self.epochs.epoch, {"durableSeq": self.durable_seq}
+                    )
                     if self.space is not None:
                         await self._want(writer, hafiles.names_in_events(self.state, events))
                 elif msg.kind == "fileData":
@@ -155,22 +191,26 @@ class Follower:
                 elif msg.kind == "fileWant":
                     await self._give_back(writer, [str(n) for n in msg.body["names"]])
                 elif msg.kind == "heartbeat":
-                    await protocol.send(writer, "ack", self.epochs.epoch,
-                                        {"durableSeq": self.durable_seq})
+                    await protocol.send(
+                        writer, "ack", self.epochs.epoch, {"durableSeq": self.durable_seq}
+                    )
                 elif msg.kind == "snapshotChunk":
                     snapshot.append(msg.body["data"])
                     if msg.body["last"]:
                         await self._install_snapshot(msg.body["seq"], b"".join(snapshot))
                         snapshot = []
-                        await protocol.send(writer, "ack", self.epochs.epoch,
-                                            {"durableSeq": self.durable_seq})
+                        await protocol.send(
+                            writer, "ack", self.epochs.epoch, {"durableSeq": self.durable_seq}
+                        )
                         await self._want(writer, None)
                 elif msg.kind == "authFiles":
                     self._write_auth_files(msg.body["files"])
                 elif msg.kind == "promote":
                     if self.durable_seq < msg.body["seq"]:
-                        raise Diverged(f"asked to take over at record {msg.body['seq']} but "
-                                       f"only {self.durable_seq} is here")
+                        raise Diverged(
+                            f"asked to take over at record {msg.body['seq']} but "
+                            f"only {self.durable_seq} is here"
+                        )
                     self.promote_requested = True
                     return
                 elif msg.kind == "refuse":
@@ -192,8 +232,9 @@ class Follower:
         else:
             missing = await asyncio.to_thread(self.space.missing, list(names))
         for start in range(0, len(missing), 10_000):
-            await protocol.send(writer, "fileWant", self.epochs.epoch,
-                                {"names": missing[start:start + 10_000]})
+            await protocol.send(
+                writer, "fileWant", self.epochs.epoch, {"names": missing[start : start + 10_000]}
+            )
 
     async def _give_back(self, writer: asyncio.StreamWriter, names: list[str]) -> None:
         """Send the primary the job files it lacks that are here (stored by this candidate
@@ -207,8 +248,7 @@ class Follower:
                 path = self.space.path_of(name)
             except XceError:
                 continue
-            if path is None or await hafiles.send_put(writer, self.epochs.epoch, name,
-                                                      path) < 0:
+            if path is None or await hafiles.send_put(writer, self.epochs.epoch, name, path) < 0:
                 continue
             log.info("sent job file %s back to the primary, which lacked it", name[6:])
 
@@ -221,11 +261,9 @@ class Follower:
         except XceError as exc:
             raise protocol.ProtocolError(f"bad file operation: {exc.message}") from None
         if not fits:
-            await protocol.send(writer, "fileWant", self.epochs.epoch,
-                                {"names": [hafiles.AUDIT]})
+            await protocol.send(writer, "fileWant", self.epochs.epoch, {"names": [hafiles.AUDIT]})
         if body.get("ticket") and body.get("last"):
-            await protocol.send(writer, "fileAck", self.epochs.epoch,
-                                {"ticket": body["ticket"]})
+            await protocol.send(writer, "fileAck", self.epochs.epoch, {"ticket": body["ticket"]})
 
     async def _apply(self, first_seq: int, data: bytes) -> list[Event]:
         """Check, apply and log one batch of records, all or nothing: every frame is
@@ -239,9 +277,10 @@ class Follower:
             for fr in read_frames(data):
                 seq, epoch, event = decode_entry(fr.payload)
                 if seq != writer.next_seq + len(batch):
-                    raise Diverged(f"record {seq} arrived where {writer.next_seq + len(batch)} "
-                                   "belongs")
-                batch.append((epoch, data[fr.offset:fr.end], event))
+                    raise Diverged(
+                        f"record {seq} arrived where {writer.next_seq + len(batch)} belongs"
+                    )
+                batch.append((epoch, data[fr.offset : fr.end], event))
         except (CorruptRecord, WireError) as exc:
             raise protocol.ProtocolError(f"bad WAL record in the stream: {exc}") from None
         state = self.state
@@ -262,7 +301,8 @@ class Follower:
             self.want_snapshot = True
             raise CannotApply(
                 f"records {first_seq}..{first_seq + len(batch) - 1} do not apply here "
-                f"({exc.message}): asking the primary for a checkpoint transfer") from None
+                f"({exc.message}): asking the primary for a checkpoint transfer"
+            ) from None
         await writer.sync(durable=True)
         if feed is not None:
             feed.durable(writer.next_seq - 1)
@@ -297,9 +337,14 @@ class Follower:
         self.want_snapshot = False
         self.last_crc = None
         self.start_checkpoints()
-        log.warning("installed the primary's checkpoint at record %d (%d jobs); this "
-                    "standby's own log (records 1..%d, last of epoch %d) was discarded", seq,
-                    len(self.state.jobs), held, held_epoch)
+        log.warning(
+            "installed the primary's checkpoint at record %d (%d jobs); this "
+            "standby's own log (records 1..%d, last of epoch %d) was discarded",
+            seq,
+            len(self.state.jobs),
+            held,
+            held_epoch,
+        )
 
     def _write_auth_files(self, files: list[tuple[str, bytes]]) -> None:
         folder = key_dir(self.state_dir)

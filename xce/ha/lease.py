@@ -24,8 +24,13 @@ from collections.abc import Callable
 
 
 class Lease:
-    def __init__(self, candidates: int, lease_s: float,
-                 clock: Callable[[], float] = time.monotonic, contact: bool = True) -> None:
+    def __init__(
+        self,
+        candidates: int,
+        lease_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        contact: bool = True,
+    ) -> None:
         """`contact`: the term began with contact (an election won by votes, a start); a
         lone claim (xce/ha/election.py) begins without, so it writes only once a worker
         or the other candidate reached it."""
@@ -66,5 +71,6 @@ class Lease:
             return None
         if self.candidates == 2 and now - self.last_worker <= self.lease_s:
             return None
-        return ("this primary cannot reach a majority of the controller candidates"
-                + (" or any worker" if self.candidates == 2 else ""))
+        return "this primary cannot reach a majority of the controller candidates" + (
+            " or any worker" if self.candidates == 2 else ""
+        )

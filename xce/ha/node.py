@@ -90,7 +90,8 @@ def self_rank(config: Config) -> int:
     if len(matches) != 1:
         raise InvalidRequest(
             f"cannot tell which of cluster.controllers is this controller (listen "
-            f"{s.listen_host}:{s.listen_port}); set controller.url to its entry")
+            f"{s.listen_host}:{s.listen_port}); set controller.url to its entry"
+        )
     return matches[0]
 
 
@@ -179,23 +180,43 @@ class Node:
     def health(self) -> dict[str, Any]:
         log_epoch, seq = self.log_position()
         return {
-            "status": "ok", "role": self.role, "epoch": self.epochs.epoch, "seq": seq,
-            "log_epoch": log_epoch, "seen": self.epochs.seen,
-            "rank": self.rank, "url": self.url,
+            "status": "ok",
+            "role": self.role,
+            "epoch": self.epochs.epoch,
+            "seq": seq,
+            "log_epoch": log_epoch,
+            "seen": self.epochs.seen,
+            "rank": self.rank,
+            "url": self.url,
             "primary": self.url if self.role == "primary" else self.primary_url,
             "replication": self.replication_address if self.role == "primary" else None,
         }
 
     def view(self) -> dict[str, Any]:
         """The `ha` part of GET /api/v1/cluster."""
-        me = {"url": self.url, "rank": self.rank, "reachable": True, "role": self.role,
-              "epoch": self.epochs.epoch, "seq": self.seq, "primary": self.url, "self": True}
+        me = {
+            "url": self.url,
+            "rank": self.rank,
+            "reachable": True,
+            "role": self.role,
+            "epoch": self.epochs.epoch,
+            "seq": self.seq,
+            "primary": self.url,
+            "self": True,
+        }
         seq = self.seq
-        peers = [{**p.as_dict(), "self": False,
-                  "lag_records": max(seq - p.seq, 0) if p.reachable else None}
-                 for p in self.peers]
+        peers = [
+            {
+                **p.as_dict(),
+                "self": False,
+                "lag_records": max(seq - p.seq, 0) if p.reachable else None,
+            }
+            for p in self.peers
+        ]
         return {
-            "epoch": self.epochs.epoch, "role": self.role, "rank": self.rank,
+            "epoch": self.epochs.epoch,
+            "role": self.role,
+            "rank": self.rank,
             "mode": self.ha.replication,
             "degraded": bool(self.source and self.source.degraded),
             "failover_timeout_s": self.ha.failover_timeout_s,
@@ -227,13 +248,15 @@ class Node:
             metrics.EPOCH.set(epoch)
         same = epoch == mine and rank is not None and rank != self.rank
         if same and self.role == "primary":
-            log.error("IMPOSSIBLE: %s is also primary of epoch %d (this is a bug: one "
-                      "primary per epoch is the vote rule's promise); stepping down",
-                      self.candidates[rank], epoch)
+            log.error(
+                "IMPOSSIBLE: %s is also primary of epoch %d (this is a bug: one "
+                "primary per epoch is the vote rule's promise); stepping down",
+                self.candidates[rank],
+                epoch,
+            )
         if (epoch > mine or same) and self.role == "primary":
             if not same:
-                log.error("a newer primary exists (epoch %d, mine %d): stepping down",
-                          epoch, mine)
+                log.error("a newer primary exists (epoch %d, mine %d): stepping down", epoch, mine)
             self.role = "standby"  # refuse writes from this instant
             self.step_down_event.set()
 
@@ -270,8 +293,9 @@ class Node:
                 loop.add_signal_handler(sig, self.stop_event.set)
         try:
             if self.solo:
-                await self._primary(DurableLog.open(self.state_dir, self.store_settings),
-                                    run_primary, ready)
+                await self._primary(
+                    DurableLog.open(self.state_dir, self.store_settings), run_primary, ready
+                )
                 return
             # Recover first: the log this candidate holds is what it may claim an epoch with.
             store: DurableLog | None = DurableLog.open(self.state_dir, self.store_settings)
@@ -354,16 +378,21 @@ class Node:
             return False
         metrics.EPOCH.set(self.epochs.epoch)
         if alone:
-            log.warning("the other candidate has been unreachable for %.1f s: claiming "
-                        "epoch %d alone (lone-claim class of rank %d)",
-                        self.ha.failover_timeout_s, epoch, self.rank)
+            log.warning(
+                "the other candidate has been unreachable for %.1f s: claiming "
+                "epoch %d alone (lone-claim class of rank %d)",
+                self.ha.failover_timeout_s,
+                epoch,
+                self.rank,
+            )
             self._claimed, self._promoting, self._lone = epoch, True, True
             return True
         log_epoch, last_seq = self.log_position()
         request = election.VoteRequest(epoch, self.url, log_epoch, last_seq).as_dict()
         token = self.config.controller.replication_token
-        answers = await asyncio.gather(*(self.prober.ask_vote(p.rank, request, token)
-                                         for p in live))
+        answers = await asyncio.gather(
+            *(self.prober.ask_vote(p.rank, request, token) for p in live)
+        )
         granted = 1 + sum(1 for a in answers if a and a["granted"])
         for a in answers:
             if a and not a["granted"] and a["epoch"] > self.epochs.seen:
@@ -373,16 +402,27 @@ class Node:
             self._claimed, self._promoting, self._lone = epoch, True, False
             return True
         reasons = "; ".join(a["reason"] for a in answers if a and not a["granted"])
-        log.info("lost the vote for epoch %d (%d of %d)%s", epoch, granted, n,
-                 f": {reasons}" if reasons else "")
+        log.info(
+            "lost the vote for epoch %d (%d of %d)%s",
+            epoch,
+            granted,
+            n,
+            f": {reasons}" if reasons else "",
+        )
         self._next_campaign = time.monotonic() + random.uniform(0.1, 0.6) + 0.2 * self.rank
         return False
 
     def answer_vote(self, body: Any) -> dict[str, Any]:
         """`POST /api/v1/cluster/vote` on this candidate (the caller is authenticated)."""
         req = election.VoteRequest.parse(body)
-        verdict = election.decide(self.epochs, req, candidates=self.candidates, me=self.url,
-                                  log_position=self.log_position(), busy=self._busy(req))
+        verdict = election.decide(
+            self.epochs,
+            req,
+            candidates=self.candidates,
+            me=self.url,
+            log_position=self.log_position(),
+            busy=self._busy(req),
+        )
         if verdict.granted:
             metrics.EPOCH.set(self.epochs.epoch)
             log.warning("voted for %s in epoch %d", req.candidate, req.epoch)
@@ -401,11 +441,18 @@ class Node:
         if self._promoting:
             return f"{self.url} won epoch {self._claimed} and is taking over"
         if self.role == "primary":
-            return None if self.switching else f"{self.url} is the primary of epoch " \
-                                                f"{self.epochs.epoch}"
+            return (
+                None
+                if self.switching
+                else f"{self.url} is the primary of epoch {self.epochs.epoch}"
+            )
         f = self.follower
-        if (f is not None and f.primary is not None and f.primary != req.candidate
-                and time.monotonic() - f.last_contact < self.ha.failover_timeout_s):
+        if (
+            f is not None
+            and f.primary is not None
+            and f.primary != req.candidate
+            and time.monotonic() - f.last_contact < self.ha.failover_timeout_s
+        ):
             return f"this candidate follows {f.primary}, heard within the failover timeout"
         return None
 
@@ -423,8 +470,9 @@ class Node:
         if door is not None:
             await door.cleanup()
 
-    async def _primary(self, store: DurableLog, run_primary: PrimaryRunner,
-                       ready: asyncio.Event | None) -> str:
+    async def _primary(
+        self, store: DurableLog, run_primary: PrimaryRunner, ready: asyncio.Event | None
+    ) -> str:
         if self.solo:
             self.epochs.begin_solo_term(store.writer.next_seq)
         else:
@@ -440,8 +488,12 @@ class Node:
         self.lease = Lease(len(self.candidates), self.ha.lease_s, contact=not self._lone)
         store.fence = self.fence
         self.terms_started += 1
-        log.log(logging.INFO if self.solo else logging.WARNING, "primary for epoch %d at record %d",
-                self.epochs.epoch, store.writer.next_seq - 1)
+        log.log(
+            logging.INFO if self.solo else logging.WARNING,
+            "primary for epoch %d at record %d",
+            self.epochs.epoch,
+            store.writer.next_seq - 1,
+        )
         self._ready = ready
         try:
             return await run_primary(self, store)
@@ -452,15 +504,23 @@ class Node:
             if self.role == "primary":
                 self.role = "stopped"
 
-    def make_source(self, store: DurableLog, verify: Callable[[str], None],
-                    state: object) -> ReplicationSource:
+    def make_source(
+        self, store: DurableLog, verify: Callable[[str], None], state: object
+    ) -> ReplicationSource:
         from xce.auth.keys import key_dir
 
         source = ReplicationSource(
-            store, self.epochs, key_dir(self.state_dir), verify, state,
-            mode=self.ha.replication, sync_timeout_s=self.ha.sync_timeout_s,
+            store,
+            self.epochs,
+            key_dir(self.state_dir),
+            verify,
+            state,
+            mode=self.ha.replication,
+            sync_timeout_s=self.ha.sync_timeout_s,
             heartbeat_s=self.ha.heartbeat_interval_s,
-            on_higher_epoch=lambda epoch: self.observe_epoch(epoch), space=self.file_space)
+            on_higher_epoch=lambda epoch: self.observe_epoch(epoch),
+            space=self.file_space,
+        )
         store.replicated = source.wait_replicated
         self.source = source
         return source
@@ -480,11 +540,19 @@ class Node:
                 return
             except OSError as exc:
                 if attempt == 0:
-                    log.error("cannot listen for replication on %s:%s (%s); retrying",
-                              host, port, exc.strerror or exc)
+                    log.error(
+                        "cannot listen for replication on %s:%s (%s); retrying",
+                        host,
+                        port,
+                        exc.strerror or exc,
+                    )
                 await asyncio.sleep(0.1 if attempt < 50 else 1.0)
-        log.error("replication listener on %s:%s still unavailable: serving without "
-                  "standbys until restarted", host, port)
+        log.error(
+            "replication listener on %s:%s still unavailable: serving without "
+            "standbys until restarted",
+            host,
+            port,
+        )
 
     def mark_ready(self) -> None:
         ready = getattr(self, "_ready", None)
@@ -534,19 +602,27 @@ class Node:
                 # A standby that acknowledged lately counts even if its probe was slow.
                 contacted = {p.url for p in peers if p.reachable}
                 if self.source is not None:
-                    contacted |= {node for node, at in self.source.contacts().items()
-                                  if started - at < lease.lease_s and node != self.url}
+                    contacted |= {
+                        node
+                        for node, at in self.source.contacts().items()
+                        if started - at < lease.lease_s and node != self.url
+                    }
                 lease.probed(len(contacted), started)
             if self.ha.reclaim and self.source is not None and not self.switching:
-                better = [s for s in self.source.sessions.values()
-                          if s.in_sync and s.node in self.candidates
-                          and self.candidates.index(s.node) < self.rank]
+                better = [
+                    s
+                    for s in self.source.sessions.values()
+                    if s.in_sync
+                    and s.node in self.candidates
+                    and self.candidates.index(s.node) < self.rank
+                ]
                 if better:
                     log.warning("reclaim: handing the primary role back to %s", better[0].node)
                     with contextlib.suppress(XceError):
                         await self.switchover(better[0].node)
-            await asyncio.sleep(max(self.ha.heartbeat_interval_s - (time.monotonic() - started),
-                                    0.05))
+            await asyncio.sleep(
+                max(self.ha.heartbeat_interval_s - (time.monotonic() - started), 0.05)
+            )
 
     async def switchover(self, target: str | None) -> dict[str, Any]:
         if self.role != "primary" or self.source is None:
@@ -578,17 +654,25 @@ class Node:
 
     # --- standby ------------------------------------------------------------------------
 
-    async def _standby(self, ready: asyncio.Event | None,
-                       store: DurableLog | None = None) -> DurableLog | None:
+    async def _standby(
+        self, ready: asyncio.Event | None, store: DurableLog | None = None
+    ) -> DurableLog | None:
         """Follow primaries until promoted (returns the log to serve from) or stopped.
         `store`: the log recovered at start, if this is the first role."""
         self.role = "standby"
         self._promoting = False
         s = self.config.controller
         await self.open_door()
-        follower = Follower(self.state_dir, self.store_settings, self.epochs, self.url,
-                            s.replication_token, client_ssl_context(self.config.tls),
-                            store=store, space=self.file_space)
+        follower = Follower(
+            self.state_dir,
+            self.store_settings,
+            self.epochs,
+            self.url,
+            s.replication_token,
+            client_ssl_context(self.config.tls),
+            store=store,
+            space=self.file_space,
+        )
         self._log = None
         self.follower = follower
         follower.start_checkpoints()
@@ -601,8 +685,11 @@ class Node:
                 primary = await self._find_primary()
                 if primary is not None and primary.replication:
                     self.primary_url = primary.url
-                    link = asyncio.create_task(follower.follow(
-                        primary.url, primary.replication, self.ha.failover_timeout_s))
+                    link = asyncio.create_task(
+                        follower.follow(
+                            primary.url, primary.replication, self.ha.failover_timeout_s
+                        )
+                    )
                     stop = asyncio.create_task(self.stop_event.wait())
                     await asyncio.wait([link, stop], return_when=asyncio.FIRST_COMPLETED)
                     stop.cancel()
@@ -613,16 +700,17 @@ class Node:
                     except asyncio.CancelledError:
                         pass
                     except (XceError, OSError, TimeoutError, EOFError) as exc:
-                        self._say(f"replication from {primary.url} ended: "
-                                  f"{getattr(exc, 'message', None) or exc or type(exc).__name__}")
+                        self._say(
+                            f"replication from {primary.url} ended: "
+                            f"{getattr(exc, 'message', None) or exc or type(exc).__name__}"
+                        )
                     if follower.promote_requested:
                         follower.promote_requested = False
                         self._next_campaign = 0.0
                         if await self._campaign(await self._probe()):
                             promoted = True
                             break
-                        log.error("asked to take over, but the vote was lost: following "
-                                  "again")
+                        log.error("asked to take over, but the vote was lost: following again")
                 silent = time.monotonic() - follower.last_contact
                 if silent > self.ha.failover_timeout_s and await self._should_take_over():
                     log.warning("no primary for %.1f s: taking over", silent)
@@ -644,11 +732,14 @@ class Node:
 
     async def _find_primary(self) -> PeerStatus | None:
         peers = await self._probe()
-        found = [p for p in peers if p.reachable and p.role == "primary"
-                 and p.epoch >= self.epochs.epoch]
+        found = [
+            p for p in peers if p.reachable and p.role == "primary" and p.epoch >= self.epochs.epoch
+        ]
         if len({p.epoch for p in found}) < len(found):
-            log.error("IMPOSSIBLE: two candidates say they are primary of one epoch: %s",
-                      [(p.url, p.epoch) for p in found])
+            log.error(
+                "IMPOSSIBLE: two candidates say they are primary of one epoch: %s",
+                [(p.url, p.epoch) for p in found],
+            )
         if not found:
             return None
         return max(found, key=lambda p: (p.epoch, -p.rank))

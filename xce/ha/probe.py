@@ -23,7 +23,7 @@ class PeerStatus:
     replication: str | None = None  # host:port of a primary's replication listener
     error: str = ""
     log_epoch: int = 0  # epoch of the last record in its log
-    seen: int = 0       # the highest epoch it has seen or voted in
+    seen: int = 0  # the highest epoch it has seen or voted in
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -32,14 +32,26 @@ class PeerStatus:
         return (self.log_epoch, self.seq, -self.rank)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"url": self.url, "rank": self.rank, "reachable": self.reachable,
-                "role": self.role or None, "epoch": self.epoch, "seq": self.seq,
-                "primary": self.primary, "error": self.error or None}
+        return {
+            "url": self.url,
+            "rank": self.rank,
+            "reachable": self.reachable,
+            "role": self.role or None,
+            "epoch": self.epoch,
+            "seq": self.seq,
+            "primary": self.primary,
+            "error": self.error or None,
+        }
 
 
 class Prober:
-    def __init__(self, candidates: list[str], me: int, ssl_context: ssl.SSLContext | None,
-                 timeout: float = 1.0) -> None:
+    def __init__(
+        self,
+        candidates: list[str],
+        me: int,
+        ssl_context: ssl.SSLContext | None,
+        timeout: float = 1.0,
+    ) -> None:
         self.candidates = candidates
         self.me = me
         self.ssl_context = ssl_context
@@ -50,7 +62,8 @@ class Prober:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=self.ssl_context or True, force_close=True),
-                timeout=aiohttp.ClientTimeout(total=self.timeout))
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+            )
         return self._session
 
     async def close(self) -> None:
@@ -63,11 +76,18 @@ class Prober:
             async with self._get().get(url + "/healthz") as resp:
                 body = await resp.json(content_type=None)
             epoch = int(body.get("epoch", 0))
-            return PeerStatus(url, rank, True, str(body.get("role", "")), epoch,
-                              int(body.get("seq", 0)), body.get("primary"),
-                              body.get("replication"),
-                              log_epoch=int(body.get("log_epoch", epoch)),
-                              seen=int(body.get("seen", epoch)))
+            return PeerStatus(
+                url,
+                rank,
+                True,
+                str(body.get("role", "")),
+                epoch,
+                int(body.get("seq", 0)),
+                body.get("primary"),
+                body.get("replication"),
+                log_epoch=int(body.get("log_epoch", epoch)),
+                seen=int(body.get("seen", epoch)),
+            )
         except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError, OSError) as exc:
             return PeerStatus(url, rank, False, error=str(exc) or type(exc).__name__)
 
@@ -75,17 +95,24 @@ class Prober:
         ranks = [r for r in range(len(self.candidates)) if r != self.me]
         return list(await asyncio.gather(*(self.one(r) for r in ranks)))
 
-    async def ask_vote(self, rank: int, request: dict[str, Any],
-                       token: str) -> dict[str, Any] | None:
+    async def ask_vote(
+        self, rank: int, request: dict[str, Any], token: str
+    ) -> dict[str, Any] | None:
         """One candidate's answer to a vote request; None if it did not answer usably."""
         url = self.candidates[rank]
         try:
-            async with self._get().post(url + "/api/v1/cluster/vote", json=request,
-                                        headers={"Authorization": f"Bearer {token}"}) as resp:
+            async with self._get().post(
+                url + "/api/v1/cluster/vote",
+                json=request,
+                headers={"Authorization": f"Bearer {token}"},
+            ) as resp:
                 body = await resp.json(content_type=None)
             if resp.status != 200 or not isinstance(body, dict):
                 return None
-            return {"granted": bool(body.get("granted")), "epoch": int(body.get("epoch", 0)),
-                    "reason": str(body.get("reason", ""))}
+            return {
+                "granted": bool(body.get("granted")),
+                "epoch": int(body.get("epoch", 0)),
+                "reason": str(body.get("reason", "")),
+            }
         except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError, OSError):
             return None

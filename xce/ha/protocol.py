@@ -23,8 +23,20 @@ from xce.store.wal.framing import FRAME_HEADER, frame
 SCHEMA_PATH = Path(__file__).with_name("replication.capnp")
 MAX_MESSAGE = 32 * 1024 * 1024
 TRAVERSAL_LIMIT = MAX_MESSAGE // 8 * 2  # in words
-KINDS = ("hello", "welcome", "records", "ack", "heartbeat", "snapshotChunk", "authFiles",
-         "refuse", "promote", "fileData", "fileAck", "fileWant")
+KINDS = (
+    "hello",
+    "welcome",
+    "records",
+    "ack",
+    "heartbeat",
+    "snapshotChunk",
+    "authFiles",
+    "refuse",
+    "promote",
+    "fileData",
+    "fileAck",
+    "fileWant",
+)
 
 
 class ProtocolError(XceError):
@@ -76,8 +88,9 @@ def decode(payload: bytes) -> Message:
             if kind == "refuse":
                 return Message(kind, epoch, {"text": str(msg.refuse)})
             if kind == "authFiles":
-                return Message(kind, epoch, {"files": [(str(f.name), bytes(f.data))
-                                                       for f in msg.authFiles]})
+                return Message(
+                    kind, epoch, {"files": [(str(f.name), bytes(f.data)) for f in msg.authFiles]}
+                )
             part = getattr(msg, kind)
             body = {}
             for name in part.schema.fieldnames:

@@ -176,7 +176,7 @@ class ReplicationSource:
                             at.path, at.data, at.seq, at.offset = path, data, seq, fr.offset
                             return out
                         if seq >= cursor:
-                            chunk = data[fr.offset:fr.end]
+                            chunk = data[fr.offset : fr.end]
                             out.append((seq, chunk))
                             size += len(chunk)
                         seq += 1
@@ -193,7 +193,11 @@ class ReplicationSource:
 
     async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> None:
         self._server = await asyncio.start_server(
-            self._handle, host, port, ssl=ssl_context, reuse_address=True,
+            self._handle,
+            host,
+            port,
+            ssl=ssl_context,
+            reuse_address=True,
         )
         log.info("replication listening on %s:%s (%s)", host, port, self.mode)
 
@@ -212,9 +216,12 @@ class ReplicationSource:
         self.store.writer.on_durable = None
         for _, fut in self._ack_waiters + self._file_waiters:
             if not fut.done():  # never acknowledge what no standby confirmed
-                fut.set_exception(Unavailable(
-                    "the primary stepped down before a standby confirmed this change: it may "
-                    "or may not survive, so check before retrying"))
+                fut.set_exception(
+                    Unavailable(
+                        "the primary stepped down before a standby confirmed this change: it may "
+                        "or may not survive, so check before retrying"
+                    )
+                )
         self._ack_waiters = []
         self._file_waiters = []
 
@@ -255,8 +262,9 @@ class ReplicationSource:
         with contextlib.suppress(Exception):
             await protocol.send(writer, "refuse", self.epochs.epoch, why)
 
-    async def _greet(self, hello: protocol.Message, peer: str,
-                     writer: asyncio.StreamWriter) -> StandbySession | None:
+    async def _greet(
+        self, hello: protocol.Message, peer: str, writer: asyncio.StreamWriter
+    ) -> StandbySession | None:
         if hello.kind != "hello":
             raise protocol.ProtocolError(f"expected hello, got {hello.kind}")
         try:
@@ -266,8 +274,7 @@ class ReplicationSource:
             await self._refuse(writer, exc.message)
             return None
         if hello.epoch > self.epochs.epoch:  # a trusted candidate knows a newer term
-            await self._refuse(writer, f"stale primary: epoch {self.epochs.epoch} < "
-                                       f"{hello.epoch}")
+            await self._refuse(writer, f"stale primary: epoch {self.epochs.epoch} < {hello.epoch}")
             self.on_higher_epoch(hello.epoch)
             return None
         node = hello.body["node"] or peer
@@ -279,14 +286,20 @@ class ReplicationSource:
             or last_seq + 1 < self._first_on_disk()
         )
         if diverged is not None:
-            log.error("standby %s diverged (%s): its records %d..%d are not this primary's "
-                      "and are discarded; sending a checkpoint", node, diverged,
-                      self._common_end(last_seq, last_epoch) + 1, last_seq)
+            log.error(
+                "standby %s diverged (%s): its records %d..%d are not this primary's "
+                "and are discarded; sending a checkpoint",
+                node,
+                diverged,
+                self._common_end(last_seq, last_epoch) + 1,
+                last_seq,
+            )
         old = self.sessions.pop(node, None)
         if old is not None and old.writer is not None:
             old.writer.close()
-        session = StandbySession(node, peer, writer=writer, snapshot=snapshot,
-                                 acked_seq=0 if snapshot else last_seq)
+        session = StandbySession(
+            node, peer, writer=writer, snapshot=snapshot, acked_seq=0 if snapshot else last_seq
+        )
         await self._greet_files(session, hello.body)
         session.sent_seq = session.acked_seq
         # From here on (no await in between) every file queued reaches this standby.
@@ -298,11 +311,25 @@ class ReplicationSource:
         if snapshot:
             seq, snapshot_path = await self._newest_checkpoint()
             start = seq + 1
-        await protocol.send(writer, "welcome", self.epochs.epoch, {
-            "startSeq": start, "snapshot": snapshot, "mode": self.mode, "history": history,
-            "files": self.space is not None})
-        log.info("standby %s (%s) connected at record %d%s", node, peer, last_seq,
-                 ": sending a checkpoint first" if snapshot else "")
+        await protocol.send(
+            writer,
+            "welcome",
+            self.epochs.epoch,
+            {
+                "startSeq": start,
+                "snapshot": snapshot,
+                "mode": self.mode,
+                "history": history,
+                "files": self.space is not None,
+            },
+        )
+        log.info(
+            "standby %s (%s) connected at record %d%s",
+            node,
+            peer,
+            last_seq,
+            ": sending a checkpoint first" if snapshot else "",
+        )
         await self._send_auth_files(writer)
         if snapshot_path is not None:
             await self._send_snapshot(writer, snapshot_path, start - 1)
@@ -320,8 +347,13 @@ class ReplicationSource:
         if size:
             path = self.space.audit_path
             ours = path.stat().st_size if path.exists() else 0
-            same = ours >= size and await asyncio.get_running_loop().run_in_executor(
-                None, hafiles.sha256_of, path, size) == sha
+            same = (
+                ours >= size
+                and await asyncio.get_running_loop().run_in_executor(
+                    None, hafiles.sha256_of, path, size
+                )
+                == sha
+            )
             if same:
                 session.audit_sent = size
             else:
@@ -359,17 +391,23 @@ class ReplicationSource:
         for epoch, first in zip(flat[::2], flat[1::2], strict=True):
             if epoch <= last_epoch and first <= last_seq and mine.get(epoch) != first:
                 here = mine.get(epoch)
-                return (f"its epoch {epoch} began at record {first}, here "
-                        f"{'never' if here is None else f'at {here}'}")
+                return (
+                    f"its epoch {epoch} began at record {first}, here "
+                    f"{'never' if here is None else f'at {here}'}"
+                )
         if not hello.get("lastCrcKnown"):
-            return "its last record cannot be read back to compare (its log ends at a " \
-                   "checkpoint, or it predates content checks)"
+            return (
+                "its last record cannot be read back to compare (its log ends at a "
+                "checkpoint, or it predates content checks)"
+            )
         crc = await self._record_crc(last_seq)
         if crc is None:
             return f"record {last_seq} cannot be read here to compare"
         if crc != hello.get("lastCrc"):
-            return f"record {last_seq} differs in content (crc {hello.get('lastCrc'):08x}, " \
-                   f"here {crc:08x})"
+            return (
+                f"record {last_seq} differs in content (crc {hello.get('lastCrc'):08x}, "
+                f"here {crc:08x})"
+            )
         return None
 
     async def _record_crc(self, seq: int) -> int | None:
@@ -381,7 +419,8 @@ class ReplicationSource:
             if seq < self._first_on_disk():
                 return None
             found = await asyncio.get_running_loop().run_in_executor(
-                None, self._from_disk, seq, seq, DiskCursor())
+                None, self._from_disk, seq, seq, DiskCursor()
+            )
         if not found or found[0][0] != seq:
             return None
         return int(FRAME_HEADER.unpack_from(found[0][1], 0)[1])
@@ -397,15 +436,22 @@ class ReplicationSource:
         # Read whole before sending: the checkpoint may be pruned by a newer one meanwhile.
         data = await asyncio.get_running_loop().run_in_executor(None, path.read_bytes)
         for start in range(0, max(len(data), 1), SNAPSHOT_CHUNK):
-            piece = data[start:start + SNAPSHOT_CHUNK]
-            await protocol.send(writer, "snapshotChunk", self.epochs.epoch, {
-                "seq": seq, "data": piece, "last": start + SNAPSHOT_CHUNK >= len(data)})
+            piece = data[start : start + SNAPSHOT_CHUNK]
+            await protocol.send(
+                writer,
+                "snapshotChunk",
+                self.epochs.epoch,
+                {"seq": seq, "data": piece, "last": start + SNAPSHOT_CHUNK >= len(data)},
+            )
 
     def _auth_files(self) -> list[tuple[str, bytes]]:
         if not self.auth_dir.is_dir():
             return []
-        return sorted((p.name, p.read_bytes()) for p in self.auth_dir.iterdir()
-                      if p.is_file() and not p.name.startswith("."))
+        return sorted(
+            (p.name, p.read_bytes())
+            for p in self.auth_dir.iterdir()
+            if p.is_file() and not p.name.startswith(".")
+        )
 
     async def _send_auth_files(self, writer: asyncio.StreamWriter) -> list[tuple[str, bytes]]:
         files = self._auth_files()
@@ -430,17 +476,27 @@ class ReplicationSource:
                 batch = self._from_ring(cursor)
                 if batch is None:
                     if cursor < self._first_on_disk():
-                        raise XceError(f"standby {session.node} fell behind the oldest WAL "
-                                       "segment; it will start over from a checkpoint")
+                        raise XceError(
+                            f"standby {session.node} fell behind the oldest WAL "
+                            "segment; it will start over from a checkpoint"
+                        )
                     batch = await loop.run_in_executor(
-                        None, self._from_disk, cursor, self.durable_seq, session.disk)
+                        None, self._from_disk, cursor, self.durable_seq, session.disk
+                    )
                     if not batch:
                         await asyncio.sleep(0.05)  # never spin on a segment being rotated
                         continue
             if batch:
-                await protocol.send(writer, "records", self.epochs.epoch, {
-                    "firstSeq": batch[0][0], "count": len(batch),
-                    "data": b"".join(d for _, d in batch)})
+                await protocol.send(
+                    writer,
+                    "records",
+                    self.epochs.epoch,
+                    {
+                        "firstSeq": batch[0][0],
+                        "count": len(batch),
+                        "data": b"".join(d for _, d in batch),
+                    },
+                )
                 session.sent_seq = batch[-1][0]
                 continue
             session.wake.clear()
@@ -449,8 +505,12 @@ class ReplicationSource:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(session.wake.wait(), self.heartbeat_s)
             if not session.wake.is_set():
-                await protocol.send(writer, "heartbeat", self.epochs.epoch,
-                                    {"lastSeq": self.durable_seq, "sentAt": time.time()})
+                await protocol.send(
+                    writer,
+                    "heartbeat",
+                    self.epochs.epoch,
+                    {"lastSeq": self.durable_seq, "sentAt": time.time()},
+                )
             if time.monotonic() - last_files_check > 2.0:
                 last_files_check = time.monotonic()
                 now_files = self._auth_files()
@@ -500,30 +560,42 @@ class ReplicationSource:
             path = self.space.path_of(name)
             sent = -1
             if op.startswith(hafiles.MOVE):
-                if op[len(hafiles.MOVE):] in session.uploads:  # it has the upload: move it
-                    session.uploads.discard(op[len(hafiles.MOVE):])
-                    await protocol.send(writer, "fileData", epoch, {
-                        "ticket": ticket, "name": name, "op": op, "last": True})
+                if op[len(hafiles.MOVE) :] in session.uploads:  # it has the upload: move it
+                    session.uploads.discard(op[len(hafiles.MOVE) :])
+                    await protocol.send(
+                        writer,
+                        "fileData",
+                        epoch,
+                        {"ticket": ticket, "name": name, "op": op, "last": True},
+                    )
                     continue
                 op = "put"  # uploaded before it connected: the content itself
             if name in session.uploads and op == "drop":
                 session.uploads.discard(name)
             if op == "put" and path is not None:
-                sent = await hafiles.send_put(writer, epoch, name, path, ticket,
-                                              lambda: setattr(session, "file_progress",
-                                                              time.monotonic()))
+                sent = await hafiles.send_put(
+                    writer,
+                    epoch,
+                    name,
+                    path,
+                    ticket,
+                    lambda: setattr(session, "file_progress", time.monotonic()),
+                )
                 if sent >= 0 and name.startswith(hafiles.FILES + "uploads/"):
                     session.uploads.add(name)
             if sent < 0:  # gone meanwhile (or dropped): the standby drops it too
-                await protocol.send(writer, "fileData", epoch, {
-                    "ticket": ticket, "name": name, "op": "drop", "last": True})
+                await protocol.send(
+                    writer,
+                    "fileData",
+                    epoch,
+                    {"ticket": ticket, "name": name, "op": "drop", "last": True},
+                )
         if session.audit_sent is None:
             return
         path = self.space.audit_path
         if session.audit_replace:
             session.audit_replace = False
-            session.audit_sent = max(
-                await hafiles.send_put(writer, epoch, hafiles.AUDIT, path), 0)
+            session.audit_sent = max(await hafiles.send_put(writer, epoch, hafiles.AUDIT, path), 0)
         while True:
             try:
                 size = path.stat().st_size
@@ -531,13 +603,21 @@ class ReplicationSource:
                 return
             if size <= session.audit_sent:
                 return
-            data = await loop.run_in_executor(None, hafiles.read_from, path,
-                                              session.audit_sent)
+            data = await loop.run_in_executor(None, hafiles.read_from, path, session.audit_sent)
             if not data:
                 return
-            await protocol.send(writer, "fileData", epoch, {
-                "name": hafiles.AUDIT, "op": "append", "offset": session.audit_sent,
-                "data": data, "last": True})
+            await protocol.send(
+                writer,
+                "fileData",
+                epoch,
+                {
+                    "name": hafiles.AUDIT,
+                    "op": "append",
+                    "offset": session.audit_sent,
+                    "data": data,
+                    "last": True,
+                },
+            )
             session.audit_sent += len(data)
 
     async def _want_back(self, writer: asyncio.StreamWriter) -> None:
@@ -548,8 +628,9 @@ class ReplicationSource:
         missing = await hafiles.missing_in_state(self.space, self.state)
         missing = [n for n in missing if n.startswith(hafiles.FILES)]
         for start in range(0, len(missing), 10_000):
-            await protocol.send(writer, "fileWant", self.epochs.epoch,
-                                {"names": missing[start:start + 10_000]})
+            await protocol.send(
+                writer, "fileWant", self.epochs.epoch, {"names": missing[start : start + 10_000]}
+            )
 
     async def _take_back(self, session: StandbySession, body: dict[str, object]) -> None:
         """A job file a standby sends because we asked (`_want_back`): stored only if it is
@@ -572,12 +653,15 @@ class ReplicationSource:
         try:
             await asyncio.to_thread(self._receiver.apply, body)
         except (XceError, OSError) as exc:
-            log.warning("job file %s from standby %s not taken: %s", name[6:], session.node,
-                        getattr(exc, "message", None) or exc)
+            log.warning(
+                "job file %s from standby %s not taken: %s",
+                name[6:],
+                session.node,
+                getattr(exc, "message", None) or exc,
+            )
             return
         if body.get("last"):
-            log.warning("job file %s was only on standby %s: copied here", name[6:],
-                        session.node)
+            log.warning("job file %s was only on standby %s: copied here", name[6:], session.node)
 
     def _on_want(self, session: StandbySession, names: list[str]) -> None:
         assert self.space is not None
@@ -585,8 +669,11 @@ class ReplicationSource:
             try:
                 self.space.path_of(name)
             except XceError:
-                log.warning("standby %s asked for %r, not a replicated file: ignored",
-                            session.node, name[:200])
+                log.warning(
+                    "standby %s asked for %r, not a replicated file: ignored",
+                    session.node,
+                    name[:200],
+                )
                 continue
             if name == hafiles.AUDIT:
                 session.audit_sent, session.audit_replace = 0, True
@@ -597,8 +684,10 @@ class ReplicationSource:
     def _release_files(self) -> None:
         keep = []
         for ticket, fut in self._file_waiters:
-            if any(s.in_sync and s.files_ok and s.first_ticket <= ticket <= s.acked_ticket
-                   for s in self.sessions.values()):
+            if any(
+                s.in_sync and s.files_ok and s.first_ticket <= ticket <= s.acked_ticket
+                for s in self.sessions.values()
+            ):
                 if not fut.done():
                     fut.set_result(None)
             else:
@@ -610,15 +699,17 @@ class ReplicationSource:
         queued has made it durable, or degrade to async after `sync_timeout_s`."""
         if self.mode != "sync" or ticket == 0:
             return
-        if not any(s.in_sync and s.files_ok and s.first_ticket <= ticket
-                   for s in self.sessions.values()):
+        if not any(
+            s.in_sync and s.files_ok and s.first_ticket <= ticket for s in self.sessions.values()
+        ):
             if not any(s.in_sync for s in self.sessions.values()):
                 self._degrade("no standby is connected and caught up (files)")
-            elif not self._warned_files and not any(s.files_ok
-                                                    for s in self.sessions.values()):
+            elif not self._warned_files and not any(s.files_ok for s in self.sessions.values()):
                 self._warned_files = True
-                log.error("ALERT: no connected standby takes job files (an older "
-                          "version): after a failover jobs may miss their files")
+                log.error(
+                    "ALERT: no connected standby takes job files (an older "
+                    "version): after a failover jobs may miss their files"
+                )
             # else: a standby that connected since; its catch-up asks for these files
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -632,8 +723,14 @@ class ReplicationSource:
                     await asyncio.wait_for(asyncio.shield(fut), self.sync_timeout_s)
                     break
                 except TimeoutError:
-                    moving = max((s.file_progress for s in self.sessions.values()
-                                  if s.files_ok and s.first_ticket <= ticket), default=0.0)
+                    moving = max(
+                        (
+                            s.file_progress
+                            for s in self.sessions.values()
+                            if s.files_ok and s.first_ticket <= ticket
+                        ),
+                        default=0.0,
+                    )
                     if time.monotonic() - moving > self.sync_timeout_s:
                         raise
         except TimeoutError:
@@ -642,8 +739,9 @@ class ReplicationSource:
             for s in self.sessions.values():
                 if s.files_ok and s.acked_ticket < ticket:
                     s.in_sync = False  # in sync again with its next acknowledgement
-            self._degrade(f"no standby acknowledged file operation {ticket} within "
-                          f"{self.sync_timeout_s:g} s")
+            self._degrade(
+                f"no standby acknowledged file operation {ticket} within {self.sync_timeout_s:g} s"
+            )
 
     async def _read_acks(self, reader: asyncio.StreamReader, session: StandbySession) -> None:
         try:
@@ -670,10 +768,12 @@ class ReplicationSource:
                     session.in_sync = True
                     if self.degraded and self.mode == "sync":
                         self.degraded = False
-                        log.warning("sync replication restored: standby %s is caught up",
-                                    session.node)
+                        log.warning(
+                            "sync replication restored: standby %s is caught up", session.node
+                        )
                 metrics.REPLICATION_LAG.labels(session.node).set(
-                    max(self.durable_seq - session.acked_seq, 0))
+                    max(self.durable_seq - session.acked_seq, 0)
+                )
                 self._release_acks()
                 self._release_files()
         except (EOFError, ConnectionError, protocol.ProtocolError, XceError) as exc:
@@ -705,8 +805,11 @@ class ReplicationSource:
             if sync:
                 self._degrade("no standby is connected and caught up")
             else:
-                log.warning("record %d (job numbers) is not on any standby: no standby is "
-                            "connected and caught up", seq)
+                log.warning(
+                    "record %d (job numbers) is not on any standby: no standby is "
+                    "connected and caught up",
+                    seq,
+                )
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._ack_waiters.append((seq, fut))
@@ -729,8 +832,11 @@ class ReplicationSource:
         if not self.degraded:
             self.degraded = True
             metrics.SYNC_DEGRADED.inc()
-            log.error("ALERT: sync replication degraded to async: %s; acknowledged changes "
-                      "may be lost if this primary fails before a standby catches up", why)
+            log.error(
+                "ALERT: sync replication degraded to async: %s; acknowledged changes "
+                "may be lost if this primary fails before a standby catches up",
+                why,
+            )
 
     # --- views and switchover -----------------------------------------------------------
 
@@ -741,9 +847,15 @@ class ReplicationSource:
     def view(self) -> list[dict[str, object]]:
         now = time.monotonic()
         return [
-            {"node": s.node, "peer": s.peer, "acked_seq": s.acked_seq,
-             "lag_records": max(self.durable_seq - s.acked_seq, 0), "in_sync": s.in_sync,
-             "last_ack_s": round(now - s.last_ack, 3), "connected_at": s.connected_at}
+            {
+                "node": s.node,
+                "peer": s.peer,
+                "acked_seq": s.acked_seq,
+                "lag_records": max(self.durable_seq - s.acked_seq, 0),
+                "in_sync": s.in_sync,
+                "last_ack_s": round(now - s.last_ack, 3),
+                "connected_at": s.connected_at,
+            }
             for s in self.sessions.values()
         ]
 
@@ -754,8 +866,7 @@ class ReplicationSource:
         """
         candidates = [s for s in self.sessions.values() if target in (None, s.node)]
         if not candidates:
-            raise Conflict(f"no connected standby {target or ''}".rstrip() +
-                           " to hand over to")
+            raise Conflict(f"no connected standby {target or ''}".rstrip() + " to hand over to")
         await self.store.writer.sync(durable=True)
         seq = self.store.writer.next_seq - 1
         deadline = time.monotonic() + timeout

@@ -10,9 +10,15 @@ from typing import Any
 
 # Loaded on first use (PEP 562), so that light modules of this package (the SWF rules that
 # `xce simulate --help` prints) do not pull the cluster state into every CLI start-up.
-_HOMES = {"HostView": "snapshot", "PendingArray": "snapshot", "PendingJob": "snapshot",
-          "Snapshot": "snapshot", "snapshot_of": "snapshot", "Placement": "types",
-          "Plan": "types"}
+_HOMES = {
+    "HostView": "snapshot",
+    "PendingArray": "snapshot",
+    "PendingJob": "snapshot",
+    "Snapshot": "snapshot",
+    "snapshot_of": "snapshot",
+    "Placement": "types",
+    "Plan": "types",
+}
 
 __all__ = [
     "HostView",

@@ -46,8 +46,9 @@ class AdvanceGate:
 
     __slots__ = ("by_name", "now", "on_host", "pool", "refused")
 
-    def __init__(self, reservations: Iterable[ReservationRecord], pool: HostPool,
-                 now: float) -> None:
+    def __init__(
+        self, reservations: Iterable[ReservationRecord], pool: HostPool, now: float
+    ) -> None:
         self.now = now
         self.pool = pool
         self.by_name = {r.name: r for r in reservations}
@@ -106,8 +107,12 @@ class AdvanceGate:
         for `walltime_s` without meeting a reservation it does not target (INFINITY: never,
         e.g. no walltime and a reservation ahead). Only windows matter here: resources are
         the caller's (they only grow after `start` in EASY's projection)."""
-        held = [r for r in self.on_host.get(i, ()) if r.name != spec.reservation and (
-            r.slots == 0 or self.pool.hosts[i].slots - r.slots < spec.slots)]
+        held = [
+            r
+            for r in self.on_host.get(i, ())
+            if r.name != spec.reservation
+            and (r.slots == 0 or self.pool.hosts[i].slots - r.slots < spec.slots)
+        ]
         moved = True
         while moved and start < INFINITY:
             moved = False
@@ -117,8 +122,9 @@ class AdvanceGate:
                     start, moved = r.end, True
         return start
 
-    def reserve(self, plugin: ReservePlugin, hosts: list[int], spec: JobSpec,
-                walltime_s: int | None) -> Reservation | None:
+    def reserve(
+        self, plugin: ReservePlugin, hosts: list[int], spec: JobSpec, walltime_s: int | None
+    ) -> Reservation | None:
         """`plugin`'s reservation for a job that fits nowhere now, moved out of the windows
         of reservations it does not belong to: host by host, its earliest start by free
         resources is pushed past each window it would run into, the free slots and memory
@@ -154,8 +160,10 @@ class AdvanceGate:
         assert self.refused is not None
         r, i = self.refused
         what = "holds" if r.slots == 0 else f"holds {r.slots} slots of"
-        return (f"reservation {r.name} {what} host {self.pool.hosts[i].name} from "
-                f"{r.start:.0f} until {r.end:.0f} and the job would still be running then")
+        return (
+            f"reservation {r.name} {what} host {self.pool.hosts[i].name} from "
+            f"{r.start:.0f} until {r.end:.0f} and the job would still be running then"
+        )
 
 
 def wake_times(reservations: Iterable[ReservationRecord], now: float) -> list[float]:

@@ -44,8 +44,9 @@ _SHOWN = 3  # hosts named in a refusal
 
 
 def _empty_view(host: HostRecord) -> HostView:
-    return HostView(host.name, host.slots, host.memory_mb, host.slots, host.memory_mb,
-                    host.attributes, True)
+    return HostView(
+        host.name, host.slots, host.memory_mb, host.slots, host.memory_mb, host.attributes, True
+    )
 
 
 def _attribute_names(node: Node) -> Iterator[str]:
@@ -71,20 +72,30 @@ def _case_hints(node: Node, hosts: list[HostRecord]) -> Iterator[str]:
     elif isinstance(node, Not):
         yield from _case_hints(node.item, hosts)
     elif isinstance(node, Compare) and node.op == "==" and isinstance(node.left, Name):
-        wanted = node.right.value if isinstance(node.right, String) else (
-            node.right.name if isinstance(node.right, Name) else None)
+        wanted = (
+            node.right.value
+            if isinstance(node.right, String)
+            else (node.right.name if isinstance(node.right, Name) else None)
+        )
         if not isinstance(wanted, str):
             return
         for host in hosts:
             value = dict(host.attributes).get(node.left.name)
             if value is not None and value != wanted and value.lower() == wanted.lower():
-                yield (f"{node.left.name} is {value!r} on {host.name}, not {wanted!r} "
-                       "(values are case-sensitive)")
+                yield (
+                    f"{node.left.name} is {value!r} on {host.name}, not {wanted!r} "
+                    "(values are case-sensitive)"
+                )
                 return
 
 
-def refusal(requirement: ResourceRequirement | None, slots: int, memory_mb: int,
-            queue: QueueRecord, hosts: Iterable[HostRecord]) -> str | None:
+def refusal(
+    requirement: ResourceRequirement | None,
+    slots: int,
+    memory_mb: int,
+    queue: QueueRecord,
+    hosts: Iterable[HostRecord],
+) -> str | None:
     """Why no host of `queue` could ever run the job, or None when one could (or when the
     queue has no registered host to judge by)."""
     gate = QueueHosts()
@@ -99,16 +110,22 @@ def refusal(requirement: ResourceRequirement | None, slots: int, memory_mb: int,
         if unknown:
             names = ", ".join(repr(n) for n in unknown)
             known = ", ".join(sorted(defined - BUILT_IN)) or "none"
-            return (f"resources: select[{select}]: no host of {where} defines {names} "
-                    f"(host attributes: {known}; built in: {', '.join(sorted(BUILT_IN))})")
+            return (
+                f"resources: select[{select}]: no host of {where} defines {names} "
+                f"(host attributes: {known}; built in: {', '.join(sorted(BUILT_IN))})"
+            )
     most_slots = max(h.slots for h in eligible)
     if slots > most_slots:
-        return (f"the job asks for {slots} slots on one host; the largest host of {where} "
-                f"has {most_slots}")
+        return (
+            f"the job asks for {slots} slots on one host; the largest host of {where} "
+            f"has {most_slots}"
+        )
     most_memory = max(h.memory_mb for h in eligible)
     if memory_mb > most_memory:
-        return (f"the job asks for {memory_mb} MB of memory; the most any host of {where} "
-                f"has is {most_memory} MB")
+        return (
+            f"the job asks for {memory_mb} MB of memory; the most any host of {where} "
+            f"has is {most_memory} MB"
+        )
     why: list[str] = []
     for host in eligible:
         if slots > host.slots:
@@ -121,5 +138,6 @@ def refusal(requirement: ResourceRequirement | None, slots: int, memory_mb: int,
             return None
     hints = list(_case_hints(select, eligible)) if select is not None else []
     more = f" and {len(why) - _SHOWN} more" if len(why) > _SHOWN else ""
-    return (f"no host of {where} can ever run this job: {'; '.join(why[:_SHOWN])}{more}"
-            + (f" ({hints[0]})" if hints else ""))
+    return f"no host of {where} can ever run this job: {'; '.join(why[:_SHOWN])}{more}" + (
+        f" ({hints[0]})" if hints else ""
+    )

@@ -81,8 +81,11 @@ class HostPool:
                 at = self.index.get(job.host)
                 if at is None:
                     continue
-                end = (INFINITY if job.walltime_s is None
-                       else max(self.now, job.start_time + job.walltime_s))
+                end = (
+                    INFINITY
+                    if job.walltime_s is None
+                    else max(self.now, job.start_time + job.walltime_s)
+                )
                 table[at].append((end, job.slots, job.memory_mb))
             for at, end, slots, mem in self._placed:
                 table[at].append((end, slots, mem))
@@ -90,8 +93,11 @@ class HostPool:
         return sorted(self._releases[i])
 
     def fits(self, i: int, slots: int, memory_mb: int, live: Node | None) -> bool:
-        return (self.free_slots[i] >= slots and self.free_mem[i] >= memory_mb
-                and (live is None or matches(live, self.attributes(i))))
+        return (
+            self.free_slots[i] >= slots
+            and self.free_mem[i] >= memory_mb
+            and (live is None or matches(live, self.attributes(i)))
+        )
 
 
 class OrderedCandidates:
@@ -99,8 +105,14 @@ class OrderedCandidates:
 
     __slots__ = ("_at", "_hosts", "_pool", "live_select", "memory_mb", "slots")
 
-    def __init__(self, pool: HostPool, hosts: Sequence[int], slots: int, memory_mb: int,
-                 live_select: Node | None) -> None:
+    def __init__(
+        self,
+        pool: HostPool,
+        hosts: Sequence[int],
+        slots: int,
+        memory_mb: int,
+        live_select: Node | None,
+    ) -> None:
         self._pool, self._hosts, self._at = pool, hosts, 0
         self.slots, self.memory_mb, self.live_select = slots, memory_mb, live_select
 
@@ -111,9 +123,12 @@ class OrderedCandidates:
         end = len(hosts)
         while at < end:
             i = hosts[at]
-            if (free_slots[i] >= slots and free_mem[i] >= memory_mb
-                    and (live is None or matches(live, pool.attributes(i)))
-                    and (allow is None or allow(i))):
+            if (
+                free_slots[i] >= slots
+                and free_mem[i] >= memory_mb
+                and (live is None or matches(live, pool.attributes(i)))
+                and (allow is None or allow(i))
+            ):
                 self._at = at
                 return i
             at += 1
@@ -126,9 +141,16 @@ class RankedCandidates:
 
     __slots__ = ("_heap", "_key", "_pool", "improving", "live_select", "memory_mb", "slots")
 
-    def __init__(self, pool: HostPool, heap: Sequence[tuple[tuple, int, int]], slots: int,
-                 memory_mb: int, key: Callable[[int], tuple], improving: bool,
-                 live_select: Node | None) -> None:
+    def __init__(
+        self,
+        pool: HostPool,
+        heap: Sequence[tuple[tuple, int, int]],
+        slots: int,
+        memory_mb: int,
+        key: Callable[[int], tuple],
+        improving: bool,
+        live_select: Node | None,
+    ) -> None:
         self._pool, self._key = pool, key
         self.slots, self.memory_mb, self.live_select = slots, memory_mb, live_select
         self.improving = improving
@@ -139,8 +161,12 @@ class RankedCandidates:
     def find(self, allow: Allow = None) -> int | None:
         heap, pool = self._heap, self._pool
         version = pool.version
-        slots, memory_mb, live, improving = self.slots, self.memory_mb, self.live_select, \
-            self.improving
+        slots, memory_mb, live, improving = (
+            self.slots,
+            self.memory_mb,
+            self.live_select,
+            self.improving,
+        )
         while heap:
             _, i, seen = heap[0]
             if seen != version[i]:

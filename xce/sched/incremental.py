@@ -42,8 +42,17 @@ from xce.sched.snapshot import (
 SHIFT = 1 << 40  # order key: job number, then array index (pipeline._groups uses the same)
 
 # Events that change at most the job they name (and its host's load).
-_ONE_JOB = (ev.JobSubmitted, ev.JobStarted, ev.JobFinished, ev.JobSuspended, ev.JobResumed,
-            ev.JobKillRequested, ev.JobKilled, ev.JobRequeued, ev.JobUsageReported)
+_ONE_JOB = (
+    ev.JobSubmitted,
+    ev.JobStarted,
+    ev.JobFinished,
+    ev.JobSuspended,
+    ev.JobResumed,
+    ev.JobKillRequested,
+    ev.JobKilled,
+    ev.JobRequeued,
+    ev.JobUsageReported,
+)
 
 
 def order_key(record: JobRecord) -> int:
@@ -69,8 +78,7 @@ class SnapshotCache:
             return
         self._seen += 1
         if isinstance(event, _ONE_JOB):
-            job_id = str(event.number) if isinstance(event, ev.JobSubmitted) else \
-                event.job_id  # type: ignore[union-attr]
+            job_id = str(event.number) if isinstance(event, ev.JobSubmitted) else event.job_id  # type: ignore[union-attr]
             self._sync(job_id, state)
         elif isinstance(event, ev.HostRegistered | ev.QueueCreated):
             self._hosts_dirty = True
@@ -143,27 +151,39 @@ class SnapshotCache:
 
     # --- reading ------------------------------------------------------------------------
 
-    def snapshot(self, state: ClusterState, usage: Mapping[str, float] | None = None,
-                 groups: Mapping[str, str] | None = None) -> Snapshot:
+    def snapshot(
+        self,
+        state: ClusterState,
+        usage: Mapping[str, float] | None = None,
+        groups: Mapping[str, str] | None = None,
+    ) -> Snapshot:
         """The same view as `snapshot_of(state, usage, groups)`, pending jobs as `queued`."""
         if self._stale or state is not self._state or state.applied != self._seen:
             self._rebuild(state)
         for queue in self._unsorted:
             jobs = self._queued[queue]
-            ordered = sorted(jobs.values(), key=lambda v: v.number * SHIFT + (
-                0 if v.index is None else v.index + 1))
+            ordered = sorted(
+                jobs.values(),
+                key=lambda v: v.number * SHIFT + (0 if v.index is None else v.index + 1),
+            )
             self._queued[queue] = {v.job_id: v for v in ordered}
             last = ordered[-1] if ordered else None
-            self._last[queue] = -1 if last is None else last.number * SHIFT + (
-                0 if last.index is None else last.index + 1)
+            self._last[queue] = (
+                -1
+                if last is None
+                else last.number * SHIFT + (0 if last.index is None else last.index + 1)
+            )
         self._unsorted.clear()
         for job_id in self._dependent:  # dependency status can change with any event
             record = state.jobs[job_id]
             self._queued[self._where[job_id]][job_id] = _view(record, state)
         if self._running_tuple is None:
-            self._running_tuple = tuple(sorted(
-                (v for views in self._running.values() for v in views),
-                key=lambda r: (r.host, r.job_id)))
+            self._running_tuple = tuple(
+                sorted(
+                    (v for views in self._running.values() for v in views),
+                    key=lambda r: (r.host, r.job_id),
+                )
+            )
         if self._hosts_dirty:
             self._hosts = _host_views(state)
             self._hosts_dirty = False
@@ -173,22 +193,35 @@ class SnapshotCache:
         limits: dict[int, tuple[int | None, int]] = {}
         if state.pending_arrays or self._tasks:
             arrays = tuple(
-                PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active,
-                             _deps(a.spec, state), a.submit_time)
+                PendingArray(
+                    a.id,
+                    a.spec,
+                    a.pending,
+                    a.max_concurrent,
+                    a.active,
+                    _deps(a.spec, state),
+                    a.submit_time,
+                )
                 for a in (state.arrays[n] for n in state.pending_arrays)
                 if not a.held
             )
             numbers = {a.number for a in arrays} | set(self._tasks.values())
-            limits = {n: (state.arrays[n].max_concurrent, state.arrays[n].active)
-                      for n in numbers}
-        queued = MappingProxyType({q: jobs.values() for q, jobs in self._queued.items()
-                                   if jobs})
+            limits = {n: (state.arrays[n].max_concurrent, state.arrays[n].active) for n in numbers}
+        queued = MappingProxyType({q: jobs.values() for q, jobs in self._queued.items() if jobs})
         # queues, usage and groups are handed over, not copied: the caller makes a new
         # usage map per pass and changes neither of the others between passes
-        return Snapshot(self._hosts, self._queues, (), arrays, limits, self._running_tuple,
-                        usage if usage is not None else {}, groups if groups is not None
-                        else {}, queued=queued,
-                        reservations=tuple(state.reservations.values()))
+        return Snapshot(
+            self._hosts,
+            self._queues,
+            (),
+            arrays,
+            limits,
+            self._running_tuple,
+            usage if usage is not None else {},
+            groups if groups is not None else {},
+            queued=queued,
+            reservations=tuple(state.reservations.values()),
+        )
 
 
 def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:
@@ -196,10 +229,18 @@ def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:
 
 
 def _view(record: JobRecord, state: ClusterState) -> PendingJob:
-    return PendingJob(record.id, record.number, record.array_index, record.spec,
-                      _deps(record.spec, state), record.submit_time)
+    return PendingJob(
+        record.id,
+        record.number,
+        record.array_index,
+        record.spec,
+        _deps(record.spec, state),
+        record.submit_time,
+    )
 
 
 def _host_views(state: ClusterState) -> tuple[HostView, ...]:
-    return tuple(host_view(host, state.host_load.get(host.name))
-                 for host in sorted(state.hosts.values(), key=lambda h: h.name))
+    return tuple(
+        host_view(host, state.host_load.get(host.name))
+        for host in sorted(state.hosts.values(), key=lambda h: h.name)
+    )

@@ -63,8 +63,9 @@ class Layout:
     @classmethod
     def of(cls, spec: JobSpec, req: ResourceRequirement | None) -> Layout:
         span = req.span if req is not None else None
-        return cls(spec.slots, span.ptile if span else None, span.block if span else None,
-                   spec.exclusive)
+        return cls(
+            spec.slots, span.ptile if span else None, span.block if span else None, spec.exclusive
+        )
 
     def share(self, host_slots: int, free: int, remaining: int) -> int:
         """Slots of the job this host takes given `free` slots, 0 for none. An exclusive
@@ -99,10 +100,16 @@ class Layout:
         return min(share, remaining)
 
 
-def choose(layout: Layout, spec: JobSpec, ordered: Sequence[int], free_slots: Sequence[int],
-           free_mem: Sequence[int], host_slots: Callable[[int], int],
-           ok: Callable[[int, int, int], bool] | None = None, prune: bool = False
-           ) -> Shares | None:
+def choose(
+    layout: Layout,
+    spec: JobSpec,
+    ordered: Sequence[int],
+    free_slots: Sequence[int],
+    free_mem: Sequence[int],
+    host_slots: Callable[[int], int],
+    ok: Callable[[int, int, int], bool] | None = None,
+    prune: bool = False,
+) -> Shares | None:
     """Shares on `ordered` hosts (best first) that hold the whole job, or None. With
     `prune` (`ordered` a list kept for one job shape during a pass, where free resources
     only shrink), hosts met that can no longer take even the smallest share are removed
@@ -129,14 +136,23 @@ def choose(layout: Layout, spec: JobSpec, ordered: Sequence[int], free_slots: Se
             break
     if dead:
         gone = set(dead)
-        ordered[:at + 1] = [h for k, h in enumerate(ordered[:at + 1])  # type: ignore[index]
-                            if k not in gone]
+        ordered[: at + 1] = [
+            h
+            for k, h in enumerate(ordered[: at + 1])  # type: ignore[index]
+            if k not in gone
+        ]
     return out if remaining <= 0 else None
 
 
-def _choose_tiles(layout: Layout, spec: JobSpec, ordered: Sequence[int],
-                  free_slots: Sequence[int], free_mem: Sequence[int],
-                  ok: Callable[[int, int, int], bool] | None, prune: bool) -> Shares | None:
+def _choose_tiles(
+    layout: Layout,
+    spec: JobSpec,
+    ordered: Sequence[int],
+    free_slots: Sequence[int],
+    free_mem: Sequence[int],
+    ok: Callable[[int, int, int], bool] | None,
+    prune: bool,
+) -> Shares | None:
     """`choose` for `span[ptile=P]` whose slots leave a smaller last share: full tiles on
     the best hosts with P free, the rest on the best host with room for it (in rank
     order a host too small for a tile must not end the search for the tail)."""
@@ -154,8 +170,12 @@ def _choose_tiles(layout: Layout, spec: JobSpec, ordered: Sequence[int],
             if prune:
                 dead.append(at)
             continue
-        if len(tiles) < full and free >= tile and free_mem[i] >= mem_tile and (
-                ok is None or ok(i, tile, mem_tile)):
+        if (
+            len(tiles) < full
+            and free >= tile
+            and free_mem[i] >= mem_tile
+            and (ok is None or ok(i, tile, mem_tile))
+        ):
             tiles.append((at, i))
         elif tail is None and free_mem[i] >= mem_rest and (ok is None or ok(i, rest, mem_rest)):
             tail = (at, i)
@@ -163,16 +183,20 @@ def _choose_tiles(layout: Layout, spec: JobSpec, ordered: Sequence[int],
             break
     if dead:
         gone = set(dead)
-        ordered[:at + 1] = [h for k, h in enumerate(ordered[:at + 1])  # type: ignore[index]
-                            if k not in gone]
+        ordered[: at + 1] = [
+            h
+            for k, h in enumerate(ordered[: at + 1])  # type: ignore[index]
+            if k not in gone
+        ]
     if len(tiles) < full or tail is None:
         return None
     picked = sorted([(k, i, tile) for k, i in tiles] + [(tail[0], tail[1], rest)])
     return [(i, take) for _, i, take in picked]  # in rank order: the best host first
 
 
-def groups_of(pool: HostPool, hosts: Sequence[int], req: ResourceRequirement | None
-              ) -> list[list[int]]:
+def groups_of(
+    pool: HostPool, hosts: Sequence[int], req: ResourceRequirement | None
+) -> list[list[int]]:
     """`hosts` (already ranked) cut into `same[]` groups, each group in rank order, groups
     in the order of their best host; hosts lacking a `same` attribute are left out."""
     names = req.same if req is not None else ()
@@ -195,8 +219,9 @@ class HostSetReservation(Reservation):
 
     extra: dict[int, list[int]] = field(default_factory=dict)
 
-    def allows(self, i: int, slots: int, memory_mb: int, walltime_s: int | None,
-               now: float) -> bool:
+    def allows(
+        self, i: int, slots: int, memory_mb: int, walltime_s: int | None, now: float
+    ) -> bool:
         left = self.extra.get(i)
         if left is None:
             return True
@@ -204,8 +229,7 @@ class HostSetReservation(Reservation):
             return True
         return slots <= left[0] and memory_mb <= left[1]
 
-    def took(self, i: int, slots: int, memory_mb: int, walltime_s: int | None,
-             now: float) -> None:
+    def took(self, i: int, slots: int, memory_mb: int, walltime_s: int | None, now: float) -> None:
         left = self.extra.get(i)
         if left is not None and (walltime_s is None or now + walltime_s > self.start):
             left[0] -= slots
@@ -220,8 +244,9 @@ class HostSetReservation(Reservation):
         return {"job_id": self.job_id, "host": self.host_name, "start": self.start}
 
 
-def reserve(pool: HostPool, layout: Layout, spec: JobSpec, groups: list[list[int]],
-            now: float) -> HostSetReservation | None:
+def reserve(
+    pool: HostPool, layout: Layout, spec: JobSpec, groups: list[list[int]], now: float
+) -> HostSetReservation | None:
     """The earliest time the job's layout fits on one of `groups` as running and placed
     jobs reach their walltimes, and the hosts it would take then."""
     hosts = sorted({i for g in groups for i in g})
@@ -229,8 +254,9 @@ def reserve(pool: HostPool, layout: Layout, spec: JobSpec, groups: list[list[int
         return None
     free_slots = {i: pool.free_slots[i] for i in hosts}
     free_mem = {i: pool.free_mem[i] for i in hosts}
-    events = sorted((end, i, s, m) for i in hosts for end, s, m in pool.releases(i)
-                    if end != INFINITY)
+    events = sorted(
+        (end, i, s, m) for i in hosts for end, s, m in pool.releases(i) if end != INFINITY
+    )
     views = pool.hosts
 
     def host_slots(i: int) -> int:
@@ -262,11 +288,13 @@ def reserve(pool: HostPool, layout: Layout, spec: JobSpec, groups: list[list[int
             shares = choose(layout, spec, group, free_slots, free_mem, host_slots)  # type: ignore[arg-type]
             if shares is None:
                 continue
-            extra = {i: [free_slots[i] - s, free_mem[i] - host_memory_mb(spec, s)]
-                     for i, s in shares}
+            extra = {
+                i: [free_slots[i] - s, free_mem[i] - host_memory_mb(spec, s)] for i, s in shares
+            }
             first = shares[0][0]
             return HostSetReservation(
-                "", first, ",".join(views[i].name for i, _ in shares), t, 0, 0, extra)
+                "", first, ",".join(views[i].name for i, _ in shares), t, 0, 0, extra
+            )
     return None
 
 

@@ -27,31 +27,49 @@ def check_span(req: ResourceRequirement, slots: int) -> None:
         if value is not None and value < 1:
             raise InvalidRequest(f"resources: span[{name}={value}] must be at least 1")
         if value is not None and value > MAX_SPAN:  # stored as given: keep it meaningful
-            raise InvalidRequest(f"resources: span[{name}] must be at most {MAX_SPAN} "
-                                 "(the most slots a job may ask for)")
+            raise InvalidRequest(
+                f"resources: span[{name}] must be at most {MAX_SPAN} "
+                "(the most slots a job may ask for)"
+            )
     if span.block is not None and slots > span.block and slots % span.block:
-        raise InvalidRequest(f"resources: span[block={span.block}] needs a slot count that "
-                             f"is a multiple of {span.block}, not {slots}")
+        raise InvalidRequest(
+            f"resources: span[block={span.block}] needs a slot count that "
+            f"is a multiple of {span.block}, not {slots}"
+        )
 
 
 def per_slot_memory(memory_mb: int, per_slot_mb: int, slots: int) -> int:
     """`--mem-per-cpu`: the job's memory_mb becomes the whole job's (what one host holds
     when the job fits on one); --mem and --mem-per-cpu together are refused, as in Slurm."""
     if memory_mb:
-        raise InvalidRequest("give memory per host (memory_mb, --mem) or per slot "
-                             "(mem_per_slot_mb, --mem-per-cpu), not both")
+        raise InvalidRequest(
+            "give memory per host (memory_mb, --mem) or per slot "
+            "(mem_per_slot_mb, --mem-per-cpu), not both"
+        )
     if per_slot_mb < 0:
         raise InvalidRequest("mem_per_slot_mb may not be negative")
     return per_slot_mb * slots
 
 
-def multi_host_refusal(req: ResourceRequirement | None, slots: int, memory_mb: int,
-                       exclusive: bool, mem_per_slot_mb: int, queue: QueueRecord,
-                       hosts: Iterable[HostRecord]) -> str | None:
+def multi_host_refusal(
+    req: ResourceRequirement | None,
+    slots: int,
+    memory_mb: int,
+    exclusive: bool,
+    mem_per_slot_mb: int,
+    queue: QueueRecord,
+    hosts: Iterable[HostRecord],
+) -> str | None:
     """For a job that may spread: None when some set of the queue's hosts (empty) holds it,
     else why not. "" when the job stays on one host: the single-host check applies."""
-    spec = JobSpec(user="-", queue=queue.name, slots=slots, memory_mb=memory_mb,
-                   exclusive=exclusive, mem_per_slot_mb=mem_per_slot_mb)
+    spec = JobSpec(
+        user="-",
+        queue=queue.name,
+        slots=slots,
+        memory_mb=memory_mb,
+        exclusive=exclusive,
+        mem_per_slot_mb=mem_per_slot_mb,
+    )
     gate = QueueHosts()
     eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]  # type: ignore[arg-type]
     if not eligible:
@@ -62,8 +80,9 @@ def multi_host_refusal(req: ResourceRequirement | None, slots: int, memory_mb: i
         return ""  # one host: xce/sched/feasibility.py judges it
     select = req.select if req is not None else None
     views = [_empty_view(h) for h in sorted(eligible, key=lambda h: h.name)]
-    fitting = [i for i, v in enumerate(views)
-               if select is None or matches(select, host_attributes(v))]
+    fitting = [
+        i for i, v in enumerate(views) if select is None or matches(select, host_attributes(v))
+    ]
     if select is not None and not fitting:
         return ""  # the single-host check names the select[] problem
     free_slots = [v.slots for v in views]
@@ -78,5 +97,7 @@ def multi_host_refusal(req: ResourceRequirement | None, slots: int, memory_mb: i
             return None
     where = f"queue {queue.name!r}"
     total = sum(views[i].slots for i in fitting)
-    return (f"no set of hosts of {where} can ever hold this job ({slots} slots; its "
-            f"hosts have {total} slots in all)")
+    return (
+        f"no set of hosts of {where} can ever hold this job ({slots} slots; its "
+        f"hosts have {total} slots in all)"
+    )

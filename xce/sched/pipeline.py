@@ -73,8 +73,9 @@ class SchedulingPass:
         self.reservation: Reservation | None = None
         # Advance reservations (xce/sched/advance.py); None when the cluster has none, so
         # a pass without them costs what it did before.
-        self.gate = AdvanceGate(snapshot.reservations, self.pool, now) \
-            if snapshot.reservations else None
+        self.gate = (
+            AdvanceGate(snapshot.reservations, self.pool, now) if snapshot.reservations else None
+        )
         self.policies = {name: policy_for(q.plugins) for name, q in snapshot.queues.items()}
         self._sets: dict[tuple, CandidateSet | str] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
@@ -93,16 +94,17 @@ class SchedulingPass:
         # Running tallies feed limits and the order plugins other than fcfs; a pass that
         # has neither (plain FCFS, EASY) skips them: a cost per running job per pass.
         queues = snapshot.queues.values()
-        self._tally = any(q.max_running is not None or q.max_running_per_user is not None
-                          for q in queues) or any(
-            p.order.name != "fcfs" for p in self.policies.values())
+        self._tally = any(
+            q.max_running is not None or q.max_running_per_user is not None for q in queues
+        ) or any(p.order.name != "fcfs" for p in self.policies.values())
         self.usage_hours: dict[str, float] = {}
         if self._tally:
             seconds = dict(snapshot.usage)
             for job in snapshot.running:
                 self._count(job.user, job.queue, job.slots, 0 if job.part else 1)
                 seconds[job.user] = seconds.get(job.user, 0.0) + job.slots * max(
-                    0.0, now - job.start_time)
+                    0.0, now - job.start_time
+                )
             self.usage_hours = {user: s / 3600.0 for user, s in seconds.items()}
 
     def _count(self, user: str, queue: str, slots: int, jobs: int = 1) -> None:
@@ -150,8 +152,10 @@ class SchedulingPass:
                 continue
             pairs = pairs or []
             for jobs in ready:
-                pairs.extend((job.number * shift + (0 if job.index is None else job.index + 1),
-                              job) for job in jobs)
+                pairs.extend(
+                    (job.number * shift + (0 if job.index is None else job.index + 1), job)
+                    for job in jobs
+                )
             pairs.sort(key=lambda pair: pair[0])
             out.append((key, [item for _, item in pairs]))
         return out
@@ -165,8 +169,15 @@ class SchedulingPass:
         explain = self.explain
         for (_, _, queue_name), items in groups:
             queue = queues[queue_name or next(iter(items)).spec.queue]
-            ctx = OrderContext(self.now, queue, self.usage_hours, self.snapshot.groups,
-                               self.running_slots, self.group_slots, self.snapshot)
+            ctx = OrderContext(
+                self.now,
+                queue,
+                self.usage_hours,
+                self.snapshot.groups,
+                self.running_slots,
+                self.group_slots,
+                self.snapshot,
+            )
             for item in policies[queue.name].order.order(items, ctx):  # type: ignore[arg-type]
                 if pool.total_free_slots <= 0:
                     if explain:
@@ -211,8 +222,9 @@ class SchedulingPass:
         # only the other hosts remain: together they must have the slots
         return slots > pool.total_free_slots - max(0, pool.free_slots[res.host])
 
-    def _no_room_left(self, groups: list[tuple[tuple[int, int, str], Collection[Item]]],
-                      arrays_done: set[int]) -> None:
+    def _no_room_left(
+        self, groups: list[tuple[tuple[int, int, str], Collection[Item]]], arrays_done: set[int]
+    ) -> None:
         """Every host is full: name why each job not yet tried waits, without searching
         (jobs sharing a spec share the answer)."""
         reasons = self.result.reasons
@@ -229,8 +241,11 @@ class SchedulingPass:
                 else:
                     key = str(item.number)
                 if item.deps is not DepStatus.SATISFIED:
-                    reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
-                                    else "dependency can never be satisfied")
+                    reasons[key] = (
+                        "waiting for dependency"
+                        if item.deps is DepStatus.WAITING
+                        else "dependency can never be satisfied"
+                    )
                     continue
                 spec = item.spec
                 if spec.begin_time is not None and spec.begin_time > self.now:
@@ -246,10 +261,12 @@ class SchedulingPass:
                         known = self._sets.get(shape)
                         if known is None:
                             known = self._sets[shape] = self._candidates(
-                                spec, queue, self.policies[queue.name])
+                                spec, queue, self.policies[queue.name]
+                            )
                         reason = known if isinstance(known, str) else WAITING
                         if reason == TOO_BIG and self._may_spread(
-                                spec, queue, self.policies[queue.name]):
+                            spec, queue, self.policies[queue.name]
+                        ):
                             reason = self._spread_reason(spec, queue)  # issue 15
                     by_spec[id(spec)] = reason
                 reasons[key] = reason
@@ -257,14 +274,19 @@ class SchedulingPass:
     # --- one job or array ---------------------------------------------------------------
 
     def _limit(self, queue: QueueRecord, user: str) -> str | None:
-        if queue.max_running is not None and \
-                self.queue_running.get(queue.name, 0) >= queue.max_running:
-            return f"queue {queue.name} has reached its limit of {queue.max_running} " \
-                   "running jobs"
-        if queue.max_running_per_user is not None and \
-                self.user_running.get((queue.name, user), 0) >= queue.max_running_per_user:
-            return f"user {user} has reached the limit of {queue.max_running_per_user} " \
-                   f"running jobs in queue {queue.name}"
+        if (
+            queue.max_running is not None
+            and self.queue_running.get(queue.name, 0) >= queue.max_running
+        ):
+            return f"queue {queue.name} has reached its limit of {queue.max_running} running jobs"
+        if (
+            queue.max_running_per_user is not None
+            and self.user_running.get((queue.name, user), 0) >= queue.max_running_per_user
+        ):
+            return (
+                f"user {user} has reached the limit of {queue.max_running_per_user} "
+                f"running jobs in queue {queue.name}"
+            )
         return None
 
     def _room(self, number: int) -> int | None:
@@ -287,15 +309,21 @@ class SchedulingPass:
                 reasons[key] = limited
                 return
         if item.deps is not DepStatus.SATISFIED:
-            reasons[key] = ("waiting for dependency" if item.deps is DepStatus.WAITING
-                            else "dependency can never be satisfied")
+            reasons[key] = (
+                "waiting for dependency"
+                if item.deps is DepStatus.WAITING
+                else "dependency can never be satisfied"
+            )
             return
         if spec.begin_time is not None and spec.begin_time > self.now:
             reasons[key] = begin_reason(spec.begin_time)
             return
         if spec.reservation:
-            problem = (f"reservation {spec.reservation} does not exist" if self.gate is None
-                       else self.gate.target_problem(spec))
+            problem = (
+                f"reservation {spec.reservation} does not exist"
+                if self.gate is None
+                else self.gate.target_problem(spec)
+            )
             if problem is not None:
                 reasons[key] = problem
                 if is_job:
@@ -354,8 +382,9 @@ class SchedulingPass:
             if left is not None:
                 left -= 1
 
-    def _commit(self, job_id: str, spec: JobSpec, i: int | multihost.Shares,
-                array: int | None) -> None:
+    def _commit(
+        self, job_id: str, spec: JobSpec, i: int | multihost.Shares, array: int | None
+    ) -> None:
         if type(i) is list:
             self._commit_shares(job_id, spec, i, array)
             return
@@ -373,8 +402,9 @@ class SchedulingPass:
         if array is not None:
             self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
 
-    def _commit_shares(self, job_id: str, spec: JobSpec, shares: multihost.Shares,
-                       array: int | None) -> None:
+    def _commit_shares(
+        self, job_id: str, spec: JobSpec, shares: multihost.Shares, array: int | None
+    ) -> None:
         """A multi-host placement: every share taken at once (all or nothing)."""
         pool, res, wall = self.pool, self.reservation, spec.walltime_s
         for i, slots in shares:
@@ -385,11 +415,13 @@ class SchedulingPass:
         if spec.licenses:
             self.devices.take_licenses(spec)
         asked = gres.counts_of(spec.gres)  # `--gpus N` is N on every host of the job
-        hosts = tuple(HostSlots(pool.hosts[i].name, slots,
-                                self.devices.take(i, asked) if asked else ())
-                      for i, slots in shares)
-        self.result.placements.append(Placement(job_id, hosts[0].host, hosts[0].devices,
-                                                hosts=hosts))
+        hosts = tuple(
+            HostSlots(pool.hosts[i].name, slots, self.devices.take(i, asked) if asked else ())
+            for i, slots in shares
+        )
+        self.result.placements.append(
+            Placement(job_id, hosts[0].host, hosts[0].devices, hosts=hosts)
+        )
         self._count(spec.user, spec.queue, spec.slots)
         if array is not None:
             self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
@@ -398,13 +430,21 @@ class SchedulingPass:
 
     def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
         if self.gate is not None:  # the gate's verdict depends on walltime and target
-            return (queue.name, spec.slots, spec.memory_mb, spec.resources, spec.walltime_s,
-                    spec.reservation, spec.gres)
+            return (
+                queue.name,
+                spec.slots,
+                spec.memory_mb,
+                spec.resources,
+                spec.walltime_s,
+                spec.reservation,
+                spec.gres,
+            )
         wall = spec.walltime_s if self.reservation is not None else None
         return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall, spec.gres)
 
-    def _place(self, key: str, spec: JobSpec, queue: QueueRecord,
-               policy: QueuePolicy) -> int | multihost.Shares | None:
+    def _place(
+        self, key: str, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy
+    ) -> int | multihost.Shares | None:
         """A host for `spec` now (several for a multi-host job), or None with the reason
         recorded (and maybe a reservation)."""
         if spec.exclusive or spec.resources:
@@ -417,8 +457,13 @@ class SchedulingPass:
             found = self._sets[shape] = self._candidates(spec, queue, policy)
         if isinstance(found, str):
             if found == TOO_BIG and self._may_spread(spec, queue, policy):
-                return self._place_spread(key, spec, queue, policy, None if not spec.resources
-                                          else parse_requirement(spec.resources))
+                return self._place_spread(
+                    key,
+                    spec,
+                    queue,
+                    policy,
+                    None if not spec.resources else parse_requirement(spec.resources),
+                )
             self.result.reasons[key] = found
             return None
         res, now, gate = self.reservation, self.now, self.gate
@@ -430,8 +475,11 @@ class SchedulingPass:
             gate.refused = None
             judged = effective_walltime(spec, queue)
             easy = allow
-            allow = (lambda i: gate.allows(i, spec, judged)) if easy is None else (
-                lambda i: easy(i) and gate.allows(i, spec, judged))
+            allow = (
+                (lambda i: gate.allows(i, spec, judged))
+                if easy is None
+                else (lambda i: easy(i) and gate.allows(i, spec, judged))
+            )
         host = found.find(allow)
         if host is not None:
             return host
@@ -446,8 +494,11 @@ class SchedulingPass:
             if spec.gres:  # only hosts that have the devices at all (their release times
                 # are judged by slots and memory: the reservation is a lower bound)
                 hosts = with_devices(self.pool.hosts, hosts, spec)
-            made = policy.reserve.reserve(self.pool, hosts, spec, now) if gate is None else \
-                gate.reserve(policy.reserve, hosts, spec, effective_walltime(spec, queue))
+            made = (
+                policy.reserve.reserve(self.pool, hosts, spec, now)
+                if gate is None
+                else gate.reserve(policy.reserve, hosts, spec, effective_walltime(spec, queue))
+            )
             if made is not None:
                 made.job_id = key
                 self.reservation = made
@@ -457,8 +508,9 @@ class SchedulingPass:
         self.result.reasons[key] = reason
         return None
 
-    def _place_spread(self, key: str, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy,
-                      req: Any) -> multihost.Shares | None:
+    def _place_spread(
+        self, key: str, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy, req: Any
+    ) -> multihost.Shares | None:
         """Shares on several hosts now (xce/sched/multihost.py), or None with the reason
         recorded and, for the first such job under EASY, a reservation of a host set."""
         reasons = self.result.reasons
@@ -472,8 +524,10 @@ class SchedulingPass:
             hosts = with_devices(self.pool.hosts, hosts, spec)
         if not hosts:
             reasons[key] = self._sets[shape] = (
-                "no online host matches the resource requirement" if spec.resources
-                else "no online host in the queue")
+                "no online host matches the resource requirement"
+                if spec.resources
+                else "no online host in the queue"
+            )
             return None
         pool, now, res = self.pool, self.now, self.reservation
         # The hosts of this shape, ranked when the shape is first tried in the pass (a
@@ -486,8 +540,11 @@ class SchedulingPass:
             if functions is None:
                 functions = self._key_functions[fkey] = key_function(pool, req, policy.score)
             rank = functions[0]
-            ordered = sorted(hosts, key=rank) if (req is not None and req.order) or \
-                policy.score.name != "first-fit" else list(hosts)
+            ordered = (
+                sorted(hosts, key=rank)
+                if (req is not None and req.order) or policy.score.name != "first-fit"
+                else list(hosts)
+            )
             self._spread_hosts[shape] = ordered
         layout = multihost.Layout.of(spec, req)
         groups = multihost.groups_of(pool, ordered, req)
@@ -500,30 +557,50 @@ class SchedulingPass:
         has = self.devices.has
 
         def ok(i: int, slots: int, mem: int) -> bool:
-            return (not asked or has(i, asked)) and (live is None or live(i)) and (
-                res is None or res.allows(i, slots, mem, wall, now)) and (
-                gate is None or gate.allows(i, spec, judged))
+            return (
+                (not asked or has(i, asked))
+                and (live is None or live(i))
+                and (res is None or res.allows(i, slots, mem, wall, now))
+                and (gate is None or gate.allows(i, spec, judged))
+            )
 
         def host_slots(i: int) -> int:
             return views[i].slots
 
         for group in groups:
-            shares = multihost.choose(layout, spec, group, pool.free_slots, pool.free_mem,
-                                      host_slots, ok, prune=group is ordered)
+            shares = multihost.choose(
+                layout,
+                spec,
+                group,
+                pool.free_slots,
+                pool.free_mem,
+                host_slots,
+                ok,
+                prune=group is ordered,
+            )
             if shares is not None:
                 return shares
         reason = self._sets[shape] = self._spread_reason(spec, queue)
         # (a job with devices reserves no host set: the reservation does not count devices)
-        if reason == WAITING and res is None and policy.reserve is not None and \
-                not spec.reservation and not spec.gres:
+        if (
+            reason == WAITING
+            and res is None
+            and policy.reserve is not None
+            and not spec.reservation
+            and not spec.gres
+        ):
             if policy.reserve.name == "backfill":
                 # every host the shape may use, ranked afresh (the list above was pruned of
                 # the full ones, which are the ones that free later): once per pass
                 rank = self._key_functions[queue.name, spec.resources][0]
-                ranked = sorted(hosts, key=rank) if (req is not None and req.order) or \
-                    policy.score.name != "first-fit" else list(hosts)
+                ranked = (
+                    sorted(hosts, key=rank)
+                    if (req is not None and req.order) or policy.score.name != "first-fit"
+                    else list(hosts)
+                )
                 made: Reservation | None = multihost.reserve(
-                    pool, layout, spec, multihost.groups_of(pool, ranked, req), now)
+                    pool, layout, spec, multihost.groups_of(pool, ranked, req), now
+                )
             else:
                 made = policy.reserve.reserve(pool, hosts, spec, now)
             if made is not None:
@@ -538,14 +615,16 @@ class SchedulingPass:
         """A job with no span that no host can hold spreads when it is the slots that no
         host has (not the memory: `--mem` is per host, spreading would not lower it)."""
         if spec.resources and not multihost.span_allows_spreading(
-                parse_requirement(spec.resources)):
+            parse_requirement(spec.resources)
+        ):
             return False
         key = (queue.name, spec.resources, spec.slots)
         known = self._spreadable.get(key)
         if known is None:
             views = self.pool.hosts
             known = self._spreadable[key] = all(
-                views[i].slots < spec.slots for i in self._filter(spec, queue, policy))
+                views[i].slots < spec.slots for i in self._filter(spec, queue, policy)
+            )
         return known
 
     def _spread_reason(self, spec: JobSpec, queue: QueueRecord) -> str:
@@ -555,8 +634,9 @@ class SchedulingPass:
         views = self.pool.hosts
         return TOO_FEW if sum(views[i].slots for i in hosts) < spec.slots else WAITING
 
-    def _with_devices(self, spec: JobSpec, allow: Callable[[int], bool] | None
-                      ) -> Callable[[int], bool]:
+    def _with_devices(
+        self, spec: JobSpec, allow: Callable[[int], bool] | None
+    ) -> Callable[[int], bool]:
         asked, has = gres.counts_of(spec.gres), self.devices.has
         if allow is None:
             return lambda i: has(i, asked)
@@ -565,8 +645,10 @@ class SchedulingPass:
     def _devices_short(self, spec: JobSpec, queue: QueueRecord) -> bool:
         """Whether some candidate host has the slots and memory now but not the devices."""
         pool = self.pool
-        return any(pool.free_slots[i] >= spec.slots and pool.free_mem[i] >= spec.memory_mb
-                   for i in self._filtered.get((queue.name, spec.resources), ()))
+        return any(
+            pool.free_slots[i] >= spec.slots and pool.free_mem[i] >= spec.memory_mb
+            for i in self._filtered.get((queue.name, spec.resources), ())
+        )
 
     def _filter(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> list[int]:
         """The hosts the queue's filters accept for `spec` (cached per queue and -R)."""
@@ -580,14 +662,18 @@ class SchedulingPass:
             self._filtered[fkey] = hosts
         return hosts
 
-    def _candidates(self, spec: JobSpec, queue: QueueRecord,
-                    policy: QueuePolicy) -> CandidateSet | str:
+    def _candidates(
+        self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy
+    ) -> CandidateSet | str:
         pool = self.pool
         fkey = (queue.name, spec.resources)
         hosts = self._filter(spec, queue, policy)
         if not hosts:
-            return ("no online host matches the resource requirement" if spec.resources
-                    else "no online host in the queue")
+            return (
+                "no online host matches the resource requirement"
+                if spec.resources
+                else "no online host in the queue"
+            )
         slots, mem = spec.slots, spec.memory_mb
         views = pool.hosts
         big = [i for i in hosts if views[i].slots >= slots and views[i].memory_mb >= mem]
@@ -608,8 +694,11 @@ class SchedulingPass:
         cached = self._rankings.get(fkey)
         if not dynamic:
             if cached is None:
-                ranked = sorted(hosts, key=key) if (req is not None and req.order) or \
-                    policy.score.name != "first-fit" else hosts
+                ranked = (
+                    sorted(hosts, key=key)
+                    if (req is not None and req.order) or policy.score.name != "first-fit"
+                    else hosts
+                )
                 cached = self._rankings[fkey] = (ranked, 0)
             return OrderedCandidates(pool, cached[0], slots, mem, live)
         # A heap is a heap when copied; entries made stale since only ever got worse

@@ -55,7 +55,8 @@ class Decision:
 def needed(snapshot: Snapshot) -> bool:
     """Whether a pass on `snapshot` can have anything to preempt or resume (cheap)."""
     return any(q.preempt for q in snapshot.queues.values()) or any(
-        r.state == "SSUSP" and r.preempted_by for r in snapshot.running)
+        r.state == "SSUSP" and r.preempted_by for r in snapshot.running
+    )
 
 
 def resume_first(snapshot: Snapshot) -> tuple[list[str], Snapshot]:
@@ -63,8 +64,9 @@ def resume_first(snapshot: Snapshot) -> tuple[list[str], Snapshot]:
     suspended job goes back ahead of the jobs queued behind it (as in Slurm), unless a job
     of a queue that may preempt it is waiting (that one gets the slots first: the
     resume after the pass takes what it leaves)."""
-    stopped = [r for r in snapshot.running if r.state == "SSUSP" and r.preempted_by
-               and not r.ending]
+    stopped = [
+        r for r in snapshot.running if r.state == "SSUSP" and r.preempted_by and not r.ending
+    ]
     if not stopped:
         return [], snapshot
     waiting = {j.spec.queue for j in snapshot.jobs} | {a.spec.queue for a in snapshot.arrays}
@@ -82,8 +84,9 @@ def resume_first(snapshot: Snapshot) -> tuple[list[str], Snapshot]:
         return [], snapshot
     hosts = tuple(dataclasses.replace(h, free_slots=free[h.name]) for h in snapshot.hosts)
     done = set(resumed)
-    running = tuple(dataclasses.replace(r, state="RUN") if r.job_id in done else r
-                    for r in snapshot.running)
+    running = tuple(
+        dataclasses.replace(r, state="RUN") if r.job_id in done else r for r in snapshot.running
+    )
     return resumed, dataclasses.replace(snapshot, hosts=hosts, running=running)
 
 
@@ -110,9 +113,10 @@ def decide(snapshot: Snapshot, now: float, plan: Plan) -> Decision:
 
 
 def _resume(snapshot: Snapshot, decision: Decision, free: dict[str, int]) -> None:
-    stopped = sorted((r for r in snapshot.running if r.state == "SSUSP" and r.preempted_by
-                      and not r.ending),
-                     key=lambda r: (r.start_time, r.job_id))
+    stopped = sorted(
+        (r for r in snapshot.running if r.state == "SSUSP" and r.preempted_by and not r.ending),
+        key=lambda r: (r.start_time, r.job_id),
+    )
     for job in stopped:
         want = job.asked_slots
         if free.get(job.host, 0) >= want and _online(snapshot, job.host):
@@ -124,8 +128,15 @@ def _online(snapshot: Snapshot, host: str) -> bool:
     return any(h.name == host and h.schedulable for h in snapshot.hosts)
 
 
-def _preempt(snapshot: Snapshot, now: float, plan: Plan, decision: Decision,
-             hosts: dict, free: dict[str, int], free_mem: dict[str, int]) -> None:
+def _preempt(
+    snapshot: Snapshot,
+    now: float,
+    plan: Plan,
+    decision: Decision,
+    hosts: dict,
+    free: dict[str, int],
+    free_mem: dict[str, int],
+) -> None:
     queues = snapshot.queues
     preempting = {name for name, q in queues.items() if q.preempt}
     # only the queues that preempt are read (`queued` holds pending jobs per queue)
@@ -133,8 +144,9 @@ def _preempt(snapshot: Snapshot, now: float, plan: Plan, decision: Decision,
     for name in preempting:
         pending.extend((snapshot.queued or {}).get(name, ()))
     waiting = [j for j in pending if plan.reasons.get(j.job_id, "").startswith(WAITING)]
-    waiting.sort(key=lambda j: (-queues[j.spec.queue].priority, j.number,
-                                -1 if j.index is None else j.index))
+    waiting.sort(
+        key=lambda j: (-queues[j.spec.queue].priority, j.number, -1 if j.index is None else j.index)
+    )
     by_host: dict[str, list[RunningJob]] = {}
     coming: dict[str, int] = {}  # slots of victims already on their way out
     for r in snapshot.running:
@@ -158,16 +170,20 @@ def _preempt(snapshot: Snapshot, now: float, plan: Plan, decision: Decision,
         if names is None:
             queue = queues[spec.queue]
             filters = policy_for(queue.plugins).filters
-            names = eligible[key] = [name for name, host in hosts.items()
-                                     if all(check.accepts(host, spec, queue)
-                                            for check in filters)]
-        if not _one(snapshot, now, job, decision, names, hosts, free, free_mem, by_host,
-                    coming, taken):
+            names = eligible[key] = [
+                name
+                for name, host in hosts.items()
+                if all(check.accepts(host, spec, queue) for check in filters)
+            ]
+        if not _one(
+            snapshot, now, job, decision, names, hosts, free, free_mem, by_host, coming, taken
+        ):
             failed.add(shape)
 
 
-def _take(ordered: list[RunningJob], spec: JobSpec, requeue: bool, slots: int,
-          mem: int) -> list[RunningJob] | None:
+def _take(
+    ordered: list[RunningJob], spec: JobSpec, requeue: bool, slots: int, mem: int
+) -> list[RunningJob] | None:
     """Victims from the front of `ordered` until the job fits; None if it never does."""
     chosen: list[RunningJob] = []
     for victim in ordered:
@@ -182,9 +198,19 @@ def _take(ordered: list[RunningJob], spec: JobSpec, requeue: bool, slots: int,
     return chosen
 
 
-def _one(snapshot: Snapshot, now: float, job: PendingJob, decision: Decision,
-         names: list[str], hosts: dict, free: dict[str, int], free_mem: dict[str, int],
-         by_host: dict[str, list[RunningJob]], coming: dict[str, int], taken: set[str]) -> bool:
+def _one(
+    snapshot: Snapshot,
+    now: float,
+    job: PendingJob,
+    decision: Decision,
+    names: list[str],
+    hosts: dict,
+    free: dict[str, int],
+    free_mem: dict[str, int],
+    by_host: dict[str, list[RunningJob]],
+    coming: dict[str, int],
+    taken: set[str],
+) -> bool:
     """Preempt for `job` on the best of `names` (hosts its queue may use); False when no
     host can make room for it."""
     spec = job.spec
@@ -196,17 +222,31 @@ def _one(snapshot: Snapshot, now: float, job: PendingJob, decision: Decision,
         if host.slots < spec.slots or host.memory_mb < spec.memory_mb:
             continue
         if free[name] + coming.get(name, 0) >= spec.slots and free_mem[name] >= spec.memory_mb:
-            decision.reasons[job.job_id] = (f"{WAITING} (preempted jobs on host {name} are "
-                                            "ending)")
+            decision.reasons[job.job_id] = f"{WAITING} (preempted jobs on host {name} are ending)"
             return True
-        candidates = [r for r in by_host.get(name, ()) if r.job_id not in taken
-                      and r.queue in queue.preempt and now - r.since >= queue.preempt_min_run_s]
+        candidates = [
+            r
+            for r in by_host.get(name, ())
+            if r.job_id not in taken
+            and r.queue in queue.preempt
+            and now - r.since >= queue.preempt_min_run_s
+        ]
         # as few victims as will do (largest first is the fewest), and among as few, the
         # most recently started: the recency order when it needs no more victims than that
-        recent = _take(sorted(candidates, key=lambda r: (-r.since, r.job_id)), spec, requeue,
-                       free[name], free_mem[name])
-        fewest = _take(sorted(candidates, key=lambda r: (-r.slots, -r.since, r.job_id)), spec,
-                       requeue, free[name], free_mem[name])
+        recent = _take(
+            sorted(candidates, key=lambda r: (-r.since, r.job_id)),
+            spec,
+            requeue,
+            free[name],
+            free_mem[name],
+        )
+        fewest = _take(
+            sorted(candidates, key=lambda r: (-r.slots, -r.since, r.job_id)),
+            spec,
+            requeue,
+            free[name],
+            free_mem[name],
+        )
         options = [c for c in (recent, fewest) if c]
         if not options:
             continue
@@ -228,7 +268,9 @@ def _one(snapshot: Snapshot, now: float, job: PendingJob, decision: Decision,
     free[name] -= spec.slots
     free_mem[name] -= spec.memory_mb
     how = "requeueing" if requeue else "suspending"
-    decision.reasons[job.job_id] = (f"{WAITING} ({how} job"
-                                    f"{'s' if len(chosen) > 1 else ''} "
-                                    f"{', '.join(v.job_id for v in chosen)} on host {name})")
+    decision.reasons[job.job_id] = (
+        f"{WAITING} ({how} job"
+        f"{'s' if len(chosen) > 1 else ''} "
+        f"{', '.join(v.job_id for v in chosen)} on host {name})"
+    )
     return True

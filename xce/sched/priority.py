@@ -55,13 +55,15 @@ def parse_priority(data: Any) -> PrioritySettings:
         raise ValueError("scheduler.priority must be a table")
     unknown = sorted(set(data) - set(KEYS))
     if unknown:
-        raise ValueError(f"unknown key scheduler.priority.{unknown[0]} "
-                         f"(allowed: {', '.join(KEYS)})")
+        raise ValueError(
+            f"unknown key scheduler.priority.{unknown[0]} (allowed: {', '.join(KEYS)})"
+        )
     out: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise ValueError(f"scheduler.priority.{key} must be a number of 0 or more, "
-                             f"got {value!r}")
+            raise ValueError(
+                f"scheduler.priority.{key} must be a number of 0 or more, got {value!r}"
+            )
         if key in ("default_job_priority", "max_job_priority"):
             if not isinstance(value, int):
                 raise ValueError(f"scheduler.priority.{key} must be a whole number")
@@ -78,18 +80,20 @@ def parse_priority(data: Any) -> PrioritySettings:
     return settings
 
 
-def check_job_priority(settings: PrioritySettings, priority: int | None,
-                       privileged: bool) -> None:
+def check_job_priority(settings: PrioritySettings, priority: int | None, privileged: bool) -> None:
     """Raise ValueError (the caller's 400) unless `priority` may be given by this caller."""
     if priority is None:
         return
     if not 0 <= priority <= settings.max_job_priority:
-        raise ValueError(f"priority must be between 0 and {settings.max_job_priority}, "
-                         f"got {priority}")
+        raise ValueError(
+            f"priority must be between 0 and {settings.max_job_priority}, got {priority}"
+        )
     if not privileged and priority > settings.default_job_priority:
-        raise ValueError(f"priority {priority} is above the default of "
-                         f"{settings.default_job_priority}: users may only lower their "
-                         "jobs' priority (operators and admins may raise it)")
+        raise ValueError(
+            f"priority {priority} is above the default of "
+            f"{settings.default_job_priority}: users may only lower their "
+            "jobs' priority (operators and admins may raise it)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +105,7 @@ class Scale:
 
 
 def scale_of(queues: Mapping[str, QueueRecord], host_slots: list[int]) -> Scale:
-    return Scale(max((q.priority for q in queues.values()), default=0),
-                 max(host_slots, default=0))
+    return Scale(max((q.priority for q in queues.values()), default=0), max(host_slots, default=0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +120,18 @@ class Factors:
     priority: float
 
 
-def factors(spec: JobSpec, submit_time: float, queue: QueueRecord,
-            settings: PrioritySettings, scale: Scale, now: float,
-            usage_hours: Mapping[str, float], running_slots: Mapping[str, int]) -> Factors:
+def factors(
+    spec: JobSpec,
+    submit_time: float,
+    queue: QueueRecord,
+    settings: PrioritySettings,
+    scale: Scale,
+    now: float,
+    usage_hours: Mapping[str, float],
+    running_slots: Mapping[str, int],
+) -> Factors:
     """The documented formula (module docstring) for one pending job or array."""
-    q = max(0, queue.priority) / scale.top_queue_priority if scale.top_queue_priority > 0 \
-        else 0.0
+    q = max(0, queue.priority) / scale.top_queue_priority if scale.top_queue_priority > 0 else 0.0
     own = settings.default_job_priority if spec.priority is None else spec.priority
     j = min(1.0, own / settings.max_job_priority)
     a = min(1.0, max(0.0, now - submit_time) / settings.max_age_s)
@@ -133,19 +142,24 @@ def factors(spec: JobSpec, submit_time: float, queue: QueueRecord,
     used = usage_hours.get(spec.user, 0.0) + running_slots.get(spec.user, 0)
     f = 1.0 / (1.0 + used / shares)
     s = min(1.0, spec.slots / scale.top_host_slots) if scale.top_host_slots > 0 else 0.0
-    total = (settings.weight_queue * q + settings.weight_job * j + settings.weight_age * a
-             + settings.weight_fairshare * f + settings.weight_size * s)
+    total = (
+        settings.weight_queue * q
+        + settings.weight_job * j
+        + settings.weight_age * a
+        + settings.weight_fairshare * f
+        + settings.weight_size * s
+    )
     return Factors(q, j, a, f, s, total)
 
 
-def usage_of(usage: Mapping[str, float], running: Any, now: float
-             ) -> tuple[dict[str, float], dict[str, int]]:
+def usage_of(
+    usage: Mapping[str, float], running: Any, now: float
+) -> tuple[dict[str, float], dict[str, int]]:
     """(user -> core-hours, user -> slots in use) from a snapshot's finished usage and its
     running jobs, as the scheduling pass counts them (xce/sched/pipeline.py)."""
     seconds = dict(usage)
     slots: dict[str, int] = {}
     for job in running:
         slots[job.user] = slots.get(job.user, 0) + job.slots
-        seconds[job.user] = seconds.get(job.user, 0.0) + job.slots * max(
-            0.0, now - job.start_time)
+        seconds[job.user] = seconds.get(job.user, 0.0) + job.slots * max(0.0, now - job.start_time)
     return {user: s / 3600.0 for user, s in seconds.items()}, slots

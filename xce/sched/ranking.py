@@ -30,16 +30,21 @@ def select_names(node: Node | None) -> set[str]:
     return {node.name}
 
 
-def key_function(pool: HostPool, req: ResourceRequirement | None,
-                  score: ScorePlugin) -> tuple[Callable[[int], tuple], bool, bool]:
+def key_function(
+    pool: HostPool, req: ResourceRequirement | None, score: ScorePlugin
+) -> tuple[Callable[[int], tuple], bool, bool]:
     """(key of host i, dynamic, improving) for the job's `order[]`, then the queue's score,
     then the host name (the heap entries end with the index)."""
     order = req.order if req is not None else ()
-    free_keys = [(j, k.name == "slots", k.descending) for j, k in enumerate(order)
-                 if k.name in FREE_ATTRIBUTES]
+    free_keys = [
+        (j, k.name == "slots", k.descending)
+        for j, k in enumerate(order)
+        if k.name in FREE_ATTRIBUTES
+    ]
     dynamic = score.dynamic or bool(free_keys)
-    improving = dynamic and (getattr(score, "improving", True)
-                             or any(not d for _, _, d in free_keys))
+    improving = dynamic and (
+        getattr(score, "improving", True) or any(not d for _, _, d in free_keys)
+    )
     if not order:
         return (lambda i: score.key(pool, i)), dynamic, improving
     free_slots, free_mem = pool.free_slots, pool.free_mem
@@ -58,13 +63,16 @@ def key_function(pool: HostPool, req: ResourceRequirement | None,
     def key(i: int) -> tuple:
         flat = static.get(i)
         if flat is None:
-            flat = static[i] = [v for part in order_key(req, pool.static_attributes(i))  # type: ignore[arg-type]
-                                for v in part]
+            flat = static[i] = [
+                v
+                for part in order_key(req, pool.static_attributes(i))  # type: ignore[arg-type]
+                for v in part
+            ]
         if positions:
             flat = flat[:]
             for at, is_slots, descending in positions:
                 value = free_slots[i] if is_slots else free_mem[i]
-                flat[at - 2:at + 2] = (0, 0, -value if descending else value, "")
+                flat[at - 2 : at + 2] = (0, 0, -value if descending else value, "")
         return (*flat, *score.key(pool, i))
 
     return key, dynamic, improving

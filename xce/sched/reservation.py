@@ -20,16 +20,16 @@ class Reservation:
     extra_slots: int  # free at `start` beyond what the reserved job needs
     extra_mem: int
 
-    def allows(self, i: int, slots: int, memory_mb: int, walltime_s: int | None,
-               now: float) -> bool:
+    def allows(
+        self, i: int, slots: int, memory_mb: int, walltime_s: int | None, now: float
+    ) -> bool:
         if i != self.host:
             return True
         if walltime_s is not None and now + walltime_s <= self.start:
             return True
         return slots <= self.extra_slots and memory_mb <= self.extra_mem
 
-    def took(self, i: int, slots: int, memory_mb: int, walltime_s: int | None,
-             now: float) -> None:
+    def took(self, i: int, slots: int, memory_mb: int, walltime_s: int | None, now: float) -> None:
         """Account for a job placed on host `i` that runs past the reserved start."""
         if i == self.host and (walltime_s is None or now + walltime_s > self.start):
             self.extra_slots -= slots

@@ -39,12 +39,14 @@ def parse_scheduler(data: Any) -> SchedulerSettings:
         raise ValueError("scheduler must be a table")
     unknown = sorted(set(data) - {"fairshare_half_life_s", "groups", "priority"})
     if unknown:
-        raise ValueError(f"unknown key scheduler.{unknown[0]} "
-                         "(allowed: fairshare_half_life_s, groups, priority)")
+        raise ValueError(
+            f"unknown key scheduler.{unknown[0]} (allowed: fairshare_half_life_s, groups, priority)"
+        )
     half_life = data.get("fairshare_half_life_s", 3600.0)
     if isinstance(half_life, bool) or not isinstance(half_life, int | float) or half_life <= 0:
-        raise ValueError(f"scheduler.fairshare_half_life_s must be a positive number, "
-                         f"got {half_life!r}")
+        raise ValueError(
+            f"scheduler.fairshare_half_life_s must be a positive number, got {half_life!r}"
+        )
     groups = data.get("groups", {})
     if not isinstance(groups, dict):
         raise ValueError("scheduler.groups must be a table of group = [users]")

@@ -66,8 +66,7 @@ def plugins_for(policy: str) -> tuple[str, ...]:
     try:
         policy_for(names)
     except ValueError as exc:
-        raise ValueError(f"policy {policy!r}: {exc} (presets: {', '.join(PRESETS)})") \
-            from None
+        raise ValueError(f"policy {policy!r}: {exc} (presets: {', '.join(PRESETS)})") from None
     return names
 
 
@@ -76,8 +75,7 @@ def host_names(hosts: int) -> list[str]:
     return [f"n{i:0{width}d}" for i in range(1, hosts + 1)]
 
 
-def parse_reservation(text: str, number: int, origin: float, hosts: int
-                      ) -> ReservationRecord:
+def parse_reservation(text: str, number: int, origin: float, hosts: int) -> ReservationRecord:
     """`FROM-TO[@HOST,...][/SLOTS]` (seconds after `origin`, the trace's first submit; all
     hosts when none are named; whole hosts unless SLOTS per host) as a maintenance
     reservation named `rsv<number>`: no trace job targets it, so it only keeps jobs off.
@@ -89,31 +87,47 @@ def parse_reservation(text: str, number: int, origin: float, hosts: int
         start, end = float(begin), float(finish)
         slots = int(slots_text) if slots_text else 0
     except ValueError:
-        raise ValueError(f"--reservation {text!r}: expected FROM-TO[@HOST,...][/SLOTS], "
-                         "times in seconds after the first submit") from None
+        raise ValueError(
+            f"--reservation {text!r}: expected FROM-TO[@HOST,...][/SLOTS], "
+            "times in seconds after the first submit"
+        ) from None
     if not sep or start < 0 or end <= start:
         raise ValueError(f"--reservation {text!r}: give FROM-TO with FROM >= 0 and TO > FROM")
     if slots < 0:
         raise ValueError(f"--reservation {text!r}: SLOTS may not be negative")
     known = host_names(hosts)
-    chosen = tuple(h.strip() for h in host_text.split(",") if h.strip()) if host_text \
-        else tuple(known)
+    chosen = (
+        tuple(h.strip() for h in host_text.split(",") if h.strip()) if host_text else tuple(known)
+    )
     for host in chosen:
         if host not in known:
-            raise ValueError(f"--reservation {text!r}: no host {host} (hosts are "
-                             f"{known[0]}..{known[-1]})")
-    return ReservationRecord(f"rsv{number}", chosen, origin + start, origin + end, slots,
-                             maintenance=True, flags=("overlap",))
+            raise ValueError(
+                f"--reservation {text!r}: no host {host} (hosts are {known[0]}..{known[-1]})"
+            )
+    return ReservationRecord(
+        f"rsv{number}",
+        chosen,
+        origin + start,
+        origin + end,
+        slots,
+        maintenance=True,
+        flags=("overlap",),
+    )
 
 
 def spec_for(job: SwfJob, queue: str = "normal", slots: int | None = None) -> JobSpec:
     """The job as submitted; one wider than a host of `slots` is packed on hosts."""
     wide = slots is not None and job.procs > slots
-    return JobSpec(user=job.user, queue=queue, name=f"swf-{job.number}",
-                   command=f"swf job {job.number}", slots=job.procs,
-                   walltime_s=job.requested_time,
-                   gres=(("gpu", str(job.gpus)),) if job.gpus else (),
-                   resources=f"span[ptile={slots}]" if wide else "")
+    return JobSpec(
+        user=job.user,
+        queue=queue,
+        name=f"swf-{job.number}",
+        command=f"swf job {job.number}",
+        slots=job.procs,
+        walltime_s=job.requested_time,
+        gres=(("gpu", str(job.gpus)),) if job.gpus else (),
+        resources=f"span[ptile={slots}]" if wide else "",
+    )
 
 
 def executed_time(job: SwfJob) -> float:
@@ -133,8 +147,7 @@ class Outcome:
 
     @property
     def killed(self) -> bool:
-        return self.job.requested_time is not None and self.job.run_time > \
-            self.job.requested_time
+        return self.job.requested_time is not None and self.job.run_time > self.job.requested_time
 
 
 @dataclass
@@ -164,18 +177,22 @@ class SimResult:
         busy = sum(o.job.procs * executed_time(o.job) for o in done)
         capacity = self.hosts * self.slots * makespan
         return {
-            "policy": self.policy, "plugins": list(self.plugins), "hosts": self.hosts,
-            "slots_per_host": self.slots, "jobs": n, "skipped": self.skipped,
+            "policy": self.policy,
+            "plugins": list(self.plugins),
+            "hosts": self.hosts,
+            "slots_per_host": self.slots,
+            "jobs": n,
+            "skipped": self.skipped,
             "killed": sum(1 for o in done if o.killed),
             "avg_wait_s": sum(waits) / n if n else 0.0,
             "median_wait_s": statistics.median(waits) if n else 0.0,
             "avg_bounded_slowdown": sum(bsld) / n if n else 0.0,
             "utilisation": busy / capacity if capacity else 0.0,
-            "makespan_s": makespan, "passes": self.passes,
+            "makespan_s": makespan,
+            "passes": self.passes,
             "sim_seconds": self.seconds,
             "jobs_per_s": n / self.seconds if self.seconds else 0.0,
         }
-
 
     def detail(self) -> list[dict[str, Any]]:
         """Wait and slowdown per job-size class (1, 2, 3-4, 5-8, ... slots)."""
@@ -187,27 +204,55 @@ class SimResult:
             members = classes[bits]
             low, high = (1 << (bits - 1)) + 1 if bits else 1, 1 << bits
             waits = [o.start - o.job.submit for o in members]  # type: ignore[operator]
-            rows.append({
-                "size": str(high) if low == high else f"{low}-{high}", "jobs": len(members),
-                "avg_wait_s": sum(waits) / len(waits),
-                "median_wait_s": statistics.median(waits),
-                "avg_bounded_slowdown": sum(bounded_slowdown(w, o) for w, o in zip(
-                    waits, members, strict=True)) / len(members),
-            })
+            rows.append(
+                {
+                    "size": str(high) if low == high else f"{low}-{high}",
+                    "jobs": len(members),
+                    "avg_wait_s": sum(waits) / len(waits),
+                    "median_wait_s": statistics.median(waits),
+                    "avg_bounded_slowdown": sum(
+                        bounded_slowdown(w, o) for w, o in zip(waits, members, strict=True)
+                    )
+                    / len(members),
+                }
+            )
         return rows
 
     def write_csv(self, handle: Any, header: bool = True) -> None:
         """One row per job that ran: what a site plots (start times, waits, hosts)."""
         out = csv.writer(handle)
         if header:
-            out.writerow(("policy", "job", "user", "procs", "submit", "start", "end", "wait",
-                          "host", "killed"))
+            out.writerow(
+                (
+                    "policy",
+                    "job",
+                    "user",
+                    "procs",
+                    "submit",
+                    "start",
+                    "end",
+                    "wait",
+                    "host",
+                    "killed",
+                )
+            )
         for o in self.outcomes:
             if o.start is None:
                 continue
-            out.writerow((self.policy, o.job.number, o.job.user, o.job.procs,
-                          _num(o.job.submit), _num(o.start), _num(o.end),
-                          _num(o.start - o.job.submit), o.host, int(o.killed)))
+            out.writerow(
+                (
+                    self.policy,
+                    o.job.number,
+                    o.job.user,
+                    o.job.procs,
+                    _num(o.job.submit),
+                    _num(o.start),
+                    _num(o.end),
+                    _num(o.start - o.job.submit),
+                    o.host,
+                    int(o.killed),
+                )
+            )
 
 
 def _num(value: float | None) -> str:
@@ -272,11 +317,17 @@ class _Needs:
             self.least = min(self.counts) if self.counts else 0
 
 
-def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fit",
-             half_life_s: float = 3600.0, skipped: int = 0,
-             progress: Callable[[int], None] | None = None,
-             gpus_per_host: int = 0,
-             reservations: Sequence[ReservationRecord] = ()) -> SimResult:
+def simulate(
+    jobs: list[SwfJob],
+    hosts: int,
+    slots: int,
+    policy: str = "first-fit",
+    half_life_s: float = 3600.0,
+    skipped: int = 0,
+    progress: Callable[[int], None] | None = None,
+    gpus_per_host: int = 0,
+    reservations: Sequence[ReservationRecord] = (),
+) -> SimResult:
     """Replay `jobs` (sorted by submit time) on `hosts` x `slots`; see the module doc.
     `progress`, if given, is called now and then with the number of jobs ended so far.
     `reservations` (absolute times, host names of `host_names`) are added before the first
@@ -299,16 +350,20 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
     fair = queue_policy.order.name != "fcfs"  # usage is read by fairshare only
     # Strict FCFS in the one queue: after a pass blocked at a job, jobs that arrive sort
     # behind it, so until a job ends (or it starts) no pass can start anything.
-    strict_fcfs = not fair and queue_policy.reserve is not None and \
-        queue_policy.reserve.name == "strict"
+    strict_fcfs = (
+        not fair and queue_policy.reserve is not None and queue_policy.reserve.name == "strict"
+    )
     blocked = False
     cache = SnapshotCache()  # the scheduler's view, updated by each event applied
     queue: list[tuple[float, int, int, Any]] = []  # (time, 0 end / 1 submit, seq, payload)
     seq = 0
     for job in jobs:
         # wider than the machine; GPUs on a job wider than a host: not granted across hosts
-        if job.procs > slots * hosts or job.gpus > gpus_per_host or (
-                job.gpus and job.procs > slots):
+        if (
+            job.procs > slots * hosts
+            or job.gpus > gpus_per_host
+            or (job.gpus and job.procs > slots)
+        ):
             result.skipped += 1
             continue
         queue.append((job.submit, 1, seq, job))
@@ -331,9 +386,14 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
             elif kind == 0:
                 blocked = False
                 outcome: Outcome = payload
-                event = ev.JobFinished(now, outcome.job_id, 0, None if outcome.killed else 0,
-                                       9 if outcome.killed else None,
-                                       reason="walltime exceeded" if outcome.killed else "")
+                event = ev.JobFinished(
+                    now,
+                    outcome.job_id,
+                    0,
+                    None if outcome.killed else 0,
+                    9 if outcome.killed else None,
+                    reason="walltime exceeded" if outcome.killed else "",
+                )
                 state.apply(event)
                 if fair:
                     ledger.observe(event, state)
@@ -363,8 +423,9 @@ def simulate(jobs: list[SwfJob], hosts: int, slots: int, policy: str = "first-fi
         result.passes += 1
         blocked = strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
         for placement in decided.placements:
-            started_event = ev.JobStarted(now, placement.job_id, placement.host,
-                                          placement.devices, placement.hosts)
+            started_event = ev.JobStarted(
+                now, placement.job_id, placement.host, placement.devices, placement.hosts
+            )
             state.apply(started_event)
             cache.observe(started_event, state)
             outcome = by_id[placement.job_id]

@@ -94,13 +94,34 @@ def running_views(job: JobRecord) -> tuple[RunningJob, ...]:
     start = job.start_time or 0.0
     held = held_slots(job)
     if not job.allocation:
-        return (RunningJob(job.id, spec.user, spec.queue, job.host or "", held,
-                           spec.memory_mb, start, spec.walltime_s, *preemption_view(job)),)
+        return (
+            RunningJob(
+                job.id,
+                spec.user,
+                spec.queue,
+                job.host or "",
+                held,
+                spec.memory_mb,
+                start,
+                spec.walltime_s,
+                *preemption_view(job),
+            ),
+        )
     return tuple(
-        RunningJob(job.id, spec.user, spec.queue, p.host, p.slots if held else 0,
-                   host_memory_mb(spec, p.slots), start, spec.walltime_s,
-                   *preemption_view(job), part=i > 0)
-        for i, p in enumerate(job.allocation))
+        RunningJob(
+            job.id,
+            spec.user,
+            spec.queue,
+            p.host,
+            p.slots if held else 0,
+            host_memory_mb(spec, p.slots),
+            start,
+            spec.walltime_s,
+            *preemption_view(job),
+            part=i > 0,
+        )
+        for i, p in enumerate(job.allocation)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,24 +165,42 @@ def host_view(host: HostRecord, load: HostLoad | None) -> HostView:
     free: tuple[str, ...] = ()
     if host.gres:
         held = load.devices if load else frozenset()
-        free = tuple(name for kind, ids in gres.host_devices(host.gres).items()
-                     for name in (gres.grant_name(kind, i) for i in ids) if name not in held)
-    return HostView(host.name, host.slots, host.memory_mb, host.slots - used_slots,
-                    host.memory_mb - used_mem, host.attributes,
-                    host.status is HostStatus.ONLINE, host.gres, free)
+        free = tuple(
+            name
+            for kind, ids in gres.host_devices(host.gres).items()
+            for name in (gres.grant_name(kind, i) for i in ids)
+            if name not in held
+        )
+    return HostView(
+        host.name,
+        host.slots,
+        host.memory_mb,
+        host.slots - used_slots,
+        host.memory_mb - used_mem,
+        host.attributes,
+        host.status is HostStatus.ONLINE,
+        host.gres,
+        free,
+    )
 
 
 def preemption_view(job: JobRecord) -> tuple[str, str, bool, float, int]:
     """The RunningJob fields preemption reads, from the record."""
-    return (job.preempted_by, job.state.value, job.kill_requested,
-            job.resumed_time or job.start_time or 0.0, job.spec.slots)
+    return (
+        job.preempted_by,
+        job.state.value,
+        job.kill_requested,
+        job.resumed_time or job.start_time or 0.0,
+        job.spec.slots,
+    )
 
 
 PendingMemo = dict[str, tuple[JobRecord, PendingJob]]
 
 
-def _pending_with_memo(state: ClusterState, memo: PendingMemo,
-                       deps: Callable[[JobSpec], DepStatus]) -> tuple[PendingJob, ...]:
+def _pending_with_memo(
+    state: ClusterState, memo: PendingMemo, deps: Callable[[JobSpec], DepStatus]
+) -> tuple[PendingJob, ...]:
     """Pending views, reusing those of unchanged records (records are immutable, so the same
     object means the same job). Jobs with dependencies are always re-evaluated."""
     out = []
@@ -172,8 +211,14 @@ def _pending_with_memo(state: ClusterState, memo: PendingMemo,
         if known is not None and known[0] is record and not record.spec.dependency:
             out.append(known[1])
             continue
-        view = PendingJob(record.id, record.number, record.array_index, record.spec,
-                          deps(record.spec), record.submit_time)
+        view = PendingJob(
+            record.id,
+            record.number,
+            record.array_index,
+            record.spec,
+            deps(record.spec),
+            record.submit_time,
+        )
         memo[job_id] = (record, view)
         out.append(view)
     if len(memo) > 2 * len(out) + 1024:  # forget jobs that are no longer pending
@@ -199,8 +244,7 @@ def snapshot_of(
         load = state.host_load.get(host.name)
         if load is not None:
             for job_id in sorted(load.jobs):
-                running.extend(v for v in running_views(state.jobs[job_id])
-                               if v.host == host.name)
+                running.extend(v for v in running_views(state.jobs[job_id]) if v.host == host.name)
         hosts.append(host_view(host, load))
 
     def deps(spec: JobSpec) -> DepStatus:
@@ -214,18 +258,27 @@ def snapshot_of(
     else:
         jobs = _pending_with_memo(state, memo, deps)
     arrays = tuple(
-        PendingArray(a.id, a.spec, a.pending, a.max_concurrent, a.active, deps(a.spec),
-                     a.submit_time)
+        PendingArray(
+            a.id, a.spec, a.pending, a.max_concurrent, a.active, deps(a.spec), a.submit_time
+        )
         for a in (state.arrays[n] for n in state.pending_arrays)
         if not a.held
     )
     # Requeued tasks are ordinary pending jobs, but their array's limit still applies.
     numbers = {a.number for a in arrays} | {j.number for j in jobs if j.index is not None}
     limits = {n: (state.arrays[n].max_concurrent, state.arrays[n].active) for n in numbers}
-    return Snapshot(tuple(hosts), dict(state.queues), jobs, arrays, limits, tuple(running),
-                    dict(usage or {}), dict(groups or {}),
-                    licenses=None if licenses is None else free_licenses(state, licenses),
-                    reservations=tuple(state.reservations.values()))
+    return Snapshot(
+        tuple(hosts),
+        dict(state.queues),
+        jobs,
+        arrays,
+        limits,
+        tuple(running),
+        dict(usage or {}),
+        dict(groups or {}),
+        licenses=None if licenses is None else free_licenses(state, licenses),
+        reservations=tuple(state.reservations.values()),
+    )
 
 
 def free_licenses(state: ClusterState, totals: Mapping[str, int]) -> dict[str, int]:

@@ -30,8 +30,7 @@ CHOICES = (
     "requested processors -1: the allocated processors",
     "run time, processors or submit time missing: the record is skipped and counted",
     "machine size: the MaxProcs header, else MaxNodes, else the widest job",
-    "a job runs for its run time, cut at its requested time (killed as a real cluster "
-    "would)",
+    "a job runs for its run time, cut at its requested time (killed as a real cluster would)",
     "GPUs: an optional 19th field (XCE's, not SWF's) is the job's GPUs on its host, or "
     "--gpus-per-job for every job; hosts get --gpus-per-host",
     "a job wider than one host is packed on ceil(procs / slots) hosts; only a job wider "
@@ -90,8 +89,7 @@ def parse_swf(lines: Iterable[str], no_estimate: str = "runtime") -> Trace:
     """Jobs sorted by (submit, number); `no_estimate` says what a requested time of -1
     becomes: the job's run time ("runtime") or no limit ("infinite")."""
     if no_estimate not in NO_ESTIMATE:
-        raise SwfError(f"no_estimate must be one of {', '.join(NO_ESTIMATE)}, "
-                       f"got {no_estimate!r}")
+        raise SwfError(f"no_estimate must be one of {', '.join(NO_ESTIMATE)}, got {no_estimate!r}")
     perfect = no_estimate == "runtime"
     jobs: list[SwfJob] = []
     header: dict[str, str] = {}
@@ -107,8 +105,10 @@ def parse_swf(lines: Iterable[str], no_estimate: str = "runtime") -> Trace:
             continue
         parts = line.split()
         if len(parts) not in (FIELDS, FIELDS + 1):
-            raise SwfError(f"line {lineno}: expected {FIELDS} fields, found {len(parts)} "
-                           f"({FIELDS + 1}: the last is the job's GPUs)")
+            raise SwfError(
+                f"line {lineno}: expected {FIELDS} fields, found {len(parts)} "
+                f"({FIELDS + 1}: the last is the job's GPUs)"
+            )
         try:
             values = [float(p) for p in parts]
         except ValueError:
@@ -124,12 +124,18 @@ def parse_swf(lines: Iterable[str], no_estimate: str = "runtime") -> Trace:
             limit: int | None = max(1, int(requested))
         else:
             limit = max(1, math.ceil(run_time)) if perfect else None
-        jobs.append(SwfJob(
-            number=int(values[0]), submit=values[1], run_time=run_time, procs=procs,
-            requested_time=limit,
-            user=f"u{max(0, int(values[11]))}", group=f"g{max(0, int(values[12]))}",
-            gpus=max(0, int(values[FIELDS])) if len(values) > FIELDS else 0,
-        ))
+        jobs.append(
+            SwfJob(
+                number=int(values[0]),
+                submit=values[1],
+                run_time=run_time,
+                procs=procs,
+                requested_time=limit,
+                user=f"u{max(0, int(values[11]))}",
+                group=f"g{max(0, int(values[12]))}",
+                gpus=max(0, int(values[FIELDS])) if len(values) > FIELDS else 0,
+            )
+        )
     jobs.sort(key=lambda j: (j.submit, j.number))
     return Trace(jobs, header, skipped)
 

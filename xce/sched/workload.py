@@ -12,9 +12,16 @@ import random
 from xce.sched.swf import SwfJob
 
 
-def synthetic(count: int, max_procs: int, seed: int = 1, mean_interarrival_s: float = 60.0,
-              users: int = 8, groups: int = 3, max_run_s: float = 7200.0,
-              underestimate: float = 0.05) -> list[SwfJob]:
+def synthetic(
+    count: int,
+    max_procs: int,
+    seed: int = 1,
+    mean_interarrival_s: float = 60.0,
+    users: int = 8,
+    groups: int = 3,
+    max_run_s: float = 7200.0,
+    underestimate: float = 0.05,
+) -> list[SwfJob]:
     """`count` jobs for a machine of `max_procs` slots per host."""
     rng = random.Random(seed)
     sizes = [2**k for k in range(int(math.log2(max_procs)) + 1)]
@@ -29,6 +36,15 @@ def synthetic(count: int, max_procs: int, seed: int = 1, mean_interarrival_s: fl
         else:
             requested = int(run * rng.uniform(1.0, 3.0)) + 1
         user = rng.randrange(users)
-        jobs.append(SwfJob(number, round(now), float(run), rng.choices(sizes, weights)[0],
-                           requested, f"u{user}", f"g{user % groups}"))
+        jobs.append(
+            SwfJob(
+                number,
+                round(now),
+                float(run),
+                rng.choices(sizes, weights)[0],
+                requested,
+                f"u{user}",
+                f"g{user % groups}",
+            )
+        )
     return jobs

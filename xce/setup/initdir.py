@@ -83,8 +83,10 @@ def _url_host(host: str) -> str:
 
 def check_new_dir(cluster_dir: Path) -> None:
     if (cluster_dir / CONFIG_FILE).exists():
-        raise InvalidRequest(f"{cluster_dir / CONFIG_FILE} exists: {cluster_dir} already holds "
-                             "a cluster (init never overwrites one)")
+        raise InvalidRequest(
+            f"{cluster_dir / CONFIG_FILE} exists: {cluster_dir} already holds "
+            "a cluster (init never overwrites one)"
+        )
     if cluster_dir.exists() and not cluster_dir.is_dir():
         raise InvalidRequest(f"{cluster_dir} exists and is not a directory")
 
@@ -95,9 +97,14 @@ def _ca_sha256(ca_pem: Path) -> str:
     return hashlib.sha256(ssl.PEM_cert_to_DER_cert(ca_pem.read_text())).hexdigest()
 
 
-def init_cluster(cluster_dir: Path, hosts: list[str], port: int = DEFAULT_PORT,
-                 listen: str = "0.0.0.0", allow_root_jobs: bool = False,
-                 admin: str | None = None) -> InitResult:
+def init_cluster(
+    cluster_dir: Path,
+    hosts: list[str],
+    port: int = DEFAULT_PORT,
+    listen: str = "0.0.0.0",
+    allow_root_jobs: bool = False,
+    admin: str | None = None,
+) -> InitResult:
     """Create the cluster directory; raises InvalidRequest/ConfigError naming the problem.
 
     `admin` (default: the account running init, as with `xce up`) is the first admin's
@@ -134,21 +141,30 @@ def init_cluster(cluster_dir: Path, hosts: list[str], port: int = DEFAULT_PORT,
     auth = parse_auth(data["auth"], cluster_dir)
     state = private_dir(cluster_dir / data["controller"]["state_dir"])
     admin = admin or getpass.getuser()
-    password = ensure_credentials(cluster_dir, auth, state, admin, first_run=True,
-                                  admin_groups=ADMIN_GROUPS,
-                                  worker_host=data.get("worker", {}).get("name"))
+    password = ensure_credentials(
+        cluster_dir,
+        auth,
+        state,
+        admin,
+        first_run=True,
+        admin_groups=ADMIN_GROUPS,
+        worker_host=data.get("worker", {}).get("name"),
+    )
     try:  # the daemons' own validation, before anything says "done"
         parse_config(data, config)
     except ConfigError as exc:
         raise ConfigError(f"the generated config does not validate: {exc.message}") from None
     write_private(config, text)
     client_config = cluster_dir / "client.toml"
-    write_private(client_config, (
-        "# CLI settings for this cluster: export XCE_CLIENT_CONFIG=" + str(client_config) + "\n"
-        f"controllers = [{', '.join(repr(u).replace(chr(39), chr(34)) for u in controllers)}]\n"
-        f'token_file = "{cluster_dir / ADMIN_TOKEN_FILE}"\n'
-        f'ca_file = "{tls_dir / "ca.pem"}"\n'
-    ))
+    write_private(
+        client_config,
+        (
+            "# CLI settings for this cluster: export XCE_CLIENT_CONFIG=" + str(client_config) + "\n"
+            f"controllers = [{', '.join(repr(u).replace(chr(39), chr(34)) for u in controllers)}]\n"
+            f'token_file = "{cluster_dir / ADMIN_TOKEN_FILE}"\n'
+            f'ca_file = "{tls_dir / "ca.pem"}"\n'
+        ),
+    )
 
     join_token = JoinTokenStore(state).create("worker")
     units_dir = private_dir(cluster_dir / "systemd")
@@ -157,9 +173,18 @@ def init_cluster(cluster_dir: Path, hosts: list[str], port: int = DEFAULT_PORT,
         unit = units_dir / name
         write_private(unit, render_unit(name, executable(), config, cluster_dir))
         units.append(unit)
-    return InitResult(cluster_dir, config, controllers, admin, password,
-                      cluster_dir / ADMIN_TOKEN_FILE, client_config, join_token,
-                      _ca_sha256(tls_dir / "ca.pem"), tuple(units))
+    return InitResult(
+        cluster_dir,
+        config,
+        controllers,
+        admin,
+        password,
+        cluster_dir / ADMIN_TOKEN_FILE,
+        client_config,
+        join_token,
+        _ca_sha256(tls_dir / "ca.pem"),
+        tuple(units),
+    )
 
 
 def default_hosts() -> list[str]:

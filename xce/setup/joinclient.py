@@ -41,11 +41,16 @@ class JoinResult:
     unit: Path
 
 
-def _request(url: str, context: ssl.SSLContext | None, body: dict[str, Any] | None = None
-             ) -> dict[str, Any]:
+def _request(
+    url: str, context: ssl.SSLContext | None, body: dict[str, Any] | None = None
+) -> dict[str, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method="POST" if body is not None else "GET",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=context) as resp:
             return json.loads(resp.read())
@@ -74,8 +79,10 @@ def _fetch_ca(base: str, ca_hash: str) -> str:
     except ValueError:
         raise InvalidRequest(f"{base} answered no CA certificate") from None
     if got != wanted:
-        raise InvalidRequest(f"the CA served by {base} has hash sha256:{got}, not the expected "
-                             f"sha256:{wanted}: refusing to trust it")
+        raise InvalidRequest(
+            f"the CA served by {base} has hash sha256:{got}, not the expected "
+            f"sha256:{wanted}: refusing to trust it"
+        )
     return pem
 
 
@@ -105,9 +112,11 @@ def _config_text(answer: dict[str, Any], has_cert: bool) -> str:
         'ca_file = "tls/ca.pem"',
     ]
     if has_cert:
-        lines += ["# This node's client certificate (mutual TLS for worker routes).",
-                  f'cert_file = "tls/{answer["name"]}.pem"',
-                  f'key_file = "tls/{answer["name"]}.key"']
+        lines += [
+            "# This node's client certificate (mutual TLS for worker routes).",
+            f'cert_file = "tls/{answer["name"]}.pem"',
+            f'key_file = "tls/{answer["name"]}.key"',
+        ]
     if answer["role"] == "standby":
         lines += [
             "",
@@ -129,13 +138,22 @@ def _controller_rules(template: dict[str, Any]) -> list[str]:
     """The primary's job-safety keys for a standby's `[controller]` (as TOML lines), so the
     rules do not change on failover. Values of the wrong type are skipped: the defaults
     apply, and the admin can copy the keys by hand."""
-    kinds = {"fence_timeout_s": (int, float), "allow_root_jobs": bool, "min_job_uid": int,
-             "job_users": list, "upload_quota_mb": int, "upload_ttl_s": (int, float)}
+    kinds = {
+        "fence_timeout_s": (int, float),
+        "allow_root_jobs": bool,
+        "min_job_uid": int,
+        "job_users": list,
+        "upload_quota_mb": int,
+        "upload_ttl_s": (int, float),
+    }
     lines = ["# The primary's rules at join time: the fence and who jobs may run as."]
     for key, kind in kinds.items():
         value = template.get(key)
-        if value is None or not isinstance(value, kind) or (
-                kind is not bool and isinstance(value, bool)):
+        if (
+            value is None
+            or not isinstance(value, kind)
+            or (kind is not bool and isinstance(value, bool))
+        ):
             continue
         if key == "job_users" and not all(isinstance(u, str) for u in value):
             continue
@@ -143,8 +161,14 @@ def _controller_rules(template: dict[str, Any]) -> list[str]:
     return lines if len(lines) > 1 else []
 
 
-def join_cluster(cluster_dir: Path, url: str, token: str, ca_hash: str | None,
-                 name: str | None = None, hosts: list[str] | None = None) -> JoinResult:
+def join_cluster(
+    cluster_dir: Path,
+    url: str,
+    token: str,
+    ca_hash: str | None,
+    name: str | None = None,
+    hosts: list[str] | None = None,
+) -> JoinResult:
     """Redeem `token` at the controller `url` and write the node's directory."""
     cluster_dir = cluster_dir.expanduser().resolve()
     check_new_dir(cluster_dir)
@@ -159,8 +183,9 @@ def join_cluster(cluster_dir: Path, url: str, token: str, ca_hash: str | None,
             raise InvalidRequest("joining over https needs --ca-hash (printed with the token)")
         ca_pem = _fetch_ca(base, ca_hash)
         context = ssl.create_default_context(cadata=ca_pem)
-    answer = _request(f"{base}/api/v1/join", context,
-                      {"token": token, "name": name, "hosts": hosts or []})
+    answer = _request(
+        f"{base}/api/v1/join", context, {"token": token, "name": name, "hosts": hosts or []}
+    )
     if ca_pem is not None and answer.get("ca_pem") != ca_pem:
         raise InvalidRequest("the controller answered a different CA than it served")
 
@@ -174,15 +199,17 @@ def join_cluster(cluster_dir: Path, url: str, token: str, ca_hash: str | None,
     write_private(cluster_dir / "worker.token", answer["service_token"] + "\n")
     config = cluster_dir / CONFIG_FILE
     write_private(config, _config_text(answer, has_cert))
-    write_private(cluster_dir / "client.toml", (
-        f"controllers = [{', '.join(json.dumps(u) for u in answer['controllers'])}]\n"
-        f'ca_file = "{tls_dir / "ca.pem"}"\n'
-    ))
+    write_private(
+        cluster_dir / "client.toml",
+        (
+            f"controllers = [{', '.join(json.dumps(u) for u in answer['controllers'])}]\n"
+            f'ca_file = "{tls_dir / "ca.pem"}"\n'
+        ),
+    )
     from xce.config import load_config
 
     load_config(config)  # the daemons' own validation, before anything says "done"
     unit_name = f"xce-{answer['role']}.service"
     unit = private_dir(cluster_dir / "systemd") / unit_name
     write_private(unit, render_unit(unit_name, executable(), config, cluster_dir))
-    return JoinResult(cluster_dir, config, answer["role"], name,
-                      tuple(answer["controllers"]), unit)
+    return JoinResult(cluster_dir, config, answer["role"], name, tuple(answer["controllers"]), unit)

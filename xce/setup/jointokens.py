@@ -57,7 +57,7 @@ def _split(token: str) -> tuple[str, str]:
     body = token.strip()
     if not body.startswith(PREFIX) or "." not in body:
         raise JoinTokenRefused("not a join token (expected xcej_<id>.<secret>)")
-    token_id, _, secret = body[len(PREFIX):].partition(".")
+    token_id, _, secret = body[len(PREFIX) :].partition(".")
     if not token_id or not secret:
         raise JoinTokenRefused("not a join token (expected xcej_<id>.<secret>)")
     return token_id, secret
@@ -103,8 +103,9 @@ class JoinTokenStore:
         finally:
             os.close(dir_fd)
 
-    def create(self, role: str, ttl_s: float = DEFAULT_TTL_S, now: float | None = None
-               ) -> IssuedToken:
+    def create(
+        self, role: str, ttl_s: float = DEFAULT_TTL_S, now: float | None = None
+    ) -> IssuedToken:
         """A new single-use token for `role`; only its digest is stored."""
         if role not in ROLES:
             raise InvalidRequest(f"role must be one of {', '.join(ROLES)}, got {role!r}")
@@ -114,9 +115,13 @@ class JoinTokenStore:
         token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(24)
         with self._locked() as records:
             self._prune(records, now)
-            records[token_id] = {"sha256": _digest(secret), "role": role,
-                                 "created_at": now, "expires_at": now + ttl_s,
-                                 "used_at": None}
+            records[token_id] = {
+                "sha256": _digest(secret),
+                "role": role,
+                "created_at": now,
+                "expires_at": now + ttl_s,
+                "used_at": None,
+            }
         return IssuedToken(f"{PREFIX}{token_id}.{secret}", role, now + ttl_s)
 
     def redeem(self, token: str, now: float | None = None) -> str:
@@ -128,11 +133,13 @@ class JoinTokenStore:
             if record is None or not hmac.compare_digest(record["sha256"], _digest(secret)):
                 raise JoinTokenRefused("unknown join token")
             if record["used_at"] is not None:
-                raise JoinTokenRefused("this join token was already used; create a new one "
-                                       "with `xce token join`")
+                raise JoinTokenRefused(
+                    "this join token was already used; create a new one with `xce token join`"
+                )
             if record["expires_at"] <= now:
-                raise JoinTokenRefused("this join token has expired; create a new one with "
-                                       "`xce token join`")
+                raise JoinTokenRefused(
+                    "this join token has expired; create a new one with `xce token join`"
+                )
             record["used_at"] = now
         return str(record["role"])
 

@@ -59,8 +59,14 @@ class StateCopy:
 def copy_state(state: ClusterState, seq: int, epoch: int = 0) -> StateCopy:
     """Runs on the event loop: list() of each map is the whole pause."""
     return StateCopy(
-        seq, epoch, state.next_number, list(state.jobs.values()), list(state.arrays.values()),
-        list(state.queues.values()), list(state.hosts.values()), state.number_ceiling,
+        seq,
+        epoch,
+        state.next_number,
+        list(state.jobs.values()),
+        list(state.arrays.values()),
+        list(state.queues.values()),
+        list(state.hosts.values()),
+        state.number_ceiling,
         list(state.reservations.values()),
     )
 
@@ -87,13 +93,27 @@ def write_checkpoint(directory: Path, copy: StateCopy, keep: int = 2) -> Path:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "wb", buffering=1 << 20) as out:
-            out.write(frame(encode_header(
-                seq=copy.seq, epoch=copy.epoch, nextNumber=copy.next_number,
-                createdAt=time.time(), formatVersion=FORMAT_VERSION, jobs=len(copy.jobs),
-                arrays=len(copy.arrays), numberCeiling=copy.number_ceiling)))
-            for kind, records in (("queues", copy.queues), ("hosts", copy.hosts),
-                                  ("reservations", copy.reservations),
-                                  ("arrays", copy.arrays), ("jobs", copy.jobs)):
+            out.write(
+                frame(
+                    encode_header(
+                        seq=copy.seq,
+                        epoch=copy.epoch,
+                        nextNumber=copy.next_number,
+                        createdAt=time.time(),
+                        formatVersion=FORMAT_VERSION,
+                        jobs=len(copy.jobs),
+                        arrays=len(copy.arrays),
+                        numberCeiling=copy.number_ceiling,
+                    )
+                )
+            )
+            for kind, records in (
+                ("queues", copy.queues),
+                ("hosts", copy.hosts),
+                ("reservations", copy.reservations),
+                ("arrays", copy.arrays),
+                ("jobs", copy.jobs),
+            ):
                 for start in range(0, len(records), CHUNK):
                     for data in _packed(records[start : start + CHUNK]):
                         out.write(frame(encode_packed(kind, data)))
@@ -120,8 +140,13 @@ def _packed(records: list[Any]) -> list[bytes]:
 
 def read_checkpoint(path: Path) -> tuple[dict[str, Any], ClusterState]:
     """Load and verify one checkpoint; raises `CheckpointError` if anything is off."""
-    parts: dict[str, list[Any]] = {"jobs": [], "arrays": [], "queues": [], "hosts": [],
-                                   "reservations": []}
+    parts: dict[str, list[Any]] = {
+        "jobs": [],
+        "arrays": [],
+        "queues": [],
+        "hosts": [],
+        "reservations": [],
+    }
     header: dict[str, Any] | None = None
     try:
         for fr in read_frames(path.read_bytes()):
@@ -138,7 +163,13 @@ def read_checkpoint(path: Path) -> tuple[dict[str, Any], ClusterState]:
         raise CheckpointError(f"{path.name}: format {header['formatVersion']} is unknown")
     if header["jobs"] != len(parts["jobs"]) or header["arrays"] != len(parts["arrays"]):
         raise CheckpointError(f"{path.name}: incomplete (record counts do not match header)")
-    state = ClusterState.restore(parts["jobs"], parts["arrays"], parts["queues"],
-                                 parts["hosts"], header["nextNumber"],
-                                 header.get("numberCeiling", 0), parts["reservations"])
+    state = ClusterState.restore(
+        parts["jobs"],
+        parts["arrays"],
+        parts["queues"],
+        parts["hosts"],
+        header["nextNumber"],
+        header.get("numberCeiling", 0),
+        parts["reservations"],
+    )
     return header, state

@@ -42,14 +42,16 @@ class DurableLog:
         self.settings = settings
         self.recovered = recovered
         self.writer = WalWriter(
-            wal_dir(state_dir), recovered.last_seq + 1, segment_bytes=settings.segment_bytes,
-            fsync=settings.fsync, interval_s=settings.fsync_interval_s,
+            wal_dir(state_dir),
+            recovered.last_seq + 1,
+            segment_bytes=settings.segment_bytes,
+            fsync=settings.fsync,
+            interval_s=settings.fsync_interval_s,
         )
         self.checkpoint_seq = recovered.checkpoint_seq
         self.last_epoch = recovered.last_epoch  # of the last record: checkpoints carry it
         self.last_checkpoint = time.monotonic()
-        self.stats = {"checkpoints": 0, "last_checkpoint_s": 0.0, "last_pause_ms": 0.0,
-                      "purged": 0}
+        self.stats = {"checkpoints": 0, "last_checkpoint_s": 0.0, "last_pause_ms": 0.0, "purged": 0}
         self._checkpointing = asyncio.Lock()
         # HA sync mode (xce/ha/source.py): a commit also waits for a standby's ack.
         self.replicated: Callable[[int, bool], Awaitable[None]] | None = None
@@ -65,9 +67,12 @@ class DurableLog:
     def open(cls, state_dir: Path, settings: StoreSettings) -> DurableLog:
         recovered = recover(state_dir)
         log.info(
-            "recovered %d jobs, %d arrays: checkpoint at record %d, %d records replayed in "
-            "%.2fs", len(recovered.state.jobs), len(recovered.state.arrays),
-            recovered.checkpoint_seq, recovered.replayed, recovered.seconds,
+            "recovered %d jobs, %d arrays: checkpoint at record %d, %d records replayed in %.2fs",
+            len(recovered.state.jobs),
+            len(recovered.state.arrays),
+            recovered.checkpoint_seq,
+            recovered.replayed,
+            recovered.seconds,
         )
         return cls(state_dir, settings, recovered)
 
@@ -113,8 +118,9 @@ class DurableLog:
                 return None  # never let a checkpoint get ahead of a log that cannot write
             purged = 0
             if self.purge is not None:
-                cutoff = ((now if now is not None else time.time())
-                          - self.settings.finished_retention_s)
+                cutoff = (
+                    now if now is not None else time.time()
+                ) - self.settings.finished_retention_s
                 try:
                     purged = await self.purge(cutoff)
                 except XceError as exc:  # fenced or the log failed: the checkpoint still helps
@@ -123,8 +129,11 @@ class DurableLog:
                     return None
             seq = self.writer.next_seq - 1
             started = time.perf_counter()
-            if (not purged and seq == self.checkpoint_seq
-                    and list_checkpoints(checkpoint_dir(self.state_dir))):
+            if (
+                not purged
+                and seq == self.checkpoint_seq
+                and list_checkpoints(checkpoint_dir(self.state_dir))
+            ):
                 return None
             copy = copy_state(state, seq, self.last_epoch)
             self.stats["last_pause_ms"] = (time.perf_counter() - started) * 1000
@@ -146,9 +155,14 @@ class DurableLog:
             self.stats["last_checkpoint_s"] = time.perf_counter() - started
             metrics.CHECKPOINT.observe(self.stats["last_checkpoint_s"])
             metrics.CHECKPOINT_PAUSE.observe(self.stats["last_pause_ms"] / 1000)
-            log.info("checkpoint at record %d: %d jobs, %d purged, %.2fs (loop pause %.1f ms)",
-                     seq, len(copy.jobs), purged, self.stats["last_checkpoint_s"],
-                     self.stats["last_pause_ms"])
+            log.info(
+                "checkpoint at record %d: %d jobs, %d purged, %.2fs (loop pause %.1f ms)",
+                seq,
+                len(copy.jobs),
+                purged,
+                self.stats["last_checkpoint_s"],
+                self.stats["last_pause_ms"],
+            )
             return path
 
     async def run_checkpoints(self, state: ClusterState) -> None:

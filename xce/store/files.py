@@ -78,8 +78,14 @@ def job_dir_name(job_id: str) -> str:
 class FileStore:
     """Files under `root`; writes go to a temporary name and are renamed into place."""
 
-    def __init__(self, root: Path, max_bytes: int, quota_bytes: int = 10240 * MB,
-                 ttl_s: float = 86400.0, job_outputs_bytes: int = 10240 * MB) -> None:
+    def __init__(
+        self,
+        root: Path,
+        max_bytes: int,
+        quota_bytes: int = 10240 * MB,
+        ttl_s: float = 86400.0,
+        job_outputs_bytes: int = 10240 * MB,
+    ) -> None:
         self.root = root
         self.max_bytes = max_bytes
         self.job_outputs_bytes = job_outputs_bytes
@@ -106,8 +112,12 @@ class FileStore:
 
     # --- writing ------------------------------------------------------------------------
 
-    async def _write(self, target: Path, chunks: AsyncIterator[bytes],
-                     account: Callable[[int], None] | None = None) -> int:
+    async def _write(
+        self,
+        target: Path,
+        chunks: AsyncIterator[bytes],
+        account: Callable[[int], None] | None = None,
+    ) -> int:
         self._mkdirs(target.parent)
         tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.part"
         size = 0
@@ -157,8 +167,9 @@ class FileStore:
                     meta = json.loads(self._meta_file(name).read_text())
                     owner = str(meta["owner"]) if meta.get("owner") is not None else None
                     created = float(meta.get("created", created))
-                self.uploads[name] = Upload(owner, entry.stat(follow_symlinks=False).st_size,
-                                            created)
+                self.uploads[name] = Upload(
+                    owner, entry.stat(follow_symlinks=False).st_size, created
+                )
             elif name.endswith(".json") and not (base / name[:-5]).is_file():
                 with contextlib.suppress(OSError):
                     os.unlink(base / name)
@@ -176,9 +187,9 @@ class FileStore:
             "the jobs that use them"
         )
 
-    async def save_upload(self, chunks: AsyncIterator[bytes],
-                          owner: str | None = None, now: float | None = None
-                          ) -> tuple[str, int]:
+    async def save_upload(
+        self, chunks: AsyncIterator[bytes], owner: str | None = None, now: float | None = None
+    ) -> tuple[str, int]:
         """Store an upload of `owner`; over their quota it is refused (413) and removed."""
         upload_id = secrets.token_hex(16)
         created = time.time() if now is None else now
@@ -197,15 +208,20 @@ class FileStore:
         if owner is not None:
             count = sum(1 for u in self.uploads.values() if u.owner == owner)
             if count >= MAX_UPLOADS_PER_USER:
-                raise QuotaExceeded(f"{owner} has {count} uploads no job has used yet, the "
-                                    f"most one user may hold; delete some or use them first")
+                raise QuotaExceeded(
+                    f"{owner} has {count} uploads no job has used yet, the "
+                    f"most one user may hold; delete some or use them first"
+                )
         target = self._upload_file(upload_id)
         try:
             account(0)  # already over (a quota lowered since): refused before any byte
             size = await self._write(target, chunks, account)
             try:
-                fd = os.open(self._meta_file(upload_id),
-                             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                fd = os.open(
+                    self._meta_file(upload_id),
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                    0o600,
+                )
                 with os.fdopen(fd, "w") as out:
                     json.dump({"owner": owner, "created": created}, out)
             except OSError as exc:
@@ -227,8 +243,11 @@ class FileStore:
         if not isinstance(upload_id, str) or not _UPLOAD_ID.match(upload_id):
             raise InvalidRequest(f"{upload_id!r} is not an upload id")
         found = self.uploads.get(upload_id)
-        if (found is None or not self._upload_file(upload_id).is_file()
-                or (owner is not None and found.owner != owner)):
+        if (
+            found is None
+            or not self._upload_file(upload_id).is_file()
+            or (owner is not None and found.owner != owner)
+        ):
             raise NotFound(f"upload {upload_id} does not exist (upload the file first)")
         return found
 
@@ -249,8 +268,11 @@ class FileStore:
         return found
 
     def list_uploads(self, owner: str | None) -> dict[str, Upload]:
-        return {k: u for k, u in sorted(self.uploads.items(), key=lambda kv: kv[1].created)
-                if owner is None or u.owner == owner}
+        return {
+            k: u
+            for k, u in sorted(self.uploads.items(), key=lambda kv: kv[1].created)
+            if owner is None or u.owner == owner
+        }
 
     def sweep_uploads(self, now: float | None = None) -> list[str]:
         """Delete uploads no job used within `ttl_s`, and partial files left as old by a
@@ -305,7 +327,8 @@ class FileStore:
                 raise PayloadTooLarge(
                     f"the outputs of job {job_id} are over the limit of "
                     f"{_amount(self.job_outputs_bytes)} per job ([controller] "
-                    "max_job_outputs_mb)")
+                    "max_job_outputs_mb)"
+                )
 
         try:
             size = await self._write(target, chunks, account)
@@ -314,8 +337,10 @@ class FileStore:
         except (FileExistsError, NotADirectoryError, IsADirectoryError):
             # `out` a file and `out/x` as well (or the other way round): the job's names
             # clash; a 409 for this file, never a 500 the worker would retry for ever.
-            raise Conflict(f"output {rel} clashes with another output of job {job_id} "
-                           "(a file and a directory of one name)") from None
+            raise Conflict(
+                f"output {rel} clashes with another output of job {job_id} "
+                "(a file and a directory of one name)"
+            ) from None
 
     def outputs_done(self, job_id: str) -> None:
         """The attempt's report is in: its outputs are all here, nothing more to count."""

@@ -99,8 +99,9 @@ def recover(state_dir: Path, repair_torn_tail: bool = True) -> Recovered:
         feed.catch_up(state, checkpoint_seq, last)
         feed.start()
     last_epoch = scan.last_epoch if scan.last_seq > checkpoint_seq else checkpoint_epoch
-    return Recovered(state, last, checkpoint_seq, replayed, time.perf_counter() - started, torn,
-                     last_epoch)
+    return Recovered(
+        state, last, checkpoint_seq, replayed, time.perf_counter() - started, torn, last_epoch
+    )
 
 
 def cut_segment(path: Path, offset: int) -> None:

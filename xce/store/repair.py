@@ -75,9 +75,14 @@ def repair(state_dir: Path) -> list[str]:
     try:
         report = check(state_dir)
         if report.corruption is None:
-            return ["the WAL has no damage in the middle; nothing to repair"
-                    + (f" (a torn tail, {report.torn}, is cut on the next start)"
-                       if report.torn else "")]
+            return [
+                "the WAL has no damage in the middle; nothing to repair"
+                + (
+                    f" (a torn tail, {report.torn}, is cut on the next start)"
+                    if report.torn
+                    else ""
+                )
+            ]
         damaged = report.corruption.segment
         offset = report.corruption.offset
         done = []
@@ -86,8 +91,10 @@ def repair(state_dir: Path) -> list[str]:
         _durable_copy(damaged, kept)
         later = [p for _, p in list_segments(wal_dir(state_dir)) if p.name > damaged.name]
         cut_segment(damaged, offset)
-        done.append(f"cut {damaged.name} at byte {offset} (removed {size - offset} bytes; "
-                    f"the whole segment is kept as {kept.name})")
+        done.append(
+            f"cut {damaged.name} at byte {offset} (removed {size - offset} bytes; "
+            f"the whole segment is kept as {kept.name})"
+        )
         for path in later:
             aside = _broken_name(path)
             os.replace(path, aside)

@@ -132,8 +132,9 @@ def encode_entry(seq: int, epoch: int, event: Event) -> bytes:
         _fill(ev.init(field), event)
         return entry.to_bytes()
     except Exception as exc:  # a value the schema cannot hold (overflow, bad text)
-        raise WireError(f"cannot encode {type(event).__name__}: "
-                        f"{str(exc).splitlines()[0][:200]}") from None
+        raise WireError(
+            f"cannot encode {type(event).__name__}: {str(exc).splitlines()[0][:200]}"
+        ) from None
 
 
 def decode_entry(data: bytes) -> tuple[int, int, Event]:
@@ -161,8 +162,13 @@ def decode_entry_reflective(data: bytes) -> tuple[int, int, Event]:
 
 # --- records (checkpoints) ------------------------------------------------------------------
 
-_CHUNK_FIELDS = {"jobs": "JobRecord", "arrays": "ArrayRecord", "queues": "QueueRecord",
-                 "hosts": "HostRecord", "reservations": "ReservationRecord"}
+_CHUNK_FIELDS = {
+    "jobs": "JobRecord",
+    "arrays": "ArrayRecord",
+    "queues": "QueueRecord",
+    "hosts": "HostRecord",
+    "reservations": "ReservationRecord",
+}
 _RECORD_BY_NAME = {cls.__name__: cls for cls in RECORD_TYPES}
 
 
@@ -199,9 +205,19 @@ def decode_chunk(data: bytes) -> tuple[str, Any]:
             kind = str(r.which())
             if kind == "header":
                 h = r.header
-                return kind, {k: getattr(h, k) for k in (
-                    "seq", "epoch", "nextNumber", "createdAt", "formatVersion", "jobs", "arrays",
-                    "numberCeiling")}
+                return kind, {
+                    k: getattr(h, k)
+                    for k in (
+                        "seq",
+                        "epoch",
+                        "nextNumber",
+                        "createdAt",
+                        "formatVersion",
+                        "jobs",
+                        "arrays",
+                        "numberCeiling",
+                    )
+                }
             if kind == "packed":
                 inner = str(r.packed.kind)
                 cls = _RECORD_BY_NAME[_CHUNK_FIELDS[inner]]

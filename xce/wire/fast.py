@@ -41,8 +41,14 @@ _INT64 = struct.Struct("<q")
 _FLOAT64 = struct.Struct("<d")
 _UNION = struct.Struct("<H")
 _HEAD = struct.Struct("<QQ")  # segment table (count - 1, first size) and the root pointer
-_SIZES = {"int64": ("q", 8), "uint64": ("Q", 8), "float64": ("d", 8), "uint32": ("I", 4),
-          "uint16": ("H", 2), "int32": ("i", 4)}
+_SIZES = {
+    "int64": ("q", 8),
+    "uint64": ("Q", 8),
+    "float64": ("d", 8),
+    "uint32": ("I", 4),
+    "uint16": ("H", 2),
+    "int32": ("i", 4),
+}
 
 
 class Fallback(Exception):
@@ -145,8 +151,7 @@ def _indexset(buf: bytes, at: int, w: int, lim: int) -> IndexSet:
     if dw < 3:
         raise Fallback
     size = (dw + _pc) * 8
-    return IndexSet(tuple([range(*_RANGE.unpack_from(buf, p + i * size))
-                           for i in range(count)]))
+    return IndexSet(tuple([range(*_RANGE.unpack_from(buf, p + i * size)) for i in range(count)]))
 
 
 def _opt_num(buf: bytes, at: int, w: int, lim: int, fmt: struct.Struct) -> Any:
@@ -178,8 +183,9 @@ def _nodes() -> dict[str, Any]:
 def _layout(cls: type) -> tuple[int, int, dict[str, tuple[str, int]]]:
     """(data words, pointers, {capnp field: (type, slot offset)}) from the compiled schema."""
     node = _nodes()[cls.__name__]
-    slots = {str(f.name): (str(f.slot.type.which()), int(f.slot.offset))
-             for f in node.struct.fields}
+    slots = {
+        str(f.name): (str(f.slot.type.which()), int(f.slot.offset)) for f in node.struct.fields
+    }
     return int(node.struct.dataWordCount), int(node.struct.pointerCount), slots
 
 
@@ -202,13 +208,25 @@ def _generate(cls: type) -> Reader:
         raise GenerationError(f"{cls.__name__}: field order differs from its plans")
     dw_full, pc_full, slots = _layout(cls)
     env: dict[str, Any] = {
-        "cls": cls, "Fallback": Fallback, "unpack_from": struct.unpack_from, "WORD": _WORD,
-        "_struct": _struct, "_text": _text, "_list_text": _list_text, "_list_kv": _list_kv,
-        "_indexset": _indexset, "_opt_num": _opt_num, "_opt_text": _opt_text,
-        "_composite": _composite, "IndexSet": IndexSet, "INT64": _INT64, "FLOAT64": _FLOAT64,
+        "cls": cls,
+        "Fallback": Fallback,
+        "unpack_from": struct.unpack_from,
+        "WORD": _WORD,
+        "_struct": _struct,
+        "_text": _text,
+        "_list_text": _list_text,
+        "_list_kv": _list_kv,
+        "_indexset": _indexset,
+        "_opt_num": _opt_num,
+        "_opt_text": _opt_text,
+        "_composite": _composite,
+        "IndexSet": IndexSet,
+        "INT64": _INT64,
+        "FLOAT64": _FLOAT64,
         # A list pointer (low bits 01) of pointers (element size 6) with no elements
         # (bits 35.. zero): an empty List(Text). Lists of structs have a tag word to check.
-        "EMPTY": 0xFFFFFFFF00000003, "EMPTY_TEXTS": 0x600000001,
+        "EMPTY": 0xFFFFFFFF00000003,
+        "EMPTY_TEXTS": 0x600000001,
     }
     # The data section: each data field's byte offset, format and how to turn it into Python.
     data: list[tuple[int, str, str]] = []  # (byte offset, struct format, name)
@@ -239,8 +257,11 @@ def _generate(cls: type) -> Reader:
                 text = _inline_text(offset, f"_text({args})")
             exprs.append(text)
         elif kind == "opt":
-            inner = {int: "_opt_num({args}, INT64)", float: "_opt_num({args}, FLOAT64)",
-                     str: "_opt_text({args})"}[f.py_type].format(args=args)
+            inner = {
+                int: "_opt_num({args}, INT64)",
+                float: "_opt_num({args}, FLOAT64)",
+                str: "_opt_text({args})",
+            }[f.py_type].format(args=args)
             exprs.append(f"(None if not {w} else {inner})")
         elif kind in ("struct", "optstruct"):
             env[f"R_{f.py}"] = reader_for(f.py_type)
@@ -254,8 +275,11 @@ def _generate(cls: type) -> Reader:
             exprs.append(f"_indexset({args})")
         elif kind == "list_struct":
             env[f"R_{f.py}"] = reader_for(f.py_type)
-            exprs.append(_inline_empty(
-                offset, f"(_list_struct(buf, {at}, {w}, lim, R_{f.py}) if {w} else ())"))
+            exprs.append(
+                _inline_empty(
+                    offset, f"(_list_struct(buf, {at}, {w}, lim, R_{f.py}) if {w} else ())"
+                )
+            )
             env["_list_struct"] = _list_struct
         else:  # pragma: no cover - plans() only produces the kinds above
             raise GenerationError(f"unknown field kind {kind}")
@@ -265,7 +289,7 @@ def _generate(cls: type) -> Reader:
     env["PTRS_FULL"] = struct.Struct(f"<{pc_full}Q")
     env["_short"] = _short
     data_names = [f"d_{name}" for _, _, name in data]
-    unpack_data = (f"{', '.join(data_names)}, = " if data else "")
+    unpack_data = f"{', '.join(data_names)}, = " if data else ""
     lines = [
         f"def read(buf, p, dw, pc, lim{', at' if is_event else ''}):",
         f"    if dw >= {dw_full} and pc >= {pc_full}:",
@@ -285,17 +309,21 @@ def _generate(cls: type) -> Reader:
 def _inline_text(i: int, slow: str) -> str:
     """Pointer `i` as text, the usual case inline (no call): a forward list pointer of
     bytes inside the segment, NUL-terminated; anything else (null too) goes to `_text`."""
-    return (f"(buf[s:e].decode() if (x := w[{i}]) & 0x780000003 == 0x200000001 and "
-            f"(s := base + {i * 8 + 8} + ((x & 0x7FFFFFFC) << 1)) <= "
-            f"(e := s + (x >> 35) - 1) < lim and not buf[e] else {slow})")
+    return (
+        f"(buf[s:e].decode() if (x := w[{i}]) & 0x780000003 == 0x200000001 and "
+        f"(s := base + {i * 8 + 8} + ((x & 0x7FFFFFFC) << 1)) <= "
+        f"(e := s + (x >> 35) - 1) < lim and not buf[e] else {slow})"
+    )
 
 
 def _inline_empty(i: int, slow: str) -> str:
     """Pointer `i` as an empty list of structs, inline when it is one: a forward composite
     list pointer with no words whose tag word (in the segment) says struct, no elements."""
-    return (f"(() if (x := w[{i}]) & 0xFFFFFFFF80000003 == 0x700000001 and "
-            f"(s := base + {i * 8 + 8} + ((x & 0x7FFFFFFC) << 1)) + 8 <= lim and "
-            f"not WORD.unpack_from(buf, s)[0] & 0xFFFFFFFF else {slow})")
+    return (
+        f"(() if (x := w[{i}]) & 0xFFFFFFFF80000003 == 0x700000001 and "
+        f"(s := base + {i * 8 + 8} + ((x & 0x7FFFFFFC) << 1)) + 8 <= lim and "
+        f"not WORD.unpack_from(buf, s)[0] & 0xFFFFFFFF else {slow})"
+    )
 
 
 def _data_format(data: list[tuple[int, str, str]]) -> str:
@@ -310,14 +338,17 @@ def _data_format(data: list[tuple[int, str, str]]) -> str:
     return "".join(out)
 
 
-def _short(buf: bytes, p: int, dw: int, pc: int, data: list[tuple[int, str]],
-           pc_full: int) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+def _short(
+    buf: bytes, p: int, dw: int, pc: int, data: list[tuple[int, str]], pc_full: int
+) -> tuple[tuple[Any, ...], tuple[int, ...]]:
     """A struct written by an older schema (or a null one): missing fields are zero."""
     end = dw * 8
-    dvals = tuple(struct.unpack_from("<" + fmt, buf, p + off)[0]
-                  if off + struct.calcsize("<" + fmt) <= end
-                  else struct.unpack("<" + fmt, bytes(struct.calcsize("<" + fmt)))[0]  # 0, 0.0
-                  for off, fmt in data)
+    dvals = tuple(
+        struct.unpack_from("<" + fmt, buf, p + off)[0]
+        if off + struct.calcsize("<" + fmt) <= end
+        else struct.unpack("<" + fmt, bytes(struct.calcsize("<" + fmt)))[0]  # 0, 0.0
+        for off, fmt in data
+    )
     have = min(pc, pc_full)
     words = struct.unpack_from(f"<{have}Q", buf, p + end) if have else ()
     return dvals, tuple(words) + (0,) * (pc_full - have)
@@ -396,8 +427,12 @@ def read_entry(data: bytes) -> tuple[int, int, Any]:
     disc_at, at_at, readers = _EVENTS or _event_readers()
     ep = at + 8 + ((w & 0x7FFFFFFC) << 1)
     edw, epc = (w >> 32) & 0xFFFF, w >> 48
-    if (w & 0x80000003 or edw * 8 < max(disc_at + 2, at_at + 8) or epc < 1
-            or ep + (edw + epc) * 8 > lim):
+    if (
+        w & 0x80000003
+        or edw * 8 < max(disc_at + 2, at_at + 8)
+        or epc < 1
+        or ep + (edw + epc) * 8 > lim
+    ):
         raise Fallback
     read = readers.get(_UNION.unpack_from(data, ep + disc_at)[0])
     if read is None:
@@ -409,5 +444,4 @@ def read_entry(data: bytes) -> tuple[int, int, Any]:
 
 # What the fast reader raises on a message it does not handle (bounds, encodings, text, enum
 # values): never `GenerationError`, which is a bug and must not be hidden by the fallback.
-FAST_REJECTS = (Fallback, struct.error, ValueError, TypeError, IndexError, KeyError,
-                OverflowError)
+FAST_REJECTS = (Fallback, struct.error, ValueError, TypeError, IndexError, KeyError, OverflowError)

@@ -123,11 +123,12 @@ def _builder(cls: type, given: int | None = None) -> Callable[..., Any]:
             args.append(f"IndexSet(tuple([range(*r) for r in {v}]))")
         else:
             args.append(v)
-    slow = "from_plain(cls, row)" if given is None else \
-        f"from_plain(cls, row, {{{given}: value}})"
-    code = (f"def build(row, value=None):\n"
-            f"    if len(row) != {len(fields)}:\n        return {slow}\n"
-            f"    return cls({', '.join(args)})")
+    slow = "from_plain(cls, row)" if given is None else f"from_plain(cls, row, {{{given}: value}})"
+    code = (
+        f"def build(row, value=None):\n"
+        f"    if len(row) != {len(fields)}:\n        return {slow}\n"
+        f"    return cls({', '.join(args)})"
+    )
     exec(compile(code, f"<xce.wire.plain {cls.__name__}>", "exec"), env)
     found = _BUILDERS[(cls, given)] = env["build"]
     return found

@@ -76,8 +76,9 @@ def field_plan(name: str, hint: Any) -> FieldPlan:
 
 def plans(cls: type, skip: tuple[str, ...] = ()) -> list[FieldPlan]:
     hints = typing.get_type_hints(cls)
-    return [field_plan(f.name, hints[f.name]) for f in dataclasses.fields(cls)
-            if f.name not in skip]
+    return [
+        field_plan(f.name, hints[f.name]) for f in dataclasses.fields(cls) if f.name not in skip
+    ]
 
 
 def _struct(name: str, fields: list[FieldPlan]) -> str:

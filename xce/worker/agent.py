@@ -57,8 +57,10 @@ class WorkerAgent:
         self.settings = config.worker
         self.host = self.settings.name
         self.client = client or XceClient(
-            config.controllers, self.settings.token or None,
-            ssl_context=client_ssl_context(config.tls), insecure=config.tls.insecure,
+            config.controllers,
+            self.settings.token or None,
+            ssl_context=client_ssl_context(config.tls),
+            insecure=config.tls.insecure,
         )
         self.running: dict[Key, RunningJob] = {}
         # Spawned but not yet in `running`: a second answer in that window must not start
@@ -82,8 +84,9 @@ class WorkerAgent:
         self.output = tail.OutputPusher()
         self.spool = Spool(self.settings.spool_dir, self.settings.job_root())
         namespace = cgroup_namespace(self.host, self.settings.spool_dir)
-        self.backend: CgroupBackend = detect(self.settings.cgroup, self.settings.cgroup_parent,
-                                             namespace)
+        self.backend: CgroupBackend = detect(
+            self.settings.cgroup, self.settings.cgroup_parent, namespace
+        )
         # Devices by kind, configured or detected once at start (xce/worker/gpus.py).
         self.devices = gpus.host_devices(self.settings.gres, self.settings.gpu_device_path)
         self.shares = ShareHolder(self.backend, self.settings.pids_limit, self.devices)
@@ -91,8 +94,7 @@ class WorkerAgent:
         # `xce` that goes first on every job's PATH.
         self.tasks = TaskService(self)
         self.launch_bin = ""
-        self.launcher = KeeperLauncher(self.backend.kind, self.settings.cgroup_parent,
-                                       namespace)
+        self.launcher = KeeperLauncher(self.backend.kind, self.settings.cgroup_parent, namespace)
         # The fence (xce/worker/fence.py): the controller sets the timeout when we register.
         self.contact = fence.Contact(0.0, fence.DEFAULT_FENCE_TIMEOUT_S)
         # Per file and per job, as the controller says (xce/worker/staging.py).
@@ -156,8 +158,10 @@ class WorkerAgent:
         while True:
             try:
                 answer = await self.client.request(
-                    "GET", f"{self._base}/assignments",
-                    params={"version": str(self.version), "timeout": "20"}, timeout=30,
+                    "GET",
+                    f"{self._base}/assignments",
+                    params={"version": str(self.version), "timeout": "20"},
+                    timeout=30,
                 )
                 await self.reconcile(answer)
             except ApiError as exc:
@@ -184,8 +188,10 @@ class WorkerAgent:
             if job.meter is None:
                 continue
             item: dict[str, Any] = {
-                "job_id": job.key[0], "attempt": job.key[1],
-                "cpu_user_s": job.meter.cpu_user_s, "cpu_system_s": job.meter.cpu_system_s,
+                "job_id": job.key[0],
+                "attempt": job.key[1],
+                "cpu_user_s": job.meter.cpu_user_s,
+                "cpu_system_s": job.meter.cpu_system_s,
                 "max_rss_bytes": job.meter.max_rss_bytes,
                 "wall_time_s": job.wall_seconds(),
             }
@@ -194,19 +200,29 @@ class WorkerAgent:
             running.append(item)
         load1, load5, load15 = os.getloadavg()
         mem = psutil.virtual_memory()
-        body: dict[str, Any] = {"running": running, "load": {
-            "load1": load1, "load5": load5, "load15": load15,
-            "mem_free_mb": mem.available // (1024 * 1024)}}
+        body: dict[str, Any] = {
+            "running": running,
+            "load": {
+                "load1": load1,
+                "load5": load5,
+                "load15": load15,
+                "mem_free_mb": mem.available // (1024 * 1024),
+            },
+        }
         if self.shares.held:  # multi-host jobs' parts here: their usage, OOM kills (issue 15)
             body["shares"] = await asyncio.to_thread(self.shares.readings)
         try:
             sent = fence.now()
-            answer = await self.client.request("POST", f"{self._base}/heartbeat", json=body,
-                                               timeout=10)
+            answer = await self.client.request(
+                "POST", f"{self._base}/heartbeat", json=body, timeout=10
+            )
             self._contacted(sent, answer)
             self.output.taken(chunks)
-            if isinstance(answer, dict) and answer.get("register_again") \
-                    and self.registered.is_set():
+            if (
+                isinstance(answer, dict)
+                and answer.get("register_again")
+                and self.registered.is_set()
+            ):
                 # A controller that restarted or took over has not heard how we contain jobs.
                 self.registered.clear()
                 self._spawn(self.register())
@@ -225,8 +241,9 @@ class WorkerAgent:
         try:
             await asyncio.wait_for(self._heartbeat([]), SHARE_REPORT_WAIT_S)
         except TimeoutError:
-            log.warning("the controller did not take a share's usage within %s s",
-                        SHARE_REPORT_WAIT_S)
+            log.warning(
+                "the controller did not take a share's usage within %s s", SHARE_REPORT_WAIT_S
+            )
 
     def _contacted(self, sent: float, answer: Any) -> None:
         """A controller took our registration or heartbeat sent at `sent`: the keepers'
@@ -270,22 +287,26 @@ class WorkerAgent:
                     if "_upload" in body:
                         body = await self._upload_pending(key, body)
                     answer = await self.client.request(
-                        "POST", f"{self._base}/jobs/{job_path(key[0])}/finished",
+                        "POST",
+                        f"{self._base}/jobs/{job_path(key[0])}/finished",
                         json={k: v for k, v in body.items() if not k.startswith("_")},
                     )
                     if not answer.get("accepted"):
                         log.info("job %s attempt %s: report was stale, dropped", *key)
                 except ApiError as exc:
                     if 400 <= exc.status < 500 and exc.status not in (404, 408, 429):
-                        log.error("finish report for %s refused (%s): dropped", key[0],
-                                  exc.message)
+                        log.error("finish report for %s refused (%s): dropped", key[0], exc.message)
                     else:
                         tries = self._tries.get(key, 0) + 1
                         self._tries[key] = tries
                         delay = min(60.0, 2.0 ** (tries - 1))
                         self._retry_at[key] = loop.time() + delay
-                        log.warning("finish report for %s failed: %s; retrying in %.0f s",
-                                    key[0], exc.message, delay)
+                        log.warning(
+                            "finish report for %s failed: %s; retrying in %.0f s",
+                            key[0],
+                            exc.message,
+                            delay,
+                        )
                         continue
                 self._retry_at.pop(key, None)
                 self._tries.pop(key, None)
@@ -298,15 +319,18 @@ class WorkerAgent:
             return {k: v for k, v in body.items() if k != "_upload"}
         try:
             if not job.readers:
-                job.readers = await userfs.as_user(job.creds, executor.open_readers,
-                                                   str(job.job_dir))
-            names = await staging.upload_outputs(self.client, self.host, job,
-                                                 self.output_limits)
+                job.readers = await userfs.as_user(
+                    job.creds, executor.open_readers, str(job.job_dir)
+                )
+            names = await staging.upload_outputs(self.client, self.host, job, self.output_limits)
         except ApiError as exc:
             if exc.status == 0 or self._tries.get(key, 0) < MAX_UPLOAD_TRIES:
                 raise  # unreachable, or not yet given up: the report waits and retries
-            log.error("job %s: the controller keeps refusing its outputs (%s); reporting "
-                      "without them", key[0], exc.message)
+            log.error(
+                "job %s: the controller keeps refusing its outputs (%s); reporting without them",
+                key[0],
+                exc.message,
+            )
             names = []
         except OSError as exc:
             log.warning("job %s: outputs are gone (%s); reporting without them", key[0], exc)
@@ -357,7 +381,8 @@ class WorkerAgent:
             saving = self._spawn(asyncio.to_thread(self._save_report, key, job, body))
             self._saving[key] = saving
             saving.add_done_callback(
-                lambda done, k=key: self._saving.pop(k) if self._saving.get(k) is done else None)
+                lambda done, k=key: self._saving.pop(k) if self._saving.get(k) is done else None
+            )
             self.report_jobs[key] = job
         self.reports[key] = body
         self._report_wakeup.set()
@@ -372,8 +397,9 @@ class WorkerAgent:
                 job = self.running.get(key)
                 if job is None:
                     if key in self.delivered and key not in self.reports:
-                        log.info("job %s attempt %s: the controller lost its report; resending",
-                                 *key)
+                        log.info(
+                            "job %s attempt %s: the controller lost its report; resending", *key
+                        )
                         self.reports[key] = self.delivered.pop(key)
                         self._report_wakeup.set()
                         continue
@@ -386,8 +412,11 @@ class WorkerAgent:
                     self._spawn(self._run(a))
                     continue
                 # `xce job modify` may change a running job's walltime: the next check uses it
-                job.assignment = {**job.assignment, "action": a["action"],
-                                  "walltime_s": a.get("walltime_s")}
+                job.assignment = {
+                    **job.assignment,
+                    "action": a["action"],
+                    "walltime_s": a.get("walltime_s"),
+                }
                 self._apply_action(job, a["action"])
             await asyncio.to_thread(self.shares.reconcile, answer.get("shares") or [])
             self.tasks.follow_shares(answer.get("shares") or [])
@@ -406,19 +435,20 @@ class WorkerAgent:
         elif action == "kill":
             self._spawn(executor.kill(job, "killed", self.settings.kill_grace_s))
 
-    def _finish_unstarted(self, a: dict[str, Any], reason: str,
-                          job: RunningJob | None = None) -> None:
+    def _finish_unstarted(
+        self, a: dict[str, Any], reason: str, job: RunningJob | None = None
+    ) -> None:
         key = (a["job_id"], a["attempt"])
-        self._queue_report(key, {"attempt": a["attempt"], "exit_code": None, "reason": reason},
-                           job)
+        self._queue_report(key, {"attempt": a["attempt"], "exit_code": None, "reason": reason}, job)
 
     async def _run(self, a: dict[str, Any]) -> None:
         key: Key = (a["job_id"], a["attempt"])
         if self.launch_bin and isinstance(a.get("launch"), dict):
             a = {**a, "launch": {**a["launch"], "bin": self.launch_bin}}
         try:
-            account = executor.account_for(a["user"], self.settings.allow_root_jobs,
-                                           self.settings.min_job_uid)
+            account = executor.account_for(
+                a["user"], self.settings.allow_root_jobs, self.settings.min_job_uid
+            )
             job = await executor.prepare(self.spool, a, account)
         except (LaunchError, OSError) as exc:
             log.warning("job %s cannot start: %s", key[0], exc)
@@ -434,10 +464,19 @@ class WorkerAgent:
                 await staging.fetch_inputs(self.client, self.host, job)
                 if key not in self.running or job.killing:
                     raise LaunchError(job.kill_reason or "taken away before it started")
-                await executor.launch(job, self.launcher, self.backend, account, self.host,
-                                      self.settings.pids_limit, self.spool.state, self.contact,
-                                      host_resources(self.settings)[1],
-                                      self.settings.private_tmp, self.devices)
+                await executor.launch(
+                    job,
+                    self.launcher,
+                    self.backend,
+                    account,
+                    self.host,
+                    self.settings.pids_limit,
+                    self.spool.state,
+                    self.contact,
+                    host_resources(self.settings)[1],
+                    self.settings.private_tmp,
+                    self.devices,
+                )
             except (LaunchError, ApiError, OSError, ValueError) as exc:
                 message = exc.message if isinstance(exc, ApiError) else str(exc)
                 log.warning("job %s failed to start: %s", key[0], message)
@@ -467,8 +506,7 @@ class WorkerAgent:
         except Exception as exc:  # never lose track of a started job: end it, say why
             log.exception("job %s: waiting for it failed; killing it", job.key[0])
             await asyncio.to_thread(executor.kill_group_now, job)
-            result = JobResult(None, None, f"worker error: {exc}", job.meter,
-                               job.wall_seconds())
+            result = JobResult(None, None, f"worker error: {exc}", job.meter, job.wall_seconds())
         if not job.result.done():
             job.result.set_result(result)
         self.running.pop(job.key, None)
@@ -485,11 +523,9 @@ class WorkerAgent:
         upload_later = False
         try:
             await staging.copy_std_files(job)
-            outputs = await staging.upload_outputs(self.client, self.host, job,
-                                                   self.output_limits)
+            outputs = await staging.upload_outputs(self.client, self.host, job, self.output_limits)
         except ApiError as exc:
-            log.warning("job %s: returning outputs failed (%s); will retry", key[0],
-                        exc.message)
+            log.warning("job %s: returning outputs failed (%s); will retry", key[0], exc.message)
             upload_later = exc.status == 0 or exc.status >= 500
         except Exception as exc:  # the attempt is reported whatever happened to its files
             log.warning("job %s: returning outputs failed: %s", key[0], exc)
@@ -512,8 +548,14 @@ class WorkerAgent:
             body["host_failure"] = True
         if upload_later:
             body["_upload"] = True
-        log.info("job %s attempt %s ended: exit %s signal %s %s", key[0], key[1],
-                 result.exit_code, result.exit_signal, result.reason)
+        log.info(
+            "job %s attempt %s ended: exit %s signal %s %s",
+            key[0],
+            key[1],
+            result.exit_code,
+            result.exit_signal,
+            result.reason,
+        )
         self._queue_report(key, body, job)
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -530,8 +572,12 @@ class WorkerAgent:
                 log.warning("job %s attempt %s: %s", key[0], key[1], found.lost)
                 self._finish_unstarted(job.assignment, found.lost, job)
             else:
-                log.warning("job %s attempt %s was started by an earlier worker process: %s",
-                            key[0], key[1], "adopting it" if found.alive else "it ended")
+                log.warning(
+                    "job %s attempt %s was started by an earlier worker process: %s",
+                    key[0],
+                    key[1],
+                    "adopting it" if found.alive else "it ended",
+                )
                 self.running[key] = job
                 job.result = asyncio.get_running_loop().create_future()
                 self._spawn(self._follow(job))

@@ -118,6 +118,7 @@ def attempt_name(job_id: str, attempt: int) -> str:
 
 # --- accounts -------------------------------------------------------------------------------
 
+
 def account_for(user: str, allow_root: bool, min_uid: int = 1000) -> pwd.struct_passwd | None:
     """The account to run as; None means "as this worker's own user" (non-root worker).
 
@@ -134,11 +135,15 @@ def account_for(user: str, allow_root: bool, min_uid: int = 1000) -> pwd.struct_
         if not allow_root:
             raise LaunchError("jobs as root are refused on this host (worker.allow_root_jobs)")
     elif account.pw_uid < min_uid:
-        raise LaunchError(f"user {user} (uid {account.pw_uid}) is a system account: jobs run "
-                          f"only as uids from {min_uid} (worker.min_job_uid)")
+        raise LaunchError(
+            f"user {user} (uid {account.pw_uid}) is a system account: jobs run "
+            f"only as uids from {min_uid} (worker.min_job_uid)"
+        )
     elif account.pw_uid in _system_uids():
-        raise LaunchError(f"user {user} (uid {account.pw_uid}) is a system account (nobody, "
-                          "or systemd's dynamic users): jobs never run as it")
+        raise LaunchError(
+            f"user {user} (uid {account.pw_uid}) is a system account (nobody, "
+            "or systemd's dynamic users): jobs never run as it"
+        )
     return account
 
 
@@ -157,8 +162,13 @@ def credentials(account: pwd.struct_passwd | None) -> Credentials | None:
     return None if account is None else Credentials.of(account)
 
 
-def job_environment(a: dict[str, Any], account: pwd.struct_passwd | None, work_dir: Path,
-                    host: str, job_dir: Path | None = None) -> dict[str, str]:
+def job_environment(
+    a: dict[str, Any],
+    account: pwd.struct_passwd | None,
+    work_dir: Path,
+    host: str,
+    job_dir: Path | None = None,
+) -> dict[str, str]:
     """A clean environment: login basics, the submitted variables, then what this host owns.
 
     The submitted environment (the submitter's, captured by `xce job submit --export`, and
@@ -200,8 +210,9 @@ def job_environment(a: dict[str, Any], account: pwd.struct_passwd | None, work_d
     launch = a.get("launch")
     if isinstance(launch, dict):  # issue 15: what `xce launch` needs (xce/cli/launch.py)
         env["XCE_LAUNCH_CRED"] = str(launch.get("credential") or "")
-        env["XCE_LAUNCH_TASKS"] = ",".join(f"{h}={addr}" for h, addr
-                                           in (launch.get("tasks") or {}).items() if addr)
+        env["XCE_LAUNCH_TASKS"] = ",".join(
+            f"{h}={addr}" for h, addr in (launch.get("tasks") or {}).items() if addr
+        )
         if launch.get("bin"):  # this worker's own `xce` first, whatever the job's PATH
             env["XCE_LAUNCH"] = str(Path(launch["bin"]) / "xce")
             env["PATH"] = f"{launch['bin']}:{env.get('PATH', BASE_PATH)}"
@@ -219,6 +230,7 @@ def allocation_of(a: dict[str, Any]) -> list[HostSlots]:
 
 
 # --- directories ----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Spool:
@@ -242,15 +254,19 @@ class Spool:
             for path in (self.jobs, real, *real.parents):
                 unsafe = _unsafe_for_root(path)
                 if unsafe:
-                    raise SpoolError(f"{path} {unsafe}: another user could swap the job "
-                                     "directories under it (set [worker] jobs_dir to a "
-                                     "directory only root controls)")
+                    raise SpoolError(
+                        f"{path} {unsafe}: another user could swap the job "
+                        "directories under it (set [worker] jobs_dir to a "
+                        "directory only root controls)"
+                    )
             os.chmod(self.jobs, 0o711)
-            blocked = [p for p in (self.jobs, *self.jobs.parents)
-                       if not os.stat(p).st_mode & 0o001]
+            blocked = [p for p in (self.jobs, *self.jobs.parents) if not os.stat(p).st_mode & 0o001]
             if blocked:
-                log.warning("jobs of users other than root cannot reach their directories: "
-                            "%s is not searchable by others (set [worker] jobs_dir)", blocked[0])
+                log.warning(
+                    "jobs of users other than root cannot reach their directories: "
+                    "%s is not searchable by others (set [worker] jobs_dir)",
+                    blocked[0],
+                )
 
 
 class SpoolError(Exception):
@@ -297,8 +313,7 @@ def _owner_credentials(path: Path) -> Credentials | None:
         return Credentials(st.st_uid, st.st_gid, (), str(st.st_uid))
 
 
-async def prepare(spool: Spool, a: dict[str, Any], account: pwd.struct_passwd | None
-                  ) -> RunningJob:
+async def prepare(spool: Spool, a: dict[str, Any], account: pwd.struct_passwd | None) -> RunningJob:
     """The attempt's state directory (root) and job directory (the user's, 0700)."""
     name = attempt_name(a["job_id"], a["attempt"])
     attempt_dir = spool.state / name
@@ -317,31 +332,46 @@ async def prepare(spool: Spool, a: dict[str, Any], account: pwd.struct_passwd | 
 
 # --- launching ------------------------------------------------------------------------------
 
-def limits_for(a: dict[str, Any], pids_limit: int, host_memory_mb: int | None = None
-               ) -> Limits:
+
+def limits_for(a: dict[str, Any], pids_limit: int, host_memory_mb: int | None = None) -> Limits:
     """The cgroup limits of an attempt: `--mem` (else the host's memory as the worker
     declares it, default all of it: no job takes the worker's own), its slots as CPUs, the
     worker's task limit."""
     if host_memory_mb is None:
         host_memory_mb = psutil.virtual_memory().total // 2**20
     memory = a.get("memory_mb") or host_memory_mb
-    return Limits(memory_bytes=memory * 1024 * 1024 if memory else None,
-                  cpus=int(a.get("slots") or 1), pids=pids_limit or None)
+    return Limits(
+        memory_bytes=memory * 1024 * 1024 if memory else None,
+        cpus=int(a.get("slots") or 1),
+        pids=pids_limit or None,
+    )
 
 
-async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBackend,
-                 account: pwd.struct_passwd | None, host: str, pids_limit: int,
-                 worker_state: Path, contact: fence.Contact,
-                 host_memory_mb: int | None = None, private_tmp: bool = False,
-                 devices: gpus.HostDevices | None = None) -> None:
+async def launch(
+    job: RunningJob,
+    launcher: KeeperLauncher,
+    backend: CgroupBackend,
+    account: pwd.struct_passwd | None,
+    host: str,
+    pids_limit: int,
+    worker_state: Path,
+    contact: fence.Contact,
+    host_memory_mb: int | None = None,
+    private_tmp: bool = False,
+    devices: gpus.HostDevices | None = None,
+) -> None:
     """Make the job's files (as the user), its cgroup, and have a keeper start it."""
     a = job.assignment
     devices = devices or gpus.HostDevices()
     assert job.attempt_dir is not None
     shares = allocation_of(a)
-    files = await userfs.as_user(job.creds, userfs.prepare_job_files, str(job.job_dir),
-                                 a.get("script"),
-                                 allocation.hostfile_text(shares) if shares else None)
+    files = await userfs.as_user(
+        job.creds,
+        userfs.prepare_job_files,
+        str(job.job_dir),
+        a.get("script"),
+        allocation.hostfile_text(shares) if shares else None,
+    )
     job.readers = {"stdout": files.stdout_reader, "stderr": files.stderr_reader}
     try:
         if files.script is not None:
@@ -359,20 +389,29 @@ async def launch(job: RunningJob, launcher: KeeperLauncher, backend: CgroupBacke
             limits = dataclasses.replace(limits, devices_deny=deny)
         env = job_environment(a, account, job.work_dir, host, job.job_dir)
         env.update(gpus.job_env(a, devices))  # after the submitted ones: XCE owns them
-        write_json(str(job.attempt_dir), SPEC, {
-            "job_id": a["job_id"], "attempt": a["attempt"], "assignment": a,
-            "argv": argv, "env": env,
-            "cwd": str(job.work_dir), "job_dir": str(job.job_dir),
-            "user": account.pw_name if account else None,
-            "uid": job.creds.uid if job.creds else None,
-            "gid": job.creds.gid if job.creds else None,
-            "groups": list(job.creds.groups) if job.creds else None,
-            "cgroup": name, "worker_state": str(worker_state),
-            "limits": dataclasses.asdict(limits),
-            "contact": {"at": contact.at, "fence_timeout_s": contact.fence_timeout_s},
-            "private_tmp": private_tmp and not any(
-                _under_tmp(path) for path in (job.work_dir, job.job_dir)),
-        })
+        write_json(
+            str(job.attempt_dir),
+            SPEC,
+            {
+                "job_id": a["job_id"],
+                "attempt": a["attempt"],
+                "assignment": a,
+                "argv": argv,
+                "env": env,
+                "cwd": str(job.work_dir),
+                "job_dir": str(job.job_dir),
+                "user": account.pw_name if account else None,
+                "uid": job.creds.uid if job.creds else None,
+                "gid": job.creds.gid if job.creds else None,
+                "groups": list(job.creds.groups) if job.creds else None,
+                "cgroup": name,
+                "worker_state": str(worker_state),
+                "limits": dataclasses.asdict(limits),
+                "contact": {"at": contact.at, "fence_timeout_s": contact.fence_timeout_s},
+                "private_tmp": private_tmp
+                and not any(_under_tmp(path) for path in (job.work_dir, job.job_dir)),
+            },
+        )
         try:
             job.cgroup = await asyncio.to_thread(backend.create, name, limits)
         except CgroupError as exc:  # a launch failure: the job ends saying why
@@ -428,6 +467,7 @@ def close_readers(job: RunningJob) -> None:
 
 # --- control --------------------------------------------------------------------------------
 
+
 def _cgroup_call(job: RunningJob, what: str, *args: Any) -> None:
     if job.cgroup is None:
         return
@@ -449,8 +489,11 @@ async def suspend(job: RunningJob) -> None:
     async with job.control:
         frozen = await asyncio.to_thread(_frozen, job)
     if not frozen:
-        log.warning("job %s: not every process froze in time (a task in an uninterruptible "
-                    "sleep); it is thawed when resumed or killed", job.key[0])
+        log.warning(
+            "job %s: not every process froze in time (a task in an uninterruptible "
+            "sleep); it is thawed when resumed or killed",
+            job.key[0],
+        )
 
 
 def _frozen(job: RunningJob) -> bool:
@@ -514,6 +557,7 @@ def _start_kill(job: RunningJob, reason: str, grace: float) -> None:
 
 # --- waiting --------------------------------------------------------------------------------
 
+
 async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResult:
     """Wait for the keeper to end the attempt, sampling usage and enforcing the walltime."""
     assert job.keeper is not None and job.attempt_dir is not None
@@ -525,8 +569,11 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
         if not ended.done():
             ended.set_result(None)
 
-    if fd is not None and job.keeper_start is not None \
-            and process_start(job.keeper) != job.keeper_start:
+    if (
+        fd is not None
+        and job.keeper_start is not None
+        and process_start(job.keeper) != job.keeper_start
+    ):
         # The keeper ended before its descriptor was taken and the pid is another
         # process's now (or the process is gone): its result says how the job ended.
         os.close(fd)
@@ -575,8 +622,9 @@ async def _result_of(job: RunningJob) -> dict[str, Any] | None:
             return read_json(str(job.attempt_dir), RESULT, missing_only=True)
         except OSError as exc:
             if tries % 60 == 0:
-                log.warning("job %s: cannot read its result yet (%s); trying again",
-                            job.key[0], exc)
+                log.warning(
+                    "job %s: cannot read its result yet (%s); trying again", job.key[0], exc
+                )
             tries += 1
             await asyncio.sleep(0.5)
 
@@ -596,28 +644,32 @@ def _alive(pid: int, start: int | None) -> bool:
 def finish(job: RunningJob, result: dict[str, Any] | None) -> JobResult:
     """The attempt's outcome from the keeper's result.json (None: the keeper died)."""
     if result is None:
-        return JobResult(None, None, job.kill_reason or "the job's keeper died", job.meter,
-                         job.wall_seconds())
+        return JobResult(
+            None, None, job.kill_reason or "the job's keeper died", job.meter, job.wall_seconds()
+        )
     if "launch_error" in result:
-        return JobResult(None, None, f"failed to start: {result['launch_error']}", job.meter,
-                         0.0)
+        return JobResult(None, None, f"failed to start: {result['launch_error']}", job.meter, 0.0)
     job.meter.close(result)
     reason = job.kill_reason
     host_failure = False
     if result.get("fenced_after_s") is not None:
-        reason = (f"killed on its host: the worker had no contact with a controller for "
-                  f"{result['fenced_after_s']:.0f} s (fence timeout)")
+        reason = (
+            f"killed on its host: the worker had no contact with a controller for "
+            f"{result['fenced_after_s']:.0f} s (fence timeout)"
+        )
         host_failure = True
     elif result.get("oom_killed"):
         reason = f"memory limit of {job.assignment.get('memory_mb')} MB exceeded"
     code, sig = result.get("exit_code"), result.get("exit_signal")
     if sig is not None:
         code = 128 + int(sig)
-    return JobResult(code, sig, reason, job.meter, float(result.get("wall_time_s") or 0.0),
-                     host_failure)
+    return JobResult(
+        code, sig, reason, job.meter, float(result.get("wall_time_s") or 0.0), host_failure
+    )
 
 
 # --- after a worker restart ------------------------------------------------------------------
+
 
 @dataclass
 class Recovered:
@@ -648,10 +700,15 @@ async def recover(spool: Spool, backend: CgroupBackend) -> list[Recovered]:
         claimed.add(spec["cgroup"])
         creds = None
         if spec.get("uid") is not None:
-            creds = Credentials(int(spec["uid"]), int(spec["gid"]),
-                                tuple(int(g) for g in spec["groups"]), str(spec["user"]))
-        job = RunningJob(spec["assignment"], Path(spec["job_dir"]), Path(spec["cwd"]),
-                         attempt_dir, creds)
+            creds = Credentials(
+                int(spec["uid"]),
+                int(spec["gid"]),
+                tuple(int(g) for g in spec["groups"]),
+                str(spec["user"]),
+            )
+        job = RunningJob(
+            spec["assignment"], Path(spec["job_dir"]), Path(spec["cwd"]), attempt_dir, creds
+        )
         report = read_json(str(attempt_dir), REPORT)
         if report is not None:
             found.append(Recovered(job, report=report))
@@ -672,8 +729,14 @@ async def recover(spool: Spool, backend: CgroupBackend) -> list[Recovered]:
             continue
         await asyncio.to_thread(_drop_cgroup, job.cgroup)
         job.cgroup = None
-        found.append(Recovered(job, lost="the worker restarted and the job's keeper was gone"
-                               if keeper else "failed to start: the worker restarted"))
+        found.append(
+            Recovered(
+                job,
+                lost="the worker restarted and the job's keeper was gone"
+                if keeper
+                else "failed to start: the worker restarted",
+            )
+        )
     for name in backend.existing():
         if name not in claimed:
             log.warning("killing cgroup %s: no attempt of this worker claims it", name)

@@ -70,8 +70,9 @@ def record(state_dir: str, contact: Contact) -> None:
 def read(state_dir: str) -> Contact | None:
     """The last recorded contact, or None if there is none (or it cannot be read)."""
     try:
-        fd = os.open(os.path.join(state_dir, CONTACT_FILE),
-                     os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(
+            os.path.join(state_dir, CONTACT_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        )
     except OSError:
         return None
     try:

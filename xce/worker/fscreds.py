@@ -65,8 +65,11 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 class CredentialsError(RuntimeError):
@@ -114,8 +117,7 @@ def thread_credentials() -> tuple[int, int, tuple[int, ...], int]:
     """(fsuid, fsgid, groups, CapEff) of the calling thread, from /proc/thread-self/status."""
     # binary + bytes.decode: no codec lookup, which could need an import the user cannot read
     with open(f"/proc/self/task/{threading.get_native_id()}/status", "rb") as f:
-        fields = dict(line.split(":", 1) for line in f.read().decode().splitlines()
-                      if ":" in line)
+        fields = dict(line.split(":", 1) for line in f.read().decode().splitlines() if ":" in line)
     uids, gids = fields["Uid"].split(), fields["Gid"].split()
     groups = tuple(sorted(int(g) for g in fields["Groups"].split()))
     return int(uids[3]), int(gids[3]), groups, int(fields["CapEff"].strip(), 16)
@@ -127,8 +129,7 @@ def _capabilities(libc: ctypes.CDLL, capget: int) -> tuple[_CapHeader, Any]:
     return header, data
 
 
-def _verify(libc: ctypes.CDLL, numbers: tuple[int, ...], creds: Credentials,
-            proc: bool) -> None:
+def _verify(libc: ctypes.CDLL, numbers: tuple[int, ...], creds: Credentials, proc: bool) -> None:
     """The thread's fsuid, fsgid and groups are `creds` and it has no effective capability
     (syscalls; and /proc/thread-self/status when `proc`)."""
     _, setfsuid, setfsgid, capget, _ = numbers
@@ -138,8 +139,10 @@ def _verify(libc: ctypes.CDLL, numbers: tuple[int, ...], creds: Credentials,
     groups = tuple(sorted(set(os.getgroups())))
     _, caps = _capabilities(libc, capget)
     if (fsuid, fsgid, groups) != (creds.uid, creds.gid, want_groups):
-        raise CredentialsError(f"thread has fsuid {fsuid}, fsgid {fsgid}, groups {groups}; "
-                               f"wanted {creds.uid}, {creds.gid}, {want_groups}")
+        raise CredentialsError(
+            f"thread has fsuid {fsuid}, fsgid {fsgid}, groups {groups}; "
+            f"wanted {creds.uid}, {creds.gid}, {want_groups}"
+        )
     if caps[0].effective or caps[1].effective:
         raise CredentialsError("thread still has effective capabilities")
     if not proc:
@@ -157,8 +160,9 @@ def _become(creds: Credentials) -> Callable[[], None]:
     machine = os.uname().machine
     numbers = _SYSCALLS.get(machine)
     if numbers is None:
-        raise CredentialsError(f"no per-thread credentials on {machine}: refusing to run "
-                               "the operation as root")
+        raise CredentialsError(
+            f"no per-thread credentials on {machine}: refusing to run the operation as root"
+        )
     setgroups, setfsuid, setfsgid, capget, capset = numbers
     libc = _libc()
     groups = sorted(set(creds.groups))
@@ -177,8 +181,12 @@ def _needs_switch(creds: Credentials | None) -> bool:
     return creds is not None and os.geteuid() == 0 and creds.uid != 0
 
 
-def _body(creds: Credentials | None, fn: Callable[..., T], args: tuple[Any, ...],
-          discard: Callable[[T], None] | None) -> T:
+def _body(
+    creds: Credentials | None,
+    fn: Callable[..., T],
+    args: tuple[Any, ...],
+    discard: Callable[[T], None] | None,
+) -> T:
     if creds is None or not _needs_switch(creds):
         return fn(*args)
     recheck = _become(creds)
@@ -192,8 +200,12 @@ def _body(creds: Credentials | None, fn: Callable[..., T], args: tuple[Any, ...]
     return result
 
 
-def run_as_user(creds: Credentials | None, fn: Callable[..., T], *args: Any,
-                discard: Callable[[T], None] | None = None) -> T:
+def run_as_user(
+    creds: Credentials | None,
+    fn: Callable[..., T],
+    *args: Any,
+    discard: Callable[[T], None] | None = None,
+) -> T:
     """`fn(*args)` in a fresh thread with `creds` (see the module docstring); blocks."""
     box: list[Any] = []
 
@@ -212,8 +224,12 @@ def run_as_user(creds: Credentials | None, fn: Callable[..., T], *args: Any,
     return value  # type: ignore[no-any-return]
 
 
-async def as_user(creds: Credentials | None, fn: Callable[..., T], *args: Any,
-                  discard: Callable[[T], None] | None = None) -> T:
+async def as_user(
+    creds: Credentials | None,
+    fn: Callable[..., T],
+    *args: Any,
+    discard: Callable[[T], None] | None = None,
+) -> T:
     """`fn(*args)` in a fresh thread with `creds`, awaited without blocking the loop.
 
     The thread cannot be stopped: if the awaiting task is cancelled, `fn` still finishes and

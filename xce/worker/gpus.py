@@ -67,8 +67,10 @@ def detect_nvml() -> tuple[tuple[str, ...], dict[str, str], dict[str, int]] | No
     try:
         count = pynvml.nvmlDeviceGetCount()
         attrs: dict[str, str] = {}
-        minors = {str(i): int(pynvml.nvmlDeviceGetMinorNumber(
-            pynvml.nvmlDeviceGetHandleByIndex(i))) for i in range(count)}
+        minors = {
+            str(i): int(pynvml.nvmlDeviceGetMinorNumber(pynvml.nvmlDeviceGetHandleByIndex(i)))
+            for i in range(count)
+        }
         if count:
             handle = pynvml.nvmlDeviceGetHandleByIndex(0)
             attrs["gpu_model"] = model_name(pynvml.nvmlDeviceGetName(handle))
@@ -87,8 +89,9 @@ def model_name(raw: str | bytes) -> str:
     return "-".join(words) or text.strip()
 
 
-def host_devices(configured: Mapping[str, tuple[str, ...]] | None,
-                 gpu_device_path: str = "/dev/nvidia{}") -> HostDevices:
+def host_devices(
+    configured: Mapping[str, tuple[str, ...]] | None, gpu_device_path: str = "/dev/nvidia{}"
+) -> HostDevices:
     """The host's devices: the configured table, with GPUs detected when it has no gpu key."""
     devices = dict(configured or {})
     if GPU in devices:

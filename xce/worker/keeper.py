@@ -61,7 +61,7 @@ def process_start(pid: int) -> int | None:
             raw = f.read()
     except OSError:
         return None
-    fields = raw[raw.rfind(b")") + 2:].split()
+    fields = raw[raw.rfind(b")") + 2 :].split()
     try:
         return int(fields[19])
     except (IndexError, ValueError):
@@ -75,9 +75,11 @@ def reserve(directory: str, name: str) -> int | None:
     """Make `name`'s temp file now, with its blocks (see `write_json`); None if that fails
     (the write then tries to make it when it is needed)."""
     try:
-        fd = os.open(os.path.join(directory, name + ".tmp"),
-                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
+        fd = os.open(
+            os.path.join(directory, name + ".tmp"),
+            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+        )
     except OSError:
         return None
     with contextlib.suppress(OSError):  # no blocks set aside: the inode at least
@@ -85,8 +87,13 @@ def reserve(directory: str, name: str) -> int | None:
     return fd
 
 
-def write_json(directory: str, name: str, body: dict[str, Any],
-               reserved: int | None = None, durable: bool = False) -> None:
+def write_json(
+    directory: str,
+    name: str,
+    body: dict[str, Any],
+    reserved: int | None = None,
+    durable: bool = False,
+) -> None:
     """Atomically: temp file, rename (readers see the old file or the new one, never a part).
     `durable` adds the fsyncs that make it survive a power cut; the attempt's own records do
     without (a power cut ends its processes too, and the controller then treats the host as
@@ -101,8 +108,12 @@ def write_json(directory: str, name: str, body: dict[str, Any],
         else:
             if reserved is not None:
                 os.close(reserved)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=dir_fd,
+            )
         try:
             os.pwrite(fd, data, 0)
             os.ftruncate(fd, len(data))
@@ -152,8 +163,13 @@ _LIBC.syscall.restype = ctypes.c_long
 
 _CLONE_NEWNS = 0x00020000
 _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_SLAVE = 0x2, 0x4, 0x4000, 0x80000
-_LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                        ctypes.c_char_p]
+_LIBC.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_char_p,
+]
 
 
 def _private_mounts(tmp_bytes: int | None, private_tmp: bool) -> None:
@@ -173,13 +189,15 @@ def _private_mounts(tmp_bytes: int | None, private_tmp: bool) -> None:
             return  # a container without CAP_SYS_ADMIN: /dev/shm and /tmp stay the host's
         raise OSError(err, os.strerror(err))
     mounts: list[tuple[bytes | None, bytes, bytes | None, int, bytes | None]] = [
-        (None, b"/", None, _MS_REC | _MS_SLAVE, None)]
+        (None, b"/", None, _MS_REC | _MS_SLAVE, None)
+    ]
     if os.path.isdir("/dev/shm"):
         mounts.append((b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777"))
     if private_tmp and os.path.isdir("/tmp"):
         size = f",size={tmp_bytes}" if tmp_bytes else ""
-        mounts.append((b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV,
-                       f"mode=1777{size}".encode()))
+        mounts.append(
+            (b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777{size}".encode())
+        )
     for args in mounts:
         if _LIBC.mount(*args) != 0:
             err = ctypes.get_errno()
@@ -197,8 +215,9 @@ def _new_session_keyring() -> None:
             raise OSError(err, os.strerror(err))
 
 
-def _exec_job(spec: dict[str, Any], cgroup: JobCgroup, stdout: int, stderr: int,
-              report: int) -> None:
+def _exec_job(
+    spec: dict[str, Any], cgroup: JobCgroup, stdout: int, stderr: int, report: int
+) -> None:
     stage = "joining the job's cgroup"
     try:
         cgroup.enter()
@@ -215,8 +234,9 @@ def _exec_job(spec: dict[str, Any], cgroup: JobCgroup, stdout: int, stderr: int,
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("0")
         stage = "giving the job a /tmp and /dev/shm of its own"
-        _private_mounts((spec.get("limits") or {}).get("memory_bytes"),
-                        bool(spec.get("private_tmp")))
+        _private_mounts(
+            (spec.get("limits") or {}).get("memory_bytes"), bool(spec.get("private_tmp"))
+        )
         if spec.get("uid") is not None:
             stage = f"switching to user {spec.get('user')}"
             os.setgroups(spec["groups"])
@@ -247,6 +267,7 @@ def _exec_job(spec: dict[str, Any], cgroup: JobCgroup, stdout: int, stderr: int,
 
 
 # --- the keeper -----------------------------------------------------------------------------
+
 
 def _answer(sock: socket.socket, body: dict[str, Any]) -> None:
     # A worker that went away finds the attempt through keeper.json / result.json.
@@ -300,27 +321,43 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
         _answer(reply, {"error": message})
         return 0
     cgroup.set_leader(leader)
-    write_json(attempt_dir, KEEPER, {"keeper": os.getpid(),
-                                     "keeper_start": process_start(os.getpid()),
-                                     "leader": leader, "started_at": started_at})
+    write_json(
+        attempt_dir,
+        KEEPER,
+        {
+            "keeper": os.getpid(),
+            "keeper_start": process_start(os.getpid()),
+            "leader": leader,
+            "started_at": started_at,
+        },
+    )
     # The keeper's start time goes with its pid: the launcher does not wait for keepers, so
     # by the time the worker read it from /proc the pid could name another process.
-    _answer(reply, {"keeper": os.getpid(), "keeper_start": process_start(os.getpid()),
-                    "leader": leader, "started_at": started_at})
+    _answer(
+        reply,
+        {
+            "keeper": os.getpid(),
+            "keeper_start": process_start(os.getpid()),
+            "leader": leader,
+            "started_at": started_at,
+        },
+    )
     reply.close()
     return _watch(spec, cgroup, attempt_dir, leader, started_at)
 
 
-def _watch(spec: dict[str, Any], cgroup: JobCgroup, attempt_dir: str, leader: int,
-           started_at: float) -> int:
+def _watch(
+    spec: dict[str, Any], cgroup: JobCgroup, attempt_dir: str, leader: int, started_at: float
+) -> int:
     worker_state = spec["worker_state"]
     # The result's file and blocks are taken now, while the job cannot yet have filled the
     # file system: its end is recorded whatever it does there.
     reserved = reserve(attempt_dir, RESULT)
     launched_contact = spec.get("contact") or {}
-    baseline = fence.Contact(float(launched_contact.get("at", started_at)),
-                             float(launched_contact.get("fence_timeout_s",
-                                                        fence.DEFAULT_FENCE_TIMEOUT_S)))
+    baseline = fence.Contact(
+        float(launched_contact.get("at", started_at)),
+        float(launched_contact.get("fence_timeout_s", fence.DEFAULT_FENCE_TIMEOUT_S)),
+    )
     pidfd = os.pidfd_open(leader)
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
@@ -364,6 +401,7 @@ def _watch(spec: dict[str, Any], cgroup: JobCgroup, attempt_dir: str, leader: in
 
 # --- the launcher ---------------------------------------------------------------------------
 
+
 def _receive(sock: socket.socket) -> tuple[str, list[int]] | None:
     fds = array.array("i")
     msg, ancdata, _flags, _addr = sock.recvmsg(4096, socket.CMSG_SPACE(3 * fds.itemsize))
@@ -371,7 +409,7 @@ def _receive(sock: socket.socket) -> tuple[str, list[int]] | None:
         return None
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[:len(data) - (len(data) % fds.itemsize)])
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
     return msg.decode(), list(fds)
 
 

@@ -53,7 +53,9 @@ class KeeperLauncher:
         try:
             self.proc = subprocess.Popen(
                 [*keeper_command(), "serve", str(theirs.fileno()), *self.args],
-                stdin=subprocess.DEVNULL, pass_fds=[theirs.fileno()], close_fds=True,
+                stdin=subprocess.DEVNULL,
+                pass_fds=[theirs.fileno()],
+                close_fds=True,
                 start_new_session=True,
             )
         finally:
@@ -75,13 +77,15 @@ class KeeperLauncher:
     def _send(self, attempt_dir: str, fds: list[int]) -> None:
         if self.sock is None or self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
-                log.warning("the keeper launcher exited (%s): starting it again",
-                            self.proc.returncode)
+                log.warning(
+                    "the keeper launcher exited (%s): starting it again", self.proc.returncode
+                )
             self.close()
             self.start()
         assert self.sock is not None
-        self.sock.sendmsg([attempt_dir.encode()],
-                          [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        self.sock.sendmsg(
+            [attempt_dir.encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+        )
 
     async def launch(self, attempt_dir: str, stdout: int, stderr: int) -> Started:
         """Have a keeper start the attempt; returns once the job has exec'd (or failed)."""
@@ -105,8 +109,12 @@ class KeeperLauncher:
         if "error" in body:
             raise KeeperError(str(body["error"]))
         start = body.get("keeper_start")
-        return Started(int(body["keeper"]), int(body["leader"]), float(body["started_at"]),
-                       int(start) if isinstance(start, int) else None)
+        return Started(
+            int(body["keeper"]),
+            int(body["leader"]),
+            float(body["started_at"]),
+            int(start) if isinstance(start, int) else None,
+        )
 
 
 def keeper_alive(pid: int, start: int | None) -> bool:

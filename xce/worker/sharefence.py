@@ -41,8 +41,9 @@ def watch(state_dir: str, kind: str, parent: str, namespace: str, name: str) -> 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 5:
-        sys.stderr.write("usage: python -m xce.worker.sharefence STATE_DIR KIND PARENT "
-                         "NAMESPACE NAME\n")
+        sys.stderr.write(
+            "usage: python -m xce.worker.sharefence STATE_DIR KIND PARENT NAMESPACE NAME\n"
+        )
         sys.exit(2)
     sys.exit(watch(*args))
 

@@ -41,8 +41,9 @@ class HeldShare:
 class ShareHolder:
     """The share cgroups of this host, by (job id, attempt). Blocking: call in a thread."""
 
-    def __init__(self, backend: CgroupBackend, pids_limit: int,
-                 devices: gpus.HostDevices | None = None) -> None:
+    def __init__(
+        self, backend: CgroupBackend, pids_limit: int, devices: gpus.HostDevices | None = None
+    ) -> None:
         self.backend = backend
         self.pids_limit = pids_limit
         # This host's GPUs: a share is denied those its job was not granted here, as the
@@ -76,10 +77,16 @@ class ShareHolder:
             except (OSError, ValueError) as exc:
                 log.debug("job %s attempt %s: cannot read its share: %s", *key, exc)
                 continue
-            out.append({"job_id": key[0], "attempt": key[1],
-                        "cpu_user_s": round(usage.cpu_user_s, 6),
-                        "cpu_system_s": round(usage.cpu_system_s, 6),
-                        "max_rss_bytes": usage.memory_peak_bytes, "oom_killed": oom})
+            out.append(
+                {
+                    "job_id": key[0],
+                    "attempt": key[1],
+                    "cpu_user_s": round(usage.cpu_user_s, 6),
+                    "cpu_system_s": round(usage.cpu_system_s, 6),
+                    "max_rss_bytes": usage.memory_peak_bytes,
+                    "oom_killed": oom,
+                }
+            )
         return out
 
     def release(self, key: Key) -> None:
@@ -96,19 +103,23 @@ class ShareHolder:
 
     def _create(self, key: Key, share: dict[str, Any]) -> HeldShare | None:
         memory = int(share.get("memory_mb") or 0)
-        limits = Limits(memory_bytes=memory * MIB if memory else None,
-                        cpus=int(share.get("slots") or 1), pids=self.pids_limit or None)
+        limits = Limits(
+            memory_bytes=memory * MIB if memory else None,
+            cpus=int(share.get("slots") or 1),
+            pids=self.pids_limit or None,
+        )
         try:
             if self.backend.kind in ("v1", "v2") and self.devices.gpus:
-                limits = dataclasses.replace(limits, devices_deny=deny_entries(
-                    gpus.denied_nodes(share, self.devices)))
+                limits = dataclasses.replace(
+                    limits, devices_deny=deny_entries(gpus.denied_nodes(share, self.devices))
+                )
             cgroup = self.backend.create(share_name(*key), limits)
         except (OSError, ValueError, RuntimeError, CgroupError) as exc:
-            log.warning("job %s attempt %s: cannot make its share's cgroup: %s",
-                        key[0], key[1], exc)
+            log.warning(
+                "job %s attempt %s: cannot make its share's cgroup: %s", key[0], key[1], exc
+            )
             return None
-        log.info("job %s attempt %s: holding %s slot(s) here", key[0], key[1],
-                 share.get("slots"))
+        log.info("job %s attempt %s: holding %s slot(s) here", key[0], key[1], share.get("slots"))
         held = self.held[key] = HeldShare(cgroup, "run")
         return held
 

@@ -37,7 +37,7 @@ def _base(host: str, job_id: str) -> str:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 async def fetch_inputs(client: XceClient, host: str, job: RunningJob) -> None:
@@ -45,7 +45,8 @@ async def fetch_inputs(client: XceClient, host: str, job: RunningJob) -> None:
     for rel in a.get("inputs", []):
         rel = safe_relative_path(rel, "input path")
         data = await client.request(
-            "GET", f"{_base(host, a['job_id'])}/inputs/{quote(rel)}",
+            "GET",
+            f"{_base(host, a['job_id'])}/inputs/{quote(rel)}",
             params={"attempt": str(a["attempt"])},
         )
         fd = await userfs.as_user(job.creds, userfs.open_input_target, str(job.job_dir), rel)
@@ -60,14 +61,17 @@ async def collect_outputs(job: RunningJob) -> list[tuple[str, int]]:
 
     The caller owns (and closes) the descriptors. stdout and stderr are the descriptors
     opened when the job's files were made, whatever the paths hold now."""
-    files = [(name, os.dup(fd)) for name, fd in sorted(
-        job.readers.items(), key=lambda item: item[0] != "stdout")]
+    files = [
+        (name, os.dup(fd))
+        for name, fd in sorted(job.readers.items(), key=lambda item: item[0] != "stdout")
+    ]
     patterns = list(job.assignment.get("outputs", []))
     if not patterns:
         return files
     skip_meta = os.path.abspath(job.work_dir) == os.path.abspath(job.job_dir)
-    opened, warnings = await userfs.as_user(job.creds, userfs.open_outputs, str(job.work_dir),
-                                            patterns, skip_meta)
+    opened, warnings = await userfs.as_user(
+        job.creds, userfs.open_outputs, str(job.work_dir), patterns, skip_meta
+    )
     for warning in warnings:
         log.warning("job %s: %s", job.key[0], warning)
     return files + opened
@@ -79,7 +83,7 @@ async def _chunks(fd: int, limit: int | None = None) -> AsyncIterator[bytes]:
     offset = 0
     while chunk := os.pread(fd, 1 << 16, offset):
         if limit is not None and offset + len(chunk) > limit:
-            chunk = chunk[:limit - offset]
+            chunk = chunk[: limit - offset]
         offset += len(chunk)
         if chunk:
             yield chunk
@@ -110,16 +114,21 @@ class OutputLimits:
 def _over(name: str, size: int, sent: int, limits: OutputLimits) -> str:
     """Why `name` is not returned, or ""."""
     if limits.file_bytes is not None and size > limits.file_bytes:
-        return (f"output {name} is {size} bytes, over the limit of {limits.file_bytes} per "
-                "file ([controller] max_upload_mb): not returned")
+        return (
+            f"output {name} is {size} bytes, over the limit of {limits.file_bytes} per "
+            "file ([controller] max_upload_mb): not returned"
+        )
     if limits.job_bytes is not None and sent + size > limits.job_bytes:
-        return (f"output {name} ({size} bytes) would take the job's outputs over the limit "
-                f"of {limits.job_bytes} ([controller] max_job_outputs_mb): not returned")
+        return (
+            f"output {name} ({size} bytes) would take the job's outputs over the limit "
+            f"of {limits.job_bytes} ([controller] max_job_outputs_mb): not returned"
+        )
     return ""
 
 
-async def upload_outputs(client: XceClient, host: str, job: RunningJob,
-                         limits: OutputLimits | None = None) -> list[str]:
+async def upload_outputs(
+    client: XceClient, host: str, job: RunningJob, limits: OutputLimits | None = None
+) -> list[str]:
     a = job.assignment
     limits = limits or OutputLimits()
     names = []
@@ -137,7 +146,9 @@ async def upload_outputs(client: XceClient, host: str, job: RunningJob,
                 params["first"] = "1"
             try:
                 await client.request(
-                    "PUT", f"{_base(host, a['job_id'])}/outputs/{quote(name)}", params=params,
+                    "PUT",
+                    f"{_base(host, a['job_id'])}/outputs/{quote(name)}",
+                    params=params,
                     data=_chunks(fd, limits.file_bytes),
                     headers={"Content-Type": "application/octet-stream"},
                 )
@@ -222,17 +233,16 @@ async def copy_std_files(job: RunningJob) -> None:
         source = job.readers.get(stream)
         if not pattern or source is None:
             continue
-        name = expand_file_pattern(pattern, int(a["number"]), a.get("array_index"),
-                                   a.get("name") or "")
+        name = expand_file_pattern(
+            pattern, int(a["number"]), a.get("array_index"), a.get("name") or ""
+        )
         path = os.path.join(str(job.work_dir), name)
         try:
-            target = await userfs.as_user(job.creds, _open_std_target, path,
-                                          discard=os.close)
+            target = await userfs.as_user(job.creds, _open_std_target, path, discard=os.close)
             try:
                 async with _copies():  # a long copy must not hold every worker thread
                     await asyncio.to_thread(_copy, source, target)
             finally:
                 os.close(target)
         except OSError as exc:
-            log.warning("job %s: cannot write its %s file %s: %s", a["job_id"], stream,
-                        path, exc)
+            log.warning("job %s: cannot write its %s file %s: %s", a["job_id"], stream, path, exc)

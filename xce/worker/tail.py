@@ -46,8 +46,7 @@ class Chunk:
 class OutputPusher:
     """Collects the new output of running jobs for one heartbeat (see the module doc)."""
 
-    def __init__(self, chunk_bytes: int = CHUNK_BYTES,
-                 budget_bytes: int = BUDGET_BYTES) -> None:
+    def __init__(self, chunk_bytes: int = CHUNK_BYTES, budget_bytes: int = BUDGET_BYTES) -> None:
         self.chunk_bytes = chunk_bytes
         self.budget_bytes = budget_bytes
         self.enabled = True
@@ -91,7 +90,9 @@ class OutputPusher:
         out: dict[tuple[str, int], dict[str, Any]] = {}
         for c in chunks:
             out.setdefault(c.job.key, {})[c.stream] = {
-                "offset": c.offset, "data": base64.b64encode(c.data).decode("ascii")}
+                "offset": c.offset,
+                "data": base64.b64encode(c.data).decode("ascii"),
+            }
         return out
 
     @staticmethod
@@ -107,9 +108,17 @@ class OutputPusher:
         if status == 413 and self.budget_bytes // 2 >= MIN_BUDGET_BYTES:
             self.budget_bytes //= 2
             self.chunk_bytes = min(self.chunk_bytes, self.budget_bytes)
-            log.warning("heartbeat with job output too large (%s): sending at most %d bytes "
-                        "of output per heartbeat", message, self.budget_bytes)
+            log.warning(
+                "heartbeat with job output too large (%s): sending at most %d bytes "
+                "of output per heartbeat",
+                message,
+                self.budget_bytes,
+            )
             return
         self.enabled = False
-        log.warning("the controller refused job output in heartbeats (%s %s): the live "
-                    "tail is off for this worker", status, message)
+        log.warning(
+            "the controller refused job output in heartbeats (%s %s): the live "
+            "tail is off for this worker",
+            status,
+            message,
+        )

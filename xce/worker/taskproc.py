@@ -23,8 +23,13 @@ from collections.abc import Callable
 class Task:
     """What the task service needs of a running task: its streams, kill and wait."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdin: asyncio.StreamWriter,
-                 stdout: asyncio.StreamReader, stderr: asyncio.StreamReader) -> None:
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        stdin: asyncio.StreamWriter,
+        stdout: asyncio.StreamReader,
+        stderr: asyncio.StreamReader,
+    ) -> None:
         self.popen = popen
         self.pid = popen.pid
         self.stdin = stdin
@@ -57,15 +62,29 @@ class Task:
         return self.popen.returncode
 
 
-async def start(spawner: concurrent.futures.Executor, argv: list[str], env: dict[str, str],
-                setup: Callable[[], None]) -> Task:
+async def start(
+    spawner: concurrent.futures.Executor,
+    argv: list[str],
+    env: dict[str, str],
+    setup: Callable[[], None],
+) -> Task:
     """Fork and exec `argv` in a `spawner` thread; OSError, ValueError or SubprocessError
     as Popen raises them."""
     loop = asyncio.get_running_loop()
-    popen = await loop.run_in_executor(spawner, functools.partial(
-        subprocess.Popen, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, env=env, start_new_session=True, close_fds=True,
-        preexec_fn=setup))
+    popen = await loop.run_in_executor(
+        spawner,
+        functools.partial(
+            subprocess.Popen,
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=setup,
+        ),
+    )
     assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
     try:
         readers = []
@@ -74,7 +93,8 @@ async def start(spawner: concurrent.futures.Executor, argv: list[str], env: dict
             await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
             readers.append(reader)
         transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, popen.stdin)
+            asyncio.streams.FlowControlMixin, popen.stdin
+        )
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -68,8 +68,17 @@ MAX_ARGS = 4096
 MAX_CONNECTIONS = 512
 MAX_ENV = 1024
 # Set by the service for every task, whatever the request's environment says.
-OWN_VARIABLES = ("XCE_TASK_ID", "XCE_LOCAL_TASK_ID", "XCE_EXEC_HOST", "XCE_JOB_ID",
-                 "XCE_ATTEMPT", "HOME", "USER", "LOGNAME", "SHELL")
+OWN_VARIABLES = (
+    "XCE_TASK_ID",
+    "XCE_LOCAL_TASK_ID",
+    "XCE_EXEC_HOST",
+    "XCE_JOB_ID",
+    "XCE_ATTEMPT",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+)
 
 
 class TaskRefused(Exception):
@@ -131,11 +140,22 @@ def parse_request(line: bytes) -> TaskRequest:
         # RecursionError: `[[[[...` nested deeper than the parser's stack, well within the
         # size limit; uncaught it killed the connection unanswered with a logged traceback.
         raise TaskRefused("the request is not one JSON line") from None
-    allowed = {"v", "job_id", "attempt", "credential", "host", "argv", "env", "task_id",
-               "local_task_id"}
+    allowed = {
+        "v",
+        "job_id",
+        "attempt",
+        "credential",
+        "host",
+        "argv",
+        "env",
+        "task_id",
+        "local_task_id",
+    }
     if not isinstance(body, dict) or not allowed >= set(body) or body.get("v") != VERSION:
-        raise TaskRefused(f"the request must be an object of version {VERSION} with the keys "
-                          + ", ".join(sorted(allowed)))
+        raise TaskRefused(
+            f"the request must be an object of version {VERSION} with the keys "
+            + ", ".join(sorted(allowed))
+        )
     job_id = _text(body.get("job_id"), "job_id", 128)
     if not _JOB_ID.fullmatch(job_id):
         raise TaskRefused("job_id is not a job id")
@@ -152,14 +172,21 @@ def parse_request(line: bytes) -> TaskRequest:
         if not _ENV_NAME.fullmatch(name):
             raise TaskRefused(f"bad variable name {name[:40]!r}")
         _text(value, f"variable {name}", MAX_REQUEST)
-    return TaskRequest(job_id, _int(body, "attempt", 1 << 31),
-                       _text(body.get("credential"), "credential", 128),
-                       _text(body.get("host"), "host", 256), args, dict(env),
-                       _int(body, "task_id", 1 << 20), _int(body, "local_task_id", 1 << 20))
+    return TaskRequest(
+        job_id,
+        _int(body, "attempt", 1 << 31),
+        _text(body.get("credential"), "credential", 128),
+        _text(body.get("host"), "host", 256),
+        args,
+        dict(env),
+        _int(body, "task_id", 1 << 20),
+        _int(body, "local_task_id", 1 << 20),
+    )
 
 
-def child_setup(cgroup: JobCgroup, creds: Credentials | None,
-                cwds: tuple[str, ...]) -> Callable[[], None]:
+def child_setup(
+    cgroup: JobCgroup, creds: Credentials | None, cwds: tuple[str, ...]
+) -> Callable[[], None]:
     """What the forked child does before exec, in this order: join the cgroup (as root), drop
     the OOM protection the worker may have, become the user (groups, gid, uid, checked),
     and only then enter the working directory, so a directory the user may not enter is
@@ -205,7 +232,8 @@ class TaskService:
         # The threads that fork tasks: a few, apart from the default executor, so tasks
         # stuck before exec (a frozen cgroup) hold up only other task starts.
         self.spawner = concurrent.futures.ThreadPoolExecutor(
-            max_workers=8, thread_name_prefix="xce-task-start")
+            max_workers=8, thread_name_prefix="xce-task-start"
+        )
 
     async def start(self, host: str, port: int) -> str:
         self.server = await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST)
@@ -229,13 +257,24 @@ class TaskService:
         from xce.worker.agent import cgroup_namespace
 
         agent = self.agent
-        argv = [sys.executable, "-m", "xce.worker.sharefence", str(agent.spool.state),
-                agent.backend.kind, agent.settings.cgroup_parent,
-                cgroup_namespace(agent.host, agent.settings.spool_dir), cgroup.name]
+        argv = [
+            sys.executable,
+            "-m",
+            "xce.worker.sharefence",
+            str(agent.spool.state),
+            agent.backend.kind,
+            agent.settings.cgroup_parent,
+            cgroup_namespace(agent.host, agent.settings.spool_dir),
+            cgroup.name,
+        ]
         try:
             self.watchers[key] = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                start_new_session=True, close_fds=True)
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
         except OSError as exc:
             log.warning("job %s attempt %s: no fence watcher for its share: %s", *key, exc)
 
@@ -265,14 +304,17 @@ class TaskService:
             cgroup = held.cgroup if held is not None else None
             cwds = tuple(c for c in ((share.get("launch") or {}).get("cwd") or "",) if c)
         else:
-            raise NotHere(f"job {req.job_id} attempt {req.attempt} is not running on "
-                          f"host {self.agent.host}")
+            raise NotHere(
+                f"job {req.job_id} attempt {req.attempt} is not running on host {self.agent.host}"
+            )
         expected = str((a.get("launch") or {}).get("credential") or "")
         if not expected or not hmac.compare_digest(expected.encode(), req.credential.encode()):
             raise TaskRefused(f"wrong launch credential for job {req.job_id}")
         if a.get("action") != "run" or cgroup is None:
-            raise TaskRefused(f"job {req.job_id} is not running on host {self.agent.host} "
-                              f"(it is {a.get('action')})")
+            raise TaskRefused(
+                f"job {req.job_id} is not running on host {self.agent.host} "
+                f"(it is {a.get('action')})"
+            )
         return Target(str(a["user"]), cgroup, cwds, gpus.job_env(a, self.agent.devices))
 
     # --- one connection, one task ------------------------------------------------------
@@ -324,16 +366,23 @@ class TaskService:
     async def _spawn(self, req: TaskRequest) -> taskproc.Task:
         target = await self._target(req)
         settings = self.agent.settings
-        account = executor.account_for(target.user, settings.allow_root_jobs,
-                                       settings.min_job_uid)
+        account = executor.account_for(target.user, settings.allow_root_jobs, settings.min_job_uid)
         creds = executor.credentials(account)
         env = {k: v for k, v in req.env.items() if k not in OWN_VARIABLES}
         if account is not None:
-            env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name,
-                       SHELL=account.pw_shell or "/bin/sh")
-        env.update(XCE_TASK_ID=str(req.task_id), XCE_LOCAL_TASK_ID=str(req.local_task_id),
-                   XCE_EXEC_HOST=self.agent.host, XCE_JOB_ID=req.job_id,
-                   XCE_ATTEMPT=str(req.attempt))
+            env.update(
+                HOME=account.pw_dir,
+                USER=account.pw_name,
+                LOGNAME=account.pw_name,
+                SHELL=account.pw_shell or "/bin/sh",
+            )
+        env.update(
+            XCE_TASK_ID=str(req.task_id),
+            XCE_LOCAL_TASK_ID=str(req.local_task_id),
+            XCE_EXEC_HOST=self.agent.host,
+            XCE_JOB_ID=req.job_id,
+            XCE_ATTEMPT=str(req.attempt),
+        )
         env.update(target.gpu_env)  # after the request's: XCE owns them, as for the job
         env.setdefault("PATH", executor.BASE_PATH)
         if self.agent.launch_bin:  # this host's own `xce`, for launches from the task
@@ -349,8 +398,8 @@ class TaskService:
             # not run yet) freezes the child there; Popen waits for the exec, and on the
             # loop that wait would stop the worker, the thaw included, for good.
             proc = await taskproc.start(
-                self.spawner, list(req.argv), env,
-                child_setup(target.cgroup, creds, cwds))
+                self.spawner, list(req.argv), env, child_setup(target.cgroup, creds, cwds)
+            )
         except (OSError, ValueError) as exc:
             raise TaskRefused(f"cannot run {req.argv[0]}: {exc}") from None
         except Exception as exc:  # subprocess.SubprocessError from the child's setup
@@ -363,12 +412,23 @@ class TaskService:
             with contextlib.suppress(Exception):
                 await proc.wait()
             raise TaskRefused(f"job {req.job_id} ended while its task was starting")
-        log.info("job %s attempt %s: task %s started as pid %s (%s)", req.job_id, req.attempt,
-                 req.task_id, proc.pid, req.argv[0][:80])
+        log.info(
+            "job %s attempt %s: task %s started as pid %s (%s)",
+            req.job_id,
+            req.attempt,
+            req.task_id,
+            proc.pid,
+            req.argv[0][:80],
+        )
         return proc
 
-    async def _pump(self, proc: taskproc.Task, reader: asyncio.StreamReader,
-                    writer: asyncio.StreamWriter, key: Key) -> None:
+    async def _pump(
+        self,
+        proc: taskproc.Task,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        key: Key,
+    ) -> None:
         lock = asyncio.Lock()
 
         async def out(stream: asyncio.StreamReader | None, channel: int) -> None:
@@ -426,8 +486,9 @@ def _own_dir(path: Path) -> None:
         st = os.lstat(path)
     except FileNotFoundError:
         st = None
-    if st is not None and (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid()
-                           or st.st_mode & 0o022):
+    if st is not None and (
+        not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022
+    ):
         aside = path.with_name(f"{path.name}.untrusted-{os.getpid()}-{int(st.st_ino)}")
         os.rename(path, aside)  # a rename moves the link itself, not its target
         log.warning("moved the untrusted %s aside to %s", path, aside)
@@ -456,11 +517,13 @@ def install_launcher(bin_dir: Path) -> str:
             os.symlink(sys.executable, temp)
         else:
             package_parent = str(Path(xce.__file__).resolve().parent.parent)
-            text = (f"#!{sys.executable}\n"
-                    "import sys\n"
-                    f"sys.path.insert(0, {package_parent!r})\n"
-                    "from xce.cli.main import run\n"
-                    "run()\n")
+            text = (
+                f"#!{sys.executable}\n"
+                "import sys\n"
+                f"sys.path.insert(0, {package_parent!r})\n"
+                "from xce.cli.main import run\n"
+                "run()\n"
+            )
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
             with os.fdopen(fd, "w") as f:
                 f.write(text)

@@ -29,9 +29,19 @@ from dataclasses import dataclass
 
 from xce.worker.fscreds import Credentials, CredentialsError, as_user, run_as_user
 
-__all__ = ["MAX_OUTPUTS", "Credentials", "CredentialsError", "JobFiles", "as_user",
-           "close_outputs", "open_input_target", "open_outputs", "prepare_job_files",
-           "remove_tree", "run_as_user"]
+__all__ = [
+    "MAX_OUTPUTS",
+    "Credentials",
+    "CredentialsError",
+    "JobFiles",
+    "as_user",
+    "close_outputs",
+    "open_input_target",
+    "open_outputs",
+    "prepare_job_files",
+    "remove_tree",
+    "run_as_user",
+]
 
 MAX_OUTPUTS = 10_000  # output files collected per job; more is a warning
 MAX_SCANNED = 200_000  # directory entries looked at while matching patterns
@@ -83,8 +93,7 @@ def _create(name: str, mode: int, dir_fd: int) -> int:
     return fd
 
 
-def prepare_job_files(job_dir: str, script: str | None, hostfile: str | None = None
-                      ) -> JobFiles:
+def prepare_job_files(job_dir: str, script: str | None, hostfile: str | None = None) -> JobFiles:
     """Create job_dir/.xce (0700) with stdout, stderr (0600) and `script` (0700) if given,
     and `hostfile` (0600, the allocation's `host slots` lines: XCE_HOSTFILE) if given.
 
@@ -190,16 +199,19 @@ class _Matcher:
     def _entries(self, fd: int, prefix: str) -> list[os.DirEntry[str]]:
         try:
             with os.scandir(fd) as it:  # never more than the cap into memory
-                entries = sorted(itertools.islice(it, max(0, MAX_SCANNED - self.scanned) + 1),
-                                 key=lambda e: e.name)
+                entries = sorted(
+                    itertools.islice(it, max(0, MAX_SCANNED - self.scanned) + 1),
+                    key=lambda e: e.name,
+                )
         except OSError as exc:
             self.warnings.append(f"cannot list {prefix or '.'}: {exc.strerror or exc}")
             return []
         self.scanned += len(entries)
         if self.scanned > MAX_SCANNED and not self.capped:
             self.capped = True
-            self.warnings.append(f"more than {MAX_SCANNED} entries scanned for outputs: "
-                                 "matching stopped")
+            self.warnings.append(
+                f"more than {MAX_SCANNED} entries scanned for outputs: matching stopped"
+            )
         if self.skip_meta and not prefix:
             entries = [e for e in entries if e.name != ".xce"]
         return entries
@@ -262,8 +274,9 @@ def _on_procfs(fd: int) -> bool:
         return True  # no /proc to compare with: refuse rather than guess
 
 
-def open_outputs(work_dir: str, patterns: list[str],
-                 skip_meta: bool) -> tuple[list[tuple[str, int]], list[str]]:
+def open_outputs(
+    work_dir: str, patterns: list[str], skip_meta: bool
+) -> tuple[list[tuple[str, int]], list[str]]:
     """([(name relative to work_dir, read descriptor)], [warnings]) for the output patterns.
 
     Patterns are globs relative to work_dir ('**' is any number of directories); absolute
@@ -289,8 +302,9 @@ def open_outputs(work_dir: str, patterns: list[str],
         for pattern in patterns:
             parts = [p for p in pattern.split("/") if p not in ("", ".")]
             if pattern.startswith("/") or ".." in parts or not parts or "\0" in pattern:
-                warnings.append(f"output pattern {pattern!r} refused: it must be relative "
-                                "and without '..'")
+                warnings.append(
+                    f"output pattern {pattern!r} refused: it must be relative and without '..'"
+                )
                 continue
             for rel in matcher.match(top, "", parts, 0):
                 if rel in seen:
@@ -298,8 +312,9 @@ def open_outputs(work_dir: str, patterns: list[str],
                 try:
                     rel.encode("utf-8")
                 except UnicodeEncodeError:
-                    warnings.append(f"output {rel.encode('utf-8', 'replace')!r} skipped: its "
-                                    "name is not UTF-8")
+                    warnings.append(
+                        f"output {rel.encode('utf-8', 'replace')!r} skipped: its name is not UTF-8"
+                    )
                     seen.add(rel)
                     continue
                 if len(seen) >= MAX_OUTPUTS:
@@ -310,8 +325,9 @@ def open_outputs(work_dir: str, patterns: list[str],
                     found.append((rel, _open_under(top, rel)))
                 except OSError as exc:
                     if exc.errno in (errno.EMFILE, errno.ENFILE):
-                        warnings.append(f"out of descriptors after {len(found)} outputs: "
-                                        "the rest skipped")
+                        warnings.append(
+                            f"out of descriptors after {len(found)} outputs: the rest skipped"
+                        )
                         return found, warnings
                     warnings.append(f"output {rel} skipped: {exc.strerror or exc}")
     except BaseException:
@@ -325,8 +341,9 @@ def open_outputs(work_dir: str, patterns: list[str],
 def _enter(name: str, dir_fd: int | None, dev: int | None) -> tuple[int, int]:
     """(read descriptor, st_dev) of the directory `name`, never a symlink; a directory the
     job made unreadable or unwritable to its owner is chmod'ed back to 0700 first."""
-    path_fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      dir_fd=dir_fd)
+    path_fd = os.open(
+        name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
+    )
     try:
         st = os.fstat(path_fd)
         if dev is not None and st.st_dev != dev:
@@ -372,8 +389,9 @@ class _Remover:
                 return False
         try:
             if depth >= MAX_DEPTH:
-                os.rename(name, f".xce-deep-{os.urandom(8).hex()}", src_dir_fd=fd,
-                          dst_dir_fd=self.top)
+                os.rename(
+                    name, f".xce-deep-{os.urandom(8).hex()}", src_dir_fd=fd, dst_dir_fd=self.top
+                )
                 self.moved += 1
                 return True
             sub, _ = _enter(name, fd, self.dev)

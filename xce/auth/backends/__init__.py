@@ -24,8 +24,16 @@ from xce.auth.backends.base import (
 
 BACKEND_TYPES = ("configfile", "ldap", "pam", "oauth2")
 
-__all__ = ["BACKEND_TYPES", "AuthDenied", "BackendUnavailable", "DeviceAuthorization",
-           "OidcBackend", "PasswordBackend", "Principal", "build_backend"]
+__all__ = [
+    "BACKEND_TYPES",
+    "AuthDenied",
+    "BackendUnavailable",
+    "DeviceAuthorization",
+    "OidcBackend",
+    "PasswordBackend",
+    "Principal",
+    "build_backend",
+]
 
 
 def build_backend(section: dict[str, Any], base: Path, where: str) -> Any:

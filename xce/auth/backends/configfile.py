@@ -48,8 +48,10 @@ class UserEntry:
 
 def check_name(kind: str, name: str) -> str:
     if not NAME_RE.match(name):
-        raise InvalidRequest(f"{kind} name {name!r} must be 1-64 letters, digits, '.', '_' or "
-                             "'-', starting with a letter or digit")
+        raise InvalidRequest(
+            f"{kind} name {name!r} must be 1-64 letters, digits, '.', '_' or "
+            "'-', starting with a letter or digit"
+        )
     return name
 
 
@@ -82,8 +84,12 @@ class UsersFile:
         for name, entry in data.get("users", {}).items():
             if not isinstance(entry, dict):
                 raise InvalidRequest(f"users file {self.path}: users.{name} must be a table")
-            users[name] = UserEntry(name, str(entry.get("password", "")),
-                                    tuple(entry.get("groups", ())), tuple(entry.get("roles", ())))
+            users[name] = UserEntry(
+                name,
+                str(entry.get("password", "")),
+                tuple(entry.get("groups", ())),
+                tuple(entry.get("roles", ())),
+            )
         return users
 
     @contextlib.contextmanager
@@ -108,8 +114,14 @@ class UsersFile:
             self._stamp = None
             return self.load()
 
-    def add(self, name: str, password: str, groups: tuple[str, ...] = (),
-            roles: tuple[str, ...] = (), log2_n: int = 15) -> UserEntry:
+    def add(
+        self,
+        name: str,
+        password: str,
+        groups: tuple[str, ...] = (),
+        roles: tuple[str, ...] = (),
+        log2_n: int = 15,
+    ) -> UserEntry:
         check_name("user", name)
         for g in groups:
             check_name("group", g)
@@ -145,10 +157,13 @@ def render(users: dict[str, UserEntry]) -> str:
     lines = ["# XCE users (configfile backend). Edit with `xce user ...`; 0600.", ""]
     for name in sorted(users):
         u = users[name]
-        lines += [f"[users.{json.dumps(name)}]",
-                  f"password = {json.dumps(u.password)}",
-                  f"groups = {json.dumps(list(u.groups))}",
-                  f"roles = {json.dumps(list(u.roles))}", ""]
+        lines += [
+            f"[users.{json.dumps(name)}]",
+            f"password = {json.dumps(u.password)}",
+            f"groups = {json.dumps(list(u.groups))}",
+            f"roles = {json.dumps(list(u.roles))}",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -161,8 +176,7 @@ class ConfigFileBackend:
 
     async def authenticate(self, username: str, password: str) -> Principal | None:
         entry = self.users.load().get(username)
-        ok = await asyncio.to_thread(verify_or_burn, password,
-                                     entry.password if entry else None)
+        ok = await asyncio.to_thread(verify_or_burn, password, entry.password if entry else None)
         if not ok or entry is None:
             return None
         return Principal(entry.name, entry.groups, self.name)

@@ -42,8 +42,9 @@ from xce.auth.backends.options import SectionReader
 log = logging.getLogger(__name__)
 
 DEFAULT_USER_FILTER = "(&(objectClass=posixAccount)(uid={username}))"
-DEFAULT_GROUP_FILTER = ("(|(&(objectClass=groupOfNames)(member={dn}))"
-                        "(&(objectClass=posixGroup)(memberUid={username})))")
+DEFAULT_GROUP_FILTER = (
+    "(|(&(objectClass=groupOfNames)(member={dn}))(&(objectClass=posixGroup)(memberUid={username})))"
+)
 _OK, _SIZE_LIMIT_EXCEEDED, _INVALID_CREDENTIALS = 0, 4, 49
 
 
@@ -66,8 +67,9 @@ class LdapBackend:
     group_attribute: str = "cn"
     timeout_s: float = 5.0
     name: str = "ldap"
-    threads: ThreadPoolExecutor = field(default_factory=lambda: blocking_pool("ldap"),
-                                        repr=False, compare=False)
+    threads: ThreadPoolExecutor = field(
+        default_factory=lambda: blocking_pool("ldap"), repr=False, compare=False
+    )
 
     async def authenticate(self, username: str, password: str) -> Principal | None:
         """The principal when the directory accepts the password, else None; raises
@@ -75,25 +77,39 @@ class LdapBackend:
         if not username or not password or "\x00" in username:
             return None
         return await asyncio.get_running_loop().run_in_executor(
-            self.threads, self._authenticate, username, password)
+            self.threads, self._authenticate, username, password
+        )
 
     # --- blocking part, in a worker thread -------------------------------------------------
 
     def _server(self) -> Server:
         tls = None
         if self.use_ssl or self.start_tls:
-            tls = Tls(validate=ssl.CERT_REQUIRED,
-                      ca_certs_file=str(self.ca_file) if self.ca_file else None,
-                      sni=self.host)
-        return Server(self.host, port=self.port, use_ssl=self.use_ssl, tls=tls, get_info=NONE,
-                      connect_timeout=self.timeout_s)
+            tls = Tls(
+                validate=ssl.CERT_REQUIRED,
+                ca_certs_file=str(self.ca_file) if self.ca_file else None,
+                sni=self.host,
+            )
+        return Server(
+            self.host,
+            port=self.port,
+            use_ssl=self.use_ssl,
+            tls=tls,
+            get_info=NONE,
+            connect_timeout=self.timeout_s,
+        )
 
     def _open(self, server: Server, dn: str | None, password: str | None) -> Connection:
         """An open (TLS-protected where configured) connection, not yet bound."""
-        conn = Connection(server, user=dn, password=password,
-                          authentication=SIMPLE if dn else None, read_only=True,
-                          receive_timeout=max(1, math.ceil(self.timeout_s)),
-                          raise_exceptions=False)
+        conn = Connection(
+            server,
+            user=dn,
+            password=password,
+            authentication=SIMPLE if dn else None,
+            read_only=True,
+            receive_timeout=max(1, math.ceil(self.timeout_s)),
+            raise_exceptions=False,
+        )
         conn.open()
         # ldap3 writes each request in several small pieces: without TCP_NODELAY, Nagle's
         # algorithm and delayed ACKs add ~40 ms per request on TLS (measured: a login over
@@ -101,8 +117,9 @@ class LdapBackend:
         conn.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.start_tls and not conn.start_tls():
             conn.unbind()
-            raise BackendUnavailable(f"LDAP {self.host}:{self.port}: StartTLS refused: "
-                                     f"{conn.result}")
+            raise BackendUnavailable(
+                f"LDAP {self.host}:{self.port}: StartTLS refused: {conn.result}"
+            )
         return conn
 
     def _authenticate(self, username: str, password: str) -> Principal | None:
@@ -113,7 +130,8 @@ class LdapBackend:
                 if self.bind_dn and not service.bind():
                     raise BackendUnavailable(
                         f"LDAP service bind as {self.bind_dn} failed: "
-                        f"{service.result.get('description')}")
+                        f"{service.result.get('description')}"
+                    )
                 found = self._find_user(service, username)
                 if found is None:
                     return None
@@ -127,15 +145,24 @@ class LdapBackend:
             raise BackendUnavailable(f"LDAP {self.host}:{self.port} unavailable: {exc}") from exc
         return Principal(user=canonical, groups=groups, backend=self.name)
 
-    def _search(self, conn: Connection, base: str, query: str, attribute: str,
-                limit: int) -> list[dict[str, Any]]:
-        conn.search(base, query, search_scope=SUBTREE, attributes=[attribute],
-                    size_limit=limit, time_limit=max(1, int(self.timeout_s)))
+    def _search(
+        self, conn: Connection, base: str, query: str, attribute: str, limit: int
+    ) -> list[dict[str, Any]]:
+        conn.search(
+            base,
+            query,
+            search_scope=SUBTREE,
+            attributes=[attribute],
+            size_limit=limit,
+            time_limit=max(1, int(self.timeout_s)),
+        )
         code = conn.result.get("result")
         if code not in (_OK, _SIZE_LIMIT_EXCEEDED):
-            raise BackendUnavailable(f"LDAP search under {base} failed: "
-                                     f"{conn.result.get('description')} "
-                                     f"{conn.result.get('message', '')}".rstrip())
+            raise BackendUnavailable(
+                f"LDAP search under {base} failed: "
+                f"{conn.result.get('description')} "
+                f"{conn.result.get('message', '')}".rstrip()
+            )
         return [e for e in conn.response or () if e.get("type") == "searchResEntry"]
 
     def _find_user(self, conn: Connection, username: str) -> tuple[str, str] | None:
@@ -144,8 +171,9 @@ class LdapBackend:
         entries = self._search(conn, self.user_base, query, self.user_attribute, limit=2)
         if len(entries) != 1:
             if entries:
-                log.warning("ldap: %d entries match %r; refusing an ambiguous login",
-                            len(entries), username)
+                log.warning(
+                    "ldap: %d entries match %r; refusing an ambiguous login", len(entries), username
+                )
             return None
         entry = entries[0]
         value = entry.get("attributes", {}).get(self.user_attribute)
@@ -166,8 +194,9 @@ class LdapBackend:
     def _groups(self, conn: Connection, dn: str, username: str) -> tuple[str, ...]:
         if not self.group_base:
             return ()
-        query = (self.group_filter.replace("{dn}", escape_filter_chars(dn))
-                 .replace("{username}", escape_filter_chars(username)))
+        query = self.group_filter.replace("{dn}", escape_filter_chars(dn)).replace(
+            "{username}", escape_filter_chars(username)
+        )
         names: set[str] = set()
         for entry in self._search(conn, self.group_base, query, self.group_attribute, 0):
             value = entry.get("attributes", {}).get(self.group_attribute)
@@ -185,11 +214,22 @@ def _is_loopback(host: str) -> bool:
 
 
 # The keys of its `[[auth.backend]]` table besides `type` and `name` (README documents each).
-CONFIG_KEYS = frozenset({
-    "url", "start_tls", "ca_file", "bind_dn", "bind_password_file", "user_base",
-    "user_filter", "user_attribute", "group_base", "group_filter", "group_attribute",
-    "timeout_s",
-})
+CONFIG_KEYS = frozenset(
+    {
+        "url",
+        "start_tls",
+        "ca_file",
+        "bind_dn",
+        "bind_password_file",
+        "user_base",
+        "user_filter",
+        "user_attribute",
+        "group_base",
+        "group_filter",
+        "group_attribute",
+        "timeout_s",
+    }
+)
 
 
 def from_config(section: dict[str, Any], base: Path, where: str) -> LdapBackend:
@@ -197,8 +237,10 @@ def from_config(section: dict[str, Any], base: Path, where: str) -> LdapBackend:
     reader = SectionReader(section, base, where, set(CONFIG_KEYS))
     url = urllib.parse.urlsplit(reader.string("url"))
     if url.scheme not in ("ldap", "ldaps") or not url.hostname or url.path not in ("", "/"):
-        raise reader.fail("url", f"must be ldap://HOST[:PORT] or ldaps://HOST[:PORT], "
-                                 f"got {reader.section['url']!r}")
+        raise reader.fail(
+            "url",
+            f"must be ldap://HOST[:PORT] or ldaps://HOST[:PORT], got {reader.section['url']!r}",
+        )
     try:
         port = url.port or (636 if url.scheme == "ldaps" else 389)
     except ValueError:
@@ -208,23 +250,37 @@ def from_config(section: dict[str, Any], base: Path, where: str) -> LdapBackend:
     if use_ssl and start_tls:
         raise reader.fail("start_tls", "cannot be used with ldaps:// (already TLS)")
     if not use_ssl and not start_tls and not _is_loopback(url.hostname):
-        raise reader.fail("url", "sends passwords in clear text: use ldaps:// or "
-                                 "start_tls = true (plain ldap:// only for a loopback server)")
+        raise reader.fail(
+            "url",
+            "sends passwords in clear text: use ldaps:// or "
+            "start_tls = true (plain ldap:// only for a loopback server)",
+        )
     bind_dn = reader.string("bind_dn", "")
     bind_password = reader.secret_file("bind_password_file") or ""
     if bool(bind_dn) != bool(bind_password):
-        raise reader.fail("bind_password_file" if bind_dn else "bind_dn",
-                          "is required: bind_dn and bind_password_file go together")
+        raise reader.fail(
+            "bind_password_file" if bind_dn else "bind_dn",
+            "is required: bind_dn and bind_password_file go together",
+        )
     user_filter = reader.string("user_filter", DEFAULT_USER_FILTER)
     if "{username}" not in user_filter or not user_filter.startswith("("):
-        raise reader.fail("user_filter", f"must be an LDAP filter holding {{username}}, "
-                                         f"got {user_filter!r}")
+        raise reader.fail(
+            "user_filter", f"must be an LDAP filter holding {{username}}, got {user_filter!r}"
+        )
     return LdapBackend(
-        host=url.hostname, port=port, use_ssl=use_ssl, start_tls=start_tls,
-        ca_file=reader.ca_file(), bind_dn=bind_dn, bind_password=bind_password,
-        user_base=reader.string("user_base"), user_filter=user_filter,
+        host=url.hostname,
+        port=port,
+        use_ssl=use_ssl,
+        start_tls=start_tls,
+        ca_file=reader.ca_file(),
+        bind_dn=bind_dn,
+        bind_password=bind_password,
+        user_base=reader.string("user_base"),
+        user_filter=user_filter,
         user_attribute=reader.string("user_attribute", "uid") or "uid",
         group_base=reader.string("group_base", ""),
         group_filter=reader.string("group_filter", DEFAULT_GROUP_FILTER),
         group_attribute=reader.string("group_attribute", "cn") or "cn",
-        timeout_s=reader.seconds("timeout_s", 5.0), name=reader.string("name", "ldap"))
+        timeout_s=reader.seconds("timeout_s", 5.0),
+        name=reader.string("name", "ldap"),
+    )

@@ -69,13 +69,17 @@ class OAuth2Backend:
         if not self.settings.client_secret:
             return {**form, "client_id": self.settings.client_id}, {}
         quote = urllib.parse.quote_plus  # RFC 6749 2.3.1: form-encode, then Basic
-        return form, {"Authorization": aiohttp.encode_basic_auth(
-            quote(self.settings.client_id), quote(self.settings.client_secret))}
+        return form, {
+            "Authorization": aiohttp.encode_basic_auth(
+                quote(self.settings.client_id), quote(self.settings.client_secret)
+            )
+        }
 
     async def _token_request(self, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
         data, headers = self._client_form(form)
         return await self.provider.request(
-            "POST", await self.provider.endpoint("token_endpoint"), data=data, headers=headers)
+            "POST", await self.provider.endpoint("token_endpoint"), data=data, headers=headers
+        )
 
     # --- device authorization grant (RFC 8628) -------------------------------------------
 
@@ -87,19 +91,26 @@ class OAuth2Backend:
         data, headers = self._client_form({"scope": " ".join(self.settings.scopes)})
         status, body = await self.provider.request("POST", url, data=data, headers=headers)
         if status != 200:
-            raise BackendUnavailable(f"device authorization refused ({status}): "
-                                     f"{body.get('error')} {body.get('error_description', '')}")
+            raise BackendUnavailable(
+                f"device authorization refused ({status}): "
+                f"{body.get('error')} {body.get('error_description', '')}"
+            )
         try:
             auth_info = DeviceAuthorization(
-                device_code=str(body["device_code"]), user_code=str(body["user_code"]),
+                device_code=str(body["device_code"]),
+                user_code=str(body["user_code"]),
                 verification_uri=str(body["verification_uri"]),
-                verification_uri_complete=str(body.get("verification_uri_complete")
-                                              or body["verification_uri"]),
-                expires_in=int(body["expires_in"]), interval=int(body.get("interval", 5)))
+                verification_uri_complete=str(
+                    body.get("verification_uri_complete") or body["verification_uri"]
+                ),
+                expires_in=int(body["expires_in"]),
+                interval=int(body.get("interval", 5)),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise BackendUnavailable(f"device authorization answer lacks {exc}") from exc
         self._polls[auth_info.device_code] = _DevicePoll(
-            auth_info.interval, now, now + auth_info.expires_in)
+            auth_info.interval, now, now + auth_info.expires_in
+        )
         return auth_info
 
     def device_poll_interval(self, device_code: str) -> float | None:
@@ -115,7 +126,8 @@ class OAuth2Backend:
         if poll is not None and now < poll.next_poll_at:
             return None
         status, body = await self._token_request(
-            {"grant_type": DEVICE_GRANT, "device_code": device_code})
+            {"grant_type": DEVICE_GRANT, "device_code": device_code}
+        )
         if status == 200:
             self._polls.pop(device_code, None)
             return await self._principal_from_tokens(body)
@@ -132,36 +144,49 @@ class OAuth2Backend:
             raise AuthDenied("the device login was denied by the user")
         if error == "expired_token":
             raise AuthDenied("the device code expired; start the login again")
-        raise AuthDenied(f"the provider refused the device code: {error} "
-                         f"{body.get('error_description', '')}".rstrip())
+        raise AuthDenied(
+            f"the provider refused the device code: {error} "
+            f"{body.get('error_description', '')}".rstrip()
+        )
 
     # --- authorization code + PKCE (RFC 7636) --------------------------------------------
 
-    async def authorization_url(self, redirect_uri: str, state: str,
-                                code_verifier: str) -> str:
+    async def authorization_url(self, redirect_uri: str, state: str, code_verifier: str) -> str:
         """Where to send the browser; the challenge is S256 of `code_verifier`."""
         if not _VERIFIER.fullmatch(code_verifier):
             raise InvalidRequest("code_verifier must be 43-128 characters of A-Z a-z 0-9 -._~")
         if not state:
             raise InvalidRequest("state may not be empty")
         endpoint = await self.provider.endpoint("authorization_endpoint")
-        query = urllib.parse.urlencode({
-            "response_type": "code", "client_id": self.settings.client_id,
-            "redirect_uri": redirect_uri, "scope": " ".join(self.settings.scopes),
-            "state": state, "code_challenge": pkce_challenge(code_verifier),
-            "code_challenge_method": "S256"})
+        query = urllib.parse.urlencode(
+            {
+                "response_type": "code",
+                "client_id": self.settings.client_id,
+                "redirect_uri": redirect_uri,
+                "scope": " ".join(self.settings.scopes),
+                "state": state,
+                "code_challenge": pkce_challenge(code_verifier),
+                "code_challenge_method": "S256",
+            }
+        )
         return endpoint + ("&" if "?" in endpoint else "?") + query
 
-    async def exchange_code(self, code: str, redirect_uri: str,
-                            code_verifier: str) -> Principal:
+    async def exchange_code(self, code: str, redirect_uri: str, code_verifier: str) -> Principal:
         """Trade the code from the redirect for tokens; AuthDenied when the provider refuses
         (wrong verifier, reused or foreign code)."""
-        status, body = await self._token_request({
-            "grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri,
-            "code_verifier": code_verifier})
+        status, body = await self._token_request(
+            {
+                "grant_type": "authorization_code",
+                "code": code,
+                "redirect_uri": redirect_uri,
+                "code_verifier": code_verifier,
+            }
+        )
         if status != 200:
-            raise AuthDenied(f"the provider refused the authorization code: "
-                             f"{body.get('error')} {body.get('error_description', '')}".rstrip())
+            raise AuthDenied(
+                f"the provider refused the authorization code: "
+                f"{body.get('error')} {body.get('error_description', '')}".rstrip()
+            )
         return await self._principal_from_tokens(body)
 
     # --- tokens -> principal ---------------------------------------------------------------
@@ -175,18 +200,26 @@ class OAuth2Backend:
         if not isinstance(id_token, str):
             raise AuthDenied("the provider returned no ID token (is 'openid' in scopes?)")
         claims = await self.provider.verify_id_token(id_token)
-        wanted = [c for c in (self.settings.user_claim, self.settings.groups_claim)
-                  if c and c not in claims]
+        wanted = [
+            c
+            for c in (self.settings.user_claim, self.settings.groups_claim)
+            if c and c not in claims
+        ]
         access = tokens.get("access_token")
-        if wanted and isinstance(access, str) and \
-                "userinfo_endpoint" in await self.provider.metadata():
+        if (
+            wanted
+            and isinstance(access, str)
+            and "userinfo_endpoint" in await self.provider.metadata()
+        ):
             claims = {**await self._userinfo(access, claims["sub"]), **claims}
         return self._principal(claims)
 
     async def _userinfo(self, access_token: str, sub: str) -> dict[str, Any]:
         status, info = await self.provider.request(
-            "GET", await self.provider.endpoint("userinfo_endpoint"),
-            headers={"Authorization": f"Bearer {access_token}"})
+            "GET",
+            await self.provider.endpoint("userinfo_endpoint"),
+            headers={"Authorization": f"Bearer {access_token}"},
+        )
         if status != 200 or info.get("sub") != sub:
             raise AuthDenied("the provider's userinfo does not match the ID token")
         return info
@@ -202,10 +235,21 @@ class OAuth2Backend:
 
 
 # The keys of its `[[auth.backend]]` table besides `type` and `name` (README documents each).
-CONFIG_KEYS = frozenset({
-    "issuer", "client_id", "client_secret_file", "ca_file", "scopes", "user_claim",
-    "groups_claim", "algorithms", "leeway_s", "timeout_s", "jwks_refetch_interval_s",
-})
+CONFIG_KEYS = frozenset(
+    {
+        "issuer",
+        "client_id",
+        "client_secret_file",
+        "ca_file",
+        "scopes",
+        "user_claim",
+        "groups_claim",
+        "algorithms",
+        "leeway_s",
+        "timeout_s",
+        "jwks_refetch_interval_s",
+    }
+)
 
 
 def from_config(section: dict[str, Any], base: Path, where: str) -> OAuth2Backend:
@@ -221,16 +265,25 @@ def from_config(section: dict[str, Any], base: Path, where: str) -> OAuth2Backen
     algorithms = reader.strings("algorithms", ())
     bad = sorted(set(algorithms) - ASYMMETRIC_ALGORITHMS)
     if bad:
-        raise reader.fail("algorithms", f"may only hold {', '.join(sorted(ASYMMETRIC_ALGORITHMS))}"
-                                        f"; not {', '.join(bad)}")
-    return OAuth2Backend(OidcSettings(
-        issuer=issuer, client_id=reader.string("client_id"),
-        client_secret=reader.secret_file("client_secret_file") or "",
-        ca_file=reader.ca_file(), scopes=scopes,
-        user_claim=reader.string("user_claim", "preferred_username") or "preferred_username",
-        groups_claim=reader.string("groups_claim", "groups"), algorithms=algorithms,
-        leeway_s=reader.seconds("leeway_s", 30.0, allow_zero=True),
-        timeout_s=reader.seconds("timeout_s", 10.0),
-        jwks_refetch_interval_s=reader.seconds("jwks_refetch_interval_s", 60.0,
-                                               allow_zero=True),
-        name=reader.string("name", "oauth2")))
+        raise reader.fail(
+            "algorithms",
+            f"may only hold {', '.join(sorted(ASYMMETRIC_ALGORITHMS))}; not {', '.join(bad)}",
+        )
+    return OAuth2Backend(
+        OidcSettings(
+            issuer=issuer,
+            client_id=reader.string("client_id"),
+            client_secret=reader.secret_file("client_secret_file") or "",
+            ca_file=reader.ca_file(),
+            scopes=scopes,
+            user_claim=reader.string("user_claim", "preferred_username") or "preferred_username",
+            groups_claim=reader.string("groups_claim", "groups"),
+            algorithms=algorithms,
+            leeway_s=reader.seconds("leeway_s", 30.0, allow_zero=True),
+            timeout_s=reader.seconds("timeout_s", 10.0),
+            jwks_refetch_interval_s=reader.seconds(
+                "jwks_refetch_interval_s", 60.0, allow_zero=True
+            ),
+            name=reader.string("name", "oauth2"),
+        )
+    )

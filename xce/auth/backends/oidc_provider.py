@@ -31,8 +31,9 @@ from xce.auth.backends.base import AuthDenied, BackendUnavailable
 
 log = logging.getLogger(__name__)
 
-ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
-                                   "ES256", "ES384", "ES512", "EdDSA"})
+ASYMMETRIC_ALGORITHMS = frozenset(
+    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+)
 MAX_RESPONSE_BYTES = 1 << 20  # discovery, JWKS and token answers are a few KiB
 _KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
 _REQUIRED_ENDPOINTS = ("authorization_endpoint", "token_endpoint", "jwks_uri")
@@ -62,7 +63,8 @@ class OidcProvider:
     def __init__(self, settings: OidcSettings) -> None:
         self.settings = settings
         self._ssl = ssl.create_default_context(
-            cafile=str(settings.ca_file) if settings.ca_file else None)
+            cafile=str(settings.ca_file) if settings.ca_file else None
+        )
         self._metadata: dict[str, Any] | None = None
         self._keys: dict[str, dict[str, Any]] = {}
         self._unnamed_keys: list[dict[str, Any]] = []
@@ -70,16 +72,29 @@ class OidcProvider:
 
     # --- HTTP ---------------------------------------------------------------------------
 
-    async def request(self, method: str, url: str, *, data: dict[str, str] | None = None,
-                      headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        data: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, Any]]:
         """(status, JSON body) of one request; BackendUnavailable when there is no usable
         answer (connection, TLS, timeout, 5xx, not JSON)."""
         timeout = aiohttp.ClientTimeout(total=self.settings.timeout_s)
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as session, session.request(
-                    method, url, data=data, headers={"Accept": "application/json",
-                                                     **(headers or {})},
-                    ssl=self._ssl, allow_redirects=False) as response:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.request(
+                    method,
+                    url,
+                    data=data,
+                    headers={"Accept": "application/json", **(headers or {})},
+                    ssl=self._ssl,
+                    allow_redirects=False,
+                ) as response,
+            ):
                 raw = await response.content.read(MAX_RESPONSE_BYTES + 1)
                 status = response.status
         except (TimeoutError, aiohttp.ClientError, ssl.SSLError) as exc:
@@ -87,18 +102,19 @@ class OidcProvider:
                 f"OIDC provider {self.settings.issuer} unreachable: {exc or type(exc).__name__}"
             ) from exc
         if len(raw) > MAX_RESPONSE_BYTES:
-            raise BackendUnavailable(f"OIDC provider answer for {url} is over "
-                                     f"{MAX_RESPONSE_BYTES} bytes")
+            raise BackendUnavailable(
+                f"OIDC provider answer for {url} is over {MAX_RESPONSE_BYTES} bytes"
+            )
         if status >= 500:
             raise BackendUnavailable(f"OIDC provider answered {status} for {url}")
         try:
             body = json.loads(raw)
         except ValueError:
-            raise BackendUnavailable(f"OIDC provider sent no JSON for {url} "
-                                     f"(HTTP {status})") from None
+            raise BackendUnavailable(
+                f"OIDC provider sent no JSON for {url} (HTTP {status})"
+            ) from None
         if not isinstance(body, dict):
-            raise BackendUnavailable(f"OIDC provider sent a JSON {type(body).__name__} "
-                                     f"for {url}")
+            raise BackendUnavailable(f"OIDC provider sent a JSON {type(body).__name__} for {url}")
         return status, body
 
     # --- discovery -----------------------------------------------------------------------
@@ -111,8 +127,10 @@ class OidcProvider:
             if status != 200:
                 raise BackendUnavailable(f"OIDC discovery {url} answered {status}")
             if doc.get("issuer") != self.settings.issuer:
-                raise BackendUnavailable(f"OIDC discovery names issuer {doc.get('issuer')!r}, "
-                                         f"not the configured {self.settings.issuer!r}")
+                raise BackendUnavailable(
+                    f"OIDC discovery names issuer {doc.get('issuer')!r}, "
+                    f"not the configured {self.settings.issuer!r}"
+                )
             for key in _REQUIRED_ENDPOINTS:
                 if not isinstance(doc.get(key), str) or not doc[key].startswith("https://"):
                     raise BackendUnavailable(f"OIDC discovery: {key} missing or not https")
@@ -127,13 +145,13 @@ class OidcProvider:
 
     async def allowed_algorithms(self) -> frozenset[str]:
         """Configured algorithms, else the provider's advertised ones; asymmetric only."""
-        advertised = (await self.metadata()).get("id_token_signing_alg_values_supported",
-                                                 ["RS256"])
+        advertised = (await self.metadata()).get("id_token_signing_alg_values_supported", ["RS256"])
         wanted = self.settings.algorithms or tuple(a for a in advertised if isinstance(a, str))
         allowed = frozenset(wanted) & ASYMMETRIC_ALGORITHMS
         if not allowed:
-            raise BackendUnavailable(f"the OIDC provider advertises no asymmetric ID token "
-                                     f"algorithm ({advertised!r})")
+            raise BackendUnavailable(
+                f"the OIDC provider advertises no asymmetric ID token algorithm ({advertised!r})"
+            )
         return allowed
 
     # --- JWKS ----------------------------------------------------------------------------
@@ -142,8 +160,7 @@ class OidcProvider:
         status, doc = await self.request("GET", await self.endpoint("jwks_uri"))
         if status != 200 or not isinstance(doc.get("keys"), list):
             raise BackendUnavailable(f"OIDC JWKS answered {status} without keys")
-        signing = [k for k in doc["keys"]
-                   if isinstance(k, dict) and k.get("use", "sig") == "sig"]
+        signing = [k for k in doc["keys"] if isinstance(k, dict) and k.get("use", "sig") == "sig"]
         self._keys = {k["kid"]: k for k in signing if isinstance(k.get("kid"), str)}
         self._unnamed_keys = [k for k in signing if "kid" not in k]
         self._jwks_fetched_at = time.monotonic()
@@ -191,15 +208,21 @@ class OidcProvider:
         alg = header.get("alg")
         allowed = await self.allowed_algorithms()
         if alg not in allowed:
-            raise AuthDenied(f"ID token algorithm {alg!r} is not allowed "
-                             f"(allowed: {', '.join(sorted(allowed))})")
+            raise AuthDenied(
+                f"ID token algorithm {alg!r} is not allowed (allowed: {', '.join(sorted(allowed))})"
+            )
         kid = header.get("kid")
         key = await self.signing_key(kid if isinstance(kid, str) else None, alg)
         try:
             claims = jwt.decode(
-                token, key=key, algorithms=[alg], audience=self.settings.client_id,
-                issuer=self.settings.issuer, leeway=self.settings.leeway_s,
-                options={"require": ["exp", "iat", "iss", "aud", "sub"]})
+                token,
+                key=key,
+                algorithms=[alg],
+                audience=self.settings.client_id,
+                issuer=self.settings.issuer,
+                leeway=self.settings.leeway_s,
+                options={"require": ["exp", "iat", "iss", "aud", "sub"]},
+            )
         except jwt.PyJWTError as exc:
             raise AuthDenied(f"ID token rejected: {exc}") from exc
         audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]

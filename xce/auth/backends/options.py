@@ -17,8 +17,7 @@ from xce.config import ConfigError, _check_keys, _typed
 class SectionReader:
     """Typed access to one backend table; every getter raises `ConfigError` naming the key."""
 
-    def __init__(self, section: dict[str, Any], base: Path, where: str,
-                 allowed: set[str]) -> None:
+    def __init__(self, section: dict[str, Any], base: Path, where: str, allowed: set[str]) -> None:
         _check_keys(where, section, allowed | {"name"})
         self.section = section
         self.base = base
@@ -49,8 +48,7 @@ class SectionReader:
         """A duration in seconds: positive, or also zero where `allow_zero`."""
         value = _typed(self.where, name, self.section.get(name, default), (int, float))
         if value < 0 or (value == 0 and not allow_zero):
-            raise self.fail(name, f"must be {'>= 0' if allow_zero else 'positive'}, "
-                                  f"got {value!r}")
+            raise self.fail(name, f"must be {'>= 0' if allow_zero else 'positive'}, got {value!r}")
         return float(value)
 
     def strings(self, name: str, default: tuple[str, ...]) -> tuple[str, ...]:

@@ -38,12 +38,19 @@ log = logging.getLogger(__name__)
 PAM_DIR = Path("/etc/pam.d")
 # PAM's answers that mean "these credentials do not log in" (the next backend may be tried);
 # anything else (a broken service file, a missing module) is the backend's fault.
-_DENIED_CODES = frozenset({
-    python_pam.PAM_AUTH_ERR, python_pam.PAM_USER_UNKNOWN, python_pam.PAM_PERM_DENIED,
-    python_pam.PAM_ACCT_EXPIRED, python_pam.PAM_NEW_AUTHTOK_REQD,
-    python_pam.PAM_AUTHTOK_EXPIRED, python_pam.PAM_CRED_INSUFFICIENT,
-    python_pam.PAM_MAXTRIES, python_pam.PAM_CRED_ERR,
-})
+_DENIED_CODES = frozenset(
+    {
+        python_pam.PAM_AUTH_ERR,
+        python_pam.PAM_USER_UNKNOWN,
+        python_pam.PAM_PERM_DENIED,
+        python_pam.PAM_ACCT_EXPIRED,
+        python_pam.PAM_NEW_AUTHTOK_REQD,
+        python_pam.PAM_AUTHTOK_EXPIRED,
+        python_pam.PAM_CRED_INSUFFICIENT,
+        python_pam.PAM_MAXTRIES,
+        python_pam.PAM_CRED_ERR,
+    }
+)
 # A user name PAM and the NSS databases accept: no control characters, spaces or NULs.
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,254}\$?")
 
@@ -55,8 +62,9 @@ class PamBackend:
     service: str = "login"
     name: str = "pam"
     deny_users: frozenset[str] = frozenset({"root"})
-    threads: ThreadPoolExecutor = field(default_factory=lambda: blocking_pool("pam"),
-                                        repr=False, compare=False)
+    threads: ThreadPoolExecutor = field(
+        default_factory=lambda: blocking_pool("pam"), repr=False, compare=False
+    )
 
     async def authenticate(self, username: str, password: str) -> Principal | None:
         """The principal when PAM accepts the password (and the account), else None.
@@ -64,11 +72,16 @@ class PamBackend:
         An empty password is refused before PAM is asked: a `nullok` rule would let an
         account without a password in. Users in `deny_users` (root by default) never log in
         this way, so the API is no place to guess root's password."""
-        if (not password or not _USER_NAME.fullmatch(username) or "\x00" in password
-                or username in self.deny_users):
+        if (
+            not password
+            or not _USER_NAME.fullmatch(username)
+            or "\x00" in password
+            or username in self.deny_users
+        ):
             return None
         return await asyncio.get_running_loop().run_in_executor(
-            self.threads, self._authenticate, username, password)
+            self.threads, self._authenticate, username, password
+        )
 
     def _authenticate(self, username: str, password: str) -> Principal | None:
         checker = python_pam.pam()
@@ -78,7 +91,8 @@ class PamBackend:
             log.info("pam: %s refused for %s: %s", self.service, username, checker.reason)
             return None
         raise BackendUnavailable(
-            f"PAM service {self.service!r} failed: {checker.reason} (code {checker.code})")
+            f"PAM service {self.service!r} failed: {checker.reason} (code {checker.code})"
+        )
 
 
 def system_groups(username: str) -> tuple[str, ...]:
@@ -107,7 +121,13 @@ def from_config(section: dict[str, Any], base: Path, where: str) -> PamBackend:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", service) or service.startswith("."):
         raise reader.fail("service", f"must be a file name in {PAM_DIR}, got {service!r}")
     if not (PAM_DIR / service).is_file():
-        raise reader.fail("service", f"{service!r}: {PAM_DIR / service} does not exist "
-                                     f"(PAM would silently use the 'other' service)")
-    return PamBackend(service=service, name=reader.string("name", "pam"),
-                      deny_users=frozenset(reader.strings("deny_users", ("root",))))
+        raise reader.fail(
+            "service",
+            f"{service!r}: {PAM_DIR / service} does not exist "
+            f"(PAM would silently use the 'other' service)",
+        )
+    return PamBackend(
+        service=service,
+        name=reader.string("name", "pam"),
+        deny_users=frozenset(reader.strings("deny_users", ("root",))),
+    )

@@ -52,8 +52,9 @@ def get(name: str) -> Any:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown scheduler plugin {name!r} (known: {', '.join(names())})") \
-            from None
+        raise ValueError(
+            f"unknown scheduler plugin {name!r} (known: {', '.join(names())})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,14 @@ def policy_for(plugins: tuple[str, ...]) -> QueuePolicy:
                 filters.append(plugin)
             continue
         if plugin.kind in chosen and chosen[plugin.kind] is not plugin:
-            raise ValueError(f"plugins {chosen[plugin.kind].name!r} and {name!r} are both "
-                             f"{plugin.kind} plugins: choose one")
+            raise ValueError(
+                f"plugins {chosen[plugin.kind].name!r} and {name!r} are both "
+                f"{plugin.kind} plugins: choose one"
+            )
         chosen[plugin.kind] = plugin
-    return QueuePolicy(chosen.get("order") or get("fcfs"), tuple(filters),
-                       chosen.get("score") or get("first-fit"), chosen.get("reserve"))
+    return QueuePolicy(
+        chosen.get("order") or get("fcfs"),
+        tuple(filters),
+        chosen.get("score") or get("first-fit"),
+        chosen.get("reserve"),
+    )

@@ -18,8 +18,9 @@ from xce.sched.plugins import register
 from xce.sched.reservation import Reservation
 
 
-def earliest_start(pool: HostPool, i: int, slots: int, memory_mb: int
-                   ) -> tuple[float, int, int] | None:
+def earliest_start(
+    pool: HostPool, i: int, slots: int, memory_mb: int
+) -> tuple[float, int, int] | None:
     """(time, free slots, free memory then) when host `i` first has room, or None."""
     host = pool.hosts[i]
     if host.slots < slots or host.memory_mb < memory_mb:
@@ -42,8 +43,9 @@ class EasyBackfill:
     name: ClassVar[str] = "backfill"
     kind: ClassVar[str] = "reserve"
 
-    def reserve(self, pool: HostPool, hosts: Sequence[int], spec: JobSpec,
-                now: float) -> Reservation | None:
+    def reserve(
+        self, pool: HostPool, hosts: Sequence[int], spec: JobSpec, now: float
+    ) -> Reservation | None:
         best: tuple[float, int, int, int] | None = None
         for i in hosts:
             found = earliest_start(pool, i, spec.slots, spec.memory_mb)
@@ -52,5 +54,6 @@ class EasyBackfill:
         if best is None:
             return None
         start, i, free_slots, free_mem = best
-        return Reservation("", i, pool.hosts[i].name, start, free_slots - spec.slots,
-                           free_mem - spec.memory_mb)
+        return Reservation(
+            "", i, pool.hosts[i].name, start, free_slots - spec.slots, free_mem - spec.memory_mb
+        )

@@ -79,7 +79,8 @@ class ReservePlugin(Protocol):
     name: ClassVar[str]
     kind: ClassVar[str]
 
-    def reserve(self, pool: HostPool, hosts: Sequence[int], spec: JobSpec,
-                now: float) -> Reservation | None:
+    def reserve(
+        self, pool: HostPool, hosts: Sequence[int], spec: JobSpec, now: float
+    ) -> Reservation | None:
         """A reservation for `spec`, which fits none of `hosts` now, or None."""
         ...

@@ -25,7 +25,8 @@ def shares_of(ctx: OrderContext) -> dict[str, float]:
 
 def user_priority(ctx: OrderContext, shares: dict[str, float], user: str) -> float:
     return shares.get(user, 1.0) / (
-        1.0 + ctx.usage_hours.get(user, 0.0) + ctx.running_slots.get(user, 0))
+        1.0 + ctx.usage_hours.get(user, 0.0) + ctx.running_slots.get(user, 0)
+    )
 
 
 class _Users:
@@ -40,8 +41,10 @@ class _Users:
         self.queues.setdefault(item.spec.user, deque()).append(item)
 
     def start(self) -> None:
-        self.heap = [(-user_priority(self.ctx, self.shares, u), q[0].number, u)
-                     for u, q in self.queues.items()]
+        self.heap = [
+            (-user_priority(self.ctx, self.shares, u), q[0].number, u)
+            for u, q in self.queues.items()
+        ]
         heapq.heapify(self.heap)
 
     def head(self) -> tuple[float, int] | None:
@@ -55,8 +58,9 @@ class _Users:
         """After the user's job was tried: back in the heap with its new priority."""
         rest = self.queues[user]
         if rest:
-            heapq.heappush(self.heap, (-user_priority(self.ctx, self.shares, user),
-                                       rest[0].number, user))
+            heapq.heappush(
+                self.heap, (-user_priority(self.ctx, self.shares, user), rest[0].number, user)
+            )
 
 
 @register
@@ -93,7 +97,8 @@ class GroupFairshare:
 
         def priority(group: str) -> float:
             return shares.get(f"@{group}", 1.0) / (
-                1.0 + usage.get(group, 0.0) + ctx.group_slots.get(group, 0))
+                1.0 + usage.get(group, 0.0) + ctx.group_slots.get(group, 0)
+            )
 
         heap = []
         for group, users in groups.items():

@@ -52,13 +52,25 @@ class Select:
     def accepts(self, host: HostView, spec: JobSpec, queue: QueueRecord) -> bool:
         if not spec.resources:
             return True
-        return _select(spec.resources, host.attributes, host.free_slots, host.free_memory_mb,
-                       host.slots, host.memory_mb)
+        return _select(
+            spec.resources,
+            host.attributes,
+            host.free_slots,
+            host.free_memory_mb,
+            host.slots,
+            host.memory_mb,
+        )
 
 
 @lru_cache(maxsize=65536)
-def _select(resources: str, attributes: tuple[tuple[str, str], ...], free_slots: int,
-            free_mem: int, slots: int, memory_mb: int) -> bool:
+def _select(
+    resources: str,
+    attributes: tuple[tuple[str, str], ...],
+    free_slots: int,
+    free_mem: int,
+    slots: int,
+    memory_mb: int,
+) -> bool:
     """Hosts alike in everything a select expression can see share one evaluation."""
     view = HostView("", slots, memory_mb, free_slots, free_mem, attributes, True)
     return matches(parse_requirement(resources).select, host_attributes(view))

@@ -26,9 +26,23 @@ class Multifactor:
         queues = snapshot.queues if snapshot is not None else {ctx.queue.name: ctx.queue}
         hosts = [h.slots for h in snapshot.hosts] if snapshot is not None else []
         scale = scale_of(queues, hosts)
-        keyed = [(-factors(item.spec, item.submit_time, ctx.queue, settings, scale, ctx.now,
-                           ctx.usage_hours, ctx.running_slots).priority, i, item)
-                 for i, item in enumerate(items)]
+        keyed = [
+            (
+                -factors(
+                    item.spec,
+                    item.submit_time,
+                    ctx.queue,
+                    settings,
+                    scale,
+                    ctx.now,
+                    ctx.usage_hours,
+                    ctx.running_slots,
+                ).priority,
+                i,
+                item,
+            )
+            for i, item in enumerate(items)
+        ]
         keyed.sort(key=lambda row: (row[0], row[1]))
         for _, _, item in keyed:
             yield item

@@ -21,8 +21,9 @@ from xce.sched.reservation import Reservation
 class BlockEverything(Reservation):
     """A reservation of the whole cluster from now on."""
 
-    def allows(self, i: int, slots: int, memory_mb: int, walltime_s: int | None,
-               now: float) -> bool:
+    def allows(
+        self, i: int, slots: int, memory_mb: int, walltime_s: int | None, now: float
+    ) -> bool:
         return False
 
     def to_plain(self) -> dict[str, Any]:
@@ -34,6 +35,7 @@ class StrictOrder:
     name: ClassVar[str] = "strict"
     kind: ClassVar[str] = "reserve"
 
-    def reserve(self, pool: HostPool, hosts: Sequence[int], spec: JobSpec,
-                now: float) -> Reservation | None:
+    def reserve(
+        self, pool: HostPool, hosts: Sequence[int], spec: JobSpec, now: float
+    ) -> Reservation | None:
         return BlockEverything("", -1, "*", INFINITY, 0, 0)

@@ -79,15 +79,14 @@ def parse_at(data: memoryview, offset: int) -> Frame | None:
     start = offset + FRAME_HEADER.size
     end = start + length
     if end > len(data):
-        raise CorruptRecord(offset, "frame runs past the end of the file (torn write)",
-                            torn=True)
+        raise CorruptRecord(offset, "frame runs past the end of the file (torn write)", torn=True)
     payload = data[start:end]
     if _crc(length, payload) != crc:
         if _looks_torn(data, offset, length, crc):
-            raise CorruptRecord(offset, "checksum mismatch, a zeroed sector (torn write)",
-                                torn=True)
-        raise CorruptRecord(offset, "checksum mismatch in a complete record (not a torn "
-                                    "write)")
+            raise CorruptRecord(
+                offset, "checksum mismatch, a zeroed sector (torn write)", torn=True
+            )
+        raise CorruptRecord(offset, "checksum mismatch in a complete record (not a torn write)")
     return Frame(offset, offset + frame_size(length), bytes(payload))
 
 
@@ -96,13 +95,15 @@ def _looks_torn(data: memoryview, offset: int, length: int, crc: int) -> bool:
     start = offset + FRAME_HEADER.size
     for bit in range(32):
         other = length ^ (1 << bit)
-        if 0 < other <= min(MAX_PAYLOAD, len(data) - start) and \
-                _crc(other, data[start:start + other]) == crc:
+        if (
+            0 < other <= min(MAX_PAYLOAD, len(data) - start)
+            and _crc(other, data[start : start + other]) == crc
+        ):
             return False  # the length was hit, not the write
     pos, end = offset, start + length
     while pos < end:
         stop = min(end, (pos // SECTOR + 1) * SECTOR)
-        if data[pos:stop] == _ZEROS[:stop - pos]:
+        if data[pos:stop] == _ZEROS[: stop - pos]:
             return True
         pos = stop
     return False
@@ -114,8 +115,7 @@ def read_frames(data: bytes | memoryview, offset: int = 0) -> Iterator[Frame]:
         yield Frame(start, end, bytes(payload))
 
 
-def iter_frames(data: bytes | memoryview,
-                offset: int = 0) -> Iterator[tuple[int, int, memoryview]]:
+def iter_frames(data: bytes | memoryview, offset: int = 0) -> Iterator[tuple[int, int, memoryview]]:
     """(offset, end, payload view) of every frame from `offset` up to the end marker.
 
     The loop checks what `parse_at` checks for an intact frame (a length in range inside the
@@ -134,7 +134,7 @@ def iter_frames(data: bytes | memoryview,
             end = start + length
             if 0 < length <= MAX_PAYLOAD and end <= size:
                 payload = view[start:end]
-                if crc32(payload, crc32(view[offset:offset + 4])) == crc:
+                if crc32(payload, crc32(view[offset : offset + 4])) == crc:
                     following = end + (-end % ALIGN)
                     yield offset, following, payload
                     offset = following

@@ -117,16 +117,24 @@ def scan_wal(
     for index, (first_seq, path) in enumerate(segments):
         last_segment = index == len(segments) - 1
         with mapped(path) as data:
-            if _scan_segment(scan, path, data, first_seq, after_seq, on_event,
-                             last_segment, expected):
+            if _scan_segment(
+                scan, path, data, first_seq, after_seq, on_event, last_segment, expected
+            ):
                 break
             expected = scan.next_expected
     return scan
 
 
-def _scan_segment(scan: WalScan, path: Path, data: memoryview, first_seq: int,
-                  after_seq: int, on_event: Callable[[int, Event], None] | None,
-                  last_segment: bool, expected: int | None) -> bool:
+def _scan_segment(
+    scan: WalScan,
+    path: Path,
+    data: memoryview,
+    first_seq: int,
+    after_seq: int,
+    on_event: Callable[[int, Event], None] | None,
+    last_segment: bool,
+    expected: int | None,
+) -> bool:
     """One segment of `scan_wal`; True when it ended in a torn tail."""
     try:
         for offset, _end, payload in iter_frames(data):
@@ -143,8 +151,9 @@ def _scan_segment(scan: WalScan, path: Path, data: memoryview, first_seq: int,
                     raise WalCorruption(path, offset, exc.message) from None
             if expected is None:
                 if seq != first_seq:
-                    raise WalCorruption(path, offset,
-                                        f"first record is {seq}, name says {first_seq}")
+                    raise WalCorruption(
+                        path, offset, f"first record is {seq}, name says {first_seq}"
+                    )
             elif seq != expected:
                 raise WalCorruption(path, offset, f"expected record {expected}, found {seq}")
             expected = seq + 1

@@ -95,8 +95,14 @@ class WalWriter:
         # Replication (xce/ha/source.py) is handed each group once it is durable here.
         self.on_durable: Callable[[list[tuple[int, bytes]]], None] | None = None
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xce-wal")
-        self.stats = {"fsyncs": 0, "records": 0, "bytes": 0, "last_group": 0,
-                      "max_group": 0, "fsync_seconds": 0.0}
+        self.stats = {
+            "fsyncs": 0,
+            "records": 0,
+            "bytes": 0,
+            "last_group": 0,
+            "max_group": 0,
+            "fsync_seconds": 0.0,
+        }
 
     # --- the EventLog protocol --------------------------------------------------------
 
@@ -209,9 +215,12 @@ class WalWriter:
         self._failed = exc
         for _, fut in self._waiters:
             if not fut.done():
-                fut.set_exception(Unavailable(
-                    f"the change could not be made durable yet ({exc.strerror or exc}): it "
-                    "may still be written when the disk recovers, so check before retrying"))
+                fut.set_exception(
+                    Unavailable(
+                        f"the change could not be made durable yet ({exc.strerror or exc}): it "
+                        "may still be written when the disk recovers, so check before retrying"
+                    )
+                )
         self._waiters = []
         if self._probe is None or self._probe.done():
             self._probe = asyncio.create_task(self._recover_loop())

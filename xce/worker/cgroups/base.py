@@ -137,8 +137,9 @@ def check_limits(limits: Limits) -> None:
     """ValueError unless every set limit is a positive int."""
     for field in ("memory_bytes", "cpus", "pids"):
         value = getattr(limits, field)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value <= 0):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value <= 0
+        ):
             raise ValueError(f"Limits.{field} must be a positive int or None, not {value!r}")
     if limits.devices_deny:
         from xce.worker.cgroups.devices import check_entries
@@ -250,8 +251,12 @@ def join(procs_file: str) -> None:
         os.close(fd)
 
 
-def signal_frozen(freeze: Callable[[float], bool], thaw: Callable[[], None],
-                  pids: Callable[[], list[int]], sig: int) -> None:
+def signal_frozen(
+    freeze: Callable[[float], bool],
+    thaw: Callable[[], None],
+    pids: Callable[[], list[int]],
+    sig: int,
+) -> None:
     """Freeze (for at most half a second: a task the freezer cannot reach must not hold the
     kill up), signal every task read while frozen, thaw."""
     freeze(0.5)

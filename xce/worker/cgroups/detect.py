@@ -48,8 +48,15 @@ def read_mounts(proc: str = "/proc") -> list[Mount]:
             a, b = left.split(), right.split()
             if not sep or len(a) < 6 or len(b) < 3 or b[0] not in ("cgroup", "cgroup2"):
                 continue
-            out.append(Mount(_unescape(a[4]), _unescape(a[3]), b[0],
-                             frozenset(b[2].split(",")), "ro" in a[5].split(",")))
+            out.append(
+                Mount(
+                    _unescape(a[4]),
+                    _unescape(a[3]),
+                    b[0],
+                    frozenset(b[2].split(",")),
+                    "ro" in a[5].split(","),
+                )
+            )
         return out
     for line in (read_opt(os.path.join(proc, "self/mounts")) or "").splitlines():
         f = line.split()
@@ -96,9 +103,11 @@ def _under(mount: Mount, parent: str, own: str | None) -> str:
         return mount.point
     root = mount.root.rstrip("/")
     if own != root and not own.startswith(root + "/"):
-        raise CgroupError(f"this process's cgroup {own} is outside the mount {mount.point} "
-                          f"(which shows {mount.root}); pass an explicit parent")
-    rel = own[len(root):].strip("/")
+        raise CgroupError(
+            f"this process's cgroup {own} is outside the mount {mount.point} "
+            f"(which shows {mount.root}); pass an explicit parent"
+        )
+    rel = own[len(root) :].strip("/")
     return os.path.join(mount.point, rel) if rel else mount.point
 
 
@@ -112,13 +121,15 @@ def _v2(mounts: list[Mount], own: dict[str, str], parent: str, namespace: str) -
     return V2Backend(m.point, _under(m, parent, own.get("")), namespace, own=own_dir)
 
 
-def _v1(mounts: list[Mount], own: dict[str, str], parent: str, namespace: str,
-        require: tuple[str, ...]) -> V1Backend:
+def _v1(
+    mounts: list[Mount], own: dict[str, str], parent: str, namespace: str, require: tuple[str, ...]
+) -> V1Backend:
     hier = v1_hierarchies(mounts)
     missing = [c for c in require if c not in hier]
     if missing or not hier:
-        raise CgroupError(f"no cgroup v1 {'/'.join(missing or V1_CONTROLLERS)} hierarchy "
-                          "in the mount table")
+        raise CgroupError(
+            f"no cgroup v1 {'/'.join(missing or V1_CONTROLLERS)} hierarchy in the mount table"
+        )
     ro = [c for c, m in hier.items() if m.read_only]
     if ro:
         raise CgroupError(f"cgroup v1 hierarchies mounted read-only: {', '.join(ro)}")
@@ -152,8 +163,9 @@ def _v2_is_real(mounts: list[Mount]) -> bool:
     return "memory" in (text or "").split()
 
 
-def detect(mode: str = "auto", parent: str = "", namespace: str = "xce", *,
-           proc: str = "/proc") -> CgroupBackend:
+def detect(
+    mode: str = "auto", parent: str = "", namespace: str = "xce", *, proc: str = "/proc"
+) -> CgroupBackend:
     """The backend for `mode` ("auto", "v2", "v1", "none"); see the module docstring.
 
     `parent`: where the namespace goes, relative to each hierarchy's mount (default: this

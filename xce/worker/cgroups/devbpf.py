@@ -49,18 +49,18 @@ def program(entries: Iterable[str]) -> bytes:
             mask |= _ACCESS[a]
         rules.append((_TYPES[kind], major, minor, mask))
     out = [
-        _insn(0x61, 2, 1, 4),         # r2 = ctx->major
-        _insn(0x61, 3, 1, 8),         # r3 = ctx->minor
-        _insn(0x61, 4, 1, 0),         # r4 = ctx->access_type
-        _insn(0xBF, 5, 4),            # r5 = r4
-        _insn(0x77, 5, 0, 0, 16),     # r5 >>= 16: the access bits
+        _insn(0x61, 2, 1, 4),  # r2 = ctx->major
+        _insn(0x61, 3, 1, 8),  # r3 = ctx->minor
+        _insn(0x61, 4, 1, 0),  # r4 = ctx->access_type
+        _insn(0xBF, 5, 4),  # r5 = r4
+        _insn(0x77, 5, 0, 0, 16),  # r5 >>= 16: the access bits
         _insn(0x54, 4, 0, 0, 0xFFFF),  # w4 &= 0xffff: the device type
     ]
     deny_at = len(out) + 4 * len(rules) + 2
     for kind, major, minor, mask in rules:
         here = len(out)
         out += [
-            _insn(0x55, 4, 0, 3, kind),   # if r4 != type: next rule
+            _insn(0x55, 4, 0, 3, kind),  # if r4 != type: next rule
             _insn(0x55, 2, 0, 2, major),  # if r2 != major: next rule
             _insn(0x55, 3, 0, 1, minor),  # if r3 != minor: next rule
             _insn(0x45, 5, 0, deny_at - (here + 4), mask),  # if r5 & mask: deny
@@ -74,8 +74,9 @@ def program(entries: Iterable[str]) -> bytes:
 def _bpf(cmd: int, attr: bytes) -> int:
     number = _SYS_BPF.get(platform.machine())
     if number is None:
-        raise CgroupError(f"no bpf(2) number known for {platform.machine()}: cannot fence "
-                          "GPUs under cgroup v2")
+        raise CgroupError(
+            f"no bpf(2) number known for {platform.machine()}: cannot fence GPUs under cgroup v2"
+        )
     buf = ctypes.create_string_buffer(attr.ljust(_ATTR_SIZE, b"\0"), _ATTR_SIZE)
     result = _LIBC.syscall(number, cmd, buf, _ATTR_SIZE)
     if result < 0:
@@ -89,24 +90,33 @@ def attach(cgroup_dir: str, entries: Iterable[str], flags: int = _BPF_F_ALLOW_MU
     code = ctypes.create_string_buffer(program(entries))
     license_ = ctypes.create_string_buffer(b"GPL")
     log = ctypes.create_string_buffer(4096)
-    attr = struct.pack("<IIQQIIQ", _BPF_PROG_TYPE_CGROUP_DEVICE, len(code.raw) // 8,
-                       ctypes.addressof(code), ctypes.addressof(license_), 1, len(log),
-                       ctypes.addressof(log))
+    attr = struct.pack(
+        "<IIQQIIQ",
+        _BPF_PROG_TYPE_CGROUP_DEVICE,
+        len(code.raw) // 8,
+        ctypes.addressof(code),
+        ctypes.addressof(license_),
+        1,
+        len(log),
+        ctypes.addressof(log),
+    )
     try:
         prog = _bpf(_BPF_PROG_LOAD, attr)
     except OSError as exc:
         detail = log.value.decode("utf-8", "replace").strip()[-300:]
-        raise CgroupError(f"cannot load the cgroup v2 device program: {exc.strerror}"
-                          + (f" ({detail})" if detail else "")) from None
+        raise CgroupError(
+            f"cannot load the cgroup v2 device program: {exc.strerror}"
+            + (f" ({detail})" if detail else "")
+        ) from None
     try:
         target = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            _bpf(_BPF_PROG_ATTACH, struct.pack("<IIII", target, prog, _BPF_CGROUP_DEVICE,
-                                               flags))
+            _bpf(_BPF_PROG_ATTACH, struct.pack("<IIII", target, prog, _BPF_CGROUP_DEVICE, flags))
         finally:
             os.close(target)
     except OSError as exc:
-        raise CgroupError(f"cannot attach the device program to {cgroup_dir}: "
-                          f"{exc.strerror}") from None
+        raise CgroupError(
+            f"cannot attach the device program to {cgroup_dir}: {exc.strerror}"
+        ) from None
     finally:
         os.close(prog)  # the attachment holds the program for the cgroup's life

@@ -41,16 +41,20 @@ def deny_entries(paths: Iterable[str]) -> tuple[str, ...]:
     for path in paths:
         why = untrusted(path)
         if why is not None:
-            raise CgroupError(f"GPU device path {path} is not trusted: {why} (a user could "
-                              "swap the node and leave the GPU open; check gpu_device_path)")
+            raise CgroupError(
+                f"GPU device path {path} is not trusted: {why} (a user could "
+                "swap the node and leave the GPU open; check gpu_device_path)"
+            )
         try:
             st = os.stat(path)
         except FileNotFoundError:
             nvidia = NVIDIA_NODE.fullmatch(path)
             if nvidia is None or int(nvidia.group(1)) > 255:
-                raise CgroupError(f"GPU device node {path} does not exist: its device "
-                                  "numbers are unknown, so it cannot be denied to the job "
-                                  "(check gpu_device_path)") from None
+                raise CgroupError(
+                    f"GPU device node {path} does not exist: its device "
+                    "numbers are unknown, so it cannot be denied to the job "
+                    "(check gpu_device_path)"
+                ) from None
             entry = f"c {NVIDIA_MAJOR}:{int(nvidia.group(1))} rwm"
             if entry not in out:
                 out.append(entry)
@@ -93,8 +97,10 @@ def untrusted(path: str) -> str | None:
                 if not st.st_mode & stat.S_ISVTX:
                     return f"{prefix} is writable by others"
                 if not os.path.lexists(os.path.join(prefix, parts[i])):
-                    return f"{os.path.join(prefix, parts[i])} is missing in a directory " \
-                           "others may write"
+                    return (
+                        f"{os.path.join(prefix, parts[i])} is missing in a directory "
+                        "others may write"
+                    )
     return None
 
 
@@ -103,8 +109,12 @@ def check_entries(entries: Iterable[str]) -> None:
         kind, _, rest = entry.partition(" ")
         numbers, _, access = rest.partition(" ")
         major, _, minor = numbers.partition(":")
-        if kind not in ENTRY_KINDS or not (major.isdigit() and minor.isdigit()) or \
-                not access or set(access) - set("rwm"):
+        if (
+            kind not in ENTRY_KINDS
+            or not (major.isdigit() and minor.isdigit())
+            or not access
+            or set(access) - set("rwm")
+        ):
             raise ValueError(f"Limits.devices_deny entry {entry!r} is not 'c MAJ:MIN rwm'")
 
 
@@ -125,7 +135,8 @@ def make(ns: str, name: str, entries: Iterable[str]) -> str:
         with contextlib.suppress(OSError):
             os.rmdir(path)
         if isinstance(exc, OSError):
-            raise CgroupError(f"cannot deny {entry!r} in devices cgroup {name}: "
-                              f"{exc.strerror}") from None
+            raise CgroupError(
+                f"cannot deny {entry!r} in devices cgroup {name}: {exc.strerror}"
+            ) from None
         raise
     return path

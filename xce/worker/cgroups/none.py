@@ -34,7 +34,7 @@ def _stat_fields(pid: str) -> list[str] | None:
             text = f.read()
     except OSError:
         return None
-    return text[text.rfind(b")") + 2:].decode("ascii", "replace").split()
+    return text[text.rfind(b")") + 2 :].decode("ascii", "replace").split()
 
 
 def session_members(sid: int) -> dict[int, list[str]]:
@@ -61,8 +61,10 @@ class NoneJobCgroup:
         self._peak_seen = 0
 
     def enter(self) -> None:
-        for res, value in ((resource.RLIMIT_AS, self.limits.memory_bytes),
-                           (resource.RLIMIT_NPROC, self.limits.pids)):
+        for res, value in (
+            (resource.RLIMIT_AS, self.limits.memory_bytes),
+            (resource.RLIMIT_NPROC, self.limits.pids),
+        ):
             if value is None:
                 continue
             _soft, hard = resource.getrlimit(res)
@@ -162,8 +164,14 @@ class NoneBackend:
     def describe(self) -> dict[str, object]:
         return {
             "kind": "none",
-            "enforces": {"memory": False, "swap": False, "cpu": False, "cpuset": False,
-                         "pids": False, "freezer": False},
+            "enforces": {
+                "memory": False,
+                "swap": False,
+                "cpu": False,
+                "cpuset": False,
+                "pids": False,
+                "freezer": False,
+            },
             "rlimits": ["RLIMIT_AS (per process)", "RLIMIT_NPROC (per user)"],
             "reason": self.reason,
             "parent": None,

@@ -160,8 +160,9 @@ class V1Backend:
 
     kind = "v1"
 
-    def __init__(self, parents: dict[str, str], namespace: str,
-                 devices_parent: str | None = None) -> None:
+    def __init__(
+        self, parents: dict[str, str], namespace: str, devices_parent: str | None = None
+    ) -> None:
         """`parents`: controller -> absolute parent directory (it must exist);
         `devices_parent`: the devices hierarchy's, used only for jobs with denied devices."""
         check_name(namespace, "namespace")
@@ -219,8 +220,10 @@ class V1Backend:
 
     def _choose_cores(self, name: str, want: int) -> tuple[int, ...]:
         ns = self.ns["cpuset"]
-        avail = parse_cpus(read_opt(os.path.join(ns, "cpuset.effective_cpus"))
-                           or read_opt(os.path.join(ns, "cpuset.cpus")))
+        avail = parse_cpus(
+            read_opt(os.path.join(ns, "cpuset.effective_cpus"))
+            or read_opt(os.path.join(ns, "cpuset.cpus"))
+        )
         given = self._given_cores(exclude=name)
         free = [c for c in avail if c not in given]
         return tuple(free[:want]) if len(free) >= want else ()
@@ -246,10 +249,13 @@ class V1Backend:
                     cores = self._apply(name, dirs, limits)
                     if limits.devices_deny:
                         if self.devices_ns is None:
-                            raise CgroupError("the job has GPUs to fence off but no cgroup "
-                                              "v1 devices hierarchy is mounted")
+                            raise CgroupError(
+                                "the job has GPUs to fence off but no cgroup "
+                                "v1 devices hierarchy is mounted"
+                            )
                         dirs[devices.HIERARCHY] = devices.make(
-                            self.devices_ns, name, limits.devices_deny)
+                            self.devices_ns, name, limits.devices_deny
+                        )
                         made.append(dirs[devices.HIERARCHY])
                 except BaseException:
                     for d in made:
@@ -308,15 +314,19 @@ class V1Backend:
 
     def describe(self) -> dict[str, object]:
         cpuset = self.ns.get("cpuset")
-        cores = parse_cpus(read_opt(os.path.join(cpuset, "cpuset.effective_cpus"))) if cpuset \
+        cores = (
+            parse_cpus(read_opt(os.path.join(cpuset, "cpuset.effective_cpus")))
+            if cpuset
             else tuple(range(os.cpu_count() or 1))
+        )
         mem = self.parents.get("memory")
         return {
             "kind": "v1",
             "enforces": {
                 "memory": "memory" in self.ns,
-                "swap": bool(mem and os.path.exists(os.path.join(mem,
-                                                                 "memory.memsw.limit_in_bytes"))),
+                "swap": bool(
+                    mem and os.path.exists(os.path.join(mem, "memory.memsw.limit_in_bytes"))
+                ),
                 "cpu": "cpu" in self.ns,
                 "cpuset": "cpuset" in self.ns,
                 "pids": "pids" in self.ns,

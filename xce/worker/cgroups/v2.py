@@ -194,7 +194,8 @@ class V2Backend:
             busy = self._enable(self.parent, busy)
         if busy:
             self.notes.append(
-                f"{', '.join(busy)} not enabled: {self.parent} holds processes (EBUSY)")
+                f"{', '.join(busy)} not enabled: {self.parent} holds processes (EBUSY)"
+            )
         try:
             os.mkdir(self.ns)
         except FileExistsError:
@@ -296,8 +297,9 @@ class V2Backend:
             if cores:
                 write(os.path.join(path, "cpuset.cpus"), format_cpus(cores))
             elif "cpu" in on:
-                write(os.path.join(path, "cpu.max"),
-                      f"{limits.cpus * CPU_PERIOD_US} {CPU_PERIOD_US}")
+                write(
+                    os.path.join(path, "cpu.max"), f"{limits.cpus * CPU_PERIOD_US} {CPU_PERIOD_US}"
+                )
         return cores
 
     def open(self, name: str, leader_pid: int | None = None) -> V2JobCgroup | None:
