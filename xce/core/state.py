@@ -17,7 +17,7 @@ from xce.core import events as ev
 from xce.core.allocation import check_allocation, host_memory_mb
 from xce.core.deps import Outcome
 from xce.core.errors import Conflict, InvalidRequest, NotFound
-from xce.core.fastreplace import fast_replace
+from xce.core.fastreplace import replacer
 from xce.core.model import (
     ArrayRecord,
     HostAdmin,
@@ -98,6 +98,70 @@ def held_slots(job: JobRecord) -> int:
 
 _ACTIVE = frozenset(s for s in JobState if s.active)
 _FINISHED = frozenset(s for s in JobState if s.finished)
+_PEND = JobState.PEND
+_IDLE = HostLoad()
+
+
+def _started(
+    job: JobRecord,
+    host: str,
+    at: float,
+    devices: tuple[str, ...],
+    eligible: float,
+    allocation: tuple,
+) -> JobRecord:
+    """The record of a job that starts at `at` on `host`: its previous attempt's outcome
+    cleared. One generated constructor call (`replacer`), as a start happens per job."""
+    return _START(
+        job,
+        _RUN,
+        host,
+        at,
+        None,
+        None,
+        None,
+        "",
+        None,
+        False,
+        devices,
+        eligible,
+        "",
+        at,
+        allocation,
+    )
+
+
+_RUN = JobState.RUN
+_START = replacer(
+    JobRecord,
+    "state",
+    "host",
+    "start_time",
+    "end_time",
+    "exit_code",
+    "exit_signal",
+    "reason",
+    "usage",
+    "kill_requested",
+    "devices",
+    "eligible_time",
+    "preempted_by",
+    "resumed_time",
+    "allocation",
+)
+# The record of a job that ends: state, end_time, exit_code, exit_signal, usage, reason,
+# outputs, host_usage.
+_finished = replacer(
+    JobRecord,
+    "state",
+    "end_time",
+    "exit_code",
+    "exit_signal",
+    "usage",
+    "reason",
+    "outputs",
+    "host_usage",
+)
 
 
 class ClusterState:
@@ -293,55 +357,72 @@ class ClusterState:
         """Store `new` and move every derived index from `old`'s state to `new`'s."""
         self._index(old, new)
         if new.array_index is not None:
-            array = self.arrays[new.number]
-            delta = {"active": 0, "done": 0, "exited": 0}
-            for state, sign in ((old.state if old else None, -1), (new.state, +1)):
-                if state is None:
-                    continue
-                if state.active:
-                    delta["active"] += sign
-                elif state is JobState.DONE:
-                    delta["done"] += sign
-                elif state is JobState.EXIT:
-                    delta["exited"] += sign
-            if any(delta.values()):
-                self.arrays[array.id] = replace(
-                    array,
-                    active=array.active + delta["active"],
-                    done=array.done + delta["done"],
-                    exited=array.exited + delta["exited"],
-                )
-        if new.state.finished and (old is None or not old.state.finished):
+            self._count_task(old, new)
+        if new.state in _FINISHED and (old is None or old.state not in _FINISHED):
             eligibility.target_ended(self, new)
 
+    def _count_task(self, old: JobRecord | None, new: JobRecord) -> None:
+        """Move an array task from its old state's counter (active, done, exited) to its
+        new one's."""
+        array = self.arrays[new.number]
+        delta = {"active": 0, "done": 0, "exited": 0}
+        for state, sign in ((old.state if old else None, -1), (new.state, +1)):
+            if state is None:
+                continue
+            if state in _ACTIVE:
+                delta["active"] += sign
+            elif state is JobState.DONE:
+                delta["done"] += sign
+            elif state is JobState.EXIT:
+                delta["exited"] += sign
+        if any(delta.values()):
+            self.arrays[array.id] = replace(
+                array,
+                active=array.active + delta["active"],
+                done=array.done + delta["done"],
+                exited=array.exited + delta["exited"],
+            )
+
     def _index(self, old: JobRecord | None, new: JobRecord) -> None:
-        """The indexes that are pure functions of the job records (not array counters)."""
-        self.jobs[new.id] = new
-        old_state = old.state if old else None
-        if old is not None:
-            self.counts[(old.state, old.spec.queue)] -= 1
-        self.counts[(new.state, new.spec.queue)] += 1
-        if old_state is JobState.PEND:
-            self.pending.pop(new.id, None)
-        if new.state is JobState.PEND:
-            self.pending[new.id] = None
-        if old is not None and old.state.active and old.host:
-            self._load(old.host, old, -1)
-        if new.state.active and new.host:
+        """The indexes that are pure functions of the job records (not array counters).
+
+        Runs for every job event (three per job at least: submit, start, end), so states are
+        tested by identity and set membership rather than through `JobState`'s properties,
+        and an index the change cannot touch is not touched (issue 21)."""
+        job_id, state, spec = new.id, new.state, new.spec
+        self.jobs[job_id] = new
+        if old is None:
+            self.counts[(state, spec.queue)] += 1
+            if new.array_index is not None:
+                self.array_tasks.setdefault(new.number, {})[job_id] = None
+            if new.submit_key:
+                self.submit_keys[(spec.user, new.submit_key)] = job_id
+            old_state = None
+        else:
+            old_state = old.state
+            if old_state is not state or old.spec.queue != spec.queue:
+                counts = self.counts
+                counts[(old_state, old.spec.queue)] -= 1
+                counts[(state, spec.queue)] += 1
+            if old_state is _PEND:
+                self.pending.pop(job_id, None)
+            elif old_state in _ACTIVE and old.host:
+                self._load(old.host, old, -1)
+        if state is _PEND:
+            self.pending[job_id] = None
+        elif state in _ACTIVE and new.host:
             self._load(new.host, new, +1)
-        if old is None and new.array_index is not None:
-            self.array_tasks.setdefault(new.number, {})[new.id] = None
-        if old is None and new.submit_key:
-            self.submit_keys[(new.spec.user, new.submit_key)] = new.id
         if new.array_index is None:
-            self.finished_jobs.pop(new.id, None)
-            if new.state.finished:
-                self.finished_jobs[new.id] = None
-        if new.spec.dependency:
-            if new.state.finished:
-                self.waiting_on_deps.pop(new.id, None)
+            if state in _FINISHED:
+                self.finished_jobs.pop(job_id, None)  # a record rewritten moves to the end
+                self.finished_jobs[job_id] = None
+            elif old_state in _FINISHED:
+                self.finished_jobs.pop(job_id, None)
+        if spec.dependency:
+            if state in _FINISHED:
+                self.waiting_on_deps.pop(job_id, None)
             else:
-                self.waiting_on_deps[new.id] = None
+                self.waiting_on_deps[job_id] = None
             eligibility.watch_job(self, old, new)
 
     def _index_restored(self, jobs: list[JobRecord]) -> None:
@@ -459,7 +540,7 @@ class ClusterState:
     ) -> None:
         """One host's share of an active job: its licenses count once, on the first host;
         its devices on each host, that host's grant (`granted`; the job's by default)."""
-        load = self.host_load.get(host, HostLoad())
+        load = self.host_load.get(host) or _IDLE
         jobs = load.jobs | {job.id} if sign > 0 else load.jobs - {job.id}
         if not jobs:
             # An idle host has no entry, so a restored state equals the live one.
@@ -481,6 +562,9 @@ class ClusterState:
 
     def _materialise(self, job_id: str) -> tuple[JobRecord | None, JobRecord]:
         """(stored record or None if virtual, current record) for a job or pending task."""
+        stored = self.jobs.get(job_id)
+        if stored is not None:  # the usual case: one lookup
+            return stored, stored
         current = self.job(job_id)
         return self.jobs.get(current.id), current
 
@@ -634,30 +718,13 @@ class ClusterState:
                 other = self.host(part.host)
                 if k and part.devices:  # every other host's own grant (`--gpus` per host)
                     self._check_grant(e.job_id, part.host, part.devices, other)
-        self._store(
-            stored,
-            fast_replace(
-                job,
-                state=JobState.RUN,
-                host=e.host,
-                start_time=e.at,
-                end_time=None,
-                exit_code=None,
-                exit_signal=None,
-                reason="",
-                usage=None,
-                kill_requested=False,
-                devices=e.devices,
-                # eligible by the time it started at the latest (a dependency whose target
-                # was requeued after it ended, a start the scheduler did not plan)
-                eligible_time=e.at if job.eligible_time is None else job.eligible_time,
-                preempted_by="",
-                resumed_time=e.at,
-                allocation=e.hosts
-                if len(e.hosts) > 1 or (e.hosts and e.hosts[0].slots != job.spec.slots)
-                else (),
-            ),
+        allocation = (
+            e.hosts if len(e.hosts) > 1 or (e.hosts and e.hosts[0].slots != job.spec.slots) else ()
         )
+        # eligible by the time it started at the latest (a dependency whose target was
+        # requeued after it ended, a start the scheduler did not plan)
+        eligible = e.at if job.eligible_time is None else job.eligible_time
+        self._store(stored, _started(job, e.host, e.at, e.devices, eligible, allocation))
 
     def _check_grant(
         self, job_id: str, host_name: str, devices: tuple[str, ...], host: HostRecord
@@ -788,16 +855,16 @@ class ClusterState:
         reason = e.reason or ("killed" if job.kill_requested else "")
         self._store(
             stored,
-            fast_replace(
+            _finished(
                 job,
-                state=target,
-                end_time=e.at,
-                exit_code=e.exit_code,
-                exit_signal=e.exit_signal,
-                usage=e.usage or job.usage,
-                reason=reason,
-                outputs=e.outputs,
-                host_usage=e.host_usage,
+                target,
+                e.at,
+                e.exit_code,
+                e.exit_signal,
+                e.usage or job.usage,
+                reason,
+                e.outputs,
+                e.host_usage,
             ),
         )
 

@@ -41,18 +41,23 @@ from xce.sched.snapshot import (
 
 SHIFT = 1 << 40  # order key: job number, then array index (pipeline._groups uses the same)
 
-# Events that change at most the job they name (and its host's load).
-_ONE_JOB = (
-    ev.JobSubmitted,
-    ev.JobStarted,
-    ev.JobFinished,
-    ev.JobSuspended,
-    ev.JobResumed,
-    ev.JobKillRequested,
-    ev.JobKilled,
-    ev.JobRequeued,
-    ev.JobUsageReported,
-)
+# What an event changes, by its type (a dict lookup: `observe` runs for every event).
+_SUBMIT, _ONE_JOB, _SHAPE = 1, 2, 3
+_KINDS: dict[type, int] = {
+    ev.JobSubmitted: _SUBMIT,  # a new pending job
+    # at most the job they name (and its host's load)
+    ev.JobStarted: _ONE_JOB,
+    ev.JobFinished: _ONE_JOB,
+    ev.JobSuspended: _ONE_JOB,
+    ev.JobResumed: _ONE_JOB,
+    ev.JobKillRequested: _ONE_JOB,
+    ev.JobKilled: _ONE_JOB,
+    ev.JobRequeued: _ONE_JOB,
+    ev.JobUsageReported: _ONE_JOB,
+    # the hosts or the queues
+    ev.HostRegistered: _SHAPE,
+    ev.QueueCreated: _SHAPE,
+}
 
 
 def order_key(record: JobRecord) -> int:
@@ -77,10 +82,12 @@ class SnapshotCache:
             self._stale = True  # an event applied without us (a follower, a recovery)
             return
         self._seen += 1
-        if isinstance(event, _ONE_JOB):
-            job_id = str(event.number) if isinstance(event, ev.JobSubmitted) else event.job_id  # type: ignore[union-attr]
-            self._sync(job_id, state)
-        elif isinstance(event, ev.HostRegistered | ev.QueueCreated):
+        kind = _KINDS.get(type(event))
+        if kind == _ONE_JOB:
+            self._sync(event.job_id, state)  # type: ignore[attr-defined]
+        elif kind == _SUBMIT:
+            self._submitted(str(event.number), state)  # type: ignore[attr-defined]
+        elif kind == _SHAPE:
             self._hosts_dirty = True
             self._queues = None
         else:
@@ -126,6 +133,11 @@ class SnapshotCache:
             self._add_pending(record, state)
         if record.state.active and record.host:
             self._add_running(record)
+
+    def _submitted(self, job_id: str, state: ClusterState) -> None:
+        """`_sync` for a job just submitted: it is in no view yet."""
+        if job_id in state.pending:  # not held
+            self._add_pending(state.jobs[job_id], state)
 
     def _add_pending(self, record: JobRecord, state: ClusterState) -> None:
         queue = record.spec.queue
