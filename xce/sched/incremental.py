@@ -22,6 +22,7 @@ and the controller's synchronous pass both do.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -103,9 +104,15 @@ class SnapshotCache:
         self._dependent: dict[str, None] = {}  # pending jobs whose view must be re-read
         self._tasks: dict[str, int] = {}  # pending array tasks -> array number
         self._running: dict[str, tuple[RunningJob, ...]] = {}  # one view per host
+        # every running view by (host, job id), kept sorted: a pass reads them in that
+        # order, and a start or an end moves one entry instead of resorting them all
+        self._ordered: list[tuple[tuple[str, str], RunningJob]] = []
         self._running_tuple: tuple[RunningJob, ...] | None = None
-        self._hosts_dirty = True
+        self._hosts_dirty = True  # every host view is rebuilt (a host or queue event)
+        self._dirty: set[str] = set()  # else only these hosts' views (their load changed)
         self._hosts: tuple[HostView, ...] = ()
+        self._host_list: list[HostView] = []
+        self._host_at: dict[str, int] = {}  # host name -> its place in _host_list
         self._queues: dict[str, QueueRecord] | None = None
         records = [state.jobs[i] for i in state.pending]
         records.sort(key=order_key)
@@ -123,10 +130,13 @@ class SnapshotCache:
             del self._queued[queue][job_id]
             self._dependent.pop(job_id, None)
             self._tasks.pop(job_id, None)
-        if job_id in self._running:
-            self._hosts_dirty = True
+        views = self._running.pop(job_id, None)
+        if views is not None:
             self._running_tuple = None
-            del self._running[job_id]
+            ordered = self._ordered
+            for view in views:
+                del ordered[bisect_left(ordered, ((view.host, job_id),))]
+                self._dirty.add(view.host)
         if record is None:
             return
         if job_id in state.pending:
@@ -157,9 +167,11 @@ class SnapshotCache:
             self._tasks[record.id] = record.number
 
     def _add_running(self, record: JobRecord) -> None:
-        self._running[record.id] = running_views(record)
+        self._running[record.id] = views = running_views(record)
         self._running_tuple = None
-        self._hosts_dirty = True
+        for view in views:
+            insort(self._ordered, ((view.host, record.id), view))
+            self._dirty.add(view.host)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -190,15 +202,9 @@ class SnapshotCache:
             record = state.jobs[job_id]
             self._queued[self._where[job_id]][job_id] = _view(record, state)
         if self._running_tuple is None:
-            self._running_tuple = tuple(
-                sorted(
-                    (v for views in self._running.values() for v in views),
-                    key=lambda r: (r.host, r.job_id),
-                )
-            )
-        if self._hosts_dirty:
-            self._hosts = _host_views(state)
-            self._hosts_dirty = False
+            self._running_tuple = tuple([view for _, view in self._ordered])
+        if self._hosts_dirty or self._dirty:
+            self._refresh_hosts(state)
         if self._queues is None:
             self._queues = dict(state.queues)
         arrays: tuple[PendingArray, ...] = ()
@@ -235,6 +241,20 @@ class SnapshotCache:
             reservations=tuple(state.reservations.values()),
         )
 
+    def _refresh_hosts(self, state: ClusterState) -> None:
+        """All host views after a host or queue event, else those of the hosts whose
+        load changed since the last snapshot."""
+        if self._hosts_dirty:
+            self._host_list = _host_views(state)
+            self._host_at = {view.name: k for k, view in enumerate(self._host_list)}
+            self._hosts_dirty = False
+        else:
+            hosts, loads, views, at = state.hosts, state.host_load, self._host_list, self._host_at
+            for name in self._dirty:
+                views[at[name]] = host_view(hosts[name], loads.get(name))
+        self._dirty.clear()
+        self._hosts = tuple(self._host_list)
+
 
 def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:
     return evaluate(spec.dependency, state) if spec.dependency else DepStatus.SATISFIED
@@ -251,8 +271,8 @@ def _view(record: JobRecord, state: ClusterState) -> PendingJob:
     )
 
 
-def _host_views(state: ClusterState) -> tuple[HostView, ...]:
-    return tuple(
+def _host_views(state: ClusterState) -> list[HostView]:
+    return list(
         host_view(host, state.host_load.get(host.name))
         for host in sorted(state.hosts.values(), key=lambda h: h.name)
     )

@@ -377,45 +377,48 @@ def simulate(
     # Strict FCFS: the pending jobs in submission order; a pass starts nothing unless the
     # first of them fits (BlockEverything stops the pass at the first job that does not).
     line: deque[Outcome] = deque()
+    # Bound once: the loop below runs three events per job (issue 21).
+    apply, observe, charge = state.apply, cache.observe, ledger.observe
+    pop, push, loads = heapq.heappop, heapq.heappush, state.host_load
+    finished, submitted, begun = ev.JobFinished, ev.JobSubmitted, ev.JobStarted
     while queue:
         now = queue[0][0]
         while queue and queue[0][0] == now:
-            _, kind, _, payload = heapq.heappop(queue)
-            if kind == 2:  # a reservation starts or ends
-                blocked = False
-            elif kind == 0:
+            _, kind, _, payload = pop(queue)
+            if kind == 0:  # a job ends
                 blocked = False
                 outcome: Outcome = payload
-                event = ev.JobFinished(
-                    now,
-                    outcome.job_id,
-                    0,
-                    None if outcome.killed else 0,
-                    9 if outcome.killed else None,
-                    reason="walltime exceeded" if outcome.killed else "",
-                )
-                state.apply(event)
+                if outcome.killed:
+                    event: ev.Event = finished(
+                        now, outcome.job_id, 0, None, 9, reason="walltime exceeded"
+                    )
+                else:
+                    event = finished(now, outcome.job_id, 0, 0)
+                apply(event)
                 if fair:
-                    ledger.observe(event, state)
-                cache.observe(event, state)
+                    charge(event, state)
+                observe(event, state)
                 outcome.end = now
                 ended += 1
                 if progress is not None and not ended % 1024:
                     progress(ended)
-            else:
+            elif kind == 1:  # a job arrives
                 number = state.next_number
-                submitted = ev.JobSubmitted(now, number, spec_for(payload, slots=slots))
-                state.apply(submitted)
-                cache.observe(submitted, state)
+                event = submitted(now, number, spec_for(payload, slots=slots))
+                apply(event)
+                observe(event, state)
                 outcome = Outcome(payload, str(number))
                 needs.add(min(payload.procs, slots))
                 if strict_fcfs:
                     line.append(outcome)
                 by_id[outcome.job_id] = outcome
                 result.outcomes.append(outcome)
+            else:  # a reservation starts or ends
+                blocked = False
         if blocked or not needs.least:
             continue
-        free = max_free_slots(state)
+        # the most free slots on one host (every host is online and has `slots`)
+        free = slots if len(loads) < hosts else slots - min(x.slots for x in loads.values())
         if needs.least > free or (strict_fcfs and min(line[0].job.procs, slots) > free):
             continue
         usage = ledger.usage(now) if fair else None
@@ -423,22 +426,21 @@ def simulate(
         result.passes += 1
         blocked = strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
         for placement in decided.placements:
-            started_event = ev.JobStarted(
-                now, placement.job_id, placement.host, placement.devices, placement.hosts
-            )
-            state.apply(started_event)
-            cache.observe(started_event, state)
-            outcome = by_id[placement.job_id]
+            event = begun(now, placement.job_id, placement.host, placement.devices, placement.hosts)
+            apply(event)
+            observe(event, state)
+            outcome = by_id.pop(placement.job_id)
             needs.remove(min(outcome.job.procs, slots))
             if strict_fcfs:
                 if line[0] is outcome:
                     line.popleft()  # strict order starts jobs from the head
                 else:
                     line.remove(outcome)
-            where = "+".join(p.host for p in placement.hosts) or placement.host
+            parts = placement.hosts
+            where = "+".join(p.host for p in parts) if len(parts) > 1 else placement.host
             outcome.start, outcome.host = now, where
             result.decisions.append((now, outcome.job.number, where))
-            heapq.heappush(queue, (now + executed_time(outcome.job), 0, seq, outcome))
+            push(queue, (now + executed_time(outcome.job), 0, seq, outcome))
             seq += 1
     result.seconds = time.perf_counter() - started
     if progress is not None:
