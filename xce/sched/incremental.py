@@ -25,6 +25,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import cast
 
 from xce.core import events as ev
 from xce.core.deps import DepStatus, evaluate
@@ -72,6 +73,7 @@ class SnapshotCache:
     def __init__(self) -> None:
         self._stale = True
         self.rebuilds = 0
+        self._queues: dict[str, QueueRecord] | None = None  # None: read them again
 
     # --- feeding ------------------------------------------------------------------------
 
@@ -85,9 +87,9 @@ class SnapshotCache:
         self._seen += 1
         kind = _KINDS.get(type(event))
         if kind == _ONE_JOB:
-            self._sync(event.job_id, state)  # type: ignore[attr-defined]
+            self._sync(cast("ev.JobStarted", event).job_id, state)
         elif kind == _SUBMIT:
-            self._submitted(str(event.number), state)  # type: ignore[attr-defined]
+            self._submitted(str(cast("ev.JobSubmitted", event).number), state)
         elif kind == _SHAPE:
             self._hosts_dirty = True
             self._queues = None
@@ -113,7 +115,7 @@ class SnapshotCache:
         self._hosts: tuple[HostView, ...] = ()
         self._host_list: list[HostView] = []
         self._host_at: dict[str, int] = {}  # host name -> its place in _host_list
-        self._queues: dict[str, QueueRecord] | None = None
+        self._queues = None
         records = [state.jobs[i] for i in state.pending]
         records.sort(key=order_key)
         for record in records:
