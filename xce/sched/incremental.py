@@ -29,7 +29,7 @@ from typing import cast
 
 from xce.core import events as ev
 from xce.core.deps import DepStatus, evaluate
-from xce.core.model import JobRecord, JobSpec, QueueRecord
+from xce.core.model import JobRecord, JobSpec, JobState, QueueRecord
 from xce.core.state import ClusterState
 from xce.sched.snapshot import (
     HostView,
@@ -41,6 +41,7 @@ from xce.sched.snapshot import (
     running_views,
 )
 
+_ACTIVE = frozenset(s for s in JobState if s.active)
 SHIFT = 1 << 40  # order key: job number, then array index (pipeline._groups uses the same)
 
 # What an event changes, by its type (a dict lookup: `observe` runs for every event).
@@ -126,7 +127,8 @@ class SnapshotCache:
         self._stale = False
 
     def _sync(self, job_id: str, state: ClusterState) -> None:
-        record = state.jobs.get(job_id)
+        """Drop the job's views, then add the one its record calls for now (pending or
+        running; none once it has ended)."""
         queue = self._where.pop(job_id, None)
         if queue is not None:
             del self._queued[queue][job_id]
@@ -139,11 +141,12 @@ class SnapshotCache:
             for view in views:
                 del ordered[bisect_left(ordered, ((view.host, job_id),))]
                 self._dirty.add(view.host)
+        record = state.jobs.get(job_id)
         if record is None:
             return
         if job_id in state.pending:
             self._add_pending(record, state)
-        if record.state.active and record.host:
+        elif record.state in _ACTIVE and record.host:
             self._add_running(record)
 
     def _submitted(self, job_id: str, state: ClusterState) -> None:
