@@ -138,7 +138,7 @@ def executed_time(job: SwfJob) -> float:
     return job.run_time
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     job: SwfJob
     job_id: str
