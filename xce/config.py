@@ -14,6 +14,7 @@ split into host and port, token files read.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import tomllib
@@ -80,7 +81,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
 
 def _same(table: Any, settings: type) -> dict[str, Any]:
     """The table's keys that the settings hold under the same name, as they are."""
-    names = set(settings.__dataclass_fields__)
+    names = {f.name for f in dataclasses.fields(settings)}
     return {k: getattr(table, k) for k in table.__struct_fields__ if k in names}
 
 

@@ -34,8 +34,9 @@ class ConfigError(InvalidRequest):
     code = "config_error"
 
 
-class Table(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """One TOML table: strict types, unknown keys refused."""
+class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One TOML table: strict types, unknown keys refused. Not frozen: a table lives only
+    while the file is read (and mypy wants every subclass to repeat `frozen`)."""
 
 
 class Invalid(ValueError):
