@@ -19,7 +19,7 @@ import re
 import types
 import typing
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar, get_args, get_origin
 
 import msgspec
 
@@ -76,57 +76,65 @@ def convert(data: Any, kind: type[T], where: str = "") -> T:
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>.*)`)?$", re.S)
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
-_MISSING = object()
 
 
-def _message(exc: msgspec.ValidationError, data: Any, kind: Any, where: str) -> str:
-    match = _AT.match(str(exc))
-    assert match is not None
-    what, path = match["what"], match["path"] or ""
+class _Spot(NamedTuple):
+    """Where msgspec's path leads: the key's name, its declared type, the value in the file
+    and the deepest `error` text on the way (with the key it belongs to)."""
+
+    names: str
+    kind: Any
+    value: Any
+    error: tuple[str, str] | None
+
+
+def _walk(path: str, data: Any, kind: Any, where: str) -> _Spot:
     names, tp, value = where, kind, data
-    error: tuple[str, str] | None = None  # (key, text) of the deepest `error` on the path
+    error: tuple[str, str] | None = None
     for step in _STEP.finditer(path):
         key, index = step.groups()
         tp = _strip(tp)
         if key is not None:
             tp = _field_type(tp, key)
-            value = value.get(key, _MISSING) if isinstance(value, Mapping) else _MISSING
+            value = value.get(key) if isinstance(value, Mapping) else None
             names = f"{names}.{key}" if names else key
         elif index == "...":  # a dict's value: find which one msgspec refused
-            value_tp = get_args(_strip(tp))[1]
+            value_tp = get_args(tp)[1]
             key = next(k for k, v in value.items() if not _fits(v, value_tp))
             tp, value, names = value_tp, value[key], f"{names}.{key}"
         else:
-            tp = _item_type(tp, int(index))
-            value = value[int(index)]
+            tp, value = _item_type(tp, int(index)), value[int(index)]
             names = f"{names}[{index}]"
         if text := _meta(tp, "error"):
             error = (names, text)
+    return _Spot(names, tp, value, error)
+
+
+def _message(exc: msgspec.ValidationError, data: Any, kind: Any, where: str) -> str:
+    match = _AT.match(str(exc))
+    assert match is not None
+    what = match["what"]
+    names, tp, value, error = _walk(match["path"] or "", data, kind, where)
     cause = exc.__cause__
-    if isinstance(cause, Invalid):
+    if isinstance(cause, Invalid):  # a rule of __post_init__, worded relative to its table
         if not names:
             return cause.text
         return f"{names}: {cause.text}" if cause.whole else f"{names}.{cause.text}"
-    if isinstance(cause, ValueError | TypeError):
+    if cause is not None:  # any other ValueError or TypeError of a __post_init__
         return f"{names}: {cause}" if names else str(cause)
     if error is not None:
         return " ".join(error)
-    table = names or "(top level)"
     if what.startswith("Object contains unknown field"):
         allowed = ", ".join(sorted(f.encode_name for f in msgspec.structs.fields(_strip(tp))))
-        return f"unknown key {table}.{_quoted(what)} (allowed: {allowed})"
+        return f"unknown key {names or '(top level)'}.{_quoted(what)} (allowed: {allowed})"
     if what.startswith("Object missing required field"):
         key = _quoted(what)
-        names = f"{names}.{key}" if names else key
-        tp, value = _field_type(_strip(tp), key), None
-    value = None if value is _MISSING else value
-    if re.match(r"Expected `[^`]*`(,| got)", what) or what.startswith("Object missing"):
-        if isinstance(value, bool) and what.endswith("got `bool`"):
-            return f"{names} must be {_expected(tp)}, not a boolean"
-        return f"{names} must be {_expected(tp)}, got {value!r}"
-    if what.startswith("Invalid enum value"):
-        return f"{names} must be {_expected(tp)}, got {value!r}"
-    return f"{names} {_meta(tp, 'hint') or _bound(tp)}, got {value!r}"
+        names, tp, value = f"{names}.{key}" if names else key, _field_type(_strip(tp), key), None
+    elif not re.match(r"Expected `[^`]*`(,| got)|Invalid enum value", what):
+        return f"{names} {_meta(tp, 'hint') or _bound(tp)}, got {value!r}"  # a constraint
+    if isinstance(value, bool) and what.endswith("got `bool`"):
+        return f"{names} must be {_expected(tp)}, not a boolean"
+    return f"{names} must be {_expected(tp)}, got {value!r}"
 
 
 def _quoted(what: str) -> str:
