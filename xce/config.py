@@ -69,13 +69,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         tls=_tls(file.tls, base),
         guard=file.guard.settings(),
         auth=file.auth.settings(base),
-        ha=HaSettings(
-            replication=cluster.replication,
-            failover_timeout_s=cluster.failover_timeout_s,
-            heartbeat_interval_s=cluster.heartbeat_interval_s,
-            sync_timeout_s=cluster.sync_timeout_s,
-            reclaim=cluster.reclaim,
-        ),
+        ha=HaSettings(**_same(cluster, HaSettings)),
     )
 
 

@@ -100,8 +100,8 @@ def _walk(path: str, data: Any, kind: Any, where: str) -> _Spot:
             names = f"{names}.{key}" if names else key
         elif index == "...":  # a dict's value: find which one msgspec refused
             value_tp = get_args(tp)[1]
-            key = next(k for k, v in value.items() if not _fits(v, value_tp))
-            tp, value, names = value_tp, value[key], f"{names}.{key}"
+            key = next((k for k, v in value.items() if not _fits(v, value_tp)), "...")
+            tp, value, names = value_tp, value.get(key), f"{names}.{key}"
         else:
             tp, value = _item_type(tp, int(index)), value[int(index)]
             names = f"{names}[{index}]"
