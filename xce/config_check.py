@@ -59,10 +59,10 @@ def error(text: str) -> msgspec.Meta:
     return msgspec.Meta(extra={"error": text})
 
 
-def hint(text: str) -> msgspec.Meta:
-    """`Annotated[PosInt, hint("must be HOST:PORT")]`: a broken constraint reads
-    `<key> <text>, got <value>`."""
-    return msgspec.Meta(extra={"hint": text})
+def hint(text: str, **constraint: Any) -> msgspec.Meta:
+    """`Annotated[int, hint("must be 0 or more", ge=0)]`: the constraint (msgspec.Meta's
+    keywords), and its breach reads `<key> <text>, got <value>`."""
+    return msgspec.Meta(**constraint, extra={"hint": text})
 
 
 def convert(data: Any, kind: type[T], where: str = "") -> T:

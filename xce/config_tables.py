@@ -34,6 +34,10 @@ _C, _W, _T, _H, _Q = (
     QueueRecord(""),
 )
 _JOB_USER = r"^[a-z_][a-z0-9_.-]{0,31}$"
+_KEEP_ALL = "must be 0 (keep everything) or more"
+_NO_LIMIT = "must be 0 (no limit) or a positive integer"
+_DEVICE_PATH = 'must contain {} (the device id), e.g. "/dev/nvidia{}"'
+Names = tuple[Annotated[str, msgspec.Meta(min_length=1)], ...]  # none of them empty
 
 
 def host_port(text: str, lowest_port: int = 1) -> tuple[str, int] | None:
@@ -78,7 +82,7 @@ class ControllerTable(Table):
     upload_ttl_s: PosFloat = _C.upload_ttl_s
     max_job_outputs_mb: PosInt = _C.max_job_outputs_mb
     allow_root_jobs: bool = _C.allow_root_jobs
-    min_job_uid: Annotated[int, msgspec.Meta(ge=0), hint("must be 0 or more")] = _C.min_job_uid
+    min_job_uid: Annotated[int, hint("must be 0 or more", ge=0)] = _C.min_job_uid
     job_users: Annotated[
         tuple[Annotated[str, msgspec.Meta(pattern=_JOB_USER)], ...],
         error("must be a list of user names"),
@@ -93,9 +97,9 @@ class ControllerTable(Table):
     checkpoint_interval_s: PosFloat = _C.checkpoint_interval_s
     finished_retention_s: PosFloat = _C.finished_retention_s
     accounting: bool = _C.accounting
-    accounting_retention_months: Annotated[
-        int, msgspec.Meta(ge=0), hint("must be 0 (keep everything) or more")
-    ] = _C.accounting_retention_months
+    accounting_retention_months: Annotated[int, hint(_KEEP_ALL, ge=0)] = (
+        _C.accounting_retention_months
+    )
     url: str = _C.url
     replication_listen: str | None = None
     replication_token: str = _C.replication_token
@@ -121,21 +125,15 @@ class WorkerTable(Table):
     usage_interval_s: PosFloat = _W.usage_interval_s
     token: str = _W.token
     token_file: str | None = None
-    min_job_uid: Annotated[int, msgspec.Meta(ge=0), hint("must be a uid (an integer >= 0)")] = (
-        _W.min_job_uid
-    )
+    min_job_uid: Annotated[int, hint("must be a uid (an integer >= 0)", ge=0)] = _W.min_job_uid
     cgroup: Literal["auto", "v2", "v1", "none"] = "auto"
     cgroup_parent: str = _W.cgroup_parent
-    pids_limit: Annotated[
-        int, msgspec.Meta(ge=0), hint("must be 0 (no limit) or a positive integer")
-    ] = _W.pids_limit
+    pids_limit: Annotated[int, hint(_NO_LIMIT, ge=0)] = _W.pids_limit
     private_tmp: bool = _W.private_tmp
     gres: Gres | None = None
-    gpu_device_path: Annotated[
-        str,
-        msgspec.Meta(pattern=re.escape("{}")),
-        hint('must contain {} (the device id), e.g. "/dev/nvidia{}"'),
-    ] = _W.gpu_device_path
+    gpu_device_path: Annotated[str, hint(_DEVICE_PATH, pattern=re.escape("{}"))] = (
+        _W.gpu_device_path
+    )
     task_listen: str = f"{_W.task_host}:{_W.task_port}"
 
     def __post_init__(self) -> None:
@@ -189,14 +187,8 @@ class QueueTable(Table):
     default_memory_mb: PosInt | None = None
     max_memory_mb: PosInt | None = None
     max_slots: PosInt | None = None
-    users: Annotated[
-        tuple[Annotated[str, msgspec.Meta(min_length=1)], ...],
-        error("must be a list of user names and @groups"),
-    ] = ()
-    preempt: Annotated[
-        tuple[Annotated[str, msgspec.Meta(min_length=1)], ...],
-        error("must be a list of queue names"),
-    ] = ()
+    users: Annotated[Names, error("must be a list of user names and @groups")] = ()
+    preempt: Annotated[Names, error("must be a list of queue names")] = ()
     preempt_mode: str = _Q.preempt_mode
     preempt_min_run_s: int = _Q.preempt_min_run_s
 
