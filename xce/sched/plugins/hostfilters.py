@@ -11,11 +11,9 @@ from typing import ClassVar
 
 from xce.core.model import JobSpec, QueueRecord
 from xce.sched.expr import host_attributes, matches, parse_requirement
-from xce.sched.plugins import register
 from xce.sched.snapshot import HostView
 
 
-@register
 class Online:
     """Registered, reachable and open (not closed or draining)."""
 
@@ -26,7 +24,6 @@ class Online:
         return host.schedulable
 
 
-@register
 class QueueHosts:
     """In the queue's host list, when it has one. `@name` in the list is a host group: the
     hosts whose `group` attribute is `name`."""
@@ -41,7 +38,6 @@ class QueueHosts:
         return group is not None and f"@{group}" in queue.hosts
 
 
-@register
 class Select:
     """The job's `select[]` expression, on the host's attributes at the start of the pass
     (terms on free `slots`/`mem` are checked again at placement by the pipeline)."""
