@@ -13,7 +13,7 @@ finding hosts (xce/sched/hostpool.py), so a pass is near linear in pending jobs.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from xce.core import gres
@@ -101,6 +101,9 @@ class SchedulingPass:
         self._tally = any(
             q.max_running is not None or q.max_running_per_user is not None for q in queues
         ) or any(reads_usage(p.order) for p in self.policies.values())
+        # no queue makes reservations (first-fit): a job wider than the free slots is
+        # passed over at once in the simulator's loop
+        self._no_reserve = all(p.reserve is None for p in self.policies.values())
         self.usage_hours: dict[str, float] = {}
         if self._tally:
             seconds = dict(snapshot.usage)
@@ -182,10 +185,14 @@ class SchedulingPass:
                 self.group_slots,
                 self.snapshot,
             )
-            for item in policies[queue.name].order.order(items, ctx):  # type: ignore[arg-type]
+            ordered = policies[queue.name].order.order(items, ctx)  # type: ignore[arg-type]
+            if not explain:
+                if self._run_quiet(ordered):
+                    return self.result
+                continue
+            for item in ordered:
                 if pool.total_free_slots <= 0:
-                    if explain:
-                        self._no_room_left(groups, arrays_done)
+                    self._no_room_left(groups, arrays_done)
                     return self.result
                 spec = item.spec
                 if type(item) is PendingJob:
@@ -199,12 +206,46 @@ class SchedulingPass:
                     arrays_done.add(item.number)
                 name = spec.queue
                 policy = policies[name]
-                if not explain and self._cannot_start(spec, policy):
-                    continue
                 self._try(item, queues[name], policy)
-                if not explain and self.reservation is not None and self.reservation.host < 0:
-                    return self.result  # strict order: nothing behind a blocked job starts
         return self.result
+
+    def _run_quiet(self, ordered: Iterable[Item]) -> bool:
+        """The simulator's loop (`explain=False`): the same placements as the loop in
+        `run`, without naming why the rest waits; True when the pass is over (no free slot
+        left, or a strict order blocked).
+
+        A minimal simulator compares two numbers per waiting job, so this loop does too
+        for the jobs that surely cannot start: a job wider than the free slots is passed
+        over with no call at all when trying it could make no reservation (one is held
+        already, or no queue makes any)."""
+        queues, policies, pool = self.snapshot.queues, self.policies, self.pool
+        reasons, blocked = self.result.reasons, self._blocked
+        satisfied = DepStatus.SATISFIED
+        no_reserve = self._no_reserve
+        skip_wide = no_reserve or self.reservation is not None
+        for item in ordered:
+            free = pool.total_free_slots
+            if free <= 0:
+                return True
+            spec = item.spec
+            if skip_wide and spec.slots > free:
+                continue  # as _cannot_start would say, from one comparison
+            if type(item) is PendingJob and item.index is None and item.deps is satisfied:
+                known = blocked.get(id(spec))
+                if known is not None:
+                    reasons[item.job_id] = known
+                    continue
+            name = spec.queue
+            policy = policies[name]
+            if self._cannot_start(spec, policy):
+                continue
+            self._try(item, queues[name], policy)
+            res = self.reservation
+            if res is not None:
+                if res.host < 0:
+                    return True  # strict order: nothing behind a blocked job starts
+                skip_wide = True
+        return False
 
     def _cannot_start(self, spec: JobSpec, policy: QueuePolicy) -> bool:
         """Whether `spec` surely cannot start now and trying would change nothing (it
@@ -391,7 +432,8 @@ class SchedulingPass:
         if spec.licenses:
             self.devices.take_licenses(spec)
         self.result.placements.append(Placement(job_id, self.pool.hosts[i].name, devices))
-        self._count(spec.user, spec.queue, spec.slots)
+        if self._tally:
+            self._count(spec.user, spec.queue, spec.slots)
         if array is not None:
             self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
 
