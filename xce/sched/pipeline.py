@@ -29,14 +29,7 @@ from xce.sched.expr import (
 from xce.sched.gres import DevicePool, too_few, waiting_reason, with_devices
 from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
 from xce.sched.plugins import PluginRegistry, QueuePolicy, builtin
-from xce.sched.plugins.base import (
-    Item,
-    OrderContext,
-    ranks,
-    reads_usage,
-    reserves_host_sets,
-    submission_order,
-)
+from xce.sched.plugins.base import Item, OrderContext
 from xce.sched.ranking import FREE_ATTRIBUTES, key_function, select_names
 from xce.sched.reasons import WaitReason
 from xce.sched.reservation import Reservation
@@ -100,7 +93,7 @@ class SchedulingPass:
         queues = snapshot.queues.values()
         self._tally = any(
             q.max_running is not None or q.max_running_per_user is not None for q in queues
-        ) or any(reads_usage(p.order) for p in self.policies.values())
+        ) or any(p.reads_usage for p in self.policies.values())
         # no queue makes reservations (first-fit): a job wider than the free slots is
         # passed over at once in the simulator's loop
         self._no_reserve = all(p.reserve is None for p in self.policies.values())
@@ -133,7 +126,7 @@ class SchedulingPass:
         groups: dict[tuple[int, int, str], list[tuple[int, Item]]] = {}
         keys: dict[str, tuple[int, int, str]] = {}
         for name, queue in self.snapshot.queues.items():
-            if submission_order(self.policies[name].order):
+            if self.policies[name].submission_order:
                 keys[name] = (-queue.priority, 0, "")
             else:
                 keys[name] = (-queue.priority, 1, name)
@@ -573,7 +566,7 @@ class SchedulingPass:
             rank = functions[0]
             ordered = (
                 sorted(hosts, key=rank)
-                if (req is not None and req.order) or ranks(policy.score)
+                if (req is not None and req.order) or policy.ranks
                 else list(hosts)
             )
             self._spread_hosts[shape] = ordered
@@ -620,13 +613,13 @@ class SchedulingPass:
             and not spec.reservation
             and not spec.gres
         ):
-            if reserves_host_sets(policy.reserve):
+            if policy.host_sets:
                 # every host the shape may use, ranked afresh (the list above was pruned of
                 # the full ones, which are the ones that free later): once per pass
                 rank = self._key_functions[queue.name, spec.resources][0]
                 ranked = (
                     sorted(hosts, key=rank)
-                    if (req is not None and req.order) or ranks(policy.score)
+                    if (req is not None and req.order) or policy.ranks
                     else list(hosts)
                 )
                 made: Reservation | None = multihost.reserve(
@@ -688,8 +681,9 @@ class SchedulingPass:
         if hosts is None:
             views = self.pool.hosts
             hosts = list(range(len(views)))
-            for check in policy.filters:
-                hosts = [i for i in hosts if check.accepts(views[i], spec, queue)]
+            for accepts, refuses_any in policy.filter_tests:
+                if refuses_any is None or refuses_any(spec, queue):
+                    hosts = [i for i in hosts if accepts(views[i], spec, queue)]
             self._filtered[fkey] = hosts
         return hosts
 
@@ -723,7 +717,7 @@ class SchedulingPass:
             if cached is None:
                 ranked = (
                     sorted(hosts, key=key)
-                    if (req is not None and req.order) or ranks(policy.score)
+                    if (req is not None and req.order) or policy.ranks
                     else hosts
                 )
                 cached = self._rankings[fkey] = (ranked, 0)

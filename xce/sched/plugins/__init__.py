@@ -15,12 +15,22 @@ built-in registry, which is built on first use and never changes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from xce.sched.plugins.base import FilterPlugin, OrderPlugin, ReservePlugin, ScorePlugin
+from xce.core.model import JobSpec, QueueRecord
+from xce.sched.plugins.base import (
+    FilterPlugin,
+    OrderPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    ranks,
+    reads_usage,
+    reserves_host_sets,
+    submission_order,
+)
 
 KINDS = ("order", "filter", "score", "reserve")
 DEFAULT_FILTERS = ("online", "queue-hosts", "select")
@@ -30,12 +40,33 @@ DEFAULT_SCORE = "first-fit"
 
 @dataclass(frozen=True)
 class QueuePolicy:
-    """The plugins one queue schedules with."""
+    """The plugins one queue schedules with, and their capabilities read once (the pass
+    reads these flags, never plugin names)."""
 
     order: OrderPlugin
     filters: tuple[FilterPlugin, ...]
     score: ScorePlugin
     reserve: ReservePlugin | None
+    submission_order: bool = field(init=False)  # the order's
+    reads_usage: bool = field(init=False)  # the order's
+    ranks: bool = field(init=False)  # the score's
+    host_sets: bool = field(init=False)  # the reservation's (False without one)
+    # per filter: (accepts, refuses_any or None when the filter does not say)
+    filter_tests: tuple[
+        tuple[Callable[..., bool], Callable[[JobSpec, QueueRecord], bool] | None], ...
+    ] = field(init=False)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__  # frozen: set once, here
+        put(self, "submission_order", submission_order(self.order))
+        put(self, "reads_usage", reads_usage(self.order))
+        put(self, "ranks", ranks(self.score))
+        put(self, "host_sets", self.reserve is not None and reserves_host_sets(self.reserve))
+        put(
+            self,
+            "filter_tests",
+            tuple((f.accepts, getattr(f, "refuses_any", None)) for f in self.filters),
+        )
 
 
 class PluginRegistry:

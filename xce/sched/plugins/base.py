@@ -69,6 +69,11 @@ class FilterPlugin(Protocol):
         """Whether `host` may run `spec` at all (decided once per pass and job shape)."""
         ...
 
+    def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        """False when `accepts` is True for every host for this job and queue (no `-R`,
+        no queue host list): the pass then does not ask per host."""
+        ...
+
 
 class ScorePlugin(Protocol):
     name: ClassVar[str]

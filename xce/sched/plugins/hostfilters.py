@@ -20,6 +20,9 @@ class Online:
     name: ClassVar[str] = "online"
     kind: ClassVar[str] = "filter"
 
+    def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        return True
+
     def accepts(self, host: HostView, spec: JobSpec, queue: QueueRecord) -> bool:
         return host.schedulable
 
@@ -30,6 +33,9 @@ class QueueHosts:
 
     name: ClassVar[str] = "queue-hosts"
     kind: ClassVar[str] = "filter"
+
+    def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        return bool(queue.hosts)
 
     def accepts(self, host: HostView, spec: JobSpec, queue: QueueRecord) -> bool:
         if not queue.hosts or host.name in queue.hosts:
@@ -44,6 +50,9 @@ class Select:
 
     name: ClassVar[str] = "select"
     kind: ClassVar[str] = "filter"
+
+    def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        return bool(spec.resources)
 
     def accepts(self, host: HostView, spec: JobSpec, queue: QueueRecord) -> bool:
         if not spec.resources:
