@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from xce.core.model import JobSpec
 from xce.sched import reasons as why
-from xce.sched.plugins import policy_for
+from xce.sched.plugins import PluginRegistry, builtin
 from xce.sched.reasons import WaitKind, WaitReason
 from xce.sched.snapshot import PendingJob, RunningJob, Snapshot
 from xce.sched.types import Plan
@@ -90,8 +90,11 @@ def resume_first(snapshot: Snapshot) -> tuple[list[str], Snapshot]:
     return resumed, dataclasses.replace(snapshot, hosts=hosts, running=running)
 
 
-def decide(snapshot: Snapshot, now: float, plan: Plan) -> Decision:
-    """What to resume and whom to preempt after `plan` (see the module docstring)."""
+def decide(
+    snapshot: Snapshot, now: float, plan: Plan, registry: PluginRegistry | None = None
+) -> Decision:
+    """What to resume and whom to preempt after `plan` (see the module docstring);
+    `registry` is the one the pass used (its filters say which hosts a queue may use)."""
     decision = Decision()
     hosts = {h.name: h for h in snapshot.hosts}
     free = {h.name: h.free_slots for h in snapshot.hosts}
@@ -108,7 +111,7 @@ def decide(snapshot: Snapshot, now: float, plan: Plan) -> Decision:
             free_mem[placement.host] -= spec.memory_mb
     _resume(snapshot, decision, free)
     if any(q.preempt for q in snapshot.queues.values()):
-        _preempt(snapshot, now, plan, decision, hosts, free, free_mem)
+        _preempt(snapshot, now, plan, decision, hosts, free, free_mem, registry or builtin())
     return decision
 
 
@@ -136,6 +139,7 @@ def _preempt(
     hosts: dict,
     free: dict[str, int],
     free_mem: dict[str, int],
+    registry: PluginRegistry,
 ) -> None:
     queues = snapshot.queues
     preempting = {name for name, q in queues.items() if q.preempt}
@@ -172,7 +176,7 @@ def _preempt(
         names = eligible.get(key)
         if names is None:
             queue = queues[spec.queue]
-            filters = policy_for(queue.plugins).filters
+            filters = registry.policy_for(queue.plugins).filters
             names = eligible[key] = [
                 name
                 for name, host in hosts.items()
