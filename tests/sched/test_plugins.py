@@ -85,6 +85,12 @@ def test_a_plugin_name_is_taken_once() -> None:
         registry.add(LastHostFirst)
 
 
+def test_the_shared_builtin_registry_takes_no_more_plugins() -> None:
+    with pytest.raises(ValueError, match="this registry is shared"):
+        plugins.builtin().add(LastHostFirst)
+    assert "test-last-host-first" not in plugins.names()
+
+
 def test_registries_are_independent() -> None:
     one, two = plugins.PluginRegistry.builtin(), plugins.PluginRegistry.builtin()
     one.add(LastHostFirst)

@@ -75,8 +75,14 @@ class PluginRegistry:
     def __init__(self, plugins: Iterable[type] = ()) -> None:
         self._plugins: dict[str, Any] = {}
         self._policies: dict[tuple[str, ...], QueuePolicy] = {}
+        self._frozen = False
         for cls in plugins:
             self.add(cls)
+
+    def freeze(self) -> PluginRegistry:
+        """Refuse further plugins from now on (a registry shared by the whole process)."""
+        self._frozen = True
+        return self
 
     @classmethod
     def builtin(cls) -> PluginRegistry:
@@ -85,6 +91,11 @@ class PluginRegistry:
 
     def add(self, cls: type) -> None:
         """Make one instance of `cls` available under `cls.name`."""
+        if self._frozen:
+            raise ValueError(
+                f"plugin {cls.__name__}: this registry is shared and takes no more plugins; "
+                "build your own (PluginRegistry([...])) and pass it to the pass"
+            )
         name, kind = getattr(cls, "name", None), getattr(cls, "kind", None)
         if not isinstance(name, str) or not name:
             raise TypeError(f"plugin {cls.__name__}: it needs a `name`")
@@ -172,7 +183,7 @@ def builtin_plugins() -> list[type]:
 @lru_cache(maxsize=1)
 def builtin() -> PluginRegistry:
     """The registry of the built-in plugins, built once on first use."""
-    return PluginRegistry.builtin()
+    return PluginRegistry.builtin().freeze()
 
 
 def names(kind: str | None = None) -> list[str]:
