@@ -8,10 +8,12 @@ controller (and the simulator) when it builds a snapshot.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
-from xce.config_check import ConfigError, PosFloat, Table, error, hint
-from xce.sched.priority import PrioritySettings, parse_priority
+import msgspec
+
+from xce.config_check import PosFloat, Table, error, hint
+from xce.sched.priority import PrioritySettings
 
 
 @dataclass(frozen=True)
@@ -42,12 +44,8 @@ class SchedulerTable(Table):
         dict[str, Annotated[tuple[str, ...], error("must be a list of user names")]],
         error("must be a table of group = [users]"),
     ] = {}
-    priority: dict[str, Any] = {}  # checked by xce/sched/priority.parse_priority
+    priority: PrioritySettings = msgspec.field(default_factory=PrioritySettings)
 
     def settings(self) -> SchedulerSettings:
-        try:
-            priority = parse_priority(self.priority)
-        except ValueError as exc:  # its messages name scheduler.priority.<key>
-            raise ConfigError(str(exc)) from None
         groups = tuple(sorted(self.groups.items()))
-        return SchedulerSettings(float(self.fairshare_half_life_s), groups, priority)
+        return SchedulerSettings(float(self.fairshare_half_life_s), groups, self.priority)
