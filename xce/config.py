@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from xce.auth.settings import refuse_static_tokens
-from xce.config_check import ConfigError, _check_keys, _typed, convert
+from xce.config_check import ConfigError, convert
 from xce.config_settings import (
     DEFAULT_PORT,
     Config,
@@ -48,8 +48,6 @@ __all__ = [
     "HaSettings",
     "TlsSettings",
     "WorkerSettings",
-    "_check_keys",
-    "_typed",
     "load_config",
     "parse_config",
 ]

@@ -65,6 +65,12 @@ def hint(text: str, **constraint: Any) -> msgspec.Meta:
     return msgspec.Meta(**constraint, extra={"hint": text})
 
 
+def required(text: str = "is required") -> msgspec.Meta:
+    """`Annotated[str, required()]`: a missing key reads `<key> is required` (the default
+    wording is `<key> must be a str, got None`)."""
+    return msgspec.Meta(extra={"missing": text})
+
+
 def convert(data: Any, kind: type[T], where: str = "") -> T:
     """`data` (parsed TOML) as `kind`; a `ConfigError` naming the key when it is not one.
     `where` prefixes the keys when `data` is one table of the file (`auth`)."""
@@ -130,6 +136,8 @@ def _message(exc: msgspec.ValidationError, data: Any, kind: Any, where: str) -> 
     if what.startswith("Object missing required field"):
         key = _quoted(what)
         names, tp, value = f"{names}.{key}" if names else key, _field_type(_strip(tp), key), None
+        if text := _meta(tp, "missing"):
+            return f"{names} {text}"
     elif not re.match(r"Expected `[^`]*`(,| got)|Invalid enum value", what):
         return f"{names} {_meta(tp, 'hint') or _bound(tp)}, got {value!r}"  # a constraint
     if isinstance(value, bool) and what.endswith("got `bool`"):
@@ -231,23 +239,3 @@ def _expected(tp: Any) -> str:
 
 def _one_of(values: list[str]) -> str:
     return ", ".join(values[:-1]) + " or " + values[-1] if len(values) > 1 else values[0]
-
-
-def _check_keys(section: str, data: dict[str, Any], allowed: set[str]) -> None:
-    """For tables read by hand (the auth backends' own keys): refuse an unknown key."""
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ConfigError(
-            f"unknown key {section}.{unknown[0]} (allowed: {', '.join(sorted(allowed))})"
-        )
-
-
-def _typed(section: str, key: str, value: Any, kind: type | tuple[type, ...]) -> Any:
-    """For tables read by hand: `value` unless it is not a `kind` (a bool is no number)."""
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    name = " or ".join(k.__name__ for k in kinds)
-    if isinstance(value, bool) and bool not in kinds:
-        raise ConfigError(f"{section}.{key} must be a {name}, not a boolean")
-    if not isinstance(value, kind):
-        raise ConfigError(f"{section}.{key} must be a {name}, got {value!r}")
-    return value
