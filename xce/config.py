@@ -14,30 +14,26 @@ split into host and port, token files read.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import socket
 import tomllib
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from xce.auth.settings import refuse_static_tokens
 from xce.config_check import ConfigError, convert
 from xce.config_settings import (
     DEFAULT_PORT,
     Config,
+    ControllerKeys,
     ControllerSettings,
     HaSettings,
     TlsSettings,
+    WorkerKeys,
     WorkerSettings,
 )
-from xce.config_tables import (
-    ControllerTable,
-    FileTable,
-    TlsTable,
-    WorkerTable,
-    host_port,
-)
+from xce.config_tables import FileTable, TlsTable, WorkerTable, host_port
 from xce.gres_config import licenses, worker_gres
 
 __all__ = [
@@ -58,23 +54,21 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     base = path.parent if path else Path.cwd()
     refuse_static_tokens(data.get("auth") if isinstance(data, dict) else None)
     file = convert(data, FileTable)
-    cluster = file.cluster
     return Config(
-        controllers=tuple(c.rstrip("/") for c in cluster.controllers),
+        controllers=tuple(c.rstrip("/") for c in file.cluster.controllers),
         controller=_controller(file, base),
         worker=_worker(file.worker, base),
         path=path,
         tls=_tls(file.tls, base),
         guard=file.guard.settings(),
         auth=file.auth.settings(base),
-        ha=HaSettings(**_same(cluster, HaSettings)),
+        ha=HaSettings(**_keys(file.cluster, HaSettings)),
     )
 
 
-def _same(table: Any, settings: type) -> dict[str, Any]:
-    """The table's keys that the settings hold under the same name, as they are."""
-    names = {f.name for f in dataclasses.fields(settings)}
-    return {k: getattr(table, k) for k in table.__struct_fields__ if k in names}
+def _keys(table: msgspec.Struct, keys: type[msgspec.Struct]) -> dict[str, Any]:
+    """The keys of `keys` (a base of the table's type) as the table holds them."""
+    return {name: getattr(table, name) for name in keys.__struct_fields__}
 
 
 def _resolve(base: Path, raw: str) -> Path:
@@ -82,12 +76,10 @@ def _resolve(base: Path, raw: str) -> Path:
 
 
 def _controller(file: FileTable, base: Path) -> ControllerSettings:
-    t: ControllerTable = file.controller
-    out = _same(t, ControllerSettings)
+    t = file.controller
+    out = _keys(t, ControllerKeys)
     out["listen_host"], out["listen_port"] = host_port(t.listen) or ("", 0)
-    if t.state_dir is None:
-        del out["state_dir"]  # the settings' default, under the home directory
-    else:
+    if t.state_dir is not None:
         out["state_dir"] = _resolve(base, t.state_dir)
     out["url"] = t.url.rstrip("/")
     if t.replication_listen is not None:
@@ -101,26 +93,24 @@ def _controller(file: FileTable, base: Path) -> ControllerSettings:
         )
     if file.queue is not None:
         out["queues"] = tuple(q.record() for q in file.queue)
-    out["scheduler"] = file.scheduler.settings()
-    out["licenses"] = licenses(file.license)
-    return ControllerSettings(**out)
+    return ControllerSettings(
+        **out, scheduler=file.scheduler.settings(), licenses=licenses(file.license)
+    )
 
 
 def _worker(t: WorkerTable, base: Path) -> WorkerSettings:
-    out = _same(t, WorkerSettings)
-    out["name"] = socket.gethostname() if t.name is None else t.name
-    out["attributes"] = tuple((k, str(v)) for k, v in sorted(t.attributes.items()))
+    out = _keys(t, WorkerKeys)
+    if t.name is not None:
+        out["name"] = t.name
     for key in ("spool_dir", "jobs_dir"):
-        raw = getattr(t, key)
-        if raw is None:
-            del out[key]
-        else:
+        if (raw := getattr(t, key)) is not None:
             out[key] = _resolve(base, raw)
     out["task_host"], out["task_port"] = host_port(t.task_listen, 0) or ("", 0)
-    out["gres"] = None if t.gres is None else worker_gres(t.gres)
     if t.token_file is not None:
         out["token"] = _secret("worker.token_file", base, t.token_file)
-    return WorkerSettings(**out)
+    attributes = tuple((k, str(v)) for k, v in sorted(t.attributes.items()))
+    gres = None if t.gres is None else worker_gres(t.gres)
+    return WorkerSettings(**out, attributes=attributes, gres=gres)
 
 
 def _tls(t: TlsTable, base: Path) -> TlsSettings:

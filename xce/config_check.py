@@ -34,9 +34,10 @@ class ConfigError(InvalidRequest):
     code = "config_error"
 
 
-class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """One TOML table: strict types, unknown keys refused. Not frozen: a table lives only
-    while the file is read (and mypy wants every subclass to repeat `frozen`)."""
+class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """One TOML table: strict types, unknown keys refused, frozen because settings extend
+    tables (xce/config_settings.py). mypy reads `frozen` per class: every subclass repeats
+    it."""
 
 
 class Invalid(ValueError):

@@ -21,7 +21,7 @@ from xce.config_check import (
 )
 
 
-class Inner(Table):
+class Inner(Table, frozen=True):
     size: PosInt = 1
     mode: Literal["a", "b", "c"] = "a"
 
@@ -32,7 +32,7 @@ class Inner(Table):
             raise Invalid("eight is too many", whole=True)
 
 
-class Outer(Table):
+class Outer(Table, frozen=True):
     name: str
     inner: list[Inner] = []
     shares: dict[str, PosNumber] = {}
@@ -43,7 +43,7 @@ class Outer(Table):
     inners: dict[str, Inner] = {}
 
 
-class Login(Table):
+class Login(Table, frozen=True):
     url: Annotated[str, required()]
     user: Annotated[str, hint("may not be empty", min_length=1), required("is needed")]
 

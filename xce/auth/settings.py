@@ -45,7 +45,7 @@ Name = Annotated[str, msgspec.Meta(min_length=1), hint("must not be empty")]
 Strings = Annotated[tuple[str, ...], error("must be a list of strings")]
 
 
-class AuthTable(Table):
+class AuthTable(Table, frozen=True):
     """`[auth]` as written in the file."""
 
     issuer: Name = _D.issuer

@@ -36,7 +36,7 @@ class SchedulerSettings:
         return out
 
 
-class SchedulerTable(Table):
+class SchedulerTable(Table, frozen=True):
     """`[scheduler]` as written in the file."""
 
     fairshare_half_life_s: Annotated[PosFloat, hint("must be a positive number")] = 3600.0

@@ -191,7 +191,7 @@ class ConfigFileBackend:
         return entry.groups if entry else ()
 
 
-class ConfigFileOptions(Table):
+class ConfigFileOptions(Table, frozen=True):
     """The keys of a `type = "configfile"` `[[auth.backend]]` table."""
 
     path: Annotated[str, required("is required (the users file)")]

@@ -214,7 +214,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-class LdapOptions(Table):
+class LdapOptions(Table, frozen=True):
     """The keys of a `type = "ldap"` `[[auth.backend]]` table (README documents each)."""
 
     url: Text

@@ -235,7 +235,7 @@ class OAuth2Backend:
         return Principal(user=user, groups=groups, backend=self.name)
 
 
-class OAuth2Options(Table):
+class OAuth2Options(Table, frozen=True):
     """The keys of a `type = "oauth2"` `[[auth.backend]]` table (README documents each)."""
 
     issuer: Text

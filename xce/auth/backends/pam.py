@@ -111,7 +111,7 @@ def system_groups(username: str) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-class PamOptions(Table):
+class PamOptions(Table, frozen=True):
     """The keys of a `type = "pam"` `[[auth.backend]]` table: the service file must exist
     in /etc/pam.d."""
 
