@@ -19,10 +19,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from xce.auth.settings import refuse_static_tokens
-from xce.config_check import ConfigError, convert
+from xce.config_check import ConfigError, convert, values
 from xce.config_settings import (
     DEFAULT_PORT,
     Config,
@@ -62,13 +60,8 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         tls=_tls(file.tls, base),
         guard=file.guard.settings(),
         auth=file.auth.settings(base),
-        ha=HaSettings(**_keys(file.cluster, HaSettings)),
+        ha=HaSettings(**values(file.cluster, HaSettings)),
     )
-
-
-def _keys(table: msgspec.Struct, keys: type[msgspec.Struct]) -> dict[str, Any]:
-    """The keys of `keys` (a base of the table's type) as the table holds them."""
-    return {name: getattr(table, name) for name in keys.__struct_fields__}
 
 
 def _resolve(base: Path, raw: str) -> Path:
@@ -77,7 +70,7 @@ def _resolve(base: Path, raw: str) -> Path:
 
 def _controller(file: FileTable, base: Path) -> ControllerSettings:
     t = file.controller
-    out = _keys(t, ControllerKeys)
+    out = values(t, ControllerKeys)
     out["listen_host"], out["listen_port"] = host_port(t.listen) or ("", 0)
     if t.state_dir is not None:
         out["state_dir"] = _resolve(base, t.state_dir)
@@ -99,7 +92,7 @@ def _controller(file: FileTable, base: Path) -> ControllerSettings:
 
 
 def _worker(t: WorkerTable, base: Path) -> WorkerSettings:
-    out = _keys(t, WorkerKeys)
+    out = values(t, WorkerKeys)
     if t.name is not None:
         out["name"] = t.name
     for key in ("spool_dir", "jobs_dir"):

@@ -81,6 +81,12 @@ def convert(data: Any, kind: type[T], where: str = "") -> T:
         raise ConfigError(_message(exc, data, kind, where)) from None
 
 
+def values(table: msgspec.Struct, keys: type[msgspec.Struct]) -> dict[str, Any]:
+    """The keys of `keys` (a base of the table's type) as `table` holds them: what a settings
+    Struct that extends the same base takes as written."""
+    return {name: getattr(table, name) for name in keys.__struct_fields__}
+
+
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>.*)`)?$", re.S)
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 
