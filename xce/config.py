@@ -71,14 +71,13 @@ def _resolve(base: Path, raw: str) -> Path:
 def _controller(file: FileTable, base: Path) -> ControllerSettings:
     t = file.controller
     out = values(t, ControllerKeys)
-    out["listen_host"], out["listen_port"] = host_port(t.listen) or ("", 0)
+    out["listen_host"], out["listen_port"] = host_port("listen", t.listen)
     if t.state_dir is not None:
         out["state_dir"] = _resolve(base, t.state_dir)
     out["url"] = t.url.rstrip("/")
     if t.replication_listen is not None:
-        out["replication_host"], out["replication_port"] = host_port(t.replication_listen) or (
-            "",
-            0,
+        out["replication_host"], out["replication_port"] = host_port(
+            "replication_listen", t.replication_listen
         )
     if t.replication_token_file is not None:
         out["replication_token"] = _secret(
@@ -98,7 +97,7 @@ def _worker(t: WorkerTable, base: Path) -> WorkerSettings:
     for key in ("spool_dir", "jobs_dir"):
         if (raw := getattr(t, key)) is not None:
             out[key] = _resolve(base, raw)
-    out["task_host"], out["task_port"] = host_port(t.task_listen, 0) or ("", 0)
+    out["task_host"], out["task_port"] = host_port("task_listen", t.task_listen, 0)
     if t.token_file is not None:
         out["token"] = _secret("worker.token_file", base, t.token_file)
     attributes = tuple((k, str(v)) for k, v in sorted(t.attributes.items()))

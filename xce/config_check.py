@@ -19,7 +19,7 @@ import re
 import types
 import typing
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, NamedTuple, TypeVar, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 import msgspec
 
@@ -91,17 +91,11 @@ _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>.*)`)?$", re.S)
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 
 
-class _Spot(NamedTuple):
+def _walk(
+    path: str, data: Any, kind: Any, where: str
+) -> tuple[str, Any, Any, tuple[str, str] | None]:
     """Where msgspec's path leads: the key's name, its declared type, the value in the file
     and the deepest `error` text on the way (with the key it belongs to)."""
-
-    names: str
-    kind: Any
-    value: Any
-    error: tuple[str, str] | None
-
-
-def _walk(path: str, data: Any, kind: Any, where: str) -> _Spot:
     names, tp, value = where, kind, data
     error: tuple[str, str] | None = None
     for step in _STEP.finditer(path):
@@ -120,7 +114,7 @@ def _walk(path: str, data: Any, kind: Any, where: str) -> _Spot:
             names = f"{names}[{index}]"
         if text := _meta(tp, "error"):
             error = (names, text)
-    return _Spot(names, tp, value, error)
+    return names, tp, value, error
 
 
 def _message(exc: msgspec.ValidationError, data: Any, kind: Any, where: str) -> str:
@@ -139,9 +133,9 @@ def _message(exc: msgspec.ValidationError, data: Any, kind: Any, where: str) -> 
         return " ".join(error)
     if what.startswith("Object contains unknown field"):
         allowed = ", ".join(sorted(f.encode_name for f in msgspec.structs.fields(_strip(tp))))
-        return f"unknown key {names or '(top level)'}.{_quoted(what)} (allowed: {allowed})"
+        return f"unknown key {names or '(top level)'}.{what.split('`')[1]} (allowed: {allowed})"
     if what.startswith("Object missing required field"):
-        key = _quoted(what)
+        key = what.split("`")[1]
         names, tp, value = f"{names}.{key}" if names else key, _field_type(_strip(tp), key), None
         if text := _meta(tp, "missing"):
             return f"{names} {text}"
@@ -150,10 +144,6 @@ def _message(exc: msgspec.ValidationError, data: Any, kind: Any, where: str) -> 
     if isinstance(value, bool) and what.endswith("got `bool`"):
         return f"{names} must be {_expected(tp)}, not a boolean"
     return f"{names} must be {_expected(tp)}, got {value!r}"
-
-
-def _quoted(what: str) -> str:
-    return what.split("`")[1]
 
 
 def _fits(value: Any, tp: Any) -> bool:

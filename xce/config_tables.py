@@ -31,17 +31,14 @@ _C, _Q = ControllerSettings(), QueueRecord("")
 Names = tuple[Annotated[str, msgspec.Meta(min_length=1)], ...]  # none of them empty
 
 
-def host_port(text: str, lowest_port: int = 1) -> tuple[str, int] | None:
-    """`HOST:PORT` (`[::1]:7000`; an empty host is 127.0.0.1) or None when it is not one."""
+def host_port(key: str, text: str, lowest_port: int = 1) -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:7000`; an empty host is 127.0.0.1); `Invalid` naming `key` when
+    `text` is not one (where `lowest_port` is 0, port 0 means any free port)."""
     host, sep, port = text.rpartition(":")
     if not sep or not (port.isascii() and port.isdigit()) or not lowest_port <= int(port) < 65536:
-        return None
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def _check_listen(key: str, text: str | None, lowest_port: int = 1, note: str = "") -> None:
-    if text is not None and host_port(text, lowest_port) is None:
+        note = " (port 0: any free port)" if lowest_port == 0 else ""
         raise Invalid(f"{key} must be HOST:PORT{note}, got {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 class ClusterTable(HaSettings, frozen=True):
@@ -63,8 +60,9 @@ class ControllerTable(ControllerKeys, frozen=True):
     replication_token_file: str | None = None
 
     def __post_init__(self) -> None:
-        _check_listen("listen", self.listen)
-        _check_listen("replication_listen", self.replication_listen)
+        host_port("listen", self.listen)
+        if self.replication_listen is not None:
+            host_port("replication_listen", self.replication_listen)
 
 
 class WorkerTable(WorkerKeys, frozen=True):
@@ -79,7 +77,7 @@ class WorkerTable(WorkerKeys, frozen=True):
     task_listen: str = "127.0.0.1:0"
 
     def __post_init__(self) -> None:
-        _check_listen("task_listen", self.task_listen, 0, " (port 0: any free port)")
+        host_port("task_listen", self.task_listen, 0)
         if self.gres is not None:
             worker_gres(self.gres)
 
