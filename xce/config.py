@@ -5,11 +5,12 @@ A single file serves every role: `[cluster]` (the ordered controller candidate l
 `[[license]]`. Unknown keys are errors, not silently ignored, because a typo in a cluster
 config is an outage waiting to happen.
 
-Each table is declared once as a typed msgspec table (xce/config_tables.py, and beside their
-settings for `[auth]`, `[guard]`, `[scheduler]`, `[[license]]`); xce/config_check.py words
-the errors. What the rest of the code reads are the settings of xce/config_settings.py
-(re-exported here); `parse_config` derives them: paths resolved against the file, `listen`
-split into host and port, token files read.
+Each key is declared once in a typed msgspec table (xce/config_tables.py, and beside their
+settings for `[auth]`, `[guard]`, `[scheduler]`, `[[license]]`; the login backends declare
+their own in xce/auth/backends); xce/config_check.py words the errors. What the rest of the
+code reads are the settings of xce/config_settings.py (re-exported here), which extend the
+same keys; `parse_config` derives the rest: paths resolved against the file, `listen` split
+into host and port, token files read.
 """
 
 from __future__ import annotations

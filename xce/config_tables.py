@@ -1,7 +1,9 @@
-"""The config file's tables, each declared once: key, type, default, constraint, message.
+"""The config file's tables, each key declared once: type, default, constraint, message.
 
-The defaults are those of the settings the tables become (xce/config_settings.py);
-`[auth]`, `[guard]`, `[scheduler]` and `[[license]]` are declared beside their settings.
+`[controller]`, `[worker]` and `[cluster]` extend the keys their settings read as written
+(xce/config_settings.py) with the keys spelled for people; `[auth]`, `[guard]`,
+`[scheduler]` (with `[scheduler.priority]`) and `[[license]]` are declared beside their
+settings.
 """
 
 from __future__ import annotations
