@@ -9,6 +9,11 @@ from typing import Any
 from aiohttp import web
 
 from xce.api.schema import validate
+from xce.auth.guard import GuardState
+from xce.auth.pending_logins import PendingLogins
+from xce.controller.bus import EventBus
+from xce.controller.history import JobHistory
+from xce.controller.tails import OutputTails
 from xce.core.errors import InvalidRequest
 
 SERVICE = web.AppKey("service", object)
@@ -19,6 +24,12 @@ REQUEST_ID = web.RequestKey("request_id", str)
 AUTH = web.AppKey("auth", object)  # the controller's xce.auth.runtime.AuthRuntime
 HA = web.AppKey("ha", object)  # the controller's xce.ha.node.Node (absent in unit tests)
 ROUTE = web.AppKey("routes", dict)  # router name -> its xce.api.routes.Route
+# The controller's other components, built and connected by xce/controller/compose.py.
+HISTORY = web.AppKey("history", JobHistory)
+TAILS = web.AppKey("tails", OutputTails)
+BUS = web.AppKey("bus", EventBus)
+LOGINS = web.AppKey("pending_logins", PendingLogins)  # OIDC browser logins in progress
+GUARD = web.AppKey("guard", GuardState)
 
 
 @dataclass(frozen=True)
