@@ -12,7 +12,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from xce.accounting.feed import AccountingFeed, register
+from xce.accounting.feed import AccountingFeed
 from xce.api.connections import GuardedRunner
 from xce.auth import strict_modes
 from xce.auth.pki import server_ssl_context
@@ -52,8 +52,11 @@ def check_strict_modes(config: Config) -> None:
     )
 
 
-def store_settings(settings: ControllerSettings) -> StoreSettings:
+def store_settings(
+    settings: ControllerSettings, accounting: AccountingFeed | None = None
+) -> StoreSettings:
     return StoreSettings(
+        accounting=accounting,
         fsync=settings.wal_fsync,
         fsync_interval_s=settings.wal_fsync_interval_s,
         segment_bytes=settings.wal_segment_mb * 1024 * 1024,
@@ -165,13 +168,13 @@ async def serve(
     check_strict_modes(config)
     prepare_state_dir(settings.state_dir)
     lock = lock_state_dir(settings.state_dir)
-    feed = accounting_feed(settings)
-    register(settings.state_dir, feed)  # before recovery: the replay feeds it too
+    feed = accounting_feed(settings)  # recovery and a standby's replay feed it too
     try:
-        node = Node(config, prefer_primary, store_settings(settings))
+        node = Node(config, prefer_primary, store_settings(settings, feed))
         await node.run(lambda n, store: run_primary(config, n, store, feed), ready)
     finally:
-        register(settings.state_dir, None)
+        if feed is not None:
+            feed.close(timeout=2.0)
         os.close(lock)
 
 
