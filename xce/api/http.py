@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from xce.api.routes import Route
 from xce.api.schema import validate
 from xce.auth.guard import GuardState
 from xce.auth.pending_logins import PendingLogins
@@ -32,7 +33,7 @@ REQUEST_ID = web.RequestKey("request_id", str)
 AUTH = web.AppKey("auth", AuthRuntime)
 # The HA node (absent in the API tests); typed for the checker only: xce.ha imports this module.
 HA: web.AppKey[Node] = web.AppKey("ha")
-ROUTE = web.AppKey("routes", dict)  # router name -> its xce.api.routes.Route
+ROUTE: web.AppKey[dict[str, Route]] = web.AppKey("routes", dict)  # router name -> route
 HISTORY = web.AppKey("history", JobHistory)
 TAILS = web.AppKey("tails", OutputTails)
 BUS = web.AppKey("bus", EventBus)
