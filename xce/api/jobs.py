@@ -14,7 +14,8 @@ from aiohttp import web
 from xce.api import schemas
 from xce.api.access import require_job, visible_owners
 from xce.api.accounting import archived_job
-from xce.api.http import HA, SERVICE, identity, json_response, query_int, read_json
+from xce.api.bodies import SubmitBody
+from xce.api.http import HA, SERVICE, identity, json_response, query_int, read_body
 from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
 from xce.api.views import array_view, job_view
@@ -34,42 +35,18 @@ def _service(request: web.Request) -> ControllerService:
 
 
 async def submit(request: web.Request) -> web.Response:
-    body = await read_json(request, schemas.SUBMIT)
+    body = await read_body(request, SubmitBody)
     who = identity(request)
-    user = body.get("user") or who.name
+    user = body.user or who.name
     anyones = job_scope(who.permissions, "job:control") == "all"
     if user != who.user and not anyones:
         raise Forbidden(f"{who.user} may not submit jobs as {user}")
-    req = SubmitRequest(
+    req = SubmitRequest.of(
+        body,
         user=user,
-        command=body.get("command"),
-        script=body.get("script"),
-        name=body.get("name", ""),
-        queue=body.get("queue"),
-        slots=body.get("slots", 1),
-        memory_mb=body.get("memory_mb", 0),
-        walltime_s=body.get("walltime_s"),
-        env=body.get("env", {}),
-        cwd=body.get("cwd"),
-        array=body.get("array"),
-        dependency=body.get("dependency"),
-        inputs=body.get("inputs", {}),
-        outputs=tuple(body.get("outputs", [])),
-        hold=body.get("hold", False),
-        submit_host=body.get("submit_host", request.remote or ""),
-        resources=body.get("resources", ""),
-        stdout_file=body.get("stdout"),
-        stderr_file=body.get("stderr"),
-        defer=body.get("defer", False),
-        gres=body.get("gres", {}),
-        licenses=body.get("licenses", {}),
-        reservation=body.get("reservation", ""),
-        begin=body.get("begin"),
-        exclusive=body.get("exclusive", False),
-        mem_per_slot_mb=body.get("mem_per_slot_mb", 0),
+        submit_host=body.submit_host or request.remote or "",
         uploads_of=None if anyones else who.user,
         may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
-        priority=body.get("priority"),
         privileged=anyones,
     )
     service = _service(request)
@@ -379,7 +356,7 @@ ROUTES = [
         "Submit a job or job array",
         "job:submit",
         "jobs",
-        body=schemas.SUBMIT,
+        body=SubmitBody,
         ok_status=201,
     ),
     Route(

@@ -6,6 +6,8 @@ import re
 from functools import cache
 from typing import Any
 
+import msgspec
+
 from xce import __version__
 from xce.api import schemas
 from xce.api.routes import all_routes
@@ -26,11 +28,29 @@ def openapi_path(path: str) -> str:
     return _PARAM.sub(lambda m: "{" + m.group(1) + "}", path)
 
 
+_REF = "#/components/schemas/{name}"
+
+
+def _struct_schemas(routes: list[Any]) -> tuple[dict[Any, dict[str, Any]], dict[str, Any]]:
+    """The JSON Schema of every body declared as a Struct, as a `$ref` per type, and the
+    components they refer to (msgspec derives both from the declaration)."""
+    kinds = [r.body for r in routes if r.body is not None and not isinstance(r.body, dict)]
+    kinds = list(dict.fromkeys(kinds))
+    refs, components = msgspec.json.schema_components(kinds, ref_template=_REF)
+    return dict(zip(kinds, refs, strict=True)), components
+
+
+def _schema(declared: Any, refs: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    return declared if isinstance(declared, dict) else refs[declared]
+
+
 @cache
 def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
+    routes = all_routes()
+    refs, components = _struct_schemas(routes)
     error = {"content": {"application/json": {"schema": schemas.ERROR}}}
-    for route in all_routes():
+    for route in routes:
         path = openapi_path(route.path)
         op: dict[str, Any] = {
             "operationId": f"{route.method.lower()}_{route.handler.__name__}_{route.tag}"
@@ -62,7 +82,7 @@ def document() -> dict[str, Any]:
         if route.body is not None:
             op["requestBody"] = {
                 "required": route.permission != "host:admin",
-                "content": {"application/json": {"schema": route.body}},
+                "content": {"application/json": {"schema": _schema(route.body, refs)}},
             }
         elif route.raw_body:
             op["requestBody"] = {
@@ -109,5 +129,8 @@ def document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "XCE cluster manager API", "version": __version__},
         "paths": paths,
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
     }

@@ -30,7 +30,7 @@ class Route:
     summary: str
     permission: str  # an xce.auth.rbac permission, "public" or "authenticated" (any token)
     tag: str
-    body: dict[str, Any] | None = None
+    body: Any = None  # the body's msgspec Struct (xce.api.bodies), or a JSON Schema dict
     raw_body: bool = False
     query: tuple[Param, ...] = ()
     ok_status: int = 200
