@@ -10,9 +10,11 @@ value is a 400 naming the field, not an encoder error later.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from msgspec import Meta, Struct, field
+from msgspec import UNSET, Meta, Struct, UnsetType, field
+
+from xce.api.decoding import refuse
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 Name = Annotated[str, Meta(pattern=NAME_PATTERN)]
@@ -29,6 +31,7 @@ Text128 = Annotated[str, Meta(max_length=128)]
 Text255 = Annotated[str, Meta(max_length=255)]
 Text256 = Annotated[str, Meta(max_length=256)]
 Text1K = Annotated[str, Meta(max_length=1024)]
+Text2K = Annotated[str, Meta(max_length=2048)]
 Text4K = Annotated[str, Meta(max_length=4096)]
 Text64K = Annotated[str, Meta(max_length=65536)]
 Text1M = Annotated[str, Meta(max_length=1048576)]
@@ -81,3 +84,42 @@ class SubmitBody(Body, frozen=True):
     # memory_mb per host (--mem).
     exclusive: bool = False
     mem_per_slot_mb: MemoryMb = 0
+
+
+def given(body: Struct) -> dict[str, Any]:
+    """The fields a client sent in a body whose fields default to UNSET (a PATCH): null is
+    sent (it clears), absent is not."""
+    return {
+        name: value
+        for name in body.__struct_fields__
+        if (value := getattr(body, name)) is not UNSET
+    }
+
+
+class Patch(Body):
+    """A PATCH body: every field optional, null clears where the type allows it, and at
+    least one field."""
+
+    def __post_init__(self) -> None:
+        if not any(getattr(self, name) is not UNSET for name in self.__struct_fields__):
+            raise refuse(" needs at least 1 entry")
+
+
+# The OpenAPI form of a Patch: JSON Schema states the "at least one field" rule itself.
+AT_LEAST_ONE = Meta(extra_json_schema={"minProperties": 1})
+
+
+class JobModify(Patch):
+    """`PATCH /api/v1/jobs/{job_id}` (xce/controller/modify.py): null clears walltime,
+    resources, dependency or priority."""
+
+    priority: Priority | UnsetType | None = UNSET
+    queue: Name | UnsetType = UNSET
+    walltime_s: Seconds | UnsetType | None = UNSET
+    slots: Slots | UnsetType = UNSET
+    memory_mb: MemoryMb | UnsetType = UNSET
+    resources: Text4K | UnsetType | None = UNSET
+    dependency: Text4K | UnsetType | None = UNSET
+    name: Text128 | UnsetType = UNSET
+    hold: bool | UnsetType = UNSET
+    defer: bool | UnsetType = UNSET

@@ -31,13 +31,27 @@ def openapi_path(path: str) -> str:
 _REF = "#/components/schemas/{name}"
 
 
-def _struct_schemas(routes: list[Any]) -> tuple[dict[Any, dict[str, Any]], dict[str, Any]]:
-    """The JSON Schema of every body declared as a Struct, as a `$ref` per type, and the
-    components they refer to (msgspec derives both from the declaration)."""
+def _struct_schemas(routes: list[Any]) -> dict[Any, dict[str, Any]]:
+    """The JSON Schema of every body declared as a Struct, derived by msgspec from the
+    declaration, written out in place (no `$ref`): each operation reads on its own."""
     kinds = [r.body for r in routes if r.body is not None and not isinstance(r.body, dict)]
     kinds = list(dict.fromkeys(kinds))
     refs, components = msgspec.json.schema_components(kinds, ref_template=_REF)
-    return dict(zip(kinds, refs, strict=True)), components
+    return {kind: _inline(ref, components) for kind, ref in zip(kinds, refs, strict=True)}
+
+
+def _inline(schema: Any, components: dict[str, Any]) -> Any:
+    """`schema` with every `$ref` to a component replaced by that component (the bodies
+    nest a few Structs, never themselves)."""
+    if isinstance(schema, list):
+        return [_inline(item, components) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _inline(v, components) for k, v in schema.items() if k != "$ref"}
+    if "$ref" in schema:
+        target = _inline(components[schema["$ref"].rsplit("/", 1)[1]], components)
+        out = {**target, **out}
+    return out
 
 
 def _schema(declared: Any, refs: dict[Any, dict[str, Any]]) -> dict[str, Any]:
@@ -48,7 +62,7 @@ def _schema(declared: Any, refs: dict[Any, dict[str, Any]]) -> dict[str, Any]:
 def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     routes = all_routes()
-    refs, components = _struct_schemas(routes)
+    refs = _struct_schemas(routes)
     error = {"content": {"application/json": {"schema": schemas.ERROR}}}
     for route in routes:
         path = openapi_path(route.path)
@@ -129,8 +143,5 @@ def document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "XCE cluster manager API", "version": __version__},
         "paths": paths,
-        "components": {
-            "schemas": components,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }
