@@ -43,7 +43,7 @@ class Body(Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True)
     CLI encodes one."""
 
 
-class SubmitBody(Body, frozen=True):
+class SubmitBody(Body, frozen=True, kw_only=True):
     """`POST /api/v1/jobs`: one job or an array. The service checks what JSON Schema
     cannot say (exactly one of command or script, the small languages of `resources`,
     `array`, `dependency` and `begin`) in `ControllerService.submit`."""
@@ -96,7 +96,7 @@ def given(body: Struct) -> dict[str, Any]:
     }
 
 
-class Patch(Body):
+class Patch(Body, kw_only=True):
     """A PATCH body: every field optional, null clears where the type allows it, and at
     least one field."""
 
@@ -109,7 +109,7 @@ class Patch(Body):
 AT_LEAST_ONE = Meta(extra_json_schema={"minProperties": 1})
 
 
-class JobModify(Patch):
+class JobModify(Patch, kw_only=True):
     """`PATCH /api/v1/jobs/{job_id}` (xce/controller/modify.py): null clears walltime,
     resources, dependency or priority."""
 

@@ -1,4 +1,7 @@
-"""Typed requests the service layer accepts, built by the API from decoded bodies."""
+"""Typed requests the service layer accepts, built by the API from decoded bodies.
+
+`RunReport` is the heartbeat's Struct itself (xce/api/protocol.py); the rest add what the
+URL or the caller's identity says to a decoded body."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xce.api.bodies import SubmitBody
+from xce.api.protocol import RunReport
 
 
 class SubmitRequest(SubmitBody, frozen=True):
@@ -46,20 +50,6 @@ class WorkerInfo:
 
 
 @dataclass(frozen=True)
-class RunReport:
-    """One job a worker says it is running, with its latest usage."""
-
-    job_id: str
-    attempt: int
-    cpu_user_s: float = 0.0
-    cpu_system_s: float = 0.0
-    max_rss_bytes: int = 0
-    wall_time_s: float = 0.0
-    gpu_util_pct: float = 0.0  # NVML's figures of the granted GPUs (xce/worker/gpuusage.py)
-    gpu_mem_peak_bytes: int = 0
-
-
-@dataclass(frozen=True)
 class FinishReport:
     job_id: str
     attempt: int
@@ -76,3 +66,6 @@ class FinishReport:
     host_failure: bool = False
     gpu_util_pct: float = 0.0  # NVML's figures of the granted GPUs (xce/worker/gpuusage.py)
     gpu_mem_peak_bytes: int = 0
+
+
+__all__ = ["FinishReport", "RunReport", "SubmitRequest", "WorkerInfo"]
