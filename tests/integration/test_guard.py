@@ -16,7 +16,7 @@ from aiohttp import web
 from tests.integration.cluster import ADMIN_TOKEN, ISSUER, WORKER_TOKEN, Cluster
 from xce.api.app import errors
 from xce.api.guard_middleware import LOGIN_PATH, guard, guard_state
-from xce.api.http import CONFIG, read_json
+from xce.api.http import CONFIG, read_body
 from xce.auth.backends.base import AuthDenied
 from xce.config import parse_config
 
@@ -148,7 +148,7 @@ PASSWORDS = {"admin": "s3cret", "bob": "hunter2"}
 
 
 async def _login(request: web.Request) -> web.Response:
-    body = await read_json(request, {"type": "object"})
+    body = await read_body(request, dict[str, Any])
     if PASSWORDS.get(body.get("username")) != body.get("password"):
         raise AuthDenied("wrong username or password")
     return web.json_response({"token": "t", "user": body["username"]})

@@ -9,7 +9,6 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from xce.api import decoding
-from xce.api.schema import validate
 from xce.core.errors import InvalidRequest
 
 SERVICE = web.AppKey("service", object)
@@ -154,15 +153,6 @@ async def json_body(request: web.Request) -> Any:
     if isinstance(cached, InvalidRequest):
         raise cached
     return cached
-
-
-async def read_json(request: web.Request, schema: dict[str, Any]) -> dict[str, Any]:
-    """Parse and validate a JSON body; every problem is a 400 naming the field."""
-    if request.content_type != "application/json":
-        raise InvalidRequest("the body must be JSON (Content-Type: application/json)")
-    body = await json_body(request)
-    validate(body, schema)
-    return body
 
 
 B = TypeVar("B")
