@@ -11,13 +11,13 @@ from typing import Any
 
 from aiohttp import web
 
-from xce.api import schemas
 from xce.api.access import require_job, visible_owners
 from xce.api.accounting import archived_job
 from xce.api.bodies import SubmitBody
 from xce.api.http import HA, SERVICE, identity, json_response, query_int, read_body
 from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
+from xce.api.schemas import JobView, TailView
 from xce.api.views import array_view, job_view
 from xce.auth.rbac import job_scope
 from xce.controller.history import history_for
@@ -383,7 +383,7 @@ ROUTES = [
         "Show one job, task or whole array",
         "job:view",
         "jobs",
-        response=schemas.JOB_VIEW,
+        response=JobView,
     ),
     *[
         Route(
@@ -403,7 +403,7 @@ ROUTES = [
         "Latest stdout or stderr of a job (bpeek): live while it runs, else from its file",
         "job:view",
         "jobs",
-        response=schemas.TAIL_VIEW,
+        response=TailView,
         query=(
             Param(
                 "stream", "stdout (default) or stderr", {"type": "string", "enum": list(STREAMS)}

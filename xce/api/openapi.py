@@ -9,8 +9,8 @@ from typing import Any
 import msgspec
 
 from xce import __version__
-from xce.api import schemas
 from xce.api.routes import all_routes
+from xce.api.schemas import ErrorBody
 
 _PARAM = re.compile(r"\{(\w+)(?::[^}]+)?\}")
 # Path parameters with a documented shape; the rest are plain strings.
@@ -32,10 +32,10 @@ _REF = "#/components/schemas/{name}"
 
 
 def _struct_schemas(routes: list[Any]) -> dict[Any, dict[str, Any]]:
-    """The JSON Schema of every body declared as a Struct, derived by msgspec from the
+    """The JSON Schema of every body and answer declared as a Struct, derived by msgspec from the
     declaration, written out in place (no `$ref`): each operation reads on its own."""
-    kinds = [r.body for r in routes if r.body is not None and not isinstance(r.body, dict)]
-    kinds = list(dict.fromkeys(kinds))
+    declared = [ErrorBody, *(r.body for r in routes), *(r.response for r in routes)]
+    kinds = list(dict.fromkeys(k for k in declared if k is not None and not isinstance(k, dict)))
     refs, components = msgspec.json.schema_components(kinds, ref_template=_REF)
     return {kind: _inline(ref, components) for kind, ref in zip(kinds, refs, strict=True)}
 
@@ -63,7 +63,7 @@ def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     routes = all_routes()
     refs = _struct_schemas(routes)
-    error = {"content": {"application/json": {"schema": schemas.ERROR}}}
+    error = {"content": {"application/json": {"schema": refs[ErrorBody]}}}
     for route in routes:
         path = openapi_path(route.path)
         op: dict[str, Any] = {
@@ -120,7 +120,7 @@ def document() -> dict[str, Any]:
         else:
             ok = {
                 "description": "success",
-                "content": {"application/json": {"schema": route.response}},
+                "content": {"application/json": {"schema": _schema(route.response, refs)}},
             }
         op["responses"] = {
             str(route.ok_status): ok,

@@ -34,7 +34,8 @@ class Route:
     raw_body: bool = False
     query: tuple[Param, ...] = ()
     ok_status: int = 200
-    response: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    # the documented answer: a msgspec Struct (xce/api/schemas.py) or a JSON Schema dict
+    response: Any = field(default_factory=lambda: {"type": "object"})
     binary_response: bool = False
     text_response: str = ""  # a text media type (e.g. Prometheus' text format) instead of JSON
 

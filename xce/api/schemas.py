@@ -1,118 +1,100 @@
-"""JSON Schemas of documented responses. Request bodies are msgspec Structs
-(xce/api/bodies.py, admin_bodies.py, auth_bodies.py, protocol.py)."""
+"""The documented response bodies, declared as msgspec Structs like the request bodies
+(xce/api/bodies.py): the OpenAPI document derives their JSON Schema, and schemathesis
+checks real answers against it. The views that build them are in xce/api/views.py.
+Optional keys default to UNSET, so the schema lists them without inventing a default;
+unknown keys are allowed (views may show more than is documented)."""
 
 from __future__ import annotations
 
-NULLABLE_INT = {"type": ["integer", "null"]}
-NULLABLE_STR = {"type": ["string", "null"]}
+from typing import Annotated, Literal
 
-USAGE_VIEW = {
-    "type": "object",
-    "properties": {
-        "cpu_time_s": {"type": "number"},
-        "cpu_user_s": {"type": "number"},
-        "cpu_system_s": {"type": "number"},
-        "max_rss_bytes": {"type": "integer"},
-        "wall_time_s": {"type": "number"},
-    },
-}
+from msgspec import UNSET, Meta, Struct, UnsetType
 
-JOB_VIEW = {
-    "type": "object",
-    "required": ["id", "kind", "state", "user", "queue"],
-    "properties": {
-        "id": {"type": "string"},
-        "kind": {"type": "string"},
-        "name": {"type": "string"},
-        "user": {"type": "string"},
-        "queue": {"type": "string"},
-        "state": {
-            "type": "string",
-            "enum": ["PEND", "PSUSP", "RUN", "USUSP", "SSUSP", "DONE", "EXIT"],
-        },
-        "host": NULLABLE_STR,
-        "exit_code": NULLABLE_INT,
-        "exit_signal": NULLABLE_INT,
-        "usage": USAGE_VIEW,
-        # a finished multi-host job only: each host's part of `usage` (issue 15)
-        "host_usage": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "host": {"type": "string"},
-                    "cpu_time_s": {"type": "number"},
-                    "cpu_user_s": {"type": "number"},
-                    "cpu_system_s": {"type": "number"},
-                    "max_rss_bytes": {"type": "integer"},
-                },
-            },
-        },
-        # What happened to the job, oldest first (xce/controller/history.py); `at` is null
-        # where a controller restart lost the time.
-        "history": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["at", "event", "detail"],
-                "properties": {
-                    "at": {"type": ["number", "null"]},
-                    "event": {"type": "string"},
-                    "detail": {"type": "string"},
-                },
-            },
-        },
-    },
-}
+JobStateName = Literal["PEND", "PSUSP", "RUN", "USUSP", "SSUSP", "DONE", "EXIT"]
 
-TAIL_VIEW = {
-    "type": "object",
-    "required": [
-        "job_id",
-        "stream",
-        "attempt",
-        "state",
-        "running",
-        "offset",
-        "next_offset",
-        "end",
-        "data",
-        "truncated",
-    ],
-    "properties": {
-        "job_id": {"type": "string"},
-        "stream": {"type": "string", "enum": ["stdout", "stderr"]},
-        "attempt": {"type": "integer"},
-        "state": {"type": "string"},
-        "running": {
-            "type": "boolean",
-            "description": "served from the live tail (the job "
-            "is active); false: from the output file the worker returned",
-        },
-        "offset": {"type": "integer", "description": "byte offset of the first byte of data"},
-        "next_offset": {"type": "integer", "description": "ask from here next time"},
-        "end": {"type": "integer", "description": "end of what the controller holds now"},
-        "data": {
-            "type": "string",
-            "description": "the bytes as UTF-8 text (invalid bytes "
-            "replaced); never splits a character",
-        },
-        "truncated": {
-            "type": "boolean",
-            "description": "bytes between the requested "
-            "offset (0 when none was given) and offset are no longer held",
-        },
-    },
-}
 
-ERROR = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["code", "message"],
-            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
-        }
-    },
-}
+class UsageView(Struct, kw_only=True):
+    cpu_time_s: float | UnsetType = UNSET
+    cpu_user_s: float | UnsetType = UNSET
+    cpu_system_s: float | UnsetType = UNSET
+    max_rss_bytes: int | UnsetType = UNSET
+    wall_time_s: float | UnsetType = UNSET
+
+
+class HostUsageView(Struct, kw_only=True):
+    """A finished multi-host job's part of `usage` on one host (issue 15)."""
+
+    host: str | UnsetType = UNSET
+    cpu_time_s: float | UnsetType = UNSET
+    cpu_user_s: float | UnsetType = UNSET
+    cpu_system_s: float | UnsetType = UNSET
+    max_rss_bytes: int | UnsetType = UNSET
+
+
+class HistoryEntry(Struct, kw_only=True):
+    """What happened to a job (xce/controller/history.py); `at` is null where a
+    controller restart lost the time."""
+
+    at: float | None
+    event: str
+    detail: str
+
+
+class JobView(Struct, kw_only=True):
+    """`GET /api/v1/jobs/{job_id}`: a job, task or array."""
+
+    id: str
+    kind: str
+    user: str
+    queue: str
+    state: JobStateName
+    name: str | UnsetType = UNSET
+    host: str | UnsetType | None = UNSET
+    exit_code: int | UnsetType | None = UNSET
+    exit_signal: int | UnsetType | None = UNSET
+    usage: UsageView | UnsetType = UNSET
+    host_usage: list[HostUsageView] | UnsetType = UNSET  # a finished multi-host job only
+    history: list[HistoryEntry] | UnsetType = UNSET  # oldest first
+
+
+class TailView(Struct, kw_only=True):
+    """`GET /api/v1/jobs/{job_id}/tail`: a slice of a job's stdout or stderr."""
+
+    job_id: str
+    stream: Literal["stdout", "stderr"]
+    attempt: int
+    state: str
+    running: Annotated[
+        bool,
+        Meta(
+            description="served from the live tail (the job is active); false: from the "
+            "output file the worker returned"
+        ),
+    ]
+    offset: Annotated[int, Meta(description="byte offset of the first byte of data")]
+    next_offset: Annotated[int, Meta(description="ask from here next time")]
+    end: Annotated[int, Meta(description="end of what the controller holds now")]
+    data: Annotated[
+        str,
+        Meta(
+            description="the bytes as UTF-8 text (invalid bytes replaced); never splits a character"
+        ),
+    ]
+    truncated: Annotated[
+        bool,
+        Meta(
+            description="bytes between the requested offset (0 when none was given) and "
+            "offset are no longer held"
+        ),
+    ]
+
+
+class ErrorDetail(Struct, kw_only=True):
+    code: str
+    message: str
+
+
+class ErrorBody(Struct, kw_only=True):
+    """Every 4xx and 5xx answer (the error middleware in xce/api/app.py)."""
+
+    error: ErrorDetail
