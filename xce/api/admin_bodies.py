@@ -56,7 +56,7 @@ def queue_fields(settings: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class QueueCreate(Body, kw_only=True):
+class QueueCreate(Body, frozen=True, kw_only=True):
     """`POST /api/v1/queues`."""
 
     name: Name
@@ -84,7 +84,7 @@ class QueueCreate(Body, kw_only=True):
         unique("preempt", self.preempt)
 
 
-class QueueModify(Patch, kw_only=True):
+class QueueModify(Patch, frozen=True, kw_only=True):
     """`PATCH /api/v1/queues/{name}`: any setting but the name and the open/active switches
     (they have their own actions); null clears a limit or default."""
 
@@ -111,19 +111,19 @@ class QueueModify(Patch, kw_only=True):
         unique("preempt", self.preempt)
 
 
-class Reason(Body, kw_only=True):
+class Reason(Body, frozen=True, kw_only=True):
     """Why an administrator closes (or opens) a host, kept with the host."""
 
     reason: Text256 = ""
 
 
-class Switchover(Body, kw_only=True):
+class Switchover(Body, frozen=True, kw_only=True):
     """`POST /api/v1/cluster/switchover`: the standby to hand the primary role to."""
 
     to: Text2K | None = None  # None: the most caught-up standby
 
 
-class Vote(Body, kw_only=True):
+class Vote(Body, frozen=True, kw_only=True):
     """`POST /api/v1/cluster/vote` (xce/ha/election.py)."""
 
     epoch: Annotated[int, Meta(ge=1)]
@@ -136,7 +136,7 @@ UserName = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 Password = Annotated[str, Meta(min_length=8, max_length=4096)]
 
 
-class UserAdd(Body, kw_only=True):
+class UserAdd(Body, frozen=True, kw_only=True):
     """`POST /api/v1/users` (the users file of a configfile backend)."""
 
     user: UserName
@@ -145,7 +145,7 @@ class UserAdd(Body, kw_only=True):
     roles: Annotated[tuple[UserName, ...], Meta(max_length=64)] = ()
 
 
-class Passwd(Body, kw_only=True):
+class Passwd(Body, frozen=True, kw_only=True):
     """`POST /api/v1/users/{name}/password`: users give their current password too."""
 
     password: Password
@@ -155,7 +155,7 @@ class Passwd(Body, kw_only=True):
 Time = Annotated[float, Meta(ge=0, le=2**40)]  # epoch seconds
 
 
-class ReservationCreate(Body, kw_only=True):
+class ReservationCreate(Body, frozen=True, kw_only=True):
     """`POST /api/v1/reservations`: hosts set aside from `start` to `end` (or for
     `duration_s`), for `users` or for maintenance."""
 

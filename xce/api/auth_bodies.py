@@ -14,20 +14,20 @@ User = Annotated[str, Meta(min_length=1, max_length=256)]
 Secret = Annotated[str, Meta(min_length=1, max_length=4096)]
 
 
-class Login(Body, kw_only=True):
+class Login(Body, frozen=True, kw_only=True):
     """`POST /api/v1/auth/login` (the guard reads `username` first, for its throttle)."""
 
     username: User
     password: Secret
 
 
-class DeviceToken(Body, kw_only=True):
+class DeviceToken(Body, frozen=True, kw_only=True):
     """`POST /api/v1/auth/device/token`: a device flow's poll (RFC 8628)."""
 
     device_code: Secret
 
 
-class ServiceToken(Body, kw_only=True):
+class ServiceToken(Body, frozen=True, kw_only=True):
     """`POST /api/v1/auth/tokens`: a token for a worker (bound to its host) or a
     standby."""
 
@@ -36,26 +36,26 @@ class ServiceToken(Body, kw_only=True):
     ttl_s: Annotated[int, Meta(ge=60, le=10 * 365 * 86400)] | None = None  # None: the default
 
 
-class Revoke(Body, kw_only=True):
+class Revoke(Body, frozen=True, kw_only=True):
     """`POST /api/v1/auth/revoke`: every token of `user` issued until now stops working."""
 
     user: User
 
 
-class Authorize(Body, kw_only=True):
+class Authorize(Body, frozen=True, kw_only=True):
     """`POST /api/v1/auth/authorize`: start an OIDC login back to a loopback URI."""
 
     redirect_uri: Annotated[str, Meta(min_length=1, max_length=2048)]
 
 
-class Code(Body, kw_only=True):
+class Code(Body, frozen=True, kw_only=True):
     """`POST /api/v1/auth/code`: the code the identity provider sent back."""
 
     state: User
     code: Secret
 
 
-class Join(Body, kw_only=True):
+class Join(Body, frozen=True, kw_only=True):
     """`POST /api/v1/join`: a new node redeems a join token for its certificate."""
 
     token: Annotated[str, Meta(min_length=1, max_length=200)]
@@ -65,7 +65,7 @@ class Join(Body, kw_only=True):
     ] = ()
 
 
-class JoinToken(Body, kw_only=True):
+class JoinToken(Body, frozen=True, kw_only=True):
     """`POST /api/v1/join/tokens`: a join token for a worker or a standby."""
 
     role: Literal[ROLES]  # type: ignore[valid-type]  # the roles' one list

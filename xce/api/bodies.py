@@ -38,7 +38,7 @@ Text1M = Annotated[str, Meta(max_length=1048576)]
 Path4K = Annotated[str, Meta(min_length=1, max_length=4096)]
 
 
-class Body(Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+class Body(Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, frozen=True):
     """Every body: unknown keys refused (with the key named), defaults left out when the
     CLI encodes one."""
 
@@ -96,7 +96,7 @@ def given(body: Struct) -> dict[str, Any]:
     }
 
 
-class Patch(Body, kw_only=True):
+class Patch(Body, frozen=True, kw_only=True):
     """A PATCH body: every field optional, null clears where the type allows it, and at
     least one field."""
 
@@ -109,7 +109,7 @@ class Patch(Body, kw_only=True):
 AT_LEAST_ONE = Meta(extra_json_schema={"minProperties": 1})
 
 
-class JobModify(Patch, kw_only=True):
+class JobModify(Patch, frozen=True, kw_only=True):
     """`PATCH /api/v1/jobs/{job_id}` (xce/controller/modify.py): null clears walltime,
     resources, dependency or priority."""
 

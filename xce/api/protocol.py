@@ -37,7 +37,7 @@ Containment = Annotated[
 ]
 
 
-class Register(Body, kw_only=True):
+class Register(Body, frozen=True, kw_only=True):
     """`POST /api/v1/workers/register`: a worker and what it offers."""
 
     host: Name
@@ -101,7 +101,7 @@ class ShareItem(Body, frozen=True, kw_only=True):
     oom_killed: bool = False
 
 
-class Heartbeat(Body, kw_only=True):
+class Heartbeat(Body, frozen=True, kw_only=True):
     """`POST /api/v1/workers/{host}/heartbeat`."""
 
     running: Annotated[tuple[RunningJob, ...], Meta(max_length=100000)] = ()

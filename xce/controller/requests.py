@@ -13,7 +13,7 @@ from xce.api.bodies import SubmitBody
 from xce.api.protocol import RunReport
 
 
-class SubmitRequest(SubmitBody, frozen=True):
+class SubmitRequest(SubmitBody, frozen=True, kw_only=True):
     """A submit as the service takes it: the API's `SubmitBody` (declared once, there) plus
     what the API knows about the caller. Built with `of`, never decoded from the wire, so a
     client cannot set the caller's fields."""
