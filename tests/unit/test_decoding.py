@@ -183,3 +183,27 @@ def test_the_submit_body() -> None:
     ):
         with pytest.raises(InvalidRequest, match=words):
             decode(json.dumps(value).encode(), SubmitBody, parse_json_text)
+
+
+def test_the_callers_fields_cannot_come_from_the_wire() -> None:
+    """SubmitRequest adds who is calling to the body; a client cannot send those."""
+    for key in ("privileged", "uploads_of", "may_view_owner", "stdout_file"):
+        with pytest.raises(InvalidRequest, match=rf"^body\.{key} is not a known field$"):
+            decode(json.dumps({"command": "x", key: True}).encode(), SubmitBody, parse_json_text)
+
+
+def test_the_cli_sends_the_body_the_api_decodes(tmp_path: Any) -> None:
+    import msgspec
+
+    from xce.cli import submitting
+    from xce.cli.jobs import _submit_body
+
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -t 90\n#SBATCH -o out.%j\n#BSUB -n 2\ntrue\n")
+    draft, _ = submitting.build(None, script, [], dict(submitting.DEFAULTS), False, set())
+    body = _submit_body(draft, "fpga:1", "matlab:2", 5)
+    assert (body.walltime_s, body.stdout_file, body.slots, body.priority) == (5400, "out.%j", 2, 5)
+    assert body.gres == {"fpga": 1} and body.licenses == {"matlab": 2}
+    wire = msgspec.json.encode(body)
+    assert b'"stdout":"out.%j"' in wire and b"walltime" not in wire.replace(b"walltime_s", b"")
+    assert decode(wire, SubmitBody, parse_json_text) == body
