@@ -63,7 +63,7 @@ from xce.store.log import EventLog, MemoryEventLog
 
 IDEMPOTENCY_TTL_S = 24 * 3600.0  # a key also ends with its job (finished-job retention)
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
-MAX_MEMORY_MB = 2**40  # as the submit schema's memory_mb (xce/api/schemas.py)
+MAX_MEMORY_MB = 2**40  # as the submit schema's memory_mb (xce/api/bodies.py)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 JOB_ACTIONS = ("stop", "resume", "requeue", "kill")
 PURGE_CHUNK = 10_000  # ids per JobsPurged record: ~100 KiB, far below a frame's limit
