@@ -5,13 +5,12 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from xce.api.http import GATEWAY, HA, SERVICE, identity, json_response, query_int, read_body
+from xce.api.http import GATEWAY, HA, SERVICE, TAILS, identity, json_response, query_int, read_body
 from xce.api.protocol import Finished, Heartbeat, Register
 from xce.api.routes import Param, Route
 from xce.controller.requests import FinishReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.shareusage import ShareReport
-from xce.controller.tails import tails_for
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import Conflict, Forbidden, NotFound
 from xce.core.gres import host_pairs
@@ -49,7 +48,7 @@ async def heartbeat(request: web.Request) -> web.Response:
     result = await gateway.heartbeat(host, list(body.running), body.load, shares)
     # New stdout/stderr bytes of running jobs: kept in memory for the tail route only.
     outputs = [msgspec.to_builtins(item) for item in body.running if item.output is not None]
-    tails_for(gateway.service).accept_reports(host, outputs, gateway.owns)
+    request.app[TAILS].accept_reports(host, outputs, gateway.owns)
     return json_response(result)
 
 
