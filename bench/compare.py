@@ -14,8 +14,10 @@ path's cost), with the ratios this / baseline.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,9 +72,26 @@ def compare(plan: Plan, clients: int, fsync: str, sides: tuple[Side, Side]) -> N
             )
 
 
+@contextlib.contextmanager
+def _baseline(rev: str | None, tree: Path | None, tmp: Path) -> Iterator[tuple[Path, str]]:
+    """(the baseline's tree, its label): commit `rev` unpacked, or the directory `tree`."""
+    if tree is not None:
+        if not (tree / "xce" / "__init__.py").exists():
+            raise SystemExit(f"{tree} holds no xce package")
+        yield tree.resolve(), str(tree)
+        return
+    assert rev is not None
+    with source_tree(rev, tmp) as (path, commit):
+        yield path, commit[:10]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__)
-    parser.add_argument("--baseline", required=True, help="a commit (e.g. main, a sha)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--baseline", help="a commit (e.g. main, a sha)")
+    source.add_argument(
+        "--tree", type=Path, help="a directory holding an `xce` package (e.g. a patched copy)"
+    )
     parser.add_argument("--runs", type=int, default=5, help="runs per side (default 5)")
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--fsync", default="interval", choices=("always", "interval"))
@@ -82,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with (
         tempfile.TemporaryDirectory(prefix="xce-compare-", dir=args.dir) as tmp,
-        source_tree(args.baseline, Path(tmp)) as (tree, commit),
+        _baseline(args.baseline, args.tree, Path(tmp)) as (tree, commit),
     ):
         plan = Plan.make(True, Path(tmp))
         plan = Plan(
@@ -93,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 "http_seconds": args.seconds,
             }
         )
-        sides = (Side(f"baseline {commit[:10]}", tree), Side("this checkout", None))
+        sides = (Side(f"baseline {commit}", tree), Side("this checkout", None))
         load_before = psutil.getloadavg()
         compare(plan, args.clients, args.fsync, sides)
         load_after = psutil.getloadavg()
