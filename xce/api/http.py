@@ -4,21 +4,41 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from xce.api.routes import Route
 from xce.api.schema import validate
+from xce.auth.guard import GuardState
+from xce.auth.pending_logins import PendingLogins
+from xce.auth.runtime import AuthRuntime
+from xce.config import Config, ControllerSettings
+from xce.controller.bus import EventBus
+from xce.controller.history import JobHistory
+from xce.controller.service import ControllerService
+from xce.controller.tails import OutputTails
+from xce.controller.workers import WorkerGateway
 from xce.core.errors import InvalidRequest
 
-SERVICE = web.AppKey("service", object)
-GATEWAY = web.AppKey("gateway", object)
-SETTINGS = web.AppKey("settings", object)
-CONFIG = web.AppKey("config", object)
+if TYPE_CHECKING:
+    from xce.ha.node import Node
+
+# The controller's components, built and connected by xce/controller/compose.py.
+SERVICE = web.AppKey("service", ControllerService)
+GATEWAY = web.AppKey("gateway", WorkerGateway)
+SETTINGS = web.AppKey("settings", ControllerSettings)
+CONFIG = web.AppKey("config", Config)
 REQUEST_ID = web.RequestKey("request_id", str)
-AUTH = web.AppKey("auth", object)  # the controller's xce.auth.runtime.AuthRuntime
-HA = web.AppKey("ha", object)  # the controller's xce.ha.node.Node (absent in unit tests)
-ROUTE = web.AppKey("routes", dict)  # router name -> its xce.api.routes.Route
+AUTH = web.AppKey("auth", AuthRuntime)
+# The HA node (absent in the API tests); typed for the checker only: xce.ha imports this module.
+HA: web.AppKey[Node] = web.AppKey("ha")
+ROUTE: web.AppKey[dict[str, Route]] = web.AppKey("routes", dict)  # router name -> route
+HISTORY = web.AppKey("history", JobHistory)
+TAILS = web.AppKey("tails", OutputTails)
+BUS = web.AppKey("bus", EventBus)
+LOGINS = web.AppKey("pending_logins", PendingLogins)  # OIDC browser logins in progress
+GUARD = web.AppKey("guard", GuardState)
 
 
 @dataclass(frozen=True)

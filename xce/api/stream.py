@@ -23,11 +23,11 @@ from typing import Any
 from aiohttp import web
 
 from xce.api.access import visible_owners
-from xce.api.http import GATEWAY, SERVICE, identity, query_int
+from xce.api.http import BUS, GATEWAY, SERVICE, identity, query_int
 from xce.api.routes import Param, Route
 from xce.api.views import host_view, job_view, pending_rest_view, queue_view
 from xce.auth.rbac import allows
-from xce.controller.bus import Change, bus_for
+from xce.controller.bus import Change
 from xce.controller.service import ControllerService
 
 
@@ -76,7 +76,6 @@ def _message(event_id: str, kind: str, data: dict[str, Any]) -> bytes:
 
 
 async def events(request: web.Request) -> web.StreamResponse:
-    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
     who = identity(request)
     owner_ok = visible_owners(request)  # the same rule as GET /api/v1/jobs
     shows = {
@@ -92,7 +91,7 @@ async def events(request: web.Request) -> web.StreamResponse:
 
     keepalive = query_int(request, "keepalive", 15, 1, 300)
     last_id = request.headers.get("Last-Event-ID") or request.query.get("since")
-    bus = bus_for(service)
+    bus = request.app[BUS]
     sub, resumed = bus.subscribe(last_id, visible)
     try:
         response = web.StreamResponse(
