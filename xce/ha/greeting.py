@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
+from typing import Any
 
 from xce.core.errors import Unauthorized
 from xce.ha import files as hafiles
@@ -33,44 +34,12 @@ class Greeting(Acknowledgements):
     ) -> StandbySession | None:
         if hello.kind != "hello":
             raise protocol.ProtocolError(f"expected hello, got {hello.kind}")
-        try:
-            self.verify_token(hello.body["token"])
-        except Unauthorized as exc:
-            log.warning("replication peer %s refused: %s", peer, exc.message)
-            await self._refuse(writer, exc.message)
-            return None
-        if hello.epoch > self.epochs.epoch:  # a trusted candidate knows a newer term
-            await self._refuse(writer, f"stale primary: epoch {self.epochs.epoch} < {hello.epoch}")
-            self.on_higher_epoch(hello.epoch)
+        if not await self._admitted(hello, peer, writer):
             return None
         node = hello.body["node"] or peer
-        last_seq, last_epoch = hello.body["lastSeq"], hello.body["lastEpoch"]
-        diverged = await self._diverged(hello.body)
-        snapshot = (
-            bool(hello.body.get("wantSnapshot"))  # a record did not apply on the standby
-            or diverged is not None
-            or last_seq + 1 < self._first_on_disk()
-        )
-        if diverged is not None:
-            log.error(
-                "standby %s diverged (%s): its records %d..%d are not this primary's "
-                "and are discarded; sending a checkpoint",
-                node,
-                diverged,
-                self._common_end(last_seq, last_epoch) + 1,
-                last_seq,
-            )
-        old = self.sessions.pop(node, None)
-        if old is not None and old.writer is not None:
-            old.writer.close()
-        session = StandbySession(
-            node, peer, writer=writer, snapshot=snapshot, acked_seq=0 if snapshot else last_seq
-        )
-        await self._greet_files(session, hello.body)
-        session.sent_seq = session.acked_seq
-        # From here on (no await in between) every file queued reaches this standby.
-        session.first_ticket = self._ticket + 1
-        self.sessions[node] = session
+        last_seq = hello.body["lastSeq"]
+        snapshot = await self._needs_snapshot(node, hello.body)
+        session = await self._open_session(node, peer, writer, snapshot, hello.body)
         history = [n for pair in self.epochs.history for n in pair]
         start = last_seq + 1
         snapshot_path: Path | None = None
@@ -100,6 +69,69 @@ class Greeting(Acknowledgements):
         if snapshot_path is not None:
             await self._send_snapshot(writer, snapshot_path, start - 1)
         session.sent_seq = start - 1
+        return session
+
+    async def _admitted(
+        self, hello: protocol.Message, peer: str, writer: asyncio.StreamWriter
+    ) -> bool:
+        """The standby's token is good and it knows no newer term (else it is refused)."""
+        try:
+            self.verify_token(hello.body["token"])
+        except Unauthorized as exc:
+            log.warning("replication peer %s refused: %s", peer, exc.message)
+            await self._refuse(writer, exc.message)
+            return False
+        if hello.epoch > self.epochs.epoch:  # a trusted candidate knows a newer term
+            await self._refuse(writer, f"stale primary: epoch {self.epochs.epoch} < {hello.epoch}")
+            self.on_higher_epoch(hello.epoch)
+            return False
+        return True
+
+    async def _needs_snapshot(self, node: str, hello: dict[str, Any]) -> bool:
+        """Whether the standby gets a checkpoint first: it asked, its log diverged from
+        ours (logged at ERROR with the records it discards), or it is behind our WAL."""
+        last_seq, last_epoch = hello["lastSeq"], hello["lastEpoch"]
+        diverged = await self._diverged(hello)
+        snapshot = (
+            bool(hello.get("wantSnapshot"))  # a record did not apply on the standby
+            or diverged is not None
+            or last_seq + 1 < self._first_on_disk()
+        )
+        if diverged is not None:
+            log.error(
+                "standby %s diverged (%s): its records %d..%d are not this primary's "
+                "and are discarded; sending a checkpoint",
+                node,
+                diverged,
+                self._common_end(last_seq, last_epoch) + 1,
+                last_seq,
+            )
+        return snapshot
+
+    async def _open_session(
+        self,
+        node: str,
+        peer: str,
+        writer: asyncio.StreamWriter,
+        snapshot: bool,
+        hello: dict[str, Any],
+    ) -> StandbySession:
+        """The standby's new session (replacing an older link of the same node)."""
+        old = self.sessions.pop(node, None)
+        if old is not None and old.writer is not None:
+            old.writer.close()
+        session = StandbySession(
+            node,
+            peer,
+            writer=writer,
+            snapshot=snapshot,
+            acked_seq=0 if snapshot else hello["lastSeq"],
+        )
+        await self._greet_files(session, hello)
+        session.sent_seq = session.acked_seq
+        # From here on (no await in between) every file queued reaches this standby.
+        session.first_ticket = self._ticket + 1
+        self.sessions[node] = session
         return session
 
     async def _greet_files(self, session: StandbySession, hello: dict[str, object]) -> None:

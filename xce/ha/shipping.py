@@ -41,9 +41,16 @@ class FileShipping(Backlog):
             session.wake.set()
 
     async def _send_files(self, session: StandbySession, writer: asyncio.StreamWriter) -> None:
-        assert self.space is not None
-        loop = asyncio.get_running_loop()
+        """The file operations queued for this standby, then the audit log's new lines."""
         epoch = self.epochs.epoch
+        await self._send_file_ops(session, writer, epoch)
+        if session.audit_sent is not None:
+            await self._send_audit(session, writer, epoch)
+
+    async def _send_file_ops(
+        self, session: StandbySession, writer: asyncio.StreamWriter, epoch: int
+    ) -> None:
+        assert self.space is not None
         while session.files:
             ticket, name, op = session.files.popleft()
             path = self.space.path_of(name)
@@ -79,8 +86,13 @@ class FileShipping(Backlog):
                     epoch,
                     {"ticket": ticket, "name": name, "op": "drop", "last": True},
                 )
-        if session.audit_sent is None:
-            return
+
+    async def _send_audit(
+        self, session: StandbySession, writer: asyncio.StreamWriter, epoch: int
+    ) -> None:
+        """The audit log from what this standby holds (whole again if its copy differs)."""
+        assert self.space is not None and session.audit_sent is not None
+        loop = asyncio.get_running_loop()
         path = self.space.audit_path
         if session.audit_replace:
             session.audit_replace = False
