@@ -653,9 +653,9 @@ class ControllerService:
     def _check_queue(self, queue: QueueRecord) -> None:
         """A queue's settings hold together: known plugins, defaults within maximums, the
         queues it preempts exist."""
-        unknown = [name for name in queue.preempt if name not in self.state.queues]
-        if unknown:
-            raise InvalidRequest(f"preempt: queue {unknown[0]!r} does not exist")
+        problem = queue_rules.check_preempt(queue, self.state.queues)
+        if problem:
+            raise InvalidRequest(problem)
         try:
             policy_for(queue.plugins)
         except ValueError as exc:
