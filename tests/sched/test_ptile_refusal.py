@@ -4,9 +4,12 @@ would seem to suffice (an API review's finding)."""
 
 from __future__ import annotations
 
+from tests.unit.helpers import T0, new_state, submit
 from xce.core.model import HostRecord, QueueRecord
+from xce.sched import snapshot_of
 from xce.sched.expr import parse_requirement
 from xce.sched.multihost_submit import multi_host_refusal
+from xce.sched.pipeline import plan
 
 QUEUE = QueueRecord("normal")
 
@@ -54,3 +57,22 @@ def test_too_few_slots_in_all_keeps_the_total() -> None:
 def test_hosts_of_the_tile_size_without_the_memory_keep_the_total() -> None:
     why = _refusal(8, "span[ptile=4]", [4, 4], memory_mb=128000)
     assert why is not None and "its hosts have 8 slots in all" in why
+
+
+def test_a_waiting_job_whose_tiles_fit_no_host_set_says_why_not_that_it_waits_for_room() -> None:
+    """A job kept with defer (or submitted before the hosts changed) waits for ever: its
+    reason says what is wrong with the tiles instead of "waiting for free slots"."""
+    state = new_state(hosts={f"h{i}": (4, 1000) for i in range(4)})
+    tiles, fits, short = (
+        submit(state, slots=16, resources="span[ptile=8]"),
+        submit(state, slots=8, resources="span[ptile=4]"),
+        submit(state, slots=64, resources="span[ptile=4]"),
+    )
+    result = plan(snapshot_of(state), T0)
+    assert [p.job_id for p in result.placements] == [fits]
+    texts = result.texts()
+    assert texts[tiles] == (
+        "no set of hosts is big enough: span[ptile=8] puts 8 slots on each host and no "
+        "host has 8 (the largest has 4)"
+    )
+    assert texts[short] == "no set of hosts is big enough"  # fewer slots in all

@@ -11,7 +11,7 @@ from xce.core.model import HostRecord, JobSpec, QueueRecord
 from xce.sched.expr import host_attributes, matches
 from xce.sched.expr.model import ResourceRequirement
 from xce.sched.feasibility import _empty_view
-from xce.sched.multihost import Layout, choose, groups_of, spreads
+from xce.sched.multihost import Layout, choose, groups_of, ptile_shortfall, spreads
 from xce.sched.plugins.hostfilters import QueueHosts
 
 # The submit and modify schemas' slots maximum: a ptile or block above it means nothing.
@@ -100,33 +100,10 @@ def multi_host_refusal(
     sizes = [views[i].slots for i in fitting]
     if total >= slots and layout.ptile is not None and not exclusive:
         # enough slots in all: the tile size is what no set of hosts can meet
-        why = _ptile_shortfall(layout.ptile, slots, sizes)
+        why = ptile_shortfall(layout.ptile, slots, sizes)
         if why:
             return f"no set of hosts of {where} can ever hold this job: {why}"
     return (
         f"no set of hosts of {where} can ever hold this job ({slots} slots; its "
         f"hosts have {total} slots in all)"
-    )
-
-
-def _ptile_shortfall(ptile: int, slots: int, sizes: list[int]) -> str | None:
-    """Why hosts of `sizes` slots cannot take `slots` in tiles of `ptile` (`ptile` on each
-    host, the last the rest), or None when their sizes allow it (memory is what fails)."""
-    full, rest = divmod(slots, ptile)
-    largest = sorted(sizes, reverse=True)
-    big = sum(1 for size in largest if size >= ptile)
-    if not big:
-        return (
-            f"span[ptile={ptile}] puts {ptile} slots on each host and no host has "
-            f"{ptile} (the largest has {largest[0]})"
-        )
-    # the `full` largest hosts take whole tiles, the next largest the rest
-    if big >= full and (not rest or (len(largest) > full and largest[full] >= rest)):
-        return None
-    need = f"{full} host{'s' if full != 1 else ''} of at least {ptile} slots"
-    if rest:
-        need += f" and one more of at least {rest}"
-    return (
-        f"span[ptile={ptile}] spreads {slots} slots over {need}; it has {big} "
-        f"host{'s' if big != 1 else ''} of {ptile} slots or more"
     )
