@@ -154,7 +154,7 @@ def _new_spec(
         for term in terms:
             if parse_job_id(term.job)[0] == number:
                 raise InvalidRequest(f"{label} cannot depend on itself")
-            service._check_dependency(term.job, may_view_owner)
+            service.submissions.check_dependency(term.job, may_view_owner)
         updates["dependency"] = terms
     if "hold" in changes:
         updates["hold"] = bool(changes["hold"])

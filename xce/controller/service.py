@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import itertools
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
@@ -20,50 +19,34 @@ from typing import Protocol
 from xce import metrics
 from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
-from xce.controller import gres_rules, queue_rules
+from xce.controller import queue_rules
 from xce.controller.modify import modify_events
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
-from xce.controller.reservations import check_target, expired_reservations
-from xce.controller.submit_checks import (
-    check_command,
-    check_environment,
-    check_submitter,
-    memory_asked,
-    output_patterns,
-)
+from xce.controller.reservations import expired_reservations
+from xce.controller.submission import Submissions
 from xce.core import events as ev
 from xce.core import lifecycle
-from xce.core.arrayspec import parse_array_spec
-from xce.core.begin import parse_begin
-from xce.core.deps import parse_dependency
-from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from xce.core.errors import Conflict, Forbidden, InvalidRequest
 from xce.core.model import (
     HostAdmin,
     HostStatus,
     JobRecord,
-    JobSpec,
     JobState,
     QueueRecord,
 )
 from xce.core.state import ClusterState, parse_job_id
 from xce.sched import pipeline, preemption
-from xce.sched.expr import parse_requirement
-from xce.sched.feasibility import refusal
 from xce.sched.incremental import SnapshotCache
-from xce.sched.multihost_submit import (
-    multi_host_refusal,
-)
 from xce.sched.plugins import policy_for
-from xce.sched.priority import PrioritySettings, check_job_priority
+from xce.sched.priority import PrioritySettings
 from xce.sched.reasons import ReasonTexts
 from xce.sched.snapshot import free_licenses
 from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
-from xce.store.files import FileStore, safe_relative_path
+from xce.store.files import FileStore
 from xce.store.log import EventLog, MemoryEventLog
 
-IDEMPOTENCY_TTL_S = 24 * 3600.0  # a key also ends with its job (finished-job retention)
 JOB_ACTIONS = ("stop", "resume", "requeue", "kill")
 PURGE_CHUNK = 10_000  # ids per JobsPurged record: ~100 KiB, far below a frame's limit
 Planner = Callable[..., Plan]
@@ -127,6 +110,7 @@ class ControllerService:
         # The accounting feed (xce/accounting/feed.py): records of ended attempts, staged
         # as events apply and stored off the request path once durable. None: no accounting.
         self.accounting: AccountingFeed | None = None
+        self.submissions = Submissions(self)
 
     def ship_files(self, ops: list[tuple[str, str]]) -> int:
         """Queue job files for the standbys, ahead of the records committed after this."""
@@ -215,195 +199,14 @@ class ControllerService:
 
     # --- submission ---------------------------------------------------------------------
 
-    def _spec(self, req: SubmitRequest) -> tuple[JobSpec, dict[str, str]]:
-        """The validated spec, and its inputs as normalised path -> upload id. The checks
-        run in a fixed order (who, what, where, how much, files, when), so a request with
-        several problems is always refused for the same first one."""
-        check_submitter(self.settings, req)
-        check_command(req)
-        queue = self._open_queue(req.queue or self.settings.default_queue)
-        memory_mb = memory_asked(req)
-        check_environment(req)
-        inputs = self._inputs(req.inputs, req.uploads_of)
-        outputs = output_patterns(req.outputs)
-        begin_time = None if req.begin is None else parse_begin(req.begin, self.clock())
-        try:
-            check_job_priority(self.settings.scheduler.priority, req.priority, req.privileged)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc)) from None
-        dependency = parse_dependency(req.dependency)
-        for term in dependency:
-            self._check_dependency(term.job, req.may_view_owner)
-        groups = [g for g, members in self.settings.scheduler.groups if req.user in members]
-        applied = queue_rules.apply(queue, req.user, groups, req.slots, memory_mb, req.walltime_s)
-        if req.reservation:
-            check_target(self.state.reservations, req.reservation, req.user, groups)
-        if not req.defer:
-            self._check_feasible(req, queue, applied.memory_mb)
-        asked_gres, asked_licenses = gres_rules.requested(
-            req, queue, self.state.hosts.values(), dict(self.settings.licenses)
-        )
-        spec = JobSpec(
-            user=req.user,
-            queue=queue.name,
-            name=req.name,
-            command=req.command,
-            script=req.script,
-            slots=req.slots,
-            memory_mb=applied.memory_mb,
-            walltime_s=applied.walltime_s,
-            env=tuple(sorted(req.env.items())),
-            cwd=req.cwd,
-            inputs=tuple(sorted(inputs)),
-            outputs=outputs,
-            dependency=dependency,
-            hold=req.hold,
-            submit_host=req.submit_host,
-            resources=req.resources.strip(),
-            stdout_file=req.stdout_file,
-            stderr_file=req.stderr_file,
-            gres=asked_gres,
-            licenses=asked_licenses,
-            reservation=req.reservation,
-            begin_time=begin_time,
-            priority=req.priority,
-            exclusive=req.exclusive,
-            mem_per_slot_mb=req.mem_per_slot_mb,
-        )
-        return spec, inputs
-
-    def _open_queue(self, name: str) -> QueueRecord:
-        """The queue `name`, which must exist and accept new jobs."""
-        queue = self.state.queues.get(name)
-        if queue is None:
-            raise InvalidRequest(f"queue {name!r} does not exist")
-        if not queue.open:
-            raise Conflict(f"queue {name!r} is closed: it accepts no new jobs")
-        return queue
-
-    def _check_feasible(self, req: SubmitRequest, queue: QueueRecord, memory_mb: int) -> None:
-        """Refuse a job no host of its queue could ever run (xce/sched/feasibility.py)."""
-        requirement = parse_requirement(req.resources) if req.resources.strip() else None
-        why = multi_host_refusal(
-            requirement,
-            req.slots,
-            memory_mb,
-            req.exclusive,
-            req.mem_per_slot_mb,
-            queue,
-            self.state.hosts.values(),
-        )
-        if why is None:
-            return  # a multi-host job some set of hosts can hold
-        if why == "":
-            why = refusal(requirement, req.slots, memory_mb, queue, self.state.hosts.values())
-        if why is not None:
-            raise InvalidRequest(
-                f"{why} (submit with defer to keep it for hosts that have not registered yet)"
-            )
-
-    def _check_dependency(self, job_id: str, may_view_owner: Callable[[str], bool] | None) -> None:
-        """404 for a dependency on a job that does not exist or that the submitter may not
-        view, in the same words: the dependency would reveal how that job ended."""
-        number, index = parse_job_id(job_id)
-        if index is None and number in self.state.arrays:
-            owner: str | None = self.state.arrays[number].spec.user
-        else:
-            try:
-                owner = self.state.job(job_id).spec.user
-            except NotFound:
-                owner = None
-        if owner is None or (may_view_owner is not None and not may_view_owner(owner)):
-            raise NotFound(
-                f"dependency on job {job_id}, which does not exist or which you may not view"
-            )
-
-    def _inputs(self, raw: dict[str, str], uploads_of: str | None = None) -> dict[str, str]:
-        """Normalised input path -> upload id; paths and uploads must not collide, and each
-        upload must be `uploads_of`'s (None: anyone's)."""
-        inputs: dict[str, str] = {}
-        for path, upload_id in raw.items():
-            rel = safe_relative_path(path, "input path")
-            if rel in inputs:
-                raise InvalidRequest(f"input path {rel!r} is given twice")
-            inputs[rel] = upload_id
-        ids = list(inputs.values())
-        for upload_id in ids:
-            self.files.check_upload(upload_id, uploads_of)
-            if ids.count(upload_id) > 1:
-                raise InvalidRequest(f"upload {upload_id} is used for more than one input")
-        ordered = sorted(inputs)
-        for parent, child in itertools.pairwise(ordered):
-            if child.startswith(parent + "/"):
-                raise InvalidRequest(
-                    f"input {parent!r} cannot be a file and the directory of {child!r}"
-                )
-        return inputs
-
     async def submit(self, req: SubmitRequest) -> str:
         """Validate and enqueue a job or array; returns its id once durable."""
         return (await self.submit_keyed(req, ""))[0]
 
     async def submit_keyed(self, req: SubmitRequest, key: str) -> tuple[str, bool]:
-        """`submit` with an Idempotency-Key: a repeat of a key this user sent within its
-        lifetime returns the first submission's id (True: a repeat) once that is durable,
-        across failovers too (the key is part of the replicated job record)."""
-        if (found := await self._repeat(req, key)) is not None:
-            return found, True
-        spec, inputs = self._spec(req)
-        event: ev.Event
-        if self.numbers is not None:
-            await self.numbers.ready()  # nothing awaits between this and the commit's apply
-            if (found := await self._repeat(req, key)) is not None:
-                return found, True  # a twin request got its number first
-        if req.array is not None:
-            parsed = parse_array_spec(req.array, self.settings.max_array_size)
-            number = self.state.next_number
-            event = ev.ArraySubmitted(
-                self.clock(), number, spec, parsed.indices, parsed.max_concurrent, key
-            )
-        else:
-            number = self.state.next_number
-            event = ev.JobSubmitted(self.clock(), number, spec, key)
-        self.files.attach_inputs(number, inputs)
-        ticket = self.ship_files(  # the standbys move their copies of the uploads alike
-            [(f"files/jobs/{number}/inputs", "drop")]
-            + [
-                (f"files/jobs/{number}/inputs/{rel}", f"move:files/uploads/{upload}")
-                for rel, upload in sorted(inputs.items())
-            ]
-            + [(f"files/uploads/{upload}.json", "drop") for upload in inputs.values()]
-            if inputs
-            else []
-        )
-        await self.commit([event])
-        await self.files_replicated(ticket)  # sync mode: the inputs are on a standby too
-        metrics.labelled(metrics.SUBMISSIONS, "array" if req.array is not None else "job").inc()
-        return str(number), False
-
-    async def _repeat(self, req: SubmitRequest, key: str) -> str | None:
-        """The id of the earlier submission with this key, once it is durable."""
-        found = self._keyed(req, key) if key else None
-        if found is not None:
-            await self.log.sync()  # the first request's commit may still be under way
-        return found
-
-    def _keyed(self, req: SubmitRequest, key: str) -> str | None:
-        """The id an earlier submission with this user's `key` got, if it is still alive
-        (IDEMPOTENCY_TTL_S, and as long as the job is kept); Conflict if the key came with
-        a different job."""
-        found = self.state.submit_keys.get((req.user, key))
-        if found is None:
-            return None
-        record = self.state.arrays.get(int(found)) or self.state.jobs.get(found)
-        if record is None or self.clock() - record.submit_time > IDEMPOTENCY_TTL_S:
-            return None
-        spec = record.spec
-        if (spec.command, spec.script, spec.name) != (req.command, req.script, req.name):
-            raise Conflict(
-                f"Idempotency-Key {key!r} was already used for job {found}, a different submission"
-            )
-        return found
+        """`submit` with an Idempotency-Key (xce/controller/submission.py): a repeat of a
+        key returns the first submission's id and True."""
+        return await self.submissions.submit_keyed(req, key)
 
     # --- job control --------------------------------------------------------------------
 
