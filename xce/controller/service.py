@@ -20,22 +20,19 @@ from xce import metrics
 from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
 from xce.controller import queue_rules
-from xce.controller.modify import modify_events
+from xce.controller.job_actions import JobActions
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
 from xce.controller.reservations import expired_reservations
 from xce.controller.submission import Submissions
 from xce.core import events as ev
-from xce.core import lifecycle
-from xce.core.errors import Conflict, Forbidden, InvalidRequest
+from xce.core.errors import Conflict, InvalidRequest
 from xce.core.model import (
     HostAdmin,
     HostStatus,
-    JobRecord,
-    JobState,
     QueueRecord,
 )
-from xce.core.state import ClusterState, parse_job_id
+from xce.core.state import ClusterState
 from xce.sched import pipeline, preemption
 from xce.sched.incremental import SnapshotCache
 from xce.sched.plugins import policy_for
@@ -47,13 +44,8 @@ from xce.sched.usage import UsageLedger
 from xce.store.files import FileStore
 from xce.store.log import EventLog, MemoryEventLog
 
-JOB_ACTIONS = ("stop", "resume", "requeue", "kill")
 PURGE_CHUNK = 10_000  # ids per JobsPurged record: ~100 KiB, far below a frame's limit
 Planner = Callable[..., Plan]
-
-
-def _clock_text(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
 class FileReplica(Protocol):
@@ -111,6 +103,7 @@ class ControllerService:
         # as events apply and stored off the request path once durable. None: no accounting.
         self.accounting: AccountingFeed | None = None
         self.submissions = Submissions(self)
+        self.job_actions = JobActions(self)
 
     def ship_files(self, ops: list[tuple[str, str]]) -> int:
         """Queue job files for the standbys, ahead of the records committed after this."""
@@ -210,88 +203,10 @@ class ControllerService:
 
     # --- job control --------------------------------------------------------------------
 
-    def _job_events(self, job: JobRecord, action: str, now: float) -> list[ev.Event]:
-        if action == "kill":
-            if job.state.active:
-                host = self.state.hosts.get(job.host or "")
-                if host is None or host.status is HostStatus.UNAVAILABLE:
-                    return [ev.JobKilled(now, job.id, "killed (host unavailable)")]
-                if job.kill_requested and not job.requeue_requested:
-                    return []
-                return [ev.JobKillRequested(now, job.id)]
-            lifecycle.check(job.id, "kill", job.state, JobState.EXIT)
-            return [ev.JobKilled(now, job.id)]
-        if action == "stop":
-            lifecycle.check(job.id, "suspend", job.state)
-            return [ev.JobSuspended(now, job.id)]
-        if action == "resume":
-            lifecycle.check(job.id, "resume", job.state)
-            return [ev.JobResumed(now, job.id)]
-        if action == "requeue":
-            lifecycle.check(job.id, "requeue", job.state, JobState.PEND)
-            until = self.fence_until(job.host) if job.host else None
-            if until is not None:
-                raise Conflict(
-                    f"job {job.id} may still be running on host {job.host}, which is "
-                    f"unreachable: it can be requeued from {_clock_text(until)} (heartbeat "
-                    f"deadline + [controller] fence_timeout_s), when its worker has killed it"
-                )
-            if job.state.active:
-                # Stays where it is until its worker reports the attempt ended (killed):
-                # only then does it wait for a host again, so it never runs twice.
-                if job.requeue_requested:
-                    return []
-                return [ev.JobKillRequested(now, job.id, requeue=True)]
-            return [ev.JobRequeued(now, job.id)]
-        raise InvalidRequest(f"unknown job action {action!r} (use {', '.join(JOB_ACTIONS)})")
-
-    def _array_events(self, number: int, action: str, now: float) -> list[ev.Event]:
-        array = self.state.array(number)
-        out: list[ev.Event] = []
-        tasks = self.state.tasks_of(number)
-        if action == "kill":
-            if array.pending:
-                out.append(ev.ArrayCancelled(now, number))
-            states = (JobState.PEND, JobState.PSUSP, JobState.RUN, JobState.USUSP, JobState.SSUSP)
-        elif action == "stop":
-            if array.pending and not array.held:
-                out.append(ev.ArrayHeld(now, number))
-            states = (JobState.PEND, JobState.RUN, JobState.SSUSP)
-        elif action == "resume":
-            if array.held:
-                out.append(ev.ArrayReleased(now, number))
-            states = (JobState.PSUSP, JobState.USUSP, JobState.SSUSP)
-        elif action == "requeue":
-            states = (JobState.RUN, JobState.USUSP, JobState.SSUSP, JobState.DONE, JobState.EXIT)
-        else:
-            raise InvalidRequest(f"unknown job action {action!r} (use {', '.join(JOB_ACTIONS)})")
-        for task in tasks:
-            if task.state in states:
-                out.extend(self._job_events(task, action, now))
-        if not out:
-            raise Conflict(f"no task of job array {number} is in a state that allows {action}")
-        return out
-
     async def control(self, job_id: str, action: str, owner: str | None = None) -> list[str]:
-        """stop / resume / requeue / kill one job, one task, or a whole array.
-
-        With `owner` set (a plain user), only that user's jobs may be touched.
-        """
-        if action not in JOB_ACTIONS:
-            raise InvalidRequest(f"unknown job action {action!r} (use {', '.join(JOB_ACTIONS)})")
-        number, index = parse_job_id(job_id)
-        now = self.clock()
-        if index is None and number in self.state.arrays:
-            user = self.state.arrays[number].spec.user
-            events = self._array_events(number, action, now) if owner in (None, user) else []
-        else:
-            job = self.state.job(job_id)
-            user = job.spec.user
-            events = self._job_events(job, action, now) if owner in (None, user) else []
-        if owner is not None and owner != user:
-            raise Forbidden(f"{owner} may not {action} job {job_id} of user {user}")
-        await self.commit(events)
-        return sorted({getattr(e, "job_id", str(getattr(e, "number", ""))) for e in events})
+        """stop / resume / requeue / kill one job, one task, or a whole array
+        (xce/controller/job_actions.py); with `owner` set, only that user's jobs."""
+        return await self.job_actions.control(job_id, action, owner)
 
     async def modify_job(
         self,
@@ -301,11 +216,8 @@ class ControllerService:
         may_view_owner: Callable[[str], bool] | None = None,
         defer: bool = False,
     ) -> list[ev.Event]:
-        """`xce job modify`: validated and committed as events (xce/controller/modify.py);
-        nothing awaits between the checks and the commit."""
-        events = modify_events(self, job_id, dict(changes), privileged, may_view_owner, defer)
-        await self.commit(events)
-        return events
+        """`xce job modify`: validated and committed as events (xce/controller/modify.py)."""
+        return await self.job_actions.modify(job_id, changes, privileged, may_view_owner, defer)
 
     # --- queues -------------------------------------------------------------------------
 
