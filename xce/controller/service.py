@@ -19,23 +19,20 @@ from typing import Protocol
 from xce import metrics
 from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
-from xce.controller import queue_rules
+from xce.controller.admin import Administration
 from xce.controller.job_actions import JobActions
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
 from xce.controller.reservations import expired_reservations
 from xce.controller.submission import Submissions
 from xce.core import events as ev
-from xce.core.errors import Conflict, InvalidRequest
 from xce.core.model import (
-    HostAdmin,
     HostStatus,
     QueueRecord,
 )
 from xce.core.state import ClusterState
 from xce.sched import pipeline, preemption
 from xce.sched.incremental import SnapshotCache
-from xce.sched.plugins import policy_for
 from xce.sched.priority import PrioritySettings
 from xce.sched.reasons import ReasonTexts
 from xce.sched.snapshot import free_licenses
@@ -104,6 +101,7 @@ class ControllerService:
         self.accounting: AccountingFeed | None = None
         self.submissions = Submissions(self)
         self.job_actions = JobActions(self)
+        self.admin = Administration(self)
 
     def ship_files(self, ops: list[tuple[str, str]]) -> int:
         """Queue job files for the standbys, ahead of the records committed after this."""
@@ -219,91 +217,24 @@ class ControllerService:
         """`xce job modify`: validated and committed as events (xce/controller/modify.py)."""
         return await self.job_actions.modify(job_id, changes, privileged, may_view_owner, defer)
 
-    # --- queues -------------------------------------------------------------------------
-
-    def _check_queue(self, queue: QueueRecord) -> None:
-        """A queue's settings hold together: known plugins, defaults within maximums, the
-        queues it preempts exist."""
-        unknown = [name for name in queue.preempt if name not in self.state.queues]
-        if unknown:
-            raise InvalidRequest(f"preempt: queue {unknown[0]!r} does not exist")
-        try:
-            policy_for(queue.plugins)
-        except ValueError as exc:
-            raise InvalidRequest(f"plugins: {exc}") from None
-        problem = queue_rules.check_settings(queue)
-        if problem:
-            raise InvalidRequest(problem)
+    # --- queues and hosts (xce/controller/admin.py) ----------------------------------------
 
     async def create_queue(self, queue: QueueRecord) -> QueueRecord:
-        if queue.name in self.state.queues:
-            raise Conflict(f"queue {queue.name!r} already exists")
-        self._check_queue(queue)
-        await self.commit([ev.QueueCreated(self.clock(), queue)])
-        return self.state.queues[queue.name]
+        return await self.admin.create_queue(queue)
 
     async def modify_queue(self, name: str, changes: dict[str, object]) -> QueueRecord:
-        """New settings for a queue (`changes` of QueueRecord fields, validated by the API
-        schema); its jobs keep what they were submitted with."""
-        old = self.state.queue(name)
-        unknown = (
-            set(changes)
-            - {f.name for f in dataclasses.fields(QueueRecord)}
-            - {"name", "open", "active"}
-        )
-        fixed = set(changes) & {"name", "open", "active"}
-        if unknown or fixed:
-            raise InvalidRequest(
-                f"cannot modify {', '.join(sorted(unknown | fixed))} of a "
-                "queue (open/close and activate/deactivate have their own "
-                "actions)"
-            )
-        new = dataclasses.replace(old, **changes)  # type: ignore[arg-type]
-        self._check_queue(new)
-        if new != old:
-            await self.commit([ev.QueueModified(self.clock(), new)])
-        return self.state.queues[name]
+        """New settings for a queue; its jobs keep what they were submitted with."""
+        return await self.admin.modify_queue(name, changes)
 
     async def delete_queue(self, name: str) -> None:
         """Delete a queue no live job is in; finished jobs keep its name."""
-        self.state.queue(name)
-        if name == self.settings.default_queue:
-            raise Conflict(
-                f"queue {name!r} is the default queue ([controller] "
-                "default_queue): choose another default first"
-            )
-        await self.commit([ev.QueueDeleted(self.clock(), name)])
+        await self.admin.delete_queue(name)
 
     async def queue_action(self, name: str, action: str) -> QueueRecord:
-        queue = self.state.queue(name)
-        now = self.clock()
-        table = {
-            "open": (queue.open, ev.QueueOpened),
-            "close": (not queue.open, ev.QueueClosed),
-            "activate": (queue.active, ev.QueueActivated),
-            "deactivate": (not queue.active, ev.QueueDeactivated),
-        }
-        if action not in table:
-            raise InvalidRequest(f"unknown queue action {action!r} (use {', '.join(table)})")
-        already, event_type = table[action]
-        if not already:
-            await self.commit([event_type(now, name)])
-        return self.state.queues[name]
-
-    # --- hosts --------------------------------------------------------------------------
+        return await self.admin.queue_action(name, action)
 
     async def host_action(self, name: str, action: str, reason: str = "") -> None:
-        host = self.state.host(name)
-        now = self.clock()
-        if action == "open":
-            events = [] if host.admin is HostAdmin.OPEN else [ev.HostOpened(now, name)]
-        elif action == "close":
-            events = [ev.HostClosed(now, name, reason or "closed by admin")]
-        elif action == "drain":
-            events = [ev.HostDrainStarted(now, name, reason or "drained by admin")]
-        else:
-            raise InvalidRequest(f"unknown host action {action!r} (use open, close, drain)")
-        await self.commit(events)
+        await self.admin.host_action(name, action, reason)
 
     # --- retention ----------------------------------------------------------------------
 
