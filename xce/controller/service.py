@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from xce import metrics
 from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
 from xce.controller.admin import Administration
@@ -24,25 +22,20 @@ from xce.controller.job_actions import JobActions
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
 from xce.controller.reservations import expired_reservations
+from xce.controller.scheduling import Planner, Scheduling
 from xce.controller.submission import Submissions
 from xce.core import events as ev
 from xce.core.model import (
-    HostStatus,
     QueueRecord,
 )
 from xce.core.state import ClusterState
-from xce.sched import pipeline, preemption
-from xce.sched.incremental import SnapshotCache
-from xce.sched.priority import PrioritySettings
+from xce.sched import pipeline
 from xce.sched.reasons import ReasonTexts
-from xce.sched.snapshot import free_licenses
-from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
 from xce.store.files import FileStore
 from xce.store.log import EventLog, MemoryEventLog
 
 PURGE_CHUNK = 10_000  # ids per JobsPurged record: ~100 KiB, far below a frame's limit
-Planner = Callable[..., Plan]
 
 
 class FileReplica(Protocol):
@@ -70,23 +63,18 @@ class ControllerService:
         self.state = state or ClusterState()
         self.log = log or MemoryEventLog()
         self.clock = clock
-        self.planner = planner
-        self.reasons = ReasonTexts()  # why pending jobs wait, rendered when read
         self.host_versions: dict[str, int] = {}
         self._host_waiters: dict[str, asyncio.Event] = {}
         self.schedule_needed = asyncio.Event()
         self.listeners: list[Callable[[ev.Event], None]] = []
         # Called with each batch once it is durable (the live event stream, xce/controller/bus)
         self.committed: list[Callable[[list[ev.Event]], None]] = []
-        self.stats = {"scheduling_passes": 0, "last_pass_ms": 0.0, "dispatched": 0}
         # Fairshare: decayed usage of finished jobs, fed by every committed event.
         self.usage = UsageLedger(settings.scheduler.fairshare_half_life_s)
         self.usage.seed(self.state)
         self.listeners.append(lambda event: self.usage.observe(event, self.state))
-        self._groups = settings.scheduler.group_map()
-        # The scheduler's view, updated by each committed event (xce/sched/incremental.py)
-        self._snapshots = SnapshotCache()
-        self.listeners.append(lambda event: self._snapshots.observe(event, self.state))
+        # The scheduling pass, whose snapshot cache listens to every event from here on
+        self.scheduling = Scheduling(self, planner)
         # Set by the WorkerGateway: until when a job of an unreachable host may still run
         # there (None: no fence in force). A requeue by hand waits for it, as liveness does.
         self.fence_until: Callable[[str], float | None] = lambda host: None
@@ -265,60 +253,18 @@ class ControllerService:
             )
         return len(ids)
 
-    # --- scheduling ---------------------------------------------------------------------
-
-    def _any_free_host(self) -> bool:
-        for host in self.state.hosts.values():
-            if host.status is not HostStatus.ONLINE:
-                continue
-            load = self.state.host_load.get(host.name)
-            if load is None or load.slots < host.slots:
-                return True
-        return False
+    # --- scheduling (xce/controller/scheduling.py) ----------------------------------------
 
     async def schedule_once(self) -> int:
         """One scheduling pass: plan on a snapshot, then commit the placements."""
-        if not self._any_free_host() and not any(q.preempt for q in self.state.queues.values()):
-            # A full (or empty) cluster: no pass over the pending jobs at all; every pending
-            # job reads the same reason.
-            online = any(h.status is HostStatus.ONLINE for h in self.state.hosts.values())
-            self.reasons = ReasonTexts(
-                default="all online hosts are full" if online else "no online host"
-            )
-            self.stats["scheduling_passes"] += 1  # a pass all the same: reasons are current
-            return 0
-        started = time.perf_counter()
-        now = self.clock()
-        snapshot = self._snapshots.snapshot(self.state, self.usage.usage(now), self._groups)
-        if self.settings.licenses:
-            snapshot = dataclasses.replace(
-                snapshot, licenses=free_licenses(self.state, dict(self.settings.licenses))
-            )
-        if self.settings.scheduler.priority != PrioritySettings():
-            snapshot = dataclasses.replace(snapshot, priority=self.settings.scheduler.priority)
-        resumed: list[str] = []
-        if preemption.needed(snapshot):  # suspended victims go back first
-            resumed, snapshot = preemption.resume_first(snapshot)
-        result = self.planner(snapshot, now)
-        self.reasons = ReasonTexts(result.reasons)
-        now = self.clock()
-        events: list[ev.Event] = [ev.JobResumed(now, job_id) for job_id in resumed]
-        for placement in result.placements:
-            events.append(
-                ev.JobStarted(
-                    now, placement.job_id, placement.host, placement.devices, placement.hosts
-                )
-            )
-        if preemption.needed(snapshot):  # xce/sched/preemption.py: resume, then preempt
-            decision = preemption.decide(snapshot, now, result)
-            self.reasons.update(decision.reasons)
-            events.extend(ev.JobResumed(now, job_id) for job_id in decision.resume)
-            events.extend(ev.JobPreempted(now, p.victim, p.by, p.requeue) for p in decision.preempt)
-        self.stats["scheduling_passes"] += 1
-        self.stats["last_pass_ms"] = (time.perf_counter() - started) * 1000
-        if events:
-            await self.commit(events)
-            self.stats["dispatched"] += len(events)
-            metrics.DISPATCHED.inc(len(events))
-        metrics.SCHEDULING_PASS.observe(time.perf_counter() - started)
-        return len(events)
+        return await self.scheduling.schedule_once()
+
+    @property
+    def reasons(self) -> ReasonTexts:
+        """Why each pending job waits, as the last pass found."""
+        return self.scheduling.reasons
+
+    @property
+    def stats(self) -> dict[str, float]:
+        """Scheduling passes, the last one's duration, events dispatched."""
+        return self.scheduling.stats
