@@ -10,14 +10,14 @@ concurrent requests on one event loop cannot interleave their decisions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from xce.accounting.feed import AccountingFeed
 from xce.config import ControllerSettings
 from xce.controller.admin import Administration
+from xce.controller.host_changes import HostChanges, hosts_of
 from xce.controller.job_actions import JobActions
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
@@ -63,8 +63,9 @@ class ControllerService:
         self.state = state or ClusterState()
         self.log = log or MemoryEventLog()
         self.clock = clock
-        self.host_versions: dict[str, int] = {}
-        self._host_waiters: dict[str, asyncio.Event] = {}
+        # Per-host versions that the workers' long-polls wait on, bumped by `commit`
+        self.host_changes = HostChanges()
+        self.host_versions = self.host_changes.versions
         self.schedule_needed = asyncio.Event()
         self.listeners: list[Callable[[ev.Event], None]] = []
         # Called with each batch once it is durable (the live event stream, xce/controller/bus)
@@ -119,22 +120,9 @@ class ControllerService:
         records = [self.log.prepare(event, i) for i, event in enumerate(batch)]
         if len(batch) > 1:
             self.state.check(batch)  # one event is all-or-nothing in `apply` itself
-        touched: set[str] = set()
         feed = self.accounting
-        for event, record in zip(batch, records, strict=True):
-            before = self._hosts_of(event)
-            if feed is not None:
-                feed.before(self.state, event)
-            self.state.apply(event)
-            self.log.append(record)
-            if feed is not None:
-                feed.after(self.state, event, self.state.applied)
-            touched.update(before)
-            touched.update(self._hosts_of(event))
-            for listener in self.listeners:
-                listener(event)
-        for host in touched:
-            self._bump(host)
+        for host in self._apply(batch, records, feed):
+            self.host_changes.bump(host)
         if reschedule:
             self.schedule_needed.set()
         await self.log.sync()
@@ -143,38 +131,33 @@ class ControllerService:
         for hook in self.committed:
             hook(batch)
 
-    def _hosts_of(self, event: ev.Event) -> tuple[str, ...]:
-        """The hosts whose assignments `event` may change: a job's every host (a multi-host
-        job's others hold its share, xce/worker/shares.py), or the host itself."""
-        if isinstance(event, ev.JobStarted):
-            return tuple(p.host for p in event.hosts) or (event.host,)
-        job_id = getattr(event, "job_id", None)
-        if job_id is not None:
-            job = self.state.jobs.get(job_id)
-            if job is None or not job.host:
-                return ()
-            return tuple(p.host for p in job.allocation) or (job.host,)
-        if isinstance(event, (ev.HostRegistered, ev.HostAvailable, ev.HostUnavailable)):
-            return (event.name,)
-        return ()
-
-    def _bump(self, host: str) -> None:
-        self.host_versions[host] = self.host_versions.get(host, 0) + 1
-        waiter = self._host_waiters.pop(host, None)
-        if waiter is not None:
-            waiter.set()
+    def _apply(
+        self, batch: list[ev.Event], records: list[Any], feed: AccountingFeed | None
+    ) -> set[str]:
+        """Apply and append each event of a checked batch, staging its accounting records
+        in `feed` and telling the listeners; returns the hosts the batch touched."""
+        touched: set[str] = set()
+        for event, record in zip(batch, records, strict=True):
+            before = hosts_of(self.state, event)
+            if feed is not None:
+                feed.before(self.state, event)
+            self.state.apply(event)
+            self.log.append(record)
+            if feed is not None:
+                feed.after(self.state, event, self.state.applied)
+            touched.update(before)
+            touched.update(hosts_of(self.state, event))
+            for listener in self.listeners:
+                listener(event)
+        return touched
 
     def wake_all(self) -> None:
-        for host in list(self._host_waiters):
-            self._bump(host)
+        """Every worker's long-poll returns now (xce/controller/host_changes.py)."""
+        self.host_changes.wake_all()
 
     async def wait_host_change(self, host: str, version: int, timeout: float) -> None:
         """Long-poll helper: return when the host's version passes `version` or on timeout."""
-        if self.host_versions.get(host, 0) != version:
-            return
-        waiter = self._host_waiters.setdefault(host, asyncio.Event())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(waiter.wait(), timeout)
+        await self.host_changes.wait(host, version, timeout)
 
     # --- submission ---------------------------------------------------------------------
 
