@@ -21,7 +21,7 @@ from xce.controller.host_changes import HostChanges, hosts_of
 from xce.controller.job_actions import JobActions
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
-from xce.controller.reservations import expired_reservations
+from xce.controller.retention import purge_events
 from xce.controller.scheduling import Planner, Scheduling
 from xce.controller.submission import Submissions
 from xce.core import events as ev
@@ -34,8 +34,6 @@ from xce.sched.reasons import ReasonTexts
 from xce.sched.usage import UsageLedger
 from xce.store.files import FileStore
 from xce.store.log import EventLog, MemoryEventLog
-
-PURGE_CHUNK = 10_000  # ids per JobsPurged record: ~100 KiB, far below a frame's limit
 
 
 class FileReplica(Protocol):
@@ -213,28 +211,14 @@ class ControllerService:
         """Drop the finished jobs and arrays that ended before `cutoff`; returns how many.
 
         The primary's `DurableLog` calls this before each checkpoint. The purge is an event
-        through `commit` like any other change, so standbys drop the same jobs at the same
-        record instead of on their own clocks (where a requeue of a job a standby had
-        already purged could not apply). Choosing and committing happen with no await in
-        between, so no request can change a chosen job first.
+        through `commit` like any other change (xce/controller/retention.py), so standbys
+        drop the same jobs at the same record. Choosing and committing happen with no await
+        in between, so no request can change a chosen job first.
         """
-        ids = self.state.purgeable(cutoff)
-        # Reservations that ended before the cutoff go the same way (xce/controller/
-        # reservations.py): until then `xce rsv list` shows them as ended.
-        ended = expired_reservations(self.state, cutoff)
-        if ids or ended:
-            now = self.clock()
-            await self.commit(
-                [
-                    *(
-                        ev.JobsPurged(now, tuple(ids[i : i + PURGE_CHUNK]))
-                        for i in range(0, len(ids), PURGE_CHUNK)
-                    ),
-                    *(ev.ReservationDeleted(now, name) for name in ended),
-                ],
-                reschedule=False,
-            )
-        return len(ids)
+        events, purged = purge_events(self.state, cutoff, self.clock)
+        if events:
+            await self.commit(events, reschedule=False)
+        return purged
 
     # --- scheduling (xce/controller/scheduling.py) ----------------------------------------
 
