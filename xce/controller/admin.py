@@ -3,7 +3,7 @@ queue; open, close or drain a host.
 
 Split from `ControllerService` (xce/controller/service.py): `Administration` checks an
 operator's change against the state and commits its event through the service it is given.
-A queue's settings are checked as a whole (known plugins,
+A queue's settings are checked as a whole (plugins the service's registry knows,
 defaults within maximums, the queues it preempts exist) whichever way they arrive.
 """
 
@@ -16,7 +16,6 @@ from xce.controller import queue_rules
 from xce.core import events as ev
 from xce.core.errors import Conflict, InvalidRequest
 from xce.core.model import HostAdmin, QueueRecord
-from xce.sched.plugins import policy_for
 
 if TYPE_CHECKING:
     from xce.controller.service import ControllerService
@@ -35,7 +34,7 @@ class Administration:
         if unknown:
             raise InvalidRequest(f"preempt: queue {unknown[0]!r} does not exist")
         try:
-            policy_for(queue.plugins)
+            self.service.registry.policy_for(queue.plugins)
         except ValueError as exc:
             raise InvalidRequest(f"plugins: {exc}") from None
         problem = queue_rules.check_settings(queue)

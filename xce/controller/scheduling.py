@@ -4,7 +4,9 @@ Split from `ControllerService` (xce/controller/service.py). `Scheduling` keeps w
 needs between passes (the incremental snapshot cache, fed by every applied event; the
 group map; the planner) and what the API reads of the last pass (why each pending job
 waits, pass statistics). Preemption (xce/sched/preemption.py) runs around the plan: the
-suspended victims that may go back first do, then the pass, then who is preempted.
+suspended victims that may go back first do, then the pass, then who is preempted. The
+plan and preemption both ask the service's plugin registry (`service.registry`, chosen
+by xce/controller/compose.py).
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ class Scheduling:
         resumed: list[str] = []
         if preemption.needed(snapshot):  # suspended victims go back first
             resumed, snapshot = preemption.resume_first(snapshot)
-        result = self.planner(snapshot, now)
+        registry = self.service.registry
+        result = self.planner(snapshot, now, registry=registry)
         self.reasons = ReasonTexts(result.reasons)
         now = self.service.clock()
         events: list[ev.Event] = [ev.JobResumed(now, job_id) for job_id in resumed]
@@ -94,7 +97,7 @@ class Scheduling:
                 )
             )
         if preemption.needed(snapshot):  # xce/sched/preemption.py: resume, then preempt
-            decision = preemption.decide(snapshot, now, result)
+            decision = preemption.decide(snapshot, now, result, registry)
             self.reasons.update(decision.reasons)
             events.extend(ev.JobResumed(now, job_id) for job_id in decision.resume)
             events.extend(ev.JobPreempted(now, p.victim, p.by, p.requeue) for p in decision.preempt)

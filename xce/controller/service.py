@@ -29,7 +29,8 @@ from xce.core.model import (
     QueueRecord,
 )
 from xce.core.state import ClusterState
-from xce.sched import pipeline
+from xce.sched import pipeline, plugins
+from xce.sched.plugins import PluginRegistry
 from xce.sched.reasons import ReasonTexts
 from xce.sched.usage import UsageLedger
 from xce.store.files import FileStore
@@ -55,12 +56,16 @@ class ControllerService:
         log: EventLog | None = None,
         clock: Callable[[], float] = time.time,
         planner: Planner = pipeline.plan,
+        registry: PluginRegistry | None = None,
     ) -> None:
         self.settings = settings
         self.files = files
         self.state = state or ClusterState()
         self.log = log or MemoryEventLog()
         self.clock = clock
+        # The scheduler plugins queues may choose: the pass, preemption and queue checks
+        # ask this registry (chosen by xce/controller/compose.py; the built-in one here).
+        self.registry = registry or plugins.builtin()
         # Per-host versions that the workers' long-polls wait on, bumped by `commit`
         self.host_changes = HostChanges()
         self.host_versions = self.host_changes.versions
