@@ -99,6 +99,7 @@ class Administration:
     async def host_action(self, name: str, action: str, reason: str = "") -> None:
         host = self.service.state.host(name)
         now = self.service.clock()
+        events: list[ev.Event]
         if action == "open":
             events = [] if host.admin is HostAdmin.OPEN else [ev.HostOpened(now, name)]
         elif action == "close":

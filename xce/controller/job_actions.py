@@ -75,6 +75,7 @@ class JobActions:
         array = self.service.state.array(number)
         out: list[ev.Event] = []
         tasks = self.service.state.tasks_of(number)
+        states: tuple[JobState, ...]
         if action == "kill":
             if array.pending:
                 out.append(ev.ArrayCancelled(now, number))
