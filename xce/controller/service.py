@@ -5,6 +5,13 @@ Each command validates against the current state, builds events, and hands them 
 synchronous step (so log order is apply order) and then awaits durability before the caller
 acknowledges. Nothing awaits between reading the state and applying the events, so
 concurrent requests on one event loop cannot interleave their decisions.
+
+The service owns what every command shares (state, log, clock, `commit` and its hooks) and
+keeps the public commands; each kind of command is worked out by a collaborator that holds
+the service: submission (xce/controller/submission.py, with the stateless checks in
+submit_checks.py), job control and modify (job_actions.py), queue and host administration
+(admin.py), the scheduling pass (scheduling.py), retention (retention.py), and the workers'
+long-poll wake-ups (host_changes.py).
 """
 
 from __future__ import annotations
@@ -25,9 +32,7 @@ from xce.controller.retention import purge_events
 from xce.controller.scheduling import Planner, Scheduling
 from xce.controller.submission import Submissions
 from xce.core import events as ev
-from xce.core.model import (
-    QueueRecord,
-)
+from xce.core.model import QueueRecord
 from xce.core.state import ClusterState
 from xce.sched import pipeline, plugins
 from xce.sched.plugins import PluginRegistry
