@@ -71,7 +71,7 @@ def guard_state(app: web.Application) -> GuardState:
     """The app's guard state, created from its config on first use."""
     state = _STATES.get(app)
     if state is None:
-        state = _STATES[app] = GuardState.create(app[CONFIG].guard)  # type: ignore[attr-defined]
+        state = _STATES[app] = GuardState.create(app[CONFIG].guard)
     return state
 
 

@@ -21,7 +21,7 @@ from xce.sched.snapshot import snapshot_of
 
 
 def _service(request: web.Request) -> ControllerService:
-    return request.app[SERVICE]  # type: ignore[return-value]
+    return request.app[SERVICE]
 
 
 async def modify(request: web.Request) -> web.Response:

@@ -30,7 +30,7 @@ from xce.ha.files import not_here, upload_names
 
 
 def _service(request: web.Request) -> ControllerService:
-    return request.app[SERVICE]  # type: ignore[return-value]
+    return request.app[SERVICE]
 
 
 async def submit(request: web.Request) -> web.Response:
@@ -132,7 +132,7 @@ async def show(request: web.Request) -> web.Response:
     return json_response(view)
 
 
-def _control(action: str):  # type: ignore[no-untyped-def]
+def _control(action: str):
     async def handler(request: web.Request) -> web.Response:
         job_id = request.match_info["job_id"]
         require_job(request, job_id, "job:control")

@@ -193,7 +193,7 @@ def bus_for(service: object) -> EventBus:
     """
     bus = _BUSES.get(service)
     if bus is None:
-        bus = EventBus(service.state)  # type: ignore[attr-defined]
-        service.committed.append(bus.publish)  # type: ignore[attr-defined]
+        bus = EventBus(service.state)
+        service.committed.append(bus.publish)
         _BUSES[service] = bus
     return bus

@@ -272,6 +272,6 @@ def _verify_replicator(runtime: object, token: str) -> None:
     """A standby's token must be valid and grant cluster:replicate."""
     from xce.auth.rbac import allows
 
-    claims = runtime.tokens.verify(token)  # type: ignore[attr-defined]
-    if not allows(runtime.permissions(claims.roles), "cluster:replicate"):  # type: ignore[attr-defined]
+    claims = runtime.tokens.verify(token)
+    if not allows(runtime.permissions(claims.roles), "cluster:replicate"):
         raise Unauthorized(f"{claims.user} may not replicate (needs cluster:replicate)")

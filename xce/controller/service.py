@@ -149,7 +149,7 @@ class Reasons(dict[str, str]):
         super().__init__(*args)
         self.default = default
 
-    def get(self, key: str, fallback: str | None = None) -> str | None:  # type: ignore[override]
+    def get(self, key: str, fallback: str | None = None) -> str | None:
         if key in self:
             return self[key]
         return self.default or fallback
@@ -657,7 +657,7 @@ class ControllerService:
                 "queue (open/close and activate/deactivate have their own "
                 "actions)"
             )
-        new = dataclasses.replace(old, **changes)  # type: ignore[arg-type]
+        new = dataclasses.replace(old, **changes)
         self._check_queue(new)
         if new != old:
             await self.commit([ev.QueueModified(self.clock(), new)])

@@ -138,7 +138,7 @@ def choose(
         gone = set(dead)
         ordered[: at + 1] = [
             h
-            for k, h in enumerate(ordered[: at + 1])  # type: ignore[index]
+            for k, h in enumerate(ordered[: at + 1])
             if k not in gone
         ]
     return out if remaining <= 0 else None
@@ -185,7 +185,7 @@ def _choose_tiles(
         gone = set(dead)
         ordered[: at + 1] = [
             h
-            for k, h in enumerate(ordered[: at + 1])  # type: ignore[index]
+            for k, h in enumerate(ordered[: at + 1])
             if k not in gone
         ]
     if len(tiles) < full or tail is None:
@@ -285,7 +285,7 @@ def reserve(
             continue  # a necessary condition, cheap: the slots are not there at all yet
         for group in groups:
             group = sorted(group, key=lambda i: -last.get(i, now))
-            shares = choose(layout, spec, group, free_slots, free_mem, host_slots)  # type: ignore[arg-type]
+            shares = choose(layout, spec, group, free_slots, free_mem, host_slots)
             if shares is None:
                 continue
             extra = {
@@ -312,4 +312,4 @@ def live_ok(pool: HostPool, req: ResourceRequirement | None) -> Callable[[int], 
     if req is None or not (select_names(req.select) & FREE_ATTRIBUTES):
         return None
     node = req.select
-    return lambda i: matches(node, pool.attributes(i))  # type: ignore[arg-type]
+    return lambda i: matches(node, pool.attributes(i))

@@ -65,7 +65,7 @@ def key_function(
         if flat is None:
             flat = static[i] = [
                 v
-                for part in order_key(req, pool.static_attributes(i))  # type: ignore[arg-type]
+                for part in order_key(req, pool.static_attributes(i))
                 for v in part
             ]
         if positions:

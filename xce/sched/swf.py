@@ -145,7 +145,7 @@ def read_swf(path: Path, no_estimate: str = "runtime") -> Trace:
     with path.open("rb") as raw:
         magic = raw.read(2)
     opener = gzip.open if magic == b"\x1f\x8b" else open
-    with opener(path, "rb") as handle:  # type: ignore[operator]
+    with opener(path, "rb") as handle:
         text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace")
         return parse_swf(text, no_estimate)
 

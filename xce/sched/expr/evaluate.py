@@ -109,7 +109,7 @@ def _compare(node: Compare, attrs: Attrs) -> bool:
     if right is _MISSING:
         if not isinstance(node.left, Name):
             return False
-        right = node.right.name  # type: ignore[union-attr]  # a bare word: LINUX
+        right = node.right.name  # a bare word: LINUX
     if isinstance(left, String):
         lnum, ltext = None, left.value
     else:
