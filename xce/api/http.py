@@ -4,21 +4,30 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from xce.api.schema import validate
 from xce.core.errors import InvalidRequest
 
-SERVICE = web.AppKey("service", object)
-GATEWAY = web.AppKey("gateway", object)
-SETTINGS = web.AppKey("settings", object)
-CONFIG = web.AppKey("config", object)
+if TYPE_CHECKING:  # types only: these modules import this one (an import cycle at run time)
+    from xce.api.routes import Route
+    from xce.auth.runtime import AuthRuntime
+    from xce.config import Config, ControllerSettings
+    from xce.controller.service import ControllerService
+    from xce.controller.workers import WorkerGateway
+    from xce.ha.node import Node
+
+# Typed by annotation, so the handlers get their components' types without importing them.
+SERVICE: web.AppKey[ControllerService] = web.AppKey("service")
+GATEWAY: web.AppKey[WorkerGateway] = web.AppKey("gateway")
+SETTINGS: web.AppKey[ControllerSettings] = web.AppKey("settings")
+CONFIG: web.AppKey[Config] = web.AppKey("config")
 REQUEST_ID = web.RequestKey("request_id", str)
-AUTH = web.AppKey("auth", object)  # the controller's xce.auth.runtime.AuthRuntime
-HA = web.AppKey("ha", object)  # the controller's xce.ha.node.Node (absent in unit tests)
-ROUTE = web.AppKey("routes", dict)  # router name -> its xce.api.routes.Route
+AUTH: web.AppKey[AuthRuntime] = web.AppKey("auth")
+HA: web.AppKey[Node] = web.AppKey("ha")  # absent in unit tests
+ROUTE: web.AppKey[dict[str, Route]] = web.AppKey("routes")  # router name -> its Route
 
 
 @dataclass(frozen=True)
