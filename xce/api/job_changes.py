@@ -17,7 +17,7 @@ from xce.controller.service import ControllerService
 from xce.core.state import parse_job_id
 from xce.sched.plugins import policy_for
 from xce.sched.priority import factors, scale_of, usage_of
-from xce.sched.snapshot import snapshot_of
+from xce.sched.snapshot import PendingArray, PendingJob, snapshot_of
 
 
 def _service(request: web.Request) -> ControllerService:
@@ -53,7 +53,8 @@ async def priority(request: web.Request) -> web.Response:
     visible = visible_owners(request)
     user, queue_name = request.query.get("user"), request.query.get("queue")
     rows: list[dict[str, Any]] = []
-    for item in (*snapshot.jobs, *snapshot.arrays):
+    items: tuple[PendingJob | PendingArray, ...] = (*snapshot.jobs, *snapshot.arrays)
+    for item in items:
         spec = item.spec
         if (
             (visible is not None and not visible(spec.user))

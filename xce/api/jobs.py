@@ -276,10 +276,10 @@ async def tail(request: web.Request) -> web.Response:
     limit = query_int(request, "limit", TAIL_LIMIT, 1, TAIL_MAX)
     number, index = parse_job_id(job_id)
     if index is None and number in service.state.arrays:
-        first = service.state.arrays[number].indices.first()
+        lowest = service.state.arrays[number].indices.first()
         raise InvalidRequest(
             f"job {job_id} is a job array: name one of its tasks, "
-            f"e.g. {number}[{first[0] if first else 1}]"
+            f"e.g. {number}[{lowest[0] if lowest else 1}]"
         )
     job = service.state.job(job_id)
     running = job.state.active

@@ -75,10 +75,12 @@ def _store(request: web.Request) -> JoinTokenStore:
     return JoinTokenStore(request.app[SETTINGS].state_dir)
 
 
-def _issue_client_cert(ca_file: Path, name: str, hosts: list[str]) -> tuple[str, str] | None:
+def _issue_client_cert(ca_file: Path | None, name: str, hosts: list[str]) -> tuple[str, str] | None:
     """A client certificate for `name` from the CA beside ca_file, or None without its key."""
     from xce.auth.pki import CA_KEY, CertPair, issue_certificate
 
+    if ca_file is None:
+        return None
     ca = CertPair(ca_file, ca_file.with_name(CA_KEY))
     if not ca.key_path.is_file():
         return None

@@ -77,14 +77,10 @@ def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
         except OSError as exc:
             fail(f"cannot read token file {token_path}: {exc.strerror}")
     ca_file, cert_file, key_file = _tls_files(file_data, path)
-    return ClientSettings(
-        urls, token, ca_file, cert_file, key_file, insecure=_insecure(file_data)
-    )
+    return ClientSettings(urls, token, ca_file, cert_file, key_file, insecure=_insecure(file_data))
 
 
-def _tls_files(
-    data: dict[str, Any], path: Path
-) -> tuple[Path | None, Path | None, Path | None]:
+def _tls_files(data: dict[str, Any], path: Path) -> tuple[Path | None, Path | None, Path | None]:
     """ca_file, cert_file, key_file from client.toml (relative to it); XCE_CA_FILE wins."""
     out: list[Path | None] = []
     for key in ("ca_file", "cert_file", "key_file"):

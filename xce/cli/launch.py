@@ -179,7 +179,9 @@ class Runner:
             self._fail(task, f"task {task.task_id} on {task.host}: {body['error']}")
             return
         code, sig = body.get("exit_code"), body.get("signal")
-        self.status[task.task_id] = int(code) if isinstance(code, int) else 128 + (sig if isinstance(sig, int) else 0)
+        self.status[task.task_id] = (
+            int(code) if isinstance(code, int) else 128 + (sig if isinstance(sig, int) else 0)
+        )
 
     def _fail(self, task: Task, message: str) -> None:
         with self.lock:

@@ -24,9 +24,13 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from xce.core import events as ev
 from xce.core.state import ClusterState
+
+if TYPE_CHECKING:  # the service imports this module
+    from xce.controller.service import ControllerService
 
 HISTORY = 20_000
 QUEUE_SIZE = 5_000
@@ -186,7 +190,7 @@ class EventBus:
 _BUSES: weakref.WeakKeyDictionary[object, EventBus] = weakref.WeakKeyDictionary()
 
 
-def bus_for(service: object) -> EventBus:
+def bus_for(service: ControllerService) -> EventBus:
     """The bus of a ControllerService, created and hooked on first use.
 
     Until someone subscribes, a controller pays nothing for the stream.

@@ -17,6 +17,7 @@ from xce.api.connections import GuardedRunner
 from xce.api.http import AUTH, HA
 from xce.auth import strict_modes
 from xce.auth.pki import server_ssl_context
+from xce.auth.runtime import AuthRuntime
 from xce.client.transport import check_listener, is_loopback
 from xce.config import Config, ControllerSettings
 from xce.controller.history import history_for
@@ -268,7 +269,7 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     return outcome
 
 
-def _verify_replicator(runtime: object, token: str) -> None:
+def _verify_replicator(runtime: AuthRuntime, token: str) -> None:
     """A standby's token must be valid and grant cluster:replicate."""
     from xce.auth.rbac import allows
 

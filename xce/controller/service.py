@@ -17,7 +17,7 @@ import pwd
 import re
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from xce import metrics
 from xce.accounting.feed import AccountingFeed
@@ -563,7 +563,13 @@ class ControllerService:
         if action == "kill":
             if array.pending:
                 out.append(ev.ArrayCancelled(now, number))
-            states = (JobState.PEND, JobState.PSUSP, JobState.RUN, JobState.USUSP, JobState.SSUSP)
+            states: tuple[JobState, ...] = (
+                JobState.PEND,
+                JobState.PSUSP,
+                JobState.RUN,
+                JobState.USUSP,
+                JobState.SSUSP,
+            )
         elif action == "stop":
             if array.pending and not array.held:
                 out.append(ev.ArrayHeld(now, number))
@@ -641,7 +647,7 @@ class ControllerService:
         await self.commit([ev.QueueCreated(self.clock(), queue)])
         return self.state.queues[queue.name]
 
-    async def modify_queue(self, name: str, changes: dict[str, object]) -> QueueRecord:
+    async def modify_queue(self, name: str, changes: dict[str, Any]) -> QueueRecord:
         """New settings for a queue (`changes` of QueueRecord fields, validated by the API
         schema); its jobs keep what they were submitted with."""
         old = self.state.queue(name)
@@ -695,7 +701,9 @@ class ControllerService:
         host = self.state.host(name)
         now = self.clock()
         if action == "open":
-            events = [] if host.admin is HostAdmin.OPEN else [ev.HostOpened(now, name)]
+            events: list[ev.Event] = (
+                [] if host.admin is HostAdmin.OPEN else [ev.HostOpened(now, name)]
+            )
         elif action == "close":
             events = [ev.HostClosed(now, name, reason or "closed by admin")]
         elif action == "drain":

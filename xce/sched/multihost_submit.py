@@ -92,7 +92,7 @@ def multi_host_refusal(
         hosts = views
 
     layout = Layout.of(spec, req)
-    for group in groups_of(_Pool, fitting, req):
+    for group in groups_of(_Pool(), fitting, req):
         if choose(layout, spec, group, free_slots, free_mem, lambda i: views[i].slots):
             return None
     where = f"queue {queue.name!r}"

@@ -64,9 +64,7 @@ def key_function(
         flat = static.get(i)
         if flat is None:
             flat = static[i] = [
-                v
-                for part in order_key(req, pool.static_attributes(i))
-                for v in part
+                v for part in order_key(req, pool.static_attributes(i)) for v in part
             ]
         if positions:
             flat = flat[:]

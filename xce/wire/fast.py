@@ -385,7 +385,7 @@ def _event_readers() -> tuple[int, int, dict[int, Reader]]:
     return _EVENTS
 
 
-def _root(data: bytes) -> tuple[int, int, int, int]:
+def _root(data: bytes | memoryview) -> tuple[int, int, int, int]:
     """(root data start, data words, pointers, segment end) of a single-segment message."""
     if len(data) < 16:
         raise Fallback
@@ -397,7 +397,7 @@ def _root(data: bytes) -> tuple[int, int, int, int]:
     return p, dw, pc, lim
 
 
-def peek_entry(data: bytes) -> tuple[int, int]:
+def peek_entry(data: bytes | memoryview) -> tuple[int, int]:
     """(seq, epoch) of a WAL entry without decoding its event; raises `Fallback`."""
     p, dw, _pc, _lim = _root(data)
     if dw < 2:
