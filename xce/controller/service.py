@@ -149,7 +149,7 @@ class Reasons(dict[str, str]):
         super().__init__(*args)
         self.default = default
 
-    def get(self, key: str, fallback: str | None = None) -> str | None:
+    def get(self, key: str, fallback: str | None = None) -> str | None:  # type: ignore[override]
         if key in self:
             return self[key]
         return self.default or fallback

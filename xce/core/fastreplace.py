@@ -42,4 +42,4 @@ def fast_replace(obj: T, /, **changes: Any) -> T:
                 f"{cls.__name__}.__init__() got an unexpected keyword argument {name!r}"
             )
         values[k] = value
-    return cls(*values)
+    return cls(*values)  # type: ignore[call-arg]

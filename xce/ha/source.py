@@ -228,7 +228,7 @@ class ReplicationSource:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)
+        self._tasks.add(task)  # type: ignore[arg-type]
         peer = str(writer.get_extra_info("peername"))
         session: StandbySession | None = None
         try:
@@ -256,7 +256,7 @@ class ReplicationSource:
                     metrics.REPLICATION_LAG.remove(session.node)
                 log.warning("standby %s disconnected", session.node)
             writer.close()
-            self._tasks.discard(task)
+            self._tasks.discard(task)  # type: ignore[arg-type]
 
     async def _refuse(self, writer: asyncio.StreamWriter, why: str) -> None:
         with contextlib.suppress(Exception):
@@ -341,8 +341,8 @@ class ReplicationSource:
         if self.space is None or not hello.get("files"):
             session.files_ok = False  # a standby of an older version: records only
             return
-        size = int(hello.get("auditSize") or 0)
-        sha = bytes(hello.get("auditSha") or b"")
+        size = int(hello.get("auditSize") or 0)  # type: ignore[call-overload]
+        sha = bytes(hello.get("auditSha") or b"")  # type: ignore[arg-type]
         session.audit_sent = 0
         if size:
             path = self.space.audit_path
@@ -377,8 +377,8 @@ class ReplicationSource:
         must have begun at the same record here), and content: the CRC of its last record
         against ours at that position. The last one tells two different tails of one epoch
         apart. A standby whose log cannot be verified gets a checkpoint."""
-        last_seq = int(hello["lastSeq"])
-        last_epoch = int(hello["lastEpoch"])
+        last_seq = int(hello["lastSeq"])  # type: ignore[call-overload]
+        last_epoch = int(hello["lastEpoch"])  # type: ignore[call-overload]
         if last_seq == 0:
             return None
         if last_seq > self.durable_seq:
@@ -386,7 +386,7 @@ class ReplicationSource:
         end = self.epochs.end_of(last_epoch)
         if end is not None and last_seq > end:
             return f"epoch {last_epoch} ended at record {end} here"
-        flat = list(hello.get("history") or [])
+        flat = list(hello.get("history") or [])  # type: ignore[call-overload]
         mine = dict(self.epochs.history)
         for epoch, first in zip(flat[::2], flat[1::2], strict=True):
             if epoch <= last_epoch and first <= last_seq and mine.get(epoch) != first:
@@ -428,7 +428,7 @@ class ReplicationSource:
     async def _newest_checkpoint(self) -> tuple[int, Path]:
         found = list_checkpoints(checkpoint_dir(self.store.state_dir))
         if not found:
-            await self.store.checkpoint(self.state)
+            await self.store.checkpoint(self.state)  # type: ignore[arg-type]
             found = list_checkpoints(checkpoint_dir(self.store.state_dir))
         return found[0]
 

@@ -78,7 +78,7 @@ class SnapshotCache:
             return
         self._seen += 1
         if isinstance(event, _ONE_JOB):
-            job_id = str(event.number) if isinstance(event, ev.JobSubmitted) else event.job_id
+            job_id = str(event.number) if isinstance(event, ev.JobSubmitted) else event.job_id  # type: ignore[union-attr]
             self._sync(job_id, state)
         elif isinstance(event, ev.HostRegistered | ev.QueueCreated):
             self._hosts_dirty = True

@@ -178,7 +178,7 @@ class SchedulingPass:
                 self.group_slots,
                 self.snapshot,
             )
-            for item in policies[queue.name].order.order(items, ctx):
+            for item in policies[queue.name].order.order(items, ctx):  # type: ignore[arg-type]
                 if pool.total_free_slots <= 0:
                     if explain:
                         self._no_room_left(groups, arrays_done)
@@ -296,7 +296,7 @@ class SchedulingPass:
     def _try(self, item: Item, queue: QueueRecord, policy: QueuePolicy) -> None:
         spec = item.spec
         is_job = type(item) is PendingJob
-        key = item.job_id if is_job else str(item.number)
+        key = item.job_id if is_job else str(item.number)  # type: ignore[union-attr]
         reasons = self.result.reasons
         if not queue.active:
             reasons[key] = f"queue {queue.name} is inactive"
@@ -330,7 +330,7 @@ class SchedulingPass:
                     self._blocked[id(spec)] = problem
                 return
         if is_job:
-            if item.index is not None:
+            if item.index is not None:  # type: ignore[union-attr]
                 left = self._room(item.number)
                 if left is not None and left <= 0:
                     reasons[key] = "array concurrency limit reached"
@@ -357,14 +357,14 @@ class SchedulingPass:
                     reason = waiting_reason(spec)  # without the reservation it may hold
                 self._blocked[id(spec)] = reason
             else:
-                array = item.number if item.index is not None else None
+                array = item.number if item.index is not None else None  # type: ignore[union-attr]
                 self._commit(key, spec, host, array)
             return
         left = self._room(item.number)
         if left is not None and left <= 0:
             reasons[key] = "array concurrency limit reached"
             return
-        for index in item.pending:
+        for index in item.pending:  # type: ignore[union-attr]
             if left is not None and left <= 0:
                 break
             limited = self._limit(queue, spec.user)

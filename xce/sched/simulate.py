@@ -169,10 +169,10 @@ class SimResult:
     def metrics(self) -> dict[str, Any]:
         done = self.done()
         n = len(done)
-        waits = [o.start - o.job.submit for o in done]
+        waits = [o.start - o.job.submit for o in done]  # type: ignore[operator]
         bsld = [bounded_slowdown(w, o) for w, o in zip(waits, done, strict=True)]
         first = min((o.job.submit for o in done), default=0.0)
-        last = max((o.end for o in done), default=0.0)
+        last = max((o.end for o in done), default=0.0)  # type: ignore[type-var]
         makespan = last - first
         busy = sum(o.job.procs * executed_time(o.job) for o in done)
         capacity = self.hosts * self.slots * makespan
@@ -203,7 +203,7 @@ class SimResult:
         for bits in sorted(classes):
             members = classes[bits]
             low, high = (1 << (bits - 1)) + 1 if bits else 1, 1 << bits
-            waits = [o.start - o.job.submit for o in members]
+            waits = [o.start - o.job.submit for o in members]  # type: ignore[operator]
             rows.append(
                 {
                     "size": str(high) if low == high else f"{low}-{high}",
