@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from xce.api.schema import validate
 from xce.core.errors import InvalidRequest
 
-if TYPE_CHECKING:  # types only: these modules import this one (an import cycle at run time)
+if typing.TYPE_CHECKING:  # types only: these modules import this one (an import cycle at run time)
     from xce.api.routes import Route
     from xce.auth.runtime import AuthRuntime
     from xce.config import Config, ControllerSettings
