@@ -45,7 +45,7 @@ def key_function(
     improving = dynamic and (
         getattr(score, "improving", True) or any(not d for _, _, d in free_keys)
     )
-    if not order:
+    if not order or req is None:  # (an order comes from req: the same test, for mypy)
         return (lambda i: score.key(pool, i)), dynamic, improving
     free_slots, free_mem = pool.free_slots, pool.free_mem
     if len(order) == 1 and free_keys and score.name == "first-fit":
