@@ -20,7 +20,7 @@
           build-system = [ pkgs.python311Packages.setuptools pkgs.python311Packages.wheel ];
           dependencies = with pkgs.python311Packages; [
             textual typer aiohttp pycapnp pyjwt ldap3 python-pam authlib psutil cryptography
-            prometheus-client nvidia-ml-py
+            prometheus-client nvidia-ml-py msgspec
           ];
           doCheck = false;
         };

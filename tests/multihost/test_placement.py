@@ -60,7 +60,7 @@ def test_span_hosts_1_never_spreads() -> None:
     state = new_state(hosts=hosts(3))
     job = submit(state, slots=6, resources="span[hosts=1]")
     result = run(state)
-    assert result.placements == [] and result.reasons[job] == "no host is big enough"
+    assert result.placements == [] and result.texts()[job] == "no host is big enough"
 
 
 def test_all_or_nothing_takes_no_partial_hold() -> None:
@@ -146,7 +146,7 @@ def test_easy_reserves_a_host_set_and_backfills_only_what_does_not_delay_it() ->
     result = run(state)
     assert [p.job_id for p in result.placements] == [short]
     assert result.reservations == [{"job_id": head, "host": "n1,n2,n3", "start": T0 + 100}]
-    assert result.reasons[head].endswith("(hosts n1,n2,n3 reserved from 1100)")
+    assert result.texts()[head].endswith("(hosts n1,n2,n3 reserved from 1100)")
     assert long in result.reasons
 
 
@@ -252,4 +252,4 @@ def test_a_wide_job_waiting_on_a_full_cluster_waits_for_slots_not_a_bigger_host(
         busy = submit(state, slots=4)
         state.apply(ev.JobStarted(T0, busy, name))
     wide = submit(state, slots=6)
-    assert run(state).reasons[wide] == "waiting for free slots or memory"
+    assert run(state).texts()[wide] == "waiting for free slots or memory"

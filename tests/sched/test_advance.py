@@ -62,8 +62,8 @@ def test_maintenance_keeps_long_jobs_off_and_lets_short_ones_run() -> None:
     result = run(state)
     assert placed(result) == {short: "h"}
     for job in (long, endless):
-        assert result.reasons[job].startswith("reservation maint holds host h from ")
-        assert "would still be running" in result.reasons[job]
+        assert result.texts()[job].startswith("reservation maint holds host h from ")
+        assert "would still be running" in result.texts()[job]
 
 
 def test_long_job_goes_to_another_host_and_anything_runs_after_the_end() -> None:
@@ -99,7 +99,7 @@ def test_slot_reservation_leaves_the_rest_of_the_host() -> None:
     two = submit(state, slots=2)
     result = run(state)
     assert placed(result) == {one: "h"}
-    assert result.reasons[two].startswith("reservation team holds 3 slots of host h")
+    assert result.texts()[two].startswith("reservation team holds 3 slots of host h")
 
 
 def test_jobs_that_target_a_reservation_run_only_inside_it() -> None:
@@ -110,12 +110,12 @@ def test_jobs_that_target_a_reservation_run_only_inside_it() -> None:
     other = submit(state, walltime_s=1000)
     early = run(state)
     assert placed(early) == {other: "a"}  # b is held from NOW+100 for team's jobs
-    assert early.reasons[member].startswith("waiting for reservation team to start at ")
-    assert early.reasons[missing] == "reservation nope does not exist"
+    assert early.texts()[member].startswith("waiting for reservation team to start at ")
+    assert early.texts()[missing] == "reservation nope does not exist"
     inside = run(state, NOW + 100)
     assert placed(inside)[member] == "b"  # members may run past the end
     assert placed(run(state, NOW + 200)).get(member) is None
-    assert run(state, NOW + 200).reasons[member] == "reservation team has ended"
+    assert run(state, NOW + 200).texts()[member] == "reservation team has ended"
 
 
 def test_array_tasks_and_easy_backfill_respect_reservations() -> None:
@@ -132,7 +132,7 @@ def test_array_tasks_and_easy_backfill_respect_reservations() -> None:
     result = run(state)
     assert placed(result) == {}
     assert result.reservations[0]["job_id"] == head
-    assert result.reasons[str(array)].startswith("reservation maint holds host h")
+    assert result.texts()[str(array)].startswith("reservation maint holds host h")
     short = submit(state, walltime_s=40)
     assert placed(run(state)) == {short: "h"}
 
@@ -148,7 +148,7 @@ def test_easy_reserves_the_head_job_outside_reservation_windows() -> None:
     head = submit(state, slots=4, walltime_s=150)  # fits a now, but would meet maint
     result = run(state)
     assert placed(result) == {}
-    assert result.reasons[head].startswith("reservation maint holds host a")
+    assert result.texts()[head].startswith("reservation maint holds host a")
     assert result.reservations == [{"job_id": head, "host": "a", "start": NOW + 200}]
     # b free earlier than maint ends: the head is reserved there instead
     state = new_state(

@@ -38,7 +38,7 @@ def test_short_job_backfills_long_job_waits() -> None:
     result = run(state)
     assert [(p.job_id, p.host) for p in result.placements] == [(short, "h")]
     assert result.reservations == [{"job_id": head, "host": "h", "start": T0 + 100}]
-    assert result.reasons[head] == "waiting for free slots or memory (host h reserved from 1100)"
+    assert result.texts()[head] == "waiting for free slots or memory (host h reserved from 1100)"
     assert long in result.reasons and later in result.reasons
 
 

@@ -44,4 +44,4 @@ def test_nothing_matches_gives_a_reason() -> None:
     job = submit(state, resources="select[type==SPARC]")
     result = plan(snapshot_of(state), T0)
     assert not result.placements
-    assert result.reasons[job] == "no online host matches the resource requirement"
+    assert result.texts()[job] == "no online host matches the resource requirement"

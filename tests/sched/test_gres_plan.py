@@ -29,11 +29,11 @@ def test_concurrent_one_gpu_jobs_get_distinct_devices_and_a_third_waits() -> Non
     result = plan(snapshot_of(state), T0)
     got = {p.job_id: p.devices for p in result.placements}
     assert got == {ids[0]: ("gpu:0",), ids[1]: ("gpu:1",), plain: ()}
-    assert "gpu" in result.reasons[ids[2]]
+    assert "gpu" in result.texts()[ids[2]]
     start(state, result)
     # the next pass, live snapshot cache as the controller uses it: still no device
     again = plan(SnapshotCache().snapshot(state), T0)
-    assert not again.placements and "gpu" in again.reasons[ids[2]]
+    assert not again.placements and "gpu" in again.texts()[ids[2]]
     state.apply(ev.JobFinished(T0 + 1, ids[0], 0, 0))
     third = plan(snapshot_of(state), T0 + 2)
     assert [(p.job_id, p.devices) for p in third.placements] == [(ids[2], ("gpu:0",))]
@@ -49,7 +49,7 @@ def test_multi_gpu_job_takes_a_host_with_enough_free_devices() -> None:
     assert [(p.job_id, p.host, p.devices) for p in result.placements] == [
         (two, "b", ("gpu:0", "gpu:1"))
     ]
-    assert result.reasons[five] == "no host has 5 gpu devices (the most is 4)"
+    assert result.texts()[five] == "no host has 5 gpu devices (the most is 4)"
 
 
 def test_select_on_gpu_model_and_hosts_without_devices() -> None:
@@ -66,7 +66,7 @@ def test_licenses_are_counted_cluster_wide() -> None:
     jobs = [submit(state, slots=2, licenses=matlab) for _ in range(3)]
     result = plan(snapshot_of(state, licenses={"matlab": 5}), T0)
     assert [p.job_id for p in result.placements] == jobs[:2]
-    assert result.reasons[jobs[2]] == "waiting for license matlab (2 asked, 1 free)"
+    assert result.texts()[jobs[2]] == "waiting for license matlab (2 asked, 1 free)"
     start(state, result)
     assert state.licenses_in_use() == {"matlab": 4}
     snap = snapshot_of(state, licenses={"matlab": 5})
@@ -150,4 +150,4 @@ def test_a_backfill_reservation_for_a_gpu_job_is_on_a_host_with_gpus() -> None:
     result = plan(snapshot_of(state), T0)
     assert not result.placements
     assert [r["host"] for r in result.reservations] == ["g1"]
-    assert "gpu" in result.reasons[waiting]
+    assert "gpu" in result.texts()[waiting]

@@ -50,22 +50,52 @@ def test_defaults_and_choices() -> None:
     )
 
 
-def test_a_new_plugin_is_one_class() -> None:
-    @plugins.register
-    class LastHostFirst:
-        name: ClassVar[str] = "test-last-host-first"
-        kind: ClassVar[str] = "score"
-        dynamic: ClassVar[bool] = False
+class LastHostFirst:
+    name: ClassVar[str] = "test-last-host-first"
+    kind: ClassVar[str] = "score"
+    dynamic: ClassVar[bool] = False
 
-        def key(self, pool: HostPool, i: int) -> tuple:
-            return (-i,)
+    def key(self, pool: HostPool, i: int) -> tuple:
+        return (-i,)
 
+
+def test_a_new_plugin_is_one_class_in_a_registry_passed_to_the_pass() -> None:
+    registry = plugins.PluginRegistry([*plugins.builtin_plugins(), LastHostFirst])
     state = new_state(
         queues=(QueueRecord("normal", plugins=("test-last-host-first",)),),
         hosts={"a": (2, 100), "b": (2, 100)},
     )
     job = submit(state)
-    assert placed(state) == [(job, "b")]
+    result = plan(snapshot_of(state), T0, registry=registry)
+    assert [(p.job_id, p.host) for p in result.placements] == [(job, "b")]
+    # the built-in registry did not learn it: nothing registers as a side effect
+    assert "test-last-host-first" not in plugins.names()
+    with pytest.raises(ValueError, match="unknown scheduler plugin 'test-last-host-first'"):
+        plan(snapshot_of(state), T0)
+
+
+def test_a_plugin_name_is_taken_once() -> None:
+    class OtherFcfs(LastHostFirst):
+        name: ClassVar[str] = "fcfs"
+
+    with pytest.raises(ValueError, match="the name 'fcfs' is taken by FirstComeFirstServed"):
+        plugins.PluginRegistry([*plugins.builtin_plugins(), OtherFcfs])
+    registry = plugins.PluginRegistry([LastHostFirst])
+    with pytest.raises(ValueError, match="'test-last-host-first' is taken"):
+        registry.add(LastHostFirst)
+
+
+def test_the_shared_builtin_registry_takes_no_more_plugins() -> None:
+    with pytest.raises(ValueError, match="this registry is shared"):
+        plugins.builtin().add(LastHostFirst)
+    assert "test-last-host-first" not in plugins.names()
+
+
+def test_registries_are_independent() -> None:
+    one, two = plugins.PluginRegistry.builtin(), plugins.PluginRegistry.builtin()
+    one.add(LastHostFirst)
+    assert "test-last-host-first" in one.names("score")
+    assert "test-last-host-first" not in two.names("score")
 
 
 def busy_a() -> ClusterState:
@@ -134,9 +164,9 @@ def test_queue_and_user_running_limits() -> None:
     result = run(state)
     assert [p.job_id for p in result.placements] == [a1, a2, b1]
     assert (
-        result.reasons[a3] == "user alice has reached the limit of 2 running jobs in queue normal"
+        result.texts()[a3] == "user alice has reached the limit of 2 running jobs in queue normal"
     )
-    assert result.reasons[b2] == "queue normal has reached its limit of 4 running jobs"
+    assert result.texts()[b2] == "queue normal has reached its limit of 4 running jobs"
 
 
 def test_array_tasks_obey_the_user_limit() -> None:
@@ -148,7 +178,7 @@ def test_array_tasks_obey_the_user_limit() -> None:
     number = submit_array(state, "1-10")
     result = run(state)
     assert len(result.placements) == 3
-    assert "limit of 3" in result.reasons[str(number)]
+    assert "limit of 3" in result.texts()[str(number)]
 
 
 def test_full_cluster_skips_the_search_but_names_reasons() -> None:
@@ -158,7 +188,7 @@ def test_full_cluster_skips_the_search_but_names_reasons() -> None:
     waiting, huge = submit(state), submit(state, slots=64)
     result = run(state)
     assert result.placements == []
-    assert result.reasons == {
+    assert result.texts() == {
         waiting: "waiting for free slots or memory",
         huge: "no set of hosts is big enough",
     }  # it may spread

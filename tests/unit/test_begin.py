@@ -74,8 +74,8 @@ def test_scheduler_holds_a_job_until_its_begin_time() -> None:
     number = submit_array(state, "1-2", begin_time=T0 + 60)
     early = plan(snapshot_of(state), T0)
     assert [p.job_id for p in early.placements] == [now]
-    assert early.reasons[later] == f"begin time not reached: eligible at {int(T0 + 3600)}"
-    assert early.reasons[str(number)].startswith("begin time not reached")
+    assert early.texts()[later] == f"begin time not reached: eligible at {int(T0 + 3600)}"
+    assert early.texts()[str(number)].startswith("begin time not reached")
     late = plan(snapshot_of(state), T0 + 3600)
     assert {p.job_id for p in late.placements} >= {later, now, f"{number}[1]"}
 

@@ -51,7 +51,7 @@ def test_job_larger_than_any_host_gets_a_reason_and_does_not_block() -> None:
     small = submit(state, slots=1)
     result = schedule(state)
     assert placed(result) == [(small, "ha")]
-    assert result.reasons[huge] == "no host is big enough"
+    assert result.texts()[huge] == "no host is big enough"
     assert small not in result.reasons
 
 
@@ -60,7 +60,7 @@ def test_job_waiting_for_free_slots_has_that_reason() -> None:
     first, second = submit(state, slots=2), submit(state, slots=2)
     result = schedule(state)
     assert placed(result) == [(first, "ha")]
-    assert result.reasons[second] == "waiting for free slots or memory"
+    assert result.texts()[second] == "waiting for free slots or memory"
 
 
 def test_later_small_job_backfills_around_a_blocked_one() -> None:
@@ -79,7 +79,7 @@ def test_memory_is_respected() -> None:
     too_fat = submit(state, memory_mb=2500)
     result = schedule(state)
     assert placed(result) == [(fat, "hb"), (lean, "ha"), (lean2, "hb")]
-    assert result.reasons[too_fat] == "no host is big enough"
+    assert result.texts()[too_fat] == "no host is big enough"
 
 
 def test_memory_held_by_running_jobs_is_not_free() -> None:
@@ -89,7 +89,7 @@ def test_memory_held_by_running_jobs_is_not_free() -> None:
     waiting = submit(state, memory_mb=300)
     result = schedule(state)
     assert placed(result) == []
-    assert result.reasons[waiting] == "waiting for free slots or memory"
+    assert result.texts()[waiting] == "waiting for free slots or memory"
 
 
 def test_queue_priority_orders_jobs_before_submission_order() -> None:
@@ -118,7 +118,7 @@ def test_inactive_queue_is_not_dispatched() -> None:
     ok = submit(state)
     result = schedule(state)
     assert placed(result) == [(ok, "ha")]
-    assert result.reasons[stopped] == "queue off is inactive"
+    assert result.texts()[stopped] == "queue off is inactive"
     state.apply(ev.QueueActivated(T0, "off"))
     assert (stopped, "ha") in placed(schedule(state))
 
@@ -136,9 +136,9 @@ def test_dependency_waiting_is_not_placed() -> None:
     child = submit(state, dependency=f"afterok:{parent}")
     result = schedule(state)
     assert placed(result) == [(parent, "ha")]
-    assert result.reasons[child] == "waiting for dependency"
+    assert result.texts()[child] == "waiting for dependency"
     state.apply(ev.JobStarted(T0, parent, "ha"))
-    assert schedule(state).reasons[child] == "waiting for dependency"
+    assert schedule(state).texts()[child] == "waiting for dependency"
     state.apply(ev.JobFinished(T0, parent, 0, 0))
     assert placed(schedule(state)) == [(child, "ha")]
 
@@ -150,7 +150,7 @@ def test_dependency_that_can_never_hold_is_not_placed() -> None:
     child = submit(state, dependency=f"afterok:{parent}")
     result = schedule(state)
     assert placed(result) == []
-    assert result.reasons[child] == "dependency can never be satisfied"
+    assert result.texts()[child] == "dependency can never be satisfied"
 
 
 def test_array_max_concurrent_is_respected() -> None:
@@ -170,7 +170,7 @@ def test_array_max_concurrent_counts_active_tasks() -> None:
     state.apply(ev.JobStarted(T0, f"{number}[3]", "ha"))
     result = schedule(state)
     assert placed(result) == []
-    assert result.reasons[str(number)] == "array concurrency limit reached"
+    assert result.texts()[str(number)] == "array concurrency limit reached"
     # a finished task frees a place
     state.apply(ev.JobFinished(T0, f"{number}[1]", 0, 0))
     assert placed(schedule(state)) == [(f"{number}[4]", "ha")]
@@ -205,7 +205,7 @@ def test_array_without_limit_fills_the_hosts() -> None:
         (f"{number}[2]", "ha"),
         (f"{number}[3]", "hb"),
     ]
-    assert result.reasons[str(number)] == "waiting for free slots or memory"
+    assert result.texts()[str(number)] == "waiting for free slots or memory"
 
 
 def test_held_array_is_not_placed() -> None:
@@ -229,7 +229,7 @@ def test_closed_host_gets_nothing() -> None:
     jobs = [submit(state) for _ in range(5)]
     result = schedule(state)
     assert placed(result) == [(j, "hb") for j in jobs[:4]]
-    assert result.reasons[jobs[4]] == "waiting for free slots or memory"
+    assert result.texts()[jobs[4]] == "waiting for free slots or memory"
 
 
 def test_draining_host_gets_nothing() -> None:
@@ -238,7 +238,7 @@ def test_draining_host_gets_nothing() -> None:
     job = submit(state)
     result = schedule(state)
     assert placed(result) == []
-    assert result.reasons[job] == "no online host in the queue"
+    assert result.texts()[job] == "no online host in the queue"
 
 
 def test_unavailable_host_gets_nothing_until_it_is_back() -> None:
@@ -249,7 +249,7 @@ def test_unavailable_host_gets_nothing_until_it_is_back() -> None:
     state.apply(ev.HostUnavailable(T0, "hb"))
     result = schedule(state)
     assert placed(result) == []
-    assert result.reasons[job] == "no online host in the queue"
+    assert result.texts()[job] == "no online host in the queue"
     state.apply(ev.HostAvailable(T0, "ha"))
     assert placed(schedule(state)) == [(job, "ha")]
 
@@ -263,7 +263,7 @@ def test_queue_host_list_restricts_placement() -> None:
     n = submit(state)
     result = schedule(state)
     assert placed(result) == [(g1, "hc"), (n, "ha")]
-    assert result.reasons[g2] == "waiting for free slots or memory"
+    assert result.texts()[g2] == "waiting for free slots or memory"
 
 
 def test_queue_listing_only_offline_hosts_has_no_host() -> None:
@@ -275,7 +275,7 @@ def test_queue_listing_only_offline_hosts_has_no_host() -> None:
     job = submit(state)
     result = schedule(state)
     assert placed(result) == []
-    assert result.reasons[job] == "no online host in the queue"
+    assert result.texts()[job] == "no online host in the queue"
 
 
 def test_array_in_a_higher_priority_queue_goes_first() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ class JobFilter:
 
 def list_jobs(
     state: ClusterState,
-    reasons: dict[str, str],
+    reasons: Mapping[str, str],
     flt: JobFilter,
     offset: int,
     limit: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from xce.core import gres
@@ -36,7 +37,7 @@ def usage_view(usage: Usage | None, job: JobRecord | None = None, now: float = 0
     }
 
 
-def job_view(job: JobRecord, reasons: dict[str, str], now: float, full: bool = False) -> dict:
+def job_view(job: JobRecord, reasons: Mapping[str, str], now: float, full: bool = False) -> dict:
     spec = job.spec
     reason = job.reason
     if job.state is JobState.PEND:
@@ -128,7 +129,7 @@ def array_state(array: ArrayRecord, tasks: list[JobRecord]) -> str:
     return JobState.DONE.value if array.exited == 0 else JobState.EXIT.value
 
 
-def array_view(array: ArrayRecord, state: ClusterState, reasons: dict[str, str]) -> dict:
+def array_view(array: ArrayRecord, state: ClusterState, reasons: Mapping[str, str]) -> dict:
     tasks = state.tasks_of(array.id)
     spec = array.spec
     counts = {s.value: 0 for s in JobState}
@@ -165,7 +166,7 @@ def array_view(array: ArrayRecord, state: ClusterState, reasons: dict[str, str])
     }
 
 
-def pending_rest_view(array: ArrayRecord, reasons: dict[str, str]) -> dict:
+def pending_rest_view(array: ArrayRecord, reasons: Mapping[str, str]) -> dict:
     """The tasks of an array that have not started yet, as one listing row."""
     spec = array.spec
     return {

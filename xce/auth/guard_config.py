@@ -1,11 +1,11 @@
-"""`[guard]` in the cluster config, validated with messages that name the key.
+"""`[guard]` in the cluster config, declared once as a typed table (xce/config_check.py).
 
 [guard]
 allow = ["10.0.0.0/8", "fd00::/8"]     # every route; empty or absent: everyone
 admin_allow = ["10.0.1.0/24"]          # routes whose permission is *:admin
 worker_allow = ["10.0.2.0/24"]         # routes with the `worker` permission
 rate_per_address = 50                  # requests/s per source address (0: off)
-burst_per_address = 100
+burst_per_address = 100                # default: twice the rate, at least 1
 rate_per_identity = 20                 # requests/s per Authorization header (0: off)
 burst_per_identity = 40
 login_free_failures = 3                # failed logins per (user, address) before backoff
@@ -20,93 +20,81 @@ max_connections_per_address = 1024     # open at once per source address (0: off
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Annotated
+
+import msgspec
 
 from xce.auth.guard import ConnectionSettings, GuardSettings, Network, RateSettings
-from xce.config import ConfigError, _check_keys, _typed
+from xce.config_check import Invalid, Table
 
-_KEYS = {
-    "allow",
-    "admin_allow",
-    "worker_allow",
-    "rate_per_address",
-    "burst_per_address",
-    "rate_per_identity",
-    "burst_per_identity",
-    "login_free_failures",
-    "login_backoff_s",
-    "login_max_lockout_s",
-    "header_timeout_s",
-    "body_timeout_s",
-    "keepalive_timeout_s",
-    "max_connections_per_address",
-}
+Number = Annotated[float, msgspec.Meta(ge=0)]  # "must be at least 0"
+_G, _C = GuardSettings(), ConnectionSettings()
 
 
-def _networks(key: str, value: Any) -> tuple[Network, ...]:
-    _typed("guard", key, value, list)
+class GuardTable(Table):
+    allow: list[str] = []
+    admin_allow: list[str] = []
+    worker_allow: list[str] = []
+    rate_per_address: Number = 0.0
+    burst_per_address: Number | None = None
+    rate_per_identity: Number = 0.0
+    burst_per_identity: Number | None = None
+    login_free_failures: Number = _G.login_free_failures
+    login_backoff_s: Number = _G.login_backoff_s
+    login_max_lockout_s: Number = _G.login_max_lockout_s
+    header_timeout_s: Number = _C.header_timeout_s
+    body_timeout_s: Number = _C.body_timeout_s
+    keepalive_timeout_s: Annotated[float, msgspec.Meta(ge=1)] = _C.keepalive_timeout_s
+    max_connections_per_address: Number = _C.max_connections_per_address
+
+    def __post_init__(self) -> None:
+        for key in ("login_free_failures", "max_connections_per_address"):
+            _whole(key, getattr(self, key))
+        for what in ("address", "identity"):
+            _whole(f"burst_per_{what}", self._burst(what))
+            if getattr(self, f"rate_per_{what}") > 0 and self._burst(what) < 1:
+                raise Invalid(f"burst_per_{what} must be at least 1 when rate_per_{what} is set")
+        if self.login_max_lockout_s < self.login_backoff_s:
+            raise Invalid("login_max_lockout_s must not be below guard.login_backoff_s")
+        for key in ("allow", "admin_allow", "worker_allow"):
+            _networks(key, getattr(self, key))
+
+    def _burst(self, what: str) -> float:
+        burst: float | None = getattr(self, f"burst_per_{what}")
+        return max(1.0, 2 * getattr(self, f"rate_per_{what}")) if burst is None else burst
+
+    def settings(self) -> GuardSettings:
+        def rate(what: str) -> RateSettings:
+            return RateSettings(float(getattr(self, f"rate_per_{what}")), int(self._burst(what)))
+
+        return GuardSettings(
+            allow=_networks("allow", self.allow),
+            admin_allow=_networks("admin_allow", self.admin_allow),
+            worker_allow=_networks("worker_allow", self.worker_allow),
+            per_address=rate("address"),
+            per_identity=rate("identity"),
+            login_free_failures=int(self.login_free_failures),
+            login_backoff_s=float(self.login_backoff_s),
+            login_max_lockout_s=float(self.login_max_lockout_s),
+            connections=ConnectionSettings(
+                header_timeout_s=float(self.header_timeout_s),
+                body_timeout_s=float(self.body_timeout_s),
+                keepalive_timeout_s=float(self.keepalive_timeout_s),
+                max_connections_per_address=int(self.max_connections_per_address),
+            ),
+        )
+
+
+def _whole(key: str, value: float) -> None:
+    if value != int(value):
+        raise Invalid(f"{key} must be a whole number, got {value!r}")
+
+
+def _networks(key: str, values: list[str]) -> tuple[Network, ...]:
     out = []
-    for i, item in enumerate(value):
-        _typed("guard", f"{key}[{i}]", item, str)
+    for i, item in enumerate(values):
         try:
             out.append(ipaddress.ip_network(item, strict=False))
         except ValueError as exc:
-            raise ConfigError(f"guard.{key}[{i}] is not an IP network (CIDR): {exc}") from None
+            raise Invalid(f"{key}[{i}] is not an IP network (CIDR): {exc}") from None
     return tuple(out)
-
-
-def _number(data: dict[str, Any], key: str, default: float, minimum: float = 0.0) -> float:
-    value = data.get(key, default)
-    _typed("guard", key, value, (int, float))
-    if value < minimum:
-        raise ConfigError(f"guard.{key} must be at least {minimum:g}, got {value!r}")
-    return float(value)
-
-
-def _rate(data: dict[str, Any], what: str) -> RateSettings:
-    rate = _number(data, f"rate_per_{what}", 0.0)
-    burst_key = f"burst_per_{what}"
-    burst = _number(data, burst_key, max(1.0, 2 * rate))
-    if burst != int(burst):
-        raise ConfigError(f"guard.{burst_key} must be a whole number, got {burst!r}")
-    if rate > 0 and burst < 1:
-        raise ConfigError(f"guard.{burst_key} must be at least 1 when rate_per_{what} is set")
-    return RateSettings(rate, int(burst))
-
-
-def _connections(data: dict[str, Any]) -> ConnectionSettings:
-    d = ConnectionSettings()
-    cap = _number(data, "max_connections_per_address", d.max_connections_per_address)
-    if cap != int(cap):
-        raise ConfigError(f"guard.max_connections_per_address must be a whole number, got {cap!r}")
-    return ConnectionSettings(
-        header_timeout_s=_number(data, "header_timeout_s", d.header_timeout_s),
-        body_timeout_s=_number(data, "body_timeout_s", d.body_timeout_s),
-        keepalive_timeout_s=_number(data, "keepalive_timeout_s", d.keepalive_timeout_s, 1.0),
-        max_connections_per_address=int(cap),
-    )
-
-
-def parse_guard(data: Any) -> GuardSettings:
-    """Validate `[guard]`; every error names the key."""
-    _typed("(top level)", "guard", data, dict)
-    _check_keys("guard", data, _KEYS)
-    defaults = GuardSettings()
-    free = _number(data, "login_free_failures", defaults.login_free_failures)
-    if free != int(free):
-        raise ConfigError(f"guard.login_free_failures must be a whole number, got {free!r}")
-    backoff = _number(data, "login_backoff_s", defaults.login_backoff_s)
-    longest = _number(data, "login_max_lockout_s", defaults.login_max_lockout_s)
-    if longest < backoff:
-        raise ConfigError("guard.login_max_lockout_s must not be below guard.login_backoff_s")
-    return GuardSettings(
-        allow=_networks("allow", data.get("allow", [])),
-        admin_allow=_networks("admin_allow", data.get("admin_allow", [])),
-        worker_allow=_networks("worker_allow", data.get("worker_allow", [])),
-        per_address=_rate(data, "address"),
-        per_identity=_rate(data, "identity"),
-        login_free_failures=int(free),
-        login_backoff_s=backoff,
-        login_max_lockout_s=longest,
-        connections=_connections(data),
-    )

@@ -13,16 +13,20 @@ physics-leads = ["group-admin"]
 type = "configfile"
 path = "users.toml"
 ```
-Every bad key or value is a `ConfigError` naming it (`auth.roles.auditor[1]`).
+Every bad key or value is a `ConfigError` naming it (`auth.roles.auditor[1]`); each
+backend's own keys are checked by its module (xce/auth/backends).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from xce.auth.rbac import DEFAULT_ROLES, RoleMap, expand, valid_permission
+from xce.config_check import ConfigError, Invalid, PosFloat, Table, convert, error, hint
 
 
 @dataclass(frozen=True)
@@ -36,94 +40,83 @@ class AuthSettings:
     base: Path = field(default_factory=Path.cwd)
 
 
-def _strings(where: str, value: Any) -> list[str]:
-    from xce.config import ConfigError
-
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where} must be a list of strings, got {value!r}")
-    return value
+_D = AuthSettings()
+Name = Annotated[str, msgspec.Meta(min_length=1), hint("must not be empty")]
+Strings = Annotated[tuple[str, ...], error("must be a list of strings")]
 
 
-def _roles(data: Any) -> dict[str, frozenset[str]]:
-    from xce.config import ConfigError
+class AuthTable(Table):
+    """`[auth]` as written in the file."""
 
-    if not isinstance(data, dict):
-        raise ConfigError("auth.roles must be a table of role = [permissions]")
-    roles = {r: frozenset(p) for r, p in DEFAULT_ROLES.items()}
-    for role, perms in data.items():
-        for i, perm in enumerate(_strings(f"auth.roles.{role}", perms)):
-            if not valid_permission(perm):
-                raise ConfigError(
-                    f"auth.roles.{role}[{i}] {perm!r} is not a permission "
-                    "(e.g. job:view:group, queue:admin, *)"
+    issuer: Name = _D.issuer
+    audience: Name = _D.audience
+    token_ttl_s: PosFloat = _D.token_ttl_s
+    service_token_ttl_s: PosFloat = _D.service_token_ttl_s
+    default_roles: Strings = _D.roles.default_roles
+    roles: Annotated[dict[str, Strings], error("must be a table of role = [permissions]")] = {}
+    groups: Annotated[dict[str, Strings], error("must be a table of group = [roles]")] = {}
+    backend: Annotated[
+        list[Annotated[dict[str, Any], error("must be a table")]],
+        error("must be an array of tables ([[auth.backend]])"),
+    ] = []
+
+    def __post_init__(self) -> None:
+        from xce.auth.backends import BACKEND_TYPES
+
+        roles = self.role_permissions()
+        for group, names in self.groups.items():
+            for i, role in enumerate(names):
+                if role not in roles:
+                    raise Invalid(
+                        f"groups.{group}[{i}] {role!r} is not a role "
+                        f"(roles: {', '.join(sorted(roles))})"
+                    )
+        for i, role in enumerate(self.default_roles):
+            if role not in roles:
+                raise Invalid(f"default_roles[{i}] {role!r} is not a role")
+        for i, section in enumerate(self.backend):
+            if section.get("type") not in BACKEND_TYPES:
+                raise Invalid(
+                    f"backend[{i}].type must be one of "
+                    f"{', '.join(BACKEND_TYPES)}, got {section.get('type')!r}"
                 )
-        roles[role] = expand(perms)
-    return roles
+
+    def role_permissions(self) -> dict[str, frozenset[str]]:
+        """The default roles, with `[auth.roles]` added or replacing them."""
+        roles = {r: frozenset(p) for r, p in DEFAULT_ROLES.items()}
+        for role, perms in self.roles.items():
+            for i, perm in enumerate(perms):
+                if not valid_permission(perm):
+                    raise Invalid(
+                        f"roles.{role}[{i}] {perm!r} is not a permission "
+                        "(e.g. job:view:group, queue:admin, *)"
+                    )
+            roles[role] = expand(perms)
+        return roles
+
+    def settings(self, base: Path) -> AuthSettings:
+        return AuthSettings(
+            issuer=self.issuer,
+            audience=self.audience,
+            token_ttl_s=float(self.token_ttl_s),
+            service_token_ttl_s=float(self.service_token_ttl_s),
+            roles=RoleMap(self.role_permissions(), self.groups, self.default_roles),
+            backends=tuple(self.backend),
+            base=base,
+        )
 
 
-def parse_auth(data: Any, base: Path) -> AuthSettings:
-    """Validate `[auth]`; raises `ConfigError` naming the key."""
-    from xce.auth.backends import BACKEND_TYPES
-    from xce.config import ConfigError, _check_keys, _positive, _typed
-
-    _typed("(top level)", "auth", data, dict)
-    if "tokens" in data:
+def refuse_static_tokens(data: Any) -> None:
+    """`auth.tokens` was a key once: say where its job went rather than `unknown key`."""
+    if isinstance(data, dict) and "tokens" in data:
         raise ConfigError(
             "auth.tokens (static tokens) is gone: controllers issue JWTs now; "
             "give workers a service token (xce token create --service worker "
             "NAME) in worker.token_file"
         )
-    _check_keys(
-        "auth",
-        data,
-        {
-            "issuer",
-            "audience",
-            "token_ttl_s",
-            "service_token_ttl_s",
-            "default_roles",
-            "roles",
-            "groups",
-            "backend",
-        },
-    )
-    out: dict[str, Any] = {"base": base}
-    for key in ("issuer", "audience"):
-        if key in data:
-            out[key] = _typed("auth", key, data[key], str)
-            if not out[key]:
-                raise ConfigError(f"auth.{key} must not be empty")
-    for key in ("token_ttl_s", "service_token_ttl_s"):
-        if key in data:
-            out[key] = float(_positive("auth", key, data[key]))
-    roles = _roles(data.get("roles", {}))
-    groups_raw = data.get("groups", {})
-    if not isinstance(groups_raw, dict):
-        raise ConfigError("auth.groups must be a table of group = [roles]")
-    groups: dict[str, tuple[str, ...]] = {}
-    for group, names in groups_raw.items():
-        for i, role in enumerate(_strings(f"auth.groups.{group}", names)):
-            if role not in roles:
-                raise ConfigError(
-                    f"auth.groups.{group}[{i}] {role!r} is not a role "
-                    f"(roles: {', '.join(sorted(roles))})"
-                )
-        groups[group] = tuple(names)
-    default = tuple(_strings("auth.default_roles", data.get("default_roles", ["user"])))
-    for i, role in enumerate(default):
-        if role not in roles:
-            raise ConfigError(f"auth.default_roles[{i}] {role!r} is not a role")
-    out["roles"] = RoleMap(roles, groups, default)
-    backends = data.get("backend", [])
-    if not isinstance(backends, list):
-        raise ConfigError("auth.backend must be an array of tables ([[auth.backend]])")
-    for i, section in enumerate(backends):
-        if not isinstance(section, dict):
-            raise ConfigError(f"auth.backend[{i}] must be a table")
-        if section.get("type") not in BACKEND_TYPES:
-            raise ConfigError(
-                f"auth.backend[{i}].type must be one of "
-                f"{', '.join(BACKEND_TYPES)}, got {section.get('type')!r}"
-            )
-    out["backends"] = tuple(backends)
-    return AuthSettings(**out)
+
+
+def parse_auth(data: Any, base: Path) -> AuthSettings:
+    """Validate `[auth]` alone (xce init, xce up); raises `ConfigError` naming the key."""
+    refuse_static_tokens(data)
+    return convert(data, AuthTable, "auth").settings(base)

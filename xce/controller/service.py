@@ -54,6 +54,7 @@ from xce.sched.multihost_submit import (
 )
 from xce.sched.plugins import policy_for
 from xce.sched.priority import PrioritySettings, check_job_priority
+from xce.sched.reasons import ReasonTexts
 from xce.sched.snapshot import free_licenses
 from xce.sched.types import Plan
 from xce.sched.usage import UsageLedger
@@ -142,19 +143,6 @@ def _check_texts(req: SubmitRequest) -> None:
         _check_text("an output pattern", pattern)
 
 
-class Reasons(dict[str, str]):
-    """Why pending jobs wait; `default` answers for every job the last pass did not name."""
-
-    def __init__(self, *args: object, default: str = "") -> None:
-        super().__init__(*args)
-        self.default = default
-
-    def get(self, key: str, fallback: str | None = None) -> str | None:  # type: ignore[override]
-        if key in self:
-            return self[key]
-        return self.default or fallback
-
-
 class FileReplica(Protocol):
     """What the service needs of the replication source to ship job files."""
 
@@ -181,7 +169,7 @@ class ControllerService:
         self.log = log or MemoryEventLog()
         self.clock = clock
         self.planner = planner
-        self.reasons: dict[str, str] = Reasons()
+        self.reasons = ReasonTexts()  # why pending jobs wait, rendered when read
         self.host_versions: dict[str, int] = {}
         self._host_waiters: dict[str, asyncio.Event] = {}
         self.schedule_needed = asyncio.Event()
@@ -758,7 +746,7 @@ class ControllerService:
             # A full (or empty) cluster: no pass over the pending jobs at all; every pending
             # job reads the same reason.
             online = any(h.status is HostStatus.ONLINE for h in self.state.hosts.values())
-            self.reasons = Reasons(
+            self.reasons = ReasonTexts(
                 default="all online hosts are full" if online else "no online host"
             )
             self.stats["scheduling_passes"] += 1  # a pass all the same: reasons are current
@@ -776,7 +764,7 @@ class ControllerService:
         if preemption.needed(snapshot):  # suspended victims go back first
             resumed, snapshot = preemption.resume_first(snapshot)
         result = self.planner(snapshot, now)
-        self.reasons = result.reasons
+        self.reasons = ReasonTexts(result.reasons)
         now = self.clock()
         events: list[ev.Event] = [ev.JobResumed(now, job_id) for job_id in resumed]
         for placement in result.placements:

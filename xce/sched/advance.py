@@ -27,8 +27,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from xce.core.model import JobSpec, QueueRecord, ReservationRecord
+from xce.sched import reasons as why
 from xce.sched.hostpool import INFINITY, HostPool
 from xce.sched.plugins.base import ReservePlugin
+from xce.sched.reasons import WaitReason
 from xce.sched.reservation import Reservation
 
 
@@ -64,16 +66,16 @@ class AdvanceGate:
         # read by the pass to name the reservation in the job's reason.
         self.refused: tuple[ReservationRecord, int] | None = None
 
-    def target_problem(self, spec: JobSpec) -> str | None:
+    def target_problem(self, spec: JobSpec) -> WaitReason | None:
         """Why a job that targets a reservation cannot start now (None: it may, on the
         reservation's hosts)."""
         r = self.by_name.get(spec.reservation)
         if r is None:
-            return f"reservation {spec.reservation} does not exist"
+            return why.no_reservation(spec.reservation)
         if self.now < r.start:
-            return f"waiting for reservation {r.name} to start at {r.start:.0f}"
+            return why.reservation_pending(r.name, r.start)
         if self.now >= r.end:
-            return f"reservation {r.name} has ended"
+            return why.reservation_ended(r.name)
         return None
 
     def allows(self, i: int, spec: JobSpec, walltime_s: int | None) -> bool:
@@ -155,15 +157,11 @@ class AdvanceGate:
                 best = made
         return best
 
-    def describe(self) -> str:
+    def describe(self) -> WaitReason:
         """The reason for a job the last refusal kept from a host it fits."""
         assert self.refused is not None
         r, i = self.refused
-        what = "holds" if r.slots == 0 else f"holds {r.slots} slots of"
-        return (
-            f"reservation {r.name} {what} host {self.pool.hosts[i].name} from "
-            f"{r.start:.0f} until {r.end:.0f} and the job would still be running then"
-        )
+        return why.reservation_holds(r.name, r.slots, self.pool.hosts[i].name, r.start, r.end)
 
 
 def wake_times(reservations: Iterable[ReservationRecord], now: float) -> list[float]:

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 
 from xce.core import gres
 from xce.core.model import JobSpec
+from xce.sched import reasons as why
+from xce.sched.reasons import WaitReason
 from xce.sched.snapshot import HostView
 
 
@@ -53,12 +55,12 @@ class DevicePool:
             del ids[:count]
         return tuple(out)
 
-    def short_license(self, spec: JobSpec) -> str | None:
+    def short_license(self, spec: JobSpec) -> WaitReason | None:
         """Why `spec` cannot have its licenses now, or None when it can."""
         for name, count in gres.counts_of(spec.licenses).items():
             free = self.licenses.get(name, 0)
             if free < count:
-                return f"waiting for license {name} ({count} asked, {free} free)"
+                return why.license_short(name, count, free)
         return None
 
     def take_licenses(self, spec: JobSpec) -> None:
@@ -71,12 +73,12 @@ def total(view: HostView, kind: str) -> int:
     return len(gres.host_devices(view.gres).get(kind, ()))
 
 
-def too_few(views: Sequence[HostView], hosts: Sequence[int], spec: JobSpec) -> str | None:
+def too_few(views: Sequence[HostView], hosts: Sequence[int], spec: JobSpec) -> WaitReason | None:
     """The refusal when no candidate host has enough devices of some kind at all."""
     for kind, count in gres.counts_of(spec.gres).items():
         if not any(total(views[i], kind) >= count for i in hosts):
             most = max((total(views[i], kind) for i in hosts), default=0)
-            return f"no host has {count} {kind} devices (the most is {most})"
+            return why.too_few_devices(kind, count, most)
     return None
 
 
@@ -86,10 +88,6 @@ def with_devices(views: Sequence[HostView], hosts: Sequence[int], spec: JobSpec)
     return [i for i in hosts if all(total(views[i], k) >= c for k, c in asked.items())]
 
 
-DEVICES_WAITING = "waiting for free devices"
-
-
-def waiting_reason(spec: JobSpec) -> str:
+def waiting_reason(spec: JobSpec) -> WaitReason:
     """The reason of a job whose hosts have the slots and memory but not the devices."""
-    kinds = ", ".join(f"{k} ({v} asked)" for k, v in spec.gres)
-    return f"{DEVICES_WAITING}: {kinds}"
+    return why.devices(tuple(spec.gres))

@@ -31,7 +31,7 @@ class HostPool:
     def __init__(self, snapshot: Snapshot, now: float) -> None:
         self.hosts = snapshot.hosts
         self.now = now
-        self.index = {h.name: i for i, h in enumerate(self.hosts)}
+        self._index: dict[str, int] | None = None
         self.free_slots = [h.free_slots for h in self.hosts]
         self.free_mem = [h.free_memory_mb for h in self.hosts]
         self.version = [0] * len(self.hosts)
@@ -42,6 +42,13 @@ class HostPool:
         self._releases: list[list[tuple[float, int, int]]] | None = None
         self._static: list[dict[str, str | int | float] | None] = [None] * len(self.hosts)
         self.improving_sets: list[RankedCandidates] = []
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Host name -> index; built when first read (reservations), not on every pass."""
+        if self._index is None:
+            self._index = {h.name: i for i, h in enumerate(self.hosts)}
+        return self._index
 
     def static_attributes(self, i: int) -> dict[str, str | int | float]:
         """Host `i`'s attributes as at the start of the pass (cached; do not modify)."""

@@ -13,7 +13,7 @@ finding hosts (xce/sched/hostpool.py), so a pass is near linear in pending jobs.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from xce.core import gres
@@ -21,49 +21,45 @@ from xce.core.allocation import host_memory_mb
 from xce.core.deps import DepStatus
 from xce.core.model import HostSlots, JobSpec, QueueRecord, task_id
 from xce.sched import multihost
+from xce.sched import reasons as why
 from xce.sched.advance import AdvanceGate, effective_walltime
 from xce.sched.expr import (
     parse_requirement,
 )
-from xce.sched.gres import (
-    DEVICES_WAITING,
-    DevicePool,
-    too_few,
-    waiting_reason,
-    with_devices,
-)
+from xce.sched.gres import DevicePool, too_few, waiting_reason, with_devices
 from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
-from xce.sched.plugins import QueuePolicy, policy_for
+from xce.sched.plugins import PluginRegistry, QueuePolicy, builtin
 from xce.sched.plugins.base import Item, OrderContext
 from xce.sched.ranking import FREE_ATTRIBUTES, key_function, select_names
+from xce.sched.reasons import WaitReason
 from xce.sched.reservation import Reservation
 from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.types import Placement, Plan
 
-WAITING = "waiting for free slots or memory"
-TOO_BIG = "no host is big enough"
-TOO_FEW = "no set of hosts is big enough"
 
-
-def begin_reason(begin: float) -> str:
-    """Why a job with a later `--begin` waits (the CLI shows the epoch as a local time)."""
-    return f"begin time not reached: eligible at {int(begin)}"
-
-
-def plan(snapshot: Snapshot, now: float, explain: bool = True) -> Plan:
+def plan(
+    snapshot: Snapshot, now: float, explain: bool = True, registry: PluginRegistry | None = None
+) -> Plan:
     """Placements to make now on `snapshot`, why the rest waits, and any reservation.
 
     With `explain=False` (the simulator) the same placements come back without a reason
     for every waiting job: the pass then stops as soon as nothing more can start (the
     cluster is full, or a strict FCFS queue blocks) instead of naming why each of the
-    rest waits, so its cost follows the jobs it tries, not the length of the queue."""
-    return SchedulingPass(snapshot, now, explain).run()
+    rest waits, so its cost follows the jobs it tries, not the length of the queue.
+    `registry` names the plugins queues may choose (the built-in ones by default)."""
+    return SchedulingPass(snapshot, now, explain, registry).run()
 
 
 class SchedulingPass:
     """One pass over one snapshot; not reusable."""
 
-    def __init__(self, snapshot: Snapshot, now: float, explain: bool = True) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        now: float,
+        explain: bool = True,
+        registry: PluginRegistry | None = None,
+    ) -> None:
         self.snapshot = snapshot
         self.now = now
         self.explain = explain
@@ -76,8 +72,9 @@ class SchedulingPass:
         self.gate = (
             AdvanceGate(snapshot.reservations, self.pool, now) if snapshot.reservations else None
         )
-        self.policies = {name: policy_for(q.plugins) for name, q in snapshot.queues.items()}
-        self._sets: dict[tuple, CandidateSet | str] = {}
+        plugins = registry or builtin()
+        self.policies = {name: plugins.policy_for(q.plugins) for name, q in snapshot.queues.items()}
+        self._sets: dict[tuple, CandidateSet | WaitReason] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
         self._spread_hosts: dict[tuple, list[int]] = {}  # multi-host shape -> its hosts
         self._spreadable: dict[tuple[str, str, int], bool] = {}
@@ -85,7 +82,7 @@ class SchedulingPass:
         self._rankings: dict[tuple[str, str], tuple[Any, int]] = {}
         self._key_functions: dict[tuple[str, str], tuple[Callable[[int], tuple], bool, bool]] = {}
         # id(JobSpec) -> why jobs sharing that spec object cannot start in this pass
-        self._blocked: dict[int, str] = {}
+        self._blocked: dict[int, WaitReason] = {}
         self.running_slots: dict[str, int] = {}
         self.group_slots: dict[str, int] = {}
         self.queue_running: dict[str, int] = {}
@@ -96,7 +93,10 @@ class SchedulingPass:
         queues = snapshot.queues.values()
         self._tally = any(
             q.max_running is not None or q.max_running_per_user is not None for q in queues
-        ) or any(p.order.name != "fcfs" for p in self.policies.values())
+        ) or any(p.reads_usage for p in self.policies.values())
+        # no queue makes reservations (first-fit): a job wider than the free slots is
+        # passed over at once in the simulator's loop
+        self._no_reserve = all(p.reserve is None for p in self.policies.values())
         self.usage_hours: dict[str, float] = {}
         if self._tally:
             seconds = dict(snapshot.usage)
@@ -126,7 +126,7 @@ class SchedulingPass:
         groups: dict[tuple[int, int, str], list[tuple[int, Item]]] = {}
         keys: dict[str, tuple[int, int, str]] = {}
         for name, queue in self.snapshot.queues.items():
-            if self.policies[name].order.name == "fcfs":
+            if self.policies[name].submission_order:
                 keys[name] = (-queue.priority, 0, "")
             else:
                 keys[name] = (-queue.priority, 1, name)
@@ -178,10 +178,14 @@ class SchedulingPass:
                 self.group_slots,
                 self.snapshot,
             )
-            for item in policies[queue.name].order.order(items, ctx):  # type: ignore[arg-type]
+            ordered = policies[queue.name].order.order(items, ctx)  # type: ignore[arg-type]
+            if not explain:
+                if self._run_quiet(ordered):
+                    return self.result
+                continue
+            for item in ordered:
                 if pool.total_free_slots <= 0:
-                    if explain:
-                        self._no_room_left(groups, arrays_done)
+                    self._no_room_left(groups, arrays_done)
                     return self.result
                 spec = item.spec
                 if type(item) is PendingJob:
@@ -195,12 +199,46 @@ class SchedulingPass:
                     arrays_done.add(item.number)
                 name = spec.queue
                 policy = policies[name]
-                if not explain and self._cannot_start(spec, policy):
-                    continue
                 self._try(item, queues[name], policy)
-                if not explain and self.reservation is not None and self.reservation.host < 0:
-                    return self.result  # strict order: nothing behind a blocked job starts
         return self.result
+
+    def _run_quiet(self, ordered: Iterable[Item]) -> bool:
+        """The simulator's loop (`explain=False`): the same placements as the loop in
+        `run`, without naming why the rest waits; True when the pass is over (no free slot
+        left, or a strict order blocked).
+
+        A minimal simulator compares two numbers per waiting job, so this loop does too
+        for the jobs that surely cannot start: a job wider than the free slots is passed
+        over with no call at all when trying it could make no reservation (one is held
+        already, or no queue makes any)."""
+        queues, policies, pool = self.snapshot.queues, self.policies, self.pool
+        reasons, blocked = self.result.reasons, self._blocked
+        satisfied = DepStatus.SATISFIED
+        no_reserve = self._no_reserve
+        skip_wide = no_reserve or self.reservation is not None
+        for item in ordered:
+            free = pool.total_free_slots
+            if free <= 0:
+                return True
+            spec = item.spec
+            if skip_wide and spec.slots > free:
+                continue  # as _cannot_start would say, from one comparison
+            if type(item) is PendingJob and item.index is None and item.deps is satisfied:
+                known = blocked.get(id(spec))
+                if known is not None:
+                    reasons[item.job_id] = known
+                    continue
+            name = spec.queue
+            policy = policies[name]
+            if self._cannot_start(spec, policy):
+                continue
+            self._try(item, queues[name], policy)
+            res = self.reservation
+            if res is not None:
+                if res.host < 0:
+                    return True  # strict order: nothing behind a blocked job starts
+                skip_wide = True
+        return False
 
     def _cannot_start(self, spec: JobSpec, policy: QueuePolicy) -> bool:
         """Whether `spec` surely cannot start now and trying would change nothing (it
@@ -229,7 +267,7 @@ class SchedulingPass:
         (jobs sharing a spec share the answer)."""
         reasons = self.result.reasons
         placed = {p.job_id for p in self.result.placements}
-        by_spec: dict[int, str] = {}
+        by_spec: dict[int, WaitReason] = {}
         for _, items in groups:
             for item in items:
                 if type(item) is PendingJob:
@@ -242,20 +280,18 @@ class SchedulingPass:
                     key = str(item.number)
                 if item.deps is not DepStatus.SATISFIED:
                     reasons[key] = (
-                        "waiting for dependency"
-                        if item.deps is DepStatus.WAITING
-                        else "dependency can never be satisfied"
+                        why.DEPENDENCY if item.deps is DepStatus.WAITING else why.DEPENDENCY_NEVER
                     )
                     continue
                 spec = item.spec
                 if spec.begin_time is not None and spec.begin_time > self.now:
-                    reasons[key] = begin_reason(spec.begin_time)
+                    reasons[key] = why.begin(spec.begin_time)
                     continue
                 reason = by_spec.get(id(spec))
                 if reason is None:
                     queue = self.snapshot.queues[spec.queue]
                     if not queue.active:
-                        reason = f"queue {queue.name} is inactive"
+                        reason = why.queue_inactive(queue.name)
                     else:
                         shape = self._shape(queue, spec)
                         known = self._sets.get(shape)
@@ -263,8 +299,8 @@ class SchedulingPass:
                             known = self._sets[shape] = self._candidates(
                                 spec, queue, self.policies[queue.name]
                             )
-                        reason = known if isinstance(known, str) else WAITING
-                        if reason == TOO_BIG and self._may_spread(
+                        reason = known if isinstance(known, WaitReason) else why.ROOM
+                        if reason is why.TOO_BIG and self._may_spread(
                             spec, queue, self.policies[queue.name]
                         ):
                             reason = self._spread_reason(spec, queue)  # issue 15
@@ -273,20 +309,17 @@ class SchedulingPass:
 
     # --- one job or array ---------------------------------------------------------------
 
-    def _limit(self, queue: QueueRecord, user: str) -> str | None:
+    def _limit(self, queue: QueueRecord, user: str) -> WaitReason | None:
         if (
             queue.max_running is not None
             and self.queue_running.get(queue.name, 0) >= queue.max_running
         ):
-            return f"queue {queue.name} has reached its limit of {queue.max_running} running jobs"
+            return why.queue_limit(queue.name, queue.max_running)
         if (
             queue.max_running_per_user is not None
             and self.user_running.get((queue.name, user), 0) >= queue.max_running_per_user
         ):
-            return (
-                f"user {user} has reached the limit of {queue.max_running_per_user} "
-                f"running jobs in queue {queue.name}"
-            )
+            return why.user_limit(user, queue.name, queue.max_running_per_user)
         return None
 
     def _room(self, number: int) -> int | None:
@@ -299,7 +332,7 @@ class SchedulingPass:
         key = item.job_id if is_job else str(item.number)  # type: ignore[union-attr]
         reasons = self.result.reasons
         if not queue.active:
-            reasons[key] = f"queue {queue.name} is inactive"
+            reasons[key] = why.queue_inactive(queue.name)
             if is_job:
                 self._blocked[id(spec)] = reasons[key]
             return
@@ -310,17 +343,15 @@ class SchedulingPass:
                 return
         if item.deps is not DepStatus.SATISFIED:
             reasons[key] = (
-                "waiting for dependency"
-                if item.deps is DepStatus.WAITING
-                else "dependency can never be satisfied"
+                why.DEPENDENCY if item.deps is DepStatus.WAITING else why.DEPENDENCY_NEVER
             )
             return
         if spec.begin_time is not None and spec.begin_time > self.now:
-            reasons[key] = begin_reason(spec.begin_time)
+            reasons[key] = why.begin(spec.begin_time)
             return
         if spec.reservation:
             problem = (
-                f"reservation {spec.reservation} does not exist"
+                why.no_reservation(spec.reservation)
                 if self.gate is None
                 else self.gate.target_problem(spec)
             )
@@ -333,7 +364,7 @@ class SchedulingPass:
             if item.index is not None:  # type: ignore[union-attr]
                 left = self._room(item.number)
                 if left is not None and left <= 0:
-                    reasons[key] = "array concurrency limit reached"
+                    reasons[key] = why.ARRAY_LIMIT
                     return
             blocked = self._blocked.get(id(spec))
             if blocked is not None:  # free resources and limits only shrink in a pass
@@ -350,19 +381,15 @@ class SchedulingPass:
                     return
             host = self._place(key, spec, queue, policy)
             if host is None:
-                reason = reasons[key]
-                if reason.startswith(WAITING):
-                    reason = WAITING
-                elif reason.startswith(DEVICES_WAITING):
-                    reason = waiting_reason(spec)  # without the reservation it may hold
-                self._blocked[id(spec)] = reason
+                # the job's shape waits as it does, without the reservation it may hold
+                self._blocked[id(spec)] = reasons[key].without_reservation()
             else:
                 array = item.number if item.index is not None else None  # type: ignore[union-attr]
                 self._commit(key, spec, host, array)
             return
         left = self._room(item.number)
         if left is not None and left <= 0:
-            reasons[key] = "array concurrency limit reached"
+            reasons[key] = why.ARRAY_LIMIT
             return
         for index in item.pending:  # type: ignore[union-attr]
             if left is not None and left <= 0:
@@ -398,7 +425,8 @@ class SchedulingPass:
         if spec.licenses:
             self.devices.take_licenses(spec)
         self.result.placements.append(Placement(job_id, self.pool.hosts[i].name, devices))
-        self._count(spec.user, spec.queue, spec.slots)
+        if self._tally:
+            self._count(spec.user, spec.queue, spec.slots)
         if array is not None:
             self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
 
@@ -455,8 +483,8 @@ class SchedulingPass:
         found = self._sets.get(shape)
         if found is None:
             found = self._sets[shape] = self._candidates(spec, queue, policy)
-        if isinstance(found, str):
-            if found == TOO_BIG and self._may_spread(spec, queue, policy):
+        if isinstance(found, WaitReason):
+            if found is why.TOO_BIG and self._may_spread(spec, queue, policy):
                 return self._place_spread(
                     key,
                     spec,
@@ -486,7 +514,7 @@ class SchedulingPass:
         refused = gate.describe() if gate is not None and gate.refused is not None else None
         # A job kept off a host by a reservation waits for that (its shape too); the EASY
         # reservation below is then made outside the reservations' windows.
-        reason = self._sets[shape] = refused or WAITING
+        reason = self._sets[shape] = refused or why.ROOM
         if refused is None and spec.gres and self._devices_short(spec, queue):
             reason = self._sets[shape] = waiting_reason(spec)
         if res is None and policy.reserve is not None and not spec.reservation:
@@ -504,7 +532,7 @@ class SchedulingPass:
                 self.reservation = made
                 self.result.reservations.append(made.to_plain())
                 if refused is None:
-                    reason = f"{reason} ({made.describe()})"
+                    reason = reason.holding(made.describe())
         self.result.reasons[key] = reason
         return None
 
@@ -516,18 +544,14 @@ class SchedulingPass:
         reasons = self.result.reasons
         shape = ("spread", *self._shape(queue, spec))
         known = self._sets.get(shape)
-        if isinstance(known, str):
+        if isinstance(known, WaitReason):
             reasons[key] = known
             return None
         hosts = self._filter(spec, queue, policy)
         if spec.gres:  # devices per host: only hosts that have them at all may take a share
             hosts = with_devices(self.pool.hosts, hosts, spec)
         if not hosts:
-            reasons[key] = self._sets[shape] = (
-                "no online host matches the resource requirement"
-                if spec.resources
-                else "no online host in the queue"
-            )
+            reasons[key] = self._sets[shape] = why.NO_MATCH if spec.resources else why.NO_HOST
             return None
         pool, now, res = self.pool, self.now, self.reservation
         # The hosts of this shape, ranked when the shape is first tried in the pass (a
@@ -542,7 +566,7 @@ class SchedulingPass:
             rank = functions[0]
             ordered = (
                 sorted(hosts, key=rank)
-                if (req is not None and req.order) or policy.score.name != "first-fit"
+                if (req is not None and req.order) or policy.ranks
                 else list(hosts)
             )
             self._spread_hosts[shape] = ordered
@@ -583,19 +607,19 @@ class SchedulingPass:
         reason = self._sets[shape] = self._spread_reason(spec, queue)
         # (a job with devices reserves no host set: the reservation does not count devices)
         if (
-            reason == WAITING
+            reason is why.ROOM
             and res is None
             and policy.reserve is not None
             and not spec.reservation
             and not spec.gres
         ):
-            if policy.reserve.name == "backfill":
+            if policy.host_sets:
                 # every host the shape may use, ranked afresh (the list above was pruned of
                 # the full ones, which are the ones that free later): once per pass
                 rank = self._key_functions[queue.name, spec.resources][0]
                 ranked = (
                     sorted(hosts, key=rank)
-                    if (req is not None and req.order) or policy.score.name != "first-fit"
+                    if (req is not None and req.order) or policy.ranks
                     else list(hosts)
                 )
                 made: Reservation | None = multihost.reserve(
@@ -607,7 +631,7 @@ class SchedulingPass:
                 made.job_id = key
                 self.reservation = made
                 self.result.reservations.append(made.to_plain())
-                reason = f"{WAITING} ({made.describe()})"
+                reason = why.ROOM.holding(made.describe())
         reasons[key] = reason
         return None
 
@@ -627,12 +651,12 @@ class SchedulingPass:
             )
         return known
 
-    def _spread_reason(self, spec: JobSpec, queue: QueueRecord) -> str:
+    def _spread_reason(self, spec: JobSpec, queue: QueueRecord) -> WaitReason:
         """Why a job that may spread waits: for slots, or for ever (its hosts together
         have fewer slots than it asks)."""
         hosts = self._filter(spec, queue, self.policies[queue.name])
         views = self.pool.hosts
-        return TOO_FEW if sum(views[i].slots for i in hosts) < spec.slots else WAITING
+        return why.TOO_FEW if sum(views[i].slots for i in hosts) < spec.slots else why.ROOM
 
     def _with_devices(
         self, spec: JobSpec, allow: Callable[[int], bool] | None
@@ -657,32 +681,29 @@ class SchedulingPass:
         if hosts is None:
             views = self.pool.hosts
             hosts = list(range(len(views)))
-            for check in policy.filters:
-                hosts = [i for i in hosts if check.accepts(views[i], spec, queue)]
+            for accepts, refuses_any in policy.filter_tests:
+                if refuses_any is None or refuses_any(spec, queue):
+                    hosts = [i for i in hosts if accepts(views[i], spec, queue)]
             self._filtered[fkey] = hosts
         return hosts
 
     def _candidates(
         self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy
-    ) -> CandidateSet | str:
+    ) -> CandidateSet | WaitReason:
         pool = self.pool
         fkey = (queue.name, spec.resources)
         hosts = self._filter(spec, queue, policy)
         if not hosts:
-            return (
-                "no online host matches the resource requirement"
-                if spec.resources
-                else "no online host in the queue"
-            )
+            return why.NO_MATCH if spec.resources else why.NO_HOST
         slots, mem = spec.slots, spec.memory_mb
         views = pool.hosts
         big = [i for i in hosts if views[i].slots >= slots and views[i].memory_mb >= mem]
         if not big:
-            return TOO_BIG
+            return why.TOO_BIG
         if spec.gres:
-            why = too_few(views, big, spec)
-            if why:
-                return why
+            lacking = too_few(views, big, spec)
+            if lacking:
+                return lacking
         req = parse_requirement(spec.resources) if spec.resources else None
         live = None
         if req is not None and select_names(req.select) & FREE_ATTRIBUTES:
@@ -696,7 +717,7 @@ class SchedulingPass:
             if cached is None:
                 ranked = (
                     sorted(hosts, key=key)
-                    if (req is not None and req.order) or policy.score.name != "first-fit"
+                    if (req is not None and req.order) or policy.ranks
                     else hosts
                 )
                 cached = self._rankings[fkey] = (ranked, 0)

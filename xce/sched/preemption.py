@@ -28,11 +28,11 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from xce.core.model import JobSpec
-from xce.sched.plugins import policy_for
+from xce.sched import reasons as why
+from xce.sched.plugins import PluginRegistry, builtin
+from xce.sched.reasons import WaitKind, WaitReason
 from xce.sched.snapshot import PendingJob, RunningJob, Snapshot
 from xce.sched.types import Plan
-
-WAITING = "waiting for free slots or memory"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ class Preempt:
 class Decision:
     preempt: list[Preempt] = field(default_factory=list)
     resume: list[str] = field(default_factory=list)
-    reasons: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, WaitReason] = field(default_factory=dict)
 
 
 def needed(snapshot: Snapshot) -> bool:
@@ -90,8 +90,11 @@ def resume_first(snapshot: Snapshot) -> tuple[list[str], Snapshot]:
     return resumed, dataclasses.replace(snapshot, hosts=hosts, running=running)
 
 
-def decide(snapshot: Snapshot, now: float, plan: Plan) -> Decision:
-    """What to resume and whom to preempt after `plan` (see the module docstring)."""
+def decide(
+    snapshot: Snapshot, now: float, plan: Plan, registry: PluginRegistry | None = None
+) -> Decision:
+    """What to resume and whom to preempt after `plan` (see the module docstring);
+    `registry` is the one the pass used (its filters say which hosts a queue may use)."""
     decision = Decision()
     hosts = {h.name: h for h in snapshot.hosts}
     free = {h.name: h.free_slots for h in snapshot.hosts}
@@ -108,7 +111,7 @@ def decide(snapshot: Snapshot, now: float, plan: Plan) -> Decision:
             free_mem[placement.host] -= spec.memory_mb
     _resume(snapshot, decision, free)
     if any(q.preempt for q in snapshot.queues.values()):
-        _preempt(snapshot, now, plan, decision, hosts, free, free_mem)
+        _preempt(snapshot, now, plan, decision, hosts, free, free_mem, registry or builtin())
     return decision
 
 
@@ -136,6 +139,7 @@ def _preempt(
     hosts: dict,
     free: dict[str, int],
     free_mem: dict[str, int],
+    registry: PluginRegistry,
 ) -> None:
     queues = snapshot.queues
     preempting = {name for name, q in queues.items() if q.preempt}
@@ -143,7 +147,10 @@ def _preempt(
     pending = [j for j in snapshot.jobs if j.spec.queue in preempting]
     for name in preempting:
         pending.extend((snapshot.queued or {}).get(name, ()))
-    waiting = [j for j in pending if plan.reasons.get(j.job_id, "").startswith(WAITING)]
+    reasons = plan.reasons
+    waiting = [
+        j for j in pending if (r := reasons.get(j.job_id)) is not None and r.kind is WaitKind.ROOM
+    ]
     waiting.sort(
         key=lambda j: (-queues[j.spec.queue].priority, j.number, -1 if j.index is None else j.index)
     )
@@ -169,7 +176,7 @@ def _preempt(
         names = eligible.get(key)
         if names is None:
             queue = queues[spec.queue]
-            filters = policy_for(queue.plugins).filters
+            filters = registry.policy_for(queue.plugins).filters
             names = eligible[key] = [
                 name
                 for name, host in hosts.items()
@@ -222,7 +229,7 @@ def _one(
         if host.slots < spec.slots or host.memory_mb < spec.memory_mb:
             continue
         if free[name] + coming.get(name, 0) >= spec.slots and free_mem[name] >= spec.memory_mb:
-            decision.reasons[job.job_id] = f"{WAITING} (preempted jobs on host {name} are ending)"
+            decision.reasons[job.job_id] = why.preempted_ending(name)
             return True
         candidates = [
             r
@@ -267,10 +274,5 @@ def _one(
     # the room is the preemptor's: no other waiting job counts on it in this pass
     free[name] -= spec.slots
     free_mem[name] -= spec.memory_mb
-    how = "requeueing" if requeue else "suspending"
-    decision.reasons[job.job_id] = (
-        f"{WAITING} ({how} job"
-        f"{'s' if len(chosen) > 1 else ''} "
-        f"{', '.join(v.job_id for v in chosen)} on host {name})"
-    )
+    decision.reasons[job.job_id] = why.preempting(tuple(v.job_id for v in chosen), name, requeue)
     return True

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from xce.sched.expr import And, Compare, Name, Node, Not, Or, ResourceRequirement, order_key
 from xce.sched.hostpool import HostPool
-from xce.sched.plugins.base import ScorePlugin
+from xce.sched.plugins.base import ScorePlugin, ranks
 
 FREE_ATTRIBUTES = frozenset({"slots", "mem"})
 
@@ -48,7 +48,7 @@ def key_function(
     if not order or req is None:  # (an order comes from req: the same test, for mypy)
         return (lambda i: score.key(pool, i)), dynamic, improving
     free_slots, free_mem = pool.free_slots, pool.free_mem
-    if len(order) == 1 and free_keys and score.name == "first-fit":
+    if len(order) == 1 and free_keys and not ranks(score):
         # the common `order[-slots]` / `order[mem]`: always defined, so one number ranks
         _, is_slots, descending = free_keys[0]
         values = free_slots if is_slots else free_mem

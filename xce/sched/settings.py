@@ -8,8 +8,9 @@ controller (and the simulator) when it builds a snapshot.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
+from xce.config_check import ConfigError, PosFloat, Table, error, hint
 from xce.sched.priority import PrioritySettings, parse_priority
 
 
@@ -33,27 +34,20 @@ class SchedulerSettings:
         return out
 
 
-def parse_scheduler(data: Any) -> SchedulerSettings:
-    """Validate a `[scheduler]` table; raises ValueError whose message names the key."""
-    if not isinstance(data, dict):
-        raise ValueError("scheduler must be a table")
-    unknown = sorted(set(data) - {"fairshare_half_life_s", "groups", "priority"})
-    if unknown:
-        raise ValueError(
-            f"unknown key scheduler.{unknown[0]} (allowed: fairshare_half_life_s, groups, priority)"
-        )
-    half_life = data.get("fairshare_half_life_s", 3600.0)
-    if isinstance(half_life, bool) or not isinstance(half_life, int | float) or half_life <= 0:
-        raise ValueError(
-            f"scheduler.fairshare_half_life_s must be a positive number, got {half_life!r}"
-        )
-    groups = data.get("groups", {})
-    if not isinstance(groups, dict):
-        raise ValueError("scheduler.groups must be a table of group = [users]")
-    parsed = []
-    for name, members in sorted(groups.items()):
-        if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
-            raise ValueError(f"scheduler.groups.{name} must be a list of user names")
-        parsed.append((name, tuple(members)))
-    priority = parse_priority(data.get("priority", {}))
-    return SchedulerSettings(float(half_life), tuple(parsed), priority)
+class SchedulerTable(Table):
+    """`[scheduler]` as written in the file."""
+
+    fairshare_half_life_s: Annotated[PosFloat, hint("must be a positive number")] = 3600.0
+    groups: Annotated[
+        dict[str, Annotated[tuple[str, ...], error("must be a list of user names")]],
+        error("must be a table of group = [users]"),
+    ] = {}
+    priority: dict[str, Any] = {}  # checked by xce/sched/priority.parse_priority
+
+    def settings(self) -> SchedulerSettings:
+        try:
+            priority = parse_priority(self.priority)
+        except ValueError as exc:  # its messages name scheduler.priority.<key>
+            raise ConfigError(str(exc)) from None
+        groups = tuple(sorted(self.groups.items()))
+        return SchedulerSettings(float(self.fairshare_half_life_s), groups, priority)

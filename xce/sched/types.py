@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xce.core.model import HostSlots
+from xce.sched.reasons import WaitReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,9 +22,14 @@ class Placement:
 
 @dataclass(slots=True)
 class Plan:
-    """Placements to make now, and why each job left waiting waits (Slurm's Reason)."""
+    """Placements to make now, and why each job left waiting waits (Slurm's Reason; the
+    text people read is `str(reason)`, or `texts()` for all)."""
 
     placements: list[Placement] = field(default_factory=list)
-    reasons: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, WaitReason] = field(default_factory=dict)
     # EASY backfill: {"job_id", "host", "start"} of the reservation this pass kept, if any
     reservations: list[dict[str, Any]] = field(default_factory=list)
+
+    def texts(self) -> dict[str, str]:
+        """Every reason as people read it (job id -> text)."""
+        return {key: str(reason) for key, reason in self.reasons.items()}

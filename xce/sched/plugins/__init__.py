@@ -1,92 +1,201 @@
-"""The plugin registry: every module in this package registers its plugins on import.
+"""The plugin registry: an explicit object holding one instance of each plugin by name.
 
 Adding a plugin is one file here: a class with `name`, `kind` (order, filter, score,
-reserve) and the method of its kind (xce/sched/plugins/base.py), decorated with
-`@register`. Queues choose plugins by name (`plugins = ["fairshare", "backfill", "pack"]`);
-what a queue does not choose falls back to the defaults: order `fcfs`, score `first-fit`,
-no reservation, and the filters `online`, `queue-hosts`, `select` always.
+reserve), the capabilities of its kind and the method of its kind
+(xce/sched/plugins/base.py), listed in `BUILTIN` below. Queues choose plugins by name
+(`plugins = ["fairshare", "backfill", "pack"]`); what a queue does not choose falls back to
+the defaults: order `fcfs`, score `first-fit`, no reservation, and the filters `online`,
+`queue-hosts`, `select` always.
+
+Nothing registers itself on import: `PluginRegistry.builtin()` builds the registry from the
+list, a site or a test builds its own with `PluginRegistry([...])` and passes it to the pass
+(`pipeline.plan(..., registry=...)`). `policy_for` and `names` below answer from the
+built-in registry, which is built on first use and never changes.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from xce.sched.plugins.base import FilterPlugin, OrderPlugin, ReservePlugin, ScorePlugin
+from xce.core.model import JobSpec, QueueRecord
+from xce.sched.plugins.base import (
+    FilterPlugin,
+    OrderPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    ranks,
+    reads_usage,
+    reserves_host_sets,
+    submission_order,
+)
 
 KINDS = ("order", "filter", "score", "reserve")
 DEFAULT_FILTERS = ("online", "queue-hosts", "select")
-_REGISTRY: dict[str, Any] = {}
-_loaded = False
-
-
-def register(cls: type) -> type:
-    """Class decorator: make one instance of `cls` available under `cls.name`."""
-    if cls.kind not in KINDS:  # type: ignore[attr-defined]
-        raise TypeError(f"plugin {cls.__name__}: kind must be one of {', '.join(KINDS)}")
-    _REGISTRY[cls.name] = cls()  # type: ignore[attr-defined]
-    return cls
-
-
-def _discover() -> None:
-    global _loaded
-    if _loaded:
-        return
-    for module in pkgutil.iter_modules(__path__):
-        if module.name != "base" and not module.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{module.name}")
-    _loaded = True
-
-
-def names(kind: str | None = None) -> list[str]:
-    """Registered plugin names, of one kind or all."""
-    _discover()
-    return sorted(n for n, p in _REGISTRY.items() if kind is None or p.kind == kind)
-
-
-def get(name: str) -> Any:
-    _discover()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown scheduler plugin {name!r} (known: {', '.join(names())})"
-        ) from None
+DEFAULT_ORDER = "fcfs"
+DEFAULT_SCORE = "first-fit"
 
 
 @dataclass(frozen=True)
 class QueuePolicy:
-    """The plugins one queue schedules with."""
+    """The plugins one queue schedules with, and their capabilities read once (the pass
+    reads these flags, never plugin names)."""
 
     order: OrderPlugin
     filters: tuple[FilterPlugin, ...]
     score: ScorePlugin
     reserve: ReservePlugin | None
+    submission_order: bool = field(init=False)  # the order's
+    reads_usage: bool = field(init=False)  # the order's
+    ranks: bool = field(init=False)  # the score's
+    host_sets: bool = field(init=False)  # the reservation's (False without one)
+    # per filter: (accepts, refuses_any or None when the filter does not say)
+    filter_tests: tuple[
+        tuple[Callable[..., bool], Callable[[JobSpec, QueueRecord], bool] | None], ...
+    ] = field(init=False)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__  # frozen: set once, here
+        put(self, "submission_order", submission_order(self.order))
+        put(self, "reads_usage", reads_usage(self.order))
+        put(self, "ranks", ranks(self.score))
+        put(self, "host_sets", self.reserve is not None and reserves_host_sets(self.reserve))
+        put(
+            self,
+            "filter_tests",
+            tuple((f.accepts, getattr(f, "refuses_any", None)) for f in self.filters),
+        )
 
 
-@lru_cache(maxsize=256)
-def policy_for(plugins: tuple[str, ...]) -> QueuePolicy:
-    """The policy for a queue's `plugins` list; ValueError names an unknown or clashing one."""
-    chosen: dict[str, Any] = {}
-    filters = [get(n) for n in DEFAULT_FILTERS]
-    for name in plugins:
-        plugin = get(name)
-        if plugin.kind == "filter":
-            if plugin not in filters:
-                filters.append(plugin)
-            continue
-        if plugin.kind in chosen and chosen[plugin.kind] is not plugin:
+class PluginRegistry:
+    """Plugins by name; a name is taken once (a second plugin of that name is refused)."""
+
+    def __init__(self, plugins: Iterable[type] = ()) -> None:
+        self._plugins: dict[str, Any] = {}
+        self._policies: dict[tuple[str, ...], QueuePolicy] = {}
+        self._frozen = False
+        for cls in plugins:
+            self.add(cls)
+
+    def freeze(self) -> PluginRegistry:
+        """Refuse further plugins from now on (a registry shared by the whole process)."""
+        self._frozen = True
+        return self
+
+    @classmethod
+    def builtin(cls) -> PluginRegistry:
+        """A new registry of the plugins that ship with XCE."""
+        return cls(builtin_plugins())
+
+    def add(self, cls: type) -> None:
+        """Make one instance of `cls` available under `cls.name`."""
+        if self._frozen:
             raise ValueError(
-                f"plugins {chosen[plugin.kind].name!r} and {name!r} are both "
-                f"{plugin.kind} plugins: choose one"
+                f"plugin {cls.__name__}: this registry is shared and takes no more plugins; "
+                "build your own (PluginRegistry([...])) and pass it to the pass"
             )
-        chosen[plugin.kind] = plugin
-    return QueuePolicy(
-        chosen.get("order") or get("fcfs"),
-        tuple(filters),
-        chosen.get("score") or get("first-fit"),
-        chosen.get("reserve"),
-    )
+        name, kind = getattr(cls, "name", None), getattr(cls, "kind", None)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"plugin {cls.__name__}: it needs a `name`")
+        if kind not in KINDS:
+            raise TypeError(f"plugin {cls.__name__}: kind must be one of {', '.join(KINDS)}")
+        known = self._plugins.get(name)
+        if known is not None:
+            raise ValueError(
+                f"plugin {cls.__name__}: the name {name!r} is taken by "
+                f"{type(known).__name__} (a {known.kind} plugin)"
+            )
+        self._plugins[name] = cls()
+        self._policies.clear()
+
+    def names(self, kind: str | None = None) -> list[str]:
+        """Registered plugin names, of one kind or all."""
+        return sorted(n for n, p in self._plugins.items() if kind is None or p.kind == kind)
+
+    def get(self, name: str) -> Any:
+        try:
+            return self._plugins[name]
+        except KeyError:
+            raise ValueError(
+                f"unknown scheduler plugin {name!r} (known: {', '.join(self.names())})"
+            ) from None
+
+    def policy_for(self, plugins: tuple[str, ...]) -> QueuePolicy:
+        """The policy for a queue's `plugins` list; ValueError names an unknown or clashing
+        one. Policies are kept per list: a pass asks once per queue."""
+        policy = self._policies.get(plugins)
+        if policy is None:
+            policy = self._policies[plugins] = self._build(plugins)
+        return policy
+
+    def _build(self, plugins: tuple[str, ...]) -> QueuePolicy:
+        chosen: dict[str, Any] = {}
+        filters = [self.get(n) for n in DEFAULT_FILTERS]
+        for name in plugins:
+            plugin = self.get(name)
+            if plugin.kind == "filter":
+                if plugin not in filters:
+                    filters.append(plugin)
+                continue
+            if plugin.kind in chosen and chosen[plugin.kind] is not plugin:
+                raise ValueError(
+                    f"plugins {chosen[plugin.kind].name!r} and {name!r} are both "
+                    f"{plugin.kind} plugins: choose one"
+                )
+            chosen[plugin.kind] = plugin
+        return QueuePolicy(
+            chosen.get("order") or self.get(DEFAULT_ORDER),
+            tuple(filters),
+            chosen.get("score") or self.get(DEFAULT_SCORE),
+            chosen.get("reserve"),
+        )
+
+
+def builtin_plugins() -> list[type]:
+    """The plugin classes that ship with XCE (imported here, not at package import: the
+    plugin modules import the pass's helpers, which import this package's base)."""
+    from xce.sched.plugins.backfill import EasyBackfill
+    from xce.sched.plugins.fairshare import GroupFairshare, UserFairshare
+    from xce.sched.plugins.fcfs import FirstComeFirstServed
+    from xce.sched.plugins.hostfilters import Online, QueueHosts, Select
+    from xce.sched.plugins.multifactor import Multifactor
+    from xce.sched.plugins.scores import FirstFit, Pack, Spread
+    from xce.sched.plugins.strict import StrictOrder
+
+    return [
+        FirstComeFirstServed,
+        UserFairshare,
+        GroupFairshare,
+        Multifactor,
+        Online,
+        QueueHosts,
+        Select,
+        FirstFit,
+        Pack,
+        Spread,
+        EasyBackfill,
+        StrictOrder,
+    ]
+
+
+@lru_cache(maxsize=1)
+def builtin() -> PluginRegistry:
+    """The registry of the built-in plugins, built once on first use."""
+    return PluginRegistry.builtin().freeze()
+
+
+def names(kind: str | None = None) -> list[str]:
+    """Built-in plugin names, of one kind or all."""
+    return builtin().names(kind)
+
+
+def get(name: str) -> Any:
+    """The built-in plugin `name`; ValueError lists the known ones."""
+    return builtin().get(name)
+
+
+def policy_for(plugins: tuple[str, ...]) -> QueuePolicy:
+    """The built-in registry's policy for a queue's `plugins` list."""
+    return builtin().policy_for(plugins)

@@ -14,7 +14,6 @@ from typing import ClassVar
 
 from xce.core.model import JobSpec
 from xce.sched.hostpool import INFINITY, HostPool
-from xce.sched.plugins import register
 from xce.sched.reservation import Reservation
 
 
@@ -38,10 +37,10 @@ def earliest_start(
     return None
 
 
-@register
 class EasyBackfill:
     name: ClassVar[str] = "backfill"
     kind: ClassVar[str] = "reserve"
+    host_sets: ClassVar[bool] = True  # a multi-host job reserves a set of hosts
 
     def reserve(
         self, pool: HostPool, hosts: Sequence[int], spec: JobSpec, now: float

@@ -6,8 +6,11 @@
     score    which of the hosts that fit is best (lower key first): first-fit, pack, spread
     reserve  what to do when a job does not fit (EASY backfill: reserve the earliest start)
 
-A plugin is a class with `name` and `kind` and the method of its kind, registered with
-`@register` in its own module under xce/sched/plugins/ (xce/sched/plugins/__init__.py).
+A plugin is a class with `name`, `kind`, the capabilities of its kind (class attributes
+the pass reads instead of testing plugin names) and the method of its kind, in its own
+module under xce/sched/plugins/, listed in the registry (xce/sched/plugins/__init__.py).
+A plugin from elsewhere that leaves out a capability gets the safe answer (the helpers at
+the end of this module).
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ class OrderContext:
 class OrderPlugin(Protocol):
     name: ClassVar[str]
     kind: ClassVar[str]
+    # True when the order is submission order: the queues at one priority level that use
+    # it are merged into one stream by submission
+    submission_order: ClassVar[bool]
+    # True when the order reads usage and slots in use (OrderContext): the pass then keeps
+    # running tallies, a cost per running job per pass
+    reads_usage: ClassVar[bool]
 
     def order(self, items: Sequence[Item], ctx: OrderContext) -> Iterator[Item]:
         """Yield every item once; `items` come sorted by submission."""
@@ -60,6 +69,11 @@ class FilterPlugin(Protocol):
         """Whether `host` may run `spec` at all (decided once per pass and job shape)."""
         ...
 
+    def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        """False when `accepts` is True for every host for this job and queue (no `-R`,
+        no queue host list): the pass then does not ask per host."""
+        ...
+
 
 class ScorePlugin(Protocol):
     name: ClassVar[str]
@@ -69,6 +83,8 @@ class ScorePlugin(Protocol):
     # True when placing a job can make a host's key better (pack); False when only worse
     # (spread). Assumed True when a plugin does not say.
     improving: ClassVar[bool]
+    # False when every key is equal (first-fit): hosts keep name order and are not sorted
+    ranks: ClassVar[bool]
 
     def key(self, pool: HostPool, i: int) -> tuple:
         """Sort key of host number `i` in `pool`; the lowest key is chosen."""
@@ -78,9 +94,28 @@ class ScorePlugin(Protocol):
 class ReservePlugin(Protocol):
     name: ClassVar[str]
     kind: ClassVar[str]
+    # True when a multi-host job's reservation is the earliest set of hosts that can hold
+    # it (xce/sched/multihost.py, EASY); False: `reserve` answers for it as for any job
+    host_sets: ClassVar[bool]
 
     def reserve(
         self, pool: HostPool, hosts: Sequence[int], spec: JobSpec, now: float
     ) -> Reservation | None:
         """A reservation for `spec`, which fits none of `hosts` now, or None."""
         ...
+
+
+def submission_order(order: OrderPlugin) -> bool:
+    return bool(getattr(order, "submission_order", False))
+
+
+def reads_usage(order: OrderPlugin) -> bool:
+    return bool(getattr(order, "reads_usage", True))
+
+
+def ranks(score: ScorePlugin) -> bool:
+    return bool(getattr(score, "ranks", True))
+
+
+def reserves_host_sets(reserve: ReservePlugin) -> bool:
+    return bool(getattr(reserve, "host_sets", False))

@@ -15,7 +15,6 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
-from xce.sched.plugins import register
 from xce.sched.plugins.base import Item, OrderContext
 
 
@@ -63,10 +62,11 @@ class _Users:
             )
 
 
-@register
 class UserFairshare:
     name: ClassVar[str] = "fairshare"
     kind: ClassVar[str] = "order"
+    submission_order: ClassVar[bool] = False
+    reads_usage: ClassVar[bool] = True
 
     def order(self, items: Sequence[Item], ctx: OrderContext) -> Iterator[Item]:
         users = _Users(ctx, shares_of(ctx))
@@ -79,10 +79,11 @@ class UserFairshare:
             users.requeue(user)
 
 
-@register
 class GroupFairshare:
     name: ClassVar[str] = "fairshare-group"
     kind: ClassVar[str] = "order"
+    submission_order: ClassVar[bool] = False
+    reads_usage: ClassVar[bool] = True
 
     def order(self, items: Sequence[Item], ctx: OrderContext) -> Iterator[Item]:
         shares = shares_of(ctx)

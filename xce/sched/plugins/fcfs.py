@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
-from xce.sched.plugins import register
 from xce.sched.plugins.base import Item, OrderContext
 
 
-@register
 class FirstComeFirstServed:
     name: ClassVar[str] = "fcfs"
     kind: ClassVar[str] = "order"
+    submission_order: ClassVar[bool] = True
+    reads_usage: ClassVar[bool] = False
 
     def order(self, items: Sequence[Item], ctx: OrderContext) -> Iterator[Item]:
         del ctx

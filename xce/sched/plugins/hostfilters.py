@@ -11,28 +11,31 @@ from typing import ClassVar
 
 from xce.core.model import JobSpec, QueueRecord
 from xce.sched.expr import host_attributes, matches, parse_requirement
-from xce.sched.plugins import register
 from xce.sched.snapshot import HostView
 
 
-@register
 class Online:
     """Registered, reachable and open (not closed or draining)."""
 
     name: ClassVar[str] = "online"
     kind: ClassVar[str] = "filter"
 
+    def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        return True
+
     def accepts(self, host: HostView, spec: JobSpec, queue: QueueRecord) -> bool:
         return host.schedulable
 
 
-@register
 class QueueHosts:
     """In the queue's host list, when it has one. `@name` in the list is a host group: the
     hosts whose `group` attribute is `name`."""
 
     name: ClassVar[str] = "queue-hosts"
     kind: ClassVar[str] = "filter"
+
+    def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        return bool(queue.hosts)
 
     def accepts(self, host: HostView, spec: JobSpec | None, queue: QueueRecord) -> bool:
         """`spec` unused: callers that vet hosts before a job exists pass None."""
@@ -42,13 +45,15 @@ class QueueHosts:
         return group is not None and f"@{group}" in queue.hosts
 
 
-@register
 class Select:
     """The job's `select[]` expression, on the host's attributes at the start of the pass
     (terms on free `slots`/`mem` are checked again at placement by the pipeline)."""
 
     name: ClassVar[str] = "select"
     kind: ClassVar[str] = "filter"
+
+    def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        return bool(spec.resources)
 
     def accepts(self, host: HostView, spec: JobSpec, queue: QueueRecord) -> bool:
         if not spec.resources:

@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
-from xce.sched.plugins import register
 from xce.sched.plugins.base import Item, OrderContext
 from xce.sched.priority import PrioritySettings, factors, scale_of
 
 
-@register
 class Multifactor:
     name: ClassVar[str] = "multifactor"
     kind: ClassVar[str] = "order"
+    submission_order: ClassVar[bool] = False
+    reads_usage: ClassVar[bool] = True
 
     def order(self, items: Sequence[Item], ctx: OrderContext) -> Iterator[Item]:
         snapshot = ctx.snapshot

@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 
 from xce.core.model import JobSpec
 from xce.sched.hostpool import INFINITY, HostPool
-from xce.sched.plugins import register
 from xce.sched.reservation import Reservation
 
 
@@ -30,10 +29,10 @@ class BlockEverything(Reservation):
         return {"job_id": self.job_id, "host": "*", "start": None}
 
 
-@register
 class StrictOrder:
     name: ClassVar[str] = "strict"
     kind: ClassVar[str] = "reserve"
+    host_sets: ClassVar[bool] = False  # blocks everything, whatever the job
 
     def reserve(
         self, pool: HostPool, hosts: Sequence[int], spec: JobSpec, now: float

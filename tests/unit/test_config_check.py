@@ -1,0 +1,88 @@
+"""xce/config_check.py: msgspec's errors reworded to name the key, in one place."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+import pytest
+
+from xce.config_check import (
+    ConfigError,
+    Invalid,
+    PosFloat,
+    PosInt,
+    PosNumber,
+    Table,
+    convert,
+    error,
+    hint,
+)
+
+
+class Inner(Table):
+    size: PosInt = 1
+    mode: Literal["a", "b", "c"] = "a"
+
+    def __post_init__(self) -> None:
+        if self.size == 7:
+            raise Invalid("size 7 is unlucky")
+        if self.size == 8:
+            raise Invalid("eight is too many", whole=True)
+
+
+class Outer(Table):
+    name: str
+    inner: list[Inner] = []
+    shares: dict[str, PosNumber] = {}
+    hosts: Annotated[tuple[str, ...], error("must be a list of host names")] = ()
+    port: Annotated[int, msgspec.Meta(ge=1), hint("must be a port number")] = 1
+    rate: PosFloat = 1.0
+    tags: dict[str, Annotated[str, error("must be a tag")]] = {}
+
+
+def message(data: Any, where: str = "") -> str:
+    with pytest.raises(ConfigError) as info:
+        convert(data, Outer, where)
+    return info.value.message
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"name": "n", "x": 1}, "unknown key (top level).x (allowed: "),
+        (
+            {"name": "n", "inner": [{}, {"sise": 1}]},
+            "unknown key inner[1].sise (allowed: mode, size)",
+        ),
+        ({}, "name must be a str, got None"),
+        ({"name": 3}, "name must be a str, got 3"),
+        ({"name": "n", "rate": True}, "rate must be a int or float, not a boolean"),
+        ({"name": "n", "rate": 0}, "rate must be positive, got 0"),
+        ({"name": "n", "inner": [{"size": 0}]}, "inner[0].size must be positive, got 0"),
+        ({"name": "n", "inner": [{"mode": "d"}]}, "inner[0].mode must be a, b or c, got 'd'"),
+        ({"name": "n", "inner": [{"size": 7}]}, "inner[0].size 7 is unlucky"),
+        ({"name": "n", "inner": [{"size": 8}]}, "inner[0]: eight is too many"),
+        ({"name": "n", "shares": {"a": 1, "b": -2.5}}, "shares.b must be positive, got -2.5"),
+        ({"name": "n", "shares": {"a": "x"}}, "shares.a must be a int or float, got 'x'"),
+        ({"name": "n", "hosts": ["h", 1]}, "hosts must be a list of host names"),
+        ({"name": "n", "hosts": "h"}, "hosts must be a list of host names"),
+        ({"name": "n", "port": 0}, "port must be a port number, got 0"),
+        ({"name": "n", "tags": {"ok": "x", "bad": 1}}, "tags.bad must be a tag"),
+        ({"name": "n", "tags": []}, "tags must be a dict, got []"),
+    ],
+)
+def test_messages_name_the_key(data: dict[str, Any], expected: str) -> None:
+    assert message(data).startswith(expected)
+
+
+def test_where_prefixes_the_keys_of_one_table() -> None:
+    assert message({"name": "n", "z": 1}, "auth").startswith("unknown key auth.z (allowed: ")
+    assert message({"name": "n", "rate": -1}, "auth") == "auth.rate must be positive, got -1"
+    assert message([], "auth") == "auth must be a dict, got []"
+
+
+def test_good_data_converts_with_types_kept() -> None:
+    out = convert({"name": "n", "shares": {"a": 3, "b": 2.5}, "rate": 2}, Outer)
+    assert out.shares == {"a": 3, "b": 2.5} and isinstance(out.shares["a"], int)
+    assert out.rate == 2.0 and isinstance(out.rate, float)
