@@ -8,6 +8,7 @@ itself; `snapshot_of` on a 100k-pending state is reported as a row of its own.
 
 from __future__ import annotations
 
+import gc
 import random
 import statistics
 import time
@@ -243,9 +244,11 @@ def _simulate_row(bench: BenchPlan) -> list[Row]:
 
 
 def _versus(label: str, jobs: list, slots: int, policy: str, refsim: Any, simulate: Any) -> Row:
+    gc.collect()  # the previous row's garbage is not charged to this one
     cpu = time.process_time()  # CPU, not wall: the machine may be shared
     ref = refsim(jobs, 1, slots, policy)
     theirs = time.process_time() - cpu
+    gc.collect()
     cpu = time.process_time()
     result = simulate(jobs, hosts=1, slots=slots, policy=policy)
     ours = time.process_time() - cpu

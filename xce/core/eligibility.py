@@ -28,10 +28,10 @@ from xce.core.deps import DepStatus, evaluate
 from xce.core.model import ArrayRecord, JobRecord, JobSpec, JobState, task_id
 
 if TYPE_CHECKING:
-    from xce.core.state import ClusterState
+    from xce.core.state_index import IndexKeeper
 
 
-def eligible_from(state: ClusterState, spec: JobSpec, at: float) -> float | None:
+def eligible_from(state: IndexKeeper, spec: JobSpec, at: float) -> float | None:
     """The eligible time of a job of `spec` that stops being held at `at`: `at` (or its begin
     time if later) when its dependencies are satisfied now, else None."""
     if spec.dependency and evaluate(spec.dependency, state) is not DepStatus.SATISFIED:
@@ -48,7 +48,7 @@ def _target(ref: str) -> str:
     return task_id(number, index) if index is not None else str(number)
 
 
-def watch(state: ClusterState, dependent: str, spec: JobSpec, on: bool) -> None:
+def watch(state: IndexKeeper, dependent: str, spec: JobSpec, on: bool) -> None:
     """Register (`on`) or drop `dependent` under each target of `spec`'s dependency."""
     index = state.dependents
     for term in spec.dependency:
@@ -72,7 +72,7 @@ def _waits(job: JobRecord | None) -> bool:
     )
 
 
-def watch_job(state: ClusterState, old: JobRecord | None, new: JobRecord) -> None:
+def watch_job(state: IndexKeeper, old: JobRecord | None, new: JobRecord) -> None:
     """Keep `new`'s registration in step with its record (called for jobs with a dependency).
 
     A task that materialises (`old` None) out of an array that was registered takes over
@@ -86,13 +86,13 @@ def _array_waits(array: ArrayRecord) -> bool:
     return bool(array.spec.dependency) and bool(array.pending) and array.eligible_time is None
 
 
-def watch_array(state: ClusterState, array: ArrayRecord) -> None:
+def watch_array(state: IndexKeeper, array: ArrayRecord) -> None:
     """Register or drop an array by its current record (idempotent)."""
     if array.spec.dependency:
         watch(state, str(array.id), array.spec, _array_waits(array))
 
 
-def _reevaluate(state: ClusterState, dependent: str) -> None:
+def _reevaluate(state: IndexKeeper, dependent: str) -> None:
     """A target of `dependent` ended: it becomes eligible now if nothing else holds it."""
     at = state._at
     job = state.jobs.get(dependent)
@@ -117,14 +117,14 @@ def _with_eligible(job: JobRecord, when: float) -> JobRecord:
     return dataclasses.replace(job, eligible_time=when)
 
 
-def _ended(state: ClusterState, target: str) -> None:
+def _ended(state: IndexKeeper, target: str) -> None:
     waiting = state.dependents.get(target)
     if waiting:
         for dependent in list(waiting):
             _reevaluate(state, dependent)
 
 
-def target_ended(state: ClusterState, job: JobRecord) -> None:
+def target_ended(state: IndexKeeper, job: JobRecord) -> None:
     """`job` just finished: re-evaluate what waited on it (and on its whole array, if that
     finished with it)."""
     _ended(state, job.id)
@@ -134,7 +134,7 @@ def target_ended(state: ClusterState, job: JobRecord) -> None:
             _ended(state, str(job.number))
 
 
-def tasks_cancelled(state: ClusterState, number: int) -> None:
+def tasks_cancelled(state: IndexKeeper, number: int) -> None:
     """Array `number`'s unstarted tasks were cancelled (each now reads as killed)."""
     prefix = f"{number}["
     for target in [t for t in state.dependents if t.startswith(prefix)]:

@@ -22,12 +22,14 @@ and the controller's synchronous pass both do.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import cast
 
 from xce.core import events as ev
 from xce.core.deps import DepStatus, evaluate
-from xce.core.model import JobRecord, JobSpec, QueueRecord
+from xce.core.model import JobRecord, JobSpec, JobState, QueueRecord
 from xce.core.state import ClusterState
 from xce.sched.snapshot import (
     HostView,
@@ -39,20 +41,26 @@ from xce.sched.snapshot import (
     running_views,
 )
 
+_ACTIVE = frozenset(s for s in JobState if s.active)
 SHIFT = 1 << 40  # order key: job number, then array index (pipeline._groups uses the same)
 
-# Events that change at most the job they name (and its host's load).
-_ONE_JOB = (
-    ev.JobSubmitted,
-    ev.JobStarted,
-    ev.JobFinished,
-    ev.JobSuspended,
-    ev.JobResumed,
-    ev.JobKillRequested,
-    ev.JobKilled,
-    ev.JobRequeued,
-    ev.JobUsageReported,
-)
+# What an event changes, by its type (a dict lookup: `observe` runs for every event).
+_SUBMIT, _ONE_JOB, _SHAPE = 1, 2, 3
+_KINDS: dict[type, int] = {
+    ev.JobSubmitted: _SUBMIT,  # a new pending job
+    # at most the job they name (and its host's load)
+    ev.JobStarted: _ONE_JOB,
+    ev.JobFinished: _ONE_JOB,
+    ev.JobSuspended: _ONE_JOB,
+    ev.JobResumed: _ONE_JOB,
+    ev.JobKillRequested: _ONE_JOB,
+    ev.JobKilled: _ONE_JOB,
+    ev.JobRequeued: _ONE_JOB,
+    ev.JobUsageReported: _ONE_JOB,
+    # the hosts or the queues
+    ev.HostRegistered: _SHAPE,
+    ev.QueueCreated: _SHAPE,
+}
 
 
 def order_key(record: JobRecord) -> int:
@@ -66,6 +74,7 @@ class SnapshotCache:
     def __init__(self) -> None:
         self._stale = True
         self.rebuilds = 0
+        self._queues: dict[str, QueueRecord] | None = None  # None: read them again
 
     # --- feeding ------------------------------------------------------------------------
 
@@ -77,10 +86,12 @@ class SnapshotCache:
             self._stale = True  # an event applied without us (a follower, a recovery)
             return
         self._seen += 1
-        if isinstance(event, _ONE_JOB):
-            job_id = str(event.number) if isinstance(event, ev.JobSubmitted) else event.job_id  # type: ignore[union-attr]
-            self._sync(job_id, state)
-        elif isinstance(event, ev.HostRegistered | ev.QueueCreated):
+        kind = _KINDS.get(type(event))
+        if kind == _ONE_JOB:
+            self._sync(cast("ev.JobStarted", event).job_id, state)
+        elif kind == _SUBMIT:
+            self._submitted(str(cast("ev.JobSubmitted", event).number), state)
+        elif kind == _SHAPE:
             self._hosts_dirty = True
             self._queues = None
         else:
@@ -96,10 +107,16 @@ class SnapshotCache:
         self._dependent: dict[str, None] = {}  # pending jobs whose view must be re-read
         self._tasks: dict[str, int] = {}  # pending array tasks -> array number
         self._running: dict[str, tuple[RunningJob, ...]] = {}  # one view per host
+        # every running view by (host, job id), kept sorted: a pass reads them in that
+        # order, and a start or an end moves one entry instead of resorting them all
+        self._ordered: list[tuple[tuple[str, str], RunningJob]] = []
         self._running_tuple: tuple[RunningJob, ...] | None = None
-        self._hosts_dirty = True
+        self._hosts_dirty = True  # every host view is rebuilt (a host or queue event)
+        self._dirty: set[str] = set()  # else only these hosts' views (their load changed)
         self._hosts: tuple[HostView, ...] = ()
-        self._queues: dict[str, QueueRecord] | None = None
+        self._host_list: list[HostView] = []
+        self._host_at: dict[str, int] = {}  # host name -> its place in _host_list
+        self._queues = None
         records = [state.jobs[i] for i in state.pending]
         records.sort(key=order_key)
         for record in records:
@@ -110,22 +127,32 @@ class SnapshotCache:
         self._stale = False
 
     def _sync(self, job_id: str, state: ClusterState) -> None:
-        record = state.jobs.get(job_id)
+        """Drop the job's views, then add the one its record calls for now (pending or
+        running; none once it has ended)."""
         queue = self._where.pop(job_id, None)
         if queue is not None:
             del self._queued[queue][job_id]
             self._dependent.pop(job_id, None)
             self._tasks.pop(job_id, None)
-        if job_id in self._running:
-            self._hosts_dirty = True
+        views = self._running.pop(job_id, None)
+        if views is not None:
             self._running_tuple = None
-            del self._running[job_id]
+            ordered = self._ordered
+            for view in views:
+                del ordered[bisect_left(ordered, ((view.host, job_id),))]
+                self._dirty.add(view.host)
+        record = state.jobs.get(job_id)
         if record is None:
             return
         if job_id in state.pending:
             self._add_pending(record, state)
-        if record.state.active and record.host:
+        elif record.state in _ACTIVE and record.host:
             self._add_running(record)
+
+    def _submitted(self, job_id: str, state: ClusterState) -> None:
+        """`_sync` for a job just submitted: it is in no view yet."""
+        if job_id in state.pending:  # not held
+            self._add_pending(state.jobs[job_id], state)
 
     def _add_pending(self, record: JobRecord, state: ClusterState) -> None:
         queue = record.spec.queue
@@ -145,9 +172,11 @@ class SnapshotCache:
             self._tasks[record.id] = record.number
 
     def _add_running(self, record: JobRecord) -> None:
-        self._running[record.id] = running_views(record)
+        self._running[record.id] = views = running_views(record)
         self._running_tuple = None
-        self._hosts_dirty = True
+        for view in views:
+            insort(self._ordered, ((view.host, record.id), view))
+            self._dirty.add(view.host)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -178,15 +207,9 @@ class SnapshotCache:
             record = state.jobs[job_id]
             self._queued[self._where[job_id]][job_id] = _view(record, state)
         if self._running_tuple is None:
-            self._running_tuple = tuple(
-                sorted(
-                    (v for views in self._running.values() for v in views),
-                    key=lambda r: (r.host, r.job_id),
-                )
-            )
-        if self._hosts_dirty:
-            self._hosts = _host_views(state)
-            self._hosts_dirty = False
+            self._running_tuple = tuple([view for _, view in self._ordered])
+        if self._hosts_dirty or self._dirty:
+            self._refresh_hosts(state)
         if self._queues is None:
             self._queues = dict(state.queues)
         arrays: tuple[PendingArray, ...] = ()
@@ -223,6 +246,20 @@ class SnapshotCache:
             reservations=tuple(state.reservations.values()),
         )
 
+    def _refresh_hosts(self, state: ClusterState) -> None:
+        """All host views after a host or queue event, else those of the hosts whose
+        load changed since the last snapshot."""
+        if self._hosts_dirty:
+            self._host_list = _host_views(state)
+            self._host_at = {view.name: k for k, view in enumerate(self._host_list)}
+            self._hosts_dirty = False
+        else:
+            hosts, loads, views, at = state.hosts, state.host_load, self._host_list, self._host_at
+            for name in self._dirty:
+                views[at[name]] = host_view(hosts[name], loads.get(name))
+        self._dirty.clear()
+        self._hosts = tuple(self._host_list)
+
 
 def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:
     return evaluate(spec.dependency, state) if spec.dependency else DepStatus.SATISFIED
@@ -239,8 +276,8 @@ def _view(record: JobRecord, state: ClusterState) -> PendingJob:
     )
 
 
-def _host_views(state: ClusterState) -> tuple[HostView, ...]:
-    return tuple(
+def _host_views(state: ClusterState) -> list[HostView]:
+    return list(
         host_view(host, state.host_load.get(host.name))
         for host in sorted(state.hosts.values(), key=lambda h: h.name)
     )

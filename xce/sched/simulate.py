@@ -43,6 +43,7 @@ from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
 from xce.sched.plugins import policy_for
 from xce.sched.swf import SwfJob
+from xce.sched.types import Placement
 from xce.sched.usage import UsageLedger
 
 TAU_S = 10.0
@@ -137,13 +138,20 @@ def executed_time(job: SwfJob) -> float:
     return job.run_time
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     job: SwfJob
     job_id: str
     host: str = ""
     start: float | None = None
     end: float | None = None
+
+    @property
+    def wait(self) -> float:
+        """Start - submit, of a job that started."""
+        if self.start is None:
+            raise ValueError(f"job {self.job.number} has not started")
+        return self.start - self.job.submit
 
     @property
     def killed(self) -> bool:
@@ -169,10 +177,10 @@ class SimResult:
     def metrics(self) -> dict[str, Any]:
         done = self.done()
         n = len(done)
-        waits = [o.start - o.job.submit for o in done]  # type: ignore[operator]
+        waits = [o.wait for o in done]
         bsld = [bounded_slowdown(w, o) for w, o in zip(waits, done, strict=True)]
         first = min((o.job.submit for o in done), default=0.0)
-        last = max((o.end for o in done), default=0.0)  # type: ignore[type-var]
+        last = max((o.end for o in done if o.end is not None), default=0.0)
         makespan = last - first
         busy = sum(o.job.procs * executed_time(o.job) for o in done)
         capacity = self.hosts * self.slots * makespan
@@ -203,7 +211,7 @@ class SimResult:
         for bits in sorted(classes):
             members = classes[bits]
             low, high = (1 << (bits - 1)) + 1 if bits else 1, 1 << bits
-            waits = [o.start - o.job.submit for o in members]  # type: ignore[operator]
+            waits = [o.wait for o in members]
             rows.append(
                 {
                     "size": str(high) if low == high else f"{low}-{high}",
@@ -334,113 +342,176 @@ def simulate(
     job, and a pass runs at each of their starts and ends (nothing else would wake one)."""
     plugins = plugins_for(policy)
     started = time.perf_counter()
+    result = SimResult(policy, plugins, hosts, slots, [], skipped)
+    replay = _Replay(jobs, result, half_life_s, gpus_per_host, reservations)
+    replay.run(progress)
+    result.seconds = time.perf_counter() - started
+    if progress is not None:
+        progress(replay.ended)
+    return result
+
+
+def _cluster(
+    first: float,
+    plugins: tuple[str, ...],
+    hosts: int,
+    slots: int,
+    gpus_per_host: int,
+    reservations: Sequence[ReservationRecord],
+) -> ClusterState:
+    """The simulated cluster at the first submit: one queue, the hosts, the reservations."""
     state = ClusterState()
-    first = jobs[0].submit if jobs else 0.0
     state.apply(ev.QueueCreated(first, QueueRecord("normal", plugins=plugins)))
     for name in host_names(hosts):
         devices = (("gpu", ",".join(map(str, range(gpus_per_host)))),) if gpus_per_host else ()
         state.apply(ev.HostRegistered(first, name, slots, HOST_MEMORY_MB, (), devices))
     for reservation in reservations:
         state.apply(ev.ReservationAdded(first, reservation))
-    groups = {j.user: j.group for j in jobs}
-    ledger = UsageLedger(half_life_s)
-    result = SimResult(policy, plugins, hosts, slots, [], skipped)
-    by_id: dict[str, Outcome] = {}
-    queue_policy = policy_for(plugins)
-    fair = queue_policy.order.name != "fcfs"  # usage is read by fairshare only
-    # Strict FCFS in the one queue: after a pass blocked at a job, jobs that arrive sort
-    # behind it, so until a job ends (or it starts) no pass can start anything.
-    strict_fcfs = (
-        not fair and queue_policy.reserve is not None and queue_policy.reserve.name == "strict"
-    )
-    blocked = False
-    cache = SnapshotCache()  # the scheduler's view, updated by each event applied
-    queue: list[tuple[float, int, int, Any]] = []  # (time, 0 end / 1 submit, seq, payload)
-    seq = 0
-    for job in jobs:
-        # wider than the machine; GPUs on a job wider than a host: not granted across hosts
-        if (
-            job.procs > slots * hosts
-            or job.gpus > gpus_per_host
-            or (job.gpus and job.procs > slots)
-        ):
-            result.skipped += 1
-            continue
-        queue.append((job.submit, 1, seq, job))
-        seq += 1
-    for at in wake_times(reservations, first):
-        queue.append((at, 2, seq, None))
-        seq += 1
-    heapq.heapify(queue)
-    ended = 0
-    needs = _Needs()
-    # Strict FCFS: the pending jobs in submission order; a pass starts nothing unless the
-    # first of them fits (BlockEverything stops the pass at the first job that does not).
-    line: deque[Outcome] = deque()
-    while queue:
-        now = queue[0][0]
-        while queue and queue[0][0] == now:
-            _, kind, _, payload = heapq.heappop(queue)
-            if kind == 2:  # a reservation starts or ends
-                blocked = False
-            elif kind == 0:
-                blocked = False
-                outcome: Outcome = payload
-                event = ev.JobFinished(
-                    now,
-                    outcome.job_id,
-                    0,
-                    None if outcome.killed else 0,
-                    9 if outcome.killed else None,
-                    reason="walltime exceeded" if outcome.killed else "",
-                )
-                state.apply(event)
-                if fair:
-                    ledger.observe(event, state)
-                cache.observe(event, state)
-                outcome.end = now
-                ended += 1
-                if progress is not None and not ended % 1024:
-                    progress(ended)
-            else:
-                number = state.next_number
-                submitted = ev.JobSubmitted(now, number, spec_for(payload, slots=slots))
-                state.apply(submitted)
-                cache.observe(submitted, state)
-                outcome = Outcome(payload, str(number))
-                needs.add(min(payload.procs, slots))
-                if strict_fcfs:
-                    line.append(outcome)
-                by_id[outcome.job_id] = outcome
-                result.outcomes.append(outcome)
-        if blocked or not needs.least:
-            continue
-        free = max_free_slots(state)
-        if needs.least > free or (strict_fcfs and min(line[0].job.procs, slots) > free):
-            continue
-        usage = ledger.usage(now) if fair else None
-        decided = plan(cache.snapshot(state, usage, groups), now, explain=False)
-        result.passes += 1
-        blocked = strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
+    return state
+
+
+class _Replay:
+    """One run of `simulate`: the cluster, the scheduler's cached view, and the agenda.
+
+    The agenda is one heap of (time, kind, seq, payload): kind 0 a job ends (payload its
+    Outcome), 1 a job arrives (its SwfJob), 2 a reservation starts or ends; at one instant
+    ends come first, then arrivals, then one pass (module doc)."""
+
+    def __init__(
+        self,
+        jobs: list[SwfJob],
+        result: SimResult,
+        half_life_s: float,
+        gpus_per_host: int,
+        reservations: Sequence[ReservationRecord],
+    ) -> None:
+        self.result, self.hosts, self.slots = result, result.hosts, result.slots
+        first = jobs[0].submit if jobs else 0.0
+        self.state = _cluster(
+            first, result.plugins, self.hosts, self.slots, gpus_per_host, reservations
+        )
+        self.cache = SnapshotCache()  # the scheduler's view, updated by each event applied
+        self.ledger = UsageLedger(half_life_s)
+        self.groups = {j.user: j.group for j in jobs}
+        queue_policy = policy_for(result.plugins)
+        self.fair = queue_policy.order.name != "fcfs"  # usage is read by fairshare only
+        # Strict FCFS in the one queue: after a pass blocked at a job, jobs that arrive
+        # sort behind it, so until a job ends (or it starts) no pass can start anything.
+        self.strict_fcfs = (
+            not self.fair
+            and queue_policy.reserve is not None
+            and queue_policy.reserve.name == "strict"
+        )
+        self.blocked = False
+        self.agenda: list[tuple[float, int, int, Any]] = []
+        self.seq = 0
+        self._fill(jobs, gpus_per_host, wake_times(reservations, first))
+        self.ended = 0
+        self.needs = _Needs()
+        self.by_id: dict[str, Outcome] = {}
+        # Strict FCFS: the pending jobs in submission order; a pass starts nothing unless
+        # the first of them fits (BlockEverything stops the pass at the first that does not).
+        self.line: deque[Outcome] = deque()
+
+    def _fill(self, jobs: list[SwfJob], gpus_per_host: int, wakes: Sequence[float]) -> None:
+        """Every arrival and reservation wake-up on the agenda; jobs that cannot run are
+        counted as skipped: wider than the machine, or asking GPUs the hosts lack or GPUs
+        on a job wider than a host (not granted across hosts)."""
+        slots, width = self.slots, self.slots * self.hosts
+        for job in jobs:
+            if job.procs > width or job.gpus > gpus_per_host or (job.gpus and job.procs > slots):
+                self.result.skipped += 1
+                continue
+            self.agenda.append((job.submit, 1, self.seq, job))
+            self.seq += 1
+        for at in wakes:
+            self.agenda.append((at, 2, self.seq, None))
+            self.seq += 1
+        heapq.heapify(self.agenda)
+
+    def run(self, progress: Callable[[int], None] | None) -> None:
+        agenda, pop, end, arrive = self.agenda, heapq.heappop, self._end, self._arrive
+        while agenda:
+            now = agenda[0][0]
+            while agenda and agenda[0][0] == now:
+                _, kind, _, payload = pop(agenda)
+                if kind == 0:
+                    end(payload, now)
+                    if progress is not None and not self.ended % 1024:
+                        progress(self.ended)
+                elif kind == 1:
+                    arrive(payload, now)
+                else:  # a reservation starts or ends
+                    self.blocked = False
+            if self._may_start():
+                self._pass(now)
+
+    def _end(self, outcome: Outcome, now: float) -> None:
+        self.blocked = False
+        if outcome.killed:
+            event = ev.JobFinished(now, outcome.job_id, 0, None, 9, reason="walltime exceeded")
+        else:
+            event = ev.JobFinished(now, outcome.job_id, 0, 0)
+        self.state.apply(event)
+        if self.fair:
+            self.ledger.observe(event, self.state)
+        self.cache.observe(event, self.state)
+        outcome.end = now
+        self.ended += 1
+
+    def _arrive(self, job: SwfJob, now: float) -> None:
+        state = self.state
+        number = state.next_number
+        event = ev.JobSubmitted(now, number, spec_for(job, slots=self.slots))
+        state.apply(event)
+        self.cache.observe(event, state)
+        outcome = Outcome(job, str(number))
+        self.needs.add(min(job.procs, self.slots))
+        if self.strict_fcfs:
+            self.line.append(outcome)
+        self.by_id[outcome.job_id] = outcome
+        self.result.outcomes.append(outcome)
+
+    def _may_start(self) -> bool:
+        """Whether a pass could start anything: a job waits, it is not a strict FCFS pass
+        that already blocked, and the smallest need (under strict FCFS: the head's) fits
+        the freest host. Every host is online and has `slots`, so the freest is read from
+        the loads alone."""
+        least = self.needs.least
+        if self.blocked or not least:
+            return False
+        slots, loads = self.slots, self.state.host_load
+        free = slots if len(loads) < self.hosts else slots - min(x.slots for x in loads.values())
+        if least > free:
+            return False
+        return not (self.strict_fcfs and min(self.line[0].job.procs, slots) > free)
+
+    def _pass(self, now: float) -> None:
+        """One scheduling pass through the live pipeline, and its starts applied."""
+        usage = self.ledger.usage(now) if self.fair else None
+        decided = plan(self.cache.snapshot(self.state, usage, self.groups), now, explain=False)
+        self.result.passes += 1
+        self.blocked = self.strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
         for placement in decided.placements:
-            started_event = ev.JobStarted(
-                now, placement.job_id, placement.host, placement.devices, placement.hosts
-            )
-            state.apply(started_event)
-            cache.observe(started_event, state)
-            outcome = by_id[placement.job_id]
-            needs.remove(min(outcome.job.procs, slots))
-            if strict_fcfs:
-                if line[0] is outcome:
-                    line.popleft()  # strict order starts jobs from the head
-                else:
-                    line.remove(outcome)
-            where = "+".join(p.host for p in placement.hosts) or placement.host
-            outcome.start, outcome.host = now, where
-            result.decisions.append((now, outcome.job.number, where))
-            heapq.heappush(queue, (now + executed_time(outcome.job), 0, seq, outcome))
-            seq += 1
-    result.seconds = time.perf_counter() - started
-    if progress is not None:
-        progress(ended)
-    return result
+            self._start(placement, now)
+
+    def _start(self, placement: Placement, now: float) -> None:
+        event = ev.JobStarted(
+            now, placement.job_id, placement.host, placement.devices, placement.hosts
+        )
+        self.state.apply(event)
+        self.cache.observe(event, self.state)
+        outcome = self.by_id.pop(placement.job_id)
+        job = outcome.job
+        self.needs.remove(min(job.procs, self.slots))
+        if self.strict_fcfs:
+            if self.line[0] is outcome:
+                self.line.popleft()  # strict order starts jobs from the head
+            else:
+                self.line.remove(outcome)
+        parts = placement.hosts
+        where = "+".join(p.host for p in parts) if len(parts) > 1 else placement.host
+        outcome.start, outcome.host = now, where
+        self.result.decisions.append((now, job.number, where))
+        heapq.heappush(self.agenda, (now + executed_time(job), 0, self.seq, outcome))
+        self.seq += 1
