@@ -5,39 +5,34 @@ A single file serves every role: `[cluster]` (the ordered controller candidate l
 `[[license]]`. Unknown keys are errors, not silently ignored, because a typo in a cluster
 config is an outage waiting to happen.
 
-Each table is declared once as a typed msgspec table (xce/config_tables.py, and beside their
-settings for `[auth]`, `[guard]`, `[scheduler]`, `[[license]]`); xce/config_check.py words
-the errors. What the rest of the code reads are the settings of xce/config_settings.py
-(re-exported here); `parse_config` derives them: paths resolved against the file, `listen`
-split into host and port, token files read.
+Each key is declared once in a typed msgspec table (xce/config_tables.py, and beside their
+settings for `[auth]`, `[guard]`, `[scheduler]`, `[[license]]`; the login backends declare
+their own in xce/auth/backends); xce/config_check.py words the errors. What the rest of the
+code reads are the settings of xce/config_settings.py (re-exported here), which extend the
+same keys; `parse_config` derives the rest: paths resolved against the file, `listen` split
+into host and port, token files read.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import socket
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from xce.auth.settings import refuse_static_tokens
-from xce.config_check import ConfigError, _check_keys, _typed, convert
+from xce.config_check import ConfigError, convert, values
 from xce.config_settings import (
     DEFAULT_PORT,
     Config,
+    ControllerKeys,
     ControllerSettings,
     HaSettings,
     TlsSettings,
+    WorkerKeys,
     WorkerSettings,
 )
-from xce.config_tables import (
-    ControllerTable,
-    FileTable,
-    TlsTable,
-    WorkerTable,
-    host_port,
-)
+from xce.config_tables import FileTable, TlsTable, WorkerTable, host_port
 from xce.gres_config import licenses, worker_gres
 
 __all__ = [
@@ -48,8 +43,6 @@ __all__ = [
     "HaSettings",
     "TlsSettings",
     "WorkerSettings",
-    "_check_keys",
-    "_typed",
     "load_config",
     "parse_config",
 ]
@@ -60,23 +53,16 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     base = path.parent if path else Path.cwd()
     refuse_static_tokens(data.get("auth") if isinstance(data, dict) else None)
     file = convert(data, FileTable)
-    cluster = file.cluster
     return Config(
-        controllers=tuple(c.rstrip("/") for c in cluster.controllers),
+        controllers=tuple(c.rstrip("/") for c in file.cluster.controllers),
         controller=_controller(file, base),
         worker=_worker(file.worker, base),
         path=path,
         tls=_tls(file.tls, base),
         guard=file.guard.settings(),
         auth=file.auth.settings(base),
-        ha=HaSettings(**_same(cluster, HaSettings)),
+        ha=HaSettings(**values(file.cluster, HaSettings)),
     )
-
-
-def _same(table: Any, settings: type) -> dict[str, Any]:
-    """The table's keys that the settings hold under the same name, as they are."""
-    names = {f.name for f in dataclasses.fields(settings)}
-    return {k: getattr(table, k) for k in table.__struct_fields__ if k in names}
 
 
 def _resolve(base: Path, raw: str) -> Path:
@@ -84,18 +70,15 @@ def _resolve(base: Path, raw: str) -> Path:
 
 
 def _controller(file: FileTable, base: Path) -> ControllerSettings:
-    t: ControllerTable = file.controller
-    out = _same(t, ControllerSettings)
-    out["listen_host"], out["listen_port"] = host_port(t.listen) or ("", 0)
-    if t.state_dir is None:
-        del out["state_dir"]  # the settings' default, under the home directory
-    else:
+    t = file.controller
+    out = values(t, ControllerKeys)
+    out["listen_host"], out["listen_port"] = host_port("listen", t.listen)
+    if t.state_dir is not None:
         out["state_dir"] = _resolve(base, t.state_dir)
     out["url"] = t.url.rstrip("/")
     if t.replication_listen is not None:
-        out["replication_host"], out["replication_port"] = host_port(t.replication_listen) or (
-            "",
-            0,
+        out["replication_host"], out["replication_port"] = host_port(
+            "replication_listen", t.replication_listen
         )
     if t.replication_token_file is not None:
         out["replication_token"] = _secret(
@@ -103,26 +86,24 @@ def _controller(file: FileTable, base: Path) -> ControllerSettings:
         )
     if file.queue is not None:
         out["queues"] = tuple(q.record() for q in file.queue)
-    out["scheduler"] = file.scheduler.settings()
-    out["licenses"] = licenses(file.license)
-    return ControllerSettings(**out)
+    return ControllerSettings(
+        **out, scheduler=file.scheduler.settings(), licenses=licenses(file.license)
+    )
 
 
 def _worker(t: WorkerTable, base: Path) -> WorkerSettings:
-    out = _same(t, WorkerSettings)
-    out["name"] = socket.gethostname() if t.name is None else t.name
-    out["attributes"] = tuple((k, str(v)) for k, v in sorted(t.attributes.items()))
+    out = values(t, WorkerKeys)
+    if t.name is not None:
+        out["name"] = t.name
     for key in ("spool_dir", "jobs_dir"):
-        raw = getattr(t, key)
-        if raw is None:
-            del out[key]
-        else:
+        if (raw := getattr(t, key)) is not None:
             out[key] = _resolve(base, raw)
-    out["task_host"], out["task_port"] = host_port(t.task_listen, 0) or ("", 0)
-    out["gres"] = None if t.gres is None else worker_gres(t.gres)
+    out["task_host"], out["task_port"] = host_port("task_listen", t.task_listen, 0)
     if t.token_file is not None:
         out["token"] = _secret("worker.token_file", base, t.token_file)
-    return WorkerSettings(**out)
+    attributes = tuple((k, str(v)) for k, v in sorted(t.attributes.items()))
+    gres = None if t.gres is None else worker_gres(t.gres)
+    return WorkerSettings(**out, attributes=attributes, gres=gres)
 
 
 def _tls(t: TlsTable, base: Path) -> TlsSettings:

@@ -19,7 +19,7 @@ import re
 import types
 import typing
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, NamedTuple, TypeVar, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 import msgspec
 
@@ -34,9 +34,10 @@ class ConfigError(InvalidRequest):
     code = "config_error"
 
 
-class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """One TOML table: strict types, unknown keys refused. Not frozen: a table lives only
-    while the file is read (and mypy wants every subclass to repeat `frozen`)."""
+class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """One TOML table: strict types, unknown keys refused, frozen because settings extend
+    tables (xce/config_settings.py). mypy reads `frozen` per class: every subclass repeats
+    it."""
 
 
 class Invalid(ValueError):
@@ -65,6 +66,12 @@ def hint(text: str, **constraint: Any) -> msgspec.Meta:
     return msgspec.Meta(**constraint, extra={"hint": text})
 
 
+def required(text: str = "is required") -> msgspec.Meta:
+    """`Annotated[str, required()]`: a missing key reads `<key> is required` (the default
+    wording is `<key> must be a str, got None`)."""
+    return msgspec.Meta(extra={"missing": text})
+
+
 def convert(data: Any, kind: type[T], where: str = "") -> T:
     """`data` (parsed TOML) as `kind`; a `ConfigError` naming the key when it is not one.
     `where` prefixes the keys when `data` is one table of the file (`auth`)."""
@@ -74,21 +81,21 @@ def convert(data: Any, kind: type[T], where: str = "") -> T:
         raise ConfigError(_message(exc, data, kind, where)) from None
 
 
+def values(table: msgspec.Struct, keys: type[msgspec.Struct]) -> dict[str, Any]:
+    """The keys of `keys` (a base of the table's type) as `table` holds them: what a settings
+    Struct that extends the same base takes as written."""
+    return {name: getattr(table, name) for name in keys.__struct_fields__}
+
+
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>.*)`)?$", re.S)
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 
 
-class _Spot(NamedTuple):
+def _walk(
+    path: str, data: Any, kind: Any, where: str
+) -> tuple[str, Any, Any, tuple[str, str] | None]:
     """Where msgspec's path leads: the key's name, its declared type, the value in the file
     and the deepest `error` text on the way (with the key it belongs to)."""
-
-    names: str
-    kind: Any
-    value: Any
-    error: tuple[str, str] | None
-
-
-def _walk(path: str, data: Any, kind: Any, where: str) -> _Spot:
     names, tp, value = where, kind, data
     error: tuple[str, str] | None = None
     for step in _STEP.finditer(path):
@@ -107,7 +114,7 @@ def _walk(path: str, data: Any, kind: Any, where: str) -> _Spot:
             names = f"{names}[{index}]"
         if text := _meta(tp, "error"):
             error = (names, text)
-    return _Spot(names, tp, value, error)
+    return names, tp, value, error
 
 
 def _message(exc: msgspec.ValidationError, data: Any, kind: Any, where: str) -> str:
@@ -126,19 +133,17 @@ def _message(exc: msgspec.ValidationError, data: Any, kind: Any, where: str) -> 
         return " ".join(error)
     if what.startswith("Object contains unknown field"):
         allowed = ", ".join(sorted(f.encode_name for f in msgspec.structs.fields(_strip(tp))))
-        return f"unknown key {names or '(top level)'}.{_quoted(what)} (allowed: {allowed})"
+        return f"unknown key {names or '(top level)'}.{what.split('`')[1]} (allowed: {allowed})"
     if what.startswith("Object missing required field"):
-        key = _quoted(what)
+        key = what.split("`")[1]
         names, tp, value = f"{names}.{key}" if names else key, _field_type(_strip(tp), key), None
+        if text := _meta(tp, "missing"):
+            return f"{names} {text}"
     elif not re.match(r"Expected `[^`]*`(,| got)|Invalid enum value", what):
         return f"{names} {_meta(tp, 'hint') or _bound(tp)}, got {value!r}"  # a constraint
     if isinstance(value, bool) and what.endswith("got `bool`"):
         return f"{names} must be {_expected(tp)}, not a boolean"
     return f"{names} must be {_expected(tp)}, got {value!r}"
-
-
-def _quoted(what: str) -> str:
-    return what.split("`")[1]
 
 
 def _fits(value: Any, tp: Any) -> bool:
@@ -231,23 +236,3 @@ def _expected(tp: Any) -> str:
 
 def _one_of(values: list[str]) -> str:
     return ", ".join(values[:-1]) + " or " + values[-1] if len(values) > 1 else values[0]
-
-
-def _check_keys(section: str, data: dict[str, Any], allowed: set[str]) -> None:
-    """For tables read by hand (the auth backends' own keys): refuse an unknown key."""
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ConfigError(
-            f"unknown key {section}.{unknown[0]} (allowed: {', '.join(sorted(allowed))})"
-        )
-
-
-def _typed(section: str, key: str, value: Any, kind: type | tuple[type, ...]) -> Any:
-    """For tables read by hand: `value` unless it is not a `kind` (a bool is no number)."""
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    name = " or ".join(k.__name__ for k in kinds)
-    if isinstance(value, bool) and bool not in kinds:
-        raise ConfigError(f"{section}.{key} must be a {name}, not a boolean")
-    if not isinstance(value, kind):
-        raise ConfigError(f"{section}.{key} must be a {name}, got {value!r}")
-    return value

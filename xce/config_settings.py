@@ -1,114 +1,143 @@
-"""What the rest of the code reads from the config file: one frozen dataclass per role.
+"""What the rest of the code reads from the config file: one frozen settings Struct per role.
 
-Their defaults are the file's defaults (xce/config_tables.py takes them from here);
-`xce.config.parse_config` builds them from the validated tables.
+The keys a role reads as written are declared once, with type, constraint and default, in its
+`...Keys` table; both the file's table (xce/config_tables.py) and the settings extend it: the
+table with the keys spelled for people (`listen`, paths relative to the file, token files), the
+settings with what `xce.config.parse_config` derives from those.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
 
 from xce.auth.guard import GuardSettings
 from xce.auth.settings import AuthSettings
+from xce.config_check import PosFloat, PosInt, Table, error, hint
 from xce.core.model import QueueRecord
 from xce.sched.settings import SchedulerSettings
 
 DEFAULT_PORT = 6820
+_JOB_USER = r"^[a-z_][a-z0-9_.-]{0,31}$"
+_KEEP_ALL = "must be 0 (keep everything) or more"
+_NO_LIMIT = "must be 0 (no limit) or a positive integer"
+_DEVICE_PATH = 'must contain {} (the device id), e.g. "/dev/nvidia{}"'
 
 
-@dataclass(frozen=True)
-class ControllerSettings:
-    listen_host: str = "127.0.0.1"
-    listen_port: int = DEFAULT_PORT
-    state_dir: Path = field(default_factory=lambda: Path("~/.local/share/xce").expanduser())
-    heartbeat_interval_s: float = 5.0
-    missed_heartbeats: int = 3
+class ControllerKeys(Table, frozen=True):
+    """The `[controller]` keys the controller reads as written."""
+
+    heartbeat_interval_s: PosFloat = 5.0
+    missed_heartbeats: PosInt = 3
     # A silent host is unavailable after heartbeat_interval_s * missed_heartbeats; its jobs
     # are requeued (or ended) only fence_timeout_s later, by which time its worker has
     # killed them itself (it is told this value): a job never runs on two hosts at once.
-    fence_timeout_s: float = 30.0
-    schedule_interval_s: float = 1.0
-    max_upload_mb: int = 1024
+    fence_timeout_s: PosFloat = 30.0
+    schedule_interval_s: PosFloat = 1.0
+    max_upload_mb: PosInt = 1024
     # Staged uploads not yet attached to a job: at most this much per user, and deleted
     # when no job has used them within upload_ttl_s, so uploads cannot fill the disk.
-    upload_quota_mb: int = 10240
-    upload_ttl_s: float = 86400.0
+    upload_quota_mb: PosInt = 10240
+    upload_ttl_s: PosFloat = 86400.0
     # What one job attempt may return in all (stdout, stderr and outputs; each file is also
     # capped at max_upload_mb): a job's sparse 15 TB file must not fill the controller's disk.
-    max_job_outputs_mb: int = 10240
+    max_job_outputs_mb: PosInt = 10240
     # Which accounts jobs may run as (checked at submit where the name resolves on the
     # controller host; workers check again on theirs): root only with allow_root_jobs,
     # other uids below min_job_uid only when listed in job_users.
     allow_root_jobs: bool = False
-    min_job_uid: int = 1000
-    job_users: tuple[str, ...] = ()
-    max_body_kb: int = 1024
-    max_array_size: int = 1_000_000
-    queues: tuple[QueueRecord, ...] = (QueueRecord("normal", priority=30),)
+    min_job_uid: Annotated[int, hint("must be 0 or more", ge=0)] = 1000
+    job_users: Annotated[
+        tuple[Annotated[str, msgspec.Meta(pattern=_JOB_USER)], ...],
+        error("must be a list of user names"),
+    ] = ()
+    max_body_kb: PosInt = 1024
+    max_array_size: PosInt = 1_000_000
     default_queue: str = "normal"
-    wal_fsync: str = "always"
-    wal_fsync_interval_s: float = 1.0
-    wal_segment_mb: int = 64
-    checkpoint_every: int = 100_000
-    checkpoint_interval_s: float = 300.0
-    finished_retention_s: float = 3600.0
+    wal_fsync: Literal["always", "interval"] = "always"
+    wal_fsync_interval_s: PosFloat = 1.0
+    wal_segment_mb: PosInt = 64
+    checkpoint_every: PosInt = 100_000
+    checkpoint_interval_s: PosFloat = 300.0
+    finished_retention_s: PosFloat = 3600.0
     # Accounting (xce/accounting): one record per ended attempt in state_dir/accounting,
     # kept for this many whole months before the current one (0: keep everything).
     accounting: bool = True
-    accounting_retention_months: int = 0
+    accounting_retention_months: Annotated[int, hint(_KEEP_ALL, ge=0)] = 0
     # HA: this candidate's own URL in cluster.controllers (default: the one whose host and
-    # port match `listen`), its replication listener (default: listen port + 1) and the
-    # standby service token it presents to a primary.
+    # port match `listen`) and the standby service token it presents to a primary.
     url: str = ""
+    replication_token: str = ""
+
+
+class ControllerSettings(ControllerKeys, frozen=True):
+    """`[controller]` as the controller reads it, with `[[queue]]`, `[scheduler]` and
+    `[[license]]`."""
+
+    listen_host: str = "127.0.0.1"
+    listen_port: int = DEFAULT_PORT
+    state_dir: Path = msgspec.field(default_factory=lambda: Path("~/.local/share/xce").expanduser())
+    # HA: the replication listener (default: listen port + 1).
     replication_host: str = ""
     replication_port: int = 0
-    replication_token: str = ""
-    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    queues: tuple[QueueRecord, ...] = (QueueRecord("normal", priority=30),)
+    scheduler: SchedulerSettings = msgspec.field(default_factory=SchedulerSettings)
     # Cluster-wide consumables (`[[license]] name = "matlab" count = 10`), counted against
     # the active jobs' `--license` requests by the scheduler.
     licenses: tuple[tuple[str, int], ...] = ()
 
 
-@dataclass(frozen=True)
-class WorkerSettings:
-    name: str = field(default_factory=socket.gethostname)
-    slots: int = 0
-    memory_mb: int = 0
-    attributes: tuple[tuple[str, str], ...] = ()
-    spool_dir: Path = field(default_factory=lambda: Path("~/.local/share/xce/worker").expanduser())
+class WorkerKeys(Table, frozen=True):
+    """The `[worker]` keys the worker reads as written."""
+
+    slots: PosInt = 0
+    memory_mb: PosInt = 0
     allow_root_jobs: bool = False
-    kill_grace_s: float = 10.0
-    heartbeat_interval_s: float = 5.0
-    usage_interval_s: float = 2.0
+    kill_grace_s: PosFloat = 10.0
+    heartbeat_interval_s: PosFloat = 5.0
+    usage_interval_s: PosFloat = 2.0
     token: str = ""
-    # Where the jobs' working directories go (each 0700, owned by the job's user). Every
-    # parent must be searchable by the job users (the state and spool dirs are 0700):
-    # default <spool_dir>/jobs for a worker that is not root, /var/spool/xce/<name> for root.
-    jobs_dir: Path | None = None
     # Jobs never run as an account below this uid (system accounts), root only with
     # allow_root_jobs: like Slurm's and LSF's guards, checked on the host that runs the job.
-    min_job_uid: int = 1000
+    min_job_uid: Annotated[int, hint("must be a uid (an integer >= 0)", ge=0)] = 1000
     # Containment (xce/worker/cgroups): "auto" (v2, else v1, else none), "v2", "v1", "none";
     # the parent cgroup of this worker's jobs (default: the worker's own cgroup); a per-job
     # limit on tasks, threads included (0: none; a fork bomb stops there).
-    cgroup: str = "auto"
+    cgroup: Literal["auto", "v2", "v1", "none"] = "auto"
     cgroup_parent: str = ""
-    pids_limit: int = 8192
+    pids_limit: Annotated[int, hint(_NO_LIMIT, ge=0)] = 8192
     # Each job attempt gets a /tmp of its own (a tmpfs in the job's mount namespace, no
     # larger than its memory limit and charged to it, like Slurm's job_container/tmpfs); off
     # by default as in Slurm, since jobs then no longer share /tmp with anything on the host.
     # A job whose working or job directory is under /tmp keeps the host's. /dev/shm is
     # always the job's own. Root workers only.
     private_tmp: bool = False
+    # Each GPU's device node ({} is the id), which the devices cgroup denies to jobs not
+    # granted it.
+    gpu_device_path: Annotated[str, hint(_DEVICE_PATH, pattern=re.escape("{}"))] = "/dev/nvidia{}"
+
+
+class WorkerSettings(WorkerKeys, frozen=True):
+    """`[worker]` as the worker reads it."""
+
+    name: str = msgspec.field(default_factory=socket.gethostname)
+    attributes: tuple[tuple[str, str], ...] = ()
+    spool_dir: Path = msgspec.field(
+        default_factory=lambda: Path("~/.local/share/xce/worker").expanduser()
+    )
+    # Where the jobs' working directories go (each 0700, owned by the job's user). Every
+    # parent must be searchable by the job users (the state and spool dirs are 0700):
+    # default <spool_dir>/jobs for a worker that is not root, /var/spool/xce/<name> for root.
+    jobs_dir: Path | None = None
     # Counted devices by kind (`[worker.gres] gpu = ["0", "1"]`); None: no [worker.gres]
     # table, GPUs are detected through NVML where a driver is present (xce/worker/gpus.py).
-    # gpu_device_path names each GPU's device node ({} is the id), which the devices cgroup
-    # denies to jobs not granted it.
     gres: dict[str, tuple[str, ...]] | None = None
-    gpu_device_path: str = "/dev/nvidia{}"
     # The task service (xce/worker/tasks.py: `xce launch` starts a job's tasks here): the
     # address it listens on; port 0 = any free port. Reported at registration.
     task_host: str = "127.0.0.1"
@@ -138,15 +167,14 @@ class TlsSettings:
     insecure: bool = False
 
 
-@dataclass(frozen=True)
-class HaSettings:
+class HaSettings(Table, frozen=True):
     """`[cluster]` keys for high availability (xce/ha): how the candidates replicate and
     when a standby takes over."""
 
-    replication: str = "async"  # or "sync": a commit waits for a standby's durable ack
-    failover_timeout_s: float = 3.0  # primary silence before a standby takes over
-    heartbeat_interval_s: float = 0.5  # primary -> standby heartbeats, and peer probes
-    sync_timeout_s: float = 2.0  # sync mode: wait this long for an ack, then degrade
+    replication: Literal["async", "sync"] = "async"  # sync: a commit waits for a standby's ack
+    failover_timeout_s: PosFloat = 3.0  # primary silence before a standby takes over
+    heartbeat_interval_s: PosFloat = 0.5  # primary -> standby heartbeats, and peer probes
+    sync_timeout_s: PosFloat = 2.0  # sync mode: wait this long for an ack, then degrade
     reclaim: bool = False  # a better-ranked candidate that returns takes the role back
 
     @property

@@ -30,7 +30,7 @@ def worker_gres(data: dict[str, list[str | int]]) -> dict[str, tuple[str, ...]]:
     return out
 
 
-class LicenseTable(Table):
+class LicenseTable(Table, frozen=True):
     """One `[[license]] name = "matlab" count = 10`: a cluster-wide consumable."""
 
     name: str

@@ -14,13 +14,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from xce.api.app import build_app
 from xce.auth.backends.configfile import UsersFile
 from xce.auth.keys import key_dir
 from xce.auth.rbac import RoleMap
 from xce.auth.settings import AuthSettings
 from xce.auth.tokens import TokenService
 from xce.config import Config, ControllerSettings
+from xce.controller.compose import compose
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
@@ -107,23 +107,20 @@ async def start_api(
         shutil.copytree(
             KEYS, key_dir(settings.state_dir), ignore=shutil.ignore_patterns("users.toml*")
         )
-    service = ControllerService(
-        settings,
-        FileStore(
-            tmp_path / "files",
-            10 * 1024 * 1024,
-            settings.upload_quota_mb * 1024 * 1024,
-            settings.upload_ttl_s,
-            settings.max_job_outputs_mb * 1024 * 1024,
-        ),
+    config = Config(controller=settings, auth=auth_settings or AuthSettings())
+    files = FileStore(
+        tmp_path / "files",
+        10 * 1024 * 1024,
+        settings.upload_quota_mb * 1024 * 1024,
+        settings.upload_ttl_s,
+        settings.max_job_outputs_mb * 1024 * 1024,
     )
+    controller = compose(config, files)  # as run_primary does, without a WAL or HA node
+    service, gateway, app = controller.service, controller.gateway, controller.app
     now = service.clock()
     await service.commit(
         ev.QueueCreated(now, q) for q in settings.queues if q.name not in service.state.queues
     )
-    gateway = WorkerGateway(service)
-    config = Config(controller=settings, auth=auth_settings or AuthSettings())
-    app = build_app(service, gateway, config)
     client = TestClient(TestServer(app), headers=headers or {})
     await client.start_server()
     return Api(client, service, gateway, app), client

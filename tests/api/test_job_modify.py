@@ -4,7 +4,6 @@ item 2): who may set what, validation as at submit, the WAL events, the factors.
 from __future__ import annotations
 
 from tests.api.conftest import Api, as_user
-from xce.controller.history import history_for
 from xce.core import events as ev
 
 ALICE = as_user("alice")
@@ -123,7 +122,6 @@ async def test_a_running_job_changes_only_its_name_and_walltime_by_an_admin(api:
 
 
 async def test_modify_is_logged_as_job_modified(api: Api) -> None:
-    history_for(api.service)  # as the controller does when it becomes primary
     seen: list[ev.Event] = []
     api.service.listeners.append(seen.append)
     job = await api.submit(hold=True)

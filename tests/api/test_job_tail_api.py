@@ -5,8 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from xce.controller.history import history_for
-from xce.controller.tails import tails_for
+from xce.api.http import TAILS
 
 from .conftest import Api, login
 
@@ -72,7 +71,7 @@ async def test_heartbeat_output_is_served_by_the_tail_route(api: Api) -> None:
 async def test_a_finished_job_is_served_from_its_file_and_its_buffer_is_gone(api: Api) -> None:
     job_id = await _running_job(api)
     await _beat(api, "w1", job_id, stdout=_chunk(b"partial"))
-    assert job_id in tails_for(api.service).jobs
+    assert job_id in api.app[TAILS].jobs
     await api.call(
         "PUT",
         f"/api/v1/workers/w1/jobs/{job_id}/outputs/stdout?attempt=0&first=1",
@@ -85,7 +84,7 @@ async def test_a_finished_job_is_served_from_its_file_and_its_buffer_is_gone(api
         200,
         json={"attempt": 0, "exit_code": 0},
     )
-    assert job_id not in tails_for(api.service).jobs
+    assert job_id not in api.app[TAILS].jobs
     tail = await api.call("GET", f"{JOBS}/{job_id}/tail?offset=7", 200)
     assert tail["running"] is False and tail["state"] == "DONE"
     assert (tail["offset"], tail["data"], tail["end"]) == (7, " and the rest\n", 21)
@@ -140,7 +139,6 @@ async def test_users_tail_only_the_jobs_they_may_see(tenants: Api) -> None:
 
 
 async def test_show_carries_the_history(api: Api) -> None:
-    history_for(api.service)  # as the controller does when it becomes primary
     job_id = await _running_job(api)
     for action in ("stop", "resume", "kill"):
         await api.call("POST", f"{JOBS}/{job_id}/{action}", 200)

@@ -16,13 +16,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from cryptography import x509
 
 from tests.api.conftest import KEYS, Api, as_user, make_settings
-from xce.api.app import build_app
 from xce.api.http import AUTH
 from xce.auth.keys import key_dir
 from xce.auth.pki import create_ca
 from xce.config import Config, TlsSettings, WorkerSettings, parse_config
-from xce.controller.service import ControllerService
-from xce.controller.workers import WorkerGateway
+from xce.controller.compose import compose
 from xce.setup.joinclient import _config_text
 from xce.setup.jointokens import JoinTokenStore
 from xce.store.files import FileStore
@@ -34,19 +32,17 @@ async def joinable(tmp_path: Path) -> AsyncIterator[Api]:
     ca = create_ca(tmp_path / "tls")
     settings = make_settings(tmp_path)
     shutil.copytree(KEYS, key_dir(settings.state_dir))
-    service = ControllerService(settings, FileStore(tmp_path / "files", 1 << 20))
-    gateway = WorkerGateway(service)
     config = Config(
         controllers=("https://ctl.example:6820",),
         controller=settings,
         worker=WorkerSettings(token="shared-worker-secret"),
         tls=TlsSettings(ca_file=ca.cert_path),
     )
-    app = build_app(service, gateway, config)
-    client = TestClient(TestServer(app), headers=as_user("root", "admin"))
+    controller = compose(config, FileStore(tmp_path / "files", 1 << 20))
+    client = TestClient(TestServer(controller.app), headers=as_user("root", "admin"))
     await client.start_server()
     try:
-        yield Api(client, service, gateway, app)
+        yield Api(client, controller.service, controller.gateway, controller.app)
     finally:
         await client.close()
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from tests.api.conftest import Api, as_user
-from xce.controller.history import history_for
 from xce.controller.requests import FinishReport
 from xce.core import events as ev
 
@@ -44,7 +43,6 @@ async def _finish(api: Api, job_id: str) -> None:
 
 
 async def test_suspend_mode_victim_resumes_when_the_preemptor_ends(api: Api) -> None:
-    history_for(api.service)  # as the controller does when it becomes primary
     await _queues(api)
     await api.register("w1", slots=2, memory_mb=1000)
     low = await _run(api, queue="low", slots=2, memory_mb=600)

@@ -15,9 +15,11 @@ from aiohttp import web
 
 from tests.integration.cluster import ADMIN_TOKEN, ISSUER, WORKER_TOKEN, Cluster
 from xce.api.app import errors
-from xce.api.guard_middleware import LOGIN_PATH, guard, guard_state
-from xce.api.http import CONFIG, read_json
+from xce.api.guard_middleware import LOGIN_PATH, guard
+from xce.api.http import GUARD as GUARD_STATE
+from xce.api.http import read_json
 from xce.auth.backends.base import AuthDenied
+from xce.auth.guard import GuardState
 from xce.config import parse_config
 
 GUARD = """
@@ -160,7 +162,7 @@ async def login_server() -> AsyncIterator[tuple[str, list[float]]]:
         {"guard": {"login_free_failures": 2, "login_backoff_s": 30, "login_max_lockout_s": 120}}
     )
     app = web.Application(middlewares=[errors, guard])
-    app[CONFIG] = config
+    app[GUARD_STATE] = GuardState.create(config.guard)
     app.router.add_post(LOGIN_PATH, _login)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -168,7 +170,7 @@ async def login_server() -> AsyncIterator[tuple[str, list[float]]]:
     await site.start()
     port = runner.addresses[0][1]
     now = [1000.0]
-    guard_state(app).clock = lambda: now[0]  # the lock-out's clock, moved by the test
+    app[GUARD_STATE].clock = lambda: now[0]  # the lock-out's clock, moved by the test
     try:
         yield f"http://127.0.0.1:{port}", now
     finally:

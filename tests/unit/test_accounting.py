@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from xce.accounting import store
-from xce.accounting.feed import AccountingFeed, register
+from xce.accounting.feed import AccountingFeed
 from xce.accounting.record import REQUEUED, AttemptWatch
 from xce.core import events as ev
 from xce.core.arrayspec import parse_array_spec
@@ -169,8 +169,9 @@ def test_retention_by_month(tmp_path: Path) -> None:
     assert conn.execute("SELECT count(*) FROM attempts").fetchone()[0] == 2
 
 
-def _log(state_dir: Path) -> DurableLog:
-    return DurableLog.open(state_dir, StoreSettings(segment_bytes=1 << 20))
+def _log(state_dir: Path, feed: AccountingFeed | None = None) -> DurableLog:
+    """The log as the controller opens it: recovery feeds `feed` (xce controller's own)."""
+    return DurableLog.open(state_dir, StoreSettings(segment_bytes=1 << 20, accounting=feed))
 
 
 async def _commit(
@@ -189,9 +190,8 @@ async def test_feed_rebuilds_from_the_wal_and_from_a_checkpoint(tmp_path: Path) 
     state_dir = tmp_path / "state"
     state_dir.mkdir(mode=0o700)
     feed = AccountingFeed(state_dir)
-    register(state_dir, feed)
     try:
-        log = _log(state_dir)
+        log = _log(state_dir, feed)
         state = log.recovered.state
         await _commit(
             log,
@@ -211,15 +211,14 @@ async def test_feed_rebuilds_from_the_wal_and_from_a_checkpoint(tmp_path: Path) 
             )
         assert feed.flush()
         await log.writer.close()
-        register(state_dir, None)
+        feed.close(timeout=2.0)
         db = store.db_path(state_dir)
         # The store lost its last records (as a crash before its write would): a restart
         # derives them again from the WAL, and the ones it had are not doubled.
         with sqlite3.connect(db) as conn:
             conn.execute("DELETE FROM attempts WHERE job_id = '3'")
         feed = AccountingFeed(state_dir)
-        register(state_dir, feed)
-        log = _log(state_dir)
+        log = _log(state_dir, feed)
         assert feed.flush()
         with sqlite3.connect(db) as conn:
             rows = conn.execute("SELECT job_id, count(*) FROM attempts GROUP BY 1").fetchall()
@@ -228,17 +227,16 @@ async def test_feed_rebuilds_from_the_wal_and_from_a_checkpoint(tmp_path: Path) 
         # checkpoint's finished jobs.
         await log.checkpoint(log.recovered.state)
         await log.writer.close()
-        register(state_dir, None)
+        feed.close(timeout=2.0)
         os.unlink(db)
         feed = AccountingFeed(state_dir)
-        register(state_dir, feed)
-        log = _log(state_dir)
+        log = _log(state_dir, feed)
         assert feed.flush()
         with sqlite3.connect(db) as conn:
             assert conn.execute("SELECT count(*) FROM attempts").fetchone()[0] == 3
         await log.writer.close()
     finally:
-        register(state_dir, None)
+        feed.close(timeout=2.0)
 
 
 async def test_a_failed_write_is_counted_and_retried(tmp_path: Path) -> None:

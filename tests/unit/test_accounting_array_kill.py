@@ -12,7 +12,7 @@ import pytest
 from tests.unit.test_accounting import _commit, _log
 from xce.accounting import feed as feed_module
 from xce.accounting import store
-from xce.accounting.feed import AccountingFeed, register
+from xce.accounting.feed import AccountingFeed
 from xce.accounting.record import CancelledTasks, count
 from xce.core import events as ev
 from xce.core.arrayspec import parse_array_spec
@@ -36,10 +36,9 @@ async def test_killing_a_1000_task_array_records_each_task_once(
     state_dir = tmp_path / "state"
     state_dir.mkdir(mode=0o700)
     feed = AccountingFeed(state_dir)
-    register(state_dir, feed)
     db = store.db_path(state_dir)
     try:
-        log = _log(state_dir)
+        log = _log(state_dir, feed)
         state = log.recovered.state
         await _commit(
             log,
@@ -86,7 +85,7 @@ async def test_killing_a_1000_task_array_records_each_task_once(
         assert rolled == (1000, 999)
         assert applying < 0.05, applying  # the loop's cost does not grow with the tasks
         await log.writer.close()
-        register(state_dir, None)
+        feed.close(timeout=2.0)
 
         # The store lost half the kill's records (a crash before its write): the replay
         # of the WAL derives them again; none is doubled.
@@ -94,14 +93,13 @@ async def test_killing_a_1000_task_array_records_each_task_once(
             conn.execute("DELETE FROM attempts WHERE array_index > 500 AND start_time IS NULL")
             conn.execute("UPDATE meta SET value = 0 WHERE key = 'position'")
         feed = AccountingFeed(state_dir)
-        register(state_dir, feed)
-        log = _log(state_dir)
+        log = _log(state_dir, feed)
         assert feed.flush()
         again = _rows(db)
         assert len(again) == 1000 and len({(r[0], r[1]) for r in again}) == 1000
         await log.writer.close()
     finally:
-        register(state_dir, None)
+        feed.close(timeout=2.0)
 
 
 def test_a_kill_of_an_array_with_nothing_pending_leaves_nothing_more() -> None:

@@ -17,10 +17,11 @@ from xce.config_check import (
     convert,
     error,
     hint,
+    required,
 )
 
 
-class Inner(Table):
+class Inner(Table, frozen=True):
     size: PosInt = 1
     mode: Literal["a", "b", "c"] = "a"
 
@@ -31,7 +32,7 @@ class Inner(Table):
             raise Invalid("eight is too many", whole=True)
 
 
-class Outer(Table):
+class Outer(Table, frozen=True):
     name: str
     inner: list[Inner] = []
     shares: dict[str, PosNumber] = {}
@@ -39,6 +40,12 @@ class Outer(Table):
     port: Annotated[int, msgspec.Meta(ge=1), hint("must be a port number")] = 1
     rate: PosFloat = 1.0
     tags: dict[str, Annotated[str, error("must be a tag")]] = {}
+    inners: dict[str, Inner] = {}
+
+
+class Login(Table, frozen=True):
+    url: Annotated[str, required()]
+    user: Annotated[str, hint("may not be empty", min_length=1), required("is needed")]
 
 
 def message(data: Any, where: str = "") -> str:
@@ -70,6 +77,7 @@ def message(data: Any, where: str = "") -> str:
         ({"name": "n", "port": 0}, "port must be a port number, got 0"),
         ({"name": "n", "tags": {"ok": "x", "bad": 1}}, "tags.bad must be a tag"),
         ({"name": "n", "tags": []}, "tags must be a dict, got []"),
+        ({"name": "n", "inners": {"a": {"size": 0}}}, "inners.a.size must be positive, got 0"),
     ],
 )
 def test_messages_name_the_key(data: dict[str, Any], expected: str) -> None:
@@ -86,3 +94,14 @@ def test_good_data_converts_with_types_kept() -> None:
     out = convert({"name": "n", "shares": {"a": 3, "b": 2.5}, "rate": 2}, Outer)
     assert out.shares == {"a": 3, "b": 2.5} and isinstance(out.shares["a"], int)
     assert out.rate == 2.0 and isinstance(out.rate, float)
+
+
+def test_a_required_key_says_so_when_missing() -> None:
+    with pytest.raises(ConfigError, match=r"^auth\.backend\[0\]\.url is required$"):
+        convert({"user": "u"}, Login, "auth.backend[0]")
+    with pytest.raises(ConfigError, match=r"^user is needed$"):
+        convert({"url": "x"}, Login)
+    with pytest.raises(ConfigError, match=r"^user may not be empty, got ''$"):
+        convert({"url": "x", "user": ""}, Login)
+    with pytest.raises(ConfigError, match=r"^url must be a str, got 1$"):
+        convert({"url": 1, "user": "u"}, Login)

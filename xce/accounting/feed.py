@@ -15,9 +15,10 @@ records to the writer thread, which stores them in one SQLite transaction. So:
 - a standby derives its own copy from the replicated events, so `xce acct` answers the same
   after a failover.
 
-One feed per state directory and process (`register` in `xce controller`, `feed_for` in the
-appliers), because the log, the follower and the service are created at different times but
-must share one writer.
+One feed per controller process, made by `xce controller` (xce/controller/main.py) and handed
+to every applier: the service (`ControllerService.accounting`, by the composition), and
+recovery and a standby's follower (`StoreSettings.accounting`), which are created at
+different times but must share one writer.
 """
 
 from __future__ import annotations
@@ -253,20 +254,3 @@ class AccountingFeed:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
-
-
-_FEEDS: dict[str, AccountingFeed] = {}
-
-
-def register(state_dir: Path, feed: AccountingFeed | None) -> None:
-    """Make `feed` the one the appliers of `state_dir` use (None: no accounting)."""
-    key = str(state_dir.resolve())
-    old = _FEEDS.pop(key, None)
-    if old is not None and old is not feed:
-        old.close(timeout=2.0)
-    if feed is not None:
-        _FEEDS[key] = feed
-
-
-def feed_for(state_dir: Path) -> AccountingFeed | None:
-    return _FEEDS.get(str(state_dir.resolve()))

@@ -20,14 +20,10 @@ from xce.api.audit import audit_trail
 from xce.api.guard_middleware import guard
 from xce.api.http import (
     AUTH,
-    CONFIG,
-    GATEWAY,
     HA,
     IDENTITY,
     REQUEST_ID,
     ROUTE,
-    SERVICE,
-    SETTINGS,
     Identity,
     bearer_token,
     json_response,
@@ -39,8 +35,6 @@ from xce.api.routes import Route, all_routes
 from xce.auth.rbac import allows
 from xce.auth.runtime import AuthRuntime
 from xce.config import Config
-from xce.controller.service import ControllerService
-from xce.controller.workers import WorkerGateway
 from xce.core.errors import Forbidden, InvalidRequest, NotPrimary, Unauthorized, XceError
 
 log = logging.getLogger("xce.api")
@@ -196,10 +190,10 @@ async def declared_query(request: web.Request, handler: Any) -> web.StreamRespon
     return await handler(request)
 
 
-def build_app(
-    service: ControllerService, gateway: WorkerGateway, config: Config
-) -> web.Application:
-    settings = config.controller
+def build_app(config: Config) -> web.Application:
+    """The application: middlewares, body limit and the route table. Its components (service,
+    gateway, auth, history, ...) are set under their `AppKey`s by the controller's
+    composition (xce/controller/compose.py), the one place that builds and connects them."""
     app = web.Application(
         middlewares=[
             observe_latency,
@@ -212,13 +206,8 @@ def build_app(
             worker_contact,
             declared_query,
         ],
-        client_max_size=settings.max_body_kb * 1024,
+        client_max_size=config.controller.max_body_kb * 1024,
     )
-    app[SERVICE] = service
-    app[GATEWAY] = gateway
-    app[SETTINGS] = settings
-    app[CONFIG] = config
-    app[AUTH] = AuthRuntime(config.auth, settings.state_dir)
     table: dict[str, Route] = {}
     for i, route in enumerate(all_routes()):
         name = f"r{i}_{route.handler.__name__}"

@@ -1,23 +1,21 @@
 """Authorization code + PKCE login routes (the browser way; the device grant is in auth.py).
 
 The controller is the OIDC client: `authorize` makes the state and S256 verifier, keeps
-them (xce/auth/pending_logins.py) and returns the provider URL; the CLI's loopback listener
-receives the redirect and posts code + state to `code`, which exchanges the code with the
-kept verifier. The verifier never leaves the controller, so an intercepted code is useless.
+them (xce/auth/pending_logins.py; the controller's one store is the app's `LOGINS`) and
+returns the provider URL; the CLI's loopback listener receives the redirect and posts code +
+state to `code`, which exchanges the code with the kept verifier. The verifier never leaves
+the controller, so an intercepted code is useless.
 """
 
 from __future__ import annotations
 
-from weakref import WeakKeyDictionary
-
 from aiohttp import web
 
 from xce.api.auth import SESSION, USER, _oidc, runtime
-from xce.api.http import json_response, read_json
+from xce.api.http import LOGINS, json_response, read_json
 from xce.api.routes import Route
 from xce.auth.backends.base import AuthDenied
-from xce.auth.pending_logins import PendingLogins, check_loopback_redirect
-from xce.auth.runtime import AuthRuntime
+from xce.auth.pending_logins import check_loopback_redirect
 
 REDIRECT = {"type": "string", "minLength": 1, "maxLength": 2048}
 AUTHORIZE = {
@@ -37,22 +35,12 @@ CODE = {
     "properties": {"state": USER, "code": {"type": "string", "minLength": 1, "maxLength": 4096}},
 }
 
-# One store per AuthRuntime (so per controller app), without a field on the runtime.
-_STORES: WeakKeyDictionary[AuthRuntime, PendingLogins] = WeakKeyDictionary()
-
-
-def pending_logins(auth: AuthRuntime) -> PendingLogins:
-    store = _STORES.get(auth)
-    if store is None:
-        store = _STORES[auth] = PendingLogins()
-    return store
-
 
 async def authorize(request: web.Request) -> web.Response:
     body = await read_json(request, AUTHORIZE)
     backend = _oidc(request)
     redirect_uri = check_loopback_redirect(body["redirect_uri"])
-    state, pending = pending_logins(runtime(request)).start(redirect_uri)
+    state, pending = request.app[LOGINS].start(redirect_uri)
     url = await backend.authorization_url(redirect_uri, state, pending.code_verifier)
     return json_response({"authorization_url": url, "state": state})
 
@@ -61,7 +49,7 @@ async def code(request: web.Request) -> web.Response:
     body = await read_json(request, CODE)
     backend = _oidc(request)
     auth = runtime(request)
-    pending = pending_logins(auth).take(body["state"])
+    pending = request.app[LOGINS].take(body["state"])
     try:
         principal = await backend.exchange_code(
             body["code"], pending.redirect_uri, pending.code_verifier

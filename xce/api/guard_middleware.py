@@ -21,19 +21,15 @@ from __future__ import annotations
 
 import hashlib
 import math
-import time
 import unicodedata
-import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from xce import metrics
-from xce.api.http import CONFIG, bearer_token, json_body, json_response
+from xce.api.http import GUARD, bearer_token, json_body, json_response
 from xce.api.route_class import WORKER, route_class
-from xce.auth.guard import GuardSettings, LoginThrottle, RateLimiter, allowed, parse_address
+from xce.auth.guard import GuardState, allowed, parse_address
 from xce.core.errors import InvalidRequest
 
 LOGIN_PATH = "/api/v1/auth/login"
@@ -42,37 +38,6 @@ MAX_USERNAME = 256
 # other accepted), since the password was still checked against the backends that answered;
 # without it, a directory outage would lift the backoff for every users-file account.
 FAILED_LOGIN = frozenset({401, 503})
-
-
-@dataclass
-class GuardState:
-    """The buckets and login failures of one application (one controller)."""
-
-    settings: GuardSettings
-    per_address: RateLimiter
-    per_identity: RateLimiter
-    logins: LoginThrottle
-    clock: Callable[[], float] = time.monotonic
-
-    @classmethod
-    def create(cls, settings: GuardSettings) -> GuardState:
-        return cls(
-            settings,
-            RateLimiter(settings.per_address, settings.max_keys),
-            RateLimiter(settings.per_identity, settings.max_keys),
-            LoginThrottle(settings),
-        )
-
-
-_STATES: weakref.WeakKeyDictionary[web.Application, GuardState] = weakref.WeakKeyDictionary()
-
-
-def guard_state(app: web.Application) -> GuardState:
-    """The app's guard state, created from its config on first use."""
-    state = _STATES.get(app)
-    if state is None:
-        state = _STATES[app] = GuardState.create(app[CONFIG].guard)
-    return state
 
 
 def _refusal(
@@ -150,7 +115,7 @@ async def _guarded_login(
 
 @web.middleware
 async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
-    state = guard_state(request.app)
+    state = request.app[GUARD]
     address = parse_address(request.remote or "")
     shown = str(address) if address is not None else (request.remote or "unknown")
     kind = route_class(request)

@@ -3,32 +3,42 @@
 from __future__ import annotations
 
 import json
-import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from xce.api.routes import Route
 from xce.api.schema import validate
+from xce.auth.guard import GuardState
+from xce.auth.pending_logins import PendingLogins
+from xce.auth.runtime import AuthRuntime
+from xce.config import Config, ControllerSettings
+from xce.controller.bus import EventBus
+from xce.controller.history import JobHistory
+from xce.controller.service import ControllerService
+from xce.controller.tails import OutputTails
+from xce.controller.workers import WorkerGateway
 from xce.core.errors import InvalidRequest
 
-if typing.TYPE_CHECKING:  # types only: these modules import this one (an import cycle at run time)
-    from xce.api.routes import Route
-    from xce.auth.runtime import AuthRuntime
-    from xce.config import Config, ControllerSettings
-    from xce.controller.service import ControllerService
-    from xce.controller.workers import WorkerGateway
+if TYPE_CHECKING:
     from xce.ha.node import Node
 
-# Typed by annotation, so the handlers get their components' types without importing them.
-SERVICE: web.AppKey[ControllerService] = web.AppKey("service")
-GATEWAY: web.AppKey[WorkerGateway] = web.AppKey("gateway")
-SETTINGS: web.AppKey[ControllerSettings] = web.AppKey("settings")
-CONFIG: web.AppKey[Config] = web.AppKey("config")
+# The controller's components, built and connected by xce/controller/compose.py.
+SERVICE = web.AppKey("service", ControllerService)
+GATEWAY = web.AppKey("gateway", WorkerGateway)
+SETTINGS = web.AppKey("settings", ControllerSettings)
+CONFIG = web.AppKey("config", Config)
 REQUEST_ID = web.RequestKey("request_id", str)
-AUTH: web.AppKey[AuthRuntime] = web.AppKey("auth")
-HA: web.AppKey[Node] = web.AppKey("ha")  # absent in unit tests
-ROUTE: web.AppKey[dict[str, Route]] = web.AppKey("routes")  # router name -> its Route
+AUTH = web.AppKey("auth", AuthRuntime)
+# The HA node (absent in the API tests); typed for the checker only: xce.ha imports this module.
+HA: web.AppKey[Node] = web.AppKey("ha")
+ROUTE: web.AppKey[dict[str, Route]] = web.AppKey("routes", dict)  # router name -> route
+HISTORY = web.AppKey("history", JobHistory)
+TAILS = web.AppKey("tails", OutputTails)
+BUS = web.AppKey("bus", EventBus)
+LOGINS = web.AppKey("pending_logins", PendingLogins)  # OIDC browser logins in progress
+GUARD = web.AppKey("guard", GuardState)
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,14 @@ from aiohttp import web
 from xce.api import schemas
 from xce.api.access import require_job, visible_owners
 from xce.api.accounting import archived_job
-from xce.api.http import HA, SERVICE, identity, json_response, query_int, read_json
+from xce.api.http import HA, HISTORY, SERVICE, TAILS, identity, json_response, query_int, read_json
 from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
 from xce.api.views import array_view, job_view
 from xce.auth.rbac import job_scope
-from xce.controller.history import history_for
 from xce.controller.requests import SubmitRequest
 from xce.controller.service import ControllerService
-from xce.controller.tails import STREAMS, tails_for
+from xce.controller.tails import STREAMS
 from xce.core.errors import Forbidden, InvalidRequest, NotFound
 from xce.core.model import JobState
 from xce.core.state import parse_job_id
@@ -120,7 +119,7 @@ async def show(request: web.Request) -> web.Response:
     except NotFound:
         return await archived_job(request, job_id)  # purged by retention: its record
     number, index = parse_job_id(job_id)
-    history = history_for(service)
+    history = request.app[HISTORY]
     if index is None and number in service.state.arrays:
         array = service.state.arrays[number]
         view = array_view(array, service.state, service.reasons)
@@ -284,7 +283,7 @@ async def tail(request: web.Request) -> web.Response:
     job = service.state.job(job_id)
     running = job.state.active
     if running:
-        first, held = tails_for(service).snapshot(job.id, job.attempt, stream)
+        first, held = request.app[TAILS].snapshot(job.id, job.attempt, stream)
         window = tail_window(
             first,
             first + len(held),

@@ -23,16 +23,16 @@ from typing import Any
 from aiohttp import web
 
 from xce.api.access import visible_owners
-from xce.api.http import GATEWAY, SERVICE, identity, query_int
+from xce.api.http import BUS, GATEWAY, SERVICE, identity, query_int
 from xce.api.routes import Param, Route
 from xce.api.views import host_view, job_view, pending_rest_view, queue_view
 from xce.auth.rbac import allows
-from xce.controller.bus import Change, bus_for
+from xce.controller.bus import Change
 from xce.controller.service import ControllerService
 
 
 def _view(request: web.Request, change: Change) -> dict[str, Any]:
-    service: ControllerService = request.app[SERVICE]
+    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
     state = service.state
     if change.kind == "job":
         job = state.jobs.get(change.key)
@@ -51,10 +51,10 @@ def _view(request: web.Request, change: Change) -> dict[str, Any]:
         return host_view(
             host,
             state,
-            gateway.load.get(change.key),
-            gateway.liveness(change.key),
+            gateway.load.get(change.key),  # type: ignore[attr-defined]
+            gateway.liveness(change.key),  # type: ignore[attr-defined]
             gateway.containment.get(change.key),
-        )
+        )  # type: ignore[attr-defined]
     if change.kind == "queue":
         queue = state.queues.get(change.key)
         return queue_view(queue, state) if queue else {"name": change.key, "removed": True}
@@ -76,7 +76,6 @@ def _message(event_id: str, kind: str, data: dict[str, Any]) -> bytes:
 
 
 async def events(request: web.Request) -> web.StreamResponse:
-    service: ControllerService = request.app[SERVICE]
     who = identity(request)
     owner_ok = visible_owners(request)  # the same rule as GET /api/v1/jobs
     shows = {
@@ -92,7 +91,7 @@ async def events(request: web.Request) -> web.StreamResponse:
 
     keepalive = query_int(request, "keepalive", 15, 1, 300)
     last_id = request.headers.get("Last-Event-ID") or request.query.get("since")
-    bus = bus_for(service)
+    bus = request.app[BUS]
     sub, resumed = bus.subscribe(last_id, visible)
     try:
         response = web.StreamResponse(

@@ -5,12 +5,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from xce.api import schemas
-from xce.api.http import GATEWAY, HA, SERVICE, identity, json_response, query_int, read_json
+from xce.api.http import GATEWAY, HA, SERVICE, TAILS, identity, json_response, query_int, read_json
 from xce.api.routes import Param, Route
 from xce.controller.requests import FinishReport, RunReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.shareusage import ShareReport
-from xce.controller.tails import tails_for
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import Conflict, Forbidden, NotFound
 from xce.core.gres import host_pairs
@@ -55,7 +54,7 @@ async def heartbeat(request: web.Request) -> web.Response:
     shares = [ShareReport(**item) for item in body.get("shares", [])]
     result = await gateway.heartbeat(host, running, body.get("load", {}), shares)
     # New stdout/stderr bytes of running jobs: kept in memory for the tail route only.
-    tails_for(gateway.service).accept_reports(host, body.get("running", []), gateway.owns)
+    request.app[TAILS].accept_reports(host, body.get("running", []), gateway.owns)
     return json_response(result)
 
 

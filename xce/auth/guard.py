@@ -21,7 +21,9 @@ Promises:
 from __future__ import annotations
 
 import ipaddress
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -169,3 +171,24 @@ class LoginThrottle:
 
     def succeeded(self, user: str, address: str) -> None:
         self._pairs.pop((user, address), None)
+
+
+@dataclass
+class GuardState:
+    """The buckets and login failures of one controller, built by its composition
+    (xce/controller/compose.py) and read by the guard middleware (`GUARD`)."""
+
+    settings: GuardSettings
+    per_address: RateLimiter
+    per_identity: RateLimiter
+    logins: LoginThrottle
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def create(cls, settings: GuardSettings) -> GuardState:
+        return cls(
+            settings,
+            RateLimiter(settings.per_address, settings.max_keys),
+            RateLimiter(settings.per_identity, settings.max_keys),
+            LoginThrottle(settings),
+        )

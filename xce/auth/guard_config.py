@@ -31,7 +31,7 @@ Number = Annotated[float, msgspec.Meta(ge=0)]  # "must be at least 0"
 _G, _C = GuardSettings(), ConnectionSettings()
 
 
-class GuardTable(Table):
+class GuardTable(Table, frozen=True):
     allow: list[str] = []
     admin_allow: list[str] = []
     worker_allow: list[str] = []

@@ -19,40 +19,40 @@ backend's own keys are checked by its module (xce/auth/backends).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
 
 from xce.auth.rbac import DEFAULT_ROLES, RoleMap, expand, valid_permission
-from xce.config_check import ConfigError, Invalid, PosFloat, Table, convert, error, hint
+from xce.config_check import ConfigError, Invalid, PosFloat, Table, convert, error, hint, values
 
-
-@dataclass(frozen=True)
-class AuthSettings:
-    issuer: str = "xce"
-    audience: str = "xce-api"
-    token_ttl_s: float = 12 * 3600.0
-    service_token_ttl_s: float = 365 * 86400.0
-    roles: RoleMap = field(default_factory=RoleMap)
-    backends: tuple[dict[str, Any], ...] = ()
-    base: Path = field(default_factory=Path.cwd)
-
-
-_D = AuthSettings()
 Name = Annotated[str, msgspec.Meta(min_length=1), hint("must not be empty")]
 Strings = Annotated[tuple[str, ...], error("must be a list of strings")]
 
 
-class AuthTable(Table):
+class AuthKeys(Table, frozen=True):
+    """The `[auth]` keys read as written: JWT `iss` and `aud`, token lifetimes."""
+
+    issuer: Name = "xce"
+    audience: Name = "xce-api"
+    token_ttl_s: PosFloat = 12 * 3600.0
+    service_token_ttl_s: PosFloat = 365 * 86400.0
+
+
+class AuthSettings(AuthKeys, frozen=True):
+    """`[auth]` as the controller reads it: roles resolved, backends still to be built
+    (against `base`, the config file's folder)."""
+
+    roles: RoleMap = msgspec.field(default_factory=RoleMap)
+    backends: tuple[dict[str, Any], ...] = ()
+    base: Path = msgspec.field(default_factory=Path.cwd)
+
+
+class AuthTable(AuthKeys, frozen=True):
     """`[auth]` as written in the file."""
 
-    issuer: Name = _D.issuer
-    audience: Name = _D.audience
-    token_ttl_s: PosFloat = _D.token_ttl_s
-    service_token_ttl_s: PosFloat = _D.service_token_ttl_s
-    default_roles: Strings = _D.roles.default_roles
+    default_roles: Strings = RoleMap().default_roles
     roles: Annotated[dict[str, Strings], error("must be a table of role = [permissions]")] = {}
     groups: Annotated[dict[str, Strings], error("must be a table of group = [roles]")] = {}
     backend: Annotated[
@@ -96,10 +96,7 @@ class AuthTable(Table):
 
     def settings(self, base: Path) -> AuthSettings:
         return AuthSettings(
-            issuer=self.issuer,
-            audience=self.audience,
-            token_ttl_s=float(self.token_ttl_s),
-            service_token_ttl_s=float(self.service_token_ttl_s),
+            **values(self, AuthKeys),
             roles=RoleMap(self.role_permissions(), self.groups, self.default_roles),
             backends=tuple(self.backend),
             base=base,

@@ -1,6 +1,9 @@
 """The live change stream: which jobs, arrays, hosts and queues changed, in commit order.
 
-`ControllerService.commit` hands every durable batch of events to `EventBus.publish`. The bus
+`ControllerService.commit` hands every durable batch of events to its `committed` hooks; the
+composition (xce/controller/compose.py) gives the bus that hook list, and the bus joins it
+when its first subscriber arrives, so until someone subscribes a controller pays nothing for
+the stream. From then on every batch reaches `EventBus.publish`. The bus
 turns each event into the keys it touched (`("job", "17[3]")`, `("host", "w1")`, ...) and
 numbers them. It keeps only keys, never views: a subscriber's handler renders the *current*
 view of a key when it sends it, so publishing costs O(1) per event on the controller's hot
@@ -20,17 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from xce.core import events as ev
 from xce.core.state import ClusterState
-
-if TYPE_CHECKING:  # the service imports this module
-    from xce.controller.service import ControllerService
 
 HISTORY = 20_000
 QUEUE_SIZE = 5_000
@@ -87,9 +85,16 @@ class EventBus:
     """Numbers committed changes and fans them out to subscribers (see the module doc)."""
 
     def __init__(
-        self, state: ClusterState, history: int = HISTORY, queue_size: int = QUEUE_SIZE
+        self,
+        state: ClusterState,
+        hooks: list[Callable[[list[ev.Event]], None]] | None = None,
+        history: int = HISTORY,
+        queue_size: int = QUEUE_SIZE,
     ) -> None:
         self.state = state
+        # The commit hooks `publish` joins on the first subscription (None: the caller
+        # calls `publish` itself).
+        self._hooks = hooks
         self.stream = secrets.token_hex(4)
         self.seq = 0
         self.history: deque[Change] = deque(maxlen=history)
@@ -112,6 +117,9 @@ class EventBus:
 
     def subscribe(self, last_id: str | None, visible: Visible) -> tuple[Subscription, bool]:
         """A new subscription and whether it resumes `last_id` (False: re-fetch first)."""
+        if self._hooks is not None:
+            self._hooks.append(self.publish)
+            self._hooks = None
         sub = Subscription(self, visible, self.queue_size)
         resumed = False
         since = self._parse(last_id)
@@ -185,19 +193,3 @@ class EventBus:
             self._ran_on.pop(job_id, None)
         keys.extend(("host", host, None) for host in hosts)
         return keys
-
-
-_BUSES: weakref.WeakKeyDictionary[object, EventBus] = weakref.WeakKeyDictionary()
-
-
-def bus_for(service: ControllerService) -> EventBus:
-    """The bus of a ControllerService, created and hooked on first use.
-
-    Until someone subscribes, a controller pays nothing for the stream.
-    """
-    bus = _BUSES.get(service)
-    if bus is None:
-        bus = EventBus(service.state)
-        service.committed.append(bus.publish)
-        _BUSES[service] = bus
-    return bus

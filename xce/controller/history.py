@@ -24,17 +24,12 @@ pruned as events flow.
 from __future__ import annotations
 
 import bisect
-import logging
-import weakref
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
 from xce.core import events as ev
 from xce.core.model import ArrayRecord, JobRecord, JobState
 from xce.core.state import ClusterState
-
-log = logging.getLogger("xce.controller.history")
 
 MAX_ENTRIES = 50
 PRE_IMAGES = 100_000
@@ -279,32 +274,3 @@ class JobHistory:
 
 def _time(entry: Entry) -> float:
     return entry[0] or 0.0
-
-
-_HISTORIES: weakref.WeakKeyDictionary[object, JobHistory] = weakref.WeakKeyDictionary()
-
-
-def history_for(service: Any) -> JobHistory:
-    """The history of a ControllerService, hooked on first use.
-
-    The controller calls this as it becomes primary (xce/controller/main.py), so that every
-    event it applies is seen; a later first call sees only what happens after it.
-    """
-    history = _HISTORIES.get(service)
-    if history is None:
-        history = JobHistory(service.state, service.clock())
-        service.listeners.append(_guarded(history.observe))
-        _HISTORIES[service] = history
-    return history
-
-
-def _guarded(listener: Callable[[ev.Event], None]) -> Callable[[ev.Event], None]:
-    """Listeners run inside `commit`: a fault here must not fail a commit."""
-
-    def call(event: ev.Event) -> None:
-        try:
-            listener(event)
-        except Exception:
-            log.exception("job history listener failed on %s", type(event).__name__)
-
-    return call

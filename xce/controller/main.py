@@ -1,4 +1,5 @@
-"""`xce controller`: wires state, service, worker gateway and HTTP API, and runs the loops."""
+"""`xce controller`: opens the state, composes the controller (xce/controller/compose.py),
+serves its API and runs its loops."""
 
 from __future__ import annotations
 
@@ -11,21 +12,17 @@ from pathlib import Path
 
 from aiohttp import web
 
-from xce.accounting.feed import AccountingFeed, feed_for, register
-from xce.api.app import build_app
+from xce.accounting.feed import AccountingFeed
 from xce.api.connections import GuardedRunner
-from xce.api.http import AUTH, HA
 from xce.auth import strict_modes
 from xce.auth.pki import server_ssl_context
-from xce.auth.runtime import AuthRuntime
 from xce.client.transport import check_listener, is_loopback
 from xce.config import Config, ControllerSettings
-from xce.controller.history import history_for
-from xce.controller.numbers import reserver_for
+from xce.controller.compose import compose
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
-from xce.core.errors import InvalidRequest, Unauthorized, XceError
+from xce.core.errors import InvalidRequest, XceError
 from xce.ha.files import upload_names
 from xce.ha.node import Node, start_site
 from xce.store.durable import DurableLog, StoreSettings
@@ -55,8 +52,11 @@ def check_strict_modes(config: Config) -> None:
     )
 
 
-def store_settings(settings: ControllerSettings) -> StoreSettings:
+def store_settings(
+    settings: ControllerSettings, accounting: AccountingFeed | None = None
+) -> StoreSettings:
     return StoreSettings(
+        accounting=accounting,
         fsync=settings.wal_fsync,
         fsync_interval_s=settings.wal_fsync_interval_s,
         segment_bytes=settings.wal_segment_mb * 1024 * 1024,
@@ -168,13 +168,13 @@ async def serve(
     check_strict_modes(config)
     prepare_state_dir(settings.state_dir)
     lock = lock_state_dir(settings.state_dir)
-    feed = accounting_feed(settings)
-    register(settings.state_dir, feed)  # before recovery: the replay feeds it too
+    feed = accounting_feed(settings)  # recovery and a standby's replay feed it too
     try:
-        node = Node(config, prefer_primary, store_settings(settings))
-        await node.run(lambda n, store: run_primary(config, n, store), ready)
+        node = Node(config, prefer_primary, store_settings(settings, feed))
+        await node.run(lambda n, store: run_primary(config, n, store, feed), ready)
     finally:
-        register(settings.state_dir, None)
+        if feed is not None:
+            feed.close(timeout=2.0)
         os.close(lock)
 
 
@@ -191,7 +191,9 @@ def accounting_feed(settings: ControllerSettings) -> AccountingFeed | None:
     )
 
 
-async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
+async def run_primary(
+    config: Config, node: Node, store: DurableLog, accounting: AccountingFeed | None = None
+) -> str:
     """Serve as primary from `store` until stopped ("stop") or fenced ("step_down")."""
     settings = config.controller
     ssl_context = server_ssl_context(config.tls)
@@ -202,14 +204,9 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
         settings.upload_ttl_s,
         settings.max_job_outputs_mb * 1024 * 1024,
     )
-    service = ControllerService(settings, files, state=store.recovered.state, log=store)
-    history_for(service)  # job histories: rebuilt from the recovered records, then live
-    service.accounting = feed_for(settings.state_dir)
-    store.purge = service.purge_finished  # retention is the primary's JobsPurged event
-    gateway = WorkerGateway(service)
-    app = build_app(service, gateway, config)
-    app[HA] = node
-    runner = GuardedRunner(app, config.guard.connections, access_log=None)
+    controller = compose(config, files, store, node, accounting)
+    service, gateway = controller.service, controller.gateway
+    runner = GuardedRunner(controller.app, config.guard.connections, access_log=None)
     await runner.setup()
     site = web.TCPSite(
         runner,
@@ -221,14 +218,8 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
     )
     await node.release_port()  # the door that answered /healthz and votes until now
     await start_site(site)
-    if not node.solo:
-        runtime = app[AUTH]
-        node.make_source(store, lambda token: _verify_replicator(runtime, token), service.state)
+    if not node.solo:  # the replication source compose made starts listening
         await node.start_replication()
-        service.numbers = reserver_for(service, store, node.lone_rank)
-        # Job files, the users file and audit lines travel beside the records.
-        service.file_replica = node.source
-        runtime.audit.on_append = node.source.wake_files if node.source else None
     queues = await _first_queues(service)
     log.info("controller listening on %s:%s", settings.listen_host, settings.listen_port)
     tasks = [
@@ -267,12 +258,3 @@ async def run_primary(config: Config, node: Node, store: DurableLog) -> str:
             store.checkpoint_seq,
         )
     return outcome
-
-
-def _verify_replicator(runtime: AuthRuntime, token: str) -> None:
-    """A standby's token must be valid and grant cluster:replicate."""
-    from xce.auth.rbac import allows
-
-    claims = runtime.tokens.verify(token)
-    if not allows(runtime.permissions(claims.roles), "cluster:replicate"):
-        raise Unauthorized(f"{claims.user} may not replicate (needs cluster:replicate)")

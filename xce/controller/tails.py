@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -160,28 +159,3 @@ class OutputTails:
         job = self.state.jobs.get(job_id)
         if job is None or not job.state.active or job.attempt != self.jobs[job_id].attempt:
             self._drop(job_id)
-
-
-_TAILS: weakref.WeakKeyDictionary[object, OutputTails] = weakref.WeakKeyDictionary()
-
-
-def tails_for(service: Any) -> OutputTails:
-    """The tails of a ControllerService, created and hooked on first use (like the bus)."""
-    tails = _TAILS.get(service)
-    if tails is None:
-        tails = OutputTails(service.state)
-        service.listeners.append(_guarded(tails.observe))
-        _TAILS[service] = tails
-    return tails
-
-
-def _guarded(listener: Callable[[ev.Event], None]) -> Callable[[ev.Event], None]:
-    """Listeners run inside `commit`: a fault in a read-side helper must not fail a commit."""
-
-    def call(event: ev.Event) -> None:
-        try:
-            listener(event)
-        except Exception:
-            log.exception("output tail listener failed on %s", type(event).__name__)
-
-    return call

@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from xce.accounting.feed import feed_for
 from xce.auth.files import atomic_write, private_dir
 from xce.auth.keys import key_dir
 from xce.core.errors import XceError
@@ -287,7 +286,7 @@ class Follower:
         try:
             if len(batch) > 1:
                 state.check([event for _, _, event in batch])
-            feed = feed_for(self.state_dir)  # accounting: the standby's own copy
+            feed = self.settings.accounting  # the standby's own copy
             for epoch, record, event in batch:
                 if feed is not None:
                     feed.before(state, event)

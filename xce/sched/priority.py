@@ -25,59 +25,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+from xce.config_check import Invalid, Table, hint
 from xce.core.model import JobSpec, QueueRecord
 
-_WEIGHTS = ("weight_queue", "weight_job", "weight_age", "weight_fairshare", "weight_size")
-KEYS = ("default_job_priority", "max_job_priority", "max_age_s", *_WEIGHTS)
+Zeroed = Annotated[float, hint("must be a number of 0 or more", ge=0)]
+Whole = Annotated[int, hint("must be a number of 0 or more", ge=0)]
 
 
-@dataclass(frozen=True, slots=True)
-class PrioritySettings:
-    """`[scheduler.priority]`: job priorities run 0..max_job_priority; a user may give at
-    most `default_job_priority` (only lower their own jobs, as LSF's bsub -sp and Slurm's
-    positive --nice); operators and admins any value in the range."""
+class PrioritySettings(Table, frozen=True):
+    """`[scheduler.priority]`, declared once (xce/config_check.py words its errors): job
+    priorities run 0..max_job_priority; a user may give at most `default_job_priority` (only
+    lower their own jobs, as LSF's bsub -sp and Slurm's positive --nice); operators and
+    admins any value in the range."""
 
-    default_job_priority: int = 50
-    max_job_priority: int = 100
-    max_age_s: float = 7 * 86400.0
-    weight_queue: float = 1000.0
-    weight_job: float = 1000.0
-    weight_age: float = 100.0
-    weight_fairshare: float = 100.0
-    weight_size: float = 0.0
+    default_job_priority: Whole = 50
+    max_job_priority: Annotated[int, hint("must be at least 1", ge=1)] = 100
+    max_age_s: Annotated[float, hint("must be above 0", gt=0)] = 7 * 86400.0
+    weight_queue: Zeroed = 1000.0
+    weight_job: Zeroed = 1000.0
+    weight_age: Zeroed = 100.0
+    weight_fairshare: Zeroed = 100.0
+    weight_size: Zeroed = 0.0
 
-
-def parse_priority(data: Any) -> PrioritySettings:
-    """Validate `[scheduler.priority]`; ValueError names the key."""
-    if not isinstance(data, dict):
-        raise ValueError("scheduler.priority must be a table")
-    unknown = sorted(set(data) - set(KEYS))
-    if unknown:
-        raise ValueError(
-            f"unknown key scheduler.priority.{unknown[0]} (allowed: {', '.join(KEYS)})"
-        )
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise ValueError(
-                f"scheduler.priority.{key} must be a number of 0 or more, got {value!r}"
-            )
-        if key in ("default_job_priority", "max_job_priority"):
-            if not isinstance(value, int):
-                raise ValueError(f"scheduler.priority.{key} must be a whole number")
-            out[key] = value
-        else:
-            out[key] = float(value)
-    settings = PrioritySettings(**out)
-    if settings.max_job_priority < 1:
-        raise ValueError("scheduler.priority.max_job_priority must be at least 1")
-    if settings.default_job_priority > settings.max_job_priority:
-        raise ValueError("scheduler.priority.default_job_priority is above max_job_priority")
-    if settings.max_age_s <= 0:
-        raise ValueError("scheduler.priority.max_age_s must be above 0")
-    return settings
+    def __post_init__(self) -> None:
+        if self.default_job_priority > self.max_job_priority:
+            raise Invalid("default_job_priority is above max_job_priority")
 
 
 def check_job_priority(settings: PrioritySettings, priority: int | None, privileged: bool) -> None:

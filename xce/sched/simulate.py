@@ -42,6 +42,7 @@ from xce.sched.advance import wake_times
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
 from xce.sched.plugins import policy_for
+from xce.sched.plugins.base import blocks_queue, reads_usage, submission_order
 from xce.sched.swf import SwfJob
 from xce.sched.types import Placement
 from xce.sched.usage import UsageLedger
@@ -394,13 +395,13 @@ class _Replay:
         self.ledger = UsageLedger(half_life_s)
         self.groups = {j.user: j.group for j in jobs}
         queue_policy = policy_for(result.plugins)
-        self.fair = queue_policy.order.name != "fcfs"  # usage is read by fairshare only
+        self.fair = reads_usage(queue_policy.order)  # usage is read by fairshare only
         # Strict FCFS in the one queue: after a pass blocked at a job, jobs that arrive
         # sort behind it, so until a job ends (or it starts) no pass can start anything.
         self.strict_fcfs = (
-            not self.fair
-            and queue_policy.reserve is not None
-            and queue_policy.reserve.name == "strict"
+            submission_order(queue_policy.order)
+            and not self.fair
+            and blocks_queue(queue_policy.reserve)
         )
         self.blocked = False
         self.agenda: list[tuple[float, int, int, Any]] = []

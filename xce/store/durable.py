@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xce import metrics
+from xce.accounting.feed import AccountingFeed
 from xce.core.errors import XceError
 from xce.core.events import Event
 from xce.core.state import ClusterState
@@ -34,6 +35,10 @@ class StoreSettings:
     checkpoint_every: int = 100_000
     checkpoint_interval_s: float = 300.0
     finished_retention_s: float = 3600.0
+    # The accounting feed (xce/accounting/feed.py) that recovery and a standby's replay
+    # feed, as the service does live. Not a setting: it travels with them because every
+    # place that opens this controller's log gets them. None: no accounting.
+    accounting: AccountingFeed | None = None
 
 
 class DurableLog:
@@ -65,7 +70,7 @@ class DurableLog:
 
     @classmethod
     def open(cls, state_dir: Path, settings: StoreSettings) -> DurableLog:
-        recovered = recover(state_dir)
+        recovered = recover(state_dir, accounting=settings.accounting)
         log.info(
             "recovered %d jobs, %d arrays: checkpoint at record %d, %d records replayed in %.2fs",
             len(recovered.state.jobs),

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from xce.accounting.feed import feed_for
+from xce.accounting.feed import AccountingFeed
 from xce.core.errors import XceError
 from xce.core.events import Event
 from xce.core.state import ClusterState
@@ -46,7 +46,9 @@ def checkpoint_dir(state_dir: Path) -> Path:
     return state_dir / "checkpoints"
 
 
-def recover(state_dir: Path, repair_torn_tail: bool = True) -> Recovered:
+def recover(
+    state_dir: Path, repair_torn_tail: bool = True, accounting: AccountingFeed | None = None
+) -> Recovered:
     started = time.perf_counter()
     for leftover in checkpoint_dir(state_dir).glob(".checkpoint-*.tmp"):
         leftover.unlink(missing_ok=True)  # a checkpoint a crash interrupted
@@ -63,7 +65,7 @@ def recover(state_dir: Path, repair_torn_tail: bool = True) -> Recovered:
             log.warning("checkpoint %s does not verify, trying an older one: %s", path.name, exc)
     replayed = 0
     first: list[int] = []
-    feed = feed_for(state_dir)  # accounting: records of the attempts the replay ends
+    feed = accounting  # records of the attempts the replay ends
 
     def apply(seq: int, event: Event) -> None:
         nonlocal replayed

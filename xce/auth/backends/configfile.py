@@ -24,11 +24,12 @@ import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from xce.auth.backends.base import BackendUnavailable, Principal
 from xce.auth.files import atomic_write
 from xce.auth.passwords import hash_password, verify_or_burn
+from xce.config_check import Table, convert, required
 from xce.core.errors import Conflict, InvalidRequest, NotFound
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -190,13 +191,14 @@ class ConfigFileBackend:
         return entry.groups if entry else ()
 
 
+class ConfigFileOptions(Table, frozen=True):
+    """The keys of a `type = "configfile"` `[[auth.backend]]` table."""
+
+    path: Annotated[str, required("is required (the users file)")]
+    name: str = "configfile"
+
+
 def from_config(section: dict[str, Any], base: Path, where: str) -> ConfigFileBackend:
     """`{type = "configfile", path = "users.toml"}`; the path is relative to the config."""
-    from xce.config import ConfigError, _check_keys, _typed
-
-    _check_keys(where, section, {"path", "name"})
-    if "path" not in section:
-        raise ConfigError(f"{where}.path is required (the users file)")
-    raw = _typed(where, "path", section["path"], str)
-    name = _typed(where, "name", section.get("name", "configfile"), str)
-    return ConfigFileBackend((base / Path(raw).expanduser()).resolve(), name)
+    o = convert(section, ConfigFileOptions, where)
+    return ConfigFileBackend((base / Path(o.path).expanduser()).resolve(), o.name)

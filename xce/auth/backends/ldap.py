@@ -37,7 +37,8 @@ from ldap3.core.exceptions import LDAPException
 from ldap3.utils.conv import escape_filter_chars
 
 from xce.auth.backends.base import BackendUnavailable, Principal, blocking_pool
-from xce.auth.backends.options import SectionReader
+from xce.auth.backends.options import Text, ca_file, secret
+from xce.config_check import Invalid, PosFloat, Table, convert
 
 log = logging.getLogger(__name__)
 
@@ -213,74 +214,69 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-# The keys of its `[[auth.backend]]` table besides `type` and `name` (README documents each).
-CONFIG_KEYS = frozenset(
-    {
-        "url",
-        "start_tls",
-        "ca_file",
-        "bind_dn",
-        "bind_password_file",
-        "user_base",
-        "user_filter",
-        "user_attribute",
-        "group_base",
-        "group_filter",
-        "group_attribute",
-        "timeout_s",
-    }
-)
+class LdapOptions(Table, frozen=True):
+    """The keys of a `type = "ldap"` `[[auth.backend]]` table (README documents each)."""
+
+    url: Text
+    user_base: Text
+    start_tls: bool = False
+    ca_file: str | None = None
+    bind_dn: str = ""
+    bind_password_file: str | None = None
+    user_filter: str = DEFAULT_USER_FILTER
+    user_attribute: str = "uid"
+    group_base: str = ""
+    group_filter: str = DEFAULT_GROUP_FILTER
+    group_attribute: str = "cn"
+    timeout_s: PosFloat = 5.0
+    name: str = "ldap"
+
+    def __post_init__(self) -> None:
+        url = urllib.parse.urlsplit(self.url)
+        if url.scheme not in ("ldap", "ldaps") or not url.hostname or url.path not in ("", "/"):
+            raise Invalid(
+                f"url must be ldap://HOST[:PORT] or ldaps://HOST[:PORT], got {self.url!r}"
+            )
+        try:
+            url.port  # noqa: B018 (raises on a bad port)
+        except ValueError:
+            raise Invalid(f"url has a bad port: {self.url!r}") from None
+        if url.scheme == "ldaps" and self.start_tls:
+            raise Invalid("start_tls cannot be used with ldaps:// (already TLS)")
+        if url.scheme == "ldap" and not self.start_tls and not _is_loopback(url.hostname):
+            raise Invalid(
+                "url sends passwords in clear text: use ldaps:// or "
+                "start_tls = true (plain ldap:// only for a loopback server)"
+            )
+        if bool(self.bind_dn) != (self.bind_password_file is not None):
+            missing = "bind_password_file" if self.bind_dn else "bind_dn"
+            raise Invalid(f"{missing} is required: bind_dn and bind_password_file go together")
+        if "{username}" not in self.user_filter or not self.user_filter.startswith("("):
+            raise Invalid(
+                f"user_filter must be an LDAP filter holding {{username}}, got {self.user_filter!r}"
+            )
 
 
 def from_config(section: dict[str, Any], base: Path, where: str) -> LdapBackend:
-    """Validate an `[[auth.backend]]` table of `type = "ldap"` (keys in the README)."""
-    reader = SectionReader(section, base, where, set(CONFIG_KEYS))
-    url = urllib.parse.urlsplit(reader.string("url"))
-    if url.scheme not in ("ldap", "ldaps") or not url.hostname or url.path not in ("", "/"):
-        raise reader.fail(
-            "url",
-            f"must be ldap://HOST[:PORT] or ldaps://HOST[:PORT], got {reader.section['url']!r}",
-        )
-    try:
-        port = url.port or (636 if url.scheme == "ldaps" else 389)
-    except ValueError:
-        raise reader.fail("url", f"has a bad port: {reader.section['url']!r}") from None
+    """Validate an `[[auth.backend]]` table of `type = "ldap"` and build its backend."""
+    o = convert(section, LdapOptions, where)
+    url = urllib.parse.urlsplit(o.url)
+    assert url.hostname is not None  # checked by LdapOptions
     use_ssl = url.scheme == "ldaps"
-    start_tls = reader.boolean("start_tls", False)
-    if use_ssl and start_tls:
-        raise reader.fail("start_tls", "cannot be used with ldaps:// (already TLS)")
-    if not use_ssl and not start_tls and not _is_loopback(url.hostname):
-        raise reader.fail(
-            "url",
-            "sends passwords in clear text: use ldaps:// or "
-            "start_tls = true (plain ldap:// only for a loopback server)",
-        )
-    bind_dn = reader.string("bind_dn", "")
-    bind_password = reader.secret_file("bind_password_file") or ""
-    if bool(bind_dn) != bool(bind_password):
-        raise reader.fail(
-            "bind_password_file" if bind_dn else "bind_dn",
-            "is required: bind_dn and bind_password_file go together",
-        )
-    user_filter = reader.string("user_filter", DEFAULT_USER_FILTER)
-    if "{username}" not in user_filter or not user_filter.startswith("("):
-        raise reader.fail(
-            "user_filter", f"must be an LDAP filter holding {{username}}, got {user_filter!r}"
-        )
     return LdapBackend(
         host=url.hostname,
-        port=port,
+        port=url.port or (636 if use_ssl else 389),
         use_ssl=use_ssl,
-        start_tls=start_tls,
-        ca_file=reader.ca_file(),
-        bind_dn=bind_dn,
-        bind_password=bind_password,
-        user_base=reader.string("user_base"),
-        user_filter=user_filter,
-        user_attribute=reader.string("user_attribute", "uid") or "uid",
-        group_base=reader.string("group_base", ""),
-        group_filter=reader.string("group_filter", DEFAULT_GROUP_FILTER),
-        group_attribute=reader.string("group_attribute", "cn") or "cn",
-        timeout_s=reader.seconds("timeout_s", 5.0),
-        name=reader.string("name", "ldap"),
+        start_tls=o.start_tls,
+        ca_file=ca_file(where, base, o.ca_file),
+        bind_dn=o.bind_dn,
+        bind_password=secret(where, "bind_password_file", base, o.bind_password_file),
+        user_base=o.user_base,
+        user_filter=o.user_filter,
+        user_attribute=o.user_attribute or "uid",
+        group_base=o.group_base,
+        group_filter=o.group_filter,
+        group_attribute=o.group_attribute or "cn",
+        timeout_s=o.timeout_s,
+        name=o.name,
     )

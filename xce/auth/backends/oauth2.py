@@ -29,7 +29,8 @@ import aiohttp
 
 from xce.auth.backends.base import AuthDenied, BackendUnavailable, DeviceAuthorization, Principal
 from xce.auth.backends.oidc_provider import ASYMMETRIC_ALGORITHMS, OidcProvider, OidcSettings
-from xce.auth.backends.options import SectionReader
+from xce.auth.backends.options import Strings, Text, ZeroOrMore, ca_file, secret
+from xce.config_check import Invalid, PosFloat, Table, convert
 from xce.core.errors import InvalidRequest
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
@@ -234,56 +235,52 @@ class OAuth2Backend:
         return Principal(user=user, groups=groups, backend=self.name)
 
 
-# The keys of its `[[auth.backend]]` table besides `type` and `name` (README documents each).
-CONFIG_KEYS = frozenset(
-    {
-        "issuer",
-        "client_id",
-        "client_secret_file",
-        "ca_file",
-        "scopes",
-        "user_claim",
-        "groups_claim",
-        "algorithms",
-        "leeway_s",
-        "timeout_s",
-        "jwks_refetch_interval_s",
-    }
-)
+class OAuth2Options(Table, frozen=True):
+    """The keys of a `type = "oauth2"` `[[auth.backend]]` table (README documents each)."""
+
+    issuer: Text
+    client_id: Text
+    client_secret_file: str | None = None
+    ca_file: str | None = None
+    scopes: Strings = ("openid", "profile")
+    user_claim: str = "preferred_username"
+    groups_claim: str = "groups"
+    algorithms: Strings = ()
+    leeway_s: ZeroOrMore = 30.0
+    timeout_s: PosFloat = 10.0
+    jwks_refetch_interval_s: ZeroOrMore = 60.0
+    name: str = "oauth2"
+
+    def __post_init__(self) -> None:
+        parts = urllib.parse.urlsplit(self.issuer)
+        if parts.scheme != "https" or not parts.hostname or parts.query or parts.fragment:
+            raise Invalid(f"issuer must be an https:// URL without query, got {self.issuer!r}")
+        if "openid" not in self.scopes:
+            raise Invalid("scopes must include 'openid' (an ID token is needed)")
+        bad = sorted(set(self.algorithms) - ASYMMETRIC_ALGORITHMS)
+        if bad:
+            raise Invalid(
+                f"algorithms may only hold {', '.join(sorted(ASYMMETRIC_ALGORITHMS))}; "
+                f"not {', '.join(bad)}"
+            )
 
 
 def from_config(section: dict[str, Any], base: Path, where: str) -> OAuth2Backend:
-    """Validate an `[[auth.backend]]` table of `type = "oauth2"` (keys in the README)."""
-    reader = SectionReader(section, base, where, set(CONFIG_KEYS))
-    issuer = reader.string("issuer")
-    parts = urllib.parse.urlsplit(issuer)
-    if parts.scheme != "https" or not parts.hostname or parts.query or parts.fragment:
-        raise reader.fail("issuer", f"must be an https:// URL without query, got {issuer!r}")
-    scopes = reader.strings("scopes", ("openid", "profile"))
-    if "openid" not in scopes:
-        raise reader.fail("scopes", "must include 'openid' (an ID token is needed)")
-    algorithms = reader.strings("algorithms", ())
-    bad = sorted(set(algorithms) - ASYMMETRIC_ALGORITHMS)
-    if bad:
-        raise reader.fail(
-            "algorithms",
-            f"may only hold {', '.join(sorted(ASYMMETRIC_ALGORITHMS))}; not {', '.join(bad)}",
-        )
+    """Validate an `[[auth.backend]]` table of `type = "oauth2"` and build its backend."""
+    o = convert(section, OAuth2Options, where)
     return OAuth2Backend(
         OidcSettings(
-            issuer=issuer,
-            client_id=reader.string("client_id"),
-            client_secret=reader.secret_file("client_secret_file") or "",
-            ca_file=reader.ca_file(),
-            scopes=scopes,
-            user_claim=reader.string("user_claim", "preferred_username") or "preferred_username",
-            groups_claim=reader.string("groups_claim", "groups"),
-            algorithms=algorithms,
-            leeway_s=reader.seconds("leeway_s", 30.0, allow_zero=True),
-            timeout_s=reader.seconds("timeout_s", 10.0),
-            jwks_refetch_interval_s=reader.seconds(
-                "jwks_refetch_interval_s", 60.0, allow_zero=True
-            ),
-            name=reader.string("name", "oauth2"),
+            issuer=o.issuer,
+            client_id=o.client_id,
+            client_secret=secret(where, "client_secret_file", base, o.client_secret_file),
+            ca_file=ca_file(where, base, o.ca_file),
+            scopes=o.scopes,
+            user_claim=o.user_claim or "preferred_username",
+            groups_claim=o.groups_claim,
+            algorithms=o.algorithms,
+            leeway_s=o.leeway_s,
+            timeout_s=o.timeout_s,
+            jwks_refetch_interval_s=o.jwks_refetch_interval_s,
+            name=o.name,
         )
     )

@@ -31,7 +31,8 @@ from typing import Any
 import pam as python_pam
 
 from xce.auth.backends.base import BackendUnavailable, Principal, blocking_pool
-from xce.auth.backends.options import SectionReader
+from xce.auth.backends.options import Strings
+from xce.config_check import Invalid, Table, convert
 
 log = logging.getLogger(__name__)
 
@@ -110,24 +111,26 @@ def system_groups(username: str) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-# The keys of its `[[auth.backend]]` table besides `type` and `name` (README documents each).
-CONFIG_KEYS = frozenset({"service", "deny_users"})
+class PamOptions(Table, frozen=True):
+    """The keys of a `type = "pam"` `[[auth.backend]]` table: the service file must exist
+    in /etc/pam.d."""
+
+    service: str = "login"
+    deny_users: Strings = ("root",)
+    name: str = "pam"
+
+    def __post_init__(self) -> None:
+        service = self.service
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", service) or service.startswith("."):
+            raise Invalid(f"service must be a file name in {PAM_DIR}, got {service!r}")
+        if not (PAM_DIR / service).is_file():
+            raise Invalid(
+                f"service {service!r}: {PAM_DIR / service} does not exist "
+                f"(PAM would silently use the 'other' service)"
+            )
 
 
 def from_config(section: dict[str, Any], base: Path, where: str) -> PamBackend:
-    """`{type = "pam", service = "xce"}`; the service file must exist in /etc/pam.d."""
-    reader = SectionReader(section, base, where, set(CONFIG_KEYS))
-    service = reader.string("service", "login")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", service) or service.startswith("."):
-        raise reader.fail("service", f"must be a file name in {PAM_DIR}, got {service!r}")
-    if not (PAM_DIR / service).is_file():
-        raise reader.fail(
-            "service",
-            f"{service!r}: {PAM_DIR / service} does not exist "
-            f"(PAM would silently use the 'other' service)",
-        )
-    return PamBackend(
-        service=service,
-        name=reader.string("name", "pam"),
-        deny_users=frozenset(reader.strings("deny_users", ("root",))),
-    )
+    """`{type = "pam", service = "xce"}`."""
+    o = convert(section, PamOptions, where)
+    return PamBackend(service=o.service, name=o.name, deny_users=frozenset(o.deny_users))

@@ -41,6 +41,7 @@ class EasyBackfill:
     name: ClassVar[str] = "backfill"
     kind: ClassVar[str] = "reserve"
     host_sets: ClassVar[bool] = True  # a multi-host job reserves a set of hosts
+    blocks_queue: ClassVar[bool] = False  # jobs that fit the holes go ahead
 
     def reserve(
         self, pool: HostPool, hosts: Sequence[int], spec: JobSpec, now: float

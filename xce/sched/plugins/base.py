@@ -98,6 +98,9 @@ class ReservePlugin(Protocol):
     # True when a multi-host job's reservation is the earliest set of hosts that can hold
     # it (xce/sched/multihost.py, EASY); False: `reserve` answers for it as for any job
     host_sets: ClassVar[bool]
+    # True when a job that cannot start stops the whole pass (strict FCFS): the simulator
+    # then skips passes until a job ends, since nothing behind the head can start
+    blocks_queue: ClassVar[bool]
 
     def reserve(
         self, pool: HostPool, hosts: Sequence[int], spec: JobSpec, now: float
@@ -120,3 +123,7 @@ def ranks(score: ScorePlugin) -> bool:
 
 def reserves_host_sets(reserve: ReservePlugin) -> bool:
     return bool(getattr(reserve, "host_sets", False))
+
+
+def blocks_queue(reserve: ReservePlugin | None) -> bool:
+    return reserve is not None and bool(getattr(reserve, "blocks_queue", False))

@@ -33,6 +33,7 @@ class StrictOrder:
     name: ClassVar[str] = "strict"
     kind: ClassVar[str] = "reserve"
     host_sets: ClassVar[bool] = False  # blocks everything, whatever the job
+    blocks_queue: ClassVar[bool] = True
 
     def reserve(
         self, pool: HostPool, hosts: Sequence[int], spec: JobSpec, now: float

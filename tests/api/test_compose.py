@@ -1,0 +1,77 @@
+"""The controller's composition: every component under its key, hooked where it must be,
+each composed controller with components of its own, and a read-side fault never fails a
+commit."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from tests.api.conftest import Api, make_settings
+from xce.api.http import (
+    AUTH,
+    BUS,
+    CONFIG,
+    GATEWAY,
+    GUARD,
+    HA,
+    HISTORY,
+    LOGINS,
+    SERVICE,
+    SETTINGS,
+    TAILS,
+)
+from xce.config import Config
+from xce.controller.compose import Controller, compose
+from xce.controller.history import PRUNE_EVERY
+from xce.controller.service import ControllerService
+from xce.store.files import FileStore
+
+
+def _compose(tmp_path: Path, name: str) -> Controller:
+    settings = make_settings(tmp_path / name)
+    return compose(Config(controller=settings), FileStore(tmp_path / name / "files", 1 << 20))
+
+
+def test_the_app_holds_each_component_under_its_key(tmp_path: Path) -> None:
+    c = _compose(tmp_path, "a")
+    app = c.app
+    assert app[SERVICE] is c.service and app[GATEWAY] is c.gateway
+    assert app[HISTORY] is c.history and app[TAILS] is c.tails
+    assert app[BUS] is c.bus and app[AUTH] is c.auth
+    assert app[LOGINS] is c.logins and app[GUARD] is c.guard
+    assert app[CONFIG] is c.config and app[SETTINGS] is c.config.controller
+    assert HA not in app  # no node: no HA middleware work, no replication
+    assert c.service.numbers is None and c.service.file_replica is None
+    # The worker gateway set the service's fence; history and tails listen to every event.
+    assert c.service.fence_until == c.gateway.fence_until
+    bare = ControllerService(c.config.controller, FileStore(tmp_path / "bare", 1 << 20))
+    assert len(c.service.listeners) == len(bare.listeners) + 2  # + history and tails
+    assert c.service.committed == []  # the bus waits for a subscriber
+    c.bus.subscribe(None, lambda change: True)
+    assert c.service.committed == [c.bus.publish]
+
+
+def test_two_controllers_share_no_component(tmp_path: Path) -> None:
+    one, two = _compose(tmp_path, "one"), _compose(tmp_path, "two")
+    for field in ("service", "history", "tails", "bus", "auth", "logins", "guard", "app"):
+        assert getattr(one, field) is not getattr(two, field), field
+
+
+async def test_a_failing_history_listener_never_fails_a_commit(
+    api: Api, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    history = api.app[HISTORY]
+
+    def broken() -> None:
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(history, "prune", broken)
+    history._observed = PRUNE_EVERY - 1  # the next event prunes, and pruning fails
+    with caplog.at_level(logging.ERROR, "xce.controller"):
+        job = await api.submit(user="alice")
+    assert job in api.service.state.jobs
+    assert "job history listener failed on JobSubmitted" in caplog.text
+    assert (await api.show(job))["state"] == "PEND"  # the request was answered as usual
