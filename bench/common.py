@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
 import statistics
+import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,6 +139,36 @@ def table(rows: list[Row]) -> str:
         if i == 0:
             lines.append("-+-".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+# --- another source tree, for before/after runs -------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def source_tree(rev: str, parent: Path) -> Iterator[tuple[Path, str]]:
+    """The `xce` package of commit `rev` unpacked into a temp dir under `parent`, and the
+    full commit id. `git archive` rather than a `git worktree`: nothing is registered in the
+    repository, and the dir is a plain folder that `rmtree` removes whatever happens."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    ).stdout.strip()
+    tree = Path(tempfile.mkdtemp(prefix=f"xce-tree-{commit[:10]}-", dir=parent))
+    try:
+        archive = subprocess.Popen(
+            ["git", "archive", "--format=tar", commit, "xce"], stdout=subprocess.PIPE, cwd=REPO
+        )
+        subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=True)
+        if archive.wait() != 0:
+            raise RuntimeError(f"git archive {commit} failed")
+        yield tree, commit
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
 
 
 # --- building state -------------------------------------------------------------------------

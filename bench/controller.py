@@ -56,10 +56,13 @@ def free_port() -> int:
 class Controller:
     """One controller process in its own directory; `stop()` always leaves none behind."""
 
-    def __init__(self, root: Path, fsync: str = "always", extra: str = "") -> None:
+    def __init__(
+        self, root: Path, fsync: str = "always", extra: str = "", tree: Path | None = None
+    ) -> None:
         self.root = root
         self.fsync = fsync
         self.extra = extra  # more [controller] keys, e.g. for the soak run
+        self.tree = tree  # another source tree to run (`source_tree`), else this checkout
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -96,12 +99,17 @@ max_connections_per_address = 0
             shutil.copytree(KEYS, key_dir(self.root / "state"))
         cfg = self._config()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if self.tree is not None:
+            # `python -m` puts the working directory first on sys.path: run in the tree
+            # too, or this checkout's package would shadow it.
+            env["PYTHONPATH"] = str(self.tree)
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "xce", "controller", "-c", str(cfg)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
+                cwd=self.tree,
             )
         try:
             deadline = time.monotonic() + 30
@@ -163,6 +171,11 @@ class Load:
     @property
     def mean_group(self) -> float:
         return self.records / self.groups if self.groups else float("nan")
+
+    @property
+    def cpu_us_per_job(self) -> float:
+        """The controller's CPU (user + system, all threads) per acknowledged submit."""
+        return self.controller_cpu * self.seconds / self.records * 1e6 if self.records else 0.0
 
 
 def _probe(proc: psutil.Process) -> tuple[float, int, float]:
@@ -241,9 +254,11 @@ async def _load(url: str, pid: int, clients: int, warmup: float, seconds: float)
     )
 
 
-def measure(plan: Plan, clients: int, fsync: str, run: int) -> Load:
-    root = plan.root / f"ctl-{fsync}-{clients}-{run}"
-    with Controller(root, fsync) as ctl:
+def measure(
+    plan: Plan, clients: int, fsync: str, run: int, tree: Path | None = None, tag: str = ""
+) -> Load:
+    root = plan.root / f"ctl-{fsync}-{clients}-{run}{tag}"
+    with Controller(root, fsync, tree=tree) as ctl:
         assert ctl.proc is not None
         load = asyncio.run(
             _load(ctl.url, ctl.proc.pid, clients, plan.http_warmup, plan.http_seconds)

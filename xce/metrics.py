@@ -9,6 +9,8 @@ scrape time, so they can never drift from the truth.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -93,3 +95,18 @@ ACCT_BACKLOG = Gauge(
     "Accounting records derived but not yet stored",
     registry=REGISTRY,
 )
+
+
+_CHILDREN: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def labelled(metric: Counter | Histogram, *values: str) -> Any:
+    """`metric.labels(*values)`, looked up once per label set: `labels()` validates the
+    values and takes the metric's lock on every call, a few microseconds on each request's
+    path. Only for metrics whose children are never removed (`remove`/`clear` would leave a
+    stale child here); the label sets must be bounded (route templates, statuses, kinds)."""
+    key = (id(metric), values)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = _CHILDREN[key] = metric.labels(*values)
+    return child

@@ -313,6 +313,7 @@ def accounts(monkeypatch: pytest.MonkeyPatch) -> None:
         return SimpleNamespace(pw_name=name, pw_uid=ACCOUNTS[name])
 
     monkeypatch.setattr(service, "pwd", SimpleNamespace(getpwnam=getpwnam))
+    monkeypatch.setattr(service, "UIDS", service.UidCache(service._uid_of))  # none remembered
     assert pwd.getpwnam is not getpwnam
 
 

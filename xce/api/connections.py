@@ -117,6 +117,12 @@ class GuardedHandler(RequestHandler):
         self._guard = guard
         self._address: str | None = None
         self._refused = False
+        # One deadline at a time (loop time, its delay and reason), watched by at most one
+        # timer that fires no later than it. Most requests arrive in one or two reads, so
+        # moving or dropping the deadline must not cost a timer each time (a call_later and
+        # a cancel per request were a few per cent of a submit's CPU): the timer stays, and
+        # when it fires it re-arms for a deadline that moved on, or does nothing.
+        self._deadline: tuple[float, float, str] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._body: Any = None  # the StreamReader of the latest request's body
 
@@ -136,6 +142,9 @@ class GuardedHandler(RequestHandler):
         if self._refused:
             return
         self._disarm()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._address is not None:
             self._guard.release(self._address)
             self._address = None
@@ -154,21 +163,38 @@ class GuardedHandler(RequestHandler):
             self._arm(self._guard.settings.body_timeout_s, "body_timeout")  # per chunk
         elif new or was_in_body:
             self._disarm()  # a whole request (headers and body) is in
-        elif self._timer is None:
+        elif self._deadline is None:
             self._arm(self._guard.settings.header_timeout_s, "header_timeout")  # next one
 
     def _arm(self, delay: float, reason: str) -> None:
-        self._disarm()
-        if delay > 0:
-            self._timer = asyncio.get_running_loop().call_later(delay, self._expired, delay, reason)
+        if delay <= 0:
+            self._deadline = None
+            return
+        loop = asyncio.get_running_loop()
+        at = loop.time() + delay
+        self._deadline = (at, delay, reason)
+        if self._timer is not None and self._timer.when() > at:
+            self._timer.cancel()  # it would fire too late for this deadline
+            self._timer = None
+        if self._timer is None:
+            self._timer = loop.call_at(at, self._check)
 
     def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadline = None  # a pending timer finds nothing to do
+
+    def _check(self) -> None:
+        self._timer = None
+        if self._deadline is None:
+            return
+        at, delay, reason = self._deadline
+        loop = asyncio.get_running_loop()
+        if loop.time() < at:  # the deadline moved on since this timer was set
+            self._timer = loop.call_at(at, self._check)
+            return
+        self._deadline = None
+        self._expired(delay, reason)
 
     def _expired(self, delay: float, reason: str) -> None:
-        self._timer = None
         if self.transport is None:
             return
         if reason == "body_timeout" and self._reading_paused:

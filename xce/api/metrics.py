@@ -39,7 +39,7 @@ async def observe_latency(request: web.Request, handler: Any) -> web.StreamRespo
     finally:
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else "unmatched"
-        metrics.API_LATENCY.labels(request.method, route, str(status)).observe(
+        metrics.labelled(metrics.API_LATENCY, request.method, route, str(status)).observe(
             time.perf_counter() - started
         )
 

@@ -33,6 +33,7 @@ from xce.core.events import Event
 from xce.store.wal.framing import frame
 from xce.store.wal.reader import list_segments, segment_name
 from xce.wire.codec import encode_entry
+from xce.wire.fast_write import WRITE_REJECTS, encode_entry_fast
 
 log = logging.getLogger("xce.wal")
 
@@ -116,7 +117,11 @@ class WalWriter:
     def prepare(self, event: Event, offset: int = 0) -> bytes:
         """The framed record for `event` as the record `offset` places after the next one
         (a batch is encoded whole before any of it applies); raises `WireError`."""
-        return frame(encode_entry(self.next_seq + offset, self.epoch, event))
+        seq = self.next_seq + offset
+        try:  # the builder's bytes without pycapnp (xce/wire/fast_write.py), ~2x cheaper
+            return frame(encode_entry_fast(seq, self.epoch, event))
+        except WRITE_REJECTS:  # a shape it leaves to the reference, which also owns errors
+            return frame(encode_entry(seq, self.epoch, event))
 
     def append(self, prepared: bytes | Event) -> int:
         """Buffer a record from `prepare` (or encode an event directly, for tools/tests)."""
