@@ -16,11 +16,11 @@ from xce.auth.rbac import job_scope
 from xce.controller.service import ControllerService
 from xce.core.state import parse_job_id
 from xce.sched.priority import factors, scale_of, usage_of
-from xce.sched.snapshot import snapshot_of
+from xce.sched.snapshot import PendingArray, PendingJob, snapshot_of
 
 
 def _service(request: web.Request) -> ControllerService:
-    return request.app[SERVICE]  # type: ignore[return-value]
+    return request.app[SERVICE]
 
 
 async def modify(request: web.Request) -> web.Response:
@@ -53,7 +53,8 @@ async def priority(request: web.Request) -> web.Response:
     registry = request.app[PLUGINS]
     user, queue_name = request.query.get("user"), request.query.get("queue")
     rows: list[dict[str, Any]] = []
-    for item in (*snapshot.jobs, *snapshot.arrays):
+    items: tuple[PendingJob | PendingArray, ...] = (*snapshot.jobs, *snapshot.arrays)
+    for item in items:
         spec = item.spec
         if (
             (visible is not None and not visible(spec.user))
