@@ -161,9 +161,9 @@ async def test_a_restarted_primary_serves_a_lagging_standby_from_its_segments(
 ) -> None:
     """Nothing in memory after a restart: every record comes back from WAL segments, in
     batches smaller than a segment (so a batch resumes where the previous one stopped)."""
-    from xce.ha import source as source_module
+    from xce.ha import backlog
 
-    monkeypatch.setattr(source_module, "BATCH_BYTES", 2048)
+    monkeypatch.setattr(backlog, "BATCH_BYTES", 2048)
     p = Primary(tmp_path)
     await p.commit(SETUP + history(1, 300, 5.0))
     await p.source.close()

@@ -17,7 +17,7 @@ from tests.integration.cluster import ADMIN_TOKEN, ISSUER, WORKER_TOKEN, Cluster
 from xce.api.app import errors
 from xce.api.guard_middleware import LOGIN_PATH, guard
 from xce.api.http import GUARD as GUARD_STATE
-from xce.api.http import read_json
+from xce.api.http import read_body
 from xce.auth.backends.base import AuthDenied
 from xce.auth.guard import GuardState
 from xce.config import parse_config
@@ -150,7 +150,7 @@ PASSWORDS = {"admin": "s3cret", "bob": "hunter2"}
 
 
 async def _login(request: web.Request) -> web.Response:
-    body = await read_json(request, {"type": "object"})
+    body = await read_body(request, dict[str, Any])
     if PASSWORDS.get(body.get("username")) != body.get("password"):
         raise AuthDenied("wrong username or password")
     return web.json_response({"token": "t", "user": body["username"]})

@@ -318,10 +318,12 @@ def test_plain_codec_round_trips_every_record_kind() -> None:
 def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
     """A job row of an older checkpoint lacks the last fields (submit_key, devices,
     eligible_time, preempted_by, resumed_time, allocation): the generated row builder hands it to
-    `from_plain`, which fills defaults."""
+    `from_plain`, which fills defaults. Older checkpoints are `marshal` chunks (the layout is
+    built here as the old build wrote it); msgpack chunks with short rows read the same."""
     import marshal
 
-    from xce.wire.plain import pack_records, unpack_records
+    from xce.wire import packing
+    from xce.wire.plain import to_plain, unpack_records
 
     state = ClusterState()
     for e in [
@@ -331,11 +333,14 @@ def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
     ]:
         state.apply(e)
     jobs = list(state.jobs.values())
-    kind, table, rows = marshal.loads(pack_records(jobs))
-    old = marshal.dumps((kind, table, tuple(row[:-6] for row in rows)))
-    assert unpack_records(type(jobs[0]), old) == [
-        dataclasses.replace(j, eligible_time=None, preempted_by="", resumed_time=None) for j in jobs
-    ]
-    # and from just before the multi-host allocation was appended (issue 15)
-    old = marshal.dumps((kind, table, tuple(row[:-1] for row in rows)))
-    assert unpack_records(type(jobs[0]), old) == jobs
+    kind, table, rows = "jobs", (to_plain(SPEC),), tuple(to_plain(j, {"spec": 0}) for j in jobs)
+    assert {j.spec for j in jobs} == {SPEC}
+    for dump in (marshal.dumps, packing.pack):
+        old = dump((kind, table, tuple(row[:-6] for row in rows)))
+        assert unpack_records(type(jobs[0]), old) == [
+            dataclasses.replace(j, eligible_time=None, preempted_by="", resumed_time=None)
+            for j in jobs
+        ]
+        # and from just before the multi-host allocation was appended (issue 15)
+        old = dump((kind, table, tuple(row[:-1] for row in rows)))
+        assert unpack_records(type(jobs[0]), old) == jobs

@@ -10,44 +10,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from xce.api.http import AUTH, identity, json_response, read_json
+from xce.api.auth_bodies import DeviceToken, Login, Revoke, ServiceToken
+from xce.api.http import AUTH, identity, json_response, read_body
 from xce.api.routes import Route
 from xce.auth.backends.base import AuthDenied
 from xce.auth.runtime import AuthRuntime
 from xce.core.errors import NotFound, XceError
 
-USER = {"type": "string", "minLength": 1, "maxLength": 256}
-LOGIN = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["username", "password"],
-    "properties": {
-        "username": USER,
-        "password": {"type": "string", "minLength": 1, "maxLength": 4096},
-    },
-}
-DEVICE_TOKEN = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["device_code"],
-    "properties": {"device_code": {"type": "string", "minLength": 1, "maxLength": 4096}},
-}
-SERVICE_TOKEN = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["name", "role"],
-    "properties": {
-        "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"},
-        "role": {"type": "string", "enum": ["worker", "standby"]},
-        "ttl_s": {"type": "integer", "minimum": 60, "maximum": 10 * 365 * 86400},
-    },
-}
-REVOKE = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["user"],
-    "properties": {"user": USER},
-}
 SESSION = {
     "type": "object",
     "properties": {
@@ -77,11 +46,11 @@ class DeviceFlowError(XceError):
 
 
 async def login(request: web.Request) -> web.Response:
-    body = await read_json(request, LOGIN)
+    body = await read_body(request, Login)
     auth = runtime(request)
-    username = body["username"]
+    username = body.username
     try:
-        session = await auth.login(username, body["password"])
+        session = await auth.login(username, body.password)
     except AuthDenied:
         await auth.audit.record(
             username, "auth.login", f"user:{username}", "denied", remote=request.remote or ""
@@ -122,11 +91,11 @@ async def device_start(request: web.Request) -> web.Response:
 
 
 async def device_token(request: web.Request) -> web.Response:
-    body = await read_json(request, DEVICE_TOKEN)
+    body = await read_body(request, DeviceToken)
     backend = _oidc(request)
     auth = runtime(request)
     try:
-        principal = await backend.poll_device_flow(body["device_code"])
+        principal = await backend.poll_device_flow(body.device_code)
     except AuthDenied as exc:
         code = exc.code if exc.code in DEVICE_CODES else "access_denied"
         await auth.audit.record(
@@ -145,42 +114,42 @@ async def device_token(request: web.Request) -> web.Response:
 
 
 async def service_token(request: web.Request) -> web.Response:
-    body = await read_json(request, SERVICE_TOKEN)
+    body = await read_body(request, ServiceToken)
     auth = runtime(request)
     token, expires = auth.tokens.issue(
-        body["name"],
+        body.name,
         (),
-        (body["role"],),
+        (body.role,),
         "service",
-        ttl_s=body.get("ttl_s"),
-        host=body["name"] if body["role"] == "worker" else None,
+        ttl_s=body.ttl_s,
+        host=body.name if body.role == "worker" else None,
     )  # the worker's own host
     await auth.audit.record(
         identity(request).user,
         "token.create",
-        f"service:{body['name']}",
+        f"service:{body.name}",
         "ok",
-        f"role {body['role']}",
+        f"role {body.role}",
         request.remote or "",
     )
     return json_response(
-        {"token": token, "expires_at": expires, "user": body["name"], "roles": [body["role"]]},
+        {"token": token, "expires_at": expires, "user": body.name, "roles": [body.role]},
         status=201,
     )
 
 
 async def revoke(request: web.Request) -> web.Response:
-    body = await read_json(request, REVOKE)
+    body = await read_body(request, Revoke)
     auth = runtime(request)
-    at = auth.tokens.revocations.revoke(body["user"])
+    at = auth.tokens.revocations.revoke(body.user)
     await auth.audit.record(
         identity(request).user,
         "token.revoke",
-        f"user:{body['user']}",
+        f"user:{body.user}",
         "ok",
         remote=request.remote or "",
     )
-    return json_response({"user": body["user"], "not_before": at})
+    return json_response({"user": body.user, "not_before": at})
 
 
 async def rotate_key(request: web.Request) -> web.Response:
@@ -206,7 +175,7 @@ ROUTES = [
         "Log in with a user name and password (backends tried in order); returns a token",
         "public",
         "auth",
-        body=LOGIN,
+        body=Login,
         response=SESSION,
     ),
     Route(
@@ -232,7 +201,7 @@ ROUTES = [
         "Poll a device login; returns a token once the user has signed in",
         "public",
         "auth",
-        body=DEVICE_TOKEN,
+        body=DeviceToken,
         response=SESSION,
     ),
     Route(
@@ -242,7 +211,7 @@ ROUTES = [
         "Create a long-lived service token for a worker or standby",
         "user:admin",
         "auth",
-        body=SERVICE_TOKEN,
+        body=ServiceToken,
         ok_status=201,
     ),
     Route(
@@ -252,7 +221,7 @@ ROUTES = [
         "Revoke every token of a user or service issued until now",
         "user:admin",
         "auth",
-        body=REVOKE,
+        body=Revoke,
     ),
     Route(
         "POST",

@@ -11,48 +11,36 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from xce.api.auth import SESSION, USER, _oidc, runtime
-from xce.api.http import LOGINS, json_response, read_json
+from xce.api.auth import SESSION, _oidc, runtime
+from xce.api.auth_bodies import Authorize, Code
+from xce.api.http import LOGINS, json_response, read_body
 from xce.api.routes import Route
 from xce.auth.backends.base import AuthDenied
 from xce.auth.pending_logins import check_loopback_redirect
 
-REDIRECT = {"type": "string", "minLength": 1, "maxLength": 2048}
-AUTHORIZE = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["redirect_uri"],
-    "properties": {"redirect_uri": REDIRECT},
-}
 AUTHORIZATION = {
     "type": "object",
     "properties": {"authorization_url": {"type": "string"}, "state": {"type": "string"}},
 }
-CODE = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["state", "code"],
-    "properties": {"state": USER, "code": {"type": "string", "minLength": 1, "maxLength": 4096}},
-}
 
 
 async def authorize(request: web.Request) -> web.Response:
-    body = await read_json(request, AUTHORIZE)
+    body = await read_body(request, Authorize)
     backend = _oidc(request)
-    redirect_uri = check_loopback_redirect(body["redirect_uri"])
+    redirect_uri = check_loopback_redirect(body.redirect_uri)
     state, pending = request.app[LOGINS].start(redirect_uri)
     url = await backend.authorization_url(redirect_uri, state, pending.code_verifier)
     return json_response({"authorization_url": url, "state": state})
 
 
 async def code(request: web.Request) -> web.Response:
-    body = await read_json(request, CODE)
+    body = await read_body(request, Code)
     backend = _oidc(request)
     auth = runtime(request)
-    pending = request.app[LOGINS].take(body["state"])
+    pending = request.app[LOGINS].take(body.state)
     try:
         principal = await backend.exchange_code(
-            body["code"], pending.redirect_uri, pending.code_verifier
+            body.code, pending.redirect_uri, pending.code_verifier
         )
     except AuthDenied as exc:
         await auth.audit.record(
@@ -75,7 +63,7 @@ ROUTES = [
         "redirect_uri; returns the provider URL and the state",
         "public",
         "auth",
-        body=AUTHORIZE,
+        body=Authorize,
         response=AUTHORIZATION,
     ),
     Route(
@@ -85,7 +73,7 @@ ROUTES = [
         "Finish a browser login with the code and state from the redirect; returns a token",
         "public",
         "auth",
-        body=CODE,
+        body=Code,
         response=SESSION,
     ),
 ]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import msgspec
 from aiohttp import web
 
 from xce import __version__
-from xce.api import schemas
-from xce.api.http import CONFIG, HA, SERVICE, json_response, read_json
+from xce.api.admin_bodies import Switchover, Vote
+from xce.api.http import CONFIG, HA, SERVICE, json_response, read_body
 from xce.api.routes import Route
 from xce.controller.service import ControllerService
 from xce.core.errors import Conflict
@@ -43,10 +44,10 @@ async def cluster(request: web.Request) -> web.Response:
 async def switchover(request: web.Request) -> web.Response:
     """Move the primary role to a caught-up standby with no loss (`xce admin switchover`)."""
     node = request.app.get(HA)
-    body = await read_json(request, schemas.SWITCHOVER) if request.can_read_body else {}
+    to = (await read_body(request, Switchover)).to if request.can_read_body else None
     if node is None or node.solo:  # type: ignore[attr-defined]
         raise Conflict("this cluster has a single controller candidate: nothing to switch to")
-    answer = await node.switchover(body.get("to"))  # type: ignore[attr-defined]
+    answer = await node.switchover(to)  # type: ignore[attr-defined]
     return json_response(answer)
 
 
@@ -55,7 +56,7 @@ async def vote(request: web.Request) -> web.Response:
     node = request.app.get(HA)
     if node is None or node.solo:  # type: ignore[attr-defined]
         raise Conflict("this cluster has a single controller candidate: nothing to vote on")
-    body = await read_json(request, schemas.VOTE)
+    body = msgspec.to_builtins(await read_body(request, Vote))
     return json_response(node.answer_vote(body))  # type: ignore[attr-defined]
 
 
@@ -83,7 +84,7 @@ ROUTES = [
         "Hand the primary role to a caught-up standby (body: optional to = its URL)",
         "cluster:admin",
         "cluster",
-        body=schemas.SWITCHOVER,
+        body=Switchover,
     ),
     Route(
         "POST",
@@ -92,6 +93,6 @@ ROUTES = [
         "A controller candidate asks for this one's vote for an epoch (HA elections)",
         "cluster:replicate",
         "cluster",
-        body=schemas.VOTE,
+        body=Vote,
     ),
 ]

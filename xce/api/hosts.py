@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from xce.api import schemas
-from xce.api.http import GATEWAY, SERVICE, json_response, read_json
+from xce.api.admin_bodies import Reason
+from xce.api.http import GATEWAY, SERVICE, json_response, read_body
 from xce.api.routes import Route
 from xce.api.views import host_view
 from xce.controller.service import ControllerService
@@ -38,7 +38,7 @@ def _action(action: str):  # type: ignore[no-untyped-def]
         service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
         reason = ""
         if request.can_read_body:
-            reason = (await read_json(request, schemas.REASON)).get("reason", "")
+            reason = (await read_body(request, Reason)).reason
         name = request.match_info["name"]
         await service.host_action(name, action, reason)
         return json_response(_view(request, name))
@@ -63,7 +63,7 @@ ROUTES = [
             summary,
             "host:admin",
             "hosts",
-            body=schemas.REASON,
+            body=Reason,
         )
         for action, summary in _SUMMARIES.items()
     ],

@@ -3,13 +3,13 @@ scontrol update) and `GET /api/v1/priority` (xce job priority, like sprio)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
 
-from xce.api import schemas
 from xce.api.access import require_job, visible_owners
-from xce.api.http import SERVICE, identity, json_response, read_json
+from xce.api.bodies import AT_LEAST_ONE, JobModify, given
+from xce.api.http import SERVICE, identity, json_response, read_body
 from xce.api.routes import Param, Route
 from xce.api.views import array_view, job_view
 from xce.auth.rbac import job_scope
@@ -25,7 +25,7 @@ def _service(request: web.Request) -> ControllerService:
 
 
 async def modify(request: web.Request) -> web.Response:
-    body = await read_json(request, schemas.JOB_MODIFY)
+    body = given(await read_body(request, JobModify))
     job_id = request.match_info["job_id"]
     require_job(request, job_id, "job:control")
     who = identity(request)
@@ -107,7 +107,7 @@ ROUTES = [
         "dependency, name, hold) or a running one (name; walltime for operators)",
         "job:control",
         "jobs",
-        body=schemas.JOB_MODIFY,
+        body=Annotated[JobModify, AT_LEAST_ONE],
     ),
     Route(
         "GET",

@@ -11,12 +11,13 @@ from typing import Any
 
 from aiohttp import web
 
-from xce.api import schemas
 from xce.api.access import require_job, visible_owners
 from xce.api.accounting import archived_job
-from xce.api.http import HA, HISTORY, SERVICE, TAILS, identity, json_response, query_int, read_json
+from xce.api.bodies import SubmitBody
+from xce.api.http import HA, HISTORY, SERVICE, TAILS, identity, json_response, query_int, read_body
 from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
+from xce.api.schemas import JobView, TailView
 from xce.api.views import array_view, job_view
 from xce.auth.rbac import job_scope
 from xce.controller.requests import SubmitRequest
@@ -33,42 +34,18 @@ def _service(request: web.Request) -> ControllerService:
 
 
 async def submit(request: web.Request) -> web.Response:
-    body = await read_json(request, schemas.SUBMIT)
+    body = await read_body(request, SubmitBody)
     who = identity(request)
-    user = body.get("user") or who.name
+    user = body.user or who.name
     anyones = job_scope(who.permissions, "job:control") == "all"
     if user != who.user and not anyones:
         raise Forbidden(f"{who.user} may not submit jobs as {user}")
-    req = SubmitRequest(
+    req = SubmitRequest.of(
+        body,
         user=user,
-        command=body.get("command"),
-        script=body.get("script"),
-        name=body.get("name", ""),
-        queue=body.get("queue"),
-        slots=body.get("slots", 1),
-        memory_mb=body.get("memory_mb", 0),
-        walltime_s=body.get("walltime_s"),
-        env=body.get("env", {}),
-        cwd=body.get("cwd"),
-        array=body.get("array"),
-        dependency=body.get("dependency"),
-        inputs=body.get("inputs", {}),
-        outputs=tuple(body.get("outputs", [])),
-        hold=body.get("hold", False),
-        submit_host=body.get("submit_host", request.remote or ""),
-        resources=body.get("resources", ""),
-        stdout_file=body.get("stdout"),
-        stderr_file=body.get("stderr"),
-        defer=body.get("defer", False),
-        gres=body.get("gres", {}),
-        licenses=body.get("licenses", {}),
-        reservation=body.get("reservation", ""),
-        begin=body.get("begin"),
-        exclusive=body.get("exclusive", False),
-        mem_per_slot_mb=body.get("mem_per_slot_mb", 0),
+        submit_host=body.submit_host or request.remote or "",
         uploads_of=None if anyones else who.user,
         may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
-        priority=body.get("priority"),
         privileged=anyones,
     )
     service = _service(request)
@@ -378,7 +355,7 @@ ROUTES = [
         "Submit a job or job array",
         "job:submit",
         "jobs",
-        body=schemas.SUBMIT,
+        body=SubmitBody,
         ok_status=201,
     ),
     Route(
@@ -405,7 +382,7 @@ ROUTES = [
         "Show one job, task or whole array",
         "job:view",
         "jobs",
-        response=schemas.JOB_VIEW,
+        response=JobView,
     ),
     *[
         Route(
@@ -425,7 +402,7 @@ ROUTES = [
         "Latest stdout or stderr of a job (bpeek): live while it runs, else from its file",
         "job:view",
         "jobs",
-        response=schemas.TAIL_VIEW,
+        response=TailView,
         query=(
             Param(
                 "stream", "stdout (default) or stderr", {"type": "string", "enum": list(STREAMS)}

@@ -27,36 +27,12 @@ from typing import Any
 
 from aiohttp import web
 
-from xce.api.http import AUTH, CONFIG, SETTINGS, json_response, read_json
+from xce.api.auth_bodies import Join, JoinToken
+from xce.api.http import AUTH, CONFIG, SETTINGS, json_response, read_body
 from xce.api.routes import Route
 from xce.auth.runtime import AuthRuntime
 from xce.core.errors import NotFound, XceError
-from xce.setup.jointokens import DEFAULT_TTL_S, MAX_TTL_S, PREFIX, ROLES, JoinTokenStore
-
-NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"}
-JOIN_BODY: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["token", "name"],
-    "properties": {
-        "token": {"type": "string", "minLength": 1, "maxLength": 200},
-        "name": NAME,
-        "hosts": {
-            "type": "array",
-            "maxItems": 16,
-            "items": {"type": "string", "minLength": 1, "maxLength": 253},
-        },
-    },
-}
-TOKEN_BODY: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["role"],
-    "properties": {
-        "role": {"type": "string", "enum": list(ROLES)},
-        "ttl_s": {"type": "number", "minimum": 1, "maximum": MAX_TTL_S},
-    },
-}
+from xce.setup.jointokens import DEFAULT_TTL_S, PREFIX, JoinTokenStore
 
 
 def ca_sha256(pem: str) -> str:
@@ -93,15 +69,15 @@ async def join_ca(request: web.Request) -> web.Response:
 
 
 async def join(request: web.Request) -> web.Response:
-    body = await read_json(request, JOIN_BODY)
+    body = await read_body(request, Join)
     config = request.app[CONFIG]
     auth: AuthRuntime = request.app[AUTH]  # type: ignore[assignment]
-    name = body["name"]
+    name = body.name
     pem = await asyncio.to_thread(_ca_pem, request)  # before the token is spent
     # The token's id (never its secret) says in the audit log which join token was used.
-    token_id = str(body["token"]).removeprefix(PREFIX).partition(".")[0][:32]
+    token_id = body.token.removeprefix(PREFIX).partition(".")[0][:32]
     try:
-        role = await asyncio.to_thread(_store(request).redeem, body["token"])
+        role = await asyncio.to_thread(_store(request).redeem, body.token)
     except XceError as exc:
         await auth.audit.record(
             "-",
@@ -140,8 +116,8 @@ async def join(request: web.Request) -> web.Response:
     issued = await asyncio.to_thread(
         _issue_client_cert,
         config.tls.ca_file,  # type: ignore
-        body["name"],
-        body.get("hosts", []),
+        body.name,
+        list(body.hosts),
     )
     if issued is not None:
         answer["cert_pem"], answer["key_pem"] = issued
@@ -161,10 +137,12 @@ def controller_template(settings: Any) -> dict[str, Any]:
 
 
 async def create_join_token(request: web.Request) -> web.Response:
-    body = await read_json(request, TOKEN_BODY)
+    body = await read_body(request, JoinToken)
     pem = await asyncio.to_thread(_ca_pem, request)
     issued = await asyncio.to_thread(
-        _store(request).create, body["role"], float(body.get("ttl_s", DEFAULT_TTL_S))
+        _store(request).create,
+        body.role,
+        DEFAULT_TTL_S if body.ttl_s is None else body.ttl_s,
     )
     return json_response(
         {
@@ -193,7 +171,7 @@ ROUTES = [
         "Trade a one-time join token for the CA, the controllers and a node's settings",
         "public",
         "join",
-        body=JOIN_BODY,
+        body=Join,
     ),
     Route(
         "POST",
@@ -202,7 +180,7 @@ ROUTES = [
         "Create a one-time join token for a worker or standby",
         "cluster:admin",
         "join",
-        body=TOKEN_BODY,
+        body=JoinToken,
         ok_status=201,
     ),
 ]

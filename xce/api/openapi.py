@@ -6,9 +6,11 @@ import re
 from functools import cache
 from typing import Any
 
+import msgspec
+
 from xce import __version__
-from xce.api import schemas
 from xce.api.routes import all_routes
+from xce.api.schemas import ErrorBody
 
 _PARAM = re.compile(r"\{(\w+)(?::[^}]+)?\}")
 # Path parameters with a documented shape; the rest are plain strings.
@@ -26,11 +28,43 @@ def openapi_path(path: str) -> str:
     return _PARAM.sub(lambda m: "{" + m.group(1) + "}", path)
 
 
+_REF = "#/components/schemas/{name}"
+
+
+def _struct_schemas(routes: list[Any]) -> dict[Any, dict[str, Any]]:
+    """The JSON Schema of every body and answer declared as a Struct, derived by msgspec from the
+    declaration, written out in place (no `$ref`): each operation reads on its own."""
+    declared = [ErrorBody, *(r.body for r in routes), *(r.response for r in routes)]
+    kinds = list(dict.fromkeys(k for k in declared if k is not None and not isinstance(k, dict)))
+    refs, components = msgspec.json.schema_components(kinds, ref_template=_REF)
+    return {kind: _inline(ref, components) for kind, ref in zip(kinds, refs, strict=True)}
+
+
+def _inline(schema: Any, components: dict[str, Any]) -> Any:
+    """`schema` with every `$ref` to a component replaced by that component (the bodies
+    nest a few Structs, never themselves)."""
+    if isinstance(schema, list):
+        return [_inline(item, components) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _inline(v, components) for k, v in schema.items() if k != "$ref"}
+    if "$ref" in schema:
+        target = _inline(components[schema["$ref"].rsplit("/", 1)[1]], components)
+        out = {**target, **out}
+    return out
+
+
+def _schema(declared: Any, refs: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    return declared if isinstance(declared, dict) else refs[declared]
+
+
 @cache
 def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
-    error = {"content": {"application/json": {"schema": schemas.ERROR}}}
-    for route in all_routes():
+    routes = all_routes()
+    refs = _struct_schemas(routes)
+    error = {"content": {"application/json": {"schema": refs[ErrorBody]}}}
+    for route in routes:
         path = openapi_path(route.path)
         op: dict[str, Any] = {
             "operationId": f"{route.method.lower()}_{route.handler.__name__}_{route.tag}"
@@ -62,7 +96,7 @@ def document() -> dict[str, Any]:
         if route.body is not None:
             op["requestBody"] = {
                 "required": route.permission != "host:admin",
-                "content": {"application/json": {"schema": route.body}},
+                "content": {"application/json": {"schema": _schema(route.body, refs)}},
             }
         elif route.raw_body:
             op["requestBody"] = {
@@ -86,7 +120,7 @@ def document() -> dict[str, Any]:
         else:
             ok = {
                 "description": "success",
-                "content": {"application/json": {"schema": route.response}},
+                "content": {"application/json": {"schema": _schema(route.response, refs)}},
             }
         op["responses"] = {
             str(route.ok_status): ok,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from aiohttp import web
 
-from xce.api import schemas
-from xce.api.http import SERVICE, json_response, read_json
+from xce.api.admin_bodies import QueueCreate, QueueModify, queue_fields
+from xce.api.bodies import AT_LEAST_ONE, given
+from xce.api.http import SERVICE, json_response, read_body
 from xce.api.routes import Route
 from xce.api.views import queue_view
 from xce.controller.service import ControllerService
-from xce.core.model import HostFailurePolicy, QueueRecord
+from xce.core.model import QueueRecord
 
 
 def _service(request: web.Request) -> ControllerService:
@@ -28,61 +31,15 @@ async def show(request: web.Request) -> web.Response:
 
 
 async def create(request: web.Request) -> web.Response:
-    body = await read_json(request, schemas.QUEUE_CREATE)
-    queue = QueueRecord(
-        name=body["name"],
-        priority=body.get("priority", 0),
-        open=body.get("open", True),
-        active=body.get("active", True),
-        hosts=tuple(body.get("hosts", [])),
-        description=body.get("description", ""),
-        on_host_failure=HostFailurePolicy(body.get("on_host_failure", "requeue")),
-        plugins=tuple(body.get("plugins", [])),
-        max_running=body.get("max_running"),
-        max_running_per_user=body.get("max_running_per_user"),
-        shares=tuple(sorted((k, str(v)) for k, v in body.get("shares", {}).items())),
-        **_limits(body),
-    )
+    body = await read_body(request, QueueCreate)
+    queue = QueueRecord(**queue_fields(given(body)))
     service = _service(request)
     created = await service.create_queue(queue)
     return json_response(queue_view(created, service.state), status=201)
 
 
-_LIMITS = (
-    "default_walltime_s",
-    "max_walltime_s",
-    "default_memory_mb",
-    "max_memory_mb",
-    "max_slots",
-)
-
-
-def _limits(body: dict) -> dict:
-    out = {key: body[key] for key in _LIMITS if key in body}
-    if "users" in body:
-        out["users"] = tuple(body["users"])
-    if "preempt" in body:
-        out["preempt"] = tuple(body["preempt"])
-    for key in ("preempt_mode", "preempt_min_run_s"):
-        if key in body:
-            out[key] = body[key]
-    return out
-
-
 async def modify(request: web.Request) -> web.Response:
-    body = await read_json(request, schemas.QUEUE_MODIFY)
-    changes: dict[str, object] = _limits(body)
-    for key in ("priority", "description", "max_running", "max_running_per_user"):
-        if key in body:
-            changes[key] = body[key]
-    if "hosts" in body:
-        changes["hosts"] = tuple(body["hosts"])
-    if "plugins" in body:
-        changes["plugins"] = tuple(body["plugins"])
-    if "on_host_failure" in body:
-        changes["on_host_failure"] = HostFailurePolicy(body["on_host_failure"])
-    if "shares" in body:
-        changes["shares"] = tuple(sorted((k, str(v)) for k, v in body["shares"].items()))
+    changes = queue_fields(given(await read_body(request, QueueModify)))
     service = _service(request)
     queue = await service.modify_queue(request.match_info["name"], changes)
     return json_response(queue_view(queue, service.state))
@@ -119,7 +76,7 @@ ROUTES = [
         "Create a queue",
         "queue:admin",
         "queues",
-        body=schemas.QUEUE_CREATE,
+        body=QueueCreate,
         ok_status=201,
     ),
     Route("GET", "/api/v1/queues/{name}", show, "Show one queue", "queue:view", "queues"),
@@ -130,7 +87,7 @@ ROUTES = [
         "Change a queue's settings (its jobs keep theirs)",
         "queue:admin",
         "queues",
-        body=schemas.QUEUE_MODIFY,
+        body=Annotated[QueueModify, AT_LEAST_ONE],
     ),
     Route(
         "DELETE",

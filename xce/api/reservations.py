@@ -7,39 +7,13 @@ from typing import Any
 
 from aiohttp import web
 
-from xce.api.http import SERVICE, identity, json_response, read_json
+from xce.api.admin_bodies import ReservationCreate
+from xce.api.http import SERVICE, identity, json_response, read_body
 from xce.api.routes import Route
-from xce.api.schemas import NAME
 from xce.controller.reservations import add_reservation, delete_reservation
 from xce.controller.service import ControllerService
 from xce.core.errors import InvalidRequest, NotFound
 from xce.core.model import ReservationRecord
-from xce.core.reservations import FLAGS
-
-TIME = {"type": "number", "minimum": 0, "maximum": 2**40}
-USER = {"type": "string", "pattern": r"^@?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"}
-RESERVATION_CREATE: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["name", "hosts", "start"],
-    "properties": {
-        "name": NAME,
-        "hosts": {"type": "array", "minItems": 1, "maxItems": 100000, "items": NAME},
-        "start": TIME,  # epoch seconds
-        "end": TIME,  # epoch seconds; or duration_s
-        "duration_s": {"type": "integer", "minimum": 1, "maximum": 10 * 365 * 86400},
-        "slots": {"type": "integer", "minimum": 0, "maximum": 100000},
-        "users": {"type": "array", "maxItems": 10000, "items": USER},
-        "maintenance": {"type": "boolean"},
-        "flags": {
-            "type": "array",
-            "maxItems": 8,
-            "uniqueItems": True,
-            "items": {"type": "string", "enum": list(FLAGS)},
-        },
-        "description": {"type": "string", "maxLength": 1024},
-    },
-}
 
 
 def reservation_view(r: ReservationRecord, now: float) -> dict[str, Any]:
@@ -80,22 +54,22 @@ async def show(request: web.Request) -> web.Response:
 
 
 async def create(request: web.Request) -> web.Response:
-    body = await read_json(request, RESERVATION_CREATE)
-    if ("end" in body) == ("duration_s" in body):
+    body = await read_body(request, ReservationCreate)
+    if (body.end is None) == (body.duration_s is None):
         raise InvalidRequest("give exactly one of end and duration_s")
-    start = float(body["start"])
-    end = float(body["end"]) if "end" in body else start + body["duration_s"]
+    start = body.start
+    end = body.end if body.end is not None else start + (body.duration_s or 0)
     service = _service(request)
     record = ReservationRecord(
-        name=body["name"],
-        hosts=tuple(body["hosts"]),
+        name=body.name,
+        hosts=body.hosts,
         start=start,
         end=end,
-        slots=body.get("slots", 0),
-        users=tuple(body.get("users", [])),
-        maintenance=body.get("maintenance", False),
-        flags=tuple(body.get("flags", [])),
-        description=body.get("description", ""),
+        slots=body.slots,
+        users=body.users,
+        maintenance=body.maintenance,
+        flags=body.flags,
+        description=body.description,
         created_by=identity(request).user,
         created_at=service.clock(),
     )
@@ -125,7 +99,7 @@ ROUTES = [
         "Reserve hosts (or slots on them) for a time window, for users or maintenance",
         "host:admin",
         "reservations",
-        body=RESERVATION_CREATE,
+        body=ReservationCreate,
         ok_status=201,
     ),
     Route(

@@ -30,11 +30,12 @@ class Route:
     summary: str
     permission: str  # an xce.auth.rbac permission, "public" or "authenticated" (any token)
     tag: str
-    body: dict[str, Any] | None = None
+    body: Any = None  # the body's msgspec Struct (xce.api.bodies), or a JSON Schema dict
     raw_body: bool = False
     query: tuple[Param, ...] = ()
     ok_status: int = 200
-    response: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    # the documented answer: a msgspec Struct (xce/api/schemas.py) or a JSON Schema dict
+    response: Any = field(default_factory=lambda: {"type": "object"})
     binary_response: bool = False
     text_response: str = ""  # a text media type (e.g. Prometheus' text format) instead of JSON
 

@@ -11,34 +11,15 @@ import asyncio
 
 from aiohttp import web
 
+from xce.api.admin_bodies import Passwd, UserAdd
 from xce.api.auth import runtime
-from xce.api.http import SERVICE, identity, json_response, read_json
+from xce.api.http import SERVICE, identity, json_response, read_body
 from xce.api.routes import Route
 from xce.auth.backends.configfile import ConfigFileBackend, UsersFile
 from xce.auth.passwords import verify_or_burn
 from xce.auth.rbac import allows
 from xce.auth.runtime import Session
 from xce.core.errors import Forbidden, InvalidRequest, NotFound
-
-NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
-PASSWORD = {"type": "string", "minLength": 8, "maxLength": 4096}
-USER_ADD = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["user", "password"],
-    "properties": {
-        "user": NAME,
-        "password": PASSWORD,
-        "groups": {"type": "array", "maxItems": 256, "items": NAME},
-        "roles": {"type": "array", "maxItems": 64, "items": NAME},
-    },
-}
-PASSWD = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["password"],
-    "properties": {"password": PASSWORD, "old_password": {"type": "string", "maxLength": 1024}},
-}
 
 
 def _users(request: web.Request) -> UsersFile:
@@ -67,15 +48,15 @@ async def list_(request: web.Request) -> web.Response:
 
 
 async def add(request: web.Request) -> web.Response:
-    body = await read_json(request, USER_ADD)
-    roles = tuple(body.get("roles", ()))
+    body = await read_body(request, UserAdd)
+    roles = body.roles
     unknown = [r for r in roles if r not in runtime(request).roles.roles]
     if unknown:
         raise NotFound(
             f"no role {unknown[0]} (roles: {', '.join(sorted(runtime(request).roles.roles))})"
         )
     entry = await asyncio.to_thread(
-        _users(request).add, body["user"], body["password"], tuple(body.get("groups", ())), roles
+        _users(request).add, body.user, body.password, body.groups, roles
     )
     await _replicate(request)
     await _audit(request, "user.add", entry.name)
@@ -83,7 +64,7 @@ async def add(request: web.Request) -> web.Response:
 
 
 async def passwd(request: web.Request) -> web.Response:
-    body = await read_json(request, PASSWD)
+    body = await read_body(request, Passwd)
     who, name = identity(request), request.match_info["name"]
     admin = allows(who.permissions, "user:admin")
     if name != who.user and not admin:
@@ -92,16 +73,16 @@ async def passwd(request: web.Request) -> web.Response:
     if not admin:
         # A stolen session (a token left in a shell) must not be enough to take the account
         # over: changing one's own password needs the current one, like passwd(1).
-        if "old_password" not in body:
+        if body.old_password is None:
             raise InvalidRequest("old_password is required to change your own password")
         entry = users.load().get(name)
         ok = await asyncio.to_thread(
-            verify_or_burn, body["old_password"], entry.password if entry else None
+            verify_or_burn, body.old_password, entry.password if entry else None
         )
         if not ok:
             await _audit(request, "user.passwd", name, "denied")
             raise Forbidden("the current password (old_password) is wrong")
-    await asyncio.to_thread(users.set_password, name, body["password"])
+    await asyncio.to_thread(users.set_password, name, body.password)
     # Whoever held the old password may hold a token from it: every token of the user
     # issued until now stops working, as after `xce token revoke` (issue 19, item 9).
     auth = runtime(request)
@@ -144,7 +125,7 @@ ROUTES = [
         "Add a user to the users file",
         "user:admin",
         "users",
-        body=USER_ADD,
+        body=UserAdd,
         ok_status=201,
     ),
     Route(
@@ -154,7 +135,7 @@ ROUTES = [
         "Set a user's password (your own, or anyone's with user:admin)",
         "authenticated",
         "users",
-        body=PASSWD,
+        body=Passwd,
     ),
     Route(
         "DELETE",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import msgspec
 from aiohttp import web
 
-from xce.api import schemas
-from xce.api.http import GATEWAY, HA, SERVICE, TAILS, identity, json_response, query_int, read_json
+from xce.api.http import GATEWAY, HA, SERVICE, TAILS, identity, json_response, query_int, read_body
+from xce.api.protocol import Finished, Heartbeat, Register
 from xce.api.routes import Param, Route
-from xce.controller.requests import FinishReport, RunReport, WorkerInfo
+from xce.controller.requests import FinishReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.shareusage import ShareReport
 from xce.controller.workers import WorkerGateway
@@ -22,39 +23,32 @@ def _gateway(request: web.Request) -> WorkerGateway:
     return request.app[GATEWAY]  # type: ignore[return-value]
 
 
-def _usage(item: dict) -> dict:
-    return {k: item[k] for k in schemas.USAGE_FIELDS if k in item}
-
-
 async def register(request: web.Request) -> web.Response:
-    body = await read_json(request, schemas.REGISTER)
+    body = await read_body(request, Register)
     bound = identity(request).host
-    if bound is not None and body["host"] != bound:
-        raise Forbidden(f"this worker token is bound to host {bound}, not {body['host']}")
+    if bound is not None and body.host != bound:
+        raise Forbidden(f"this worker token is bound to host {bound}, not {body.host}")
     info = WorkerInfo(
-        body["host"],
-        body["slots"],
-        body["memory_mb"],
-        tuple(sorted(body.get("attributes", {}).items())),
-        tuple(body.get("containment", {}).items()),  # in the worker's order, for display
-        gres=host_pairs(body.get("gres", {})),
-        task_address=body.get("task_address", ""),
+        body.host,
+        body.slots,
+        body.memory_mb,
+        tuple(sorted(body.attributes.items())),
+        tuple(body.containment.items()),  # in the worker's order, for display
+        gres=host_pairs(body.gres),
+        task_address=body.task_address or "",
     )
     return json_response(await _gateway(request).register(info))
 
 
 async def heartbeat(request: web.Request) -> web.Response:
-    body = await read_json(request, schemas.HEARTBEAT)
-    running = [
-        RunReport(item["job_id"], item["attempt"], **_usage(item))
-        for item in body.get("running", [])
-    ]
+    body = await read_body(request, Heartbeat)
     gateway = _gateway(request)
     host = request.match_info["host"]
-    shares = [ShareReport(**item) for item in body.get("shares", [])]
-    result = await gateway.heartbeat(host, running, body.get("load", {}), shares)
+    shares = [ShareReport(**msgspec.structs.asdict(item)) for item in body.shares]
+    result = await gateway.heartbeat(host, list(body.running), body.load, shares)
     # New stdout/stderr bytes of running jobs: kept in memory for the tail route only.
-    request.app[TAILS].accept_reports(host, body.get("running", []), gateway.owns)
+    outputs = [msgspec.to_builtins(item) for item in body.running if item.output is not None]
+    request.app[TAILS].accept_reports(host, outputs, gateway.owns)
     return json_response(result)
 
 
@@ -110,18 +104,9 @@ async def store_output(request: web.Request) -> web.Response:
 
 
 async def finished(request: web.Request) -> web.Response:
-    body = await read_json(request, schemas.FINISHED)
+    body = await read_body(request, Finished)
     parse_job_id(request.match_info["job_id"])  # a malformed id is a 400, not a stale report
-    report = FinishReport(
-        request.match_info["job_id"],
-        body["attempt"],
-        body["exit_code"],
-        body.get("exit_signal"),
-        body.get("reason", ""),
-        outputs=tuple(body.get("outputs", [])),
-        host_failure=body.get("host_failure", False),
-        **_usage(body),
-    )
+    report = FinishReport(request.match_info["job_id"], **msgspec.structs.asdict(body))
     accepted = await _gateway(request).finished(request.match_info["host"], report)
     service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
     service.files.outputs_done(report.job_id)
@@ -141,7 +126,7 @@ ROUTES = [
         "A worker joins (or rejoins); returns its desired jobs",
         "worker",
         "workers",
-        body=schemas.REGISTER,
+        body=Register,
     ),
     Route(
         "POST",
@@ -150,7 +135,7 @@ ROUTES = [
         "Heartbeat with load, per-job usage and new job output",
         "worker",
         "workers",
-        body=schemas.HEARTBEAT,
+        body=Heartbeat,
     ),
     Route(
         "GET",
@@ -196,6 +181,6 @@ ROUTES = [
         "Report that an attempt ended, with exit status and usage",
         "worker",
         "workers",
-        body=schemas.FINISHED,
+        body=Finished,
     ),
 ]

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from xce.cli.common import call, call_light, fail, print_json, print_table, show_record
+
+if TYPE_CHECKING:
+    from xce.api.bodies import SubmitBody
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -127,65 +131,66 @@ def submit(
     job:control:all."""
     from xce.cli import submitting
 
-    given = dict(
-        queue=queue,
-        name=name,
-        slots=slots,
-        memory=memory,
-        walltime=walltime,
-        stdout=stdout,
-        stderr=stderr,
-        env=env,
-        export=export,
-        cwd=cwd,
-        array=array,
-        dependency=dependency,
-        stage_in=stage_in,
-        stage_out=stage_out,
-        hold=hold,
-        resources=resources,
-        user=user,
-        gpus=gpus,
-        reservation=reservation,
-        begin=begin,
-        mem_per_cpu=mem_per_cpu,
-        exclusive=exclusive,
-    )
-    body, staged = submitting.build(
+    frame = locals()
+    given = {key: frame[key] for key in submitting.DEFAULTS}  # the options a directive may set
+    draft, staged = submitting.build(
         command, script, inputs, given, lenient, submitting.explicit_options(sys.argv[1:])
     )
-    if walltime_text := body.pop("walltime", None):
-        body["walltime_s"] = parse_walltime(walltime_text)
-    gpus = body.pop("gpus", None)  # the command line's, else a directive's
-    if gpus is not None or gres or licenses:
-        body.update(submitting.gres_options(gpus, gres, licenses))
-    if begin_text := body.pop("begin", None):
-        body["begin"] = parse_begin_option(begin_text)
-    if priority is not None:
-        body["priority"] = priority
-
-    def run(client: Any) -> dict[str, Any]:
-        uploads: list[str] = []
-        try:
-            for path, _ in staged:
-                uploads.append(client.upload(path))
-            if staged:
-                body["inputs"] = {
-                    remote: uid for (_, remote), uid in zip(staged, uploads, strict=True)
-                }
-            return client.submit(body)
-        except BaseException:
-            # Unused uploads count against the quota until they expire: give them back.
-            for upload_id in uploads:
-                with contextlib.suppress(Exception):
-                    client.delete_upload(upload_id)
-            raise
-
+    body = _submit_body(draft, gres, licenses, priority)
+    run = functools.partial(_submit_with_uploads, body, staged)
     result = call_light(run, controller)
     if as_json:
         print_json(result)
     else:
         typer.echo(f"Job <{result['job_id']}> is submitted to queue <{result['queue']}>.")
+
+
+def _submit_body(
+    draft: dict[str, Any], gres: str | None, licenses: str | None, priority: int | None
+) -> SubmitBody:
+    """The API's submit body from `submitting.build`'s draft: walltime and begin read
+    here (in the user's time zone), --gpus/--gres/--license as counts."""
+    from xce.api.bodies import SubmitBody
+    from xce.cli import submitting
+
+    fields = dict(draft)
+    if walltime_text := fields.pop("walltime", None):
+        fields["walltime_s"] = parse_walltime(walltime_text)
+    gpus = fields.pop("gpus", None)  # the command line's, else a directive's
+    if gpus is not None or gres or licenses:
+        fields.update(submitting.gres_options(gpus, gres, licenses))
+    if begin_text := fields.pop("begin", None):
+        fields["begin"] = parse_begin_option(begin_text)
+    if priority is not None:
+        fields["priority"] = priority
+    for wire, attribute in (("stdout", "stdout_file"), ("stderr", "stderr_file")):
+        if wire in fields:
+            fields[attribute] = fields.pop(wire)
+    fields["outputs"] = tuple(fields.get("outputs", ()))
+    return SubmitBody(**fields)
+
+
+def _submit_with_uploads(
+    body: SubmitBody, staged: list[tuple[Path, str]], client: Any
+) -> dict[str, Any]:
+    """Upload the staged files, then submit `body` naming them as its inputs."""
+    import msgspec
+
+    uploads: list[str] = []
+    try:
+        for path, _ in staged:
+            uploads.append(client.upload(path))
+        if staged:
+            inputs = {remote: uid for (_, remote), uid in zip(staged, uploads, strict=True)}
+            body = msgspec.structs.replace(body, inputs=inputs)
+        result: dict[str, Any] = client.submit(msgspec.to_builtins(body))
+        return result
+    except BaseException:
+        # Unused uploads count against the quota until they expire: give them back.
+        for upload_id in uploads:
+            with contextlib.suppress(Exception):
+                client.delete_upload(upload_id)
+        raise
 
 
 def _clock(ts: float | None) -> str:

@@ -64,7 +64,7 @@ from xce.store.log import EventLog, MemoryEventLog
 
 IDEMPOTENCY_TTL_S = 24 * 3600.0  # a key also ends with its job (finished-job retention)
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
-MAX_MEMORY_MB = 2**40  # as the submit schema's memory_mb (xce/api/schemas.py)
+MAX_MEMORY_MB = 2**40  # as the submit schema's memory_mb (xce/api/bodies.py)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 JOB_ACTIONS = ("stop", "resume", "requeue", "kill")
 PURGE_CHUNK = 10_000  # ids per JobsPurged record: ~100 KiB, far below a frame's limit
@@ -151,6 +151,63 @@ def _check_texts(req: SubmitRequest) -> None:
         _check_text(f"the upload id of input {path}", upload_id)
     for pattern in req.outputs:
         _check_text("an output pattern", pattern)
+
+
+def _check_command(req: SubmitRequest) -> None:
+    """Exactly one of command or script, and not blank."""
+    if (req.command is None) == (req.script is None):
+        raise InvalidRequest("give exactly one of command or script")
+    body = req.command if req.command is not None else req.script
+    if not body or not body.strip():
+        raise InvalidRequest("the command or script is empty")
+
+
+def _memory_asked(req: SubmitRequest) -> int:
+    """Slots and walltime in range, and the memory per host the job asks: memory_mb,
+    else `rusage[mem=N]` of its resource requirement, or per slot times slots."""
+    if req.slots < 1:
+        raise InvalidRequest("slots must be at least 1")
+    memory_mb = req.memory_mb
+    if req.resources.strip():
+        requirement = parse_requirement(req.resources)  # ExprError names the column
+        check_span(requirement, req.slots)
+        reserved = next((r.value for r in requirement.rusage if r.name == "mem"), None)
+        if reserved is not None and reserved > MAX_MEMORY_MB:
+            raise InvalidRequest(
+                f"resources: rusage[mem={reserved:g}] is more than the limit of {MAX_MEMORY_MB} MB"
+            )
+        if reserved is not None and memory_mb == 0:
+            memory_mb = int(reserved)
+    if req.memory_mb < 0:
+        raise InvalidRequest("memory_mb may not be negative")
+    if req.mem_per_slot_mb:
+        memory_mb = per_slot_memory(req.memory_mb, req.mem_per_slot_mb, req.slots)
+    if req.walltime_s is not None and req.walltime_s < 1:
+        raise InvalidRequest("walltime_s must be at least 1 second")
+    return memory_mb
+
+
+def _check_environment(req: SubmitRequest) -> None:
+    """Variable names a shell takes (XCE_ ones are ours), an absolute cwd, and output
+    file patterns."""
+    for key in req.env:
+        if not ENV_NAME.match(key):
+            raise InvalidRequest(f"environment variable name {key!r} is not valid")
+        if key.startswith("XCE_"):
+            raise InvalidRequest(f"environment variable {key} is reserved for XCE")
+    if req.cwd is not None and not req.cwd.startswith("/"):
+        raise InvalidRequest("cwd must be an absolute path on the execution host")
+    for what, pattern in (("stdout", req.stdout_file), ("stderr", req.stderr_file)):
+        check_file_pattern(what, pattern)
+
+
+def _outputs(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """The output patterns as safe relative paths, none of them a reserved name."""
+    outputs = tuple(safe_relative_path(p, "output pattern") for p in patterns)
+    for out in outputs:
+        if out in RESERVED_OUTPUTS:
+            raise InvalidRequest(f"output {out!r} is reserved for the job's {out}")
+    return outputs
 
 
 class FileReplica(Protocol):
@@ -296,56 +353,16 @@ class ControllerService:
     # --- submission ---------------------------------------------------------------------
 
     def _spec(self, req: SubmitRequest) -> tuple[JobSpec, dict[str, str]]:
-        """The validated spec, and its inputs as normalised path -> upload id."""
-        _check_texts(req)
-        if not USER_NAME.match(req.user or ""):
-            raise InvalidRequest(f"user {req.user!r} is not a valid user name")
-        check_job_user(self.settings, req.user)
-        if (req.command is None) == (req.script is None):
-            raise InvalidRequest("give exactly one of command or script")
-        body = req.command if req.command is not None else req.script
-        if not body or not body.strip():
-            raise InvalidRequest("the command or script is empty")
-        queue_name = req.queue or self.settings.default_queue
-        queue = self.state.queues.get(queue_name)
-        if queue is None:
-            raise InvalidRequest(f"queue {queue_name!r} does not exist")
-        if not queue.open:
-            raise Conflict(f"queue {queue_name!r} is closed: it accepts no new jobs")
-        if req.slots < 1:
-            raise InvalidRequest("slots must be at least 1")
-        memory_mb = req.memory_mb
-        if req.resources.strip():
-            requirement = parse_requirement(req.resources)  # ExprError names the column
-            check_span(requirement, req.slots)
-            reserved = next((r.value for r in requirement.rusage if r.name == "mem"), None)
-            if reserved is not None and reserved > MAX_MEMORY_MB:
-                raise InvalidRequest(
-                    f"resources: rusage[mem={reserved:g}] is more than the "
-                    f"limit of {MAX_MEMORY_MB} MB"
-                )
-            if reserved is not None and memory_mb == 0:
-                memory_mb = int(reserved)
-        if req.memory_mb < 0:
-            raise InvalidRequest("memory_mb may not be negative")
-        if req.mem_per_slot_mb:
-            memory_mb = per_slot_memory(req.memory_mb, req.mem_per_slot_mb, req.slots)
-        if req.walltime_s is not None and req.walltime_s < 1:
-            raise InvalidRequest("walltime_s must be at least 1 second")
-        for key in req.env:
-            if not ENV_NAME.match(key):
-                raise InvalidRequest(f"environment variable name {key!r} is not valid")
-            if key.startswith("XCE_"):
-                raise InvalidRequest(f"environment variable {key} is reserved for XCE")
-        if req.cwd is not None and not req.cwd.startswith("/"):
-            raise InvalidRequest("cwd must be an absolute path on the execution host")
-        for what, pattern in (("stdout", req.stdout_file), ("stderr", req.stderr_file)):
-            check_file_pattern(what, pattern)
+        """The validated spec, and its inputs as normalised path -> upload id. The checks
+        run in a fixed order (who, what, where, how much, files, when), so a request with
+        several problems is always refused for the same first one."""
+        self._check_submitter(req)
+        _check_command(req)
+        queue = self._open_queue(req.queue or self.settings.default_queue)
+        memory_mb = _memory_asked(req)
+        _check_environment(req)
         inputs = self._inputs(req.inputs, req.uploads_of)
-        outputs = tuple(safe_relative_path(p, "output pattern") for p in req.outputs)
-        for out in outputs:
-            if out in RESERVED_OUTPUTS:
-                raise InvalidRequest(f"output {out!r} is reserved for the job's {out}")
+        outputs = _outputs(req.outputs)
         begin_time = None if req.begin is None else parse_begin(req.begin, self.clock())
         try:
             check_job_priority(self.settings.scheduler.priority, req.priority, req.privileged)
@@ -356,22 +373,21 @@ class ControllerService:
             self._check_dependency(term.job, req.may_view_owner)
         groups = [g for g, members in self.settings.scheduler.groups if req.user in members]
         applied = queue_rules.apply(queue, req.user, groups, req.slots, memory_mb, req.walltime_s)
-        memory_mb = applied.memory_mb
         if req.reservation:
             check_target(self.state.reservations, req.reservation, req.user, groups)
         if not req.defer:
-            self._check_feasible(req, queue, memory_mb)
+            self._check_feasible(req, queue, applied.memory_mb)
         asked_gres, asked_licenses = gres_rules.requested(
             req, queue, self.state.hosts.values(), dict(self.settings.licenses)
         )
         spec = JobSpec(
             user=req.user,
-            queue=queue_name,
+            queue=queue.name,
             name=req.name,
             command=req.command,
             script=req.script,
             slots=req.slots,
-            memory_mb=memory_mb,
+            memory_mb=applied.memory_mb,
             walltime_s=applied.walltime_s,
             env=tuple(sorted(req.env.items())),
             cwd=req.cwd,
@@ -392,6 +408,22 @@ class ControllerService:
             mem_per_slot_mb=req.mem_per_slot_mb,
         )
         return spec, inputs
+
+    def _check_submitter(self, req: SubmitRequest) -> None:
+        """Text every field can hold, and a user jobs may run as."""
+        _check_texts(req)
+        if not USER_NAME.match(req.user or ""):
+            raise InvalidRequest(f"user {req.user!r} is not a valid user name")
+        check_job_user(self.settings, req.user)
+
+    def _open_queue(self, name: str) -> QueueRecord:
+        """The queue `name`, which must exist and accept new jobs."""
+        queue = self.state.queues.get(name)
+        if queue is None:
+            raise InvalidRequest(f"queue {name!r} does not exist")
+        if not queue.open:
+            raise Conflict(f"queue {name!r} is closed: it accepts no new jobs")
+        return queue
 
     def _check_feasible(self, req: SubmitRequest, queue: QueueRecord, memory_mb: int) -> None:
         """Refuse a job no host of its queue could ever run (xce/sched/feasibility.py)."""

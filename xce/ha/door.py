@@ -24,7 +24,7 @@ from xce.config import Config
 from xce.core.errors import Unauthorized, XceError
 
 if TYPE_CHECKING:
-    from xce.ha.node import Node
+    from xce.ha.campaign import Campaigner
 
 
 class VoterCheck:
@@ -60,7 +60,7 @@ class VoterCheck:
             raise Unauthorized(f"{claims.user} may not vote (needs cluster:replicate)")
 
 
-async def serve(node: Node) -> web.AppRunner:
+async def serve(node: Campaigner) -> web.AppRunner:
     """Listen on the candidate's API port with the door's three routes."""
 
     async def health(request: web.Request) -> web.Response:

@@ -111,16 +111,7 @@ class Follower:
         when the link drops, stays silent for `silence_s` (a frozen primary keeps its TCP
         connection open), or carries a bad stream (`Diverged`, `ProtocolError`).
         """
-        host, _, port = address.rpartition(":")
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(
-                host.strip("[]"),
-                int(port),
-                ssl=self.ssl_context,
-                server_hostname=host.strip("[]") if self.ssl_context else None,
-            ),
-            3,
-        )
+        reader, writer = await self._connect(address)
         self.primary = primary_url
         audit_size, audit_sha = (
             await asyncio.to_thread(hafiles.audit_mark, self.space.audit_path)
@@ -128,43 +119,8 @@ class Follower:
             else (0, b"")
         )
         try:
-            await protocol.send(
-                writer,
-                "hello",
-                self.epochs.epoch,
-                {
-                    "auditSize": audit_size,
-                    "auditSha": audit_sha,
-                    "files": self.space is not None,
-                    "node": self.node_url,
-                    "token": self.token,
-                    "lastSeq": self.durable_seq,
-                    "lastEpoch": self.last_epoch,
-                    "wantSnapshot": self.want_snapshot,
-                    "history": [n for pair in self.epochs.history for n in pair],
-                    "lastCrc": self.last_crc or 0,
-                    "lastCrcKnown": self.last_crc is not None,
-                },
-            )
-            welcome = await asyncio.wait_for(protocol.read_message(reader), 30)
-            if welcome.kind == "refuse":
-                raise XceError(f"the primary refused replication: {welcome.body['text']}")
-            if welcome.kind != "welcome":
-                raise protocol.ProtocolError(f"expected welcome, got {welcome.kind}")
-            if welcome.epoch < self.epochs.epoch:
-                raise XceError(
-                    f"{primary_url} is a stale primary (epoch {welcome.epoch} < "
-                    f"{self.epochs.epoch})"
-                )
-            flat = welcome.body["history"]
-            self.epochs.adopt_history(list(zip(flat[::2], flat[1::2], strict=True)))
-            self.epochs.observe(welcome.epoch)
-            log.info(
-                "following %s from record %d%s",
-                primary_url,
-                welcome.body["startSeq"],
-                " after a checkpoint transfer" if welcome.body["snapshot"] else "",
-            )
+            await self._hello(writer, audit_size, audit_sha)
+            welcome = await self._welcome(reader, primary_url)
             snapshot: list[bytes] = []
             self.files_ok = bool(welcome.body.get("files"))  # an older primary: records only
             if not welcome.body["snapshot"]:
@@ -178,48 +134,110 @@ class Follower:
                         "refused (stale primary)"
                     )
                 self.epochs.observe(msg.epoch)
-                if msg.kind == "records":
-                    events = await self._apply(msg.body["firstSeq"], msg.body["data"])
-                    await protocol.send(
-                        writer, "ack", self.epochs.epoch, {"durableSeq": self.durable_seq}
-                    )
-                    if self.space is not None:
-                        await self._want(writer, hafiles.names_in_events(self.state, events))
-                elif msg.kind == "fileData":
-                    await self._file(writer, msg.body)
-                elif msg.kind == "fileWant":
-                    await self._give_back(writer, [str(n) for n in msg.body["names"]])
-                elif msg.kind == "heartbeat":
-                    await protocol.send(
-                        writer, "ack", self.epochs.epoch, {"durableSeq": self.durable_seq}
-                    )
-                elif msg.kind == "snapshotChunk":
-                    snapshot.append(msg.body["data"])
-                    if msg.body["last"]:
-                        await self._install_snapshot(msg.body["seq"], b"".join(snapshot))
-                        snapshot = []
-                        await protocol.send(
-                            writer, "ack", self.epochs.epoch, {"durableSeq": self.durable_seq}
-                        )
-                        await self._want(writer, None)
-                elif msg.kind == "authFiles":
-                    self._write_auth_files(msg.body["files"])
-                elif msg.kind == "promote":
-                    if self.durable_seq < msg.body["seq"]:
-                        raise Diverged(
-                            f"asked to take over at record {msg.body['seq']} but "
-                            f"only {self.durable_seq} is here"
-                        )
-                    self.promote_requested = True
+                if await self._on_message(writer, msg, snapshot):
                     return
-                elif msg.kind == "refuse":
-                    raise XceError(f"the primary ended replication: {msg.body['text']}")
-                else:
-                    raise protocol.ProtocolError(f"unexpected {msg.kind} from the primary")
         finally:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _connect(self, address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        host, _, port = address.rpartition(":")
+        return await asyncio.wait_for(
+            asyncio.open_connection(
+                host.strip("[]"),
+                int(port),
+                ssl=self.ssl_context,
+                server_hostname=host.strip("[]") if self.ssl_context else None,
+            ),
+            3,
+        )
+
+    async def _hello(self, writer: asyncio.StreamWriter, audit_size: int, audit_sha: bytes) -> None:
+        """Where this log ends (and its history, last record's CRC, audit log) for the
+        primary to continue from, or to send a checkpoint (xce/ha/greeting.py)."""
+        await protocol.send(
+            writer,
+            "hello",
+            self.epochs.epoch,
+            {
+                "auditSize": audit_size,
+                "auditSha": audit_sha,
+                "files": self.space is not None,
+                "node": self.node_url,
+                "token": self.token,
+                "lastSeq": self.durable_seq,
+                "lastEpoch": self.last_epoch,
+                "wantSnapshot": self.want_snapshot,
+                "history": [n for pair in self.epochs.history for n in pair],
+                "lastCrc": self.last_crc or 0,
+                "lastCrcKnown": self.last_crc is not None,
+            },
+        )
+
+    async def _welcome(self, reader: asyncio.StreamReader, primary_url: str) -> protocol.Message:
+        """The primary's answer to the hello: refused, stale, or its epoch history to adopt."""
+        welcome = await asyncio.wait_for(protocol.read_message(reader), 30)
+        if welcome.kind == "refuse":
+            raise XceError(f"the primary refused replication: {welcome.body['text']}")
+        if welcome.kind != "welcome":
+            raise protocol.ProtocolError(f"expected welcome, got {welcome.kind}")
+        if welcome.epoch < self.epochs.epoch:
+            raise XceError(
+                f"{primary_url} is a stale primary (epoch {welcome.epoch} < {self.epochs.epoch})"
+            )
+        flat = welcome.body["history"]
+        self.epochs.adopt_history(list(zip(flat[::2], flat[1::2], strict=True)))
+        self.epochs.observe(welcome.epoch)
+        log.info(
+            "following %s from record %d%s",
+            primary_url,
+            welcome.body["startSeq"],
+            " after a checkpoint transfer" if welcome.body["snapshot"] else "",
+        )
+        return welcome
+
+    async def _on_message(
+        self, writer: asyncio.StreamWriter, msg: protocol.Message, snapshot: list[bytes]
+    ) -> bool:
+        """Act on one frame of the stream; True when the primary asked us to take over.
+        `snapshot` gathers the pieces of a checkpoint being transferred."""
+        if msg.kind == "records":
+            events = await self._apply(msg.body["firstSeq"], msg.body["data"])
+            await protocol.send(writer, "ack", self.epochs.epoch, {"durableSeq": self.durable_seq})
+            if self.space is not None:
+                await self._want(writer, hafiles.names_in_events(self.state, events))
+        elif msg.kind == "fileData":
+            await self._file(writer, msg.body)
+        elif msg.kind == "fileWant":
+            await self._give_back(writer, [str(n) for n in msg.body["names"]])
+        elif msg.kind == "heartbeat":
+            await protocol.send(writer, "ack", self.epochs.epoch, {"durableSeq": self.durable_seq})
+        elif msg.kind == "snapshotChunk":
+            snapshot.append(msg.body["data"])
+            if msg.body["last"]:
+                data = b"".join(snapshot)
+                snapshot.clear()
+                await self._install_snapshot(msg.body["seq"], data)
+                await protocol.send(
+                    writer, "ack", self.epochs.epoch, {"durableSeq": self.durable_seq}
+                )
+                await self._want(writer, None)
+        elif msg.kind == "authFiles":
+            self._write_auth_files(msg.body["files"])
+        elif msg.kind == "promote":
+            if self.durable_seq < msg.body["seq"]:
+                raise Diverged(
+                    f"asked to take over at record {msg.body['seq']} but "
+                    f"only {self.durable_seq} is here"
+                )
+            self.promote_requested = True
+            return True
+        elif msg.kind == "refuse":
+            raise XceError(f"the primary ended replication: {msg.body['text']}")
+        else:
+            raise protocol.ProtocolError(f"unexpected {msg.kind} from the primary")
+        return False
 
     async def _want(self, writer: asyncio.StreamWriter, names: Iterable[str] | None) -> None:
         """Ask the primary for the files these names (None: every one the state's records

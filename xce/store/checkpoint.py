@@ -28,8 +28,11 @@ from xce.wire.codec import WireError, decode_chunk, encode_header, encode_packed
 from xce.wire.plain import pack_records
 
 log = logging.getLogger("xce.checkpoint")
-FORMAT_VERSION = 2  # 1: Cap'n Proto record lists; 2: packed plain tuples (both readable)
-READABLE_FORMATS = (1, 2)
+# 1: Cap'n Proto record lists; 2: plain tuples packed with marshal; 3: plain tuples packed as
+# versioned msgpack (xce/wire/packing.py). All three are read; a build that reads only 1 and 2
+# refuses a 3 by its header instead of failing on the chunks.
+FORMAT_VERSION = 3
+READABLE_FORMATS = (1, 2, 3)
 CHUNK = 20_000
 MAX_CHUNK_BYTES = 16 * 1024 * 1024
 NAME = re.compile(r"^checkpoint-(\d{20})\.ckpt$")

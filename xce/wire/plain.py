@@ -1,20 +1,22 @@
 """Records as plain tuples for checkpoints: the bulk path where speed matters.
 
 A checkpoint of a million jobs through per-field Cap'n Proto accessors takes ~30 us a job to
-read back; the same records as nested tuples of str/int/float, serialised with `marshal`
-(data only: it cannot run code, unlike pickle), take a few microseconds. The field plans are
-the ones that generated the Cap'n Proto schema, so both forms carry the same fields in the
-same order. Equal job specs are stored once per chunk and shared after loading.
+read back; the same records as nested tuples of str/int/float take a few microseconds. The
+field plans are the ones that generated the Cap'n Proto schema, so both forms carry the same
+fields in the same order. Equal job specs are stored once per chunk and shared after loading.
+
+How a chunk of tuples becomes bytes is xce/wire/packing.py: versioned msgpack, and the
+`marshal` layout of older checkpoints still read.
 """
 
 from __future__ import annotations
 
-import marshal
 from collections.abc import Callable
 from typing import Any
 
 from xce.core.arrayspec import IndexSet
 from xce.core.model import JobRecord, JobSpec
+from xce.wire import packing
 from xce.wire.schema import FieldPlan, plans
 
 _PLANS: dict[type, list[FieldPlan]] = {}
@@ -58,7 +60,7 @@ _CONVERTERS: dict[type, list[tuple[int, Converter]]] = {}
 
 
 def _converter(f: FieldPlan) -> Converter | None:
-    """How to turn a field's plain value back; None where marshal already gives it."""
+    """How to turn a field's plain value back; None where the decoder already gives it."""
     kind, t = f.kind, f.py_type
     if kind == "enum":
         return t._value2member_map_.__getitem__  # type: ignore[no-any-return]  # fast path
@@ -148,12 +150,13 @@ def pack_records(records: list[Any]) -> bytes:
                 specs[key] = len(table)
                 table.append(to_plain(job.spec))
             rows.append(to_plain(job, {"spec": specs[key]}))
-        return marshal.dumps(("jobs", tuple(table), tuple(rows)))
-    return marshal.dumps(("records", None, tuple(to_plain(r) for r in records)))
+        return packing.pack(("jobs", tuple(table), tuple(rows)))
+    return packing.pack(("records", None, tuple(to_plain(r) for r in records)))
 
 
 def unpack_records(cls: type, data: bytes) -> list[Any]:
-    kind, table, rows = marshal.loads(data)
+    """The records of one packed chunk (either format: xce/wire/packing.py)."""
+    kind, table, rows = packing.unpack(cls, data)
     if kind != "jobs":
         build = _builder(cls)
         return [build(row) for row in rows]

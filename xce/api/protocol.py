@@ -1,0 +1,122 @@
+"""The worker protocol's messages (register, heartbeat, finish report), each declared once
+as a msgspec Struct: the API decodes them (xce/api/workers.py), the OpenAPI document shows
+them, and the controller takes the running-job reports as they are (`RunReport`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from msgspec import Meta, field
+
+from xce.api.bodies import Body, Name, Slots, Text1K, Text64, Text128, Text256
+
+# Seconds are bounded (2**40 s: some 35,000 years) so that sums of a job's hosts and of
+# fairshare stay finite: an inf in a job record made every job listing unanswerable.
+CpuSeconds = Annotated[float, Meta(ge=0, le=2**40)]
+Bytes = Annotated[int, Meta(ge=0, le=2**62)]
+Attempt = Annotated[int, Meta(ge=0, le=2**31)]
+# The worker's task service (issue 15: `xce launch`), HOST:PORT. The port is 1-65535 in
+# the pattern itself: a worker announcing h:99999 would be stored and handed to
+# `xce launch` clients, which fail far from the cause.
+TaskAddress = Annotated[
+    str,
+    Meta(
+        max_length=300,
+        pattern="^[A-Za-z0-9._:\\[\\]-]+:(6553[0-5]|655[0-2][0-9]|"
+        "65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})$",
+    ),
+]
+# How the worker contains jobs, e.g. {"kind": "v2", "memory": true, "cores": 2}: shown by
+# `xce host show`, never interpreted, so only its size is checked.
+Containment = Annotated[
+    dict[
+        Annotated[str, Meta(min_length=1, max_length=64)],
+        Text256 | int | float | bool | None,
+    ],
+    Meta(max_length=32),
+]
+
+
+class Register(Body, frozen=True, kw_only=True):
+    """`POST /api/v1/workers/register`: a worker and what it offers."""
+
+    host: Name
+    slots: Slots
+    memory_mb: Annotated[int, Meta(ge=1, le=2**40)]
+    attributes: Annotated[dict[str, Text256], Meta(max_length=256)] = field(default_factory=dict)
+    # Counted devices by kind: {"gpu": ["0", "1"]} (xce/core/gres.py checks the names).
+    gres: Annotated[
+        dict[str, Annotated[tuple[Text128, ...], Meta(max_length=1024)]], Meta(max_length=32)
+    ] = field(default_factory=dict)
+    containment: Containment = field(default_factory=dict)
+    task_address: TaskAddress | None = None  # None: no task service
+
+
+class Usage(Body, frozen=True, kw_only=True):
+    """What a job attempt used, as the worker measured it."""
+
+    cpu_user_s: CpuSeconds = 0.0
+    cpu_system_s: CpuSeconds = 0.0
+    max_rss_bytes: Bytes = 0
+    wall_time_s: CpuSeconds = 0.0
+    # the granted GPUs' mean utilisation and memory peak, through NVML (issue 17)
+    gpu_util_pct: Annotated[float, Meta(ge=0, le=100)] = 0.0
+    gpu_mem_peak_bytes: Bytes = 0
+
+
+class RunReport(Usage, frozen=True, kw_only=True):
+    """One job attempt a worker says it is running, with its latest usage."""
+
+    job_id: Text64
+    attempt: Attempt
+
+
+class OutputChunk(Body, frozen=True, kw_only=True):
+    """New bytes of a running job's stdout or stderr (xce/worker/tail.py): base64 of at
+    most 64 KiB, at an absolute offset in the stream."""
+
+    offset: Bytes
+    data: Annotated[str, Meta(max_length=4 * (64 * 1024 // 3 + 1))]
+
+
+class Output(Body, frozen=True, kw_only=True):
+    stdout: OutputChunk | None = None
+    stderr: OutputChunk | None = None
+
+
+class RunningJob(RunReport, frozen=True, kw_only=True):
+    """A heartbeat's report of one running attempt; `output` goes to the live tails."""
+
+    output: Output | None = None
+
+
+class ShareItem(Body, frozen=True, kw_only=True):
+    """A share this host holds of a multi-host job (issue 15; xce/controller/shareusage.py)."""
+
+    job_id: Text64
+    attempt: Attempt
+    cpu_user_s: CpuSeconds = 0.0
+    cpu_system_s: CpuSeconds = 0.0
+    max_rss_bytes: Bytes = 0
+    oom_killed: bool = False
+
+
+class Heartbeat(Body, frozen=True, kw_only=True):
+    """`POST /api/v1/workers/{host}/heartbeat`."""
+
+    running: Annotated[tuple[RunningJob, ...], Meta(max_length=100000)] = ()
+    load: dict[str, float] = field(default_factory=dict)
+    shares: Annotated[tuple[ShareItem, ...], Meta(max_length=100000)] = ()
+
+
+class Finished(Usage, frozen=True, kw_only=True):
+    """`POST /api/v1/workers/{host}/jobs/{job_id}/finished`: how an attempt ended."""
+
+    attempt: Attempt
+    exit_code: Annotated[int, Meta(ge=-(2**31), le=2**31)] | None
+    exit_signal: Annotated[int, Meta(ge=0, le=255)] | None = None
+    reason: Text1K = ""
+    outputs: Annotated[tuple[Text1K, ...], Meta(max_length=10000)] = ()
+    # The worker's keeper killed the attempt: the worker had lost every controller for
+    # longer than the fence timeout (xce/worker/fence.py).
+    host_failure: bool = False

@@ -1,0 +1,107 @@
+"""Standbys' acknowledgements, and sync mode: a commit waits for one in-sync standby.
+
+Acks give the lag, release the commits (and file operations) waiting in sync mode, and count
+as contact for the primary's write lease. A commit that no standby acknowledges within
+`sync_timeout_s` degrades the source to async, with a logged alert.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from xce import metrics
+from xce.core.errors import XceError
+from xce.ha import protocol
+from xce.ha.shipping import FileShipping
+from xce.ha.source_base import StandbySession
+
+log = logging.getLogger("xce.ha.source")
+
+
+class Acknowledgements(FileShipping):
+    """Reading each standby's acks; waiting for them in sync mode."""
+
+    async def _read_acks(self, reader: asyncio.StreamReader, session: StandbySession) -> None:
+        try:
+            while True:
+                msg = await protocol.read_message(reader)
+                if msg.epoch > self.epochs.epoch:
+                    self.on_higher_epoch(msg.epoch)
+                    raise XceError(f"standby {session.node} knows a newer epoch {msg.epoch}")
+                if msg.kind == "fileAck":
+                    session.acked_ticket = max(session.acked_ticket, msg.body["ticket"])
+                    self._release_files()
+                    continue
+                if msg.kind == "fileData":
+                    await self._take_back(session, msg.body)
+                    continue
+                if msg.kind == "fileWant":
+                    self._on_want(session, [str(n) for n in msg.body["names"]])
+                    continue
+                if msg.kind != "ack":
+                    raise protocol.ProtocolError(f"expected ack, got {msg.kind}")
+                session.acked_seq = max(session.acked_seq, msg.body["durableSeq"])
+                session.last_ack = time.monotonic()
+                if not session.in_sync and session.acked_seq >= self.durable_seq:
+                    session.in_sync = True
+                    if self.degraded and self.mode == "sync":
+                        self.degraded = False
+                        log.warning(
+                            "sync replication restored: standby %s is caught up", session.node
+                        )
+                metrics.REPLICATION_LAG.labels(session.node).set(
+                    max(self.durable_seq - session.acked_seq, 0)
+                )
+                self._release_acks()
+                self._release_files()
+        except (EOFError, ConnectionError, protocol.ProtocolError, XceError) as exc:
+            log.info("replication acks from %s ended: %s", session.node, exc)
+            if session.writer is not None:
+                session.writer.close()
+
+    def _release_acks(self) -> None:
+        best = max((s.acked_seq for s in self.sessions.values() if s.in_sync), default=0)
+        keep = []
+        for seq, fut in self._ack_waiters:
+            if seq <= best:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((seq, fut))
+        self._ack_waiters = keep
+
+    async def wait_replicated(self, seq: int, force: bool = False) -> None:
+        """Sync mode (or `force`, in any mode: job number reservations): return once an
+        in-sync standby holds `seq` durably, or degrade (async mode: warn) after
+        `sync_timeout_s`."""
+        if self.mode != "sync" and not force:
+            return
+        sync = self.mode == "sync"
+        if not any(s.in_sync for s in self.sessions.values()):
+            if sync:
+                self._degrade("no standby is connected and caught up")
+            else:
+                log.warning(
+                    "record %d (job numbers) is not on any standby: no standby is "
+                    "connected and caught up",
+                    seq,
+                )
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ack_waiters.append((seq, fut))
+        self._release_acks()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), self.sync_timeout_s)
+        except TimeoutError:
+            self._ack_waiters = [(q, f) for q, f in self._ack_waiters if f is not fut]
+            fut.cancel()
+            for s in self.sessions.values():
+                if s.acked_seq < seq:
+                    s.in_sync = False
+            why = f"no standby acknowledged record {seq} within {self.sync_timeout_s:g} s"
+            if sync:
+                self._degrade(why)
+            else:
+                log.warning("%s (job numbers)", why)

@@ -1,0 +1,98 @@
+"""The worker's state: its attempts (running, starting, ended), pending reports, its host's
+devices and containment, and the controller client.
+
+`AgentBase` holds what xce/worker/agent.py's `WorkerAgent` and its parts (reports.py,
+reconcile.py, link.py) share. Attempts are keyed by (job id, attempt).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from xce.auth.pki import client_ssl_context
+from xce.client import XceClient
+from xce.config import Config
+from xce.worker import fence, gpus, staging, tail
+from xce.worker.cgroups import CgroupBackend, detect
+from xce.worker.executor import RunningJob, Spool
+from xce.worker.hostinfo import cgroup_namespace
+from xce.worker.launcher import KeeperLauncher
+from xce.worker.shares import ShareHolder
+
+if TYPE_CHECKING:
+    from xce.worker.tasks import TaskService
+
+Key = tuple[str, int]
+
+
+class AgentBase:
+    """A worker's state (xce/worker/agent.py runs it)."""
+
+    tasks: TaskService  # `xce launch`'s task service (xce/worker/tasks.py)
+
+    def __init__(self, config: Config, client: XceClient | None = None) -> None:
+        self.config = config
+        self.settings = config.worker
+        self.host = self.settings.name
+        self.client = client or XceClient(
+            config.controllers,
+            self.settings.token or None,
+            ssl_context=client_ssl_context(config.tls),
+            insecure=config.tls.insecure,
+        )
+        self.running: dict[Key, RunningJob] = {}
+        # Spawned but not yet in `running`: a second answer in that window must not start
+        # the same attempt again.
+        self.starting: set[Key] = set()
+        self.ended: OrderedDict[Key, None] = OrderedDict()
+        self.reports: dict[Key, dict[str, Any]] = {}
+        # The attempts whose reports are pending: their directories go once a report is taken.
+        self.report_jobs: dict[Key, RunningJob] = {}
+        self._saving: dict[Key, asyncio.Task[None]] = {}  # report files being written
+        self._retry_at: dict[Key, float] = {}  # loop time of a failed report's next try
+        self._tries: dict[Key, int] = {}
+        # Reports the controller took, kept a while: if an answer still lists the attempt
+        # (a relaxed-fsync controller lost it in a crash) the report is sent again.
+        self.delivered: OrderedDict[Key, dict[str, Any]] = OrderedDict()
+        self.version = -1
+        self.registered = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._report_wakeup = asyncio.Event()
+        self.output = tail.OutputPusher()
+        self.spool = Spool(self.settings.spool_dir, self.settings.job_root())
+        namespace = cgroup_namespace(self.host, self.settings.spool_dir)
+        self.backend: CgroupBackend = detect(
+            self.settings.cgroup, self.settings.cgroup_parent, namespace
+        )
+        # Devices by kind, configured or detected once at start (xce/worker/gpus.py).
+        self.devices = gpus.host_devices(self.settings.gres, self.settings.gpu_device_path)
+        self.shares = ShareHolder(self.backend, self.settings.pids_limit, self.devices)
+        # `xce launch` (issue 15): the directory of this worker's own `xce` that goes first
+        # on every job's PATH (the task service is made by WorkerAgent).
+        self.launch_bin = ""
+        self.launcher = KeeperLauncher(self.backend.kind, self.settings.cgroup_parent, namespace)
+        # The fence (xce/worker/fence.py): the controller sets the timeout when we register.
+        self.contact = fence.Contact(0.0, fence.DEFAULT_FENCE_TIMEOUT_S)
+        # Per file and per job, as the controller says (xce/worker/staging.py).
+        self.output_limits = staging.OutputLimits()
+
+    # --- bookkeeping --------------------------------------------------------------------
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _remember_ended(self, key: Key) -> None:
+        self.ended[key] = None
+        while len(self.ended) > 100_000:
+            self.ended.popitem(last=False)
+
+    @property
+    def _base(self) -> str:
+        return f"/api/v1/workers/{quote(self.host)}"
