@@ -30,7 +30,7 @@ from aiohttp import web
 from xce import metrics
 from xce.api.http import GUARD, bearer_token, json_body, json_response
 from xce.api.route_class import WORKER, route_class
-from xce.auth.guard import GuardState, allowed, parse_address
+from xce.auth.guard import GuardState, allowed, peer
 from xce.core.errors import InvalidRequest
 
 LOGIN_PATH = "/api/v1/auth/login"
@@ -120,8 +120,7 @@ async def _guarded_login(
 @web.middleware
 async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
     state = request.app[GUARD]
-    address = parse_address(request.remote or "")
-    shown = str(address) if address is not None else (request.remote or "unknown")
+    address, shown = peer(request.remote or "")
     kind = route_class(request)
     if not allowed(state.settings, kind, address):
         return _refusal(
