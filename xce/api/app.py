@@ -8,6 +8,7 @@ route's permission; `public` routes need no token, `authenticated` ones any vali
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
@@ -17,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from xce import logs
-from xce.api.audit import audit_trail
+from xce.api.audit import audited, recorded
 from xce.api.guard_middleware import guard
 from xce.api.http import (
     AUTH,
@@ -31,7 +32,7 @@ from xce.api.http import (
     route_of,
 )
 from xce.api.metrics import observe
-from xce.api.mtls import worker_client_cert
+from xce.api.mtls import require_client_cert
 from xce.api.routes import Route, all_routes
 from xce.auth.rbac import allows
 from xce.auth.runtime import AuthRuntime
@@ -220,21 +221,40 @@ def _declared_query(request: web.Request, route: Route) -> None:
             )
 
 
-@web.middleware
-async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
-    """The inner layers in one frame, in this order: authentication and the route's
-    permission (`_identity`; public routes run as "anonymous"), a worker's contact for the
-    write lease, then the declared query parameters."""
-    route = route_of(request)
-    if route is None:  # no route: the handler raises aiohttp's 404/405
-        request[IDENTITY] = Identity("anonymous")
-        return await handler(request)
+async def _admitted(request: web.Request, route: Route, handler: Any) -> web.StreamResponse:
+    """`_admit`, then the handler: what the audit trail runs and records for audited routes."""
+    _admit(request, route)
+    return await handler(request)
+
+
+def _admit(request: web.Request, route: Route) -> None:
+    """Authentication and the route's permission (`_identity`; public routes run as
+    "anonymous"), a worker's contact for the write lease, then the declared query."""
     if route.permission == "public":
         request[IDENTITY] = who = Identity("anonymous")
     else:
         who = _identity(request, route)
     _worker_contact(request, who)
     _declared_query(request, route)
+
+
+@web.middleware
+async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
+    """The inner layers in one frame, in their order from the outside in: the worker routes'
+    client certificate (xce/api/mtls.py), the audit trail of admin and control routes
+    (xce/api/audit.py, which records refused attempts too, so it wraps the rest), then
+    `_admit`. Checks and a conditional wrapper instead of a middleware each: an aiohttp
+    middleware is a coroutine frame and a handler partial on every request."""
+    require_client_cert(request)
+    route = route_of(request)
+    if route is None:  # no route: the handler raises aiohttp's 404/405
+        request[IDENTITY] = Identity("anonymous")
+        return await handler(request)
+    if audited(route):
+        return await recorded(
+            request, route, functools.partial(_admitted, route=route, handler=handler)
+        )
+    _admit(request, route)
     return await handler(request)
 
 
@@ -246,8 +266,6 @@ def build_app(config: Config) -> web.Application:
         middlewares=[
             front,
             guard,
-            worker_client_cert,
-            audit_trail,
             authenticate,
         ],
         client_max_size=config.controller.max_body_kb * 1024,
