@@ -54,10 +54,11 @@ PosFloat = Annotated[float, msgspec.Meta(gt=0)]  # ints are accepted (and become
 PosNumber = PosInt | PosFloat  # an int stays an int
 
 
-def error(text: str) -> msgspec.Meta:
+def error(text: str, *, got: bool = False) -> msgspec.Meta:
     """`Annotated[kind, error("must be a list of host names")]`: every problem at or below
-    this field reads `<key> <text>`."""
-    return msgspec.Meta(extra={"error": text})
+    this field reads `<key> <text>`; with `got`, `<key> <text>, got <the key's value>` (the
+    wording these keys had before the tables)."""
+    return msgspec.Meta(extra={"error": text, "got": True} if got else {"error": text})
 
 
 def hint(text: str, **constraint: Any) -> msgspec.Meta:
@@ -95,7 +96,8 @@ def _walk(
     path: str, data: Any, kind: Any, where: str
 ) -> tuple[str, Any, Any, tuple[str, str] | None]:
     """Where msgspec's path leads: the key's name, its declared type, the value in the file
-    and the deepest `error` text on the way (with the key it belongs to)."""
+    and the deepest `error` text on the way (with the key it belongs to, and that key's
+    value when the `error` asks for it)."""
     names, tp, value = where, kind, data
     error: tuple[str, str] | None = None
     for step in _STEP.finditer(path):
@@ -113,7 +115,7 @@ def _walk(
             tp, value = _item_type(tp, int(index)), value[int(index)]
             names = f"{names}[{index}]"
         if text := _meta(tp, "error"):
-            error = (names, text)
+            error = (names, f"{text}, got {value!r}" if _meta(tp, "got") else text)
     return names, tp, value, error
 
 

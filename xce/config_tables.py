@@ -92,7 +92,7 @@ class TlsTable(Table, frozen=True):
     ca_file: str | None = None
     require_client_cert: Annotated[
         bool | Literal["none", "workers", "all"],
-        error('must be "none", "workers", "all" or a boolean'),
+        error('must be "none", "workers", "all" or a boolean', got=True),
     ] = "none"
     insecure: bool = TlsSettings().insecure
 
