@@ -136,12 +136,12 @@ class QueueTable(Table, frozen=True):
 
     def __post_init__(self) -> None:
         from xce.controller.queue_rules import check_settings
-        from xce.sched.plugins import policy_for
+        from xce.sched.plugins import builtin
 
         if not self.name.replace("-", "").replace("_", "").isalnum():
             raise Invalid(f"name {self.name!r} may hold only letters, digits, - and _")
         try:
-            policy_for(self.plugins)
+            builtin().policy_for(self.plugins)  # a config names the built-in plugins
         except ValueError as exc:
             raise Invalid(f"plugins: {exc}") from None
         problem = check_settings(self.record())

@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from xce.sched.plugins import QueuePolicy, names, policy_for
+from xce.sched.plugins import QueuePolicy, builtin, names
 from xce.sched.plugins.base import blocks_queue, reads_usage
 
 ORDERS = [(), *((n,) for n in names("order"))]
@@ -28,7 +28,7 @@ def test_every_builtin_plugin_is_covered() -> None:
 
 @pytest.mark.parametrize("plugins", COMBINATIONS, ids="+".join)
 def test_capabilities_equal_the_old_name_tests(plugins: tuple[str, ...]) -> None:
-    policy: QueuePolicy = policy_for(plugins)
+    policy: QueuePolicy = builtin().policy_for(plugins)
     order, score, reserve = policy.order.name, policy.score.name, policy.reserve
     # the pass (xce/sched/pipeline.py) and ranking (xce/sched/ranking.py) before issue 20
     assert policy.submission_order == (order == "fcfs")

@@ -170,7 +170,7 @@ async def front(request: web.Request, handler: Any) -> web.StreamResponse:
 
 def _identity(request: web.Request, route: Route) -> Identity:
     """Verify the bearer JWT, build the `Identity` and check the route's permission."""
-    runtime: AuthRuntime = request.app[AUTH]  # type: ignore[assignment]
+    runtime: AuthRuntime = request.app[AUTH]
     token = bearer_token(request.headers.get("Authorization", ""))
     if not token:
         raise Unauthorized("this request needs a bearer token (run xce login or set XCE_TOKEN)")

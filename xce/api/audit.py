@@ -47,7 +47,7 @@ async def recorded(request: web.Request, route: Route, handler: Any) -> web.Stre
     """Run `handler` (authentication included) and record its outcome, refusals too. Called
     by the application's `authenticate` middleware (xce/api/app.py) for `audited` routes
     only: the others skip this frame."""
-    log: AuditLog = request.app[AUTH].audit  # type: ignore[attr-defined]
+    log: AuditLog = request.app[AUTH].audit
     try:
         response = await handler(request)
     except XceError as exc:
@@ -88,7 +88,7 @@ async def read(request: web.Request) -> web.Response:
         offset=query_int(request, "offset", 0, 0, 2**62),
         limit=query_int(request, "limit", 100, 1, 10000),
     )
-    rows, total = request.app[AUTH].audit.query(q)  # type: ignore[attr-defined]
+    rows, total = request.app[AUTH].audit.query(q)
     return json_response({"records": rows, "total": total, "offset": q.offset, "limit": q.limit})
 
 

@@ -23,7 +23,7 @@ def require_client_cert(request: web.Request) -> None:
     """Refuse a worker route to a connection without a client certificate, when
     `require_client_cert = "workers"`. A check the application's `authenticate` middleware
     makes first (xce/api/app.py), not a middleware of its own: one frame less per request."""
-    tls = request.app[CONFIG].tls  # type: ignore[attr-defined]
+    tls = request.app[CONFIG].tls
     if tls.require_client_cert == "workers" and route_class(request) == WORKER:
         transport = request.transport
         peer = transport.get_extra_info("peercert") if transport is not None else None

@@ -63,7 +63,7 @@ def multi_host_refusal(
     """For a job that may spread: None when some set of the queue's hosts (empty) holds it,
     else why not. "" when the job stays on one host: the single-host check applies."""
     gate = QueueHosts()
-    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]  # type: ignore[arg-type]
+    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
     if not eligible:
         return None
     spec = JobSpec(  # built only now: every submit asks, most before any host registers
@@ -92,7 +92,7 @@ def multi_host_refusal(
         hosts = views
 
     layout = Layout.of(spec, req)
-    for group in groups_of(_Pool, fitting, req):  # type: ignore[arg-type]
+    for group in groups_of(_Pool(), fitting, req):
         if choose(layout, spec, group, free_slots, free_mem, lambda i: views[i].slots):
             return None
     where = f"queue {queue.name!r}"
