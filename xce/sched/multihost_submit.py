@@ -62,7 +62,11 @@ def multi_host_refusal(
 ) -> str | None:
     """For a job that may spread: None when some set of the queue's hosts (empty) holds it,
     else why not. "" when the job stays on one host: the single-host check applies."""
-    spec = JobSpec(
+    gate = QueueHosts()
+    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
+    if not eligible:
+        return None
+    spec = JobSpec(  # built only now: every submit asks, most before any host registers
         user="-",
         queue=queue.name,
         slots=slots,
@@ -70,10 +74,6 @@ def multi_host_refusal(
         exclusive=exclusive,
         mem_per_slot_mb=mem_per_slot_mb,
     )
-    gate = QueueHosts()
-    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
-    if not eligible:
-        return None
     biggest = max(h.slots for h in eligible)
     one_host = (req is not None and req.span is not None) or slots <= biggest
     if not spreads(spec, req) and one_host:
