@@ -200,8 +200,9 @@ class JobModel:
             ),
         }
         starts = [k["start_time"] for k in kids if k.get("start_time")]
-        ends = [k.get("end_time") for k in kids]
-        end = max(ends) if ends and all(ends) and state in ("DONE", "EXIT") else None
+        ends = [k["end_time"] for k in kids if k.get("end_time")]
+        finished = bool(kids) and len(ends) == len(kids) and state in ("DONE", "EXIT")
+        end = max(ends) if finished else None
         return {
             "id": f"@{array_id}",
             "kind": "array",

@@ -125,7 +125,7 @@ def _secret(key: str, base: Path, raw: str) -> str:
     fix."""
     from xce.auth.strict_modes import OPERATOR_SECRET, problems
 
-    path = (base / raw).expanduser()
+    path = base / Path(raw).expanduser()  # `~/token`: the home's, as for every path
     found = problems([(path, OPERATOR_SECRET)])
     if found:
         raise ConfigError(f"{key}: {found[0]}")

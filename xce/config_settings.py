@@ -55,7 +55,7 @@ class ControllerKeys(Table, frozen=True):
     min_job_uid: Annotated[int, hint("must be 0 or more", ge=0)] = 1000
     job_users: Annotated[
         tuple[Annotated[str, msgspec.Meta(pattern=_JOB_USER)], ...],
-        error("must be a list of user names"),
+        error("must be a list of user names", got=True),
     ] = ()
     max_body_kb: PosInt = 1024
     max_array_size: PosInt = 1_000_000

@@ -92,7 +92,7 @@ class TlsTable(Table, frozen=True):
     ca_file: str | None = None
     require_client_cert: Annotated[
         bool | Literal["none", "workers", "all"],
-        error('must be "none", "workers", "all" or a boolean'),
+        error('must be "none", "workers", "all" or a boolean', got=True),
     ] = "none"
     insecure: bool = TlsSettings().insecure
 
@@ -136,12 +136,12 @@ class QueueTable(Table, frozen=True):
 
     def __post_init__(self) -> None:
         from xce.controller.queue_rules import check_settings
-        from xce.sched.plugins import policy_for
+        from xce.sched.plugins import builtin
 
         if not self.name.replace("-", "").replace("_", "").isalnum():
             raise Invalid(f"name {self.name!r} may hold only letters, digits, - and _")
         try:
-            policy_for(self.plugins)
+            builtin().policy_for(self.plugins)  # a config names the built-in plugins
         except ValueError as exc:
             raise Invalid(f"plugins: {exc}") from None
         problem = check_settings(self.record())

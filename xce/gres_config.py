@@ -34,7 +34,7 @@ class LicenseTable(Table, frozen=True):
     """One `[[license]] name = "matlab" count = 10`: a cluster-wide consumable."""
 
     name: str
-    count: Annotated[int, error("must be a whole number >= 0")]
+    count: Annotated[int, error("must be a whole number >= 0", got=True)]
 
     def __post_init__(self) -> None:
         if self.count < 0:

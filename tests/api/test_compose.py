@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.api.conftest import Api, make_settings
+from tests.sched.test_plugins import LastHostFirst
+from tests.unit.helpers import new_state, submit
 from xce.api.http import (
     AUTH,
     BUS,
@@ -19,6 +21,7 @@ from xce.api.http import (
     HA,
     HISTORY,
     LOGINS,
+    PLUGINS,
     SERVICE,
     SETTINGS,
     TAILS,
@@ -27,6 +30,9 @@ from xce.config import Config
 from xce.controller.compose import Controller, compose
 from xce.controller.history import PRUNE_EVERY
 from xce.controller.service import ControllerService
+from xce.core.errors import InvalidRequest
+from xce.core.model import QueueRecord
+from xce.sched import plugins
 from xce.store.files import FileStore
 
 
@@ -52,6 +58,8 @@ def test_the_app_holds_each_component_under_its_key(tmp_path: Path) -> None:
     assert c.service.committed == []  # the bus waits for a subscriber
     c.bus.subscribe(None, lambda change: True)
     assert c.service.committed == [c.bus.publish]
+    # No registry given: the built-in plugins, for the service and the API alike.
+    assert app[PLUGINS] is c.plugins is c.service.registry is plugins.builtin()
 
 
 def test_two_controllers_share_no_component(tmp_path: Path) -> None:
@@ -75,3 +83,31 @@ async def test_a_failing_history_listener_never_fails_a_commit(
     assert job in api.service.state.jobs
     assert "job history listener failed on JobSubmitted" in caplog.text
     assert (await api.show(job))["state"] == "PEND"  # the request was answered as usual
+
+
+def _with_last_host_first() -> plugins.PluginRegistry:
+    return plugins.PluginRegistry([*plugins.builtin_plugins(), LastHostFirst])
+
+
+def test_the_composed_registry_reaches_the_service_and_the_api(tmp_path: Path) -> None:
+    registry = _with_last_host_first()
+    settings = make_settings(tmp_path)
+    c = compose(
+        Config(controller=settings), FileStore(tmp_path / "files", 1 << 20), plugins=registry
+    )
+    assert c.app[PLUGINS] is registry is c.service.registry
+
+
+async def test_the_service_plans_and_checks_queues_with_its_registry(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    files = FileStore(tmp_path / "files", 1 << 20)
+    chosen = QueueRecord("last", plugins=("test-last-host-first",))
+    state = new_state(queues=(chosen,), hosts={"a": (2, 100), "b": (2, 100)})
+    job = submit(state, "last")
+    service = ControllerService(settings, files, state=state, registry=_with_last_host_first())
+    assert await service.schedule_once() == 1
+    assert state.jobs[job].host == "b"  # the registry's score plugin chose the host
+    await service.create_queue(QueueRecord("other", plugins=("test-last-host-first",)))
+    builtin_only = ControllerService(settings, files, state=new_state())
+    with pytest.raises(InvalidRequest, match="unknown scheduler plugin 'test-last-host-first'"):
+        await builtin_only.create_queue(QueueRecord("other", plugins=("test-last-host-first",)))

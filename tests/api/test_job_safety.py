@@ -305,7 +305,7 @@ def accounts(monkeypatch: pytest.MonkeyPatch) -> None:
     import pwd
     from types import SimpleNamespace
 
-    from xce.controller import service
+    from xce.controller import submit_checks as service
 
     def getpwnam(name: str) -> Any:
         if name not in ACCOUNTS:

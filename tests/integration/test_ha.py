@@ -484,8 +484,15 @@ def test_a_restart_while_the_new_primary_is_unreachable_takes_another_epoch(tmp_
         c.candidates[1].send_signal(signal.SIGSTOP)
         try:
             c.start_candidate(0, "controller", wait=False)
-            c.wait_for(lambda: (c.health(0) or {}).get("role") == "primary", 30, "0 primary")
-            epoch0 = c.health(0)["epoch"]
+            seen: list[dict] = []  # the reading that showed it primary (a later one may time out)
+
+            def primary() -> bool:
+                health = c.health(0) or {}
+                seen[:] = [health]
+                return health.get("role") == "primary"
+
+            c.wait_for(primary, 30, "0 primary")
+            epoch0 = seen[0]["epoch"]
         finally:
             c.candidates[1].send_signal(signal.SIGCONT)
         assert epoch0 != epoch1, f"two primaries of epoch {epoch0}"

@@ -34,15 +34,15 @@ def test_registry_lists_every_kind() -> None:
 
 def test_unknown_and_clashing_plugins_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown scheduler plugin 'fastest'"):
-        plugins.policy_for(("fastest",))
+        plugins.builtin().policy_for(("fastest",))
     with pytest.raises(ValueError, match="'pack' and 'spread' are both score plugins"):
-        plugins.policy_for(("pack", "spread"))
+        plugins.builtin().policy_for(("pack", "spread"))
 
 
 def test_defaults_and_choices() -> None:
-    default = plugins.policy_for(())
+    default = plugins.builtin().policy_for(())
     assert (default.order.name, default.score.name, default.reserve) == ("fcfs", "first-fit", None)
-    chosen = plugins.policy_for(("backfill", "spread", "fairshare"))
+    chosen = plugins.builtin().policy_for(("backfill", "spread", "fairshare"))
     assert (chosen.order.name, chosen.score.name, chosen.reserve.name) == (  # type: ignore[union-attr]
         "fairshare",
         "spread",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import tomllib
 from typing import Annotated, Any, Literal
 
 import msgspec
 import pytest
 
+from xce.config import parse_config
 from xce.config_check import (
     ConfigError,
     Invalid,
@@ -105,3 +107,51 @@ def test_a_required_key_says_so_when_missing() -> None:
         convert({"url": "x", "user": ""}, Login)
     with pytest.raises(ConfigError, match=r"^url must be a str, got 1$"):
         convert({"url": 1, "user": "u"}, Login)
+
+
+class Shown(Table, frozen=True):
+    users: Annotated[tuple[str, ...], error("must be a list of user names", got=True)] = ()
+    groups: dict[str, Annotated[tuple[str, ...], error("must be a list", got=True)]] = {}
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"users": "daemon"}, "users must be a list of user names, got 'daemon'"),
+        ({"users": ["a", 1]}, "users must be a list of user names, got ['a', 1]"),
+        ({"groups": {"g": 5}}, "groups.g must be a list, got 5"),
+    ],
+)
+def test_an_error_with_got_shows_the_keys_value(data: dict[str, Any], expected: str) -> None:
+    """The wording these keys had before the tables: the whole value of the key."""
+    with pytest.raises(ConfigError) as caught:
+        convert(data, Shown)
+    assert caught.value.message == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '[controller]\njob_users = "daemon"',
+            "controller.job_users must be a list of user names, got 'daemon'",
+        ),
+        ("[auth]\ndefault_roles = 1", "auth.default_roles must be a list of strings, got 1"),
+        (
+            '[auth.roles]\nr = "job:submit"',
+            "auth.roles.r must be a list of strings, got 'job:submit'",
+        ),
+        (
+            "[tls]\nrequire_client_cert = 1",
+            'tls.require_client_cert must be "none", "workers", "all" or a boolean, got 1',
+        ),
+        (
+            '[[license]]\nname = "m"\ncount = true',
+            "license[0].count must be a whole number >= 0, got True",
+        ),
+    ],
+)
+def test_the_config_file_keeps_its_old_wording(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(tomllib.loads(text))
+    assert caught.value.message == expected

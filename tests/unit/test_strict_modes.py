@@ -145,3 +145,16 @@ def test_the_controller_refuses_to_start_with_a_readable_signing_key(tmp_path: P
     key.chmod(0o600)
     cluster.start_controller()  # fixed as told: it starts
     cluster.stop()
+
+
+def test_a_home_relative_backend_file_is_checked_where_the_backend_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`path = "~/users.toml"` is the file the configfile backend opens (the home's), so it
+    is the one StrictModes checks, not `<config dir>/~/users.toml`."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    backends = ({"type": "configfile", "path": "~/users.toml"},)
+    paths = strict_modes.controller_paths(tmp_path / "state", tmp_path / "etc", backends, None)
+    assert (home / "users.toml", PRIVATE) in paths

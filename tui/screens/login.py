@@ -8,6 +8,7 @@ a controller without it answers 404, which is shown as such with the token alter
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING, cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,6 +17,9 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, Static
 
 from xce.client import ApiError, XceClient
+
+if TYPE_CHECKING:
+    from tui.app import XceTui
 
 
 class LoginScreen(Screen[bool]):
@@ -46,7 +50,8 @@ class LoginScreen(Screen[bool]):
 
     @property
     def client(self) -> XceClient:
-        return self.app.client  # type: ignore[attr-defined,no-any-return]
+        # only `XceTui` pushes this screen (tui/app.py), so its app is always one
+        return cast("XceTui", self.app).client
 
     def _use_server(self) -> None:
         chosen = str(self.query_one("#server", Select).value)

@@ -13,7 +13,7 @@ from tui.screens.base import LiveScreen
 COLUMNS = ("RESERVATION", "STATE", "HOSTS", "SLOTS", "START", "END", "FOR", "FLAGS")
 
 
-def cells(r: dict) -> tuple[str, ...]:  # type: ignore[type-arg]
+def cells(r: dict) -> tuple[str, ...]:
     """One row, in the words of `xce rsv list`."""
     return (
         r["name"],

@@ -55,8 +55,15 @@ class JobTable(ScrollView, can_focus=True):
             super().__init__()
             self.key = key
 
-    def __init__(self, model: JobModel, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        model: JobModel,
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
         self.model = model
         self.cursor = 0
         self.cursor_key: str | None = None

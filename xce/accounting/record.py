@@ -193,10 +193,10 @@ def count(items: list[Derived]) -> int:
 def expand(items: list[Derived]) -> Iterator[AcctRecord]:
     """Every record of `items`, expanding whole-array kills as it goes."""
     for item in items:
-        if type(item) is CancelledTasks:
+        if isinstance(item, CancelledTasks):
             yield from item.records()
         else:
-            yield item  # type: ignore[misc]
+            yield item
 
 
 _ENDS = (ev.JobFinished, ev.JobKilled, ev.JobRequeued, ev.JobHostLost)
@@ -213,18 +213,18 @@ class AttemptWatch:
         self._pre_array: ArrayRecord | None = None
 
     def before(self, state: ClusterState, event: ev.Event) -> None:
-        self._pre = state.jobs.get(event.job_id) if isinstance(event, _REQUEUES) else None  # type: ignore[attr-defined]
+        self._pre = state.jobs.get(event.job_id) if isinstance(event, _REQUEUES) else None
         self._pre_array = (
             state.arrays.get(event.number) if isinstance(event, ev.ArrayCancelled) else None
         )
 
     def after(self, state: ClusterState, event: ev.Event, seq: int) -> Derived | None:
         if isinstance(event, ev.ArrayCancelled):
-            pre, self._pre_array = self._pre_array, None
-            if pre is None or not pre.pending:
+            array, self._pre_array = self._pre_array, None
+            if array is None or not array.pending:
                 return None
             return CancelledTasks(
-                pre, pre.pending, event.at, event.reason, seq, self.group_of(pre.spec.user)
+                array, array.pending, event.at, event.reason, seq, self.group_of(array.spec.user)
             )
         if not isinstance(event, _ENDS):
             return None

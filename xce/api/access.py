@@ -16,12 +16,12 @@ from xce.core.state import parse_job_id
 
 
 def _groups_of(request: web.Request) -> Callable[[str], tuple[str, ...]]:
-    return request.app[AUTH].directory.groups_of  # type: ignore[attr-defined]
+    return request.app[AUTH].directory.groups_of
 
 
 def job_owner(request: web.Request, job_id: str) -> str:
     """The user owning a job, task or array (404 when there is none)."""
-    state = request.app[SERVICE].state  # type: ignore[attr-defined]
+    state = request.app[SERVICE].state
     number, index = parse_job_id(job_id)
     if index is None and number in state.arrays:
         return state.arrays[number].spec.user

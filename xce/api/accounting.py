@@ -58,7 +58,7 @@ def parse_time(name: str, text: str, now: float) -> float:
 
 
 def _db(request: web.Request) -> Path:
-    service = request.app[SERVICE]  # type: ignore[attr-defined]
+    service = request.app[SERVICE]
     if service.accounting is None and not service.settings.accounting:
         raise Conflict("accounting is off on this controller ([controller] accounting)")
     return store.db_path(service.settings.state_dir)
@@ -198,7 +198,7 @@ async def archived_job(request: web.Request, job_id: str) -> web.Response:
         "job:view",
         owner,
         request.app[AUTH].directory.groups_of,
-    ):  # type: ignore[attr-defined]
+    ):
         raise Forbidden(f"{who.user} may not view job {job_id} (owned by {owner})")
     return json_response(archived_view(job_id, found))
 

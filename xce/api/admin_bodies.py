@@ -10,7 +10,7 @@ from msgspec import UNSET, Meta, UnsetType
 from xce.api.bodies import Body, Name, Patch, Seconds, Text1K, Text2K, Text256
 from xce.api.decoding import refuse
 from xce.core.model import HostFailurePolicy
-from xce.core.reservations import FLAGS
+from xce.core.reservations import Flag
 
 Limit = Annotated[int, Meta(ge=1, le=2**40)]  # within the WAL's Int64
 # a user name or an @group of `[scheduler] groups`
@@ -168,7 +168,7 @@ class ReservationCreate(Body, frozen=True, kw_only=True):
     users: Users = ()
     maintenance: bool = False
     flags: Annotated[
-        tuple[Literal[FLAGS], ...],  # type: ignore[valid-type]  # the flags' one list
+        tuple[Flag, ...],
         Meta(max_length=8, extra_json_schema={"uniqueItems": True}),
     ] = ()
     description: Text1K = ""

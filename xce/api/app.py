@@ -110,21 +110,21 @@ async def high_availability(request: web.Request, handler: Any) -> web.StreamRes
         return await handler(request)
     claimed = request.headers.get("X-XCE-Epoch", "")
     if claimed.isdigit():
-        node.claimed_epoch(int(claimed))  # type: ignore[attr-defined]
+        node.claimed_epoch(int(claimed))
     route = route_of(request)
-    if node.role != "primary" and (route is None or route.permission != "public"):  # type: ignore[attr-defined]
+    if node.role != "primary" and (route is None or route.permission != "public"):
         response: web.StreamResponse = _error(
             503,
             "not_primary",
-            f"this controller is a {node.role}, not the primary",  # type: ignore[attr-defined]
+            f"this controller is a {node.role}, not the primary",
             request.get(REQUEST_ID, ""),
         )
         response.headers["X-XCE-Not-Primary"] = "1"
     else:
         response = await handler(request)
     if not response.prepared:
-        response.headers["X-XCE-Role"] = node.role  # type: ignore[attr-defined]
-        response.headers["X-XCE-Epoch"] = str(node.epochs.epoch)  # type: ignore[attr-defined]
+        response.headers["X-XCE-Role"] = node.role
+        response.headers["X-XCE-Epoch"] = str(node.epochs.epoch)
     return response
 
 
@@ -135,7 +135,7 @@ async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse
     if route is None or route.permission == "public":
         request[IDENTITY] = Identity("anonymous")
         return await handler(request)
-    runtime: AuthRuntime = request.app[AUTH]  # type: ignore[assignment]
+    runtime: AuthRuntime = request.app[AUTH]
     token = bearer_token(request.headers.get("Authorization", ""))
     if not token:
         raise Unauthorized("this request needs a bearer token (run xce login or set XCE_TOKEN)")
@@ -167,11 +167,11 @@ async def worker_contact(request: web.Request, handler: Any) -> web.StreamRespon
     node = request.app.get(HA)
     if (
         node is not None
-        and node.lease is not None  # type: ignore[attr-defined]
+        and node.lease is not None
         and request.path.startswith("/api/v1/workers/")
         and "worker" in request[IDENTITY].roles
     ):
-        node.lease.worker_contact()  # type: ignore[attr-defined]
+        node.lease.worker_contact()
     return await handler(request)
 
 

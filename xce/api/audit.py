@@ -43,7 +43,7 @@ async def audit_trail(request: web.Request, handler: Any) -> web.StreamResponse:
     route = route_of(request)
     if route is None or route.permission not in AUDITED or route.tag == "auth":
         return await handler(request)
-    log: AuditLog = request.app[AUTH].audit  # type: ignore[attr-defined]
+    log: AuditLog = request.app[AUTH].audit
     try:
         response = await handler(request)
     except XceError as exc:
@@ -84,7 +84,7 @@ async def read(request: web.Request) -> web.Response:
         offset=query_int(request, "offset", 0, 0, 2**62),
         limit=query_int(request, "limit", 100, 1, 10000),
     )
-    rows, total = request.app[AUTH].audit.query(q)  # type: ignore[attr-defined]
+    rows, total = request.app[AUTH].audit.query(q)
     return json_response({"records": rows, "total": total, "offset": q.offset, "limit": q.limit})
 
 

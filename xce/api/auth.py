@@ -35,7 +35,7 @@ DEVICE_CODES = ("authorization_pending", "slow_down", "expired_token", "access_d
 
 
 def runtime(request: web.Request) -> AuthRuntime:
-    return request.app[AUTH]  # type: ignore[return-value]
+    return request.app[AUTH]
 
 
 class DeviceFlowError(XceError):
@@ -69,7 +69,7 @@ async def whoami(request: web.Request) -> web.Response:
     return json_response(identity(request).to_json())
 
 
-def _oidc(request: web.Request):  # type: ignore[no-untyped-def]
+def _oidc(request: web.Request):
     backend = runtime(request).oidc_backend()
     if backend is None:
         raise NotFound(

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from msgspec import Meta
 
 from xce.api.bodies import Body
-from xce.setup.jointokens import MAX_TTL_S, ROLES
+from xce.setup.jointokens import MAX_TTL_S, JoinRole
 
 User = Annotated[str, Meta(min_length=1, max_length=256)]
 Secret = Annotated[str, Meta(min_length=1, max_length=4096)]
@@ -68,5 +68,5 @@ class Join(Body, frozen=True, kw_only=True):
 class JoinToken(Body, frozen=True, kw_only=True):
     """`POST /api/v1/join/tokens`: a join token for a worker or a standby."""
 
-    role: Literal[ROLES]  # type: ignore[valid-type]  # the roles' one list
+    role: JoinRole
     ttl_s: Annotated[float, Meta(ge=1, le=MAX_TTL_S)] | None = None  # None: the default

@@ -16,19 +16,19 @@ from xce.core.errors import Conflict
 async def healthz(request: web.Request) -> web.Response:
     """Liveness, and what the other candidates need for elections (xce/ha/probe.py)."""
     node = request.app.get(HA)
-    return json_response(node.health() if node is not None else {"status": "ok"})  # type: ignore[attr-defined]
+    return json_response(node.health() if node is not None else {"status": "ok"})
 
 
 async def cluster(request: web.Request) -> web.Response:
-    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
+    service: ControllerService = request.app[SERVICE]
     config = request.app[CONFIG]
     state = service.state
     node = request.app.get(HA)
     return json_response(
         {
             "version": __version__,
-            "role": node.role if node is not None else "primary",  # type: ignore[attr-defined]
-            "controllers": list(config.controllers),  # type: ignore[attr-defined]
+            "role": node.role if node is not None else "primary",
+            "controllers": list(config.controllers),
             "jobs": len(state.jobs),
             "arrays": len(state.arrays),
             "pending": len(state.pending)
@@ -36,7 +36,7 @@ async def cluster(request: web.Request) -> web.Response:
             "hosts": len(state.hosts),
             "events_applied": state.applied,
             "scheduler": dict(service.stats),
-            "ha": node.view() if node is not None else None,  # type: ignore[attr-defined]
+            "ha": node.view() if node is not None else None,
         }
     )
 
@@ -45,19 +45,19 @@ async def switchover(request: web.Request) -> web.Response:
     """Move the primary role to a caught-up standby with no loss (`xce admin switchover`)."""
     node = request.app.get(HA)
     to = (await read_body(request, Switchover)).to if request.can_read_body else None
-    if node is None or node.solo:  # type: ignore[attr-defined]
+    if node is None or node.solo:
         raise Conflict("this cluster has a single controller candidate: nothing to switch to")
-    answer = await node.switchover(to)  # type: ignore[attr-defined]
+    answer = await node.switchover(to)
     return json_response(answer)
 
 
 async def vote(request: web.Request) -> web.Response:
     """A candidate asks for this candidate's vote for an epoch (xce/ha/election.py)."""
     node = request.app.get(HA)
-    if node is None or node.solo:  # type: ignore[attr-defined]
+    if node is None or node.solo:
         raise Conflict("this cluster has a single controller candidate: nothing to vote on")
     body = msgspec.to_builtins(await read_body(request, Vote))
-    return json_response(node.answer_vote(body))  # type: ignore[attr-defined]
+    return json_response(node.answer_vote(body))
 
 
 async def openapi(request: web.Request) -> web.Response:

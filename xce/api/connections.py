@@ -31,7 +31,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
@@ -131,7 +131,7 @@ class GuardedHandler(RequestHandler):
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "local"
         if not self._guard.admit(address):
             self._refused = True
-            transport.write(_TOO_MANY)  # type: ignore[attr-defined]
+            cast(asyncio.WriteTransport, transport).write(_TOO_MANY)  # a stream's transport
             transport.close()
             return
         self._address = address
@@ -225,5 +225,5 @@ class GuardedRunner(web.AppRunner):
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
         server.__class__ = GuardedServer  # the same object, with GuardedHandler connections
-        server.guard = self.guard  # type: ignore[attr-defined]
+        cast(GuardedServer, server).guard = self.guard
         return server

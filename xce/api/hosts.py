@@ -13,8 +13,8 @@ from xce.controller.workers import WorkerGateway
 
 
 def _view(request: web.Request, name: str) -> dict:
-    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
-    gateway: WorkerGateway = request.app[GATEWAY]  # type: ignore[assignment]
+    service: ControllerService = request.app[SERVICE]
+    gateway: WorkerGateway = request.app[GATEWAY]
     return host_view(
         service.state.host(name),
         service.state,
@@ -25,7 +25,7 @@ def _view(request: web.Request, name: str) -> dict:
 
 
 async def list_(request: web.Request) -> web.Response:
-    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
+    service: ControllerService = request.app[SERVICE]
     return json_response({"hosts": [_view(request, n) for n in sorted(service.state.hosts)]})
 
 
@@ -33,9 +33,9 @@ async def show(request: web.Request) -> web.Response:
     return json_response(_view(request, request.match_info["name"]))
 
 
-def _action(action: str):  # type: ignore[no-untyped-def]
+def _action(action: str):
     async def handler(request: web.Request) -> web.Response:
-        service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
+        service: ControllerService = request.app[SERVICE]
         reason = ""
         if request.can_read_body:
             reason = (await read_body(request, Reason)).reason

@@ -20,6 +20,7 @@ from xce.controller.service import ControllerService
 from xce.controller.tails import OutputTails
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import InvalidRequest
+from xce.sched.plugins import PluginRegistry
 
 if TYPE_CHECKING:
     from xce.ha.node import Node
@@ -39,6 +40,7 @@ TAILS = web.AppKey("tails", OutputTails)
 BUS = web.AppKey("bus", EventBus)
 LOGINS = web.AppKey("pending_logins", PendingLogins)  # OIDC browser logins in progress
 GUARD = web.AppKey("guard", GuardState)
+PLUGINS = web.AppKey("plugins", PluginRegistry)  # the scheduler plugins queues may choose
 
 
 @dataclass(frozen=True)

@@ -9,19 +9,18 @@ from aiohttp import web
 
 from xce.api.access import require_job, visible_owners
 from xce.api.bodies import AT_LEAST_ONE, JobModify, given
-from xce.api.http import SERVICE, identity, json_response, read_body
+from xce.api.http import PLUGINS, SERVICE, identity, json_response, read_body
 from xce.api.routes import Param, Route
 from xce.api.views import array_view, job_view
 from xce.auth.rbac import job_scope
 from xce.controller.service import ControllerService
 from xce.core.state import parse_job_id
-from xce.sched.plugins import policy_for
 from xce.sched.priority import factors, scale_of, usage_of
-from xce.sched.snapshot import snapshot_of
+from xce.sched.snapshot import PendingArray, PendingJob, snapshot_of
 
 
 def _service(request: web.Request) -> ControllerService:
-    return request.app[SERVICE]  # type: ignore[return-value]
+    return request.app[SERVICE]
 
 
 async def modify(request: web.Request) -> web.Response:
@@ -51,9 +50,11 @@ async def priority(request: web.Request) -> web.Response:
     hours, slots = usage_of(snapshot.usage, snapshot.running, now)
     scale = scale_of(state.queues, [h.slots for h in snapshot.hosts])
     visible = visible_owners(request)
+    registry = request.app[PLUGINS]
     user, queue_name = request.query.get("user"), request.query.get("queue")
     rows: list[dict[str, Any]] = []
-    for item in (*snapshot.jobs, *snapshot.arrays):
+    items: tuple[PendingJob | PendingArray, ...] = (*snapshot.jobs, *snapshot.arrays)
+    for item in items:
         spec = item.spec
         if (
             (visible is not None and not visible(spec.user))
@@ -68,7 +69,7 @@ async def priority(request: web.Request) -> web.Response:
                 "job_id": getattr(item, "job_id", str(item.number)),
                 "user": spec.user,
                 "queue": spec.queue,
-                "order": policy_for(queue.plugins).order.name,
+                "order": registry.policy_for(queue.plugins).order.name,
                 "job_priority": settings.default_job_priority
                 if spec.priority is None
                 else spec.priority,

@@ -30,7 +30,7 @@ from xce.ha.files import not_here, upload_names
 
 
 def _service(request: web.Request) -> ControllerService:
-    return request.app[SERVICE]  # type: ignore[return-value]
+    return request.app[SERVICE]
 
 
 async def submit(request: web.Request) -> web.Response:
@@ -108,7 +108,7 @@ async def show(request: web.Request) -> web.Response:
     return json_response(view)
 
 
-def _control(action: str):  # type: ignore[no-untyped-def]
+def _control(action: str):
     async def handler(request: web.Request) -> web.Response:
         job_id = request.match_info["job_id"]
         require_job(request, job_id, "job:control")
@@ -252,10 +252,10 @@ async def tail(request: web.Request) -> web.Response:
     limit = query_int(request, "limit", TAIL_LIMIT, 1, TAIL_MAX)
     number, index = parse_job_id(job_id)
     if index is None and number in service.state.arrays:
-        first = service.state.arrays[number].indices.first()
+        lowest = service.state.arrays[number].indices.first()
         raise InvalidRequest(
             f"job {job_id} is a job array: name one of its tasks, "
-            f"e.g. {number}[{first[0] if first else 1}]"
+            f"e.g. {number}[{lowest[0] if lowest else 1}]"
         )
     job = service.state.job(job_id)
     running = job.state.active

@@ -41,20 +41,22 @@ def ca_sha256(pem: str) -> str:
 
 
 def _ca_pem(request: web.Request) -> str:
-    ca_file = request.app[CONFIG].tls.ca_file  # type: ignore[attr-defined]
+    ca_file = request.app[CONFIG].tls.ca_file
     if ca_file is None:
         raise NotFound("this controller has no tls.ca_file: there is no cluster CA to join")
     return Path(ca_file).read_text()
 
 
 def _store(request: web.Request) -> JoinTokenStore:
-    return JoinTokenStore(request.app[SETTINGS].state_dir)  # type: ignore[attr-defined]
+    return JoinTokenStore(request.app[SETTINGS].state_dir)
 
 
-def _issue_client_cert(ca_file: Path, name: str, hosts: list[str]) -> tuple[str, str] | None:
+def _issue_client_cert(ca_file: Path | None, name: str, hosts: list[str]) -> tuple[str, str] | None:
     """A client certificate for `name` from the CA beside ca_file, or None without its key."""
     from xce.auth.pki import CA_KEY, CertPair, issue_certificate
 
+    if ca_file is None:
+        return None
     ca = CertPair(ca_file, ca_file.with_name(CA_KEY))
     if not ca.key_path.is_file():
         return None
@@ -71,7 +73,7 @@ async def join_ca(request: web.Request) -> web.Response:
 async def join(request: web.Request) -> web.Response:
     body = await read_body(request, Join)
     config = request.app[CONFIG]
-    auth: AuthRuntime = request.app[AUTH]  # type: ignore[assignment]
+    auth: AuthRuntime = request.app[AUTH]
     name = body.name
     pem = await asyncio.to_thread(_ca_pem, request)  # before the token is spent
     # The token's id (never its secret) says in the audit log which join token was used.
@@ -102,20 +104,20 @@ async def join(request: web.Request) -> web.Response:
     answer: dict[str, Any] = {
         "role": role,
         "name": name,
-        "controllers": list(config.controllers),  # type: ignore[attr-defined]
+        "controllers": list(config.controllers),
         "ca_pem": pem,
         "service_token": service_token,
         # The controller's [worker] section is the cluster's template for new workers.
         "worker": {
-            "allow_root_jobs": config.worker.allow_root_jobs,  # type: ignore[attr-defined]
-            "heartbeat_interval_s": config.worker.heartbeat_interval_s,  # type: ignore
+            "allow_root_jobs": config.worker.allow_root_jobs,
+            "heartbeat_interval_s": config.worker.heartbeat_interval_s,
         },
         # A standby that takes over must apply the same job-safety rules as this primary.
-        "controller": controller_template(config.controller),  # type: ignore[attr-defined]
+        "controller": controller_template(config.controller),
     }
     issued = await asyncio.to_thread(
         _issue_client_cert,
-        config.tls.ca_file,  # type: ignore
+        config.tls.ca_file,
         body.name,
         list(body.hosts),
     )

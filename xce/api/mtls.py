@@ -23,7 +23,7 @@ class ClientCertificateRequired(Forbidden):
 
 @web.middleware
 async def worker_client_cert(request: web.Request, handler: Any) -> web.StreamResponse:
-    tls = request.app[CONFIG].tls  # type: ignore[attr-defined]
+    tls = request.app[CONFIG].tls
     if tls.require_client_cert == "workers" and route_class(request) == WORKER:
         transport = request.transport
         peer = transport.get_extra_info("peercert") if transport is not None else None

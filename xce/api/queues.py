@@ -16,7 +16,7 @@ from xce.core.model import QueueRecord
 
 
 def _service(request: web.Request) -> ControllerService:
-    return request.app[SERVICE]  # type: ignore[return-value]
+    return request.app[SERVICE]
 
 
 async def list_(request: web.Request) -> web.Response:
@@ -51,7 +51,7 @@ async def delete(request: web.Request) -> web.Response:
     return json_response({"deleted": name})
 
 
-def _action(action: str):  # type: ignore[no-untyped-def]
+def _action(action: str):
     async def handler(request: web.Request) -> web.Response:
         service = _service(request)
         queue = await service.queue_action(request.match_info["name"], action)

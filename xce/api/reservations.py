@@ -34,7 +34,7 @@ def reservation_view(r: ReservationRecord, now: float) -> dict[str, Any]:
 
 
 def _service(request: web.Request) -> ControllerService:
-    return request.app[SERVICE]  # type: ignore[return-value]
+    return request.app[SERVICE]
 
 
 async def list_(request: web.Request) -> web.Response:

@@ -32,7 +32,7 @@ from xce.controller.service import ControllerService
 
 
 def _view(request: web.Request, change: Change) -> dict[str, Any]:
-    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
+    service: ControllerService = request.app[SERVICE]
     state = service.state
     if change.kind == "job":
         job = state.jobs.get(change.key)
@@ -51,10 +51,10 @@ def _view(request: web.Request, change: Change) -> dict[str, Any]:
         return host_view(
             host,
             state,
-            gateway.load.get(change.key),  # type: ignore[attr-defined]
-            gateway.liveness(change.key),  # type: ignore[attr-defined]
+            gateway.load.get(change.key),
+            gateway.liveness(change.key),
             gateway.containment.get(change.key),
-        )  # type: ignore[attr-defined]
+        )
     if change.kind == "queue":
         queue = state.queues.get(change.key)
         return queue_view(queue, state) if queue else {"name": change.key, "removed": True}

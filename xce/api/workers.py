@@ -20,7 +20,7 @@ from xce.store.files import safe_relative_path
 
 
 def _gateway(request: web.Request) -> WorkerGateway:
-    return request.app[GATEWAY]  # type: ignore[return-value]
+    return request.app[GATEWAY]
 
 
 async def register(request: web.Request) -> web.Response:
@@ -62,7 +62,7 @@ async def assignments(request: web.Request) -> web.Response:
     return json_response(await gateway.wait_assignments(host, version, timeout))
 
 
-def _owned(request: web.Request):  # type: ignore[no-untyped-def]
+def _owned(request: web.Request):
     gateway = _gateway(request)
     attempt = query_int(request, "attempt", -1, 0, 2**31)
     host, job_id = request.match_info["host"], request.match_info["job_id"]
@@ -73,7 +73,7 @@ def _owned(request: web.Request):  # type: ignore[no-untyped-def]
 
 
 async def fetch_input(request: web.Request) -> web.FileResponse:
-    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
+    service: ControllerService = request.app[SERVICE]
     job = _owned(request)
     try:
         path = service.files.input_path(job.number, request.match_info["path"])
@@ -87,7 +87,7 @@ async def fetch_input(request: web.Request) -> web.FileResponse:
 
 
 async def store_output(request: web.Request) -> web.Response:
-    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
+    service: ControllerService = request.app[SERVICE]
     job = _owned(request)
     rel = safe_relative_path(request.match_info["path"], "output path")
     if request.query.get("first") == "1":
@@ -108,7 +108,7 @@ async def finished(request: web.Request) -> web.Response:
     parse_job_id(request.match_info["job_id"])  # a malformed id is a 400, not a stale report
     report = FinishReport(request.match_info["job_id"], **msgspec.structs.asdict(body))
     accepted = await _gateway(request).finished(request.match_info["host"], report)
-    service: ControllerService = request.app[SERVICE]  # type: ignore[assignment]
+    service: ControllerService = request.app[SERVICE]
     service.files.outputs_done(report.job_id)
     return json_response({"accepted": accepted})
 

@@ -28,7 +28,7 @@ from xce.auth.rbac import DEFAULT_ROLES, RoleMap, expand, valid_permission
 from xce.config_check import ConfigError, Invalid, PosFloat, Table, convert, error, hint, values
 
 Name = Annotated[str, msgspec.Meta(min_length=1), hint("must not be empty")]
-Strings = Annotated[tuple[str, ...], error("must be a list of strings")]
+Strings = Annotated[tuple[str, ...], error("must be a list of strings", got=True)]
 
 
 class AuthKeys(Table, frozen=True):

@@ -156,7 +156,7 @@ def controller_paths(
         for name, value in backend.items():
             if not isinstance(value, str):
                 continue
-            path = (auth_base / value).expanduser()
+            path = auth_base / Path(value).expanduser()  # where the backend reads it
             if name == "path" and backend.get("type") == "configfile":
                 paths.append((path, PRIVATE))
             elif name.endswith("_file") and name != "ca_file":

@@ -176,8 +176,7 @@ class TokenService:
                 f"accepted (only {ALGORITHM})"
             )
         kid = header.get("kid")
-        key = self.keys.get(kid) if isinstance(kid, str) else None
-        if key is None:
+        if not isinstance(kid, str) or (key := self.keys.get(kid)) is None:
             raise Unauthorized("the bearer token was signed with an unknown or retired key")
         try:
             payload = jwt.decode(

@@ -120,7 +120,7 @@ def switchover(
     from xce.cli.common import call
     from xce.client import ApiError
 
-    async def run(client):  # type: ignore[no-untyped-def]
+    async def run(client):
         answer = await client.switchover(to)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:

@@ -16,7 +16,7 @@ import tomllib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
@@ -43,7 +43,7 @@ class ClientSettings:
     insecure: bool = False
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     typer.echo(f"xce: error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -76,10 +76,11 @@ def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
             token = token_path.read_text().strip() or None
         except OSError as exc:
             fail(f"cannot read token file {token_path}: {exc.strerror}")
-    return ClientSettings(urls, token, *_tls_files(file_data, path), insecure=_insecure(file_data))
+    ca_file, cert_file, key_file = _tls_files(file_data, path)
+    return ClientSettings(urls, token, ca_file, cert_file, key_file, insecure=_insecure(file_data))
 
 
-def _tls_files(data: dict[str, Any], path: Path) -> tuple[Path | None, ...]:
+def _tls_files(data: dict[str, Any], path: Path) -> tuple[Path | None, Path | None, Path | None]:
     """ca_file, cert_file, key_file from client.toml (relative to it); XCE_CA_FILE wins."""
     out: list[Path | None] = []
     for key in ("ca_file", "cert_file", "key_file"):
@@ -89,7 +90,7 @@ def _tls_files(data: dict[str, Any], path: Path) -> tuple[Path | None, ...]:
         out.append((path.parent / Path(raw).expanduser()) if raw else None)
     if os.environ.get("XCE_CA_FILE"):
         out[0] = Path(os.environ["XCE_CA_FILE"]).expanduser().resolve()
-    return tuple(out)
+    return out[0], out[1], out[2]
 
 
 def _insecure(data: dict[str, Any]) -> bool:
@@ -235,21 +236,20 @@ def name_action(
         for name in names:
             typer.echo(f"{noun.capitalize()} <{name}> is {past}")
 
-    if with_reason:
+    def command_with_reason(
+        names: list[str] = typer.Argument(...),
+        reason: str = typer.Option("", "--reason", "-r"),
+        controller: list[str] = controller_option,
+    ) -> None:
+        run_all(names, reason, controller)
 
-        def command(
-            names: list[str] = typer.Argument(...),
-            reason: str = typer.Option("", "--reason", "-r"),
-            controller: list[str] = controller_option,
-        ) -> None:
-            run_all(names, reason, controller)
-    else:
+    def command_plain(
+        names: list[str] = typer.Argument(...),
+        controller: list[str] = controller_option,
+    ) -> None:
+        run_all(names, "", controller)
 
-        def command(
-            names: list[str] = typer.Argument(...),  # type: ignore[misc]
-            controller: list[str] = controller_option,
-        ) -> None:
-            run_all(names, "", controller)
-
+    # two signatures because typer reads the options from the parameters
+    command: Callable[..., None] = command_with_reason if with_reason else command_plain
     command.__doc__ = f"{action.capitalize()} {noun}s."
     return command

@@ -118,7 +118,7 @@ def readable_host(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _action(action: str, past: str):  # type: ignore[no-untyped-def]
+def _action(action: str, past: str):
     return name_action(
         "host",
         action,

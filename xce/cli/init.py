@@ -11,7 +11,7 @@ from xce.cli.common import call, fail
 from xce.cli.identity import token_app  # `xce token join` sits beside create/revoke
 
 
-def _print_created(result) -> None:  # type: ignore[no-untyped-def]
+def _print_created(result) -> None:
     d = result.cluster_dir
     first = result.controllers[0]
     typer.echo(f"Created cluster directory {d} (mode 0700)")
@@ -124,7 +124,7 @@ def token_join(
     """Create a one-time join token (admin) and print the command a new node runs."""
     from xce.cli.common import client_settings
 
-    async def run(client) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    async def run(client) -> dict:
         return await client.request(
             "POST", "/api/v1/join/tokens", json={"role": role, "ttl_s": ttl * 3600}
         )

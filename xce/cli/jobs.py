@@ -207,11 +207,12 @@ def _duration(seconds: float | None) -> str:
 def _bytes(n: int | None) -> str:
     if not n:
         return "-"
+    size = float(n)
     for unit in ("B", "K", "M", "G", "T"):
-        if n < 1024 or unit == "T":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+        if size < 1024 or unit == "T":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return str(size)
 
 
 @app.command("list")
@@ -285,7 +286,7 @@ def show(
     show_record(iso_times(record) if as_json else readable_job(record), as_json)
 
 
-def _control(action: str, verb: str):  # type: ignore[no-untyped-def]
+def _control(action: str, verb: str):
     def command(
         job_ids: list[str] = typer.Argument(..., help="job, task or array ids"),
         controller: list[str] = CONTROLLER,

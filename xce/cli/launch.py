@@ -179,7 +179,9 @@ class Runner:
             self._fail(task, f"task {task.task_id} on {task.host}: {body['error']}")
             return
         code, sig = body.get("exit_code"), body.get("signal")
-        self.status[task.task_id] = int(code) if isinstance(code, int) else 128 + int(sig or 0)
+        self.status[task.task_id] = (
+            int(code) if isinstance(code, int) else 128 + (sig if isinstance(sig, int) else 0)
+        )
 
     def _fail(self, task: Task, message: str) -> None:
         with self.lock:
@@ -215,12 +217,12 @@ def main(args: list[str]) -> int:
             # rsh form: HOST CMD..., the command a remote shell would run (one task)
             if len(args) < 2:
                 raise LaunchFailed(USAGE)
-            host, command = args[0], " ".join(args[1:])
+            host, line = args[0], " ".join(args[1:])
             runner = Runner(env, False)
             if host not in dict(allocation(env)):
                 raise LaunchFailed(f"host {host} is not in this job's allocation")
             task = Task(0, 0, host)
-            runner.run_task(task, ["/bin/sh", "-c", command], sys.stdin.buffer)
+            runner.run_task(task, ["/bin/sh", "-c", line], sys.stdin.buffer)
             return runner.status.get(task.task_id, 255)
         if "--" in args:
             split = args.index("--")

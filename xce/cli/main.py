@@ -147,6 +147,7 @@ def run(args: list[str] | None = None) -> None:
         sys.exit(1)
     import typer.main
     from typer._click import exceptions as click_exc
+    from typer.exceptions import Abort  # typer's vendored click has no Abort of its own
 
     command = typer.main.get_command(build_app(_first_word(args)))
     try:
@@ -161,7 +162,7 @@ def run(args: list[str] | None = None) -> None:
     except click_exc.ClickException as exc:
         sys.stderr.write(f"xce: error: {exc.format_message()}\n")
         sys.exit(exc.exit_code)
-    except click_exc.Abort:
+    except Abort:
         sys.stderr.write("xce: aborted\n")
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)

@@ -247,7 +247,7 @@ def delete(name: str, controller: list[str] = CONTROLLER) -> None:
     typer.echo(f"Queue <{name}> is deleted.")
 
 
-def _action(action: str, past: str):  # type: ignore[no-untyped-def]
+def _action(action: str, past: str):
     return name_action("queue", action, past, lambda c, name, _reason: c.queue_action(name, action))
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from xce.cli.common import fail
+
+if TYPE_CHECKING:
+    from xce.config import Config
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -17,7 +20,7 @@ def _setup_logging(verbose: bool) -> None:
     setup_logging(verbose)
 
 
-def _load(config: Path | None):  # type: ignore[no-untyped-def]
+def _load(config: Path | None) -> Config:
     from xce.config import ConfigError, load_config
 
     try:
@@ -33,7 +36,7 @@ INSECURE = typer.Option(
 
 def _run_role(
     name: str,
-    main: Callable[[Any], Awaitable[None]],
+    main: Callable[[Config], Coroutine[Any, Any, None]],
     config: Path | None,
     verbose: bool,
     insecure: bool = False,

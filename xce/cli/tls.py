@@ -18,7 +18,7 @@ app = typer.Typer(no_args_is_help=True)
 DIR = typer.Option(..., "--dir", help="where ca.pem, ca.key and the certificates go")
 
 
-def _ca(directory: Path, name: str):  # type: ignore[no-untyped-def]
+def _ca(directory: Path, name: str):
     from xce.auth.pki import create_ca, load_ca
 
     if (directory / "ca.pem").exists() or (directory / "ca.key").exists():

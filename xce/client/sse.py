@@ -22,7 +22,8 @@ class StreamEvent:
 
 
 async def read_events(lines: AsyncIterable[bytes]) -> AsyncIterator[StreamEvent]:
-    event_id, kind, data = "", "message", []
+    event_id, kind = "", "message"
+    data: list[str] = []
     async for raw in lines:
         line = raw.decode("utf-8", "replace").rstrip("\r\n")
         if not line:

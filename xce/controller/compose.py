@@ -15,6 +15,8 @@ What connects to what:
   wrapped so that a fault in a read-side helper never fails a commit;
 - the event bus joins the durable-batch hooks (`service.committed`) on its first subscriber;
 - the worker gateway sets the service's fence (`WorkerGateway.__init__`);
+- the scheduler's plugin registry (the built-in one unless given) goes to the service, which
+  plans, preempts and checks queues with it, and to the API (`PLUGINS`);
 - with a node that has standbys (xce/ha/node.py): the replication source holds commits until
   replicated, job numbers come from replicated reservations, and job files and audit lines
   travel beside the records.
@@ -39,6 +41,7 @@ from xce.api.http import (
     HA,
     HISTORY,
     LOGINS,
+    PLUGINS,
     SERVICE,
     SETTINGS,
     TAILS,
@@ -57,6 +60,7 @@ from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.errors import Unauthorized
 from xce.ha.node import Node
+from xce.sched.plugins import PluginRegistry, builtin
 from xce.store.durable import DurableLog
 from xce.store.files import FileStore
 
@@ -76,6 +80,7 @@ class Controller:
     auth: AuthRuntime
     logins: PendingLogins
     guard: GuardState
+    plugins: PluginRegistry
     app: web.Application
 
 
@@ -85,14 +90,22 @@ def compose(
     store: DurableLog | None = None,
     node: Node | None = None,
     accounting: AccountingFeed | None = None,
+    plugins: PluginRegistry | None = None,
 ) -> Controller:
     """Build and connect a primary's components over `store`'s recovered state (an empty
     state in memory without a store). `node` is the HA node that made this term (None: a
     controller without one, as in the API tests); with standbys, replication is wired here
-    and started by the caller once the API listens (`Node.start_replication`)."""
+    and started by the caller once the API listens (`Node.start_replication`). `plugins`
+    are the scheduler plugins queues may choose: the built-in registry unless a site or a
+    test passes its own; the service plans and checks queues with it, the API reads it."""
     settings = config.controller
+    registry = plugins or builtin()
     service = ControllerService(
-        settings, files, state=store.recovered.state if store is not None else None, log=store
+        settings,
+        files,
+        state=store.recovered.state if store is not None else None,
+        log=store,
+        registry=registry,
     )
     service.accounting = accounting
     # Job histories: rebuilt from the recovered records, then kept live from every event.
@@ -113,6 +126,7 @@ def compose(
         auth,
         PendingLogins(),
         GuardState.create(config.guard),
+        registry,
         build_app(config),
     )
     _attach(controller)
@@ -138,6 +152,7 @@ def _attach(c: Controller) -> None:
     app[BUS] = c.bus
     app[LOGINS] = c.logins
     app[GUARD] = c.guard
+    app[PLUGINS] = c.plugins
 
 
 def _replicate(c: Controller, node: Node, store: DurableLog) -> None:

@@ -73,7 +73,7 @@ def _check_hosts(
     devices: Mapping[str, int], queue: QueueRecord, hosts: Iterable[HostRecord]
 ) -> None:
     gate = QueueHosts()
-    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]  # type: ignore[arg-type]
+    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
     if not eligible:
         return  # nothing registered to judge by, as for slots and memory
     where = f"queue {queue.name!r}"

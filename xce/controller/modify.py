@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xce.controller import queue_rules
+from xce.controller.submit_checks import check_text  # the submit's rule
 from xce.core import events as ev
 from xce.core.deps import parse_dependency
 from xce.core.errors import Conflict, Forbidden, InvalidRequest
@@ -61,11 +62,9 @@ def modify_events(
         )
     if not changes:
         raise InvalidRequest(f"nothing to modify: give one of {', '.join(FIELDS)}")
-    from xce.controller.service import _check_text  # the submit's rule (no import cycle)
-
     for key in ("name", "queue", "resources", "dependency"):
         if isinstance(changes.get(key), str):
-            _check_text(key, changes[key])
+            check_text(key, changes[key])
     number, index = parse_job_id(job_id)
     array = state.arrays.get(number) if index is None else None
     if array is not None:
@@ -155,7 +154,7 @@ def _new_spec(
         for term in terms:
             if parse_job_id(term.job)[0] == number:
                 raise InvalidRequest(f"{label} cannot depend on itself")
-            service._check_dependency(term.job, may_view_owner)
+            service.submissions.check_dependency(term.job, may_view_owner)
         updates["dependency"] = terms
     if "hold" in changes:
         updates["hold"] = bool(changes["hold"])

@@ -30,10 +30,16 @@ def replacer(cls: type[T], *names: str) -> Callable[..., T]:
             raise TypeError(f"{cls.__name__} has no init field {name!r}")
     if len(set(names)) != len(names):
         raise TypeError(f"replacer({cls.__name__}): a field is named twice")
-    args = []
+    positional, keywords = [], []
     for f in fields:
         value = f"v_{f.name}" if f.name in names else f"obj.{f.name}"
-        args.append(f"{f.name}={value}" if f.kw_only else value)
+        if f.kw_only:
+            keywords.append(f"{f.name}={value}")
+        else:
+            positional.append(value)
+    # `__init__` takes the positional fields first, whatever their place in `fields()` (a
+    # base's keyword-only fields come before a subclass's positional ones there)
+    args = positional + keywords
     params = "".join(f", v_{name}" for name in names)
     source = f"def replace(obj{params}):\n    return cls({', '.join(args)})\n"
     namespace: dict[str, Any] = {"cls": cls}

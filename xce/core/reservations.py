@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Literal, get_args
 
 from xce.core.errors import Conflict, InvalidRequest
 from xce.core.model import ReservationRecord
@@ -18,7 +19,8 @@ USER = re.compile(r"^@?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 # `overlap`: may share hosts and time with other reservations (Slurm's OVERLAP flag); the
 # scheduler then keeps non-members off for each of them. `ignore_jobs`: made even though
 # running jobs will still be running in it (Slurm's IGNORE_JOBS); checked by the service.
-FLAGS = ("overlap", "ignore_jobs")
+Flag = Literal["overlap", "ignore_jobs"]  # the one list: a body field's type, and FLAGS
+FLAGS: tuple[str, ...] = get_args(Flag)
 
 
 def check_reservation(r: ReservationRecord, others: Mapping[str, ReservationRecord]) -> None:

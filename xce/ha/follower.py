@@ -87,7 +87,7 @@ class Follower:
         self.files_ok = False  # the primary of this link takes fileAck/fileWant
 
     @property
-    def state(self):  # type: ignore[no-untyped-def]
+    def state(self):
         return self.store.recovered.state
 
     @property

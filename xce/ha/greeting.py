@@ -134,13 +134,13 @@ class Greeting(Acknowledgements):
         self.sessions[node] = session
         return session
 
-    async def _greet_files(self, session: StandbySession, hello: dict[str, object]) -> None:
+    async def _greet_files(self, session: StandbySession, hello: dict[str, Any]) -> None:
         """Where this standby's audit log stands against ours, and the users file."""
         if self.space is None or not hello.get("files"):
             session.files_ok = False  # a standby of an older version: records only
             return
-        size = int(hello.get("auditSize") or 0)  # type: ignore[call-overload]
-        sha = bytes(hello.get("auditSha") or b"")  # type: ignore[arg-type]
+        size = int(hello.get("auditSize") or 0)
+        sha = bytes(hello.get("auditSha") or b"")
         session.audit_sent = 0
         if size:
             path = self.space.audit_path
@@ -167,7 +167,7 @@ class Greeting(Acknowledgements):
             return 0
         return min(last_seq, end if end is not None else last_seq) if first <= last_seq else 0
 
-    async def _diverged(self, hello: dict[str, object]) -> str | None:
+    async def _diverged(self, hello: dict[str, Any]) -> str | None:
         """Why the standby's log is not a prefix of ours, or None once it is verified.
 
         Three checks: (epoch, seq) against our history (a tail past the end of its epoch
@@ -175,8 +175,8 @@ class Greeting(Acknowledgements):
         must have begun at the same record here), and content: the CRC of its last record
         against ours at that position. The last one tells two different tails of one epoch
         apart. A standby whose log cannot be verified gets a checkpoint."""
-        last_seq = int(hello["lastSeq"])  # type: ignore[call-overload]
-        last_epoch = int(hello["lastEpoch"])  # type: ignore[call-overload]
+        last_seq = int(hello["lastSeq"])
+        last_epoch = int(hello["lastEpoch"])
         if last_seq == 0:
             return None
         if last_seq > self.durable_seq:
@@ -184,7 +184,7 @@ class Greeting(Acknowledgements):
         end = self.epochs.end_of(last_epoch)
         if end is not None and last_seq > end:
             return f"epoch {last_epoch} ended at record {end} here"
-        flat = list(hello.get("history") or [])  # type: ignore[call-overload]
+        flat = list(hello.get("history") or [])
         mine = dict(self.epochs.history)
         for epoch, first in zip(flat[::2], flat[1::2], strict=True):
             if epoch <= last_epoch and first <= last_seq and mine.get(epoch) != first:
@@ -211,7 +211,7 @@ class Greeting(Acknowledgements):
     async def _newest_checkpoint(self) -> tuple[int, Path]:
         found = list_checkpoints(checkpoint_dir(self.store.state_dir))
         if not found:
-            await self.store.checkpoint(self.state)  # type: ignore[arg-type]
+            await self.store.checkpoint(self.state)
             found = list_checkpoints(checkpoint_dir(self.store.state_dir))
         return found[0]
 

@@ -216,7 +216,7 @@ class NodeBase:
             self.epochs.observe(epoch)
             metrics.EPOCH.set(epoch)
         same = epoch == mine and rank is not None and rank != self.rank
-        if same and self.role == "primary":
+        if same and rank is not None and self.role == "primary":
             log.error(
                 "IMPOSSIBLE: %s is also primary of epoch %d (this is a bug: one "
                 "primary per epoch is the vote rule's promise); stepping down",

@@ -16,6 +16,7 @@ from typing import Any
 
 from xce.auth.pki import server_ssl_context
 from xce.core.errors import InvalidRequest, NotPrimary, XceError
+from xce.core.state import ClusterState
 from xce.ha.campaign import Campaigner
 from xce.ha.lease import Lease
 from xce.ha.source import ReplicationSource
@@ -28,7 +29,7 @@ class PrimaryRole(Campaigner):
     """Serving a term: what `Node.run` calls while this candidate is the primary."""
 
     def make_source(
-        self, store: DurableLog, verify: Callable[[str], None], state: object
+        self, store: DurableLog, verify: Callable[[str], None], state: ClusterState
     ) -> ReplicationSource:
         from xce.auth.keys import key_dir
 

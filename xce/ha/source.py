@@ -92,7 +92,7 @@ class ReplicationSource(Greeting):
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
+        self._tasks.add(task)
         peer = str(writer.get_extra_info("peername"))
         session: StandbySession | None = None
         try:
@@ -120,7 +120,7 @@ class ReplicationSource(Greeting):
                     metrics.REPLICATION_LAG.remove(session.node)
                 log.warning("standby %s disconnected", session.node)
             writer.close()
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
 
     async def _stream(self, session: StandbySession, writer: asyncio.StreamWriter) -> None:
         watch = _Watched(self._auth_files(), time.monotonic(), self._users_stamp())

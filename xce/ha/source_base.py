@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xce import metrics
+from xce.core.state import ClusterState
 from xce.ha import files as hafiles
 from xce.ha.epochs import EpochStore
 from xce.store.durable import DurableLog
@@ -71,7 +72,7 @@ class SourceBase:
         epochs: EpochStore,
         auth_dir: Path,
         verify_token: Callable[[str], None],
-        state: object,
+        state: ClusterState,
         mode: str = "async",
         sync_timeout_s: float = 2.0,
         heartbeat_s: float = 0.5,

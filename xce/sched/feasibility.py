@@ -99,7 +99,7 @@ def refusal(
     """Why no host of `queue` could ever run the job, or None when one could (or when the
     queue has no registered host to judge by)."""
     gate = QueueHosts()
-    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]  # type: ignore[arg-type]
+    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
     if not eligible:
         return None
     select = requirement.select if requirement is not None else None

@@ -22,13 +22,28 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from xce.core.allocation import host_memory_mb
 from xce.core.model import JobSpec
 from xce.sched.expr import ResourceRequirement, matches
 from xce.sched.hostpool import INFINITY, HostPool
 from xce.sched.reservation import Reservation
+from xce.sched.snapshot import HostView
+
+
+class ByHost(Protocol):
+    """Free slots or memory by host index: the pass's lists, or a dict of some hosts."""
+
+    def __getitem__(self, i: int, /) -> int: ...
+
+
+class HostViews(Protocol):
+    """What `groups_of` reads of a pool: its hosts by index."""
+
+    @property
+    def hosts(self) -> Sequence[HostView]: ...
+
 
 Shares = list[tuple[int, int]]  # (host index, slots)
 
@@ -104,8 +119,8 @@ def choose(
     layout: Layout,
     spec: JobSpec,
     ordered: Sequence[int],
-    free_slots: Sequence[int],
-    free_mem: Sequence[int],
+    free_slots: ByHost,
+    free_mem: ByHost,
     host_slots: Callable[[int], int],
     ok: Callable[[int, int, int], bool] | None = None,
     prune: bool = False,
@@ -135,12 +150,9 @@ def choose(
         if remaining <= 0:
             break
     if dead:
+        assert isinstance(ordered, list)  # `prune` is only given a list (see `choose`)
         gone = set(dead)
-        ordered[: at + 1] = [
-            h
-            for k, h in enumerate(ordered[: at + 1])  # type: ignore[index]
-            if k not in gone
-        ]
+        ordered[: at + 1] = [h for k, h in enumerate(ordered[: at + 1]) if k not in gone]
     return out if remaining <= 0 else None
 
 
@@ -148,8 +160,8 @@ def _choose_tiles(
     layout: Layout,
     spec: JobSpec,
     ordered: Sequence[int],
-    free_slots: Sequence[int],
-    free_mem: Sequence[int],
+    free_slots: ByHost,
+    free_mem: ByHost,
     ok: Callable[[int, int, int], bool] | None,
     prune: bool,
 ) -> Shares | None:
@@ -182,12 +194,9 @@ def _choose_tiles(
         if len(tiles) == full and tail is not None:
             break
     if dead:
+        assert isinstance(ordered, list)  # `prune` is only given a list (see `choose`)
         gone = set(dead)
-        ordered[: at + 1] = [
-            h
-            for k, h in enumerate(ordered[: at + 1])  # type: ignore[index]
-            if k not in gone
-        ]
+        ordered[: at + 1] = [h for k, h in enumerate(ordered[: at + 1]) if k not in gone]
     if len(tiles) < full or tail is None:
         return None
     picked = sorted([(k, i, tile) for k, i in tiles] + [(tail[0], tail[1], rest)])
@@ -195,7 +204,7 @@ def _choose_tiles(
 
 
 def groups_of(
-    pool: HostPool, hosts: Sequence[int], req: ResourceRequirement | None
+    pool: HostViews, hosts: Sequence[int], req: ResourceRequirement | None
 ) -> list[list[int]]:
     """`hosts` (already ranked) cut into `same[]` groups, each group in rank order, groups
     in the order of their best host; hosts lacking a `same` attribute are left out."""
@@ -285,7 +294,7 @@ def reserve(
             continue  # a necessary condition, cheap: the slots are not there at all yet
         for group in groups:
             group = sorted(group, key=lambda i: -last.get(i, now))
-            shares = choose(layout, spec, group, free_slots, free_mem, host_slots)  # type: ignore[arg-type]
+            shares = choose(layout, spec, group, free_slots, free_mem, host_slots)
             if shares is None:
                 continue
             extra = {
@@ -312,4 +321,4 @@ def live_ok(pool: HostPool, req: ResourceRequirement | None) -> Callable[[int], 
     if req is None or not (select_names(req.select) & FREE_ATTRIBUTES):
         return None
     node = req.select
-    return lambda i: matches(node, pool.attributes(i))  # type: ignore[arg-type]
+    return lambda i: matches(node, pool.attributes(i))

@@ -71,7 +71,7 @@ def multi_host_refusal(
         mem_per_slot_mb=mem_per_slot_mb,
     )
     gate = QueueHosts()
-    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]  # type: ignore[arg-type]
+    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
     if not eligible:
         return None
     biggest = max(h.slots for h in eligible)
@@ -92,7 +92,7 @@ def multi_host_refusal(
         hosts = views
 
     layout = Layout.of(spec, req)
-    for group in groups_of(_Pool, fitting, req):  # type: ignore[arg-type]
+    for group in groups_of(_Pool(), fitting, req):
         if choose(layout, spec, group, free_slots, free_mem, lambda i: views[i].slots):
             return None
     where = f"queue {queue.name!r}"

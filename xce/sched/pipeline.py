@@ -140,7 +140,7 @@ class SchedulingPass:
             last[1].append((job.number * shift + (0 if index is None else index + 1), job))
         for array in self.snapshot.arrays:
             groups.setdefault(keys[array.spec.queue], []).append((array.number * shift, array))
-        whole: dict[tuple[int, int, str], list[Collection[Item]]] = {}
+        whole: dict[tuple[int, int, str], list[Collection[PendingJob]]] = {}
         for name, jobs in (self.snapshot.queued or {}).items():
             whole.setdefault(keys[name], []).append(jobs)
         out: list[tuple[tuple[int, int, str], Collection[Item]]] = []
@@ -178,7 +178,7 @@ class SchedulingPass:
                 self.group_slots,
                 self.snapshot,
             )
-            ordered = policies[queue.name].order.order(items, ctx)  # type: ignore[arg-type]
+            ordered = policies[queue.name].order.order(items, ctx)
             if not explain:
                 if self._run_quiet(ordered):
                     return self.result
@@ -329,7 +329,7 @@ class SchedulingPass:
     def _try(self, item: Item, queue: QueueRecord, policy: QueuePolicy) -> None:
         spec = item.spec
         is_job = type(item) is PendingJob
-        key = item.job_id if is_job else str(item.number)  # type: ignore[union-attr]
+        key = item.job_id if isinstance(item, PendingJob) else str(item.number)
         reasons = self.result.reasons
         if not queue.active:
             reasons[key] = why.queue_inactive(queue.name)
@@ -360,8 +360,8 @@ class SchedulingPass:
                 if is_job:
                     self._blocked[id(spec)] = problem
                 return
-        if is_job:
-            if item.index is not None:  # type: ignore[union-attr]
+        if isinstance(item, PendingJob):
+            if item.index is not None:
                 left = self._room(item.number)
                 if left is not None and left <= 0:
                     reasons[key] = why.ARRAY_LIMIT
@@ -384,14 +384,14 @@ class SchedulingPass:
                 # the job's shape waits as it does, without the reservation it may hold
                 self._blocked[id(spec)] = reasons[key].without_reservation()
             else:
-                array = item.number if item.index is not None else None  # type: ignore[union-attr]
+                array = item.number if item.index is not None else None
                 self._commit(key, spec, host, array)
             return
         left = self._room(item.number)
         if left is not None and left <= 0:
             reasons[key] = why.ARRAY_LIMIT
             return
-        for index in item.pending:  # type: ignore[union-attr]
+        for index in item.pending:
             if left is not None and left <= 0:
                 break
             limited = self._limit(queue, spec.user)

@@ -156,11 +156,11 @@ def _preempt(
     )
     by_host: dict[str, list[RunningJob]] = {}
     coming: dict[str, int] = {}  # slots of victims already on their way out
-    for r in snapshot.running:
-        if r.ending and r.preempted_by:
-            coming[r.host] = coming.get(r.host, 0) + r.slots
-        elif r.state == "RUN" and not r.ending:
-            by_host.setdefault(r.host, []).append(r)
+    for run in snapshot.running:
+        if run.ending and run.preempted_by:
+            coming[run.host] = coming.get(run.host, 0) + run.slots
+        elif run.state == "RUN" and not run.ending:
+            by_host.setdefault(run.host, []).append(run)
     taken: set[str] = set()
     # Within a pass victims only get fewer and free room only shrinks: a shape that found
     # no host stays without one (as the pipeline's `_blocked`), so each shape fails once,

@@ -45,7 +45,7 @@ def key_function(
     improving = dynamic and (
         getattr(score, "improving", True) or any(not d for _, _, d in free_keys)
     )
-    if not order:
+    if not order or req is None:  # (an order comes from req: the same test, for mypy)
         return (lambda i: score.key(pool, i)), dynamic, improving
     free_slots, free_mem = pool.free_slots, pool.free_mem
     if len(order) == 1 and free_keys and not ranks(score):
@@ -64,9 +64,7 @@ def key_function(
         flat = static.get(i)
         if flat is None:
             flat = static[i] = [
-                v
-                for part in order_key(req, pool.static_attributes(i))  # type: ignore[arg-type]
-                for v in part
+                v for part in order_key(req, pool.static_attributes(i)) for v in part
             ]
         if positions:
             flat = flat[:]

@@ -15,7 +15,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, overload
+
+_T = TypeVar("_T")
 
 
 class WaitKind(enum.Enum):
@@ -66,7 +68,7 @@ class WaitReason:
         return WaitReason(self.kind, self.params) if self.held else self
 
 
-def _devices(asked: tuple[tuple[str, int], ...]) -> str:
+def _devices(asked: tuple[tuple[str, str], ...]) -> str:
     kinds = ", ".join(f"{k} ({v} asked)" for k, v in asked)
     return f"waiting for free devices: {kinds}"
 
@@ -151,8 +153,9 @@ def user_limit(user: str, queue: str, limit: int) -> WaitReason:
     return WaitReason(WaitKind.USER_LIMIT, (user, queue, limit))
 
 
-def devices(asked: tuple[tuple[str, int], ...]) -> WaitReason:
-    """Hosts have the slots and memory but not the devices `asked` ((kind, count) pairs)."""
+def devices(asked: tuple[tuple[str, str], ...]) -> WaitReason:
+    """Hosts have the slots and memory but not the devices `asked` ((kind, count) pairs
+    as the job spec holds them, the count a decimal string)."""
     return WaitReason(WaitKind.DEVICES, (asked,))
 
 
@@ -213,7 +216,12 @@ class ReasonTexts(Mapping[str, str]):
     def __contains__(self, key: object) -> bool:
         return key in self._reasons
 
-    def get(self, key: str, fallback: str | None = None) -> str | None:  # type: ignore[override]
+    # Mapping.get's two forms; a job the pass did not name reads `default` before `fallback`
+    @overload
+    def get(self, key: str, /) -> str | None: ...
+    @overload
+    def get(self, key: str, /, fallback: str | _T) -> str | _T: ...
+    def get(self, key: str, /, fallback: object = None) -> object:
         reason = self._reasons.get(key)
         if reason is not None:
             return str(reason)

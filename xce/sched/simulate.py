@@ -41,7 +41,7 @@ from xce.core.state import ClusterState
 from xce.sched.advance import wake_times
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
-from xce.sched.plugins import policy_for
+from xce.sched.plugins import builtin
 from xce.sched.plugins.base import blocks_queue, reads_usage, submission_order
 from xce.sched.swf import SwfJob
 from xce.sched.types import Placement
@@ -66,7 +66,7 @@ def plugins_for(policy: str) -> tuple[str, ...]:
     if not names:
         raise ValueError(f"policy {policy!r} is empty")
     try:
-        policy_for(names)
+        builtin().policy_for(names)  # the simulator runs the built-in plugins
     except ValueError as exc:
         raise ValueError(f"policy {policy!r}: {exc} (presets: {', '.join(PRESETS)})") from None
     return names
@@ -394,7 +394,7 @@ class _Replay:
         self.cache = SnapshotCache()  # the scheduler's view, updated by each event applied
         self.ledger = UsageLedger(half_life_s)
         self.groups = {j.user: j.group for j in jobs}
-        queue_policy = policy_for(result.plugins)
+        queue_policy = builtin().policy_for(result.plugins)
         self.fair = reads_usage(queue_policy.order)  # usage is read by fairshare only
         # Strict FCFS in the one queue: after a pass blocked at a job, jobs that arrive
         # sort behind it, so until a job ends (or it starts) no pass can start anything.

@@ -239,7 +239,7 @@ def snapshot_of(
     `UsageLedger` and `[scheduler] groups`). With `memo` (kept by the caller between
     passes) the view of a pending job whose record has not changed is reused."""
     hosts = []
-    running = []
+    running: list[RunningJob] = []
     for host in sorted(state.hosts.values(), key=lambda h: h.name):
         load = state.host_load.get(host.name)
         if load is not None:

@@ -54,7 +54,7 @@ class SwfJob:
     gpus: int = 0  # GPUs per job: XCE's optional 19th field (SWF has none)
 
     def to_line(self) -> str:
-        fields = [-1] * FIELDS
+        fields: list[float] = [-1] * FIELDS
         fields[0], fields[1], fields[3] = self.number, self.submit, self.run_time
         fields[4] = fields[7] = self.procs
         fields[8] = -1 if self.requested_time is None else self.requested_time
@@ -145,7 +145,7 @@ def read_swf(path: Path, no_estimate: str = "runtime") -> Trace:
     with path.open("rb") as raw:
         magic = raw.read(2)
     opener = gzip.open if magic == b"\x1f\x8b" else open
-    with opener(path, "rb") as handle:  # type: ignore[operator]
+    with opener(path, "rb") as handle:
         text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace")
         return parse_swf(text, no_estimate)
 

@@ -166,6 +166,7 @@ def init_cluster(
         ),
     )
 
+    assert password is not None  # first_run=True always makes the admin's password
     join_token = JoinTokenStore(state).create("worker")
     units_dir = private_dir(cluster_dir / "systemd")
     units = []

@@ -138,7 +138,7 @@ def _controller_rules(template: dict[str, Any]) -> list[str]:
     """The primary's job-safety keys for a standby's `[controller]` (as TOML lines), so the
     rules do not change on failover. Values of the wrong type are skipped: the defaults
     apply, and the admin can copy the keys by hand."""
-    kinds = {
+    kinds: dict[str, type | tuple[type, ...]] = {
         "fence_timeout_s": (int, float),
         "allow_root_jobs": bool,
         "min_job_uid": int,
@@ -155,7 +155,7 @@ def _controller_rules(template: dict[str, Any]) -> list[str]:
             or (kind is not bool and isinstance(value, bool))
         ):
             continue
-        if key == "job_users" and not all(isinstance(u, str) for u in value):
+        if isinstance(value, list) and not all(isinstance(u, str) for u in value):
             continue
         lines.append(f"{key} = {json.dumps(value)}")
     return lines if len(lines) > 1 else []

@@ -203,7 +203,7 @@ def reader_for(cls: type) -> Reader:
 def _generate(cls: type) -> Reader:
     is_event = cls in EVENT_TYPES
     field_plans = plans(cls, ("at",) if is_event else ())
-    names = [f.name for f in dc_fields(cls)]  # type: ignore[arg-type]
+    names = [f.name for f in dc_fields(cls)]
     if names != (["at"] if is_event else []) + [f.py for f in field_plans]:
         raise GenerationError(f"{cls.__name__}: field order differs from its plans")
     dw_full, pc_full, slots = _layout(cls)
@@ -303,7 +303,7 @@ def _generate(cls: type) -> Reader:
     ]
     code = "\n".join(lines)
     exec(compile(code, f"<xce.wire.fast {cls.__name__}>", "exec"), env)
-    return env["read"]  # type: ignore[no-any-return]
+    return env["read"]
 
 
 def _inline_text(i: int, slow: str) -> str:
@@ -385,7 +385,7 @@ def _event_readers() -> tuple[int, int, dict[int, Reader]]:
     return _EVENTS
 
 
-def _root(data: bytes) -> tuple[int, int, int, int]:
+def _root(data: bytes | memoryview) -> tuple[int, int, int, int]:
     """(root data start, data words, pointers, segment end) of a single-segment message."""
     if len(data) < 16:
         raise Fallback
@@ -397,12 +397,12 @@ def _root(data: bytes) -> tuple[int, int, int, int]:
     return p, dw, pc, lim
 
 
-def peek_entry(data: bytes) -> tuple[int, int]:
+def peek_entry(data: bytes | memoryview) -> tuple[int, int]:
     """(seq, epoch) of a WAL entry without decoding its event; raises `Fallback`."""
     p, dw, _pc, _lim = _root(data)
     if dw < 2:
         raise Fallback
-    return _SEQ_EPOCH.unpack_from(data, p)  # type: ignore[return-value]
+    return _SEQ_EPOCH.unpack_from(data, p)
 
 
 def read_entry(data: bytes) -> tuple[int, int, Any]:

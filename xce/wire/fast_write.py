@@ -221,7 +221,7 @@ def _generate(cls: type) -> Writer:
     lines = ["def fill(chunks, pos, at, obj):", *body, f"    return pos, PACK.pack({args})"]
     code = "\n".join(lines)
     exec(compile(code, f"<xce.wire.fast_write {cls.__name__}>", "exec"), env)
-    return env["fill"]  # type: ignore[no-any-return]
+    return env["fill"]
 
 
 @cache

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import marshal
 import struct
+from types import GenericAlias
 from typing import Any
 
 import msgspec
@@ -78,17 +79,19 @@ def decoder(cls: type) -> msgspec.msgpack.Decoder[Any]:
     if found is None:
         if cls is JobRecord:  # rows name their spec by its index in the table
             specs, rows = row_type(JobSpec), row_type(cls, "spec")
-            chunk: Any = tuple[str, list[specs] | None, list[rows]]  # type: ignore[valid-type]
+            table = GenericAlias(list, (specs,)) | None
+            chunk: Any = GenericAlias(tuple, (str, table, GenericAlias(list, (rows,))))
         else:
-            chunk = tuple[str, None, list[row_type(cls)]]  # type: ignore[misc]  # a runtime type
+            chunk = GenericAlias(tuple, (str, None, GenericAlias(list, (row_type(cls),))))
         found = _DECODERS[cls] = msgspec.msgpack.Decoder(chunk)
     return found
 
 
 def row_type(cls: type, index_field: str | None = None) -> Any:
-    """The tuple type of a `cls` row; `index_field` holds an int (the spec table's index)."""
+    """The tuple type of a `cls` row; `index_field` holds an int (the spec table's index).
+    Built with `GenericAlias`, the runtime form of `tuple[...]`: its members are values."""
     fields = tuple(int if f.py == index_field else _field_type(f) for f in plans(cls))
-    return tuple[fields]  # type: ignore[valid-type]
+    return GenericAlias(tuple, fields)
 
 
 def _field_type(f: FieldPlan) -> Any:
@@ -109,7 +112,7 @@ def _field_type(f: FieldPlan) -> Any:
     if kind == "list_kv":
         return tuple[tuple[Any, Any], ...]
     if kind == "list_struct":
-        return tuple[row_type(t), ...]  # type: ignore[misc]
+        return GenericAlias(tuple, (row_type(t), ...))
     if kind == "indexset":
         return tuple[tuple[int, int, int], ...]
     raise TypeError(f"no packed form for field {f.py} ({kind})")

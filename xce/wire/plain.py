@@ -63,7 +63,7 @@ def _converter(f: FieldPlan) -> Converter | None:
     """How to turn a field's plain value back; None where the decoder already gives it."""
     kind, t = f.kind, f.py_type
     if kind == "enum":
-        return t._value2member_map_.__getitem__  # type: ignore[no-any-return]  # fast path
+        return t._value2member_map_.__getitem__  # fast path
     if kind == "struct":
         return lambda v: from_plain(t, v)
     if kind == "optstruct":

@@ -221,7 +221,7 @@ def run_as_user(
     ok, value = box[0]
     if not ok:
         raise value
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 async def as_user(

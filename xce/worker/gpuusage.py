@@ -40,7 +40,9 @@ class NvmlReader:
             try:
                 nvml = self._module
                 if nvml is None:
-                    import pynvml as nvml  # nvidia-ml-py
+                    import pynvml  # nvidia-ml-py
+
+                    nvml = pynvml
                 nvml.nvmlInit()
             except Exception as exc:  # ImportError or NVMLError: no GPU figures, said once
                 log.info("no GPU usage figures: NVML is not available (%s)", exc)

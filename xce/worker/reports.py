@@ -152,7 +152,7 @@ class Reporting(AgentBase):
             saving = self._spawn(asyncio.to_thread(self._save_report, key, job, body))
             self._saving[key] = saving
             saving.add_done_callback(
-                lambda done, k=key: self._saving.pop(k) if self._saving.get(k) is done else None
+                lambda done: self._saving.pop(key) if self._saving.get(key) is done else None
             )
             self.report_jobs[key] = job
         self.reports[key] = body

@@ -50,8 +50,13 @@ class Task:
             loop = asyncio.get_running_loop()
             fd = os.pidfd_open(self.pid)
             try:
-                ended = loop.create_future()
-                loop.add_reader(fd, lambda: ended.done() or ended.set_result(None))
+                ended: asyncio.Future[None] = loop.create_future()
+
+                def wake() -> None:
+                    if not ended.done():
+                        ended.set_result(None)
+
+                loop.add_reader(fd, wake)
                 try:
                     await ended
                 finally:
@@ -71,10 +76,9 @@ async def start(
     """Fork and exec `argv` in a `spawner` thread; OSError, ValueError or SubprocessError
     as Popen raises them."""
     loop = asyncio.get_running_loop()
-    popen = await loop.run_in_executor(
-        spawner,
-        functools.partial(
-            subprocess.Popen,
+
+    def spawn() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -83,14 +87,17 @@ async def start(
             start_new_session=True,
             close_fds=True,
             preexec_fn=setup,
-        ),
-    )
+        )
+
+    popen = await loop.run_in_executor(spawner, spawn)
     assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
     try:
         readers = []
         for pipe in (popen.stdout, popen.stderr):
             reader = asyncio.StreamReader(limit=1 << 16)
-            await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
+            await loop.connect_read_pipe(
+                functools.partial(asyncio.StreamReaderProtocol, reader), pipe
+            )
             readers.append(reader)
         transport, protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, popen.stdin

@@ -295,7 +295,7 @@ class TaskService:
         share = self.shares.get(key)
         if job is not None:
             a, cgroup = job.assignment, job.cgroup
-            cwds = (str(job.work_dir),)
+            cwds: tuple[str, ...] = (str(job.work_dir),)
             if job.killing:
                 cgroup = None
         elif share is not None:

@@ -19,7 +19,7 @@ from xce.config_check import ConfigError, error, hint, required
 Text = Annotated[str, hint("may not be empty", pattern=r"\S"), required()]  # a required key
 Strings = Annotated[
     tuple[Annotated[str, msgspec.Meta(min_length=1)], ...],
-    error("must be a list of non-empty strings"),
+    error("must be a list of non-empty strings", got=True),
 ]
 ZeroOrMore = Annotated[float, hint("must be >= 0", ge=0)]
 

@@ -107,9 +107,9 @@ def _compare(node: Compare, attrs: Attrs) -> bool:
         return False
     right = _resolve(node.right, attrs)
     if right is _MISSING:
-        if not isinstance(node.left, Name):
-            return False
-        right = node.right.name  # type: ignore[union-attr]  # a bare word: LINUX
+        if not isinstance(node.left, Name) or not isinstance(node.right, Name):
+            return False  # (the right side is always a Name here: only names go missing)
+        right = node.right.name  # a bare word: LINUX
     if isinstance(left, String):
         lnum, ltext = None, left.value
     else:

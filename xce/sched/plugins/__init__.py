@@ -9,8 +9,10 @@ the defaults: order `fcfs`, score `first-fit`, no reservation, and the filters `
 
 Nothing registers itself on import: `PluginRegistry.builtin()` builds the registry from the
 list, a site or a test builds its own with `PluginRegistry([...])` and passes it to the pass
-(`pipeline.plan(..., registry=...)`). `policy_for` and `names` below answer from the
-built-in registry, which is built on first use and never changes.
+(`pipeline.plan(..., registry=...)`). A running controller gets its registry from its
+composition (xce/controller/compose.py); config validation and the simulator ask
+`builtin()` by name. `names` and `get` below answer from that built-in registry, which is
+built on first use and never changes.
 """
 
 from __future__ import annotations
@@ -194,8 +196,3 @@ def names(kind: str | None = None) -> list[str]:
 def get(name: str) -> Any:
     """The built-in plugin `name`; ValueError lists the known ones."""
     return builtin().get(name)
-
-
-def policy_for(plugins: tuple[str, ...]) -> QueuePolicy:
-    """The built-in registry's policy for a queue's `plugins` list."""
-    return builtin().policy_for(plugins)

@@ -15,7 +15,7 @@ the end of this module).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -56,8 +56,9 @@ class OrderPlugin(Protocol):
     # running tallies, a cost per running job per pass
     reads_usage: ClassVar[bool]
 
-    def order(self, items: Sequence[Item], ctx: OrderContext) -> Iterator[Item]:
-        """Yield every item once; `items` come sorted by submission."""
+    def order(self, items: Collection[Item], ctx: OrderContext) -> Iterator[Item]:
+        """Yield every item once; `items` come sorted by submission (a list, or a
+        queue's live view, which may only be iterated)."""
         ...
 
 

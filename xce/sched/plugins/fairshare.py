@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator
 from typing import ClassVar
 
 from xce.sched.plugins.base import Item, OrderContext
@@ -68,7 +68,7 @@ class UserFairshare:
     submission_order: ClassVar[bool] = False
     reads_usage: ClassVar[bool] = True
 
-    def order(self, items: Sequence[Item], ctx: OrderContext) -> Iterator[Item]:
+    def order(self, items: Collection[Item], ctx: OrderContext) -> Iterator[Item]:
         users = _Users(ctx, shares_of(ctx))
         for item in items:
             users.add(item)
@@ -85,7 +85,7 @@ class GroupFairshare:
     submission_order: ClassVar[bool] = False
     reads_usage: ClassVar[bool] = True
 
-    def order(self, items: Sequence[Item], ctx: OrderContext) -> Iterator[Item]:
+    def order(self, items: Collection[Item], ctx: OrderContext) -> Iterator[Item]:
         shares = shares_of(ctx)
         groups: dict[str, _Users] = {}
         for item in items:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator
 from typing import ClassVar
 
 from xce.sched.plugins.base import Item, OrderContext
@@ -14,6 +14,6 @@ class FirstComeFirstServed:
     submission_order: ClassVar[bool] = True
     reads_usage: ClassVar[bool] = False
 
-    def order(self, items: Sequence[Item], ctx: OrderContext) -> Iterator[Item]:
+    def order(self, items: Collection[Item], ctx: OrderContext) -> Iterator[Item]:
         del ctx
         return iter(items)

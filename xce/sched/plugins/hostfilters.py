@@ -37,7 +37,8 @@ class QueueHosts:
     def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
         return bool(queue.hosts)
 
-    def accepts(self, host: HostView, spec: JobSpec, queue: QueueRecord) -> bool:
+    def accepts(self, host: HostView, spec: JobSpec | None, queue: QueueRecord) -> bool:
+        """`spec` unused: callers that vet hosts before a job exists pass None."""
         if not queue.hosts or host.name in queue.hosts:
             return True
         group = dict(host.attributes).get("group")

@@ -7,7 +7,7 @@ priorities periodically too, not per placement).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator
 from typing import ClassVar
 
 from xce.sched.plugins.base import Item, OrderContext
@@ -20,7 +20,7 @@ class Multifactor:
     submission_order: ClassVar[bool] = False
     reads_usage: ClassVar[bool] = True
 
-    def order(self, items: Sequence[Item], ctx: OrderContext) -> Iterator[Item]:
+    def order(self, items: Collection[Item], ctx: OrderContext) -> Iterator[Item]:
         snapshot = ctx.snapshot
         settings = snapshot.priority if snapshot is not None else PrioritySettings()
         queues = snapshot.queues if snapshot is not None else {ctx.queue.name: ctx.queue}

@@ -40,7 +40,7 @@ def program(entries: Iterable[str]) -> bytes:
     """The bytecode: deny (return 0) an access matching an entry, else allow (return 1).
     ctx is struct bpf_cgroup_dev_ctx {u32 access_type; u32 major; u32 minor}, access_type
     holding the device type in its low 16 bits and the access bits in the high 16."""
-    rules = []
+    rules: list[tuple[int, int, int, int]] = []
     for entry in entries:
         kind, numbers, access = entry.split(" ")
         major, minor = (int(n) for n in numbers.split(":"))
@@ -57,10 +57,10 @@ def program(entries: Iterable[str]) -> bytes:
         _insn(0x54, 4, 0, 0, 0xFFFF),  # w4 &= 0xffff: the device type
     ]
     deny_at = len(out) + 4 * len(rules) + 2
-    for kind, major, minor, mask in rules:
+    for dev_type, major, minor, mask in rules:
         here = len(out)
         out += [
-            _insn(0x55, 4, 0, 3, kind),  # if r4 != type: next rule
+            _insn(0x55, 4, 0, 3, dev_type),  # if r4 != type: next rule
             _insn(0x55, 2, 0, 2, major),  # if r2 != major: next rule
             _insn(0x55, 3, 0, 1, minor),  # if r3 != minor: next rule
             _insn(0x45, 5, 0, deny_at - (here + 4), mask),  # if r5 & mask: deny

@@ -1,0 +1,45 @@
+"""Plugin capabilities (issue 20) decide exactly what the plugin names used to decide, for
+every built-in plugin and every combination a queue can choose: the pass and the simulator
+read the flags now, so a flag that drifted would change scheduling without a name in sight."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from xce.sched.plugins import QueuePolicy, builtin, names
+from xce.sched.plugins.base import blocks_queue, reads_usage
+
+ORDERS = [(), *((n,) for n in names("order"))]
+SCORES = [(), *((n,) for n in names("score"))]
+RESERVES = [(), *((n,) for n in names("reserve"))]
+FILTERS = [(), tuple(names("filter"))]
+COMBINATIONS = [
+    o + s + r + f for o, s, r, f in itertools.product(ORDERS, SCORES, RESERVES, FILTERS)
+]
+
+
+def test_every_builtin_plugin_is_covered() -> None:
+    covered = {n for plugins in COMBINATIONS for n in plugins}
+    assert covered == set(names())
+    assert {"fcfs", "first-fit", "backfill", "strict"} <= covered
+
+
+@pytest.mark.parametrize("plugins", COMBINATIONS, ids="+".join)
+def test_capabilities_equal_the_old_name_tests(plugins: tuple[str, ...]) -> None:
+    policy: QueuePolicy = builtin().policy_for(plugins)
+    order, score, reserve = policy.order.name, policy.score.name, policy.reserve
+    # the pass (xce/sched/pipeline.py) and ranking (xce/sched/ranking.py) before issue 20
+    assert policy.submission_order == (order == "fcfs")
+    assert policy.reads_usage == (order != "fcfs")
+    assert reads_usage(policy.order) == (order != "fcfs")
+    assert policy.ranks == (score != "first-fit")
+    assert policy.host_sets == (reserve is not None and reserve.name == "backfill")
+    # the simulator (xce/sched/simulate.py): strict FCFS skips passes until a job ends
+    strict_before = order == "fcfs" and reserve is not None and reserve.name == "strict"
+    strict_now = policy.submission_order and not policy.reads_usage and blocks_queue(reserve)
+    assert strict_now == strict_before
+    # the filters: the defaults always, each chosen one once, each with its own test
+    assert [f.name for f in policy.filters][:3] == ["online", "queue-hosts", "select"]
+    assert len(policy.filter_tests) == len(policy.filters) == len(set(policy.filters))

@@ -1,0 +1,60 @@
+"""Which hosts a commit touched, and the wake-ups of the workers long-polling for them.
+
+Split from `ControllerService` (xce/controller/service.py): each host has a version that
+goes up whenever a committed event may change what that host runs, and a worker's
+long-poll (xce/controller/workers.py) returns as soon as its host's version moves past the
+one it last saw. `commit` reads `hosts_of` before and after applying each event (a job
+that leaves a host touches it as much as one that arrives) and bumps each host once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from xce.core import events as ev
+from xce.core.state import ClusterState
+
+
+class HostChanges:
+    """Per-host versions and the long-polls waiting on them."""
+
+    def __init__(self) -> None:
+        self.versions: dict[str, int] = {}
+        self._waiters: dict[str, asyncio.Event] = {}
+
+    def bump(self, host: str) -> None:
+        """A new version of `host`; its long-poll (if any) returns."""
+        self.versions[host] = self.versions.get(host, 0) + 1
+        waiter = self._waiters.pop(host, None)
+        if waiter is not None:
+            waiter.set()
+
+    def wake_all(self) -> None:
+        """Every waiting long-poll returns now (the controller steps down or stops)."""
+        for host in list(self._waiters):
+            self.bump(host)
+
+    async def wait(self, host: str, version: int, timeout: float) -> None:
+        """Long-poll helper: return when the host's version passes `version` or on timeout."""
+        if self.versions.get(host, 0) != version:
+            return
+        waiter = self._waiters.setdefault(host, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(waiter.wait(), timeout)
+
+
+def hosts_of(state: ClusterState, event: ev.Event) -> tuple[str, ...]:
+    """The hosts whose assignments `event` may change: a job's every host (a multi-host
+    job's others hold its share, xce/worker/shares.py), or the host itself."""
+    if isinstance(event, ev.JobStarted):
+        return tuple(p.host for p in event.hosts) or (event.host,)
+    job_id = getattr(event, "job_id", None)
+    if job_id is not None:
+        job = state.jobs.get(job_id)
+        if job is None or not job.host:
+            return ()
+        return tuple(p.host for p in job.allocation) or (job.host,)
+    if isinstance(event, (ev.HostRegistered, ev.HostAvailable, ev.HostUnavailable)):
+        return (event.name,)
+    return ()

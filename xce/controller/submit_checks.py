@@ -1,0 +1,167 @@
+"""The submit's checks that need no state: text fields, user, command, sizes, environment.
+
+Split from `ControllerService` (xce/controller/service.py) so the submission path reads as
+the order of its checks (xce/controller/submission.py); `xce job modify` applies the same
+text rule (xce/controller/modify.py). Each raises the request error that names the field.
+"""
+
+from __future__ import annotations
+
+import pwd
+import re
+
+from xce.config import ControllerSettings
+from xce.controller.requests import SubmitRequest
+from xce.controller.uids import UidCache
+from xce.core.errors import Forbidden, InvalidRequest
+from xce.core.jobfiles import check_file_pattern
+from xce.sched.expr import parse_requirement
+from xce.sched.multihost_submit import check_span, per_slot_memory
+from xce.store.files import RESERVED_OUTPUTS, safe_relative_path
+
+USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+MAX_MEMORY_MB = 2**40  # as the submit schema's memory_mb (xce/api/bodies.py)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _uid_of(user: str) -> int | None:
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return None
+
+
+UIDS = UidCache(_uid_of)  # getpwnam per submit was a tenth of its CPU (xce/controller/uids.py)
+
+
+def check_job_user(settings: ControllerSettings, user: str) -> None:
+    """403 when `settings` forbid jobs to run as `user` on this controller's host.
+
+    Root needs `allow_root_jobs`; another uid below `min_job_uid` must be in `job_users`;
+    whatever role the submitter has. A name that does not resolve here (a user known only
+    on the execution hosts) is left to the worker, which applies the same rule on its host.
+    """
+    uid = UIDS.uid(user)
+    if uid is None:
+        return
+    if uid == 0:
+        if not settings.allow_root_jobs:
+            named = user if user == "root" else f"{user} (uid 0)"
+            raise Forbidden(
+                f"jobs may not run as {named}: the cluster does not allow root "
+                "jobs ([controller] allow_root_jobs)"
+            )
+        return
+    if uid < settings.min_job_uid and user not in settings.job_users:
+        raise Forbidden(
+            f"jobs may not run as {user}: uid {uid} is below [controller] "
+            f"min_job_uid = {settings.min_job_uid} and {user} is not in "
+            "[controller] job_users"
+        )
+
+
+def check_text(field: str, value: str | None) -> None:
+    """Refuse text no command line, environment or file name can hold (NUL), or that is not
+    valid Unicode (a lone surrogate), at submit, naming the field: accepted, it would fail
+    only when the job launches, or when the log encodes it."""
+    if value is None:
+        return
+    if "\x00" in value:
+        raise InvalidRequest(f"{field} contains a NUL byte, which a job cannot be given")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequest(f"{field} is not valid Unicode text (a lone surrogate)") from None
+
+
+def check_texts(req: SubmitRequest) -> None:
+    """`check_text` for every string field of a submit."""
+    for field in (
+        "user",
+        "command",
+        "script",
+        "name",
+        "queue",
+        "cwd",
+        "array",
+        "dependency",
+        "submit_host",
+        "resources",
+        "stdout_file",
+        "stderr_file",
+        "reservation",
+    ):
+        check_text(field, getattr(req, field))
+    for key, value in req.env.items():
+        check_text("an env variable name", key)
+        check_text(f"env variable {key}", value)
+    for path, upload_id in req.inputs.items():
+        check_text("an input path", path)
+        check_text(f"the upload id of input {path}", upload_id)
+    for pattern in req.outputs:
+        check_text("an output pattern", pattern)
+
+
+def check_command(req: SubmitRequest) -> None:
+    """Exactly one of command or script, and not blank."""
+    if (req.command is None) == (req.script is None):
+        raise InvalidRequest("give exactly one of command or script")
+    body = req.command if req.command is not None else req.script
+    if not body or not body.strip():
+        raise InvalidRequest("the command or script is empty")
+
+
+def memory_asked(req: SubmitRequest) -> int:
+    """Slots and walltime in range, and the memory per host the job asks: memory_mb,
+    else `rusage[mem=N]` of its resource requirement, or per slot times slots."""
+    if req.slots < 1:
+        raise InvalidRequest("slots must be at least 1")
+    memory_mb = req.memory_mb
+    if req.resources.strip():
+        requirement = parse_requirement(req.resources)  # ExprError names the column
+        check_span(requirement, req.slots)
+        reserved = next((r.value for r in requirement.rusage if r.name == "mem"), None)
+        if reserved is not None and reserved > MAX_MEMORY_MB:
+            raise InvalidRequest(
+                f"resources: rusage[mem={reserved:g}] is more than the limit of {MAX_MEMORY_MB} MB"
+            )
+        if reserved is not None and memory_mb == 0:
+            memory_mb = int(reserved)
+    if req.memory_mb < 0:
+        raise InvalidRequest("memory_mb may not be negative")
+    if req.mem_per_slot_mb:
+        memory_mb = per_slot_memory(req.memory_mb, req.mem_per_slot_mb, req.slots)
+    if req.walltime_s is not None and req.walltime_s < 1:
+        raise InvalidRequest("walltime_s must be at least 1 second")
+    return memory_mb
+
+
+def check_environment(req: SubmitRequest) -> None:
+    """Variable names a shell takes (XCE_ ones are ours), an absolute cwd, and output
+    file patterns."""
+    for key in req.env:
+        if not ENV_NAME.match(key):
+            raise InvalidRequest(f"environment variable name {key!r} is not valid")
+        if key.startswith("XCE_"):
+            raise InvalidRequest(f"environment variable {key} is reserved for XCE")
+    if req.cwd is not None and not req.cwd.startswith("/"):
+        raise InvalidRequest("cwd must be an absolute path on the execution host")
+    for what, pattern in (("stdout", req.stdout_file), ("stderr", req.stderr_file)):
+        check_file_pattern(what, pattern)
+
+
+def output_patterns(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """The output patterns as safe relative paths, none of them a reserved name."""
+    outputs = tuple(safe_relative_path(p, "output pattern") for p in patterns)
+    for out in outputs:
+        if out in RESERVED_OUTPUTS:
+            raise InvalidRequest(f"output {out!r} is reserved for the job's {out}")
+    return outputs
+
+
+def check_submitter(settings: ControllerSettings, req: SubmitRequest) -> None:
+    """Text every field can hold, and a user jobs may run as."""
+    check_texts(req)
+    if not USER_NAME.match(req.user or ""):
+        raise InvalidRequest(f"user {req.user!r} is not a valid user name")
+    check_job_user(settings, req.user)
