@@ -46,10 +46,11 @@ class Invalid(ValueError):
         return names + self.relative if names else self.relative.lstrip(".: ")
 
 
-def error(text: str) -> msgspec.Meta:
+def error(text: str, *, got: bool = False) -> msgspec.Meta:
     """`Annotated[kind, error("must be a list of host names")]`: every problem at or below
-    this field reads `<key> <text>`."""
-    return msgspec.Meta(extra={"error": text})
+    this field reads `<key> <text>`; with `got`, `<key> <text>, got <the key's value>` (the
+    wording these keys had before the tables)."""
+    return msgspec.Meta(extra={"error": text, "got": True} if got else {"error": text})
 
 
 def hint(text: str, **constraint: Any) -> msgspec.Meta:
@@ -132,7 +133,7 @@ def _follow(path: str, data: Any, kind: Any, root: str) -> tuple[Spot, str | Non
             key = _first_refused(value, tp, keys=False)
             value, names = _get(value, key), f"{names}.{key}"
         if text := meta(tp, "error"):
-            wording = f"{names} {text}"
+            wording = f"{names} {text}, got {value!r}" if meta(tp, "got") else f"{names} {text}"
     return Spot(names, tp, value), wording
 
 
