@@ -166,3 +166,25 @@ async def test_priority_shows_each_factor_and_multifactor_orders_by_it(api: Api)
     assert api.service.state.jobs[low].state.value == "PEND"
     mine = await api.call("GET", "/api/v1/priority", 200, headers=ALICE)
     assert mine["jobs"] == []  # alice sees only her own jobs
+
+
+async def test_an_empty_name_clears_a_running_jobs_name_as_slurm_does(api: Api) -> None:
+    """`scontrol update JobName=` applies to a running job; `name: ""` clears the name, so
+    the job shows the default an unnamed job has (its command), as one submitted unnamed."""
+    await api.register("w1", slots=4)
+    job = (
+        await api.call(
+            "POST",
+            "/api/v1/jobs",
+            201,
+            headers=ALICE,
+            json={"command": "sleep 100", "name": "first"},
+        )
+    )["job_id"]
+    await api.service.schedule_once()
+    assert api.service.state.jobs[job].state.value == "RUN"
+    changed = await api.call("PATCH", f"/api/v1/jobs/{job}", 200, headers=ALICE, json={"name": ""})
+    assert changed["changed"] is True and changed["name"] == "sleep 100"
+    assert api.service.state.jobs[job].spec.name == ""
+    again = await api.call("PATCH", f"/api/v1/jobs/{job}", 200, headers=ALICE, json={"name": ""})
+    assert again["changed"] is False  # already unnamed: nothing to commit

@@ -147,6 +147,12 @@ async def test_a_queue_that_does_not_preempt_waits_and_bad_settings_are_refused(
     ]:
         answer = await api.call("PATCH", "/api/v1/queues/short", 400, json=body)
         assert expected in answer["error"]["message"], answer
+    # a queue created to preempt itself is told so, not that it does not exist yet
+    answer = await api.call(
+        "POST", "/api/v1/queues", 400, json={"name": "selfish", "preempt": ["low", "selfish"]}
+    )
+    assert answer["error"]["message"] == "queue 'selfish' cannot preempt itself", answer
+    assert "selfish" not in api.service.state.queues
     shown = await api.call(
         "PATCH", "/api/v1/queues/short", 200, json={"preempt": ["low"], "preempt_mode": "requeue"}
     )

@@ -26,6 +26,7 @@ TEXTS = [
     (why.license_short("matlab", 2, 1), "waiting for license matlab (2 asked, 1 free)"),
     (why.TOO_BIG, "no host is big enough"),
     (why.TOO_FEW, "no set of hosts is big enough"),
+    (why.too_few_tiles("no host has 8"), "no set of hosts is big enough: no host has 8"),
     (why.too_few_devices("gpu", 5, 4), "no host has 5 gpu devices (the most is 4)"),
     (why.NO_MATCH, "no online host matches the resource requirement"),
     (why.NO_HOST, "no online host in the queue"),

@@ -13,6 +13,7 @@ from xce.auth.guard import (
     RateSettings,
     allowed,
     parse_address,
+    peer,
 )
 from xce.config import ConfigError, parse_config
 
@@ -118,3 +119,10 @@ def test_guard_config_parses_and_names_bad_keys() -> None:
     ]:
         with pytest.raises(ConfigError, match=message):
             parse_config({"guard": bad})
+
+
+def test_peer_names_the_address_as_messages_and_buckets_show_it() -> None:
+    assert peer("::ffff:192.0.2.7") == (ipaddress.ip_address("192.0.2.7"), "192.0.2.7")
+    assert peer("2001:DB8::1") == (ipaddress.ip_address("2001:db8::1"), "2001:db8::1")
+    assert peer("/run/xce.sock") == (None, "/run/xce.sock")
+    assert peer("") == (None, "unknown")

@@ -9,8 +9,6 @@ members', operators and admins everyone's.
 from __future__ import annotations
 
 import asyncio
-import calendar
-import re
 import sqlite3
 import time
 from pathlib import Path
@@ -23,38 +21,16 @@ from xce.api.access import visible_owners
 from xce.api.http import AUTH, SERVICE, identity, json_response, query_int
 from xce.api.routes import Param, Route
 from xce.auth.rbac import may_touch
+from xce.core import timespec
 from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from xce.core.state import parse_job_id
 
-_RELATIVE = re.compile(r"^(\d+)([smhdw])$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m")
-
 
 def parse_time(name: str, text: str, now: float) -> float:
-    """Seconds since the epoch, a UTC date or time (2026-12-01, 2026-12-01T08:30[:00],
-    2026-12) or an age (`30d`, `12h`, `90m`, `2w`: that long before now)."""
-    text = text.strip()
-    m = _RELATIVE.match(text)
-    if m:
-        return now - int(m.group(1)) * _UNITS[m.group(2)]
-    try:
-        value = float(text)
-    except ValueError:
-        pass
-    else:
-        if value != value or value in (float("inf"), float("-inf")):
-            raise InvalidRequest(f"query parameter {name} must be a finite time")
-        return value
-    for fmt in _FORMATS:
-        try:
-            return float(calendar.timegm(time.strptime(text.replace(" ", "T"), fmt)))
-        except ValueError:
-            continue
-    raise InvalidRequest(
-        f"query parameter {name}: {text!r} is not a time (use epoch seconds, "
-        "YYYY-MM-DD[THH:MM[:SS]] in UTC, YYYY-MM, or an age such as 30d)"
-    )
+    """A query bound by xce/core/timespec.py's rule for the API: wall-clock forms in UTC
+    (a server has no user's time zone; `xce acct` sends its local times as epoch seconds),
+    and ages (`30d`: that long before now), as a bound looking back takes."""
+    return timespec.parse_time(text, now, local=False, past=True, what=f"query parameter {name}")
 
 
 def _db(request: web.Request) -> Path:
@@ -276,7 +252,7 @@ _COMMON = (
     Param("host", "only attempts that ran on this host"),
     Param("job", "a job id, a task id (17[5]) or an array id (all its tasks)"),
     Param("name", "only jobs of this name"),
-    Param("since", "from this time on (epoch s, YYYY-MM-DD[THH:MM[:SS]] UTC, or an age: 30d)"),
+    Param("since", f"from this time on ({timespec.help_text(past=True)}; in UTC)"),
     Param("until", "before this time (same forms as since)"),
     Param(
         "time",

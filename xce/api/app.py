@@ -8,15 +8,17 @@ route's permission; `public` routes need no token, `authenticated` ones any vali
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
+import time
 from typing import Any
 
 from aiohttp import web
 
 from xce import logs
-from xce.api.audit import audit_trail
+from xce.api.audit import audited, recorded
 from xce.api.guard_middleware import guard
 from xce.api.http import (
     AUTH,
@@ -29,8 +31,8 @@ from xce.api.http import (
     json_response,
     route_of,
 )
-from xce.api.metrics import observe_latency
-from xce.api.mtls import worker_client_cert
+from xce.api.metrics import observe
+from xce.api.mtls import require_client_cert
 from xce.api.routes import Route, all_routes
 from xce.auth.rbac import allows
 from xce.auth.runtime import AuthRuntime
@@ -58,22 +60,17 @@ _HTTP_CODES = {
 }
 
 
-@web.middleware
-async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
-    # A label for logs, not a secret: the Mersenne Twister, not a getrandom(2) call per request.
-    request_id = request.headers.get("X-Request-Id", "")[:64] or f"{random.getrandbits(64):016x}"
-    request[REQUEST_ID] = request_id
-    logs.REQUEST_ID.set(request_id)
-    try:
-        response = await handler(request)
-    except XceError as exc:
+def _answer_error(request: web.Request, exc: Exception, request_id: str) -> web.Response:
+    """The JSON answer for an exception a handler raised (the `errors` middleware's
+    mapping); re-raises what must pass through (a redirect: an HTTPException below 400)."""
+    if isinstance(exc, XceError):
         resp = _error(exc.http_status, exc.code, exc.message, request_id)
         if isinstance(exc, NotPrimary):  # refused before any change: safe to send elsewhere
             resp.headers["X-XCE-Not-Primary"] = "1"
         return resp
-    except web.HTTPException as exc:
+    if isinstance(exc, web.HTTPException):
         if exc.status < 400:
-            raise
+            raise exc
         message = exc.text or exc.reason
         if exc.status == 404:
             message = f"no route for {request.method} {request.path}"
@@ -86,55 +83,93 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
         if "Allow" in exc.headers:  # RFC 9110: a 405 names the methods that are allowed
             resp.headers["Allow"] = exc.headers["Allow"]
         return resp
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+    if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError, ValueError)):
         return _error(400, "invalid_request", str(exc), request_id)
-    except Exception:
-        log.exception(
-            "request %s %s failed (request id %s)", request.method, request.path, request_id
-        )
-        return _error(500, "internal", f"internal error (request id {request_id})", request_id)
+    log.exception("request %s %s failed (request id %s)", request.method, request.path, request_id)
+    return _error(500, "internal", f"internal error (request id {request_id})", request_id)
+
+
+def _request_id(request: web.Request) -> str:
+    # A label for logs, not a secret: the Mersenne Twister, not a getrandom(2) call per request.
+    request_id = request.headers.get("X-Request-Id", "")[:64] or f"{random.getrandbits(64):016x}"
+    request[REQUEST_ID] = request_id
+    logs.REQUEST_ID.set(request_id)
+    return request_id
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Request ids and JSON errors alone (`front` does this and more in the application)."""
+    request_id = _request_id(request)
+    try:
+        response = await handler(request)
+    except Exception as exc:
+        return _answer_error(request, exc, request_id)
     response.headers["X-Request-Id"] = request_id
     return response
 
 
-@web.middleware
-async def high_availability(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Epochs on every request and response, and no API on a controller that is not primary.
+def _not_primary(request: web.Request, node: Any) -> web.Response | None:
+    """Epochs on every request, and no API on a controller that is not primary.
 
     A client sends the highest epoch it has seen (`X-XCE-Epoch`); a primary that meets a
-    newer one checks with the other candidates and steps down if one confirms it. Answers
-    name this node's role and epoch.
+    newer one checks with the other candidates and steps down if one confirms it. A node
+    that is not primary answers 503 to every route but the public ones.
     """
-    node = request.app.get(HA)
-    if node is None:
-        return await handler(request)
     claimed = request.headers.get("X-XCE-Epoch", "")
     if claimed.isdigit():
         node.claimed_epoch(int(claimed))
+    if node.role == "primary":
+        return None
     route = route_of(request)
-    if node.role != "primary" and (route is None or route.permission != "public"):
-        response: web.StreamResponse = _error(
-            503,
-            "not_primary",
-            f"this controller is a {node.role}, not the primary",
-            request.get(REQUEST_ID, ""),
-        )
-        response.headers["X-XCE-Not-Primary"] = "1"
-    else:
-        response = await handler(request)
-    if not response.prepared:
-        response.headers["X-XCE-Role"] = node.role
-        response.headers["X-XCE-Epoch"] = str(node.epochs.epoch)
+    if route is not None and route.permission == "public":
+        return None
+    response = _error(
+        503,
+        "not_primary",
+        f"this controller is a {node.role}, not the primary",
+        request.get(REQUEST_ID, ""),
+    )
+    response.headers["X-XCE-Not-Primary"] = "1"
     return response
 
 
 @web.middleware
-async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
+async def front(request: web.Request, handler: Any) -> web.StreamResponse:
+    """The outer layers in one frame, in their order from the outside in: the latency
+    histogram (`metrics.observe`, by route template; it sees every final status), high
+    availability (epochs, 503 off the primary, role and epoch on answers), then request
+    ids and JSON errors (`errors`). One middleware instead of three: each aiohttp
+    middleware is a coroutine frame and a handler partial on every request."""
+    started = time.perf_counter()
+    status = 500
+    try:
+        node = request.app.get(HA)
+        refusal = _not_primary(request, node) if node is not None else None
+        if refusal is not None:
+            response: web.StreamResponse = refusal
+        else:
+            request_id = _request_id(request)
+            try:
+                response = await handler(request)
+            except Exception as exc:
+                response = _answer_error(request, exc, request_id)
+            else:
+                response.headers["X-Request-Id"] = request_id
+        if node is not None and not response.prepared:
+            response.headers["X-XCE-Role"] = node.role
+            response.headers["X-XCE-Epoch"] = str(node.epochs.epoch)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        observe(request, status, started)
+
+
+def _identity(request: web.Request, route: Route) -> Identity:
     """Verify the bearer JWT, build the `Identity` and check the route's permission."""
-    route = route_of(request)
-    if route is None or route.permission == "public":
-        request[IDENTITY] = Identity("anonymous")
-        return await handler(request)
     runtime: AuthRuntime = request.app[AUTH]
     token = bearer_token(request.headers.get("Authorization", ""))
     if not token:
@@ -156,11 +191,10 @@ async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse
     host = request.match_info.get("host")
     if who.host is not None and host is not None and host != who.host:
         raise Forbidden(f"this worker token is bound to host {who.host}, not {host}")
-    return await handler(request)
+    return who
 
 
-@web.middleware
-async def worker_contact(request: web.Request, handler: Any) -> web.StreamResponse:
+def _worker_contact(request: web.Request, who: Identity) -> None:
     """A worker's authenticated request is contact with a worker for the primary's write
     lease (xce/ha/lease.py). Counted before the handler runs, so that a worker's
     registration can itself renew the lease that lets it be written."""
@@ -168,19 +202,16 @@ async def worker_contact(request: web.Request, handler: Any) -> web.StreamRespon
     if (
         node is not None
         and node.lease is not None
+        and "worker" in who.roles
         and request.path.startswith("/api/v1/workers/")
-        and "worker" in request[IDENTITY].roles
     ):
         node.lease.worker_contact()
-    return await handler(request)
 
 
-@web.middleware
-async def declared_query(request: web.Request, handler: Any) -> web.StreamResponse:
+def _declared_query(request: web.Request, route: Route) -> None:
     """Refuse query parameters the route does not declare: `?stat=RUN` is a typo that would
     otherwise list every job. The route table is the one list of what each route takes."""
-    route = route_of(request)
-    if route is not None and request.query:
+    if request.query_string and request.query:  # the string first: parsing costs ~1 us
         unknown = sorted(set(request.query) - {p.name for p in route.query})
         if unknown:
             known = ", ".join(p.name for p in route.query) or "none"
@@ -188,6 +219,42 @@ async def declared_query(request: web.Request, handler: Any) -> web.StreamRespon
                 f"unknown query parameter {unknown[0]!r} for {route.method} "
                 f"{route.path} (it takes: {known})"
             )
+
+
+async def _admitted(request: web.Request, route: Route, handler: Any) -> web.StreamResponse:
+    """`_admit`, then the handler: what the audit trail runs and records for audited routes."""
+    _admit(request, route)
+    return await handler(request)
+
+
+def _admit(request: web.Request, route: Route) -> None:
+    """Authentication and the route's permission (`_identity`; public routes run as
+    "anonymous"), a worker's contact for the write lease, then the declared query."""
+    if route.permission == "public":
+        request[IDENTITY] = who = Identity("anonymous")
+    else:
+        who = _identity(request, route)
+    _worker_contact(request, who)
+    _declared_query(request, route)
+
+
+@web.middleware
+async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
+    """The inner layers in one frame, in their order from the outside in: the worker routes'
+    client certificate (xce/api/mtls.py), the audit trail of admin and control routes
+    (xce/api/audit.py, which records refused attempts too, so it wraps the rest), then
+    `_admit`. Checks and a conditional wrapper instead of a middleware each: an aiohttp
+    middleware is a coroutine frame and a handler partial on every request."""
+    require_client_cert(request)
+    route = route_of(request)
+    if route is None:  # no route: the handler raises aiohttp's 404/405
+        request[IDENTITY] = Identity("anonymous")
+        return await handler(request)
+    if audited(route):
+        return await recorded(
+            request, route, functools.partial(_admitted, route=route, handler=handler)
+        )
+    _admit(request, route)
     return await handler(request)
 
 
@@ -197,15 +264,9 @@ def build_app(config: Config) -> web.Application:
     composition (xce/controller/compose.py), the one place that builds and connects them."""
     app = web.Application(
         middlewares=[
-            observe_latency,
-            high_availability,
-            errors,
+            front,
             guard,
-            worker_client_cert,
-            audit_trail,
             authenticate,
-            worker_contact,
-            declared_query,
         ],
         client_max_size=config.controller.max_body_kb * 1024,
     )

@@ -1,5 +1,5 @@
-"""Audit trail of the API: the middleware that records admin and control actions, and the
-route that reads the log back.
+"""Audit trail of the API: the recording of admin and control actions (`recorded`, run by
+the application's `authenticate` middleware), and the route that reads the log back.
 
 Recorded here, for every route whose permission is `job:control`, `queue:admin`,
 `host:admin` or `cluster:admin`: who (the token's user), what (`job.kill`, `queue.close`,
@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from xce.api.http import AUTH, IDENTITY, json_response, query_int, route_of
+from xce.api.http import AUTH, IDENTITY, json_response, query_int
 from xce.api.routes import Param, Route
 from xce.auth.audit import AuditLog, AuditQuery
 from xce.core.errors import Forbidden, InvalidRequest, Unauthorized, XceError
@@ -38,11 +38,15 @@ def _describe(route: Route, request: web.Request, body: Any) -> tuple[str, str]:
     return f"{domain}.{verb}", f"{domain}:{target}"
 
 
-@web.middleware
-async def audit_trail(request: web.Request, handler: Any) -> web.StreamResponse:
-    route = route_of(request)
-    if route is None or route.permission not in AUDITED or route.tag == "auth":
-        return await handler(request)
+def audited(route: Route) -> bool:
+    """Whether the audit trail records requests to `route` (see the module docstring)."""
+    return route.permission in AUDITED and route.tag != "auth"
+
+
+async def recorded(request: web.Request, route: Route, handler: Any) -> web.StreamResponse:
+    """Run `handler` (authentication included) and record its outcome, refusals too. Called
+    by the application's `authenticate` middleware (xce/api/app.py) for `audited` routes
+    only: the others skip this frame."""
     log: AuditLog = request.app[AUTH].audit
     try:
         response = await handler(request)

@@ -110,10 +110,12 @@ def identity(request: web.Request) -> Identity:
     return request[IDENTITY]
 
 
+# Built once: `json.dumps` with options builds a new encoder on every call (same output).
+_ENCODER = json.JSONEncoder(default=str, allow_nan=False)
+
+
 def json_response(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(
-        data, status=status, dumps=lambda d: json.dumps(d, default=str, allow_nan=False)
-    )
+    return web.json_response(data, status=status, dumps=_ENCODER.encode)
 
 
 MAX_JSON_DEPTH = 64  # arrays and objects inside each other; real bodies nest 3 or 4 deep

@@ -23,25 +23,15 @@ from xce.api.routes import Route
 from xce.core.model import HostStatus, JobState
 
 
-@web.middleware
-async def observe_latency(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Time every request by its route template (never the raw path: ids would explode the
-    label set); the outermost middleware, so it sees the final status of errors too."""
-    started = time.perf_counter()
-    status = 500
-    try:
-        response = await handler(request)
-        status = response.status
-        return response
-    except web.HTTPException as exc:
-        status = exc.status
-        raise
-    finally:
-        resource = request.match_info.route.resource
-        route = resource.canonical if resource is not None else "unmatched"
-        metrics.labelled(metrics.API_LATENCY, request.method, route, str(status)).observe(
-            time.perf_counter() - started
-        )
+def observe(request: web.Request, status: int, started: float) -> None:
+    """Time a request (started at `perf_counter()` `started`) by its route template, never
+    the raw path: ids would explode the label set. Called by the application's outermost
+    middleware (xce/api/app.py `front`), so it sees the final status of errors too."""
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    metrics.labelled(metrics.API_LATENCY, request.method, route, str(status)).observe(
+        time.perf_counter() - started
+    )
 
 
 class StateCollector(Collector):

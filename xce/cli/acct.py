@@ -4,8 +4,9 @@ All three read the controller's accounting store through `/api/v1/accounting/...
 light client (`call_light`: standard library HTTP, no asyncio or aiohttp) and take the CLI's
 fast path (`xce/cli/fast.py`; `acct` and `report` are top-level verbs, `FAST_VERBS` in
 `xce/cli/main.py`), so they start like `xce job list` instead of building the Typer tree; times
-(`-S`, `-E`) are passed through as typed (epoch seconds, `2026-12-01[T08:00]` in UTC,
-`2026-12`, or an age such as `30d`) and the controller says what it cannot read.
+(`-S`, `-E`: epoch seconds, `2026-12-01[T08:00]`, `2026-12`, `HH:MM` or an age such as `30d`)
+are read in the user's local time, as sacct reads them, and sent as epoch seconds
+(xce/core/timespec.py, the rule `--begin` and `xce rsv` follow).
 """
 
 from __future__ import annotations
@@ -117,14 +118,29 @@ def _params(
         "group": group,
         "queue": queue,
         "state": state,
-        "since": since,
-        "until": until,
+        "since": _moment("-S", since),
+        "until": _moment("-E", until),
         "job": job,
         "host": host,
         "name": name,
         "time": "submit" if submit_time else None,
     }
     return {k: v for k, v in raw.items() if v}
+
+
+def _moment(option: str, text: str | None) -> str | None:
+    """`-S`/`-E` read in the user's local time, as sacct reads them (xce/core/timespec.py),
+    sent as epoch seconds (the API would read a date in UTC); a bad one is a one-line error."""
+    if not text:
+        return None
+    from xce.core.errors import InvalidRequest
+    from xce.core.timespec import parse_time
+
+    try:
+        return repr(parse_time(text, time.time(), local=True, past=True, what=option))
+    except InvalidRequest as e:
+        fail(str(e))
+        raise  # unreachable: fail exits
 
 
 def _fetch(client: Any, params: dict[str, str], limit: int) -> list[dict[str, Any]]:
@@ -148,7 +164,10 @@ def acct(
     queue: str = typer.Option(None, "--queue", "-q", help="queues (comma-separated)"),
     state: str = typer.Option(None, "--state", "-s", help="DONE, EXIT, REQUEUED"),
     since: str = typer.Option(
-        None, "--starttime", "-S", help="from (epoch, 2026-12-01[T08:00] UTC, 2026-12 or 30d)"
+        None,
+        "--starttime",
+        "-S",
+        help="from (epoch, 2026-12-01[T08:00] or HH:MM local time, 2026-12 or 30d)",
     ),
     until: str = typer.Option(None, "--endtime", "-E", help="before (same forms as -S)"),
     job: str = typer.Option(None, "--jobs", "-j", help="a job, task or array id"),

@@ -1,16 +1,15 @@
 """`xce rsv add|list|del`: advance reservations, like LSF's `brsvadd` / `brs` / `brsvdel`
 (and Slurm's `scontrol create|show|delete reservation`).
 
-Times: `now`, `+DURATION` from now (`+30m`, `+2h`, `+1d`, `+90s`), epoch seconds, or a UTC
-date or time `YYYY-MM-DD[THH:MM[:SS]]`, the forms `xce acct` takes (its ages count back,
-these forward). Durations are read like `--walltime` (minutes, H:MM, 90s, 2h). Listings
-print local times, as the other listings do.
+Times: `now`, `+DURATION` from now (`+30m`, `+2h`, `+1d`, `+90s`), epoch seconds, a date or
+time `YYYY-MM-DD[THH:MM[:SS]]` or `HH:MM` in the user's local time, as `--begin` and `xce
+acct` read them (xce/core/timespec.py; acct's ages count back, these forward). Durations
+are read like `--walltime` (minutes, H:MM, 90s, 2h). Listings print local times, as the
+other listings do.
 """
 
 from __future__ import annotations
 
-import calendar
-import re
 import time
 from typing import Any
 from urllib.parse import quote
@@ -21,36 +20,19 @@ from xce.cli.common import call_light, fail, print_json, print_table
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
-_AHEAD = re.compile(r"^\+(\d+)([smhdw])$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
 
 
 def parse_moment(option: str, text: str, now: float) -> float:
-    """A time as the module docstring says; a one-line error naming `option` otherwise."""
-    text = text.strip()
-    if text == "now":
-        return now
-    m = _AHEAD.match(text)
-    if m:
-        return now + int(m.group(1)) * _UNITS[m.group(2)]
+    """A time in the user's local time (xce/core/timespec.py's rule, as `--begin` reads it);
+    a one-line error naming `option` otherwise."""
+    from xce.core.errors import InvalidRequest
+    from xce.core.timespec import parse_time
+
     try:
-        value = float(text)
-    except ValueError:
-        pass
-    else:
-        if value == value and 0 <= value < 2**40:
-            return value
-    for fmt in _FORMATS:
-        try:
-            return float(calendar.timegm(time.strptime(text.replace(" ", "T"), fmt)))
-        except ValueError:
-            continue
-    fail(
-        f"{option} {text!r} is not a time (use now, +2h, epoch seconds or "
-        "YYYY-MM-DD[THH:MM[:SS]] in UTC)"
-    )
-    raise AssertionError("unreachable")
+        return parse_time(text, now, local=True, what=option)
+    except InvalidRequest as e:
+        fail(str(e))
+        raise  # unreachable: fail exits
 
 
 def _names(text: str | None) -> list[str]:
@@ -66,7 +48,10 @@ def add(
     name: str = typer.Argument(..., help="the reservation's name"),
     hosts: str = typer.Option(..., "--hosts", "-m", help="host names, comma-separated"),
     start: str = typer.Option(
-        "now", "--start", "-b", help="now, +2h, epoch seconds or YYYY-MM-DD[THH:MM] (UTC)"
+        "now",
+        "--start",
+        "-b",
+        help="now, +2h, epoch seconds, YYYY-MM-DD[THH:MM] or HH:MM (local time)",
     ),
     end: str = typer.Option(None, "--end", "-e", help="as --start; or give --duration"),
     duration: str = typer.Option(None, "--duration", "-d", help="minutes, H:MM, H:MM:SS, 90s, 2h"),

@@ -30,9 +30,9 @@ class Administration:
     def _check_queue(self, queue: QueueRecord) -> None:
         """A queue's settings hold together: known plugins, defaults within maximums, the
         queues it preempts exist."""
-        unknown = [name for name in queue.preempt if name not in self.service.state.queues]
-        if unknown:
-            raise InvalidRequest(f"preempt: queue {unknown[0]!r} does not exist")
+        problem = queue_rules.check_preempt(queue, self.service.state.queues)
+        if problem:
+            raise InvalidRequest(problem)
         try:
             self.service.registry.policy_for(queue.plugins)
         except ValueError as exc:

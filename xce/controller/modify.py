@@ -2,7 +2,9 @@
 
 A pending job (or a whole array with tasks left to start) may change its priority, queue,
 walltime, slots, memory, resources (-R), dependencies, name and hold; an active one its
-name, and its walltime by an operator or admin. Every change is one `JobModified` event
+name, and its walltime by an operator or admin. An empty name clears the name of a pending
+or running job alike (Slurm's `scontrol update JobName=` applies to a running job), so it
+shows an unnamed job's default again. Every change is one `JobModified` event
 (the new spec) plus, for hold, the suspend/resume events a `stop`/`resume` would commit, so
 the WAL, replication and recovery carry it like any other change. Validation is the
 submit's: the target queue's rules (who, maximums, defaults), the resource expression, the

@@ -7,7 +7,7 @@ already in it, as in both."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from xce.core.errors import Forbidden, InvalidRequest
@@ -66,6 +66,15 @@ def apply(
             f"{queue.name!r} allows at most {queue.max_walltime_s} s"
         )
     return Applied(memory_mb, walltime_s)
+
+
+def check_preempt(queue: QueueRecord, known: Collection[str]) -> str | None:
+    """What is wrong with the queues `queue` preempts: itself (checked first, as a queue
+    being created is not among the `known` ones yet), or a queue that does not exist."""
+    if queue.name in queue.preempt:
+        return f"queue {queue.name!r} cannot preempt itself"
+    unknown = [name for name in queue.preempt if name not in known]
+    return f"preempt: queue {unknown[0]!r} does not exist" if unknown else None
 
 
 def check_settings(queue: QueueRecord) -> str | None:

@@ -313,6 +313,29 @@ def needed_hosts(layout: Layout) -> int:
     return 1 if tile is None else math.ceil(layout.slots / tile)
 
 
+def ptile_shortfall(ptile: int, slots: int, sizes: list[int]) -> str | None:
+    """Why hosts of `sizes` slots cannot take `slots` in tiles of `ptile` (`ptile` on each
+    host, the last the rest), or None when their sizes allow it (memory is what fails)."""
+    full, rest = divmod(slots, ptile)
+    largest = sorted(sizes, reverse=True)
+    big = sum(1 for size in largest if size >= ptile)
+    if not big:
+        return (
+            f"span[ptile={ptile}] puts {ptile} slots on each host and no host has "
+            f"{ptile} (the largest has {largest[0]})"
+        )
+    # the `full` largest hosts take whole tiles, the next largest the rest
+    if big >= full and (not rest or (len(largest) > full and largest[full] >= rest)):
+        return None
+    need = f"{full} host{'s' if full != 1 else ''} of at least {ptile} slots"
+    if rest:
+        need += f" and one more of at least {rest}"
+    return (
+        f"span[ptile={ptile}] spreads {slots} slots over {need}; it has {big} "
+        f"host{'s' if big != 1 else ''} of {ptile} slots or more"
+    )
+
+
 def live_ok(pool: HostPool, req: ResourceRequirement | None) -> Callable[[int], bool] | None:
     """A check of `select[]` on free attributes (`slots`, `mem`) against this pass's
     placements, when the job's select reads them."""

@@ -11,7 +11,7 @@ from xce.core.model import HostRecord, JobSpec, QueueRecord
 from xce.sched.expr import host_attributes, matches
 from xce.sched.expr.model import ResourceRequirement
 from xce.sched.feasibility import _empty_view
-from xce.sched.multihost import Layout, choose, groups_of, spreads
+from xce.sched.multihost import Layout, choose, groups_of, ptile_shortfall, spreads
 from xce.sched.plugins.hostfilters import QueueHosts
 
 # The submit and modify schemas' slots maximum: a ptile or block above it means nothing.
@@ -62,7 +62,11 @@ def multi_host_refusal(
 ) -> str | None:
     """For a job that may spread: None when some set of the queue's hosts (empty) holds it,
     else why not. "" when the job stays on one host: the single-host check applies."""
-    spec = JobSpec(
+    gate = QueueHosts()
+    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
+    if not eligible:
+        return None
+    spec = JobSpec(  # built only now: every submit asks, most before any host registers
         user="-",
         queue=queue.name,
         slots=slots,
@@ -70,10 +74,6 @@ def multi_host_refusal(
         exclusive=exclusive,
         mem_per_slot_mb=mem_per_slot_mb,
     )
-    gate = QueueHosts()
-    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
-    if not eligible:
-        return None
     biggest = max(h.slots for h in eligible)
     one_host = (req is not None and req.span is not None) or slots <= biggest
     if not spreads(spec, req) and one_host:
@@ -97,6 +97,12 @@ def multi_host_refusal(
             return None
     where = f"queue {queue.name!r}"
     total = sum(views[i].slots for i in fitting)
+    sizes = [views[i].slots for i in fitting]
+    if total >= slots and layout.ptile is not None and not exclusive:
+        # enough slots in all: the tile size is what no set of hosts can meet
+        why = ptile_shortfall(layout.ptile, slots, sizes)
+        if why:
+            return f"no set of hosts of {where} can ever hold this job: {why}"
     return (
         f"no set of hosts of {where} can ever hold this job ({slots} slots; its "
         f"hosts have {total} slots in all)"

@@ -656,7 +656,16 @@ class SchedulingPass:
         have fewer slots than it asks)."""
         hosts = self._filter(spec, queue, self.policies[queue.name])
         views = self.pool.hosts
-        return why.TOO_FEW if sum(views[i].slots for i in hosts) < spec.slots else why.ROOM
+        sizes = [views[i].slots for i in hosts]
+        if sum(sizes) < spec.slots:
+            return why.TOO_FEW
+        span = parse_requirement(spec.resources).span if spec.resources else None
+        if span is not None and span.ptile is not None and not spec.exclusive and sizes:
+            # enough slots in all, yet tiles of that size may fit no set of these hosts
+            short = multihost.ptile_shortfall(span.ptile, spec.slots, sizes)
+            if short:
+                return why.too_few_tiles(short)
+        return why.ROOM
 
     def _with_devices(
         self, spec: JobSpec, allow: Callable[[int], bool] | None

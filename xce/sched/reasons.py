@@ -99,7 +99,9 @@ _RENDER: dict[WaitKind, Callable[..., str]] = {
         f"waiting for license {name} ({asked} asked, {free} free)"
     ),
     WaitKind.TOO_BIG: lambda: "no host is big enough",
-    WaitKind.TOO_FEW: lambda: "no set of hosts is big enough",
+    WaitKind.TOO_FEW: lambda detail="": (
+        f"no set of hosts is big enough: {detail}" if detail else "no set of hosts is big enough"
+    ),
     WaitKind.TOO_FEW_DEVICES: lambda kind, count, most: (
         f"no host has {count} {kind} devices (the most is {most})"
     ),
@@ -157,6 +159,12 @@ def devices(asked: tuple[tuple[str, str], ...]) -> WaitReason:
     """Hosts have the slots and memory but not the devices `asked` ((kind, count) pairs
     as the job spec holds them, the count a decimal string)."""
     return WaitReason(WaitKind.DEVICES, (asked,))
+
+
+def too_few_tiles(detail: str) -> WaitReason:
+    """Enough slots in all, but a `span[ptile=N]` no set of the hosts can meet (`detail`
+    says why: no host has N slots, or too few do)."""
+    return WaitReason(WaitKind.TOO_FEW, (detail,))
 
 
 def too_few_devices(kind: str, count: int, most: int) -> WaitReason:
