@@ -28,7 +28,7 @@ TaskAddress = Annotated[
 ]
 # A number a worker reports that the host record keeps and shows: finite (JSON has no
 # infinity, and `1e400` reads as one), or no listing of hosts could be answered.
-Reading = Annotated[float, Meta(ge=-(2**53), le=2**53)]
+Reading = Annotated[float, Meta(ge=-(2**40), le=2**40)]  # exact near the bounds, unlike 2**53
 # How the worker contains jobs, e.g. {"kind": "v2", "memory": true, "cores": 2}: shown by
 # `xce host show`, never interpreted, so only its size is checked.
 Containment = Annotated[
