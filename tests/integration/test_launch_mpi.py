@@ -54,10 +54,22 @@ def test_mpirun_with_xce_launch_runs_every_rank_once_on_its_host(three: Cluster)
     # (gds hash), not in shared-memory files of a session directory that the three daemons,
     # all "vm" in one /tmp, would share and clean up under each other (one full-suite run saw
     # a rank die of a signal; this is its likely cause).
+    # And each daemon gets a /tmp of its own: on one machine the daemons' session
+    # directories (/tmp/ompi.HOSTNAME.UID/jf.N) are one path, and two daemons creating it at
+    # once fail ("mkdir ... File exists", seen in one full-suite run). The agent is still
+    # `xce launch`, with the remote command wrapped.
+    agent = three.jobs_root / "mpi-agent"
+    agent.write_text(
+        "#!/bin/sh\n"
+        "host=$1; shift\n"
+        'exec xce launch "$host" \'d=$(mktemp -d) && export TMPDIR="$d" && { \'"$*"\'; }; '
+        's=$?; rm -rf "$d"; exit $s\'\n'
+    )
+    agent.chmod(0o755)
     script = (
         f"export PMIX_MCA_gds=hash; "
         f'mpirun --allow-run-as-root --hostfile "$XCE_HOSTFILE" '
-        f'--mca plm_rsh_agent "xce launch" --mca pml ob1 --mca btl self,tcp '
+        f'--mca plm_rsh_agent "{agent}" --mca pml ob1 --mca btl self,tcp '
         f"--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np 6 {binary}"
     )
     job_id = three.submit(command=script, slots=6, resources="span[ptile=2]")
