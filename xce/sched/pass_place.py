@@ -14,15 +14,14 @@ from xce.core.model import HostSlots, JobSpec, QueueRecord, task_id
 from xce.sched import multihost
 from xce.sched import reasons as why
 from xce.sched.advance import effective_walltime
-from xce.sched.expr import (
-    parse_requirement,
-)
+from xce.sched.expr import parse_requirement
 from xce.sched.gres import waiting_reason, with_devices
 from xce.sched.pass_spread import SpreadPlacement
 from xce.sched.plugins import QueuePolicy
-from xce.sched.plugins.base import Item
+from xce.sched.plugins.base import Item, ReservePlugin
 from xce.sched.reasons import WaitReason
-from xce.sched.snapshot import PendingJob
+from xce.sched.reservation import Reservation
+from xce.sched.snapshot import PendingArray, PendingJob
 from xce.sched.types import Placement
 
 
@@ -60,25 +59,36 @@ class JobPlacement(SpreadPlacement):
         spec = item.spec
         is_job = type(item) is PendingJob
         key = item.job_id if isinstance(item, PendingJob) else str(item.number)
+        if self._held(item, spec, queue, key, is_job):
+            return
+        if isinstance(item, PendingJob):
+            self._try_job(item, spec, queue, policy, key)
+        else:
+            self._try_array(item, spec, queue, policy, key)
+
+    def _held(self, item: Item, spec: JobSpec, queue: QueueRecord, key: str, is_job: bool) -> bool:
+        """Whether a gate before any host search holds `item` back (inactive queue, an
+        array's limits, dependencies, begin time, reservation target): its reason is then
+        recorded, and for a job shared with the jobs of the same spec where it lasts."""
         reasons = self.result.reasons
         if not queue.active:
             reasons[key] = why.queue_inactive(queue.name)
             if is_job:
                 self._blocked[id(spec)] = reasons[key]
-            return
+            return True
         if not is_job:
             limited = self._limit(queue, spec.user)
             if limited:
                 reasons[key] = limited
-                return
+                return True
         if item.deps is not DepStatus.SATISFIED:
             reasons[key] = (
                 why.DEPENDENCY if item.deps is DepStatus.WAITING else why.DEPENDENCY_NEVER
             )
-            return
+            return True
         if spec.begin_time is not None and spec.begin_time > self.now:
             reasons[key] = why.begin(spec.begin_time)
-            return
+            return True
         if spec.reservation:
             problem = (
                 why.no_reservation(spec.reservation)
@@ -89,34 +99,46 @@ class JobPlacement(SpreadPlacement):
                 reasons[key] = problem
                 if is_job:
                     self._blocked[id(spec)] = problem
+                return True
+        return False
+
+    def _try_job(
+        self, item: PendingJob, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy, key: str
+    ) -> None:
+        """One job (or one requeued array task) past the gates: limits, licenses, a host."""
+        reasons = self.result.reasons
+        if item.index is not None:
+            left = self._room(item.number)
+            if left is not None and left <= 0:
+                reasons[key] = why.ARRAY_LIMIT
                 return
-        if isinstance(item, PendingJob):
-            if item.index is not None:
-                left = self._room(item.number)
-                if left is not None and left <= 0:
-                    reasons[key] = why.ARRAY_LIMIT
-                    return
-            blocked = self._blocked.get(id(spec))
-            if blocked is not None:  # free resources and limits only shrink in a pass
-                reasons[key] = blocked
-                return
-            limited = self._limit(queue, spec.user)
-            if limited:
-                reasons[key] = self._blocked[id(spec)] = limited
-                return
-            if spec.licenses:  # free licenses only shrink in a pass, like limits
-                short = self.devices.short_license(spec)
-                if short:
-                    reasons[key] = self._blocked[id(spec)] = short
-                    return
-            host = self._place(key, spec, queue, policy)
-            if host is None:
-                # the job's shape waits as it does, without the reservation it may hold
-                self._blocked[id(spec)] = reasons[key].without_reservation()
-            else:
-                array = item.number if item.index is not None else None
-                self._commit(key, spec, host, array)
+        blocked = self._blocked.get(id(spec))
+        if blocked is not None:  # free resources and limits only shrink in a pass
+            reasons[key] = blocked
             return
+        limited = self._limit(queue, spec.user)
+        if limited:
+            reasons[key] = self._blocked[id(spec)] = limited
+            return
+        if spec.licenses:  # free licenses only shrink in a pass, like limits
+            short = self.devices.short_license(spec)
+            if short:
+                reasons[key] = self._blocked[id(spec)] = short
+                return
+        host = self._place(key, spec, queue, policy)
+        if host is None:
+            # the job's shape waits as it does, without the reservation it may hold
+            self._blocked[id(spec)] = reasons[key].without_reservation()
+        else:
+            array = item.number if item.index is not None else None
+            self._commit(key, spec, host, array)
+
+    def _try_array(
+        self, item: PendingArray, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy, key: str
+    ) -> None:
+        """An array's pending tasks, in order, while its limit, the queue's and the
+        licenses allow and a host is found."""
+        reasons = self.result.reasons
         left = self._room(item.number)
         if left is not None and left <= 0:
             reasons[key] = why.ARRAY_LIMIT
@@ -232,20 +254,29 @@ class JobPlacement(SpreadPlacement):
         if refused is None and spec.gres and self._devices_short(spec, queue):
             reason = self._sets[shape] = waiting_reason(spec)
         if res is None and policy.reserve is not None and not spec.reservation:
-            hosts = self._filtered[queue.name, spec.resources]
-            if spec.gres:  # only hosts that have the devices at all (their release times
-                # are judged by slots and memory: the reservation is a lower bound)
-                hosts = with_devices(self.pool.hosts, hosts, spec)
-            made = (
-                policy.reserve.reserve(self.pool, hosts, spec, now)
-                if gate is None
-                else gate.reserve(policy.reserve, hosts, spec, effective_walltime(spec, queue))
-            )
-            if made is not None:
-                made.job_id = key
-                self.reservation = made
-                self.result.reservations.append(made.to_plain())
-                if refused is None:
-                    reason = reason.holding(made.describe())
+            made = self._reserve_host(key, spec, queue, policy.reserve)
+            if made is not None and refused is None:
+                reason = reason.holding(made.describe())
         self.result.reasons[key] = reason
         return None
+
+    def _reserve_host(
+        self, key: str, spec: JobSpec, queue: QueueRecord, reserve: ReservePlugin
+    ) -> Reservation | None:
+        """The pass's one reservation (EASY), made for `key` when no host has room now;
+        outside the advance reservations' windows when the cluster has any."""
+        gate, now = self.gate, self.now
+        hosts = self._filtered[queue.name, spec.resources]
+        if spec.gres:  # only hosts that have the devices at all (their release times
+            # are judged by slots and memory: the reservation is a lower bound)
+            hosts = with_devices(self.pool.hosts, hosts, spec)
+        made = (
+            reserve.reserve(self.pool, hosts, spec, now)
+            if gate is None
+            else gate.reserve(reserve, hosts, spec, effective_walltime(spec, queue))
+        )
+        if made is not None:
+            made.job_id = key
+            self.reservation = made
+            self.result.reservations.append(made.to_plain())
+        return made

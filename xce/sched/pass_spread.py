@@ -45,10 +45,40 @@ class SpreadPlacement(HostSearch):
         if not hosts:
             reasons[key] = self._sets[shape] = why.NO_MATCH if spec.resources else why.NO_HOST
             return None
-        pool, now, res = self.pool, self.now, self.reservation
-        # The hosts of this shape, ranked when the shape is first tried in the pass (a
-        # ranking on free resources is not re-sorted per job: one sort per shape and pass)
-        # and pruned of hosts too full for any share (multihost.choose).
+        res = self.reservation
+        ordered = self._spread_order(shape, hosts, queue, policy, spec, req)
+        layout = multihost.Layout.of(spec, req)
+        shares = self._choose_shares(spec, queue, req, layout, ordered)
+        if shares is not None:
+            return shares
+        reason = self._sets[shape] = self._spread_reason(spec, queue)
+        # (a job with devices reserves no host set: the reservation does not count devices)
+        if (
+            reason is why.ROOM
+            and res is None
+            and policy.reserve is not None
+            and not spec.reservation
+            and not spec.gres
+        ):
+            made = self._reserve_spread(key, spec, queue, policy, req, layout, hosts)
+            if made is not None:
+                reason = why.ROOM.holding(made.describe())
+        reasons[key] = reason
+        return None
+
+    def _spread_order(
+        self,
+        shape: tuple,
+        hosts: list[int],
+        queue: QueueRecord,
+        policy: QueuePolicy,
+        spec: JobSpec,
+        req: Any,
+    ) -> list[int]:
+        """The hosts of this shape, ranked when the shape is first tried in the pass (a
+        ranking on free resources is not re-sorted per job: one sort per shape and pass)
+        and pruned of hosts too full for any share (multihost.choose)."""
+        pool = self.pool
         ordered = self._spread_hosts.get(shape)
         if ordered is None:
             fkey = (queue.name, spec.resources)
@@ -62,7 +92,20 @@ class SpreadPlacement(HostSearch):
                 else list(hosts)
             )
             self._spread_hosts[shape] = ordered
-        layout = multihost.Layout.of(spec, req)
+        return ordered
+
+    def _choose_shares(
+        self,
+        spec: JobSpec,
+        queue: QueueRecord,
+        req: Any,
+        layout: multihost.Layout,
+        ordered: list[int],
+    ) -> multihost.Shares | None:
+        """Shares that fit now on one group of `ordered` (first group that has them), on
+        hosts that have the devices, pass `-R`'s live test, and leave the EASY reservation
+        and the advance reservations their due."""
+        pool, now, res = self.pool, self.now, self.reservation
         groups = multihost.groups_of(pool, ordered, req)
         live = multihost.live_ok(pool, req)
         wall = spec.walltime_s
@@ -96,36 +139,41 @@ class SpreadPlacement(HostSearch):
             )
             if shares is not None:
                 return shares
-        reason = self._sets[shape] = self._spread_reason(spec, queue)
-        # (a job with devices reserves no host set: the reservation does not count devices)
-        if (
-            reason is why.ROOM
-            and res is None
-            and policy.reserve is not None
-            and not spec.reservation
-            and not spec.gres
-        ):
-            if policy.host_sets:
-                # every host the shape may use, ranked afresh (the list above was pruned of
-                # the full ones, which are the ones that free later): once per pass
-                rank = self._key_functions[queue.name, spec.resources][0]
-                ranked = (
-                    sorted(hosts, key=rank)
-                    if (req is not None and req.order) or policy.ranks
-                    else list(hosts)
-                )
-                made: Reservation | None = multihost.reserve(
-                    pool, layout, spec, multihost.groups_of(pool, ranked, req), now
-                )
-            else:
-                made = policy.reserve.reserve(pool, hosts, spec, now)
-            if made is not None:
-                made.job_id = key
-                self.reservation = made
-                self.result.reservations.append(made.to_plain())
-                reason = why.ROOM.holding(made.describe())
-        reasons[key] = reason
         return None
+
+    def _reserve_spread(
+        self,
+        key: str,
+        spec: JobSpec,
+        queue: QueueRecord,
+        policy: QueuePolicy,
+        req: Any,
+        layout: multihost.Layout,
+        hosts: list[int],
+    ) -> Reservation | None:
+        """The pass's one reservation for a multi-host job that waits for room: a host set
+        where the policy makes those, else the policy's own (one host)."""
+        pool, now = self.pool, self.now
+        assert policy.reserve is not None
+        if policy.host_sets:
+            # every host the shape may use, ranked afresh (the list above was pruned of
+            # the full ones, which are the ones that free later): once per pass
+            rank = self._key_functions[queue.name, spec.resources][0]
+            ranked = (
+                sorted(hosts, key=rank)
+                if (req is not None and req.order) or policy.ranks
+                else list(hosts)
+            )
+            made: Reservation | None = multihost.reserve(
+                pool, layout, spec, multihost.groups_of(pool, ranked, req), now
+            )
+        else:
+            made = policy.reserve.reserve(pool, hosts, spec, now)
+        if made is not None:
+            made.job_id = key
+            self.reservation = made
+            self.result.reservations.append(made.to_plain())
+        return made
 
     def _may_spread(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> bool:
         """A job with no span that no host can hold spreads when it is the slots that no
