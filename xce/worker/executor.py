@@ -135,43 +135,16 @@ async def launch(
     )
     job.readers = {"stdout": files.stdout_reader, "stderr": files.stderr_reader}
     try:
-        if files.script is not None:
-            argv = [files.script] if a["script"].startswith("#!") else ["/bin/sh", files.script]
-        else:
-            argv = ["/bin/sh", "-c", a["command"]]
+        argv = _argv(a, files)
         name = attempt_name(a["job_id"], a["attempt"])
         limits = limits_for(a, pids_limit, host_memory_mb)
-        # the v1 devices hierarchy or a v2 device program (only then): "none" cannot fence
-        if backend.kind in ("v1", "v2") and devices.gpus:
-            try:
-                deny = deny_entries(gpus.denied_nodes(a, devices))
-            except CgroupError as exc:
-                raise LaunchError(str(exc)) from None
-            limits = dataclasses.replace(limits, devices_deny=deny)
+        limits = _fence_devices(a, backend, devices, limits)
         env = job_environment(a, account, job.work_dir, host, job.job_dir)
         env.update(gpus.job_env(a, devices))  # after the submitted ones: XCE owns them
         write_json(
             str(job.attempt_dir),
             SPEC,
-            {
-                "job_id": a["job_id"],
-                "attempt": a["attempt"],
-                "assignment": a,
-                "argv": argv,
-                "env": env,
-                "cwd": str(job.work_dir),
-                "job_dir": str(job.job_dir),
-                "user": account.pw_name if account else None,
-                "uid": job.creds.uid if job.creds else None,
-                "gid": job.creds.gid if job.creds else None,
-                "groups": list(job.creds.groups) if job.creds else None,
-                "cgroup": name,
-                "worker_state": str(worker_state),
-                "limits": dataclasses.asdict(limits),
-                "contact": {"at": contact.at, "fence_timeout_s": contact.fence_timeout_s},
-                "private_tmp": private_tmp
-                and not any(_under_tmp(path) for path in (job.work_dir, job.job_dir)),
-            },
+            _spec(job, argv, env, account, name, worker_state, limits, contact, private_tmp),
         )
         try:
             job.cgroup = await asyncio.to_thread(backend.create, name, limits)
@@ -193,6 +166,65 @@ async def launch(
     job.keeper_start = started.keeper_start
     job.cgroup.set_leader(started.leader)  # "none" follows the leader's session
     job.started = time.monotonic()
+
+
+def _fence_devices(
+    a: dict[str, Any], backend: CgroupBackend, devices: gpus.HostDevices, limits: Limits
+) -> Limits:
+    """`limits` with the GPUs not assigned to the job denied, through the v1 devices
+    hierarchy or a v2 device program (only then: "none" cannot fence)."""
+    if backend.kind in ("v1", "v2") and devices.gpus:
+        try:
+            deny = deny_entries(gpus.denied_nodes(a, devices))
+        except CgroupError as exc:
+            raise LaunchError(str(exc)) from None
+        limits = dataclasses.replace(limits, devices_deny=deny)
+    return limits
+
+
+def _argv(a: dict[str, Any], files: userfs.JobFiles) -> list[str]:
+    """What the keeper executes: the script (through /bin/sh unless it has a #! line), or
+    the command through `/bin/sh -c`."""
+    if files.script is not None:
+        argv = [files.script] if a["script"].startswith("#!") else ["/bin/sh", files.script]
+    else:
+        argv = ["/bin/sh", "-c", a["command"]]
+    return argv
+
+
+def _spec(
+    job: RunningJob,
+    argv: list[str],
+    env: dict[str, str],
+    account: pwd.struct_passwd | None,
+    name: str,
+    worker_state: Path,
+    limits: Limits,
+    contact: fence.Contact,
+    private_tmp: bool,
+) -> dict[str, Any]:
+    """The attempt's spec.json: all the keeper needs to start the job, and all a restarted
+    worker needs to find the attempt again (xce/worker/recovery.py)."""
+    a = job.assignment
+    return {
+        "job_id": a["job_id"],
+        "attempt": a["attempt"],
+        "assignment": a,
+        "argv": argv,
+        "env": env,
+        "cwd": str(job.work_dir),
+        "job_dir": str(job.job_dir),
+        "user": account.pw_name if account else None,
+        "uid": job.creds.uid if job.creds else None,
+        "gid": job.creds.gid if job.creds else None,
+        "groups": list(job.creds.groups) if job.creds else None,
+        "cgroup": name,
+        "worker_state": str(worker_state),
+        "limits": dataclasses.asdict(limits),
+        "contact": {"at": contact.at, "fence_timeout_s": contact.fence_timeout_s},
+        "private_tmp": private_tmp
+        and not any(_under_tmp(path) for path in (job.work_dir, job.job_dir)),
+    }
 
 
 def _under_tmp(path: Path) -> bool:
