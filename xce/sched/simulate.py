@@ -22,257 +22,57 @@ the pass runs with `explain=False` (no reason for every waiting job), so it stop
 as nothing more can start. Under strict FCFS (one queue, fcfs order) a pass that blocked is
 not repeated until a job ends: what arrives meanwhile queues behind the blocked job.
 bench/refsim.py is the yardstick (`python -m bench`, figure 8).
+
+Inputs (presets, hosts, reservations, job specs) are in xce/sched/siminput.py, outcomes and
+metrics in xce/sched/simresult.py; this module replays, and exports their names too.
 """
 
 from __future__ import annotations
 
-import csv
 import heapq
-import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from xce.core import events as ev
-from xce.core.model import HostStatus, JobSpec, QueueRecord, ReservationRecord
+from xce.core.model import HostStatus, QueueRecord, ReservationRecord
 from xce.core.state import ClusterState
 from xce.sched.advance import wake_times
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
 from xce.sched.plugins import builtin
 from xce.sched.plugins.base import blocks_queue, reads_usage, submission_order
+from xce.sched.siminput import (
+    HOST_MEMORY_MB,
+    PRESETS,
+    executed_time,
+    host_names,
+    parse_reservation,
+    plugins_for,
+    spec_for,
+)
+from xce.sched.simresult import TAU_S, Outcome, SimResult, bounded_slowdown
 from xce.sched.swf import SwfJob
 from xce.sched.types import Placement
 from xce.sched.usage import UsageLedger
 
-TAU_S = 10.0
-HOST_MEMORY_MB = 1 << 30  # traces rarely give memory; hosts never run out
-PRESETS: dict[str, tuple[str, ...]] = {
-    "fcfs": ("strict",),  # textbook FCFS: a waiting job blocks all behind it
-    "first-fit": (),  # the live default: later jobs that fit may go ahead, no reservation
-    "easy": ("backfill",),
-    "fairshare": ("fairshare", "backfill"),
-    "fairshare-group": ("fairshare-group", "backfill"),
-}
-
-
-def plugins_for(policy: str) -> tuple[str, ...]:
-    """A preset name or a comma-separated plugin list; ValueError names what is unknown."""
-    if policy in PRESETS:
-        return PRESETS[policy]
-    names = tuple(p.strip() for p in policy.split(",") if p.strip())
-    if not names:
-        raise ValueError(f"policy {policy!r} is empty")
-    try:
-        builtin().policy_for(names)  # the simulator runs the built-in plugins
-    except ValueError as exc:
-        raise ValueError(f"policy {policy!r}: {exc} (presets: {', '.join(PRESETS)})") from None
-    return names
-
-
-def host_names(hosts: int) -> list[str]:
-    width = len(str(hosts))
-    return [f"n{i:0{width}d}" for i in range(1, hosts + 1)]
-
-
-def parse_reservation(text: str, number: int, origin: float, hosts: int) -> ReservationRecord:
-    """`FROM-TO[@HOST,...][/SLOTS]` (seconds after `origin`, the trace's first submit; all
-    hosts when none are named; whole hosts unless SLOTS per host) as a maintenance
-    reservation named `rsv<number>`: no trace job targets it, so it only keeps jobs off.
-    ValueError names what is wrong."""
-    body, _, slots_text = text.partition("/")
-    window, _, host_text = body.partition("@")
-    begin, sep, finish = window.partition("-")
-    try:
-        start, end = float(begin), float(finish)
-        slots = int(slots_text) if slots_text else 0
-    except ValueError:
-        raise ValueError(
-            f"--reservation {text!r}: expected FROM-TO[@HOST,...][/SLOTS], "
-            "times in seconds after the first submit"
-        ) from None
-    if not sep or start < 0 or end <= start:
-        raise ValueError(f"--reservation {text!r}: give FROM-TO with FROM >= 0 and TO > FROM")
-    if slots < 0:
-        raise ValueError(f"--reservation {text!r}: SLOTS may not be negative")
-    known = host_names(hosts)
-    chosen = (
-        tuple(h.strip() for h in host_text.split(",") if h.strip()) if host_text else tuple(known)
-    )
-    for host in chosen:
-        if host not in known:
-            raise ValueError(
-                f"--reservation {text!r}: no host {host} (hosts are {known[0]}..{known[-1]})"
-            )
-    return ReservationRecord(
-        f"rsv{number}",
-        chosen,
-        origin + start,
-        origin + end,
-        slots,
-        maintenance=True,
-        flags=("overlap",),
-    )
-
-
-def spec_for(job: SwfJob, queue: str = "normal", slots: int | None = None) -> JobSpec:
-    """The job as submitted; one wider than a host of `slots` is packed on hosts."""
-    wide = slots is not None and job.procs > slots
-    return JobSpec(
-        user=job.user,
-        queue=queue,
-        name=f"swf-{job.number}",
-        command=f"swf job {job.number}",
-        slots=job.procs,
-        walltime_s=job.requested_time,
-        gres=(("gpu", str(job.gpus)),) if job.gpus else (),
-        resources=f"span[ptile={slots}]" if wide else "",
-    )
-
-
-def executed_time(job: SwfJob) -> float:
-    """How long the job occupies its slots: its run time, cut at its requested time."""
-    if job.requested_time is not None and job.run_time > job.requested_time:
-        return float(job.requested_time)
-    return job.run_time
-
-
-@dataclass(slots=True)
-class Outcome:
-    job: SwfJob
-    job_id: str
-    host: str = ""
-    start: float | None = None
-    end: float | None = None
-
-    @property
-    def wait(self) -> float:
-        """Start - submit, of a job that started."""
-        if self.start is None:
-            raise ValueError(f"job {self.job.number} has not started")
-        return self.start - self.job.submit
-
-    @property
-    def killed(self) -> bool:
-        return self.job.requested_time is not None and self.job.run_time > self.job.requested_time
-
-
-@dataclass
-class SimResult:
-    policy: str
-    plugins: tuple[str, ...]
-    hosts: int
-    slots: int
-    outcomes: list[Outcome]
-    skipped: int
-    passes: int = 0
-    seconds: float = 0.0
-    # (time, trace job number, host) of every start, in decision order
-    decisions: list[tuple[float, int, str]] = field(default_factory=list)
-
-    def done(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.start is not None and o.end is not None]
-
-    def metrics(self) -> dict[str, Any]:
-        done = self.done()
-        n = len(done)
-        waits = [o.wait for o in done]
-        bsld = [bounded_slowdown(w, o) for w, o in zip(waits, done, strict=True)]
-        first = min((o.job.submit for o in done), default=0.0)
-        last = max((o.end for o in done if o.end is not None), default=0.0)
-        makespan = last - first
-        busy = sum(o.job.procs * executed_time(o.job) for o in done)
-        capacity = self.hosts * self.slots * makespan
-        return {
-            "policy": self.policy,
-            "plugins": list(self.plugins),
-            "hosts": self.hosts,
-            "slots_per_host": self.slots,
-            "jobs": n,
-            "skipped": self.skipped,
-            "killed": sum(1 for o in done if o.killed),
-            "avg_wait_s": sum(waits) / n if n else 0.0,
-            "median_wait_s": statistics.median(waits) if n else 0.0,
-            "avg_bounded_slowdown": sum(bsld) / n if n else 0.0,
-            "utilisation": busy / capacity if capacity else 0.0,
-            "makespan_s": makespan,
-            "passes": self.passes,
-            "sim_seconds": self.seconds,
-            "jobs_per_s": n / self.seconds if self.seconds else 0.0,
-        }
-
-    def detail(self) -> list[dict[str, Any]]:
-        """Wait and slowdown per job-size class (1, 2, 3-4, 5-8, ... slots)."""
-        classes: dict[int, list[Outcome]] = {}
-        for o in self.done():
-            classes.setdefault((o.job.procs - 1).bit_length(), []).append(o)
-        rows = []
-        for bits in sorted(classes):
-            members = classes[bits]
-            low, high = (1 << (bits - 1)) + 1 if bits else 1, 1 << bits
-            waits = [o.wait for o in members]
-            rows.append(
-                {
-                    "size": str(high) if low == high else f"{low}-{high}",
-                    "jobs": len(members),
-                    "avg_wait_s": sum(waits) / len(waits),
-                    "median_wait_s": statistics.median(waits),
-                    "avg_bounded_slowdown": sum(
-                        bounded_slowdown(w, o) for w, o in zip(waits, members, strict=True)
-                    )
-                    / len(members),
-                }
-            )
-        return rows
-
-    def write_csv(self, handle: Any, header: bool = True) -> None:
-        """One row per job that ran: what a site plots (start times, waits, hosts)."""
-        out = csv.writer(handle)
-        if header:
-            out.writerow(
-                (
-                    "policy",
-                    "job",
-                    "user",
-                    "procs",
-                    "submit",
-                    "start",
-                    "end",
-                    "wait",
-                    "host",
-                    "killed",
-                )
-            )
-        for o in self.outcomes:
-            if o.start is None:
-                continue
-            out.writerow(
-                (
-                    self.policy,
-                    o.job.number,
-                    o.job.user,
-                    o.job.procs,
-                    _num(o.job.submit),
-                    _num(o.start),
-                    _num(o.end),
-                    _num(o.start - o.job.submit),
-                    o.host,
-                    int(o.killed),
-                )
-            )
-
-
-def _num(value: float | None) -> str:
-    if value is None:
-        return ""
-    return str(int(value)) if float(value).is_integer() else f"{value:.3f}"
-
-
-def bounded_slowdown(wait: float, outcome: Outcome) -> float:
-    ran = executed_time(outcome.job)
-    return max(1.0, (wait + ran) / max(ran, TAU_S))
+__all__ = [
+    "HOST_MEMORY_MB",
+    "PRESETS",
+    "TAU_S",
+    "Outcome",
+    "SimResult",
+    "any_free_host",
+    "bounded_slowdown",
+    "executed_time",
+    "host_names",
+    "max_free_slots",
+    "parse_reservation",
+    "plugins_for",
+    "simulate",
+    "spec_for",
+]
 
 
 def any_free_host(state: ClusterState) -> bool:

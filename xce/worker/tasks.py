@@ -19,6 +19,9 @@ The worker is root and every request comes from job code, so it is hostile:
   then drops to the user, then enters the directory *as the user*; only then does the
   request's argv and environment touch anything (the exec). So kill, suspend and the end of
   the job reach tasks through the cgroup, and usage counts them.
+
+Requests are parsed in xce/worker/taskrequest.py and the jobs' `xce` is installed by
+xce/worker/tasklauncher.py; this module serves, and exports their names too.
 """
 
 from __future__ import annotations
@@ -27,23 +30,27 @@ import asyncio
 import concurrent.futures
 import contextlib
 import hmac
-import json
 import logging
 import os
-import re
-import stat
 import struct
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import xce
 from xce.worker import executor, gpus, taskproc
 from xce.worker.cgroups.base import JobCgroup
 from xce.worker.fscreds import Credentials
+from xce.worker.tasklauncher import LAUNCHER_DIR, install_launcher
+from xce.worker.taskrequest import (
+    MAX_ARGS,
+    MAX_ENV,
+    NotHere,
+    TaskRefused,
+    TaskRequest,
+    parse_request,
+)
 from xce.worker.taskwire import (
     HEADER,
     MAX_FRAME,
@@ -51,7 +58,6 @@ from xce.worker.taskwire import (
     STDERR,
     STDIN,
     STDOUT,
-    VERSION,
     exit_frame,
     frame,
 )
@@ -60,13 +66,27 @@ if TYPE_CHECKING:
     from xce.worker.agent import WorkerAgent
 
 log = logging.getLogger("xce.worker.tasks")
+
+__all__ = [
+    "ASSIGNMENT_WAIT_S",
+    "LAUNCHER_DIR",
+    "MAX_ARGS",
+    "MAX_CONNECTIONS",
+    "MAX_ENV",
+    "OWN_VARIABLES",
+    "NotHere",
+    "Target",
+    "TaskRefused",
+    "TaskRequest",
+    "TaskService",
+    "child_setup",
+    "install_launcher",
+    "parse_request",
+]
+
 Key = tuple[str, int]
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\[\]-]{0,127}")
-MAX_ARGS = 4096
 # Connections served at once; more are closed unanswered (a job cannot tie the worker up).
 MAX_CONNECTIONS = 512
-MAX_ENV = 1024
 # Set by the service for every task, whatever the request's environment says.
 OWN_VARIABLES = (
     "XCE_TASK_ID",
@@ -81,30 +101,10 @@ OWN_VARIABLES = (
 )
 
 
-class TaskRefused(Exception):
-    """A request the service will not run; the message goes back to the caller."""
-
-
-class NotHere(TaskRefused):
-    """No such attempt on this host (yet: a share arrives with the host's next poll)."""
-
-
 # How long a request for an attempt this host does not know waits for its assignment: the
 # job's first host may start it (and the job call `xce launch`) before another host of the
 # allocation has polled its share.
 ASSIGNMENT_WAIT_S = 5.0
-
-
-@dataclass(frozen=True)
-class TaskRequest:
-    job_id: str
-    attempt: int
-    credential: str
-    host: str
-    argv: tuple[str, ...]
-    env: dict[str, str]
-    task_id: int
-    local_task_id: int
 
 
 @dataclass(frozen=True)
@@ -117,71 +117,6 @@ class Target:
     # The GPU variables of this host's grant (the job's own here, the share's elsewhere):
     # a task sees the devices its host was given, as the job's script does (issue 17).
     gpu_env: dict[str, str] = field(default_factory=dict)
-
-
-def _int(body: dict[str, Any], key: str, top: int) -> int:
-    value = body.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
-        raise TaskRefused(f"{key} must be an integer from 0 to {top}")
-    return value
-
-
-def _text(value: Any, what: str, limit: int) -> str:
-    if not isinstance(value, str) or "\0" in value or len(value) > limit:
-        raise TaskRefused(f"{what} must be a string of at most {limit} characters, no NUL")
-    return value
-
-
-def parse_request(line: bytes) -> TaskRequest:
-    """The request, checked field by field (TaskRefused names the first bad one)."""
-    try:
-        body = json.loads(line)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        # RecursionError: `[[[[...` nested deeper than the parser's stack, well within the
-        # size limit; uncaught it killed the connection unanswered with a logged traceback.
-        raise TaskRefused("the request is not one JSON line") from None
-    allowed = {
-        "v",
-        "job_id",
-        "attempt",
-        "credential",
-        "host",
-        "argv",
-        "env",
-        "task_id",
-        "local_task_id",
-    }
-    if not isinstance(body, dict) or not allowed >= set(body) or body.get("v") != VERSION:
-        raise TaskRefused(
-            f"the request must be an object of version {VERSION} with the keys "
-            + ", ".join(sorted(allowed))
-        )
-    job_id = _text(body.get("job_id"), "job_id", 128)
-    if not _JOB_ID.fullmatch(job_id):
-        raise TaskRefused("job_id is not a job id")
-    argv = body.get("argv")
-    if not isinstance(argv, list) or not 1 <= len(argv) <= MAX_ARGS:
-        raise TaskRefused(f"argv must be a list of 1 to {MAX_ARGS} strings")
-    args = tuple(_text(a, "each argument", MAX_REQUEST) for a in argv)
-    if not args[0]:
-        raise TaskRefused("argv[0] is empty")
-    env = body.get("env") or {}
-    if not isinstance(env, dict) or len(env) > MAX_ENV:
-        raise TaskRefused(f"env must be an object of at most {MAX_ENV} variables")
-    for name, value in env.items():
-        if not _ENV_NAME.fullmatch(name):
-            raise TaskRefused(f"bad variable name {name[:40]!r}")
-        _text(value, f"variable {name}", MAX_REQUEST)
-    return TaskRequest(
-        job_id,
-        _int(body, "attempt", 1 << 31),
-        _text(body.get("credential"), "credential", 128),
-        _text(body.get("host"), "host", 256),
-        args,
-        dict(env),
-        _int(body, "task_id", 1 << 20),
-        _int(body, "local_task_id", 1 << 20),
-    )
 
 
 def child_setup(
@@ -469,66 +404,3 @@ class TaskService:
         async with lock:
             writer.write(exit_frame(code, sig))
             await writer.drain()
-
-
-# The jobs' `xce` directory inside the jobs root: job directories are named by job id
-# (digits), so a dot name never meets one, and only root may create entries there.
-LAUNCHER_DIR = ".xce-bin"
-
-
-def _own_dir(path: Path) -> None:
-    """Make `path` a real directory of root's, 0755: a symlink there, or a directory someone
-    else owns or may write (planted while the jobs root was writable, restored from a
-    backup), is moved aside, never followed or written into, since every job runs the `xce`
-    it holds. The parent (the jobs root) is root's, so nothing can swap it back meanwhile."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o711)
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and (
-        not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022
-    ):
-        aside = path.with_name(f"{path.name}.untrusted-{os.getpid()}-{int(st.st_ino)}")
-        os.rename(path, aside)  # a rename moves the link itself, not its target
-        log.warning("moved the untrusted %s aside to %s", path, aside)
-        st = None
-    if st is None:
-        os.mkdir(path, 0o755)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        os.fchmod(fd, 0o755)
-    finally:
-        os.close(fd)
-
-
-def install_launcher(bin_dir: Path) -> str:
-    """Put this worker's own `xce` in `bin_dir` (root's, 0755) and return the directory:
-    jobs get it first on PATH so `xce launch` is the worker's version whatever the job's
-    install. A frozen worker links its binary; otherwise a script runs this interpreter on
-    this package. Empty when it cannot be made (jobs then use whatever `xce` they find)."""
-    try:
-        _own_dir(bin_dir)
-        target = bin_dir / "xce"
-        temp = bin_dir / ".xce.new"
-        with contextlib.suppress(FileNotFoundError):
-            temp.unlink()
-        if getattr(sys, "frozen", False):
-            os.symlink(sys.executable, temp)
-        else:
-            package_parent = str(Path(xce.__file__).resolve().parent.parent)
-            text = (
-                f"#!{sys.executable}\n"
-                "import sys\n"
-                f"sys.path.insert(0, {package_parent!r})\n"
-                "from xce.cli.main import run\n"
-                "run()\n"
-            )
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-        os.replace(temp, target)
-        return str(bin_dir)
-    except OSError as exc:
-        log.warning("cannot install the jobs' xce launcher in %s: %s", bin_dir, exc)
-        return ""

@@ -1,0 +1,145 @@
+"""The scheduling pass, first layer: which hosts may take a job's shape, ranked.
+
+Filters (cached per queue and `-R`), candidate sets per shape (xce/sched/hostpool.py) and
+device checks. A layer of `SchedulingPass` (xce/sched/pipeline.py), split from it: the
+pass's state is declared here and set by `SchedulingPass.__init__`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+from xce.core import gres
+from xce.core.model import JobSpec, QueueRecord
+from xce.sched import reasons as why
+from xce.sched.advance import AdvanceGate
+from xce.sched.expr import (
+    parse_requirement,
+)
+from xce.sched.gres import DevicePool, too_few
+from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
+from xce.sched.plugins import QueuePolicy
+from xce.sched.ranking import FREE_ATTRIBUTES, key_function, select_names
+from xce.sched.reasons import WaitReason
+from xce.sched.reservation import Reservation
+from xce.sched.snapshot import Snapshot
+from xce.sched.types import Plan
+
+
+class HostSearch:
+    """Finding hosts for one shape of job within a pass (a base of SchedulingPass)."""
+
+    # The pass's state, set by SchedulingPass.__init__ (xce/sched/pipeline.py), which
+    # says what each holds; declared here so the layers below type-check on their own.
+    snapshot: Snapshot
+    now: float
+    explain: bool
+    pool: HostPool
+    devices: DevicePool
+    result: Plan
+    reservation: Reservation | None
+    gate: AdvanceGate | None
+    policies: dict[str, QueuePolicy]
+    _sets: dict[tuple, CandidateSet | WaitReason]
+    _filtered: dict[tuple[str, str], list[int]]
+    _spread_hosts: dict[tuple, list[int]]
+    _spreadable: dict[tuple[str, str, int], bool]
+    _rankings: dict[tuple[str, str], tuple[Any, int]]
+    _key_functions: dict[tuple[str, str], tuple[Callable[[int], tuple], bool, bool]]
+    _blocked: dict[int, WaitReason]
+    running_slots: dict[str, int]
+    group_slots: dict[str, int]
+    queue_running: dict[str, int]
+    user_running: dict[tuple[str, str], int]
+    placed_per_array: dict[int, int]
+    _tally: bool
+    _no_reserve: bool
+    usage_hours: dict[str, float]
+
+    def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
+        if self.gate is not None:  # the gate's verdict depends on walltime and target
+            return (
+                queue.name,
+                spec.slots,
+                spec.memory_mb,
+                spec.resources,
+                spec.walltime_s,
+                spec.reservation,
+                spec.gres,
+            )
+        wall = spec.walltime_s if self.reservation is not None else None
+        return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall, spec.gres)
+
+    def _with_devices(
+        self, spec: JobSpec, allow: Callable[[int], bool] | None
+    ) -> Callable[[int], bool]:
+        asked, has = gres.counts_of(spec.gres), self.devices.has
+        if allow is None:
+            return lambda i: has(i, asked)
+        return lambda i: has(i, asked) and allow(i)
+
+    def _devices_short(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        """Whether some candidate host has the slots and memory now but not the devices."""
+        pool = self.pool
+        return any(
+            pool.free_slots[i] >= spec.slots and pool.free_mem[i] >= spec.memory_mb
+            for i in self._filtered.get((queue.name, spec.resources), ())
+        )
+
+    def _filter(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> list[int]:
+        """The hosts the queue's filters accept for `spec` (cached per queue and -R)."""
+        fkey = (queue.name, spec.resources)
+        hosts = self._filtered.get(fkey)
+        if hosts is None:
+            views = self.pool.hosts
+            hosts = list(range(len(views)))
+            for accepts, refuses_any in policy.filter_tests:
+                if refuses_any is None or refuses_any(spec, queue):
+                    hosts = [i for i in hosts if accepts(views[i], spec, queue)]
+            self._filtered[fkey] = hosts
+        return hosts
+
+    def _candidates(
+        self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy
+    ) -> CandidateSet | WaitReason:
+        pool = self.pool
+        fkey = (queue.name, spec.resources)
+        hosts = self._filter(spec, queue, policy)
+        if not hosts:
+            return why.NO_MATCH if spec.resources else why.NO_HOST
+        slots, mem = spec.slots, spec.memory_mb
+        views = pool.hosts
+        big = [i for i in hosts if views[i].slots >= slots and views[i].memory_mb >= mem]
+        if not big:
+            return why.TOO_BIG
+        if spec.gres:
+            lacking = too_few(views, big, spec)
+            if lacking:
+                return lacking
+        req = parse_requirement(spec.resources) if spec.resources else None
+        live = None
+        if req is not None and select_names(req.select) & FREE_ATTRIBUTES:
+            live = req.select
+        functions = self._key_functions.get(fkey)
+        if functions is None:
+            functions = self._key_functions[fkey] = key_function(pool, req, policy.score)
+        key, dynamic, improving = functions
+        cached = self._rankings.get(fkey)
+        if not dynamic:
+            if cached is None:
+                ranked = (
+                    sorted(hosts, key=key)
+                    if (req is not None and req.order) or policy.ranks
+                    else hosts
+                )
+                cached = self._rankings[fkey] = (ranked, 0)
+            return OrderedCandidates(pool, cached[0], slots, mem, live)
+        # A heap is a heap when copied; entries made stale since only ever got worse
+        # unless the ranking is `improving`, which must see every change: rebuild then.
+        if cached is None or (improving and cached[1] != pool.placements):
+            heap = [(key(i), i, pool.version[i]) for i in hosts]
+            heapq.heapify(heap)
+            cached = self._rankings[fkey] = (heap, pool.placements)
+        return RankedCandidates(pool, cached[0], slots, mem, key, improving, live)
