@@ -9,6 +9,7 @@ there is none.
 from __future__ import annotations
 
 from aiohttp import web
+from msgspec import Struct
 
 from xce.api.auth_bodies import DeviceToken, Login, Revoke, ServiceToken
 from xce.api.http import AUTH, identity, json_response, read_body
@@ -17,17 +18,19 @@ from xce.auth.backends.base import AuthDenied
 from xce.auth.runtime import AuthRuntime
 from xce.core.errors import NotFound, XceError
 
-SESSION = {
-    "type": "object",
-    "properties": {
-        "token": {"type": "string"},
-        "expires_at": {"type": "number"},
-        "user": {"type": "string"},
-        "groups": {"type": "array"},
-        "roles": {"type": "array"},
-        "permissions": {"type": "array"},
-    },
-}
+
+class SessionView(Struct, kw_only=True):
+    """A login's answer: the bearer token, when it expires (seconds since the epoch) and
+    who it belongs to."""  # built by Session.to_json (xce/auth/runtime.py)
+
+    token: str
+    expires_at: float
+    user: str
+    groups: list[str]
+    roles: list[str]
+    permissions: list[str]
+
+
 DEVICE_CODES = ("authorization_pending", "slow_down", "expired_token", "access_denied")
 
 
@@ -176,7 +179,7 @@ ROUTES = [
         "public",
         "auth",
         body=Login,
-        response=SESSION,
+        response=SessionView,
     ),
     Route(
         "GET",
@@ -202,7 +205,7 @@ ROUTES = [
         "public",
         "auth",
         body=DeviceToken,
-        response=SESSION,
+        response=SessionView,
     ),
     Route(
         "POST",

@@ -10,18 +10,22 @@ the controller, so an intercepted code is useless.
 from __future__ import annotations
 
 from aiohttp import web
+from msgspec import Struct
 
-from xce.api.auth import SESSION, _oidc, runtime
+from xce.api.auth import SessionView, _oidc, runtime
 from xce.api.auth_bodies import Authorize, Code
 from xce.api.http import LOGINS, json_response, read_body
 from xce.api.routes import Route
 from xce.auth.backends.base import AuthDenied
 from xce.auth.pending_logins import check_loopback_redirect
 
-AUTHORIZATION = {
-    "type": "object",
-    "properties": {"authorization_url": {"type": "string"}, "state": {"type": "string"}},
-}
+
+class AuthorizationView(Struct, kw_only=True):
+    """`POST /api/v1/auth/authorize`: the provider URL to open in a browser and the state
+    its redirect carries back."""
+
+    authorization_url: str
+    state: str
 
 
 async def authorize(request: web.Request) -> web.Response:
@@ -64,7 +68,7 @@ ROUTES = [
         "public",
         "auth",
         body=Authorize,
-        response=AUTHORIZATION,
+        response=AuthorizationView,
     ),
     Route(
         "POST",
@@ -74,6 +78,6 @@ ROUTES = [
         "public",
         "auth",
         body=Code,
-        response=SESSION,
+        response=SessionView,
     ),
 ]

@@ -12,6 +12,8 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import msgspec
+
 from xce.auth.pki import client_ssl_context
 from xce.client import XceClient
 from xce.config import Config
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from xce.worker.tasks import TaskService
 
 Key = tuple[str, int]
+_JSON = {"Content-Type": "application/json"}
 
 
 class AgentBase:
@@ -92,6 +95,12 @@ class AgentBase:
         self.ended[key] = None
         while len(self.ended) > 100_000:
             self.ended.popitem(last=False)
+
+    async def _post(self, path: str, message: msgspec.Struct, timeout: float | None = None) -> Any:
+        """Send one protocol message (a Struct of xce/api/protocol.py, which the controller
+        decodes from the same declaration): its defaults are left out."""
+        data = msgspec.json.encode(message)
+        return await self.client.request("POST", path, data=data, headers=_JSON, timeout=timeout)
 
     @property
     def _base(self) -> str:

@@ -12,8 +12,10 @@ import logging
 import os
 from typing import Any
 
+import msgspec
 import psutil
 
+from xce.api import protocol
 from xce.client import ApiError
 from xce.worker import fence, staging, tail
 from xce.worker.hostinfo import containment, host_resources
@@ -29,29 +31,27 @@ class ControllerLink(Reconciler):
 
     async def register(self) -> None:
         slots, memory = host_resources(self.settings)
-        body = {
-            "host": self.host,
-            "slots": slots,
-            "memory_mb": memory,
+        body = protocol.Register(
+            host=self.host,
+            slots=slots,
+            memory_mb=memory,
             # detected GPU attributes first: the configured ones win
-            "attributes": {**self.devices.attributes, **dict(self.settings.attributes)},
-            "containment": containment(self.backend),
-        }
-        if self.devices.devices:
-            body["gres"] = {kind: list(ids) for kind, ids in self.devices.devices.items()}
-        if self.tasks.address:
-            body["task_address"] = self.tasks.address
+            attributes={**self.devices.attributes, **dict(self.settings.attributes)},
+            containment=containment(self.backend),
+            gres={kind: tuple(ids) for kind, ids in self.devices.devices.items()},
+            task_address=self.tasks.address or None,
+        )
         delay = 0.2
         while True:
             try:
                 sent = fence.now()
-                answer = await self.client.request("POST", "/api/v1/workers/register", json=body)
+                answer = await self._post("/api/v1/workers/register", body)
                 self._contacted(sent, answer)
                 break
             except ApiError as exc:
-                if exc.status == 400 and "containment" in exc.message and "containment" in body:
+                if exc.status == 400 and "containment" in exc.message and body.containment:
                     # An older controller: register without saying how jobs are contained.
-                    body.pop("containment")
+                    body = msgspec.structs.replace(body, containment={})
                     continue
                 if exc.status != 0 and exc.status < 500:
                     raise
@@ -91,39 +91,35 @@ class ControllerLink(Reconciler):
 
     async def _heartbeat(self, chunks: list[tail.Chunk]) -> None:
         output = self.output.report(chunks)
-        running = []
-        for job in self.running.values():
-            if job.meter is None:
-                continue
-            item: dict[str, Any] = {
-                "job_id": job.key[0],
-                "attempt": job.key[1],
-                "cpu_user_s": job.meter.cpu_user_s,
-                "cpu_system_s": job.meter.cpu_system_s,
-                "max_rss_bytes": job.meter.max_rss_bytes,
-                "wall_time_s": job.wall_seconds(),
-            }
-            if job.key in output:
-                item["output"] = output[job.key]
-            running.append(item)
+        running = [
+            protocol.RunningJob(
+                job_id=job.key[0],
+                attempt=job.key[1],
+                cpu_user_s=job.meter.cpu_user_s,
+                cpu_system_s=job.meter.cpu_system_s,
+                max_rss_bytes=job.meter.max_rss_bytes,
+                wall_time_s=job.wall_seconds(),
+                output=_output(output.get(job.key)),
+            )
+            for job in self.running.values()
+            if job.meter is not None
+        ]
         load1, load5, load15 = os.getloadavg()
         mem = psutil.virtual_memory()
-        body: dict[str, Any] = {
-            "running": running,
-            "load": {
-                "load1": load1,
-                "load5": load5,
-                "load15": load15,
-                "mem_free_mb": mem.available // (1024 * 1024),
-            },
-        }
+        free_mb = mem.available // (1024 * 1024)
+        shares = []
         if self.shares.held:  # multi-host jobs' parts here: their usage, OOM kills (issue 15)
-            body["shares"] = await asyncio.to_thread(self.shares.readings)
+            shares = [
+                protocol.ShareItem(**r) for r in await asyncio.to_thread(self.shares.readings)
+            ]
+        body = protocol.Heartbeat(
+            running=tuple(running),
+            load={"load1": load1, "load5": load5, "load15": load15, "mem_free_mb": free_mb},
+            shares=tuple(shares),
+        )
         try:
             sent = fence.now()
-            answer = await self.client.request(
-                "POST", f"{self._base}/heartbeat", json=body, timeout=10
-            )
+            answer = await self._post(f"{self._base}/heartbeat", body, timeout=10)
             self._contacted(sent, answer)
             self.output.taken(chunks)
             if (
@@ -175,3 +171,10 @@ class ControllerLink(Reconciler):
             return
         log.warning("controller request failed: %s", exc.message)
         await asyncio.sleep(1.0)
+
+
+def _output(streams: dict[str, Any] | None) -> protocol.Output | None:
+    """A running job's new output (xce/worker/tail.py) as the heartbeat declares it."""
+    if not streams:
+        return None
+    return protocol.Output(**{name: protocol.OutputChunk(**c) for name, c in streams.items()})

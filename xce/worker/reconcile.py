@@ -10,12 +10,13 @@ import asyncio
 import logging
 from typing import Any
 
+from xce.api import protocol
 from xce.client import ApiError
 from xce.worker import executor, staging
 from xce.worker.agent_base import Key
 from xce.worker.executor import JobResult, LaunchError, RunningJob
 from xce.worker.hostinfo import host_resources
-from xce.worker.reports import Reporting
+from xce.worker.reports import Reporting, report_body
 
 log = logging.getLogger("xce.worker")
 
@@ -73,7 +74,8 @@ class Reconciler(Reporting):
         self, a: dict[str, Any], reason: str, job: RunningJob | None = None
     ) -> None:
         key = (a["job_id"], a["attempt"])
-        self._queue_report(key, {"attempt": a["attempt"], "exit_code": None, "reason": reason}, job)
+        report = protocol.Finished(attempt=a["attempt"], exit_code=None, reason=reason)
+        self._queue_report(key, report_body(report), job)
 
     async def _run(self, a: dict[str, Any]) -> None:
         key: Key = (a["job_id"], a["attempt"])

@@ -13,6 +13,9 @@ import logging
 import shutil
 from typing import Any
 
+import msgspec
+
+from xce.api import protocol
 from xce.client import ApiError
 from xce.client.http import job_path
 from xce.worker import executor, staging, userfs
@@ -23,6 +26,14 @@ log = logging.getLogger("xce.worker")
 # A report whose outputs the controller refuses with server errors this many times in a
 # row goes without them (unreachable controllers are waited for, however long).
 MAX_UPLOAD_TRIES = 6
+
+
+def report_body(report: protocol.Finished) -> dict[str, Any]:
+    """A finish report as it is queued, saved (report.json) and sent: the JSON form of the
+    protocol's Struct, defaults left out. Keys starting with `_` are the worker's own
+    (`_upload`: outputs still to return) and never go out."""
+    body: dict[str, Any] = msgspec.to_builtins(report)
+    return body
 
 
 class Reporting(AgentBase):
@@ -167,20 +178,21 @@ class Reporting(AgentBase):
         finally:
             executor.close_readers(job)
         meter = result.usage
-        body = {
-            "attempt": key[1],
-            "exit_code": result.exit_code,
-            "exit_signal": result.exit_signal,
-            "reason": result.reason,
-            "cpu_user_s": round(meter.cpu_user_s, 6),
-            "cpu_system_s": round(meter.cpu_system_s, 6),
-            "max_rss_bytes": meter.max_rss_bytes,
-            "wall_time_s": round(result.wall_time_s, 6),
-            "outputs": outputs,
-            **meter.gpus.report(),  # GPU utilisation and memory peak, where NVML read them
-        }
-        if result.host_failure:
-            body["host_failure"] = True
+        body = report_body(
+            protocol.Finished(
+                attempt=key[1],
+                exit_code=result.exit_code,
+                exit_signal=result.exit_signal,
+                reason=result.reason,
+                cpu_user_s=round(meter.cpu_user_s, 6),
+                cpu_system_s=round(meter.cpu_system_s, 6),
+                max_rss_bytes=meter.max_rss_bytes,
+                wall_time_s=round(result.wall_time_s, 6),
+                outputs=tuple(outputs),
+                host_failure=result.host_failure,
+                **meter.gpus.report(),  # GPU utilisation and memory peak, where NVML read them
+            )
+        )
         if upload_later:
             body["_upload"] = True
         log.info(

@@ -1,0 +1,90 @@
+"""The worker's register, heartbeat and finish messages are built from the protocol's
+Structs (xce/api/protocol.py): what it sends is exactly what the controller decodes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from xce.api import protocol
+from xce.client import ApiError
+from xce.config import parse_config
+from xce.worker import executor, tail
+from xce.worker.agent import WorkerAgent
+
+
+class FakeClient:
+    """Records each request; answers like a controller that takes everything, except
+    that it can refuse a registration that says how jobs are contained."""
+
+    def __init__(self, refuse_containment: bool = False) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.refuse_containment = refuse_containment
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        self.sent.append((path, kwargs))
+        body = msgspec.json.decode(kwargs["data"]) if "data" in kwargs else kwargs.get("json")
+        if self.refuse_containment and "containment" in (body or {}):
+            raise ApiError(400, "invalid_request", "body.containment is not a known field")
+        return {"jobs": [], "version": 1}
+
+
+def make_agent(tmp_path: Path, client: FakeClient) -> WorkerAgent:
+    worker = {"name": "w1", "spool_dir": str(tmp_path), "cgroup": "none", "slots": 2}
+    config = parse_config({"worker": {**worker, "memory_mb": 512}})
+    agent = WorkerAgent(config, client)  # type: ignore[arg-type]  # a duck-typed client
+    agent.tasks.address = "w1:7000"
+    return agent
+
+
+def sent(client: FakeClient, kind: type[msgspec.Struct]) -> Any:
+    kwargs = client.sent[-1][1]
+    assert kwargs["headers"]["Content-Type"] == "application/json"
+    return msgspec.json.decode(kwargs["data"], type=kind)
+
+
+def test_register_is_the_protocols_register(tmp_path: Path) -> None:
+    client = FakeClient()
+    agent = make_agent(tmp_path, client)
+    asyncio.run(agent.register())
+    body = sent(client, protocol.Register)
+    assert (body.host, body.slots, body.memory_mb) == ("w1", 2, 512)
+    assert body.task_address == "w1:7000" and body.containment["kind"] == "none"
+    raw = msgspec.json.decode(client.sent[-1][1]["data"])
+    assert "gres" not in raw  # no devices: the key is left out, as before
+
+
+def test_an_older_controller_gets_a_register_without_containment(tmp_path: Path) -> None:
+    client = FakeClient(refuse_containment=True)
+    asyncio.run(make_agent(tmp_path, client).register())
+    assert len(client.sent) == 2 and sent(client, protocol.Register).containment == {}
+
+
+def test_a_heartbeat_carries_running_jobs_and_their_output(tmp_path: Path) -> None:
+    client = FakeClient()
+    agent = make_agent(tmp_path, client)
+    job = executor.RunningJob({"job_id": "7", "attempt": 1}, tmp_path, tmp_path)
+    agent.running[job.key] = job
+    chunk = tail.Chunk(job, "stdout", 5, b"hello")
+    asyncio.run(agent._heartbeat([chunk]))
+    path, _ = client.sent[-1]
+    assert path == "/api/v1/workers/w1/heartbeat"
+    body = sent(client, protocol.Heartbeat)
+    (running,) = body.running
+    assert (running.job_id, running.attempt) == ("7", 1)
+    assert running.output is not None and running.output.stdout is not None
+    assert running.output.stdout.offset == 5 and running.output.stderr is None
+    assert set(body.load) == {"load1", "load5", "load15", "mem_free_mb"} and body.shares == ()
+
+
+def test_a_finish_report_is_the_protocols_finished(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path, FakeClient())
+    agent._finish_unstarted({"job_id": "7", "attempt": 2}, "x" * 2000)
+    body = agent.reports[("7", 2)]
+    finished = msgspec.convert(body, protocol.Finished)
+    assert finished.attempt == 2 and finished.exit_code is None
+    assert finished.reason == "x" * 1000  # cut to what the protocol allows
+    assert "outputs" not in body and "host_failure" not in body  # defaults left out
