@@ -15,7 +15,9 @@ from xce.core.reservations import Flag
 Limit = Annotated[int, Meta(ge=1, le=2**40)]  # within the WAL's Int64
 # a user name or an @group of `[scheduler] groups`
 Member = Annotated[str, Meta(pattern=r"^@?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")]
-Share = Annotated[float, Meta(gt=0)]  # an integer is a number too
+# A weight: an integer is a number too. Bounded (as Limit) so an overflowing literal (1e400
+# reads as infinity) is a 400 naming it, not a record no queue listing can render.
+Share = Annotated[float, Meta(gt=0, le=2**40)]
 PreemptMinRun = Annotated[int, Meta(ge=0, le=10 * 365 * 86400)]
 QueuePriority = Annotated[int, Meta(ge=-1000000, le=1000000)]
 OnHostFailure = Literal["requeue", "exit"]

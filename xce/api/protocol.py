@@ -26,12 +26,15 @@ TaskAddress = Annotated[
         "65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})$",
     ),
 ]
+# A number a worker reports that the host record keeps and shows: finite (JSON has no
+# infinity, and `1e400` reads as one), or no listing of hosts could be answered.
+Reading = Annotated[float, Meta(ge=-(2**40), le=2**40)]  # exact near the bounds, unlike 2**53
 # How the worker contains jobs, e.g. {"kind": "v2", "memory": true, "cores": 2}: shown by
 # `xce host show`, never interpreted, so only its size is checked.
 Containment = Annotated[
     dict[
         Annotated[str, Meta(min_length=1, max_length=64)],
-        Text256 | int | float | bool | None,
+        Text256 | int | Reading | bool | None,
     ],
     Meta(max_length=32),
 ]
@@ -105,7 +108,7 @@ class Heartbeat(Body, frozen=True, kw_only=True):
     """`POST /api/v1/workers/{host}/heartbeat`."""
 
     running: Annotated[tuple[RunningJob, ...], Meta(max_length=100000)] = ()
-    load: dict[str, float] = field(default_factory=dict)
+    load: dict[str, Reading] = field(default_factory=dict)
     shares: Annotated[tuple[ShareItem, ...], Meta(max_length=100000)] = ()
 
 
