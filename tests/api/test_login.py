@@ -220,6 +220,7 @@ async def test_user_routes_without_a_users_file_are_404(api: Api) -> None:
 
 async def test_revoked_user_token_is_refused(tenants: Api) -> None:
     alice, bob, admin = [await login(tenants, u) for u in ("alice", "bob", "root")]
+    await tenants.call("GET", WHOAMI, 200, headers=alice)  # her identity is now remembered
     await tenants.call("POST", "/api/v1/auth/revoke", 403, headers=bob, json={"user": "alice"})
     await tenants.call("POST", "/api/v1/auth/revoke", 200, headers=admin, json={"user": "alice"})
     body = await tenants.call("GET", WHOAMI, 401, headers=alice)

@@ -322,3 +322,44 @@ async def test_batches_that_end_no_attempt_still_move_the_position(tmp_path: Pat
             assert conn.execute("SELECT value FROM meta WHERE key = 'position'").fetchone()[0] == 13
     finally:
         feed.close()
+
+
+async def test_a_position_only_commit_takes_no_lock_and_never_passes_a_record(
+    tmp_path: Path,
+) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o700)
+    (state_dir / "accounting").mkdir(mode=0o700)
+    (state_dir / "accounting" / "acct.db").mkdir()  # the first writes fail
+    feed = AccountingFeed(state_dir)
+
+    class NoLock:
+        def __enter__(self) -> None:
+            raise AssertionError("a commit that staged nothing took the feed's lock")
+
+        def __exit__(self, *exc: object) -> None:
+            raise AssertionError
+
+    real, feed._cond = feed._cond, NoLock()  # type: ignore[assignment]
+    feed.durable(5)
+    feed._cond = real
+    assert not feed._queue and feed._latest == 5
+    feed._staged.extend(_records(2))
+    feed.durable(10)
+    feed.durable(20)  # after the records: the position may pass them only once stored
+    feed.start()
+    try:
+        assert not feed.flush(timeout=1.0)
+        assert feed.stats["failures"] >= 1 and feed.position == 0 and feed.backlog() == 2
+        (state_dir / "accounting" / "acct.db").rmdir()
+        assert feed.flush(timeout=10.0)
+        assert feed.stats["written"] == 2 and feed.position == 20
+        feed._staged.extend(_records(1))
+        feed.durable(30)
+        feed.durable(25)  # a stale position never moves the store back
+        assert feed.flush(timeout=10.0)
+        assert feed.position == 30
+        with sqlite3.connect(store.db_path(state_dir)) as conn:
+            assert conn.execute("SELECT value FROM meta WHERE key = 'position'").fetchone()[0] == 30
+    finally:
+        feed.close()

@@ -31,6 +31,7 @@ from xce.api.http import (
     json_response,
     route_of,
 )
+from xce.api.identities import IDENTITIES, IdentityMemo
 from xce.api.metrics import observe
 from xce.api.mtls import require_client_cert
 from xce.api.routes import Route, all_routes
@@ -174,15 +175,7 @@ def _identity(request: web.Request, route: Route) -> Identity:
     token = bearer_token(request.headers.get("Authorization", ""))
     if not token:
         raise Unauthorized("this request needs a bearer token (run xce login or set XCE_TOKEN)")
-    claims = runtime.tokens.verify(token)
-    who = Identity(
-        claims.user,
-        claims.groups,
-        claims.roles,
-        runtime.permissions(claims.roles),
-        claims.kind,
-        claims.host,
-    )
+    who = request.app[IDENTITIES].identity(runtime, token)  # verified on every request
     request[IDENTITY] = who  # set before the check: the audit trail names refused callers
     if route.permission != "authenticated" and not allows(who.permissions, route.permission):
         raise Forbidden(
@@ -276,4 +269,5 @@ def build_app(config: Config) -> web.Application:
         app.router.add_route(route.method, route.path, route.handler, name=name)
         table[name] = route
     app[ROUTE] = table
+    app[IDENTITIES] = IdentityMemo()
     return app

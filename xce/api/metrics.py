@@ -25,11 +25,12 @@ from xce.core.model import HostStatus, JobState
 
 def observe(request: web.Request, status: int, started: float) -> None:
     """Time a request (started at `perf_counter()` `started`) by its route template, never
-    the raw path: ids would explode the label set. Called by the application's outermost
-    middleware (xce/api/app.py `front`), so it sees the final status of errors too."""
+        the raw path: ids would explode the label set. Called by the application's outermost
+        middleware (xce/api/app.py `front`), so it sees the final status of errors too. The
+    histogram takes no lock: this runs on the event loop's thread, as the scrape does."""
     resource = request.match_info.route.resource
     route = resource.canonical if resource is not None else "unmatched"
-    metrics.labelled(metrics.API_LATENCY, request.method, route, str(status)).observe(
+    metrics.API_LATENCY.labels(request.method, route, str(status)).observe(
         time.perf_counter() - started
     )
 

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from xce.api.bodies import SubmitBody
 from xce.api.protocol import RunReport
 
@@ -30,9 +32,9 @@ class SubmitRequest(SubmitBody, frozen=True, kw_only=True):
 
     @classmethod
     def of(cls, body: SubmitBody, **caller: Any) -> SubmitRequest:
-        """`body` with the caller's fields (`user`, `submit_host`, `uploads_of`...) set."""
-        fields = {name: getattr(body, name) for name in body.__struct_fields__}
-        return cls(**(fields | caller))
+        """`body` with the caller's fields (`user`, `submit_host`, `uploads_of`...) set.
+        `msgspec.structs.asdict` reads the fields in C: half the cost of a getattr each."""
+        return cls(**(msgspec.structs.asdict(body) | caller))
 
 
 @dataclass(frozen=True)

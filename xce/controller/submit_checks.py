@@ -7,6 +7,7 @@ text rule (xce/controller/modify.py). Each raises the request error that names t
 
 from __future__ import annotations
 
+import operator
 import pwd
 import re
 
@@ -74,24 +75,44 @@ def check_text(field: str, value: str | None) -> None:
         raise InvalidRequest(f"{field} is not valid Unicode text (a lone surrogate)") from None
 
 
+_TEXT_FIELDS = (
+    "user",
+    "command",
+    "script",
+    "name",
+    "queue",
+    "cwd",
+    "array",
+    "dependency",
+    "submit_host",
+    "resources",
+    "stdout_file",
+    "stderr_file",
+    "reservation",
+)
+_texts_of = operator.attrgetter(*_TEXT_FIELDS)
+
+
 def check_texts(req: SubmitRequest) -> None:
-    """`check_text` for every string field of a submit."""
-    for field in (
-        "user",
-        "command",
-        "script",
-        "name",
-        "queue",
-        "cwd",
-        "array",
-        "dependency",
-        "submit_host",
-        "resources",
-        "stdout_file",
-        "stderr_file",
-        "reservation",
-    ):
-        check_text(field, getattr(req, field))
+    """`check_text` for every string field of a submit.
+
+    The usual submit is plain ASCII: one look at all its text together (no NUL, ASCII, so
+    encodable) clears it in ~0.5 us instead of a call per field; anything else takes the
+    field-by-field walk, which names the first field at fault as before."""
+    texts = [v for v in _texts_of(req) if v is not None]
+    texts.extend(req.outputs)
+    for pairs in (req.env, req.inputs):
+        if pairs:
+            texts.extend(pairs)
+            texts.extend(pairs.values())
+    try:
+        joined = "".join(texts)
+    except TypeError:  # not all text (a caller inside the controller): the walk decides
+        joined = "\x00"
+    if joined.isascii() and "\x00" not in joined:
+        return
+    for field, value in zip(_TEXT_FIELDS, _texts_of(req), strict=True):
+        check_text(field, value)
     for key, value in req.env.items():
         check_text("an env variable name", key)
         check_text(f"env variable {key}", value)
