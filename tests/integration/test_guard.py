@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from tests.integration.cluster import ADMIN_TOKEN, ISSUER, WORKER_TOKEN, Cluster
-from xce.api.app import errors
+from xce.api.app import front
 from xce.api.guard_middleware import LOGIN_PATH, guard
 from xce.api.http import GUARD as GUARD_STATE
 from xce.api.http import read_body
@@ -143,7 +143,7 @@ async def test_address_flood_without_a_token_is_limited(guarded: Cluster) -> Non
 
 # --- login lock-out ------------------------------------------------------------------------
 # POST /api/v1/auth/login is built by the `auth` work; until it is on this branch the guard
-# is served here by a real aiohttp server with the real middleware chain (errors -> guard)
+# is served here by a real aiohttp server with the real middleware chain (front -> guard)
 # and a login handler that checks one password, as the real one answers 200 or 401.
 
 PASSWORDS = {"admin": "s3cret", "bob": "hunter2"}
@@ -161,7 +161,7 @@ async def login_server() -> AsyncIterator[tuple[str, list[float]]]:
     config = parse_config(
         {"guard": {"login_free_failures": 2, "login_backoff_s": 30, "login_max_lockout_s": 120}}
     )
-    app = web.Application(middlewares=[errors, guard])
+    app = web.Application(middlewares=[front, guard])
     app[GUARD_STATE] = GuardState.create(config.guard)
     app.router.add_post(LOGIN_PATH, _login)
     runner = web.AppRunner(app)

@@ -62,7 +62,7 @@ _HTTP_CODES = {
 
 
 def _answer_error(request: web.Request, exc: Exception, request_id: str) -> web.Response:
-    """The JSON answer for an exception a handler raised (the `errors` middleware's
+    """The JSON answer for an exception a handler raised (the `front` middleware's
     mapping); re-raises what must pass through (a redirect: an HTTPException below 400)."""
     if isinstance(exc, XceError):
         resp = _error(exc.http_status, exc.code, exc.message, request_id)
@@ -98,18 +98,6 @@ def _request_id(request: web.Request) -> str:
     return request_id
 
 
-@web.middleware
-async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Request ids and JSON errors alone (`front` does this and more in the application)."""
-    request_id = _request_id(request)
-    try:
-        response = await handler(request)
-    except Exception as exc:
-        return _answer_error(request, exc, request_id)
-    response.headers["X-Request-Id"] = request_id
-    return response
-
-
 def _not_primary(request: web.Request, node: Any) -> web.Response | None:
     """Epochs on every request, and no API on a controller that is not primary.
 
@@ -140,7 +128,7 @@ async def front(request: web.Request, handler: Any) -> web.StreamResponse:
     """The outer layers in one frame, in their order from the outside in: the latency
     histogram (`metrics.observe`, by route template; it sees every final status), high
     availability (epochs, 503 off the primary, role and epoch on answers), then request
-    ids and JSON errors (`errors`). One middleware instead of three: each aiohttp
+    ids and JSON errors. One middleware instead of three: each aiohttp
     middleware is a coroutine frame and a handler partial on every request."""
     started = time.perf_counter()
     status = 500
