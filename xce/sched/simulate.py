@@ -42,7 +42,6 @@ from xce.sched.advance import wake_times
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
 from xce.sched.plugins import builtin
-from xce.sched.plugins.base import blocks_queue, reads_usage, submission_order
 from xce.sched.siminput import (
     HOST_MEMORY_MB,
     PRESETS,
@@ -195,13 +194,11 @@ class _Replay:
         self.ledger = UsageLedger(half_life_s)
         self.groups = {j.user: j.group for j in jobs}
         queue_policy = builtin().policy_for(result.plugins)
-        self.fair = reads_usage(queue_policy.order)  # usage is read by fairshare only
+        self.fair = queue_policy.reads_usage  # usage is read by fairshare only
         # Strict FCFS in the one queue: after a pass blocked at a job, jobs that arrive
         # sort behind it, so until a job ends (or it starts) no pass can start anything.
         self.strict_fcfs = (
-            submission_order(queue_policy.order)
-            and not self.fair
-            and blocks_queue(queue_policy.reserve)
+            queue_policy.submission_order and not self.fair and queue_policy.blocks_queue
         )
         self.blocked = False
         self.agenda: list[tuple[float, int, int, Any]] = []

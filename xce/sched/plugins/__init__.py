@@ -28,6 +28,7 @@ from xce.sched.plugins.base import (
     OrderPlugin,
     ReservePlugin,
     ScorePlugin,
+    blocks_queue,
     ranks,
     reads_usage,
     reserves_host_sets,
@@ -53,6 +54,7 @@ class QueuePolicy:
     reads_usage: bool = field(init=False)  # the order's
     ranks: bool = field(init=False)  # the score's
     host_sets: bool = field(init=False)  # the reservation's (False without one)
+    blocks_queue: bool = field(init=False)  # the reservation's (False without one)
     # per filter: (accepts, refuses_any or None when the filter does not say)
     filter_tests: tuple[
         tuple[Callable[..., bool], Callable[[JobSpec, QueueRecord], bool] | None], ...
@@ -64,6 +66,7 @@ class QueuePolicy:
         put(self, "reads_usage", reads_usage(self.order))
         put(self, "ranks", ranks(self.score))
         put(self, "host_sets", self.reserve is not None and reserves_host_sets(self.reserve))
+        put(self, "blocks_queue", blocks_queue(self.reserve))
         put(
             self,
             "filter_tests",
