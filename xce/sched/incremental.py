@@ -63,6 +63,43 @@ _KINDS: dict[type, int] = {
 }
 
 
+class RunningOrder:
+    """Running views in the order a pass reads them (host name, then job id as text, as
+    `snapshot_of` walks them), kept sorted as jobs start and end: a start or an end moves
+    one entry instead of resorting them all. Shared by `SnapshotCache` and the simulator's
+    cluster (xce/sched/simcluster.py)."""
+
+    __slots__ = ("_by_job", "_ordered", "_tuple")
+
+    def __init__(self) -> None:
+        self._by_job: dict[str, tuple[RunningJob, ...]] = {}  # one view per host
+        self._ordered: list[tuple[tuple[str, str], RunningJob]] = []
+        self._tuple: tuple[RunningJob, ...] | None = None
+
+    def add(self, job_id: str, views: tuple[RunningJob, ...]) -> None:
+        self._by_job[job_id] = views
+        self._tuple = None
+        ordered = self._ordered
+        for view in views:
+            insort(ordered, ((view.host, job_id), view))
+
+    def drop(self, job_id: str) -> tuple[RunningJob, ...] | None:
+        """Forget the job's views; they are returned (None: it had none)."""
+        views = self._by_job.pop(job_id, None)
+        if views is not None:
+            self._tuple = None
+            ordered = self._ordered
+            for view in views:
+                del ordered[bisect_left(ordered, ((view.host, job_id),))]
+        return views
+
+    def views(self) -> tuple[RunningJob, ...]:
+        """Every view in order (the same tuple until a job starts or ends)."""
+        if self._tuple is None:
+            self._tuple = tuple([view for _, view in self._ordered])
+        return self._tuple
+
+
 def order_key(record: JobRecord) -> int:
     index = record.array_index
     return record.number * SHIFT + (0 if index is None else index + 1)
@@ -106,11 +143,7 @@ class SnapshotCache:
         self._where: dict[str, str] = {}  # pending job id -> queue
         self._dependent: dict[str, None] = {}  # pending jobs whose view must be re-read
         self._tasks: dict[str, int] = {}  # pending array tasks -> array number
-        self._running: dict[str, tuple[RunningJob, ...]] = {}  # one view per host
-        # every running view by (host, job id), kept sorted: a pass reads them in that
-        # order, and a start or an end moves one entry instead of resorting them all
-        self._ordered: list[tuple[tuple[str, str], RunningJob]] = []
-        self._running_tuple: tuple[RunningJob, ...] | None = None
+        self._running = RunningOrder()
         self._hosts_dirty = True  # every host view is rebuilt (a host or queue event)
         self._dirty: set[str] = set()  # else only these hosts' views (their load changed)
         self._hosts: tuple[HostView, ...] = ()
@@ -134,12 +167,9 @@ class SnapshotCache:
             del self._queued[queue][job_id]
             self._dependent.pop(job_id, None)
             self._tasks.pop(job_id, None)
-        views = self._running.pop(job_id, None)
+        views = self._running.drop(job_id)
         if views is not None:
-            self._running_tuple = None
-            ordered = self._ordered
             for view in views:
-                del ordered[bisect_left(ordered, ((view.host, job_id),))]
                 self._dirty.add(view.host)
         record = state.jobs.get(job_id)
         if record is None:
@@ -172,10 +202,9 @@ class SnapshotCache:
             self._tasks[record.id] = record.number
 
     def _add_running(self, record: JobRecord) -> None:
-        self._running[record.id] = views = running_views(record)
-        self._running_tuple = None
+        views = running_views(record)
+        self._running.add(record.id, views)
         for view in views:
-            insort(self._ordered, ((view.host, record.id), view))
             self._dirty.add(view.host)
 
     # --- reading ------------------------------------------------------------------------
@@ -206,8 +235,6 @@ class SnapshotCache:
         for job_id in self._dependent:  # dependency status can change with any event
             record = state.jobs[job_id]
             self._queued[self._where[job_id]][job_id] = _view(record, state)
-        if self._running_tuple is None:
-            self._running_tuple = tuple([view for _, view in self._ordered])
         if self._hosts_dirty or self._dirty:
             self._refresh_hosts(state)
         if self._queues is None:
@@ -239,7 +266,7 @@ class SnapshotCache:
             (),
             arrays,
             limits,
-            self._running_tuple,
+            self._running.views(),
             usage if usage is not None else {},
             groups if groups is not None else {},
             queued=queued,

@@ -111,6 +111,17 @@ class SchedulingPass(JobPlacement):
         """Items by (priority level, order group), each sorted by submission (an array
         before its requeued tasks, tasks by index). A queue that is alone in its group and
         comes already ordered (`Snapshot.queued`) is handed on as it is, not copied."""
+        snapshot = self.snapshot
+        queued = snapshot.queued
+        if queued is not None and len(queued) == 1 and not snapshot.jobs and not snapshot.arrays:
+            # one queue with pending jobs, already in order (the simulator, a quiet
+            # cluster): its group is the only one
+            ((name, jobs),) = queued.items()
+            priority = -snapshot.queues[name].priority
+            only = (
+                (priority, 0, "") if self.policies[name].submission_order else (priority, 1, name)
+            )
+            return [(only, jobs)]
         groups: dict[tuple[int, int, str], list[tuple[int, Item]]] = {}
         keys: dict[str, tuple[int, int, str]] = {}
         for name, queue in self.snapshot.queues.items():

@@ -33,15 +33,14 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from xce.core import events as ev
-from xce.core.model import HostStatus, QueueRecord, ReservationRecord
-from xce.core.state import ClusterState
+from xce.core.deps import DepStatus
+from xce.core.model import HostRecord, JobSpec, QueueRecord, ReservationRecord
 from xce.sched.advance import wake_times
-from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
 from xce.sched.plugins import builtin
+from xce.sched.simcluster import SimCluster
 from xce.sched.siminput import (
     HOST_MEMORY_MB,
     PRESETS,
@@ -52,6 +51,7 @@ from xce.sched.siminput import (
     spec_for,
 )
 from xce.sched.simresult import TAU_S, Outcome, SimResult, bounded_slowdown
+from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.swf import SwfJob
 from xce.sched.types import Placement
 from xce.sched.usage import UsageLedger
@@ -62,11 +62,10 @@ __all__ = [
     "TAU_S",
     "Outcome",
     "SimResult",
-    "any_free_host",
+    "Witness",
     "bounded_slowdown",
     "executed_time",
     "host_names",
-    "max_free_slots",
     "parse_reservation",
     "plugins_for",
     "simulate",
@@ -74,27 +73,7 @@ __all__ = [
 ]
 
 
-def any_free_host(state: ClusterState) -> bool:
-    """The controller's own test (ControllerService._any_free_host) for skipping a pass."""
-    for host in state.hosts.values():
-        if host.status is HostStatus.ONLINE:
-            load = state.host_load.get(host.name)
-            if load is None or load.slots < host.slots:
-                return True
-    return False
-
-
-def max_free_slots(state: ClusterState) -> int:
-    """The most free slots on one online host: a pass can start no job that needs more on
-    every host it would use (a job wider than a host needs a whole free one)."""
-    best = 0
-    for host in state.hosts.values():
-        if host.status is HostStatus.ONLINE:
-            load = state.host_load.get(host.name)
-            free = host.slots - (load.slots if load is not None else 0)
-            if free > best:
-                best = free
-    return best
+_SATISFIED = DepStatus.SATISFIED
 
 
 class _Needs:
@@ -135,15 +114,17 @@ def simulate(
     progress: Callable[[int], None] | None = None,
     gpus_per_host: int = 0,
     reservations: Sequence[ReservationRecord] = (),
+    witness: Witness | None = None,
 ) -> SimResult:
     """Replay `jobs` (sorted by submit time) on `hosts` x `slots`; see the module doc.
     `progress`, if given, is called now and then with the number of jobs ended so far.
     `reservations` (absolute times, host names of `host_names`) are added before the first
-    job, and a pass runs at each of their starts and ends (nothing else would wake one)."""
+    job, and a pass runs at each of their starts and ends (nothing else would wake one).
+    `witness` (tests) sees every change and every snapshot planned."""
     plugins = plugins_for(policy)
     started = time.perf_counter()
     result = SimResult(policy, plugins, hosts, slots, [], skipped)
-    replay = _Replay(jobs, result, half_life_s, gpus_per_host, reservations)
+    replay = _Replay(jobs, result, half_life_s, gpus_per_host, reservations, witness)
     replay.run(progress)
     result.seconds = time.perf_counter() - started
     if progress is not None:
@@ -151,27 +132,36 @@ def simulate(
     return result
 
 
-def _cluster(
-    first: float,
-    plugins: tuple[str, ...],
-    hosts: int,
-    slots: int,
-    gpus_per_host: int,
-    reservations: Sequence[ReservationRecord],
-) -> ClusterState:
-    """The simulated cluster at the first submit: one queue, the hosts, the reservations."""
-    state = ClusterState()
-    state.apply(ev.QueueCreated(first, QueueRecord("normal", plugins=plugins)))
-    for name in host_names(hosts):
-        devices = (("gpu", ",".join(map(str, range(gpus_per_host)))),) if gpus_per_host else ()
-        state.apply(ev.HostRegistered(first, name, slots, HOST_MEMORY_MB, (), devices))
-    for reservation in reservations:
-        state.apply(ev.ReservationAdded(first, reservation))
-    return state
+def _hosts(first: float, hosts: int, slots: int, gpus_per_host: int) -> list[HostRecord]:
+    """The simulated hosts, as HostRegistered at the first submit would record them."""
+    devices = (("gpu", ",".join(map(str, range(gpus_per_host)))),) if gpus_per_host else ()
+    return [
+        HostRecord(
+            name,
+            slots,
+            HOST_MEMORY_MB,
+            (),
+            registered_at=first,
+            changed_at=first,
+            gres=devices,
+        )
+        for name in host_names(hosts)
+    ]
+
+
+class Witness(Protocol):
+    """Sees every change the replay makes and every snapshot it plans: a test drives a
+    real ClusterState with the same events beside it (tests/sched/test_simcluster.py)."""
+
+    def submitted(self, now: float, number: int, spec: JobSpec) -> None: ...
+    def started(self, now: float, placement: Placement) -> None: ...
+    def finished(self, now: float, job_id: str, killed: bool) -> None: ...
+    def planning(self, snapshot: Snapshot, now: float) -> None: ...
 
 
 class _Replay:
-    """One run of `simulate`: the cluster, the scheduler's cached view, and the agenda.
+    """One run of `simulate`: the simulated cluster (the scheduler's view of it, kept
+    event by event: xce/sched/simcluster.py), fairshare's usage, and the agenda.
 
     The agenda is one heap of (time, kind, seq, payload): kind 0 a job ends (payload its
     Outcome), 1 a job arrives (its SwfJob), 2 a reservation starts or ends; at one instant
@@ -184,13 +174,17 @@ class _Replay:
         half_life_s: float,
         gpus_per_host: int,
         reservations: Sequence[ReservationRecord],
+        witness: Witness | None = None,
     ) -> None:
         self.result, self.hosts, self.slots = result, result.hosts, result.slots
         first = jobs[0].submit if jobs else 0.0
-        self.state = _cluster(
-            first, result.plugins, self.hosts, self.slots, gpus_per_host, reservations
+        self.cluster = SimCluster(
+            QueueRecord("normal", plugins=result.plugins),
+            _hosts(first, self.hosts, self.slots, gpus_per_host),
+            reservations,
         )
-        self.cache = SnapshotCache()  # the scheduler's view, updated by each event applied
+        self.witness = witness
+        self.number = 1  # the next job number, as ClusterState counts them
         self.ledger = UsageLedger(half_life_s)
         self.groups = {j.user: j.group for j in jobs}
         queue_policy = builtin().policy_for(result.plugins)
@@ -246,40 +240,41 @@ class _Replay:
 
     def _end(self, outcome: Outcome, now: float) -> None:
         self.blocked = False
-        if outcome.killed:
-            event = ev.JobFinished(now, outcome.job_id, 0, None, 9, reason="walltime exceeded")
-        else:
-            event = ev.JobFinished(now, outcome.job_id, 0, 0)
-        self.state.apply(event)
-        if self.fair:
-            self.ledger.observe(event, self.state)
-        self.cache.observe(event, self.state)
+        self.cluster.finish(outcome.job_id)
+        if self.fair:  # what UsageLedger.observe charges for a job that ended
+            job = outcome.job
+            assert outcome.start is not None
+            self.ledger.charge(job.user, job.procs * max(0.0, now - outcome.start), now)
+        if self.witness is not None:
+            self.witness.finished(now, outcome.job_id, outcome.killed)
         outcome.end = now
         self.ended += 1
 
     def _arrive(self, job: SwfJob, now: float) -> None:
-        state = self.state
-        number = state.next_number
-        event = ev.JobSubmitted(now, number, spec_for(job, slots=self.slots))
-        state.apply(event)
-        self.cache.observe(event, state)
-        outcome = Outcome(job, str(number))
+        number = self.number
+        self.number += 1
+        spec = spec_for(job, slots=self.slots)
+        job_id = str(number)
+        self.cluster.submit(PendingJob(job_id, number, None, spec, _SATISFIED, now))
+        if self.witness is not None:
+            self.witness.submitted(now, number, spec)
+        outcome = Outcome(job, job_id)
         self.needs.add(min(job.procs, self.slots))
         if self.strict_fcfs:
             self.line.append(outcome)
-        self.by_id[outcome.job_id] = outcome
+        self.by_id[job_id] = outcome
         self.result.outcomes.append(outcome)
 
     def _may_start(self) -> bool:
         """Whether a pass could start anything: a job waits, it is not a strict FCFS pass
         that already blocked, and the smallest need (under strict FCFS: the head's) fits
         the freest host. Every host is online and has `slots`, so the freest is read from
-        the loads alone."""
+        the used slots alone."""
         least = self.needs.least
         if self.blocked or not least:
             return False
-        slots, loads = self.slots, self.state.host_load
-        free = slots if len(loads) < self.hosts else slots - min(x.slots for x in loads.values())
+        slots = self.slots
+        free = slots - min(self.cluster.used_slots)
         if least > free:
             return False
         return not (self.strict_fcfs and min(self.line[0].job.procs, slots) > free)
@@ -287,18 +282,19 @@ class _Replay:
     def _pass(self, now: float) -> None:
         """One scheduling pass through the live pipeline, and its starts applied."""
         usage = self.ledger.usage(now) if self.fair else None
-        decided = plan(self.cache.snapshot(self.state, usage, self.groups), now, explain=False)
+        snapshot = self.cluster.snapshot(usage, self.groups)
+        if self.witness is not None:
+            self.witness.planning(snapshot, now)
+        decided = plan(snapshot, now, explain=False)
         self.result.passes += 1
         self.blocked = self.strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
         for placement in decided.placements:
             self._start(placement, now)
 
     def _start(self, placement: Placement, now: float) -> None:
-        event = ev.JobStarted(
-            now, placement.job_id, placement.host, placement.devices, placement.hosts
-        )
-        self.state.apply(event)
-        self.cache.observe(event, self.state)
+        self.cluster.start(placement, now)
+        if self.witness is not None:
+            self.witness.started(now, placement)
         outcome = self.by_id.pop(placement.job_id)
         job = outcome.job
         self.needs.remove(min(job.procs, self.slots))

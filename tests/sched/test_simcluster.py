@@ -1,0 +1,164 @@
+"""The simulator's own cluster (xce/sched/simcluster.py) shows the pass what the live
+controller's would: a real `ClusterState`, fed the same events as the simulator makes them
+(JobSubmitted, JobStarted, JobFinished), with its `SnapshotCache` and `UsageLedger`, and a
+fresh `snapshot_of`, must give at every pass the same hosts, running jobs, pending jobs in
+the same order, usage, reservations, and the same plan, on one host and several, jobs
+spanning hosts, GPUs, maintenance reservations, every policy preset.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from xce.core import events as ev
+from xce.core.deps import DepStatus
+from xce.core.model import JobSpec, QueueRecord, ReservationRecord
+from xce.core.state import ClusterState
+from xce.sched.incremental import SnapshotCache
+from xce.sched.pipeline import plan
+from xce.sched.simcluster import SimCluster
+from xce.sched.simulate import (
+    HOST_MEMORY_MB,
+    PRESETS,
+    host_names,
+    parse_reservation,
+    plugins_for,
+    simulate,
+)
+from xce.sched.snapshot import PendingJob, Snapshot, snapshot_of
+from xce.sched.swf import SwfJob
+from xce.sched.types import Placement
+from xce.sched.usage import UsageLedger
+from xce.sched.workload import synthetic
+
+
+def pending(snapshot: Snapshot) -> list[PendingJob]:
+    return list(snapshot.pending_jobs())
+
+
+class StateWitness:
+    """A live ClusterState beside the simulator, checked at every pass."""
+
+    def __init__(
+        self,
+        jobs: list[SwfJob],
+        policy: str,
+        hosts: int,
+        slots: int,
+        gpus: int = 0,
+        reservations: tuple[ReservationRecord, ...] = (),
+    ) -> None:
+        first = jobs[0].submit
+        self.plugins = plugins_for(policy)
+        self.state, self.cache = ClusterState(), SnapshotCache()
+        self.ledger = UsageLedger(3600.0)
+        self.groups = {j.user: j.group for j in jobs}
+        self.passes = 0
+        self.apply(ev.QueueCreated(first, QueueRecord("normal", plugins=self.plugins)))
+        devices = (("gpu", ",".join(map(str, range(gpus)))),) if gpus else ()
+        for name in host_names(hosts):
+            self.apply(ev.HostRegistered(first, name, slots, HOST_MEMORY_MB, (), devices))
+        for reservation in reservations:
+            self.apply(ev.ReservationAdded(first, reservation))
+
+    def apply(self, event: ev.Event) -> None:
+        self.state.apply(event)
+        self.cache.observe(event, self.state)
+        self.ledger.observe(event, self.state)
+
+    def submitted(self, now: float, number: int, spec: JobSpec) -> None:
+        self.apply(ev.JobSubmitted(now, number, spec))
+
+    def started(self, now: float, placement: Placement) -> None:
+        self.apply(
+            ev.JobStarted(now, placement.job_id, placement.host, placement.devices, placement.hosts)
+        )
+
+    def finished(self, now: float, job_id: str, killed: bool) -> None:
+        if killed:
+            self.apply(ev.JobFinished(now, job_id, 0, None, 9, reason="walltime exceeded"))
+        else:
+            self.apply(ev.JobFinished(now, job_id, 0, 0))
+
+    def planning(self, snapshot: Snapshot, now: float) -> None:
+        self.passes += 1
+        fair = any(name.startswith("fairshare") for name in self.plugins)
+        usage = self.ledger.usage(now) if fair else None
+        live = self.cache.snapshot(self.state, usage, self.groups)
+        fresh = snapshot_of(self.state, usage, self.groups)
+        for other in (live, fresh):
+            assert snapshot.hosts == other.hosts
+            assert snapshot.running == other.running
+            assert pending(snapshot) == pending(other)
+            assert dict(snapshot.usage) == dict(other.usage)
+            assert snapshot.queues == other.queues
+            assert snapshot.reservations == other.reservations
+            assert (snapshot.arrays, snapshot.array_limits) == (other.arrays, other.array_limits)
+        assert plan(snapshot, now) == plan(fresh, now)
+
+
+def run(
+    jobs: list[SwfJob],
+    policy: str,
+    hosts: int,
+    slots: int,
+    gpus: int = 0,
+    reservations: tuple[ReservationRecord, ...] = (),
+) -> StateWitness:
+    witness = StateWitness(jobs, policy, hosts, slots, gpus, reservations)
+    result = simulate(
+        jobs,
+        hosts,
+        slots,
+        policy,
+        gpus_per_host=gpus,
+        reservations=reservations,
+        witness=witness,
+    )
+    assert witness.passes == result.passes > 0
+    return witness
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+@pytest.mark.parametrize(
+    ("hosts", "slots", "max_procs", "interarrival"),
+    [(1, 16, 16, 40.0), (4, 8, 8, 15.0), (3, 8, 24, 20.0)],  # the last: jobs span hosts
+)
+def test_same_view_as_the_live_state(
+    policy: str, hosts: int, slots: int, max_procs: int, interarrival: float
+) -> None:
+    jobs = synthetic(250, max_procs=max_procs, seed=7, mean_interarrival_s=interarrival)
+    witness = run(jobs, policy, hosts, slots)
+    assert not witness.state.pending and not witness.state.host_load  # all ran and ended
+
+
+def test_same_view_with_gpus_and_a_maintenance_window() -> None:
+    rng = random.Random(3)
+    jobs = [
+        replace(j, gpus=rng.choice((0, 0, 1, 2)))
+        for j in synthetic(200, max_procs=8, seed=3, mean_interarrival_s=30)
+    ]
+    window = parse_reservation("2000-5000@n2", 1, jobs[0].submit, 2)
+    for policy in ("easy", "first-fit"):
+        run(jobs, policy, 2, 8, gpus=2, reservations=(window,))
+
+
+def test_refuses_what_the_live_state_refuses() -> None:
+    cluster = SimCluster(QueueRecord("normal"), [])
+    spec = JobSpec(user="u", queue="normal", slots=1)
+    job = PendingJob("1", 1, None, spec, DepStatus.SATISFIED, 0.0)
+    cluster.submit(job)
+    with pytest.raises(ValueError, match="exists already"):
+        cluster.submit(job)
+    with pytest.raises(ValueError, match="no host"):
+        cluster.start(Placement("1", "n1"), 0.0)
+    assert cluster.pending == {"1": job}  # a refused start changes nothing
+    with pytest.raises(ValueError, match="not pending"):
+        cluster.start(Placement("2", "n1"), 0.0)
+    with pytest.raises(ValueError, match="not running"):
+        cluster.finish("1")
+    with pytest.raises(ValueError, match="no queue"):
+        cluster.submit(PendingJob("3", 3, None, replace(spec, queue="other"), job.deps, 0.0))

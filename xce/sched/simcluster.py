@@ -1,0 +1,219 @@
+"""The simulated cluster as the scheduler sees it, kept by `xce simulate` event by event.
+
+The live controller keeps a `ClusterState` (immutable job records, an index per state,
+per-host loads) and feeds a `SnapshotCache` from it: about 15 us of bookkeeping per job,
+three times over (submit, start, end), that a simulator replaying millions of jobs pays
+for records nobody reads. This class keeps only what a pass reads, in the form the pass
+reads it: the pending views in submission order (made once per job, reused by every
+pass), the running views in (host, job id) order (`RunningOrder`, shared with the cache),
+one `HostView` per host rebuilt when its load changes (`host_view`, the live function), and
+hands `plan` the same `Snapshot` that `SnapshotCache.snapshot` builds from a ClusterState
+fed the same events. tests/sched/test_simcluster.py replays traces with a real
+ClusterState beside it and compares the two snapshots at every pass.
+
+What a simulated job can do is narrow (one queue; submit, start on the hosts the pass
+chose, end), and each method checks what the live state would refuse (an unknown or a
+busy job, a device held twice), so a simulator bug cannot pass unseen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from types import MappingProxyType
+
+from xce.core.allocation import host_memory_mb
+from xce.core.model import HostLoad, HostRecord, QueueRecord, ReservationRecord
+from xce.core.reservations import check_reservation
+from xce.sched.incremental import RunningOrder
+from xce.sched.snapshot import HostView, PendingJob, RunningJob, Snapshot, host_view
+from xce.sched.types import Placement
+
+
+class SimCluster:
+    """One queue, fixed hosts, advance reservations; jobs pending, running, gone."""
+
+    def __init__(
+        self,
+        queue: QueueRecord,
+        hosts: Sequence[HostRecord],
+        reservations: Sequence[ReservationRecord] = (),
+    ) -> None:
+        self.queue = queue
+        self._queues = {queue.name: queue}
+        self.hosts = sorted(hosts, key=lambda h: h.name)  # the pass's host order
+        self._at = {h.name: i for i, h in enumerate(self.hosts)}
+        if len(self._at) != len(self.hosts):
+            raise ValueError("host names must differ")
+        n = len(self.hosts)
+        self.used_slots = [0] * n
+        self._used_mem = [0] * n
+        self._jobs = [0] * n  # running jobs per host
+        self._devices: list[set[str]] = [set() for _ in range(n)]
+        self._views: list[HostView] = [host_view(h, None) for h in self.hosts]
+        self._view_tuple: tuple[HostView, ...] = tuple(self._views)
+        self._dirty: set[int] = set()  # hosts whose view is out of date
+        kept: dict[str, ReservationRecord] = {}
+        for reservation in reservations:
+            check_reservation(reservation, kept)  # what ReservationAdded checks live
+            kept[reservation.name] = reservation
+        self._reservations = tuple(kept.values())
+        self.pending: dict[str, PendingJob] = {}  # submission order
+        self._queued = MappingProxyType({queue.name: self.pending.values()})
+        self._nothing: Mapping[str, Collection[PendingJob]] = MappingProxyType({})
+        self._running = RunningOrder()
+        # running job -> (host index, slots, memory, devices) per host it holds
+        self._spans: dict[str, tuple[tuple[int, int, int, tuple[str, ...]], ...]] = {}
+
+    # --- events -------------------------------------------------------------------------
+
+    def submit(self, job: PendingJob) -> None:
+        """A job arrives (its view is the one every pass then reads)."""
+        if job.spec.queue != self.queue.name:
+            raise ValueError(f"job {job.job_id}: no queue {job.spec.queue!r}")
+        if job.job_id in self.pending or job.job_id in self._spans:
+            raise ValueError(f"job {job.job_id} exists already")
+        self.pending[job.job_id] = job
+
+    def start(self, placement: Placement, now: float) -> PendingJob:
+        """The pass placed a pending job: it holds its slots, memory and devices on each
+        host of the placement until `finish`. Returns its pending view."""
+        job_id = placement.job_id
+        job = self.pending.get(job_id)
+        if job is None:
+            raise ValueError(f"job {job_id} is not pending")
+        spec = job.spec
+        parts = placement.hosts
+        if len(parts) > 1 or (parts and parts[0].slots != spec.slots):
+            return self._start_on_hosts(job, placement, now)
+        i = self._index(placement.host)
+        devices = placement.devices
+        if devices:
+            self._check_devices(i, job_id, devices)
+            self._devices[i].update(devices)
+        del self.pending[job_id]
+        slots, mem = spec.slots, spec.memory_mb
+        self.used_slots[i] += slots
+        self._used_mem[i] += mem
+        self._jobs[i] += 1
+        self._dirty.add(i)
+        self._spans[job_id] = ((i, slots, mem, devices),)
+        view = RunningJob(
+            job_id,
+            spec.user,
+            spec.queue,
+            placement.host,
+            slots,
+            mem,
+            now,
+            spec.walltime_s,
+            "",
+            "RUN",
+            False,
+            now,
+            slots,
+        )
+        self._running.add(job_id, (view,))
+        return job
+
+    def _start_on_hosts(self, job: PendingJob, placement: Placement, now: float) -> PendingJob:
+        """A multi-host start: each host holds its share (`running_views`' parts)."""
+        job_id, spec, parts = job.job_id, job.spec, placement.hosts
+        shares = tuple(
+            (self._index(p.host), p.slots, host_memory_mb(spec, p.slots), p.devices) for p in parts
+        )
+        if parts[0].host != placement.host or sum(s for _, s, _, _ in shares) != spec.slots:
+            raise ValueError(f"job {job_id}: the allocation does not hold its slots")
+        if len({i for i, _, _, _ in shares}) != len(shares):
+            raise ValueError(f"job {job_id}: the allocation names a host twice")
+        for i, _, _, devices in shares:
+            self._check_devices(i, job_id, devices)
+        del self.pending[job_id]
+        views = []
+        for k, (i, slots, mem, devices) in enumerate(shares):
+            self._devices[i].update(devices)
+            self.used_slots[i] += slots
+            self._used_mem[i] += mem
+            self._jobs[i] += 1
+            self._dirty.add(i)
+            views.append(
+                RunningJob(
+                    job_id,
+                    spec.user,
+                    spec.queue,
+                    self.hosts[i].name,
+                    slots,
+                    mem,
+                    now,
+                    spec.walltime_s,
+                    "",
+                    "RUN",
+                    False,
+                    now,
+                    spec.slots,
+                    k > 0,
+                )
+            )
+        self._spans[job_id] = shares
+        self._running.add(job_id, tuple(views))
+        return job
+
+    def _check_devices(self, i: int, job_id: str, devices: tuple[str, ...]) -> None:
+        if not self._devices[i].isdisjoint(devices):
+            raise ValueError(f"job {job_id}: a device of {self.hosts[i].name} is in use")
+
+    def finish(self, job_id: str) -> None:
+        """A running job ended: what it held is free again."""
+        shares = self._spans.pop(job_id, None)
+        if shares is None:
+            raise ValueError(f"job {job_id} is not running")
+        for i, slots, mem, devices in shares:
+            self.used_slots[i] -= slots
+            self._used_mem[i] -= mem
+            self._jobs[i] -= 1
+            if devices:
+                self._devices[i].difference_update(devices)
+            self._dirty.add(i)
+        self._running.drop(job_id)
+
+    def _index(self, name: str) -> int:
+        at = self._at.get(name)
+        if at is None:
+            raise ValueError(f"no host {name!r}")
+        return at
+
+    def _view(self, i: int) -> HostView:
+        if not self._jobs[i]:  # an idle host has no load, as in ClusterState
+            return host_view(self.hosts[i], None)
+        # host_view reads the slots, the memory and the devices of the load
+        load = HostLoad(self.used_slots[i], self._used_mem[i], devices=frozenset(self._devices[i]))
+        return host_view(self.hosts[i], load)
+
+    # --- reading ------------------------------------------------------------------------
+
+    def free_slots(self, i: int) -> int:
+        return self.hosts[i].slots - self.used_slots[i]
+
+    def snapshot(
+        self, usage: Mapping[str, float] | None = None, groups: Mapping[str, str] | None = None
+    ) -> Snapshot:
+        """What `SnapshotCache.snapshot` gives for a ClusterState fed the same events. The
+        pending jobs are a live view of `pending`: plan the snapshot before the next event
+        (as the controller's cache asks too)."""
+        if self._dirty:
+            views = self._views
+            for i in self._dirty:
+                views[i] = self._view(i)
+            self._dirty.clear()
+            self._view_tuple = tuple(views)
+        return Snapshot(
+            self._view_tuple,
+            self._queues,
+            (),
+            (),
+            {},
+            self._running.views(),
+            usage if usage is not None else {},
+            groups if groups is not None else {},
+            queued=self._queued if self.pending else self._nothing,
+            reservations=self._reservations,
+        )
