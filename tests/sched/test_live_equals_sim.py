@@ -68,8 +68,8 @@ async def live(jobs: list[SwfJob], policy: str, tmp_path: Path) -> list[tuple[fl
                 job_id = await service.submit(
                     SubmitRequest(
                         user=job.user,
-                        command=f"swf job {job.number}",
-                        name=f"swf-{job.number}",
+                        command="swf job",
+                        name="swf",
                         slots=job.procs,
                         walltime_s=job.requested_time,
                     )

@@ -29,18 +29,22 @@ class HostPool:
     """Hosts by index (the snapshot's name order) with this pass's free slots and memory."""
 
     def __init__(self, snapshot: Snapshot, now: float) -> None:
-        self.hosts = snapshot.hosts
+        self.hosts = hosts = snapshot.hosts
         self.now = now
         self._index: dict[str, int] | None = None
-        self.free_slots = [h.free_slots for h in self.hosts]
-        self.free_mem = [h.free_memory_mb for h in self.hosts]
-        self.version = [0] * len(self.hosts)
+        self.free_slots = [h.free_slots for h in hosts]
+        self.free_mem = [h.free_memory_mb for h in hosts]
+        self.version = [0] * len(hosts)
         self.placements = 0
-        self.total_free_slots = sum(max(0, h.free_slots) for h in self.hosts if h.schedulable)
+        total = 0
+        for host in hosts:
+            if host.schedulable and host.free_slots > 0:
+                total += host.free_slots
+        self.total_free_slots = total
         self._running = snapshot.running
         self._placed: list[tuple[int, float, int, int]] = []
         self._releases: list[list[tuple[float, int, int]]] | None = None
-        self._static: list[dict[str, str | int | float] | None] = [None] * len(self.hosts)
+        self._static: list[dict[str, str | int | float] | None] = [None] * len(hosts)
         self.improving_sets: list[RankedCandidates] = []
 
     @property

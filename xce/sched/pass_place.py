@@ -116,10 +116,11 @@ class JobPlacement(SpreadPlacement):
         if blocked is not None:  # free resources and limits only shrink in a pass
             reasons[key] = blocked
             return
-        limited = self._limit(queue, spec.user)
-        if limited:
-            reasons[key] = self._blocked[id(spec)] = limited
-            return
+        if queue.max_running is not None or queue.max_running_per_user is not None:
+            limited = self._limit(queue, spec.user)
+            if limited:
+                reasons[key] = self._blocked[id(spec)] = limited
+                return
         if spec.licenses:  # free licenses only shrink in a pass, like limits
             short = self.devices.short_license(spec)
             if short:

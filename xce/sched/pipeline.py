@@ -71,7 +71,23 @@ class SchedulingPass(JobPlacement):
             AdvanceGate(snapshot.reservations, self.pool, now) if snapshot.reservations else None
         )
         plugins = registry or builtin()
-        self.policies = {name: plugins.policy_for(q.plugins) for name, q in snapshot.queues.items()}
+        # Running tallies feed limits and the order plugins other than fcfs; a pass that
+        # has neither (plain FCFS, EASY) skips them: a cost per running job per pass.
+        # Without a queue that makes reservations (first-fit) a job wider than the free
+        # slots is passed over at once in the simulator's loop.
+        self.policies: dict[str, QueuePolicy] = {}
+        tally, no_reserve = False, True
+        for name, queue in snapshot.queues.items():
+            policy = self.policies[name] = plugins.policy_for(queue.plugins)
+            if (
+                policy.reads_usage
+                or queue.max_running is not None
+                or queue.max_running_per_user is not None
+            ):
+                tally = True
+            if policy.reserve is not None:
+                no_reserve = False
+        self._tally, self._no_reserve = tally, no_reserve
         self._sets: dict[tuple, CandidateSet | WaitReason] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
         self._spread_hosts: dict[tuple, list[int]] = {}  # multi-host shape -> its hosts
@@ -86,15 +102,6 @@ class SchedulingPass(JobPlacement):
         self.queue_running: dict[str, int] = {}
         self.user_running: dict[tuple[str, str], int] = {}
         self.placed_per_array: dict[int, int] = {}
-        # Running tallies feed limits and the order plugins other than fcfs; a pass that
-        # has neither (plain FCFS, EASY) skips them: a cost per running job per pass.
-        queues = snapshot.queues.values()
-        self._tally = any(
-            q.max_running is not None or q.max_running_per_user is not None for q in queues
-        ) or any(p.reads_usage for p in self.policies.values())
-        # no queue makes reservations (first-fit): a job wider than the free slots is
-        # passed over at once in the simulator's loop
-        self._no_reserve = all(p.reserve is None for p in self.policies.values())
         self.usage_hours: dict[str, float] = {}
         if self._tally:
             seconds = dict(snapshot.usage)
@@ -231,7 +238,12 @@ class SchedulingPass(JobPlacement):
             policy = policies[name]
             if self._cannot_start(spec, policy):
                 continue
-            self._try(item, queues[name], policy)
+            if type(item) is PendingJob:  # `_try`, without its tests for an array
+                queue = queues[name]
+                if not self._held(item, spec, queue, item.job_id, True):
+                    self._try_job(item, spec, queue, policy, item.job_id)
+            else:
+                self._try(item, queues[name], policy)
             res = self.reservation
             if res is not None:
                 if res.host < 0:

@@ -45,11 +45,18 @@ class SimCluster:
         if len(self._at) != len(self.hosts):
             raise ValueError("host names must differ")
         n = len(self.hosts)
-        self.used_slots = [0] * n
+        self._free = [h.slots for h in self.hosts]  # free slots per host
+        self._hosts_by_free: dict[int, int] = {}  # free slots -> how many hosts have that
+        for free in self._free:
+            self._hosts_by_free[free] = self._hosts_by_free.get(free, 0) + 1
+        self.most_free = max(self._free, default=0)  # the most free slots on one host
         self._used_mem = [0] * n
         self._jobs = [0] * n  # running jobs per host
         self._devices: list[set[str]] = [set() for _ in range(n)]
-        self._views: list[HostView] = [host_view(h, None) for h in self.hosts]
+        self._records = self.hosts
+        self._idle = [host_view(h, None) for h in self.hosts]  # each host's view, idle
+        self._schedulable = [view.schedulable for view in self._idle]
+        self._views: list[HostView] = list(self._idle)
         self._view_tuple: tuple[HostView, ...] = tuple(self._views)
         self._dirty: set[int] = set()  # hosts whose view is out of date
         kept: dict[str, ReservationRecord] = {}
@@ -92,10 +99,9 @@ class SimCluster:
             self._devices[i].update(devices)
         del self.pending[job_id]
         slots, mem = spec.slots, spec.memory_mb
-        self.used_slots[i] += slots
+        self._use(i, slots)
         self._used_mem[i] += mem
         self._jobs[i] += 1
-        self._dirty.add(i)
         self._spans[job_id] = ((i, slots, mem, devices),)
         view = RunningJob(
             job_id,
@@ -131,10 +137,9 @@ class SimCluster:
         views = []
         for k, (i, slots, mem, devices) in enumerate(shares):
             self._devices[i].update(devices)
-            self.used_slots[i] += slots
+            self._use(i, slots)
             self._used_mem[i] += mem
             self._jobs[i] += 1
-            self._dirty.add(i)
             views.append(
                 RunningJob(
                     job_id,
@@ -167,13 +172,29 @@ class SimCluster:
         if shares is None:
             raise ValueError(f"job {job_id} is not running")
         for i, slots, mem, devices in shares:
-            self.used_slots[i] -= slots
+            self._use(i, -slots)
             self._used_mem[i] -= mem
             self._jobs[i] -= 1
             if devices:
                 self._devices[i].difference_update(devices)
-            self._dirty.add(i)
         self._running.drop(job_id)
+
+    def _use(self, i: int, slots: int) -> None:
+        """Host `i` holds `slots` more (fewer when negative); `most_free` follows."""
+        self._dirty.add(i)
+        free, counts = self._free, self._hosts_by_free
+        before = free[i]
+        after = free[i] = before - slots
+        left = counts[before] - 1
+        if left:
+            counts[before] = left
+        else:
+            del counts[before]
+        counts[after] = counts.get(after, 0) + 1
+        if after > self.most_free:
+            self.most_free = after
+        elif before == self.most_free and not left:
+            self.most_free = max(counts)
 
     def _index(self, name: str) -> int:
         at = self._at.get(name)
@@ -182,16 +203,29 @@ class SimCluster:
         return at
 
     def _view(self, i: int) -> HostView:
+        """`host_view` of the host's record and load (the same fields, without building
+        the load when the host has no devices to tell free from held)."""
+        host = self._records[i]
         if not self._jobs[i]:  # an idle host has no load, as in ClusterState
-            return host_view(self.hosts[i], None)
-        # host_view reads the slots, the memory and the devices of the load
-        load = HostLoad(self.used_slots[i], self._used_mem[i], devices=frozenset(self._devices[i]))
-        return host_view(self.hosts[i], load)
+            return self._idle[i]
+        used_mem = self._used_mem[i]
+        if host.gres:
+            used = host.slots - self._free[i]
+            load = HostLoad(used, used_mem, devices=frozenset(self._devices[i]))
+            return host_view(host, load)
+        return HostView(
+            host.name,
+            host.slots,
+            host.memory_mb,
+            self._free[i],
+            host.memory_mb - used_mem,
+            host.attributes,
+            self._schedulable[i],
+            host.gres,
+            (),
+        )
 
     # --- reading ------------------------------------------------------------------------
-
-    def free_slots(self, i: int) -> int:
-        return self.hosts[i].slots - self.used_slots[i]
 
     def snapshot(
         self, usage: Mapping[str, float] | None = None, groups: Mapping[str, str] | None = None

@@ -80,18 +80,43 @@ def parse_reservation(text: str, number: int, origin: float, hosts: int) -> Rese
 
 
 def spec_for(job: SwfJob, queue: str = "normal", slots: int | None = None) -> JobSpec:
-    """The job as submitted; one wider than a host of `slots` is packed on hosts."""
+    """The job as submitted; one wider than a host of `slots` is packed on hosts. Jobs alike
+    in what a pass reads (user, size, requested time, GPUs) get equal specs, so `SpecMemo`
+    can hand them one object (the number is in the job's id, not its name)."""
     wide = slots is not None and job.procs > slots
     return JobSpec(
         user=job.user,
         queue=queue,
-        name=f"swf-{job.number}",
-        command=f"swf job {job.number}",
+        name="swf",
+        command="swf job",
         slots=job.procs,
         walltime_s=job.requested_time,
         gres=(("gpu", str(job.gpus)),) if job.gpus else (),
         resources=f"span[ptile={slots}]" if wide else "",
     )
+
+
+class SpecMemo:
+    """`spec_for` with one spec object per shape of job: a trace's users ask the same sizes
+    and round requested times over and over, so most jobs share a spec, which costs less
+    to make (a JobSpec has 25 fields) and lets a pass reuse what it found for the first of
+    them (`SchedulingPass._blocked`, keyed by the spec object). Bounded: forgotten whole
+    when it holds `limit` shapes (a trace of unique requested times)."""
+
+    __slots__ = ("_specs", "limit", "slots")
+
+    def __init__(self, slots: int, limit: int = 65536) -> None:
+        self.slots, self.limit = slots, limit
+        self._specs: dict[tuple[str, int, int | None, int], JobSpec] = {}
+
+    def __call__(self, job: SwfJob) -> JobSpec:
+        key = (job.user, job.procs, job.requested_time, job.gpus)
+        spec = self._specs.get(key)
+        if spec is None:
+            if len(self._specs) >= self.limit:
+                self._specs.clear()
+            spec = self._specs[key] = spec_for(job, slots=self.slots)
+        return spec
 
 
 def executed_time(job: SwfJob) -> float:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -44,6 +43,7 @@ from xce.sched.simcluster import SimCluster
 from xce.sched.siminput import (
     HOST_MEMORY_MB,
     PRESETS,
+    SpecMemo,
     executed_time,
     host_names,
     parse_reservation,
@@ -184,6 +184,7 @@ class _Replay:
             reservations,
         )
         self.witness = witness
+        self.spec_for = SpecMemo(self.slots)
         self.number = 1  # the next job number, as ClusterState counts them
         self.ledger = UsageLedger(half_life_s)
         self.groups = {j.user: j.group for j in jobs}
@@ -200,10 +201,6 @@ class _Replay:
         self._fill(jobs, gpus_per_host, wake_times(reservations, first))
         self.ended = 0
         self.needs = _Needs()
-        self.by_id: dict[str, Outcome] = {}
-        # Strict FCFS: the pending jobs in submission order; a pass starts nothing unless
-        # the first of them fits (BlockEverything stops the pass at the first that does not).
-        self.line: deque[Outcome] = deque()
 
     def _fill(self, jobs: list[SwfJob], gpus_per_host: int, wakes: Sequence[float]) -> None:
         """Every arrival and reservation wake-up on the agenda; jobs that cannot run are
@@ -222,65 +219,67 @@ class _Replay:
         heapq.heapify(self.agenda)
 
     def run(self, progress: Callable[[int], None] | None) -> None:
-        agenda, pop, end, arrive = self.agenda, heapq.heappop, self._end, self._arrive
+        """The agenda, instant by instant. The three kinds of event are handled inline:
+        this loop runs three times per job, and a call per event was a tenth of a replay."""
+        agenda, pop, push = self.agenda, heapq.heappop, heapq.heappush
+        cluster, needs, witness = self.cluster, self.needs, self.witness
+        outcomes, spec_for, slots = self.result.outcomes, self.spec_for, self.slots
+        pending, fair, charge = cluster.pending, self.fair, self.ledger.charge
+        satisfied = _SATISFIED
+        seq = self.seq
         while agenda:
             now = agenda[0][0]
             while agenda and agenda[0][0] == now:
                 _, kind, _, payload = pop(agenda)
-                if kind == 0:
-                    end(payload, now)
+                if kind == 0:  # a job ends
+                    self.blocked = False
+                    cluster.finish(payload.job_id)
+                    if fair:  # what UsageLedger.observe charges for a job that ended
+                        job = payload.job
+                        charge(job.user, job.procs * max(0.0, now - payload.start), now)
+                    if witness is not None:
+                        witness.finished(now, payload.job_id, payload.killed)
+                    payload.end = now
+                    self.ended += 1
                     if progress is not None and not self.ended % 1024:
                         progress(self.ended)
-                elif kind == 1:
-                    arrive(payload, now)
+                elif kind == 1:  # a job arrives
+                    number = len(outcomes) + 1  # numbered as ClusterState numbers them
+                    spec = spec_for(payload)
+                    job_id = str(number)
+                    cluster.submit(PendingJob(job_id, number, None, spec, satisfied, now))
+                    if witness is not None:
+                        witness.submitted(now, number, spec)
+                    outcomes.append(Outcome(payload, job_id))
+                    needs.add(min(payload.procs, slots))
                 else:  # a reservation starts or ends
                     self.blocked = False
-            if self._may_start():
-                self._pass(now)
+            if self.blocked or not needs.least or needs.least > cluster.most_free:
+                continue
+            if self.strict_fcfs:  # strict order starts nothing unless the oldest job fits
+                head = next(iter(pending.values()))
+                if min(head.spec.slots, slots) > cluster.most_free:
+                    continue
+            for placement in self._pass(now):
+                view = cluster.start(placement, now)
+                if witness is not None:
+                    witness.started(now, placement)
+                outcome = outcomes[view.number - 1]
+                job = outcome.job
+                needs.remove(min(job.procs, slots))
+                parts = placement.hosts
+                where = "+".join(p.host for p in parts) if len(parts) > 1 else placement.host
+                outcome.start, outcome.host = now, where
+                self.result.decisions.append((now, job.number, where))
+                push(agenda, (now + executed_time(job), 0, seq, outcome))
+                seq += 1
+        self.seq = seq
 
-    def _end(self, outcome: Outcome, now: float) -> None:
-        self.blocked = False
-        self.cluster.finish(outcome.job_id)
-        if self.fair:  # what UsageLedger.observe charges for a job that ended
-            job = outcome.job
-            assert outcome.start is not None
-            self.ledger.charge(job.user, job.procs * max(0.0, now - outcome.start), now)
-        if self.witness is not None:
-            self.witness.finished(now, outcome.job_id, outcome.killed)
-        outcome.end = now
-        self.ended += 1
-
-    def _arrive(self, job: SwfJob, now: float) -> None:
-        number = self.number
-        self.number += 1
-        spec = spec_for(job, slots=self.slots)
-        job_id = str(number)
-        self.cluster.submit(PendingJob(job_id, number, None, spec, _SATISFIED, now))
-        if self.witness is not None:
-            self.witness.submitted(now, number, spec)
-        outcome = Outcome(job, job_id)
-        self.needs.add(min(job.procs, self.slots))
-        if self.strict_fcfs:
-            self.line.append(outcome)
-        self.by_id[job_id] = outcome
-        self.result.outcomes.append(outcome)
-
-    def _may_start(self) -> bool:
-        """Whether a pass could start anything: a job waits, it is not a strict FCFS pass
-        that already blocked, and the smallest need (under strict FCFS: the head's) fits
-        the freest host. Every host is online and has `slots`, so the freest is read from
-        the used slots alone."""
-        least = self.needs.least
-        if self.blocked or not least:
-            return False
-        slots = self.slots
-        free = slots - min(self.cluster.used_slots)
-        if least > free:
-            return False
-        return not (self.strict_fcfs and min(self.line[0].job.procs, slots) > free)
-
-    def _pass(self, now: float) -> None:
-        """One scheduling pass through the live pipeline, and its starts applied."""
+    def _pass(self, now: float) -> list[Placement]:
+        """One scheduling pass through the live pipeline: the placements to make (`run`
+        applies them). A pass runs only when it may start something: a job waits, it is
+        not a strict FCFS pass that already blocked, and the smallest need (under strict
+        FCFS: the oldest job's) fits the freest host (every host is online)."""
         usage = self.ledger.usage(now) if self.fair else None
         snapshot = self.cluster.snapshot(usage, self.groups)
         if self.witness is not None:
@@ -288,24 +287,4 @@ class _Replay:
         decided = plan(snapshot, now, explain=False)
         self.result.passes += 1
         self.blocked = self.strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
-        for placement in decided.placements:
-            self._start(placement, now)
-
-    def _start(self, placement: Placement, now: float) -> None:
-        self.cluster.start(placement, now)
-        if self.witness is not None:
-            self.witness.started(now, placement)
-        outcome = self.by_id.pop(placement.job_id)
-        job = outcome.job
-        self.needs.remove(min(job.procs, self.slots))
-        if self.strict_fcfs:
-            if self.line[0] is outcome:
-                self.line.popleft()  # strict order starts jobs from the head
-            else:
-                self.line.remove(outcome)
-        parts = placement.hosts
-        where = "+".join(p.host for p in parts) if len(parts) > 1 else placement.host
-        outcome.start, outcome.host = now, where
-        self.result.decisions.append((now, job.number, where))
-        heapq.heappush(self.agenda, (now + executed_time(job), 0, self.seq, outcome))
-        self.seq += 1
+        return decided.placements

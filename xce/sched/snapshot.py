@@ -25,6 +25,8 @@ from xce.core.model import (
 from xce.core.state import ClusterState, held_slots
 from xce.sched.priority import PrioritySettings
 
+DEFAULT_PRIORITY = PrioritySettings()  # immutable: one for every snapshot that has none
+
 
 @dataclass(frozen=True, slots=True)
 class HostView:
@@ -148,7 +150,7 @@ class Snapshot:
     # one are told it has ended
     reservations: tuple[ReservationRecord, ...] = ()
     # `[scheduler.priority]`, for the multifactor order plugin (xce/sched/priority.py)
-    priority: PrioritySettings = field(default_factory=PrioritySettings)
+    priority: PrioritySettings = DEFAULT_PRIORITY
 
     def pending_jobs(self) -> Iterator[PendingJob]:
         """Every pending job, whichever of `jobs` and `queued` holds them."""
