@@ -88,15 +88,18 @@ class HostPool:
         without one never give theirs back; overdue jobs are expected to end now."""
         if self._releases is None:
             table: list[list[tuple[float, int, int]]] = [[] for _ in self.hosts]
+            index, now = self.index, self.now
             for job in self._running:
-                at = self.index.get(job.host)
+                at = index.get(job.host)
                 if at is None:
                     continue
-                end = (
-                    INFINITY
-                    if job.walltime_s is None
-                    else max(self.now, job.start_time + job.walltime_s)
-                )
+                wall = job.walltime_s
+                if wall is None:
+                    end = INFINITY
+                else:
+                    end = job.start_time + wall
+                    if end < now:
+                        end = now
                 table[at].append((end, job.slots, job.memory_mb))
             for at, end, slots, mem in self._placed:
                 table[at].append((end, slots, mem))

@@ -35,7 +35,11 @@ def key_function(
 ) -> tuple[Callable[[int], tuple], bool, bool]:
     """(key of host i, dynamic, improving) for the job's `order[]`, then the queue's score,
     then the host name (the heap entries end with the index)."""
-    order = req.order if req is not None else ()
+    if req is None or not req.order:  # the queue's score alone (most jobs): no parsing
+        dynamic = score.dynamic
+        improving = dynamic and getattr(score, "improving", True)
+        return (lambda i: score.key(pool, i)), dynamic, improving
+    order = req.order
     free_keys = [
         (j, k.name == "slots", k.descending)
         for j, k in enumerate(order)
@@ -45,8 +49,6 @@ def key_function(
     improving = dynamic and (
         getattr(score, "improving", True) or any(not d for _, _, d in free_keys)
     )
-    if not order or req is None:  # (an order comes from req: the same test, for mypy)
-        return (lambda i: score.key(pool, i)), dynamic, improving
     free_slots, free_mem = pool.free_slots, pool.free_mem
     if len(order) == 1 and free_keys and not ranks(score):
         # the common `order[-slots]` / `order[mem]`: always defined, so one number ranks

@@ -5,7 +5,7 @@ per-host loads) and feeds a `SnapshotCache` from it: about 15 us of bookkeeping 
 three times over (submit, start, end), that a simulator replaying millions of jobs pays
 for records nobody reads. This class keeps only what a pass reads, in the form the pass
 reads it: the pending views in submission order (made once per job, reused by every
-pass), the running views in (host, job id) order (`RunningOrder`, shared with the cache),
+pass), the running views in (host, job id) order, made when a pass first reads them,
 one `HostView` per host rebuilt when its load changes (`host_view`, the live function), and
 hands `plan` the same `Snapshot` that `SnapshotCache.snapshot` builds from a ClusterState
 fed the same events. tests/sched/test_simcluster.py replays traces with a real
@@ -18,15 +18,17 @@ busy job, a device held twice), so a simulator bug cannot pass unseen.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Collection, Mapping, Sequence
 from types import MappingProxyType
 
 from xce.core.allocation import host_memory_mb
-from xce.core.model import HostLoad, HostRecord, QueueRecord, ReservationRecord
+from xce.core.model import HostLoad, HostRecord, JobSpec, QueueRecord, ReservationRecord
 from xce.core.reservations import check_reservation
-from xce.sched.incremental import RunningOrder
-from xce.sched.snapshot import HostView, PendingJob, RunningJob, Snapshot, host_view
+from xce.sched.snapshot import HostView, LazyViews, PendingJob, RunningJob, Snapshot, host_view
 from xce.sched.types import Placement
+
+Share = tuple[int, int, int, tuple[str, ...]]  # host index, slots, memory, devices
 
 
 class SimCluster:
@@ -67,9 +69,11 @@ class SimCluster:
         self.pending: dict[str, PendingJob] = {}  # submission order
         self._queued = MappingProxyType({queue.name: self.pending.values()})
         self._nothing: Mapping[str, Collection[PendingJob]] = MappingProxyType({})
-        self._running = RunningOrder()
-        # running job -> (host index, slots, memory, devices) per host it holds
-        self._spans: dict[str, tuple[tuple[int, int, int, tuple[str, ...]], ...]] = {}
+        # running job -> (spec, start, (host index, slots, memory, devices) per host)
+        self._spans: dict[str, tuple[JobSpec, float, tuple[Share, ...]]] = {}
+        self._order: list[tuple[str, str]] = []  # (host name, job id) of every share, sorted
+        self._made: dict[tuple[str, str], RunningJob] = {}  # the views read so far
+        self._running: tuple[RunningJob, ...] | None = ()  # None: to make again
 
     # --- events -------------------------------------------------------------------------
 
@@ -102,23 +106,8 @@ class SimCluster:
         self._use(i, slots)
         self._used_mem[i] += mem
         self._jobs[i] += 1
-        self._spans[job_id] = ((i, slots, mem, devices),)
-        view = RunningJob(
-            job_id,
-            spec.user,
-            spec.queue,
-            placement.host,
-            slots,
-            mem,
-            now,
-            spec.walltime_s,
-            "",
-            "RUN",
-            False,
-            now,
-            slots,
-        )
-        self._running.add(job_id, (view,))
+        self._spans[job_id] = (spec, now, ((i, slots, mem, devices),))
+        self._order_add(placement.host, job_id)
         return job
 
     def _start_on_hosts(self, job: PendingJob, placement: Placement, now: float) -> PendingJob:
@@ -134,32 +123,13 @@ class SimCluster:
         for i, _, _, devices in shares:
             self._check_devices(i, job_id, devices)
         del self.pending[job_id]
-        views = []
-        for k, (i, slots, mem, devices) in enumerate(shares):
+        for i, slots, mem, devices in shares:
             self._devices[i].update(devices)
             self._use(i, slots)
             self._used_mem[i] += mem
             self._jobs[i] += 1
-            views.append(
-                RunningJob(
-                    job_id,
-                    spec.user,
-                    spec.queue,
-                    self.hosts[i].name,
-                    slots,
-                    mem,
-                    now,
-                    spec.walltime_s,
-                    "",
-                    "RUN",
-                    False,
-                    now,
-                    spec.slots,
-                    k > 0,
-                )
-            )
-        self._spans[job_id] = shares
-        self._running.add(job_id, tuple(views))
+            self._order_add(self.hosts[i].name, job_id)
+        self._spans[job_id] = (spec, now, shares)
         return job
 
     def _check_devices(self, i: int, job_id: str, devices: tuple[str, ...]) -> None:
@@ -168,16 +138,59 @@ class SimCluster:
 
     def finish(self, job_id: str) -> None:
         """A running job ended: what it held is free again."""
-        shares = self._spans.pop(job_id, None)
-        if shares is None:
+        span = self._spans.pop(job_id, None)
+        if span is None:
             raise ValueError(f"job {job_id} is not running")
-        for i, slots, mem, devices in shares:
+        order, made = self._order, self._made
+        for i, slots, mem, devices in span[2]:
             self._use(i, -slots)
             self._used_mem[i] -= mem
             self._jobs[i] -= 1
             if devices:
                 self._devices[i].difference_update(devices)
-        self._running.drop(job_id)
+            key = (self.hosts[i].name, job_id)
+            del order[bisect_left(order, key)]
+            made.pop(key, None)
+        self._running = None
+
+    def _order_add(self, host: str, job_id: str) -> None:
+        insort(self._order, (host, job_id))
+        self._running = None
+
+    def _running_views(self) -> tuple[RunningJob, ...]:
+        """The running views in (host, job id) order, as `running_views` makes them from
+        a record; each made when first read and kept while the job runs (an FCFS or
+        first-fit pass reads none: it times no reservation and tallies no usage)."""
+        views = self._running
+        if views is None:
+            made, make = self._made, self._make_view
+            views = self._running = tuple([made.get(key) or make(key) for key in self._order])
+        return views
+
+    def _make_view(self, key: tuple[str, str]) -> RunningJob:
+        host, job_id = key
+        spec, start, shares = self._spans[job_id]
+        at = self._at[host]
+        for k, (i, slots, mem, _) in enumerate(shares):
+            if i == at:
+                view = self._made[key] = RunningJob(
+                    job_id,
+                    spec.user,
+                    spec.queue,
+                    host,
+                    slots,
+                    mem,
+                    start,
+                    spec.walltime_s,
+                    "",
+                    "RUN",
+                    False,
+                    start,
+                    spec.slots,
+                    k > 0,
+                )
+                return view
+        raise AssertionError(f"job {job_id} holds nothing on {host}")
 
     def _use(self, i: int, slots: int) -> None:
         """Host `i` holds `slots` more (fewer when negative); `most_free` follows."""
@@ -245,7 +258,7 @@ class SimCluster:
             (),
             (),
             {},
-            self._running.views(),
+            LazyViews(self._running_views),
             usage if usage is not None else {},
             groups if groups is not None else {},
             queued=self._queued if self.pending else self._nothing,

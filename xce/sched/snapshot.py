@@ -6,8 +6,9 @@ run off the event loop (or in another process) while the state moves on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from xce.core import gres
 from xce.core.allocation import host_memory_mb
@@ -90,6 +91,46 @@ class RunningJob:
     part: bool = False
 
 
+class LazyViews(Sequence[RunningJob]):
+    """Running views made when first read: a pass that times no reservation and tallies
+    no usage (FCFS, first-fit) reads none, so the simulator (xce/sched/simcluster.py)
+    does not make one per job for it. Equal to the tuple it stands for; like
+    `Snapshot.queued`, it reads its maker's current state: plan before the next event."""
+
+    __slots__ = ("_make", "_views")
+
+    def __init__(self, make: Callable[[], tuple[RunningJob, ...]]) -> None:
+        self._make = make
+        self._views: tuple[RunningJob, ...] | None = None
+
+    def _all(self) -> tuple[RunningJob, ...]:
+        views = self._views
+        if views is None:
+            views = self._views = self._make()
+        return views
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    @overload
+    def __getitem__(self, index: int) -> RunningJob: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[RunningJob, ...]: ...
+    def __getitem__(self, index: int | slice) -> RunningJob | tuple[RunningJob, ...]:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[RunningJob]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyViews):
+            other = other._all()
+        return self._all() == other
+
+    def __repr__(self) -> str:
+        return f"LazyViews({self._all()!r})"
+
+
 def running_views(job: JobRecord) -> tuple[RunningJob, ...]:
     """The scheduler's views of an active job: one per host of its allocation."""
     spec = job.spec
@@ -134,7 +175,7 @@ class Snapshot:
     arrays: tuple[PendingArray, ...]
     # number -> (max_concurrent, active tasks) for every array with something pending
     array_limits: dict[int, tuple[int | None, int]]
-    running: tuple[RunningJob, ...] = ()
+    running: Sequence[RunningJob] = ()  # a tuple, or LazyViews
     # user -> decayed core-seconds of finished jobs (xce/sched/usage.py), for fairshare
     usage: Mapping[str, float] = field(default_factory=dict)
     # user -> fairshare group ([scheduler] groups); users not named are in "default"
