@@ -31,6 +31,7 @@ from xce.core import events as ev
 from xce.core.deps import DepStatus, evaluate
 from xce.core.model import JobRecord, JobSpec, JobState, QueueRecord
 from xce.core.state import ClusterState
+from xce.sched.passmemo import PassMemo
 from xce.sched.snapshot import (
     HostView,
     PendingArray,
@@ -150,6 +151,7 @@ class SnapshotCache:
         self._host_list: list[HostView] = []
         self._host_at: dict[str, int] = {}  # host name -> its place in _host_list
         self._queues = None
+        self._memo = PassMemo()
         records = [state.jobs[i] for i in state.pending]
         records.sort(key=order_key)
         for record in records:
@@ -239,6 +241,7 @@ class SnapshotCache:
             self._refresh_hosts(state)
         if self._queues is None:
             self._queues = dict(state.queues)
+            self._memo = PassMemo()  # what passes derived from the old queues is void
         arrays: tuple[PendingArray, ...] = ()
         limits: dict[int, tuple[int | None, int]] = {}
         if state.pending_arrays or self._tasks:
@@ -271,12 +274,14 @@ class SnapshotCache:
             groups if groups is not None else {},
             queued=queued,
             reservations=tuple(state.reservations.values()),
+            memo=self._memo,
         )
 
     def _refresh_hosts(self, state: ClusterState) -> None:
         """All host views after a host or queue event, else those of the hosts whose
         load changed since the last snapshot."""
         if self._hosts_dirty:
+            self._memo = PassMemo()  # a host was added or changed
             self._host_list = _host_views(state)
             self._host_at = {view.name: k for k, view in enumerate(self._host_list)}
             self._hosts_dirty = False

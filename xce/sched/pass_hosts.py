@@ -20,6 +20,7 @@ from xce.sched.expr import (
 )
 from xce.sched.gres import DevicePool, too_few
 from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
+from xce.sched.passmemo import PassMemo
 from xce.sched.plugins import QueuePolicy
 from xce.sched.ranking import FREE_ATTRIBUTES, key_function, select_names
 from xce.sched.reasons import WaitReason
@@ -56,6 +57,7 @@ class HostSearch:
     placed_per_array: dict[int, int]
     _tally: bool
     _no_reserve: bool
+    _memo: PassMemo | None
     usage_hours: dict[str, float]
 
     def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
@@ -89,15 +91,25 @@ class HostSearch:
         )
 
     def _filter(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> list[int]:
-        """The hosts the queue's filters accept for `spec` (cached per queue and -R)."""
+        """The hosts the queue's filters accept for `spec` (cached per queue and -R; kept
+        in the memo for later passes when every filter that applied is `fixed`). Shared:
+        never modified."""
         fkey = (queue.name, spec.resources)
         hosts = self._filtered.get(fkey)
         if hosts is None:
-            views = self.pool.hosts
-            hosts = list(range(len(views)))
-            for accepts, refuses_any in policy.filter_tests:
-                if refuses_any is None or refuses_any(spec, queue):
-                    hosts = [i for i in hosts if accepts(views[i], spec, queue)]
+            memo = self._memo
+            if memo is not None:
+                hosts = memo.filtered.get(fkey)
+            if hosts is None:
+                views = self.pool.hosts
+                hosts = list(range(len(views)))
+                keep = memo is not None
+                for accepts, refuses_any, fixed in policy.filter_tests:
+                    if refuses_any is None or refuses_any(spec, queue):
+                        hosts = [i for i in hosts if accepts(views[i], spec, queue)]
+                        keep = keep and fixed
+                if keep and memo is not None:
+                    memo.filtered[fkey] = hosts
             self._filtered[fkey] = hosts
         return hosts
 
@@ -122,11 +134,16 @@ class HostSearch:
         live = None
         if req is not None and select_names(req.select) & FREE_ATTRIBUTES:
             live = req.select
+        memo = self._memo
+        if memo is not None:
+            kept = memo.ranked.get(fkey)
+            if kept is not None:  # a static ranking of hosts the memo keeps
+                return OrderedCandidates(pool, kept, slots, mem, live)
+        cached = self._rankings.get(fkey)
         functions = self._key_functions.get(fkey)
         if functions is None:
             functions = self._key_functions[fkey] = key_function(pool, req, policy.score)
         key, dynamic, improving = functions
-        cached = self._rankings.get(fkey)
         if not dynamic:
             if cached is None:
                 ranked = (
@@ -134,6 +151,10 @@ class HostSearch:
                     if (req is not None and req.order) or policy.ranks
                     else hosts
                 )
+                # an `order[]` on fixed attributes (not slots or mem: it would be dynamic)
+                # lasts as long as `hosts`; a score plugin's own ranking may read anything
+                if memo is not None and not policy.ranks and memo.filtered.get(fkey) is hosts:
+                    memo.ranked[fkey] = ranked
                 cached = self._rankings[fkey] = (ranked, 0)
             return OrderedCandidates(pool, cached[0], slots, mem, live)
         # A heap is a heap when copied; entries made stale since only ever got worse

@@ -71,23 +71,14 @@ class SchedulingPass(JobPlacement):
             AdvanceGate(snapshot.reservations, self.pool, now) if snapshot.reservations else None
         )
         plugins = registry or builtin()
-        # Running tallies feed limits and the order plugins other than fcfs; a pass that
-        # has neither (plain FCFS, EASY) skips them: a cost per running job per pass.
-        # Without a queue that makes reservations (first-fit) a job wider than the free
-        # slots is passed over at once in the simulator's loop.
-        self.policies: dict[str, QueuePolicy] = {}
-        tally, no_reserve = False, True
-        for name, queue in snapshot.queues.items():
-            policy = self.policies[name] = plugins.policy_for(queue.plugins)
-            if (
-                policy.reads_usage
-                or queue.max_running is not None
-                or queue.max_running_per_user is not None
-            ):
-                tally = True
-            if policy.reserve is not None:
-                no_reserve = False
-        self._tally, self._no_reserve = tally, no_reserve
+        memo = snapshot.memo
+        self._memo = memo if memo is not None and memo.claim(plugins) else None
+        known = self._memo.policies if self._memo is not None else None
+        if known is None:
+            known = self._policies(plugins)
+            if self._memo is not None:
+                self._memo.policies = known
+        self.policies, self._tally, self._no_reserve = known
         self._sets: dict[tuple, CandidateSet | WaitReason] = {}
         self._filtered: dict[tuple[str, str], list[int]] = {}
         self._spread_hosts: dict[tuple, list[int]] = {}  # multi-host shape -> its hosts
@@ -111,6 +102,26 @@ class SchedulingPass(JobPlacement):
                     0.0, now - job.start_time
                 )
             self.usage_hours = {user: s / 3600.0 for user, s in seconds.items()}
+
+    def _policies(self, plugins: PluginRegistry) -> tuple[dict[str, QueuePolicy], bool, bool]:
+        """(each queue's policy, tally, no_reserve). Running tallies feed limits and the
+        order plugins other than fcfs; a pass that has neither (plain FCFS, EASY) skips
+        them: a cost per running job per pass. Without a queue that makes reservations
+        (first-fit) a job wider than the free slots is passed over at once in the
+        simulator's loop."""
+        policies: dict[str, QueuePolicy] = {}
+        tally, no_reserve = False, True
+        for name, queue in self.snapshot.queues.items():
+            policy = policies[name] = plugins.policy_for(queue.plugins)
+            if (
+                policy.reads_usage
+                or queue.max_running is not None
+                or queue.max_running_per_user is not None
+            ):
+                tally = True
+            if policy.reserve is not None:
+                no_reserve = False
+        return policies, tally, no_reserve
 
     # --- ordering -----------------------------------------------------------------------
 

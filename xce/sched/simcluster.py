@@ -25,6 +25,7 @@ from types import MappingProxyType
 from xce.core.allocation import host_memory_mb
 from xce.core.model import HostLoad, HostRecord, JobSpec, QueueRecord, ReservationRecord
 from xce.core.reservations import check_reservation
+from xce.sched.passmemo import PassMemo
 from xce.sched.snapshot import HostView, LazyViews, PendingJob, RunningJob, Snapshot, host_view
 from xce.sched.types import Placement
 
@@ -66,6 +67,7 @@ class SimCluster:
             check_reservation(reservation, kept)  # what ReservationAdded checks live
             kept[reservation.name] = reservation
         self._reservations = tuple(kept.values())
+        self._memo = PassMemo()
         self.pending: dict[str, PendingJob] = {}  # submission order
         self._queued = MappingProxyType({queue.name: self.pending.values()})
         self._nothing: Mapping[str, Collection[PendingJob]] = MappingProxyType({})
@@ -263,4 +265,5 @@ class SimCluster:
             groups if groups is not None else {},
             queued=self._queued if self.pending else self._nothing,
             reservations=self._reservations,
+            memo=self._memo,  # hosts and queue never change here
         )

@@ -24,6 +24,7 @@ from xce.core.model import (
     ReservationRecord,
 )
 from xce.core.state import ClusterState, held_slots
+from xce.sched.passmemo import PassMemo
 from xce.sched.priority import PrioritySettings
 
 DEFAULT_PRIORITY = PrioritySettings()  # immutable: one for every snapshot that has none
@@ -192,6 +193,9 @@ class Snapshot:
     reservations: tuple[ReservationRecord, ...] = ()
     # `[scheduler.priority]`, for the multifactor order plugin (xce/sched/priority.py)
     priority: PrioritySettings = DEFAULT_PRIORITY
+    # What passes over the same hosts and queues share (xce/sched/passmemo.py): kept by the
+    # snapshot's maker, None for a fresh snapshot; not part of what the snapshot shows
+    memo: PassMemo | None = field(default=None, compare=False, repr=False)
 
     def pending_jobs(self) -> Iterator[PendingJob]:
         """Every pending job, whichever of `jobs` and `queued` holds them."""

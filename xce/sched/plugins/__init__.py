@@ -29,6 +29,7 @@ from xce.sched.plugins.base import (
     ReservePlugin,
     ScorePlugin,
     blocks_queue,
+    fixed,
     ranks,
     reads_usage,
     reserves_host_sets,
@@ -55,9 +56,9 @@ class QueuePolicy:
     ranks: bool = field(init=False)  # the score's
     host_sets: bool = field(init=False)  # the reservation's (False without one)
     blocks_queue: bool = field(init=False)  # the reservation's (False without one)
-    # per filter: (accepts, refuses_any or None when the filter does not say)
+    # per filter: (accepts, refuses_any or None when the filter does not say, fixed)
     filter_tests: tuple[
-        tuple[Callable[..., bool], Callable[[JobSpec, QueueRecord], bool] | None], ...
+        tuple[Callable[..., bool], Callable[[JobSpec, QueueRecord], bool] | None, bool], ...
     ] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -70,7 +71,7 @@ class QueuePolicy:
         put(
             self,
             "filter_tests",
-            tuple((f.accepts, getattr(f, "refuses_any", None)) for f in self.filters),
+            tuple((f.accepts, getattr(f, "refuses_any", None), fixed(f)) for f in self.filters),
         )
 
 

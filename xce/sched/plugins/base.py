@@ -75,6 +75,11 @@ class FilterPlugin(Protocol):
         no queue host list): the pass then does not ask per host."""
         ...
 
+    # Optional class attribute `fixed`: True when `accepts` reads only a host's fixed
+    # parts (name, size, attributes, devices, `schedulable`), never its free slots or
+    # memory, so its answers may be kept from pass to pass while hosts and queues do not
+    # change (xce/sched/passmemo.py). A filter that does not say is asked every pass.
+
 
 class ScorePlugin(Protocol):
     name: ClassVar[str]
@@ -107,6 +112,10 @@ class ReservePlugin(Protocol):
     ) -> Reservation | None:
         """A reservation for `spec`, which fits none of `hosts` now, or None."""
         ...
+
+
+def fixed(filter_plugin: FilterPlugin) -> bool:
+    return bool(getattr(filter_plugin, "fixed", False))
 
 
 def submission_order(order: OrderPlugin) -> bool:

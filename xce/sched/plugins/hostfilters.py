@@ -19,6 +19,7 @@ class Online:
 
     name: ClassVar[str] = "online"
     kind: ClassVar[str] = "filter"
+    fixed: ClassVar[bool] = True  # `schedulable` changes only with a host event
 
     def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
         return True
@@ -33,6 +34,7 @@ class QueueHosts:
 
     name: ClassVar[str] = "queue-hosts"
     kind: ClassVar[str] = "filter"
+    fixed: ClassVar[bool] = True
 
     def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
         return bool(queue.hosts)
@@ -51,6 +53,7 @@ class Select:
 
     name: ClassVar[str] = "select"
     kind: ClassVar[str] = "filter"
+    fixed: ClassVar[bool] = False  # `select[slots>4]` reads the free slots
 
     def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
         return bool(spec.resources)

@@ -1,0 +1,115 @@
+"""The pass memo (xce/sched/passmemo.py): what passes over the same hosts and queues share.
+
+A filter's answers are kept only when the filter declares itself `fixed`; a filter that
+reads free slots is asked again each pass (else a host refused while full would stay
+refused). The controller's `SnapshotCache` drops the memo when a host is added, and a memo
+filled for one plugin registry is not read by a pass with another.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from tests.unit.helpers import T0, new_state, spec
+from xce.core import events as ev
+from xce.core.model import JobSpec, QueueRecord
+from xce.core.state import ClusterState
+from xce.sched import plugins
+from xce.sched.incremental import SnapshotCache
+from xce.sched.pipeline import plan
+from xce.sched.snapshot import HostView, snapshot_of
+
+
+class RoomyHosts:
+    """Accepts only hosts with at least 4 free slots: it reads free slots, so it must be
+    asked every pass."""
+
+    name: ClassVar[str] = "roomy"
+    kind: ClassVar[str] = "filter"  # no `fixed`: asked every pass
+
+    def refuses_any(self, spec: JobSpec, queue: QueueRecord) -> bool:
+        return True
+
+    def accepts(self, host: HostView, spec: JobSpec, queue: QueueRecord) -> bool:
+        return host.free_slots >= 4
+
+
+class FixedRoomyHosts(RoomyHosts):
+    """The same filter wrongly declared `fixed`: its first answer is kept."""
+
+    name: ClassVar[str] = "roomy-fixed"
+    fixed: ClassVar[bool] = True
+
+
+def state_with(filter_name: str) -> tuple[ClusterState, SnapshotCache]:
+    state = new_state((QueueRecord("normal", plugins=(filter_name,)),), {"h1": (8, 64_000)})
+    cache = SnapshotCache()
+    cache.snapshot(state)
+    return state, cache
+
+
+def apply(state: ClusterState, cache: SnapshotCache, event: ev.Event) -> None:
+    state.apply(event)
+    cache.observe(event, state)
+
+
+def passes(filter_name: str) -> list[list[str]]:
+    """Three passes: a 5-slot job starts (8 free), then with 3 free a 1-slot job may not
+    (the filter wants 4 free), then after the first ends it may."""
+    registry = plugins.PluginRegistry([*plugins.builtin_plugins(), RoomyHosts, FixedRoomyHosts])
+    state, cache = state_with(filter_name)
+    placed: list[list[str]] = []
+
+    def one_pass() -> None:
+        snapshot = cache.snapshot(state)
+        decided = plan(snapshot, T0, registry=registry)
+        assert decided.placements == plan(snapshot_of(state), T0, registry=registry).placements
+        placed.append([p.job_id for p in decided.placements])
+        for p in decided.placements:
+            apply(state, cache, ev.JobStarted(T0, p.job_id, p.host))
+
+    apply(state, cache, ev.JobSubmitted(T0, 1, spec("normal", slots=5)))
+    one_pass()
+    apply(state, cache, ev.JobSubmitted(T0, 2, spec("normal", slots=1)))
+    one_pass()
+    apply(state, cache, ev.JobFinished(T0, "1", 0, 0))
+    one_pass()
+    return placed
+
+
+def test_a_filter_that_reads_free_slots_is_asked_every_pass() -> None:
+    assert passes("roomy") == [["1"], [], ["2"]]
+
+
+def test_a_fixed_filter_is_asked_once_the_guard_can_fail() -> None:
+    """Declared fixed, the filter's first answer (h1 refused while 3 slots were free) is
+    kept: the comparison with a fresh snapshot in `passes` then fails. So the memo is
+    read, and the `fixed` flag is what keeps it right."""
+    try:
+        passes("roomy-fixed")
+    except AssertionError:
+        return
+    raise AssertionError("the memo kept no filter answer")
+
+
+def test_the_cache_drops_the_memo_when_a_host_comes() -> None:
+    state = new_state((QueueRecord("normal"),), {"h1": (8, 64_000)})
+    cache = SnapshotCache()
+    first = cache.snapshot(state).memo
+    apply(state, cache, ev.JobSubmitted(T0, 1, spec("normal", slots=1)))
+    assert cache.snapshot(state).memo is first  # a job changes no host or queue
+    apply(state, cache, ev.HostRegistered(T0, "h2", 8, 64_000))
+    assert cache.snapshot(state).memo is not first
+    assert snapshot_of(state).memo is None
+
+
+def test_a_memo_serves_one_registry() -> None:
+    state = new_state((QueueRecord("normal"),), {"h1": (8, 64_000)})
+    cache = SnapshotCache()
+    snapshot = cache.snapshot(state)
+    plan(snapshot, T0)
+    assert snapshot.memo is not None and snapshot.memo.registry is plugins.builtin()
+    other = plugins.PluginRegistry(plugins.builtin_plugins())
+    assert not snapshot.memo.claim(other)
+    plan(snapshot, T0, registry=other)  # runs without the memo
+    assert snapshot.memo.registry is plugins.builtin()
