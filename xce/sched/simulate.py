@@ -32,7 +32,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from xce.core.deps import DepStatus
 from xce.core.model import HostRecord, JobSpec, QueueRecord, ReservationRecord
@@ -163,9 +163,11 @@ class _Replay:
     """One run of `simulate`: the simulated cluster (the scheduler's view of it, kept
     event by event: xce/sched/simcluster.py), fairshare's usage, and the agenda.
 
-    The agenda is one heap of (time, kind, seq, payload): kind 0 a job ends (payload its
-    Outcome), 1 a job arrives (its SwfJob), 2 a reservation starts or ends; at one instant
-    ends come first, then arrivals, then one pass (module doc)."""
+    The agenda is three streams merged by time: the arrivals (the trace's jobs, in submit
+    order), the reservation wake-ups (sorted), and a heap of the running jobs' ends, (time,
+    seq, Outcome); at one instant ends come first, then arrivals, then wake-ups, then one
+    pass (module doc). Only running jobs are on the heap: a trace's million arrivals are
+    not pushed and popped through it."""
 
     def __init__(
         self,
@@ -185,7 +187,6 @@ class _Replay:
         )
         self.witness = witness
         self.spec_for = SpecMemo(self.slots)
-        self.number = 1  # the next job number, as ClusterState counts them
         self.ledger = UsageLedger(half_life_s)
         self.groups = {j.user: j.group for j in jobs}
         queue_policy = builtin().policy_for(result.plugins)
@@ -196,64 +197,75 @@ class _Replay:
             queue_policy.submission_order and not self.fair and queue_policy.blocks_queue
         )
         self.blocked = False
-        self.agenda: list[tuple[float, int, int, Any]] = []
+        self.ends: list[tuple[float, int, Outcome]] = []  # a heap
         self.seq = 0
-        self._fill(jobs, gpus_per_host, wake_times(reservations, first))
+        self.arrivals = self._runnable(jobs, gpus_per_host)
+        self.wakes = sorted(wake_times(reservations, first))
         self.ended = 0
         self.needs = _Needs()
 
-    def _fill(self, jobs: list[SwfJob], gpus_per_host: int, wakes: Sequence[float]) -> None:
-        """Every arrival and reservation wake-up on the agenda; jobs that cannot run are
-        counted as skipped: wider than the machine, or asking GPUs the hosts lack or GPUs
-        on a job wider than a host (not granted across hosts)."""
+    def _runnable(self, jobs: list[SwfJob], gpus_per_host: int) -> list[SwfJob]:
+        """The jobs that can run, in submit order (the trace's order among equal times);
+        the others are counted as skipped: wider than the machine, or asking GPUs the
+        hosts lack or GPUs on a job wider than a host (not granted across hosts)."""
         slots, width = self.slots, self.slots * self.hosts
+        runnable = []
         for job in jobs:
             if job.procs > width or job.gpus > gpus_per_host or (job.gpus and job.procs > slots):
                 self.result.skipped += 1
                 continue
-            self.agenda.append((job.submit, 1, self.seq, job))
-            self.seq += 1
-        for at in wakes:
-            self.agenda.append((at, 2, self.seq, None))
-            self.seq += 1
-        heapq.heapify(self.agenda)
+            runnable.append(job)
+        runnable.sort(key=lambda job: job.submit)  # stable: a sorted trace stays as it is
+        return runnable
 
     def run(self, progress: Callable[[int], None] | None) -> None:
         """The agenda, instant by instant. The three kinds of event are handled inline:
         this loop runs three times per job, and a call per event was a tenth of a replay."""
-        agenda, pop, push = self.agenda, heapq.heappop, heapq.heappush
+        ends, pop, push = self.ends, heapq.heappop, heapq.heappush
+        arrivals, wakes = self.arrivals, self.wakes
+        arrived, woken, last_arrival, last_wake = 0, 0, len(arrivals), len(wakes)
         cluster, needs, witness = self.cluster, self.needs, self.witness
         outcomes, spec_for, slots = self.result.outcomes, self.spec_for, self.slots
         pending, fair, charge = cluster.pending, self.fair, self.ledger.charge
         satisfied = _SATISFIED
         seq = self.seq
-        while agenda:
-            now = agenda[0][0]
-            while agenda and agenda[0][0] == now:
-                _, kind, _, payload = pop(agenda)
-                if kind == 0:  # a job ends
-                    self.blocked = False
-                    cluster.finish(payload.job_id)
-                    if fair:  # what UsageLedger.observe charges for a job that ended
-                        job = payload.job
-                        charge(job.user, job.procs * max(0.0, now - payload.start), now)
-                    if witness is not None:
-                        witness.finished(now, payload.job_id, payload.killed)
-                    payload.end = now
-                    self.ended += 1
-                    if progress is not None and not self.ended % 1024:
-                        progress(self.ended)
-                elif kind == 1:  # a job arrives
-                    number = len(outcomes) + 1  # numbered as ClusterState numbers them
-                    spec = spec_for(payload)
-                    job_id = str(number)
-                    cluster.submit(PendingJob(job_id, number, None, spec, satisfied, now))
-                    if witness is not None:
-                        witness.submitted(now, number, spec)
-                    outcomes.append(Outcome(payload, job_id))
-                    needs.add(min(payload.procs, slots))
-                else:  # a reservation starts or ends
-                    self.blocked = False
+        never = float("inf")
+        while True:
+            now = ends[0][0] if ends else never
+            if arrived < last_arrival and arrivals[arrived].submit < now:
+                now = arrivals[arrived].submit
+            if woken < last_wake and wakes[woken] < now:
+                now = wakes[woken]
+            if now == never:
+                break
+            while ends and ends[0][0] == now:  # jobs end
+                outcome = pop(ends)[2]
+                self.blocked = False
+                cluster.finish(outcome.job_id)
+                if fair:  # what UsageLedger.observe charges for a job that ended
+                    job, began = outcome.job, outcome.start
+                    assert began is not None  # every job on the heap has started
+                    charge(job.user, job.procs * max(0.0, now - began), now)
+                if witness is not None:
+                    witness.finished(now, outcome.job_id, outcome.killed)
+                outcome.end = now
+                self.ended += 1
+                if progress is not None and not self.ended % 1024:
+                    progress(self.ended)
+            while arrived < last_arrival and arrivals[arrived].submit == now:  # jobs arrive
+                job = arrivals[arrived]
+                arrived += 1
+                number = len(outcomes) + 1  # numbered as ClusterState numbers them
+                spec = spec_for(job)
+                job_id = str(number)
+                cluster.submit(PendingJob(job_id, number, None, spec, satisfied, now))
+                if witness is not None:
+                    witness.submitted(now, number, spec)
+                outcomes.append(Outcome(job, job_id))
+                needs.add(min(job.procs, slots))
+            while woken < last_wake and wakes[woken] == now:  # a reservation starts or ends
+                woken += 1
+                self.blocked = False
             if self.blocked or not needs.least or needs.least > cluster.most_free:
                 continue
             if self.strict_fcfs:  # strict order starts nothing unless the oldest job fits
@@ -271,7 +283,7 @@ class _Replay:
                 where = "+".join(p.host for p in parts) if len(parts) > 1 else placement.host
                 outcome.start, outcome.host = now, where
                 self.result.decisions.append((now, job.number, where))
-                push(agenda, (now + executed_time(job), 0, seq, outcome))
+                push(ends, (now + executed_time(job), seq, outcome))
                 seq += 1
         self.seq = seq
 
