@@ -186,16 +186,21 @@ class SchedulingPass(JobPlacement):
         explain = self.explain
         for (_, _, queue_name), items in groups:
             queue = queues[queue_name or next(iter(items)).spec.queue]
-            ctx = OrderContext(
-                self.now,
-                queue,
-                self.usage_hours,
-                self.snapshot.groups,
-                self.running_slots,
-                self.group_slots,
-                self.snapshot,
-            )
-            ordered = policies[queue.name].order.order(items, ctx)
+            order = policies[queue.name]
+            ordered: Iterable[Item]
+            if order.submission_order:
+                ordered = items  # items come in submission order: the order's answer
+            else:
+                ctx = OrderContext(
+                    self.now,
+                    queue,
+                    self.usage_hours,
+                    self.snapshot.groups,
+                    self.running_slots,
+                    self.group_slots,
+                    self.snapshot,
+                )
+                ordered = order.order.order(items, ctx)
             if not explain:
                 if self._run_quiet(ordered):
                     return self.result

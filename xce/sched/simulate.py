@@ -228,7 +228,8 @@ class _Replay:
         outcomes, spec_for, slots = self.result.outcomes, self.spec_for, self.slots
         pending, fair, charge = cluster.pending, self.fair, self.ledger.charge
         satisfied = _SATISFIED
-        seq = self.seq
+        seq, ended, decisions = self.seq, 0, self.result.decisions
+        strict_fcfs = self.strict_fcfs
         never = float("inf")
         while True:
             now = ends[0][0] if ends else never
@@ -249,9 +250,9 @@ class _Replay:
                 if witness is not None:
                     witness.finished(now, outcome.job_id, outcome.killed)
                 outcome.end = now
-                self.ended += 1
-                if progress is not None and not self.ended % 1024:
-                    progress(self.ended)
+                ended += 1
+                if progress is not None and not ended % 1024:
+                    progress(ended)
             while arrived < last_arrival and arrivals[arrived].submit == now:  # jobs arrive
                 job = arrivals[arrived]
                 arrived += 1
@@ -266,9 +267,10 @@ class _Replay:
             while woken < last_wake and wakes[woken] == now:  # a reservation starts or ends
                 woken += 1
                 self.blocked = False
-            if self.blocked or not needs.least or needs.least > cluster.most_free:
+            least = needs.least
+            if self.blocked or not least or least > cluster.most_free:
                 continue
-            if self.strict_fcfs:  # strict order starts nothing unless the oldest job fits
+            if strict_fcfs:  # strict order starts nothing unless the oldest job fits
                 head = next(iter(pending.values()))
                 if min(head.spec.slots, slots) > cluster.most_free:
                     continue
@@ -282,10 +284,10 @@ class _Replay:
                 parts = placement.hosts
                 where = "+".join(p.host for p in parts) if len(parts) > 1 else placement.host
                 outcome.start, outcome.host = now, where
-                self.result.decisions.append((now, job.number, where))
+                decisions.append((now, job.number, where))
                 push(ends, (now + executed_time(job), seq, outcome))
                 seq += 1
-        self.seq = seq
+        self.seq, self.ended = seq, ended
 
     def _pass(self, now: float) -> list[Placement]:
         """One scheduling pass through the live pipeline: the placements to make (`run`
