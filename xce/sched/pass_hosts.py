@@ -118,7 +118,9 @@ class HostSearch:
     ) -> CandidateSet | WaitReason:
         pool = self.pool
         fkey = (queue.name, spec.resources)
-        hosts = self._filter(spec, queue, policy)
+        hosts = self._filtered.get(fkey)
+        if hosts is None:
+            hosts = self._filter(spec, queue, policy)
         if not hosts:
             return why.NO_MATCH if spec.resources else why.NO_HOST
         slots, mem = spec.slots, spec.memory_mb
