@@ -15,11 +15,12 @@ import pytest
 
 from xce.core import events as ev
 from xce.core.deps import DepStatus
-from xce.core.model import JobSpec, QueueRecord, ReservationRecord
+from xce.core.model import HostRecord, JobSpec, QueueRecord, ReservationRecord
 from xce.core.state import ClusterState
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
 from xce.sched.simcluster import SimCluster
+from xce.sched.siminput import SpecMemo
 from xce.sched.simulate import (
     HOST_MEMORY_MB,
     PRESETS,
@@ -27,6 +28,7 @@ from xce.sched.simulate import (
     parse_reservation,
     plugins_for,
     simulate,
+    spec_for,
 )
 from xce.sched.snapshot import PendingJob, Snapshot, snapshot_of
 from xce.sched.swf import SwfJob
@@ -162,3 +164,41 @@ def test_refuses_what_the_live_state_refuses() -> None:
         cluster.finish("1")
     with pytest.raises(ValueError, match="no queue"):
         cluster.submit(PendingJob("3", 3, None, replace(spec, queue="other"), job.deps, 0.0))
+
+
+def test_most_free_follows_every_start_and_end() -> None:
+    """`most_free` (what decides whether a pass may start anything) is kept by counts of
+    hosts per free slots; it must equal the freest host's view at every step."""
+    rng = random.Random(5)
+    hosts = [HostRecord(f"h{i}", size, 64_000) for i, size in enumerate((4, 8, 8, 16, 2))]
+    cluster = SimCluster(QueueRecord("normal"), hosts)
+    running: list[str] = []
+    for number in range(1, 400):
+        if running and (rng.random() < 0.5 or cluster.most_free == 0):
+            cluster.finish(running.pop(rng.randrange(len(running))))
+        else:
+            views = cluster.snapshot().hosts
+            fits = [v for v in views if v.free_slots > 0]
+            if not fits:
+                continue
+            host = rng.choice(fits)
+            slots = rng.randint(1, host.free_slots)
+            spec = JobSpec(user="u", queue="normal", slots=slots)
+            job_id = str(number)
+            cluster.submit(PendingJob(job_id, number, None, spec, DepStatus.SATISFIED, 0.0))
+            cluster.start(Placement(job_id, host.name), float(number))
+            running.append(job_id)
+        assert cluster.most_free == max(v.free_slots for v in cluster.snapshot().hosts)
+
+
+def test_jobs_alike_share_one_spec() -> None:
+    one, two, other = (
+        SwfJob(1, 0.0, 10.0, 4, 600, "u1", "g1"),
+        SwfJob(2, 5.0, 99.0, 4, 600, "u1", "g1"),
+        SwfJob(3, 5.0, 10.0, 4, 601, "u1", "g1"),
+    )
+    memo = SpecMemo(slots=8, limit=2)
+    assert memo(one) is memo(two) and memo(one) == spec_for(one, slots=8)
+    assert memo(other) is not memo(one) and memo(other).walltime_s == 601
+    memo(SwfJob(4, 5.0, 10.0, 2, 601, "u2", "g1"))  # a third shape: the memo starts over
+    assert memo(one) == spec_for(one, slots=8)
