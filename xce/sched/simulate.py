@@ -1,9 +1,11 @@
 """Replay a workload in virtual time through the live scheduler: `xce simulate`.
 
-The simulator drives a real `ClusterState` with the same events the controller commits
-(HostRegistered, JobSubmitted, JobStarted, JobFinished) and asks the same
-`pipeline.plan(snapshot_of(state, usage, groups), now)` for placements, so a policy behaves
-here as it does live. At each instant, in this order: jobs reaching their end finish (a job
+The simulator keeps the cluster as the scheduler sees it (xce/sched/simcluster.py: the
+pending, running and host views a `ClusterState` and its `SnapshotCache` would give after
+the same HostRegistered, JobSubmitted, JobStarted and JobFinished events, checked against
+a real ClusterState at every pass by tests/sched/test_simcluster.py) and asks the same
+`pipeline.plan(snapshot, now)` as the controller for placements, so a policy behaves here
+as it does live. At each instant, in this order: jobs reaching their end finish (a job
 whose run time exceeds its requested time is killed at the requested time, like a real
 cluster enforcing walltime), new jobs are submitted, then one scheduling pass runs if a host
 has room. Hosts are `hosts` identical machines of `slots` slots; a job of `p` processors
@@ -16,11 +18,13 @@ Metrics, as papers on the Parallel Workloads Archive give them: average and medi
 tau = 10 s, utilisation (busy slot-seconds over slots x makespan) and makespan (last end -
 first submit); `detail()` breaks wait and slowdown down by job size (powers of two).
 
-Speed: each applied event also feeds a `SnapshotCache` (xce/sched/incremental.py), so a
-pass sees what changed since the last one instead of a fresh walk of every pending job, and
-the pass runs with `explain=False` (no reason for every waiting job), so it stops as soon
-as nothing more can start. Under strict FCFS (one queue, fcfs order) a pass that blocked is
-not repeated until a job ends: what arrives meanwhile queues behind the blocked job.
+Speed (issue 21): no job records, only the views a pass reads, made once per job (specs
+shared by jobs alike, running views made when a pass first reads them); the pass sees
+pending jobs in submission order as they are (no walk of the queue), shares what it derives
+from the unchanged hosts and queue with the next pass (xce/sched/passmemo.py), and runs with
+`explain=False` (no reason for every waiting job), so it stops as soon as nothing more can
+start. A pass that could start nothing is not run: the smallest pending job needs more
+slots than the freest host has, or, under strict FCFS, the oldest job does not fit.
 bench/refsim.py is the yardstick (`python -m bench`, figure 8).
 
 Inputs (presets, hosts, reservations, job specs) are in xce/sched/siminput.py, outcomes and
