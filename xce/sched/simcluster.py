@@ -53,6 +53,7 @@ class SimCluster:
         for free in self._free:
             self._hosts_by_free[free] = self._hosts_by_free.get(free, 0) + 1
         self.most_free = max(self._free, default=0)  # the most free slots on one host
+        self._one_host = n == 1  # then most_free is that host's, without counts
         self._used_mem = [0] * n
         self._jobs = [0] * n  # running jobs per host
         self._devices: list[set[str]] = [set() for _ in range(n)]
@@ -60,7 +61,6 @@ class SimCluster:
         self._idle = [host_view(h, None) for h in self.hosts]  # each host's view, idle
         self._schedulable = [view.schedulable for view in self._idle]
         self._views: list[HostView] = list(self._idle)
-        self._view_tuple: tuple[HostView, ...] = tuple(self._views)
         self._dirty: set[int] = set()  # hosts whose view is out of date
         kept: dict[str, ReservationRecord] = {}
         for reservation in reservations:
@@ -68,12 +68,17 @@ class SimCluster:
             kept[reservation.name] = reservation
         self._reservations = tuple(kept.values())
         self._memo = PassMemo()
+        self._lazy = LazyViews(self._running_views)
+        self._kept: Snapshot | None = None  # the snapshot of passes without usage
+        self._kept_groups: Mapping[str, str] | None = None  # what it was made with
         self.pending: dict[str, PendingJob] = {}  # submission order
         self._queued = MappingProxyType({queue.name: self.pending.values()})
         self._nothing: Mapping[str, Collection[PendingJob]] = MappingProxyType({})
         # running job -> (spec, start, (host index, slots, memory, devices) per host)
         self._spans: dict[str, tuple[JobSpec, float, tuple[Share, ...]]] = {}
-        self._order: list[tuple[str, str]] = []  # (host name, job id) of every share, sorted
+        # (host name, job id) of every share, sorted; None until a pass first reads the
+        # running views (FCFS and first-fit passes never do: nothing to keep in order)
+        self._order: list[tuple[str, str]] | None = None
         self._made: dict[tuple[str, str], RunningJob] = {}  # the views read so far
         self._running: tuple[RunningJob, ...] | None = ()  # None: to make again
 
@@ -150,13 +155,15 @@ class SimCluster:
             self._jobs[i] -= 1
             if devices:
                 self._devices[i].difference_update(devices)
-            key = (self.hosts[i].name, job_id)
-            del order[bisect_left(order, key)]
-            made.pop(key, None)
+            if order is not None:
+                key = (self.hosts[i].name, job_id)
+                del order[bisect_left(order, key)]
+                made.pop(key, None)
         self._running = None
 
     def _order_add(self, host: str, job_id: str) -> None:
-        insort(self._order, (host, job_id))
+        if self._order is not None:
+            insort(self._order, (host, job_id))
         self._running = None
 
     def _running_views(self) -> tuple[RunningJob, ...]:
@@ -165,8 +172,15 @@ class SimCluster:
         first-fit pass reads none: it times no reservation and tallies no usage)."""
         views = self._running
         if views is None:
+            order = self._order
+            if order is None:  # first read: keep the order from now on
+                order = self._order = sorted(
+                    (self.hosts[i].name, job_id)
+                    for job_id, (_, _, shares) in self._spans.items()
+                    for i, _, _, _ in shares
+                )
             made, make = self._made, self._make_view
-            views = self._running = tuple([made.get(key) or make(key) for key in self._order])
+            views = self._running = tuple([made.get(key) or make(key) for key in order])
         return views
 
     def _make_view(self, key: tuple[str, str]) -> RunningJob:
@@ -200,6 +214,9 @@ class SimCluster:
         free, counts = self._free, self._hosts_by_free
         before = free[i]
         after = free[i] = before - slots
+        if self._one_host:
+            self.most_free = after
+            return
         left = counts[before] - 1
         if left:
             counts[before] = left
@@ -245,23 +262,33 @@ class SimCluster:
     def snapshot(
         self, usage: Mapping[str, float] | None = None, groups: Mapping[str, str] | None = None
     ) -> Snapshot:
-        """What `SnapshotCache.snapshot` gives for a ClusterState fed the same events. The
-        pending jobs are a live view of `pending`: plan the snapshot before the next event
-        (as the controller's cache asks too)."""
+        """What `SnapshotCache.snapshot` gives for a ClusterState fed the same events.
+        Its hosts, running and pending jobs are live views of this cluster, and without
+        `usage` it is the same object every pass (a pass reads it whole before it
+        returns): plan the snapshot before the next event, as the controller's cache asks
+        too, and do not keep it."""
         if self._dirty:
             views = self._views
             for i in self._dirty:
                 views[i] = self._view(i)
             self._dirty.clear()
-            self._view_tuple = tuple(views)
+        if usage is None and self.pending:  # the same object, kept current, every pass
+            kept = self._kept
+            if kept is None or self._kept_groups is not groups:
+                kept = self._kept = self._snapshot({}, groups)
+                self._kept_groups = groups
+            return kept
+        return self._snapshot(usage if usage is not None else {}, groups)
+
+    def _snapshot(self, usage: Mapping[str, float], groups: Mapping[str, str] | None) -> Snapshot:
         return Snapshot(
-            self._view_tuple,
+            self._views,
             self._queues,
             (),
             (),
             {},
-            LazyViews(self._running_views),
-            usage if usage is not None else {},
+            self._lazy,
+            usage,
             groups if groups is not None else {},
             queued=self._queued if self.pending else self._nothing,
             reservations=self._reservations,

@@ -95,20 +95,14 @@ class RunningJob:
 class LazyViews(Sequence[RunningJob]):
     """Running views made when first read: a pass that times no reservation and tallies
     no usage (FCFS, first-fit) reads none, so the simulator (xce/sched/simcluster.py)
-    does not make one per job for it. Equal to the tuple it stands for; like
-    `Snapshot.queued`, it reads its maker's current state: plan before the next event."""
+    does not make one per job for it. `make` returns the current views (and keeps them
+    while nothing changes). Equal to the tuple it stands for; like `Snapshot.queued`, it
+    reads its maker's current state: plan before the next event."""
 
-    __slots__ = ("_make", "_views")
+    __slots__ = ("_all",)
 
     def __init__(self, make: Callable[[], tuple[RunningJob, ...]]) -> None:
-        self._make = make
-        self._views: tuple[RunningJob, ...] | None = None
-
-    def _all(self) -> tuple[RunningJob, ...]:
-        views = self._views
-        if views is None:
-            views = self._views = self._make()
-        return views
+        self._all = make
 
     def __len__(self) -> int:
         return len(self._all())
@@ -170,7 +164,7 @@ def running_views(job: JobRecord) -> tuple[RunningJob, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    hosts: tuple[HostView, ...]
+    hosts: Sequence[HostView]  # a tuple, or the simulator's list kept current
     queues: dict[str, QueueRecord]
     jobs: tuple[PendingJob, ...]
     arrays: tuple[PendingArray, ...]
