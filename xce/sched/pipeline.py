@@ -186,9 +186,9 @@ class SchedulingPass(JobPlacement):
         explain = self.explain
         for (_, _, queue_name), items in groups:
             queue = queues[queue_name or next(iter(items)).spec.queue]
-            order = policies[queue.name]
+            policy = policies[queue.name]
             ordered: Iterable[Item]
-            if order.submission_order:
+            if policy.submission_order:
                 ordered = items  # items come in submission order: the order's answer
             else:
                 ctx = OrderContext(
@@ -200,7 +200,7 @@ class SchedulingPass(JobPlacement):
                     self.group_slots,
                     self.snapshot,
                 )
-                ordered = order.order.order(items, ctx)
+                ordered = policy.order.order(items, ctx)
             if not explain:
                 if self._run_quiet(ordered):
                     return self.result
