@@ -57,7 +57,6 @@ class SimCluster:
         self._used_mem = [0] * n
         self._jobs = [0] * n  # running jobs per host
         self._devices: list[set[str]] = [set() for _ in range(n)]
-        self._records = self.hosts
         self._idle = [host_view(h, None) for h in self.hosts]  # each host's view, idle
         self._schedulable = [view.schedulable for view in self._idle]
         self._views: list[HostView] = list(self._idle)
@@ -237,7 +236,7 @@ class SimCluster:
     def _view(self, i: int) -> HostView:
         """`host_view` of the host's record and load (the same fields, without building
         the load when the host has no devices to tell free from held)."""
-        host = self._records[i]
+        host = self.hosts[i]
         if not self._jobs[i]:  # an idle host has no load, as in ClusterState
             return self._idle[i]
         used_mem = self._used_mem[i]
