@@ -15,7 +15,8 @@ import pytest
 
 from xce.core import events as ev
 from xce.core.deps import DepStatus
-from xce.core.model import HostRecord, JobSpec, QueueRecord, ReservationRecord
+from xce.core.errors import XceError
+from xce.core.model import HostRecord, HostSlots, JobSpec, QueueRecord, ReservationRecord
 from xce.core.state import ClusterState
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
@@ -206,3 +207,50 @@ def test_jobs_alike_share_one_spec() -> None:
     assert memo(other) is not memo(one) and memo(other).walltime_s == 601
     memo(SwfJob(4, 5.0, 10.0, 2, 601, "u2", "g1"))  # a third shape: the memo starts over
     assert memo(one) == spec_for(one, slots=8)
+
+
+def test_allocations_are_judged_as_the_live_state_judges_them() -> None:
+    """Starts the pass would never make, refused or taken as ClusterState takes them."""
+    gpus = (("gpu", "0,1"),)
+    hosts = [HostRecord(name, 8, 64_000, gres=gpus) for name in ("n1", "n2")]
+    live = ClusterState()
+    live.apply(ev.QueueCreated(0.0, QueueRecord("normal")))
+    for host in hosts:
+        live.apply(ev.HostRegistered(0.0, host.name, 8, 64_000, (), gpus))
+    cluster = SimCluster(QueueRecord("normal"), hosts)
+    number = 0
+
+    def both(spec: JobSpec, placement: Placement) -> None:
+        nonlocal number
+        number += 1
+        job_id = str(number)
+        placement = replace(placement, job_id=job_id)
+        live.apply(ev.JobSubmitted(0.0, number, spec))
+        cluster.submit(PendingJob(job_id, number, None, spec, DepStatus.SATISFIED, 0.0))
+        refused = []
+        for start in (
+            lambda: live.apply(
+                ev.JobStarted(0.0, job_id, placement.host, placement.devices, placement.hosts)
+            ),
+            lambda: cluster.start(placement, 0.0),
+        ):
+            try:
+                start()
+                refused.append(False)
+            except (ValueError, XceError):  # the live state's errors, the simulator's
+                refused.append(True)
+        assert refused[0] == refused[1], (placement, refused)
+        if not refused[0]:
+            assert tuple(cluster.snapshot().hosts) == snapshot_of(live).hosts
+
+    plain = JobSpec(user="u", queue="normal", slots=4)
+    both(plain, Placement("", "n1", hosts=(HostSlots("n2", 4),)))  # not at its first host
+    both(plain, Placement("", "n1", ("gpu:7",)))  # a device n1 lacks
+    both(replace(plain, exclusive=True), Placement("", "n1", hosts=(HostSlots("n1", 8),)))
+    both(plain, Placement("", "n2", ("gpu:0",)))
+    both(plain, Placement("", "n2", ("gpu:0",)))  # held by the job before
+    wide = replace(plain, slots=4, gres=(("gpu", "1"),))
+    both(  # gone: n1 is whole-held; a two-host start elsewhere with grants per host
+        wide,
+        Placement("", "n2", ("gpu:1",), hosts=(HostSlots("n2", 2, ("gpu:1",)), HostSlots("n1", 2))),
+    )

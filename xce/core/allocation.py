@@ -24,18 +24,22 @@ def host_memory_mb(spec: JobSpec, slots_here: int) -> int:
 def check_allocation(job: JobRecord, first: str, hosts: Sequence[HostSlots]) -> None:
     """An allocation must start at `first`, name each host once and hold exactly the job's
     slots: what `ClusterState.apply` checks before a JobStarted with hosts mutates."""
+    check_hosts(job.id, job.spec, first, hosts)
+
+
+def check_hosts(job_id: str, spec: JobSpec, first: str, hosts: Sequence[HostSlots]) -> None:
+    """`check_allocation` for a job known by its id and spec (the simulator has no record:
+    xce/sched/simcluster.py)."""
     if hosts[0].host != first:
-        raise InvalidRequest(f"job {job.id}: the allocation must start at host {first}")
+        raise InvalidRequest(f"job {job_id}: the allocation must start at host {first}")
     names = [p.host for p in hosts]
     if len(set(names)) != len(names):
-        raise InvalidRequest(f"job {job.id}: a host appears twice in the allocation")
+        raise InvalidRequest(f"job {job_id}: a host appears twice in the allocation")
     total = sum(p.slots for p in hosts)
     # an exclusive job holds whole hosts: at least its slots
-    enough = total >= job.spec.slots if job.spec.exclusive else total == job.spec.slots
+    enough = total >= spec.slots if spec.exclusive else total == spec.slots
     if any(p.slots < 1 for p in hosts) or not enough:
-        raise InvalidRequest(
-            f"job {job.id}: the allocation does not hold its {job.spec.slots} slots"
-        )
+        raise InvalidRequest(f"job {job_id}: the allocation does not hold its {spec.slots} slots")
 
 
 def exec_host(job: JobRecord) -> str:

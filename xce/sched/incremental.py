@@ -67,8 +67,8 @@ _KINDS: dict[type, int] = {
 class RunningOrder:
     """Running views in the order a pass reads them (host name, then job id as text, as
     `snapshot_of` walks them), kept sorted as jobs start and end: a start or an end moves
-    one entry instead of resorting them all. Shared by `SnapshotCache` and the simulator's
-    cluster (xce/sched/simcluster.py)."""
+    one entry instead of resorting them all (the simulator's cluster, xce/sched/simcluster.py,
+    keeps the same order with its views made lazily)."""
 
     __slots__ = ("_by_job", "_ordered", "_tuple")
 

@@ -153,8 +153,9 @@ class HostSearch:
                     if (req is not None and req.order) or policy.ranks
                     else hosts
                 )
-                # an `order[]` on fixed attributes (not slots or mem: it would be dynamic)
-                # lasts as long as `hosts`; a score plugin's own ranking may read anything
+                # kept for jobs without -R (the built-in `select` filter is not fixed, so
+                # with one the hosts are not kept); an `order[]` on fixed attributes would
+                # last as long as `hosts` too; a score plugin's own ranking may read anything
                 if memo is not None and not policy.ranks and memo.filtered.get(fkey) is hosts:
                     memo.ranked[fkey] = ranked
                 cached = self._rankings[fkey] = (ranked, 0)

@@ -5,15 +5,17 @@ per-host loads) and feeds a `SnapshotCache` from it: about 15 us of bookkeeping 
 three times over (submit, start, end), that a simulator replaying millions of jobs pays
 for records nobody reads. This class keeps only what a pass reads, in the form the pass
 reads it: the pending views in submission order (made once per job, reused by every
-pass), the running views in (host, job id) order, made when a pass first reads them,
-one `HostView` per host rebuilt when its load changes (`host_view`, the live function), and
-hands `plan` the same `Snapshot` that `SnapshotCache.snapshot` builds from a ClusterState
-fed the same events. tests/sched/test_simcluster.py replays traces with a real
+pass), the running views in (host, job id) order, made when a pass first reads them, one
+`HostView` per host rebuilt when its load changes, and hands `plan` a `Snapshot` showing
+what `SnapshotCache.snapshot` shows for a ClusterState fed the same events (its hosts are a
+list kept current, not a tuple). tests/sched/test_simcluster.py replays traces with a real
 ClusterState beside it and compares the two snapshots at every pass.
 
 What a simulated job can do is narrow (one queue; submit, start on the hosts the pass
-chose, end), and each method checks what the live state would refuse (an unknown or a
-busy job, a device held twice), so a simulator bug cannot pass unseen.
+chose, end), and each method refuses what the live state refuses for those (an unknown or
+busy job, an allocation that does not start at the placement's host or does not hold the
+job's slots, a device the host lacks or another job holds), so a simulator bug cannot
+pass unseen.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from bisect import bisect_left, insort
 from collections.abc import Collection, Mapping, Sequence
 from types import MappingProxyType
 
-from xce.core.allocation import host_memory_mb
+from xce.core import gres
+from xce.core.allocation import check_hosts, host_memory_mb
 from xce.core.model import HostLoad, HostRecord, JobSpec, QueueRecord, ReservationRecord
 from xce.core.reservations import check_reservation
 from xce.sched.passmemo import PassMemo
@@ -100,8 +103,10 @@ class SimCluster:
             raise ValueError(f"job {job_id} is not pending")
         spec = job.spec
         parts = placement.hosts
-        if len(parts) > 1 or (parts and parts[0].slots != spec.slots):
-            return self._start_on_hosts(job, placement, now)
+        if parts:
+            check_hosts(job_id, spec, placement.host, parts)
+            if len(parts) > 1 or parts[0].slots != spec.slots:
+                return self._start_on_hosts(job, placement, now)
         i = self._index(placement.host)
         devices = placement.devices
         if devices:
@@ -119,13 +124,16 @@ class SimCluster:
     def _start_on_hosts(self, job: PendingJob, placement: Placement, now: float) -> PendingJob:
         """A multi-host start: each host holds its share (`running_views`' parts)."""
         job_id, spec, parts = job.job_id, job.spec, placement.hosts
+        # the first host holds the job's own grant, each other host its part's (as live)
         shares = tuple(
-            (self._index(p.host), p.slots, host_memory_mb(spec, p.slots), p.devices) for p in parts
+            (
+                self._index(p.host),
+                p.slots,
+                host_memory_mb(spec, p.slots),
+                placement.devices if k == 0 else p.devices,
+            )
+            for k, p in enumerate(parts)
         )
-        if parts[0].host != placement.host or sum(s for _, s, _, _ in shares) != spec.slots:
-            raise ValueError(f"job {job_id}: the allocation does not hold its slots")
-        if len({i for i, _, _, _ in shares}) != len(shares):
-            raise ValueError(f"job {job_id}: the allocation names a host twice")
         for i, _, _, devices in shares:
             self._check_devices(i, job_id, devices)
         del self.pending[job_id]
@@ -139,8 +147,15 @@ class SimCluster:
         return job
 
     def _check_devices(self, i: int, job_id: str, devices: tuple[str, ...]) -> None:
+        """What `ClusterState` checks of a grant: the host has each device, none held."""
+        host = self.hosts[i]
+        have = gres.host_devices(host.gres)
+        for name in devices:
+            kind, device = gres.split_grant(name)
+            if device not in have.get(kind, ()):
+                raise ValueError(f"job {job_id}: host {host.name} has no device {name}")
         if not self._devices[i].isdisjoint(devices):
-            raise ValueError(f"job {job_id}: a device of {self.hosts[i].name} is in use")
+            raise ValueError(f"job {job_id}: a device of {host.name} is in use")
 
     def finish(self, job_id: str) -> None:
         """A running job ended: what it held is free again."""
@@ -261,7 +276,7 @@ class SimCluster:
     def snapshot(
         self, usage: Mapping[str, float] | None = None, groups: Mapping[str, str] | None = None
     ) -> Snapshot:
-        """What `SnapshotCache.snapshot` gives for a ClusterState fed the same events.
+        """What `SnapshotCache.snapshot` shows for a ClusterState fed the same events.
         Its hosts, running and pending jobs are live views of this cluster, and without
         `usage` it is the same object every pass (a pass reads it whole before it
         returns): plan the snapshot before the next event, as the controller's cache asks

@@ -50,7 +50,8 @@ class OrderPlugin(Protocol):
     name: ClassVar[str]
     kind: ClassVar[str]
     # True when the order is submission order: the queues at one priority level that use
-    # it are merged into one stream by submission
+    # it are merged into one stream by submission, and the pass reads that stream as it
+    # is, without calling `order` (a plugin that also filters or reorders must say False)
     submission_order: ClassVar[bool]
     # True when the order reads usage and slots in use (OrderContext): the pass then keeps
     # running tallies, a cost per running job per pass
