@@ -89,22 +89,13 @@ class HostPool:
         if self._releases is None:
             table: list[list[tuple[float, int, int]]] = [[] for _ in self.hosts]
             index, now = self.index, self.now
-            if len(table) == 1:  # one host: no lookup per job
-                only = self.hosts[0].name
-                put = table[0].append
-                for job in self._running:
-                    if job.host == only:
-                        wall = job.walltime_s
-                        end = INFINITY if wall is None else job.start_time + wall
-                        put((now if end < now else end, job.slots, job.memory_mb))
-            else:
-                for job in self._running:
-                    at = index.get(job.host)
-                    if at is None:
-                        continue
-                    wall = job.walltime_s
-                    end = INFINITY if wall is None else job.start_time + wall
-                    table[at].append((now if end < now else end, job.slots, job.memory_mb))
+            for job in self._running:
+                at = index.get(job.host)
+                if at is None:
+                    continue
+                wall = job.walltime_s
+                end = INFINITY if wall is None else job.start_time + wall
+                table[at].append((now if end < now else end, job.slots, job.memory_mb))
             for at, end, slots, mem in self._placed:
                 table[at].append((end, slots, mem))
             self._releases = table

@@ -151,7 +151,6 @@ class SnapshotCache:
         self._host_list: list[HostView] = []
         self._host_at: dict[str, int] = {}  # host name -> its place in _host_list
         self._queues = None
-        self._memo = PassMemo()
         records = [state.jobs[i] for i in state.pending]
         records.sort(key=order_key)
         for record in records:
@@ -237,11 +236,14 @@ class SnapshotCache:
         for job_id in self._dependent:  # dependency status can change with any event
             record = state.jobs[job_id]
             self._queued[self._where[job_id]][job_id] = _view(record, state)
+        if self._hosts_dirty or self._queues is None:
+            # a host or a queue was added or changed (or the cache rebuilt): what passes
+            # derived from the old ones is void (xce/sched/passmemo.py)
+            self._memo = PassMemo()
         if self._hosts_dirty or self._dirty:
             self._refresh_hosts(state)
         if self._queues is None:
             self._queues = dict(state.queues)
-            self._memo = PassMemo()  # what passes derived from the old queues is void
         arrays: tuple[PendingArray, ...] = ()
         limits: dict[int, tuple[int | None, int]] = {}
         if state.pending_arrays or self._tasks:
@@ -281,7 +283,6 @@ class SnapshotCache:
         """All host views after a host or queue event, else those of the hosts whose
         load changed since the last snapshot."""
         if self._hosts_dirty:
-            self._memo = PassMemo()  # a host was added or changed
             self._host_list = _host_views(state)
             self._host_at = {view.name: k for k, view in enumerate(self._host_list)}
             self._hosts_dirty = False

@@ -26,10 +26,18 @@ from types import MappingProxyType
 
 from xce.core import gres
 from xce.core.allocation import check_hosts, host_memory_mb
-from xce.core.model import HostLoad, HostRecord, JobSpec, QueueRecord, ReservationRecord
+from xce.core.model import HostRecord, JobSpec, QueueRecord, ReservationRecord
 from xce.core.reservations import check_reservation
 from xce.sched.passmemo import PassMemo
-from xce.sched.snapshot import HostView, LazyViews, PendingJob, RunningJob, Snapshot, host_view
+from xce.sched.snapshot import (
+    HostView,
+    LazyViews,
+    PendingJob,
+    RunningJob,
+    Snapshot,
+    host_view,
+    view_of,
+)
 from xce.sched.types import Placement
 
 Share = tuple[int, int, int, tuple[str, ...]]  # host index, slots, memory, devices
@@ -61,7 +69,6 @@ class SimCluster:
         self._jobs = [0] * n  # running jobs per host
         self._devices: list[set[str]] = [set() for _ in range(n)]
         self._idle = [host_view(h, None) for h in self.hosts]  # each host's view, idle
-        self._schedulable = [view.schedulable for view in self._idle]
         self._views: list[HostView] = list(self._idle)
         self._dirty: set[int] = set()  # hosts whose view is out of date
         kept: dict[str, ReservationRecord] = {}
@@ -249,27 +256,10 @@ class SimCluster:
         return at
 
     def _view(self, i: int) -> HostView:
-        """`host_view` of the host's record and load (the same fields, without building
-        the load when the host has no devices to tell free from held)."""
-        host = self.hosts[i]
         if not self._jobs[i]:  # an idle host has no load, as in ClusterState
             return self._idle[i]
-        used_mem = self._used_mem[i]
-        if host.gres:
-            used = host.slots - self._free[i]
-            load = HostLoad(used, used_mem, devices=frozenset(self._devices[i]))
-            return host_view(host, load)
-        return HostView(
-            host.name,
-            host.slots,
-            host.memory_mb,
-            self._free[i],
-            host.memory_mb - used_mem,
-            host.attributes,
-            self._schedulable[i],
-            host.gres,
-            (),
-        )
+        host = self.hosts[i]
+        return view_of(host, host.slots - self._free[i], self._used_mem[i], self._devices[i])
 
     # --- reading ------------------------------------------------------------------------
 

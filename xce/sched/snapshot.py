@@ -7,6 +7,7 @@ run off the event loop (or in another process) while the state moves on.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import overload
 
@@ -201,11 +202,16 @@ class Snapshot:
 
 def host_view(host: HostRecord, load: HostLoad | None) -> HostView:
     """What a pass sees of one host: its size, what is free of it, its devices."""
-    used_slots = load.slots if load else 0
-    used_mem = load.memory_mb if load else 0
+    if load is None:
+        return view_of(host, 0, 0, frozenset())
+    return view_of(host, load.slots, load.memory_mb, load.devices)
+
+
+def view_of(host: HostRecord, used_slots: int, used_mem: int, held: AbstractSet[str]) -> HostView:
+    """`host_view` from the load's parts: what active jobs hold of slots and memory and
+    which devices ("gpu:0") they hold (the simulator keeps these, not a HostLoad)."""
     free: tuple[str, ...] = ()
     if host.gres:
-        held = load.devices if load else frozenset()
         free = tuple(
             name
             for kind, ids in gres.host_devices(host.gres).items()
