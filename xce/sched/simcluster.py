@@ -66,10 +66,8 @@ class SimCluster:
         self.most_free = max(self._free, default=0)  # the most free slots on one host
         self._one_host = n == 1  # then most_free is that host's, without counts
         self._used_mem = [0] * n
-        self._jobs = [0] * n  # running jobs per host
         self._devices: list[set[str]] = [set() for _ in range(n)]
-        self._idle = [host_view(h, None) for h in self.hosts]  # each host's view, idle
-        self._views: list[HostView] = list(self._idle)
+        self._views: list[HostView] = [host_view(h, None) for h in self.hosts]
         self._dirty: set[int] = set()  # hosts whose view is out of date
         kept: dict[str, ReservationRecord] = {}
         for reservation in reservations:
@@ -123,7 +121,6 @@ class SimCluster:
         slots, mem = spec.slots, spec.memory_mb
         self._use(i, slots)
         self._used_mem[i] += mem
-        self._jobs[i] += 1
         self._spans[job_id] = (spec, now, ((i, slots, mem, devices),))
         self._order_add(placement.host, job_id)
         return job
@@ -148,7 +145,6 @@ class SimCluster:
             self._devices[i].update(devices)
             self._use(i, slots)
             self._used_mem[i] += mem
-            self._jobs[i] += 1
             self._order_add(self.hosts[i].name, job_id)
         self._spans[job_id] = (spec, now, shares)
         return job
@@ -173,7 +169,6 @@ class SimCluster:
         for i, slots, mem, devices in span[2]:
             self._use(i, -slots)
             self._used_mem[i] -= mem
-            self._jobs[i] -= 1
             if devices:
                 self._devices[i].difference_update(devices)
             if order is not None:
@@ -256,8 +251,6 @@ class SimCluster:
         return at
 
     def _view(self, i: int) -> HostView:
-        if not self._jobs[i]:  # an idle host has no load, as in ClusterState
-            return self._idle[i]
         host = self.hosts[i]
         return view_of(host, host.slots - self._free[i], self._used_mem[i], self._devices[i])
 
