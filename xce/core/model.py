@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from xce.core.arrayspec import IndexSet
 from xce.core.deps import DepTerm
+from xce.core.fastinit import fast_init
 
 
 class JobState(enum.StrEnum):
@@ -79,6 +80,7 @@ class Usage:
         return self.cpu_user_s + self.cpu_system_s
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HostSlots:
     """One host's share of a job's allocation (issue 15): a multi-host job holds a tuple
@@ -103,6 +105,7 @@ class HostUsage:
     max_rss_bytes: int = 0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a user asked for at submit time; shared by every task of an array."""
@@ -149,6 +152,7 @@ class JobSpec:
     mem_per_slot_mb: int = 0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class JobRecord:
     """One job, or one materialised task of an array (then `array_id` is set)."""
@@ -313,6 +317,7 @@ class HostRecord:
         return None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HostLoad:
     """Slots and memory held by active jobs on a host (derived, never logged)."""

@@ -15,6 +15,7 @@ from xce.core import gres
 from xce.core.allocation import host_memory_mb
 from xce.core.arrayspec import IndexSet
 from xce.core.deps import DepStatus, evaluate
+from xce.core.fastinit import fast_init
 from xce.core.model import (
     HostLoad,
     HostRecord,
@@ -31,6 +32,7 @@ from xce.sched.priority import PrioritySettings
 DEFAULT_PRIORITY = PrioritySettings()  # immutable: one for every snapshot that has none
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HostView:
     name: str
@@ -46,6 +48,7 @@ class HostView:
     free_devices: tuple[str, ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PendingJob:
     job_id: str
@@ -56,6 +59,7 @@ class PendingJob:
     submit_time: float = 0.0  # the age factor of multifactor priority (xce/sched/priority.py)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PendingArray:
     number: int
@@ -67,6 +71,7 @@ class PendingArray:
     submit_time: float = 0.0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RunningJob:
     """An active job (running or suspended): it holds `slots` and `memory_mb` on `host`

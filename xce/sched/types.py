@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from xce.core.fastinit import fast_init
 from xce.core.model import HostSlots
 from xce.sched.reasons import WaitReason
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Start `job_id` (a job or an array task id) on `host`; a multi-host job also gets

@@ -1,0 +1,135 @@
+"""fast_init (issue 21): the same __init__ as dataclasses makes, cheaper, for every class
+that carries it, and a refusal where it could not be the same."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import pickle
+from dataclasses import InitVar, dataclass, field
+from typing import Any
+
+import pytest
+
+from xce.core import model
+from xce.core.fastinit import fast_init
+from xce.sched import snapshot, types
+
+DECORATED = [
+    model.HostSlots,
+    model.JobSpec,
+    model.JobRecord,
+    model.HostLoad,
+    snapshot.HostView,
+    snapshot.PendingJob,
+    snapshot.PendingArray,
+    snapshot.RunningJob,
+    types.Placement,
+]
+
+
+def _twin(cls: type) -> Any:
+    """The same class as `dataclasses` alone makes it (its generated __init__)."""
+    fields = [(f.name, f.type, f) for f in dataclasses.fields(cls)]
+    return dataclasses.make_dataclass(cls.__name__, fields, frozen=True, slots=True)
+
+
+def _values(cls: type) -> dict[str, Any]:
+    """A distinct value for every field (objects: equality is all the test reads)."""
+    return {f.name: (f.name, k) for k, f in enumerate(dataclasses.fields(cls))}
+
+
+@pytest.mark.parametrize("cls", DECORATED, ids=lambda c: c.__name__)
+def test_decorated_classes_build_what_dataclasses_builds(cls: type) -> None:
+    assert cls.__init__.__qualname__ == f"{cls.__qualname__}.__init__"
+    # the generated one, not dataclasses' (which calls object.__setattr__)
+    assert any(name.startswith("set_") for name in cls.__init__.__code__.co_names)
+    twin = _twin(cls)
+    values = _values(cls)
+    ours, theirs = cls(**values), twin(**values)
+    assert dataclasses.astuple(ours) == dataclasses.astuple(theirs)
+    positional = [values[f.name] for f in dataclasses.fields(cls) if not f.kw_only]
+    keywords = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.kw_only}
+    assert cls(*positional, **keywords) == ours
+    required = {
+        f.name: values[f.name]
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    assert dataclasses.astuple(cls(**required)) == dataclasses.astuple(twin(**required))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ours.__setattr__(dataclasses.fields(cls)[0].name, 1)
+    with pytest.raises(TypeError):
+        cls(**values, nosuch=1)
+    if required:
+        with pytest.raises(TypeError):
+            cls()
+    assert [(p.name, p.kind) for p in inspect.signature(cls).parameters.values()] == [
+        (p.name, p.kind) for p in inspect.signature(twin).parameters.values()
+    ]
+
+
+def test_real_records_survive_pickle_and_replace() -> None:
+    spec = model.JobSpec(user="u1", queue="normal", slots=4, gres=(("gpu", "1"),))
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    assert dataclasses.replace(spec, slots=2) == model.JobSpec(
+        user="u1", queue="normal", slots=2, gres=(("gpu", "1"),)
+    )
+    assert hash(spec) == hash(
+        model.JobSpec(user="u1", queue="normal", slots=4, gres=(("gpu", "1"),))
+    )
+
+
+def test_defaults_factories_keywords_post_init_and_inheritance() -> None:
+    seen: list[str] = []
+
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Base:
+        a: int
+        b: list[int] = field(default_factory=list)
+        c: str = field(default="x", kw_only=True)
+        d: int = field(default=9, init=False)
+
+        def __post_init__(self) -> None:
+            seen.append(f"{self.a}{self.c}")
+
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Child(Base):
+        e: float = 1.5
+
+    one, two = Base(1), Base(2)
+    assert one.b == [] and one.b is not two.b  # a fresh list per instance
+    assert (one.c, one.d) == ("x", 9) and seen == ["1x", "2x"]
+    assert Base(3, [4], c="y") == Base(3, b=[4], c="y")
+    with pytest.raises(TypeError):
+        Base(1, [], "y")  # c is keyword-only
+    child = Child(5, [6], 2.5, c="z")
+    assert (child.a, child.b, child.c, child.d, child.e) == (5, [6], "z", 9, 2.5)
+    assert seen[-1] == "5z"
+
+
+def test_refuses_what_it_cannot_build_alike() -> None:
+    @dataclass(frozen=True)
+    class NoSlots:
+        a: int
+
+    @dataclass(slots=True)
+    class NotFrozen:
+        a: int
+
+    @dataclass(frozen=True, slots=True)
+    class WithInitVar:
+        a: int
+        scale: InitVar[int] = 1
+
+        def __post_init__(self, scale: int) -> None:
+            pass
+
+    for cls in (NoSlots, NotFrozen):
+        with pytest.raises(TypeError, match="not a frozen, slotted dataclass"):
+            fast_init(cls)
+    with pytest.raises(TypeError, match="other parameters"):
+        fast_init(WithInitVar)
+    assert WithInitVar(1, 2).a == 1  # left as it was
