@@ -113,3 +113,47 @@ def test_a_memo_serves_one_registry() -> None:
     assert not snapshot.memo.claim(other)
     plan(snapshot, T0, registry=other)  # runs without the memo
     assert snapshot.memo.registry is plugins.builtin()
+
+
+def test_shapes_kept_in_the_memo_answer_as_a_fresh_pass() -> None:
+    """What a pass finds for a shape from the hosts' fixed parts (too big, too few devices
+    at all, the static ranking) is kept for later passes; the reasons that then depend on
+    free resources (devices held now, an EASY reservation) are still found right when the
+    candidates came from the memo. Every pass is compared with a fresh snapshot's."""
+    state = ClusterState()
+    state.apply(ev.QueueCreated(T0, QueueRecord("normal", plugins=("backfill",))))
+    state.apply(ev.HostRegistered(T0, "h1", 8, 64_000, gres=(("gpu", "0,1"),)))
+    state.apply(ev.HostRegistered(T0, "h2", 4, 64_000))
+    cache = SnapshotCache()
+    cache.snapshot(state)
+
+    def one_pass() -> list[str]:
+        snapshot = cache.snapshot(state)
+        decided = plan(snapshot, T0)
+        fresh = plan(snapshot_of(state), T0)
+        assert decided.placements == fresh.placements
+        assert decided.texts() == fresh.texts()
+        assert decided.reservations == fresh.reservations
+        for p in decided.placements:
+            apply(state, cache, ev.JobStarted(T0, p.job_id, p.host, devices=p.devices))
+        return [p.job_id for p in decided.placements]
+
+    def submit(number: int, **kw: object) -> None:
+        apply(state, cache, ev.JobSubmitted(T0, number, spec("normal", walltime_s=600, **kw)))
+
+    submit(1, slots=1, gres=(("gpu", "2"),))  # both GPUs of h1
+    assert one_pass() == ["1"]
+    memo = cache.snapshot(state).memo
+    assert memo is not None and memo.shapes  # the memo is filled...
+    submit(2, slots=1, gres=(("gpu", "2"),))  # the same shape, first in its pass: waits
+    submit(3, slots=8)  # for h1's GPUs (read from the memo); for room, behind
+    submit(4, slots=4)
+    submit(5, slots=16)  # too big for any host
+    submit(6, slots=1, gres=(("gpu", "4"),))  # more GPUs than any host has
+    assert one_pass() == ["4"]
+    asked = len(memo.shapes)
+    submit(7, slots=16)
+    submit(8, slots=8)
+    assert one_pass() == []  # ...and read: every shape was asked before
+    assert len(memo.shapes) == asked
+    assert cache.snapshot(state).memo is memo

@@ -87,7 +87,7 @@ class HostSearch:
         pool = self.pool
         return any(
             pool.free_slots[i] >= spec.slots and pool.free_mem[i] >= spec.memory_mb
-            for i in self._filtered.get((queue.name, spec.resources), ())
+            for i in self._filter(spec, queue, self.policies[queue.name])
         )
 
     def _filter(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> list[int]:
@@ -114,6 +114,36 @@ class HostSearch:
         return hosts
 
     def _candidates(
+        self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy
+    ) -> CandidateSet | WaitReason:
+        """The hosts that may take `spec`'s shape in this pass, best first, or why none
+        ever can. What is found from the hosts' fixed parts alone (a refusal, or a static
+        ranking) is kept in the memo for the next passes: a shape is asked once a pass,
+        and a short pass asks mostly shapes an earlier one asked."""
+        memo = self._memo
+        if memo is None:
+            return self._find_candidates(spec, queue, policy)
+        slots, mem = spec.slots, spec.memory_mb
+        mkey = (queue.name, spec.resources, slots, mem, spec.gres)
+        known = memo.shapes.get(mkey)
+        if known is not None:
+            if type(known) is tuple:
+                return OrderedCandidates(self.pool, known[0], slots, mem, known[1])
+            assert isinstance(known, WaitReason)
+            return known
+        found = self._find_candidates(spec, queue, policy)
+        fkey = (queue.name, spec.resources)
+        hosts = self._filtered.get(fkey)
+        if hosts is not None and memo.filtered.get(fkey) is hosts:  # fixed filters only
+            if isinstance(found, WaitReason):  # no host, too big, too few devices at all
+                memo.shapes[mkey] = found
+            elif type(found) is OrderedCandidates:
+                ranked = memo.ranked.get(fkey)
+                if ranked is not None:  # the static ranking `found` walks
+                    memo.shapes[mkey] = (ranked, found.live_select)
+        return found
+
+    def _find_candidates(
         self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy
     ) -> CandidateSet | WaitReason:
         pool = self.pool

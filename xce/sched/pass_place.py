@@ -267,7 +267,7 @@ class JobPlacement(SpreadPlacement):
         """The pass's one reservation (EASY), made for `key` when no host has room now;
         outside the advance reservations' windows when the cluster has any."""
         gate, now = self.gate, self.now
-        hosts = self._filtered[queue.name, spec.resources]
+        hosts = self._filter(spec, queue, self.policies[queue.name])
         if spec.gres:  # only hosts that have the devices at all (their release times
             # are judged by slots and memory: the reservation is a lower bound)
             hosts = with_devices(self.pool.hosts, hosts, spec)

@@ -24,7 +24,7 @@ class PassMemo:
     """Filled by the passes (xce/sched/pipeline.py, pass_hosts.py), owned by the snapshot's
     maker, which makes a new one when hosts or queues change."""
 
-    __slots__ = ("filtered", "policies", "ranked", "registry")
+    __slots__ = ("filtered", "policies", "ranked", "registry", "shapes")
 
     def __init__(self) -> None:
         self.registry: Any = None  # the PluginRegistry the entries were made with
@@ -32,6 +32,9 @@ class PassMemo:
         self.policies: tuple[dict[str, Any], bool, bool] | None = None
         self.filtered: dict[tuple[str, str], list[int]] = {}  # (queue, -R) -> host indexes
         self.ranked: dict[tuple[str, str], list[int]] = {}  # static rankings of those
+        # (queue, -R, slots, memory, gres) -> a static ranking and the live `select` of
+        # its candidate sets, or why no host ever takes that shape (pass_hosts.py)
+        self.shapes: dict[tuple, Any] = {}
 
     def claim(self, registry: Any) -> bool:
         """Whether a pass with `registry` may read and fill this memo."""

@@ -230,10 +230,10 @@ class _Replay:
         arrived, woken, last_arrival, last_wake = 0, 0, len(arrivals), len(wakes)
         cluster, needs, witness = self.cluster, self.needs, self.witness
         outcomes, spec_for, slots = self.result.outcomes, self.spec_for, self.slots
-        pending, fair, charge = cluster.pending, self.fair, self.ledger.charge
+        fair, charge = self.fair, self.ledger.charge
         satisfied = _SATISFIED
         seq, ended, decisions = self.seq, 0, self.result.decisions
-        strict_fcfs = self.strict_fcfs
+        strict_fcfs, oldest = self.strict_fcfs, 0
         never = float("inf")
         while True:
             now = ends[0][0] if ends else never
@@ -275,8 +275,12 @@ class _Replay:
             if self.blocked or not least or least > cluster.most_free:
                 continue
             if strict_fcfs:  # strict order starts nothing unless the oldest job fits
-                head = next(iter(pending.values()))
-                if min(head.spec.slots, slots) > cluster.most_free:
+                # the oldest waiting job is the first outcome not started (numbers follow
+                # submission); found from the last one, not by stepping over the holes
+                # the pending dict keeps where started jobs were
+                while outcomes[oldest].start is not None:
+                    oldest += 1
+                if min(outcomes[oldest].job.procs, slots) > cluster.most_free:
                     continue
             for placement in self._pass(now):
                 view = cluster.start(placement, now)
