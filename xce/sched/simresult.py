@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from xce.sched.siminput import executed_time
@@ -47,8 +47,11 @@ class SimResult:
     skipped: int
     passes: int = 0
     seconds: float = 0.0
-    # (time, trace job number, host) of every start, in decision order
-    decisions: list[tuple[float, int, str]] = field(default_factory=list)
+
+    @property
+    def decisions(self) -> list[tuple[float, int, str]]:
+        """(time, trace job number, host) of every start, by time, then by job number."""
+        return sorted((o.start, o.job.number, o.host) for o in self.outcomes if o.start is not None)
 
     def done(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.start is not None and o.end is not None]

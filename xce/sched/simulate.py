@@ -57,7 +57,7 @@ from xce.sched.siminput import (
 from xce.sched.simresult import TAU_S, Outcome, SimResult, bounded_slowdown
 from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.swf import SwfJob
-from xce.sched.types import Placement
+from xce.sched.types import Placement, Plan
 from xce.sched.usage import UsageLedger
 
 __all__ = [
@@ -200,7 +200,6 @@ class _Replay:
         self.strict_fcfs = (
             queue_policy.submission_order and not self.fair and queue_policy.blocks_queue
         )
-        self.blocked = False
         self.ends: list[tuple[float, int, Outcome]] = []  # a heap
         self.seq = 0
         self.arrivals = self._runnable(jobs, gpus_per_host)
@@ -232,7 +231,7 @@ class _Replay:
         outcomes, spec_for, slots = self.result.outcomes, self.spec_for, self.slots
         fair, charge = self.fair, self.ledger.charge
         satisfied = _SATISFIED
-        seq, ended, decisions = self.seq, 0, self.result.decisions
+        seq, ended, blocked = self.seq, 0, False
         strict_fcfs, oldest = self.strict_fcfs, 0
         never = float("inf")
         while True:
@@ -245,7 +244,7 @@ class _Replay:
                 break
             while ends and ends[0][0] == now:  # jobs end
                 outcome = pop(ends)[2]
-                self.blocked = False
+                blocked = False
                 cluster.finish(outcome.job_id)
                 if fair:  # what UsageLedger.observe charges for a job that ended
                     job, began = outcome.job, outcome.start
@@ -270,9 +269,9 @@ class _Replay:
                 needs.add(min(job.procs, slots))
             while woken < last_wake and wakes[woken] == now:  # a reservation starts or ends
                 woken += 1
-                self.blocked = False
+                blocked = False
             least = needs.least
-            if self.blocked or not least or least > cluster.most_free:
+            if blocked or not least or least > cluster.most_free:
                 continue
             if strict_fcfs:  # strict order starts nothing unless the oldest job fits
                 # the oldest waiting job is the first outcome not started (numbers follow
@@ -282,7 +281,11 @@ class _Replay:
                     oldest += 1
                 if min(outcomes[oldest].job.procs, slots) > cluster.most_free:
                     continue
-            for placement in self._pass(now):
+            decided = self._pass(now)
+            # after a strict FCFS pass blocked at a job, jobs that arrive sort behind it:
+            # until a job ends (or a reservation starts or ends) no pass starts anything
+            blocked = strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
+            for placement in decided.placements:
                 view = cluster.start(placement, now)
                 if witness is not None:
                     witness.started(now, placement)
@@ -292,14 +295,13 @@ class _Replay:
                 parts = placement.hosts
                 where = "+".join(p.host for p in parts) if len(parts) > 1 else placement.host
                 outcome.start, outcome.host = now, where
-                decisions.append((now, job.number, where))
                 push(ends, (now + executed_time(job), seq, outcome))
                 seq += 1
         self.seq, self.ended = seq, ended
 
-    def _pass(self, now: float) -> list[Placement]:
-        """One scheduling pass through the live pipeline: the placements to make (`run`
-        applies them). A pass runs only when it may start something: a job waits, it is
+    def _pass(self, now: float) -> Plan:
+        """One scheduling pass through the live pipeline: its plan (`run` applies the
+        placements). A pass runs only when it may start something: a job waits, it is
         not a strict FCFS pass that already blocked, and the smallest need (under strict
         FCFS: the oldest job's) fits the freest host (every host is online)."""
         usage = self.ledger.usage(now) if self.fair else None
@@ -308,5 +310,4 @@ class _Replay:
             self.witness.planning(snapshot, now)
         decided = plan(snapshot, now, explain=False)
         self.result.passes += 1
-        self.blocked = self.strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
-        return decided.placements
+        return decided
