@@ -237,3 +237,53 @@ def test_progress_reports_jobs_ended() -> None:
     jobs = synthetic(2500, max_procs=16, seed=2, mean_interarrival_s=200)
     simulate(jobs, hosts=1, slots=16, policy="easy", progress=seen.append)
     assert seen == [1024, 2048, 2500]
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "first-fit", "easy", "fairshare"])
+def test_a_replay_leaves_no_cycles_for_the_paused_collector(policy: str) -> None:
+    """The replay pauses the cyclic collector (simulate._cyclic_gc_paused): sound only
+    while reference counting frees what it makes. What a replay leaves to the collector
+    must not grow with the trace (a cycle per pass or per job would), on one host or four."""
+    import gc
+
+    def left_over(count: int, hosts: int) -> int:
+        jobs = synthetic(count, max_procs=16, seed=3, mean_interarrival_s=30)
+        gc.collect()
+        gc.disable()
+        try:
+            simulate(jobs, hosts=hosts, slots=16 // hosts, policy=policy)
+            return gc.collect()
+        finally:
+            gc.enable()
+
+    for hosts in (1, 4):
+        assert left_over(2_000, hosts) <= left_over(200, hosts) + 10
+
+
+def test_the_collector_is_paused_for_a_replay_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its state is as it was after the replay, and the young generation is still
+    collected every `_COLLECT_EVERY` passes (cycles a plugin might make)."""
+    import gc
+
+    from xce.sched import simulate as module
+
+    jobs = synthetic(300, max_procs=8, seed=2, mean_interarrival_s=20)
+    collected: list[int] = []
+    real = gc.collect
+
+    def counting(generation: int = 2) -> int:
+        collected.append(generation)
+        return real(generation)
+
+    monkeypatch.setattr(module, "_COLLECT_EVERY", 4)
+    monkeypatch.setattr(gc, "collect", counting)
+    assert gc.isenabled()
+    result = simulate(jobs, hosts=1, slots=8, policy="easy")
+    assert gc.isenabled()
+    assert collected == [0] * (result.passes // 4) and result.passes >= 8
+    gc.disable()
+    try:
+        simulate(jobs, hosts=1, slots=8, policy="easy")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -25,7 +25,8 @@ from the unchanged hosts and queue with the next pass (xce/sched/passmemo.py), a
 `explain=False` (no reason for every waiting job), so it stops as soon as nothing more can
 start. A pass that could start nothing is not run: the smallest pending job needs more
 slots than the freest host has, or, under strict FCFS, the oldest job does not fit.
-bench/refsim.py is the yardstick (`python -m bench`, figure 8).
+The cyclic garbage collector is paused for the replay (`_cyclic_gc_paused`: reference
+counting frees all it makes). bench/refsim.py is the yardstick (`python -m bench`, figure 8).
 
 Inputs (presets, hosts, reservations, job specs) are in xce/sched/siminput.py, outcomes and
 metrics in xce/sched/simresult.py; this module replays, and exports their names too.
@@ -33,9 +34,11 @@ metrics in xce/sched/simresult.py; this module replays, and exports their names 
 
 from __future__ import annotations
 
+import gc
 import heapq
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol
 
 from xce.core.deps import DepStatus
@@ -78,6 +81,7 @@ __all__ = [
 
 
 _SATISFIED = DepStatus.SATISFIED
+_COLLECT_EVERY = 1 << 16  # passes between young collections while the collector is paused
 
 
 class _Needs:
@@ -129,11 +133,32 @@ def simulate(
     started = time.perf_counter()
     result = SimResult(policy, plugins, hosts, slots, [], skipped)
     replay = _Replay(jobs, result, half_life_s, gpus_per_host, reservations, witness)
-    replay.run(progress)
+    with _cyclic_gc_paused():
+        replay.run(progress)
     result.seconds = time.perf_counter() - started
     if progress is not None:
         progress(replay.ended)
     return result
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused for a replay, as it was after.
+
+    A replay allocates millions of objects (a spec, views, an outcome per job), most of
+    which outlive a young collection, so the collector walks them again and again, and its
+    full collections walk the whole trace and every outcome: a sixth of a 300k-job replay.
+    Nothing the replay makes is freed only by it: reference counting frees every pass and
+    every ended job (tests/sched/test_simulate.py checks that a replay leaves no cycles
+    behind). In case a plugin makes cycles, the young generation (what was made since)
+    is still collected every `_COLLECT_EVERY` passes (`_Replay._pass`)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _hosts(first: float, hosts: int, slots: int, gpus_per_host: int) -> list[HostRecord]:
@@ -310,4 +335,6 @@ class _Replay:
             self.witness.planning(snapshot, now)
         decided = plan(snapshot, now, explain=False)
         self.result.passes += 1
+        if not self.result.passes % _COLLECT_EVERY:
+            gc.collect(0)  # cycles a plugin may have made (`_cyclic_gc_paused`)
         return decided
