@@ -209,6 +209,41 @@ def test_jobs_alike_share_one_spec() -> None:
     assert memo(one) == spec_for(one, slots=8)
 
 
+def test_spec_for_names_every_field_it_sets() -> None:
+    """spec_for passes JobSpec's fields by position (cheaper): the same spec as by name."""
+    narrow = SwfJob(1, 0.0, 10.0, 4, 600, "u1", "g1", gpus=2)
+    wide = SwfJob(2, 0.0, 10.0, 12, None, "u2", "g2")
+    assert spec_for(narrow, slots=8) == JobSpec(
+        user="u1",
+        queue="normal",
+        name="swf",
+        command="swf job",
+        slots=4,
+        walltime_s=600,
+        gres=(("gpu", "2"),),
+    )
+    assert spec_for(wide, queue="q", slots=8) == JobSpec(
+        user="u2",
+        queue="q",
+        name="swf",
+        command="swf job",
+        slots=12,
+        walltime_s=None,
+        resources="span[ptile=8]",
+    )
+
+
+def test_the_spec_memo_stops_looking_when_jobs_are_rarely_alike() -> None:
+    unique = [SwfJob(k, 0.0, 10.0, 4, 600 + k, "u1", "g1") for k in range(1, 101)]
+    memo = SpecMemo(slots=8, trial=64)
+    specs = [memo(job) for job in unique]
+    assert not memo.looking and specs == [spec_for(job, slots=8) for job in unique]
+    alike = [SwfJob(k, 0.0, 10.0, 4, 600 + k % 4, "u1", "g1") for k in range(1, 101)]
+    memo = SpecMemo(slots=8, trial=64)
+    specs = [memo(job) for job in alike]
+    assert memo.looking and len({id(spec) for spec in specs}) == 4
+
+
 def test_allocations_are_judged_as_the_live_state_judges_them() -> None:
     """Starts the pass would never make, refused or taken as ClusterState takes them."""
     gpus = (("gpu", "0,1"),)

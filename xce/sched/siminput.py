@@ -84,15 +84,28 @@ def spec_for(job: SwfJob, queue: str = "normal", slots: int | None = None) -> Jo
     in what a pass reads (user, size, requested time, GPUs) get equal specs, so `SpecMemo`
     can hand them one object (the number is in the job's id, not its name)."""
     wide = slots is not None and job.procs > slots
+    # positional, in JobSpec's field order up to `gres` (a replay makes one per job, and
+    # matching keywords to 25 parameters was a fifth of the cost)
     return JobSpec(
-        user=job.user,
-        queue=queue,
-        name="swf",
-        command="swf job",
-        slots=job.procs,
-        walltime_s=job.requested_time,
-        gres=(("gpu", str(job.gpus)),) if job.gpus else (),
-        resources=f"span[ptile={slots}]" if wide else "",
+        job.user,
+        queue,
+        "swf",  # name
+        "swf job",  # command
+        None,  # script
+        job.procs,  # slots
+        0,  # memory_mb
+        job.requested_time,  # walltime_s
+        (),  # env
+        None,  # cwd
+        (),  # inputs
+        (),  # outputs
+        (),  # dependency
+        False,  # hold
+        "",  # submit_host
+        f"span[ptile={slots}]" if wide else "",  # resources
+        None,  # stdout_file
+        None,  # stderr_file
+        (("gpu", str(job.gpus)),) if job.gpus else (),  # gres
     )
 
 
@@ -101,21 +114,33 @@ class SpecMemo:
     and round requested times over and over, so most jobs share a spec, which costs less
     to make (a JobSpec has 25 fields) and lets a pass reuse what it found for the first of
     them (`SchedulingPass._blocked`, keyed by the spec object). Bounded: forgotten whole
-    when it holds `limit` shapes (a trace of unique requested times)."""
+    when it holds `limit` shapes. A trace whose jobs are rarely alike (requested times all
+    different, as in synthetic traces) gains nothing from it: when fewer than one in eight
+    of the first `trial` jobs found a spec, it stops looking (each look costs a key)."""
 
-    __slots__ = ("_specs", "limit", "slots")
+    __slots__ = ("_asked", "_found", "_specs", "limit", "looking", "slots", "trial")
 
-    def __init__(self, slots: int, limit: int = 65536) -> None:
-        self.slots, self.limit = slots, limit
+    def __init__(self, slots: int, limit: int = 65536, trial: int = 1024) -> None:
+        self.slots, self.limit, self.trial = slots, limit, trial
         self._specs: dict[tuple[str, int, int | None, int], JobSpec] = {}
+        self._asked = self._found = 0
+        self.looking = True
 
     def __call__(self, job: SwfJob) -> JobSpec:
+        if not self.looking:
+            return spec_for(job, slots=self.slots)
         key = (job.user, job.procs, job.requested_time, job.gpus)
         spec = self._specs.get(key)
         if spec is None:
             if len(self._specs) >= self.limit:
                 self._specs.clear()
             spec = self._specs[key] = spec_for(job, slots=self.slots)
+        else:
+            self._found += 1
+        self._asked += 1
+        if self._asked == self.trial and self._found * 8 < self.trial:
+            self.looking = False
+            self._specs.clear()
         return spec
 
 
