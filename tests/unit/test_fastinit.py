@@ -13,7 +13,7 @@ import pytest
 
 from xce.core import model
 from xce.core.fastinit import fast_init
-from xce.sched import snapshot, types
+from xce.sched import reasons, snapshot, types
 
 DECORATED = [
     model.HostSlots,
@@ -25,6 +25,7 @@ DECORATED = [
     snapshot.PendingArray,
     snapshot.RunningJob,
     types.Placement,
+    reasons.WaitReason,
 ]
 
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from xce.core.fastinit import fast_init
+
 _T = TypeVar("_T")
 
 
@@ -46,6 +48,7 @@ class WaitKind(enum.Enum):
     RESERVATION_HOLDS = "reservation-holds"  # another advance reservation holds the host
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class WaitReason:
     """A kind, its parameters (see the constructors below for what each kind carries) and
