@@ -239,7 +239,9 @@ def test_progress_reports_jobs_ended() -> None:
     assert seen == [1024, 2048, 2500]
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "first-fit", "easy", "fairshare"])
+@pytest.mark.parametrize(
+    "policy", ["fcfs", "first-fit", "easy", "fairshare", "pack", "backfill,pack", "spread"]
+)
 def test_a_replay_leaves_no_cycles_for_the_paused_collector(policy: str) -> None:
     """The replay pauses the cyclic collector (simulate._cyclic_gc_paused): sound only
     while reference counting frees what it makes. What a replay leaves to the collector

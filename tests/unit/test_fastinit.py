@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import pickle
+import sys
+import typing
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
@@ -44,7 +46,11 @@ def _values(cls: type) -> dict[str, Any]:
 def test_decorated_classes_build_what_dataclasses_builds(cls: type) -> None:
     assert cls.__init__.__qualname__ == f"{cls.__qualname__}.__init__"
     # the generated one, not dataclasses' (which calls object.__setattr__)
-    assert any(name.startswith("set_") for name in cls.__init__.__code__.co_names)
+    assert any(name.startswith("__fi_set_") for name in cls.__init__.__code__.co_freevars)
+    # its annotations resolve in the class's module, which gains no helper names
+    hints = typing.get_type_hints(cls.__init__)
+    assert set(hints) == {f.name for f in dataclasses.fields(cls) if f.init} | {"return"}
+    assert not [name for name in vars(sys.modules[cls.__module__]) if "__fi_" in name]
     twin = _twin(cls)
     values = _values(cls)
     ours, theirs = cls(**values), twin(**values)
@@ -128,9 +134,23 @@ def test_refuses_what_it_cannot_build_alike() -> None:
         def __post_init__(self, scale: int) -> None:
             pass
 
-    for cls in (NoSlots, NotFrozen):
+    @dataclass(frozen=True, slots=True, init=False)
+    class OwnInit:
+        a: int
+
+        def __init__(self, a: int) -> None:
+            object.__setattr__(self, "a", a * 2)
+
+    @dataclass(frozen=True, slots=True)
+    class FieldNamedSelf:
+        self: int
+
+    for cls in (NoSlots, NotFrozen, OwnInit):
         with pytest.raises(TypeError, match="not a frozen, slotted dataclass"):
             fast_init(cls)
+    with pytest.raises(TypeError, match="a field named 'self'"):
+        fast_init(FieldNamedSelf)
     with pytest.raises(TypeError, match="other parameters"):
         fast_init(WithInitVar)
+    assert OwnInit(2).a == 4
     assert WithInitVar(1, 2).a == 1  # left as it was

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 from types import MemberDescriptorType
 from typing import Any, TypeVar
 
@@ -27,49 +28,64 @@ _FACTORY = object()  # a parameter's default when its field has a default_factor
 def fast_init(cls: type[T]) -> type[T]:
     """Give the frozen, slotted dataclass `cls` an `__init__` storing through its slots'
     descriptors (module doc); apply it above `@dataclass(frozen=True, slots=True)`.
-    Raises TypeError for a class it cannot serve alike: not a frozen slotted dataclass, or
-    with InitVar parameters (the generated signature would differ)."""
+    Raises TypeError for a class it cannot serve alike: not a frozen slotted dataclass with
+    the `__init__` dataclasses made, a field named `self` or like a helper (`__fi_...`), or
+    InitVar parameters (the generated signature would differ)."""
     params = getattr(cls, "__dataclass_params__", None)
-    if params is None or not params.frozen or "__slots__" not in cls.__dict__:
+    if params is None or not params.frozen or not params.init or "__slots__" not in cls.__dict__:
         raise TypeError(f"fast_init: {cls.__name__} is not a frozen, slotted dataclass")
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    namespace: dict[str, Any] = {"_FACTORY": _FACTORY}
+    for f in fields:
+        if f.name == "self" or f.name.startswith("__fi_"):
+            raise TypeError(f"fast_init: {cls.__name__} has a field named {f.name!r}")
+    helpers: dict[str, Any] = {"__fi_factory": _FACTORY}
     positional: list[str] = []
     keywords: list[str] = []
     body: list[str] = []
     for f in fields:
-        namespace[f"set_{f.name}"] = _descriptor(cls, f.name).__set__
+        store = f"__fi_set_{f.name}"
+        helpers[store] = _descriptor(cls, f.name).__set__
         if f.default is not dataclasses.MISSING:
-            namespace[f"default_{f.name}"] = f.default
-            default = f"=default_{f.name}"
+            helpers[f"__fi_default_{f.name}"] = f.default
+            default = f"=__fi_default_{f.name}"
         elif f.default_factory is not dataclasses.MISSING:
-            namespace[f"factory_{f.name}"] = f.default_factory
-            default = "=_FACTORY"
+            helpers[f"__fi_make_{f.name}"] = f.default_factory
+            default = "=__fi_factory"
         else:
             default = ""
         if not f.init:
-            if default == "=_FACTORY":
-                body.append(f"    set_{f.name}(self, factory_{f.name}())")
+            if default == "=__fi_factory":
+                body.append(f"        {store}(self, __fi_make_{f.name}())")
             elif default:
-                body.append(f"    set_{f.name}(self, default_{f.name})")
+                body.append(f"        {store}(self, __fi_default_{f.name})")
             continue
         (keywords if f.kw_only else positional).append(f"{f.name}{default}")
-        if default == "=_FACTORY":
-            body.append(f"    if {f.name} is _FACTORY:\n        {f.name} = factory_{f.name}()")
-        body.append(f"    set_{f.name}(self, {f.name})")
+        if default == "=__fi_factory":
+            body.append(
+                f"        if {f.name} is __fi_factory:\n            {f.name} = __fi_make_{f.name}()"
+            )
+        body.append(f"        {store}(self, {f.name})")
     if hasattr(cls, "__post_init__"):
-        body.append("    self.__post_init__()")
+        body.append("        self.__post_init__()")
     signature = ", ".join(["self", *positional, *(["*", *keywords] if keywords else [])])
-    source = f"def __init__({signature}):\n" + ("\n".join(body) or "    pass") + "\n"
-    # generated from field names only, as dataclasses generates the __init__ it replaces
-    exec(source, namespace)
-    init = namespace["__init__"]
+    # As dataclasses does: the helpers are the closure of a maker function, which runs in
+    # the class's module (so the annotations resolve there, `typing.get_type_hints`) and
+    # adds nothing to it. Generated from field names only.
+    source = (
+        f"def __fi_maker({', '.join(helpers)}):\n"
+        f"    def __init__({signature}):\n"
+        + ("\n".join(body) or "        pass")
+        + "\n    return __init__\n"
+    )
+    module = sys.modules.get(cls.__module__)
+    made: dict[str, Any] = {}
+    exec(source, module.__dict__ if module is not None else {}, made)
+    init = made["__fi_maker"](**helpers)
     original: Any = cls.__init__
     factories = {f.name for f in fields if f.default_factory is not dataclasses.MISSING}
     if _parameters(init, factories) != _parameters(original, factories):
         raise TypeError(f"fast_init: {cls.__name__}'s __init__ takes other parameters")
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__module__ = cls.__module__
     init.__annotations__ = dict(original.__annotations__)
     cls.__init__ = init  # type: ignore[method-assign]
     return cls

@@ -45,7 +45,14 @@ def plan(
     cluster is full, or a strict FCFS queue blocks) instead of naming why each of the
     rest waits, so its cost follows the jobs it tries, not the length of the queue.
     `registry` names the plugins queues may choose (the built-in ones by default)."""
-    return SchedulingPass(snapshot, now, explain, registry).run()
+    scheduling = SchedulingPass(snapshot, now, explain, registry)
+    try:
+        return scheduling.run()
+    finally:
+        # candidate sets that see every placement (`pack`) and the pool refer to each
+        # other: dropped here, reference counting frees the pass without the cyclic
+        # collector (which `xce simulate` pauses)
+        scheduling.pool.improving_sets.clear()
 
 
 class SchedulingPass(JobPlacement):
