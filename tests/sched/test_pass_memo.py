@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import pytest
+
 from tests.unit.helpers import T0, new_state, spec
 from xce.core import events as ev
 from xce.core.model import JobSpec, QueueRecord
@@ -157,3 +159,19 @@ def test_shapes_kept_in_the_memo_answer_as_a_fresh_pass() -> None:
     assert one_pass() == []  # ...and read: every shape was asked before
     assert len(memo.shapes) == asked
     assert cache.snapshot(state).memo is memo
+
+
+def test_the_shapes_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A controller that runs for months meets many shapes between host changes: the
+    memo keeps `SHAPES_KEPT` and then starts over, still answering as a fresh pass."""
+    from xce.sched import pass_hosts
+
+    monkeypatch.setattr(pass_hosts, "SHAPES_KEPT", 3)
+    state = new_state((QueueRecord("normal"),), {"h1": (8, 64_000)})
+    cache = SnapshotCache()
+    for number in range(1, 9):
+        apply(state, cache, ev.JobSubmitted(T0, number, spec("normal", slots=number)))
+        snapshot = cache.snapshot(state)
+        decided = plan(snapshot, T0)
+        assert decided.texts() == plan(snapshot_of(state), T0).texts()
+        assert snapshot.memo is not None and 0 < len(snapshot.memo.shapes) <= 3

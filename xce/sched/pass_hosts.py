@@ -28,6 +28,8 @@ from xce.sched.reservation import Reservation
 from xce.sched.snapshot import Snapshot
 from xce.sched.types import Plan
 
+SHAPES_KEPT = 4096  # job shapes a pass memo keeps (`_candidates`), then it starts over
+
 
 class HostSearch:
     """Finding hosts for one shape of job within a pass (a base of SchedulingPass)."""
@@ -135,6 +137,8 @@ class HostSearch:
         fkey = (queue.name, spec.resources)
         hosts = self._filtered.get(fkey)
         if hosts is not None and memo.filtered.get(fkey) is hosts:  # fixed filters only
+            if len(memo.shapes) >= SHAPES_KEPT:  # a long-lived controller's many shapes
+                memo.shapes.clear()
             if isinstance(found, WaitReason):  # no host, too big, too few devices at all
                 memo.shapes[mkey] = found
             elif type(found) is OrderedCandidates:
