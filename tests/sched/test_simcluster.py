@@ -289,3 +289,26 @@ def test_allocations_are_judged_as_the_live_state_judges_them() -> None:
         wide,
         Placement("", "n2", ("gpu:1",), hosts=(HostSlots("n2", 2, ("gpu:1",)), HostSlots("n1", 2))),
     )
+
+
+def test_the_pending_jobs_stay_in_order_through_compaction() -> None:
+    """Started jobs leave holes in the pending dict, which is compacted in place now and
+    then (`SimCluster._leave`): the order, the snapshot kept across passes and its view
+    of the queue stay right through it."""
+    cluster = SimCluster(QueueRecord("normal"), [HostRecord("n1", 10**6, 10**9)])
+    spec = JobSpec(user="u", queue="normal", slots=1)
+    for number in range(1, 6001):
+        cluster.submit(PendingJob(str(number), number, None, spec, DepStatus.SATISFIED, 0.0))
+    kept = cluster.snapshot()
+    rng = random.Random(4)
+    waiting = list(range(1, 6001))
+    for step in range(5000):  # mostly the oldest, now and then one from the middle
+        number = waiting.pop(0 if step % 5 else rng.randrange(len(waiting)))
+        cluster.start(Placement(str(number), "n1"), 1.0)
+    assert cluster._removed < 2048  # compacted at least twice on the way
+    snapshot = cluster.snapshot()
+    assert snapshot is kept  # the same object, kept current
+    assert snapshot.queued is not None
+    assert [job.number for job in snapshot.queued["normal"]] == waiting
+    assert [job.number for job in snapshot.pending_jobs()] == waiting
+    assert list(cluster.pending) == [str(number) for number in waiting]
