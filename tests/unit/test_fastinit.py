@@ -154,3 +154,63 @@ def test_refuses_what_it_cannot_build_alike() -> None:
         fast_init(WithInitVar)
     assert OwnInit(2).a == 4
     assert WithInitVar(1, 2).a == 1  # left as it was
+
+
+@pytest.mark.parametrize("cls", DECORATED, ids=lambda c: c.__name__)
+def test_instances_come_out_of_their_own_class_and_frozen(cls: type) -> None:
+    """Built as an instance of an assigning twin, each is one of `cls` again when
+    `__init__` returns, and refuses assignment as a frozen dataclass does."""
+    made = cls(**_values(cls))
+    assert type(made) is cls
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, dataclasses.fields(cls)[0].name, 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delattr(made, dataclasses.fields(cls)[0].name)
+
+
+def test_a_failing_default_factory_leaves_no_assignable_instance() -> None:
+    """The class is put back even when building stops half way (a factory raises): an
+    instance that outlived it must not be left of the twin, where anyone could assign."""
+
+    def broken() -> list[int]:
+        raise RuntimeError("no list today")
+
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Record:
+        a: int
+        b: list[int] = field(default_factory=broken)
+
+    kept = Record.__new__(Record)
+    with pytest.raises(RuntimeError, match="no list today"):
+        kept.__init__(1)  # type: ignore[misc]
+    assert type(kept) is Record
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        kept.a = 2  # type: ignore[misc]
+
+
+def test_a_subclass_that_inherits_the_init_keeps_its_class() -> None:
+    """A plain subclass (not a dataclass of its own) uses the inherited `__init__`: its
+    instances stay of the subclass, with the same fields, however the base builds."""
+
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Base:
+        a: int
+        b: tuple[int, ...] = ()
+
+    class Plain(Base):
+        __slots__ = ()
+
+        def doubled(self) -> int:
+            return self.a * 2
+
+    class WithDict(Base):
+        pass
+
+    plain, loose = Plain(3, (1,)), WithDict(4)
+    assert type(plain) is Plain and (plain.a, plain.b, plain.doubled()) == (3, (1,), 6)
+    assert type(loose) is WithDict and (loose.a, loose.b) == (4, ())
+    assert plain == Plain(3, (1,)) and plain != Base(3, (1,))  # dataclass eq: same class
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plain.a = 1  # type: ignore[misc]
