@@ -233,15 +233,48 @@ def test_spec_for_names_every_field_it_sets() -> None:
     )
 
 
-def test_the_spec_memo_stops_looking_when_jobs_are_rarely_alike() -> None:
+def test_the_spec_memo_is_used_only_where_jobs_are_often_alike() -> None:
+    """Decided from the trace's first jobs: at least one in eight alike an earlier one."""
     unique = [SwfJob(k, 0.0, 10.0, 4, 600 + k, "u1", "g1") for k in range(1, 101)]
-    memo = SpecMemo(slots=8, trial=64)
-    specs = [memo(job) for job in unique]
-    assert not memo.looking and specs == [spec_for(job, slots=8) for job in unique]
+    assert not SpecMemo.worth_it(unique, trial=64)
     alike = [SwfJob(k, 0.0, 10.0, 4, 600 + k % 4, "u1", "g1") for k in range(1, 101)]
-    memo = SpecMemo(slots=8, trial=64)
+    assert SpecMemo.worth_it(alike, trial=64)
+    # 8 of the first 64 alike: just worth it; 7: not
+    edge = [SwfJob(k, 0.0, 10.0, 4, 600 + min(k, 56), "u1", "g1") for k in range(1, 101)]
+    assert SpecMemo.worth_it(edge, trial=64)
+    edge = [SwfJob(k, 0.0, 10.0, 4, 600 + min(k, 57), "u1", "g1") for k in range(1, 101)]
+    assert not SpecMemo.worth_it(edge, trial=64)
+    assert not SpecMemo.worth_it([])
+    memo = SpecMemo(slots=8)
     specs = [memo(job) for job in alike]
-    assert memo.looking and len({id(spec) for spec in specs}) == 4
+    assert len({id(spec) for spec in specs}) == 4
+    assert specs == [spec_for(job, slots=8) for job in alike]
+
+
+def test_a_replay_shares_specs_only_when_the_trace_repeats_itself() -> None:
+    """The replay's jobs (what its witness sees submitted) share spec objects on a trace
+    of alike jobs, and each has its own on a trace of unlike ones, with the same specs."""
+    alike = [SwfJob(k, float(k), 10.0, 4, 600 + k % 4, "u1", "g1") for k in range(1, 201)]
+    unlike = [SwfJob(k, float(k), 10.0, 4, 600 + k, "u1", "g1") for k in range(1, 201)]
+    for jobs, shapes in ((alike, 4), (unlike, 200)):
+        specs = _Specs()
+        simulate(jobs, hosts=1, slots=8, policy="fcfs", witness=specs)
+        assert len({id(spec) for spec in specs.seen}) == shapes
+        assert specs.seen == [spec_for(job, slots=8) for job in jobs]
+
+
+class _Specs:
+    """A witness that keeps the spec of every job submitted."""
+
+    def __init__(self) -> None:
+        self.seen: list[JobSpec] = []
+
+    def submitted(self, now: float, number: int, spec: JobSpec) -> None:
+        self.seen.append(spec)
+
+    def started(self, now: float, placement: Placement) -> None: ...
+    def finished(self, now: float, job_id: str, killed: bool) -> None: ...
+    def planning(self, snapshot: Snapshot, now: float) -> None: ...
 
 
 def test_allocations_are_judged_as_the_live_state_judges_them() -> None:

@@ -32,15 +32,20 @@ class HostPool:
         self.hosts = hosts = snapshot.hosts
         self.now = now
         self._index: dict[str, int] | None = None
-        self.free_slots = [h.free_slots for h in hosts]
-        self.free_mem = [h.free_memory_mb for h in hosts]
-        self.version = [0] * len(hosts)
-        self.placements = 0
+        # one walk of the hosts (a pass is made per event the controller applies and per
+        # instant `xce simulate` replays: its set-up is a part of each)
+        free_slots: list[int] = []
+        free_mem: list[int] = []
         total = 0
         for host in hosts:
-            if host.schedulable and host.free_slots > 0:
-                total += host.free_slots
-        self.total_free_slots = total
+            free = host.free_slots
+            free_slots.append(free)
+            free_mem.append(host.free_memory_mb)
+            if free > 0 and host.schedulable:
+                total += free
+        self.free_slots, self.free_mem, self.total_free_slots = free_slots, free_mem, total
+        self.version = [0] * len(hosts)
+        self.placements = 0
         self._running = snapshot.running
         self._placed: list[tuple[int, float, int, int]] = []
         self._releases: list[list[tuple[float, int, int]]] | None = None

@@ -259,12 +259,27 @@ class SchedulingPass(JobPlacement):
                     continue
             name = spec.queue
             policy = policies[name]
-            if self._cannot_start(spec, policy):
+            res = self.reservation
+            if res is None:  # `_cannot_start` without a reservation, without the call
+                if policy.reserve is None and spec.slots > free:
+                    continue
+            elif self._cannot_start(spec, policy):
                 continue
             if type(item) is PendingJob:  # `_try`, without its tests for an array
                 queue = queues[name]
-                if not self._held(item, spec, queue, item.job_id, True):
-                    self._try_job(item, spec, queue, policy, item.job_id)
+                if (
+                    # the gates `_held` tests, most often all open: asked only when one
+                    # may be shut
+                    not (
+                        queue.active
+                        and item.deps is satisfied
+                        and spec.begin_time is None
+                        and not spec.reservation
+                    )
+                    and self._held(item, spec, queue, item.job_id, True)
+                ):
+                    continue
+                self._try_job(item, spec, queue, policy, item.job_id)
             else:
                 self._try(item, queues[name], policy)
             res = self.reservation

@@ -113,7 +113,10 @@ class SimCluster:
             check_hosts(job_id, spec, placement.host, parts)
             if len(parts) > 1 or parts[0].slots != spec.slots:
                 return self._start_on_hosts(job, placement, now)
-        i = self._index(placement.host)
+        host = placement.host
+        i = self._at.get(host)
+        if i is None:
+            raise ValueError(f"no host {host!r}")
         devices = placement.devices
         if devices:
             self._check_devices(i, job_id, devices)
@@ -123,7 +126,9 @@ class SimCluster:
         self._use(i, slots)
         self._used_mem[i] += mem
         self._spans[job_id] = (spec, now, ((i, slots, mem, devices),))
-        self._order_add(placement.host, job_id)
+        if self._order is not None:  # `_order_add`, inline: a call per start
+            insort(self._order, (host, job_id))
+        self._running = None
         return job
 
     def _start_on_hosts(self, job: PendingJob, placement: Placement, now: float) -> PendingJob:

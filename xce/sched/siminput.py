@@ -6,6 +6,8 @@ Split from xce/sched/simulate.py (which still exports these names).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xce.core.model import JobSpec, ReservationRecord
 from xce.sched.plugins import builtin
 from xce.sched.swf import SwfJob
@@ -115,32 +117,30 @@ class SpecMemo:
     to make (a JobSpec has 25 fields) and lets a pass reuse what it found for the first of
     them (`SchedulingPass._blocked`, keyed by the spec object). Bounded: forgotten whole
     when it holds `limit` shapes. A trace whose jobs are rarely alike (requested times all
-    different, as in synthetic traces) gains nothing from it: when fewer than one in eight
-    of the first `trial` jobs found a spec, it stops looking (each look costs a key)."""
+    different, as in synthetic traces) gains nothing from it, and each look costs a key:
+    `worth_it` tells from the trace's first jobs, before the replay."""
 
-    __slots__ = ("_asked", "_found", "_specs", "limit", "looking", "slots", "trial")
+    __slots__ = ("_specs", "limit", "slots")
 
-    def __init__(self, slots: int, limit: int = 65536, trial: int = 1024) -> None:
-        self.slots, self.limit, self.trial = slots, limit, trial
+    def __init__(self, slots: int, limit: int = 65536) -> None:
+        self.slots, self.limit = slots, limit
         self._specs: dict[tuple[str, int, int | None, int], JobSpec] = {}
-        self._asked = self._found = 0
-        self.looking = True
+
+    @staticmethod
+    def worth_it(jobs: Sequence[SwfJob], trial: int = 1024) -> bool:
+        """Whether at least one in eight of the first `trial` jobs is alike an earlier one
+        (else the replay calls `spec_for` itself)."""
+        first = jobs[:trial]
+        shapes = {(job.user, job.procs, job.requested_time, job.gpus) for job in first}
+        return bool(first) and (len(first) - len(shapes)) * 8 >= len(first)
 
     def __call__(self, job: SwfJob) -> JobSpec:
-        if not self.looking:
-            return spec_for(job, slots=self.slots)
         key = (job.user, job.procs, job.requested_time, job.gpus)
         spec = self._specs.get(key)
         if spec is None:
             if len(self._specs) >= self.limit:
                 self._specs.clear()
             spec = self._specs[key] = spec_for(job, slots=self.slots)
-        else:
-            self._found += 1
-        self._asked += 1
-        if self._asked == self.trial and self._found * 8 < self.trial:
-            self.looking = False
-            self._specs.clear()
         return spec
 
 

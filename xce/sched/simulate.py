@@ -217,7 +217,6 @@ class _Replay:
             reservations,
         )
         self.witness = witness
-        self.spec_for = SpecMemo(self.slots)
         self.ledger = UsageLedger(half_life_s)
         self.groups = {j.user: j.group for j in jobs}
         queue_policy = builtin().policy_for(result.plugins)
@@ -230,6 +229,8 @@ class _Replay:
         self.ends: list[tuple[float, int, Outcome]] = []  # a heap
         self.seq = 0
         self.arrivals = self._runnable(jobs, gpus_per_host)
+        # one spec per shape of job, where the trace's jobs are often alike
+        self.specs = SpecMemo(self.slots) if SpecMemo.worth_it(self.arrivals) else None
         self.wakes = sorted(wake_times(reservations, first))
         self.ended = 0
         self.needs = _Needs()
@@ -255,7 +256,7 @@ class _Replay:
         arrivals, wakes = self.arrivals, self.wakes
         arrived, woken, last_arrival, last_wake = 0, 0, len(arrivals), len(wakes)
         cluster, needs, witness = self.cluster, self.needs, self.witness
-        outcomes, spec_for, slots = self.result.outcomes, self.spec_for, self.slots
+        outcomes, specs, slots, queue = self.result.outcomes, self.specs, self.slots, "normal"
         fair, charge = self.fair, self.ledger.charge
         satisfied = _SATISFIED
         seq, ended, blocked = self.seq, 0, False
@@ -287,38 +288,47 @@ class _Replay:
                 job = arrivals[arrived]
                 arrived += 1
                 number = len(outcomes) + 1  # numbered as ClusterState numbers them
-                spec = spec_for(job)
+                spec = specs(job) if specs is not None else spec_for(job, queue, slots)
                 job_id = str(number)
                 cluster.submit(PendingJob(job_id, number, None, spec, satisfied, now))
                 if witness is not None:
                     witness.submitted(now, number, spec)
                 outcomes.append(Outcome(job, job_id))
-                needs.add(min(job.procs, slots))
+                if not strict_fcfs:  # (strict FCFS asks the oldest job instead)
+                    needs.add(min(job.procs, slots))
             while woken < last_wake and wakes[woken] == now:  # a reservation starts or ends
                 woken += 1
                 blocked = False
-            least = needs.least
-            if blocked or not least or least > cluster.most_free:
+            if blocked:
                 continue
             if strict_fcfs:  # strict order starts nothing unless the oldest job fits
                 # the oldest waiting job is the first outcome not started (numbers follow
                 # submission); found from the last one, not by stepping over the holes
                 # the pending dict keeps where started jobs were
-                while outcomes[oldest].start is not None:
+                waiting = len(outcomes)
+                while oldest < waiting and outcomes[oldest].start is not None:
                     oldest += 1
-                if min(outcomes[oldest].job.procs, slots) > cluster.most_free:
+                if oldest == waiting or min(outcomes[oldest].job.procs, slots) > cluster.most_free:
+                    continue
+            else:
+                least = needs.least
+                if not least or least > cluster.most_free:
                     continue
             decided = self._pass(now)
             # after a strict FCFS pass blocked at a job, jobs that arrive sort behind it:
             # until a job ends (or a reservation starts or ends) no pass starts anything
-            blocked = strict_fcfs and any(r["host"] == "*" for r in decided.reservations)
+            if strict_fcfs:  # (a loop: a generator per pass cost more than the test)
+                for kept in decided.reservations:
+                    if kept["host"] == "*":
+                        blocked = True
             for placement in decided.placements:
                 view = cluster.start(placement, now)
                 if witness is not None:
                     witness.started(now, placement)
                 outcome = outcomes[view.number - 1]
                 job = outcome.job
-                needs.remove(min(job.procs, slots))
+                if not strict_fcfs:
+                    needs.remove(min(job.procs, slots))
                 parts = placement.hosts
                 where = "+".join(p.host for p in parts) if len(parts) > 1 else placement.host
                 outcome.start, outcome.host = now, where
