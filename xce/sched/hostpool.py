@@ -28,6 +28,22 @@ Allow = Callable[[int], bool] | None
 class HostPool:
     """Hosts by index (the snapshot's name order) with this pass's free slots and memory."""
 
+    __slots__ = (
+        "_index",
+        "_placed",
+        "_releases",
+        "_running",
+        "_static",
+        "free_mem",
+        "free_slots",
+        "hosts",
+        "improving_sets",
+        "now",
+        "placements",
+        "total_free_slots",
+        "version",
+    )
+
     def __init__(self, snapshot: Snapshot, now: float) -> None:
         self.hosts = hosts = snapshot.hosts
         self.now = now

@@ -34,6 +34,37 @@ SHAPES_KEPT = 4096  # job shapes a pass memo keeps (`_candidates`), then it star
 class HostSearch:
     """Finding hosts for one shape of job within a pass (a base of SchedulingPass)."""
 
+    # Slotted: a pass is made per event the controller applies and per instant `xce
+    # simulate` replays, and building and freeing its 25 attributes in a dict was a
+    # part of each
+    __slots__ = (
+        "_blocked",
+        "_filtered",
+        "_key_functions",
+        "_memo",
+        "_no_reserve",
+        "_rankings",
+        "_sets",
+        "_spread_hosts",
+        "_spreadable",
+        "_tally",
+        "devices",
+        "explain",
+        "gate",
+        "group_slots",
+        "now",
+        "placed_per_array",
+        "policies",
+        "pool",
+        "queue_running",
+        "reservation",
+        "result",
+        "running_slots",
+        "snapshot",
+        "usage_hours",
+        "user_running",
+    )
+
     # The pass's state, set by SchedulingPass.__init__ (xce/sched/pipeline.py), which
     # says what each holds; declared here so the layers below type-check on their own.
     snapshot: Snapshot
@@ -63,6 +94,8 @@ class HostSearch:
     usage_hours: dict[str, float]
 
     def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
+        """The key of the candidate sets of `spec`'s shape (`_sets`); the quiet loop's
+        quick route (pipeline.py `_run_quiet`) builds the last form inline: keep alike."""
         if self.gate is not None:  # the gate's verdict depends on walltime and target
             return (
                 queue.name,

@@ -28,6 +28,8 @@ from xce.sched.types import Placement
 class JobPlacement(SpreadPlacement):
     """Trying and placing one item of a queue (a base of SchedulingPass)."""
 
+    __slots__ = ()
+
     def _count(self, user: str, queue: str, slots: int, jobs: int = 1) -> None:
         if not self._tally:
             return

@@ -28,6 +28,8 @@ from xce.sched.reservation import Reservation
 class SpreadPlacement(HostSearch):
     """Placing a job on several hosts (a base of SchedulingPass)."""
 
+    __slots__ = ()
+
     def _place_spread(
         self, key: str, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy, req: Any
     ) -> multihost.Shares | None:

@@ -25,14 +25,14 @@ from xce.sched import multihost
 from xce.sched import reasons as why
 from xce.sched.advance import AdvanceGate
 from xce.sched.gres import DevicePool
-from xce.sched.hostpool import CandidateSet, HostPool
+from xce.sched.hostpool import CandidateSet, HostPool, OrderedCandidates
 from xce.sched.pass_place import JobPlacement
 from xce.sched.plugins import PluginRegistry, QueuePolicy, builtin
 from xce.sched.plugins.base import Item, OrderContext
 from xce.sched.reasons import WaitReason
 from xce.sched.reservation import Reservation
 from xce.sched.snapshot import PendingJob, Snapshot
-from xce.sched.types import Plan
+from xce.sched.types import Placement, Plan
 
 
 def plan(
@@ -58,6 +58,8 @@ def plan(
 class SchedulingPass(JobPlacement):
     """One pass over one snapshot; not reusable."""
 
+    __slots__ = ()  # the pass's state is declared by HostSearch (pass_hosts.py)
+
     def __init__(
         self,
         snapshot: Snapshot,
@@ -70,7 +72,7 @@ class SchedulingPass(JobPlacement):
         self.explain = explain
         self.pool = HostPool(snapshot, now)
         self.devices = DevicePool(snapshot.hosts, snapshot.licenses)
-        self.result = Plan()
+        self.result = Plan([], {}, [])  # (literals: cheaper than its default factories)
         self.reservation: Reservation | None = None
         # Advance reservations (xce/sched/advance.py); None when the cluster has none, so
         # a pass without them costs what it did before.
@@ -245,6 +247,10 @@ class SchedulingPass(JobPlacement):
         satisfied = DepStatus.SATISFIED
         no_reserve = self._no_reserve
         skip_wide = no_reserve or self.reservation is not None
+        # the quick route for plain jobs (below): no advance reservation to judge, no
+        # running jobs to count (`_tally`: no queue has limits or orders by usage)
+        plain = self.gate is None and not self._tally
+        sets, placements, views = self._sets, self.result.placements, pool.hosts
         for item in ordered:
             free = pool.total_free_slots
             if free <= 0:
@@ -279,6 +285,27 @@ class SchedulingPass(JobPlacement):
                     and self._held(item, spec, queue, item.job_id, True)
                 ):
                     continue
+                if (
+                    res is None
+                    and plain
+                    and item.index is None
+                    and not (spec.gres or spec.licenses or spec.exclusive or spec.resources)
+                ):
+                    # A plain job (one host, no devices, licenses or -R; not an array
+                    # task) while nothing is reserved: `_try_job`, `_place` and `_commit`
+                    # reduce to a host from the shape's candidates, taken (one call, not
+                    # five: the most common try of a replay). What they would do otherwise
+                    # (a reason, a reservation, a ranking on free resources) they still do.
+                    shape = (name, spec.slots, spec.memory_mb, spec.resources, None, spec.gres)
+                    found = sets.get(shape)
+                    if found is None:
+                        found = sets[shape] = self._candidates(spec, queue, policy)
+                    if type(found) is OrderedCandidates:
+                        i = found.find()  # at None it stays at None: `_place` asks again
+                        if i is not None:
+                            pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s)
+                            placements.append(Placement(item.job_id, views[i].name, ()))
+                            continue
                 self._try_job(item, spec, queue, policy, item.job_id)
             else:
                 self._try(item, queues[name], policy)

@@ -39,6 +39,7 @@ import heapq
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from operator import attrgetter
 from typing import Protocol
 
 from xce.core.deps import DepStatus
@@ -240,13 +241,14 @@ class _Replay:
         the others are counted as skipped: wider than the machine, or asking GPUs the
         hosts lack or GPUs on a job wider than a host (not granted across hosts)."""
         slots, width = self.slots, self.slots * self.hosts
-        runnable = []
-        for job in jobs:
-            if job.procs > width or job.gpus > gpus_per_host or (job.gpus and job.procs > slots):
-                self.result.skipped += 1
-                continue
-            runnable.append(job)
-        runnable.sort(key=lambda job: job.submit)  # stable: a sorted trace stays as it is
+        runnable = [
+            job
+            for job in jobs
+            if job.procs <= width
+            and (not job.gpus or (job.gpus <= gpus_per_host and job.procs <= slots))
+        ]
+        self.result.skipped += len(jobs) - len(runnable)
+        runnable.sort(key=attrgetter("submit"))  # stable: a sorted trace stays as it is
         return runnable
 
     def run(self, progress: Callable[[int], None] | None) -> None:
@@ -308,7 +310,12 @@ class _Replay:
                 waiting = len(outcomes)
                 while oldest < waiting and outcomes[oldest].start is not None:
                     oldest += 1
-                if oldest == waiting or min(outcomes[oldest].job.procs, slots) > cluster.most_free:
+                if oldest == waiting:
+                    continue
+                if min(outcomes[oldest].job.procs, slots) > cluster.most_free:
+                    # and it will not until a job ends (or a reservation starts or ends):
+                    # arrivals free nothing and sort behind it
+                    blocked = True
                     continue
             else:
                 least = needs.least
