@@ -16,8 +16,16 @@ import pytest
 from xce.core import events as ev
 from xce.core.deps import DepStatus
 from xce.core.errors import XceError
-from xce.core.model import HostRecord, HostSlots, JobSpec, QueueRecord, ReservationRecord
+from xce.core.model import (
+    HostAdmin,
+    HostRecord,
+    HostSlots,
+    JobSpec,
+    QueueRecord,
+    ReservationRecord,
+)
 from xce.core.state import ClusterState
+from xce.sched.hostpool import HostPool
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
 from xce.sched.simcluster import SimCluster
@@ -31,7 +39,7 @@ from xce.sched.simulate import (
     simulate,
     spec_for,
 )
-from xce.sched.snapshot import PendingJob, Snapshot, snapshot_of
+from xce.sched.snapshot import FreeTable, PendingJob, Snapshot, snapshot_of
 from xce.sched.swf import SwfJob
 from xce.sched.types import Placement
 from xce.sched.usage import UsageLedger
@@ -100,6 +108,8 @@ class StateWitness:
             assert snapshot.queues == other.queues
             assert snapshot.reservations == other.reservations
             assert (snapshot.arrays, snapshot.array_limits) == (other.arrays, other.array_limits)
+        # what a pass copies of the hosts is what their views show
+        assert snapshot.free == FreeTable.of(fresh.hosts)
         assert plan(snapshot, now) == plan(fresh, now)
 
 
@@ -345,3 +355,35 @@ def test_the_pending_jobs_stay_in_order_through_compaction() -> None:
     assert [job.number for job in snapshot.queued["normal"]] == waiting
     assert [job.number for job in snapshot.pending_jobs()] == waiting
     assert list(cluster.pending) == [str(number) for number in waiting]
+
+
+def test_the_free_table_leaves_out_hosts_that_take_no_jobs() -> None:
+    """A pass copies the simulator's free table instead of reading the views: the same
+    free slots, memory and total as the views give, a closed or lost host's free slots
+    not counted in the total, through starts and ends."""
+    hosts = [
+        HostRecord("a", 8, 16_000),
+        HostRecord("b", 4, 8_000, admin=HostAdmin.CLOSED),
+        HostRecord("c", 4, 8_000, reachable=False),
+        HostRecord("d", 2, 4_000),
+    ]
+    cluster = SimCluster(QueueRecord("normal"), hosts)
+    # (a job on the closed host: one that ran there before it was closed, live)
+    started = ((4, 1_000, "a"), (2, 500, "d"), (2, 200, "b"))
+    for number, (slots, mem, host) in enumerate(started, 1):
+        spec = JobSpec("u1", "normal", slots=slots, memory_mb=mem)
+        cluster.submit(PendingJob(str(number), number, None, spec, DepStatus.SATISFIED, 0.0))
+        cluster.start(Placement(str(number), host, ()), 0.0)
+    for finished in ((), ("1",), ("2", "3")):
+        for job_id in finished:
+            cluster.finish(job_id)
+        snapshot = cluster.snapshot()
+        assert snapshot.free == FreeTable.of(snapshot.hosts)
+        ours, theirs = HostPool(snapshot, 0.0), HostPool(replace(snapshot, free=None), 0.0)
+        assert (ours.free_slots, ours.free_mem, ours.total_free_slots) == (
+            theirs.free_slots,
+            theirs.free_mem,
+            theirs.total_free_slots,
+        )
+        assert ours.free_slots is not snapshot.free.slots  # a pass's own copy
+    assert snapshot.free.total == 8 + 2  # hosts a and d, all free again

@@ -48,24 +48,30 @@ class HostPool:
         self.hosts = hosts = snapshot.hosts
         self.now = now
         self._index: dict[str, int] | None = None
-        # one walk of the hosts (a pass is made per event the controller applies and per
-        # instant `xce simulate` replays: its set-up is a part of each)
-        free_slots: list[int] = []
-        free_mem: list[int] = []
-        total = 0
-        for host in hosts:
-            free = host.free_slots
-            free_slots.append(free)
-            free_mem.append(host.free_memory_mb)
-            if free > 0 and host.schedulable:
-                total += free
-        self.free_slots, self.free_mem, self.total_free_slots = free_slots, free_mem, total
+        table = snapshot.free
+        if table is not None:  # kept by the snapshot's maker: copied, not read per host
+            self.free_slots, self.free_mem = table.slots.copy(), table.memory_mb.copy()
+            self.total_free_slots = table.total
+        else:
+            # one walk of the hosts (a pass is made per event the controller applies: its
+            # set-up is a part of each)
+            free_slots: list[int] = []
+            free_mem: list[int] = []
+            total = 0
+            for host in hosts:
+                free = host.free_slots
+                free_slots.append(free)
+                free_mem.append(host.free_memory_mb)
+                if free > 0 and host.schedulable:
+                    total += free
+            self.free_slots, self.free_mem, self.total_free_slots = free_slots, free_mem, total
         self.version = [0] * len(hosts)
         self.placements = 0
         self._running = snapshot.running
         self._placed: list[tuple[int, float, int, int]] = []
         self._releases: list[list[tuple[float, int, int]]] | None = None
-        self._static: list[dict[str, str | int | float] | None] = [None] * len(hosts)
+        # host index -> its attributes, as read (only a pass with -R reads any)
+        self._static: dict[int, dict[str, str | int | float]] = {}
         self.improving_sets: list[RankedCandidates] = []
 
     @property
@@ -77,7 +83,7 @@ class HostPool:
 
     def static_attributes(self, i: int) -> dict[str, str | int | float]:
         """Host `i`'s attributes as at the start of the pass (cached; do not modify)."""
-        found = self._static[i]
+        found = self._static.get(i)
         if found is None:
             found = self._static[i] = host_attributes(self.hosts[i])
         return found

@@ -26,10 +26,12 @@ from types import MappingProxyType
 
 from xce.core import gres
 from xce.core.allocation import check_hosts, host_memory_mb
+from xce.core.fastreplace import replacer
 from xce.core.model import HostRecord, JobSpec, QueueRecord, ReservationRecord
 from xce.core.reservations import check_reservation
 from xce.sched.passmemo import PassMemo
 from xce.sched.snapshot import (
+    FreeTable,
     HostView,
     LazyViews,
     PendingJob,
@@ -41,6 +43,7 @@ from xce.sched.snapshot import (
 from xce.sched.types import Placement
 
 Share = tuple[int, int, int, tuple[str, ...]]  # host index, slots, memory, devices
+_with_free = replacer(HostView, "free_slots", "free_memory_mb")
 
 
 class SimCluster:
@@ -65,9 +68,15 @@ class SimCluster:
             self._hosts_by_free[free] = self._hosts_by_free.get(free, 0) + 1
         self.most_free = max(self._free, default=0)  # the most free slots on one host
         self._one_host = n == 1  # then most_free is that host's, without counts
-        self._used_mem = [0] * n
+        self._free_mem = [h.memory_mb for h in self.hosts]  # free memory per host
         self._devices: list[set[str]] = [set() for _ in range(n)]
         self._views: list[HostView] = [host_view(h, None) for h in self.hosts]
+        # what every pass copies of the hosts (FreeTable: the views' free slots and memory)
+        self._schedulable = [view.schedulable for view in self._views]
+        self._table = FreeTable(self._free, self._free_mem, 0)
+        self._table.total = sum(
+            free for free, up in zip(self._free, self._schedulable, strict=True) if up and free > 0
+        )
         self._dirty: set[int] = set()  # hosts whose view is out of date
         kept: dict[str, ReservationRecord] = {}
         for reservation in reservations:
@@ -124,7 +133,7 @@ class SimCluster:
         self._leave(job_id)
         slots, mem = spec.slots, spec.memory_mb
         self._use(i, slots)
-        self._used_mem[i] += mem
+        self._free_mem[i] -= mem
         self._spans[job_id] = (spec, now, ((i, slots, mem, devices),))
         if self._order is not None:  # `_order_add`, inline: a call per start
             insort(self._order, (host, job_id))
@@ -150,7 +159,7 @@ class SimCluster:
         for i, slots, mem, devices in shares:
             self._devices[i].update(devices)
             self._use(i, slots)
-            self._used_mem[i] += mem
+            self._free_mem[i] -= mem
             self._order_add(self.hosts[i].name, job_id)
         self._spans[job_id] = (spec, now, shares)
         return job
@@ -190,7 +199,7 @@ class SimCluster:
         order, made = self._order, self._made
         for i, slots, mem, devices in span[2]:
             self._use(i, -slots)
-            self._used_mem[i] -= mem
+            self._free_mem[i] += mem
             if devices:
                 self._devices[i].difference_update(devices)
             if order is not None:
@@ -247,11 +256,14 @@ class SimCluster:
         raise AssertionError(f"job {job_id} holds nothing on {host}")
 
     def _use(self, i: int, slots: int) -> None:
-        """Host `i` holds `slots` more (fewer when negative); `most_free` follows."""
+        """Host `i` holds `slots` more (fewer when negative); `most_free` and the free
+        table's total follow."""
         self._dirty.add(i)
         free, counts = self._free, self._hosts_by_free
         before = free[i]
         after = free[i] = before - slots
+        if self._schedulable[i]:
+            self._table.total += (after if after > 0 else 0) - (before if before > 0 else 0)
         if self._one_host:
             self.most_free = after
             return
@@ -273,8 +285,18 @@ class SimCluster:
         return at
 
     def _view(self, i: int) -> HostView:
+        """Host `i`'s view as its load now gives it (`view_of`); a host without devices
+        changes only in its free slots and memory, so its last view is copied with those
+        (half the cost: one per pass)."""
         host = self.hosts[i]
-        return view_of(host, host.slots - self._free[i], self._used_mem[i], self._devices[i])
+        if host.gres:
+            return view_of(
+                host,
+                host.slots - self._free[i],
+                host.memory_mb - self._free_mem[i],
+                self._devices[i],
+            )
+        return _with_free(self._views[i], self._free[i], self._free_mem[i])
 
     # --- reading ------------------------------------------------------------------------
 
@@ -312,4 +334,5 @@ class SimCluster:
             queued=self._queued if self.pending else self._nothing,
             reservations=self._reservations,
             memo=self._memo,  # hosts and queue never change here
+            free=self._table,
         )

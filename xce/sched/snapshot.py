@@ -98,6 +98,43 @@ class RunningJob:
     part: bool = False
 
 
+class FreeTable:
+    """What is free of each host, by index in `Snapshot.hosts`' order, kept current by a
+    snapshot's maker that tracks it anyway (the simulator, xce/sched/simcluster.py): a pass
+    copies these lists (`HostPool`) instead of reading every host's view, which on a
+    cluster of many hosts was most of a short pass. `slots` and `memory_mb` are each
+    host's free slots and memory (`HostView.free_slots`, `free_memory_mb`); `total` the
+    free slots of the schedulable hosts that have some. Read-only to a pass."""
+
+    __slots__ = ("memory_mb", "slots", "total")
+
+    def __init__(self, slots: list[int], memory_mb: list[int], total: int) -> None:
+        self.slots, self.memory_mb, self.total = slots, memory_mb, total
+
+    @classmethod
+    def of(cls, hosts: Sequence[HostView]) -> FreeTable:
+        """The table `hosts` show (what a pass computes without one)."""
+        return cls(
+            [h.free_slots for h in hosts],
+            [h.free_memory_mb for h in hosts],
+            sum(h.free_slots for h in hosts if h.schedulable and h.free_slots > 0),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FreeTable):
+            return NotImplemented
+        return (self.slots, self.memory_mb, self.total) == (
+            other.slots,
+            other.memory_mb,
+            other.total,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"FreeTable({self.slots!r}, {self.memory_mb!r}, {self.total!r})"
+
+
 class LazyViews(Sequence[RunningJob]):
     """Running views made when first read: a pass that times no reservation and tallies
     no usage (FCFS, first-fit) reads none, so the simulator (xce/sched/simcluster.py)
@@ -196,6 +233,9 @@ class Snapshot:
     # What passes over the same hosts and queues share (xce/sched/passmemo.py): kept by the
     # snapshot's maker, None for a fresh snapshot; not part of what the snapshot shows
     memo: PassMemo | None = field(default=None, compare=False, repr=False)
+    # The hosts' free slots and memory as the maker keeps them (FreeTable), None: a pass
+    # reads them from `hosts`; not part of what the snapshot shows (it repeats `hosts`)
+    free: FreeTable | None = field(default=None, compare=False, repr=False)
 
     def pending_jobs(self) -> Iterator[PendingJob]:
         """Every pending job, whichever of `jobs` and `queued` holds them."""
