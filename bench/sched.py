@@ -216,47 +216,56 @@ def _snapshot_row(bench: BenchPlan) -> list[Row]:
 
 def _simulate_row(bench: BenchPlan) -> list[Row]:
     """`xce simulate` against the minimal event-driven simulator of bench/refsim.py, per
-    policy, on a KTH-SP2-like trace (one 100-slot machine, 28k jobs; 3k in quick mode) and
-    on an overloaded one whose queue grows past a thousand jobs; the waits must be the same
-    (else ERROR)."""
+    policy, on a KTH-SP2-like trace (one 100-slot machine, 28k jobs; 3k in quick mode), on
+    an overloaded one whose queue grows past a thousand jobs, and on the KTH-like jobs of
+    at most 10 processors over 10 hosts of 10 slots (the reference places a job on one
+    host only: the passes of many hosts, one or two starts each); the waits must be the
+    same (else ERROR)."""
     from bench.refsim import refsim
     from xce.sched.simulate import simulate
     from xce.sched.workload import synthetic
 
     count = 3_000 if bench.quick else 28_000
     runs = 3 if bench.quick else 5
-    traces = [  # (label, jobs, slots)
-        (
-            f"{count:,}-job KTH-like trace, 1 x 100 slots",
-            synthetic(count, max_procs=100, seed=5, mean_interarrival_s=130),
-            100,
-        ),
+    kth = synthetic(count, max_procs=100, seed=5, mean_interarrival_s=130)
+    narrow = [job for job in kth if job.procs <= 10]
+    traces = [  # (label, jobs, hosts, slots)
+        (f"{count:,}-job KTH-like trace, 1 x 100 slots", kth, 1, 100),
         (
             "3,000-job overloaded trace (queues of 1k+ jobs), 1 x 64 slots",
             synthetic(3_000, max_procs=64, seed=5, mean_interarrival_s=20),
+            1,
             64,
         ),
+        (f"{len(narrow):,} KTH-like jobs of <= 10 procs, 10 x 10 slots", narrow, 10, 10),
     ]
     rows = []
-    for label, jobs, slots in traces:
+    for label, jobs, hosts, slots in traces:
         for policy in ("fcfs", "first-fit", "easy", "fairshare"):
-            rows.append(_versus(label, jobs, slots, policy, refsim, simulate, runs))
+            rows.append(_versus(label, jobs, hosts, slots, policy, refsim, simulate, runs))
     return rows
 
 
 def _versus(
-    label: str, jobs: list, slots: int, policy: str, refsim: Any, simulate: Any, runs: int
+    label: str,
+    jobs: list,
+    hosts: int,
+    slots: int,
+    policy: str,
+    refsim: Any,
+    simulate: Any,
+    runs: int,
 ) -> Row:
     """Medians of `runs` CPU times of each, run alternately (the machine may be shared)."""
     theirs_s, ours_s = [], []
     for _ in range(runs):
         gc.collect()  # the previous run's garbage is not charged to this one
         cpu = time.process_time()  # CPU, not wall: the machine may be shared
-        ref = refsim(jobs, 1, slots, policy)
+        ref = refsim(jobs, hosts, slots, policy)
         theirs_s.append(time.process_time() - cpu)
         gc.collect()
         cpu = time.process_time()
-        result = simulate(jobs, hosts=1, slots=slots, policy=policy)
+        result = simulate(jobs, hosts=hosts, slots=slots, policy=policy)
         ours_s.append(time.process_time() - cpu)
     theirs, ours = statistics.median(theirs_s), statistics.median(ours_s)
     same = {o.job.number: o.start for o in result.outcomes} == ref.starts

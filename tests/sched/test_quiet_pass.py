@@ -11,7 +11,7 @@ from tests.unit.helpers import T0, new_state, submit, submit_array
 from xce.core import events as ev
 from xce.core.model import QueueRecord, ReservationRecord
 from xce.core.state import ClusterState
-from xce.sched.pipeline import plan
+from xce.sched.pipeline import SchedulingPass, plan
 from xce.sched.snapshot import snapshot_of
 
 QUEUES = (
@@ -178,3 +178,14 @@ def test_a_requeued_array_task_keeps_to_its_arrays_limit_in_the_quiet_loop() -> 
     loud, quiet = plan(snapshot, T0), plan(snapshot, T0, explain=False)
     assert len(loud.placements) == 1  # the limit: one task at a time
     assert quiet.placements == loud.placements
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_quick_route_keys_shapes_as_the_full_try_does(seed: int) -> None:
+    """The quick route builds its candidate sets' key inline: every key the quiet loop
+    made is one the explained pass made too (`_shape`), so both share the same sets."""
+    rng = random.Random(seed)
+    snapshot = snapshot_of(featured_cluster(rng))
+    quiet, loud = SchedulingPass(snapshot, T0, explain=False), SchedulingPass(snapshot, T0)
+    quiet.run(), loud.run()
+    assert set(quiet._sets) <= set(loud._sets)

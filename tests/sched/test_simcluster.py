@@ -387,3 +387,19 @@ def test_the_free_table_leaves_out_hosts_that_take_no_jobs() -> None:
         )
         assert ours.free_slots is not snapshot.free.slots  # a pass's own copy
     assert snapshot.free.total == 8 + 2  # hosts a and d, all free again
+
+
+def test_a_snapshot_copied_with_other_hosts_is_planned_from_its_views() -> None:
+    """The free table describes the host views it was kept beside: a snapshot copied with
+    other views (as preemption's resume step copies one) is planned from those, not from
+    a table that no longer describes them (from the second review)."""
+    cluster = SimCluster(QueueRecord("normal"), [HostRecord("a", 4, 8_000)])
+    spec = JobSpec("u1", "normal", slots=4)
+    cluster.submit(PendingJob("1", 1, None, spec, DepStatus.SATISFIED, 0.0))
+    snapshot = cluster.snapshot()
+    assert plan(snapshot, 0.0).placements  # the table says 4 free: it starts
+    full = tuple(replace(view, free_slots=0) for view in snapshot.hosts)
+    copied = replace(snapshot, hosts=full)  # the table is carried over (compare=False)
+    assert copied.free is snapshot.free
+    assert plan(copied, 0.0, explain=False).placements == []
+    assert plan(copied, 0.0).placements == []

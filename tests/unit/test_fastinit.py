@@ -214,3 +214,25 @@ def test_a_subclass_that_inherits_the_init_keeps_its_class() -> None:
     assert plain == Plain(3, (1,)) and plain != Base(3, (1,))  # dataclass eq: same class
     with pytest.raises(dataclasses.FrozenInstanceError):
         plain.a = 1  # type: ignore[misc]
+
+
+def test_without_a_gil_records_are_built_through_the_descriptors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a free-threaded interpreter (no GIL) no twin class is made: the same records,
+    stored through the slots' descriptors."""
+    from xce.core import fastinit
+
+    monkeypatch.setattr(fastinit, "_GIL", False)
+
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Record:
+        a: int
+        b: list[int] = field(default_factory=list)
+
+    made = Record(1)
+    assert type(made) is Record and (made.a, made.b) == (1, [])
+    assert Record.__subclasses__() == []  # no twin to build in
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.a = 2  # type: ignore[misc]

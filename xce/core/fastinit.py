@@ -12,10 +12,11 @@ move between them), stores each field with a plain `self.name = name` (the inter
 specialised slot store) and makes the instance a `cls` again before it returns, even when
 a default factory raises (about 0.45 us for a `JobSpec`). An instance of a subclass of
 `cls` that inherits this `__init__` is built through the slots' descriptors instead (it
-must keep its own class). The class stays frozen (its `__setattr__` still refuses), equal
-instances come out equal, and `dataclasses.replace`, pickling and `fields()` work as
-before. The kin of `xce/core/fastreplace.py`, which rebuilds a record through this
-`__init__`.
+must keep its own class), and so is every instance on a free-threaded interpreter (where
+assigning `__class__` may stop the world). The class stays frozen (its `__setattr__`
+still refuses), equal instances come out equal, and `dataclasses.replace`, pickling and
+`fields()` work as before. The kin of `xce/core/fastreplace.py`, which rebuilds a record
+through this `__init__`.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def fast_init(cls: type[T]) -> type[T]:
     helpers: dict[str, Any] = {
         "__fi_factory": _FACTORY,
         "__fi_cls": cls,
-        "__fi_twin": _assigning_twin(cls),
+        # none where moving an instance between classes stops every thread (below)
+        "__fi_twin": _assigning_twin(cls) if _GIL else None,
         "__fi_set_class": _SET_CLASS,
     }
     positional: list[str] = []
@@ -81,7 +83,7 @@ def fast_init(cls: type[T]) -> type[T]:
         slow.append(f"            {store}(self, {value})")
     signature = ", ".join(["self", *positional, *(["*", *keywords] if keywords else [])])
     lines = [
-        "        if self.__class__ is __fi_cls:",
+        "        if __fi_twin is not None and self.__class__ is __fi_cls:",
         "            __fi_set_class(self, __fi_twin)",
         "            try:",
         *(["    " + line for line in body] or ["                pass"]),
@@ -114,6 +116,9 @@ def fast_init(cls: type[T]) -> type[T]:
 
 
 _SET_CLASS = object.__dict__["__class__"].__set__  # obj.__class__ = kind, past __setattr__
+# A free-threaded interpreter (3.13t) may stop every thread to assign `__class__` to an
+# object others could reach: there the records are built through the descriptors alone.
+_GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
 def _assigning_twin(cls: type) -> type:

@@ -49,7 +49,8 @@ class HostPool:
         self.now = now
         self._index: dict[str, int] | None = None
         table = snapshot.free
-        if table is not None:  # kept by the snapshot's maker: copied, not read per host
+        if table is not None and table.hosts is hosts:  # kept by the snapshot's maker
+            # beside these very views: copied, not read per host
             self.free_slots, self.free_mem = table.slots.copy(), table.memory_mb.copy()
             self.total_free_slots = table.total
         else:

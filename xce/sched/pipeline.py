@@ -249,7 +249,7 @@ class SchedulingPass(JobPlacement):
         skip_wide = no_reserve or self.reservation is not None
         # the quick route for plain jobs (below): no advance reservation to judge, no
         # running jobs to count (`_tally`: no queue has limits or orders by usage)
-        plain = self.gate is None and not self._tally
+        quick_route = self.gate is None and not self._tally
         sets, placements, views = self._sets, self.result.placements, pool.hosts
         for item in ordered:
             free = pool.total_free_slots
@@ -258,7 +258,13 @@ class SchedulingPass(JobPlacement):
             spec = item.spec
             if skip_wide and spec.slots > free:
                 continue  # as _cannot_start would say, from one comparison
-            if type(item) is PendingJob and item.index is None and item.deps is satisfied:
+            # (`blocked` is empty until a try fails: most tries ask nothing of it)
+            if (
+                blocked
+                and type(item) is PendingJob
+                and item.index is None
+                and item.deps is satisfied
+            ):
                 known = blocked.get(id(spec))
                 if known is not None:
                     reasons[item.job_id] = known
@@ -287,7 +293,7 @@ class SchedulingPass(JobPlacement):
                     continue
                 if (
                     res is None
-                    and plain
+                    and quick_route
                     and item.index is None
                     and not (spec.gres or spec.licenses or spec.exclusive or spec.resources)
                 ):

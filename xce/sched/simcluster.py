@@ -73,7 +73,7 @@ class SimCluster:
         self._views: list[HostView] = [host_view(h, None) for h in self.hosts]
         # what every pass copies of the hosts (FreeTable: the views' free slots and memory)
         self._schedulable = [view.schedulable for view in self._views]
-        self._table = FreeTable(self._free, self._free_mem, 0)
+        self._table = FreeTable(self._views, self._free, self._free_mem, 0)
         self._table.total = sum(
             free for free, up in zip(self._free, self._schedulable, strict=True) if up and free > 0
         )

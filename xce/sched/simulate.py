@@ -245,7 +245,8 @@ class _Replay:
             job
             for job in jobs
             if job.procs <= width
-            and (not job.gpus or (job.gpus <= gpus_per_host and job.procs <= slots))
+            and job.gpus <= gpus_per_host
+            and not (job.gpus and job.procs > slots)
         ]
         self.result.skipped += len(jobs) - len(runnable)
         runnable.sort(key=attrgetter("submit"))  # stable: a sorted trace stays as it is
@@ -258,7 +259,8 @@ class _Replay:
         arrivals, wakes = self.arrivals, self.wakes
         arrived, woken, last_arrival, last_wake = 0, 0, len(arrivals), len(wakes)
         cluster, needs, witness = self.cluster, self.needs, self.witness
-        outcomes, specs, slots, queue = self.result.outcomes, self.specs, self.slots, "normal"
+        outcomes, specs, slots = self.result.outcomes, self.specs, self.slots
+        queue = cluster.queue.name
         fair, charge = self.fair, self.ledger.charge
         satisfied = _SATISFIED
         seq, ended, blocked = self.seq, 0, False
@@ -328,6 +330,7 @@ class _Replay:
                 for kept in decided.reservations:
                     if kept["host"] == "*":
                         blocked = True
+                        break
             for placement in decided.placements:
                 view = cluster.start(placement, now)
                 if witness is not None:

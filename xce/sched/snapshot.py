@@ -104,17 +104,25 @@ class FreeTable:
     copies these lists (`HostPool`) instead of reading every host's view, which on a
     cluster of many hosts was most of a short pass. `slots` and `memory_mb` are each
     host's free slots and memory (`HostView.free_slots`, `free_memory_mb`); `total` the
-    free slots of the schedulable hosts that have some. Read-only to a pass."""
+    free slots of the schedulable hosts that have some. Like the simulator's host list it
+    is live, not a value: read-only to a pass, and planned before the next event. It
+    describes `hosts`, the very sequence it was kept beside: a snapshot copied with other
+    hosts (`dataclasses.replace`, as preemption's resume step does) is not described by
+    it, and a pass then reads the views (`HostPool`)."""
 
-    __slots__ = ("memory_mb", "slots", "total")
+    __slots__ = ("hosts", "memory_mb", "slots", "total")
 
-    def __init__(self, slots: list[int], memory_mb: list[int], total: int) -> None:
+    def __init__(
+        self, hosts: Sequence[HostView], slots: list[int], memory_mb: list[int], total: int
+    ) -> None:
+        self.hosts = hosts
         self.slots, self.memory_mb, self.total = slots, memory_mb, total
 
     @classmethod
     def of(cls, hosts: Sequence[HostView]) -> FreeTable:
         """The table `hosts` show (what a pass computes without one)."""
         return cls(
+            hosts,
             [h.free_slots for h in hosts],
             [h.free_memory_mb for h in hosts],
             sum(h.free_slots for h in hosts if h.schedulable and h.free_slots > 0),
