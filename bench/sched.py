@@ -217,10 +217,10 @@ def _snapshot_row(bench: BenchPlan) -> list[Row]:
 def _simulate_row(bench: BenchPlan) -> list[Row]:
     """`xce simulate` against the minimal event-driven simulator of bench/refsim.py, per
     policy, on a KTH-SP2-like trace (one 100-slot machine, 28k jobs; 3k in quick mode), on
-    an overloaded one whose queue grows past a thousand jobs, and on the KTH-like jobs of
-    at most 10 processors over 10 hosts of 10 slots (the reference places a job on one
-    host only: the passes of many hosts, one or two starts each); the waits must be the
-    same (else ERROR)."""
+    an overloaded one whose queue grows past a thousand jobs, and over 10 hosts of 10
+    slots (the reference places a job on one host only): the KTH-like jobs of at most 10
+    processors (a light load: every job starts as it comes, one pass each) and a trace
+    that keeps the hosts 80-90 % busy; the waits must be the same (else ERROR)."""
     from bench.refsim import refsim
     from xce.sched.simulate import simulate
     from xce.sched.workload import synthetic
@@ -238,6 +238,12 @@ def _simulate_row(bench: BenchPlan) -> list[Row]:
             64,
         ),
         (f"{len(narrow):,} KTH-like jobs of <= 10 procs, 10 x 10 slots", narrow, 10, 10),
+        (
+            "5,000-job trace of 1-10 procs, 10 x 10 slots (80-90 % busy)",
+            synthetic(5_000, max_procs=10, seed=5, mean_interarrival_s=30),
+            10,
+            10,
+        ),
     ]
     rows = []
     for label, jobs, hosts, slots in traces:
