@@ -39,6 +39,7 @@ class HostSearch:
     # part of each
     __slots__ = (
         "_blocked",
+        "_devices",
         "_filtered",
         "_key_functions",
         "_memo",
@@ -48,7 +49,6 @@ class HostSearch:
         "_spread_hosts",
         "_spreadable",
         "_tally",
-        "devices",
         "explain",
         "gate",
         "group_slots",
@@ -71,7 +71,7 @@ class HostSearch:
     now: float
     explain: bool
     pool: HostPool
-    devices: DevicePool
+    _devices: DevicePool | None
     result: Plan
     reservation: Reservation | None
     gate: AdvanceGate | None
@@ -92,6 +92,16 @@ class HostSearch:
     _no_reserve: bool
     _memo: PassMemo | None
     usage_hours: dict[str, float]
+
+    @property
+    def devices(self) -> DevicePool:
+        """Free devices and licenses for this pass, made when first asked: a pass whose
+        jobs ask for none (most, and every pass of most replays) never makes it."""
+        pool = self._devices
+        if pool is None:
+            snapshot = self.snapshot
+            pool = self._devices = DevicePool(snapshot.hosts, snapshot.licenses)
+        return pool
 
     def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
         """The key of the candidate sets of `spec`'s shape (`_sets`); the quiet loop's

@@ -71,7 +71,7 @@ class SchedulingPass(JobPlacement):
         self.now = now
         self.explain = explain
         self.pool = HostPool(snapshot, now)
-        self.devices = DevicePool(snapshot.hosts, snapshot.licenses)
+        self._devices: DevicePool | None = None  # `devices`, made when first asked
         self.result = Plan([], {}, [])  # (literals: cheaper than its default factories)
         self.reservation: Reservation | None = None
         # Advance reservations (xce/sched/advance.py); None when the cluster has none, so
