@@ -6,7 +6,8 @@ three times over (submit, start, end), that a simulator replaying millions of jo
 for records nobody reads. This class keeps only what a pass reads, in the form the pass
 reads it: the pending views in submission order (made once per job, reused by every
 pass), the running views in (host, job id) order, made when a pass first reads them, one
-`HostView` per host rebuilt when its load changes, and hands `plan` a `Snapshot` showing
+`HostView` per host rebuilt when its load changes with the table of every host's free slots
+and memory that the pass copies (`FreeTable`), and hands `plan` a `Snapshot` showing
 what `SnapshotCache.snapshot` shows for a ClusterState fed the same events (its hosts are a
 list kept current, not a tuple). tests/sched/test_simcluster.py replays traces with a real
 ClusterState beside it and compares the two snapshots at every pass.

@@ -90,7 +90,8 @@ class _Needs:
     slots)), with the smallest kept: when even it exceeds every host's free slots, no
     policy can start anything (plugins only restrict, the simulator does not preempt), so
     the pass is skipped without building a snapshot. A skipped pass would have placed
-    nothing, so the results are the same."""
+    nothing, so the results are the same. Not kept under strict FCFS, which asks its oldest
+    job instead (`_Replay.run`)."""
 
     __slots__ = ("counts", "least")
 
