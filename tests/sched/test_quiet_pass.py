@@ -81,7 +81,7 @@ def featured_cluster(rng: random.Random) -> ClusterState:
             QueueRecord("capped", max_running=3),
             QueueRecord("fair", priority=1, plugins=("fairshare",)),
         )
-        # queues that count running jobs (limits, fairshare) in a quarter of the passes
+        # queues that count running jobs (limits, fairshare) in a quarter of the clusters
         # each: the quiet loop's quick route is taken only without them
         if q.name == "normal" or rng.random() < (0.25 if q.name in ("capped", "fair") else 0.6)
     )
