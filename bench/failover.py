@@ -260,6 +260,10 @@ def _failovers(plan: Plan, sizes: Sizes, replication: str, rounds: int) -> list[
     results: list[Failover] = []
     try:
         cluster.start_candidate(0)
+        # a starting controller is a standby until it wins its term (xce/ha): the worker
+        # and the clients need a primary to talk to
+        if cluster.wait_primary() != 0:
+            raise RuntimeError("candidate 0 did not become the primary")
         cluster.start_candidate(1, "standby")
         cluster.start_worker("w1")
         cluster.wait_caught_up(1)
@@ -424,6 +428,8 @@ def _measure(plan: Plan, sizes: Sizes, mode: str, run_no: int) -> LoadRun:
     )
     try:
         cluster.start_candidate(0)
+        if cluster.wait_primary() != 0:  # a standby until it wins its term
+            raise RuntimeError("candidate 0 did not become the primary")
         pids = [cluster.candidates[0].pid]
         if mode != "solo":
             cluster.start_candidate(1, "standby")
