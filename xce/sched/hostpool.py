@@ -19,7 +19,7 @@ import heapq
 from collections.abc import Callable, Sequence
 
 from xce.sched.expr import Node, host_attributes, matches
-from xce.sched.snapshot import Snapshot
+from xce.sched.snapshot import FreeTable, Snapshot
 
 INFINITY = float("inf")
 Allow = Callable[[int], bool] | None
@@ -52,20 +52,10 @@ class HostPool:
         if table is not None and table.hosts is hosts:  # kept by the snapshot's maker
             # beside these very views: copied, not read per host
             self.free_slots, self.free_mem = table.slots.copy(), table.memory_mb.copy()
-            self.total_free_slots = table.total
-        else:
-            # one walk of the hosts (a pass is made per event the controller applies: its
-            # set-up is a part of each)
-            free_slots: list[int] = []
-            free_mem: list[int] = []
-            total = 0
-            for host in hosts:
-                free = host.free_slots
-                free_slots.append(free)
-                free_mem.append(host.free_memory_mb)
-                if free > 0 and host.schedulable:
-                    total += free
-            self.free_slots, self.free_mem, self.total_free_slots = free_slots, free_mem, total
+        else:  # read from the views, into lists of this pass's own
+            table = FreeTable.of(hosts)
+            self.free_slots, self.free_mem = table.slots, table.memory_mb
+        self.total_free_slots = table.total
         self.version = [0] * len(hosts)
         self.placements = 0
         self._running = snapshot.running

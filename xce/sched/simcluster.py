@@ -63,21 +63,19 @@ class SimCluster:
         if len(self._at) != len(self.hosts):
             raise ValueError("host names must differ")
         n = len(self.hosts)
-        self._free = [h.slots for h in self.hosts]  # free slots per host
+        self._views: list[HostView] = [host_view(h, None) for h in self.hosts]
+        # what every pass copies of the hosts (FreeTable: the views' free slots and memory,
+        # kept here as jobs start and end)
+        self._table = FreeTable.of(self._views)
+        self._free = self._table.slots  # free slots per host
+        self._free_mem = self._table.memory_mb  # free memory per host
+        self._schedulable = [view.schedulable for view in self._views]
         self._hosts_by_free: dict[int, int] = {}  # free slots -> how many hosts have that
         for free in self._free:
             self._hosts_by_free[free] = self._hosts_by_free.get(free, 0) + 1
         self.most_free = max(self._free, default=0)  # the most free slots on one host
         self._one_host = n == 1  # then most_free is that host's, without counts
-        self._free_mem = [h.memory_mb for h in self.hosts]  # free memory per host
         self._devices: list[set[str]] = [set() for _ in range(n)]
-        self._views: list[HostView] = [host_view(h, None) for h in self.hosts]
-        # what every pass copies of the hosts (FreeTable: the views' free slots and memory)
-        self._schedulable = [view.schedulable for view in self._views]
-        self._table = FreeTable(self._views, self._free, self._free_mem, 0)
-        self._table.total = sum(
-            free for free, up in zip(self._free, self._schedulable, strict=True) if up and free > 0
-        )
         self._dirty: set[int] = set()  # hosts whose view is out of date
         kept: dict[str, ReservationRecord] = {}
         for reservation in reservations:

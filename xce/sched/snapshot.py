@@ -120,13 +120,18 @@ class FreeTable:
 
     @classmethod
     def of(cls, hosts: Sequence[HostView]) -> FreeTable:
-        """The table `hosts` show (what a pass computes without one)."""
-        return cls(
-            hosts,
-            [h.free_slots for h in hosts],
-            [h.free_memory_mb for h in hosts],
-            sum(h.free_slots for h in hosts if h.schedulable and h.free_slots > 0),
-        )
+        """The table `hosts` show: what a pass without one computes (`HostPool`, once per
+        event the controller applies: one walk of the hosts) and the simulator starts from."""
+        slots: list[int] = []
+        memory_mb: list[int] = []
+        total = 0
+        for host in hosts:
+            free = host.free_slots
+            slots.append(free)
+            memory_mb.append(host.free_memory_mb)
+            if free > 0 and host.schedulable:
+                total += free
+        return cls(hosts, slots, memory_mb, total)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FreeTable):
