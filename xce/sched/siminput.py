@@ -120,10 +120,10 @@ class SpecMemo:
     different, as in synthetic traces) gains nothing from it, and each look costs a key:
     `worth_it` tells from the trace's first jobs, before the replay."""
 
-    __slots__ = ("_specs", "limit", "slots")
+    __slots__ = ("_specs", "limit", "queue", "slots")
 
-    def __init__(self, slots: int, limit: int = 65536) -> None:
-        self.slots, self.limit = slots, limit
+    def __init__(self, slots: int, limit: int = 65536, queue: str = "normal") -> None:
+        self.slots, self.limit, self.queue = slots, limit, queue
         self._specs: dict[tuple[str, int, int | None, int], JobSpec] = {}
 
     @staticmethod
@@ -140,7 +140,7 @@ class SpecMemo:
         if spec is None:
             if len(self._specs) >= self.limit:
                 self._specs.clear()
-            spec = self._specs[key] = spec_for(job, slots=self.slots)
+            spec = self._specs[key] = spec_for(job, self.queue, self.slots)
         return spec
 
 

@@ -232,7 +232,11 @@ class _Replay:
         self.seq = 0
         self.arrivals = self._runnable(jobs, gpus_per_host)
         # one spec per shape of job, where the trace's jobs are often alike
-        self.specs = SpecMemo(self.slots) if SpecMemo.worth_it(self.arrivals) else None
+        self.specs = (
+            SpecMemo(self.slots, queue=self.cluster.queue.name)
+            if SpecMemo.worth_it(self.arrivals)
+            else None
+        )
         self.wakes = sorted(wake_times(reservations, first))
         self.ended = 0
         self.needs = _Needs()
