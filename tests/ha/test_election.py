@@ -32,15 +32,24 @@ def test_no_two_grants_for_one_epoch(tmp_path: Path) -> None:
     assert ask(voter, 3, "http://b")
 
 
-def test_refuses_epochs_it_has_seen_and_shorter_logs(tmp_path: Path) -> None:
+def test_refuses_epochs_below_one_it_has_seen_and_shorter_logs(tmp_path: Path) -> None:
     voter = EpochStore(tmp_path)
     voter.observe(5)
-    assert not ask(voter, 5, "http://a")
     assert not ask(voter, 4, "http://a")
     assert not ask(voter, 6, "http://a", log=(1, 9))  # its log is behind this voter's
     assert not ask(voter, 6, "http://a", log=(0, 50))  # an older last epoch is behind too
     assert voter.voted_epoch == 0  # refusals leave nothing behind
     assert ask(voter, 6, "http://a", log=(2, 3))
+
+
+def test_an_epoch_only_seen_can_still_be_granted(tmp_path: Path) -> None:
+    """Raft's rule: seeing epoch 5 (a candidate's own vote for it, on its health page) does
+    not use up this voter's vote in 5; one vote per epoch is what keeps one primary."""
+    voter = EpochStore(tmp_path)
+    voter.observe(5)
+    assert ask(voter, 5, "http://a")
+    assert not ask(voter, 5, "http://b")
+    assert (voter.voted_epoch, voter.voted_for) == (5, "http://a")
 
 
 def test_a_voter_with_a_live_primary_or_a_stranger_refuses(tmp_path: Path) -> None:

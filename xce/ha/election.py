@@ -6,8 +6,9 @@ The rule (docs/ARCHITECTURE.md, HA table), Raft's term vote without Raft's log r
   asks every other candidate (`POST /api/v1/cluster/vote`, bearer token with
   cluster:replicate, like the replication link). It is primary for epoch E only once a
   majority of the candidates, itself included, granted E.
-- A voter grants E to a candidate only if E is above every epoch it has seen or voted in (or
-  it is the same grant asked again), the candidate's log is at least as long as its own
+- A voter grants E to a candidate only if E is above every epoch it voted in and not below
+  one it has seen (or it is the same grant asked again: Raft's rule, where hearing of a
+  newer term does not use up the vote in it), the candidate's log is at least as long as its own
   (last record's epoch, then sequence), and it is not following a live primary (nor is one).
   The grant is on disk before the answer leaves.
 - Two candidates have no majority without each other. The tie-breaker: when the other has
@@ -92,13 +93,9 @@ def decide(
     if not repeat:
         if busy:
             return Verdict(False, epochs.seen, busy)
-        if req.epoch <= epochs.seen:
-            return Verdict(
-                False,
-                epochs.seen,
-                f"epoch {req.epoch} is not above {epochs.seen}, "
-                f"which this candidate has already seen or voted in",
-            )
+        refusal = epochs.refusal(req.epoch, req.candidate)
+        if refusal:
+            return Verdict(False, epochs.seen, refusal)
         if (req.last_epoch, req.last_seq) < log_position:
             return Verdict(
                 False,

@@ -3,9 +3,12 @@
 An epoch is claimed, not computed (docs/ARCHITECTURE.md, HA table): a candidate becomes
 primary for epoch E only once enough candidates granted it E (xce/ha/election.py), and each
 voter writes "voted for E (candidate X)" here, durably, *before* it answers. A vote is given
-at most once per epoch and never for an epoch at or below one this candidate has seen, so
-two candidates can never both collect enough votes for one epoch (Raft's term vote, without
-Raft's log replication).
+at most once per epoch, never for an epoch at or below one this candidate voted in, and never
+for one below an epoch it has seen, so two candidates can never both collect enough votes for
+one epoch (Raft's term vote, without Raft's log replication). As in Raft, hearing of epoch E
+does not use up the vote in E: a candidate's own vote for E is on its health page at once,
+and a voter that saw it there must still be able to grant it E (the primary of a
+switchover sees its target's vote before the target's request arrives).
 
 `epoch.json` (0600, atomic + fsync) also keeps the history of terms: [[epoch, first_seq],
 ...] (Kafka's leader-epoch idea). Frames, requests and responses carry the epoch, so an old
@@ -59,16 +62,31 @@ class EpochStore:
         self._save()
         return True
 
+    def refusal(self, epoch: int, candidate: str) -> str | None:
+        """Why this candidate may not grant `candidate` epoch `epoch` (None: it may).
+
+        Safety needs only one vote per epoch (majorities intersect, lone claims are
+        disjoint by class: election.py): an epoch merely seen, never voted in, may still
+        be granted, as in Raft, where a newer term resets the vote.
+        """
+        if epoch == self.voted_epoch and candidate == self.voted_for:
+            return None  # the same grant asked again (its answer was lost)
+        if epoch <= self.voted_epoch:
+            return f"this candidate already voted in epoch {self.voted_epoch}"
+        if epoch < self.epoch:
+            return f"epoch {epoch} is below {self.epoch}, which this candidate has seen"
+        return None
+
     def vote(self, epoch: int, candidate: str) -> bool:
         """Grant `candidate` epoch `epoch` if this candidate may, and persist it first.
 
         True for a new grant and for the same grant asked again (a lost answer); False for
-        an epoch already seen or voted in. The grant is on disk (fsync) when this returns:
-        a voter that crashes and restarts keeps its vote.
+        an epoch already voted in or below one seen (`refusal`). The grant is on disk
+        (fsync) when this returns: a voter that crashes and restarts keeps its vote.
         """
         if epoch == self.voted_epoch and candidate == self.voted_for:
             return True
-        if epoch <= self.seen:
+        if self.refusal(epoch, candidate) is not None:
             return False
         self.voted_epoch, self.voted_for = epoch, candidate
         self.epoch = epoch  # the vote is seen: frames of older terms are refused from now on

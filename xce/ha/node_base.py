@@ -224,8 +224,10 @@ class NodeBase:
                 epoch,
             )
         if (epoch > mine or same) and self.role == "primary":
-            if not same:
+            if not same and rank is not None:
                 log.error("a newer primary exists (epoch %d, mine %d): stepping down", epoch, mine)
+            elif not same:  # a candidate voted in a newer epoch (a switchover target does)
+                log.warning("a newer epoch is claimed (%d, mine %d): stepping down", epoch, mine)
             self.role = "standby"  # refuse writes from this instant
             self.step_down_event.set()
 
