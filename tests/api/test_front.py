@@ -41,6 +41,13 @@ class FakeNode:
     def health(self) -> dict[str, str]:
         return {"status": "ok", "role": self.role}
 
+    solo = False
+    votes: list[dict[str, object]] = field(default_factory=list)
+
+    def answer_vote(self, body: dict[str, object]) -> dict[str, object]:
+        self.votes.append(body)
+        return {"granted": True, "epoch": body["epoch"], "reason": ""}
+
 
 @pytest.fixture
 async def ha(tmp_path: Path) -> AsyncIterator[tuple[TestClient, FakeNode]]:
@@ -89,3 +96,17 @@ async def test_a_standby_refuses_all_but_public_routes(ha: tuple[TestClient, Fak
     assert node.claimed == []  # not digits: ignored
     resp = await client.get("/healthz")
     assert resp.status == 200 and resp.headers["X-XCE-Role"] == "standby"
+
+
+async def test_a_vote_is_answered_whatever_the_role(ha: tuple[TestClient, FakeNode]) -> None:
+    """A primary handing over may have stepped down (its probe saw the target's own vote)
+    before the target's vote request reaches its API, which still listens while it shuts
+    down: that request is answered, not refused with 503 (the target would lose the vote
+    and claim a later epoch alone a failover timeout later)."""
+    client, node = ha
+    node.role = "standby"
+    body = {"epoch": 8, "candidate": "http://b", "last_epoch": 7, "last_seq": 40}
+    resp = await client.post("/api/v1/cluster/vote", json=body)
+    assert resp.status == 200, await resp.text()
+    assert (await resp.json())["granted"] is True and node.votes == [body]
+    assert (await client.get("/api/v1/jobs")).status == 503  # the rest still refused

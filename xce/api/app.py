@@ -103,7 +103,10 @@ def _not_primary(request: web.Request, node: Any) -> web.Response | None:
 
     A client sends the highest epoch it has seen (`X-XCE-Epoch`); a primary that meets a
     newer one checks with the other candidates and steps down if one confirms it. A node
-    that is not primary answers 503 to every route but the public ones.
+    that is not primary answers 503 to every route but the public ones and the vote
+    (`Route.any_role`): a primary whose probe saw its switchover target's own vote steps
+    down before the target's request arrives, and its API, still listening while it
+    shuts down, must answer that request.
     """
     claimed = request.headers.get("X-XCE-Epoch", "")
     if claimed.isdigit():
@@ -111,7 +114,7 @@ def _not_primary(request: web.Request, node: Any) -> web.Response | None:
     if node.role == "primary":
         return None
     route = route_of(request)
-    if route is not None and route.permission == "public":
+    if route is not None and (route.permission == "public" or route.any_role):
         return None
     response = _error(
         503,

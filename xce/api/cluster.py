@@ -94,5 +94,6 @@ ROUTES = [
         "cluster:replicate",
         "cluster",
         body=Vote,
+        any_role=True,
     ),
 ]

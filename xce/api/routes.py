@@ -38,6 +38,9 @@ class Route:
     response: Any = field(default_factory=lambda: {"type": "object"})
     binary_response: bool = False
     text_response: str = ""  # a text media type (e.g. Prometheus' text format) instead of JSON
+    # served whatever this controller's role (other routes answer 503 off the primary): a
+    # vote is asked of standbys and of a primary stepping down alike (xce/ha/election.py)
+    any_role: bool = False
 
 
 def all_routes() -> list[Route]:
