@@ -175,3 +175,35 @@ def test_the_shapes_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         decided = plan(snapshot, T0)
         assert decided.texts() == plan(snapshot_of(state), T0).texts()
         assert snapshot.memo is not None and 0 < len(snapshot.memo.shapes) <= 3
+
+
+def test_the_groups_kept_are_those_of_the_queued_mapping_handed() -> None:
+    """A pass keeps its groups in the memo for the next pass handed the *same* `queued`
+    mapping (the simulator's); a pass handed another one (the controller makes one per
+    snapshot, here of another queue) orders that one, not the kept groups."""
+    state = new_state(
+        (QueueRecord("a", plugins=("fcfs",)), QueueRecord("b", plugins=("first-fit",))),
+        {"h1": (8, 64_000)},
+    )
+    cache = SnapshotCache()
+    placed: list[list[str]] = []
+    apply(state, cache, ev.JobSubmitted(T0, 1, spec("a")))
+    for number, queue in ((2, "b"), (3, "a")):
+        snapshot = cache.snapshot(state)
+        assert snapshot.memo is not None and snapshot.queued is not None
+        decided = plan(snapshot, T0, explain=False)
+        if placed:  # the memo kept the last pass's groups, for its mapping only
+            assert snapshot.memo.groups is not None
+            assert snapshot.memo.groups[0] is snapshot.queued
+        placed.append([p.job_id for p in decided.placements])
+        for p in decided.placements:
+            apply(state, cache, ev.JobStarted(T0, p.job_id, p.host))
+        apply(state, cache, ev.JobSubmitted(T0, number, spec(queue)))
+    assert placed == [["1"], ["2"]]
+    # the same mapping handed again (as the simulator does) reuses the kept groups
+    snapshot = cache.snapshot(state)
+    assert snapshot.memo is not None
+    first = plan(snapshot, T0, explain=False)
+    kept = snapshot.memo.groups
+    assert kept is not None and kept[0] is snapshot.queued
+    assert [p.job_id for p in first.placements] == ["3"]

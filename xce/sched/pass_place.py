@@ -24,6 +24,8 @@ from xce.sched.reservation import Reservation
 from xce.sched.snapshot import PendingArray, PendingJob
 from xce.sched.types import Placement
 
+_SATISFIED = DepStatus.SATISFIED
+
 
 class JobPlacement(SpreadPlacement):
     """Trying and placing one item of a queue (a base of SchedulingPass)."""
@@ -39,6 +41,28 @@ class JobPlacement(SpreadPlacement):
         self.group_slots[group] = self.group_slots.get(group, 0) + slots
         self.queue_running[queue] = self.queue_running.get(queue, 0) + jobs
         self.user_running[queue, user] = self.user_running.get((queue, user), 0) + jobs
+
+    def _count_running(self) -> None:
+        """`_count` for every running job of the snapshot, and `usage_hours` (the decayed
+        use of finished jobs plus the running jobs' use so far): the start of a pass that
+        tallies, a cost per running job on every pass, so `_count`'s steps are inline
+        here (a call per running job was most of it)."""
+        snapshot, now = self.snapshot, self.now
+        running, group_slots = self.running_slots, self.group_slots
+        queue_running, user_running = self.queue_running, self.user_running
+        groups = snapshot.groups
+        seconds = dict(snapshot.usage)
+        for job in snapshot.running:
+            user, queue, slots = job.user, job.queue, job.slots
+            jobs = 0 if job.part else 1  # a job's other hosts' parts count its slots only
+            running[user] = running.get(user, 0) + slots
+            group = groups.get(user, "default") if groups else "default"
+            group_slots[group] = group_slots.get(group, 0) + slots
+            queue_running[queue] = queue_running.get(queue, 0) + jobs
+            user_running[queue, user] = user_running.get((queue, user), 0) + jobs
+            elapsed = now - job.start_time
+            seconds[user] = seconds.get(user, 0.0) + slots * (elapsed if elapsed > 0.0 else 0.0)
+        self.usage_hours = {user: s / 3600.0 for user, s in seconds.items()}
 
     def _limit(self, queue: QueueRecord, user: str) -> WaitReason | None:
         if (
@@ -83,7 +107,7 @@ class JobPlacement(SpreadPlacement):
             if limited:
                 reasons[key] = limited
                 return True
-        if item.deps is not DepStatus.SATISFIED:
+        if item.deps is not _SATISFIED:
             reasons[key] = (
                 why.DEPENDENCY if item.deps is DepStatus.WAITING else why.DEPENDENCY_NEVER
             )

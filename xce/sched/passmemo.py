@@ -24,7 +24,7 @@ class PassMemo:
     """Filled by the passes (xce/sched/pipeline.py, pass_hosts.py), owned by the snapshot's
     maker, which makes a new one when hosts or queues change."""
 
-    __slots__ = ("filtered", "policies", "ranked", "registry", "shapes")
+    __slots__ = ("filtered", "groups", "policies", "ranked", "registry", "shapes")
 
     def __init__(self) -> None:
         self.registry: Any = None  # the PluginRegistry the entries were made with
@@ -35,6 +35,10 @@ class PassMemo:
         # (queue, -R, slots, memory, gres) -> a static ranking and the live `select` of
         # its candidate sets, or why no host ever takes that shape (pass_hosts.py)
         self.shapes: dict[tuple, Any] = {}
+        # (the snapshot's `queued` mapping, the pass's groups made from it) when that is
+        # one queue's jobs alone, already in order: the simulator hands every pass the
+        # same mapping, kept current (SchedulingPass._groups)
+        self.groups: tuple[Any, list[Any]] | None = None
 
     def claim(self, registry: Any) -> bool:
         """Whether a pass with `registry` may read and fill this memo."""

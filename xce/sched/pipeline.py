@@ -34,6 +34,8 @@ from xce.sched.reservation import Reservation
 from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.types import Placement, Plan
 
+_SATISFIED = DepStatus.SATISFIED  # (a name: an enum member's lookup costs ~70 ns a pass)
+
 
 def plan(
     snapshot: Snapshot, now: float, explain: bool = True, registry: PluginRegistry | None = None
@@ -104,13 +106,7 @@ class SchedulingPass(JobPlacement):
         self.placed_per_array: dict[int, int] = {}
         self.usage_hours: dict[str, float] = {}
         if self._tally:
-            seconds = dict(snapshot.usage)
-            for job in snapshot.running:
-                self._count(job.user, job.queue, job.slots, 0 if job.part else 1)
-                seconds[job.user] = seconds.get(job.user, 0.0) + job.slots * max(
-                    0.0, now - job.start_time
-                )
-            self.usage_hours = {user: s / 3600.0 for user, s in seconds.items()}
+            self._count_running()
 
     def _policies(self, plugins: PluginRegistry) -> tuple[dict[str, QueuePolicy], bool, bool]:
         """(each queue's policy, tally, no_reserve). Running tallies feed limits and the
@@ -142,13 +138,23 @@ class SchedulingPass(JobPlacement):
         queued = snapshot.queued
         if queued is not None and len(queued) == 1 and not snapshot.jobs and not snapshot.arrays:
             # one queue with pending jobs, already in order (the simulator, a quiet
-            # cluster): its group is the only one
+            # cluster): its group is the only one; the same for every pass handed the same
+            # mapping (the simulator's), until a queue changes (a new memo then)
+            memo = self._memo
+            if memo is not None and memo.groups is not None and memo.groups[0] is queued:
+                return memo.groups[1]
             ((name, jobs),) = queued.items()
-            priority = -snapshot.queues[name].priority
+            # named even in submission order (where "" lets queues share a group): `run`
+            # then need not read the queue off the group's first job
             only = (
-                (priority, 0, "") if self.policies[name].submission_order else (priority, 1, name)
+                -snapshot.queues[name].priority,
+                0 if self.policies[name].submission_order else 1,
+                name,
             )
-            return [(only, jobs)]
+            alone: list[tuple[tuple[int, int, str], Collection[Item]]] = [(only, jobs)]
+            if memo is not None:
+                memo.groups = (queued, alone)
+            return alone
         groups: dict[tuple[int, int, str], list[tuple[int, Item]]] = {}
         keys: dict[str, tuple[int, int, str]] = {}
         for name, queue in self.snapshot.queues.items():
@@ -190,7 +196,7 @@ class SchedulingPass(JobPlacement):
         groups = self._groups()
         queues, policies, pool = self.snapshot.queues, self.policies, self.pool
         reasons, blocked = self.result.reasons, self._blocked
-        satisfied = DepStatus.SATISFIED
+        satisfied = _SATISFIED
         arrays_done: set[int] = set()
         explain = self.explain
         for (_, _, queue_name), items in groups:
@@ -244,7 +250,7 @@ class SchedulingPass(JobPlacement):
         already, or no queue makes any)."""
         queues, policies, pool = self.snapshot.queues, self.policies, self.pool
         reasons, blocked = self.result.reasons, self._blocked
-        satisfied = DepStatus.SATISFIED
+        satisfied = _SATISFIED
         no_reserve = self._no_reserve
         skip_wide = no_reserve or self.reservation is not None
         # the quick route for plain jobs (below): no advance reservation to judge, no
@@ -360,7 +366,7 @@ class SchedulingPass(JobPlacement):
                     continue
                 else:
                     key = str(item.number)
-                if item.deps is not DepStatus.SATISFIED:
+                if item.deps is not _SATISFIED:
                     reasons[key] = (
                         why.DEPENDENCY if item.deps is DepStatus.WAITING else why.DEPENDENCY_NEVER
                     )
