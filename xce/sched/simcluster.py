@@ -131,8 +131,7 @@ class SimCluster:
             self._devices[i].update(devices)
         self._leave(job_id)
         slots, mem = spec.slots, spec.memory_mb
-        self._use(i, slots)
-        self._free_mem[i] -= mem
+        self._use(i, slots, mem)
         self._spans[job_id] = (spec, now, ((i, slots, mem, devices),))
         if self._order is not None:  # `_order_add`, inline: a call per start
             insort(self._order, (host, job_id))
@@ -157,8 +156,7 @@ class SimCluster:
         self._leave(job_id)
         for i, slots, mem, devices in shares:
             self._devices[i].update(devices)
-            self._use(i, slots)
-            self._free_mem[i] -= mem
+            self._use(i, slots, mem)
             self._order_add(self.hosts[i].name, job_id)
         self._spans[job_id] = (spec, now, shares)
         return job
@@ -197,8 +195,7 @@ class SimCluster:
             raise ValueError(f"job {job_id} is not running")
         order, made = self._order, self._made
         for i, slots, mem, devices in span[2]:
-            self._use(i, -slots)
-            self._free_mem[i] += mem
+            self._use(i, -slots, -mem)
             if devices:
                 self._devices[i].difference_update(devices)
             if order is not None:
@@ -254,10 +251,11 @@ class SimCluster:
                 return view
         raise AssertionError(f"job {job_id} holds nothing on {host}")
 
-    def _use(self, i: int, slots: int) -> None:
-        """Host `i` holds `slots` more (fewer when negative); `most_free` and the free
-        table's total follow."""
+    def _use(self, i: int, slots: int, memory_mb: int) -> None:
+        """Host `i` holds `slots` and `memory_mb` more (less when negative); `most_free`
+        and the free table's total follow."""
         self._dirty.add(i)
+        self._free_mem[i] -= memory_mb
         free, counts = self._free, self._hosts_by_free
         before = free[i]
         after = free[i] = before - slots
@@ -307,11 +305,14 @@ class SimCluster:
         `usage` it is the same object every pass (a pass reads it whole before it
         returns): plan the snapshot before the next event, as the controller's cache asks
         too, and do not keep it."""
-        if self._dirty:
-            views = self._views
-            for i in self._dirty:
-                views[i] = self._view(i)
-            self._dirty.clear()
+        dirty = self._dirty
+        if dirty:
+            views, hosts, free, free_mem = self._views, self.hosts, self._free, self._free_mem
+            for i in dirty:  # `_view`, inline for a host without devices (a call per host)
+                views[i] = (
+                    self._view(i) if hosts[i].gres else _with_free(views[i], free[i], free_mem[i])
+                )
+            dirty.clear()
         if usage is None and self.pending:  # the same object, kept current, every pass
             kept = self._kept
             if kept is None or self._kept_groups is not groups:

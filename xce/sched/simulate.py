@@ -61,7 +61,7 @@ from xce.sched.siminput import (
 from xce.sched.simresult import TAU_S, Outcome, SimResult, bounded_slowdown
 from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.swf import SwfJob
-from xce.sched.types import Placement, Plan
+from xce.sched.types import Placement
 from xce.sched.usage import UsageLedger
 
 __all__ = [
@@ -155,7 +155,7 @@ def _cyclic_gc_paused() -> Iterator[None]:
     ended job (tests/sched/test_simulate.py checks, for every preset, `pack` and `spread`,
     that what a replay leaves to the collector does not grow with the trace). In case a
     plugin makes cycles, the young generation (what was made since) is still collected
-    every `_COLLECT_EVERY` passes (`_Replay._pass`)."""
+    every `_COLLECT_EVERY` passes (`_Replay.run`)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -266,7 +266,9 @@ class _Replay:
         cluster, needs, witness = self.cluster, self.needs, self.witness
         outcomes, specs, slots = self.result.outcomes, self.specs, self.slots
         queue = cluster.queue.name
-        fair, charge = self.fair, self.ledger.charge
+        fair, charge, usage_at = self.fair, self.ledger.charge, self.ledger.usage
+        snapshot_of, groups, result = cluster.snapshot, self.groups, self.result
+        passes = result.passes
         satisfied = _SATISFIED
         seq, ended, blocked = self.seq, 0, False
         strict_fcfs, oldest = self.strict_fcfs, 0
@@ -304,7 +306,7 @@ class _Replay:
                     witness.submitted(now, number, spec)
                 outcomes.append(Outcome(job, job_id))
                 if not strict_fcfs:  # (strict FCFS asks the oldest job instead)
-                    needs.add(min(job.procs, slots))
+                    needs.add(job.procs if job.procs < slots else slots)  # (min(): a call)
             while woken < last_wake and wakes[woken] == now:  # a reservation starts or ends
                 woken += 1
                 blocked = False
@@ -319,7 +321,8 @@ class _Replay:
                     oldest += 1
                 if oldest == waiting:
                     continue
-                if min(outcomes[oldest].job.procs, slots) > cluster.most_free:
+                need = outcomes[oldest].job.procs
+                if (need if need < slots else slots) > cluster.most_free:
                     # and it will not until a job ends (or a reservation starts or ends):
                     # arrivals free nothing and sort behind it
                     blocked = True
@@ -328,7 +331,17 @@ class _Replay:
                 least = needs.least
                 if not least or least > cluster.most_free:
                     continue
-            decided = self._pass(now)
+            # One scheduling pass through the live pipeline (inline: a call per pass was
+            # 5 % of a replay of short passes). It runs only when it may start something:
+            # a job waits, it is not a strict FCFS pass that already blocked, and the
+            # smallest need (under strict FCFS: the oldest job's) fits the freest host.
+            snapshot = snapshot_of(usage_at(now) if fair else None, groups)
+            if witness is not None:
+                witness.planning(snapshot, now)
+            decided = plan(snapshot, now, False)  # explain=False (positional: a cheaper call)
+            passes += 1
+            if not passes % _COLLECT_EVERY:
+                gc.collect(0)  # cycles a plugin may have made (`_cyclic_gc_paused`)
             # after a strict FCFS pass blocked at a job, jobs that arrive sort behind it:
             # until a job ends (or a reservation starts or ends) no pass starts anything
             if strict_fcfs:  # (a loop: a generator per pass cost more than the test)
@@ -343,25 +356,19 @@ class _Replay:
                 outcome = outcomes[view.number - 1]
                 job = outcome.job
                 if not strict_fcfs:
-                    needs.remove(min(job.procs, slots))
+                    needs.remove(job.procs if job.procs < slots else slots)
                 parts = placement.hosts
                 where = "+".join(p.host for p in parts) if len(parts) > 1 else placement.host
                 outcome.start, outcome.host = now, where
-                push(ends, (now + executed_time(job), seq, outcome))
+                # executed_time(job), inline: the run time, cut at the requested time
+                limit, ran = job.requested_time, job.run_time
+                push(
+                    ends,
+                    (
+                        now + (float(limit) if limit is not None and ran > limit else ran),
+                        seq,
+                        outcome,
+                    ),
+                )
                 seq += 1
-        self.seq, self.ended = seq, ended
-
-    def _pass(self, now: float) -> Plan:
-        """One scheduling pass through the live pipeline: its plan (`run` applies the
-        placements). A pass runs only when it may start something: a job waits, it is
-        not a strict FCFS pass that already blocked, and the smallest need (under strict
-        FCFS: the oldest job's) fits the freest host (every host is online)."""
-        usage = self.ledger.usage(now) if self.fair else None
-        snapshot = self.cluster.snapshot(usage, self.groups)
-        if self.witness is not None:
-            self.witness.planning(snapshot, now)
-        decided = plan(snapshot, now, explain=False)
-        self.result.passes += 1
-        if not self.result.passes % _COLLECT_EVERY:
-            gc.collect(0)  # cycles a plugin may have made (`_cyclic_gc_paused`)
-        return decided
+        self.seq, self.ended, result.passes = seq, ended, passes
