@@ -8,6 +8,7 @@ filled for one plugin registry is not read by a pass with another.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 import pytest
@@ -19,7 +20,7 @@ from xce.core.state import ClusterState
 from xce.sched import plugins
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
-from xce.sched.snapshot import HostView, snapshot_of
+from xce.sched.snapshot import HostView, PendingJob, snapshot_of
 
 
 class RoomyHosts:
@@ -207,3 +208,26 @@ def test_the_groups_kept_are_those_of_the_queued_mapping_handed() -> None:
     kept = snapshot.memo.groups
     assert kept is not None and kept[0] is snapshot.queued
     assert [p.job_id for p in first.placements] == ["3"]
+
+
+def test_a_queued_mapping_changed_in_place_is_grouped_again() -> None:
+    """The same mapping object whose queue or collection was replaced in place is not
+    answered from the kept groups (from the review: the old groups placed job 1 again)."""
+    state = new_state(
+        (QueueRecord("a", plugins=("fcfs",)), QueueRecord("b", plugins=("fcfs",))),
+        {"h1": (8, 64_000)},
+    )
+    cache = SnapshotCache()
+    apply(state, cache, ev.JobSubmitted(T0, 1, spec("a")))
+    apply(state, cache, ev.JobSubmitted(T0, 2, spec("b")))
+    snapshot = cache.snapshot(state)
+    assert snapshot.queued is not None
+    first, second = list(snapshot.queued["a"]), list(snapshot.queued["b"])
+    queued: dict[str, list[PendingJob]] = {"a": first}
+    mine = dataclasses.replace(snapshot, queued=queued)
+    assert [p.job_id for p in plan(mine, T0, explain=False).placements] == ["1"]
+    queued.clear()
+    queued["b"] = second
+    assert [p.job_id for p in plan(mine, T0, explain=False).placements] == ["2"]
+    queued["b"] = list(first)  # the same key, another collection
+    assert [p.job_id for p in plan(mine, T0, explain=False).placements] == ["1"]

@@ -35,10 +35,11 @@ class PassMemo:
         # (queue, -R, slots, memory, gres) -> a static ranking and the live `select` of
         # its candidate sets, or why no host ever takes that shape (pass_hosts.py)
         self.shapes: dict[tuple, Any] = {}
-        # (the snapshot's `queued` mapping, the pass's groups made from it) when that is
-        # one queue's jobs alone, already in order: the simulator hands every pass the
-        # same mapping, kept current (SchedulingPass._groups)
-        self.groups: tuple[Any, list[Any]] | None = None
+        # (the snapshot's `queued` mapping, its one queue's name and collection, the
+        # pass's groups made from them) when that is one queue's jobs alone, already in
+        # order: the simulator hands every pass the same mapping, kept current
+        # (SchedulingPass._groups)
+        self.groups: tuple[Any, str, Any, list[Any]] | None = None
 
     def claim(self, registry: Any) -> bool:
         """Whether a pass with `registry` may read and fill this memo."""

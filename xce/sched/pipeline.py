@@ -139,10 +139,12 @@ class SchedulingPass(JobPlacement):
         if queued is not None and len(queued) == 1 and not snapshot.jobs and not snapshot.arrays:
             # one queue with pending jobs, already in order (the simulator, a quiet
             # cluster): its group is the only one; the same for every pass handed the same
-            # mapping (the simulator's), until a queue changes (a new memo then)
+            # mapping (the simulator's) with the same queue's same collection (a mapping
+            # changed in place is not trusted), until a queue changes (a new memo then)
             memo = self._memo
-            if memo is not None and memo.groups is not None and memo.groups[0] is queued:
-                return memo.groups[1]
+            kept = memo.groups if memo is not None else None
+            if kept is not None and kept[0] is queued and queued.get(kept[1]) is kept[2]:
+                return kept[3]
             ((name, jobs),) = queued.items()
             # named even in submission order (where "" lets queues share a group): `run`
             # then need not read the queue off the group's first job
@@ -153,8 +155,10 @@ class SchedulingPass(JobPlacement):
             )
             alone: list[tuple[tuple[int, int, str], Collection[Item]]] = [(only, jobs)]
             if memo is not None:
-                memo.groups = (queued, alone)
+                memo.groups = (queued, name, jobs, alone)
             return alone
+        if self._memo is not None:
+            self._memo.groups = None  # (not kept alive while passes see several queues)
         groups: dict[tuple[int, int, str], list[tuple[int, Item]]] = {}
         keys: dict[str, tuple[int, int, str]] = {}
         for name, queue in self.snapshot.queues.items():
