@@ -97,3 +97,12 @@ def test_end_of_an_epoch_is_where_the_next_began(tmp_path: Path) -> None:
     assert store.end_of(4) is None  # still the newest term
     assert store.epoch == 4
     assert store.first_of(2) == 91 and store.first_of(3) is None
+
+
+def test_a_file_from_before_votes_were_kept_counts_its_epoch_as_voted(tmp_path: Path) -> None:
+    """An epoch.json without a vote (written before votes were kept) may hold the term this
+    candidate served: its epoch is not granted again to another (from the review)."""
+    (tmp_path / "epoch.json").write_text(json.dumps({"epoch": 5, "history": [[5, 1]]}))
+    store = EpochStore(tmp_path)
+    assert not store.vote(5, "b") and store.refusal(5, "b") is not None
+    assert store.vote(6, "b")

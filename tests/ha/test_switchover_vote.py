@@ -11,12 +11,18 @@ writes) or the old primary campaigns against it.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from xce.config import parse_config
+from xce.core import events as ev
+from xce.core.model import QueueRecord
 from xce.ha.node import Node
 from xce.ha.probe import PeerStatus
-from xce.store.durable import StoreSettings
+from xce.store.durable import DurableLog, StoreSettings
 
 PRIMARY, TARGET = "http://127.0.0.1:17001", "http://127.0.0.1:17003"
 
@@ -70,3 +76,79 @@ def test_a_primary_not_handing_over_still_refuses(tmp_path: Path) -> None:
     refused = node.answer_vote(target_vote())
     assert not refused["granted"] and "is the primary of epoch 1" in refused["reason"]
     assert node.role == "primary" and node.epochs.voted_epoch == 1
+
+
+def with_log(node: Node, tmp_path: Path, records: int) -> DurableLog:
+    """Give the primary a real log of `records` records of its epoch 1."""
+    store = DurableLog.open(tmp_path / "log", StoreSettings())
+    store.writer.epoch = 1
+    for n in range(records):
+        store.append(ev.QueueCreated(1.0, QueueRecord(f"q{n}")))
+    asyncio.run(store.writer.sync(durable=True))
+    node.store = store
+    return store
+
+
+def test_a_primary_stepping_down_still_compares_logs(tmp_path: Path) -> None:
+    """From the review: while a primary that stepped down shuts down, its API answers votes
+    (`Route.any_role`) and its log must still count: read as empty, it granted a candidate
+    whose log is shorter, which would lose the records only this one holds."""
+    node = primary_of_epoch_1(tmp_path)
+    store = with_log(node, tmp_path, 30)
+    shorter = {**target_vote(3), "last_seq": 12}
+    assert not node.answer_vote(shorter)["granted"]
+    node._heed([PeerStatus(TARGET, 1, True, role="standby", epoch=2, seen=2)])
+    assert node.role == "standby"
+    assert node.log_position() == (1, 30) and node.health()["seq"] == 30
+    refused = node.answer_vote(shorter)
+    assert not refused["granted"] and "ahead" in refused["reason"]
+    assert node.answer_vote({**target_vote(3), "last_seq": 30})["granted"]  # as long: yes
+    asyncio.run(store.writer.close())
+
+
+class Prober:
+    """The other candidates' answers to a campaign (real ones come over HTTP)."""
+
+    def __init__(self, peers: list[PeerStatus], answers: dict[int, dict[str, Any]]) -> None:
+        self.peers, self.answers = peers, answers
+
+    async def others(self) -> list[PeerStatus]:
+        return self.peers
+
+    async def ask_vote(self, rank: int, request: dict[str, Any], token: str) -> dict[str, Any]:
+        return self.answers[rank]
+
+
+def test_a_campaign_that_hears_of_a_newer_epoch_does_not_serve(tmp_path: Path) -> None:
+    """From the review: a majority granted epoch 2, but a refusal named epoch 3 (another
+    candidate already voted for itself in it). Serving 2 then would write records tagged 3
+    (the epoch seen) beside the primary 3 may get: the campaign is lost, as in Raft, and a
+    term already overtaken is never begun."""
+    third = "http://127.0.0.1:17005"
+    config = parse_config(
+        {
+            "cluster": {"controllers": [PRIMARY, TARGET, third]},
+            "controller": {"listen": "127.0.0.1:17001", "state_dir": str(tmp_path)},
+        }
+    )
+    node = Node(config, True, StoreSettings())
+    peers = [
+        PeerStatus(TARGET, 1, True, role="standby"),
+        PeerStatus(third, 2, True, role="standby"),
+    ]
+    node.prober = Prober(  # type: ignore[assignment]
+        peers,
+        {
+            1: {"granted": True, "epoch": 1, "reason": ""},
+            2: {"granted": False, "epoch": 2, "reason": "already voted in epoch 2"},
+        },
+    )
+    assert asyncio.run(node._campaign(peers)) is False
+    assert node.epochs.epoch == 2 and node._claimed == 0
+    # the same majority without news of a newer epoch wins
+    node._next_campaign = 0.0
+    node.prober.answers[2] = {"granted": False, "epoch": 1, "reason": "busy"}  # type: ignore[attr-defined]
+    assert asyncio.run(node._campaign(peers)) is True and node._claimed == 3
+    with pytest.raises(RuntimeError, match="overtaken"):
+        node.epochs.observe(4)
+        node.epochs.begin_term(3, 1, node.url)

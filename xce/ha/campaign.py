@@ -121,7 +121,13 @@ class Campaigner(NodeBase):
         for a in answers:
             if a and not a["granted"] and a["epoch"] > self.epochs.seen:
                 self.epochs.observe(a["epoch"])
-        if election.majority(granted, n) and self.epochs.voted_epoch == epoch:
+        # A refusal may name a newer epoch (observed above): then this one is over before
+        # it began, as in Raft (serving it would write records of that newer epoch)
+        if (
+            election.majority(granted, n)
+            and self.epochs.voted_epoch == epoch
+            and self.epochs.epoch == epoch
+        ):
             log.warning("won epoch %d with %d of %d votes", epoch, granted, n)
             self._claimed, self._promoting, self._lone = epoch, True, False
             return True

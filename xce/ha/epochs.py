@@ -37,7 +37,9 @@ class EpochStore:
             data = json.loads(self.path.read_text())
             self.epoch = int(data["epoch"])
             self.history = [(int(e), int(s)) for e, s in data.get("history", [])]
-            vote = data.get("voted") or {}
+            vote = data.get("voted")
+            if vote is None:  # a file from before votes were kept: its epoch counts as
+                vote = {"epoch": self.epoch}  # voted in (it may have been this one's term)
             self.voted_epoch = int(vote.get("epoch", 0))
             self.voted_for = str(vote.get("candidate", ""))
 
@@ -100,7 +102,12 @@ class EpochStore:
                 f"no vote of {candidate} for epoch {epoch} here: refusing to "
                 "start a term it did not win"
             )
-        self.epoch = max(self.epoch, epoch)
+        if self.epoch > epoch:  # a newer epoch was seen since the vote: this one is over
+            raise RuntimeError(
+                f"epoch {self.epoch} was seen after {candidate} won epoch {epoch}: "
+                "refusing to start a term already overtaken"
+            )
+        self.epoch = epoch
         self.history = [h for h in self.history if h[0] < epoch]
         self.history.append((epoch, first_seq))
         self._save()

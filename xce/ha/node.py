@@ -126,6 +126,7 @@ class Node(PrimaryRole, StandbyRole):
         try:
             return await run_primary(self, store)
         finally:
+            self._log = store  # its position, until the standby's follower has the log
             self.store = None
             self.source = None
             self.lease = None

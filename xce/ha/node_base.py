@@ -134,8 +134,10 @@ class NodeBase:
 
     def log_position(self) -> tuple[int, int]:
         """(epoch of the last record, its sequence) of this candidate's log: what a vote
-        compares (election.decide)."""
-        if self.role == "primary" and self.store is not None:
+        compares (election.decide). The primary's log also while it steps down: its API
+        answers votes until it closes (`Route.any_role`), and a log read as empty then
+        would grant any shorter one (from the review)."""
+        if self.store is not None:
             return self.store.last_epoch, self.store.writer.next_seq - 1
         if self.follower is not None:
             return self.follower.last_epoch, self.follower.durable_seq
