@@ -152,3 +152,24 @@ def test_a_campaign_that_hears_of_a_newer_epoch_does_not_serve(tmp_path: Path) -
     with pytest.raises(RuntimeError, match="overtaken"):
         node.epochs.observe(4)
         node.epochs.begin_term(3, 1, node.url)
+
+
+def test_a_term_overtaken_while_promoting_is_not_served(tmp_path: Path) -> None:
+    """From the second review: a probe started before (`claimed_epoch`) may hear of a newer
+    epoch while the candidate promotes; it follows again instead of serving (or crashing)."""
+    node = primary_of_epoch_1(tmp_path)
+    node.role = "standby"
+    store = with_log(node, tmp_path, 3)
+    node.store = None
+    assert node.epochs.vote(2, node.url)
+    node._claimed, node._promoting = 2, True
+    node.epochs.observe(3)
+    served: list[object] = []
+
+    async def run_primary(n: Node, s: DurableLog) -> str:
+        served.append(s)
+        return "stop"
+
+    assert asyncio.run(node._primary(store, run_primary, None)) == "step_down"
+    assert served == [] and node.role == "standby" and not node._promoting
+    assert node.epochs.history == [(1, 1)] and node.log_position() == (1, 3)

@@ -192,7 +192,15 @@ class HaCluster(Cluster):
             p = self.primary()
             target = (self.health(p) or {"seq": 1 << 62})["seq"] if p is not None else 1 << 62
             h = self.health(i)
-            return p is not None and h is not None and h["role"] == "standby" and h["seq"] >= target
+            return (
+                p is not None
+                and h is not None
+                and h["role"] == "standby"
+                # following that primary (a primary stepping down shows its own log's end
+                # while it shuts down, and names itself)
+                and h.get("primary") == self.candidate_urls[p]
+                and h["seq"] >= target
+            )
 
         self.wait_for(check, timeout, f"candidate {i} caught up")
 

@@ -26,6 +26,10 @@ from pathlib import Path
 from xce.auth.files import atomic_write
 
 
+class Overtaken(RuntimeError):
+    """A newer epoch was seen between winning an epoch and beginning its term."""
+
+
 class EpochStore:
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / "epoch.json"
@@ -103,7 +107,7 @@ class EpochStore:
                 "start a term it did not win"
             )
         if self.epoch > epoch:  # a newer epoch was seen since the vote: this one is over
-            raise RuntimeError(
+            raise Overtaken(
                 f"epoch {self.epoch} was seen after {candidate} won epoch {epoch}: "
                 "refusing to start a term already overtaken"
             )

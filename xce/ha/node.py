@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from xce import metrics
+from xce.ha.epochs import Overtaken
 from xce.ha.lease import Lease
 from xce.ha.node_base import NodeBase, self_rank
 from xce.ha.primary_role import PrimaryRole
@@ -104,7 +105,15 @@ class Node(PrimaryRole, StandbyRole):
         if self.solo:
             self.epochs.begin_solo_term(store.writer.next_seq)
         else:
-            self.epochs.begin_term(self._claimed, store.writer.next_seq, self.url)
+            try:
+                self.epochs.begin_term(self._claimed, store.writer.next_seq, self.url)
+            except Overtaken as exc:  # a probe heard of a newer epoch while promoting
+                log.warning("%s: following again", exc)
+                self._promoting = False
+                self._log = store  # its position, until the standby's follower has the log
+                await store.writer.sync(durable=True)
+                await store.writer.close()
+                return "step_down"
         metrics.EPOCH.set(self.epochs.epoch)
         store.writer.epoch = self.epochs.epoch
         self.store = store
