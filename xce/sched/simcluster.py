@@ -281,19 +281,16 @@ class SimCluster:
             raise ValueError(f"no host {name!r}")
         return at
 
-    def _view(self, i: int) -> HostView:
-        """Host `i`'s view as its load now gives it (`view_of`); a host without devices
-        changes only in its free slots and memory, so its last view is copied with those
-        (half the cost: one per pass)."""
+    def _device_view(self, i: int) -> HostView:
+        """Host `i`'s view made again from its load (`view_of`): a host with devices (one
+        without is copied with its free slots and memory, `snapshot`)."""
         host = self.hosts[i]
-        if host.gres:
-            return view_of(
-                host,
-                host.slots - self._free[i],
-                host.memory_mb - self._free_mem[i],
-                self._devices[i],
-            )
-        return _with_free(self._views[i], self._free[i], self._free_mem[i])
+        return view_of(
+            host,
+            host.slots - self._free[i],
+            host.memory_mb - self._free_mem[i],
+            self._devices[i],
+        )
 
     # --- reading ------------------------------------------------------------------------
 
@@ -308,9 +305,12 @@ class SimCluster:
         dirty = self._dirty
         if dirty:
             views, hosts, free, free_mem = self._views, self.hosts, self._free, self._free_mem
-            for i in dirty:  # `_view`, inline for a host without devices (a call per host)
+            for i in dirty:  # as its load now gives it: a host without devices changes
+                # only in its free slots and memory, so its last view is copied with those
                 views[i] = (
-                    self._view(i) if hosts[i].gres else _with_free(views[i], free[i], free_mem[i])
+                    self._device_view(i)
+                    if hosts[i].gres
+                    else _with_free(views[i], free[i], free_mem[i])
                 )
             dirty.clear()
         if usage is None and self.pending:  # the same object, kept current, every pass

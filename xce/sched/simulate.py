@@ -360,15 +360,6 @@ class _Replay:
                 parts = placement.hosts
                 where = "+".join(p.host for p in parts) if len(parts) > 1 else placement.host
                 outcome.start, outcome.host = now, where
-                # executed_time(job), inline: the run time, cut at the requested time
-                limit, ran = job.requested_time, job.run_time
-                push(
-                    ends,
-                    (
-                        now + (float(limit) if limit is not None and ran > limit else ran),
-                        seq,
-                        outcome,
-                    ),
-                )
+                push(ends, (now + executed_time(job), seq, outcome))
                 seq += 1
         self.seq, self.ended, result.passes = seq, ended, passes
