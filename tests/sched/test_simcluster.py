@@ -25,6 +25,7 @@ from xce.core.model import (
     ReservationRecord,
 )
 from xce.core.state import ClusterState
+from xce.sched import simcluster
 from xce.sched.hostpool import HostPool
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
@@ -39,7 +40,7 @@ from xce.sched.simulate import (
     simulate,
     spec_for,
 )
-from xce.sched.snapshot import FreeTable, PendingJob, Snapshot, snapshot_of
+from xce.sched.snapshot import FreeTable, HostView, PendingJob, Snapshot, snapshot_of, view_of
 from xce.sched.swf import SwfJob
 from xce.sched.types import Placement
 from xce.sched.usage import UsageLedger
@@ -403,3 +404,44 @@ def test_a_snapshot_copied_with_other_hosts_is_planned_from_its_views() -> None:
     assert copied.free is snapshot.free
     assert plan(copied, 0.0, explain=False).placements == []
     assert plan(copied, 0.0).placements == []
+
+
+@pytest.mark.parametrize("kept", [3, 8192])  # 3: the views kept start over again and again
+def test_a_host_view_comes_back_with_its_load(monkeypatch: pytest.MonkeyPatch, kept: int) -> None:
+    """A host without devices whose load returns to one it had gets the view it had then
+    (`SimCluster.snapshot` keeps them): equal to the view its load gives, slots and
+    memory both, whether kept or made again."""
+    monkeypatch.setattr(simcluster, "_VIEWS_KEPT", kept)
+    rng = random.Random(8)
+    records = [HostRecord(f"h{i}", 4, 8_000) for i in range(3)]
+    cluster = SimCluster(QueueRecord("normal"), records)
+    running: dict[str, tuple[str, int, int]] = {}
+    used = {r.name: [0, 0] for r in records}
+    reused = 0
+    seen: dict[tuple[str, int, int], HostView] = {}
+    for number in range(1, 600):
+        room = [r.name for r in records if used[r.name][0] < 4]
+        if running and (rng.random() < 0.5 or not room):
+            job_id = rng.choice(sorted(running))
+            host, slots, mem = running.pop(job_id)
+            cluster.finish(job_id)
+            used[host][0] -= slots
+            used[host][1] -= mem
+        else:
+            host = rng.choice(room)
+            slots = rng.randint(1, 4 - used[host][0])
+            mem = rng.choice((0, 1_000, 2_000))  # same slots, other memory: another view
+            spec = JobSpec(user="u", queue="normal", slots=slots, memory_mb=mem)
+            job_id = str(number)
+            cluster.submit(PendingJob(job_id, number, None, spec, DepStatus.SATISFIED, 0.0))
+            cluster.start(Placement(job_id, host), float(number))
+            running[job_id] = (host, slots, mem)
+            used[host][0] += slots
+            used[host][1] += mem
+        for record, view in zip(records, cluster.snapshot().hosts, strict=True):
+            slots_used, mem_used = used[record.name]
+            assert view == view_of(record, slots_used, mem_used, ())
+            load = (record.name, slots_used, mem_used)
+            reused += seen.get(load) is view
+            seen[load] = view
+    assert reused > 1000  # most views were ones seen before

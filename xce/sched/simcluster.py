@@ -6,8 +6,9 @@ three times over (submit, start, end), that a simulator replaying millions of jo
 for records nobody reads. This class keeps only what a pass reads, in the form the pass
 reads it: the pending views in submission order (made once per job, reused by every
 pass), the running views in (host, job id) order, made when a pass first reads them, one
-`HostView` per host rebuilt when its load changes with the table of every host's free slots
-and memory that the pass copies (`FreeTable`), and hands `plan` a `Snapshot` showing
+`HostView` per host made again when its load changes (or the one it had at that load
+before, kept) with the table of every host's free slots and memory that the pass copies
+(`FreeTable`), and hands `plan` a `Snapshot` showing
 what `SnapshotCache.snapshot` shows for a ClusterState fed the same events (its hosts are a
 list kept current, not a tuple). tests/sched/test_simcluster.py replays traces with a real
 ClusterState beside it and compares the two snapshots at every pass.
@@ -45,6 +46,7 @@ from xce.sched.types import Placement
 
 Share = tuple[int, int, int, tuple[str, ...]]  # host index, slots, memory, devices
 _with_free = replacer(HostView, "free_slots", "free_memory_mb")
+_VIEWS_KEPT = 8192  # host views kept for their load (`snapshot`), then it starts over
 
 
 class SimCluster:
@@ -77,6 +79,8 @@ class SimCluster:
         self._one_host = n == 1  # then most_free is that host's, without counts
         self._devices: list[set[str]] = [set() for _ in range(n)]
         self._dirty: set[int] = set()  # hosts whose view is out of date
+        # views of hosts without devices made so far, by (host index, free slots, memory)
+        self._seen: dict[tuple[int, int, int], HostView] = {}
         kept: dict[str, ReservationRecord] = {}
         for reservation in reservations:
             check_reservation(reservation, kept)  # what ReservationAdded checks live
@@ -305,13 +309,21 @@ class SimCluster:
         dirty = self._dirty
         if dirty:
             views, hosts, free, free_mem = self._views, self.hosts, self._free, self._free_mem
-            for i in dirty:  # as its load now gives it: a host without devices changes
-                # only in its free slots and memory, so its last view is copied with those
-                views[i] = (
-                    self._device_view(i)
-                    if hosts[i].gres
-                    else _with_free(views[i], free[i], free_mem[i])
-                )
+            seen = self._seen
+            for i in dirty:  # as its load now gives it
+                if hosts[i].gres:
+                    views[i] = self._device_view(i)
+                    continue
+                # a host without devices changes only in its free slots and memory: the
+                # view it had with those is taken again (hosts go through a few loads over
+                # and over; a view is immutable), else its last one copied with them
+                load = (i, free[i], free_mem[i])
+                view = seen.get(load)
+                if view is None:
+                    if len(seen) >= _VIEWS_KEPT:
+                        seen.clear()
+                    view = seen[load] = _with_free(views[i], load[1], load[2])
+                views[i] = view
             dirty.clear()
         if usage is None and self.pending:  # the same object, kept current, every pass
             kept = self._kept
