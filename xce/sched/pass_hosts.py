@@ -31,6 +31,23 @@ from xce.sched.types import Plan
 SHAPES_KEPT = 4096  # job shapes a pass memo keeps (`_candidates`), then it starts over
 
 
+class HostFindings:
+    """What a pass derives of the hosts as it first needs it, kept for the rest of the
+    pass: made on first need (`HostSearch._found`), so a pass whose shapes the memo
+    answers (most passes of a replay, xce/sched/passmemo.py) makes and frees none of it."""
+
+    __slots__ = ("filtered", "key_functions", "rankings", "spread_hosts", "spreadable")
+
+    def __init__(self) -> None:
+        # (queue, -R) -> the hosts the queue's filters accept (`_filter`)
+        self.filtered: dict[tuple[str, str], list[int]] = {}
+        self.spread_hosts: dict[tuple, list[int]] = {}  # multi-host shape -> its hosts
+        self.spreadable: dict[tuple[str, str, int], bool] = {}
+        # (queue, -R) -> hosts ranked once (static) or a heap to copy (dynamic)
+        self.rankings: dict[tuple[str, str], tuple[Any, int]] = {}
+        self.key_functions: dict[tuple[str, str], tuple[Callable[[int], tuple], bool, bool]] = {}
+
+
 class HostSearch:
     """Finding hosts for one shape of job within a pass (a base of SchedulingPass)."""
 
@@ -40,14 +57,10 @@ class HostSearch:
     __slots__ = (
         "_blocked",
         "_devices",
-        "_filtered",
-        "_key_functions",
+        "_findings",
         "_memo",
         "_no_reserve",
-        "_rankings",
         "_sets",
-        "_spread_hosts",
-        "_spreadable",
         "_tally",
         "explain",
         "gate",
@@ -77,11 +90,7 @@ class HostSearch:
     gate: AdvanceGate | None
     policies: dict[str, QueuePolicy]
     _sets: dict[tuple, CandidateSet | WaitReason]
-    _filtered: dict[tuple[str, str], list[int]]
-    _spread_hosts: dict[tuple, list[int]]
-    _spreadable: dict[tuple[str, str, int], bool]
-    _rankings: dict[tuple[str, str], tuple[Any, int]]
-    _key_functions: dict[tuple[str, str], tuple[Callable[[int], tuple], bool, bool]]
+    _findings: HostFindings | None
     _blocked: dict[int, WaitReason]
     running_slots: dict[str, int]
     group_slots: dict[str, int]
@@ -92,6 +101,13 @@ class HostSearch:
     _no_reserve: bool
     _memo: PassMemo | None
     usage_hours: dict[str, float]
+
+    def _found(self) -> HostFindings:
+        """What this pass found of the hosts so far, made when first needed."""
+        found = self._findings
+        if found is None:
+            found = self._findings = HostFindings()
+        return found
 
     @property
     def devices(self) -> DevicePool:
@@ -140,7 +156,8 @@ class HostSearch:
         in the memo for later passes when every filter that applied is `fixed`). Shared:
         never modified."""
         fkey = (queue.name, spec.resources)
-        hosts = self._filtered.get(fkey)
+        filtered = self._found().filtered
+        hosts = filtered.get(fkey)
         if hosts is None:
             memo = self._memo
             if memo is not None:
@@ -155,7 +172,7 @@ class HostSearch:
                         keep = keep and fixed
                 if keep and memo is not None:
                     memo.filtered[fkey] = hosts
-            self._filtered[fkey] = hosts
+            filtered[fkey] = hosts
         return hosts
 
     def _candidates(
@@ -178,7 +195,7 @@ class HostSearch:
             return known
         found = self._find_candidates(spec, queue, policy)
         fkey = (queue.name, spec.resources)
-        hosts = self._filtered.get(fkey)
+        hosts = self._found().filtered.get(fkey)
         if hosts is not None and memo.filtered.get(fkey) is hosts:  # fixed filters only
             if len(memo.shapes) >= SHAPES_KEPT:  # a long-lived controller's many shapes
                 memo.shapes.clear()
@@ -195,7 +212,8 @@ class HostSearch:
     ) -> CandidateSet | WaitReason:
         pool = self.pool
         fkey = (queue.name, spec.resources)
-        hosts = self._filtered.get(fkey)
+        found = self._found()
+        hosts = found.filtered.get(fkey)
         if hosts is None:
             hosts = self._filter(spec, queue, policy)
         if not hosts:
@@ -218,10 +236,10 @@ class HostSearch:
             kept = memo.ranked.get(fkey)
             if kept is not None:  # a static ranking of hosts the memo keeps
                 return OrderedCandidates(pool, kept, slots, mem, live)
-        cached = self._rankings.get(fkey)
-        functions = self._key_functions.get(fkey)
+        cached = found.rankings.get(fkey)
+        functions = found.key_functions.get(fkey)
         if functions is None:
-            functions = self._key_functions[fkey] = key_function(pool, req, policy.score)
+            functions = found.key_functions[fkey] = key_function(pool, req, policy.score)
         key, dynamic, improving = functions
         if not dynamic:
             if cached is None:
@@ -235,12 +253,12 @@ class HostSearch:
                 # last as long as `hosts` too; a score plugin's own ranking may read anything
                 if memo is not None and not policy.ranks and memo.filtered.get(fkey) is hosts:
                     memo.ranked[fkey] = ranked
-                cached = self._rankings[fkey] = (ranked, 0)
+                cached = found.rankings[fkey] = (ranked, 0)
             return OrderedCandidates(pool, cached[0], slots, mem, live)
         # A heap is a heap when copied; entries made stale since only ever got worse
         # unless the ranking is `improving`, which must see every change: rebuild then.
         if cached is None or (improving and cached[1] != pool.placements):
             heap = [(key(i), i, pool.version[i]) for i in hosts]
             heapq.heapify(heap)
-            cached = self._rankings[fkey] = (heap, pool.placements)
+            cached = found.rankings[fkey] = (heap, pool.placements)
         return RankedCandidates(pool, cached[0], slots, mem, key, improving, live)

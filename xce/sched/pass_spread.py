@@ -80,20 +80,20 @@ class SpreadPlacement(HostSearch):
         """The hosts of this shape, ranked when the shape is first tried in the pass (a
         ranking on free resources is not re-sorted per job: one sort per shape and pass)
         and pruned of hosts too full for any share (multihost.choose)."""
-        pool = self.pool
-        ordered = self._spread_hosts.get(shape)
+        pool, found = self.pool, self._found()
+        ordered = found.spread_hosts.get(shape)
         if ordered is None:
             fkey = (queue.name, spec.resources)
-            functions = self._key_functions.get(fkey)
+            functions = found.key_functions.get(fkey)
             if functions is None:
-                functions = self._key_functions[fkey] = key_function(pool, req, policy.score)
+                functions = found.key_functions[fkey] = key_function(pool, req, policy.score)
             rank = functions[0]
             ordered = (
                 sorted(hosts, key=rank)
                 if (req is not None and req.order) or policy.ranks
                 else list(hosts)
             )
-            self._spread_hosts[shape] = ordered
+            found.spread_hosts[shape] = ordered
         return ordered
 
     def _choose_shares(
@@ -160,7 +160,7 @@ class SpreadPlacement(HostSearch):
         if policy.host_sets:
             # every host the shape may use, ranked afresh (the list above was pruned of
             # the full ones, which are the ones that free later): once per pass
-            rank = self._key_functions[queue.name, spec.resources][0]
+            rank = self._found().key_functions[queue.name, spec.resources][0]
             ranked = (
                 sorted(hosts, key=rank)
                 if (req is not None and req.order) or policy.ranks
@@ -185,10 +185,11 @@ class SpreadPlacement(HostSearch):
         ):
             return False
         key = (queue.name, spec.resources, spec.slots)
-        known = self._spreadable.get(key)
+        spreadable = self._found().spreadable
+        known = spreadable.get(key)
         if known is None:
             views = self.pool.hosts
-            known = self._spreadable[key] = all(
+            known = spreadable[key] = all(
                 views[i].slots < spec.slots for i in self._filter(spec, queue, policy)
             )
         return known

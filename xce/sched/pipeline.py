@@ -16,7 +16,8 @@ commit) and this module (the pass driver: queue order, the explained and the qui
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
+from types import MappingProxyType
 from typing import Any
 
 from xce.core.deps import DepStatus
@@ -35,6 +36,8 @@ from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.types import Placement, Plan
 
 _SATISFIED = DepStatus.SATISFIED  # (a name: an enum member's lookup costs ~70 ns a pass)
+# the tallies of a pass that counts nothing (`SchedulingPass.__init__`): read-only
+_NOTHING_COUNTED: Any = MappingProxyType({})
 
 
 def plan(
@@ -83,7 +86,10 @@ class SchedulingPass(JobPlacement):
         )
         plugins = registry or builtin()
         memo = snapshot.memo
-        self._memo = memo if memo is not None and memo.claim(plugins) else None
+        # (the memo's registry compared here: a call of `claim` per pass was not free)
+        self._memo = (
+            memo if memo is not None and (memo.registry is plugins or memo.claim(plugins)) else None
+        )
         known = self._memo.policies if self._memo is not None else None
         if known is None:
             known = self._policies(plugins)
@@ -91,22 +97,19 @@ class SchedulingPass(JobPlacement):
                 self._memo.policies = known
         self.policies, self._tally, self._no_reserve = known
         self._sets: dict[tuple, CandidateSet | WaitReason] = {}
-        self._filtered: dict[tuple[str, str], list[int]] = {}
-        self._spread_hosts: dict[tuple, list[int]] = {}  # multi-host shape -> its hosts
-        self._spreadable: dict[tuple[str, str, int], bool] = {}
-        # (queue, resources) -> hosts ranked once (static) or a heap to copy (dynamic)
-        self._rankings: dict[tuple[str, str], tuple[Any, int]] = {}
-        self._key_functions: dict[tuple[str, str], tuple[Callable[[int], tuple], bool, bool]] = {}
+        self._findings = None  # what the pass finds of the hosts (`_found`), when asked
         # id(JobSpec) -> why jobs sharing that spec object cannot start in this pass
         self._blocked: dict[int, WaitReason] = {}
-        self.running_slots: dict[str, int] = {}
-        self.group_slots: dict[str, int] = {}
-        self.queue_running: dict[str, int] = {}
-        self.user_running: dict[tuple[str, str], int] = {}
         self.placed_per_array: dict[int, int] = {}
-        self.usage_hours: dict[str, float] = {}
         if self._tally:
-            self._count_running()
+            self.running_slots, self.group_slots = {}, {}
+            self.queue_running, self.user_running = {}, {}
+            self._count_running()  # (and usage_hours)
+        else:
+            # nothing to count (no queue has limits or orders by usage): every tally is
+            # one empty mapping that refuses writes (not five dicts made and freed per pass)
+            self.running_slots = self.group_slots = _NOTHING_COUNTED
+            self.queue_running = self.user_running = self.usage_hours = _NOTHING_COUNTED
 
     def _policies(self, plugins: PluginRegistry) -> tuple[dict[str, QueuePolicy], bool, bool]:
         """(each queue's policy, tally, no_reserve). Running tallies feed limits and the

@@ -38,8 +38,9 @@ class OrderContext:
     queue: QueueRecord
     usage_hours: Mapping[str, float]  # user -> decayed core-hours, running jobs included
     groups: Mapping[str, str]  # user -> fairshare group
-    running_slots: dict[str, int] = field(default_factory=dict)  # user -> slots in use
-    group_slots: dict[str, int] = field(default_factory=dict)  # group -> slots in use
+    # read-only to plugins (a pass that counts nothing hands one empty mapping for both)
+    running_slots: Mapping[str, int] = field(default_factory=dict)  # user -> slots in use
+    group_slots: Mapping[str, int] = field(default_factory=dict)  # group -> slots in use
     snapshot: Snapshot | None = None  # the pass's view (multifactor reads its settings)
 
     def group_of(self, user: str) -> str:
