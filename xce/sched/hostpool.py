@@ -34,6 +34,7 @@ class HostPool:
         "_releases",
         "_running",
         "_static",
+        "_versions",
         "free_mem",
         "free_slots",
         "hosts",
@@ -41,7 +42,6 @@ class HostPool:
         "now",
         "placements",
         "total_free_slots",
-        "version",
     )
 
     def __init__(self, snapshot: Snapshot, now: float) -> None:
@@ -56,13 +56,15 @@ class HostPool:
             table = FreeTable.of(hosts)
             self.free_slots, self.free_mem = table.slots, table.memory_mb
         self.total_free_slots = table.total
-        self.version = [0] * len(hosts)
+        # placements per host so far: made when a ranking on free resources first needs
+        # them (`versions`); most passes rank none
+        self._versions: list[int] | None = None
         self.placements = 0
         self._running = snapshot.running
         self._placed: list[tuple[int, float, int, int]] = []
         self._releases: list[list[tuple[float, int, int]]] | None = None
         # host index -> its attributes, as read (only a pass with -R reads any)
-        self._static: dict[int, dict[str, str | int | float]] = {}
+        self._static: dict[int, dict[str, str | int | float]] | None = None
         self.improving_sets: list[RankedCandidates] = []
 
     @property
@@ -74,9 +76,12 @@ class HostPool:
 
     def static_attributes(self, i: int) -> dict[str, str | int | float]:
         """Host `i`'s attributes as at the start of the pass (cached; do not modify)."""
-        found = self._static.get(i)
+        static = self._static
+        if static is None:
+            static = self._static = {}
+        found = static.get(i)
         if found is None:
-            found = self._static[i] = host_attributes(self.hosts[i])
+            found = static[i] = host_attributes(self.hosts[i])
         return found
 
     def attributes(self, i: int) -> dict[str, str | int | float]:
@@ -86,12 +91,21 @@ class HostPool:
         attrs["mem"] = self.free_mem[i]
         return attrs
 
+    def versions(self) -> list[int]:
+        """Per host, how many placements this pass made on it (a ranking's entry made
+        before the last one is stale), counted from the first call on."""
+        versions = self._versions
+        if versions is None:
+            versions = self._versions = [0] * len(self.hosts)
+        return versions
+
     def take(self, i: int, slots: int, memory_mb: int, walltime_s: int | None) -> None:
         """Place a job of this size on host `i` (it frees them at now + walltime)."""
         self.free_slots[i] -= slots
         self.free_mem[i] -= memory_mb
         self.total_free_slots -= slots
-        self.version[i] += 1
+        if self._versions is not None:
+            self._versions[i] += 1
         self.placements += 1
         end = INFINITY if walltime_s is None else self.now + walltime_s
         if self._releases is not None:
@@ -166,7 +180,16 @@ class OrderedCandidates:
 class RankedCandidates:
     """A ranking on free resources: a heap of (key, host, version), re-keyed lazily."""
 
-    __slots__ = ("_heap", "_key", "_pool", "improving", "live_select", "memory_mb", "slots")
+    __slots__ = (
+        "_heap",
+        "_key",
+        "_pool",
+        "_versions",
+        "improving",
+        "live_select",
+        "memory_mb",
+        "slots",
+    )
 
     def __init__(
         self,
@@ -178,7 +201,7 @@ class RankedCandidates:
         improving: bool,
         live_select: Node | None,
     ) -> None:
-        self._pool, self._key = pool, key
+        self._pool, self._key, self._versions = pool, key, pool.versions()
         self.slots, self.memory_mb, self.live_select = slots, memory_mb, live_select
         self.improving = improving
         self._heap = list(heap)  # a heap of (key, host, version), copied: not shared
@@ -187,7 +210,7 @@ class RankedCandidates:
 
     def find(self, allow: Allow = None) -> int | None:
         heap, pool = self._heap, self._pool
-        version = pool.version
+        version = self._versions
         slots, memory_mb, live, improving = (
             self.slots,
             self.memory_mb,
@@ -210,7 +233,7 @@ class RankedCandidates:
         return None
 
     def refresh(self, i: int) -> None:
-        heapq.heappush(self._heap, (self._key(i), i, self._pool.version[i]))
+        heapq.heappush(self._heap, (self._key(i), i, self._versions[i]))
 
 
 CandidateSet = OrderedCandidates | RankedCandidates

@@ -96,7 +96,7 @@ class HostSearch:
     group_slots: dict[str, int]
     queue_running: dict[str, int]
     user_running: dict[tuple[str, str], int]
-    placed_per_array: dict[int, int]
+    placed_per_array: dict[int, int] | None  # array -> its tasks placed, once one is
     _tally: bool
     _no_reserve: bool
     _memo: PassMemo | None
@@ -258,7 +258,8 @@ class HostSearch:
         # A heap is a heap when copied; entries made stale since only ever got worse
         # unless the ranking is `improving`, which must see every change: rebuild then.
         if cached is None or (improving and cached[1] != pool.placements):
-            heap = [(key(i), i, pool.version[i]) for i in hosts]
+            versions = pool.versions()
+            heap = [(key(i), i, versions[i]) for i in hosts]
             heapq.heapify(heap)
             cached = found.rankings[fkey] = (heap, pool.placements)
         return RankedCandidates(pool, cached[0], slots, mem, key, improving, live)

@@ -77,9 +77,19 @@ class JobPlacement(SpreadPlacement):
             return why.user_limit(user, queue.name, queue.max_running_per_user)
         return None
 
+    def _placed_task(self, array: int) -> None:
+        """One more task of `array` placed in this pass (its concurrency limit counts it)."""
+        placed = self.placed_per_array
+        if placed is None:
+            placed = self.placed_per_array = {}
+        placed[array] = placed.get(array, 0) + 1
+
     def _room(self, number: int) -> int | None:
         limit, active = self.snapshot.array_limits[number]
-        return None if limit is None else limit - active - self.placed_per_array.get(number, 0)
+        if limit is None:
+            return None
+        placed = self.placed_per_array
+        return limit - active - (placed.get(number, 0) if placed is not None else 0)
 
     def _try(self, item: Item, queue: QueueRecord, policy: QueuePolicy) -> None:
         spec = item.spec
@@ -207,7 +217,7 @@ class JobPlacement(SpreadPlacement):
         if self._tally:
             self._count(spec.user, spec.queue, spec.slots)
         if array is not None:
-            self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
+            self._placed_task(array)
 
     def _commit_shares(
         self, job_id: str, spec: JobSpec, shares: multihost.Shares, array: int | None
@@ -231,7 +241,7 @@ class JobPlacement(SpreadPlacement):
         )
         self._count(spec.user, spec.queue, spec.slots)
         if array is not None:
-            self.placed_per_array[array] = self.placed_per_array.get(array, 0) + 1
+            self._placed_task(array)
 
     def _place(
         self, key: str, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy

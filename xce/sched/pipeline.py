@@ -100,7 +100,7 @@ class SchedulingPass(JobPlacement):
         self._findings = None  # what the pass finds of the hosts (`_found`), when asked
         # id(JobSpec) -> why jobs sharing that spec object cannot start in this pass
         self._blocked: dict[int, WaitReason] = {}
-        self.placed_per_array: dict[int, int] = {}
+        self.placed_per_array = None  # (`_placed_task`)
         if self._tally:
             self.running_slots, self.group_slots = {}, {}
             self.queue_running, self.user_running = {}, {}
