@@ -4,6 +4,7 @@ never delay (a hypothesis property over random clusters and queues)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -150,8 +151,10 @@ def test_easy_reserves_a_host_set_and_backfills_only_what_does_not_delay_it() ->
     assert long in result.reasons
 
 
-def test_fairshare_charges_slots_times_time_of_every_host() -> None:
-    state = new_state(queues=(QueueRecord("normal", plugins=("fairshare",)),), hosts=hosts(3))
+@pytest.mark.parametrize("limit", [None, 10])
+def test_fairshare_charges_slots_times_time_of_every_host(limit: int | None) -> None:
+    queue = QueueRecord("normal", plugins=("fairshare",), max_running=limit)
+    state = new_state(queues=(queue,), hosts=hosts(3))
     wide = submit(state, user="alice", slots=6, resources="span[ptile=2]")
     state.apply(
         ev.JobStarted(
@@ -163,7 +166,11 @@ def test_fairshare_charges_slots_times_time_of_every_host() -> None:
     p = SchedulingPass(snapshot_of(state), T0 + 3600)
     assert p.running_slots["alice"] == 6
     assert p.usage_hours["alice"] == 6.0  # 6 slots x 1 hour
-    assert p.queue_running["normal"] == 1  # one job, though on three hosts
+    if limit is None:  # jobs per queue are counted only where a queue limits them
+        assert dict(p.queue_running) == {}
+    else:
+        assert p.queue_running["normal"] == 1  # one job, though on three hosts
+        assert p.user_running["normal", "alice"] == 1
 
 
 # --- the EASY promise, as a property -------------------------------------------------------

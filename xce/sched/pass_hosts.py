@@ -58,6 +58,7 @@ class HostSearch:
         "_blocked",
         "_devices",
         "_findings",
+        "_limits",
         "_memo",
         "_no_reserve",
         "_sets",
@@ -98,6 +99,7 @@ class HostSearch:
     user_running: dict[tuple[str, str], int]
     placed_per_array: dict[int, int] | None  # array -> its tasks placed, once one is
     _tally: bool
+    _limits: bool
     _no_reserve: bool
     _memo: PassMemo | None
     usage_hours: dict[str, float]

@@ -39,29 +39,36 @@ class JobPlacement(SpreadPlacement):
         running[user] = running.get(user, 0) + slots
         group = self.snapshot.groups.get(user, "default") if self.snapshot.groups else "default"
         self.group_slots[group] = self.group_slots.get(group, 0) + slots
-        self.queue_running[queue] = self.queue_running.get(queue, 0) + jobs
-        self.user_running[queue, user] = self.user_running.get((queue, user), 0) + jobs
+        if self._limits:
+            self.queue_running[queue] = self.queue_running.get(queue, 0) + jobs
+            self.user_running[queue, user] = self.user_running.get((queue, user), 0) + jobs
 
     def _count_running(self) -> None:
         """`_count` for every running job of the snapshot, and `usage_hours` (the decayed
         use of finished jobs plus the running jobs' use so far): the start of a pass that
         tallies, a cost per running job on every pass, so `_count`'s steps are inline
-        here (a call per running job was most of it)."""
+        here (a call per running job was most of it), the slots per group are summed from
+        the slots per user, and jobs per queue and user are counted only where a queue
+        limits them."""
         snapshot, now = self.snapshot, self.now
         running, group_slots = self.running_slots, self.group_slots
-        queue_running, user_running = self.queue_running, self.user_running
-        groups = snapshot.groups
         seconds = dict(snapshot.usage)
         for job in snapshot.running:
-            user, queue, slots = job.user, job.queue, job.slots
-            jobs = 0 if job.part else 1  # a job's other hosts' parts count its slots only
+            user, slots = job.user, job.slots
             running[user] = running.get(user, 0) + slots
-            group = groups.get(user, "default") if groups else "default"
-            group_slots[group] = group_slots.get(group, 0) + slots
-            queue_running[queue] = queue_running.get(queue, 0) + jobs
-            user_running[queue, user] = user_running.get((queue, user), 0) + jobs
             elapsed = now - job.start_time
             seconds[user] = seconds.get(user, 0.0) + slots * (elapsed if elapsed > 0.0 else 0.0)
+        groups = snapshot.groups
+        for user, slots in running.items():
+            group = groups.get(user, "default") if groups else "default"
+            group_slots[group] = group_slots.get(group, 0) + slots
+        if self._limits:
+            queue_running, user_running = self.queue_running, self.user_running
+            for job in snapshot.running:
+                if not job.part:  # a job's other hosts' parts count its slots only
+                    queue, user = job.queue, job.user
+                    queue_running[queue] = queue_running.get(queue, 0) + 1
+                    user_running[queue, user] = user_running.get((queue, user), 0) + 1
         self.usage_hours = {user: s / 3600.0 for user, s in seconds.items()}
 
     def _limit(self, queue: QueueRecord, user: str) -> WaitReason | None:

@@ -28,8 +28,8 @@ class PassMemo:
 
     def __init__(self) -> None:
         self.registry: Any = None  # the PluginRegistry the entries were made with
-        # (policies by queue name, tally, no_reserve) of SchedulingPass.__init__
-        self.policies: tuple[dict[str, Any], bool, bool] | None = None
+        # (policies by queue name, tally, no_reserve, limits) of SchedulingPass.__init__
+        self.policies: tuple[dict[str, Any], bool, bool, bool] | None = None
         self.filtered: dict[tuple[str, str], list[int]] = {}  # (queue, -R) -> host indexes
         self.ranked: dict[tuple[str, str], list[int]] = {}  # static rankings of those
         # (queue, -R, slots, memory, gres) -> a static ranking and the live `select` of

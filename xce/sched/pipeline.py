@@ -95,41 +95,41 @@ class SchedulingPass(JobPlacement):
             known = self._policies(plugins)
             if self._memo is not None:
                 self._memo.policies = known
-        self.policies, self._tally, self._no_reserve = known
+        self.policies, self._tally, self._no_reserve, self._limits = known
         self._sets: dict[tuple, CandidateSet | WaitReason] = {}
         self._findings = None  # what the pass finds of the hosts (`_found`), when asked
         # id(JobSpec) -> why jobs sharing that spec object cannot start in this pass
         self._blocked: dict[int, WaitReason] = {}
         self.placed_per_array = None  # (`_placed_task`)
+        # what is not counted (no queue orders by usage, or none limits running jobs) is
+        # one empty mapping that refuses writes, not a dict made and freed per pass
+        self.queue_running = self.user_running = _NOTHING_COUNTED
+        if self._limits:
+            self.queue_running, self.user_running = {}, {}
         if self._tally:
             self.running_slots, self.group_slots = {}, {}
-            self.queue_running, self.user_running = {}, {}
             self._count_running()  # (and usage_hours)
         else:
-            # nothing to count (no queue has limits or orders by usage): every tally is
-            # one empty mapping that refuses writes (not five dicts made and freed per pass)
-            self.running_slots = self.group_slots = _NOTHING_COUNTED
-            self.queue_running = self.user_running = self.usage_hours = _NOTHING_COUNTED
+            self.running_slots = self.group_slots = self.usage_hours = _NOTHING_COUNTED
 
-    def _policies(self, plugins: PluginRegistry) -> tuple[dict[str, QueuePolicy], bool, bool]:
-        """(each queue's policy, tally, no_reserve). Running tallies feed limits and the
-        order plugins other than fcfs; a pass that has neither (plain FCFS, EASY) skips
-        them: a cost per running job per pass. Without a queue that makes reservations
-        (first-fit) a job wider than the free slots is passed over at once in the
-        simulator's loop."""
+    def _policies(self, plugins: PluginRegistry) -> tuple[dict[str, QueuePolicy], bool, bool, bool]:
+        """(each queue's policy, tally, no_reserve, limits). Running tallies feed limits
+        and the order plugins other than fcfs; a pass that has neither (plain FCFS, EASY)
+        skips them: a cost per running job per pass (and running jobs per queue and user
+        are counted only where a queue limits them: `limits`). Without a queue that makes
+        reservations (first-fit) a job wider than the free slots is passed over at once
+        in the simulator's loop."""
         policies: dict[str, QueuePolicy] = {}
-        tally, no_reserve = False, True
+        tally, no_reserve, limits = False, True, False
         for name, queue in self.snapshot.queues.items():
             policy = policies[name] = plugins.policy_for(queue.plugins)
-            if (
-                policy.reads_usage
-                or queue.max_running is not None
-                or queue.max_running_per_user is not None
-            ):
+            if queue.max_running is not None or queue.max_running_per_user is not None:
+                limits = True
+            if policy.reads_usage or limits:
                 tally = True
             if policy.reserve is not None:
                 no_reserve = False
-        return policies, tally, no_reserve
+        return policies, tally, no_reserve, limits
 
     # --- ordering -----------------------------------------------------------------------
 
