@@ -22,9 +22,10 @@ pass unseen.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from types import MappingProxyType
+from typing import cast
 
 from xce.core import gres
 from xce.core.allocation import check_hosts, host_memory_mb
@@ -99,7 +100,9 @@ class SimCluster:
         # (host name, job id) of every share, sorted; None until a pass first reads the
         # running views (FCFS and first-fit passes never do: nothing to keep in order)
         self._order: list[tuple[str, str]] | None = None
-        self._made: dict[tuple[str, str], RunningJob] = {}  # the views read so far
+        # the views in that order, None where not read yet (the keys in `_unmade`)
+        self._listed: list[RunningJob | None] = []
+        self._unmade: set[tuple[str, str]] = set()
         self._running: tuple[RunningJob, ...] | None = ()  # None: to make again
 
     # --- events -------------------------------------------------------------------------
@@ -137,8 +140,8 @@ class SimCluster:
         slots, mem = spec.slots, spec.memory_mb
         self._use(i, slots, mem)
         self._spans[job_id] = (spec, now, ((i, slots, mem, devices),))
-        if self._order is not None:  # `_order_add`, inline: a call per start
-            insort(self._order, (host, job_id))
+        if self._order is not None:  # (no call while no pass reads the running views)
+            self._order_add(host, job_id)
         self._running = None
         return job
 
@@ -158,11 +161,11 @@ class SimCluster:
         for i, _, _, devices in shares:
             self._check_devices(i, job_id, devices)
         self._leave(job_id)
+        self._spans[job_id] = (spec, now, shares)
         for i, slots, mem, devices in shares:
             self._devices[i].update(devices)
             self._use(i, slots, mem)
             self._order_add(self.hosts[i].name, job_id)
-        self._spans[job_id] = (spec, now, shares)
         return job
 
     def _leave(self, job_id: str) -> None:
@@ -197,37 +200,53 @@ class SimCluster:
         span = self._spans.pop(job_id, None)
         if span is None:
             raise ValueError(f"job {job_id} is not running")
-        order, made = self._order, self._made
+        order = self._order
         for i, slots, mem, devices in span[2]:
             self._use(i, -slots, -mem)
             if devices:
                 self._devices[i].difference_update(devices)
             if order is not None:
                 key = (self.hosts[i].name, job_id)
-                del order[bisect_left(order, key)]
-                made.pop(key, None)
+                at = bisect_left(order, key)
+                del order[at]
+                del self._listed[at]
+                self._unmade.discard(key)
         self._running = None
 
     def _order_add(self, host: str, job_id: str) -> None:
-        if self._order is not None:
-            insort(self._order, (host, job_id))
+        """A share of a job that started, in the running views' order (its view made
+        when they are next read)."""
+        order = self._order
+        if order is not None:
+            key = (host, job_id)
+            at = bisect_left(order, key)
+            order.insert(at, key)
+            self._listed.insert(at, None)
+            self._unmade.add(key)
         self._running = None
 
     def _running_views(self) -> tuple[RunningJob, ...]:
         """The running views in (host, job id) order, as `running_views` makes them from
-        a record; each made when first read and kept while the job runs (an FCFS or
-        first-fit pass reads none: it times no reservation and tallies no usage)."""
+        a record; each made when first read and kept, in order, while the job runs (an
+        FCFS or first-fit pass reads none: it times no reservation and tallies no usage),
+        so a read makes only the views of the jobs started since the last one."""
         views = self._running
         if views is None:
-            order = self._order
-            if order is None:  # first read: keep the order from now on
+            order, make = self._order, self._make_view
+            if order is None:  # first read: keep the order and the views from now on
                 order = self._order = sorted(
                     (self.hosts[i].name, job_id)
                     for job_id, (_, _, shares) in self._spans.items()
                     for i, _, _, _ in shares
                 )
-            made, make = self._made, self._make_view
-            views = self._running = tuple([made.get(key) or make(key) for key in order])
+                self._listed = [make(key) for key in order]
+            listed = self._listed
+            unmade = self._unmade
+            if unmade:
+                for key in unmade:
+                    listed[bisect_left(order, key)] = make(key)
+                unmade.clear()
+            views = self._running = tuple(cast("list[RunningJob]", listed))  # all made now
         return views
 
     def _make_view(self, key: tuple[str, str]) -> RunningJob:
@@ -236,7 +255,7 @@ class SimCluster:
         at = self._at[host]
         for k, (i, slots, mem, _) in enumerate(shares):
             if i == at:
-                view = self._made[key] = RunningJob(
+                return RunningJob(
                     job_id,
                     spec.user,
                     spec.queue,
@@ -252,7 +271,6 @@ class SimCluster:
                     spec.slots,
                     k > 0,
                 )
-                return view
         raise AssertionError(f"job {job_id} holds nothing on {host}")
 
     def _use(self, i: int, slots: int, memory_mb: int) -> None:
