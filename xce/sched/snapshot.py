@@ -218,6 +218,7 @@ def running_views(job: JobRecord) -> tuple[RunningJob, ...]:
     )
 
 
+@fast_init  # (made per pass where usage changes: fairshare's replay, the controller)
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     hosts: Sequence[HostView]  # a tuple, or the simulator's list kept current
