@@ -262,6 +262,44 @@ def test_a_replay_leaves_no_cycles_for_the_paused_collector(policy: str) -> None
         assert left_over(2_000, hosts) <= left_over(200, hosts) + 10
 
 
+def test_what_a_replay_keeps_is_not_walked_by_a_young_collection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its survivors go to the oldest generation when the collector is enabled again (no
+    collection walks them at the end of the replay), and objects the caller froze stay
+    frozen."""
+    import gc
+
+    from xce.sched import simulate as module
+
+    jobs = synthetic(3_000, max_procs=8, seed=2, mean_interarrival_s=20)
+    monkeypatch.setattr(module, "_COLLECT_EVERY", 1 << 30)
+    seen: list[int] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(watch)
+    try:
+        result = simulate(jobs, hosts=2, slots=8, policy="easy")
+        assert len(result.outcomes) > 1_000
+        assert seen == []  # before: a young collection as the replay ended
+        assert gc.get_count()[0] < 100
+        kept = gc.get_freeze_count()
+        gc.freeze()
+        try:
+            frozen = gc.get_freeze_count()
+            assert frozen > kept
+            simulate(jobs[:200], hosts=2, slots=8, policy="easy")
+            assert gc.get_freeze_count() >= frozen  # the caller's objects still frozen
+        finally:
+            gc.unfreeze()
+    finally:
+        gc.callbacks.remove(watch)
+
+
 def test_the_collector_is_paused_for_a_replay_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its state is as it was after the replay, and the young generation is still
     collected every `_COLLECT_EVERY` passes (cycles a plugin might make)."""

@@ -52,7 +52,7 @@ class HostSearch:
     """Finding hosts for one shape of job within a pass (a base of SchedulingPass)."""
 
     # Slotted: a pass is made per event the controller applies and per instant `xce
-    # simulate` replays, and building and freeing its 25 attributes in a dict was a
+    # simulate` replays, and building and freeing its attributes in a dict was a
     # part of each
     __slots__ = (
         "_blocked",
