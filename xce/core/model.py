@@ -286,6 +286,7 @@ class QueueRecord:
     preempt_min_run_s: int = 0
 
 
+@fast_init  # (the simulator makes one per host; the live state one per host change)
 @dataclass(frozen=True, slots=True)
 class HostRecord:
     """A worker host; `admin` survives restarts so a closed host stays closed."""
