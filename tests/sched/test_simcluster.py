@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import ClassVar
 
 import pytest
 
@@ -25,7 +26,7 @@ from xce.core.model import (
     ReservationRecord,
 )
 from xce.core.state import ClusterState
-from xce.sched import simcluster
+from xce.sched import hostpool, plugins, simcluster
 from xce.sched.hostpool import HostPool
 from xce.sched.incremental import SnapshotCache
 from xce.sched.pipeline import plan
@@ -445,3 +446,68 @@ def test_a_host_view_comes_back_with_its_load(monkeypatch: pytest.MonkeyPatch, k
             reused += seen.get(load) is view
             seen[load] = view
     assert reused > 1000  # most views were ones seen before
+
+
+class _FailsAfterATake:
+    """A score whose key fails once the pass has placed a job (a plugin's bug)."""
+
+    name: ClassVar[str] = "test-fails-after-a-take"
+    kind: ClassVar[str] = "score"
+    dynamic: ClassVar[bool] = True
+    ranks: ClassVar[bool] = True
+    improving: ClassVar[bool] = False
+
+    def key(self, pool: HostPool, i: int) -> tuple:
+        if pool.placements:
+            raise RuntimeError("the plugin failed")
+        return (-pool.free_slots[i],)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_pass_gives_back_the_free_table_it_borrowed(
+    fails: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`plan` lends the pass the simulator's own free table (no copy per pass, on a
+    cluster of many hosts: here of any): after the pass, placements made or a plugin
+    failing midway, it is as it was."""
+    monkeypatch.setattr(hostpool, "BORROW_ABOVE", 0)
+    name = "test-fails-after-a-take" if fails else "spread"
+    registry = plugins.PluginRegistry([*plugins.builtin_plugins(), _FailsAfterATake])
+    hosts = [HostRecord(f"h{i}", 4, 8_000) for i in range(3)]
+    cluster = SimCluster(QueueRecord("normal", plugins=(name,)), hosts)
+    cluster.submit(PendingJob("1", 1, None, JobSpec("u", "normal", slots=3), DepStatus.SATISFIED))
+    cluster.start(Placement("1", "h1"), 0.0)
+    for number, slots in ((2, 2), (3, 1), (4, 3)):  # three shapes: each ranked anew
+        spec = JobSpec("u", "normal", slots=slots, memory_mb=1_000)
+        cluster.submit(PendingJob(str(number), number, None, spec, DepStatus.SATISFIED))
+    snapshot = cluster.snapshot()
+    table = snapshot.free
+    assert table is not None
+    lists, before = (table.slots, table.memory_mb), (table.slots.copy(), table.memory_mb.copy())
+    if fails:
+        with pytest.raises(RuntimeError, match="the plugin failed"):
+            plan(snapshot, 1.0, False, registry)
+    else:
+        assert len(plan(snapshot, 1.0, False, registry).placements) == 3
+    assert (table.slots, table.memory_mb) == before  # every take given back
+    assert (table.slots, table.memory_mb) == tuple(map(list, lists))
+    assert table.slots is lists[0] and table.memory_mb is lists[1]  # lent, not copied
+    assert snapshot.free == FreeTable.of(cluster.snapshot().hosts)
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+def test_passes_that_borrow_the_free_table_replay_alike(
+    policy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pass borrowing the simulator's free table (as on a cluster of many hosts):
+    the same views as the live state at every pass (the table given back each time) and
+    the same starts as passes that copy it; jobs span hosts."""
+    jobs = synthetic(250, max_procs=24, seed=11, mean_interarrival_s=20)
+    copied = simulate(jobs, 3, 8, policy)
+    monkeypatch.setattr(hostpool, "BORROW_ABOVE", 0)
+    witness = run(jobs, policy, 3, 8)
+    borrowed = simulate(jobs, 3, 8, policy)
+    assert not witness.state.pending and not witness.state.host_load
+    assert [(o.start, o.host) for o in borrowed.outcomes] == [
+        (o.start, o.host) for o in copied.outcomes
+    ]

@@ -50,14 +50,17 @@ def plan(
     cluster is full, or a strict FCFS queue blocks) instead of naming why each of the
     rest waits, so its cost follows the jobs it tries, not the length of the queue.
     `registry` names the plugins queues may choose (the built-in ones by default)."""
-    scheduling = SchedulingPass(snapshot, now, explain, registry)
+    scheduling = SchedulingPass(snapshot, now, explain, registry, borrow=True)
+    pool = scheduling.pool
     try:
         return scheduling.run()
     finally:
+        # the free table the snapshot's maker lent the pass, as it was (HostPool)
+        pool.give_back()
         # candidate sets that see every placement (`pack`) and the pool refer to each
         # other: dropped here, reference counting frees the pass without the cyclic
         # collector (which `xce simulate` pauses)
-        scheduling.pool.improving_sets.clear()
+        pool.improving_sets.clear()
 
 
 class SchedulingPass(JobPlacement):
@@ -71,11 +74,14 @@ class SchedulingPass(JobPlacement):
         now: float,
         explain: bool = True,
         registry: PluginRegistry | None = None,
+        borrow: bool = False,
     ) -> None:
+        """`borrow`: the pass's pool borrows the snapshot's free table (`HostPool`); its
+        caller gives it back (`plan` does)."""
         self.snapshot = snapshot
         self.now = now
         self.explain = explain
-        self.pool = HostPool(snapshot, now)
+        self.pool = HostPool(snapshot, now, borrow)
         self._devices: DevicePool | None = None  # `devices`, made when first asked
         self.result = Plan([], {}, [])  # (literals: cheaper than its default factories)
         self.reservation: Reservation | None = None
