@@ -157,20 +157,17 @@ def _cyclic_gc_paused() -> Iterator[None]:
     plugin makes cycles, the young generation (what was made since) is still collected
     every `_COLLECT_EVERY` passes (`_Replay.run`).
 
-    After the replay, what it made and still holds (the outcomes, the specs) is moved to
-    the oldest generation at once, `gc.freeze()` then `gc.unfreeze()` (each splices lists):
-    else the first allocation after the collector is enabled again starts a young
-    collection that walks all of it only to find it alive (2-4 % of a replay of a few
-    thousand jobs). Not when the caller has frozen objects of its own (they stay frozen)."""
+    (Moving what the replay keeps to the oldest generation as the collector comes back,
+    `gc.freeze()` then `gc.unfreeze()`, saved the young collection that then walks it,
+    2-4 % of a short replay, but it moves the whole process's young objects, garbage
+    cycles included, and resets the counts that trigger full collections: a process
+    replaying again and again never collected its cycles. Not done.)"""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
-            if not gc.get_freeze_count():
-                gc.freeze()
-                gc.unfreeze()
             gc.enable()
 
 
