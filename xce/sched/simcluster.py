@@ -88,7 +88,6 @@ class SimCluster:
             kept[reservation.name] = reservation
         self._reservations = tuple(kept.values())
         self._memo = PassMemo()
-        self._lazy = LazyViews(self._running_views)
         self._kept: Snapshot | None = None  # the snapshot of passes without usage
         self._kept_groups: Mapping[str, str] | None = None  # what it was made with
         self.pending: dict[str, PendingJob] = {}  # submission order
@@ -97,13 +96,11 @@ class SimCluster:
         self._nothing: Mapping[str, Collection[PendingJob]] = MappingProxyType({})
         # running job -> (spec, start, (host index, slots, memory, devices) per host)
         self._spans: dict[str, tuple[JobSpec, float, tuple[Share, ...]]] = {}
-        # (host name, job id) of every share, sorted; None until a pass first reads the
-        # running views (FCFS and first-fit passes never do: nothing to keep in order)
-        self._order: list[tuple[str, str]] | None = None
-        # the views in that order, None where not read yet (the keys in `_unmade`)
-        self._listed: list[RunningJob | None] = []
-        self._unmade: set[tuple[str, str]] = set()
-        self._running: tuple[RunningJob, ...] | None = ()  # None: to make again
+        # the running views (kept apart, so that the snapshot's LazyViews, which reads
+        # them, does not refer back to the cluster: a replay's cluster is freed by
+        # reference counting, not left to the paused collector)
+        self._running = _RunningViews(self.hosts, self._at, self._spans)
+        self._lazy = LazyViews(self._running)
 
     # --- events -------------------------------------------------------------------------
 
@@ -140,9 +137,10 @@ class SimCluster:
         slots, mem = spec.slots, spec.memory_mb
         self._use(i, slots, mem)
         self._spans[job_id] = (spec, now, ((i, slots, mem, devices),))
-        if self._order is not None:  # (no call while no pass reads the running views)
-            self._order_add(host, job_id)
-        self._running = None
+        running = self._running
+        running.views = None
+        if running.order is not None:  # (no call while no pass reads the running views)
+            running.add(host, job_id)
         return job
 
     def _start_on_hosts(self, job: PendingJob, placement: Placement, now: float) -> PendingJob:
@@ -165,7 +163,7 @@ class SimCluster:
         for i, slots, mem, devices in shares:
             self._devices[i].update(devices)
             self._use(i, slots, mem)
-            self._order_add(self.hosts[i].name, job_id)
+            self._running.add(self.hosts[i].name, job_id)
         return job
 
     def _leave(self, job_id: str) -> None:
@@ -200,78 +198,14 @@ class SimCluster:
         span = self._spans.pop(job_id, None)
         if span is None:
             raise ValueError(f"job {job_id} is not running")
-        order = self._order
+        running = self._running
         for i, slots, mem, devices in span[2]:
             self._use(i, -slots, -mem)
             if devices:
                 self._devices[i].difference_update(devices)
-            if order is not None:
-                key = (self.hosts[i].name, job_id)
-                at = bisect_left(order, key)
-                del order[at]
-                del self._listed[at]
-                self._unmade.discard(key)
-        self._running = None
-
-    def _order_add(self, host: str, job_id: str) -> None:
-        """A share of a job that started, in the running views' order (its view made
-        when they are next read)."""
-        order = self._order
-        if order is not None:
-            key = (host, job_id)
-            at = bisect_left(order, key)
-            order.insert(at, key)
-            self._listed.insert(at, None)
-            self._unmade.add(key)
-        self._running = None
-
-    def _running_views(self) -> tuple[RunningJob, ...]:
-        """The running views in (host, job id) order, as `running_views` makes them from
-        a record; each made when first read and kept, in order, while the job runs (an
-        FCFS or first-fit pass reads none: it times no reservation and tallies no usage),
-        so a read makes only the views of the jobs started since the last one."""
-        views = self._running
-        if views is None:
-            order, make = self._order, self._make_view
-            if order is None:  # first read: keep the order and the views from now on
-                order = self._order = sorted(
-                    (self.hosts[i].name, job_id)
-                    for job_id, (_, _, shares) in self._spans.items()
-                    for i, _, _, _ in shares
-                )
-                self._listed = [make(key) for key in order]
-            listed = self._listed
-            unmade = self._unmade
-            if unmade:
-                for key in unmade:
-                    listed[bisect_left(order, key)] = make(key)
-                unmade.clear()
-            views = self._running = tuple(cast("list[RunningJob]", listed))  # all made now
-        return views
-
-    def _make_view(self, key: tuple[str, str]) -> RunningJob:
-        host, job_id = key
-        spec, start, shares = self._spans[job_id]
-        at = self._at[host]
-        for k, (i, slots, mem, _) in enumerate(shares):
-            if i == at:
-                return RunningJob(
-                    job_id,
-                    spec.user,
-                    spec.queue,
-                    host,
-                    slots,
-                    mem,
-                    start,
-                    spec.walltime_s,
-                    "",
-                    "RUN",
-                    False,
-                    start,
-                    spec.slots,
-                    k > 0,
-                )
-        raise AssertionError(f"job {job_id} holds nothing on {host}")
+            if running.order is not None:
+                running.remove(self.hosts[i].name, job_id)
+        running.views = None
 
     def _use(self, i: int, slots: int, memory_mb: int) -> None:
         """Host `i` holds `slots` and `memory_mb` more (less when negative); `most_free`
@@ -366,3 +300,95 @@ class SimCluster:
             memo=self._memo,  # hosts and queue never change here
             free=self._table,
         )
+
+
+class _RunningViews:
+    """The running views of a `SimCluster` in (host, job id) order, as `running_views`
+    makes them from a record: each made when first read and kept, in order, while the job
+    runs (an FCFS or first-fit pass reads none: it times no reservation and tallies no
+    usage), so a read makes only the views of the jobs started since the last one.
+    Shares the cluster's hosts and running jobs, refers to nothing else."""
+
+    __slots__ = ("_at", "_hosts", "_listed", "_spans", "_unmade", "order", "views")
+
+    def __init__(
+        self,
+        hosts: Sequence[HostRecord],
+        at: Mapping[str, int],
+        spans: Mapping[str, tuple[JobSpec, float, tuple[Share, ...]]],
+    ) -> None:
+        self._hosts, self._at, self._spans = hosts, at, spans
+        # (host name, job id) of every share, sorted; None until a pass first reads the
+        # views (then kept in order as jobs start and end)
+        self.order: list[tuple[str, str]] | None = None
+        # the views in that order, None where not read yet (the keys in `_unmade`)
+        self._listed: list[RunningJob | None] = []
+        self._unmade: set[tuple[str, str]] = set()
+        self.views: tuple[RunningJob, ...] | None = ()  # None: to make again
+
+    def add(self, host: str, job_id: str) -> None:
+        """A share of a job that started (its view made when they are next read)."""
+        self.views = None
+        order = self.order
+        if order is not None:
+            key = (host, job_id)
+            at = bisect_left(order, key)
+            order.insert(at, key)
+            self._listed.insert(at, None)
+            self._unmade.add(key)
+
+    def remove(self, host: str, job_id: str) -> None:
+        """A share of a job that ended."""
+        self.views = None
+        order = self.order
+        if order is not None:
+            key = (host, job_id)
+            at = bisect_left(order, key)
+            del order[at]
+            del self._listed[at]
+            self._unmade.discard(key)
+
+    def __call__(self) -> tuple[RunningJob, ...]:
+        views = self.views
+        if views is None:
+            order, make = self.order, self._make
+            if order is None:  # first read: keep the order and the views from now on
+                hosts = self._hosts
+                order = self.order = sorted(
+                    (hosts[i].name, job_id)
+                    for job_id, (_, _, shares) in self._spans.items()
+                    for i, _, _, _ in shares
+                )
+                self._listed = [make(key) for key in order]
+            listed = self._listed
+            unmade = self._unmade
+            if unmade:
+                for key in unmade:
+                    listed[bisect_left(order, key)] = make(key)
+                unmade.clear()
+            views = self.views = tuple(cast("list[RunningJob]", listed))  # all made now
+        return views
+
+    def _make(self, key: tuple[str, str]) -> RunningJob:
+        host, job_id = key
+        spec, start, shares = self._spans[job_id]
+        at = self._at[host]
+        for k, (i, slots, mem, _) in enumerate(shares):
+            if i == at:
+                return RunningJob(
+                    job_id,
+                    spec.user,
+                    spec.queue,
+                    host,
+                    slots,
+                    mem,
+                    start,
+                    spec.walltime_s,
+                    "",
+                    "RUN",
+                    False,
+                    start,
+                    spec.slots,
+                    k > 0,
+                )
+        raise AssertionError(f"job {job_id} holds nothing on {host}")

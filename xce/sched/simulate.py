@@ -151,8 +151,9 @@ def _cyclic_gc_paused() -> Iterator[None]:
     which outlive a young collection, so the collector walks them again and again, and its
     full collections walk the whole trace and every outcome: a sixth of a 300k-job replay.
     Nothing the replay makes is freed only by it: reference counting frees every pass (a
-    pass lets go of its candidate sets that refer back to its host pool, `plan`) and every
-    ended job (tests/sched/test_simulate.py checks, for every preset, `pack` and `spread`,
+    pass lets go of its candidate sets that refer back to its host pool, `plan`), every
+    ended job and, at the end, the simulated cluster (its snapshot's running views do not
+    refer back to it) (tests/sched/test_simulate.py checks, for every preset, `pack` and `spread`,
     that what a replay leaves to the collector does not grow with the trace). In case a
     plugin makes cycles, the young generation (what was made since) is still collected
     every `_COLLECT_EVERY` passes (`_Replay.run`).
