@@ -137,9 +137,13 @@ def simulate(
     with _cyclic_gc_paused():
         replay = _Replay(jobs, result, half_life_s, gpus_per_host, reservations, witness)
         replay.run(progress)
+        ended = replay.ended
+        # freed here by reference counting (the cluster, its views, the agenda), before
+        # the collector is back: else its first young collection walks all of it
+        del replay
     result.seconds = time.perf_counter() - started
     if progress is not None:
-        progress(replay.ended)
+        progress(ended)
     return result
 
 
