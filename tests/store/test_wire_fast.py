@@ -8,7 +8,6 @@ aside (one of `FAST_REJECTS`), never return something the reference would not.
 from __future__ import annotations
 
 import contextlib
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ from xce.wire.codec import (
     decode_entry,
     decode_entry_reflective,
     encode_entry,
-    schema,
 )
 from xce.wire.fast import FAST_REJECTS, Fallback, peek_entry, read_entry
 from xce.wire.schema import FILE_ID, generate
@@ -197,34 +195,3 @@ def test_peek_reads_seq_and_epoch_only() -> None:
     data[0] = 1  # claims two segments: not the shape the fast reader handles
     with pytest.raises(Fallback):
         peek_entry(bytes(data))
-
-
-def test_fast_reader_is_much_faster_than_the_reference() -> None:
-    """A ratio on the same machine for typical records, not an absolute rate (`python -m
-    bench.wal` reports that)."""
-    spec = JobSpec(user="alice", queue="normal", command="true", submit_host="h0")
-    records = [
-        encode_entry(i + 1, 1, e)
-        for i, e in enumerate(
-            [
-                ev.JobSubmitted(1.0, 1, spec),
-                ev.JobStarted(1.0, "1", "h1"),
-                ev.JobFinished(1.0, "1", 1, 0, None, Usage(1.0, 0.5, 10, 2.0)),
-            ]
-            * 300
-        )
-    ]
-
-    def cpu(read: Any) -> float:
-        best = float("inf")
-        for _ in range(5):
-            started = time.process_time()
-            for data in records:
-                read(data)
-            best = min(best, time.process_time() - started)
-        return best
-
-    assert schema() is not None
-    # 4-6x on a quiet development machine, ~2.4x once with eight other processes on two
-    # cores; a fast path that silently fell back would give ~1x.
-    assert cpu(decode_entry_reflective) > 1.8 * cpu(read_entry)

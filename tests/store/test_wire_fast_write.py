@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import time
 import types
 import typing
 from pathlib import Path
@@ -150,21 +149,6 @@ def test_a_value_the_schema_cannot_hold_is_still_a_wire_error(tmp_path: Path) ->
     event = dataclasses.replace(SUBMIT, spec=dataclasses.replace(SUBMIT.spec, slots=2**63))
     with pytest.raises(WireError):
         WalWriter(tmp_path, 1).prepare(event)
-
-
-def test_the_writer_is_cheaper_than_the_builder() -> None:
-    event = SUBMIT
-
-    def cpu(encode: object) -> float:
-        best = float("inf")
-        for _ in range(3):
-            started = time.process_time()
-            for _ in range(2000):
-                encode(7, 1, event)  # type: ignore[operator]
-            best = min(best, time.process_time() - started)
-        return best
-
-    assert cpu(encode_entry_fast) < 0.8 * cpu(encode_entry)
 
 
 # Values of each plain type for the records below. CLEAN: any value the log holds (every

@@ -27,8 +27,8 @@ def test_flake_parses() -> None:
 
 
 def test_appimage_recipe_matches_the_build_script() -> None:
-    """AppImageBuilder.yml is the recipe; packaging/build-appimage must build that AppDir."""
-    text = (ROOT / "AppImageBuilder.yml").read_text()
+    """The AppImage recipe is what packaging/build-appimage builds, path for path."""
+    text = (ROOT / "packaging" / "AppImageBuilder.yml").read_text()
     script = (ROOT / "packaging" / "build-appimage").read_text()
     assert "version: 1" in text and "path: ./build/AppDir" in text
     assert 'APPDIR="$ROOT/build/AppDir"' in script
