@@ -20,11 +20,11 @@ from xce.auth.rbac import RoleMap
 from xce.auth.settings import AuthSettings
 from xce.auth.tokens import TokenService
 from xce.config import Config, ControllerSettings
-from xce.controller.compose import compose
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.model import QueueRecord
+from xce.server.compose import compose
 from xce.store.files import FileStore
 
 # One signing key folder for the whole run, so tokens can be minted at import time (test

@@ -27,12 +27,12 @@ from xce.api.http import (
     TAILS,
 )
 from xce.config import Config
-from xce.controller.compose import Controller, compose
 from xce.controller.history import PRUNE_EVERY
 from xce.controller.service import ControllerService
 from xce.core.errors import InvalidRequest
 from xce.core.model import QueueRecord
 from xce.sched import plugins
+from xce.server.compose import Controller, compose
 from xce.store.files import FileStore
 
 

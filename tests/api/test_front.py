@@ -15,7 +15,7 @@ from xce.api.http import HA
 from xce.auth.keys import key_dir
 from xce.auth.settings import AuthSettings
 from xce.config import Config
-from xce.controller.compose import compose
+from xce.server.compose import compose
 from xce.store.files import FileStore
 
 from .conftest import KEYS, TOKENS, make_settings

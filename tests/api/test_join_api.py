@@ -20,7 +20,7 @@ from xce.api.http import AUTH
 from xce.auth.keys import key_dir
 from xce.auth.pki import create_ca
 from xce.config import Config, TlsSettings, WorkerSettings, parse_config
-from xce.controller.compose import compose
+from xce.server.compose import compose
 from xce.setup.joinclient import _config_text
 from xce.setup.jointokens import JoinTokenStore
 from xce.store.files import FileStore

@@ -35,8 +35,8 @@ async def test_a_queue_share_beyond_any_weight_is_refused(api: Api, share: bytes
 
 async def test_queue_shares_within_bounds_are_kept() -> None:
     """The bound leaves every share a site sets (weights, percentages, core counts)."""
-    from xce.api.admin_bodies import QueueCreate
-    from xce.api.decoding import convert
+    from xce.protocol.admin import QueueCreate
+    from xce.protocol.decoding import convert
 
     body = convert({"name": "fs", "shares": {"a": 0.5, "b": 100, "c": 2**40}}, QueueCreate)
     assert body.shares == {"a": 0.5, "b": 100.0, "c": float(2**40)}

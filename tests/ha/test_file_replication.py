@@ -30,7 +30,7 @@ async def chunks(data: bytes) -> AsyncIterator[bytes]:
 
 
 def with_files(p: Primary, users: Path | None = None) -> Primary:
-    """Wire the primary's files to its source as run_primary does (xce/controller/main.py)."""
+    """Wire the primary's files to its source as run_primary does (xce/server/main.py)."""
     p.source.space = FileSpace(p.dir, users)
     p.service.file_replica = p.source
     return p

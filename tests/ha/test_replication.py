@@ -77,7 +77,7 @@ class Primary:
             on_higher_epoch=self.higher.append,
         )
         self.store.replicated = self.source.wait_replicated
-        # Retention and requests as run_primary wires them (xce/controller/main.py).
+        # Retention and requests as run_primary wires them (xce/server/main.py).
         self.service = ControllerService(
             ControllerSettings(state_dir=self.dir),
             FileStore(self.dir / "files", 1 << 20),

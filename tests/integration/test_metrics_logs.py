@@ -51,7 +51,7 @@ def test_metrics_and_json_logs_of_a_real_controller(tmp_path: Path, monkeypatch)
 def test_json_log_lines_carry_the_request_id() -> None:
     import logging
 
-    from xce.logs import REQUEST_ID, JsonFormatter, _RequestIdFilter
+    from xce.telemetry.logs import REQUEST_ID, JsonFormatter, _RequestIdFilter
 
     record = logging.LogRecord("xce.api", logging.ERROR, __file__, 1, "boom %s", ("x",), None)
     token = REQUEST_ID.set("abc123")

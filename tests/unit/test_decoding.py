@@ -9,10 +9,10 @@ from typing import Annotated, Any, Literal
 import pytest
 from msgspec import Meta, Struct, field
 
-from xce.api.bodies import SubmitBody
-from xce.api.decoding import convert, decode, refuse
 from xce.api.http import parse_json_text
 from xce.core.errors import InvalidRequest
+from xce.protocol.bodies import SubmitBody
+from xce.protocol.decoding import convert, decode, refuse
 
 
 class Inner(Struct, forbid_unknown_fields=True):

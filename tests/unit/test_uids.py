@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from xce import metrics
 from xce.controller import uids
 from xce.controller.uids import UidCache
+from xce.telemetry import metrics
 
 
 def test_answers_are_kept_for_the_ttl_then_asked_again() -> None:

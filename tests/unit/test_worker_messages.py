@@ -1,5 +1,5 @@
 """The worker's register, heartbeat and finish messages are built from the protocol's
-Structs (xce/api/protocol.py): what it sends is exactly what the controller decodes."""
+Structs (xce/protocol/worker.py): what it sends is exactly what the controller decodes."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import msgspec
 
-from xce.api import protocol
 from xce.client import ApiError
 from xce.config import parse_config
+from xce.protocol import worker as protocol
 from xce.worker import executor, tail
 from xce.worker.agent import WorkerAgent
 

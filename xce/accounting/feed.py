@@ -15,7 +15,7 @@ records to the writer thread, which stores them in one SQLite transaction. So:
 - a standby derives its own copy from the replicated events, so `xce acct` answers the same
   after a failover.
 
-One feed per controller process, made by `xce controller` (xce/controller/main.py) and handed
+One feed per controller process, made by `xce controller` (xce/server/main.py) and handed
 to every applier: the service (`ControllerService.accounting`, by the composition), and
 recovery and a standby's follower (`StoreSettings.accounting`), which are created at
 different times but must share one writer.
@@ -31,11 +31,11 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from xce import metrics
 from xce.accounting import store
 from xce.accounting.record import AttemptWatch, Derived, count, expand, finished_records
 from xce.core import events as ev
 from xce.core.state import ClusterState
+from xce.telemetry import metrics
 
 log = logging.getLogger("xce.accounting")
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from aiohttp import web
 
-from xce import logs
 from xce.api.audit import audited, recorded
 from xce.api.guard_middleware import guard
 from xce.api.http import (
@@ -39,6 +38,7 @@ from xce.auth.rbac import allows
 from xce.auth.runtime import AuthRuntime
 from xce.config import Config
 from xce.core.errors import Forbidden, InvalidRequest, NotPrimary, Unauthorized, XceError
+from xce.telemetry import logs
 
 log = logging.getLogger("xce.api")
 
@@ -245,7 +245,7 @@ async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse
 def build_app(config: Config) -> web.Application:
     """The application: middlewares, body limit and the route table. Its components (service,
     gateway, auth, history, ...) are set under their `AppKey`s by the controller's
-    composition (xce/controller/compose.py), the one place that builds and connects them."""
+    composition (xce/server/compose.py), the one place that builds and connects them."""
     app = web.Application(
         middlewares=[
             front,

@@ -11,12 +11,12 @@ from __future__ import annotations
 from aiohttp import web
 from msgspec import Struct
 
-from xce.api.auth_bodies import DeviceToken, Login, Revoke, ServiceToken
 from xce.api.http import AUTH, identity, json_response, read_body
 from xce.api.routes import Route
 from xce.auth.backends.base import AuthDenied
 from xce.auth.runtime import AuthRuntime
 from xce.core.errors import NotFound, XceError
+from xce.protocol.auth import DeviceToken, Login, Revoke, ServiceToken
 
 
 class SessionView(Struct, kw_only=True):

@@ -13,11 +13,11 @@ from aiohttp import web
 from msgspec import Struct
 
 from xce.api.auth import SessionView, _oidc, runtime
-from xce.api.auth_bodies import Authorize, Code
 from xce.api.http import LOGINS, json_response, read_body
 from xce.api.routes import Route
 from xce.auth.backends.base import AuthDenied
 from xce.auth.pending_logins import check_loopback_redirect
+from xce.protocol.auth import Authorize, Code
 
 
 class AuthorizationView(Struct, kw_only=True):

@@ -6,11 +6,11 @@ import msgspec
 from aiohttp import web
 
 from xce import __version__
-from xce.api.admin_bodies import Switchover, Vote
 from xce.api.http import CONFIG, HA, SERVICE, json_response, read_body
 from xce.api.routes import Route
 from xce.controller.service import ControllerService
 from xce.core.errors import Conflict
+from xce.protocol.admin import Switchover, Vote
 
 
 async def healthz(request: web.Request) -> web.Response:

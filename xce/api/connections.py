@@ -36,8 +36,8 @@ from typing import Any, cast
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from xce import metrics
 from xce.auth.guard import ConnectionSettings
+from xce.telemetry import metrics
 
 log = logging.getLogger("xce.api.connections")
 LOG_EVERY_S = 10.0

@@ -27,11 +27,11 @@ from typing import Any
 
 from aiohttp import web
 
-from xce import metrics
 from xce.api.http import GUARD, bearer_token, json_body, json_response
 from xce.api.route_class import WORKER, route_class
 from xce.auth.guard import GuardState, allowed, peer
 from xce.core.errors import InvalidRequest
+from xce.telemetry import metrics
 
 LOGIN_PATH = "/api/v1/auth/login"
 MAX_USERNAME = 256

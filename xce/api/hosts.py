@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from xce.api.admin_bodies import Reason
 from xce.api.http import GATEWAY, SERVICE, json_response, read_body
 from xce.api.routes import Route
 from xce.api.views import host_view
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
+from xce.protocol.admin import Reason
 
 
 def _view(request: web.Request, name: str) -> dict:

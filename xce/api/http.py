@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
-from xce.api import decoding
 from xce.api.routes import Route
 from xce.auth.guard import GuardState
 from xce.auth.pending_logins import PendingLogins
@@ -20,12 +19,13 @@ from xce.controller.service import ControllerService
 from xce.controller.tails import OutputTails
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import InvalidRequest
+from xce.protocol import decoding
 from xce.sched.plugins import PluginRegistry
 
 if TYPE_CHECKING:
     from xce.ha.node import Node
 
-# The controller's components, built and connected by xce/controller/compose.py.
+# The controller's components, built and connected by xce/server/compose.py.
 SERVICE = web.AppKey("service", ControllerService)
 GATEWAY = web.AppKey("gateway", WorkerGateway)
 SETTINGS = web.AppKey("settings", ControllerSettings)
@@ -184,7 +184,7 @@ B = TypeVar("B")
 
 async def read_body(request: web.Request, kind: type[B]) -> B:
     """The JSON body decoded straight from its bytes into the Struct `kind`
-    (`xce.api.decoding`); every problem is a 400 naming the field. A body something read
+    (`xce.protocol.decoding`); every problem is a 400 naming the field. A body something read
     before (the guard reads the login body) is converted from that reading instead."""
     if request.content_type != "application/json":
         raise InvalidRequest("the body must be JSON (Content-Type: application/json)")

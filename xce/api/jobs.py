@@ -13,11 +13,9 @@ from aiohttp import web
 
 from xce.api.access import require_job, visible_owners
 from xce.api.accounting import archived_job
-from xce.api.bodies import SubmitBody
 from xce.api.http import HA, HISTORY, SERVICE, TAILS, identity, json_response, query_int, read_body
 from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
-from xce.api.schemas import JobView, TailView
 from xce.api.views import array_view, job_view
 from xce.auth.rbac import job_scope
 from xce.controller.requests import SubmitRequest
@@ -27,6 +25,8 @@ from xce.core.errors import Forbidden, InvalidRequest, NotFound
 from xce.core.model import JobState
 from xce.core.state import parse_job_id
 from xce.ha.files import not_here, upload_names
+from xce.protocol.bodies import SubmitBody
+from xce.protocol.schemas import JobView, TailView
 
 
 def _service(request: web.Request) -> ControllerService:

@@ -27,11 +27,11 @@ from typing import Any
 
 from aiohttp import web
 
-from xce.api.auth_bodies import Join, JoinToken
 from xce.api.http import AUTH, CONFIG, SETTINGS, json_response, read_body
 from xce.api.routes import Route
 from xce.auth.runtime import AuthRuntime
 from xce.core.errors import NotFound, XceError
+from xce.protocol.auth import Join, JoinToken
 from xce.setup.jointokens import DEFAULT_TTL_S, PREFIX, JoinTokenStore
 
 

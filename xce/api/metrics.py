@@ -1,7 +1,8 @@
 """`GET /metrics`: Prometheus text format, and the middleware that times every request.
 
 Observed metrics (WAL fsyncs, checkpoints, scheduling passes, submissions) come from
-`xce.metrics`; the state gauges (jobs by state and queue, hosts by status) are read at scrape
+`xce.telemetry.metrics`; the state gauges (jobs by state and queue, hosts by status) are read at
+scrape
 time from `ClusterState`'s indexes (`counts`, the pending arrays), which costs O(queues x
 states + hosts + pending arrays), never O(jobs).
 """
@@ -17,10 +18,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from xce import metrics
 from xce.api.http import SERVICE
 from xce.api.routes import Route
 from xce.core.model import HostStatus, JobState
+from xce.telemetry import metrics
 
 
 def observe(request: web.Request, status: int, started: float) -> None:

@@ -10,7 +10,7 @@ import msgspec
 
 from xce import __version__
 from xce.api.routes import all_routes
-from xce.api.schemas import ErrorBody
+from xce.protocol.schemas import ErrorBody
 
 _PARAM = re.compile(r"\{(\w+)(?::[^}]+)?\}")
 # Path parameters with a documented shape; the rest are plain strings.

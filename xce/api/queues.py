@@ -6,13 +6,13 @@ from typing import Annotated
 
 from aiohttp import web
 
-from xce.api.admin_bodies import QueueCreate, QueueModify, queue_fields
-from xce.api.bodies import AT_LEAST_ONE, given
 from xce.api.http import SERVICE, json_response, read_body
 from xce.api.routes import Route
 from xce.api.views import queue_view
 from xce.controller.service import ControllerService
 from xce.core.model import QueueRecord
+from xce.protocol.admin import QueueCreate, QueueModify, queue_fields
+from xce.protocol.bodies import AT_LEAST_ONE, given
 
 
 def _service(request: web.Request) -> ControllerService:

@@ -7,13 +7,13 @@ from typing import Any
 
 from aiohttp import web
 
-from xce.api.admin_bodies import ReservationCreate
 from xce.api.http import SERVICE, identity, json_response, read_body
 from xce.api.routes import Route
 from xce.controller.reservations import add_reservation, delete_reservation
 from xce.controller.service import ControllerService
 from xce.core.errors import InvalidRequest, NotFound
 from xce.core.model import ReservationRecord
+from xce.protocol.admin import ReservationCreate
 
 
 def reservation_view(r: ReservationRecord, now: float) -> dict[str, Any]:

@@ -30,11 +30,11 @@ class Route:
     summary: str
     permission: str  # an xce.auth.rbac permission, "public" or "authenticated" (any token)
     tag: str
-    body: Any = None  # the body's msgspec Struct (xce.api.bodies), or a JSON Schema dict
+    body: Any = None  # the body's msgspec Struct (xce.protocol.bodies), or a JSON Schema dict
     raw_body: bool = False
     query: tuple[Param, ...] = ()
     ok_status: int = 200
-    # the documented answer: a msgspec Struct (xce/api/schemas.py) or a JSON Schema dict
+    # the documented answer: a msgspec Struct (xce/protocol/schemas.py) or a JSON Schema dict
     response: Any = field(default_factory=lambda: {"type": "object"})
     binary_response: bool = False
     text_response: str = ""  # a text media type (e.g. Prometheus' text format) instead of JSON

@@ -11,7 +11,6 @@ import asyncio
 
 from aiohttp import web
 
-from xce.api.admin_bodies import Passwd, UserAdd
 from xce.api.auth import runtime
 from xce.api.http import SERVICE, identity, json_response, read_body
 from xce.api.routes import Route
@@ -20,6 +19,7 @@ from xce.auth.passwords import verify_or_burn
 from xce.auth.rbac import allows
 from xce.auth.runtime import Session
 from xce.core.errors import Forbidden, InvalidRequest, NotFound
+from xce.protocol.admin import Passwd, UserAdd
 
 
 def _users(request: web.Request) -> UsersFile:

@@ -6,7 +6,6 @@ import msgspec
 from aiohttp import web
 
 from xce.api.http import GATEWAY, HA, SERVICE, TAILS, identity, json_response, query_int, read_body
-from xce.api.protocol import Finished, Heartbeat, Register
 from xce.api.routes import Param, Route
 from xce.controller.requests import FinishReport, WorkerInfo
 from xce.controller.service import ControllerService
@@ -16,6 +15,7 @@ from xce.core.errors import Conflict, Forbidden, NotFound
 from xce.core.gres import host_pairs
 from xce.core.state import parse_job_id
 from xce.ha.files import not_here, output_name, outputs_name
+from xce.protocol.worker import Finished, Heartbeat, Register
 from xce.store.files import safe_relative_path
 
 

@@ -189,7 +189,7 @@ class LoginThrottle:
 @dataclass
 class GuardState:
     """The buckets and login failures of one controller, built by its composition
-    (xce/controller/compose.py) and read by the guard middleware (`GUARD`)."""
+    (xce/server/compose.py) and read by the guard middleware (`GUARD`)."""
 
     settings: GuardSettings
     per_address: RateLimiter

@@ -16,7 +16,7 @@ import typer
 from xce.cli.common import call, call_light, fail, print_json, print_table, show_record
 
 if TYPE_CHECKING:
-    from xce.api.bodies import SubmitBody
+    from xce.protocol.bodies import SubmitBody
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
@@ -150,8 +150,8 @@ def _submit_body(
 ) -> SubmitBody:
     """The API's submit body from `submitting.build`'s draft: walltime and begin read
     here (in the user's time zone), --gpus/--gres/--license as counts."""
-    from xce.api.bodies import SubmitBody
     from xce.cli import submitting
+    from xce.protocol.bodies import SubmitBody
 
     fields = dict(draft)
     if walltime_text := fields.pop("walltime", None):

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def _setup_logging(verbose: bool) -> None:
-    from xce.logs import setup_logging
+    from xce.telemetry.logs import setup_logging
 
     setup_logging(verbose)
 
@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
         insecure: bool = INSECURE,
     ) -> None:
         """Run a controller: REST API, scheduler and state."""
-        from xce.controller.main import serve
+        from xce.server.main import serve
 
         _run_role("controller", serve, config, verbose, insecure)
 
@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
         """Run a standby controller: follows the primary's log, takes over by election."""
         import functools
 
-        from xce.controller.main import serve
+        from xce.server.main import serve
 
         _run_role(
             "standby", functools.partial(serve, prefer_primary=False), config, verbose, insecure

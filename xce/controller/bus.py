@@ -1,7 +1,7 @@
 """The live change stream: which jobs, arrays, hosts and queues changed, in commit order.
 
 `ControllerService.commit` hands every durable batch of events to its `committed` hooks; the
-composition (xce/controller/compose.py) gives the bus that hook list, and the bus joins it
+composition (xce/server/compose.py) gives the bus that hook list, and the bus joins it
 when its first subscriber arrives, so until someone subscribes a controller pays nothing for
 the stream. From then on every batch reaches `EventBus.publish`. The bus
 turns each event into the keys it touched (`("job", "17[3]")`, `("host", "w1")`, ...) and

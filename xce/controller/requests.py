@@ -1,6 +1,6 @@
 """Typed requests the service layer accepts, built by the API from decoded bodies.
 
-`RunReport` is the heartbeat's Struct itself (xce/api/protocol.py); the rest add what the
+`RunReport` is the heartbeat's Struct itself (xce/protocol/worker.py); the rest add what the
 URL or the caller's identity says to a decoded body."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
-from xce.api.bodies import SubmitBody
-from xce.api.protocol import RunReport
+from xce.protocol.bodies import SubmitBody
+from xce.protocol.worker import RunReport
 
 
 class SubmitRequest(SubmitBody, frozen=True, kw_only=True):

@@ -6,7 +6,7 @@ group map; the planner) and what the API reads of the last pass (why each pendin
 waits, pass statistics). Preemption (xce/sched/preemption.py) runs around the plan: the
 suspended victims that may go back first do, then the pass, then who is preempted. The
 plan and preemption both ask the service's plugin registry (`service.registry`, chosen
-by xce/controller/compose.py).
+by xce/server/compose.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from xce import metrics
 from xce.core import events as ev
 from xce.core.model import HostStatus
 from xce.sched import preemption
@@ -25,6 +24,7 @@ from xce.sched.priority import PrioritySettings
 from xce.sched.reasons import ReasonTexts
 from xce.sched.snapshot import Snapshot, free_licenses
 from xce.sched.types import Plan
+from xce.telemetry import metrics
 
 if TYPE_CHECKING:
     from xce.controller.service import ControllerService

@@ -69,7 +69,7 @@ class ControllerService:
         self.log = log or MemoryEventLog()
         self.clock = clock
         # The scheduler plugins queues may choose: the pass, preemption and queue checks
-        # ask this registry (chosen by xce/controller/compose.py; the built-in one here).
+        # ask this registry (chosen by xce/server/compose.py; the built-in one here).
         self.registry = registry or plugins.builtin()
         # Per-host versions that the workers' long-polls wait on, bumped by `commit`
         self.host_changes = HostChanges()

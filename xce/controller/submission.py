@@ -14,7 +14,6 @@ import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from xce import metrics
 from xce.controller import gres_rules, queue_rules
 from xce.controller.requests import SubmitRequest
 from xce.controller.reservations import check_target
@@ -38,6 +37,7 @@ from xce.sched.feasibility import refusal
 from xce.sched.multihost_submit import multi_host_refusal
 from xce.sched.priority import check_job_priority
 from xce.store.files import safe_relative_path
+from xce.telemetry import metrics
 
 if TYPE_CHECKING:
     from xce.controller.service import ControllerService

@@ -21,7 +21,7 @@ from xce.sched.multihost_submit import check_span, per_slot_memory
 from xce.store.files import RESERVED_OUTPUTS, safe_relative_path
 
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
-MAX_MEMORY_MB = 2**40  # as the submit schema's memory_mb (xce/api/bodies.py)
+MAX_MEMORY_MB = 2**40  # as the submit schema's memory_mb (xce/protocol/bodies.py)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

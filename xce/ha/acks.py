@@ -11,11 +11,11 @@ import asyncio
 import logging
 import time
 
-from xce import metrics
 from xce.core.errors import XceError
 from xce.ha import protocol
 from xce.ha.shipping import FileShipping
 from xce.ha.source_base import StandbySession
+from xce.telemetry import metrics
 
 log = logging.getLogger("xce.ha.source")
 

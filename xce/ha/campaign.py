@@ -16,10 +16,10 @@ import random
 import time
 from typing import Any
 
-from xce import metrics
 from xce.ha import door, election
 from xce.ha.node_base import NodeBase
 from xce.ha.probe import PeerStatus
+from xce.telemetry import metrics
 
 log = logging.getLogger("xce.ha")
 

@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from xce import metrics
 from xce.auth.pki import client_ssl_context
 from xce.config import Config
 from xce.core.errors import InvalidRequest, NotPrimary
@@ -29,6 +28,7 @@ from xce.ha.lease import Lease
 from xce.ha.probe import PeerStatus, Prober
 from xce.ha.source import ReplicationSource
 from xce.store.durable import DurableLog, StoreSettings
+from xce.telemetry import metrics
 
 log = logging.getLogger("xce.ha")
 

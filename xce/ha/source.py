@@ -19,13 +19,13 @@ import ssl
 import time
 from dataclasses import dataclass
 
-from xce import metrics
 from xce.core.errors import Conflict, Unavailable, XceError
 from xce.ha import files as hafiles
 from xce.ha import protocol
 from xce.ha.backlog import BATCH_BYTES
 from xce.ha.greeting import SNAPSHOT_CHUNK, Greeting
 from xce.ha.source_base import RING_BYTES, DiskCursor, StandbySession
+from xce.telemetry import metrics
 
 __all__ = [
     "BATCH_BYTES",

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xce import metrics
 from xce.core.state import ClusterState
 from xce.ha import files as hafiles
 from xce.ha.epochs import EpochStore
 from xce.store.durable import DurableLog
+from xce.telemetry import metrics
 
 log = logging.getLogger("xce.ha.source")
 RING_BYTES = 64 * 1024 * 1024

@@ -26,14 +26,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 from xce.core.errors import InvalidRequest, Unauthorized
+from xce.protocol.auth import MAX_TTL_S, JoinRole
 
-JoinRole = Literal["worker", "standby"]  # the one list: the join body's type, and ROLES
 ROLES: tuple[str, ...] = get_args(JoinRole)
 DEFAULT_TTL_S = 24 * 3600.0
-MAX_TTL_S = 30 * 24 * 3600.0
 PREFIX = "xcej_"
 
 

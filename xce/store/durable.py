@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from xce import metrics
 from xce.accounting.feed import AccountingFeed
 from xce.core.errors import XceError
 from xce.core.events import Event
@@ -23,6 +22,7 @@ from xce.core.state import ClusterState
 from xce.store.checkpoint import copy_state, list_checkpoints, write_checkpoint
 from xce.store.recovery import Recovered, checkpoint_dir, recover, wal_dir
 from xce.store.wal.writer import WalWriter
+from xce.telemetry import metrics
 
 log = logging.getLogger("xce.store")
 

@@ -97,7 +97,7 @@ class AgentBase:
             self.ended.popitem(last=False)
 
     async def _post(self, path: str, message: msgspec.Struct, timeout: float | None = None) -> Any:
-        """Send one protocol message (a Struct of xce/api/protocol.py, which the controller
+        """Send one protocol message (a Struct of xce/protocol/worker.py, which the controller
         decodes from the same declaration): its defaults are left out."""
         data = msgspec.json.encode(message)
         return await self.client.request("POST", path, data=data, headers=_JSON, timeout=timeout)

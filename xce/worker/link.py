@@ -15,8 +15,8 @@ from typing import Any
 import msgspec
 import psutil
 
-from xce.api import protocol
 from xce.client import ApiError
+from xce.protocol import worker as protocol
 from xce.worker import fence, staging, tail
 from xce.worker.hostinfo import containment, host_resources
 from xce.worker.reconcile import Reconciler

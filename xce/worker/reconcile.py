@@ -10,8 +10,8 @@ import asyncio
 import logging
 from typing import Any
 
-from xce.api import protocol
 from xce.client import ApiError
+from xce.protocol import worker as protocol
 from xce.worker import executor, staging
 from xce.worker.agent_base import Key
 from xce.worker.executor import JobResult, LaunchError, RunningJob

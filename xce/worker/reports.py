@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
-from xce.api import protocol
 from xce.client import ApiError
 from xce.client.http import job_path
+from xce.protocol import worker as protocol
 from xce.worker import executor, staging, userfs
 from xce.worker.agent_base import AgentBase, Key
 from xce.worker.executor import JobResult, RunningJob

@@ -10,7 +10,7 @@ the defaults: order `fcfs`, score `first-fit`, no reservation, and the filters `
 Nothing registers itself on import: `PluginRegistry.builtin()` builds the registry from the
 list, a site or a test builds its own with `PluginRegistry([...])` and passes it to the pass
 (`pipeline.plan(..., registry=...)`). A running controller gets its registry from its
-composition (xce/controller/compose.py); config validation and the simulator ask
+composition (xce/server/compose.py); config validation and the simulator ask
 `builtin()` by name. `names` and `get` below answer from that built-in registry, which is
 built on first use and never changes.
 """

@@ -27,11 +27,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from xce import metrics
 from xce.core.errors import Unavailable
 from xce.core.events import Event
 from xce.store.wal.framing import frame
 from xce.store.wal.reader import list_segments, segment_name
+from xce.telemetry import metrics
 from xce.wire.codec import encode_entry
 from xce.wire.fast_write import WRITE_REJECTS, encode_entry_fast
 

@@ -13,14 +13,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from xce.loop_histogram import LoopHistogram
+from xce.telemetry.loop_histogram import LoopHistogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _SLOW = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
-# Observed on every request, only on the event loop's thread: no locks (xce/loop_histogram.py).
+# Observed on every request, only on the event loop's thread: no locks
+# (xce/telemetry/loop_histogram.py).
 API_LATENCY = LoopHistogram(
     "xce_api_request_seconds",
     "API request latency by route template, method and status",

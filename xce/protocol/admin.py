@@ -1,5 +1,5 @@
 """Request bodies of the administration routes (queues, hosts, users, reservations, the
-HA cluster), each declared once as a msgspec Struct (see xce/api/bodies.py)."""
+HA cluster), each declared once as a msgspec Struct (see xce/protocol/bodies.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Annotated, Any, Literal
 
 from msgspec import UNSET, Meta, UnsetType
 
-from xce.api.bodies import Body, Name, Patch, Seconds, Text1K, Text2K, Text256
-from xce.api.decoding import refuse
 from xce.core.model import HostFailurePolicy
 from xce.core.reservations import Flag
+from xce.protocol.bodies import Body, Name, Patch, Seconds, Text1K, Text2K, Text256
+from xce.protocol.decoding import refuse
 
 Limit = Annotated[int, Meta(ge=1, le=2**40)]  # within the WAL's Int64
 # a user name or an @group of `[scheduler] groups`

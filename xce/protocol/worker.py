@@ -8,7 +8,7 @@ from typing import Annotated
 
 from msgspec import Meta, field
 
-from xce.api.bodies import Body, Name, Slots, Text1K, Text64, Text128, Text256
+from xce.protocol.bodies import Body, Name, Slots, Text1K, Text64, Text128, Text256
 
 # Seconds are bounded (2**40 s: some 35,000 years) so that sums of a job's hosts and of
 # fairshare stay finite: an inf in a job record made every job listing unanswerable.

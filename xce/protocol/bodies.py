@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-from xce.api.decoding import refuse
+from xce.protocol.decoding import refuse
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 Name = Annotated[str, Meta(pattern=NAME_PATTERN)]

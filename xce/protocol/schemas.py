@@ -1,5 +1,5 @@
 """The documented response bodies, declared as msgspec Structs like the request bodies
-(xce/api/bodies.py): the OpenAPI document derives their JSON Schema, and schemathesis
+(xce/protocol/bodies.py): the OpenAPI document derives their JSON Schema, and schemathesis
 checks real answers against it. The views that build them are in xce/api/views.py.
 Optional keys default to UNSET, so the schema lists them without inventing a default;
 unknown keys are allowed (views may show more than is documented)."""

@@ -1,5 +1,5 @@
 """Request bodies of the login, token and join routes, each declared once as a msgspec
-Struct (see xce/api/bodies.py)."""
+Struct (see xce/protocol/bodies.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from xce.api.bodies import Body
-from xce.setup.jointokens import MAX_TTL_S, JoinRole
+from xce.protocol.bodies import Body
+
+# The roles a join token may grant (the join body's type, and the token store's list) and
+# the longest life an admin may give one.
+JoinRole = Literal["worker", "standby"]
+MAX_TTL_S = 30 * 24 * 3600.0
 
 User = Annotated[str, Meta(min_length=1, max_length=256)]
 Secret = Annotated[str, Meta(min_length=1, max_length=4096)]

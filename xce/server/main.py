@@ -1,4 +1,4 @@
-"""`xce controller`: opens the state, composes the controller (xce/controller/compose.py),
+"""`xce controller`: opens the state, composes the controller (xce/server/compose.py),
 serves its API and runs its loops."""
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from xce.auth import strict_modes
 from xce.auth.pki import server_ssl_context
 from xce.client.transport import check_listener, is_loopback
 from xce.config import Config, ControllerSettings
-from xce.controller.compose import compose
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.errors import InvalidRequest, XceError
 from xce.ha.files import upload_names
 from xce.ha.node import Node, start_site
+from xce.server.compose import compose
 from xce.store.durable import DurableLog, StoreSettings
 from xce.store.files import FileStore
 from xce.store.repair import lock_state_dir

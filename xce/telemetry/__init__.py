@@ -1,0 +1,2 @@
+"""What XCE says about itself: logging set-up, Prometheus metrics, the event loop's lag
+histogram."""
