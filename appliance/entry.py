@@ -9,7 +9,7 @@ Every role and verb lives in one executable: `xce up` starts its controller and 
 * The original `LD_LIBRARY_PATH`: the bootloader prepends its unpack directory and keeps the
   user's value in `LD_LIBRARY_PATH_ORIG` (unset if there was none). The reset above does not
   undo that, so a role started by `xce up` would take `xce up`'s unpack directory for "the
-  original" and the worker would hand it to every job (xce/worker/executor.py gives jobs
+  original" and the worker would hand it to every job (xce/worker/attempt/executor.py gives jobs
   `LD_LIBRARY_PATH_ORIG`). So the true original is put back here, for this process's children,
   before anything runs; the running process itself is not affected (the dynamic loader read
   its value at start-up).
@@ -35,8 +35,9 @@ def main() -> None:
     if getattr(sys, "frozen", False):
         _restore_environment()
     if sys.argv[1:2] == ["keeper"]:
-        # The worker's keeper launcher (xce/worker/keeper.py): no CLI, nothing else imported.
-        from xce.worker.keeper import main as keeper_main
+        # The worker's keeper launcher (xce/worker/keeper/process.py): no CLI, nothing else
+        # imported.
+        from xce.worker.keeper.process import main as keeper_main
 
         keeper_main(sys.argv[2:])
         return

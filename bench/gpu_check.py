@@ -1,7 +1,7 @@
 """GPU check on a machine with an NVIDIA driver: `python bench/gpu_check.py`.
 
 1. Lists the GPUs NVML sees (index, model, memory, UUID) and what a worker would register
-   (xce/worker/gpus.py: ids, `gpu_model`, `gpu_memory_mb`).
+   (xce/worker/devices/gpus.py: ids, `gpu_model`, `gpu_memory_mb`).
 2. Starts a real controller and one worker on loopback *without* `[worker.gres]` (so the GPUs
    come from NVML), submits a 1-GPU job with `select[gpu_model=="<model>"]`, and checks in the
    job's own output that it sees exactly its granted device: `CUDA_VISIBLE_DEVICES`,
@@ -43,7 +43,7 @@ def visible() -> None:
 
 
 def main() -> int:
-    from xce.worker import gpus
+    from xce.worker.devices import gpus
 
     try:
         import pynvml

@@ -17,7 +17,7 @@ from pathlib import Path
 from bench import recovery
 from bench.common import Plan, Row, Ticker, build_state, count, median, size, verdict
 from xce.core.state import ClusterState
-from xce.sched import fcfs
+from xce.sched.passes import pipeline
 from xce.sched.snapshot import snapshot_of
 from xce.store.checkpoint import copy_state, write_checkpoint
 from xce.store.durable import DurableLog, StoreSettings
@@ -114,7 +114,7 @@ def _schedule_pass_ms(state: ClusterState, runs: int) -> list[float]:
     out = []
     for _ in range(runs):
         started = time.perf_counter()
-        fcfs.plan(snapshot_of(state), time.time())
+        pipeline.plan(snapshot_of(state), time.time())
         out.append((time.perf_counter() - started) * 1000)
     return out
 

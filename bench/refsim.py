@@ -4,7 +4,7 @@ Deliberately independent of xce.core and xce.sched (it only reads `SwfJob`s): pl
 one heap of events, one function per policy. `xce simulate` must be within 5x of its time
 (`python -m bench`, figure 8) and give the same waits (tests/sched/test_refsim_guard.py).
 
-Conventions shared with `xce simulate` (xce/sched/simulate.py): `hosts` identical hosts of
+Conventions shared with `xce simulate` (xce/sched/sim/simulate.py): `hosts` identical hosts of
 `slots` slots, hosts tried in name order; a job wider than a host is skipped; a job runs for
 its run time cut at its requested time; at each instant jobs end, then jobs arrive, then one
 pass runs if a job waits and a host has room. EASY reserves for the first job that fits
@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from xce.sched.swf import SwfJob
+from xce.sched.sim.swf import SwfJob
 
 INF = math.inf
 

@@ -19,7 +19,7 @@ from bench.common import Plan as BenchPlan
 from bench.common import Row, verdict
 from xce.core.deps import DepStatus
 from xce.core.model import JobSpec, QueueRecord
-from xce.sched.pipeline import plan
+from xce.sched.passes.pipeline import plan
 from xce.sched.snapshot import HostView, PendingJob, RunningJob, Snapshot
 
 NOW = 1_000_000.0
@@ -222,8 +222,8 @@ def _simulate_row(bench: BenchPlan) -> list[Row]:
     processors (a light load: every job starts as it comes, one pass each) and a trace
     that keeps the hosts 80-90 % busy; the waits must be the same (else ERROR)."""
     from bench.refsim import refsim
-    from xce.sched.simulate import simulate
-    from xce.sched.workload import synthetic
+    from xce.sched.sim.simulate import simulate
+    from xce.sched.sim.workload import synthetic
 
     count = 3_000 if bench.quick else 28_000
     runs = 3 if bench.quick else 5

@@ -136,9 +136,9 @@ class WorkerSettings(WorkerKeys, frozen=True):
     # default <spool_dir>/jobs for a worker that is not root, /var/spool/xce/<name> for root.
     jobs_dir: Path | None = None
     # Counted devices by kind (`[worker.gres] gpu = ["0", "1"]`); None: no [worker.gres]
-    # table, GPUs are detected through NVML where a driver is present (xce/worker/gpus.py).
+    # table, GPUs are detected through NVML where a driver is present (xce/worker/devices/gpus.py).
     gres: dict[str, tuple[str, ...]] | None = None
-    # The task service (xce/worker/tasks.py: `xce launch` starts a job's tasks here): the
+    # The task service (xce/worker/tasks/service.py: `xce launch` starts a job's tasks here): the
     # address it listens on; port 0 = any free port. Reported at registration.
     task_host: str = "127.0.0.1"
     task_port: int = 0

@@ -1,4 +1,5 @@
-"""The README's "Login backends" example documents exactly the keys each backend accepts."""
+"""The "Login backends" example in docs/identity.md documents exactly the keys each backend
+accepts."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import pytest
 from xce.auth.backends import ldap, oauth2, pam
 from xce.config_check import Table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "identity.md"
 
 
-def readme_backends() -> dict[str, set[str]]:
-    text = README.read_text(encoding="utf-8")
+def documented_backends() -> dict[str, set[str]]:
+    text = DOC.read_text(encoding="utf-8")
     section = text[text.index("## Login backends") :]
     block = re.search(r"```toml\n(.*?)```", section, re.S)
     assert block, "the Login backends section has no toml example"
@@ -27,6 +28,6 @@ def readme_backends() -> dict[str, set[str]]:
     ("kind", "table"),
     [("ldap", ldap.LdapOptions), ("pam", pam.PamOptions), ("oauth2", oauth2.OAuth2Options)],
 )
-def test_readme_shows_every_key(kind: str, table: type[Table]) -> None:
+def test_docs_show_every_key(kind: str, table: type[Table]) -> None:
     """Every key of the backend's table but `name` (which every backend has)."""
-    assert readme_backends()[kind] == set(table.__struct_fields__) - {"name"}
+    assert documented_backends()[kind] == set(table.__struct_fields__) - {"name"}

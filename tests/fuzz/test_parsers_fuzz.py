@@ -133,7 +133,7 @@ SWF_TOKENS = st.sampled_from(
     )
 )
 def test_swf_reader_only_raises_swf_error(lines: list[str]) -> None:
-    from xce.sched.swf import SwfError, parse_swf
+    from xce.sched.sim.swf import SwfError, parse_swf
 
     try:
         trace = parse_swf(lines)

@@ -37,7 +37,7 @@ USER_TOKEN = ISSUER.issue("alice", (), ("user",))[0]  # role user, name alice
 def kill_worker_jobs(name: str, spool_dir: Path) -> None:
     """Kill and remove every job cgroup a worker of this name and spool left behind."""
     from tests.worker.local_host import remove_namespace
-    from xce.worker.agent import cgroup_namespace
+    from xce.worker.agent.hostinfo import cgroup_namespace
     from xce.worker.cgroups import detect
 
     try:

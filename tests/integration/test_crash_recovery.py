@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from tests.integration.cluster import ADMIN_TOKEN, ApiFailure, Cluster
-from xce.worker.tasks import LAUNCHER_DIR
+from xce.worker.tasks.installer import LAUNCHER_DIR
 
 # 20 seeds in every run; `pytest -m slow` adds 100 more (or set XCE_CRASH_RUNS).
 SEEDS = int(os.environ.get("XCE_CRASH_RUNS", "20"))

@@ -16,7 +16,7 @@ import psutil
 
 from tests.integration.cluster import Cluster
 from tests.integration.conftest import THREE_HOSTS
-from xce.worker.taskwire import EXIT, HEADER, STDIN, STDOUT, frame, request_line
+from xce.worker.tasks.wire import EXIT, HEADER, STDIN, STDOUT, frame, request_line
 
 HOSTS = THREE_HOSTS
 

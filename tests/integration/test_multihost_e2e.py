@@ -42,7 +42,7 @@ def test_a_ptile_job_gets_two_slots_on_each_host_and_sees_its_allocation(three: 
 
 def _shares(c: Cluster, worker: str) -> dict[str, str]:
     """The share cgroups a worker holds (name -> freezer state), read from the kernel."""
-    from xce.worker.agent import cgroup_namespace
+    from xce.worker.agent.hostinfo import cgroup_namespace
     from xce.worker.cgroups import detect
 
     backend = detect("auto", "", cgroup_namespace(worker, c.root / worker))

@@ -14,7 +14,7 @@ import psutil
 
 from tests.integration.cluster import Cluster
 from tests.integration.test_launch_e2e import _call, _job_env
-from xce.worker.taskwire import EXIT, HEADER
+from xce.worker.tasks.wire import EXIT, HEADER
 
 
 def _freezer_dir(pid: int) -> Path:

@@ -12,7 +12,7 @@ from tests.unit.helpers import T0, new_state, submit
 from xce.core import events as ev
 from xce.core.model import HostSlots, QueueRecord
 from xce.core.state import ClusterState
-from xce.sched.pipeline import plan
+from xce.sched.passes.pipeline import plan
 from xce.sched.snapshot import snapshot_of
 from xce.sched.types import Plan
 
@@ -161,7 +161,7 @@ def test_fairshare_charges_slots_times_time_of_every_host(limit: int | None) -> 
             T0, wide, "n1", hosts=(HostSlots("n1", 2), HostSlots("n2", 2), HostSlots("n3", 2))
         )
     )
-    from xce.sched.pipeline import SchedulingPass
+    from xce.sched.passes.pipeline import SchedulingPass
 
     p = SchedulingPass(snapshot_of(state), T0 + 3600)
     assert p.running_slots["alice"] == 6
@@ -221,7 +221,7 @@ def test_a_host_set_reservation_is_never_delayed_and_placements_are_whole(
 def _fits_alone(state: ClusterState, head: str, start: float) -> bool:
     """The head's layout fits at `start` on the hosts minus jobs running past `start`."""
     from xce.sched.expr import parse_requirement
-    from xce.sched.multihost import Layout, choose
+    from xce.sched.passes.multihost import Layout, choose
 
     free = {n: h.slots for n, h in state.hosts.items()}
     for job in state.jobs.values():

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from xce.sched.simulate import simulate
-from xce.sched.workload import synthetic
+from xce.sched.sim.simulate import simulate
+from xce.sched.sim.workload import synthetic
 
 KEYS = (
     "jobs",

@@ -1,4 +1,4 @@
-"""Advance reservations in the scheduling pass (xce/sched/advance.py), hand-computed, and a
+"""Advance reservations in the scheduling pass (xce/sched/passes/advance.py), hand-computed, and a
 property test: whatever the plugins (EASY backfill included), no placement runs into a
 reservation it does not belong to."""
 
@@ -16,11 +16,12 @@ from tests.unit.helpers import T0, new_state, submit, submit_array
 from xce.core import events as ev
 from xce.core.model import QueueRecord, ReservationRecord
 from xce.core.state import ClusterState
-from xce.sched.advance import effective_walltime
-from xce.sched.pipeline import plan
-from xce.sched.simulate import parse_reservation, simulate
+from xce.sched.passes.advance import effective_walltime
+from xce.sched.passes.pipeline import plan
+from xce.sched.sim.inputs import parse_reservation
+from xce.sched.sim.simulate import simulate
+from xce.sched.sim.swf import SwfJob, write_swf
 from xce.sched.snapshot import snapshot_of
-from xce.sched.swf import SwfJob, write_swf
 from xce.sched.types import Plan
 
 NOW = T0 + 10

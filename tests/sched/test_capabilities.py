@@ -30,13 +30,14 @@ def test_every_builtin_plugin_is_covered() -> None:
 def test_capabilities_equal_the_old_name_tests(plugins: tuple[str, ...]) -> None:
     policy: QueuePolicy = builtin().policy_for(plugins)
     order, score, reserve = policy.order.name, policy.score.name, policy.reserve
-    # the pass (xce/sched/pipeline.py) and ranking (xce/sched/ranking.py) before issue 20
+    # the pass (xce/sched/passes/pipeline.py) and ranking (xce/sched/passes/ranking.py) before
+    # issue 20
     assert policy.submission_order == (order == "fcfs")
     assert policy.reads_usage == (order != "fcfs")
     assert reads_usage(policy.order) == (order != "fcfs")
     assert policy.ranks == (score != "first-fit")
     assert policy.host_sets == (reserve is not None and reserve.name == "backfill")
-    # the simulator (xce/sched/simulate.py): strict FCFS skips passes until a job ends
+    # the simulator (xce/sched/sim/simulate.py): strict FCFS skips passes until a job ends
     strict_before = order == "fcfs" and reserve is not None and reserve.name == "strict"
     strict_now = policy.submission_order and not policy.reads_usage and blocks_queue(reserve)
     assert strict_now == strict_before

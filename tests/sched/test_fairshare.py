@@ -10,7 +10,7 @@ from tests.unit.helpers import T0, new_state, submit
 from xce.core import events as ev
 from xce.core.model import QueueRecord
 from xce.core.state import ClusterState
-from xce.sched.pipeline import plan
+from xce.sched.passes.pipeline import plan
 from xce.sched.snapshot import snapshot_of
 
 

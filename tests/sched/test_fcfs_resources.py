@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.unit.helpers import T0, new_state, submit
 from xce.core import events as ev
 from xce.core.state import ClusterState
-from xce.sched.fcfs import plan
+from xce.sched.passes.pipeline import plan
 from xce.sched.snapshot import snapshot_of
 
 

@@ -1,4 +1,5 @@
-"""Submit-time feasibility (xce/sched/feasibility.py): a job no host could ever run is refused
+"""Submit-time feasibility (xce/sched/admission/feasibility.py): a job no host could ever run is
+refused
 with the reason, and the verdict agrees with the scheduler's own filters."""
 
 from __future__ import annotations
@@ -6,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from xce.core.model import HostAdmin, HostRecord, QueueRecord
+from xce.sched.admission.feasibility import refusal
 from xce.sched.expr import parse_requirement
-from xce.sched.feasibility import refusal
 
 HOSTS = [
     HostRecord("n1", 4, 8000, (("type", "X86"), ("rack", "r1"), ("group", "cpu"))),

@@ -6,7 +6,7 @@ from tests.unit.helpers import T0, new_state, submit
 from xce.core import events as ev
 from xce.core.state import ClusterState
 from xce.sched.incremental import SnapshotCache
-from xce.sched.pipeline import plan
+from xce.sched.passes.pipeline import plan
 from xce.sched.snapshot import snapshot_of
 
 ONE_GPU = (("gpu", "1"),)
@@ -78,8 +78,8 @@ def test_simulator_counts_gpus_per_host(tmp_path) -> None:
     import subprocess
     import sys
 
-    from xce.sched.simulate import simulate
-    from xce.sched.swf import SwfJob, parse_swf, write_swf
+    from xce.sched.sim.simulate import simulate
+    from xce.sched.sim.swf import SwfJob, parse_swf, write_swf
 
     jobs = [SwfJob(n, 0.0, 100.0, 1, 100, "u1", "g1", gpus=1) for n in range(1, 5)]
     jobs.append(SwfJob(5, 0.0, 100.0, 1, 100, "u1", "g1", gpus=3))  # more than a host has

@@ -19,7 +19,7 @@ from xce.core import events as ev
 from xce.core.model import JobRecord, JobSpec, JobState, QueueRecord
 from xce.core.state import ClusterState
 from xce.sched.incremental import SnapshotCache
-from xce.sched.pipeline import plan
+from xce.sched.passes.pipeline import plan
 from xce.sched.snapshot import snapshot_of
 
 

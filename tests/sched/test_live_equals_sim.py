@@ -21,9 +21,10 @@ from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.model import QueueRecord
 from xce.sched.settings import SchedulerSettings
-from xce.sched.simulate import HOST_MEMORY_MB, executed_time, host_names, plugins_for, simulate
-from xce.sched.swf import SwfJob
-from xce.sched.workload import synthetic
+from xce.sched.sim.inputs import HOST_MEMORY_MB, executed_time, host_names, plugins_for
+from xce.sched.sim.simulate import simulate
+from xce.sched.sim.swf import SwfJob
+from xce.sched.sim.workload import synthetic
 
 HOSTS, SLOTS = 4, 8
 

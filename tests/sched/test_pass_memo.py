@@ -1,4 +1,4 @@
-"""The pass memo (xce/sched/passmemo.py): what passes over the same hosts and queues share.
+"""The pass memo (xce/sched/passes/memo.py): what passes over the same hosts and queues share.
 
 A filter's answers are kept only when the filter declares itself `fixed`; a filter that
 reads free slots is asked again each pass (else a host refused while full would stay
@@ -19,7 +19,7 @@ from xce.core.model import JobSpec, QueueRecord
 from xce.core.state import ClusterState
 from xce.sched import plugins
 from xce.sched.incremental import SnapshotCache
-from xce.sched.pipeline import plan
+from xce.sched.passes.pipeline import plan
 from xce.sched.snapshot import HostView, PendingJob, snapshot_of
 
 
@@ -165,7 +165,7 @@ def test_shapes_kept_in_the_memo_answer_as_a_fresh_pass() -> None:
 def test_the_shapes_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """A controller that runs for months meets many shapes between host changes: the
     memo keeps `SHAPES_KEPT` and then starts over, still answering as a fresh pass."""
-    from xce.sched import pass_hosts
+    from xce.sched.passes import hosts as pass_hosts
 
     monkeypatch.setattr(pass_hosts, "SHAPES_KEPT", 3)
     state = new_state((QueueRecord("normal"),), {"h1": (8, 64_000)})

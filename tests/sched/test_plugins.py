@@ -11,8 +11,8 @@ from xce.core import events as ev
 from xce.core.model import QueueRecord
 from xce.core.state import ClusterState
 from xce.sched import plugins
-from xce.sched.hostpool import HostPool
-from xce.sched.pipeline import plan
+from xce.sched.passes.hostpool import HostPool
+from xce.sched.passes.pipeline import plan
 from xce.sched.snapshot import snapshot_of
 from xce.sched.types import Plan
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from tests.unit.helpers import T0, new_state, submit
 from xce.core.model import HostRecord, QueueRecord
 from xce.sched import snapshot_of
+from xce.sched.admission.multihost import multi_host_refusal
 from xce.sched.expr import parse_requirement
-from xce.sched.multihost_submit import multi_host_refusal
-from xce.sched.pipeline import plan
+from xce.sched.passes.pipeline import plan
 
 QUEUE = QueueRecord("normal")
 

@@ -11,7 +11,7 @@ from tests.unit.helpers import T0, new_state, submit, submit_array
 from xce.core import events as ev
 from xce.core.model import QueueRecord, ReservationRecord
 from xce.core.state import ClusterState
-from xce.sched.pipeline import SchedulingPass, plan
+from xce.sched.passes.pipeline import SchedulingPass, plan
 from xce.sched.snapshot import snapshot_of
 
 QUEUES = (

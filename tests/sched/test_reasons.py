@@ -7,7 +7,7 @@ import pytest
 from tests.unit.helpers import T0, new_state, submit
 from xce.core import events as ev
 from xce.sched import reasons as why
-from xce.sched.pipeline import plan
+from xce.sched.passes.pipeline import plan
 from xce.sched.reasons import ReasonTexts, WaitKind, WaitReason
 from xce.sched.snapshot import snapshot_of
 

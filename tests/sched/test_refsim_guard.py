@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from bench.refsim import refsim
-from xce.sched.simulate import simulate
-from xce.sched.workload import synthetic
+from xce.sched.sim.simulate import simulate
+from xce.sched.sim.workload import synthetic
 
 CASES = [  # (jobs, hosts, slots per host, mean interarrival s, seed)
     (300, 1, 16, 300.0, 1),  # light load: short queues

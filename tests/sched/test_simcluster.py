@@ -1,4 +1,4 @@
-"""The simulator's own cluster (xce/sched/simcluster.py) shows the pass what the live
+"""The simulator's own cluster (xce/sched/sim/cluster.py) shows the pass what the live
 controller's would: a real `ClusterState`, fed the same events as the simulator makes them
 (JobSubmitted, JobStarted, JobFinished), with its `SnapshotCache` and `UsageLedger`, and a
 fresh `snapshot_of`, must give at every pass the same hosts, running jobs, pending jobs in
@@ -26,26 +26,28 @@ from xce.core.model import (
     ReservationRecord,
 )
 from xce.core.state import ClusterState
-from xce.sched import hostpool, plugins, simcluster
-from xce.sched.hostpool import HostPool
+from xce.sched import plugins
 from xce.sched.incremental import SnapshotCache
-from xce.sched.pipeline import plan
-from xce.sched.simcluster import SimCluster
-from xce.sched.siminput import SpecMemo
-from xce.sched.simulate import (
+from xce.sched.passes import hostpool
+from xce.sched.passes.hostpool import HostPool
+from xce.sched.passes.pipeline import plan
+from xce.sched.sim import cluster as simcluster
+from xce.sched.sim.cluster import SimCluster
+from xce.sched.sim.inputs import (
     HOST_MEMORY_MB,
     PRESETS,
+    SpecMemo,
     host_names,
     parse_reservation,
     plugins_for,
-    simulate,
     spec_for,
 )
+from xce.sched.sim.simulate import simulate
+from xce.sched.sim.swf import SwfJob
+from xce.sched.sim.workload import synthetic
 from xce.sched.snapshot import FreeTable, HostView, PendingJob, Snapshot, snapshot_of, view_of
-from xce.sched.swf import SwfJob
 from xce.sched.types import Placement
 from xce.sched.usage import UsageLedger
-from xce.sched.workload import synthetic
 
 
 def pending(snapshot: Snapshot) -> list[PendingJob]:

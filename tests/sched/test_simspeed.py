@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from bench.refsim import refsim
-from xce.sched.simulate import simulate
-from xce.sched.swf import SwfJob
-from xce.sched.workload import synthetic
+from xce.sched.sim.simulate import simulate
+from xce.sched.sim.swf import SwfJob
+from xce.sched.sim.workload import synthetic
 
 
 def _jobs() -> list[SwfJob]:

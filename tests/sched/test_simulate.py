@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from xce.sched.simulate import simulate
-from xce.sched.swf import SwfError, SwfJob, parse_swf, read_swf, write_swf
-from xce.sched.workload import synthetic
+from xce.sched.sim.simulate import simulate
+from xce.sched.sim.swf import SwfError, SwfJob, parse_swf, read_swf, write_swf
+from xce.sched.sim.workload import synthetic
 
 TRACE = """\
 ; Version: 2.2
@@ -268,7 +268,7 @@ def test_a_replays_cluster_is_freed_by_reference_counting(policy: str) -> None:
     snapshot's running views, read by EASY and fairshare, used to refer back to it)."""
     import gc
 
-    from xce.sched.simcluster import SimCluster
+    from xce.sched.sim.cluster import SimCluster
 
     jobs = synthetic(300, max_procs=16, seed=3, mean_interarrival_s=30)
     gc.collect()
@@ -309,7 +309,7 @@ def test_the_collector_is_paused_for_a_replay_only(monkeypatch: pytest.MonkeyPat
     collected every `_COLLECT_EVERY` passes (cycles a plugin might make)."""
     import gc
 
-    from xce.sched import simulate as module
+    from xce.sched.sim import simulate as module
 
     jobs = synthetic(300, max_procs=8, seed=2, mean_interarrival_s=20)
     collected: list[int] = []

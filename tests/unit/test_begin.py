@@ -13,7 +13,7 @@ from xce.cli.directives import lsf_begin
 from xce.core.begin import MAX_AHEAD_S, parse_begin
 from xce.core.errors import InvalidRequest
 from xce.sched import snapshot_of
-from xce.sched.pipeline import plan
+from xce.sched.passes.pipeline import plan
 
 NOW = float(calendar.timegm((2026, 12, 4, 10, 0, 0)))
 

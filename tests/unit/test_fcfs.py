@@ -7,7 +7,7 @@ from xce.core import events as ev
 from xce.core.model import QueueRecord
 from xce.core.state import ClusterState
 from xce.sched import Plan, snapshot_of
-from xce.sched.fcfs import plan
+from xce.sched.passes.pipeline import plan
 
 
 def schedule(state: ClusterState) -> Plan:

@@ -10,7 +10,7 @@ import pytest
 
 from xce.cli.launch import LaunchFailed, Task, allocation, plan
 from xce.controller.launchcred import credential
-from xce.worker.tasks import TaskRefused, parse_request
+from xce.worker.tasks.request import TaskRefused, parse_request
 
 HOSTS = [("w1", 2), ("w2", 2), ("w3", 2)]
 

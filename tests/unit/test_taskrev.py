@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from xce.worker.tasks import TaskRefused, install_launcher, parse_request
+from xce.worker.tasks.installer import install_launcher
+from xce.worker.tasks.request import TaskRefused, parse_request
 
 
 def test_a_deeply_nested_request_is_refused_not_a_crash() -> None:

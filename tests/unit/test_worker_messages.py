@@ -12,8 +12,9 @@ import msgspec
 from xce.client import ApiError
 from xce.config import parse_config
 from xce.protocol import worker as protocol
-from xce.worker import executor, tail
-from xce.worker.agent import WorkerAgent
+from xce.worker.agent import tail
+from xce.worker.agent.worker_agent import WorkerAgent
+from xce.worker.attempt.running import RunningJob
 
 
 class FakeClient:
@@ -66,7 +67,7 @@ def test_an_older_controller_gets_a_register_without_containment(tmp_path: Path)
 def test_a_heartbeat_carries_running_jobs_and_their_output(tmp_path: Path) -> None:
     client = FakeClient()
     agent = make_agent(tmp_path, client)
-    job = executor.RunningJob({"job_id": "7", "attempt": 1}, tmp_path, tmp_path)
+    job = RunningJob({"job_id": "7", "attempt": 1}, tmp_path, tmp_path)
     agent.running[job.key] = job
     chunk = tail.Chunk(job, "stdout", 5, b"hello")
     asyncio.run(agent._heartbeat([chunk]))

@@ -1,6 +1,6 @@
 """The worker's execution pieces on this machine, with no controller: its spool, a real cgroup
 backend, a real keeper launcher. Hostile-job tests drive jobs through exactly the code the
-worker runs (xce/worker/executor.py, staging.py), as real unprivileged users.
+worker runs (xce/worker/attempt/executor.py, staging.py), as real unprivileged users.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
-from xce.worker import executor, fence, staging
+from xce.worker.attempt import accounts, executor, readers, spool, staging
+from xce.worker.attempt.running import JobResult, RunningJob
+from xce.worker.attempt.spool import Spool
 from xce.worker.cgroups import CgroupBackend, detect
-from xce.worker.executor import JobResult, RunningJob, Spool
-from xce.worker.launcher import KeeperLauncher
+from xce.worker.keeper import fence
+from xce.worker.keeper.client import KeeperLauncher
 
 
 def searchable_dir(prefix: str, parent: str = "/tmp") -> Path:
@@ -84,8 +86,8 @@ class LocalHost:
             "slots": 1,
             **a,
         }
-        account = executor.account_for(a["user"], allow_root=True)
-        job = await executor.prepare(self.spool, a, account)
+        account = accounts.account_for(a["user"], allow_root=True)
+        job = await spool.prepare(self.spool, a, account)
         if inputs:
             await staging.fetch_inputs(Recorder(inputs), "h1", job)  # type: ignore[arg-type]
         job.result = asyncio.get_running_loop().create_future()
@@ -117,7 +119,7 @@ class LocalHost:
         result = await self.wait(job)
         client = Recorder()
         await staging.upload_outputs(client, "h1", job)  # type: ignore[arg-type]
-        executor.close_readers(job)
+        readers.close_readers(job)
         return job, result, client.files
 
     def close(self) -> None:

@@ -20,8 +20,9 @@ import pytest
 
 from tests.worker.linux_users import LinuxUser, LinuxUsers, linux_users  # noqa: F401
 from tests.worker.local_host import LocalHost, searchable_dir
-from xce.worker import executor, gpus
+from xce.worker.attempt import accounts, executor, running, spool
 from xce.worker.cgroups.detect import read_mounts
+from xce.worker.devices import gpus
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker's defences need root")
 
@@ -98,8 +99,8 @@ async def test_a_job_cannot_reach_the_gpu_it_was_not_granted(
             "env": {"CUDA_VISIBLE_DEVICES": "0,1", "XCE_GPUS": "0,1"},
             "command": ATTACK.replace("{nodes}", str(nodes)),
         }
-        account = executor.account_for(user.name, allow_root=False)
-        job = await executor.prepare(host.spool, a, account)
+        account = accounts.account_for(user.name, allow_root=False)
+        job = await spool.prepare(host.spool, a, account)
         job.result = asyncio.get_running_loop().create_future()
         await executor.launch(
             job,
@@ -161,8 +162,8 @@ async def test_a_planted_link_in_a_writable_node_directory_cannot_unfence_a_gpu(
             "command": "if head -c 1 /dev/full >/dev/null 2>&1; then echo 'open 1'; "
             "else echo 'denied 1'; fi",
         }
-        account = executor.account_for(user.name, allow_root=False)
-        job = await executor.prepare(host.spool, a, account)
+        account = accounts.account_for(user.name, allow_root=False)
+        job = await spool.prepare(host.spool, a, account)
         job.result = asyncio.get_running_loop().create_future()
         try:
             await executor.launch(
@@ -176,7 +177,7 @@ async def test_a_planted_link_in_a_writable_node_directory_cannot_unfence_a_gpu(
                 host.contact,
                 devices=devices,
             )
-        except executor.LaunchError as exc:
+        except running.LaunchError as exc:
             assert "not trusted" in str(exc) and "nvidia1" in str(exc), exc
             return
         await host.wait(job)

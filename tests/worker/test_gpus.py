@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from xce.worker import gpus
 from xce.worker.cgroups.devices import deny_entries
+from xce.worker.devices import gpus
 
 
 def _nvml_driver() -> bool:

@@ -13,7 +13,7 @@ import pytest
 from xce.accounting.record import build
 from xce.core import events as ev
 from xce.core.model import JobState, Usage
-from xce.worker.gpuusage import GpuMeter, NvmlReader
+from xce.worker.devices.gpu_usage import GpuMeter, NvmlReader
 
 
 class FakeNvml:

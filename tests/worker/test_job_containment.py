@@ -1,7 +1,8 @@
 """Hostile jobs against the worker's real execution path (keeper, cgroups, files as the user).
 
 Each test plays one attack or one containment promise of issue 14 as a real unprivileged
-Linux user, through xce/worker/executor.py and staging.py with a real keeper launcher and the
+Linux user, through xce/worker/attempt/executor.py and staging.py with a real keeper launcher and
+the
 host's real cgroup backend. What each test would have caught in the earlier worker is said in
 its docstring.
 """
@@ -20,7 +21,7 @@ import pytest
 
 from tests.worker.linux_users import LinuxUser, LinuxUsers, linux_users  # noqa: F401
 from tests.worker.local_host import LocalHost, needs_cgroups
-from xce.worker import executor
+from xce.worker.attempt import accounts, jobcontrol, readers, recovery, running
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker's defences need root")
 
@@ -61,7 +62,7 @@ async def test_a_cwd_the_user_cannot_enter_is_a_clear_launch_error(
 ) -> None:
     """The old worker checked `cwd` as root (is_dir), then chdir'd as root before exec."""
     with pytest.raises(
-        executor.LaunchError, match="cannot enter working directory /root: Permission denied"
+        running.LaunchError, match="cannot enter working directory /root: Permission denied"
     ):
         await host.run({"command": "true", "cwd": "/root"}, user.name)
 
@@ -117,10 +118,10 @@ async def test_a_forged_pid_file_is_ignored_by_a_restarted_worker(
         host.launcher.close()  # the worker process goes away; its keeper stays
         again = LocalHost(root, spool=host.spool.root, namespace=host.namespace)
         try:
-            found = await executor.recover(again.spool, again.backend)
+            found = await recovery.recover(again.spool, again.backend)
             assert [(f.job.key, f.alive) for f in found] == [(job.key, True)]
             assert _alive(victim.pid)
-            await executor.kill(found[0].job, "test over", 1.0)
+            await jobcontrol.kill(found[0].job, "test over", 1.0)
         finally:
             again.close()
     finally:
@@ -154,7 +155,7 @@ async def test_an_output_directory_swapped_for_a_symlink_during_upload_stays_ins
     )
     try:
         from tests.worker.local_host import Recorder
-        from xce.worker import staging
+        from xce.worker.attempt import staging
 
         for _ in range(5):
             client = Recorder()
@@ -166,7 +167,7 @@ async def test_an_output_directory_swapped_for_a_symlink_during_upload_stays_ins
     finally:
         swapper.kill()
         swapper.wait()
-        executor.close_readers(job)
+        readers.close_readers(job)
 
 
 # --- processes: the cgroup holds every process of the job ----------------------------------
@@ -186,7 +187,7 @@ async def test_children_that_leave_the_session_die_with_a_killed_job(
     job = await host.start({"command": ESCAPE.format(mark=mark)}, user.name)
     await _until(lambda: mark.exists() and mark.stat().st_size > 0, what="the escapee")
     assert job.cgroup is not None and len(job.cgroup.pids()) >= 4
-    await executor.kill(job, "killed", 1.0)
+    await jobcontrol.kill(job, "killed", 1.0)
     result = await host.wait(job)
     assert result.exit_signal in (signal.SIGTERM, signal.SIGKILL)
     size = mark.stat().st_size
@@ -203,14 +204,14 @@ async def test_suspend_freezes_every_process_of_the_job_and_resume_thaws_them(
     mark = _mark(root, user, "escapee")
     job = await host.start({"command": ESCAPE.format(mark=mark)}, user.name)
     await _until(lambda: mark.exists() and mark.stat().st_size > 0, what="the escapee")
-    await executor.suspend(job)
+    await jobcontrol.suspend(job)
     await asyncio.sleep(0.2)
     size = mark.stat().st_size
     await asyncio.sleep(0.5)
     assert mark.stat().st_size == size, "a process ran while the job was suspended"
-    await executor.resume(job)
+    await jobcontrol.resume(job)
     await _until(lambda: mark.stat().st_size > size, what="the job to run again")
-    await executor.kill(job, "killed", 1.0)
+    await jobcontrol.kill(job, "killed", 1.0)
     await host.wait(job)
 
 
@@ -248,7 +249,7 @@ async def test_a_fork_bomb_is_held_by_the_pids_limit(host: LocalHost, user: Linu
     assert len(job.cgroup.pids()) <= 64
     forked = int(os.pread(job.readers["stdout"], 100, 0))
     assert forked < 64
-    await executor.kill(job, "killed", 0.5)
+    await jobcontrol.kill(job, "killed", 0.5)
     await host.wait(job)
 
 
@@ -295,11 +296,11 @@ async def test_a_one_slot_job_gets_one_cpu(host: LocalHost, user: LinuxUser) -> 
 
 def test_system_accounts_and_root_are_refused_on_the_host() -> None:
     """The old worker ran `--user daemon` as uid 1 and took any account."""
-    with pytest.raises(executor.LaunchError, match="min_job_uid"):
-        executor.account_for("daemon", allow_root=True)
-    with pytest.raises(executor.LaunchError, match="allow_root_jobs"):
-        executor.account_for("root", allow_root=False)
-    assert executor.account_for("daemon", allow_root=False, min_uid=0).pw_name == "daemon"
+    with pytest.raises(running.LaunchError, match="min_job_uid"):
+        accounts.account_for("daemon", allow_root=True)
+    with pytest.raises(running.LaunchError, match="allow_root_jobs"):
+        accounts.account_for("root", allow_root=False)
+    assert accounts.account_for("daemon", allow_root=False, min_uid=0).pw_name == "daemon"
 
 
 # --- the fence: a keeper kills its job once the worker is out of touch -----------------------

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tests.worker.local_host import LocalHost
-from xce.worker import executor, staging
-from xce.worker.executor import RunningJob
-from xce.worker.tail import OutputPusher
+from xce.worker.agent.tail import OutputPusher
+from xce.worker.attempt import readers, staging
+from xce.worker.attempt.running import RunningJob
 
 
 def _job(tmp_path: Path, name: str = "1", attempt: int = 0) -> RunningJob:
@@ -51,7 +51,7 @@ def test_only_new_bytes_are_collected_once_taken(tmp_path: Path) -> None:
     assert pusher.collect([job]) == []
     _write(job, "stdout", b"two\n")
     assert [(c.offset, c.data) for c in pusher.collect([job])] == [(4, b"two\n")]
-    executor.close_readers(job)
+    readers.close_readers(job)
     assert job.readers == {} and pusher.collect([job]) == []
 
 
@@ -126,7 +126,7 @@ async def test_a_job_that_swaps_its_stdout_for_a_symlink_uploads_its_own_output(
         assert [c.data for c in live if c.stream == "stdout"] == [b"mine\nmore\n"]
         client = _Recorder()
         await staging.upload_outputs(client, "h1", job)  # type: ignore[arg-type]
-        executor.close_readers(job)
+        readers.close_readers(job)
         assert client.files["stdout"] == b"mine\nmore\n"
         assert (job.job_dir / ".xce" / "stdout").is_symlink()  # the swap did happen
     finally:

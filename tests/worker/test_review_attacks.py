@@ -25,7 +25,16 @@ import pytest
 
 from tests.worker.linux_users import LinuxUser, LinuxUsers, linux_users  # noqa: F401
 from tests.worker.local_host import LocalHost, Recorder, needs_cgroups, searchable_dir
-from xce.worker import executor, staging
+from xce.worker.attempt import (
+    accounts,
+    executor,
+    jobcontrol,
+    readers,
+    recovery,
+    running,
+    spool,
+    staging,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker's defences need root")
 
@@ -139,9 +148,9 @@ async def test_a_job_reads_a_key_another_users_job_stored(
         _, _, files = await host.run({"command": _READ_KEY.format(desc=desc)}, mallory.name)
         assert secret.encode() not in files["stdout"], "mallory's job read alice's key"
     finally:
-        await executor.kill(victim, "test over", 0.5)
+        await jobcontrol.kill(victim, "test over", 0.5)
         await host.wait(victim)
-        executor.close_readers(victim)
+        readers.close_readers(victim)
         host.close()
 
 
@@ -195,16 +204,16 @@ async def test_outputs_of_one_job_use_up_descriptors_and_another_job_is_lost(
         for fd in [fd for _, fd in held] + busy:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-        executor.close_readers(bomb)
+        readers.close_readers(bomb)
     result = await asyncio.wait_for(waiting, 30)  # the uploads are done: descriptors again
     still_running = bool(victim.cgroup and victim.cgroup.pids())
     try:
         assert result.exit_code == 0, (result.reason, "still running" if still_running else "")
     finally:
-        await executor.kill(victim, "test over", 0.5)
+        await jobcontrol.kill(victim, "test over", 0.5)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(executor.wait(victim, 0.1, 1.0), 10)
-        executor.close_readers(victim)
+        readers.close_readers(victim)
 
 
 # --- 4. accounts that pass min_job_uid but are system accounts --------------------------------
@@ -212,8 +221,8 @@ async def test_outputs_of_one_job_use_up_descriptors_and_another_job_is_lost(
 
 def test_nobody_is_refused_as_a_job_user() -> None:
     try:
-        account = executor.account_for("nobody", allow_root=False)
-    except executor.LaunchError:
+        account = accounts.account_for("nobody", allow_root=False)
+    except running.LaunchError:
         return
     raise AssertionError(f"a job may run as nobody (uid {account.pw_uid if account else '?'})")
 
@@ -231,7 +240,7 @@ async def test_a_jobs_dev_shm_file_outlives_the_job(host: LocalHost, user: Linux
             {"command": f"head -c 4000000 /dev/zero > {leftover}", "memory_mb": 64}, user.name
         )
         assert result.exit_code == 0
-        await executor.remove_job_dir(job.job_dir, job.creds)
+        await spool.remove_job_dir(job.job_dir, job.creds)
         assert not leftover.exists(), "the job's 4 MB in /dev/shm outlived it"
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -289,7 +298,7 @@ async def test_a_job_shares_tmp_with_other_users_and_leaves_its_files_there(
             "another user read the job's file in /tmp"
         )
         assert not Path(f"/tmp/{marker}").exists(), "the job's /tmp file is on the host's /tmp"
-        executor.kill_group_now(job)
+        jobcontrol.kill_group_now(job)
         result = await host.wait(job)
         assert result.exit_code != 0 or result.exit_signal
         assert (victim / "keep").read_text() == "root's", "removing /tmp followed the job's link"
@@ -343,7 +352,7 @@ async def test_a_deep_tree_left_in_the_private_tmp_loses_the_result_and_stops_th
         "the job left a tree in the state dir"
     )
     assert not off_tmp_host.backend.existing(), "the attempt's cgroup was left behind"
-    assert await executor.recover(off_tmp_host.spool, off_tmp_host.backend) is not None
+    assert await recovery.recover(off_tmp_host.spool, off_tmp_host.backend) is not None
 
 
 async def test_a_private_tmp_is_no_larger_than_the_jobs_memory(
@@ -402,12 +411,12 @@ async def test_suspending_a_job_that_cannot_be_frozen_stalls_the_workers_loop(
 
         ticker = asyncio.create_task(tick())
         started = time.monotonic()
-        await executor.suspend(job)
+        await jobcontrol.suspend(job)
         waited = time.monotonic() - started
         ticker.cancel()
         assert waited >= 1.0, f"the freeze did not have to wait ({waited:.2f} s)"
         assert max(gaps) < 0.5, f"the worker's loop stalled {max(gaps):.2f} s in a suspend"
-        await executor.kill(job, "killed", 1.0)
+        await jobcontrol.kill(job, "killed", 1.0)
         result = await host.wait(job)
         assert result.exit_signal or result.exit_code
     finally:
@@ -436,7 +445,7 @@ async def test_sparse_terabyte_outputs_are_not_sent(host: LocalHost, user: Linux
     started = time.monotonic()
     limits = staging.OutputLimits(file_bytes=1 << 20, job_bytes=5000)
     names = await staging.upload_outputs(client, "h1", job, limits)  # type: ignore[arg-type]
-    executor.close_readers(job)
+    readers.close_readers(job)
     assert time.monotonic() - started < 10, "the worker read the sparse files"
     assert "stdout" not in names and "big.out" not in names
     assert "stderr" in names and len([n for n in names if n.endswith(".out")]) == 1, names
@@ -459,7 +468,7 @@ async def test_a_sparse_stdout_copied_to_its_o_file_costs_no_reading(
     await host.wait(job)
     started = time.monotonic()
     await staging.copy_std_files(job)
-    executor.close_readers(job)
+    readers.close_readers(job)
     assert time.monotonic() - started < 10, "the copy read the holes"
     copied = job.work_dir / "out.1"
     st = copied.stat()
@@ -482,7 +491,7 @@ async def test_a_jobs_dir_pre_made_by_a_user_lets_that_user_forge_anothers_outpu
     try:
         made = _as_user(attacker, f"mkdir -m 0755 {scratch}/jobs")
         assert made.returncode == 0, made.stderr
-        with pytest.raises(executor.SpoolError, match=f"belongs to uid {attacker.uid}"):
+        with pytest.raises(spool.SpoolError, match=f"belongs to uid {attacker.uid}"):
             LocalHost(scratch, pids_limit=64)  # jobs_dir = <scratch>/jobs
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -543,7 +552,7 @@ async def test_a_job_that_uses_up_inodes_stops_the_fence_contact_of_the_host(
         except OSError as exc:
             raise AssertionError(f"the controller contact cannot be recorded: {exc}") from None
         result = await host.wait(other)  # its keeper cannot write result.json either
-        executor.close_readers(other)
+        readers.close_readers(other)
         assert result.exit_code == 0, result.reason
     finally:
         if host is not None:
@@ -619,4 +628,4 @@ async def test_an_output_named_with_invalid_utf8_does_not_break_the_report(
     except Exception as exc:
         raise AssertionError(f"the finish report is lost: {exc!r}") from None
     finally:
-        executor.close_readers(job)
+        readers.close_readers(job)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from xce.worker import executor
-from xce.worker.executor import LaunchError, RunningJob
-from xce.worker.staging import collect_outputs
+from xce.worker.attempt import accounts, jobenv, readers
+from xce.worker.attempt.running import LaunchError, RunningJob
+from xce.worker.attempt.staging import collect_outputs
 
 
 def _job(tmp_path: Path, outputs: list[str]) -> RunningJob:
@@ -19,7 +19,7 @@ def _job(tmp_path: Path, outputs: list[str]) -> RunningJob:
     (job_dir / ".xce" / "stderr").write_text("")
     a = {"job_id": "1", "attempt": 0, "outputs": outputs}
     job = RunningJob(a, job_dir, job_dir)
-    job.readers = executor.open_readers(str(job_dir))
+    job.readers = readers.open_readers(str(job_dir))
     return job
 
 
@@ -38,16 +38,16 @@ async def test_outputs_skip_symlinks_and_escapes(tmp_path: Path) -> None:
     finally:
         for _, fd in found:
             os.close(fd)
-        executor.close_readers(job)
+        readers.close_readers(job)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="account switching only happens as root")
 def test_root_jobs_are_refused_unless_allowed() -> None:
     with pytest.raises(LaunchError, match="allow_root_jobs"):
-        executor.account_for("root", allow_root=False)
-    assert executor.account_for("root", allow_root=True).pw_uid == 0
+        accounts.account_for("root", allow_root=False)
+    assert accounts.account_for("root", allow_root=True).pw_uid == 0
     with pytest.raises(LaunchError, match="does not exist"):
-        executor.account_for("no-such-user-xce", allow_root=True)
+        accounts.account_for("no-such-user-xce", allow_root=True)
 
 
 def test_job_environment_carries_array_ids(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def test_job_environment_carries_array_ids(tmp_path: Path) -> None:
         "slots": 2,
         "env": {"FOO": "bar"},
     }
-    env = executor.job_environment(a, None, tmp_path, "h1")
+    env = jobenv.job_environment(a, None, tmp_path, "h1")
     assert env["XCE_JOB_ID"] == "7[3]"
     assert env["XCE_ARRAY_ID"] == "7" and env["XCE_ARRAY_INDEX"] == "3"
     assert env["FOO"] == "bar" and env["XCE_EXEC_HOST"] == "h1"

@@ -1,4 +1,4 @@
-"""xce.worker.userfs as root against real unprivileged users: credentials and hostile trees.
+"""xce.worker.attempt.userfs as root against real unprivileged users: credentials and hostile trees.
 
 Each attack test names the line of a naive implementation (the same work done as root with
 plain paths) that it catches. Functions run as the user avoid lazy imports and text-mode
@@ -23,17 +23,19 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.worker.linux_users import LinuxUser, LinuxUsers, linux_users  # noqa: F401
-from xce.worker import fscreds, userfs
-from xce.worker.fscreds import thread_credentials
-from xce.worker.userfs import (
+from xce.worker.attempt import fscreds, userfs
+from xce.worker.attempt.fscreds import (
     Credentials,
     CredentialsError,
     as_user,
+    run_as_user,
+    thread_credentials,
+)
+from xce.worker.attempt.userfs import (
     open_input_target,
     open_outputs,
     prepare_job_files,
     remove_tree,
-    run_as_user,
 )
 
 T = TypeVar("T")
@@ -181,7 +183,7 @@ def test_launching_a_job_meanwhile_does_not_reset_the_thread(tree: Tree) -> None
 _BROADCAST = """
 import os, resource, sys, threading
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the abort must leave no core file
-from xce.worker.fscreds import Credentials, run_as_user
+from xce.worker.attempt.fscreds import Credentials, run_as_user
 creds = Credentials(int(sys.argv[1]), int(sys.argv[2]), (int(sys.argv[2]),), "u")
 inside = threading.Event()
 hold = lambda: inside.set() or threading.Event().wait(5)

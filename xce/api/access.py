@@ -12,7 +12,7 @@ from aiohttp import web
 
 from xce.api.http import AUTH, SERVICE, identity
 from xce.auth.rbac import check_job, job_scope, may_touch
-from xce.core.state import parse_job_id
+from xce.core.state_base import parse_job_id
 
 
 def _groups_of(request: web.Request) -> Callable[[str], tuple[str, ...]]:

@@ -23,7 +23,7 @@ from xce.api.routes import Param, Route
 from xce.auth.rbac import may_touch
 from xce.core import timespec
 from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
-from xce.core.state import parse_job_id
+from xce.core.state_base import parse_job_id
 
 
 def parse_time(name: str, text: str, now: float) -> float:

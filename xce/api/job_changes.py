@@ -13,7 +13,7 @@ from xce.api.routes import Param, Route
 from xce.api.views import array_view, job_view
 from xce.auth.rbac import job_scope
 from xce.controller.service import ControllerService
-from xce.core.state import parse_job_id
+from xce.core.state_base import parse_job_id
 from xce.protocol.bodies import AT_LEAST_ONE, JobModify, given
 from xce.sched.priority import factors, scale_of, usage_of
 from xce.sched.snapshot import PendingArray, PendingJob, snapshot_of

@@ -23,7 +23,7 @@ from xce.controller.service import ControllerService
 from xce.controller.tails import STREAMS
 from xce.core.errors import Forbidden, InvalidRequest, NotFound
 from xce.core.model import JobState
-from xce.core.state import parse_job_id
+from xce.core.state_base import parse_job_id
 from xce.ha.files import not_here, upload_names
 from xce.protocol.bodies import SubmitBody
 from xce.protocol.schemas import JobView, TailView

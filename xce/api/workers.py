@@ -13,7 +13,7 @@ from xce.controller.shareusage import ShareReport
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import Conflict, Forbidden, NotFound
 from xce.core.gres import host_pairs
-from xce.core.state import parse_job_id
+from xce.core.state_base import parse_job_id
 from xce.ha.files import not_here, output_name, outputs_name
 from xce.protocol.worker import Finished, Heartbeat, Register
 from xce.store.files import safe_relative_path

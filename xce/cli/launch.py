@@ -7,7 +7,7 @@ It runs inside a job and uses only what the first host's worker put in the job's
 environment: XCE_JOB_ID, XCE_ATTEMPT, XCE_HOSTS (one name per slot), XCE_LAUNCH_CRED (the
 attempt's credential) and XCE_LAUNCH_TASKS (`host=addr,...`: each host's task service). No
 controller is asked, so it is as fast as a Python start-up and works while the controller is
-away. Each task is one TCP connection to its host's task service (xce/worker/tasks.py);
+away. Each task is one TCP connection to its host's task service (xce/worker/tasks/service.py);
 output comes back as it is written, stdin goes to task 0 (the rsh form: to its one task),
 and the exit status is the worst of the tasks' (a signal as 128 + its number).
 Standard library only, so the job's `xce` starts fast.
@@ -24,7 +24,16 @@ import threading
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from xce.worker.taskwire import EXIT, HEADER, MAX_FRAME, STDERR, STDIN, STDOUT, frame, request_line
+from xce.worker.tasks.wire import (
+    EXIT,
+    HEADER,
+    MAX_FRAME,
+    STDERR,
+    STDIN,
+    STDOUT,
+    frame,
+    request_line,
+)
 
 USAGE = (
     "usage: xce launch [-n N] [--per-host K] [--host H] [-l] -- CMD [ARG...]"

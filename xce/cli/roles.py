@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
         insecure: bool = INSECURE,
     ) -> None:
         """Run a worker: registers this host and runs the jobs dispatched to it."""
-        from xce.worker.agent import run_worker
+        from xce.worker.agent.worker_agent import run_worker
 
         _run_role("worker", run_worker, config, verbose, insecure)
 

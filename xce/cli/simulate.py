@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from xce.cli.common import fail
-from xce.sched.swf import CHOICES
+from xce.sched.sim.swf import CHOICES
 
 HELP = (
     "Replay a workload trace through the scheduler in virtual time and print metrics "
@@ -75,8 +75,9 @@ def simulate_command(
         "it on those hosts (all by default; whole hosts unless SLOTS); repeatable",
     ),
 ) -> None:
-    from xce.sched.simulate import parse_reservation, plugins_for, simulate
-    from xce.sched.swf import NO_ESTIMATE, SwfError, read_swf
+    from xce.sched.sim.inputs import parse_reservation, plugins_for
+    from xce.sched.sim.simulate import simulate
+    from xce.sched.sim.swf import NO_ESTIMATE, SwfError, read_swf
 
     if hosts < 1:
         fail("--hosts must be at least 1")

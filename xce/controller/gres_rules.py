@@ -17,8 +17,8 @@ from xce.controller.requests import SubmitRequest
 from xce.core import gres
 from xce.core.errors import InvalidRequest
 from xce.core.model import HostRecord, QueueRecord
+from xce.sched.admission.feasibility import _empty_view
 from xce.sched.expr import parse_requirement
-from xce.sched.feasibility import _empty_view
 from xce.sched.plugins.hostfilters import QueueHosts
 
 

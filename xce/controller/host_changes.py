@@ -46,7 +46,7 @@ class HostChanges:
 
 def hosts_of(state: ClusterState, event: ev.Event) -> tuple[str, ...]:
     """The hosts whose assignments `event` may change: a job's every host (a multi-host
-    job's others hold its share, xce/worker/shares.py), or the host itself."""
+    job's others hold its share, xce/worker/tasks/shares.py), or the host itself."""
     if isinstance(event, ev.JobStarted):
         return tuple(p.host for p in event.hosts) or (event.host,)
     job_id = getattr(event, "job_id", None)

@@ -18,7 +18,7 @@ from xce.core import events as ev
 from xce.core import lifecycle
 from xce.core.errors import Conflict, Forbidden, InvalidRequest
 from xce.core.model import HostStatus, JobRecord, JobState
-from xce.core.state import parse_job_id
+from xce.core.state_base import parse_job_id
 
 if TYPE_CHECKING:
     from xce.controller.service import ControllerService

@@ -1,7 +1,7 @@
 """Per-attempt launch credentials for `xce launch` (issue 15).
 
 A job's tasks on other hosts are started by those hosts' task services
-(xce/worker/tasks.py) at the request of code running inside the job, which is hostile. The
+(xce/worker/tasks/service.py) at the request of code running inside the job, which is hostile. The
 controller gives every host of an attempt's allocation the same credential in its
 assignment: HMAC-SHA256 of (job id, attempt) under a key only the controller holds. The job
 sees it as XCE_LAUNCH_CRED. A task service accepts a request only when the credential equals

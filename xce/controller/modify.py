@@ -26,10 +26,10 @@ from xce.core import events as ev
 from xce.core.deps import parse_dependency
 from xce.core.errors import Conflict, Forbidden, InvalidRequest
 from xce.core.model import JobSpec, JobState
-from xce.core.state import parse_job_id
+from xce.core.state_base import parse_job_id
+from xce.sched.admission.feasibility import refusal
+from xce.sched.admission.multihost import check_span, multi_host_refusal
 from xce.sched.expr import parse_requirement
-from xce.sched.feasibility import refusal
-from xce.sched.multihost_submit import check_span, multi_host_refusal
 from xce.sched.priority import check_job_priority
 
 FIELDS = (

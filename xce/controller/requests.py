@@ -12,7 +12,6 @@ from typing import Any
 import msgspec
 
 from xce.protocol.bodies import SubmitBody
-from xce.protocol.worker import RunReport
 
 
 class SubmitRequest(SubmitBody, frozen=True, kw_only=True):
@@ -64,10 +63,11 @@ class FinishReport:
     wall_time_s: float = 0.0
     outputs: tuple[str, ...] = ()
     # The worker's keeper killed the attempt: the worker had lost every controller for
-    # longer than the fence timeout (xce/worker/fence.py).
+    # longer than the fence timeout (xce/worker/keeper/fence.py).
     host_failure: bool = False
-    gpu_util_pct: float = 0.0  # NVML's figures of the granted GPUs (xce/worker/gpuusage.py)
+    # NVML's figures of the granted GPUs (xce/worker/devices/gpu_usage.py)
+    gpu_util_pct: float = 0.0
     gpu_mem_peak_bytes: int = 0
 
 
-__all__ = ["FinishReport", "RunReport", "SubmitRequest", "WorkerInfo"]
+__all__ = ["FinishReport", "SubmitRequest", "WorkerInfo"]

@@ -3,7 +3,7 @@
 Split from `ControllerService` (xce/controller/service.py). `Scheduling` keeps what a pass
 needs between passes (the incremental snapshot cache, fed by every applied event; the
 group map; the planner) and what the API reads of the last pass (why each pending job
-waits, pass statistics). Preemption (xce/sched/preemption.py) runs around the plan: the
+waits, pass statistics). Preemption (xce/sched/passes/preemption.py) runs around the plan: the
 suspended victims that may go back first do, then the pass, then who is preempted. The
 plan and preemption both ask the service's plugin registry (`service.registry`, chosen
 by xce/server/compose.py).
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from xce.core import events as ev
 from xce.core.model import HostStatus
-from xce.sched import preemption
 from xce.sched.incremental import SnapshotCache
+from xce.sched.passes import preemption
 from xce.sched.priority import PrioritySettings
 from xce.sched.reasons import ReasonTexts
 from xce.sched.snapshot import Snapshot, free_licenses
@@ -96,7 +96,7 @@ class Scheduling:
                     now, placement.job_id, placement.host, placement.devices, placement.hosts
                 )
             )
-        if preemption.needed(snapshot):  # xce/sched/preemption.py: resume, then preempt
+        if preemption.needed(snapshot):  # xce/sched/passes/preemption.py: resume, then preempt
             decision = preemption.decide(snapshot, now, result, registry)
             self.reasons.update(decision.reasons)
             events.extend(ev.JobResumed(now, job_id) for job_id in decision.resume)

@@ -34,7 +34,8 @@ from xce.controller.submission import Submissions
 from xce.core import events as ev
 from xce.core.model import QueueRecord
 from xce.core.state import ClusterState
-from xce.sched import pipeline, plugins
+from xce.sched import plugins
+from xce.sched.passes import pipeline
 from xce.sched.plugins import PluginRegistry
 from xce.sched.reasons import ReasonTexts
 from xce.sched.usage import UsageLedger

@@ -1,6 +1,6 @@
 """Usage and OOM kills of the hosts after a multi-host job's first (issue 15, items 5 and 6).
 
-Each such host holds the job's share cgroup (xce/worker/shares.py); its worker reads the
+Each such host holds the job's share cgroup (xce/worker/tasks/shares.py); its worker reads the
 cgroup's CPU (user + system) and memory high-water mark as root and sends them with every
 heartbeat (and at once when a task there ends, before the task's caller hears its status),
 with whether the OOM killer has killed anything in it. The figures are the kernel's

@@ -31,10 +31,10 @@ from xce.core.deps import DepTerm, parse_dependency
 from xce.core.errors import Conflict, InvalidRequest, NotFound
 from xce.core.gres import Pairs
 from xce.core.model import JobSpec, QueueRecord
-from xce.core.state import parse_job_id
+from xce.core.state_base import parse_job_id
+from xce.sched.admission.feasibility import refusal
+from xce.sched.admission.multihost import multi_host_refusal
 from xce.sched.expr import parse_requirement
-from xce.sched.feasibility import refusal
-from xce.sched.multihost_submit import multi_host_refusal
 from xce.sched.priority import check_job_priority
 from xce.store.files import safe_relative_path
 from xce.telemetry import metrics
@@ -104,7 +104,7 @@ class Submissions:
         return queue
 
     def _check_feasible(self, req: SubmitRequest, queue: QueueRecord, memory_mb: int) -> None:
-        """Refuse a job no host of its queue could ever run (xce/sched/feasibility.py)."""
+        """Refuse a job no host of its queue could ever run (xce/sched/admission/feasibility.py)."""
         hosts = self.service.state.hosts.values()
         requirement = parse_requirement(req.resources) if req.resources.strip() else None
         why = multi_host_refusal(

@@ -16,8 +16,8 @@ from xce.controller.requests import SubmitRequest
 from xce.controller.uids import UidCache
 from xce.core.errors import Forbidden, InvalidRequest
 from xce.core.jobfiles import check_file_pattern
+from xce.sched.admission.multihost import check_span, per_slot_memory
 from xce.sched.expr import parse_requirement
-from xce.sched.multihost_submit import check_span, per_slot_memory
 from xce.store.files import RESERVED_OUTPUTS, safe_relative_path
 
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")

@@ -1,7 +1,7 @@
 """Live output of running jobs (LSF's `bpeek`): the last bytes of stdout and stderr, in memory.
 
 Workers send the new bytes of each running job's stdout and stderr with their heartbeats
-(xce/worker/tail.py): `{"stream": {"offset": absolute byte offset, "data": base64}}`. This
+(xce/worker/agent/tail.py): `{"stream": {"offset": absolute byte offset, "data": base64}}`. This
 module keeps, per job attempt and stream, the last `KEEP_BYTES` with their absolute offsets,
 so a reader can ask "everything after byte N" and learn when bytes before it were dropped.
 

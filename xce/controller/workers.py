@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from xce.controller import launchcred
-from xce.controller.requests import FinishReport, RunReport, WorkerInfo
+from xce.controller.requests import FinishReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.shareusage import ShareReport, ShareUsage
 from xce.core import events as ev
@@ -23,6 +23,7 @@ from xce.core.allocation import host_memory_mb
 from xce.core.errors import Conflict, NotFound
 from xce.core.model import HostFailurePolicy, JobRecord, JobState, Usage
 from xce.core.state import ClusterState
+from xce.protocol.worker import RunReport
 
 
 def _usage(r: RunReport | FinishReport) -> Usage:
@@ -271,7 +272,7 @@ class WorkerGateway:
         return {
             "version": self.service.host_versions.get(host, 0),
             "jobs": [{**assignment(j), "launch": self.launch_info(j)} for j in jobs],
-            # the other hosts' parts: a cgroup each, held for the job (xce/worker/shares.py)
+            # the other hosts' parts: a cgroup each, held for the job (xce/worker/tasks/shares.py)
             "shares": [
                 {**share_assignment(j, host), "launch": self.launch_info(j)}
                 for j in here

@@ -29,7 +29,7 @@ def check_allocation(job: JobRecord, first: str, hosts: Sequence[HostSlots]) -> 
 
 def check_hosts(job_id: str, spec: JobSpec, first: str, hosts: Sequence[HostSlots]) -> None:
     """`check_allocation` for a job known by its id and spec (the simulator has no record:
-    xce/sched/simcluster.py)."""
+    xce/sched/sim/cluster.py)."""
     if hosts[0].host != first:
         raise InvalidRequest(f"job {job_id}: the allocation must start at host {first}")
     names = [p.host for p in hosts]

@@ -42,7 +42,7 @@ def eligible_from(state: IndexKeeper, spec: JobSpec, at: float) -> float | None:
 
 def _target(ref: str) -> str:
     """The canonical id of a dependency's target (`017[05]` -> `17[5]`)."""
-    from xce.core.state import parse_job_id
+    from xce.core.state_base import parse_job_id
 
     number, index = parse_job_id(ref)
     return task_id(number, index) if index is not None else str(number)

@@ -249,7 +249,7 @@ class JobModified(Event):
 
 @dataclass(frozen=True, slots=True)
 class JobPreempted(Event):
-    """A running job makes room for `by` (xce/sched/preemption.py): suspended (SSUSP, its
+    """A running job makes room for `by` (xce/sched/passes/preemption.py): suspended (SSUSP, its
     slots free, its memory still held) or, with `requeue`, killed and queued again."""
 
     job_id: str

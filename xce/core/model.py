@@ -136,7 +136,8 @@ class JobSpec:
     gres: tuple[tuple[str, str], ...] = ()
     licenses: tuple[tuple[str, str], ...] = ()
     # The advance reservation the job runs in (`--reservation`, sbatch --reservation, bsub
-    # -U): it starts only on that reservation's hosts while it is active (xce/sched/advance.py).
+    # -U): it starts only on that reservation's hosts while it is active
+    # (xce/sched/passes/advance.py).
     reservation: str = ""
     # Not eligible before this time (sbatch --begin, bsub -b), epoch seconds; None: at once.
     # Appended last: older records and checkpoints have no such field.
@@ -186,7 +187,7 @@ class JobRecord:
     # never satisfiable). Set by ClusterState.apply from those events; the wait of an
     # attempt counts from it. Appended last (older checkpoints lack it).
     eligible_time: float | None = None
-    # Preemption (xce/sched/preemption.py): the job whose start suspended or requeued this
+    # Preemption (xce/sched/passes/preemption.py): the job whose start suspended or requeued this
     # one; while it is SSUSP with this set its slots are free for others (its memory is not).
     preempted_by: str = ""
     # When this job last started or resumed: the minimum run time before a preemption.
@@ -339,7 +340,7 @@ class ReservationRecord:
     `slots` 0 reserves the whole of each host (slots and memory); N > 0 reserves N slots on
     each host. `maintenance` reserves for nobody: no job may target it, so the hosts run
     nothing that would still be running at `start`. Expiry needs no event: the scheduler
-    compares its clock with `end` (xce/sched/advance.py); an ended reservation is listed as
+    compares its clock with `end` (xce/sched/passes/advance.py); an ended reservation is listed as
     such until it is deleted.
     """
 

@@ -28,11 +28,9 @@ from xce.core.model import (
 )
 from xce.core.scratch import Overlay
 from xce.core.state_admin import AdminEvents
-from xce.core.state_base import parse_job_id
-from xce.core.state_index import held_slots
 from xce.core.state_jobs import JobEvents
 
-__all__ = ["ClusterState", "held_slots", "parse_job_id"]
+__all__ = ["ClusterState"]
 
 # Every container `apply` may change; `check` sees them through overlays.
 _CONTAINERS = (

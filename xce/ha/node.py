@@ -34,13 +34,12 @@ from aiohttp import web
 
 from xce.ha.epochs import Overtaken
 from xce.ha.lease import Lease
-from xce.ha.node_base import NodeBase, self_rank
 from xce.ha.primary_role import PrimaryRole
 from xce.ha.standby_role import StandbyRole
 from xce.store.durable import DurableLog
 from xce.telemetry import metrics
 
-__all__ = ["Node", "NodeBase", "PrimaryRunner", "self_rank", "start_site"]
+__all__ = ["Node", "PrimaryRunner", "start_site"]
 
 log = logging.getLogger("xce.ha")
 

@@ -22,19 +22,11 @@ from dataclasses import dataclass
 from xce.core.errors import Conflict, Unavailable, XceError
 from xce.ha import files as hafiles
 from xce.ha import protocol
-from xce.ha.backlog import BATCH_BYTES
-from xce.ha.greeting import SNAPSHOT_CHUNK, Greeting
-from xce.ha.source_base import RING_BYTES, DiskCursor, StandbySession
+from xce.ha.greeting import Greeting
+from xce.ha.source_base import StandbySession
 from xce.telemetry import metrics
 
-__all__ = [
-    "BATCH_BYTES",
-    "RING_BYTES",
-    "SNAPSHOT_CHUNK",
-    "DiskCursor",
-    "ReplicationSource",
-    "StandbySession",
-]
+__all__ = ["ReplicationSource"]
 
 log = logging.getLogger("xce.ha.source")
 

@@ -68,7 +68,7 @@ class SubmitBody(Body, frozen=True, kw_only=True):
     resources: Text4K = ""
     stdout_file: Path4K | None = field(default=None, name="stdout")
     stderr_file: Path4K | None = field(default=None, name="stderr")
-    # Skip the check that some host could ever run the job (xce/sched/feasibility.py),
+    # Skip the check that some host could ever run the job (xce/sched/admission/feasibility.py),
     # for hosts that have not registered yet.
     defer: bool = False
     # Generic resources per host ({"gpu": 1}) and cluster-wide licenses ({"matlab": 1});

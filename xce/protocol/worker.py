@@ -75,7 +75,7 @@ class RunReport(Usage, frozen=True, kw_only=True):
 
 
 class OutputChunk(Body, frozen=True, kw_only=True):
-    """New bytes of a running job's stdout or stderr (xce/worker/tail.py): base64 of at
+    """New bytes of a running job's stdout or stderr (xce/worker/agent/tail.py): base64 of at
     most 64 KiB, at an absolute offset in the stream."""
 
     offset: Bytes
@@ -121,5 +121,5 @@ class Finished(Usage, frozen=True, kw_only=True):
     reason: Text1K = ""
     outputs: Annotated[tuple[Text1K, ...], Meta(max_length=10000)] = ()
     # The worker's keeper killed the attempt: the worker had lost every controller for
-    # longer than the fence timeout (xce/worker/fence.py).
+    # longer than the fence timeout (xce/worker/keeper/fence.py).
     host_failure: bool = False

@@ -1,8 +1,8 @@
 """Scheduling: a pure function from a snapshot of the cluster to placements.
 
-`plan(snapshot, now) -> Plan` (xce/sched/pipeline.py) is the only boundary the controller
+`plan(snapshot, now) -> Plan` (xce/sched/passes/pipeline.py) is the only boundary the controller
 depends on: the policies live in plugins chosen per queue (xce/sched/plugins), and the
-simulator (xce/sched/simulate.py) calls the same function, so the pass could also move into
+simulator (xce/sched/sim/simulate.py) calls the same function, so the pass could also move into
 its own process without touching the controller.
 """
 

@@ -31,7 +31,7 @@ from xce.core import events as ev
 from xce.core.deps import DepStatus, evaluate
 from xce.core.model import JobRecord, JobSpec, JobState, QueueRecord
 from xce.core.state import ClusterState
-from xce.sched.passmemo import PassMemo
+from xce.sched.passes.memo import PassMemo
 from xce.sched.snapshot import (
     HostView,
     PendingArray,
@@ -67,7 +67,7 @@ _KINDS: dict[type, int] = {
 class RunningOrder:
     """Running views in the order a pass reads them (host name, then job id as text, as
     `snapshot_of` walks them), kept sorted as jobs start and end: a start or an end moves
-    one entry instead of resorting them all (the simulator's cluster, xce/sched/simcluster.py,
+    one entry instead of resorting them all (the simulator's cluster, xce/sched/sim/cluster.py,
     keeps the same order with its views made lazily)."""
 
     __slots__ = ("_by_job", "_ordered", "_tuple")
@@ -238,7 +238,7 @@ class SnapshotCache:
             self._queued[self._where[job_id]][job_id] = _view(record, state)
         if self._hosts_dirty or self._queues is None:
             # a host or a queue was added or changed (or the cache rebuilt): what passes
-            # derived from the old ones is void (xce/sched/passmemo.py)
+            # derived from the old ones is void (xce/sched/passes/memo.py)
             self._memo = PassMemo()
         if self._hosts_dirty or self._dirty:
             self._refresh_hosts(state)

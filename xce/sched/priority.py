@@ -130,7 +130,7 @@ def usage_of(
     usage: Mapping[str, float], running: Any, now: float
 ) -> tuple[dict[str, float], dict[str, int]]:
     """(user -> core-hours, user -> slots in use) from a snapshot's finished usage and its
-    running jobs, as the scheduling pass counts them (xce/sched/pipeline.py)."""
+    running jobs, as the scheduling pass counts them (xce/sched/passes/pipeline.py)."""
     seconds = dict(usage)
     slots: dict[str, int] = {}
     for job in running:

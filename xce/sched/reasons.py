@@ -1,6 +1,7 @@
 """Why a pending job waits: a kind and its parameters, rendered to text only at the edge.
 
-The scheduling pass (xce/sched/pipeline.py) and preemption (xce/sched/preemption.py) decide
+The scheduling pass (xce/sched/passes/pipeline.py) and preemption (xce/sched/passes/preemption.py)
+decide
 on reasons by kind (`reason.kind is WaitKind.ROOM`), never by matching text; the API, the
 CLI and the console read the rendered text (`str(reason)`), which is exactly what they read
 when reasons were strings. Reasons are never stored durably nor sent to workers, so there is

@@ -25,8 +25,9 @@ from xce.core.model import (
     QueueRecord,
     ReservationRecord,
 )
-from xce.core.state import ClusterState, held_slots
-from xce.sched.passmemo import PassMemo
+from xce.core.state import ClusterState
+from xce.core.state_index import held_slots
+from xce.sched.passes.memo import PassMemo
 from xce.sched.priority import PrioritySettings
 
 DEFAULT_PRIORITY = PrioritySettings()  # immutable: one for every snapshot that has none
@@ -85,7 +86,7 @@ class RunningJob:
     memory_mb: int
     start_time: float
     walltime_s: int | None
-    # Preemption (xce/sched/preemption.py): the job that suspended or is requeueing this
+    # Preemption (xce/sched/passes/preemption.py): the job that suspended or is requeueing this
     # one ("" when none), its state (RUN, USUSP, SSUSP), whether its end was asked (a kill
     # or a requeue under way), and when it last started or resumed.
     preempted_by: str = ""
@@ -100,7 +101,7 @@ class RunningJob:
 
 class FreeTable:
     """What is free of each host, by index in `Snapshot.hosts`' order, kept current by a
-    snapshot's maker that tracks it anyway (the simulator, xce/sched/simcluster.py): a pass
+    snapshot's maker that tracks it anyway (the simulator, xce/sched/sim/cluster.py): a pass
     copies these lists (`HostPool`) instead of reading every host's view, which on a
     cluster of many hosts was most of a short pass. `slots` and `memory_mb` are each
     host's free slots and memory (`HostView.free_slots`, `free_memory_mb`); `total` the
@@ -150,7 +151,7 @@ class FreeTable:
 
 class LazyViews(Sequence[RunningJob]):
     """Running views made when first read: a pass that times no reservation and tallies
-    no usage (FCFS, first-fit) reads none, so the simulator (xce/sched/simcluster.py)
+    no usage (FCFS, first-fit) reads none, so the simulator (xce/sched/sim/cluster.py)
     does not make one per job for it. `make` returns the current views (and keeps them
     while nothing changes). Equal to the tuple it stands for; like `Snapshot.queued`, it
     reads its maker's current state: plan before the next event."""
@@ -239,12 +240,12 @@ class Snapshot:
     # Cluster-wide licenses ([[license]] of the config) not held by active jobs; None: the
     # cluster counts none (submit refuses license requests then).
     licenses: Mapping[str, int] | None = None
-    # Advance reservations (xce/sched/advance.py), ended ones included: jobs that target
+    # Advance reservations (xce/sched/passes/advance.py), ended ones included: jobs that target
     # one are told it has ended
     reservations: tuple[ReservationRecord, ...] = ()
     # `[scheduler.priority]`, for the multifactor order plugin (xce/sched/priority.py)
     priority: PrioritySettings = DEFAULT_PRIORITY
-    # What passes over the same hosts and queues share (xce/sched/passmemo.py): kept by the
+    # What passes over the same hosts and queues share (xce/sched/passes/memo.py): kept by the
     # snapshot's maker, None for a fresh snapshot; not part of what the snapshot shows
     memo: PassMemo | None = field(default=None, compare=False, repr=False)
     # The hosts' free slots and memory as the maker keeps them (FreeTable), None: a pass

@@ -18,7 +18,7 @@ class Placement:
 
     job_id: str
     host: str
-    devices: tuple[str, ...] = ()  # granted device ids, ("gpu:0", ...) (xce/sched/gres.py)
+    devices: tuple[str, ...] = ()  # granted device ids, ("gpu:0", ...) (xce/sched/passes/gres.py)
     hosts: tuple[HostSlots, ...] = ()
 
 

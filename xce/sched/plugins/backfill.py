@@ -4,7 +4,7 @@ The first job of the pass that fits nowhere gets a reservation: the earliest tim
 one of its hosts will have enough free slots and memory, counting each running job as
 ending at its start + walltime (jobs without a walltime never end for this purpose). Later
 jobs, of any queue, may start now only where they do not delay that start
-(xce/sched/reservation.py). Only one reservation is held at a time, as in EASY.
+(xce/sched/passes/reservation.py). Only one reservation is held at a time, as in EASY.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xce.core.model import JobSpec
-from xce.sched.hostpool import INFINITY, HostPool
-from xce.sched.reservation import Reservation
+from xce.sched.passes.hostpool import INFINITY, HostPool
+from xce.sched.passes.reservation import Reservation
 
 
 def earliest_start(

@@ -23,8 +23,8 @@ from xce.core.model import JobSpec, QueueRecord
 from xce.sched.snapshot import HostView, PendingArray, PendingJob, Snapshot
 
 if TYPE_CHECKING:
-    from xce.sched.hostpool import HostPool
-    from xce.sched.reservation import Reservation
+    from xce.sched.passes.hostpool import HostPool
+    from xce.sched.passes.reservation import Reservation
 
 Item = PendingJob | PendingArray
 
@@ -80,7 +80,7 @@ class FilterPlugin(Protocol):
     # Optional class attribute `fixed`: True when `accepts` reads only a host's fixed
     # parts (name, size, attributes, devices, `schedulable`), never its free slots or
     # memory, so its answers may be kept from pass to pass while hosts and queues do not
-    # change (xce/sched/passmemo.py). A filter that does not say is asked every pass.
+    # change (xce/sched/passes/memo.py). A filter that does not say is asked every pass.
 
 
 class ScorePlugin(Protocol):
@@ -103,7 +103,7 @@ class ReservePlugin(Protocol):
     name: ClassVar[str]
     kind: ClassVar[str]
     # True when a multi-host job's reservation is the earliest set of hosts that can hold
-    # it (xce/sched/multihost.py, EASY); False: `reserve` answers for it as for any job
+    # it (xce/sched/passes/multihost.py, EASY); False: `reserve` answers for it as for any job
     host_sets: ClassVar[bool]
     # True when a job that cannot start stops the whole pass (strict FCFS): the simulator
     # then skips passes until a job ends, since nothing behind the head can start

@@ -1,7 +1,7 @@
 """Filters `online`, `queue-hosts` and `select` (always on): may this host ever run the job?
 
 Free slots and memory are not a filter here: they change within a pass, so the host pool
-checks them at placement (xce/sched/hostpool.py).
+checks them at placement (xce/sched/passes/hostpool.py).
 """
 
 from __future__ import annotations

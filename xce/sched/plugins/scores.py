@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from xce.sched.hostpool import HostPool
+from xce.sched.passes.hostpool import HostPool
 
 
 class FirstFit:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from xce.core.model import JobSpec
-from xce.sched.hostpool import INFINITY, HostPool
-from xce.sched.reservation import Reservation
+from xce.sched.passes.hostpool import INFINITY, HostPool
+from xce.sched.passes.reservation import Reservation
 
 
 @dataclass(slots=True)

@@ -1,0 +1,409 @@
+"""The scheduling pass: order pending jobs -> filter hosts -> score hosts -> place or reserve.
+
+`plan(snapshot, now)` is pure: it reads the snapshot and returns a `Plan`, and the live
+controller and the simulator (xce/sched/sim/simulate.py) both call it, so they decide alike.
+
+Queues are taken in strict priority order (higher `priority` first). Within one priority,
+the queues that order by `fcfs` are merged by submission, then each queue with another
+order plugin (fairshare) follows, by name. Every queue uses its own plugins
+(`QueueRecord.plugins`, see xce/sched/plugins). Jobs of the same *shape* share the work of
+finding hosts (xce/sched/passes/hostpool.py), so a pass is near linear in pending jobs.
+
+The pass is layered, one module a layer: xce/sched/passes/hosts.py (hosts for a shape),
+pass_spread.py (multi-host jobs), pass_place.py (one job or array: gates, placement,
+commit) and this module (the pass driver: queue order, the explained and the quiet loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from types import MappingProxyType
+from typing import Any
+
+from xce.core.deps import DepStatus
+from xce.core.model import JobSpec
+from xce.sched import reasons as why
+from xce.sched.passes import multihost
+from xce.sched.passes.advance import AdvanceGate
+from xce.sched.passes.gres import DevicePool
+from xce.sched.passes.hostpool import CandidateSet, HostPool, OrderedCandidates
+from xce.sched.passes.place import JobPlacement
+from xce.sched.passes.reservation import Reservation
+from xce.sched.plugins import PluginRegistry, QueuePolicy, builtin
+from xce.sched.plugins.base import Item, OrderContext
+from xce.sched.reasons import WaitReason
+from xce.sched.snapshot import PendingJob, Snapshot
+from xce.sched.types import Placement, Plan
+
+_SATISFIED = DepStatus.SATISFIED  # (a name: an enum member's lookup costs ~70 ns a pass)
+# the tallies of a pass that counts nothing (`SchedulingPass.__init__`): read-only
+_NOTHING_COUNTED: Any = MappingProxyType({})
+
+
+def plan(
+    snapshot: Snapshot, now: float, explain: bool = True, registry: PluginRegistry | None = None
+) -> Plan:
+    """Placements to make now on `snapshot`, why the rest waits, and any reservation.
+
+    With `explain=False` (the simulator) the same placements come back without a reason
+    for every waiting job: the pass then stops as soon as nothing more can start (the
+    cluster is full, or a strict FCFS queue blocks) instead of naming why each of the
+    rest waits, so its cost follows the jobs it tries, not the length of the queue.
+    `registry` names the plugins queues may choose (the built-in ones by default)."""
+    scheduling = SchedulingPass(snapshot, now, explain, registry, borrow=True)
+    pool = scheduling.pool
+    try:
+        return scheduling.run()
+    finally:
+        # the free table the snapshot's maker lent the pass, as it was (HostPool)
+        pool.give_back()
+        # candidate sets that see every placement (`pack`) and the pool refer to each
+        # other: dropped here, reference counting frees the pass without the cyclic
+        # collector (which `xce simulate` pauses)
+        pool.improving_sets.clear()
+
+
+class SchedulingPass(JobPlacement):
+    """One pass over one snapshot; not reusable."""
+
+    __slots__ = ()  # the pass's state is declared by HostSearch (pass_hosts.py)
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        now: float,
+        explain: bool = True,
+        registry: PluginRegistry | None = None,
+        borrow: bool = False,
+    ) -> None:
+        """`borrow`: the pass's pool borrows the snapshot's free table (`HostPool`); its
+        caller gives it back (`plan` does)."""
+        self.snapshot = snapshot
+        self.now = now
+        self.explain = explain
+        self.pool = HostPool(snapshot, now, borrow)
+        self._devices: DevicePool | None = None  # `devices`, made when first asked
+        self.result = Plan([], {}, [])  # (literals: cheaper than its default factories)
+        self.reservation: Reservation | None = None
+        # Advance reservations (xce/sched/passes/advance.py); None when the cluster has none, so
+        # a pass without them costs what it did before.
+        self.gate = (
+            AdvanceGate(snapshot.reservations, self.pool, now) if snapshot.reservations else None
+        )
+        plugins = registry or builtin()
+        memo = snapshot.memo
+        # (the memo's registry compared here: a call of `claim` per pass was not free)
+        self._memo = (
+            memo if memo is not None and (memo.registry is plugins or memo.claim(plugins)) else None
+        )
+        known = self._memo.policies if self._memo is not None else None
+        if known is None:
+            known = self._policies(plugins)
+            if self._memo is not None:
+                self._memo.policies = known
+        self.policies, self._tally, self._no_reserve, self._limits = known
+        self._sets: dict[tuple, CandidateSet | WaitReason] = {}
+        self._findings = None  # what the pass finds of the hosts (`_found`), when asked
+        # id(JobSpec) -> why jobs sharing that spec object cannot start in this pass
+        self._blocked: dict[int, WaitReason] = {}
+        self.placed_per_array = None  # (`_placed_task`)
+        # what is not counted (no queue orders by usage, or none limits running jobs) is
+        # one empty mapping that refuses writes, not a dict made and freed per pass
+        self.queue_running = self.user_running = _NOTHING_COUNTED
+        if self._limits:
+            self.queue_running, self.user_running = {}, {}
+        if self._tally:
+            self.running_slots, self.group_slots = {}, {}
+            self._count_running()  # (and usage_hours)
+        else:
+            self.running_slots = self.group_slots = self.usage_hours = _NOTHING_COUNTED
+
+    def _policies(self, plugins: PluginRegistry) -> tuple[dict[str, QueuePolicy], bool, bool, bool]:
+        """(each queue's policy, tally, no_reserve, limits). Running tallies feed limits
+        and the order plugins other than fcfs; a pass that has neither (plain FCFS, EASY)
+        skips them: a cost per running job per pass (and running jobs per queue and user
+        are counted only where a queue limits them: `limits`). Without a queue that makes
+        reservations (first-fit) a job wider than the free slots is passed over at once
+        in the simulator's loop."""
+        policies: dict[str, QueuePolicy] = {}
+        tally, no_reserve, limits = False, True, False
+        for name, queue in self.snapshot.queues.items():
+            policy = policies[name] = plugins.policy_for(queue.plugins)
+            if queue.max_running is not None or queue.max_running_per_user is not None:
+                limits = True
+            if policy.reads_usage or limits:
+                tally = True
+            if policy.reserve is not None:
+                no_reserve = False
+        return policies, tally, no_reserve, limits
+
+    # --- ordering -----------------------------------------------------------------------
+
+    def _groups(self) -> list[tuple[tuple[int, int, str], Collection[Item]]]:
+        """Items by (priority level, order group), each sorted by submission (an array
+        before its requeued tasks, tasks by index). A queue that is alone in its group and
+        comes already ordered (`Snapshot.queued`) is handed on as it is, not copied."""
+        snapshot = self.snapshot
+        queued = snapshot.queued
+        if queued is not None and len(queued) == 1 and not snapshot.jobs and not snapshot.arrays:
+            # one queue with pending jobs, already in order (the simulator, a quiet
+            # cluster): its group is the only one; the same for every pass handed the same
+            # mapping (the simulator's) with the same queue's same collection (a mapping
+            # changed in place is not trusted), until a queue changes (a new memo then)
+            memo = self._memo
+            kept = memo.groups if memo is not None else None
+            if kept is not None and kept[0] is queued and queued.get(kept[1]) is kept[2]:
+                return kept[3]
+            ((name, jobs),) = queued.items()
+            # named even in submission order (where "" lets queues share a group): `run`
+            # then need not read the queue off the group's first job
+            only = (
+                -snapshot.queues[name].priority,
+                0 if self.policies[name].submission_order else 1,
+                name,
+            )
+            alone: list[tuple[tuple[int, int, str], Collection[Item]]] = [(only, jobs)]
+            if memo is not None:
+                memo.groups = (queued, name, jobs, alone)
+            return alone
+        if self._memo is not None:
+            self._memo.groups = None  # (not kept alive while passes see several queues)
+        groups: dict[tuple[int, int, str], list[tuple[int, Item]]] = {}
+        keys: dict[str, tuple[int, int, str]] = {}
+        for name, queue in self.snapshot.queues.items():
+            if self.policies[name].submission_order:
+                keys[name] = (-queue.priority, 0, "")
+            else:
+                keys[name] = (-queue.priority, 1, name)
+        shift = 1 << 40
+        last: tuple[str, list[tuple[int, Item]]] | None = None
+        for job in self.snapshot.jobs:
+            name = job.spec.queue
+            if last is None or last[0] != name:
+                last = (name, groups.setdefault(keys[name], []))
+            index = job.index
+            last[1].append((job.number * shift + (0 if index is None else index + 1), job))
+        for array in self.snapshot.arrays:
+            groups.setdefault(keys[array.spec.queue], []).append((array.number * shift, array))
+        whole: dict[tuple[int, int, str], list[Collection[PendingJob]]] = {}
+        for name, jobs in (self.snapshot.queued or {}).items():
+            whole.setdefault(keys[name], []).append(jobs)
+        out: list[tuple[tuple[int, int, str], Collection[Item]]] = []
+        for key in sorted(groups.keys() | whole.keys()):
+            pairs = groups.get(key)
+            ready = whole.get(key, [])
+            if pairs is None and len(ready) == 1:
+                out.append((key, ready[0]))  # already in order: read lazily
+                continue
+            pairs = pairs or []
+            for jobs in ready:
+                pairs.extend(
+                    (job.number * shift + (0 if job.index is None else job.index + 1), job)
+                    for job in jobs
+                )
+            pairs.sort(key=lambda pair: pair[0])
+            out.append((key, [item for _, item in pairs]))
+        return out
+
+    def run(self) -> Plan:
+        groups = self._groups()
+        queues, policies, pool = self.snapshot.queues, self.policies, self.pool
+        reasons, blocked = self.result.reasons, self._blocked
+        satisfied = _SATISFIED
+        arrays_done: set[int] = set()
+        explain = self.explain
+        for (_, _, queue_name), items in groups:
+            queue = queues[queue_name or next(iter(items)).spec.queue]
+            policy = policies[queue.name]
+            ordered: Iterable[Item]
+            if policy.submission_order:
+                ordered = items  # items come in submission order: the order's answer
+            else:
+                ctx = OrderContext(
+                    self.now,
+                    queue,
+                    self.usage_hours,
+                    self.snapshot.groups,
+                    self.running_slots,
+                    self.group_slots,
+                    self.snapshot,
+                )
+                ordered = policy.order.order(items, ctx)
+            if not explain:
+                if self._run_quiet(ordered):
+                    return self.result
+                continue
+            for item in ordered:
+                if pool.total_free_slots <= 0:
+                    self._no_room_left(groups, arrays_done)
+                    return self.result
+                spec = item.spec
+                if type(item) is PendingJob:
+                    if item.index is None and item.deps is satisfied:
+                        # the common case when many jobs wait: a spec already known stuck
+                        known = blocked.get(id(spec))
+                        if known is not None:
+                            reasons[item.job_id] = known
+                            continue
+                else:
+                    arrays_done.add(item.number)
+                name = spec.queue
+                policy = policies[name]
+                self._try(item, queues[name], policy)
+        return self.result
+
+    def _run_quiet(self, ordered: Iterable[Item]) -> bool:
+        """The simulator's loop (`explain=False`): the same placements as the loop in
+        `run`, without naming why the rest waits; True when the pass is over (no free slot
+        left, or a strict order blocked).
+
+        A minimal simulator compares two numbers per waiting job, so this loop does too
+        for the jobs that surely cannot start: a job wider than the free slots is passed
+        over with no call at all when trying it could make no reservation (one is held
+        already, or no queue makes any)."""
+        queues, policies, pool = self.snapshot.queues, self.policies, self.pool
+        reasons, blocked = self.result.reasons, self._blocked
+        satisfied = _SATISFIED
+        no_reserve = self._no_reserve
+        skip_wide = no_reserve or self.reservation is not None
+        # the quick route for plain jobs (below): no advance reservation to judge, no
+        # running jobs to count (`_tally`: no queue has limits or orders by usage)
+        quick_route = self.gate is None and not self._tally
+        sets, placements, views = self._sets, self.result.placements, pool.hosts
+        for item in ordered:
+            free = pool.total_free_slots
+            if free <= 0:
+                return True
+            spec = item.spec
+            if skip_wide and spec.slots > free:
+                continue  # as _cannot_start would say, from one comparison
+            # (`blocked` is empty until a try fails: most tries ask nothing of it)
+            if (
+                blocked
+                and type(item) is PendingJob
+                and item.index is None
+                and item.deps is satisfied
+            ):
+                known = blocked.get(id(spec))
+                if known is not None:
+                    reasons[item.job_id] = known
+                    continue
+            name = spec.queue
+            policy = policies[name]
+            res = self.reservation
+            if res is None:  # `_cannot_start` without a reservation, without the call
+                if policy.reserve is None and spec.slots > free:
+                    continue
+            elif self._cannot_start(spec, policy):
+                continue
+            if type(item) is PendingJob:  # `_try`, without its tests for an array
+                queue = queues[name]
+                if (
+                    # the gates `_held` tests, most often all open: asked only when one
+                    # may be shut
+                    not (
+                        queue.active
+                        and item.deps is satisfied
+                        and spec.begin_time is None
+                        and not spec.reservation
+                    )
+                    and self._held(item, spec, queue, item.job_id, True)
+                ):
+                    continue
+                if (
+                    res is None
+                    and quick_route
+                    and item.index is None
+                    and not (spec.gres or spec.licenses or spec.exclusive or spec.resources)
+                ):
+                    # A plain job (one host, no devices, licenses or -R; not an array
+                    # task) while nothing is reserved: `_try_job`, `_place` and `_commit`
+                    # reduce to a host from the shape's candidates, taken (one call, not
+                    # five: the most common try of a replay). What they would do otherwise
+                    # (a reason, a reservation, a ranking on free resources) they still do.
+                    shape = (name, spec.slots, spec.memory_mb, spec.resources, None, spec.gres)
+                    found = sets.get(shape)
+                    if found is None:
+                        found = sets[shape] = self._candidates(spec, queue, policy)
+                    if type(found) is OrderedCandidates:
+                        i = found.find()  # at None it stays at None: `_place` asks again
+                        if i is not None:
+                            pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s)
+                            placements.append(Placement(item.job_id, views[i].name, ()))
+                            continue
+                self._try_job(item, spec, queue, policy, item.job_id)
+            else:
+                self._try(item, queues[name], policy)
+            res = self.reservation
+            if res is not None:
+                if res.host < 0:
+                    return True  # strict order: nothing behind a blocked job starts
+                skip_wide = True
+        return False
+
+    def _cannot_start(self, spec: JobSpec, policy: QueuePolicy) -> bool:
+        """Whether `spec` surely cannot start now and trying would change nothing (it
+        would make no reservation), from counts alone: the simulator's shortcut past the
+        long tail of a queue, where a minimal simulator compares two numbers per job."""
+        pool, res = self.pool, self.reservation
+        slots = spec.slots
+        if res is None:
+            return policy.reserve is None and slots > pool.total_free_slots
+        if slots > pool.total_free_slots:
+            return True
+        wall = spec.walltime_s
+        if wall is not None and self.now + wall <= res.start:
+            return False  # ends before the reserved start: may use the reserved host
+        if slots <= res.extra_slots and spec.memory_mb <= res.extra_mem:
+            return False  # fits in what the reserved host has left over then
+        if type(res) is multihost.HostSetReservation:
+            return False  # several reserved hosts may each have some left over: try it
+        # only the other hosts remain: together they must have the slots
+        return slots > pool.total_free_slots - max(0, pool.free_slots[res.host])
+
+    def _no_room_left(
+        self, groups: list[tuple[tuple[int, int, str], Collection[Item]]], arrays_done: set[int]
+    ) -> None:
+        """Every host is full: name why each job not yet tried waits, without searching
+        (jobs sharing a spec share the answer)."""
+        reasons = self.result.reasons
+        placed = {p.job_id for p in self.result.placements}
+        by_spec: dict[int, WaitReason] = {}
+        for _, items in groups:
+            for item in items:
+                if type(item) is PendingJob:
+                    key = item.job_id
+                    if key in reasons or key in placed:
+                        continue  # tried already
+                elif item.number in arrays_done:
+                    continue
+                else:
+                    key = str(item.number)
+                if item.deps is not _SATISFIED:
+                    reasons[key] = (
+                        why.DEPENDENCY if item.deps is DepStatus.WAITING else why.DEPENDENCY_NEVER
+                    )
+                    continue
+                spec = item.spec
+                if spec.begin_time is not None and spec.begin_time > self.now:
+                    reasons[key] = why.begin(spec.begin_time)
+                    continue
+                reason = by_spec.get(id(spec))
+                if reason is None:
+                    queue = self.snapshot.queues[spec.queue]
+                    if not queue.active:
+                        reason = why.queue_inactive(queue.name)
+                    else:
+                        shape = self._shape(queue, spec)
+                        known = self._sets.get(shape)
+                        if known is None:
+                            known = self._sets[shape] = self._candidates(
+                                spec, queue, self.policies[queue.name]
+                            )
+                        reason = known if isinstance(known, WaitReason) else why.ROOM
+                        if reason is why.TOO_BIG and self._may_spread(
+                            spec, queue, self.policies[queue.name]
+                        ):
+                            reason = self._spread_reason(spec, queue)  # issue 15
+                    by_spec[id(spec)] = reason
+                reasons[key] = reason

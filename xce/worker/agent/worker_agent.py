@@ -1,0 +1,101 @@
+"""`xce worker`: registers the host, follows its desired job set, reports back.
+
+The worker reconciles: every answer from the controller is the complete list of what this
+host should run, stop or kill, and the worker makes its processes match it. Processes are
+keyed by (job id, attempt) and attempts that already ended are remembered, so a repeated or
+late answer never starts a job twice. Finish reports are retried until the controller takes
+them, so a controller restart or failover loses none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import resource
+import signal
+
+from xce.client import XceClient
+from xce.config import Config
+from xce.worker.agent.link import ControllerLink
+from xce.worker.attempt import recovery
+from xce.worker.tasks.installer import LAUNCHER_DIR, install_launcher
+from xce.worker.tasks.service import TaskService
+
+__all__ = ["WorkerAgent", "run_worker"]
+
+log = logging.getLogger("xce.worker")
+
+
+class WorkerAgent(ControllerLink):
+    """A worker: its state (agent_base.py), reports (reports.py), reconciliation
+    (reconcile.py) and the controller link (link.py), started and stopped here."""
+
+    def __init__(self, config: Config, client: XceClient | None = None) -> None:
+        super().__init__(config, client)
+        self.tasks = TaskService(self)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def _recover(self) -> None:
+        """Attempts of an earlier worker process: adopt the live ones, report the rest."""
+        for found in await recovery.recover(self.spool, self.backend):
+            job = found.job
+            key = job.key
+            if found.report is not None:
+                log.info("job %s attempt %s: sending the report an earlier worker saved", *key)
+                self._queue_report(key, found.report, job)
+            elif found.lost:
+                log.warning("job %s attempt %s: %s", key[0], key[1], found.lost)
+                self._finish_unstarted(job.assignment, found.lost, job)
+            else:
+                log.warning(
+                    "job %s attempt %s was started by an earlier worker process: %s",
+                    key[0],
+                    key[1],
+                    "adopting it" if found.alive else "it ended",
+                )
+                self.running[key] = job
+                job.result = asyncio.get_running_loop().create_future()
+                self._spawn(self._follow(job))
+
+    async def run(self) -> None:
+        # Output collection holds up to userfs.MAX_OUTPUTS descriptors at once.
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        self.spool.make()
+        self.launcher.start()
+        await self._recover()
+        await self.tasks.start(self.settings.task_host, self.settings.task_port)
+        # In the jobs root (0711, root's): the spool root is 0700, so a directory there
+        # would be out of reach of every job not run as root.
+        self.launch_bin = install_launcher(self.spool.jobs / LAUNCHER_DIR)
+        await self.register()
+        loops = [self.poll_loop(), self.heartbeat_loop(), self.report_loop()]
+        await asyncio.gather(*(self._spawn(c) for c in loops))
+
+    async def shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        self.launcher.close()
+        await self.tasks.close()  # no new tasks; running ones live on in their cgroups
+        await self.client.close()
+
+
+async def run_worker(config: Config) -> None:
+    agent = WorkerAgent(config)
+    loop = asyncio.get_running_loop()
+    main = asyncio.ensure_future(agent.run())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, main.cancel)
+    print(f"xce worker {agent.host} starting (pid {os.getpid()})", flush=True)
+    try:
+        await main
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await agent.shutdown()

@@ -1,0 +1,83 @@
+"""The environment a job starts with: login basics, the submitted variables, XCE's own.
+
+Split from xce/worker/attempt/executor.py (which still exports these names).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+from typing import Any
+
+from xce.core import allocation
+from xce.core.model import HostSlots
+
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def job_environment(
+    a: dict[str, Any],
+    account: pwd.struct_passwd | None,
+    work_dir: Path,
+    host: str,
+    job_dir: Path | None = None,
+) -> dict[str, str]:
+    """A clean environment: login basics, the submitted variables, then what this host owns.
+
+    The submitted environment (the submitter's, captured by `xce job submit --export`, and
+    `--env`) may set PATH and anything else, but not the job user's identity on this host
+    (HOME, USER, LOGNAME, SHELL: from the account) nor XCE's own variables (XCE_*: set last,
+    so a submitted value never wins; the controller also refuses such names)."""
+    if account is not None:
+        home, name, shell = account.pw_dir, account.pw_name, account.pw_shell or "/bin/sh"
+    else:
+        home = os.environ.get("HOME", "/")
+        name = pwd.getpwuid(os.geteuid()).pw_name
+        shell = os.environ.get("SHELL", "/bin/sh")
+    env = {
+        "PATH": BASE_PATH,
+        "HOME": home,
+        "USER": name,
+        "LOGNAME": name,
+        "SHELL": shell,
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+    }
+    # A frozen (PyInstaller) worker rewrote LD_LIBRARY_PATH for itself: give jobs the original.
+    if "LD_LIBRARY_PATH_ORIG" in os.environ:
+        env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH_ORIG"]
+    identity = {k: env[k] for k in ("HOME", "USER", "LOGNAME", "SHELL")}
+    env.update(a.get("env") or {})
+    env.update(identity)
+    env.update(
+        XCE_JOB_ID=a["job_id"],
+        XCE_JOB_NAME=a.get("name") or "",
+        XCE_QUEUE=a.get("queue") or "",
+        XCE_SLOTS=str(a.get("slots", 1)),
+        XCE_ATTEMPT=str(a["attempt"]),
+        XCE_EXEC_HOST=host,
+        XCE_JOB_DIR=str(work_dir),
+    )
+    if a.get("array_index") is not None:
+        env["XCE_ARRAY_ID"] = str(a["number"])
+        env["XCE_ARRAY_INDEX"] = str(a["array_index"])
+    launch = a.get("launch")
+    if isinstance(launch, dict):  # issue 15: what `xce launch` needs (xce/cli/launch.py)
+        env["XCE_LAUNCH_CRED"] = str(launch.get("credential") or "")
+        env["XCE_LAUNCH_TASKS"] = ",".join(
+            f"{h}={addr}" for h, addr in (launch.get("tasks") or {}).items() if addr
+        )
+        if launch.get("bin"):  # this worker's own `xce` first, whatever the job's PATH
+            env["XCE_LAUNCH"] = str(Path(launch["bin"]) / "xce")
+            env["PATH"] = f"{launch['bin']}:{env.get('PATH', BASE_PATH)}"
+    shares = allocation_of(a)
+    if shares:  # issue 15: the whole allocation, like LSB_HOSTS / LSB_DJOB_HOSTFILE
+        env.update(allocation.job_environment(shares))
+        if job_dir is not None:
+            env["XCE_HOSTFILE"] = str(job_dir / ".xce" / "hostfile")
+    return env
+
+
+def allocation_of(a: dict[str, Any]) -> list[HostSlots]:
+    """The assignment's hosts and slots (none from a controller that does not send them)."""
+    return [HostSlots(str(h), int(n)) for h, n in a.get("hosts") or ()]

@@ -1,0 +1,397 @@
+"""The task service: starts the tasks of `xce launch` on this host (issue 15).
+
+Every worker listens on `[worker] task_listen` (default 127.0.0.1, any free port) and
+reports the address when it registers; the controller hands each host's address and the
+attempt's launch credential (xce/controller/launchcred.py) to every host of the attempt,
+and the first host's job sees them as XCE_LAUNCH_TASKS / XCE_LAUNCH_CRED.
+
+The worker is root and every request comes from job code, so it is hostile:
+
+- one JSON line of bounded size, exact keys and types, or the connection is refused;
+- the credential must equal (constant-time) the one the controller sent for an attempt
+  this host runs (its first host) or holds a share of, with action `run`, right now:
+  another job's, an ended or requeued attempt's, or one for a host outside the allocation
+  never matches;
+- the account, the cgroup and the working directory come from this host's assignment, never
+  from the request; the account passes the same rules as the job's (`account_for`: never
+  root unless the job is root and root jobs are allowed);
+- the child joins the job's cgroup (its own on the first host, the share elsewhere) first,
+  then drops to the user, then enters the directory *as the user*; only then does the
+  request's argv and environment touch anything (the exec). So kill, suspend and the end of
+  the job reach tasks through the cgroup, and usage counts them.
+
+Requests are parsed in xce/worker/tasks/request.py and the jobs' `xce` is installed by
+xce/worker/tasks/installer.py; this module serves, and exports their names too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hmac
+import logging
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from xce.worker.attempt import accounts, jobcontrol, jobenv, running
+from xce.worker.attempt.fscreds import Credentials
+from xce.worker.cgroups.base import JobCgroup
+from xce.worker.devices import gpus
+from xce.worker.tasks import process as taskproc
+from xce.worker.tasks.request import (
+    NotHere,
+    TaskRefused,
+    TaskRequest,
+    parse_request,
+)
+from xce.worker.tasks.wire import (
+    HEADER,
+    MAX_FRAME,
+    MAX_REQUEST,
+    STDERR,
+    STDIN,
+    STDOUT,
+    exit_frame,
+    frame,
+)
+
+if TYPE_CHECKING:
+    from xce.worker.agent.worker_agent import WorkerAgent
+
+log = logging.getLogger("xce.worker.tasks")
+
+__all__ = [
+    "ASSIGNMENT_WAIT_S",
+    "MAX_CONNECTIONS",
+    "OWN_VARIABLES",
+    "Target",
+    "TaskService",
+    "child_setup",
+]
+
+Key = tuple[str, int]
+# Connections served at once; more are closed unanswered (a job cannot tie the worker up).
+MAX_CONNECTIONS = 512
+# Set by the service for every task, whatever the request's environment says.
+OWN_VARIABLES = (
+    "XCE_TASK_ID",
+    "XCE_LOCAL_TASK_ID",
+    "XCE_EXEC_HOST",
+    "XCE_JOB_ID",
+    "XCE_ATTEMPT",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+)
+
+
+# How long a request for an attempt this host does not know waits for its assignment: the
+# job's first host may start it (and the job call `xce launch`) before another host of the
+# allocation has polled its share.
+ASSIGNMENT_WAIT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a task of an attempt runs on this host: all from the host's own assignment."""
+
+    user: str
+    cgroup: JobCgroup
+    cwds: tuple[str, ...]
+    # The GPU variables of this host's grant (the job's own here, the share's elsewhere):
+    # a task sees the devices its host was given, as the job's script does (issue 17).
+    gpu_env: dict[str, str] = field(default_factory=dict)
+
+
+def child_setup(
+    cgroup: JobCgroup, creds: Credentials | None, cwds: tuple[str, ...]
+) -> Callable[[], None]:
+    """What the forked child does before exec, in this order: join the cgroup (as root), drop
+    the OOM protection the worker may have, become the user (groups, gid, uid, checked),
+    and only then enter the working directory, so a directory the user may not enter is
+    never entered. os calls only (it runs between fork and exec)."""
+
+    def setup() -> None:
+        cgroup.enter()
+        with contextlib.suppress(OSError):
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+        if creds is not None:
+            os.setgroups(list(creds.groups))
+            os.setgid(creds.gid)
+            os.setuid(creds.uid)
+            if os.getuid() != creds.uid or os.geteuid() != creds.uid:
+                raise PermissionError("the user switch did not take")
+        for cwd in cwds:
+            try:
+                os.chdir(cwd)
+                return
+            except OSError:
+                continue
+        os.chdir("/")
+
+    return setup
+
+
+class TaskService:
+    """The listener; the attempts it serves are looked up in the agent at each request."""
+
+    def __init__(self, agent: WorkerAgent) -> None:
+        self.agent = agent
+        self.server: asyncio.AbstractServer | None = None
+        self.address = ""
+        # The shares of this host as last assigned (with their launch info), by attempt.
+        self.shares: dict[Key, dict[str, Any]] = {}
+        # One fence watcher per share that has had tasks (xce/worker/tasks/sharefence.py).
+        self.watchers: dict[Key, subprocess.Popen[bytes]] = {}
+        self.open = 0
+        # The threads that fork tasks: a few, apart from the default executor, so tasks
+        # stuck before exec (a frozen cgroup) hold up only other task starts.
+        self.spawner = concurrent.futures.ThreadPoolExecutor(
+            max_workers=8, thread_name_prefix="xce-task-start"
+        )
+
+    async def start(self, host: str, port: int) -> str:
+        self.server = await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST)
+        bound = self.server.sockets[0].getsockname()
+        shown = f"[{host}]" if ":" in host else host
+        self.address = f"{shown}:{bound[1]}"
+        log.info("task service listening on %s", self.address)
+        return self.address
+
+    def follow_shares(self, shares: list[dict[str, Any]]) -> None:
+        self.shares = {(s["job_id"], int(s["attempt"])): s for s in shares}
+        for key, watcher in list(self.watchers.items()):
+            if watcher.poll() is not None:  # reaped: it saw its cgroup go
+                del self.watchers[key]
+
+    def _watch_share(self, key: Key, cgroup: JobCgroup) -> None:
+        """Start the share's fence watcher, once (a frozen binary has no module to run)."""
+        watcher = self.watchers.get(key)
+        if (watcher is not None and watcher.poll() is None) or getattr(sys, "frozen", False):
+            return
+        from xce.worker.agent.hostinfo import cgroup_namespace
+
+        agent = self.agent
+        argv = [
+            sys.executable,
+            "-m",
+            "xce.worker.tasks.sharefence",
+            str(agent.spool.state),
+            agent.backend.kind,
+            agent.settings.cgroup_parent,
+            cgroup_namespace(agent.host, agent.settings.spool_dir),
+            cgroup.name,
+        ]
+        try:
+            self.watchers[key] = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            log.warning("job %s attempt %s: no fence watcher for its share: %s", *key, exc)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            with contextlib.suppress(Exception):
+                await self.server.wait_closed()
+
+    # --- who may run what ------------------------------------------------------------
+
+    def target(self, req: TaskRequest) -> Target:
+        """The attempt's place on this host, if the credential is that attempt's now."""
+        key = (req.job_id, req.attempt)
+        if req.host != self.agent.host:
+            raise TaskRefused(f"this is host {self.agent.host}, not {req.host}")
+        job = self.agent.running.get(key)
+        share = self.shares.get(key)
+        if job is not None:
+            a, cgroup = job.assignment, job.cgroup
+            cwds: tuple[str, ...] = (str(job.work_dir),)
+            if job.killing:
+                cgroup = None
+        elif share is not None:
+            a = share
+            held = self.agent.shares.held.get(key)
+            cgroup = held.cgroup if held is not None else None
+            cwds = tuple(c for c in ((share.get("launch") or {}).get("cwd") or "",) if c)
+        else:
+            raise NotHere(
+                f"job {req.job_id} attempt {req.attempt} is not running on host {self.agent.host}"
+            )
+        expected = str((a.get("launch") or {}).get("credential") or "")
+        if not expected or not hmac.compare_digest(expected.encode(), req.credential.encode()):
+            raise TaskRefused(f"wrong launch credential for job {req.job_id}")
+        if a.get("action") != "run" or cgroup is None:
+            raise TaskRefused(
+                f"job {req.job_id} is not running on host {self.agent.host} "
+                f"(it is {a.get('action')})"
+            )
+        return Target(str(a["user"]), cgroup, cwds, gpus.job_env(a, self.agent.devices))
+
+    # --- one connection, one task ------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        proc: taskproc.Task | None = None
+        if self.open >= MAX_CONNECTIONS:
+            writer.close()
+            return
+        self.open += 1
+        try:
+            try:
+                line = await asyncio.wait_for(reader.readline(), 30)
+                req = parse_request(line)
+                proc = await self._spawn(req)
+            except (TaskRefused, running.LaunchError) as exc:
+                log.warning("task refused: %s", exc)
+                writer.write(exit_frame(None, None, str(exc)))
+                await writer.drain()
+                return
+            except (TimeoutError, ValueError, asyncio.LimitOverrunError):
+                writer.write(exit_frame(None, None, "the request is too long or incomplete"))
+                await writer.drain()
+                return
+            await self._pump(proc, reader, writer, (req.job_id, req.attempt))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            if proc is not None and proc.returncode is None:
+                # The caller went away: the task is ended like `ssh` ends its command.
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                with contextlib.suppress(Exception):
+                    await proc.wait()
+            with contextlib.suppress(Exception):
+                writer.close()
+            self.open -= 1
+
+    async def _target(self, req: TaskRequest) -> Target:
+        deadline = asyncio.get_running_loop().time() + ASSIGNMENT_WAIT_S
+        while True:
+            try:
+                return self.target(req)
+            except NotHere:
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise
+                await asyncio.sleep(0.1)
+
+    async def _spawn(self, req: TaskRequest) -> taskproc.Task:
+        target = await self._target(req)
+        settings = self.agent.settings
+        account = accounts.account_for(target.user, settings.allow_root_jobs, settings.min_job_uid)
+        creds = accounts.credentials(account)
+        env = {k: v for k, v in req.env.items() if k not in OWN_VARIABLES}
+        if account is not None:
+            env.update(
+                HOME=account.pw_dir,
+                USER=account.pw_name,
+                LOGNAME=account.pw_name,
+                SHELL=account.pw_shell or "/bin/sh",
+            )
+        env.update(
+            XCE_TASK_ID=str(req.task_id),
+            XCE_LOCAL_TASK_ID=str(req.local_task_id),
+            XCE_EXEC_HOST=self.agent.host,
+            XCE_JOB_ID=req.job_id,
+            XCE_ATTEMPT=str(req.attempt),
+        )
+        env.update(target.gpu_env)  # after the request's: XCE owns them, as for the job
+        env.setdefault("PATH", jobenv.BASE_PATH)
+        if self.agent.launch_bin:  # this host's own `xce`, for launches from the task
+            env["PATH"] = f"{self.agent.launch_bin}:{env['PATH']}"
+            env["XCE_LAUNCH"] = f"{self.agent.launch_bin}/xce"
+        cwds = target.cwds + ((account.pw_dir,) if account is not None else ())
+        key = (req.job_id, req.attempt)
+        if key not in self.agent.running:
+            self._watch_share(key, target.cgroup)
+        try:
+            # Forked off the event loop (xce/worker/tasks/process.py): the child joins the job's
+            # cgroup before exec, and one being frozen (a stop, or a resume whose thaw has
+            # not run yet) freezes the child there; Popen waits for the exec, and on the
+            # loop that wait would stop the worker, the thaw included, for good.
+            proc = await taskproc.start(
+                self.spawner, list(req.argv), env, child_setup(target.cgroup, creds, cwds)
+            )
+        except (OSError, ValueError) as exc:
+            raise TaskRefused(f"cannot run {req.argv[0]}: {exc}") from None
+        except Exception as exc:  # subprocess.SubprocessError from the child's setup
+            raise TaskRefused(f"cannot start the task: {exc}") from None
+        if key not in self.agent.running and key not in self.agent.shares.held:
+            # The attempt ended while the task was being forked (the start runs in a thread):
+            # its keeper's or the share's final kill may have run before the child joined the
+            # cgroup, and nothing else would ever end it. End the leftover cgroup now.
+            await asyncio.to_thread(jobcontrol.drop_cgroup, target.cgroup)
+            with contextlib.suppress(Exception):
+                await proc.wait()
+            raise TaskRefused(f"job {req.job_id} ended while its task was starting")
+        log.info(
+            "job %s attempt %s: task %s started as pid %s (%s)",
+            req.job_id,
+            req.attempt,
+            req.task_id,
+            proc.pid,
+            req.argv[0][:80],
+        )
+        return proc
+
+    async def _pump(
+        self,
+        proc: taskproc.Task,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        key: Key,
+    ) -> None:
+        lock = asyncio.Lock()
+
+        async def out(stream: asyncio.StreamReader | None, channel: int) -> None:
+            assert stream is not None
+            while data := await stream.read(65536):
+                async with lock:
+                    writer.write(frame(channel, data))
+                    await writer.drain()
+
+        async def stdin() -> None:
+            assert proc.stdin is not None
+            try:
+                while True:
+                    channel, length = HEADER.unpack(await reader.readexactly(HEADER.size))
+                    if channel != STDIN or length > MAX_FRAME:
+                        break
+                    if length == 0:
+                        break
+                    proc.stdin.write(await reader.readexactly(length))
+                    await proc.stdin.drain()
+            except (asyncio.IncompleteReadError, ConnectionError, struct.error):
+                pass
+            finally:
+                with contextlib.suppress(Exception):
+                    proc.stdin.close()
+
+        feeder = asyncio.ensure_future(stdin())
+        try:
+            await asyncio.gather(out(proc.stdout, STDOUT), out(proc.stderr, STDERR))
+            status = await proc.wait()
+        finally:
+            feeder.cancel()
+        code, sig = (status, None) if status >= 0 else (None, -status)
+        if key not in self.agent.running:
+            # A share's task: the controller hears the share's usage (and any OOM kill)
+            # before the caller hears the status, so the job's final usage counts it.
+            await self.agent.report_shares_now()
+        async with lock:
+            writer.write(exit_frame(code, sig))
+            await writer.drain()
