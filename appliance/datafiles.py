@@ -15,7 +15,7 @@ from pathlib import Path
 
 # Top-level packages that ship in the binary, and the suffixes of their data files. These
 # match `[tool.setuptools.package-data]` in pyproject.toml (a unit test checks that).
-PACKAGES = ("xce", "tui", "appliance")
+PACKAGES = ("xce", "appliance")
 SUFFIXES = (".capnp", ".tcss", ".toml", ".json", ".service", ".in")
 
 

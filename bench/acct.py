@@ -25,7 +25,7 @@ from pathlib import Path
 from xce.accounting import store
 from xce.accounting.feed import AccountingFeed
 from xce.accounting.record import AcctRecord
-from xce.config import ControllerSettings
+from xce.config.settings import ControllerSettings
 from xce.controller.service import ControllerService
 from xce.core import events as ev
 from xce.core.model import JobSpec, QueueRecord, Usage

@@ -59,7 +59,7 @@ def _rows(n: int) -> list[dict[str, Any]]:
 
 
 async def _measure(n: int, updates: int, repeats: int) -> dict[str, float]:
-    from tui.app import XceTui
+    from xce.console.app import XceTui
 
     rows = _rows(n)
     app = XceTui(["http://127.0.0.1:1"], None, clock=lambda: 1_790_000_000.0, live=False)
@@ -113,7 +113,7 @@ async def _measure(n: int, updates: int, repeats: int) -> dict[str, float]:
             app.jobs.set_sort("user")
             app.jobs.rebuild()
             found["sort"].append(time.process_time() - started)
-            from tui.filter import parse_filter
+            from xce.console.filter import parse_filter
 
             started = time.process_time()
             app.jobs.set_filter(parse_filter("state=RUN,USUSP queue:long"))

@@ -19,7 +19,7 @@ from xce.auth.keys import key_dir
 from xce.auth.rbac import RoleMap
 from xce.auth.settings import AuthSettings
 from xce.auth.tokens import TokenService
-from xce.config import Config, ControllerSettings
+from xce.config.settings import Config, ControllerSettings
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev

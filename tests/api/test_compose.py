@@ -26,7 +26,7 @@ from xce.api.http import (
     SETTINGS,
     TAILS,
 )
-from xce.config import Config
+from xce.config.settings import Config
 from xce.controller.history import PRUNE_EVERY
 from xce.controller.service import ControllerService
 from xce.core.errors import InvalidRequest

@@ -19,7 +19,8 @@ from tests.api.conftest import KEYS, Api, as_user, make_settings
 from xce.api.http import AUTH
 from xce.auth.keys import key_dir
 from xce.auth.pki import create_ca
-from xce.config import Config, TlsSettings, WorkerSettings, parse_config
+from xce.config.loader import parse_config
+from xce.config.settings import Config, TlsSettings, WorkerSettings
 from xce.server.compose import compose
 from xce.setup.joinclient import _config_text
 from xce.setup.jointokens import JoinTokenStore

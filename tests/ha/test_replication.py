@@ -18,7 +18,7 @@ import pytest
 
 from tests.ha.test_epochs import claim
 from tests.store.test_checkpoint import SPEC, history, same
-from xce.config import ControllerSettings
+from xce.config.settings import ControllerSettings
 from xce.controller.service import ControllerService
 from xce.core import events as ev
 from xce.core.errors import NotFound, Unauthorized, XceError

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from xce.config import parse_config
+from xce.config.loader import parse_config
 from xce.core import events as ev
 from xce.core.model import QueueRecord
 from xce.ha.node import Node

@@ -20,7 +20,7 @@ from xce.api.http import GUARD as GUARD_STATE
 from xce.api.http import read_body
 from xce.auth.backends.base import AuthDenied
 from xce.auth.guard import GuardState
-from xce.config import parse_config
+from xce.config.loader import parse_config
 
 GUARD = """
 [guard]

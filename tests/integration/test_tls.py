@@ -16,7 +16,7 @@ import pytest
 from tests.integration.cluster import ADMIN_TOKEN, WORKER_TOKEN, ApiFailure, Cluster
 from xce.auth.pki import client_ssl_context, create_ca, issue_certificate, load_ca
 from xce.client import ApiError, XceClient
-from xce.config import TlsSettings
+from xce.config.settings import TlsSettings
 
 
 def _tls_section(pki: Path, cert: str | None, extra: str = "") -> str:

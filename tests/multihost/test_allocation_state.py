@@ -108,7 +108,7 @@ def test_the_environment_and_hostfile() -> None:
 
 
 async def _service(tmp_path):  # type: ignore[no-untyped-def]
-    from xce.config import ControllerSettings
+    from xce.config.settings import ControllerSettings
     from xce.controller.service import ControllerService
     from xce.controller.workers import WorkerGateway
     from xce.core.model import QueueRecord
@@ -193,7 +193,7 @@ def test_views_and_accounting_list_every_host() -> None:
 def test_the_console_job_detail_lists_every_host() -> None:
     from types import SimpleNamespace
 
-    from tui.screens.job_detail import JobDetailScreen
+    from xce.console.screens.job_detail import JobDetailScreen
 
     shown = JobDetailScreen._fields(
         SimpleNamespace(job_id="7"),

@@ -70,7 +70,7 @@ def test_replay_keeps_every_hosts_grant() -> None:
 
 
 async def _service(tmp_path):  # type: ignore[no-untyped-def]
-    from xce.config import ControllerSettings
+    from xce.config.settings import ControllerSettings
     from xce.controller.service import ControllerService
     from xce.controller.workers import WorkerGateway
     from xce.core.model import QueueRecord
@@ -136,7 +136,7 @@ def test_a_checkpoint_keeps_every_hosts_grant_and_the_load() -> None:
 def test_the_console_job_detail_shows_each_hosts_devices() -> None:
     from types import SimpleNamespace
 
-    from tui.screens.job_detail import JobDetailScreen
+    from xce.console.screens.job_detail import JobDetailScreen
 
     shown = JobDetailScreen._fields(
         SimpleNamespace(job_id="7"),

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from xce.config import ConfigError, parse_config
+from xce.config.check import ConfigError
+from xce.config.loader import parse_config
 from xce.controller.requests import SubmitRequest, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
@@ -18,7 +19,7 @@ from xce.store.files import FileStore
 
 
 async def service(tmp_path: Path, licenses: tuple[tuple[str, int], ...] = ()) -> ControllerService:
-    from xce.config import ControllerSettings
+    from xce.config.settings import ControllerSettings
 
     settings = ControllerSettings(
         state_dir=tmp_path, queues=(QueueRecord("normal"),), licenses=licenses
@@ -122,7 +123,7 @@ def test_script_directives_ask_gpus_and_the_command_line_wins(tmp_path: Path) ->
 
 
 def test_the_console_hosts_table_shows_free_of_total_devices() -> None:
-    from tui.screens.hosts import host_cells
+    from xce.console.screens.hosts import host_cells
 
     host = {
         "name": "g1",

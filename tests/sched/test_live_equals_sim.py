@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from xce.config import ControllerSettings
+from xce.config.settings import ControllerSettings
 from xce.controller.requests import FinishReport, SubmitRequest, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import replace
 from pathlib import Path
 
-from xce.config import ControllerSettings
+from xce.config.settings import ControllerSettings
 from xce.controller.service import ControllerService
 from xce.core import events as ev
 from xce.core.arrayspec import parse_array_spec

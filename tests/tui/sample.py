@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tui import fmt
-from tui.app import XceTui
+from xce.console import fmt
+from xce.console.app import XceTui
 
 NOW = 1_790_000_000.0  # 2026-09-21 ... UTC; every run time is measured against it
 

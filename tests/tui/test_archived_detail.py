@@ -11,8 +11,8 @@ from textual.widgets import Static
 
 from tests.integration.cluster import ADMIN_TOKEN, Cluster
 from tests.tui.helpers import screen_text, until
-from tui.app import XceTui
-from tui.screens.job_detail import JobDetailScreen
+from xce.console.app import XceTui
+from xce.console.screens.job_detail import JobDetailScreen
 
 
 @pytest.fixture

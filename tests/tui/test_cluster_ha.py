@@ -17,10 +17,10 @@ from tests.integration.cluster import ADMIN_TOKEN
 from tests.integration.ha_cluster import HaCluster
 from tests.tui.helpers import footer_keys, notifications, screen_text, until
 from tests.tui.sample import sample_app
-from tui.app import XceTui
-from tui.perms import Access
-from tui.screens.cluster import ClusterScreen
-from tui.screens.confirm import ConfirmScreen
+from xce.console.app import XceTui
+from xce.console.perms import Access
+from xce.console.screens.cluster import ClusterScreen
+from xce.console.screens.confirm import ConfirmScreen
 
 A, B, C = "http://127.0.0.1:6820", "http://127.0.0.2:6820", "https://ctl-c.example.org:6820"
 

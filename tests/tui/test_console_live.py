@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tests.integration.cluster import ADMIN_TOKEN, USER_TOKEN, Cluster
 from tests.tui.helpers import footer_keys, notifications, screen_text, until
-from tui.app import XceTui
-from tui.screens.confirm import ConfirmScreen
+from xce.console.app import XceTui
+from xce.console.screens.confirm import ConfirmScreen
 
 
 def _state(app: XceTui, job_id: str) -> str | None:
@@ -165,7 +165,7 @@ async def test_job_detail_shows_fields_usage_history_and_output(cluster: Cluster
 async def test_login_screen_takes_a_token_and_shows_refusals(cluster: Cluster) -> None:
     from textual.widgets import Input, Static
 
-    from tui.screens.login import LoginScreen
+    from xce.console.screens.login import LoginScreen
 
     app = XceTui([cluster.url], None)  # no token: the controller answers 401
     async with app.run_test(size=(80, 24)) as pilot:

@@ -20,9 +20,9 @@ import pytest
 
 from tests.integration.test_init import InitCluster, _free_port, small_wal, xce
 from tests.tui.helpers import screen_text, until
-from tui.app import XceTui
 from xce.cli.common import client_settings
 from xce.cli.tui_cmd import console_app
+from xce.console.app import XceTui
 
 
 @pytest.fixture(scope="module")

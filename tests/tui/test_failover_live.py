@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.integration.cluster import ADMIN_TOKEN
 from tests.integration.ha_cluster import HaCluster
 from tests.tui.helpers import until
-from tui.app import XceTui
+from xce.console.app import XceTui
 
 
 async def test_console_follows_a_failover(tmp_path: Path) -> None:

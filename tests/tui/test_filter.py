@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.filter import FilterError, parse_filter
+from xce.console.filter import FilterError, parse_filter
 
 ROW = {
     "id": "17[3]",

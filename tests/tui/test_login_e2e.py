@@ -22,8 +22,8 @@ from tests.integration.test_login_backends_e2e import (
     users_file,
 )
 from tests.tui.helpers import until
-from tui.app import XceTui
-from tui.screens.login import LoginScreen
+from xce.console.app import XceTui
+from xce.console.screens.login import LoginScreen
 
 env = test_oauth2_backend.env  # oidc-provider: Env(provider, ca_file)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tui.filter import parse_filter
-from tui.model import JobModel
+from xce.console.filter import parse_filter
+from xce.console.model import JobModel
 
 
 def job(job_id: str, state: str = "PEND", **extra: Any) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tests.tui.helpers import footer_keys, until
 from tests.tui.sample import sample_app
-from tui.perms import Access
-from tui.screens.confirm import ConfirmScreen
+from xce.console.perms import Access
+from xce.console.screens.confirm import ConfirmScreen
 
 
 def test_access_from_whoami_scopes() -> None:

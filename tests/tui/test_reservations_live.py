@@ -8,7 +8,7 @@ import time
 
 from tests.integration.cluster import USER_TOKEN, Cluster
 from tests.tui.helpers import screen_text, until
-from tui.app import XceTui
+from xce.console.app import XceTui
 
 
 async def test_reservations_appear_and_go_live(cluster: Cluster) -> None:

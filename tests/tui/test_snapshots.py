@@ -46,7 +46,7 @@ SAMPLE_OUTPUT = "".join(
 
 async def _detail(pilot: Pilot[Any]) -> None:
     """The detail of a running job, its tail pane holding what one answer brought."""
-    from tui.screens.job_detail import JobDetailScreen
+    from xce.console.screens.job_detail import JobDetailScreen
 
     screen = JobDetailScreen("101")
     pilot.app.push_screen(screen)
@@ -69,7 +69,7 @@ async def _detail(pilot: Pilot[Any]) -> None:
 
 
 def _login(app: Any) -> None:
-    from tui.screens.login import LoginScreen
+    from xce.console.screens.login import LoginScreen
 
     app.push_screen(LoginScreen(app.controllers))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from xce.cli.readable import host_status, iso_times, readable_job, times_in_text
+from xce.client.readable import host_status, iso_times, readable_job, times_in_text
 
 AT = 1796321871.5
 

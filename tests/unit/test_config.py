@@ -8,13 +8,9 @@ from typing import Any
 
 import pytest
 
-from xce.config import (
-    DEFAULT_PORT,
-    Config,
-    ConfigError,
-    load_config,
-    parse_config,
-)
+from xce.config.check import ConfigError
+from xce.config.loader import load_config, parse_config
+from xce.config.settings import DEFAULT_PORT, Config
 from xce.core.errors import InvalidRequest
 from xce.core.model import HostFailurePolicy, QueueRecord
 
@@ -373,7 +369,7 @@ def test_load_config_without_a_path_is_the_default() -> None:
     assert load_config(None) == Config()
 
 
-# --- BUG in xce/config.py: fails until fixed ---------------------------------------------
+# --- BUG in xce/config/loader.py: fails until fixed ---------------------------------------------
 
 
 def test_bug_non_ascii_digit_port_is_a_config_error() -> None:
@@ -385,7 +381,8 @@ def test_bug_non_ascii_digit_port_is_a_config_error() -> None:
 
 
 def test_tls_section_resolves_paths_and_pairs_cert_with_key(tmp_path) -> None:
-    from xce.config import ConfigError, parse_config
+    from xce.config.check import ConfigError
+    from xce.config.loader import parse_config
 
     cfg = parse_config(
         {"tls": {"cert_file": "c.pem", "key_file": "c.key", "ca_file": "ca.pem"}},

@@ -1,4 +1,4 @@
-"""xce/config_check.py: msgspec's errors reworded to name the key, in one place."""
+"""xce/config/check.py: msgspec's errors reworded to name the key, in one place."""
 
 from __future__ import annotations
 
@@ -8,19 +8,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 import pytest
 
-from xce.config import parse_config
-from xce.config_check import (
-    ConfigError,
-    Invalid,
-    PosFloat,
-    PosInt,
-    PosNumber,
-    Table,
-    convert,
-    error,
-    hint,
-    required,
-)
+from xce.config.check import ConfigError, PosFloat, PosInt, PosNumber, Table, convert
+from xce.config.loader import parse_config
+from xce.core.validation import Invalid, error, hint, required
 
 
 class Inner(Table, frozen=True):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from xce.config import Config, parse_config
+from xce.config.loader import parse_config
+from xce.config.settings import Config
 
 
 @pytest.mark.parametrize(

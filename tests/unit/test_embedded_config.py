@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from xce.cli import embedded
-from xce.config import parse_config
+from xce.config.loader import parse_config
 
 
 @pytest.mark.parametrize("euid, allowed", [(0, True), (1000, False)])

@@ -22,7 +22,7 @@ from xce.auth.pki import (
     load_ca,
     server_ssl_context,
 )
-from xce.config import TlsSettings
+from xce.config.settings import TlsSettings
 
 
 def _cert(pair: CertPair) -> x509.Certificate:
@@ -167,7 +167,8 @@ async def test_expired_server_certificate_is_refused(pki: dict[str, CertPair]) -
 
 
 def test_tls_config_keys(tmp_path: Path) -> None:
-    from xce.config import ConfigError, parse_config
+    from xce.config.check import ConfigError
+    from xce.config.loader import parse_config
 
     files = {"cert_file": "c.pem", "key_file": "c.key", "ca_file": "ca.pem"}
     cfg = parse_config(

@@ -8,7 +8,8 @@ import dataclasses
 
 import pytest
 
-from xce.config import ConfigError, parse_config
+from xce.config.check import ConfigError
+from xce.config.loader import parse_config
 from xce.core import events as ev
 from xce.core.errors import Conflict, InvalidRequest
 from xce.core.model import JobSpec, QueueRecord

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from xce.client import ApiError
-from xce.config import parse_config
+from xce.config.loader import parse_config
 from xce.protocol import worker as protocol
 from xce.worker.agent import tail
 from xce.worker.agent.worker_agent import WorkerAgent

@@ -603,7 +603,7 @@ def test_a_requeued_job_that_ignores_sigterm_runs_twice_at_once(
 
 
 def test_a_job_without_mem_on_a_default_worker_is_limited() -> None:
-    from xce.config import WorkerSettings
+    from xce.config.settings import WorkerSettings
 
     limits = executor.limits_for({"slots": 1, "memory_mb": 0}, WorkerSettings().pids_limit)
     assert limits.pids is not None and limits.memory_bytes is not None, limits

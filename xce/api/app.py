@@ -36,7 +36,7 @@ from xce.api.mtls import require_client_cert
 from xce.api.routes import Route, all_routes
 from xce.auth.rbac import allows
 from xce.auth.runtime import AuthRuntime
-from xce.config import Config
+from xce.config.settings import Config
 from xce.core.errors import Forbidden, InvalidRequest, NotPrimary, Unauthorized, XceError
 from xce.telemetry import logs
 

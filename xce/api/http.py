@@ -12,7 +12,7 @@ from xce.api.routes import Route
 from xce.auth.guard import GuardState
 from xce.auth.pending_logins import PendingLogins
 from xce.auth.runtime import AuthRuntime
-from xce.config import Config, ControllerSettings
+from xce.config.settings import Config, ControllerSettings
 from xce.controller.bus import EventBus
 from xce.controller.history import JobHistory
 from xce.controller.service import ControllerService

@@ -2,7 +2,7 @@
 certificate-making half: `xce job list` must not pay for importing `cryptography`.
 
 `client_ssl_context` takes anything with `ca_file`, `cert_file` and `key_file` attributes
-(`xce.config.TlsSettings`, the CLI's `ClientSettings`).
+(`xce.config.loader.TlsSettings`, the CLI's `ClientSettings`).
 """
 
 from __future__ import annotations

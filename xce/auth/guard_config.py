@@ -1,4 +1,4 @@
-"""`[guard]` in the cluster config, declared once as a typed table (xce/config_check.py).
+"""`[guard]` in the cluster config, declared once as a typed table (xce/config/check.py).
 
 [guard]
 allow = ["10.0.0.0/8", "fd00::/8"]     # every route; empty or absent: everyone
@@ -25,7 +25,8 @@ from typing import Annotated
 import msgspec
 
 from xce.auth.guard import ConnectionSettings, GuardSettings, Network, RateSettings
-from xce.config_check import Invalid, Table
+from xce.config.check import Table
+from xce.core.validation import Invalid
 
 Number = Annotated[float, msgspec.Meta(ge=0)]  # "must be at least 0"
 _G, _C = GuardSettings(), ConnectionSettings()

@@ -34,7 +34,7 @@ from xce.auth.contexts import (  # noqa: F401  (re-exported: callers import them
     _load_chain,
     client_ssl_context,
 )
-from xce.config import TlsSettings
+from xce.config.settings import TlsSettings
 
 CA_CERT = "ca.pem"
 CA_KEY = "ca.key"

@@ -25,7 +25,8 @@ from typing import Annotated, Any
 import msgspec
 
 from xce.auth.rbac import DEFAULT_ROLES, RoleMap, expand, valid_permission
-from xce.config_check import ConfigError, Invalid, PosFloat, Table, convert, error, hint, values
+from xce.config.check import ConfigError, PosFloat, Table, convert, values
+from xce.core.validation import Invalid, error, hint
 
 Name = Annotated[str, msgspec.Meta(min_length=1), hint("must not be empty")]
 Strings = Annotated[tuple[str, ...], error("must be a list of strings", got=True)]

@@ -63,7 +63,7 @@ def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
     if not urls:
         urls = list(file_data.get("controllers", []))
     if not urls:
-        from xce.config import DEFAULT_PORT
+        from xce.config.settings import DEFAULT_PORT
 
         urls = [f"http://127.0.0.1:{DEFAULT_PORT}"]
     if token is None:

@@ -23,7 +23,7 @@ import typer
 
 from xce.auth.bootstrap import write_private as _write_private
 from xce.cli.common import client_config_path, fail
-from xce.config import DEFAULT_PORT
+from xce.config.settings import DEFAULT_PORT
 
 
 def admin_name() -> str:
@@ -173,7 +173,8 @@ def run_embedded(state_dir: Path | None, port: int | None) -> None:
     if not first_run:
         _upgrade_config(config)
     password = _credentials(state_dir, config, first_run)
-    from xce.config import ConfigError, load_config
+    from xce.config.check import ConfigError
+    from xce.config.loader import load_config
 
     try:
         cfg = load_config(config)

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from xce.cli.common import call_light, name_action, print_fields, print_json, print_table
-from xce.cli.readable import host_status, local_time
+from xce.client.readable import host_status, local_time
 
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")

@@ -280,7 +280,7 @@ def show(
     job_id: str, as_json: bool = typer.Option(False, "--json"), controller: list[str] = CONTROLLER
 ) -> None:
     """Show everything about one job, task or array (local times; ISO 8601 with --json)."""
-    from xce.cli.readable import iso_times, readable_job
+    from xce.client.readable import iso_times, readable_job
 
     record = call_light(lambda c: c.job(job_id), controller)
     show_record(iso_times(record) if as_json else readable_job(record), as_json)

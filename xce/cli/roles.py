@@ -11,7 +11,7 @@ import typer
 from xce.cli.common import fail
 
 if TYPE_CHECKING:
-    from xce.config import Config
+    from xce.config.settings import Config
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -21,7 +21,8 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _load(config: Path | None) -> Config:
-    from xce.config import ConfigError, load_config
+    from xce.config.check import ConfigError
+    from xce.config.loader import load_config
 
     try:
         return load_config(config)

@@ -52,7 +52,7 @@ def _config_template() -> str:
     import tempfile
     import tomllib
 
-    from xce.config import parse_config
+    from xce.config.loader import parse_config
     from xce.setup.templates import render_config
 
     with tempfile.TemporaryDirectory() as tmp:

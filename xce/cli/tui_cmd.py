@@ -16,7 +16,7 @@ from xce.cli.common import ClientSettings, async_client, client_settings, fail
 
 def console_app(settings: ClientSettings, login: bool = False) -> Any:
     """The console for these settings (also what tests drive headless)."""
-    from tui.app import XceTui
+    from xce.console.app import XceTui
 
     return XceTui(
         settings.controllers, settings.token, login=login, client=async_client(settings, timeout=10)

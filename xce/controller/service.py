@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from xce.accounting.feed import AccountingFeed
-from xce.config import ControllerSettings
+from xce.config.settings import ControllerSettings
 from xce.controller.admin import Administration
 from xce.controller.host_changes import HostChanges, hosts_of
 from xce.controller.job_actions import JobActions

@@ -11,7 +11,7 @@ import operator
 import pwd
 import re
 
-from xce.config import ControllerSettings
+from xce.config.settings import ControllerSettings
 from xce.controller.requests import SubmitRequest
 from xce.controller.uids import UidCache
 from xce.core.errors import Forbidden, InvalidRequest

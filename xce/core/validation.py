@@ -1,6 +1,6 @@
 """msgspec's validation errors turned into one sentence that names the key and the value.
 
-The config file (xce/config_check.py) and the API bodies (xce/protocol/decoding.py) are both
+The config file (xce/config/check.py) and the API bodies (xce/protocol/decoding.py) are both
 decoded by msgspec, which reports a problem as `Expected `int`, got `str` - at
 `$.queue[0].priority``. `explain` is the one translator: it follows that path through the
 data and the declared type, finds the key's name, its type and the value there, and

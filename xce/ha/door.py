@@ -20,7 +20,7 @@ from xce.auth.keys import key_dir
 from xce.auth.pki import server_ssl_context
 from xce.auth.rbac import allows
 from xce.auth.tokens import TokenService
-from xce.config import Config
+from xce.config.settings import Config
 from xce.core.errors import Unauthorized, XceError
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from xce.auth.pki import client_ssl_context
-from xce.config import Config
+from xce.config.settings import Config
 from xce.core.errors import InvalidRequest, NotPrimary
 from xce.ha import door
 from xce.ha.epochs import EpochStore

@@ -27,15 +27,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from xce.config_check import Invalid, Table, hint
+from xce.config.check import Table
 from xce.core.model import JobSpec, QueueRecord
+from xce.core.validation import Invalid, hint
 
 Zeroed = Annotated[float, hint("must be a number of 0 or more", ge=0)]
 Whole = Annotated[int, hint("must be a number of 0 or more", ge=0)]
 
 
 class PrioritySettings(Table, frozen=True):
-    """`[scheduler.priority]`, declared once (xce/config_check.py words its errors): job
+    """`[scheduler.priority]`, declared once (xce/config/check.py words its errors): job
     priorities run 0..max_job_priority; a user may give at most `default_job_priority` (only
     lower their own jobs, as LSF's bsub -sp and Slurm's positive --nice); operators and
     admins any value in the range."""

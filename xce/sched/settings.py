@@ -11,7 +11,8 @@ from typing import Annotated
 
 import msgspec
 
-from xce.config_check import PosFloat, Table, error, hint, values
+from xce.config.check import PosFloat, Table, values
+from xce.core.validation import error, hint
 from xce.sched.priority import PrioritySettings
 
 

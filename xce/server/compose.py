@@ -50,7 +50,7 @@ from xce.auth.guard import GuardState
 from xce.auth.pending_logins import PendingLogins
 from xce.auth.rbac import allows
 from xce.auth.runtime import AuthRuntime
-from xce.config import Config
+from xce.config.settings import Config
 from xce.controller.bus import EventBus
 from xce.controller.history import JobHistory
 from xce.controller.numbers import reserver_for

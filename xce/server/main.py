@@ -17,7 +17,7 @@ from xce.api.connections import GuardedRunner
 from xce.auth import strict_modes
 from xce.auth.pki import server_ssl_context
 from xce.client.transport import check_listener, is_loopback
-from xce.config import Config, ControllerSettings
+from xce.config.settings import Config, ControllerSettings
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev

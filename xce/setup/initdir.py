@@ -35,7 +35,9 @@ from pathlib import Path
 
 from xce.auth.bootstrap import ADMIN_TOKEN_FILE, ensure_credentials
 from xce.auth.settings import parse_auth
-from xce.config import DEFAULT_PORT, ConfigError, parse_config
+from xce.config.check import ConfigError
+from xce.config.loader import parse_config
+from xce.config.settings import DEFAULT_PORT
 from xce.core.errors import InvalidRequest
 from xce.setup.files import private_dir, write_private
 from xce.setup.jointokens import IssuedToken, JoinTokenStore

@@ -206,7 +206,7 @@ def join_cluster(
             f'ca_file = "{tls_dir / "ca.pem"}"\n'
         ),
     )
-    from xce.config import load_config
+    from xce.config.loader import load_config
 
     load_config(config)  # the daemons' own validation, before anything says "done"
     unit_name = f"xce-{answer['role']}.service"

@@ -37,7 +37,7 @@ __all__ = [
 
 def build_backend(section: dict[str, Any], base: Path, where: str) -> Any:
     """Build one configured backend; `where` names the section in errors (auth.backend[0])."""
-    from xce.config import ConfigError
+    from xce.config.check import ConfigError
 
     kind = section.get("type")
     if kind not in BACKEND_TYPES:

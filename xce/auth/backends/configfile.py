@@ -29,8 +29,9 @@ from typing import Annotated, Any
 from xce.auth.backends.base import BackendUnavailable, Principal
 from xce.auth.files import atomic_write
 from xce.auth.passwords import hash_password, verify_or_burn
-from xce.config_check import Table, convert, required
+from xce.config.check import Table, convert
 from xce.core.errors import Conflict, InvalidRequest, NotFound
+from xce.core.validation import required
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 

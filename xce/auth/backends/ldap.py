@@ -38,7 +38,8 @@ from ldap3.utils.conv import escape_filter_chars
 
 from xce.auth.backends.base import BackendUnavailable, Principal, blocking_pool
 from xce.auth.backends.options import Text, ca_file, secret
-from xce.config_check import Invalid, PosFloat, Table, convert
+from xce.config.check import PosFloat, Table, convert
+from xce.core.validation import Invalid
 
 log = logging.getLogger(__name__)
 

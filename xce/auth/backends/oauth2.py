@@ -30,8 +30,9 @@ import aiohttp
 from xce.auth.backends.base import AuthDenied, BackendUnavailable, DeviceAuthorization, Principal
 from xce.auth.backends.oidc_provider import ASYMMETRIC_ALGORITHMS, OidcProvider, OidcSettings
 from xce.auth.backends.options import Strings, Text, ZeroOrMore, ca_file, secret
-from xce.config_check import Invalid, PosFloat, Table, convert
+from xce.config.check import PosFloat, Table, convert
 from xce.core.errors import InvalidRequest
+from xce.core.validation import Invalid
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 _VERIFIER = re.compile(r"[A-Za-z0-9\-._~]{43,128}")

@@ -1,6 +1,6 @@
 """What the login backends' option tables share: key types, and the files they name.
 
-Each backend declares its `[[auth.backend]]` keys once as a `Table` (xce/config_check.py
+Each backend declares its `[[auth.backend]]` keys once as a `Table` (xce/config/check.py
 words every error as for the rest of the file, `auth.backend[1].url ...`); the files a table
 names are checked here, relative to the config file, so a wrong path or a broken CA file is a
 `ConfigError` at start, not a failed login later.
@@ -14,7 +14,8 @@ from typing import Annotated
 
 import msgspec
 
-from xce.config_check import ConfigError, error, hint, required
+from xce.config.check import ConfigError
+from xce.core.validation import error, hint, required
 
 Text = Annotated[str, hint("may not be empty", pattern=r"\S"), required()]  # a required key
 Strings = Annotated[

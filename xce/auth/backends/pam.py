@@ -32,7 +32,8 @@ import pam as python_pam
 
 from xce.auth.backends.base import BackendUnavailable, Principal, blocking_pool
 from xce.auth.backends.options import Strings
-from xce.config_check import Invalid, Table, convert
+from xce.config.check import Table, convert
+from xce.core.validation import Invalid
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ walltime, reservation and slots (all part of the pass's job *shape*), so a host 
 refuses for a shape stays refused for the rest of the pass, as the candidate sets assume
 (xce/sched/passes/hostpool.py). The gate reads no clock: `now` is the pass's; reasons give times
 as epoch seconds after `from`, `until` or `at`, which `xce job show` prints as local times
-(xce/cli/readable.py).
+(xce/client/readable.py).
 
 Expiry needs no event: a reservation whose `end` has passed holds nothing, and jobs that
 target it wait with the reason "reservation NAME has ended" until they are killed or moved.

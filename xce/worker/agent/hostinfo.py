@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 
-from xce.config import WorkerSettings
+from xce.config.settings import WorkerSettings
 from xce.worker.cgroups import CgroupBackend
 
 

@@ -17,7 +17,7 @@ import resource
 import signal
 
 from xce.client import XceClient
-from xce.config import Config
+from xce.config.settings import Config
 from xce.worker.agent.link import ControllerLink
 from xce.worker.attempt import recovery
 from xce.worker.tasks.installer import LAUNCHER_DIR, install_launcher

@@ -6,10 +6,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input, Static
 
-from tui.filter import FilterError, parse_filter
-from tui.model import COLUMN_KEYS
-from tui.screens.base import LiveScreen
-from tui.widgets.job_table import JobTable
+from xce.console.filter import FilterError, parse_filter
+from xce.console.model import COLUMN_KEYS
+from xce.console.screens.base import LiveScreen
+from xce.console.widgets.job_table import JobTable
 
 
 class JobsScreen(LiveScreen):
@@ -112,7 +112,7 @@ class JobsScreen(LiveScreen):
         self.tui.offer(action, self.tui.jobs.targets(self.table.current))
 
     def on_job_table_opened(self, event: JobTable.Opened) -> None:
-        from tui.screens.job_detail import JobDetailScreen
+        from xce.console.screens.job_detail import JobDetailScreen
 
         self.app.push_screen(JobDetailScreen(event.key))
 

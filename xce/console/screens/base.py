@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
-from tui.widgets.banner import Banner
+from xce.console.widgets.banner import Banner
 
 REDRAW_S = 0.25
 

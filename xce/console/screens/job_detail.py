@@ -18,9 +18,9 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.widgets import Log, Static
 
-from tui import fmt
-from tui.screens.base import LiveScreen
 from xce.client import ApiError
+from xce.console import fmt
+from xce.console.screens.base import LiveScreen
 
 TAIL_S = 2.0
 TAIL_FETCH = 64 * 1024  # bytes per request

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tui import fmt
-from tui.filter import JobFilter
+from xce.console import fmt
+from xce.console.filter import JobFilter
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from tui.screens.base import LiveScreen
+from xce.console.screens.base import LiveScreen
 
 COLUMNS = ("QUEUE", "STATUS", "PRIO", "PEND", "RUN", "SUSP", "HOSTS", "DESCRIPTION")
 

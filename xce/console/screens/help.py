@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from tui import filter as job_filter
+from xce.console import filter as job_filter
 
 GLOBAL = """\
 Everywhere: 1 jobs  2 queues  3 hosts  4 cluster  ? help  ctrl+p command palette  q quit

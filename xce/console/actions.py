@@ -15,7 +15,7 @@ from xce.client import XceClient
 
 @dataclass(frozen=True)
 class ActionSpec:
-    name: str  # e.g. "job.suspend"; keys of tui.perms.ACTION_PERMISSIONS
+    name: str  # e.g. "job.suspend"; keys of xce.console.perms.ACTION_PERMISSIONS
     verb: str  # "Suspend"
     effect: str  # what happens to each target
     call: Callable[[XceClient, str], Awaitable[Any]]

@@ -1,16 +1,17 @@
 """Config sections of generic resources: `[worker.gres]` and `[[license]]`.
 
-Kept out of xce/config.py so that the config module only names the tables; the messages
-follow its rule of naming the bad key (xce/config_check.py).
+Kept out of xce/config/loader.py so that the config module only names the tables; the messages
+follow its rule of naming the bad key (xce/config/check.py).
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from xce.config_check import Invalid, Table, error
+from xce.config.check import Table
 from xce.core import gres
 from xce.core.errors import InvalidRequest
+from xce.core.validation import Invalid, error
 
 # `[worker.gres] gpu = ["0", 1]`: device ids by kind, as strings or integers.
 Gres = Annotated[

@@ -18,11 +18,11 @@ from typing import Any
 from textual.app import App
 from textual.binding import Binding
 
-from tui.actions import ACTIONS, describe
-from tui.commands import ConsoleCommands
-from tui.model import JobModel
-from tui.perms import Access
 from xce.client import ApiError, XceClient
+from xce.console.actions import ACTIONS, describe
+from xce.console.commands import ConsoleCommands
+from xce.console.model import JobModel
+from xce.console.perms import Access
 
 PAGE = 50_000
 RECONNECT_S = (0.5, 1, 2, 4, 5)
@@ -77,11 +77,11 @@ class XceTui(App[int]):
     # --- start-up --------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        from tui.screens.cluster import ClusterScreen
-        from tui.screens.hosts import HostsScreen
-        from tui.screens.jobs import JobsScreen
-        from tui.screens.queues import QueuesScreen
-        from tui.screens.reservations import ReservationsScreen
+        from xce.console.screens.cluster import ClusterScreen
+        from xce.console.screens.hosts import HostsScreen
+        from xce.console.screens.jobs import JobsScreen
+        from xce.console.screens.queues import QueuesScreen
+        from xce.console.screens.reservations import ReservationsScreen
 
         self.add_mode("jobs", JobsScreen)
         self.add_mode("queues", QueuesScreen)
@@ -95,7 +95,7 @@ class XceTui(App[int]):
 
     async def _start(self) -> None:
         if self.force_login or not await self._authorised():
-            from tui.screens.login import LoginScreen
+            from xce.console.screens.login import LoginScreen
 
             self.push_screen(LoginScreen(self.controllers), self._logged_in)
             return
@@ -261,7 +261,7 @@ class XceTui(App[int]):
             self.switch_mode(mode)
 
     def action_help(self) -> None:
-        from tui.screens.help import HelpScreen
+        from xce.console.screens.help import HelpScreen
 
         self.push_screen(HelpScreen(self.screen))
 
@@ -269,7 +269,7 @@ class XceTui(App[int]):
 
     def offer(self, action: str, targets: list[str]) -> None:
         """Confirm, then run `action` on `targets`; refused or empty gets a notification."""
-        from tui.screens.confirm import ConfirmScreen
+        from xce.console.screens.confirm import ConfirmScreen
 
         spec = ACTIONS[action]
         if not self.access.allows(action):

@@ -7,8 +7,8 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import DataTable
 
-from tui import fmt
-from tui.screens.base import LiveScreen
+from xce.console import fmt
+from xce.console.screens.base import LiveScreen
 
 COLUMNS = ("RESERVATION", "STATE", "HOSTS", "SLOTS", "START", "END", "FOR", "FLAGS")
 

@@ -38,7 +38,7 @@ class ConfigError(InvalidRequest):
 
 class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     """One TOML table: strict types, unknown keys refused, frozen because settings extend
-    tables (xce/config_settings.py). mypy reads `frozen` per class: every subclass repeats
+    tables (xce/config/settings.py). mypy reads `frozen` per class: every subclass repeats
     it."""
 
 

@@ -20,7 +20,6 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from tui.screens.base import LiveScreen
 from xce.client import ApiError
 from xce.client.cluster_view import (
     probe_candidates,
@@ -28,6 +27,7 @@ from xce.client.cluster_view import (
     unreachable_lines,
     view_from_cluster,
 )
+from xce.console.screens.base import LiveScreen
 
 POLL_S = 2.0
 SWITCHOVER_PERMISSION = "cluster:admin"
@@ -193,7 +193,7 @@ class ClusterScreen(LiveScreen):
 
     def action_switchover(self) -> None:
         """Confirm, then hand over to the standby under the cursor (else any caught-up one)."""
-        from tui.screens.confirm import ConfirmScreen
+        from xce.console.screens.confirm import ConfirmScreen
 
         access = self.tui.access
         if not access.grants(SWITCHOVER_PERMISSION):

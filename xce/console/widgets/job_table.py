@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.model import COLUMNS, JobModel
+from xce.console.model import COLUMNS, JobModel
 
 REBUILD_S = 0.3
 MIN_NAME = 6

@@ -13,7 +13,7 @@ from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from tui.actions import ACTIONS
+from xce.console.actions import ACTIONS
 
 
 class ConsoleCommands(Provider):

@@ -9,9 +9,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Tree
 
-from tui import fmt
-from tui.screens.base import LiveScreen
-from xce.cli.readable import host_status  # the CLI's words: closed, draining, drained...
+from xce.client.readable import host_status  # the CLI's words: closed, draining, drained...
+from xce.console import fmt
+from xce.console.screens.base import LiveScreen
 
 COLUMNS = ("HOST", "STATUS", "ADMIN", "SLOTS", "MEMORY", "LOAD", "RACK", "GROUP", "ATTRIBUTES")
 

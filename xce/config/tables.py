@@ -1,7 +1,7 @@
 """The config file's tables, each key declared once: type, default, constraint, message.
 
 `[controller]`, `[worker]` and `[cluster]` extend the keys their settings read as written
-(xce/config_settings.py) with the keys spelled for people; `[auth]`, `[guard]`,
+(xce/config/settings.py) with the keys spelled for people; `[auth]`, `[guard]`,
 `[scheduler]` (with `[scheduler.priority]`) and `[[license]]` are declared beside their
 settings.
 """
@@ -15,8 +15,9 @@ import msgspec
 
 from xce.auth.guard_config import GuardTable
 from xce.auth.settings import AuthTable
-from xce.config_check import Invalid, PosInt, PosNumber, Table, error
-from xce.config_settings import (
+from xce.config.check import PosInt, PosNumber, Table
+from xce.config.gres import Gres, Licenses, licenses, worker_gres
+from xce.config.settings import (
     DEFAULT_PORT,
     Config,
     ControllerKeys,
@@ -26,7 +27,7 @@ from xce.config_settings import (
     WorkerKeys,
 )
 from xce.core.model import HostFailurePolicy, QueueRecord
-from xce.gres_config import Gres, Licenses, licenses, worker_gres
+from xce.core.validation import Invalid, error
 from xce.sched.settings import SchedulerTable
 
 _C, _Q = ControllerSettings(), QueueRecord("")

@@ -5,10 +5,10 @@ A single file serves every role: `[cluster]` (the ordered controller candidate l
 `[[license]]`. Unknown keys are errors, not silently ignored, because a typo in a cluster
 config is an outage waiting to happen.
 
-Each key is declared once in a typed msgspec table (xce/config_tables.py, and beside their
+Each key is declared once in a typed msgspec table (xce/config/tables.py, and beside their
 settings for `[auth]`, `[guard]`, `[scheduler]`, `[[license]]`; the login backends declare
-their own in xce/auth/backends); xce/config_check.py words the errors. What the rest of the
-code reads are the settings of xce/config_settings.py (re-exported here), which extend the
+their own in xce/auth/backends); xce/config/check.py words the errors. What the rest of the
+code reads are the settings of xce/config/settings.py (re-exported here), which extend the
 same keys; `parse_config` derives the rest: paths resolved against the file, `listen` split
 into host and port, token files read.
 """
@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from xce.auth.settings import refuse_static_tokens
-from xce.config_check import ConfigError, convert, values
-from xce.config_settings import (
+from xce.config.check import ConfigError, convert, values
+from xce.config.gres import licenses, worker_gres
+from xce.config.settings import (
     DEFAULT_PORT,
     Config,
     ControllerKeys,
@@ -32,8 +33,7 @@ from xce.config_settings import (
     WorkerKeys,
     WorkerSettings,
 )
-from xce.config_tables import FileTable, TlsTable, WorkerTable, host_port
-from xce.gres_config import licenses, worker_gres
+from xce.config.tables import FileTable, TlsTable, WorkerTable, host_port
 
 __all__ = [
     "DEFAULT_PORT",

@@ -19,7 +19,7 @@ from textual.widgets import Button, Footer, Input, Label, Select, Static
 from xce.client import ApiError, XceClient
 
 if TYPE_CHECKING:
-    from tui.app import XceTui
+    from xce.console.app import XceTui
 
 
 class LoginScreen(Screen[bool]):
@@ -50,7 +50,7 @@ class LoginScreen(Screen[bool]):
 
     @property
     def client(self) -> XceClient:
-        # only `XceTui` pushes this screen (tui/app.py), so its app is always one
+        # only `XceTui` pushes this screen (xce/console/app.py), so its app is always one
         return cast("XceTui", self.app).client
 
     def _use_server(self) -> None:

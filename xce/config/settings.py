@@ -1,9 +1,9 @@
 """What the rest of the code reads from the config file: one frozen settings Struct per role.
 
 The keys a role reads as written are declared once, with type, constraint and default, in its
-`...Keys` table; both the file's table (xce/config_tables.py) and the settings extend it: the
+`...Keys` table; both the file's table (xce/config/tables.py) and the settings extend it: the
 table with the keys spelled for people (`listen`, paths relative to the file, token files), the
-settings with what `xce.config.parse_config` derives from those.
+settings with what `xce.config.loader.parse_config` derives from those.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import msgspec
 
 from xce.auth.guard import GuardSettings
 from xce.auth.settings import AuthSettings
-from xce.config_check import PosFloat, PosInt, Table, error, hint
+from xce.config.check import PosFloat, PosInt, Table
 from xce.core.model import QueueRecord
+from xce.core.validation import error, hint
 from xce.sched.settings import SchedulerSettings
 
 DEFAULT_PORT = 6820
