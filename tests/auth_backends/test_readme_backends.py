@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from xce.auth.backends import ldap, oauth2, pam
-from xce.config_check import Table
+from xce.config.check import Table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "identity.md"
 
