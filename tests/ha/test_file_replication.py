@@ -21,8 +21,9 @@ from xce.controller.requests import SubmitRequest
 from xce.core import events as ev
 from xce.ha import files as hafiles
 from xce.ha import protocol
-from xce.ha.files import FileSpace, Receiver, output_name, upload_names
+from xce.ha.files import FileSpace, Receiver
 from xce.ha.follower import Follower
+from xce.store.replicated_names import output_name, upload_names
 
 
 async def chunks(data: bytes) -> AsyncIterator[bytes]:

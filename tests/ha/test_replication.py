@@ -170,7 +170,7 @@ async def test_a_restarted_primary_serves_a_lagging_standby_from_its_segments(
     await p.store.writer.close()  # a crash: no checkpoint, the WAL stays whole
     p = Primary(tmp_path)
     await p.start()
-    assert not p.source._ring
+    assert not p.source.backlog.ring
     f = follower(tmp_path)
     task = await follow(f, p)
     await until(lambda: f.durable_seq == p.store.writer.durable_seq)

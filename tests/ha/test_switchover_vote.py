@@ -143,12 +143,12 @@ def test_a_campaign_that_hears_of_a_newer_epoch_does_not_serve(tmp_path: Path) -
             2: {"granted": False, "epoch": 2, "reason": "already voted in epoch 2"},
         },
     )
-    assert asyncio.run(node._campaign(peers)) is False
+    assert asyncio.run(node.campaign.campaign(peers)) is False
     assert node.epochs.epoch == 2 and node._claimed == 0
     # the same majority without news of a newer epoch wins
-    node._next_campaign = 0.0
+    node.campaign.next_campaign = 0.0
     node.prober.answers[2] = {"granted": False, "epoch": 1, "reason": "busy"}  # type: ignore[attr-defined]
-    assert asyncio.run(node._campaign(peers)) is True and node._claimed == 3
+    assert asyncio.run(node.campaign.campaign(peers)) is True and node._claimed == 3
     with pytest.raises(RuntimeError, match="overtaken"):
         node.epochs.observe(4)
         node.epochs.begin_term(3, 1, node.url)

@@ -13,56 +13,62 @@ import time
 
 from xce.core.errors import XceError
 from xce.ha import protocol
+from xce.ha.sessions import SourceShared, StandbySession, stepped_down
 from xce.ha.shipping import FileShipping
-from xce.ha.source_base import StandbySession
 from xce.telemetry import metrics
 
 log = logging.getLogger("xce.ha.source")
 
 
-class Acknowledgements(FileShipping):
-    """Reading each standby's acks; waiting for them in sync mode."""
+class Acknowledgements:
+    """Reading each standby's acks; waiting for them in sync mode. File acks and the files
+    a standby returns go to `files`."""
 
-    async def _read_acks(self, reader: asyncio.StreamReader, session: StandbySession) -> None:
+    def __init__(self, shared: SourceShared, files: FileShipping) -> None:
+        self.shared = shared
+        self.files = files
+        self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    async def read_acks(self, reader: asyncio.StreamReader, session: StandbySession) -> None:
         try:
             while True:
                 msg = await protocol.read_message(reader)
-                if msg.epoch > self.epochs.epoch:
-                    self.on_higher_epoch(msg.epoch)
+                if msg.epoch > self.shared.epochs.epoch:
+                    self.shared.on_higher_epoch(msg.epoch)
                     raise XceError(f"standby {session.node} knows a newer epoch {msg.epoch}")
                 if msg.kind == "fileAck":
                     session.acked_ticket = max(session.acked_ticket, msg.body["ticket"])
-                    self._release_files()
+                    self.files.release_files()
                     continue
                 if msg.kind == "fileData":
-                    await self._take_back(session, msg.body)
+                    await self.files.take_back(session, msg.body)
                     continue
                 if msg.kind == "fileWant":
-                    self._on_want(session, [str(n) for n in msg.body["names"]])
+                    self.files.on_want(session, [str(n) for n in msg.body["names"]])
                     continue
                 if msg.kind != "ack":
                     raise protocol.ProtocolError(f"expected ack, got {msg.kind}")
                 session.acked_seq = max(session.acked_seq, msg.body["durableSeq"])
                 session.last_ack = time.monotonic()
-                if not session.in_sync and session.acked_seq >= self.durable_seq:
+                if not session.in_sync and session.acked_seq >= self.shared.durable_seq:
                     session.in_sync = True
-                    if self.degraded and self.mode == "sync":
-                        self.degraded = False
+                    if self.shared.degraded and self.shared.mode == "sync":
+                        self.shared.degraded = False
                         log.warning(
                             "sync replication restored: standby %s is caught up", session.node
                         )
                 metrics.REPLICATION_LAG.labels(session.node).set(
-                    max(self.durable_seq - session.acked_seq, 0)
+                    max(self.shared.durable_seq - session.acked_seq, 0)
                 )
                 self._release_acks()
-                self._release_files()
+                self.files.release_files()
         except (EOFError, ConnectionError, protocol.ProtocolError, XceError) as exc:
             log.info("replication acks from %s ended: %s", session.node, exc)
             if session.writer is not None:
                 session.writer.close()
 
     def _release_acks(self) -> None:
-        best = max((s.acked_seq for s in self.sessions.values() if s.in_sync), default=0)
+        best = max((s.acked_seq for s in self.shared.sessions.values() if s.in_sync), default=0)
         keep = []
         for seq, fut in self._ack_waiters:
             if seq <= best:
@@ -72,16 +78,23 @@ class Acknowledgements(FileShipping):
                 keep.append((seq, fut))
         self._ack_waiters = keep
 
+    def fail_waiters(self) -> None:
+        """The source is closing: no commit still waited for is confirmed."""
+        for _, fut in self._ack_waiters:
+            if not fut.done():  # never acknowledge what no standby confirmed
+                fut.set_exception(stepped_down())
+        self._ack_waiters = []
+
     async def wait_replicated(self, seq: int, force: bool = False) -> None:
         """Sync mode (or `force`, in any mode: job number reservations): return once an
         in-sync standby holds `seq` durably, or degrade (async mode: warn) after
         `sync_timeout_s`."""
-        if self.mode != "sync" and not force:
+        if self.shared.mode != "sync" and not force:
             return
-        sync = self.mode == "sync"
-        if not any(s.in_sync for s in self.sessions.values()):
+        sync = self.shared.mode == "sync"
+        if not any(s.in_sync for s in self.shared.sessions.values()):
             if sync:
-                self._degrade("no standby is connected and caught up")
+                self.shared.degrade("no standby is connected and caught up")
             else:
                 log.warning(
                     "record %d (job numbers) is not on any standby: no standby is "
@@ -93,15 +106,15 @@ class Acknowledgements(FileShipping):
         self._ack_waiters.append((seq, fut))
         self._release_acks()
         try:
-            await asyncio.wait_for(asyncio.shield(fut), self.sync_timeout_s)
+            await asyncio.wait_for(asyncio.shield(fut), self.shared.sync_timeout_s)
         except TimeoutError:
             self._ack_waiters = [(q, f) for q, f in self._ack_waiters if f is not fut]
             fut.cancel()
-            for s in self.sessions.values():
+            for s in self.shared.sessions.values():
                 if s.acked_seq < seq:
                     s.in_sync = False
-            why = f"no standby acknowledged record {seq} within {self.sync_timeout_s:g} s"
+            why = f"no standby acknowledged record {seq} within {self.shared.sync_timeout_s:g} s"
             if sync:
-                self._degrade(why)
+                self.shared.degrade(why)
             else:
                 log.warning("%s (job numbers)", why)

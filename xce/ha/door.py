@@ -18,13 +18,13 @@ from xce.api.connections import GuardedRunner
 from xce.api.http import bearer_token, parse_json_text
 from xce.auth.keys import key_dir
 from xce.auth.pki import server_ssl_context
-from xce.auth.rbac import allows
 from xce.auth.tokens import TokenService
 from xce.config.settings import Config
 from xce.core.errors import Unauthorized, XceError
+from xce.core.rbac import allows
 
 if TYPE_CHECKING:
-    from xce.ha.campaign import Campaigner
+    from xce.ha.node import Node
 
 
 class VoterCheck:
@@ -60,7 +60,7 @@ class VoterCheck:
             raise Unauthorized(f"{claims.user} may not vote (needs cluster:replicate)")
 
 
-async def serve(node: Campaigner) -> web.AppRunner:
+async def serve(node: Node) -> web.AppRunner:
     """Listen on the candidate's API port with the door's three routes."""
 
     async def health(request: web.Request) -> web.Response:

@@ -23,9 +23,11 @@ from xce.auth.files import atomic_write, private_dir
 from xce.auth.keys import key_dir
 from xce.core.errors import XceError
 from xce.core.events import Event
+from xce.core.state import ClusterState
 from xce.ha import files as hafiles
 from xce.ha import protocol
 from xce.ha.epochs import EpochStore
+from xce.store import replicated_names
 from xce.store.checkpoint import checkpoint_name, list_checkpoints
 from xce.store.durable import DurableLog, StoreSettings
 from xce.store.recovery import checkpoint_dir, wal_dir
@@ -87,7 +89,7 @@ class Follower:
         self.files_ok = False  # the primary of this link takes fileAck/fileWant
 
     @property
-    def state(self):
+    def state(self) -> ClusterState:
         return self.store.recovered.state
 
     @property
@@ -259,7 +261,7 @@ class Follower:
         if self.space is None:
             return
         for name in names[:100_000]:
-            if not name.startswith(hafiles.FILES):
+            if not name.startswith(replicated_names.FILES):
                 continue
             try:
                 path = self.space.path_of(name)
@@ -278,7 +280,9 @@ class Follower:
         except XceError as exc:
             raise protocol.ProtocolError(f"bad file operation: {exc.message}") from None
         if not fits:
-            await protocol.send(writer, "fileWant", self.epochs.epoch, {"names": [hafiles.AUDIT]})
+            await protocol.send(
+                writer, "fileWant", self.epochs.epoch, {"names": [replicated_names.AUDIT]}
+            )
         if body.get("ticket") and body.get("last"):
             await protocol.send(writer, "fileAck", self.epochs.epoch, {"ticket": body["ticket"]})
 
@@ -300,17 +304,14 @@ class Follower:
                 batch.append((epoch, data[fr.offset : fr.end], event))
         except (CorruptRecord, WireError) as exc:
             raise protocol.ProtocolError(f"bad WAL record in the stream: {exc}") from None
-        state = self.state
+        # The state and the observers (the standby's own accounting copy) of our log
+        applier = self.store.applier
         try:
             if len(batch) > 1:
-                state.check([event for _, _, event in batch])
-            feed = self.settings.accounting  # the standby's own copy
+                applier.state.check([event for _, _, event in batch])
             for epoch, record, event in batch:
-                if feed is not None:
-                    feed.before(state, event)
-                state.apply(event)  # one event alone is all-or-nothing in apply itself
-                if feed is not None:
-                    feed.after(state, event, writer.next_seq)
+                # one event alone is all-or-nothing in apply itself
+                applier.apply(event, writer.next_seq)
                 self.store.append(record, epoch)
                 self.last_epoch = epoch
                 self.last_crc = FRAME_HEADER.unpack_from(record, 0)[1]
@@ -321,8 +322,7 @@ class Follower:
                 f"({exc.message}): asking the primary for a checkpoint transfer"
             ) from None
         await writer.sync(durable=True)
-        if feed is not None:
-            feed.durable(writer.next_seq - 1)
+        applier.durable(writer.next_seq - 1)
         return [event for _, _, event in batch]
 
     async def _install_snapshot(self, seq: int, data: bytes) -> None:

@@ -7,14 +7,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from xce.core.errors import Unauthorized
 from xce.ha import files as hafiles
 from xce.ha import protocol
-from xce.ha.acks import Acknowledgements
-from xce.ha.source_base import StandbySession
+from xce.ha.backlog import Backlog
+from xce.ha.sessions import SourceShared, StandbySession
+from xce.ha.shipping import FileShipping
+from xce.store import replicated_names
 from xce.store.checkpoint import list_checkpoints
 from xce.store.recovery import checkpoint_dir
 
@@ -22,14 +25,30 @@ log = logging.getLogger("xce.ha.source")
 SNAPSHOT_CHUNK = 4 * 1024 * 1024
 
 
-class Greeting(Acknowledgements):
-    """The `hello` / `welcome` exchange and what a new or diverged standby is sent first."""
+class Greeting:
+    """The `hello` / `welcome` exchange and what a new or diverged standby is sent first:
+    its log is checked against `backlog`, and its session starts after the file operations
+    `files` queued so far."""
+
+    def __init__(
+        self,
+        shared: SourceShared,
+        backlog: Backlog,
+        files: FileShipping,
+        auth_dir: Path,
+        verify_token: Callable[[str], None],
+    ) -> None:
+        self.shared = shared
+        self.backlog = backlog
+        self.files = files
+        self.auth_dir = auth_dir
+        self.verify_token = verify_token
 
     async def _refuse(self, writer: asyncio.StreamWriter, why: str) -> None:
         with contextlib.suppress(Exception):
-            await protocol.send(writer, "refuse", self.epochs.epoch, why)
+            await protocol.send(writer, "refuse", self.shared.epochs.epoch, why)
 
-    async def _greet(
+    async def greet(
         self, hello: protocol.Message, peer: str, writer: asyncio.StreamWriter
     ) -> StandbySession | None:
         if hello.kind != "hello":
@@ -40,7 +59,7 @@ class Greeting(Acknowledgements):
         last_seq = hello.body["lastSeq"]
         snapshot = await self._needs_snapshot(node, hello.body)
         session = await self._open_session(node, peer, writer, snapshot, hello.body)
-        history = [n for pair in self.epochs.history for n in pair]
+        history = [n for pair in self.shared.epochs.history for n in pair]
         start = last_seq + 1
         snapshot_path: Path | None = None
         if snapshot:
@@ -49,13 +68,13 @@ class Greeting(Acknowledgements):
         await protocol.send(
             writer,
             "welcome",
-            self.epochs.epoch,
+            self.shared.epochs.epoch,
             {
                 "startSeq": start,
                 "snapshot": snapshot,
-                "mode": self.mode,
+                "mode": self.shared.mode,
                 "history": history,
-                "files": self.space is not None,
+                "files": self.shared.space is not None,
             },
         )
         log.info(
@@ -81,9 +100,11 @@ class Greeting(Acknowledgements):
             log.warning("replication peer %s refused: %s", peer, exc.message)
             await self._refuse(writer, exc.message)
             return False
-        if hello.epoch > self.epochs.epoch:  # a trusted candidate knows a newer term
-            await self._refuse(writer, f"stale primary: epoch {self.epochs.epoch} < {hello.epoch}")
-            self.on_higher_epoch(hello.epoch)
+        if hello.epoch > self.shared.epochs.epoch:  # a trusted candidate knows a newer term
+            await self._refuse(
+                writer, f"stale primary: epoch {self.shared.epochs.epoch} < {hello.epoch}"
+            )
+            self.shared.on_higher_epoch(hello.epoch)
             return False
         return True
 
@@ -95,7 +116,7 @@ class Greeting(Acknowledgements):
         snapshot = (
             bool(hello.get("wantSnapshot"))  # a record did not apply on the standby
             or diverged is not None
-            or last_seq + 1 < self._first_on_disk()
+            or last_seq + 1 < self.backlog.first_on_disk()
         )
         if diverged is not None:
             log.error(
@@ -117,7 +138,7 @@ class Greeting(Acknowledgements):
         hello: dict[str, Any],
     ) -> StandbySession:
         """The standby's new session (replacing an older link of the same node)."""
-        old = self.sessions.pop(node, None)
+        old = self.shared.sessions.pop(node, None)
         if old is not None and old.writer is not None:
             old.writer.close()
         session = StandbySession(
@@ -130,20 +151,20 @@ class Greeting(Acknowledgements):
         await self._greet_files(session, hello)
         session.sent_seq = session.acked_seq
         # From here on (no await in between) every file queued reaches this standby.
-        session.first_ticket = self._ticket + 1
-        self.sessions[node] = session
+        session.first_ticket = self.files.ticket + 1
+        self.shared.sessions[node] = session
         return session
 
     async def _greet_files(self, session: StandbySession, hello: dict[str, Any]) -> None:
         """Where this standby's audit log stands against ours, and the users file."""
-        if self.space is None or not hello.get("files"):
+        if self.shared.space is None or not hello.get("files"):
             session.files_ok = False  # a standby of an older version: records only
             return
         size = int(hello.get("auditSize") or 0)
         sha = bytes(hello.get("auditSha") or b"")
         session.audit_sent = 0
         if size:
-            path = self.space.audit_path
+            path = self.shared.space.audit_path
             ours = path.stat().st_size if path.exists() else 0
             same = (
                 ours >= size
@@ -156,13 +177,13 @@ class Greeting(Acknowledgements):
                 session.audit_sent = size
             else:
                 session.audit_replace = True
-        if self.space.users_path is not None and self.space.users_path.is_file():
-            session.files.append((0, hafiles.USERS, "put"))
+        if self.shared.space.users_path is not None and self.shared.space.users_path.is_file():
+            session.files.append((0, replicated_names.USERS, "put"))
 
     def _common_end(self, last_seq: int, last_epoch: int) -> int:
         """The last record the standby's log may share with ours (for the log line)."""
-        first = self.epochs.first_of(last_epoch)
-        end = self.epochs.end_of(last_epoch)
+        first = self.shared.epochs.first_of(last_epoch)
+        end = self.shared.epochs.end_of(last_epoch)
         if first is None:
             return 0
         return min(last_seq, end if end is not None else last_seq) if first <= last_seq else 0
@@ -179,13 +200,13 @@ class Greeting(Acknowledgements):
         last_epoch = int(hello["lastEpoch"])
         if last_seq == 0:
             return None
-        if last_seq > self.durable_seq:
-            return f"it holds record {last_seq}, past this primary's end {self.durable_seq}"
-        end = self.epochs.end_of(last_epoch)
+        if last_seq > self.shared.durable_seq:
+            return f"it holds record {last_seq}, past this primary's end {self.shared.durable_seq}"
+        end = self.shared.epochs.end_of(last_epoch)
         if end is not None and last_seq > end:
             return f"epoch {last_epoch} ended at record {end} here"
         flat = list(hello.get("history") or [])
-        mine = dict(self.epochs.history)
+        mine = dict(self.shared.epochs.history)
         for epoch, first in zip(flat[::2], flat[1::2], strict=True):
             if epoch <= last_epoch and first <= last_seq and mine.get(epoch) != first:
                 here = mine.get(epoch)
@@ -198,7 +219,7 @@ class Greeting(Acknowledgements):
                 "its last record cannot be read back to compare (its log ends at a "
                 "checkpoint, or it predates content checks)"
             )
-        crc = await self._record_crc(last_seq)
+        crc = await self.backlog.record_crc(last_seq)
         if crc is None:
             return f"record {last_seq} cannot be read here to compare"
         if crc != hello.get("lastCrc"):
@@ -209,10 +230,10 @@ class Greeting(Acknowledgements):
         return None
 
     async def _newest_checkpoint(self) -> tuple[int, Path]:
-        found = list_checkpoints(checkpoint_dir(self.store.state_dir))
+        found = list_checkpoints(checkpoint_dir(self.shared.store.state_dir))
         if not found:
-            await self.store.checkpoint(self.state)
-            found = list_checkpoints(checkpoint_dir(self.store.state_dir))
+            await self.shared.store.checkpoint(self.shared.state)
+            found = list_checkpoints(checkpoint_dir(self.shared.store.state_dir))
         return found[0]
 
     async def _send_snapshot(self, writer: asyncio.StreamWriter, path: Path, seq: int) -> None:
@@ -223,11 +244,11 @@ class Greeting(Acknowledgements):
             await protocol.send(
                 writer,
                 "snapshotChunk",
-                self.epochs.epoch,
+                self.shared.epochs.epoch,
                 {"seq": seq, "data": piece, "last": start + SNAPSHOT_CHUNK >= len(data)},
             )
 
-    def _auth_files(self) -> list[tuple[str, bytes]]:
+    def auth_files(self) -> list[tuple[str, bytes]]:
         if not self.auth_dir.is_dir():
             return []
         return sorted(
@@ -237,6 +258,6 @@ class Greeting(Acknowledgements):
         )
 
     async def _send_auth_files(self, writer: asyncio.StreamWriter) -> list[tuple[str, bytes]]:
-        files = self._auth_files()
-        await protocol.send(writer, "authFiles", self.epochs.epoch, files)
+        files = self.auth_files()
+        await protocol.send(writer, "authFiles", self.shared.epochs.epoch, files)
         return files

@@ -29,15 +29,19 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
-from xce.ha.epochs import Overtaken
-from xce.ha.lease import Lease
+from xce.config.settings import Config
+from xce.core.errors import NotPrimary
+from xce.core.state import ClusterState
+from xce.ha.campaign import Campaign
+from xce.ha.node_base import NodeState
 from xce.ha.primary_role import PrimaryRole
+from xce.ha.source import ReplicationSource
 from xce.ha.standby_role import StandbyRole
-from xce.store.durable import DurableLog
-from xce.telemetry import metrics
+from xce.store.durable import DurableLog, StoreSettings
 
 __all__ = ["Node", "PrimaryRunner", "start_site"]
 
@@ -59,9 +63,15 @@ async def start_site(site: web.TCPSite, attempts: int = 50) -> None:
             await asyncio.sleep(0.1)
 
 
-class Node(PrimaryRole, StandbyRole):
-    """One candidate: its state (node_base.py), elections (campaign.py), and the two roles
-    (primary_role.py, standby_role.py) that `run` alternates between."""
+class Node(NodeState):
+    """One candidate: its state (node_base.py), its elections (`campaign`: campaign.py),
+    and the role object `run` swaps on each transition (`current_role`: a `PrimaryRole`,
+    primary_role.py, or a `StandbyRole`, standby_role.py; None before the first)."""
+
+    def __init__(self, config: Config, prefer_primary: bool, settings: StoreSettings) -> None:
+        super().__init__(config, prefer_primary, settings)
+        self.campaign = Campaign(self)
+        self.current_role: PrimaryRole | StandbyRole | None = None
 
     async def run(self, run_primary: PrimaryRunner, ready: asyncio.Event | None) -> None:
         loop = asyncio.get_running_loop()
@@ -78,7 +88,7 @@ class Node(PrimaryRole, StandbyRole):
             store: DurableLog | None = DurableLog.open(self.state_dir, self.store_settings)
             self._log = store
             await self.open_door()
-            role = await self._initial_role()
+            role = await self.campaign.initial_role()
             while not self.stop_event.is_set():
                 if role == "primary":
                     if store is None:
@@ -101,42 +111,59 @@ class Node(PrimaryRole, StandbyRole):
     async def _primary(
         self, store: DurableLog, run_primary: PrimaryRunner, ready: asyncio.Event | None
     ) -> str:
-        if self.solo:
-            self.epochs.begin_solo_term(store.writer.next_seq)
-        else:
-            try:
-                self.epochs.begin_term(self._claimed, store.writer.next_seq, self.url)
-            except Overtaken as exc:  # a probe heard of a newer epoch while promoting
-                log.warning("%s: following again", exc)
-                self._promoting = False
-                self._log = store  # its position, until the standby's follower has the log
-                await store.writer.sync(durable=True)
-                await store.writer.close()
-                return "step_down"
-        metrics.EPOCH.set(self.epochs.epoch)
-        store.writer.epoch = self.epochs.epoch
-        self.store = store
-        self.role = "primary"
-        self._promoting = False
-        self.primary_url = self.url
-        self.switching = False
-        self.step_down_event.clear()
-        self.lease = Lease(len(self.candidates), self.ha.lease_s, contact=not self._lone)
-        store.fence = self.fence
-        self.terms_started += 1
-        log.log(
-            logging.INFO if self.solo else logging.WARNING,
-            "primary for epoch %d at record %d",
-            self.epochs.epoch,
-            store.writer.next_seq - 1,
-        )
-        self._ready = ready
-        try:
-            return await run_primary(self, store)
-        finally:
-            self._log = store  # its position, until the standby's follower has the log
-            self.store = None
-            self.source = None
-            self.lease = None
-            if self.role == "primary":
-                self.role = "stopped"
+        """Become the primary: the role object serves the term from `store`."""
+        primary = PrimaryRole(self, ready)
+        self.current_role = primary
+        return await primary.serve(store, run_primary)
+
+    async def _standby(
+        self, ready: asyncio.Event | None, store: DurableLog | None = None
+    ) -> DurableLog | None:
+        """Become a standby: follow until promoted (the log to serve from) or stopped."""
+        standby = StandbyRole(self)
+        self.current_role = standby
+        return await standby.serve(ready, store)
+
+    # --- elections, whatever the role (campaign.py) -------------------------------------
+
+    def claimed_epoch(self, epoch: int) -> None:
+        self.campaign.claimed_epoch(epoch)
+
+    def answer_vote(self, body: Any) -> dict[str, Any]:
+        return self.campaign.answer_vote(body)
+
+    async def open_door(self) -> None:
+        await self.campaign.open_door()
+
+    async def release_port(self) -> None:
+        await self.campaign.release_port()
+
+    # --- the primary's server calls these while it serves (primary_role.py) -------------
+
+    def _serving(self) -> PrimaryRole:
+        role = self.current_role
+        if not isinstance(role, PrimaryRole):
+            raise NotPrimary("this controller is not serving a term")
+        return role
+
+    def make_source(
+        self, store: DurableLog, verify: Callable[[str], None], state: ClusterState
+    ) -> ReplicationSource:
+        return self._serving().make_source(store, verify, state)
+
+    async def start_replication(self) -> None:
+        await self._serving().start_replication()
+
+    def mark_ready(self) -> None:
+        role = self.current_role
+        if isinstance(role, PrimaryRole):
+            role.mark_ready()
+
+    async def primary_duties(self) -> str:
+        return await self._serving().primary_duties()
+
+    async def switchover(self, target: str | None) -> dict[str, Any]:
+        role = self.current_role
+        if not isinstance(role, PrimaryRole):
+            raise NotPrimary("only the primary can hand over its role")
+        return await role.switchover(target)

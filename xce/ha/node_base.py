@@ -1,9 +1,9 @@
 """The state a controller candidate carries whatever its role, and what others see of it.
 
-`NodeBase` holds the role, the epochs, the lease and the links (source or follower) that
-xce/ha/node.py's role loop sets; it answers health probes and `GET /api/v1/cluster`, and
-fences writes (a newer epoch makes a primary step down). The campaign, the primary's and the
-standby's duties build on it (xce/ha/campaign.py, primary_role.py, standby_role.py).
+`NodeState` holds the role's name, the epochs, the lease and the links (source or follower)
+that the role objects set (xce/ha/primary_role.py, standby_role.py; xce/ha/node.py's `Node`
+swaps them on each transition, and elections are xce/ha/campaign.py's); it answers health
+probes and `GET /api/v1/cluster`, and fences writes (a newer epoch makes a primary step down).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-
-from aiohttp import web
 
 from xce.auth.pki import client_ssl_context
 from xce.config.settings import Config
@@ -59,8 +57,11 @@ def self_rank(config: Config) -> int:
     return matches[0]
 
 
-class NodeBase:
-    """A candidate's role state; the role loop is xce/ha/node.py's `Node`."""
+class NodeState:
+    """A candidate's state, shared by its roles; the role loop is xce/ha/node.py's `Node`.
+    `role` names the role for fencing and views ("starting", "primary", "standby",
+    "stopped"): it turns "standby" the instant a primary is fenced, before the primary's
+    role object has ended."""
 
     def __init__(self, config: Config, prefer_primary: bool, settings: StoreSettings) -> None:
         self.config = config
@@ -87,16 +88,10 @@ class NodeBase:
         self.last_takeover_s: float | None = None
         self._claimed = 0  # the epoch this candidate won and is about to serve
         self._log: DurableLog | None = None  # the recovered log before a role is chosen
-        self._unreachable_since: dict[int, float] = {}
-        self._next_campaign = 0.0
-        self._last_probe = 0.0
         self._promoting = False  # won an epoch, not serving it yet: votes are refused
         self._lone = False  # the epoch being served was claimed alone (election.py)
-        self._door: web.AppRunner | None = None  # /healthz + vote while not serving the API
         self.voters = door.VoterCheck(config, self.state_dir)  # the door's vote route
-        self._verifying = False
         self._last_said = ("", 0.0)
-        self._background: set[asyncio.Task[None]] = set()
         metrics.EPOCH.set(self.epochs.epoch)
 
     @property

@@ -12,21 +12,76 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xce.auth.pki import server_ssl_context
 from xce.core.errors import InvalidRequest, NotPrimary, XceError
 from xce.core.state import ClusterState
-from xce.ha.campaign import Campaigner
+from xce.ha.epochs import Overtaken
 from xce.ha.lease import Lease
 from xce.ha.source import ReplicationSource
 from xce.store.durable import DurableLog
+from xce.telemetry import metrics
+
+if TYPE_CHECKING:
+    from xce.ha.node import Node, PrimaryRunner
 
 log = logging.getLogger("xce.ha")
 
 
-class PrimaryRole(Campaigner):
-    """Serving a term: what `Node.run` calls while this candidate is the primary."""
+class PrimaryRole:
+    """Serving a term: the role object `Node.run` holds while this candidate is the primary
+    (`serve`), and what the primary's server calls through the node."""
+
+    def __init__(self, node: Node, ready: asyncio.Event | None) -> None:
+        self.node = node
+        self.ready = ready
+
+    async def serve(self, store: DurableLog, run_primary: PrimaryRunner) -> str:
+        """Begin the term durably, then run the primary until it stops ("stop") or steps
+        down ("step_down")."""
+        if self.node.solo:
+            self.node.epochs.begin_solo_term(store.writer.next_seq)
+        else:
+            try:
+                self.node.epochs.begin_term(
+                    self.node._claimed, store.writer.next_seq, self.node.url
+                )
+            except Overtaken as exc:  # a probe heard of a newer epoch while promoting
+                log.warning("%s: following again", exc)
+                self.node._promoting = False
+                self.node._log = store  # its position, until the standby's follower has the log
+                await store.writer.sync(durable=True)
+                await store.writer.close()
+                return "step_down"
+        metrics.EPOCH.set(self.node.epochs.epoch)
+        store.writer.epoch = self.node.epochs.epoch
+        self.node.store = store
+        self.node.role = "primary"
+        self.node._promoting = False
+        self.node.primary_url = self.node.url
+        self.node.switching = False
+        self.node.step_down_event.clear()
+        self.node.lease = Lease(
+            len(self.node.candidates), self.node.ha.lease_s, contact=not self.node._lone
+        )
+        store.fence = self.node.fence
+        self.node.terms_started += 1
+        log.log(
+            logging.INFO if self.node.solo else logging.WARNING,
+            "primary for epoch %d at record %d",
+            self.node.epochs.epoch,
+            store.writer.next_seq - 1,
+        )
+        try:
+            return await run_primary(self.node, store)
+        finally:
+            self.node._log = store  # its position, until the standby's follower has the log
+            self.node.store = None
+            self.node.source = None
+            self.node.lease = None
+            if self.node.role == "primary":
+                self.node.role = "stopped"
 
     def make_source(
         self, store: DurableLog, verify: Callable[[str], None], state: ClusterState
@@ -35,32 +90,32 @@ class PrimaryRole(Campaigner):
 
         source = ReplicationSource(
             store,
-            self.epochs,
-            key_dir(self.state_dir),
+            self.node.epochs,
+            key_dir(self.node.state_dir),
             verify,
             state,
-            mode=self.ha.replication,
-            sync_timeout_s=self.ha.sync_timeout_s,
-            heartbeat_s=self.ha.heartbeat_interval_s,
-            on_higher_epoch=lambda epoch: self.observe_epoch(epoch),
-            space=self.file_space,
+            mode=self.node.ha.replication,
+            sync_timeout_s=self.node.ha.sync_timeout_s,
+            heartbeat_s=self.node.ha.heartbeat_interval_s,
+            on_higher_epoch=lambda epoch: self.node.observe_epoch(epoch),
+            space=self.node.file_space,
         )
         store.replicated = source.wait_replicated
-        self.source = source
+        self.node.source = source
         return source
 
     async def start_replication(self) -> None:
-        assert self.source is not None
-        s = self.config.controller
+        assert self.node.source is not None
+        s = self.node.config.controller
         host = s.replication_host or s.listen_host
         port = s.replication_port or s.listen_port + 1
-        context = server_ssl_context(self.config.tls)
+        context = server_ssl_context(self.node.config.tls)
         # The port may be briefly held (the old primary's listener, an outgoing connection
         # that took it as its local port): a new primary keeps serving and keeps trying,
         # standbys simply cannot follow until it is free.
         for attempt in range(100):
             try:
-                await self.source.start(host, port, context)
+                await self.node.source.start(host, port, context)
                 return
             except OSError as exc:
                 if attempt == 0:
@@ -79,99 +134,100 @@ class PrimaryRole(Campaigner):
         )
 
     def mark_ready(self) -> None:
-        ready = getattr(self, "_ready", None)
-        if ready is not None:
-            ready.set()
+        if self.ready is not None:
+            self.ready.set()
 
     async def primary_duties(self) -> str:
         """Run until stopped ("stop") or fenced/handed over ("step_down")."""
-        if self.solo:
-            await self.stop_event.wait()
+        if self.node.solo:
+            await self.node.stop_event.wait()
             return "stop"
         # A fresh lease now that the listeners are up: setting up a large state can take
         # longer than the lease, and that is not a freeze (the ticker starts only here).
         # After a lone claim it starts without contact: writes wait for a worker (or the
         # other candidate), the two-candidate rule of xce/ha/lease.py.
-        self.lease = Lease(len(self.candidates), self.ha.lease_s, contact=not self._lone)
+        self.node.lease = Lease(
+            len(self.node.candidates), self.node.ha.lease_s, contact=not self.node._lone
+        )
         tasks = [asyncio.create_task(self._ticker()), asyncio.create_task(self._watch())]
-        stop = asyncio.create_task(self.stop_event.wait())
-        down = asyncio.create_task(self.step_down_event.wait())
+        stop = asyncio.create_task(self.node.stop_event.wait())
+        down = asyncio.create_task(self.node.step_down_event.wait())
         try:
             await asyncio.wait([stop, down], return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in [*tasks, stop, down]:
                 task.cancel()
             await asyncio.gather(*tasks, stop, down, return_exceptions=True)
-        if self.stop_event.is_set():
+        if self.node.stop_event.is_set():
             return "stop"
-        self.role = "standby"
+        self.node.role = "standby"
         return "step_down"
 
     async def _ticker(self) -> None:
         while True:
-            if self.lease is not None:
-                self.lease.tick()
+            if self.node.lease is not None:
+                self.node.lease.tick()
             await asyncio.sleep(0.1)
 
     async def _watch(self) -> None:
         """Probe the other candidates: renew the lease, notice newer primaries, reclaim."""
         while True:
             started = time.monotonic()
-            peers = await self._probe()
-            self._heed(peers)
-            if self.role != "primary":
+            peers = await self.node.campaign.probe()
+            self.node._heed(peers)
+            if self.node.role != "primary":
                 return
-            lease = self.lease
+            lease = self.node.lease
             if lease is not None:
                 # A standby that acknowledged lately counts even if its probe was slow.
                 contacted = {p.url for p in peers if p.reachable}
-                if self.source is not None:
+                if self.node.source is not None:
                     contacted |= {
                         node
-                        for node, at in self.source.contacts().items()
-                        if started - at < lease.lease_s and node != self.url
+                        for node, at in self.node.source.contacts().items()
+                        if started - at < lease.lease_s and node != self.node.url
                     }
                 lease.probed(len(contacted), started)
-            if self.ha.reclaim and self.source is not None and not self.switching:
+            if self.node.ha.reclaim and self.node.source is not None and not self.node.switching:
                 better = [
                     s
-                    for s in self.source.sessions.values()
+                    for s in self.node.source.sessions.values()
                     if s.in_sync
-                    and s.node in self.candidates
-                    and self.candidates.index(s.node) < self.rank
+                    and s.node in self.node.candidates
+                    and self.node.candidates.index(s.node) < self.node.rank
                 ]
                 if better:
                     log.warning("reclaim: handing the primary role back to %s", better[0].node)
                     with contextlib.suppress(XceError):
                         await self.switchover(better[0].node)
             await asyncio.sleep(
-                max(self.ha.heartbeat_interval_s - (time.monotonic() - started), 0.05)
+                max(self.node.ha.heartbeat_interval_s - (time.monotonic() - started), 0.05)
             )
 
     async def switchover(self, target: str | None) -> dict[str, Any]:
-        if self.role != "primary" or self.source is None:
+        if self.node.role != "primary" or self.node.source is None:
             raise NotPrimary("only the primary can hand over its role")
-        if target is not None and target not in self.candidates:
+        if target is not None and target not in self.node.candidates:
             raise InvalidRequest(f"{target} is not one of cluster.controllers")
-        if target == self.url:
+        if target == self.node.url:
             raise InvalidRequest("this controller is already the primary")
-        self.switching = True
+        self.node.switching = True
         try:
-            chosen = await self.source.hand_over(target)
+            chosen = await self.node.source.hand_over(target)
         except BaseException:
-            self.switching = False
+            self.node.switching = False
             raise
-        self.primary_url = chosen
+        self.node.primary_url = chosen
         # Writes stay refused here; wait (briefly) until the new primary serves, so that the
         # answer names its term.
-        epoch = self.epochs.epoch + 1
+        epoch = self.node.epochs.epoch + 1
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:
-            peer = await self.prober.one(self.candidates.index(chosen))
+            peer = await self.node.prober.one(self.node.candidates.index(chosen))
             if peer.reachable and peer.role == "primary":
                 epoch = peer.epoch
                 break
             await asyncio.sleep(0.1)
         # Let the answer leave before the listener goes away.
-        asyncio.get_running_loop().call_later(0.3, self.step_down_event.set)
-        return {"primary": chosen, "previous": self.url, "epoch": epoch}
+        asyncio.get_running_loop().call_later(0.3, self.node.step_down_event.set)
+        return {"primary": chosen, "previous": self.node.url, "epoch": epoch}

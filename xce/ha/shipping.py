@@ -12,37 +12,45 @@ import time
 from xce.core.errors import XceError
 from xce.ha import files as hafiles
 from xce.ha import protocol
-from xce.ha.backlog import Backlog
-from xce.ha.source_base import StandbySession
+from xce.ha.sessions import SourceShared, StandbySession, stepped_down
+from xce.store import replicated_names
 
 log = logging.getLogger("xce.ha.source")
 
 
-class FileShipping(Backlog):
+class FileShipping:
     """File operations for every connected standby, and the ones they send back."""
+
+    def __init__(self, shared: SourceShared) -> None:
+        self.shared = shared
+        self.ticket = 0  # the last file operation queued
+        self._file_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._receiver: hafiles.Receiver | None = None  # files a standby returns
+        self._skipping: set[str] = set()  # returned files that are here after all
+        self._warned_files = False
 
     def ship(self, ops: list[tuple[str, str]]) -> int:
         """Queue file operations (name, "put" | "drop" | "move:<source>") for every
         connected standby, in order with the records: call it before the commit whose
         records name the files. Returns the ticket to wait for (`wait_files`)."""
-        if self.space is None or not ops:
+        if self.shared.space is None or not ops:
             return 0
         for name, op in ops:
-            self._ticket += 1
-            for session in self.sessions.values():
-                session.files.append((self._ticket, name, op))
-        for session in self.sessions.values():
+            self.ticket += 1
+            for session in self.shared.sessions.values():
+                session.files.append((self.ticket, name, op))
+        for session in self.shared.sessions.values():
             session.wake.set()
-        return self._ticket
+        return self.ticket
 
     def wake_files(self) -> None:
         """The audit log grew: let idle links send the new lines."""
-        for session in self.sessions.values():
+        for session in self.shared.sessions.values():
             session.wake.set()
 
-    async def _send_files(self, session: StandbySession, writer: asyncio.StreamWriter) -> None:
+    async def send_files(self, session: StandbySession, writer: asyncio.StreamWriter) -> None:
         """The file operations queued for this standby, then the audit log's new lines."""
-        epoch = self.epochs.epoch
+        epoch = self.shared.epochs.epoch
         await self._send_file_ops(session, writer, epoch)
         if session.audit_sent is not None:
             await self._send_audit(session, writer, epoch)
@@ -50,14 +58,16 @@ class FileShipping(Backlog):
     async def _send_file_ops(
         self, session: StandbySession, writer: asyncio.StreamWriter, epoch: int
     ) -> None:
-        assert self.space is not None
+        assert self.shared.space is not None
         while session.files:
             ticket, name, op = session.files.popleft()
-            path = self.space.path_of(name)
+            path = self.shared.space.path_of(name)
             sent = -1
-            if op.startswith(hafiles.MOVE):
-                if op[len(hafiles.MOVE) :] in session.uploads:  # it has the upload: move it
-                    session.uploads.discard(op[len(hafiles.MOVE) :])
+            if op.startswith(replicated_names.MOVE):
+                if (
+                    op[len(replicated_names.MOVE) :] in session.uploads
+                ):  # it has the upload: move it
+                    session.uploads.discard(op[len(replicated_names.MOVE) :])
                     await protocol.send(
                         writer,
                         "fileData",
@@ -77,7 +87,7 @@ class FileShipping(Backlog):
                     ticket,
                     lambda: setattr(session, "file_progress", time.monotonic()),
                 )
-                if sent >= 0 and name.startswith(hafiles.FILES + "uploads/"):
+                if sent >= 0 and name.startswith(replicated_names.FILES + "uploads/"):
                     session.uploads.add(name)
             if sent < 0:  # gone meanwhile (or dropped): the standby drops it too
                 await protocol.send(
@@ -91,12 +101,14 @@ class FileShipping(Backlog):
         self, session: StandbySession, writer: asyncio.StreamWriter, epoch: int
     ) -> None:
         """The audit log from what this standby holds (whole again if its copy differs)."""
-        assert self.space is not None and session.audit_sent is not None
+        assert self.shared.space is not None and session.audit_sent is not None
         loop = asyncio.get_running_loop()
-        path = self.space.audit_path
+        path = self.shared.space.audit_path
         if session.audit_replace:
             session.audit_replace = False
-            session.audit_sent = max(await hafiles.send_put(writer, epoch, hafiles.AUDIT, path), 0)
+            session.audit_sent = max(
+                await hafiles.send_put(writer, epoch, replicated_names.AUDIT, path), 0
+            )
         while True:
             try:
                 size = path.stat().st_size
@@ -112,7 +124,7 @@ class FileShipping(Backlog):
                 "fileData",
                 epoch,
                 {
-                    "name": hafiles.AUDIT,
+                    "name": replicated_names.AUDIT,
                     "op": "append",
                     "offset": session.audit_sent,
                     "data": data,
@@ -121,28 +133,31 @@ class FileShipping(Backlog):
             )
             session.audit_sent += len(data)
 
-    async def _want_back(self, writer: asyncio.StreamWriter) -> None:
+    async def want_back(self, writer: asyncio.StreamWriter) -> None:
         """Ask a standby that just connected for the job files our records name that are
         not here (stored by it while it was primary, not replicated before a failover)."""
-        if self.space is None:
+        if self.shared.space is None:
             return
-        missing = await hafiles.missing_in_state(self.space, self.state)
-        missing = [n for n in missing if n.startswith(hafiles.FILES)]
+        missing = await hafiles.missing_in_state(self.shared.space, self.shared.state)
+        missing = [n for n in missing if n.startswith(replicated_names.FILES)]
         for start in range(0, len(missing), 10_000):
             await protocol.send(
-                writer, "fileWant", self.epochs.epoch, {"names": missing[start : start + 10_000]}
+                writer,
+                "fileWant",
+                self.shared.epochs.epoch,
+                {"names": missing[start : start + 10_000]},
             )
 
-    async def _take_back(self, session: StandbySession, body: dict[str, object]) -> None:
-        """A job file a standby sends because we asked (`_want_back`): stored only if it is
+    async def take_back(self, session: StandbySession, body: dict[str, object]) -> None:
+        """A job file a standby sends because we asked (`want_back`): stored only if it is
         still missing here, so a standby never overwrites the primary's own files."""
-        assert self.space is not None
+        assert self.shared.space is not None
         name = str(body["name"])
-        if not name.startswith(hafiles.FILES) or body.get("op") != "put":
+        if not name.startswith(replicated_names.FILES) or body.get("op") != "put":
             raise protocol.ProtocolError(f"a standby may only return job files, not {name!r}")
         if self._receiver is None:
-            self._receiver = hafiles.Receiver(self.space)
-        path = self.space.path_of(name)
+            self._receiver = hafiles.Receiver(self.shared.space)
+        path = self.shared.space.path_of(name)
         if body.get("offset") == 0:
             self._skipping.discard(name)
             if path is not None and path.exists():
@@ -164,11 +179,11 @@ class FileShipping(Backlog):
         if body.get("last"):
             log.warning("job file %s was only on standby %s: copied here", name[6:], session.node)
 
-    def _on_want(self, session: StandbySession, names: list[str]) -> None:
-        assert self.space is not None
+    def on_want(self, session: StandbySession, names: list[str]) -> None:
+        assert self.shared.space is not None
         for name in names[:100_000]:
             try:
-                self.space.path_of(name)
+                self.shared.space.path_of(name)
             except XceError:
                 log.warning(
                     "standby %s asked for %r, not a replicated file: ignored",
@@ -176,18 +191,18 @@ class FileShipping(Backlog):
                     name[:200],
                 )
                 continue
-            if name == hafiles.AUDIT:
+            if name == replicated_names.AUDIT:
                 session.audit_sent, session.audit_replace = 0, True
             else:
                 session.files.append((0, name, "put"))
         session.wake.set()
 
-    def _release_files(self) -> None:
+    def release_files(self) -> None:
         keep = []
         for ticket, fut in self._file_waiters:
             if any(
                 s.in_sync and s.files_ok and s.first_ticket <= ticket <= s.acked_ticket
-                for s in self.sessions.values()
+                for s in self.shared.sessions.values()
             ):
                 if not fut.done():
                     fut.set_result(None)
@@ -195,17 +210,27 @@ class FileShipping(Backlog):
                 keep.append((ticket, fut))
         self._file_waiters = keep
 
+    def fail_waiters(self) -> None:
+        """The source is closing: no file operation still waited for is confirmed."""
+        for _, fut in self._file_waiters:
+            if not fut.done():  # never acknowledge what no standby confirmed
+                fut.set_exception(stepped_down())
+        self._file_waiters = []
+
     async def wait_files(self, ticket: int) -> None:
         """Sync mode: return once an in-sync standby that was connected when `ticket` was
         queued has made it durable, or degrade to async after `sync_timeout_s`."""
-        if self.mode != "sync" or ticket == 0:
+        if self.shared.mode != "sync" or ticket == 0:
             return
         if not any(
-            s.in_sync and s.files_ok and s.first_ticket <= ticket for s in self.sessions.values()
+            s.in_sync and s.files_ok and s.first_ticket <= ticket
+            for s in self.shared.sessions.values()
         ):
-            if not any(s.in_sync for s in self.sessions.values()):
-                self._degrade("no standby is connected and caught up (files)")
-            elif not self._warned_files and not any(s.files_ok for s in self.sessions.values()):
+            if not any(s.in_sync for s in self.shared.sessions.values()):
+                self.shared.degrade("no standby is connected and caught up (files)")
+            elif not self._warned_files and not any(
+                s.files_ok for s in self.shared.sessions.values()
+            ):
                 self._warned_files = True
                 log.error(
                     "ALERT: no connected standby takes job files (an older "
@@ -215,31 +240,32 @@ class FileShipping(Backlog):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._file_waiters.append((ticket, fut))
-        self._release_files()
+        self.release_files()
         try:
             # A large file takes longer than sync_timeout_s to cross: wait while its
             # pieces keep leaving; give up after sync_timeout_s with no progress.
             while True:
                 try:
-                    await asyncio.wait_for(asyncio.shield(fut), self.sync_timeout_s)
+                    await asyncio.wait_for(asyncio.shield(fut), self.shared.sync_timeout_s)
                     break
                 except TimeoutError:
                     moving = max(
                         (
                             s.file_progress
-                            for s in self.sessions.values()
+                            for s in self.shared.sessions.values()
                             if s.files_ok and s.first_ticket <= ticket
                         ),
                         default=0.0,
                     )
-                    if time.monotonic() - moving > self.sync_timeout_s:
+                    if time.monotonic() - moving > self.shared.sync_timeout_s:
                         raise
         except TimeoutError:
             self._file_waiters = [(q, f) for q, f in self._file_waiters if f is not fut]
             fut.cancel()
-            for s in self.sessions.values():
+            for s in self.shared.sessions.values():
                 if s.files_ok and s.acked_ticket < ticket:
                     s.in_sync = False  # in sync again with its next acknowledgement
-            self._degrade(
-                f"no standby acknowledged file operation {ticket} within {self.sync_timeout_s:g} s"
+            timeout = self.shared.sync_timeout_s
+            self.shared.degrade(
+                f"no standby acknowledged file operation {ticket} within {timeout:g} s"
             )

@@ -17,13 +17,22 @@ import contextlib
 import logging
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from xce.core.errors import Conflict, Unavailable, XceError
+from xce.core.errors import Conflict, XceError
+from xce.core.state import ClusterState
 from xce.ha import files as hafiles
 from xce.ha import protocol
+from xce.ha.acks import Acknowledgements
+from xce.ha.backlog import Backlog
+from xce.ha.epochs import EpochStore
 from xce.ha.greeting import Greeting
-from xce.ha.source_base import StandbySession
+from xce.ha.sessions import SourceShared, StandbySession
+from xce.ha.shipping import FileShipping
+from xce.store import replicated_names
+from xce.store.durable import DurableLog
 from xce.telemetry import metrics
 
 __all__ = ["ReplicationSource"]
@@ -41,9 +50,100 @@ class _Watched:
     users: tuple[int, int] | None
 
 
-class ReplicationSource(Greeting):
-    """The replication listener of a primary: one link per standby (parts: source_base.py,
-    backlog.py, shipping.py, acks.py, greeting.py)."""
+class ReplicationSource:
+    """The replication listener of a primary: one link per standby. Its parts, each given
+    what it needs: `shared` (sessions.py: the sessions, settings, sync mode's alert),
+    `backlog` (backlog.py: records from memory or WAL segments), `files` (shipping.py: files
+    beside the records), `acks` (acks.py: acknowledgements, sync mode's waits) and
+    `greeting` (greeting.py: a standby connecting, its catch-up or checkpoint). The WAL
+    writer hands it every durable group (`on_durable`)."""
+
+    def __init__(
+        self,
+        store: DurableLog,
+        epochs: EpochStore,
+        auth_dir: Path,
+        verify_token: Callable[[str], None],
+        state: ClusterState,
+        mode: str = "async",
+        sync_timeout_s: float = 2.0,
+        heartbeat_s: float = 0.5,
+        on_higher_epoch: Callable[[int], None] = lambda epoch: None,
+        space: hafiles.FileSpace | None = None,
+    ) -> None:
+        self.shared = SourceShared(
+            store, epochs, state, mode, sync_timeout_s, heartbeat_s, on_higher_epoch, space
+        )
+        self.backlog = Backlog(store)
+        self.files = FileShipping(self.shared)
+        self.acks = Acknowledgements(self.shared, self.files)
+        self.greeting = Greeting(self.shared, self.backlog, self.files, auth_dir, verify_token)
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        store.writer.on_durable = self.on_durable
+
+    # --- what other packages read and call ----------------------------------------------
+
+    @property
+    def store(self) -> DurableLog:
+        return self.shared.store
+
+    @property
+    def epochs(self) -> EpochStore:
+        return self.shared.epochs
+
+    @property
+    def mode(self) -> str:
+        return self.shared.mode
+
+    @property
+    def sync_timeout_s(self) -> float:
+        return self.shared.sync_timeout_s
+
+    @property
+    def heartbeat_s(self) -> float:
+        return self.shared.heartbeat_s
+
+    @property
+    def sessions(self) -> dict[str, StandbySession]:
+        return self.shared.sessions
+
+    @property
+    def degraded(self) -> bool:
+        return self.shared.degraded
+
+    @property
+    def space(self) -> hafiles.FileSpace | None:
+        return self.shared.space
+
+    @space.setter
+    def space(self, space: hafiles.FileSpace | None) -> None:
+        self.shared.space = space
+
+    @property
+    def durable_seq(self) -> int:
+        return self.shared.durable_seq
+
+    def on_durable(self, batch: list[tuple[int, bytes]]) -> None:
+        """Called by the WAL writer with each group once it is on disk."""
+        self.backlog.add(batch)
+        self.shared.wake_all()
+
+    async def wait_replicated(self, seq: int, force: bool = False) -> None:
+        """Sync mode (or `force`): return once an in-sync standby holds `seq` (acks.py)."""
+        await self.acks.wait_replicated(seq, force)
+
+    def ship(self, ops: list[tuple[str, str]]) -> int:
+        """Queue file operations for every connected standby (shipping.py)."""
+        return self.files.ship(ops)
+
+    def wake_files(self) -> None:
+        """The audit log grew: let idle links send the new lines."""
+        self.files.wake_files()
+
+    async def wait_files(self, ticket: int) -> None:
+        """Sync mode: return once an in-sync standby holds file operation `ticket`."""
+        await self.files.wait_files(ticket)
 
     # --- serving ------------------------------------------------------------------------
 
@@ -70,16 +170,8 @@ class ReplicationSource(Greeting):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
         self.store.writer.on_durable = None
-        for _, fut in self._ack_waiters + self._file_waiters:
-            if not fut.done():  # never acknowledge what no standby confirmed
-                fut.set_exception(
-                    Unavailable(
-                        "the primary stepped down before a standby confirmed this change: it may "
-                        "or may not survive, so check before retrying"
-                    )
-                )
-        self._ack_waiters = []
-        self._file_waiters = []
+        self.acks.fail_waiters()  # never acknowledge what no standby confirmed
+        self.files.fail_waiters()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -89,10 +181,10 @@ class ReplicationSource(Greeting):
         session: StandbySession | None = None
         try:
             hello = await asyncio.wait_for(protocol.read_message(reader), 10)
-            session = await self._greet(hello, peer, writer)
+            session = await self.greeting.greet(hello, peer, writer)
             if session is None:
                 return
-            acks = asyncio.create_task(self._read_acks(reader, session))
+            acks = asyncio.create_task(self.acks.read_acks(reader, session))
             try:
                 await self._stream(session, writer)
             finally:
@@ -115,12 +207,12 @@ class ReplicationSource(Greeting):
             self._tasks.discard(task)
 
     async def _stream(self, session: StandbySession, writer: asyncio.StreamWriter) -> None:
-        watch = _Watched(self._auth_files(), time.monotonic(), self._users_stamp())
+        watch = _Watched(self.greeting.auth_files(), time.monotonic(), self._users_stamp())
         if session.files_ok:
-            await self._want_back(writer)
+            await self.files.want_back(writer)
         while True:
             if self.space is not None and session.files_ok:
-                await self._send_files(session, writer)
+                await self.files.send_files(session, writer)
             else:
                 session.files.clear()
             batch = await self._next_batch(session)
@@ -151,16 +243,16 @@ class ReplicationSource(Greeting):
         cursor = session.sent_seq + 1
         if cursor > self.durable_seq:
             return []
-        batch = self._from_ring(cursor)
+        batch = self.backlog.from_ring(cursor)
         if batch is not None:
             return batch
-        if cursor < self._first_on_disk():
+        if cursor < self.backlog.first_on_disk():
             raise XceError(
                 f"standby {session.node} fell behind the oldest WAL "
                 "segment; it will start over from a checkpoint"
             )
         batch = await asyncio.get_running_loop().run_in_executor(
-            None, self._from_disk, cursor, self.durable_seq, session.disk
+            None, self.backlog.from_disk, cursor, self.durable_seq, session.disk
         )
         return batch or None
 
@@ -180,14 +272,14 @@ class ReplicationSource(Greeting):
             )
         if time.monotonic() - watch.checked > 2.0:
             watch.checked = time.monotonic()
-            now_files = self._auth_files()
+            now_files = self.greeting.auth_files()
             if now_files != watch.files:
                 watch.files = now_files
                 await protocol.send(writer, "authFiles", self.epochs.epoch, watch.files)
             now_users = self._users_stamp()
             if now_users != watch.users:  # edited on disk (xce user --file)
                 watch.users = now_users
-                session.files.append((0, hafiles.USERS, "put"))
+                session.files.append((0, replicated_names.USERS, "put"))
 
     def _users_stamp(self) -> tuple[int, int] | None:
         path = self.space.users_path if self.space is not None else None

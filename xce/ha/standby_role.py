@@ -11,43 +11,49 @@ import contextlib
 import logging
 import os
 import time
+from typing import TYPE_CHECKING
 
 from xce.auth.pki import client_ssl_context
 from xce.core.errors import XceError
-from xce.ha.campaign import Campaigner
 from xce.ha.follower import Follower
 from xce.ha.probe import PeerStatus
 from xce.store.durable import DurableLog
 
+if TYPE_CHECKING:
+    from xce.ha.node import Node
+
 log = logging.getLogger("xce.ha")
 
 
-class StandbyRole(Campaigner):
-    """Following: what `Node.run` calls while this candidate is a standby."""
+class StandbyRole:
+    """Following: the role object `Node.run` holds while this candidate is a standby."""
 
-    async def _standby(
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    async def serve(
         self, ready: asyncio.Event | None, store: DurableLog | None = None
     ) -> DurableLog | None:
         """Follow primaries until promoted (returns the log to serve from) or stopped.
         `store`: the log recovered at start, if this is the first role."""
-        self.role = "standby"
-        self._promoting = False
-        await self.open_door()
+        self.node.role = "standby"
+        self.node._promoting = False
+        await self.node.campaign.open_door()
         follower = self._new_follower(store)
-        self._log = None
-        self.follower = follower
+        self.node._log = None
+        self.node.follower = follower
         follower.start_checkpoints()
-        print(f"xce standby ready on {self.url} (pid {os.getpid()})", flush=True)
+        print(f"xce standby ready on {self.node.url} (pid {os.getpid()})", flush=True)
         if ready is not None:
             ready.set()
         promoted = False
         try:
             promoted = await self._until_promoted(follower)
         finally:
-            self._log = follower.store  # what log_position reports until the term begins
-            self.follower = None
+            self.node._log = follower.store  # what log_position reports until the term begins
+            self.node.follower = None
             if not promoted:
-                await self.release_port()
+                await self.node.campaign.release_port()
                 await follower.close()
         if not promoted:
             return None
@@ -56,21 +62,21 @@ class StandbyRole(Campaigner):
 
     def _new_follower(self, store: DurableLog | None) -> Follower:
         return Follower(
-            self.state_dir,
-            self.store_settings,
-            self.epochs,
-            self.url,
-            self.config.controller.replication_token,
-            client_ssl_context(self.config.tls),
+            self.node.state_dir,
+            self.node.store_settings,
+            self.node.epochs,
+            self.node.url,
+            self.node.config.controller.replication_token,
+            client_ssl_context(self.node.config.tls),
             store=store,
-            space=self.file_space,
+            space=self.node.file_space,
         )
 
     async def _until_promoted(self, follower: Follower) -> bool:
         """Follow whichever primary is found; True once this candidate won an epoch (a
         primary silent for the failover timeout, or a switchover asked for it), False when
         stopped."""
-        while not self.stop_event.is_set():
+        while not self.node.stop_event.is_set():
             primary = await self._find_primary()
             if (
                 primary is not None
@@ -79,21 +85,21 @@ class StandbyRole(Campaigner):
             ):
                 return True
             silent = time.monotonic() - follower.last_contact
-            if silent > self.ha.failover_timeout_s and await self._should_take_over():
+            if silent > self.node.ha.failover_timeout_s and await self._should_take_over():
                 log.warning("no primary for %.1f s: taking over", silent)
-                self.last_takeover_s = silent
+                self.node.last_takeover_s = silent
                 return True
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), 0.2)
+                await asyncio.wait_for(self.node.stop_event.wait(), 0.2)
         return False
 
     async def _follow_until_it_ends(self, follower: Follower, url: str, address: str) -> bool:
         """One replication link to the primary at `url` (replication `address`), until it
         ends or this node stops; True when that primary asked this standby to take over and
         it won the vote."""
-        self.primary_url = url
-        link = asyncio.create_task(follower.follow(url, address, self.ha.failover_timeout_s))
-        stop = asyncio.create_task(self.stop_event.wait())
+        self.node.primary_url = url
+        link = asyncio.create_task(follower.follow(url, address, self.node.ha.failover_timeout_s))
+        stop = asyncio.create_task(self.node.stop_event.wait())
         await asyncio.wait([link, stop], return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()
         if not link.done():
@@ -103,22 +109,24 @@ class StandbyRole(Campaigner):
         except asyncio.CancelledError:
             pass
         except (XceError, OSError, TimeoutError, EOFError) as exc:
-            self._say(
+            self.node._say(
                 f"replication from {url} ended: "
                 f"{getattr(exc, 'message', None) or exc or type(exc).__name__}"
             )
         if follower.promote_requested:
             follower.promote_requested = False
-            self._next_campaign = 0.0
-            if await self._campaign(await self._probe()):
+            self.node.campaign.next_campaign = 0.0
+            if await self.node.campaign.campaign(await self.node.campaign.probe()):
                 return True
             log.error("asked to take over, but the vote was lost: following again")
         return False
 
     async def _find_primary(self) -> PeerStatus | None:
-        peers = await self._probe()
+        peers = await self.node.campaign.probe()
         found = [
-            p for p in peers if p.reachable and p.role == "primary" and p.epoch >= self.epochs.epoch
+            p
+            for p in peers
+            if p.reachable and p.role == "primary" and p.epoch >= self.node.epochs.epoch
         ]
         if len({p.epoch for p in found}) < len(found):
             log.error(
@@ -131,8 +139,8 @@ class StandbyRole(Campaigner):
 
     async def _should_take_over(self) -> bool:
         """No primary among the others: campaign for the next epoch (election.py)."""
-        peers = await self._probe()
+        peers = await self.node.campaign.probe()
         live = [p for p in peers if p.reachable]
-        if any(p.role == "primary" and p.epoch >= self.epochs.epoch for p in live):
+        if any(p.role == "primary" and p.epoch >= self.node.epochs.epoch for p in live):
             return False
-        return await self._campaign(peers)
+        return await self.node.campaign.campaign(peers)

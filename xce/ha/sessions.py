@@ -1,9 +1,9 @@
-"""What the replication source keeps: one session per standby, and the source's own state.
+"""What the replication source's parts share: one session per standby, and the source's own
+settings and state.
 
-`SourceBase` holds what xce/ha/source.py's `ReplicationSource` and its parts (backlog.py,
-shipping.py, acks.py, greeting.py) share: the log, the epochs, the sessions, the waiters of
-sync mode, and the alert when sync mode degrades. The WAL writer hands it every durable group
-(`on_durable`), kept in a ring of the newest `RING_BYTES` for the links to send.
+`SourceShared` is handed to each part of xce/ha/source.py's `ReplicationSource` (backlog.py,
+shipping.py, acks.py, greeting.py): the log, the epochs, the sessions, the mode, the files
+beside the records, and the alert when sync mode degrades.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xce.core.errors import Unavailable
 from xce.core.state import ClusterState
 from xce.ha import files as hafiles
 from xce.ha.epochs import EpochStore
@@ -23,7 +24,6 @@ from xce.store.durable import DurableLog
 from xce.telemetry import metrics
 
 log = logging.getLogger("xce.ha.source")
-RING_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -63,64 +63,42 @@ class StandbySession:
     file_progress: float = 0.0  # monotonic time the last file piece left for it
 
 
-class SourceBase:
-    """The state of a primary's replication source (xce/ha/source.py)."""
+class SourceShared:
+    """The state every part of a primary's replication source reads: the sessions table,
+    the log and epochs, the mode and its timeouts, the files (None: records only), and
+    whether sync mode has degraded."""
 
     def __init__(
         self,
         store: DurableLog,
         epochs: EpochStore,
-        auth_dir: Path,
-        verify_token: Callable[[str], None],
         state: ClusterState,
-        mode: str = "async",
-        sync_timeout_s: float = 2.0,
-        heartbeat_s: float = 0.5,
-        on_higher_epoch: Callable[[int], None] = lambda epoch: None,
-        space: hafiles.FileSpace | None = None,
+        mode: str,
+        sync_timeout_s: float,
+        heartbeat_s: float,
+        on_higher_epoch: Callable[[int], None],
+        space: hafiles.FileSpace | None,
     ) -> None:
         self.store = store
         self.epochs = epochs
-        self.auth_dir = auth_dir
-        self.verify_token = verify_token
         self.state = state
         self.mode = mode
         self.sync_timeout_s = sync_timeout_s
         self.heartbeat_s = heartbeat_s
         self.on_higher_epoch = on_higher_epoch
+        self.space = space  # None: no files beside the records (tests of the log alone)
         self.sessions: dict[str, StandbySession] = {}
         self.degraded = False
-        self._ring: deque[tuple[int, bytes]] = deque()
-        self._ring_bytes = 0
-        self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self.space = space  # None: no files beside the records (tests of the log alone)
-        self._ticket = 0
-        self._file_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._receiver: hafiles.Receiver | None = None  # files a standby returns
-        self._skipping: set[str] = set()  # returned files that are here after all
-        self._warned_files = False
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        store.writer.on_durable = self.on_durable
-
-    def on_durable(self, batch: list[tuple[int, bytes]]) -> None:
-        """Called by the WAL writer with each group once it is on disk."""
-        for seq, data in batch:
-            if self._ring and self._ring[-1][0] != seq - 1:
-                self._ring.clear()
-                self._ring_bytes = 0
-            self._ring.append((seq, data))
-            self._ring_bytes += len(data)
-        while self._ring_bytes > RING_BYTES and len(self._ring) > 1:
-            self._ring_bytes -= len(self._ring.popleft()[1])
-        for session in self.sessions.values():
-            session.wake.set()
 
     @property
     def durable_seq(self) -> int:
         return self.store.writer.durable_seq
 
-    def _degrade(self, why: str) -> None:
+    def wake_all(self) -> None:
+        for session in self.sessions.values():
+            session.wake.set()
+
+    def degrade(self, why: str) -> None:
         if not self.degraded:
             self.degraded = True
             metrics.SYNC_DEGRADED.inc()
@@ -129,3 +107,12 @@ class SourceBase:
                 "may be lost if this primary fails before a standby catches up",
                 why,
             )
+
+
+def stepped_down() -> Unavailable:
+    """What a commit (or file operation) still waiting for a standby gets when the source
+    closes: it was never confirmed."""
+    return Unavailable(
+        "the primary stepped down before a standby confirmed this change: it may "
+        "or may not survive, so check before retrying"
+    )

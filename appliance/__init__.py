@@ -1,1 +1,0 @@
-"""The single-binary entry point and packaging data (issue 8 fills this in)."""
