@@ -341,6 +341,6 @@ def test_rows_from_before_fields_were_appended_read_with_defaults() -> None:
             dataclasses.replace(j, eligible_time=None, preempted_by="", resumed_time=None)
             for j in jobs
         ]
-        # and from just before the multi-host allocation was appended (issue 15)
+        # and from just before the multi-host allocation was appended
         old = dump((kind, table, tuple(row[:-1] for row in rows)))
         assert unpack_records(type(jobs[0]), old) == jobs

@@ -327,7 +327,7 @@ def _segment(directory: Path, first: int, records: list[bytes]) -> None:
 
 
 def test_records_the_checkpoint_covers_are_framed_but_not_decoded(tmp_path: Path) -> None:
-    """Issue 22: a covered record is checked (CRC, sequence) but never decoded, so one no
+    """A covered record is checked (CRC, sequence) but never decoded, so one no
     reader understands does not stop a recovery that starts after it; `after_seq=0` (what
     `xce admin wal-check` reads) still decodes and refuses it."""
     evs = events(4)

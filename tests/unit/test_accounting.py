@@ -14,6 +14,7 @@ from xce.accounting import store
 from xce.accounting.feed import AccountingFeed
 from xce.accounting.record import REQUEUED, AttemptWatch
 from xce.core import events as ev
+from xce.core.applier import Applier
 from xce.core.arrayspec import parse_array_spec
 from xce.core.model import JobSpec, QueueRecord, Usage
 from xce.core.state import ClusterState
@@ -171,19 +172,21 @@ def test_retention_by_month(tmp_path: Path) -> None:
 
 def _log(state_dir: Path, feed: AccountingFeed | None = None) -> DurableLog:
     """The log as the controller opens it: recovery feeds `feed` (xce controller's own)."""
-    return DurableLog.open(state_dir, StoreSettings(segment_bytes=1 << 20, accounting=feed))
+    observers = (feed,) if feed is not None else ()
+    return DurableLog.open(state_dir, StoreSettings(segment_bytes=1 << 20, observers=observers))
 
 
 async def _commit(
     log: DurableLog, state: ClusterState, feed: AccountingFeed, *events: ev.Event
 ) -> None:
+    """As the service commits: through an applier with the feed (xce/core/applier.py)."""
+    applier = Applier(state, (feed,))
     for event in events:
-        feed.before(state, event)
-        state.apply(event)
+        applier.begin(event)
         log.append(log.prepare(event))
-        feed.after(state, event, state.applied)
+        applier.finish(event, state.applied)
     await log.sync()
-    feed.durable(state.applied)
+    applier.durable(state.applied)
 
 
 async def test_feed_rebuilds_from_the_wal_and_from_a_checkpoint(tmp_path: Path) -> None:

@@ -15,10 +15,12 @@ records to the writer thread, which stores them in one SQLite transaction. So:
 - a standby derives its own copy from the replicated events, so `xce acct` answers the same
   after a failover.
 
-One feed per controller process, made by `xce controller` (xce/server/main.py) and handed
-to every applier: the service (`ControllerService.accounting`, by the composition), and
-recovery and a standby's follower (`StoreSettings.accounting`), which are created at
-different times but must share one writer.
+It is an observer of `xce.core.applier.Applier` (`before`, `after`, `durable`,
+`recovered`). One feed per controller process, made by `xce controller`
+(xce/server/main.py) and handed to every applier: the service's (`ControllerService.
+accounting`, by the composition), and recovery's and a standby's follower's
+(`StoreSettings.observers`), which are created at different times but must share one
+writer.
 """
 
 from __future__ import annotations
@@ -141,6 +143,12 @@ class AccountingFeed:
                 )
             self._staged[:0] = found
         self.durable(last_seq)
+
+    def recovered(self, state: ClusterState, checkpoint_seq: int, last_seq: int) -> None:
+        """Recovery replayed the log through this feed: complete the store (`catch_up`)
+        and start the writer."""
+        self.catch_up(state, checkpoint_seq, last_seq)
+        self.start()
 
     # --- the writer thread --------------------------------------------------------------
 

@@ -64,7 +64,7 @@ class AcctRecord:
     # wait_s counts from it. Last: a store from before it gets the column appended
     # (store._migrate) and its older rows read None.
     eligible_time: float | None = None
-    # The granted GPUs' mean utilisation and memory peak through NVML (issue 17; appended
+    # The granted GPUs' mean utilisation and memory peak through NVML (appended
     # like eligible_time): None when nothing was read (no GPUs, no NVML, older rows).
     gpu_util_pct: float | None = None
     gpu_mem_peak_bytes: int | None = None
@@ -120,7 +120,7 @@ def build(
         host=job.host if started is not None else None,
         hosts=",".join(f"{p.host}:{p.slots}" for p in job.hosts)
         if started is not None
-        else "",  # every host of a multi-host allocation (issue 15)
+        else "",  # every host of a multi-host allocation
         req_slots=spec.slots,
         req_memory_mb=spec.memory_mb,
         req_walltime_s=spec.walltime_s,

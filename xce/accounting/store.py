@@ -30,7 +30,7 @@ from typing import Any
 from xce.accounting.record import COLUMNS, AcctRecord
 
 # 1: the first; 2: `eligible_time` appended (wait_s counts from it from then on);
-# 3: `gpu_util_pct`, `gpu_mem_peak_bytes` appended (NVML figures, issue 17).
+# 3: `gpu_util_pct`, `gpu_mem_peak_bytes` appended (NVML figures).
 SCHEMA_VERSION = 3
 _TYPES = {
     "attempt": "INTEGER NOT NULL",

@@ -32,6 +32,7 @@ from xce.controller.retention import purge_events
 from xce.controller.scheduling import Planner, Scheduling
 from xce.controller.submission import Submissions
 from xce.core import events as ev
+from xce.core.applier import Applier, Observer
 from xce.core.model import QueueRecord
 from xce.core.state import ClusterState
 from xce.sched import plugins
@@ -63,6 +64,7 @@ class ControllerService:
         clock: Callable[[], float] = time.time,
         planner: Planner = pipeline.plan,
         registry: PluginRegistry | None = None,
+        observers: Iterable[Observer] = (),
     ) -> None:
         self.settings = settings
         self.files = files
@@ -94,12 +96,26 @@ class ControllerService:
         # Job files to the standbys (xce/ha/files.py): the replication source of a primary
         # that has standbys; None ships nothing (a single controller).
         self.file_replica: FileReplica | None = None
-        # The accounting feed (xce/accounting/feed.py): records of ended attempts, staged
-        # as events apply and stored off the request path once durable. None: no accounting.
-        self.accounting: AccountingFeed | None = None
+        # Applies each committed event with the observers handed in by the composition
+        # (xce/core/applier.py): the accounting feed among them (`accounting`).
+        self.applier = Applier(self.state, observers)
+        self._accounting: AccountingFeed | None = None
         self.submissions = Submissions(self)
         self.job_actions = JobActions(self)
         self.admin = Administration(self)
+
+    @property
+    def accounting(self) -> AccountingFeed | None:
+        """The accounting feed (xce/accounting/feed.py): records of ended attempts, staged
+        as events apply and stored off the request path once durable. None: no accounting.
+        Setting it replaces the previous feed among the applier's observers."""
+        return self._accounting
+
+    @accounting.setter
+    def accounting(self, feed: AccountingFeed | None) -> None:
+        old, self._accounting = self._accounting, feed
+        kept = tuple(o for o in self.applier.observers if o is not old)
+        self.applier.observers = kept if feed is None else (*kept, feed)
 
     def ship_files(self, ops: list[tuple[str, str]]) -> int:
         """Queue job files for the standbys, ahead of the records committed after this."""
@@ -129,31 +145,26 @@ class ControllerService:
         records = [self.log.prepare(event, i) for i, event in enumerate(batch)]
         if len(batch) > 1:
             self.state.check(batch)  # one event is all-or-nothing in `apply` itself
-        feed = self.accounting
-        for host in self._apply(batch, records, feed):
+        for host in self._apply(batch, records):
             self.host_changes.bump(host)
         if reschedule:
             self.schedule_needed.set()
         await self.log.sync()
-        if feed is not None:
-            feed.durable(self.state.applied)
+        self.applier.durable(self.state.applied)
         for hook in self.committed:
             hook(batch)
 
-    def _apply(
-        self, batch: list[ev.Event], records: list[Any], feed: AccountingFeed | None
-    ) -> set[str]:
-        """Apply and append each event of a checked batch, staging its accounting records
-        in `feed` and telling the listeners; returns the hosts the batch touched."""
+    def _apply(self, batch: list[ev.Event], records: list[Any]) -> set[str]:
+        """Apply and append each event of a checked batch, telling the applier's observers
+        (the accounting feed stages its records) and the listeners; returns the hosts the
+        batch touched."""
         touched: set[str] = set()
+        applier = self.applier
         for event, record in zip(batch, records, strict=True):
             before = hosts_of(self.state, event)
-            if feed is not None:
-                feed.before(self.state, event)
-            self.state.apply(event)
-            self.log.append(record)
-            if feed is not None:
-                feed.after(self.state, event, self.state.applied)
+            applier.begin(event)
+            self.log.append(record)  # before the `after` hooks: they see a logged event
+            applier.finish(event, self.state.applied)
             touched.update(before)
             touched.update(hosts_of(self.state, event))
             for listener in self.listeners:

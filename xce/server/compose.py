@@ -10,7 +10,9 @@ itself at import. Tests compose a controller the same way (tests/api/conftest.py
 
 What connects to what:
 - the service commits to `store` (the WAL of xce/store/durable.py; in memory when None) and
-  stages accounting records in `accounting`; retention is its `purge_finished`;
+  stages accounting records in `accounting`, an observer of its applier (xce/core/applier.py;
+  recovery and a standby's follower get the same feed in `StoreSettings.observers`, from
+  xce/server/main.py); retention is its `purge_finished`;
 - the job history and the output tails listen to applied events (`service.listeners`),
   wrapped so that a fault in a read-side helper never fails a commit;
 - the event bus joins the durable-batch hooks (`service.committed`) on its first subscriber;
@@ -48,7 +50,6 @@ from xce.api.http import (
 )
 from xce.auth.guard import GuardState
 from xce.auth.pending_logins import PendingLogins
-from xce.auth.rbac import allows
 from xce.auth.runtime import AuthRuntime
 from xce.config.settings import Config
 from xce.controller.bus import EventBus
@@ -59,6 +60,7 @@ from xce.controller.tails import OutputTails
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.errors import Unauthorized
+from xce.core.rbac import allows
 from xce.ha.node import Node
 from xce.sched.plugins import PluginRegistry, builtin
 from xce.store.durable import DurableLog

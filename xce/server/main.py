@@ -22,12 +22,12 @@ from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.errors import InvalidRequest, XceError
-from xce.ha.files import upload_names
 from xce.ha.node import Node, start_site
 from xce.server.compose import compose
 from xce.store.durable import DurableLog, StoreSettings
 from xce.store.files import FileStore
 from xce.store.repair import lock_state_dir
+from xce.store.replicated_names import upload_names
 
 log = logging.getLogger("xce.controller")
 
@@ -56,7 +56,7 @@ def store_settings(
     settings: ControllerSettings, accounting: AccountingFeed | None = None
 ) -> StoreSettings:
     return StoreSettings(
-        accounting=accounting,
+        observers=(accounting,) if accounting is not None else (),
         fsync=settings.wal_fsync,
         fsync_interval_s=settings.wal_fsync_interval_s,
         segment_bytes=settings.wal_segment_mb * 1024 * 1024,

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from xce.accounting.feed import AccountingFeed
+from xce.core.applier import Applier, Observer
 from xce.core.errors import XceError
 from xce.core.events import Event
 from xce.core.state import ClusterState
@@ -35,10 +35,10 @@ class StoreSettings:
     checkpoint_every: int = 100_000
     checkpoint_interval_s: float = 300.0
     finished_retention_s: float = 3600.0
-    # The accounting feed (xce/accounting/feed.py) that recovery and a standby's replay
-    # feed, as the service does live. Not a setting: it travels with them because every
-    # place that opens this controller's log gets them. None: no accounting.
-    accounting: AccountingFeed | None = None
+    # The observers (xce/core/applier.py: the accounting feed, xce/accounting/feed.py) that
+    # recovery and a standby's replay feed, as the service does live. Not a setting: they
+    # travel with them because every place that opens this controller's log gets them.
+    observers: tuple[Observer, ...] = ()
 
 
 class DurableLog:
@@ -46,6 +46,9 @@ class DurableLog:
         self.state_dir = state_dir
         self.settings = settings
         self.recovered = recovered
+        # Applies replicated events to the recovered state with the same observers (a
+        # standby's follower, xce/ha/follower.py)
+        self.applier = Applier(recovered.state, settings.observers)
         self.writer = WalWriter(
             wal_dir(state_dir),
             recovered.last_seq + 1,
@@ -70,7 +73,7 @@ class DurableLog:
 
     @classmethod
     def open(cls, state_dir: Path, settings: StoreSettings) -> DurableLog:
-        recovered = recover(state_dir, accounting=settings.accounting)
+        recovered = recover(state_dir, observers=settings.observers)
         log.info(
             "recovered %d jobs, %d arrays: checkpoint at record %d, %d records replayed in %.2fs",
             len(recovered.state.jobs),

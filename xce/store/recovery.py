@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from xce.accounting.feed import AccountingFeed
+from xce.core.applier import Applier, Observer
 from xce.core.errors import XceError
 from xce.core.events import Event
 from xce.core.state import ClusterState
@@ -47,8 +48,10 @@ def checkpoint_dir(state_dir: Path) -> Path:
 
 
 def recover(
-    state_dir: Path, repair_torn_tail: bool = True, accounting: AccountingFeed | None = None
+    state_dir: Path, repair_torn_tail: bool = True, observers: Iterable[Observer] = ()
 ) -> Recovered:
+    """The state of `state_dir`; `observers` (the accounting feed) see every replayed
+    event, as they saw it live, and then `recovered`."""
     started = time.perf_counter()
     for leftover in checkpoint_dir(state_dir).glob(".checkpoint-*.tmp"):
         leftover.unlink(missing_ok=True)  # a checkpoint a crash interrupted
@@ -65,7 +68,7 @@ def recover(
             log.warning("checkpoint %s does not verify, trying an older one: %s", path.name, exc)
     replayed = 0
     first: list[int] = []
-    feed = accounting  # records of the attempts the replay ends
+    applier = Applier(state, observers)
 
     def apply(seq: int, event: Event) -> None:
         nonlocal replayed
@@ -77,13 +80,10 @@ def recover(
                     f"{checkpoint_seq}: records {checkpoint_seq + 1}..{seq - 1} are missing"
                 )
         try:
-            if feed is not None:
-                feed.before(state, event)
-            state.apply(event)
+            applier.begin(event)
         except XceError as exc:
             raise ReplayError(f"WAL record {seq} does not apply: {exc.message}") from None
-        if feed is not None:
-            feed.after(state, event, seq)
+        applier.finish(event, seq)
         replayed += 1
 
     scan: WalScan = scan_wal(wal_dir(state_dir), checkpoint_seq, apply)
@@ -97,9 +97,7 @@ def recover(
     _drop_empty_tail(wal_dir(state_dir))
     last = max(scan.last_seq, checkpoint_seq)
     state.applied = last
-    if feed is not None:
-        feed.catch_up(state, checkpoint_seq, last)
-        feed.start()
+    applier.recovered(checkpoint_seq, last)
     last_epoch = scan.last_epoch if scan.last_seq > checkpoint_seq else checkpoint_epoch
     return Recovered(
         state, last, checkpoint_seq, replayed, time.perf_counter() - started, torn, last_epoch
