@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from xce.config.check import ConfigError
 from xce.config.loader import parse_config
 from xce.controller.requests import SubmitRequest, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
-from xce.core.errors import InvalidRequest
+from xce.core.errors import ConfigError, InvalidRequest
 from xce.core.model import QueueRecord
 from xce.store.files import FileStore
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from xce.config.scheduler import SchedulerSettings
 from xce.config.settings import ControllerSettings
 from xce.controller.requests import FinishReport, SubmitRequest, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.model import QueueRecord
-from xce.sched.settings import SchedulerSettings
 from xce.sched.sim.inputs import HOST_MEMORY_MB, executed_time, host_names, plugins_for
 from xce.sched.sim.simulate import simulate
 from xce.sched.sim.swf import SwfJob

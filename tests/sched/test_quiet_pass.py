@@ -183,9 +183,9 @@ def test_a_requeued_array_task_keeps_to_its_arrays_limit_in_the_quiet_loop() -> 
 @pytest.mark.parametrize("seed", range(20))
 def test_the_quick_route_keys_shapes_as_the_full_try_does(seed: int) -> None:
     """The quick route builds its candidate sets' key inline: every key the quiet loop
-    made is one the explained pass made too (`_shape`), so both share the same sets."""
+    made is one the explained pass made too (`HostSearch.shape`), so both share the same sets."""
     rng = random.Random(seed)
     snapshot = snapshot_of(featured_cluster(rng))
     quiet, loud = SchedulingPass(snapshot, T0, explain=False), SchedulingPass(snapshot, T0)
     quiet.run(), loud.run()
-    assert set(quiet._sets) <= set(loud._sets)
+    assert set(quiet.hosts.sets) <= set(loud.hosts.sets)

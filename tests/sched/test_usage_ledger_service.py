@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from xce.config.scheduler import SchedulerSettings
 from xce.config.settings import ControllerSettings
 from xce.controller.requests import FinishReport, SubmitRequest, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.model import QueueRecord
-from xce.sched.settings import SchedulerSettings
 from xce.store.files import FileStore
 
 

@@ -4,6 +4,17 @@
 depends on: the policies live in plugins chosen per queue (xce/sched/plugins), and the
 simulator (xce/sched/sim/simulate.py) calls the same function, so the pass could also move into
 its own process without touching the controller.
+
+    snapshot (incremental, from ClusterState) ──▶ passes/pipeline.plan
+        order pending jobs (plugins: fcfs, priority, fairshare, multifactor)
+        ──▶ per job: passes/hosts (filters, candidate sets, ranking, devices)
+        ──▶ passes/place (queue gates, limits, one host) or passes/spread (several hosts)
+        ──▶ place now, or reserve (EASY backfill, advance reservations)
+    ──▶ Plan (placements, reasons) ──▶ passes/preemption (after the pass)
+
+* `passes/`: the pass and its parts; `admission/`: submit-time checks (could any host ever run
+  the job?); `sim/`: `xce simulate`, the same `plan` in virtual time; `expr/`: LSF resource
+  requirement strings; `plugins/`: the policies, chosen per queue.
 """
 
 from typing import Any

@@ -25,34 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-from xce.config.check import Table
+from xce.config.scheduler import PrioritySettings
 from xce.core.model import JobSpec, QueueRecord
-from xce.core.validation import Invalid, hint
-
-Zeroed = Annotated[float, hint("must be a number of 0 or more", ge=0)]
-Whole = Annotated[int, hint("must be a number of 0 or more", ge=0)]
-
-
-class PrioritySettings(Table, frozen=True):
-    """`[scheduler.priority]`, declared once (xce/config/check.py words its errors): job
-    priorities run 0..max_job_priority; a user may give at most `default_job_priority` (only
-    lower their own jobs, as LSF's bsub -sp and Slurm's positive --nice); operators and
-    admins any value in the range."""
-
-    default_job_priority: Whole = 50
-    max_job_priority: Annotated[int, hint("must be at least 1", ge=1)] = 100
-    max_age_s: Annotated[float, hint("must be above 0", gt=0)] = 7 * 86400.0
-    weight_queue: Zeroed = 1000.0
-    weight_job: Zeroed = 1000.0
-    weight_age: Zeroed = 100.0
-    weight_fairshare: Zeroed = 100.0
-    weight_size: Zeroed = 0.0
-
-    def __post_init__(self) -> None:
-        if self.default_job_priority > self.max_job_priority:
-            raise Invalid("default_job_priority is above max_job_priority")
 
 
 def check_job_priority(settings: PrioritySettings, priority: int | None, privileged: bool) -> None:

@@ -1,11 +1,10 @@
 """Why a pending job waits: a kind and its parameters, rendered to text only at the edge.
 
-The scheduling pass (xce/sched/passes/pipeline.py) and preemption (xce/sched/passes/preemption.py)
-decide
-on reasons by kind (`reason.kind is WaitKind.ROOM`), never by matching text; the API, the
-CLI and the console read the rendered text (`str(reason)`), which is exactly what they read
-when reasons were strings. Reasons are never stored durably nor sent to workers, so there is
-no old form to keep reading: only the rendered text leaves the controller.
+The scheduling pass (xce/sched/passes/pipeline.py) and preemption
+(xce/sched/passes/preemption.py) decide on reasons by kind (`reason.kind is WaitKind.ROOM`),
+never by matching text; the API, the CLI and the console read the rendered text
+(`str(reason)`). Reasons are never stored durably nor sent to workers: only the rendered
+text leaves the controller.
 
 One frozen value per distinct reason: jobs sharing a spec share the object, as they shared
 the string, so a pass over many waiting jobs allocates one per shape, not one per job.

@@ -94,7 +94,7 @@ class RunningJob:
     ending: bool = False
     since: float = 0.0
     asked_slots: int = 0  # the job's own slots (`slots` is 0 while a preemption holds it)
-    # A multi-host job has one view per host, each with that host's share (issue 15);
+    # A multi-host job has one view per host, each with that host's share;
     # `part` marks all but the first, so a tally counts the job once and its slots in full.
     part: bool = False
 

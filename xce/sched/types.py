@@ -14,7 +14,7 @@ from xce.sched.reasons import WaitReason
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Start `job_id` (a job or an array task id) on `host`; a multi-host job also gets
-    `hosts`, its whole allocation, first host = `host` (issue 15)."""
+    `hosts`, its whole allocation, first host = `host`."""
 
     job_id: str
     host: str

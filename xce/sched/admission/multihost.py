@@ -1,4 +1,4 @@
-"""Submit-time rules for jobs across hosts (issue 15): spans that make sense, memory per
+"""Submit-time rules for jobs across hosts: spans that make sense, memory per
 slot, and whether any set of a queue's hosts could ever hold the job (as if empty), so an
 impossible multi-host job is refused with a reason instead of pending for ever."""
 

@@ -1,8 +1,8 @@
-"""The scheduling pass, first layer: which hosts may take a job's shape, ranked.
+"""The scheduling pass's host search: which hosts may take a job's shape, ranked.
 
 Filters (cached per queue and `-R`), candidate sets per shape (xce/sched/passes/hostpool.py) and
-device checks. A layer of `SchedulingPass` (xce/sched/passes/pipeline.py), split from it: the
-pass's state is declared here and set by `SchedulingPass.__init__`.
+device checks. A part that `SchedulingPass` (xce/sched/passes/pipeline.py) holds, and that
+its placers (xce/sched/passes/spread.py, place.py) are handed.
 """
 
 from __future__ import annotations
@@ -22,24 +22,23 @@ from xce.sched.passes.gres import DevicePool, too_few
 from xce.sched.passes.hostpool import CandidateSet, HostPool, OrderedCandidates, RankedCandidates
 from xce.sched.passes.memo import PassMemo
 from xce.sched.passes.ranking import FREE_ATTRIBUTES, key_function, select_names
-from xce.sched.passes.reservation import Reservation
+from xce.sched.passes.tallies import PassTallies
 from xce.sched.plugins import QueuePolicy
 from xce.sched.reasons import WaitReason
 from xce.sched.snapshot import Snapshot
-from xce.sched.types import Plan
 
-SHAPES_KEPT = 4096  # job shapes a pass memo keeps (`_candidates`), then it starts over
+SHAPES_KEPT = 4096  # job shapes a pass memo keeps (`candidates`), then it starts over
 
 
 class HostFindings:
     """What a pass derives of the hosts as it first needs it, kept for the rest of the
-    pass: made on first need (`HostSearch._found`), so a pass whose shapes the memo
+    pass: made on first need (`HostSearch.found`), so a pass whose shapes the memo
     answers (most passes of a replay, xce/sched/passes/memo.py) makes and frees none of it."""
 
     __slots__ = ("filtered", "key_functions", "rankings", "spread_hosts", "spreadable")
 
     def __init__(self) -> None:
-        # (queue, -R) -> the hosts the queue's filters accept (`_filter`)
+        # (queue, -R) -> the hosts the queue's filters accept (`filter`)
         self.filtered: dict[tuple[str, str], list[int]] = {}
         self.spread_hosts: dict[tuple, list[int]] = {}  # multi-host shape -> its hosts
         self.spreadable: dict[tuple[str, str, int], bool] = {}
@@ -49,62 +48,49 @@ class HostFindings:
 
 
 class HostSearch:
-    """Finding hosts for one shape of job within a pass (a base of SchedulingPass)."""
+    """Finding hosts for one shape of job within a pass: the queues' filters, the
+    candidate sets per shape (`sets`) and the free devices. A part of `SchedulingPass`
+    (xce/sched/passes/pipeline.py), which makes one per pass."""
 
     # Slotted: a pass is made per event the controller applies and per instant `xce
     # simulate` replays, and building and freeing its attributes in a dict was a
     # part of each
     __slots__ = (
-        "_blocked",
         "_devices",
         "_findings",
-        "_limits",
-        "_memo",
-        "_no_reserve",
-        "_sets",
-        "_tally",
-        "explain",
         "gate",
-        "group_slots",
-        "now",
-        "placed_per_array",
+        "memo",
         "policies",
         "pool",
-        "queue_running",
-        "reservation",
-        "result",
-        "running_slots",
+        "sets",
         "snapshot",
-        "usage_hours",
-        "user_running",
+        "tallies",
     )
 
-    # The pass's state, set by SchedulingPass.__init__ (xce/sched/passes/pipeline.py), which
-    # says what each holds; declared here so the layers below type-check on their own.
-    snapshot: Snapshot
-    now: float
-    explain: bool
-    pool: HostPool
-    _devices: DevicePool | None
-    result: Plan
-    reservation: Reservation | None
-    gate: AdvanceGate | None
-    policies: dict[str, QueuePolicy]
-    _sets: dict[tuple, CandidateSet | WaitReason]
-    _findings: HostFindings | None
-    _blocked: dict[int, WaitReason]
-    running_slots: dict[str, int]
-    group_slots: dict[str, int]
-    queue_running: dict[str, int]
-    user_running: dict[tuple[str, str], int]
-    placed_per_array: dict[int, int] | None  # array -> its tasks placed, once one is
-    _tally: bool
-    _limits: bool
-    _no_reserve: bool
-    _memo: PassMemo | None
-    usage_hours: dict[str, float]
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        pool: HostPool,
+        policies: dict[str, QueuePolicy],
+        memo: PassMemo | None,
+        gate: AdvanceGate | None,
+        tallies: PassTallies,
+    ) -> None:
+        """`memo`: what earlier passes found and later ones may reuse (None when the
+        snapshot carries none); `gate`: the advance reservations (None without any);
+        `tallies`: the pass's shared record (its `reservation` keys the shapes)."""
+        self.snapshot = snapshot
+        self.pool = pool
+        self.policies = policies
+        self.memo = memo
+        self.gate = gate
+        self.tallies = tallies
+        # shape (`shape`) -> the hosts that may take it in this pass, or why none can
+        self.sets: dict[tuple, CandidateSet | WaitReason] = {}
+        self._findings: HostFindings | None = None  # (`found`), made when first asked
+        self._devices: DevicePool | None = None  # (`devices`), made when first asked
 
-    def _found(self) -> HostFindings:
+    def found(self) -> HostFindings:
         """What this pass found of the hosts so far, made when first needed."""
         found = self._findings
         if found is None:
@@ -121,8 +107,8 @@ class HostSearch:
             pool = self._devices = DevicePool(snapshot.hosts, snapshot.licenses)
         return pool
 
-    def _shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
-        """The key of the candidate sets of `spec`'s shape (`_sets`); the quiet loop's
+    def shape(self, queue: QueueRecord, spec: JobSpec) -> tuple:
+        """The key of the candidate sets of `spec`'s shape (`sets`); the quiet loop's
         quick route (pipeline.py `_run_quiet`) builds the last form inline: keep alike."""
         if self.gate is not None:  # the gate's verdict depends on walltime and target
             return (
@@ -134,10 +120,10 @@ class HostSearch:
                 spec.reservation,
                 spec.gres,
             )
-        wall = spec.walltime_s if self.reservation is not None else None
+        wall = spec.walltime_s if self.tallies.reservation is not None else None
         return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall, spec.gres)
 
-    def _with_devices(
+    def with_devices(
         self, spec: JobSpec, allow: Callable[[int], bool] | None
     ) -> Callable[[int], bool]:
         asked, has = gres.counts_of(spec.gres), self.devices.has
@@ -145,23 +131,23 @@ class HostSearch:
             return lambda i: has(i, asked)
         return lambda i: has(i, asked) and allow(i)
 
-    def _devices_short(self, spec: JobSpec, queue: QueueRecord) -> bool:
+    def devices_short(self, spec: JobSpec, queue: QueueRecord) -> bool:
         """Whether some candidate host has the slots and memory now but not the devices."""
         pool = self.pool
         return any(
             pool.free_slots[i] >= spec.slots and pool.free_mem[i] >= spec.memory_mb
-            for i in self._filter(spec, queue, self.policies[queue.name])
+            for i in self.filter(spec, queue, self.policies[queue.name])
         )
 
-    def _filter(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> list[int]:
+    def filter(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> list[int]:
         """The hosts the queue's filters accept for `spec` (cached per queue and -R; kept
         in the memo for later passes when every filter that applied is `fixed`). Shared:
         never modified."""
         fkey = (queue.name, spec.resources)
-        filtered = self._found().filtered
+        filtered = self.found().filtered
         hosts = filtered.get(fkey)
         if hosts is None:
-            memo = self._memo
+            memo = self.memo
             if memo is not None:
                 hosts = memo.filtered.get(fkey)
             if hosts is None:
@@ -177,16 +163,16 @@ class HostSearch:
             filtered[fkey] = hosts
         return hosts
 
-    def _candidates(
+    def candidates(
         self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy
     ) -> CandidateSet | WaitReason:
         """The hosts that may take `spec`'s shape in this pass, best first, or why none
         ever can. What is found from the hosts' fixed parts alone (a refusal, or a static
         ranking) is kept in the memo for the next passes: a shape is asked once a pass,
         and a short pass asks mostly shapes an earlier one asked."""
-        memo = self._memo
+        memo = self.memo
         if memo is None:
-            return self._find_candidates(spec, queue, policy)
+            return self.find_candidates(spec, queue, policy)
         slots, mem = spec.slots, spec.memory_mb
         mkey = (queue.name, spec.resources, slots, mem, spec.gres)
         known = memo.shapes.get(mkey)
@@ -195,9 +181,9 @@ class HostSearch:
                 return OrderedCandidates(self.pool, known[0], slots, mem, known[1])
             assert isinstance(known, WaitReason)
             return known
-        found = self._find_candidates(spec, queue, policy)
+        found = self.find_candidates(spec, queue, policy)
         fkey = (queue.name, spec.resources)
-        hosts = self._found().filtered.get(fkey)
+        hosts = self.found().filtered.get(fkey)
         if hosts is not None and memo.filtered.get(fkey) is hosts:  # fixed filters only
             if len(memo.shapes) >= SHAPES_KEPT:  # a long-lived controller's many shapes
                 memo.shapes.clear()
@@ -209,15 +195,15 @@ class HostSearch:
                     memo.shapes[mkey] = (ranked, found.live_select)
         return found
 
-    def _find_candidates(
+    def find_candidates(
         self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy
     ) -> CandidateSet | WaitReason:
         pool = self.pool
         fkey = (queue.name, spec.resources)
-        found = self._found()
+        found = self.found()
         hosts = found.filtered.get(fkey)
         if hosts is None:
-            hosts = self._filter(spec, queue, policy)
+            hosts = self.filter(spec, queue, policy)
         if not hosts:
             return why.NO_MATCH if spec.resources else why.NO_HOST
         slots, mem = spec.slots, spec.memory_mb
@@ -233,7 +219,7 @@ class HostSearch:
         live = None
         if req is not None and select_names(req.select) & FREE_ATTRIBUTES:
             live = req.select
-        memo = self._memo
+        memo = self.memo
         if memo is not None:
             kept = memo.ranked.get(fkey)
             if kept is not None:  # a static ranking of hosts the memo keeps

@@ -21,7 +21,7 @@ from typing import Any
 
 
 class PassMemo:
-    """Filled by the passes (xce/sched/passes/pipeline.py, pass_hosts.py), owned by the snapshot's
+    """Filled by the passes (xce/sched/passes/pipeline.py, hosts.py), owned by the snapshot's
     maker, which makes a new one when hosts or queues change."""
 
     __slots__ = ("filtered", "groups", "policies", "ranked", "registry", "shapes")
@@ -33,7 +33,7 @@ class PassMemo:
         self.filtered: dict[tuple[str, str], list[int]] = {}  # (queue, -R) -> host indexes
         self.ranked: dict[tuple[str, str], list[int]] = {}  # static rankings of those
         # (queue, -R, slots, memory, gres) -> a static ranking and the live `select` of
-        # its candidate sets, or why no host ever takes that shape (pass_hosts.py)
+        # its candidate sets, or why no host ever takes that shape (hosts.py)
         self.shapes: dict[tuple, Any] = {}
         # (the snapshot's `queued` mapping, its one queue's name and collection, the
         # pass's groups made from them) when that is one queue's jobs alone, already in

@@ -1,4 +1,4 @@
-"""Placing a job on several hosts at once (issue 15): all of its hosts now, or none.
+"""Placing a job on several hosts at once: all of its hosts now, or none.
 
 A job spreads when its `-R` has `span[ptile=P]` (P slots per host, the last host may get
 fewer) or `span[block=B]` (slots in multiples of B per host) and it is wider than one tile

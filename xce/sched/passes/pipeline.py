@@ -9,26 +9,28 @@ order plugin (fairshare) follows, by name. Every queue uses its own plugins
 (`QueueRecord.plugins`, see xce/sched/plugins). Jobs of the same *shape* share the work of
 finding hosts (xce/sched/passes/hostpool.py), so a pass is near linear in pending jobs.
 
-The pass is layered, one module a layer: xce/sched/passes/hosts.py (hosts for a shape),
-pass_spread.py (multi-host jobs), pass_place.py (one job or array: gates, placement,
-commit) and this module (the pass driver: queue order, the explained and the quiet loop).
+The pass holds its parts, one module a part, each handed what it needs when the pass is
+made (none inherits another): xce/sched/passes/tallies.py (the plan so far, the EASY
+reservation, the running counts), hosts.py (hosts for a shape), spread.py (multi-host
+jobs), place.py (one job or array: gates, placement, commit), and this module (the pass
+driver: queue order, the explained and the quiet loop).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from types import MappingProxyType
-from typing import Any
 
 from xce.core.deps import DepStatus
 from xce.core.model import JobSpec
 from xce.sched import reasons as why
 from xce.sched.passes import multihost
 from xce.sched.passes.advance import AdvanceGate
-from xce.sched.passes.gres import DevicePool
-from xce.sched.passes.hostpool import CandidateSet, HostPool, OrderedCandidates
-from xce.sched.passes.place import JobPlacement
+from xce.sched.passes.hostpool import HostPool, OrderedCandidates
+from xce.sched.passes.hosts import HostSearch
+from xce.sched.passes.place import JobPlacer
 from xce.sched.passes.reservation import Reservation
+from xce.sched.passes.spread import SpreadPlacer
+from xce.sched.passes.tallies import PassTallies
 from xce.sched.plugins import PluginRegistry, QueuePolicy, builtin
 from xce.sched.plugins.base import Item, OrderContext
 from xce.sched.reasons import WaitReason
@@ -36,8 +38,6 @@ from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.types import Placement, Plan
 
 _SATISFIED = DepStatus.SATISFIED  # (a name: an enum member's lookup costs ~70 ns a pass)
-# the tallies of a pass that counts nothing (`SchedulingPass.__init__`): read-only
-_NOTHING_COUNTED: Any = MappingProxyType({})
 
 
 def plan(
@@ -63,10 +63,27 @@ def plan(
         pool.improving_sets.clear()
 
 
-class SchedulingPass(JobPlacement):
-    """One pass over one snapshot; not reusable."""
+class SchedulingPass:
+    """One pass over one snapshot; not reusable.
 
-    __slots__ = ()  # the pass's state is declared by HostSearch (pass_hosts.py)
+    It holds its parts, each handed what it needs when made: `tallies` (the plan so far,
+    the one EASY reservation, the running counts: xce/sched/passes/tallies.py), `hosts`
+    (filters, candidate sets per shape, devices: hosts.py), and, made when first needed
+    (`_placers`), `spread` (multi-host jobs: spread.py) and `placer` (one job or array:
+    place.py). The pass itself orders
+    the queues' jobs and runs the explained or the quiet loop."""
+
+    __slots__ = (
+        "_no_reserve",
+        "explain",
+        "hosts",
+        "now",
+        "placer",
+        "policies",
+        "pool",
+        "snapshot",
+        "tallies",
+    )
 
     def __init__(
         self,
@@ -81,42 +98,71 @@ class SchedulingPass(JobPlacement):
         self.snapshot = snapshot
         self.now = now
         self.explain = explain
-        self.pool = HostPool(snapshot, now, borrow)
-        self._devices: DevicePool | None = None  # `devices`, made when first asked
-        self.result = Plan([], {}, [])  # (literals: cheaper than its default factories)
-        self.reservation: Reservation | None = None
+        pool = self.pool = HostPool(snapshot, now, borrow)
         # Advance reservations (xce/sched/passes/advance.py); None when the cluster has none, so
         # a pass without them costs what it did before.
-        self.gate = (
-            AdvanceGate(snapshot.reservations, self.pool, now) if snapshot.reservations else None
-        )
+        gate = AdvanceGate(snapshot.reservations, pool, now) if snapshot.reservations else None
         plugins = registry or builtin()
         memo = snapshot.memo
         # (the memo's registry compared here: a call of `claim` per pass was not free)
-        self._memo = (
+        memo = (
             memo if memo is not None and (memo.registry is plugins or memo.claim(plugins)) else None
         )
-        known = self._memo.policies if self._memo is not None else None
+        known = memo.policies if memo is not None else None
         if known is None:
             known = self._policies(plugins)
-            if self._memo is not None:
-                self._memo.policies = known
-        self.policies, self._tally, self._no_reserve, self._limits = known
-        self._sets: dict[tuple, CandidateSet | WaitReason] = {}
-        self._findings = None  # what the pass finds of the hosts (`_found`), when asked
-        # id(JobSpec) -> why jobs sharing that spec object cannot start in this pass
-        self._blocked: dict[int, WaitReason] = {}
-        self.placed_per_array = None  # (`_placed_task`)
-        # what is not counted (no queue orders by usage, or none limits running jobs) is
-        # one empty mapping that refuses writes, not a dict made and freed per pass
-        self.queue_running = self.user_running = _NOTHING_COUNTED
-        if self._limits:
-            self.queue_running, self.user_running = {}, {}
-        if self._tally:
-            self.running_slots, self.group_slots = {}, {}
-            self._count_running()  # (and usage_hours)
-        else:
-            self.running_slots = self.group_slots = self.usage_hours = _NOTHING_COUNTED
+            if memo is not None:
+                memo.policies = known
+        policies, tally, self._no_reserve, limits = known
+        self.policies = policies
+        tallies = self.tallies = PassTallies(snapshot, now, tally, limits)
+        self.hosts = HostSearch(snapshot, pool, policies, memo, gate, tallies)
+        # the placers, made when first needed (`_placers`): a pass of a replay whose jobs
+        # all take the quiet loop's quick route (most of them) makes neither
+        self.placer: JobPlacer | None = None
+
+    def _placers(self) -> JobPlacer:
+        """The single-job placer (made with the spread placer it hands multi-host jobs to
+        on the first call)."""
+        placer = self.placer
+        if placer is None:
+            hosts, tallies = self.hosts, self.tallies
+            placer = self.placer = JobPlacer(hosts, SpreadPlacer(hosts, tallies), tallies)
+        return placer
+
+    @property
+    def spread(self) -> SpreadPlacer:
+        """The multi-host placer (the single-job placer's, which hands it such jobs)."""
+        return self._placers().spread
+
+    # what callers and tests read of a pass, kept by its parts
+    @property
+    def result(self) -> Plan:
+        return self.tallies.result
+
+    @property
+    def reservation(self) -> Reservation | None:
+        return self.tallies.reservation
+
+    @property
+    def running_slots(self) -> dict[str, int]:
+        return self.tallies.running_slots
+
+    @property
+    def group_slots(self) -> dict[str, int]:
+        return self.tallies.group_slots
+
+    @property
+    def usage_hours(self) -> dict[str, float]:
+        return self.tallies.usage_hours
+
+    @property
+    def queue_running(self) -> dict[str, int]:
+        return self.tallies.queue_running
+
+    @property
+    def user_running(self) -> dict[tuple[str, str], int]:
+        return self.tallies.user_running
 
     def _policies(self, plugins: PluginRegistry) -> tuple[dict[str, QueuePolicy], bool, bool, bool]:
         """(each queue's policy, tally, no_reserve, limits). Running tallies feed limits
@@ -150,7 +196,7 @@ class SchedulingPass(JobPlacement):
             # cluster): its group is the only one; the same for every pass handed the same
             # mapping (the simulator's) with the same queue's same collection (a mapping
             # changed in place is not trusted), until a queue changes (a new memo then)
-            memo = self._memo
+            memo = self.hosts.memo
             kept = memo.groups if memo is not None else None
             if kept is not None and kept[0] is queued and queued.get(kept[1]) is kept[2]:
                 return kept[3]
@@ -166,8 +212,9 @@ class SchedulingPass(JobPlacement):
             if memo is not None:
                 memo.groups = (queued, name, jobs, alone)
             return alone
-        if self._memo is not None:
-            self._memo.groups = None  # (not kept alive while passes see several queues)
+        memo = self.hosts.memo
+        if memo is not None:
+            memo.groups = None  # (not kept alive while passes see several queues)
         groups: dict[tuple[int, int, str], list[tuple[int, Item]]] = {}
         keys: dict[str, tuple[int, int, str]] = {}
         for name, queue in self.snapshot.queues.items():
@@ -208,10 +255,13 @@ class SchedulingPass(JobPlacement):
     def run(self) -> Plan:
         groups = self._groups()
         queues, policies, pool = self.snapshot.queues, self.policies, self.pool
-        reasons, blocked = self.result.reasons, self._blocked
+        tallies = self.tallies
+        result = tallies.result
+        reasons, blocked = result.reasons, tallies.blocked
         satisfied = _SATISFIED
         arrays_done: set[int] = set()
         explain = self.explain
+        try_item = self._placers().try_item if explain else None
         for (_, _, queue_name), items in groups:
             queue = queues[queue_name or next(iter(items)).spec.queue]
             policy = policies[queue.name]
@@ -222,21 +272,21 @@ class SchedulingPass(JobPlacement):
                 ctx = OrderContext(
                     self.now,
                     queue,
-                    self.usage_hours,
+                    tallies.usage_hours,
                     self.snapshot.groups,
-                    self.running_slots,
-                    self.group_slots,
+                    tallies.running_slots,
+                    tallies.group_slots,
                     self.snapshot,
                 )
                 ordered = policy.order.order(items, ctx)
             if not explain:
                 if self._run_quiet(ordered):
-                    return self.result
+                    return result
                 continue
             for item in ordered:
                 if pool.total_free_slots <= 0:
                     self._no_room_left(groups, arrays_done)
-                    return self.result
+                    return result
                 spec = item.spec
                 if type(item) is PendingJob:
                     if item.index is None and item.deps is satisfied:
@@ -249,8 +299,9 @@ class SchedulingPass(JobPlacement):
                     arrays_done.add(item.number)
                 name = spec.queue
                 policy = policies[name]
-                self._try(item, queues[name], policy)
-        return self.result
+                assert try_item is not None
+                try_item(item, queues[name], policy)
+        return result
 
     def _run_quiet(self, ordered: Iterable[Item]) -> bool:
         """The simulator's loop (`explain=False`): the same placements as the loop in
@@ -262,14 +313,16 @@ class SchedulingPass(JobPlacement):
         over with no call at all when trying it could make no reservation (one is held
         already, or no queue makes any)."""
         queues, policies, pool = self.snapshot.queues, self.policies, self.pool
-        reasons, blocked = self.result.reasons, self._blocked
+        tallies, placer = self.tallies, self.placer  # (the placer made when first needed)
+        reasons, blocked = tallies.result.reasons, tallies.blocked
         satisfied = _SATISFIED
         no_reserve = self._no_reserve
-        skip_wide = no_reserve or self.reservation is not None
+        skip_wide = no_reserve or tallies.reservation is not None
         # the quick route for plain jobs (below): no advance reservation to judge, no
-        # running jobs to count (`_tally`: no queue has limits or orders by usage)
-        quick_route = self.gate is None and not self._tally
-        sets, placements, views = self._sets, self.result.placements, pool.hosts
+        # running jobs to count (`tally`: no queue has limits or orders by usage)
+        quick_route = self.hosts.gate is None and not tallies.tally
+        hosts = self.hosts
+        sets, placements, views = hosts.sets, tallies.result.placements, pool.hosts
         for item in ordered:
             free = pool.total_free_slots
             if free <= 0:
@@ -290,16 +343,16 @@ class SchedulingPass(JobPlacement):
                     continue
             name = spec.queue
             policy = policies[name]
-            res = self.reservation
+            res = tallies.reservation
             if res is None:  # `_cannot_start` without a reservation, without the call
                 if policy.reserve is None and spec.slots > free:
                     continue
             elif self._cannot_start(spec, policy):
                 continue
-            if type(item) is PendingJob:  # `_try`, without its tests for an array
+            if type(item) is PendingJob:  # `try_item`, without its tests for an array
                 queue = queues[name]
                 if (
-                    # the gates `_held` tests, most often all open: asked only when one
+                    # the gates `held` tests, most often all open: asked only when one
                     # may be shut
                     not (
                         queue.active
@@ -307,7 +360,7 @@ class SchedulingPass(JobPlacement):
                         and spec.begin_time is None
                         and not spec.reservation
                     )
-                    and self._held(item, spec, queue, item.job_id, True)
+                    and (placer or self._placers()).held(item, spec, queue, item.job_id, True)
                 ):
                     continue
                 if (
@@ -317,24 +370,28 @@ class SchedulingPass(JobPlacement):
                     and not (spec.gres or spec.licenses or spec.exclusive or spec.resources)
                 ):
                     # A plain job (one host, no devices, licenses or -R; not an array
-                    # task) while nothing is reserved: `_try_job`, `_place` and `_commit`
+                    # task) while nothing is reserved: `try_job`, `place` and `commit`
                     # reduce to a host from the shape's candidates, taken (one call, not
                     # five: the most common try of a replay). What they would do otherwise
                     # (a reason, a reservation, a ranking on free resources) they still do.
                     shape = (name, spec.slots, spec.memory_mb, spec.resources, None, spec.gres)
                     found = sets.get(shape)
                     if found is None:
-                        found = sets[shape] = self._candidates(spec, queue, policy)
+                        found = sets[shape] = hosts.candidates(spec, queue, policy)
                     if type(found) is OrderedCandidates:
-                        i = found.find()  # at None it stays at None: `_place` asks again
+                        i = found.find()  # at None it stays at None: `place` asks again
                         if i is not None:
                             pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s)
                             placements.append(Placement(item.job_id, views[i].name, ()))
                             continue
-                self._try_job(item, spec, queue, policy, item.job_id)
+                if placer is None:
+                    placer = self._placers()
+                placer.try_job(item, spec, queue, policy, item.job_id)
             else:
-                self._try(item, queues[name], policy)
-            res = self.reservation
+                if placer is None:
+                    placer = self._placers()
+                placer.try_item(item, queues[name], policy)
+            res = tallies.reservation
             if res is not None:
                 if res.host < 0:
                     return True  # strict order: nothing behind a blocked job starts
@@ -345,7 +402,7 @@ class SchedulingPass(JobPlacement):
         """Whether `spec` surely cannot start now and trying would change nothing (it
         would make no reservation), from counts alone: the simulator's shortcut past the
         long tail of a queue, where a minimal simulator compares two numbers per job."""
-        pool, res = self.pool, self.reservation
+        pool, res = self.pool, self.tallies.reservation
         slots = spec.slots
         if res is None:
             return policy.reserve is None and slots > pool.total_free_slots
@@ -366,8 +423,10 @@ class SchedulingPass(JobPlacement):
     ) -> None:
         """Every host is full: name why each job not yet tried waits, without searching
         (jobs sharing a spec share the answer)."""
-        reasons = self.result.reasons
-        placed = {p.job_id for p in self.result.placements}
+        result = self.tallies.result
+        reasons = result.reasons
+        placed = {p.job_id for p in result.placements}
+        hosts, spread = self.hosts, self._placers().spread
         by_spec: dict[int, WaitReason] = {}
         for _, items in groups:
             for item in items:
@@ -394,16 +453,16 @@ class SchedulingPass(JobPlacement):
                     if not queue.active:
                         reason = why.queue_inactive(queue.name)
                     else:
-                        shape = self._shape(queue, spec)
-                        known = self._sets.get(shape)
+                        shape = hosts.shape(queue, spec)
+                        known = hosts.sets.get(shape)
                         if known is None:
-                            known = self._sets[shape] = self._candidates(
+                            known = hosts.sets[shape] = hosts.candidates(
                                 spec, queue, self.policies[queue.name]
                             )
                         reason = known if isinstance(known, WaitReason) else why.ROOM
-                        if reason is why.TOO_BIG and self._may_spread(
+                        if reason is why.TOO_BIG and spread.may_spread(
                             spec, queue, self.policies[queue.name]
                         ):
-                            reason = self._spread_reason(spec, queue)  # issue 15
+                            reason = spread.wait_reason(spec, queue)
                     by_spec[id(spec)] = reason
                 reasons[key] = reason

@@ -163,7 +163,7 @@ def _preempt(
             by_host.setdefault(run.host, []).append(run)
     taken: set[str] = set()
     # Within a pass victims only get fewer and free room only shrinks: a shape that found
-    # no host stays without one (as the pipeline's `_blocked`), so each shape fails once,
+    # no host stays without one (as the pass's `PassTallies.blocked`), so each shape fails once,
     # and each (queue, resources) filters the hosts once.
     failed: set[tuple] = set()
     eligible: dict[tuple[str, str], list[str]] = {}

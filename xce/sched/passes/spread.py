@@ -1,8 +1,8 @@
-"""The scheduling pass, second layer: multi-host jobs (issue 15).
+"""The scheduling pass's multi-host placer.
 
 Whether a job spreads over several hosts, the shares it gets (xce/sched/passes/multihost.py),
-why it waits and the host-set reservation it may hold. A layer of `SchedulingPass`
-(xce/sched/passes/pipeline.py), split from it.
+why it waits and the host-set reservation it may hold. A part that `SchedulingPass`
+(xce/sched/passes/pipeline.py) holds, and that its single-job placer (place.py) is handed.
 """
 
 from __future__ import annotations
@@ -21,39 +21,48 @@ from xce.sched.passes.gres import with_devices
 from xce.sched.passes.hosts import HostSearch
 from xce.sched.passes.ranking import key_function
 from xce.sched.passes.reservation import Reservation
+from xce.sched.passes.tallies import PassTallies
 from xce.sched.plugins import QueuePolicy
 from xce.sched.reasons import WaitReason
 
 
-class SpreadPlacement(HostSearch):
-    """Placing a job on several hosts (a base of SchedulingPass)."""
+class SpreadPlacer:
+    """Placing a job on several hosts: a part of `SchedulingPass`, handed the pass's host
+    search and its shared record (`PassTallies`)."""
 
-    __slots__ = ()
+    # (two references only: a pass makes one whether or not a job spreads, and what
+    # else it reads, the pool, the candidate sets, the plan, it reads through these)
+    __slots__ = ("hosts", "tallies")
 
-    def _place_spread(
+    def __init__(self, hosts: HostSearch, tallies: PassTallies) -> None:
+        self.hosts = hosts
+        self.tallies = tallies
+
+    def place(
         self, key: str, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy, req: Any
     ) -> multihost.Shares | None:
         """Shares on several hosts now (xce/sched/passes/multihost.py), or None with the reason
         recorded and, for the first such job under EASY, a reservation of a host set."""
-        reasons = self.result.reasons
-        shape = ("spread", *self._shape(queue, spec))
-        known = self._sets.get(shape)
+        search, reasons = self.hosts, self.tallies.result.reasons
+        sets = search.sets
+        shape = ("spread", *search.shape(queue, spec))
+        known = sets.get(shape)
         if isinstance(known, WaitReason):
             reasons[key] = known
             return None
-        hosts = self._filter(spec, queue, policy)
+        hosts = search.filter(spec, queue, policy)
         if spec.gres:  # devices per host: only hosts that have them at all may take a share
-            hosts = with_devices(self.pool.hosts, hosts, spec)
+            hosts = with_devices(search.pool.hosts, hosts, spec)
         if not hosts:
-            reasons[key] = self._sets[shape] = why.NO_MATCH if spec.resources else why.NO_HOST
+            reasons[key] = sets[shape] = why.NO_MATCH if spec.resources else why.NO_HOST
             return None
-        res = self.reservation
-        ordered = self._spread_order(shape, hosts, queue, policy, spec, req)
+        res = self.tallies.reservation
+        ordered = self.order(shape, hosts, queue, policy, spec, req)
         layout = multihost.Layout.of(spec, req)
-        shares = self._choose_shares(spec, queue, req, layout, ordered)
+        shares = self.choose_shares(spec, queue, req, layout, ordered)
         if shares is not None:
             return shares
-        reason = self._sets[shape] = self._spread_reason(spec, queue)
+        reason = sets[shape] = self.wait_reason(spec, queue)
         # (a job with devices reserves no host set: the reservation does not count devices)
         if (
             reason is why.ROOM
@@ -62,13 +71,13 @@ class SpreadPlacement(HostSearch):
             and not spec.reservation
             and not spec.gres
         ):
-            made = self._reserve_spread(key, spec, queue, policy, req, layout, hosts)
+            made = self.reserve(key, spec, queue, policy, req, layout, hosts)
             if made is not None:
                 reason = why.ROOM.holding(made.describe())
         reasons[key] = reason
         return None
 
-    def _spread_order(
+    def order(
         self,
         shape: tuple,
         hosts: list[int],
@@ -80,7 +89,7 @@ class SpreadPlacement(HostSearch):
         """The hosts of this shape, ranked when the shape is first tried in the pass (a
         ranking on free resources is not re-sorted per job: one sort per shape and pass)
         and pruned of hosts too full for any share (multihost.choose)."""
-        pool, found = self.pool, self._found()
+        pool, found = self.hosts.pool, self.hosts.found()
         ordered = found.spread_hosts.get(shape)
         if ordered is None:
             fkey = (queue.name, spec.resources)
@@ -96,7 +105,7 @@ class SpreadPlacement(HostSearch):
             found.spread_hosts[shape] = ordered
         return ordered
 
-    def _choose_shares(
+    def choose_shares(
         self,
         spec: JobSpec,
         queue: QueueRecord,
@@ -107,15 +116,15 @@ class SpreadPlacement(HostSearch):
         """Shares that fit now on one group of `ordered` (first group that has them), on
         hosts that have the devices, pass `-R`'s live test, and leave the EASY reservation
         and the advance reservations their due."""
-        pool, now, res = self.pool, self.now, self.reservation
+        pool, now, res = self.hosts.pool, self.tallies.now, self.tallies.reservation
         groups = multihost.groups_of(pool, ordered, req)
         live = multihost.live_ok(pool, req)
         wall = spec.walltime_s
         views = pool.hosts
-        gate = self.gate
+        gate = self.hosts.gate
         judged = effective_walltime(spec, queue) if gate is not None else None
         asked = gres.counts_of(spec.gres)
-        has = self.devices.has
+        has = self.hosts.devices.has
 
         def ok(i: int, slots: int, mem: int) -> bool:
             return (
@@ -143,7 +152,7 @@ class SpreadPlacement(HostSearch):
                 return shares
         return None
 
-    def _reserve_spread(
+    def reserve(
         self,
         key: str,
         spec: JobSpec,
@@ -155,12 +164,12 @@ class SpreadPlacement(HostSearch):
     ) -> Reservation | None:
         """The pass's one reservation for a multi-host job that waits for room: a host set
         where the policy makes those, else the policy's own (one host)."""
-        pool, now = self.pool, self.now
+        pool, now = self.hosts.pool, self.tallies.now
         assert policy.reserve is not None
         if policy.host_sets:
             # every host the shape may use, ranked afresh (the list above was pruned of
             # the full ones, which are the ones that free later): once per pass
-            rank = self._found().key_functions[queue.name, spec.resources][0]
+            rank = self.hosts.found().key_functions[queue.name, spec.resources][0]
             ranked = (
                 sorted(hosts, key=rank)
                 if (req is not None and req.order) or policy.ranks
@@ -173,11 +182,11 @@ class SpreadPlacement(HostSearch):
             made = policy.reserve.reserve(pool, hosts, spec, now)
         if made is not None:
             made.job_id = key
-            self.reservation = made
-            self.result.reservations.append(made.to_plain())
+            self.tallies.reservation = made
+            self.tallies.result.reservations.append(made.to_plain())
         return made
 
-    def _may_spread(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> bool:
+    def may_spread(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> bool:
         """A job with no span that no host can hold spreads when it is the slots that no
         host has (not the memory: `--mem` is per host, spreading would not lower it)."""
         if spec.resources and not multihost.span_allows_spreading(
@@ -185,20 +194,20 @@ class SpreadPlacement(HostSearch):
         ):
             return False
         key = (queue.name, spec.resources, spec.slots)
-        spreadable = self._found().spreadable
+        spreadable = self.hosts.found().spreadable
         known = spreadable.get(key)
         if known is None:
-            views = self.pool.hosts
+            views = self.hosts.pool.hosts
             known = spreadable[key] = all(
-                views[i].slots < spec.slots for i in self._filter(spec, queue, policy)
+                views[i].slots < spec.slots for i in self.hosts.filter(spec, queue, policy)
             )
         return known
 
-    def _spread_reason(self, spec: JobSpec, queue: QueueRecord) -> WaitReason:
+    def wait_reason(self, spec: JobSpec, queue: QueueRecord) -> WaitReason:
         """Why a job that may spread waits: for slots, or for ever (its hosts together
         have fewer slots than it asks)."""
-        hosts = self._filter(spec, queue, self.policies[queue.name])
-        views = self.pool.hosts
+        hosts = self.hosts.filter(spec, queue, self.hosts.policies[queue.name])
+        views = self.hosts.pool.hosts
         sizes = [views[i].slots for i in hosts]
         if sum(sizes) < spec.slots:
             return why.TOO_FEW

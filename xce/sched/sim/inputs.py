@@ -1,7 +1,5 @@
 """The simulator's inputs: policy presets, host names, `--reservation` text, and a trace
 job as a JobSpec with the time it occupies its slots.
-
-Split from xce/sched/sim/simulate.py (which still exports these names).
 """
 
 from __future__ import annotations
@@ -115,7 +113,7 @@ class SpecMemo:
     """`spec_for` with one spec object per shape of job: a trace's users ask the same sizes
     and round requested times over and over, so most jobs share a spec, which costs less
     to make (a JobSpec has 25 fields) and lets a pass reuse what it found for the first of
-    them (`SchedulingPass._blocked`, keyed by the spec object). Bounded: forgotten whole
+    them (`PassTallies.blocked`, keyed by the spec object). Bounded: forgotten whole
     when it holds `limit` shapes. A trace whose jobs are rarely alike (requested times all
     different, as in synthetic traces) gains nothing from it, and each look costs a key:
     `worth_it` tells from the trace's first jobs, before the replay."""

@@ -1,7 +1,5 @@
 """The simulator's outcome per job and its metrics, as papers on the Parallel Workloads
 Archive give them (see xce/sched/sim/simulate.py), with the per-job CSV.
-
-Split from xce/sched/sim/simulate.py (which still exports these names).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ as it does live. At each instant, in this order: jobs reaching their end finish 
 whose run time exceeds its requested time is killed at the requested time, like a real
 cluster enforcing walltime), new jobs are submitted, then one scheduling pass runs if a host
 has room. Hosts are `hosts` identical machines of `slots` slots; a job of `p` processors
-wider than one host is packed on ceil(p / slots) hosts (`span[ptile=slots]`, issue 15), so
+wider than one host is packed on ceil(p / slots) hosts (`span[ptile=slots]`), so
 `--hosts N --slots 1` and `--hosts 1 --slots N` decide alike; only a job wider than the
 whole machine is skipped.
 
@@ -18,7 +18,7 @@ Metrics, as papers on the Parallel Workloads Archive give them: average and medi
 tau = 10 s, utilisation (busy slot-seconds over slots x makespan) and makespan (last end -
 first submit); `detail()` breaks wait and slowdown down by job size (powers of two).
 
-Speed (issue 21): no job records, only the views a pass reads, made once per job (specs
+Speed: no job records, only the views a pass reads, made once per job (specs
 shared by jobs alike, running views made when a pass first reads them); the pass sees
 pending jobs in submission order as they are (no walk of the queue), shares what it derives
 from the unchanged hosts and queue with the next pass (xce/sched/passes/memo.py), and runs with
