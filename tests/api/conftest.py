@@ -16,14 +16,14 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from xce.auth.backends.configfile import UsersFile
 from xce.auth.keys import key_dir
-from xce.auth.rbac import RoleMap
-from xce.auth.settings import AuthSettings
 from xce.auth.tokens import TokenService
+from xce.config.auth import AuthSettings
 from xce.config.settings import Config, ControllerSettings
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.model import QueueRecord
+from xce.core.rbac import RoleMap
 from xce.server.compose import compose
 from xce.store.files import FileStore
 

@@ -164,7 +164,7 @@ async def test_nul_bytes_are_refused_at_submit_naming_the_field(
     api: Api, body: dict[str, Any], field: str
 ) -> None:
     """A NUL cannot reach a command line, an environment or a file name: the job would only
-    fail at launch, so the submit is refused, naming the field (issue 19)."""
+    fail at launch, so the submit is refused, naming the field."""
     if "script" not in body:
         body.setdefault("command", "true")
     error = await bad_submit(api, **body)

@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from xce.api.http import HA
 from xce.auth.keys import key_dir
-from xce.auth.settings import AuthSettings
+from xce.config.auth import AuthSettings
 from xce.config.settings import Config
 from xce.server.compose import compose
 from xce.store.files import FileStore

@@ -1,4 +1,4 @@
-"""Idempotent submits: `Idempotency-Key` on POST /api/v1/jobs (issue 23).
+"""Idempotent submits: `Idempotency-Key` on POST /api/v1/jobs.
 
 A client that lost the answer (the primary failed, the connection dropped) sends the same
 request with the same key again; it gets the first job back instead of a second one. The key

@@ -10,10 +10,10 @@ from typing import Any, cast
 import pytest
 
 from xce.api.identities import IdentityMemo
-from xce.auth.rbac import RoleMap
 from xce.auth.runtime import AuthRuntime
 from xce.auth.tokens import TokenService
 from xce.core.errors import Unauthorized
+from xce.core.rbac import RoleMap
 
 
 @dataclass

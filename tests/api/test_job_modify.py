@@ -1,5 +1,5 @@
-"""Per-job priority, `xce job modify` and `xce job priority` through the API (issue 17,
-item 2): who may set what, validation as at submit, the WAL events, the factors."""
+"""Per-job priority, `xce job modify` and `xce job priority` through the API:
+who may set what, validation as at submit, the WAL events, the factors."""
 
 from __future__ import annotations
 

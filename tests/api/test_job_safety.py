@@ -1,4 +1,4 @@
-"""Issue 14, controller side: the fence rule, containment shown, who jobs may run as."""
+"""The controller's side of containment: the fence rule, containment shown, who jobs may run as."""
 
 from __future__ import annotations
 

@@ -615,14 +615,14 @@ async def test_task_outputs_are_per_task(api: Api) -> None:
 
 
 async def test_a_job_no_host_could_ever_run_is_refused_with_the_reason(api: Api) -> None:
-    """Issue 17, item 6: `-n 10` on 4-slot hosts, a typo in select[] or a value in the wrong
+    """`-n 10` on 4-slot hosts, a typo in select[] or a value in the wrong
     case was accepted and pended for ever. Judged against the queue's registered hosts;
     `defer` keeps such a job for hosts that register later; nothing is stored when refused."""
     assert (await api.submit(command="true", slots=64)) is not None  # no host yet: accepted
     await api.register("w1", slots=4, memory_mb=8000, type="X86", rack="r1")
     before = len(api.service.state.jobs)
     cases = {
-        # no span: the job may spread over hosts (issue 15), and all of them are too few
+        # no span: the job may spread over hosts, and all of them are too few
         "slots": (
             {"slots": 10},
             "no set of hosts of queue 'normal' can ever hold this job "

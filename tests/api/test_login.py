@@ -15,7 +15,7 @@ from xce.auth.backends.base import (
     DeviceAuthorization,
     Principal,
 )
-from xce.auth.rbac import PERMISSIONS
+from xce.core.rbac import PERMISSIONS
 
 from .conftest import PASSWORDS, Api, login
 

@@ -1,4 +1,4 @@
-"""Preemption (issue 17, item 3) through the in-process controller: queues that preempt,
+"""Preemption through the in-process controller: queues that preempt,
 suspend and requeue modes, victims chosen few and recent, the minimum run time, resumes,
 reasons on both jobs and the memory a suspended victim keeps."""
 

@@ -1,4 +1,4 @@
-"""Queues at run time (issue 17, item 5): modify and delete through the API, durable as
+"""Queues at run time: modify and delete through the API, durable as
 events; the queue's per-job rules (users, maximums, defaults) applied at submit."""
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ async def test_operator_and_admin_see_and_control_all(tenants: Api) -> None:
 
 async def test_dependency_only_on_jobs_one_may_view(tenants: Api) -> None:
     """A dependency reveals how its target ended: bob may not depend on alice's job, and
-    the refusal reads as for a job that does not exist (issue 19, item 8)."""
+    the refusal reads as for a job that does not exist."""
     alice, bob, carol = [await login(tenants, u) for u in ("alice", "bob", "carol")]
     root = await login(tenants, "root")
     job = (await tenants.call("POST", JOBS, 201, json={"command": "true"}, headers=alice))["job_id"]

@@ -1,4 +1,4 @@
-"""Issue 14, item 6: uploads cannot fill the controller's disk, and stay their owner's."""
+"""Uploads cannot fill the controller's disk, and stay their owner's."""
 
 from __future__ import annotations
 

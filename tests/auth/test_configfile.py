@@ -14,8 +14,7 @@ from xce.auth.backends import build_backend
 from xce.auth.backends.base import BackendUnavailable, PasswordBackend, Principal
 from xce.auth.backends.configfile import ConfigFileBackend, UsersFile
 from xce.auth.passwords import hash_password, verify_password
-from xce.config.check import ConfigError
-from xce.core.errors import Conflict, InvalidRequest, NotFound
+from xce.core.errors import ConfigError, Conflict, InvalidRequest, NotFound
 
 
 def test_hash_format_and_verify() -> None:

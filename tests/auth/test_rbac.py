@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from xce.api.routes import all_routes
-from xce.auth.rbac import (
+from xce.core.errors import Forbidden
+from xce.core.rbac import (
     DEFAULT_ROLES,
     PERMISSIONS,
     RoleMap,
@@ -15,7 +16,6 @@ from xce.auth.rbac import (
     job_scope,
     may_touch,
 )
-from xce.core.errors import Forbidden
 
 GROUPS = {"alice": ("physics",), "carol": ("physics",), "bob": ("chemistry",)}
 

@@ -23,7 +23,7 @@ from tests.auth_backends.slapd import (
 )
 from xce.auth.backends import BackendUnavailable, PasswordBackend, build_backend
 from xce.auth.backends.ldap import LdapBackend
-from xce.config.check import ConfigError
+from xce.core.errors import ConfigError
 
 pytestmark = pytest.mark.skipif(
     shutil.which("slapd") is None and not Path("/usr/sbin/slapd").exists(),

@@ -35,8 +35,7 @@ from tests.auth_backends.oidc import (
 from tests.auth_backends.slapd import free_port
 from xce.auth.backends import AuthDenied, BackendUnavailable, OidcBackend, build_backend
 from xce.auth.backends.oauth2 import OAuth2Backend, pkce_challenge
-from xce.config.check import ConfigError
-from xce.core.errors import InvalidRequest
+from xce.core.errors import ConfigError, InvalidRequest
 
 pytestmark = pytest.mark.skipif(node_available() is not None, reason=str(node_available()))
 

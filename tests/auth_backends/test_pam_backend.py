@@ -14,7 +14,7 @@ import pytest
 
 from xce.auth.backends import PasswordBackend, build_backend
 from xce.auth.backends.pam import PAM_DIR, PamBackend
-from xce.config.check import ConfigError
+from xce.core.errors import ConfigError
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="creating Linux users and PAM service files needs root"

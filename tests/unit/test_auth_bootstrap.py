@@ -11,7 +11,7 @@ import pytest
 from xce.auth.backends.configfile import UsersFile
 from xce.auth.bootstrap import ensure_credentials, token_service, write_private
 from xce.auth.passwords import verify_password
-from xce.auth.settings import AuthSettings
+from xce.config.auth import AuthSettings
 from xce.core.errors import Unauthorized
 
 

@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from xce.config.check import ConfigError
 from xce.config.loader import load_config, parse_config
 from xce.config.settings import DEFAULT_PORT, Config
-from xce.core.errors import InvalidRequest
+from xce.core.errors import ConfigError, InvalidRequest
 from xce.core.model import HostFailurePolicy, QueueRecord
 
 
@@ -381,8 +380,8 @@ def test_bug_non_ascii_digit_port_is_a_config_error() -> None:
 
 
 def test_tls_section_resolves_paths_and_pairs_cert_with_key(tmp_path) -> None:
-    from xce.config.check import ConfigError
     from xce.config.loader import parse_config
+    from xce.core.errors import ConfigError
 
     cfg = parse_config(
         {"tls": {"cert_file": "c.pem", "key_file": "c.key", "ca_file": "ca.pem"}},

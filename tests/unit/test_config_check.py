@@ -8,8 +8,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 import pytest
 
-from xce.config.check import ConfigError, PosFloat, PosInt, PosNumber, Table, convert
+from xce.config.check import PosFloat, PosInt, PosNumber, Table, convert
 from xce.config.loader import parse_config
+from xce.core.errors import ConfigError
 from xce.core.validation import Invalid, error, hint, required
 
 

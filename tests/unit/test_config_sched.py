@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from xce.config.check import ConfigError
 from xce.config.loader import parse_config
+from xce.core.errors import ConfigError
 from xce.sched.usage import UsageLedger
 
 

@@ -15,8 +15,8 @@ from xce.auth.guard import (
     parse_address,
     peer,
 )
-from xce.config.check import ConfigError
 from xce.config.loader import parse_config
+from xce.core.errors import ConfigError
 
 
 def _nets(*cidrs: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:

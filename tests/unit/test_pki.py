@@ -167,8 +167,8 @@ async def test_expired_server_certificate_is_refused(pki: dict[str, CertPair]) -
 
 
 def test_tls_config_keys(tmp_path: Path) -> None:
-    from xce.config.check import ConfigError
     from xce.config.loader import parse_config
+    from xce.core.errors import ConfigError
 
     files = {"cert_file": "c.pem", "key_file": "c.key", "ca_file": "ca.pem"}
     cfg = parse_config(

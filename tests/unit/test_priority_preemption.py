@@ -8,10 +8,9 @@ import dataclasses
 
 import pytest
 
-from xce.config.check import ConfigError
 from xce.config.loader import parse_config
 from xce.core import events as ev
-from xce.core.errors import Conflict, InvalidRequest
+from xce.core.errors import ConfigError, Conflict, InvalidRequest
 from xce.core.model import JobSpec, QueueRecord
 from xce.core.state import ClusterState
 from xce.sched.priority import PrioritySettings, check_job_priority, factors, scale_of

@@ -13,8 +13,8 @@ import pytest
 from tests.integration.cluster import Cluster
 from xce.auth import strict_modes
 from xce.auth.bootstrap import token_service
-from xce.auth.settings import AuthSettings
 from xce.auth.strict_modes import OPERATOR_SECRET, PRIVATE, STATE_DIR, UnsafeFiles
+from xce.config.auth import AuthSettings
 
 NOBODY = 65534
 CONFIGFILE = ({"type": "configfile", "path": "users.toml"},)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from xce.api.http import AUTH, SERVICE, identity
-from xce.auth.rbac import check_job, job_scope, may_touch
+from xce.core.rbac import check_job, job_scope, may_touch
 from xce.core.state_base import parse_job_id
 
 

@@ -20,9 +20,9 @@ from xce.accounting import store
 from xce.api.access import visible_owners
 from xce.api.http import AUTH, SERVICE, identity, json_response, query_int
 from xce.api.routes import Param, Route
-from xce.auth.rbac import may_touch
 from xce.core import timespec
 from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from xce.core.rbac import may_touch
 from xce.core.state_base import parse_job_id
 
 

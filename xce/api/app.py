@@ -34,10 +34,10 @@ from xce.api.identities import IDENTITIES, IdentityMemo
 from xce.api.metrics import observe
 from xce.api.mtls import require_client_cert
 from xce.api.routes import Route, all_routes
-from xce.auth.rbac import allows
 from xce.auth.runtime import AuthRuntime
 from xce.config.settings import Config
 from xce.core.errors import Forbidden, InvalidRequest, NotPrimary, Unauthorized, XceError
+from xce.core.rbac import allows
 from xce.telemetry import logs
 
 log = logging.getLogger("xce.api")

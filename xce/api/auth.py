@@ -13,7 +13,7 @@ from msgspec import Struct
 
 from xce.api.http import AUTH, identity, json_response, read_body
 from xce.api.routes import Route
-from xce.auth.backends.base import AuthDenied
+from xce.auth.backends.base import AuthDenied, OidcBackend
 from xce.auth.runtime import AuthRuntime
 from xce.core.errors import NotFound, XceError
 from xce.protocol.auth import DeviceToken, Login, Revoke, ServiceToken
@@ -69,7 +69,7 @@ async def whoami(request: web.Request) -> web.Response:
     return json_response(identity(request).to_json())
 
 
-def _oidc(request: web.Request):
+def _oidc(request: web.Request) -> OidcBackend:
     backend = runtime(request).oidc_backend()
     if backend is None:
         raise NotFound(

@@ -36,7 +36,7 @@ from typing import Any, cast
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from xce.auth.guard import ConnectionSettings
+from xce.config.guard import ConnectionSettings
 from xce.telemetry import metrics
 
 log = logging.getLogger("xce.api.connections")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from aiohttp import web
 
 from xce.api.http import GATEWAY, SERVICE, json_response, read_body
@@ -33,7 +35,7 @@ async def show(request: web.Request) -> web.Response:
     return json_response(_view(request, request.match_info["name"]))
 
 
-def _action(action: str):
+def _action(action: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         service: ControllerService = request.app[SERVICE]
         reason = ""

@@ -46,7 +46,7 @@ PLUGINS = web.AppKey("plugins", PluginRegistry)  # the scheduler plugins queues 
 @dataclass(frozen=True)
 class Identity:
     """Who is calling, from a verified token: user, groups, roles and the permissions the
-    roles grant (`xce.auth.rbac`). `kind` is "user" (a login) or "service" (worker, standby)."""
+    roles grant (`xce.core.rbac`). `kind` is "user" (a login) or "service" (worker, standby)."""
 
     user: str
     groups: tuple[str, ...] = ()

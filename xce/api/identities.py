@@ -16,9 +16,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from xce.api.http import Identity
-from xce.auth.rbac import RoleMap
 from xce.auth.runtime import AuthRuntime
 from xce.auth.tokens import CACHE_SIZE, Claims
+from xce.core.rbac import RoleMap
 
 
 class IdentityMemo:

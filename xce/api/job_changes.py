@@ -1,4 +1,4 @@
-"""Job routes of issue 17: `PATCH /api/v1/jobs/{job_id}` (xce job modify, like bmod /
+"""Job routes: `PATCH /api/v1/jobs/{job_id}` (xce job modify, like bmod /
 scontrol update) and `GET /api/v1/priority` (xce job priority, like sprio)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from xce.api.access import require_job, visible_owners
 from xce.api.http import PLUGINS, SERVICE, identity, json_response, read_body
 from xce.api.routes import Param, Route
 from xce.api.views import array_view, job_view
-from xce.auth.rbac import job_scope
 from xce.controller.service import ControllerService
+from xce.core.rbac import job_scope
 from xce.core.state_base import parse_job_id
 from xce.protocol.bodies import AT_LEAST_ONE, JobModify, given
 from xce.sched.priority import factors, scale_of, usage_of

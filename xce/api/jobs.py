@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +17,16 @@ from xce.api.http import HA, HISTORY, SERVICE, TAILS, identity, json_response, q
 from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
 from xce.api.views import array_view, job_view
-from xce.auth.rbac import job_scope
 from xce.controller.requests import SubmitRequest
 from xce.controller.service import ControllerService
 from xce.controller.tails import STREAMS
 from xce.core.errors import Forbidden, InvalidRequest, NotFound
 from xce.core.model import JobState
+from xce.core.rbac import job_scope
 from xce.core.state_base import parse_job_id
-from xce.ha.files import not_here, upload_names
 from xce.protocol.bodies import SubmitBody
 from xce.protocol.schemas import JobView, TailView
+from xce.store.replicated_names import not_here, upload_names
 
 
 def _service(request: web.Request) -> ControllerService:
@@ -108,7 +108,7 @@ async def show(request: web.Request) -> web.Response:
     return json_response(view)
 
 
-def _control(action: str):
+def _control(action: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         job_id = request.match_info["job_id"]
         require_job(request, job_id, "job:control")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from aiohttp import web
@@ -51,7 +52,7 @@ async def delete(request: web.Request) -> web.Response:
     return json_response({"deleted": name})
 
 
-def _action(action: str):
+def _action(action: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         service = _service(request)
         queue = await service.queue_action(request.match_info["name"], action)

@@ -28,7 +28,7 @@ class Route:
     path: str
     handler: Handler
     summary: str
-    permission: str  # an xce.auth.rbac permission, "public" or "authenticated" (any token)
+    permission: str  # an xce.core.rbac permission, "public" or "authenticated" (any token)
     tag: str
     body: Any = None  # the body's msgspec Struct (xce.protocol.bodies), or a JSON Schema dict
     raw_body: bool = False
@@ -78,4 +78,4 @@ def all_routes() -> list[Route]:
         *accounting.ROUTES,
         *reservations.ROUTES,
         *job_changes.ROUTES,
-    ]  # issue 17: job modify, priority
+    ]  # job modify, priority

@@ -26,9 +26,9 @@ from xce.api.access import visible_owners
 from xce.api.http import BUS, GATEWAY, SERVICE, identity, query_int
 from xce.api.routes import Param, Route
 from xce.api.views import host_view, job_view, pending_rest_view, queue_view
-from xce.auth.rbac import allows
 from xce.controller.bus import Change
 from xce.controller.service import ControllerService
+from xce.core.rbac import allows
 
 
 def _view(request: web.Request, change: Change) -> dict[str, Any]:

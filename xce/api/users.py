@@ -16,9 +16,9 @@ from xce.api.http import SERVICE, identity, json_response, read_body
 from xce.api.routes import Route
 from xce.auth.backends.configfile import ConfigFileBackend, UsersFile
 from xce.auth.passwords import verify_or_burn
-from xce.auth.rbac import allows
 from xce.auth.runtime import Session
 from xce.core.errors import Forbidden, InvalidRequest, NotFound
+from xce.core.rbac import allows
 from xce.protocol.admin import Passwd, UserAdd
 
 
@@ -84,7 +84,7 @@ async def passwd(request: web.Request) -> web.Response:
             raise Forbidden("the current password (old_password) is wrong")
     await asyncio.to_thread(users.set_password, name, body.password)
     # Whoever held the old password may hold a token from it: every token of the user
-    # issued until now stops working, as after `xce token revoke` (issue 19, item 9).
+    # issued until now stops working, as after `xce token revoke`.
     auth = runtime(request)
     revoked = auth.tokens.revocations.revoke(name)
     await _replicate(request)

@@ -53,9 +53,9 @@ def job_view(job: JobRecord, reasons: Mapping[str, str], now: float, full: bool 
         "submit_host": spec.submit_host,
         "state": job.state.value,
         "host": job.host,
-        # bjobs' EXEC_HOST (`2*n1:2*n2`) and every host with its slots (issue 15)
+        # bjobs' EXEC_HOST (`2*n1:2*n2`) and every host with its slots
         "exec_host": exec_host(job) if job.host else None,
-        # each host with its own device grant where it has one (issue 17)
+        # each host with its own device grant where it has one
         "hosts": [
             {
                 "host": p.host,
@@ -80,7 +80,7 @@ def job_view(job: JobRecord, reasons: Mapping[str, str], now: float, full: bool 
         "licenses": gres.counts_of(spec.licenses) if spec.licenses else {},
         "devices": list(job.devices),
     }
-    if job.host_usage:  # a finished multi-host job: each host's part of `usage` (issue 15)
+    if job.host_usage:  # a finished multi-host job: each host's part of `usage`
         out["host_usage"] = [
             {
                 "host": h.host,

@@ -13,10 +13,11 @@ from xce.controller.shareusage import ShareReport
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import Conflict, Forbidden, NotFound
 from xce.core.gres import host_pairs
+from xce.core.model import JobRecord
 from xce.core.state_base import parse_job_id
-from xce.ha.files import not_here, output_name, outputs_name
 from xce.protocol.worker import Finished, Heartbeat, Register
 from xce.store.files import safe_relative_path
+from xce.store.replicated_names import not_here, output_name, outputs_name
 
 
 def _gateway(request: web.Request) -> WorkerGateway:
@@ -62,7 +63,7 @@ async def assignments(request: web.Request) -> web.Response:
     return json_response(await gateway.wait_assignments(host, version, timeout))
 
 
-def _owned(request: web.Request):
+def _owned(request: web.Request) -> JobRecord:
     gateway = _gateway(request)
     attempt = query_int(request, "attempt", -1, 0, 2**31)
     host, job_id = request.match_info["host"], request.match_info["job_id"]

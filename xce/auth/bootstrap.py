@@ -26,8 +26,8 @@ import jwt
 
 from xce.auth.backends.configfile import UsersFile
 from xce.auth.keys import key_dir
-from xce.auth.settings import AuthSettings
 from xce.auth.tokens import TokenService
+from xce.config.auth import AuthSettings
 from xce.core.errors import Unauthorized
 
 USERS_FILE = "users.toml"

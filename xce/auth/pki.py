@@ -2,7 +2,7 @@
 every XCE role builds from `[tls]`.
 
 Why its own CA: an air-gapped cluster has no public CA to lean on, and the operator should not
-need openssl incantations. `xce tls init` (and the appliance's `xce init`) call `create_ca` once
+need openssl incantations. `xce tls init` (and `xce init`) call `create_ca` once
 and `issue_certificate` per controller/worker; every node then trusts exactly that CA.
 
 Promises:

@@ -21,9 +21,9 @@ from xce.auth.backends import OidcBackend, PasswordBackend, Principal, build_bac
 from xce.auth.backends.base import AuthDenied, BackendUnavailable
 from xce.auth.files import atomic_write
 from xce.auth.keys import key_dir
-from xce.auth.rbac import RoleMap
-from xce.auth.settings import AuthSettings
 from xce.auth.tokens import TokenService
+from xce.config.auth import AuthSettings
+from xce.core.rbac import RoleMap
 
 log = logging.getLogger("xce.auth")
 MIN_LOGIN_FAILURE_S = 0.2

@@ -86,7 +86,7 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "cpueff": ("CPUEff", lambda r: _pct(r["cpu_eff"])),
     "memeff": ("MemEff", lambda r: _pct(r["mem_eff"])),
     "resources": ("Resources", lambda r: r["resources"]),
-    # the granted GPUs' mean utilisation and memory peak, through NVML (issue 17)
+    # the granted GPUs' mean utilisation and memory peak, through NVML
     "gpuutil": (
         "GPUUtil",
         lambda r: "-" if r.get("gpu_util_pct") is None else f"{r['gpu_util_pct']:.1f}%",

@@ -3,6 +3,11 @@ and handing the primary role over (switchover)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from xce.client import XceClient
+
 from pathlib import Path
 
 import typer
@@ -120,7 +125,7 @@ def switchover(
     from xce.cli.common import call
     from xce.client import ApiError
 
-    async def run(client):
+    async def run(client: XceClient) -> tuple[dict[str, Any], dict[str, Any] | None]:
         answer = await client.switchover(to)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:

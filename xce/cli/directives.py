@@ -303,7 +303,7 @@ def _bsub_one(name: str, value: str, s: _Collect) -> None:
     elif name == "-W":
         s.options["walltime"] = value
     elif name == "-R":
-        s.resources.append(value)  # span[ptile=N] below -n spreads the job (issue 15)
+        s.resources.append(value)  # span[ptile=N] below -n spreads the job
     elif name == "-J":
         m = _NAME_ARRAY.match(value)
         if m:

@@ -136,7 +136,7 @@ def _credentials(state_dir: Path, config: Path, first_run: bool) -> str | None:
     import tomllib
 
     from xce.auth.bootstrap import ensure_credentials
-    from xce.auth.settings import parse_auth
+    from xce.config.auth import parse_auth
     from xce.core.errors import XceError
 
     try:
@@ -173,8 +173,8 @@ def run_embedded(state_dir: Path | None, port: int | None) -> None:
     if not first_run:
         _upgrade_config(config)
     password = _credentials(state_dir, config, first_run)
-    from xce.config.check import ConfigError
     from xce.config.loader import load_config
+    from xce.core.errors import ConfigError
 
     try:
         cfg = load_config(config)

@@ -1,8 +1,8 @@
 """The fast path: run a `xce <group> <command>` without building the Typer tree.
 
 Why: Typer (0.29) coerces every parameter through a pydantic TypeAdapter, so parsing one
-command costs importing pydantic and building adapters, several times Python's own start-up
-(issue 18). Users and their scripts run `xce job submit|list|show` in loops, so those must
+command costs importing pydantic and building adapters, several times Python's own start-up.
+Users and their scripts run `xce job submit|list|show` in loops, so those must
 start about as fast as `sbatch`.
 
 How, without a second definition of any option: the group's Typer app already holds each

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -118,7 +119,7 @@ def readable_host(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _action(action: str, past: str):
+def _action(action: str, past: str) -> Callable[..., None]:
     return name_action(
         "host",
         action,

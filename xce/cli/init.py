@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from xce.client import XceClient
+    from xce.setup.initdir import InitResult
 
 from xce.cli.common import call, fail
 from xce.cli.identity import token_app  # `xce token join` sits beside create/revoke
 
 
-def _print_created(result) -> None:
+def _print_created(result: InitResult) -> None:
     d = result.cluster_dir
     first = result.controllers[0]
     typer.echo(f"Created cluster directory {d} (mode 0700)")
@@ -124,7 +129,7 @@ def token_join(
     """Create a one-time join token (admin) and print the command a new node runs."""
     from xce.cli.common import client_settings
 
-    async def run(client) -> dict:
+    async def run(client: XceClient) -> dict[str, Any]:
         return await client.request(
             "POST", "/api/v1/join/tokens", json={"role": role, "ttl_s": ttl * 3600}
         )

@@ -1,4 +1,4 @@
-"""`xce job modify` (bmod / scontrol update job) and `xce job priority` (sprio), issue 17.
+"""`xce job modify` (bmod / scontrol update job) and `xce job priority` (sprio).
 
 Registered on the `job` group by xce/cli/jobs.py; the controller validates everything
 (xce/controller/modify.py), so a refusal prints its one-line message.

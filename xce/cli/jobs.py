@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -286,7 +287,7 @@ def show(
     show_record(iso_times(record) if as_json else readable_job(record), as_json)
 
 
-def _control(action: str, verb: str):
+def _control(action: str, verb: str) -> Callable[..., None]:
     def command(
         job_ids: list[str] = typer.Argument(..., help="job, task or array ids"),
         controller: list[str] = CONTROLLER,
@@ -437,7 +438,7 @@ _register_eff()
 
 
 def _register_changes() -> None:
-    """`xce job modify` and `xce job priority` (issue 17) live in xce/cli/job_changes.py."""
+    """`xce job modify` and `xce job priority` live in xce/cli/job_changes.py."""
     from xce.cli.job_changes import modify, priority
 
     app.command("modify")(modify)

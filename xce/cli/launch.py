@@ -1,4 +1,4 @@
-"""`xce launch`: start tasks of the current job on its hosts (issue 15; srun / blaunch).
+"""`xce launch`: start tasks of the current job on its hosts (srun / blaunch).
 
     xce launch [-n N] [--per-host K] [--host H]... [-l] -- CMD [ARG...]
     xce launch HOST CMD...        (rsh form: `mpirun --mca plm_rsh_agent "xce launch"`)

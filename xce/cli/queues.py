@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -247,7 +248,7 @@ def delete(name: str, controller: list[str] = CONTROLLER) -> None:
     typer.echo(f"Queue <{name}> is deleted.")
 
 
-def _action(action: str, past: str):
+def _action(action: str, past: str) -> Callable[..., None]:
     return name_action("queue", action, past, lambda c, name, _reason: c.queue_action(name, action))
 
 

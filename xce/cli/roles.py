@@ -21,8 +21,8 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _load(config: Path | None) -> Config:
-    from xce.config.check import ConfigError
     from xce.config.loader import load_config
+    from xce.core.errors import ConfigError
 
     try:
         return load_config(config)

@@ -9,8 +9,12 @@ later from the same CA. Keys are written 0600; copy ca.key nowhere.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from xce.auth.pki import CertPair
 
 from xce.cli.common import fail
 
@@ -18,7 +22,7 @@ app = typer.Typer(no_args_is_help=True)
 DIR = typer.Option(..., "--dir", help="where ca.pem, ca.key and the certificates go")
 
 
-def _ca(directory: Path, name: str):
+def _ca(directory: Path, name: str) -> CertPair:
     from xce.auth.pki import create_ca, load_ca
 
     if (directory / "ca.pem").exists() or (directory / "ca.key").exists():

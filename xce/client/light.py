@@ -1,8 +1,8 @@
 """`LightClient`: the blocking one-shot client the hot CLI commands use.
 
 Why a second client beside `XceClient`: one `xce job submit` or `xce job list` sends one or
-two requests and exits, and importing aiohttp and asyncio costs several times that (issue 18:
-0.6 s of start-up before the first byte, against 0.04 s for `squeue`). This client uses only
+two requests and exits, and importing aiohttp and asyncio costs several times that
+(0.6 s of start-up before the first byte, against 0.04 s for `squeue`). This client uses only
 the standard library (`http.client`, `ssl`, `json`) and keeps the same rules as `XceClient`:
 the ordered candidate list (a refused connection or 503 "not primary" moves to the next),
 the primary's epoch sent back on every request, the one-line `ApiError`s, and the same

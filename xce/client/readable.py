@@ -1,4 +1,4 @@
-"""Records for people: local times, durations, sizes, host status words (issue 18, item 6).
+"""Records for people: local times, durations, sizes, host status words.
 
 The API keeps epoch seconds (stable for programs); `xce ... show` prints local times
 (`2026-12-03 18:05:01`) and durations (`1:02:03`), `--json` gives ISO 8601 times with the
@@ -82,7 +82,7 @@ def readable_job(record: dict[str, Any]) -> dict[str, Any]:
         and len(hosts) > 1
         and any(isinstance(h, dict) and h.get("devices") for h in hosts)
     ):
-        # a multi-host job with devices: each host with its own grant (issue 17)
+        # a multi-host job with devices: each host with its own grant
         out["hosts"] = [
             f"{h.get('host')}*{h.get('slots')} {' '.join(h.get('devices') or [])}".rstrip()
             if isinstance(h, dict)

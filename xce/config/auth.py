@@ -24,12 +24,17 @@ from typing import Annotated, Any
 
 import msgspec
 
-from xce.auth.rbac import DEFAULT_ROLES, RoleMap, expand, valid_permission
-from xce.config.check import ConfigError, PosFloat, Table, convert, values
+from xce.config.check import PosFloat, Table, convert, values
+from xce.core.errors import ConfigError
+from xce.core.rbac import DEFAULT_ROLES, RoleMap, expand, valid_permission
 from xce.core.validation import Invalid, error, hint
 
 Name = Annotated[str, msgspec.Meta(min_length=1), hint("must not be empty")]
 Strings = Annotated[tuple[str, ...], error("must be a list of strings", got=True)]
+
+
+# The login backends a `[[auth.backend]]` may name: each is a module of xce/auth/backends.
+BACKEND_TYPES = ("configfile", "ldap", "pam", "oauth2")
 
 
 class AuthKeys(Table, frozen=True):
@@ -62,8 +67,6 @@ class AuthTable(AuthKeys, frozen=True):
     ] = []
 
     def __post_init__(self) -> None:
-        from xce.auth.backends import BACKEND_TYPES
-
         roles = self.role_permissions()
         for group, names in self.groups.items():
             for i, role in enumerate(names):

@@ -22,18 +22,9 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 import msgspec
 
 from xce.core import validation
-from xce.core.errors import InvalidRequest
-from xce.core.validation import Invalid, error, hint, required
-
-__all__ = ["ConfigError", "Invalid", "Table", "convert", "error", "hint", "required", "values"]
+from xce.core.errors import ConfigError
 
 T = TypeVar("T")
-
-
-class ConfigError(InvalidRequest):
-    """A config file is unreadable or has a bad key; the message names file and key."""
-
-    code = "config_error"
 
 
 class Table(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):

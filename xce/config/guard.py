@@ -20,13 +20,52 @@ max_connections_per_address = 1024     # open at once per source address (0: off
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import msgspec
 
-from xce.auth.guard import ConnectionSettings, GuardSettings, Network, RateSettings
 from xce.config.check import Table
 from xce.core.validation import Invalid
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True)
+class RateSettings:
+    """`rate` requests per second sustained, `burst` at once; rate 0 switches the limit off."""
+
+    rate: float = 0.0
+    burst: int = 0
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """Connection limits of `[guard]` (xce/api/connections.py); 0 switches one off."""
+
+    header_timeout_s: float = 10.0  # request line and headers, in total
+    body_timeout_s: float = 30.0  # the longest silence while a body is coming
+    keepalive_timeout_s: float = 30.0  # idle between requests (aiohttp's own timer)
+    max_connections_per_address: int = 1024  # open at once from one source address
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """`[guard]`: allow-lists (empty = everyone), rate limits (off unless set) and login
+    backoff (on by default)."""
+
+    allow: tuple[Network, ...] = ()
+    admin_allow: tuple[Network, ...] = ()
+    worker_allow: tuple[Network, ...] = ()
+    per_address: RateSettings = field(default_factory=RateSettings)
+    per_identity: RateSettings = field(default_factory=RateSettings)
+    login_free_failures: int = 3
+    login_backoff_s: float = 1.0
+    login_max_lockout_s: float = 300.0
+    max_keys: int = 100_000
+    connections: ConnectionSettings = field(default_factory=ConnectionSettings)
+
 
 Number = Annotated[float, msgspec.Meta(ge=0)]  # "must be at least 0"
 _G, _C = GuardSettings(), ConnectionSettings()

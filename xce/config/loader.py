@@ -20,11 +20,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from xce.auth.settings import refuse_static_tokens
-from xce.config.check import ConfigError, convert, values
+from xce.config.auth import refuse_static_tokens
+from xce.config.check import convert, values
 from xce.config.gres import licenses, worker_gres
 from xce.config.settings import (
-    DEFAULT_PORT,
     Config,
     ControllerKeys,
     ControllerSettings,
@@ -34,18 +33,9 @@ from xce.config.settings import (
     WorkerSettings,
 )
 from xce.config.tables import FileTable, TlsTable, WorkerTable, host_port
+from xce.core.errors import ConfigError
 
-__all__ = [
-    "DEFAULT_PORT",
-    "Config",
-    "ConfigError",
-    "ControllerSettings",
-    "HaSettings",
-    "TlsSettings",
-    "WorkerSettings",
-    "load_config",
-    "parse_config",
-]
+__all__ = ["load_config", "parse_config"]
 
 
 def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
@@ -53,6 +43,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     base = path.parent if path else Path.cwd()
     refuse_static_tokens(data.get("auth") if isinstance(data, dict) else None)
     file = convert(data, FileTable)
+    _check_plugins(file)
     return Config(
         controllers=tuple(c.rstrip("/") for c in file.cluster.controllers),
         controller=_controller(file, base),
@@ -63,6 +54,20 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         auth=file.auth.settings(base),
         ha=HaSettings(**values(file.cluster, HaSettings)),
     )
+
+
+def _check_plugins(file: FileTable) -> None:
+    """Every `[[queue]]`'s `plugins` names built-in scheduler plugins that go together. Checked
+    here, where the file is assembled, because the plugin registry lives in the scheduler,
+    above the config's own tables."""
+    from xce.sched.plugins import builtin
+
+    registry = builtin()
+    for i, queue in enumerate(file.queue or ()):
+        try:
+            registry.policy_for(queue.plugins)
+        except ValueError as exc:
+            raise ConfigError(f"queue[{i}].plugins: {exc}") from None
 
 
 def _resolve(base: Path, raw: str) -> Path:

@@ -12,8 +12,30 @@ from typing import Annotated
 import msgspec
 
 from xce.config.check import PosFloat, Table, values
-from xce.core.validation import error, hint
-from xce.sched.priority import PrioritySettings
+from xce.core.validation import Invalid, error, hint
+
+Zeroed = Annotated[float, hint("must be a number of 0 or more", ge=0)]
+Whole = Annotated[int, hint("must be a number of 0 or more", ge=0)]
+
+
+class PrioritySettings(Table, frozen=True):
+    """`[scheduler.priority]`, declared once (xce/config/check.py words its errors): job
+    priorities run 0..max_job_priority; a user may give at most `default_job_priority` (only
+    lower their own jobs, as LSF's bsub -sp and Slurm's positive --nice); operators and
+    admins any value in the range."""
+
+    default_job_priority: Whole = 50
+    max_job_priority: Annotated[int, hint("must be at least 1", ge=1)] = 100
+    max_age_s: Annotated[float, hint("must be above 0", gt=0)] = 7 * 86400.0
+    weight_queue: Zeroed = 1000.0
+    weight_job: Zeroed = 1000.0
+    weight_age: Zeroed = 100.0
+    weight_fairshare: Zeroed = 100.0
+    weight_size: Zeroed = 0.0
+
+    def __post_init__(self) -> None:
+        if self.default_job_priority > self.max_job_priority:
+            raise Invalid("default_job_priority is above max_job_priority")
 
 
 class SchedulerKeys(Table, frozen=True):

@@ -17,12 +17,12 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from xce.auth.guard import GuardSettings
-from xce.auth.settings import AuthSettings
+from xce.config.auth import AuthSettings
 from xce.config.check import PosFloat, PosInt, Table
+from xce.config.guard import GuardSettings
+from xce.config.scheduler import SchedulerSettings
 from xce.core.model import QueueRecord
 from xce.core.validation import error, hint
-from xce.sched.settings import SchedulerSettings
 
 DEFAULT_PORT = 6820
 _JOB_USER = r"^[a-z_][a-z0-9_.-]{0,31}$"

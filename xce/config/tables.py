@@ -13,10 +13,11 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from xce.auth.guard_config import GuardTable
-from xce.auth.settings import AuthTable
+from xce.config.auth import AuthTable
 from xce.config.check import PosInt, PosNumber, Table
 from xce.config.gres import Gres, Licenses, licenses, worker_gres
+from xce.config.guard import GuardTable
+from xce.config.scheduler import SchedulerTable
 from xce.config.settings import (
     DEFAULT_PORT,
     Config,
@@ -27,8 +28,8 @@ from xce.config.settings import (
     WorkerKeys,
 )
 from xce.core.model import HostFailurePolicy, QueueRecord
+from xce.core.queue_rules import check_settings
 from xce.core.validation import Invalid, error
-from xce.sched.settings import SchedulerTable
 
 _C, _Q = ControllerSettings(), QueueRecord("")
 Names = tuple[Annotated[str, msgspec.Meta(min_length=1)], ...]  # none of them empty
@@ -136,15 +137,9 @@ class QueueTable(Table, frozen=True):
     preempt_min_run_s: int = _Q.preempt_min_run_s
 
     def __post_init__(self) -> None:
-        from xce.controller.queue_rules import check_settings
-        from xce.sched.plugins import builtin
 
         if not self.name.replace("-", "").replace("_", "").isalnum():
             raise Invalid(f"name {self.name!r} may hold only letters, digits, - and _")
-        try:
-            builtin().policy_for(self.plugins)  # a config names the built-in plugins
-        except ValueError as exc:
-            raise Invalid(f"plugins: {exc}") from None
         problem = check_settings(self.record())
         if problem:
             raise Invalid(problem, whole=True)

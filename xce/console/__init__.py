@@ -1,4 +1,4 @@
-"""The full-screen Textual console, `xce tui` (issue 7).
+"""The full-screen Textual console, `xce tui`.
 
 `app.py` holds the client, the live data fed by the controller's event stream, and the action
 runner; `model.py` (jobs table data) and `filter.py` (the `/` filter language) are pure;

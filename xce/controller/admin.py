@@ -1,19 +1,18 @@
 """Queue and host administration: create, modify, delete, open/close, (de)activate a
 queue; open, close or drain a host.
 
-Split from `ControllerService` (xce/controller/service.py): `Administration` checks an
-operator's change against the state and commits its event through the service it is given.
-A queue's settings are checked as a whole (plugins the service's registry knows,
-defaults within maximums, the queues it preempts exist) whichever way they arrive.
-"""
+`Administration` checks an operator's change against the state and commits its event through
+the service it is given. A queue's settings are checked as a whole (plugins the service's
+registry knows, defaults within maximums, the queues it preempts exist) whichever way they
+arrive."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING
 
-from xce.controller import queue_rules
 from xce.core import events as ev
+from xce.core import queue_rules
 from xce.core.errors import Conflict, InvalidRequest
 from xce.core.model import HostAdmin, QueueRecord
 

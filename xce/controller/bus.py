@@ -186,7 +186,7 @@ class EventBus:
             return keys
         # A requeued or lost job no longer names its host: remember where it ran, so the host
         # whose slots it freed is sent too.
-        if isinstance(event, ev.JobStarted):  # every host of a multi-host job (issue 15)
+        if isinstance(event, ev.JobStarted):  # every host of a multi-host job
             self._ran_on[job_id] = tuple(p.host for p in event.hosts) or (event.host,)
         hosts = self._ran_on.get(job_id) or ((job.host,) if job and job.host else ())
         if job is None or not job.state.active:

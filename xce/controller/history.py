@@ -132,7 +132,7 @@ class JobHistory:
             self._keep(
                 job.id, (event.at, "requeued", f"{event.reason}; attempt {job.attempt} waits")
             )
-        elif isinstance(event, ev.JobPreempted):  # issue 17: on both jobs
+        elif isinstance(event, ev.JobPreempted):  # on both jobs
             how = "requeued" if event.requeue else "suspended (slots free, memory held)"
             self._keep(job.id, (event.at, "preempted", f"by job {event.by}: {how}"))
             self._keep(

@@ -1,11 +1,10 @@
 """Which hosts a commit touched, and the wake-ups of the workers long-polling for them.
 
-Split from `ControllerService` (xce/controller/service.py): each host has a version that
-goes up whenever a committed event may change what that host runs, and a worker's
-long-poll (xce/controller/workers.py) returns as soon as its host's version moves past the
-one it last saw. `commit` reads `hosts_of` before and after applying each event (a job
-that leaves a host touches it as much as one that arrives) and bumps each host once.
-"""
+For `ControllerService` (xce/controller/service.py): each host has a version that goes up
+whenever a committed event may change what that host runs, and a worker's long-poll
+(xce/controller/workers.py) returns as soon as its host's version moves past the one it last
+saw. `commit` reads `hosts_of` before and after applying each event (a job that leaves a
+host touches it as much as one that arrives) and bumps each host once."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """Job control: stop / resume / requeue / kill / modify of a job, a task or a whole array.
 
-Split from `ControllerService` (xce/controller/service.py): `JobActions` decides which
-events an action on a job means, from the job's state and the lifecycle rules
-(xce/core/lifecycle.py), and commits them through the service it is given. A requeue of a
-job on an unreachable host waits for the host's fence (`service.fence_until`), so a job
-never runs twice.
-"""
+`JobActions` decides which events an action on a job means, from the job's state and the
+lifecycle rules (xce/core/lifecycle.py), and commits them through the service it is given. A
+requeue of a job on an unreachable host waits for the host's fence (`service.fence_until`),
+so a job never runs twice."""
 
 from __future__ import annotations
 

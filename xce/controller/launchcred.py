@@ -1,4 +1,4 @@
-"""Per-attempt launch credentials for `xce launch` (issue 15).
+"""Per-attempt launch credentials for `xce launch`.
 
 A job's tasks on other hosts are started by those hosts' task services
 (xce/worker/tasks/service.py) at the request of code running inside the job, which is hostile. The

@@ -20,9 +20,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from xce.controller import queue_rules
 from xce.controller.submit_checks import check_text  # the submit's rule
 from xce.core import events as ev
+from xce.core import queue_rules
 from xce.core.deps import parse_dependency
 from xce.core.errors import Conflict, Forbidden, InvalidRequest
 from xce.core.model import JobSpec, JobState
@@ -179,7 +179,7 @@ def _new_spec(
         if not defer:
             requirement = parse_requirement(new.resources) if new.resources else None
             hosts = service.state.hosts.values()
-            # a job that may spread is judged as a set of hosts (issue 15), else as one
+            # a job that may spread is judged as a set of hosts, else as one
             why = multi_host_refusal(
                 requirement,
                 new.slots,

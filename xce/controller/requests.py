@@ -46,7 +46,7 @@ class WorkerInfo:
     # shown, never interpreted. Empty: an older worker that does not say.
     containment: tuple[tuple[str, str | int | float | bool | None], ...] = ()
     gres: tuple[tuple[str, str], ...] = ()  # devices by kind (xce/core/gres.py)
-    # Where the worker's task service listens (HOST:PORT, issue 15); "" if it has none.
+    # Where the worker's task service listens (HOST:PORT); "" if it has none.
     task_address: str = ""
 
 

@@ -1,10 +1,9 @@
 """Retention: the events that drop finished jobs, arrays and ended reservations.
 
-Split from `ControllerService.purge_finished` (xce/controller/service.py). The primary's
-`DurableLog` purges before each checkpoint, and the purge is an event like any other
-change, so standbys drop the same jobs at the same record instead of on their own clocks
-(where a requeue of a job a standby had already purged could not apply).
-"""
+What `ControllerService.purge_finished` (xce/controller/service.py) commits. The primary's
+`DurableLog` purges before each checkpoint, and the purge is an event like any other change,
+so standbys drop the same jobs at the same record instead of on their own clocks (where a
+requeue of a job a standby had already purged could not apply)."""
 
 from __future__ import annotations
 

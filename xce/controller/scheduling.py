@@ -1,13 +1,12 @@
 """The scheduling pass of a running controller: plan on a snapshot, commit the placements.
 
-Split from `ControllerService` (xce/controller/service.py). `Scheduling` keeps what a pass
-needs between passes (the incremental snapshot cache, fed by every applied event; the
-group map; the planner) and what the API reads of the last pass (why each pending job
-waits, pass statistics). Preemption (xce/sched/passes/preemption.py) runs around the plan: the
-suspended victims that may go back first do, then the pass, then who is preempted. The
-plan and preemption both ask the service's plugin registry (`service.registry`, chosen
-by xce/server/compose.py).
-"""
+A part of `ControllerService` (xce/controller/service.py). `Scheduling` keeps what a pass
+needs between passes (the incremental snapshot cache, fed by every applied event; the group
+map; the planner) and what the API reads of the last pass (why each pending job waits, pass
+statistics). Preemption (xce/sched/passes/preemption.py) runs around the plan: the suspended
+victims that may go back first do, then the pass, then who is preempted. The plan and
+preemption both ask the service's plugin registry (`service.registry`, chosen by
+xce/server/compose.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Usage and OOM kills of the hosts after a multi-host job's first (issue 15, items 5 and 6).
+"""Usage and OOM kills of the hosts after a multi-host job's first.
 
 Each such host holds the job's share cgroup (xce/worker/tasks/shares.py); its worker reads the
 cgroup's CPU (user + system) and memory high-water mark as root and sends them with every

@@ -1,12 +1,11 @@
 """Submitting a job or array: the checks that read the state, the spec, and its commit.
 
-Split from `ControllerService` (xce/controller/service.py), which owns the state, the log
-and `commit`; `Submissions` holds the service it submits to and does one job: turn a
-`SubmitRequest` into one committed `JobSubmitted`/`ArraySubmitted` event, with its inputs
-moved into the job's directory (and shipped to the standbys). The stateless checks are in
+`ControllerService` (xce/controller/service.py) owns the state, the log and `commit`;
+`Submissions` holds the service it submits to and does one job: turn a `SubmitRequest` into
+one committed `JobSubmitted`/`ArraySubmitted` event, with its inputs moved into the job's
+directory (and shipped to the standbys). The stateless checks are in
 xce/controller/submit_checks.py. Nothing awaits between the checks and the commit's apply
-(`NumberReserver.ready` is awaited before, and the key is looked up again after it).
-"""
+(`NumberReserver.ready` is awaited before, and the key is looked up again after it)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from xce.controller import gres_rules, queue_rules
+from xce.controller import gres_rules
 from xce.controller.requests import SubmitRequest
 from xce.controller.reservations import check_target
 from xce.controller.submit_checks import (
@@ -25,6 +24,7 @@ from xce.controller.submit_checks import (
     output_patterns,
 )
 from xce.core import events as ev
+from xce.core import queue_rules
 from xce.core.arrayspec import parse_array_spec
 from xce.core.begin import parse_begin
 from xce.core.deps import DepTerm, parse_dependency

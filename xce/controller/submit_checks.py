@@ -1,7 +1,7 @@
 """The submit's checks that need no state: text fields, user, command, sizes, environment.
 
-Split from `ControllerService` (xce/controller/service.py) so the submission path reads as
-the order of its checks (xce/controller/submission.py); `xce job modify` applies the same
+Kept apart from `ControllerService` (xce/controller/service.py) so the submission path reads
+as the order of its checks (xce/controller/submission.py); `xce job modify` applies the same
 text rule (xce/controller/modify.py). Each raises the request error that names the field.
 """
 

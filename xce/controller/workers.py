@@ -68,13 +68,13 @@ def assignment(job: JobRecord) -> dict[str, Any]:
         "stderr_file": spec.stderr_file,
         "start_time": job.start_time,
         "devices": list(job.devices),  # granted ("gpu:0"): the worker binds exactly these
-        # every host and its slots, first = this one (issue 15): XCE_HOSTS, XCE_HOSTFILE...
+        # every host and its slots, first = this one: XCE_HOSTS, XCE_HOSTFILE...
         "hosts": [[p.host, p.slots] for p in job.hosts],
     }
 
 
 def share_assignment(job: JobRecord, host: str) -> dict[str, Any]:
-    """What a host that is not a multi-host job's first holds for it (issue 15)."""
+    """What a host that is not a multi-host job's first holds for it."""
     part = next((p for p in job.hosts if p.host == host), None)
     slots = part.slots if part is not None else 0
     return {
@@ -125,7 +125,7 @@ class WorkerGateway:
         # The latest figures of multi-host jobs' shares (xce/controller/shareusage.py).
         self.share_usage = ShareUsage()
         # Each worker's task service (HOST:PORT, memory only like `containment`) and the key
-        # of the per-attempt launch credentials (xce/controller/launchcred.py), issue 15.
+        # of the per-attempt launch credentials (xce/controller/launchcred.py).
         self.task_addresses: dict[str, str] = {}
         self._launch_key: bytes | None = None
         started = service.clock()
@@ -251,7 +251,7 @@ class WorkerGateway:
             self.share_usage.forget(self.state)
         ended = self.share_usage.accept(self.state, host, shares or [], now)
         await self.service.commit(events, reschedule=False)
-        for event in ended:  # an OOM kill in a share ends the whole job (issue 15, item 6)
+        for event in ended:  # an OOM kill in a share ends the whole job
             with contextlib.suppress(Conflict):  # it ended meanwhile
                 await self.service.commit([event])
         # A controller that started (or took over) since the worker registered has not
@@ -266,7 +266,7 @@ class WorkerGateway:
         if host not in self.state.hosts:
             raise NotFound(f"host {host!r} is not registered")
         # A multi-host job runs its script on its first host; the others hold its share
-        # of slots and memory in the state (issue 15) but start nothing yet.
+        # of slots and memory in the state but start nothing yet.
         here = [self.state.jobs[j] for j in sorted(self.state.jobs_on(host))]
         jobs = [job for job in here if job.host == host]
         return {
@@ -306,7 +306,7 @@ class WorkerGateway:
         return job
 
     def launch_info(self, job: JobRecord) -> dict[str, Any]:
-        """What every host of an attempt needs for `xce launch` (issue 15): the attempt's
+        """What every host of an attempt needs for `xce launch`: the attempt's
         credential, the task service of each of its hosts, and the submitted cwd."""
         if self._launch_key is None:
             state_dir = getattr(self.service.settings, "state_dir", None)

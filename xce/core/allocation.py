@@ -1,4 +1,4 @@
-"""Multi-host allocations (issue 15): pure helpers shared by the core, scheduler and views.
+"""Multi-host allocations: pure helpers shared by the core, scheduler and views.
 
 A job's allocation is a tuple of `HostSlots`, first host first (it runs the script). A
 single-host job stores none (`JobRecord.allocation == ()`) and holds `spec.slots` on

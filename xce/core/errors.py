@@ -25,6 +25,12 @@ class InvalidRequest(XceError):
     http_status = 400
 
 
+class ConfigError(InvalidRequest):
+    """A config file is unreadable or has a bad key; the message names file and key."""
+
+    code = "config_error"
+
+
 class Unauthorized(XceError):
     """No valid identity came with the request."""
 

@@ -145,7 +145,7 @@ class JobStarted(Event):
     # The devices granted ("gpu:0", ...): in the record so that a restart or a failover
     # hands the job the same ones and never grants them twice.
     devices: tuple[str, ...] = ()
-    # A multi-host job's whole allocation, first host = `host` (issue 15; appended): empty
+    # A multi-host job's whole allocation, first host = `host` (appended): empty
     # for a single-host job, which holds all its slots on `host`.
     hosts: tuple[HostSlots, ...] = ()
 
@@ -203,7 +203,7 @@ class JobFinished(Event):
     usage: Usage | None = None
     reason: str = ""
     outputs: tuple[str, ...] = ()
-    # Each host's part of `usage` for a multi-host job (issue 15; appended).
+    # Each host's part of `usage` for a multi-host job (appended).
     host_usage: tuple[HostUsage, ...] = ()
 
 

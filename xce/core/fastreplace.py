@@ -2,7 +2,7 @@
 
 `dataclasses.replace` walks `fields()` and builds a keyword dict of every field on each
 call (about 11 us for a `JobRecord`); the simulator and the controller's commit replace a
-job record on every start and every end (issue 21). `replacer(cls, *names)` generates,
+job record on every start and every end. `replacer(cls, *names)` generates,
 once, a function that rebuilds a record with those fields changed and the others read as
 attributes, in one call of the same `__init__`: the result equals what
 `dataclasses.replace` returns (about 2.5 us for a `JobRecord`, most of it `__init__`).
@@ -21,7 +21,7 @@ def replacer(cls: type[T], *names: str) -> Callable[..., T]:
     """A function `(obj, *values) -> cls` that rebuilds `obj` with the init fields `names`
     set to `values` and every other init field copied: `fast_replace` for a fixed set of
     changes, without the keyword dict and the loop over it (the start and end of a job
-    rewrite one record each; issue 21). Generated once, as `dataclasses` generates
+    rewrite one record each). Generated once, as `dataclasses` generates
     `__init__`; an unknown name raises TypeError here, at import, not per call."""
     fields = [f for f in dataclasses.fields(cast(Any, cls)) if f.init]
     known = {f.name for f in fields}

@@ -71,7 +71,7 @@ class Usage:
     max_rss_bytes: int = 0
     wall_time_s: float = 0.0
     # The granted GPUs' mean utilisation (percent) and memory peak, sampled through NVML by
-    # the worker (issue 17; appended): 0 without GPUs or without NVML.
+    # the worker (appended): 0 without GPUs or without NVML.
     gpu_util_pct: float = 0.0
     gpu_mem_peak_bytes: int = 0
 
@@ -83,7 +83,7 @@ class Usage:
 @fast_init
 @dataclass(frozen=True, slots=True)
 class HostSlots:
-    """One host's share of a job's allocation (issue 15): a multi-host job holds a tuple
+    """One host's share of a job's allocation: a multi-host job holds a tuple
     of these, the first host runs the script (bjobs' EXEC_HOST `2*n1:2*n2`)."""
 
     host: str
@@ -96,7 +96,7 @@ class HostSlots:
 
 @dataclass(frozen=True, slots=True)
 class HostUsage:
-    """One host's part of a multi-host job's final usage (issue 15): the kernel's figures
+    """One host's part of a multi-host job's final usage: the kernel's figures
     for the job's cgroup there (the first host's own, the share's on the others)."""
 
     host: str
@@ -145,7 +145,7 @@ class JobSpec:
     # Per-job priority (bsub -sp, sbatch --priority/--nice): None is `[scheduler.priority]
     # default_job_priority` at the time of ordering; a user may only give at most that.
     priority: int | None = None
-    # Multi-host jobs (issue 15; appended last). `exclusive`: whole hosts (bsub -x, sbatch
+    # Multi-host jobs (appended last). `exclusive`: whole hosts (bsub -x, sbatch
     # --exclusive). `mem_per_slot_mb`: --mem-per-cpu; each host then holds this times its
     # slots, while `memory_mb` stays per host (Slurm's --mem) and, for a per-slot request,
     # the whole job's memory, which is what a single-host placement needs.
@@ -192,10 +192,10 @@ class JobRecord:
     preempted_by: str = ""
     # When this job last started or resumed: the minimum run time before a preemption.
     resumed_time: float | None = None
-    # Every host and its slots while active (issue 15); empty for a single-host job, which
+    # Every host and its slots while active; empty for a single-host job, which
     # holds `spec.slots` on `host` (so old WAL records and checkpoints load unchanged).
     allocation: tuple[HostSlots, ...] = ()
-    # Each host's usage of a finished multi-host job (issue 15; appended); `usage` is
+    # Each host's usage of a finished multi-host job (appended); `usage` is
     # their sum. Empty for a single-host job and while the job runs.
     host_usage: tuple[HostUsage, ...] = ()
 

@@ -4,7 +4,7 @@
 overlays of the real ones: reads fall through to the real dict, writes and deletions stay in
 the overlay, and the real state is never touched. That costs O(what the batch changes), not a
 copy of a million jobs, which is what lets `ControllerService.commit` and the standby's
-follower apply a batch whole or not at all (issue 19).
+follower apply a batch whole or not at all.
 """
 
 from __future__ import annotations

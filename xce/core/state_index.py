@@ -2,7 +2,7 @@
 
 Derived indexes (pending jobs, host load, array counters, counts by state and queue,
 dependency watches) are kept up to date in one place, `_put_job`, so they can never drift
-from the records. It runs for every job event, so it is written for speed (issue 21).
+from the records. It runs for every job event, so it is written for speed.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class IndexKeeper(StateData):
 
         Runs for every job event (three per job at least: submit, start, end), so states are
         tested by identity and set membership rather than through `JobState`'s properties,
-        and an index the change cannot touch is not touched (issue 21)."""
+        and an index the change cannot touch is not touched."""
         job_id, state, spec = new.id, new.state, new.spec
         self.jobs[job_id] = new
         if old is None:
@@ -140,7 +140,7 @@ class IndexKeeper(StateData):
                     eligibility.watch(self, job_id, spec, True)
 
     def _load(self, host: str, job: JobRecord, sign: int) -> None:
-        if job.allocation:  # multi-host (issue 15): each host holds its share
+        if job.allocation:  # multi-host: each host holds its share
             held = held_slots(job) > 0  # none while a preemption suspends it
             for k, part in enumerate(job.allocation):
                 self._load_part(

@@ -80,7 +80,7 @@ class SubmitBody(Body, frozen=True, kw_only=True):
     # xce.core.begin reads in UTC; None: at once.
     begin: float | Text64 | None = None
     priority: Priority | None = None  # None: the default
-    # Multi-host jobs (issue 15): whole hosts; memory per slot (--mem-per-cpu) instead of
+    # Multi-host jobs: whole hosts; memory per slot (--mem-per-cpu) instead of
     # memory_mb per host (--mem).
     exclusive: bool = False
     mem_per_slot_mb: MemoryMb = 0

@@ -22,7 +22,7 @@ class UsageView(Struct, kw_only=True):
 
 
 class HostUsageView(Struct, kw_only=True):
-    """A finished multi-host job's part of `usage` on one host (issue 15)."""
+    """A finished multi-host job's part of `usage` on one host."""
 
     host: str | UnsetType = UNSET
     cpu_time_s: float | UnsetType = UNSET

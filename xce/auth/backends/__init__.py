@@ -20,8 +20,7 @@ from xce.auth.backends.base import (
     PasswordBackend,
     Principal,
 )
-
-BACKEND_TYPES = ("configfile", "ldap", "pam", "oauth2")
+from xce.config.auth import BACKEND_TYPES
 
 __all__ = [
     "BACKEND_TYPES",
@@ -37,7 +36,7 @@ __all__ = [
 
 def build_backend(section: dict[str, Any], base: Path, where: str) -> Any:
     """Build one configured backend; `where` names the section in errors (auth.backend[0])."""
-    from xce.config.check import ConfigError
+    from xce.core.errors import ConfigError
 
     kind = section.get("type")
     if kind not in BACKEND_TYPES:

@@ -2,7 +2,7 @@
 
 A backend only answers "who is this?": it turns credentials (a password, or an OpenID Connect
 flow) into a `Principal` (user name and groups). Mapping groups to roles and permissions is
-RBAC's job (`xce.auth.rbac`), and issuing XCE's own JWT is `xce.auth.tokens`' job, so every
+RBAC's job (`xce.core.rbac`), and issuing XCE's own JWT is `xce.auth.tokens`' job, so every
 backend stays small and testable against its real server alone.
 
 Backends that talk to blocking libraries (ldap3, python-pam) run them in threads of their

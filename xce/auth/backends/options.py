@@ -14,7 +14,7 @@ from typing import Annotated
 
 import msgspec
 
-from xce.config.check import ConfigError
+from xce.core.errors import ConfigError
 from xce.core.validation import error, hint, required
 
 Text = Annotated[str, hint("may not be empty", pattern=r"\S"), required()]  # a required key

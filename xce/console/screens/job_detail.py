@@ -261,7 +261,7 @@ class JobDetailScreen(LiveScreen):
                 for h in d["hosts"]
                 if isinstance(h, dict) and h.get("devices")
             ]
-            if granted:  # each host's own GPUs (issue 17)
+            if granted:  # each host's own GPUs
                 lines.append(f"  {'devices':<12} {' '.join(granted)}")
         for key in ("submit_time", "start_time", "end_time"):
             if d.get(key):
