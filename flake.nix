@@ -33,7 +33,7 @@
         };
       });
 
-      # The systemd units are appliance/systemd/*.service, the same files `xce init` renders:
+      # The systemd units are xce/setup/units/*.service, the same files `xce init` renders:
       # here their @xce@, @config@ and @state@ placeholders are filled in with Nix store paths
       # and the module enables the ones asked for (`systemd.packages` + wantedBy).
       nixosModules.default = { config, lib, pkgs, ... }:
@@ -42,7 +42,7 @@
           xce = self.packages.${pkgs.system}.default;
           units = pkgs.runCommand "xce-systemd-units" { } ''
             mkdir -p $out/lib/systemd/system
-            for unit in ${./appliance/systemd}/*.service; do
+            for unit in ${./xce/setup/units}/*.service; do
               substitute "$unit" "$out/lib/systemd/system/$(basename "$unit")" \
                 --subst-var-by xce "${xce}/bin/xce" \
                 --subst-var-by config "${cfg.configFile}" \

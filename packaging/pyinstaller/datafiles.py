@@ -1,7 +1,7 @@
 """The data files XCE reads at run time, found by the same rule pyproject's package-data uses.
 
 One list serves three readers, so they cannot drift apart:
-* `appliance/xce.spec` puts each file into the PyInstaller archive (`spec_datas`);
+* `packaging/pyinstaller/xce.spec` puts each file into the PyInstaller archive (`spec_datas`);
 * tests/e2e/test_binary_data.py checks each one is inside the built archive;
 * `xce admin selfcheck` (xce/cli/selfcheck.py) loads each one from the running binary.
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# Top-level packages that ship in the binary, and the suffixes of their data files. These
+# The top-level package that ships in the binary, and the suffixes of their data files. These
 # match `[tool.setuptools.package-data]` in pyproject.toml (a unit test checks that).
-PACKAGES = ("xce", "appliance")
+PACKAGES = ("xce",)
 SUFFIXES = (".capnp", ".tcss", ".toml", ".json", ".service", ".in")
 
 

@@ -2,7 +2,8 @@
 
 Two checks, because either alone can pass while the package is broken:
 * the archive's table of contents (PyInstaller's CArchiveReader on dist/xce) holds every file
-  `appliance.datafiles.data_files` finds in the checkout (Cap'n Proto schemas, Textual CSS,
+  `packaging/pyinstaller/datafiles.py`'s `data_files` finds in the checkout (Cap'n Proto schemas,
+  Textual CSS,
   the config template, the systemd units), at the path the code looks it up under, plus
   pycapnp's bundled schemas and textual's metadata;
 * `xce admin selfcheck`, run from the binary in a bare environment, loads each one through the
@@ -14,16 +15,26 @@ Two checks, because either alone can pass while the package is broken:
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-
-from appliance.datafiles import data_files
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _datafiles() -> ModuleType:
+    """packaging/pyinstaller/datafiles.py: a build script's module, not an installed one."""
+    path = REPO / "packaging" / "pyinstaller" / "datafiles.py"
+    spec = importlib.util.spec_from_file_location("xce_build_datafiles", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _archive_names(binary: Path) -> set[str]:
@@ -34,8 +45,8 @@ def _archive_names(binary: Path) -> set[str]:
 
 def test_every_data_file_is_in_the_archive(binary: Path) -> None:
     names = _archive_names(binary)
-    expected = [str(p) for p in data_files(REPO)]
-    assert "xce/wire/xce.capnp" in expected and "appliance/templates/xce.toml.in" in expected
+    expected = [str(p) for p in _datafiles().data_files(REPO)]
+    assert "xce/wire/xce.capnp" in expected and "xce/setup/xce.toml.in" in expected
     missing = [p for p in expected if p not in names]
     assert not missing, f"not in {binary}: {missing}"
     assert "capnp/c++.capnp" in names, sorted(n for n in names if "capnp" in n)

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import tomllib
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _datafiles() -> ModuleType:
+    """packaging/pyinstaller/datafiles.py: a build script's module, not an installed one."""
+    path = ROOT / "packaging" / "pyinstaller" / "datafiles.py"
+    spec = importlib.util.spec_from_file_location("xce_build_datafiles", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="needs Debian's nix-bin")
@@ -22,8 +34,8 @@ def test_flake_parses() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "nixosModules" in result.stdout
-    # The module takes its units from the one copy in appliance/systemd (see xce init).
-    assert "appliance/systemd" in result.stdout and "xce-worker" in result.stdout
+    # The module takes its units from the one copy in xce/setup/units (see xce init).
+    assert "xce/setup/units" in result.stdout and "xce-worker" in result.stdout
 
 
 def test_appimage_recipe_matches_the_build_script() -> None:
@@ -44,7 +56,8 @@ def test_package_data_covers_every_runtime_data_file() -> None:
     """pyproject's package-data (pip installs, the flake) ships what the binary ships."""
     import tomllib
 
-    from appliance.datafiles import SUFFIXES, data_files
+    build = _datafiles()
+    SUFFIXES, data_files = build.SUFFIXES, build.data_files
 
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"

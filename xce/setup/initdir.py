@@ -3,7 +3,7 @@
 What it promises:
 * DIR is created 0700 (an existing DIR must not hold a cluster config yet: init never
   overwrites a cluster's secrets); every secret in it is 0600 from the moment it exists;
-* `xce.toml`: the commented config (appliance/templates/xce.toml.in) with the candidate list
+* `xce.toml`: the commented config (xce/setup/xce.toml.in) with the candidate list
   (https:// on every --host), the listener, queues, the worker section and `[tls]`;
   it validates with the same `parse_config` the daemons use before init reports success;
 * `tls/`: a cluster CA and the controller's certificate (SANs: every --host plus localhost,
@@ -34,11 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xce.auth.bootstrap import ADMIN_TOKEN_FILE, ensure_credentials
-from xce.auth.settings import parse_auth
-from xce.config.check import ConfigError
+from xce.config.auth import parse_auth
 from xce.config.loader import parse_config
 from xce.config.settings import DEFAULT_PORT
-from xce.core.errors import InvalidRequest
+from xce.core.errors import ConfigError, InvalidRequest
 from xce.setup.files import private_dir, write_private
 from xce.setup.jointokens import IssuedToken, JoinTokenStore
 from xce.setup.templates import UNITS, render_config, render_unit
