@@ -1,6 +1,6 @@
 """CLI start-up: `python -m bench.cli [--runs N] [--loop N] [--binary PATH]`.
 
-Issue 18: every `xce` command must start within 4x a bare `python3 -c pass` on the same
+Every `xce` command must start within 4x a bare `python3 -c pass` on the same
 machine, since users and their scripts run `xce job submit` and `xce job list` in loops as
 they do `sbatch` and `squeue`. This starts a one-machine cluster (`xce up` in a temporary
 directory), then for each command measures, interleaved so that load from other processes

@@ -1,4 +1,4 @@
-"""Figure 5: restart time as a running controller leaves its state (issue 22).
+"""Figure 5: restart time as a running controller leaves its state.
 
 A controller checkpoints while its WAL segment keeps filling, so at a restart the newest
 checkpoint sits in the middle of the open segment: the records before it are covered, the
@@ -232,7 +232,6 @@ def run(plan: Plan, n: int | None = None, state: ClusterState | None = None) -> 
         shutil.rmtree(state_dir, ignore_errors=True)
     records = _typical(3_000 if plan.quick else 30_000)
     fast = decode_rate(records, codec.decode_entry, plan.repeats)
-    # (before issue 22 the reflective reader was decode_entry itself: the bench runs there)
     reference = getattr(codec, "decode_entry_reflective", codec.decode_entry)
     slow = decode_rate(records, reference, max(1, plan.repeats // 2))
     rows.append(

@@ -32,7 +32,7 @@ EXPRESSIONS = (
 )
 
 
-# Multi-host shapes (issue 15): wider than a 16-slot host, by ptile or with no span.
+# Multi-host shapes: wider than a 16-slot host, by ptile or with no span.
 WIDE = ((32, "span[ptile=16]"), (24, "span[ptile=8]"), (64, "span[ptile=16]"), (48, ""))
 
 
@@ -135,7 +135,7 @@ def run(bench: BenchPlan) -> list[Row]:
     rows.append(
         Row(
             "sched pass 100k pending x 10k hosts, EASY backfill, + expressions, "
-            "20 % multi-host jobs (issue 15)",
+            "20 % multi-host jobs",
             f"cpu {cpu * 1000:,.0f} ms, wall {wall * 1000:,.0f} ms ({placed:,} placed)",
             "< 1 s",
             verdict(cpu < 1),

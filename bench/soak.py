@@ -20,7 +20,7 @@ cycle failover, restart, standby, failover, standby, both, restart:
   until it is back and caught up);
 - restart: once the standby is caught up, kill -9 the primary and start it again as
   `xce controller` after a random delay between 0 and twice `failover_timeout_s` (a service
-  manager's quick restart racing the standby's takeover: issue 23); whichever wins, one
+  manager's quick restart racing the standby's takeover); whichever wins, one
   primary and one standby must come out of it;
 - both: kill -9 both, start the former primary again (`xce controller`), then the other one
   (`xce standby`).

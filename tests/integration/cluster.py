@@ -100,7 +100,7 @@ class Cluster:
         self.logs: list[Path] = []
         self.extra_controller = ""
         # Small preallocated WAL segments: 64 MiB each, times every controller of a full
-        # run, times the three runs pytest keeps, filled the temp directory (issue 19).
+        # run, times the three runs pytest keeps, filled the temp directory.
         self.wal_segment_mb = 1
         # TLS tests: extra config text per role ("controller" or a worker name), and the
         # context urllib uses for https:// (see tests/integration/test_tls.py).

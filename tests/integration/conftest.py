@@ -27,7 +27,7 @@ THREE_HOSTS = ("w1", "w2", "w3")
 @pytest.fixture
 def three(tmp_path: Path) -> Iterator[Cluster]:
     """A controller and three workers of 4 slots (w1, w2, w3), all registered: the cluster
-    of the tests of jobs across hosts (issue 15)."""
+    of the tests of jobs across hosts."""
     c = Cluster(tmp_path / "cluster")
     c.start_controller()
     for name in THREE_HOSTS:

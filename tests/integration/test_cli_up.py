@@ -198,7 +198,7 @@ def test_a_refused_submit_takes_its_uploads_back(up: Up) -> None:
 
 
 def test_cli_changes_queues_at_run_time(up: Up) -> None:
-    """`xce queue modify|delete` (issue 17, item 5); `xce queue list` shows plugins and
+    """`xce queue modify|delete`; `xce queue list` shows plugins and
     limits; bad values are one-line errors."""
     changed = up.xce(
         "queue",

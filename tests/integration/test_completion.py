@@ -1,4 +1,4 @@
-"""Shell completion (issue 18, item 5): the generated bash script in a real `bash -i`, with
+"""Shell completion: the generated bash script in a real `bash -i`, with
 job ids, queue and host names from a running `xce up` cluster; zsh and fish scripts where
 those shells are installed; `--install-completion` writes where each shell looks."""
 

@@ -1,5 +1,5 @@
-"""Idle, partial-header and partial-body connections against a real controller (issue 19,
-item 6): each is closed after its timeout, one address cannot hold more than its share of
+"""Idle, partial-header and partial-body connections against a real controller: each is closed
+after its timeout, one address cannot hold more than its share of
 connections, /healthz keeps answering at once, and the log stays a few lines long."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GPU usage with a real worker and a stand-in NVML (issue 17): the worker process imports
+"""GPU usage with a real worker and a stand-in NVML: the worker process imports
 a `pynvml` module the test writes (reporting 50 % busy and 1 GiB used on every GPU), samples
 the job's granted GPU while it runs, and the figures reach the finish report, the job's
 usage, the accounting record, `xce acct --format ...,gpuutil,gpumem` and `xce job eff`."""

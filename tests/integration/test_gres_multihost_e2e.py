@@ -1,4 +1,4 @@
-"""GPUs on a multi-host job with real processes (issue 17 item 1): a controller and two
+"""GPUs on a multi-host job with real processes: a controller and two
 workers on loopback, each with configured GPUs whose nodes are real char devices made by
 the test (copies of /dev/zero and /dev/full, as in test_gres_e2e.py). A 2-host job asking
 one GPU per host gets one on each; `xce launch` tasks on each host see that host's own

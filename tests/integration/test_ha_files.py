@@ -1,4 +1,4 @@
-"""HA keeps what a job needs (issue 19 item 4, issue 23 item 5), with real processes on
+"""HA keeps what a job needs, with real processes on
 127.0.0.1: staged inputs, returned outputs, the users file and the audit log reach the
 standby, so after a kill -9 of the primary a held job runs with its inputs, finished jobs'
 outputs download and users added before the failover log in; a file that stayed on the

@@ -1,4 +1,4 @@
-"""Usage and OOM kills on every host of a multi-host job (issue 15, items 5 and 6), with real
+"""Usage and OOM kills on every host of a multi-host job, with real
 processes: a controller and three workers on 127.0.0.1, real v1 cgroups. A task started by
 `xce launch` on a host after the first runs in that host's share cgroup; its CPU counts in
 the job's final usage, and the OOM killer killing it there ends the whole job."""

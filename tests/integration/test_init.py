@@ -173,7 +173,7 @@ def test_init_writes_a_private_directory_with_admin_and_units(cluster: InitClust
     worker = tokens.verify((d / "worker.token").read_text().strip())
     assert (worker.roles, worker.kind) == (("worker",), "service")
     # Bound to this node's worker, as joined nodes' tokens are: no shared token that can
-    # register any host name (issue 19, item 11).
+    # register any host name.
     assert (worker.user, worker.host) == (socket.gethostname(), socket.gethostname())
 
     for unit in ("xce-controller.service", "xce-standby.service", "xce-worker.service"):

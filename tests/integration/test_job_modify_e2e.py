@@ -1,4 +1,4 @@
-"""`xce job modify` with real processes (issue 17, item 2): changes of a pending job
+"""`xce job modify` with real processes: changes of a pending job
 survive a controller killed with kill -9 (they are JobModified records in the WAL), and an
 admin's new walltime for a running job reaches its worker, which enforces it."""
 

@@ -1,4 +1,4 @@
-"""Job scripts of each flavour end to end (issue 18): `xce up`, then `xce job submit` of
+"""Job scripts of each flavour end to end: `xce up`, then `xce job submit` of
 #SBATCH, #BSUB (on stdin, as `bsub < job.sh`) and #XCE scripts; the running job reports its
 slots, name and environment into its -o file, which must appear where the script said."""
 
@@ -81,7 +81,7 @@ def test_sbatch_script_file(up: Up, tmp_path: Path) -> None:
     assert got["slots"] == "2" and got["name"] == "slurmjob" and got["id"] == job_id
     assert got["foo"] == "from-submitter"  # --export ALL by default, as sbatch
     assert got["home"] == pwd.getpwuid(os.getuid()).pw_dir  # the host owns HOME
-    # PATH travels, after the directory of the worker's own `xce` (issue 15: xce launch)
+    # PATH travels, after the directory of the worker's own `xce` (xce launch)
     first, rest = got["path"].split(":", 1)
     assert first.endswith("/.xce-bin") and rest.startswith("/opt/submitter/bin:"), got["path"]
     assert (tmp_path / f"slurmjob-{job_id}.err").read_text() == "to-stderr\n"

@@ -315,7 +315,7 @@ def test_job_runs_as_the_submitting_user(cluster: Cluster, linux_users: LinuxUse
 def test_resource_requirement_picks_the_host(cluster: Cluster) -> None:
     on_r2 = cluster.submit(command="true", resources="select[rack==r2 && maxslots>=4]")
     assert cluster.wait_state(on_r2, "DONE")["host"] == "w2"
-    with pytest.raises(ApiFailure) as refused:  # no host could ever run it (issue 17, item 6)
+    with pytest.raises(ApiFailure) as refused:  # no host could ever run it
         cluster.submit(command="true", resources="select[type==SPARC]")
     assert refused.value.status == 400 and "select[type==SPARC]" in str(refused.value.body)
     nowhere = cluster.submit(command="true", resources="select[type==SPARC]", defer=True)

@@ -1,4 +1,4 @@
-"""`xce launch` with real processes (issue 15, item 5): a controller and three workers on
+"""`xce launch` with real processes: a controller and three workers on
 127.0.0.1, each with its task service. A 6-slot `span[ptile=2]` job launches one task per
 slot, 2 per host, inside that host's cgroup for the job; kill ends them on every host; the
 launch credential works for its own attempt's hosts only, and only while it runs."""
@@ -197,7 +197,7 @@ def test_the_launch_credential_works_only_for_its_attempt_hosts_while_it_runs(
 
 
 def test_a_lost_host_ends_the_job_and_its_tasks_everywhere(three: Cluster) -> None:
-    """Issue 15, item 6, with tasks: `kill -9` of a worker that is not the job's first
+    """With tasks: `kill -9` of a worker that is not the job's first
     ends the whole job with the reason naming it, and no task survives on any host, the
     lost one included (its share's fence watcher kills them once the fence runs out)."""
     job_id = three.submit(

@@ -1,4 +1,4 @@
-"""MPI through `xce launch` (issue 15): a small C program (allreduce over all ranks, then
+"""MPI through `xce launch`: a small C program (allreduce over all ranks, then
 rank and host printed) compiled with mpicc, started by OpenMPI's mpirun with the job's
 hostfile and `xce launch` as its remote agent, inside a 6-slot job over three loopback
 workers. Every rank appears once, on the host its slot is on. All "hosts" are this machine,

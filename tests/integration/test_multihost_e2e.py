@@ -1,4 +1,4 @@
-"""Jobs across hosts with real processes (issue 15): a controller and three workers on
+"""Jobs across hosts with real processes: a controller and three workers on
 127.0.0.1. A 6-slot `span[ptile=2]` job gets 2 slots on each host, its script runs on the
 first and sees the allocation; a lost second host ends the whole job, naming that host."""
 

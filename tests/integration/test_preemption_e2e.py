@@ -1,4 +1,4 @@
-"""Preemption with real processes (issue 17, item 3): a controller and a worker on
+"""Preemption with real processes: a controller and a worker on
 loopback, real cgroups. A high-priority job takes the slots of a running low one; in
 suspend mode the victim is frozen (its own clock shows the gap) and resumes when the slots
 are free, in the same attempt; in requeue mode it is killed, queued again and runs anew."""

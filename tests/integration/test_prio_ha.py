@@ -1,4 +1,4 @@
-"""Job modify and preemption across a failover (issue 17): both are WAL records that the
+"""Job modify and preemption across a failover: both are WAL records that the
 standby replays, so the new primary shows the modified job, keeps the preempted victim
 suspended and resumes it once the preemptor is gone."""
 

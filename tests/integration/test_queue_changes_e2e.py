@@ -1,4 +1,4 @@
-"""Queues changed at run time survive a controller killed with kill -9 (issue 17, item 5):
+"""Queues changed at run time survive a controller killed with kill -9:
 the changes are events in the WAL; the config seeds queues only on the first start, so a
 deleted queue the config still lists stays deleted."""
 

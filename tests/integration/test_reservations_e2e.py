@@ -1,4 +1,4 @@
-"""Advance reservations end to end (issue 17, item 4): a real controller and worker on
+"""Advance reservations end to end: a real controller and worker on
 loopback, driven by `xce rsv` and `xce job submit`. A maintenance window keeps a job with a
 long walltime from starting while a short one runs; a job that targets a reservation runs
 inside it (1 of the host's 2 slots: the other stays for everyone); both reservations and

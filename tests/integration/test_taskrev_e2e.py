@@ -1,4 +1,4 @@
-"""Hostile review of the task service (issue 15), played with real processes: a controller
+"""Hostile review of the task service, played with real processes: a controller
 and workers on 127.0.0.1, real cgroups."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Multi-host allocations in the core (issue 15): every host holds its share, the record
+"""Multi-host allocations in the core: every host holds its share, the record
 keeps the allocation, a single-host job and an old WAL/checkpoint mean what they meant."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GPUs on multi-host jobs (issue 17 item 1): `--gpus N` is N on every host of the job.
+"""GPUs on multi-host jobs: `--gpus N` is N on every host of the job.
 
 The scheduler places a spreading job only where each chosen host has N free devices, the
 grant names each host's ids in the allocation (`HostSlots.devices`), the core refuses a

@@ -1,4 +1,4 @@
-"""Multi-host placement in the scheduling pass (issue 15): layouts, all or nothing, same[],
+"""Multi-host placement in the scheduling pass: layouts, all or nothing, same[],
 order[]/score plugins, exclusive hosts, and EASY reservations of a host set that later jobs
 never delay (a hypothesis property over random clusters and queues)."""
 

@@ -1,4 +1,4 @@
-"""The controller's side of share usage and OOM kills (issue 15, items 5 and 6),
+"""The controller's side of share usage and OOM kills,
 xce/controller/shareusage.py: figures from a host are taken only for an attempt that host
 holds a share of now; the final usage sums CPU over hosts and takes the largest memory; an
 OOM kill in a share ends the job with a reason naming the host and its memory limit."""

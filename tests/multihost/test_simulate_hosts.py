@@ -1,4 +1,4 @@
-"""The simulator packs jobs wider than a host on several hosts (issue 15): a trace on
+"""The simulator packs jobs wider than a host on several hosts: a trace on
 `--hosts N --slots 1` decides exactly as on `--hosts 1 --slots N` under EASY and FCFS, and
 nothing that fits the machine is skipped."""
 

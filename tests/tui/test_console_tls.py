@@ -1,4 +1,4 @@
-"""The console on a cluster made by `xce init` (https:// with its own CA, issue 18 item 7).
+"""The console on a cluster made by `xce init` (https:// with its own CA).
 
 `xce tui` must connect with exactly the CLI's client settings: the CA file and token of the
 cluster's client.toml. Real processes on 127.0.0.1: `xce init`, its controller and worker;
