@@ -1,4 +1,4 @@
-"""The pure parts of `xce launch` (issue 15): the task plan, the task service's request
+"""The pure parts of `xce launch`: the task plan, the task service's request
 checks, the credential, and the worker's `task_listen` setting."""
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def test_credentials_differ_per_job_attempt_and_key() -> None:
 
 
 def test_task_listen_is_host_and_port_with_zero_for_any(tmp_path: Path) -> None:
-    from xce.config.check import ConfigError
     from xce.config.loader import load_config
+    from xce.core.errors import ConfigError
 
     path = tmp_path / "x.toml"
     path.write_text('[worker]\nname = "w"\ntask_listen = "127.0.0.2:0"\n')

@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 
+from tests.worker.assignments import assignment
 from xce.client import ApiError
 from xce.config.loader import parse_config
 from xce.protocol import worker as protocol
@@ -50,7 +51,7 @@ def sent(client: FakeClient, kind: type[msgspec.Struct]) -> Any:
 def test_register_is_the_protocols_register(tmp_path: Path) -> None:
     client = FakeClient()
     agent = make_agent(tmp_path, client)
-    asyncio.run(agent.register())
+    asyncio.run(agent.link.register())
     body = sent(client, protocol.Register)
     assert (body.host, body.slots, body.memory_mb) == ("w1", 2, 512)
     assert body.task_address == "w1:7000" and body.containment["kind"] == "none"
@@ -60,17 +61,17 @@ def test_register_is_the_protocols_register(tmp_path: Path) -> None:
 
 def test_an_older_controller_gets_a_register_without_containment(tmp_path: Path) -> None:
     client = FakeClient(refuse_containment=True)
-    asyncio.run(make_agent(tmp_path, client).register())
+    asyncio.run(make_agent(tmp_path, client).link.register())
     assert len(client.sent) == 2 and sent(client, protocol.Register).containment == {}
 
 
 def test_a_heartbeat_carries_running_jobs_and_their_output(tmp_path: Path) -> None:
     client = FakeClient()
     agent = make_agent(tmp_path, client)
-    job = RunningJob({"job_id": "7", "attempt": 1}, tmp_path, tmp_path)
-    agent.running[job.key] = job
+    job = RunningJob(assignment(job_id="7", attempt=1), tmp_path, tmp_path)
+    agent.state.running[job.key] = job
     chunk = tail.Chunk(job, "stdout", 5, b"hello")
-    asyncio.run(agent._heartbeat([chunk]))
+    asyncio.run(agent.link._heartbeat([chunk]))
     path, _ = client.sent[-1]
     assert path == "/api/v1/workers/w1/heartbeat"
     body = sent(client, protocol.Heartbeat)
@@ -83,9 +84,39 @@ def test_a_heartbeat_carries_running_jobs_and_their_output(tmp_path: Path) -> No
 
 def test_a_finish_report_is_the_protocols_finished(tmp_path: Path) -> None:
     agent = make_agent(tmp_path, FakeClient())
-    agent._finish_unstarted({"job_id": "7", "attempt": 2}, "x" * 2000)
-    body = agent.reports[("7", 2)]
+    agent.reconciler.finish_unstarted(assignment(job_id="7", attempt=2), "x" * 2000)
+    body = agent.state.pending[("7", 2)]
     finished = msgspec.convert(body, protocol.Finished)
     assert finished.attempt == 2 and finished.exit_code is None
     assert finished.reason == "x" * 1000  # cut to what the protocol allows
     assert "outputs" not in body and "host_failure" not in body  # defaults left out
+
+
+def test_an_assignment_decodes_and_encodes_as_the_controller_sends_it() -> None:
+    """`protocol.Assignment` has exactly the keys (and order) of what the controller sends a
+    worker for a job (xce/controller/workers.py): decoding and encoding it again gives the
+    same bytes, so the worker may read it through the Struct without a wire change."""
+    from xce.controller.workers import assignment
+    from xce.core.model import JobRecord, JobSpec, JobState
+
+    spec = JobSpec(
+        "alice",
+        "normal",
+        command="hostname",
+        slots=2,
+        memory_mb=100,
+        walltime_s=60,
+        env=(("A", "1"),),
+        cwd="/home/alice",
+        inputs=("in.txt",),
+        outputs=("out.txt",),
+        stdout_file="o.txt",
+    )
+    job = JobRecord("7", 7, spec, JobState.RUN, 1000.0, attempt=1, host="w1", start_time=1001.5)
+    launch = {"credential": "c" * 64, "tasks": {"w1": "w1:7000"}, "cwd": "/home/alice"}
+    sent = msgspec.json.encode({**assignment(job), "launch": launch})
+    decoded = msgspec.json.decode(sent, type=protocol.Assignment)
+    assert (decoded.job_id, decoded.attempt, decoded.action) == ("7", 1, "run")
+    assert decoded.hosts == [("w1", 2)]
+    assert decoded.launch is not None and decoded.launch.bin == ""
+    assert msgspec.json.encode(decoded) == sent

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pwd
 import secrets
 import tempfile
 from pathlib import Path
@@ -15,10 +16,12 @@ from typing import Any
 
 import pytest
 
+from tests.worker.assignments import assignment
 from xce.worker.attempt import accounts, executor, readers, spool, staging
 from xce.worker.attempt.running import JobResult, RunningJob
 from xce.worker.attempt.spool import Spool
 from xce.worker.cgroups import CgroupBackend, detect
+from xce.worker.devices import gpus
 from xce.worker.keeper import fence
 from xce.worker.keeper.client import KeeperLauncher
 
@@ -77,32 +80,43 @@ class LocalHost:
     async def start(
         self, a: dict[str, Any], user: str = "root", inputs: dict[str, bytes] | None = None
     ) -> RunningJob:
-        a = {
-            "job_id": secrets.token_hex(3),
-            "attempt": 0,
-            "user": user,
-            "outputs": [],
-            "inputs": list(inputs or {}),
-            "slots": 1,
-            **a,
-        }
-        account = accounts.account_for(a["user"], allow_root=True)
-        job = await spool.prepare(self.spool, a, account)
+        assigned = assignment(
+            **{
+                "job_id": secrets.token_hex(3),
+                "attempt": 0,
+                "user": user,
+                "outputs": [],
+                "inputs": list(inputs or {}),
+                "slots": 1,
+                **a,
+            }
+        )
+        account = accounts.account_for(assigned.user, allow_root=True)
+        job = await spool.prepare(self.spool, assigned, account)
         if inputs:
             await staging.fetch_inputs(Recorder(inputs), "h1", job)  # type: ignore[arg-type]
         job.result = asyncio.get_running_loop().create_future()
-        await executor.launch(
-            job,
-            self.launcher,
-            self.backend,
-            account,
-            "h1",
-            self.pids_limit,
-            self.spool.state,
-            self.contact,
-            private_tmp=self.private_tmp,
-        )
+        await executor.launch(job, self.context(account))
         return job
+
+    def context(
+        self,
+        account: pwd.struct_passwd | None,
+        pids_limit: int | None = None,
+        devices: gpus.HostDevices | None = None,
+    ) -> executor.LaunchContext:
+        """What the worker of host "h1" launches an attempt with."""
+        return executor.LaunchContext(
+            launcher=self.launcher,
+            backend=self.backend,
+            account=account,
+            host="h1",
+            pids_limit=self.pids_limit if pids_limit is None else pids_limit,
+            worker_state=self.spool.state,
+            contact=self.contact,
+            private_tmp=self.private_tmp,
+            devices=devices or gpus.HostDevices(),
+        )
 
     async def wait(self, job: RunningJob) -> JobResult:
         result = await executor.wait(job, 0.1, 1.0)

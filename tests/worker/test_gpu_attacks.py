@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.worker.assignments import assignment
 from tests.worker.linux_users import LinuxUser, LinuxUsers, linux_users  # noqa: F401
 from tests.worker.local_host import LocalHost, searchable_dir
 from xce.worker.attempt import accounts, executor, running, spool
@@ -87,32 +88,24 @@ async def test_a_job_cannot_reach_the_gpu_it_was_not_granted(
     host = LocalHost(root, mode=mode, pids_limit=64)
     devices = gpus.HostDevices({"gpu": ("0", "1")}, gpu_device_path=f"{nodes}/nvidia{{}}")
     try:
-        a = {
-            "job_id": "g1",
-            "attempt": 0,
-            "user": user.name,
-            "outputs": [],
-            "inputs": [],
-            "slots": 1,
-            "devices": ["gpu:0"],
-            # submitted variables naming both GPUs: the worker's own win
-            "env": {"CUDA_VISIBLE_DEVICES": "0,1", "XCE_GPUS": "0,1"},
-            "command": ATTACK.replace("{nodes}", str(nodes)),
-        }
+        a = assignment(
+            **{
+                "job_id": "g1",
+                "attempt": 0,
+                "user": user.name,
+                "outputs": [],
+                "inputs": [],
+                "slots": 1,
+                "devices": ["gpu:0"],
+                # submitted variables naming both GPUs: the worker's own win
+                "env": {"CUDA_VISIBLE_DEVICES": "0,1", "XCE_GPUS": "0,1"},
+                "command": ATTACK.replace("{nodes}", str(nodes)),
+            }
+        )
         account = accounts.account_for(user.name, allow_root=False)
         job = await spool.prepare(host.spool, a, account)
         job.result = asyncio.get_running_loop().create_future()
-        await executor.launch(
-            job,
-            host.launcher,
-            host.backend,
-            account,
-            "h1",
-            64,
-            host.spool.state,
-            host.contact,
-            devices=devices,
-        )
+        await executor.launch(job, host.context(account, pids_limit=64, devices=devices))
         cgroup = job.cgroup
         assert cgroup is not None
         result = await host.wait(job)
@@ -151,32 +144,24 @@ async def test_a_planted_link_in_a_writable_node_directory_cannot_unfence_a_gpu(
     host = LocalHost(root, mode=modes[0], pids_limit=64)
     devices = gpus.HostDevices({"gpu": ("0", "1")}, gpu_device_path=f"{where}/nvidia{{}}")
     try:
-        a = {
-            "job_id": "g2",
-            "attempt": 0,
-            "user": user.name,
-            "outputs": [],
-            "inputs": [],
-            "slots": 1,
-            "devices": ["gpu:0"],
-            "command": "if head -c 1 /dev/full >/dev/null 2>&1; then echo 'open 1'; "
-            "else echo 'denied 1'; fi",
-        }
+        a = assignment(
+            **{
+                "job_id": "g2",
+                "attempt": 0,
+                "user": user.name,
+                "outputs": [],
+                "inputs": [],
+                "slots": 1,
+                "devices": ["gpu:0"],
+                "command": "if head -c 1 /dev/full >/dev/null 2>&1; then echo 'open 1'; "
+                "else echo 'denied 1'; fi",
+            }
+        )
         account = accounts.account_for(user.name, allow_root=False)
         job = await spool.prepare(host.spool, a, account)
         job.result = asyncio.get_running_loop().create_future()
         try:
-            await executor.launch(
-                job,
-                host.launcher,
-                host.backend,
-                account,
-                "h1",
-                64,
-                host.spool.state,
-                host.contact,
-                devices=devices,
-            )
+            await executor.launch(job, host.context(account, pids_limit=64, devices=devices))
         except running.LaunchError as exc:
             assert "not trusted" in str(exc) and "nvidia1" in str(exc), exc
             return

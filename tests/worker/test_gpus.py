@@ -88,8 +88,8 @@ def test_detected_gpus_are_fenced_by_their_own_nodes_not_by_index(
     monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml())
     host = gpus.host_devices(None)
     assert host.source == "nvml" and host.gpus == ("0", "1")
-    assert gpus.denied_nodes({"devices": ["gpu:0"]}, host) == ["/dev/nvidia0"]
-    assert gpus.denied_nodes({"devices": ["gpu:1"]}, host) == ["/dev/nvidia1"]
+    assert gpus.denied_nodes(["gpu:0"], host) == ["/dev/nvidia0"]
+    assert gpus.denied_nodes(["gpu:1"], host) == ["/dev/nvidia1"]
     assert gpus.host_devices(None, "/host/dev/nvidia{}").gpu_node("0") == "/host/dev/nvidia1"
 
 
@@ -101,11 +101,11 @@ def test_model_names_drop_the_vendor() -> None:
 
 def test_environment_names_exactly_the_granted_gpus() -> None:
     host = gpus.HostDevices({"gpu": ("0", "1", "2")})
-    env = gpus.job_env({"devices": ["gpu:2", "gpu:0", "fpga:x"]}, host)
+    env = gpus.job_env(["gpu:2", "gpu:0", "fpga:x"], host)
     assert env == {"CUDA_VISIBLE_DEVICES": "2,0", "ROCR_VISIBLE_DEVICES": "2,0", "XCE_GPUS": "2,0"}
-    assert gpus.job_env({"devices": []}, host)["CUDA_VISIBLE_DEVICES"] == ""
-    assert gpus.job_env({}, gpus.HostDevices()) == {}
-    assert gpus.denied_nodes({"devices": ["gpu:1"]}, host) == ["/dev/nvidia0", "/dev/nvidia2"]
+    assert gpus.job_env([], host)["CUDA_VISIBLE_DEVICES"] == ""
+    assert gpus.job_env([], gpus.HostDevices()) == {}
+    assert gpus.denied_nodes(["gpu:1"], host) == ["/dev/nvidia0", "/dev/nvidia2"]
 
 
 def test_deny_entries_read_the_nodes_major_and_minor(tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_nvml_lists_the_gpus_with_model_and_memory() -> None:
         assert stat.S_ISCHR(os.stat(host.gpu_node(device)).st_mode), host.gpu_node(device)
     # a process given one GPU sees exactly that one through CUDA's variable
     if shutil.which("nvidia-smi"):
-        env = {**os.environ, **gpus.job_env({"devices": [f"gpu:{host.gpus[0]}"]}, host)}
+        env = {**os.environ, **gpus.job_env([f"gpu:{host.gpus[0]}"], host)}
         out = subprocess.run(
             [sys.executable, "bench/gpu_check.py", "--visible"],
             env=env,

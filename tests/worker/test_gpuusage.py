@@ -1,4 +1,4 @@
-"""GPU usage through NVML (issue 17): the granted GPUs' mean utilisation and memory peak,
+"""GPU usage through NVML: the granted GPUs' mean utilisation and memory peak,
 with a fake `pynvml` (as tests/worker/test_gpus.py does), with the real library on a host
 without a driver, and without the library at all: then nothing is read and nothing fails."""
 

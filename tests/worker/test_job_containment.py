@@ -1,6 +1,6 @@
 """Hostile jobs against the worker's real execution path (keeper, cgroups, files as the user).
 
-Each test plays one attack or one containment promise of issue 14 as a real unprivileged
+Each test plays one attack or one containment promise as a real unprivileged
 Linux user, through xce/worker/attempt/executor.py and staging.py with a real keeper launcher and
 the
 host's real cgroup backend. What each test would have caught in the earlier worker is said in

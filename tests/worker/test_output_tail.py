@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.worker.assignments import assignment
 from tests.worker.local_host import LocalHost
 from xce.worker.agent.tail import OutputPusher
 from xce.worker.attempt import readers, staging
@@ -20,7 +21,7 @@ def _job(tmp_path: Path, name: str = "1", attempt: int = 0) -> RunningJob:
     job_dir = tmp_path / f"job{name}"
     meta = job_dir / ".xce"
     meta.mkdir(parents=True)
-    job = RunningJob({"job_id": name, "attempt": attempt, "outputs": []}, job_dir, job_dir)
+    job = RunningJob(assignment(job_id=name, attempt=attempt), job_dir, job_dir)
     for stream in ("stdout", "stderr"):
         (meta / stream).write_bytes(b"")
         job.readers[stream] = os.open(meta / stream, os.O_RDONLY)

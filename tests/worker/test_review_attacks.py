@@ -1,4 +1,4 @@
-"""Security review of job execution (issue 14): the attacks a hostile review found.
+"""Security review of job execution: the attacks a hostile review found.
 
 Each test plays one attack as a real unprivileged Linux user through the worker's real code
 (tests/worker/local_host.py: executor, keeper launcher, cgroups, staging). Every one of them
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.worker.assignments import assignment
 from tests.worker.linux_users import LinuxUser, LinuxUsers, linux_users  # noqa: F401
 from tests.worker.local_host import LocalHost, Recorder, needs_cgroups, searchable_dir
 from xce.worker.attempt import (
@@ -605,7 +606,7 @@ def test_a_requeued_job_that_ignores_sigterm_runs_twice_at_once(
 def test_a_job_without_mem_on_a_default_worker_is_limited() -> None:
     from xce.config.settings import WorkerSettings
 
-    limits = executor.limits_for({"slots": 1, "memory_mb": 0}, WorkerSettings().pids_limit)
+    limits = executor.limits_for(assignment(slots=1, memory_mb=0), WorkerSettings().pids_limit)
     assert limits.pids is not None and limits.memory_bytes is not None, limits
 
 

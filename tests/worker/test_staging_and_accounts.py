@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.worker.assignments import assignment
 from xce.worker.attempt import accounts, jobenv, readers
 from xce.worker.attempt.running import LaunchError, RunningJob
 from xce.worker.attempt.staging import collect_outputs
@@ -17,8 +18,7 @@ def _job(tmp_path: Path, outputs: list[str]) -> RunningJob:
     (job_dir / ".xce").mkdir(parents=True)
     (job_dir / ".xce" / "stdout").write_text("out")
     (job_dir / ".xce" / "stderr").write_text("")
-    a = {"job_id": "1", "attempt": 0, "outputs": outputs}
-    job = RunningJob(a, job_dir, job_dir)
+    job = RunningJob(assignment(job_id="1", attempt=0, outputs=outputs), job_dir, job_dir)
     job.readers = readers.open_readers(str(job_dir))
     return job
 
@@ -51,16 +51,16 @@ def test_root_jobs_are_refused_unless_allowed() -> None:
 
 
 def test_job_environment_carries_array_ids(tmp_path: Path) -> None:
-    a = {
-        "job_id": "7[3]",
-        "attempt": 1,
-        "number": 7,
-        "array_index": 3,
-        "name": "n",
-        "queue": "normal",
-        "slots": 2,
-        "env": {"FOO": "bar"},
-    }
+    a = assignment(
+        job_id="7[3]",
+        attempt=1,
+        number=7,
+        array_index=3,
+        name="n",
+        queue="normal",
+        slots=2,
+        env={"FOO": "bar"},
+    )
     env = jobenv.job_environment(a, None, tmp_path, "h1")
     assert env["XCE_JOB_ID"] == "7[3]"
     assert env["XCE_ARRAY_ID"] == "7" and env["XCE_ARRAY_INDEX"] == "3"

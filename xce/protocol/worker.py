@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from msgspec import Meta, field
+from msgspec import Meta, Struct, field
 
 from xce.protocol.bodies import Body, Name, Slots, Text1K, Text64, Text128, Text256
 
@@ -15,7 +15,7 @@ from xce.protocol.bodies import Body, Name, Slots, Text1K, Text64, Text128, Text
 CpuSeconds = Annotated[float, Meta(ge=0, le=2**40)]
 Bytes = Annotated[int, Meta(ge=0, le=2**62)]
 Attempt = Annotated[int, Meta(ge=0, le=2**31)]
-# The worker's task service (issue 15: `xce launch`), HOST:PORT. The port is 1-65535 in
+# The worker's task service (`xce launch`), HOST:PORT. The port is 1-65535 in
 # the pattern itself: a worker announcing h:99999 would be stored and handed to
 # `xce launch` clients, which fail far from the cause.
 TaskAddress = Annotated[
@@ -62,7 +62,7 @@ class Usage(Body, frozen=True, kw_only=True):
     cpu_system_s: CpuSeconds = 0.0
     max_rss_bytes: Bytes = 0
     wall_time_s: CpuSeconds = 0.0
-    # the granted GPUs' mean utilisation and memory peak, through NVML (issue 17)
+    # the granted GPUs' mean utilisation and memory peak, through NVML
     gpu_util_pct: Annotated[float, Meta(ge=0, le=100)] = 0.0
     gpu_mem_peak_bytes: Bytes = 0
 
@@ -94,7 +94,7 @@ class RunningJob(RunReport, frozen=True, kw_only=True):
 
 
 class ShareItem(Body, frozen=True, kw_only=True):
-    """A share this host holds of a multi-host job (issue 15; xce/controller/shareusage.py)."""
+    """A share this host holds of a multi-host job (xce/controller/shareusage.py)."""
 
     job_id: Text64
     attempt: Attempt
@@ -123,3 +123,75 @@ class Finished(Usage, frozen=True, kw_only=True):
     # The worker's keeper killed the attempt: the worker had lost every controller for
     # longer than the fence timeout (xce/worker/keeper/fence.py).
     host_failure: bool = False
+
+
+# --- what the controller sends a worker (its answer to a poll; xce/controller/workers.py) ---
+#
+# Declared to match the dicts the controller builds today key for key and in the same order,
+# so that encoding one gives the same JSON (tests/unit/test_worker_messages.py checks it).
+# Unknown keys are ignored (a newer controller may send more) and nothing is bounded here:
+# the worker checks what it uses itself (xce/worker/attempt/accounts.py, spool.py, ...).
+# The worker decodes an answer once, as it arrives (xce/worker/agent/reconcile.py). Keys it
+# has always done without (an older controller's, an older worker's spec.json) have defaults:
+# only the job, its attempt, its action and its user must be there.
+
+
+class LaunchInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What every host of an attempt needs for `xce launch`."""
+
+    credential: str  # the attempt's launch credential (xce/controller/launchcred.py)
+    tasks: dict[str, str]  # each host of the attempt: its task service, HOST:PORT or ""
+    cwd: str  # the submitted cwd, "" for none
+    bin: str = ""  # set by the worker itself: the directory of its own `xce`; never sent
+
+
+class Assignment(Struct, frozen=True, kw_only=True):
+    """One job attempt this host runs (or signals): an entry of the answer's `jobs`."""
+
+    job_id: str
+    attempt: int
+    action: str  # "run", "stop" or "kill"
+    number: int = 0
+    array_index: int | None = None
+    user: str
+    name: str = ""
+    queue: str = ""
+    command: str | None = None
+    script: str | None = None
+    slots: int = 1
+    memory_mb: int = 0
+    walltime_s: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    stdout_file: str | None = None
+    stderr_file: str | None = None
+    start_time: float | None = None
+    devices: list[str] = field(default_factory=list)  # granted ("gpu:0"): bind exactly these
+    hosts: list[tuple[str, int]] = field(default_factory=list)  # every host, first = this one
+    launch: LaunchInfo | None = None  # None from a controller older than `xce launch`
+
+
+class Share(Struct, frozen=True, kw_only=True):
+    """A part of a multi-host job whose first host is another (an entry of `shares`): a
+    cgroup held here for its tasks (xce/worker/tasks/shares.py)."""
+
+    job_id: str
+    attempt: int
+    action: str
+    user: str
+    slots: int = 0
+    memory_mb: int = 0
+    devices: list[str] = field(default_factory=list)  # this host's own grant
+    launch: LaunchInfo | None = None
+
+
+class Assignments(Struct, frozen=True, kw_only=True):
+    """The controller's answer to a poll (and to registering): this host's whole desired
+    set. `fence_timeout_s` and `output_limits` are read where every answer is
+    (xce/worker/agent/link.py)."""
+
+    version: int | None = None  # None: keep the version the worker has
+    jobs: list[Assignment] = field(default_factory=list)
+    shares: list[Share] = field(default_factory=list)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import psutil
@@ -19,35 +19,45 @@ from xce.client import ApiError
 from xce.protocol import worker as protocol
 from xce.worker.agent import tail
 from xce.worker.agent.hostinfo import containment, host_resources
-from xce.worker.agent.reconcile import Reconciler
+from xce.worker.agent.reconcile import BadAnswer, Reconciler
+from xce.worker.agent.state import AgentState
 from xce.worker.attempt import staging
 from xce.worker.keeper import fence
+
+if TYPE_CHECKING:
+    from xce.worker.tasks.service import TaskService
 
 log = logging.getLogger("xce.worker")
 # How long a task that ended in a share waits for its figures to reach the controller.
 SHARE_REPORT_WAIT_S = 5.0
 
 
-class ControllerLink(Reconciler):
-    """Registration, polling and heartbeats."""
+class ControllerLink:
+    """Registration, polling and heartbeats; each answer goes to the reconciler."""
+
+    def __init__(self, state: AgentState, reconciler: Reconciler, tasks: TaskService) -> None:
+        self.state = state
+        self.reconciler = reconciler
+        self.tasks = tasks  # its address goes with the registration
 
     async def register(self) -> None:
-        slots, memory = host_resources(self.settings)
+        state = self.state
+        slots, memory = host_resources(state.settings)
         body = protocol.Register(
-            host=self.host,
+            host=state.host,
             slots=slots,
             memory_mb=memory,
             # detected GPU attributes first: the configured ones win
-            attributes={**self.devices.attributes, **dict(self.settings.attributes)},
-            containment=containment(self.backend),
-            gres={kind: tuple(ids) for kind, ids in self.devices.devices.items()},
+            attributes={**state.devices.attributes, **dict(state.settings.attributes)},
+            containment=containment(state.backend),
+            gres={kind: tuple(ids) for kind, ids in state.devices.devices.items()},
             task_address=self.tasks.address or None,
         )
         delay = 0.2
         while True:
             try:
                 sent = fence.now()
-                answer = await self._post("/api/v1/workers/register", body)
+                answer = await state.post("/api/v1/workers/register", body)
                 self._contacted(sent, answer)
                 break
             except ApiError as exc:
@@ -60,39 +70,47 @@ class ControllerLink(Reconciler):
                 log.info("controller not reachable yet (%s); retrying", exc.message)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-        log.info("registered as %s (%d slots, %d MB)", self.host, slots, memory)
-        self.registered.set()
-        await self.reconcile(answer)
+        log.info("registered as %s (%d slots, %d MB)", state.host, slots, memory)
+        state.registered.set()
+        try:
+            await self.reconciler.reconcile(answer)
+        except BadAnswer as exc:  # the poll asks again (its version is still the old one)
+            log.error("%s", exc)
 
     async def poll_loop(self) -> None:
         while True:
             try:
-                answer = await self.client.request(
+                answer = await self.state.client.request(
                     "GET",
-                    f"{self._base}/assignments",
-                    params={"version": str(self.version), "timeout": "20"},
+                    f"{self.state.base}/assignments",
+                    params={"version": str(self.state.version), "timeout": "20"},
                     timeout=30,
                 )
-                await self.reconcile(answer)
+                await self.reconciler.reconcile(answer)
             except ApiError as exc:
                 await self._on_error(exc)
+            except BadAnswer as exc:  # nothing of it applied: ask again, in a while
+                log.error("%s", exc)
+                await asyncio.sleep(1.0)
 
     async def heartbeat_loop(self) -> None:
         """A heartbeat every interval; sooner (every `tail.PUSH_S`) while job output grows."""
         loop = asyncio.get_running_loop()
-        interval = self.settings.heartbeat_interval_s
+        state = self.state
+        interval = state.settings.heartbeat_interval_s
         next_beat = loop.time() + interval
         while True:
             now = loop.time()
             await asyncio.sleep(max(0.0, min(next_beat, now + tail.PUSH_S) - now))
-            chunks = self.output.collect(list(self.running.values()))
+            chunks = state.output.collect(list(state.running.values()))
             if not chunks and loop.time() < next_beat:
                 continue
             await self._heartbeat(chunks)
             next_beat = loop.time() + interval
 
     async def _heartbeat(self, chunks: list[tail.Chunk]) -> None:
-        output = self.output.report(chunks)
+        state = self.state
+        output = state.output.report(chunks)
         running = [
             protocol.RunningJob(
                 job_id=job.key[0],
@@ -103,16 +121,16 @@ class ControllerLink(Reconciler):
                 wall_time_s=job.wall_seconds(),
                 output=_output(output.get(job.key)),
             )
-            for job in self.running.values()
+            for job in state.running.values()
             if job.meter is not None
         ]
         load1, load5, load15 = os.getloadavg()
         mem = psutil.virtual_memory()
         free_mb = mem.available // (1024 * 1024)
         shares = []
-        if self.shares.held:  # multi-host jobs' parts here: their usage, OOM kills (issue 15)
+        if state.shares.held:  # multi-host jobs' parts here: their usage, OOM kills
             shares = [
-                protocol.ShareItem(**r) for r in await asyncio.to_thread(self.shares.readings)
+                protocol.ShareItem(**r) for r in await asyncio.to_thread(state.shares.readings)
             ]
         body = protocol.Heartbeat(
             running=tuple(running),
@@ -121,21 +139,21 @@ class ControllerLink(Reconciler):
         )
         try:
             sent = fence.now()
-            answer = await self._post(f"{self._base}/heartbeat", body, timeout=10)
+            answer = await state.post(f"{state.base}/heartbeat", body, timeout=10)
             self._contacted(sent, answer)
-            self.output.taken(chunks)
+            state.output.taken(chunks)
             if (
                 isinstance(answer, dict)
                 and answer.get("register_again")
-                and self.registered.is_set()
+                and state.registered.is_set()
             ):
                 # A controller that restarted or took over has not heard how we contain jobs.
-                self.registered.clear()
-                self._spawn(self.register())
+                state.registered.clear()
+                state.spawn(self.register())
         except ApiError as exc:
             if output and exc.status in (400, 413):
                 # Never lose a heartbeat over its output: send it again without.
-                self.output.refused(exc.status, exc.message)
+                state.output.refused(exc.status, exc.message)
                 await self._heartbeat([])
                 return
             await self._on_error(exc)
@@ -143,7 +161,7 @@ class ControllerLink(Reconciler):
     async def report_shares_now(self) -> None:
         """A heartbeat at once, without output, so the controller has a share's figures
         before the task that just ended there is reported to its caller (xce/worker/
-        tasks.py): the job's final usage then counts it (issue 15)."""
+        tasks.py): the job's final usage then counts it."""
         try:
             await asyncio.wait_for(self._heartbeat([]), SHARE_REPORT_WAIT_S)
         except TimeoutError:
@@ -155,20 +173,21 @@ class ControllerLink(Reconciler):
         """A controller took our registration or heartbeat sent at `sent`: the keepers'
         fence starts again from then (never from the answer's arrival, which is later than
         the controller's own record of the contact)."""
-        timeout = self.contact.fence_timeout_s
+        state = self.state
+        timeout = state.contact.fence_timeout_s
         if isinstance(answer, dict) and isinstance(answer.get("fence_timeout_s"), int | float):
             timeout = float(answer["fence_timeout_s"])
-        self.contact = fence.Contact(max(sent, self.contact.at), timeout)
-        self.output_limits = staging.OutputLimits.of(answer) or self.output_limits
+        state.contact = fence.Contact(max(sent, state.contact.at), timeout)
+        state.output_limits = staging.OutputLimits.of(answer) or state.output_limits
         try:
-            fence.record(str(self.spool.state), self.contact)
+            fence.record(str(state.spool.state), state.contact)
         except OSError as exc:
             log.error("cannot record the controller contact (%s): jobs will be fenced", exc)
 
     async def _on_error(self, exc: ApiError) -> None:
         if exc.status == 404:
             log.warning("controller does not know this host (%s): registering again", exc.message)
-            self.registered.clear()
+            self.state.registered.clear()
             await self.register()
             return
         log.warning("controller request failed: %s", exc.message)

@@ -8,142 +8,171 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from xce.client import ApiError
 from xce.protocol import worker as protocol
 from xce.worker.agent.hostinfo import host_resources
-from xce.worker.agent.reports import Reporting, report_body
-from xce.worker.agent.state import Key
+from xce.worker.agent.reports import FinishReports, report_body
+from xce.worker.agent.state import AgentState, Key
 from xce.worker.attempt import accounts, executor, jobcontrol, spool, staging, usage
 from xce.worker.attempt.running import JobResult, LaunchError, RunningJob
+
+if TYPE_CHECKING:
+    from xce.worker.tasks.service import TaskService
 
 log = logging.getLogger("xce.worker")
 
 
-class Reconciler(Reporting):
+class BadAnswer(Exception):
+    """The controller's answer is not a desired set this worker can read: it is applied not
+    at all (the worker asks again), never in part."""
+
+
+def decode_answer(answer: Any) -> protocol.Assignments:
+    """The controller's answer (already parsed JSON), decoded once: from here on the worker
+    reads its assignments through `protocol.Assignment` and `protocol.Share`."""
+    try:
+        return msgspec.convert(answer, protocol.Assignments)
+    except msgspec.ValidationError as exc:
+        raise BadAnswer(f"the controller sent assignments this worker cannot read: {exc}") from None
+
+
+class Reconciler:
     """Matching this host's processes to the controller's desired set."""
 
-    async def reconcile(self, answer: dict[str, Any]) -> None:
+    def __init__(self, state: AgentState, reports: FinishReports, tasks: TaskService) -> None:
+        self.state = state
+        self.reports = reports
+        self.tasks = tasks  # follows the shares of multi-host jobs held here
+        self._lock = asyncio.Lock()
+
+    async def reconcile(self, answer: Any) -> None:
+        """Apply the controller's answer; `BadAnswer` (nothing applied) if it cannot be read."""
+        decoded = decode_answer(answer)
+        state = self.state
         async with self._lock:
-            self.version = answer.get("version", self.version)
-            desired = {(a["job_id"], a["attempt"]): a for a in answer.get("jobs", [])}
+            if decoded.version is not None:
+                state.version = decoded.version
+            desired = {(a.job_id, a.attempt): a for a in decoded.jobs}
             for key, a in desired.items():
-                job = self.running.get(key)
+                job = state.running.get(key)
                 if job is None:
-                    if key in self.delivered and key not in self.reports:
+                    if key in state.delivered and key not in state.pending:
                         log.info(
                             "job %s attempt %s: the controller lost its report; resending", *key
                         )
-                        self.reports[key] = self.delivered.pop(key)
-                        self._report_wakeup.set()
+                        self.reports.resend(key)
                         continue
-                    if key in self.ended or key in self.reports or key in self.starting:
+                    if key in state.ended or key in state.pending or key in state.starting:
                         continue
-                    if a["action"] == "kill":
-                        self._finish_unstarted(a, "killed before it started")
+                    if a.action == "kill":
+                        self.finish_unstarted(a, "killed before it started")
                         continue
-                    self.starting.add(key)
-                    self._spawn(self._run(a))
+                    state.starting.add(key)
+                    state.spawn(self._run(a))
                     continue
                 # `xce job modify` may change a running job's walltime: the next check uses it
-                job.assignment = {
-                    **job.assignment,
-                    "action": a["action"],
-                    "walltime_s": a.get("walltime_s"),
-                }
-                self._apply_action(job, a["action"])
-            await asyncio.to_thread(self.shares.reconcile, answer.get("shares") or [])
-            self.tasks.follow_shares(answer.get("shares") or [])
-            for key, job in list(self.running.items()):
+                job.assignment = msgspec.structs.replace(
+                    job.assignment, action=a.action, walltime_s=a.walltime_s
+                )
+                self._apply_action(job, a.action)
+            await asyncio.to_thread(state.shares.reconcile, decoded.shares)
+            self.tasks.follow_shares(decoded.shares)
+            for key, job in list(state.running.items()):
                 if key not in desired:
                     log.info("job %s attempt %s is no longer assigned here: killing", *key)
-                    self._spawn(jobcontrol.kill(job, "taken away", self.settings.kill_grace_s))
+                    state.spawn(jobcontrol.kill(job, "taken away", state.settings.kill_grace_s))
 
     def _apply_action(self, job: RunningJob, action: str) -> None:
         if job.keeper is None:
             return  # not started yet: _run applies the latest action once it is
+        state = self.state
         if action == "stop":
-            self._spawn(jobcontrol.suspend(job))
+            state.spawn(jobcontrol.suspend(job))
         elif action == "run":
-            self._spawn(jobcontrol.resume(job))
+            state.spawn(jobcontrol.resume(job))
         elif action == "kill":
-            self._spawn(jobcontrol.kill(job, "killed", self.settings.kill_grace_s))
+            state.spawn(jobcontrol.kill(job, "killed", state.settings.kill_grace_s))
 
-    def _finish_unstarted(
-        self, a: dict[str, Any], reason: str, job: RunningJob | None = None
+    def finish_unstarted(
+        self, a: protocol.Assignment, reason: str, job: RunningJob | None = None
     ) -> None:
-        key = (a["job_id"], a["attempt"])
-        report = protocol.Finished(attempt=a["attempt"], exit_code=None, reason=reason)
-        self._queue_report(key, report_body(report), job)
+        key = (a.job_id, a.attempt)
+        report = protocol.Finished(attempt=a.attempt, exit_code=None, reason=reason)
+        self.reports.queue(key, report_body(report), job)
 
-    async def _run(self, a: dict[str, Any]) -> None:
-        key: Key = (a["job_id"], a["attempt"])
-        if self.launch_bin and isinstance(a.get("launch"), dict):
-            a = {**a, "launch": {**a["launch"], "bin": self.launch_bin}}
+    async def _run(self, a: protocol.Assignment) -> None:
+        state = self.state
+        key: Key = (a.job_id, a.attempt)
+        if state.launch_bin and a.launch is not None:
+            a = msgspec.structs.replace(
+                a, launch=msgspec.structs.replace(a.launch, bin=state.launch_bin)
+            )
         try:
             account = accounts.account_for(
-                a["user"], self.settings.allow_root_jobs, self.settings.min_job_uid
+                a.user, state.settings.allow_root_jobs, state.settings.min_job_uid
             )
-            job = await spool.prepare(self.spool, a, account)
+            job = await spool.prepare(state.spool, a, account)
         except (LaunchError, OSError) as exc:
             log.warning("job %s cannot start: %s", key[0], exc)
-            self.starting.discard(key)
-            self._finish_unstarted(a, str(exc))
+            state.starting.discard(key)
+            self.finish_unstarted(a, str(exc))
             return
-        self.running[key] = job
-        self.starting.discard(key)
+        state.running[key] = job
+        state.starting.discard(key)
         loop = asyncio.get_running_loop()
         job.result = loop.create_future()
         try:
             try:
-                await staging.fetch_inputs(self.client, self.host, job)
-                if key not in self.running or job.killing:
+                await staging.fetch_inputs(state.client, state.host, job)
+                if key not in state.running or job.killing:
                     raise LaunchError(job.kill_reason or "taken away before it started")
-                await executor.launch(
-                    job,
-                    self.launcher,
-                    self.backend,
-                    account,
-                    self.host,
-                    self.settings.pids_limit,
-                    self.spool.state,
-                    self.contact,
-                    host_resources(self.settings)[1],
-                    self.settings.private_tmp,
-                    self.devices,
+                context = executor.LaunchContext(
+                    launcher=state.launcher,
+                    backend=state.backend,
+                    account=account,
+                    host=state.host,
+                    pids_limit=state.settings.pids_limit,
+                    worker_state=state.spool.state,
+                    contact=state.contact,
+                    host_memory_mb=host_resources(state.settings)[1],
+                    private_tmp=state.settings.private_tmp,
+                    devices=state.devices,
                 )
+                await executor.launch(job, context)
             except (LaunchError, ApiError, OSError, ValueError) as exc:
                 message = exc.message if isinstance(exc, ApiError) else str(exc)
                 log.warning("job %s failed to start: %s", key[0], message)
-                self.running.pop(key, None)
+                state.running.pop(key, None)
                 job.result.set_result(JobResult(None, None, message, usage.UsageMeter(), 0))
-                self._finish_unstarted(a, f"failed to start: {message}", job)
+                self.finish_unstarted(a, f"failed to start: {message}", job)
                 return
             log.info("job %s attempt %s started as pid %s", key[0], key[1], job.pid)
             try:
                 # An action that arrived while inputs were fetched applies now.
-                self._apply_action(job, job.assignment.get("action", "run"))
+                self._apply_action(job, job.assignment.action)
             finally:
-                await self._follow(job)  # a started attempt is always followed to its end
+                await self.follow(job)  # a started attempt is always followed to its end
         finally:
-            self.running.pop(key, None)
+            state.running.pop(key, None)
             if not job.result.done():
                 failed = JobResult(None, None, "worker error", usage.UsageMeter(), 0)
                 job.result.set_result(failed)
 
-    async def _follow(self, job: RunningJob) -> None:
+    async def follow(self, job: RunningJob) -> None:
         """Wait for a started (or adopted) attempt to end, then report it."""
         assert job.result is not None
+        settings = self.state.settings
         try:
-            result = await executor.wait(
-                job, self.settings.usage_interval_s, self.settings.kill_grace_s
-            )
+            result = await executor.wait(job, settings.usage_interval_s, settings.kill_grace_s)
         except Exception as exc:  # never lose track of a started job: end it, say why
             log.exception("job %s: waiting for it failed; killing it", job.key[0])
             await asyncio.to_thread(jobcontrol.kill_group_now, job)
             result = JobResult(None, None, f"worker error: {exc}", job.meter, job.wall_seconds())
         if not job.result.done():
             job.result.set_result(result)
-        self.running.pop(job.key, None)
-        await self._report(job, result)
+        self.state.running.pop(job.key, None)
+        await self.reports.report_end(job, result)

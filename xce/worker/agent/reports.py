@@ -18,7 +18,7 @@ import msgspec
 from xce.client import ApiError
 from xce.client.http import job_path
 from xce.protocol import worker as protocol
-from xce.worker.agent.state import AgentBase, Key
+from xce.worker.agent.state import AgentState, Key
 from xce.worker.attempt import fscreds, readers, recovery, spool, staging
 from xce.worker.attempt.running import JobResult, RunningJob
 
@@ -36,30 +36,44 @@ def report_body(report: protocol.Finished) -> dict[str, Any]:
     return body
 
 
-class Reporting(AgentBase):
-    """Queuing, saving and delivering the reports of ended attempts."""
+class FinishReports:
+    """Queuing, saving and delivering the reports of ended attempts (pending in
+    `state.pending` until taken, then kept a while in `state.delivered`)."""
+
+    def __init__(self, state: AgentState) -> None:
+        self.state = state
+        self._saving: dict[Key, asyncio.Task[None]] = {}  # report files being written
+        self._retry_at: dict[Key, float] = {}  # loop time of a failed report's next try
+        self._tries: dict[Key, int] = {}
+        self._wakeup = asyncio.Event()
+
+    def resend(self, key: Key) -> None:
+        """The controller lost a report it took: send it again."""
+        self.state.pending[key] = self.state.delivered.pop(key)
+        self._wakeup.set()
 
     async def report_loop(self) -> None:
         """Deliver finish reports until each is taken (accepted or known to be stale).
 
         Each report is retried on its own schedule (1 s doubling to 60 s): one that keeps
         failing never holds up the reports of other jobs behind it."""
+        state = self.state
         loop = asyncio.get_running_loop()
         while True:
-            due = [self._retry_at.get(key, 0.0) for key in self.reports]
+            due = [self._retry_at.get(key, 0.0) for key in state.pending]
             wait = max(0.0, min(due) - loop.time()) if due else None
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._report_wakeup.wait(), wait)
-            self._report_wakeup.clear()
-            for key, body in list(self.reports.items()):
+                await asyncio.wait_for(self._wakeup.wait(), wait)
+            self._wakeup.clear()
+            for key, body in list(state.pending.items()):
                 if self._retry_at.get(key, 0.0) > loop.time():
                     continue
                 try:
                     if "_upload" in body:
                         body = await self._upload_pending(key, body)
-                    answer = await self.client.request(
+                    answer = await state.client.request(
                         "POST",
-                        f"{self._base}/jobs/{job_path(key[0])}/finished",
+                        f"{state.base}/jobs/{job_path(key[0])}/finished",
                         json={k: v for k, v in body.items() if not k.startswith("_")},
                     )
                     if not answer.get("accepted"):
@@ -85,7 +99,8 @@ class Reporting(AgentBase):
 
     async def _upload_pending(self, key: Key, body: dict[str, Any]) -> dict[str, Any]:
         """Return the outputs that could not be returned when the job ended."""
-        job = self.report_jobs.get(key)
+        state = self.state
+        job = state.report_jobs.get(key)
         if job is None:
             return {k: v for k, v in body.items() if k != "_upload"}
         try:
@@ -93,7 +108,7 @@ class Reporting(AgentBase):
                 job.readers = await fscreds.as_user(
                     job.creds, readers.open_readers, str(job.job_dir)
                 )
-            names = await staging.upload_outputs(self.client, self.host, job, self.output_limits)
+            names = await staging.upload_outputs(state.client, state.host, job, state.output_limits)
         except ApiError as exc:
             if exc.status == 0 or self._tries.get(key, 0) < MAX_UPLOAD_TRIES:
                 raise  # unreachable, or not yet given up: the report waits and retries
@@ -110,20 +125,21 @@ class Reporting(AgentBase):
             readers.close_readers(job)
         done = {k: v for k, v in body.items() if k != "_upload"}
         done["outputs"] = names
-        self.reports[key] = done
+        state.pending[key] = done
         with contextlib.suppress(OSError):
             recovery.save_report(job, done)
         return done
 
     def _taken(self, key: Key, body: dict[str, Any]) -> None:
         """The controller has the report: forget it and the attempt's directory."""
-        self.reports.pop(key, None)
-        self.delivered[key] = body
-        while len(self.delivered) > 10_000:
-            self.delivered.popitem(last=False)
-        job = self.report_jobs.pop(key, None)
+        state = self.state
+        state.pending.pop(key, None)
+        state.delivered[key] = body
+        while len(state.delivered) > 10_000:
+            state.delivered.popitem(last=False)
+        job = state.report_jobs.pop(key, None)
         if job is not None:
-            self._spawn(self._clean(job))
+            state.spawn(self._clean(job))
 
     async def _clean(self, job: RunningJob) -> None:
         """Forget an attempt: its job directory (emptied as its user), then its state (off
@@ -142,25 +158,29 @@ class Reporting(AgentBase):
         except OSError as exc:
             log.warning("job %s: cannot save its result (%s)", key[0], exc)
 
-    def _queue_report(self, key: Key, body: dict[str, Any], job: RunningJob | None) -> None:
+    def queue(self, key: Key, body: dict[str, Any], job: RunningJob | None) -> None:
+        """Queue an ended attempt's report (saved beside the attempt when there is one)."""
+        state = self.state
         body = {**body, "reason": str(body.get("reason", ""))[:1000]}
-        self._remember_ended(key)
+        state.remember_ended(key)
         if job is not None:
             # Saved (fsynced) in a thread while the report goes out: the event loop keeps
             # starting and reporting other jobs meanwhile. Until it is on disk the keeper's
             # result.json stands for it (a restarted worker reports from that).
-            saving = self._spawn(asyncio.to_thread(self._save_report, key, job, body))
+            saving = state.spawn(asyncio.to_thread(self._save_report, key, job, body))
             self._saving[key] = saving
             saving.add_done_callback(
                 lambda done: self._saving.pop(key) if self._saving.get(key) is done else None
             )
-            self.report_jobs[key] = job
-        self.reports[key] = body
-        self._report_wakeup.set()
+            state.report_jobs[key] = job
+        state.pending[key] = body
+        self._wakeup.set()
 
-    async def _report(self, job: RunningJob, result: JobResult) -> None:
+    async def report_end(self, job: RunningJob, result: JobResult) -> None:
+        """Return an ended attempt's outputs and queue its report."""
+        state = self.state
         key = job.key
-        self._remember_ended(key)
+        state.remember_ended(key)
         if job.kill_reason == "taken away":
             # Requeued or reassigned: the controller no longer wants this attempt.
             await self._clean(job)
@@ -169,7 +189,9 @@ class Reporting(AgentBase):
         upload_later = False
         try:
             await staging.copy_std_files(job)
-            outputs = await staging.upload_outputs(self.client, self.host, job, self.output_limits)
+            outputs = await staging.upload_outputs(
+                state.client, state.host, job, state.output_limits
+            )
         except ApiError as exc:
             log.warning("job %s: returning outputs failed (%s); will retry", key[0], exc.message)
             upload_later = exc.status == 0 or exc.status >= 500
@@ -203,4 +225,4 @@ class Reporting(AgentBase):
             result.exit_signal,
             result.reason,
         )
-        self._queue_report(key, body, job)
+        self.queue(key, body, job)

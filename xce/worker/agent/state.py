@@ -1,15 +1,16 @@
 """The worker's state: its attempts (running, starting, ended), pending reports, its host's
 devices and containment, and the controller client.
 
-`AgentBase` holds what xce/worker/agent/worker_agent.py's `WorkerAgent` and its parts (reports.py,
-reconcile.py, link.py) share. Attempts are keyed by (job id, attempt).
+`AgentState` holds what xce/worker/agent/worker_agent.py's `WorkerAgent` and its parts
+(reports.py, reconcile.py, link.py, and the task service) share; each part gets it in its
+constructor. Attempts are keyed by (job id, attempt).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import msgspec
@@ -28,17 +29,12 @@ from xce.worker.keeper import fence
 from xce.worker.keeper.client import KeeperLauncher
 from xce.worker.tasks.shares import ShareHolder
 
-if TYPE_CHECKING:
-    from xce.worker.tasks.service import TaskService
-
 Key = tuple[str, int]
 _JSON = {"Content-Type": "application/json"}
 
 
-class AgentBase:
-    """A worker's state (xce/worker/agent/worker_agent.py runs it)."""
-
-    tasks: TaskService  # `xce launch`'s task service (xce/worker/tasks/service.py)
+class AgentState:
+    """A worker's state, shared by its parts (xce/worker/agent/worker_agent.py runs them)."""
 
     def __init__(self, config: Config, client: XceClient | None = None) -> None:
         self.config = config
@@ -55,20 +51,16 @@ class AgentBase:
         # the same attempt again.
         self.starting: set[Key] = set()
         self.ended: OrderedDict[Key, None] = OrderedDict()
-        self.reports: dict[Key, dict[str, Any]] = {}
+        # Finish reports not yet taken by the controller (xce/worker/agent/reports.py).
+        self.pending: dict[Key, dict[str, Any]] = {}
         # The attempts whose reports are pending: their directories go once a report is taken.
         self.report_jobs: dict[Key, RunningJob] = {}
-        self._saving: dict[Key, asyncio.Task[None]] = {}  # report files being written
-        self._retry_at: dict[Key, float] = {}  # loop time of a failed report's next try
-        self._tries: dict[Key, int] = {}
         # Reports the controller took, kept a while: if an answer still lists the attempt
         # (a relaxed-fsync controller lost it in a crash) the report is sent again.
         self.delivered: OrderedDict[Key, dict[str, Any]] = OrderedDict()
         self.version = -1
         self.registered = asyncio.Event()
-        self._lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._report_wakeup = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()  # background tasks, cancelled at shutdown
         self.output = tail.OutputPusher()
         self.spool = Spool(self.settings.spool_dir, self.settings.job_root())
         namespace = cgroup_namespace(self.host, self.settings.spool_dir)
@@ -78,8 +70,8 @@ class AgentBase:
         # Devices by kind, configured or detected once at start (xce/worker/devices/gpus.py).
         self.devices = gpus.host_devices(self.settings.gres, self.settings.gpu_device_path)
         self.shares = ShareHolder(self.backend, self.settings.pids_limit, self.devices)
-        # `xce launch` (issue 15): the directory of this worker's own `xce` that goes first
-        # on every job's PATH (the task service is made by WorkerAgent).
+        # `xce launch`: the directory of this worker's own `xce` that goes first
+        # on every job's PATH (set by WorkerAgent.run once installed).
         self.launch_bin = ""
         self.launcher = KeeperLauncher(self.backend.kind, self.settings.cgroup_parent, namespace)
         # The fence (xce/worker/keeper/fence.py): the controller sets the timeout when we register.
@@ -89,23 +81,29 @@ class AgentBase:
 
     # --- bookkeeping --------------------------------------------------------------------
 
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        """Run `coro` in the background, kept until it ends (cancelled by `cancel_all`)."""
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _remember_ended(self, key: Key) -> None:
+    def cancel_all(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    def remember_ended(self, key: Key) -> None:
         self.ended[key] = None
         while len(self.ended) > 100_000:
             self.ended.popitem(last=False)
 
-    async def _post(self, path: str, message: msgspec.Struct, timeout: float | None = None) -> Any:
+    async def post(self, path: str, message: msgspec.Struct, timeout: float | None = None) -> Any:
         """Send one protocol message (a Struct of xce/protocol/worker.py, which the controller
         decodes from the same declaration): its defaults are left out."""
         data = msgspec.json.encode(message)
         return await self.client.request("POST", path, data=data, headers=_JSON, timeout=timeout)
 
     @property
-    def _base(self) -> str:
+    def base(self) -> str:
+        """The API path of this worker."""
         return f"/api/v1/workers/{quote(self.host)}"

@@ -19,6 +19,9 @@ import signal
 from xce.client import XceClient
 from xce.config.settings import Config
 from xce.worker.agent.link import ControllerLink
+from xce.worker.agent.reconcile import Reconciler
+from xce.worker.agent.reports import FinishReports
+from xce.worker.agent.state import AgentState
 from xce.worker.attempt import recovery
 from xce.worker.tasks.installer import LAUNCHER_DIR, install_launcher
 from xce.worker.tasks.service import TaskService
@@ -28,27 +31,35 @@ __all__ = ["WorkerAgent", "run_worker"]
 log = logging.getLogger("xce.worker")
 
 
-class WorkerAgent(ControllerLink):
-    """A worker: its state (agent_base.py), reports (reports.py), reconciliation
-    (reconcile.py) and the controller link (link.py), started and stopped here."""
+class WorkerAgent:
+    """A worker: its shared state (state.py) and its parts, started and stopped here:
+    finish reports (reports.py), reconciliation (reconcile.py), the controller link
+    (link.py) and `xce launch`'s task service (xce/worker/tasks/service.py)."""
 
     def __init__(self, config: Config, client: XceClient | None = None) -> None:
-        super().__init__(config, client)
-        self.tasks = TaskService(self)
+        self.state = AgentState(config, client)
+        self.reports = FinishReports(self.state)
+        self.tasks = TaskService(self.state, self._report_shares_now)
+        self.reconciler = Reconciler(self.state, self.reports, self.tasks)
+        self.link = ControllerLink(self.state, self.reconciler, self.tasks)
+
+    async def _report_shares_now(self) -> None:
+        await self.link.report_shares_now()
 
     # --- lifecycle ----------------------------------------------------------------------
 
     async def _recover(self) -> None:
         """Attempts of an earlier worker process: adopt the live ones, report the rest."""
-        for found in await recovery.recover(self.spool, self.backend):
+        state = self.state
+        for found in await recovery.recover(state.spool, state.backend):
             job = found.job
             key = job.key
             if found.report is not None:
                 log.info("job %s attempt %s: sending the report an earlier worker saved", *key)
-                self._queue_report(key, found.report, job)
+                self.reports.queue(key, found.report, job)
             elif found.lost:
                 log.warning("job %s attempt %s: %s", key[0], key[1], found.lost)
-                self._finish_unstarted(job.assignment, found.lost, job)
+                self.reconciler.finish_unstarted(job.assignment, found.lost, job)
             else:
                 log.warning(
                     "job %s attempt %s was started by an earlier worker process: %s",
@@ -56,9 +67,9 @@ class WorkerAgent(ControllerLink):
                     key[1],
                     "adopting it" if found.alive else "it ended",
                 )
-                self.running[key] = job
+                state.running[key] = job
                 job.result = asyncio.get_running_loop().create_future()
-                self._spawn(self._follow(job))
+                state.spawn(self.reconciler.follow(job))
 
     async def run(self) -> None:
         # Output collection holds up to userfs.MAX_OUTPUTS descriptors at once.
@@ -66,23 +77,24 @@ class WorkerAgent(ControllerLink):
         if hard == resource.RLIM_INFINITY or soft < hard:
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        self.spool.make()
-        self.launcher.start()
+        state = self.state
+        state.spool.make()
+        state.launcher.start()
         await self._recover()
-        await self.tasks.start(self.settings.task_host, self.settings.task_port)
+        await self.tasks.start(state.settings.task_host, state.settings.task_port)
         # In the jobs root (0711, root's): the spool root is 0700, so a directory there
         # would be out of reach of every job not run as root.
-        self.launch_bin = install_launcher(self.spool.jobs / LAUNCHER_DIR)
-        await self.register()
-        loops = [self.poll_loop(), self.heartbeat_loop(), self.report_loop()]
-        await asyncio.gather(*(self._spawn(c) for c in loops))
+        state.launch_bin = install_launcher(state.spool.jobs / LAUNCHER_DIR)
+        await self.link.register()
+        loops = [self.link.poll_loop(), self.link.heartbeat_loop(), self.reports.report_loop()]
+        await asyncio.gather(*(state.spawn(c) for c in loops))
 
     async def shutdown(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        self.launcher.close()
+        state = self.state
+        state.cancel_all()
+        state.launcher.close()
         await self.tasks.close()  # no new tasks; running ones live on in their cgroups
-        await self.client.close()
+        await state.client.close()
 
 
 async def run_worker(config: Config) -> None:
@@ -92,7 +104,7 @@ async def run_worker(config: Config) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, main.cancel)
-    print(f"xce worker {agent.host} starting (pid {os.getpid()})", flush=True)
+    print(f"xce worker {agent.state.host} starting (pid {os.getpid()})", flush=True)
     try:
         await main
     except asyncio.CancelledError:

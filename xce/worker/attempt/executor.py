@@ -30,9 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psutil
 
 from xce.core import allocation
+from xce.protocol.worker import Assignment
 from xce.worker.attempt import fscreds, userfs
 from xce.worker.attempt.jobcontrol import (
     _drop_cgroup,
@@ -53,63 +55,78 @@ from xce.worker.keeper.process import RESULT, SPEC, process_start, read_json, wr
 
 log = logging.getLogger("xce.worker.executor")
 
-__all__ = ["finish", "launch", "limits_for", "wait"]
+__all__ = ["LaunchContext", "finish", "launch", "limits_for", "wait"]
 
 
 # --- launching ------------------------------------------------------------------------------
 
 
-def limits_for(a: dict[str, Any], pids_limit: int, host_memory_mb: int | None = None) -> Limits:
+def limits_for(a: Assignment, pids_limit: int, host_memory_mb: int | None = None) -> Limits:
     """The cgroup limits of an attempt: `--mem` (else the host's memory as the worker
     declares it, default all of it: no job takes the worker's own), its slots as CPUs, the
     worker's task limit."""
     if host_memory_mb is None:
         host_memory_mb = psutil.virtual_memory().total // 2**20
-    memory = a.get("memory_mb") or host_memory_mb
+    memory = a.memory_mb or host_memory_mb
     return Limits(
         memory_bytes=memory * 1024 * 1024 if memory else None,
-        cpus=int(a.get("slots") or 1),
+        cpus=a.slots or 1,
         pids=pids_limit or None,
     )
 
 
-async def launch(
-    job: RunningJob,
-    launcher: KeeperLauncher,
-    backend: CgroupBackend,
-    account: pwd.struct_passwd | None,
-    host: str,
-    pids_limit: int,
-    worker_state: Path,
-    contact: fence.Contact,
-    host_memory_mb: int | None = None,
-    private_tmp: bool = False,
-    devices: gpus.HostDevices | None = None,
-) -> None:
+@dataclasses.dataclass(frozen=True)
+class LaunchContext:
+    """What launching one attempt takes from its worker (`launch`'s second argument)."""
+
+    launcher: KeeperLauncher
+    """Starts the keeper that runs the job (xce/worker/keeper/client.py)."""
+    backend: CgroupBackend
+    """Makes the attempt's cgroup (xce/worker/cgroups)."""
+    account: pwd.struct_passwd | None
+    """The job's user, as xce/worker/attempt/accounts.py allowed it (None: not looked up)."""
+    host: str
+    """This worker's host name (the job's XCE_ variables name it)."""
+    pids_limit: int
+    """The worker's task limit for each job's cgroup (0: none)."""
+    worker_state: Path
+    """The spool's state directory (root's, 0700): the keeper records the attempt there."""
+    contact: fence.Contact
+    """The last controller contact and the fence timeout the keeper enforces from it."""
+    host_memory_mb: int | None = None
+    """The host's memory as the worker declares it: the limit of jobs without `--mem`
+    (None: all of the machine's memory)."""
+    private_tmp: bool = False
+    """Whether jobs get a private /tmp (where their directories are not under /tmp)."""
+    devices: gpus.HostDevices = dataclasses.field(default_factory=gpus.HostDevices)
+    """This host's devices: the job sees only the GPUs assigned to it."""
+
+
+async def launch(job: RunningJob, ctx: LaunchContext) -> None:
     """Make the job's files (as the user), its cgroup, and have a keeper start it."""
     a = job.assignment
-    devices = devices or gpus.HostDevices()
+    launcher, backend, account, devices = ctx.launcher, ctx.backend, ctx.account, ctx.devices
     assert job.attempt_dir is not None
     shares = allocation_of(a)
     files = await fscreds.as_user(
         job.creds,
         userfs.prepare_job_files,
         str(job.job_dir),
-        a.get("script"),
+        a.script,
         allocation.hostfile_text(shares) if shares else None,
     )
     job.readers = {"stdout": files.stdout_reader, "stderr": files.stderr_reader}
     try:
         argv = _argv(a, files)
-        name = attempt_name(a["job_id"], a["attempt"])
-        limits = limits_for(a, pids_limit, host_memory_mb)
+        name = attempt_name(a.job_id, a.attempt)
+        limits = limits_for(a, ctx.pids_limit, ctx.host_memory_mb)
         limits = _fence_devices(a, backend, devices, limits)
-        env = job_environment(a, account, job.work_dir, host, job.job_dir)
-        env.update(gpus.job_env(a, devices))  # after the submitted ones: XCE owns them
+        env = job_environment(a, account, job.work_dir, ctx.host, job.job_dir)
+        env.update(gpus.job_env(a.devices, devices))  # after the submitted ones: XCE owns them
         write_json(
             str(job.attempt_dir),
             SPEC,
-            _spec(job, argv, env, account, name, worker_state, limits, contact, private_tmp),
+            _spec(job, argv, env, name, limits, ctx),
         )
         try:
             job.cgroup = await asyncio.to_thread(backend.create, name, limits)
@@ -134,26 +151,29 @@ async def launch(
 
 
 def _fence_devices(
-    a: dict[str, Any], backend: CgroupBackend, devices: gpus.HostDevices, limits: Limits
+    a: Assignment, backend: CgroupBackend, devices: gpus.HostDevices, limits: Limits
 ) -> Limits:
     """`limits` with the GPUs not assigned to the job denied, through the v1 devices
     hierarchy or a v2 device program (only then: "none" cannot fence)."""
     if backend.kind in ("v1", "v2") and devices.gpus:
         try:
-            deny = deny_entries(gpus.denied_nodes(a, devices))
+            deny = deny_entries(gpus.denied_nodes(a.devices, devices))
         except CgroupError as exc:
             raise LaunchError(str(exc)) from None
         limits = dataclasses.replace(limits, devices_deny=deny)
     return limits
 
 
-def _argv(a: dict[str, Any], files: userfs.JobFiles) -> list[str]:
+def _argv(a: Assignment, files: userfs.JobFiles) -> list[str]:
     """What the keeper executes: the script (through /bin/sh unless it has a #! line), or
     the command through `/bin/sh -c`."""
     if files.script is not None:
-        argv = [files.script] if a["script"].startswith("#!") else ["/bin/sh", files.script]
+        shebang = (a.script or "").startswith("#!")
+        argv = [files.script] if shebang else ["/bin/sh", files.script]
+    elif a.command is None:
+        raise LaunchError("the assignment has neither a command nor a script")
     else:
-        argv = ["/bin/sh", "-c", a["command"]]
+        argv = ["/bin/sh", "-c", a.command]
     return argv
 
 
@@ -161,20 +181,18 @@ def _spec(
     job: RunningJob,
     argv: list[str],
     env: dict[str, str],
-    account: pwd.struct_passwd | None,
     name: str,
-    worker_state: Path,
     limits: Limits,
-    contact: fence.Contact,
-    private_tmp: bool,
+    ctx: LaunchContext,
 ) -> dict[str, Any]:
     """The attempt's spec.json: all the keeper needs to start the job, and all a restarted
     worker needs to find the attempt again (xce/worker/attempt/recovery.py)."""
-    a = job.assignment
+    a, account, contact = job.assignment, ctx.account, ctx.contact
     return {
-        "job_id": a["job_id"],
-        "attempt": a["attempt"],
-        "assignment": a,
+        "job_id": a.job_id,
+        "attempt": a.attempt,
+        # the plain JSON the controller sent (what a restarted worker reads back)
+        "assignment": msgspec.to_builtins(a),
         "argv": argv,
         "env": env,
         "cwd": str(job.work_dir),
@@ -184,10 +202,10 @@ def _spec(
         "gid": job.creds.gid if job.creds else None,
         "groups": list(job.creds.groups) if job.creds else None,
         "cgroup": name,
-        "worker_state": str(worker_state),
+        "worker_state": str(ctx.worker_state),
         "limits": dataclasses.asdict(limits),
         "contact": {"at": contact.at, "fence_timeout_s": contact.fence_timeout_s},
-        "private_tmp": private_tmp
+        "private_tmp": ctx.private_tmp
         and not any(_under_tmp(path) for path in (job.work_dir, job.job_dir)),
     }
 
@@ -234,9 +252,9 @@ async def wait(job: RunningJob, usage_interval: float, grace: float) -> JobResul
                 on_exit()  # no pidfd (out of descriptors): watched by polling instead
                 break
             job.meter.sample(job.cgroup)
-            if job.assignment.get("devices"):  # its GPUs' utilisation and memory (NVML)
-                job.meter.gpus.sample(gpuusage.READER, job.assignment["devices"])
-            walltime = job.assignment.get("walltime_s")  # read each time: `job modify`
+            if job.assignment.devices:  # its GPUs' utilisation and memory (NVML)
+                job.meter.gpus.sample(gpuusage.READER, job.assignment.devices)
+            walltime = job.assignment.walltime_s  # read each time: `job modify`
             if walltime and not job.killing and job.running_seconds() > walltime:
                 log.info("job %s exceeded its walltime of %ss", job.key[0], walltime)
                 _start_kill(job, "walltime limit exceeded", grace)
@@ -305,7 +323,7 @@ def finish(job: RunningJob, result: dict[str, Any] | None) -> JobResult:
         )
         host_failure = True
     elif result.get("oom_killed"):
-        reason = f"memory limit of {job.assignment.get('memory_mb')} MB exceeded"
+        reason = f"memory limit of {job.assignment.memory_mb} MB exceeded"
     code, sig = result.get("exit_code"), result.get("exit_signal")
     if sig is not None:
         code = 128 + int(sig)

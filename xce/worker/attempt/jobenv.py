@@ -8,16 +8,16 @@ from __future__ import annotations
 import os
 import pwd
 from pathlib import Path
-from typing import Any
 
 from xce.core import allocation
 from xce.core.model import HostSlots
+from xce.protocol.worker import Assignment
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def job_environment(
-    a: dict[str, Any],
+    a: Assignment,
     account: pwd.struct_passwd | None,
     work_dir: Path,
     host: str,
@@ -47,37 +47,37 @@ def job_environment(
     if "LD_LIBRARY_PATH_ORIG" in os.environ:
         env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH_ORIG"]
     identity = {k: env[k] for k in ("HOME", "USER", "LOGNAME", "SHELL")}
-    env.update(a.get("env") or {})
+    env.update(a.env)
     env.update(identity)
     env.update(
-        XCE_JOB_ID=a["job_id"],
-        XCE_JOB_NAME=a.get("name") or "",
-        XCE_QUEUE=a.get("queue") or "",
-        XCE_SLOTS=str(a.get("slots", 1)),
-        XCE_ATTEMPT=str(a["attempt"]),
+        XCE_JOB_ID=a.job_id,
+        XCE_JOB_NAME=a.name,
+        XCE_QUEUE=a.queue,
+        XCE_SLOTS=str(a.slots),
+        XCE_ATTEMPT=str(a.attempt),
         XCE_EXEC_HOST=host,
         XCE_JOB_DIR=str(work_dir),
     )
-    if a.get("array_index") is not None:
-        env["XCE_ARRAY_ID"] = str(a["number"])
-        env["XCE_ARRAY_INDEX"] = str(a["array_index"])
-    launch = a.get("launch")
-    if isinstance(launch, dict):  # issue 15: what `xce launch` needs (xce/cli/launch.py)
-        env["XCE_LAUNCH_CRED"] = str(launch.get("credential") or "")
+    if a.array_index is not None:
+        env["XCE_ARRAY_ID"] = str(a.number)
+        env["XCE_ARRAY_INDEX"] = str(a.array_index)
+    launch = a.launch
+    if launch is not None:  # what `xce launch` needs (xce/cli/launch.py)
+        env["XCE_LAUNCH_CRED"] = launch.credential
         env["XCE_LAUNCH_TASKS"] = ",".join(
-            f"{h}={addr}" for h, addr in (launch.get("tasks") or {}).items() if addr
+            f"{h}={addr}" for h, addr in launch.tasks.items() if addr
         )
-        if launch.get("bin"):  # this worker's own `xce` first, whatever the job's PATH
-            env["XCE_LAUNCH"] = str(Path(launch["bin"]) / "xce")
-            env["PATH"] = f"{launch['bin']}:{env.get('PATH', BASE_PATH)}"
+        if launch.bin:  # this worker's own `xce` first, whatever the job's PATH
+            env["XCE_LAUNCH"] = str(Path(launch.bin) / "xce")
+            env["PATH"] = f"{launch.bin}:{env.get('PATH', BASE_PATH)}"
     shares = allocation_of(a)
-    if shares:  # issue 15: the whole allocation, like LSB_HOSTS / LSB_DJOB_HOSTFILE
+    if shares:  # the whole allocation, like LSB_HOSTS / LSB_DJOB_HOSTFILE
         env.update(allocation.job_environment(shares))
         if job_dir is not None:
             env["XCE_HOSTFILE"] = str(job_dir / ".xce" / "hostfile")
     return env
 
 
-def allocation_of(a: dict[str, Any]) -> list[HostSlots]:
+def allocation_of(a: Assignment) -> list[HostSlots]:
     """The assignment's hosts and slots (none from a controller that does not send them)."""
-    return [HostSlots(str(h), int(n)) for h, n in a.get("hosts") or ()]
+    return [HostSlots(h, n) for h, n in a.hosts]

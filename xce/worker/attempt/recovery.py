@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from xce.protocol.worker import Assignment
 from xce.worker.attempt import fscreds
 from xce.worker.attempt.fscreds import Credentials
 from xce.worker.attempt.jobcontrol import _drop_cgroup
@@ -53,7 +56,8 @@ async def recover(spool: Spool, backend: CgroupBackend) -> list[Recovered]:
         if not attempt_dir.is_dir() or attempt_dir.is_symlink():
             continue
         spec = read_json(str(attempt_dir), SPEC)
-        if spec is None:
+        assignment = _assignment_of(spec, attempt_dir) if spec is not None else None
+        if spec is None or assignment is None:
             shutil.rmtree(attempt_dir, ignore_errors=True)
             continue
         claimed.add(spec["cgroup"])
@@ -65,9 +69,7 @@ async def recover(spool: Spool, backend: CgroupBackend) -> list[Recovered]:
                 tuple(int(g) for g in spec["groups"]),
                 str(spec["user"]),
             )
-        job = RunningJob(
-            spec["assignment"], Path(spec["job_dir"]), Path(spec["cwd"]), attempt_dir, creds
-        )
+        job = RunningJob(assignment, Path(spec["job_dir"]), Path(spec["cwd"]), attempt_dir, creds)
         report = read_json(str(attempt_dir), REPORT)
         if report is not None:
             found.append(Recovered(job, report=report))
@@ -101,6 +103,16 @@ async def recover(spool: Spool, backend: CgroupBackend) -> list[Recovered]:
             log.warning("killing cgroup %s: no attempt of this worker claims it", name)
             await asyncio.to_thread(_drop_cgroup, backend.open(name))
     return found
+
+
+def _assignment_of(spec: dict[str, Any], attempt_dir: Path) -> Assignment | None:
+    """The assignment a spec.json keeps (the controller's JSON, as it came), or None if it
+    has none this worker can read: the attempt is then dropped as an unreadable spec is."""
+    try:
+        return msgspec.convert(spec.get("assignment"), Assignment)
+    except msgspec.ValidationError as exc:
+        log.warning("%s/%s has no assignment this worker can read (%s)", attempt_dir, SPEC, exc)
+        return None
 
 
 def save_report(job: RunningJob, body: dict[str, Any]) -> None:

@@ -9,8 +9,8 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from xce.protocol.worker import Assignment
 from xce.store.files import job_dir_name
 from xce.worker.attempt.fscreds import Credentials
 from xce.worker.attempt.usage import UsageMeter
@@ -35,7 +35,7 @@ class JobResult:
 class RunningJob:
     """A job attempt this worker took on, keyed by (job id, attempt)."""
 
-    assignment: dict[str, Any]
+    assignment: Assignment  # decoded once, as the controller's answer came
     job_dir: Path
     work_dir: Path
     attempt_dir: Path | None = None
@@ -62,7 +62,7 @@ class RunningJob:
 
     @property
     def key(self) -> tuple[str, int]:
-        return (self.assignment["job_id"], self.assignment["attempt"])
+        return (self.assignment.job_id, self.assignment.attempt)
 
     @property
     def pid(self) -> int | None:

@@ -14,8 +14,8 @@ import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from xce.protocol.worker import Assignment
 from xce.worker.attempt import fscreds, userfs
 from xce.worker.attempt.accounts import credentials
 from xce.worker.attempt.fscreds import Credentials
@@ -105,9 +105,9 @@ def _owner_credentials(path: Path) -> Credentials | None:
         return Credentials(st.st_uid, st.st_gid, (), str(st.st_uid))
 
 
-async def prepare(spool: Spool, a: dict[str, Any], account: pwd.struct_passwd | None) -> RunningJob:
+async def prepare(spool: Spool, a: Assignment, account: pwd.struct_passwd | None) -> RunningJob:
     """The attempt's state directory (root) and job directory (the user's, 0700)."""
-    name = attempt_name(a["job_id"], a["attempt"])
+    name = attempt_name(a.job_id, a.attempt)
     attempt_dir = spool.state / name
     if attempt_dir.exists():
         shutil.rmtree(attempt_dir)  # a start that never got as far as its keeper
@@ -118,5 +118,5 @@ async def prepare(spool: Spool, a: dict[str, Any], account: pwd.struct_passwd | 
     os.mkdir(job_dir, 0o700)
     if account is not None:
         os.chown(job_dir, account.pw_uid, account.pw_gid, follow_symlinks=False)
-    work_dir = Path(a["cwd"]) if a.get("cwd") else job_dir
+    work_dir = Path(a.cwd) if a.cwd else job_dir
     return RunningJob(a, job_dir, work_dir, attempt_dir, credentials(account))

@@ -42,12 +42,12 @@ def _write_all(fd: int, data: bytes) -> None:
 
 async def fetch_inputs(client: XceClient, host: str, job: RunningJob) -> None:
     a = job.assignment
-    for rel in a.get("inputs", []):
+    for rel in a.inputs:
         rel = safe_relative_path(rel, "input path")
         data = await client.request(
             "GET",
-            f"{_base(host, a['job_id'])}/inputs/{quote(rel)}",
-            params={"attempt": str(a["attempt"])},
+            f"{_base(host, a.job_id)}/inputs/{quote(rel)}",
+            params={"attempt": str(a.attempt)},
         )
         fd = await fscreds.as_user(job.creds, userfs.open_input_target, str(job.job_dir), rel)
         try:
@@ -65,7 +65,7 @@ async def collect_outputs(job: RunningJob) -> list[tuple[str, int]]:
         (name, os.dup(fd))
         for name, fd in sorted(job.readers.items(), key=lambda item: item[0] != "stdout")
     ]
-    patterns = list(job.assignment.get("outputs", []))
+    patterns = list(job.assignment.outputs)
     if not patterns:
         return files
     skip_meta = os.path.abspath(job.work_dir) == os.path.abspath(job.job_dir)
@@ -139,15 +139,15 @@ async def upload_outputs(
             size = os.fstat(fd).st_size
             refused = _over(name, size, sent, limits)
             if refused:
-                log.warning("job %s: %s", a["job_id"], refused)
+                log.warning("job %s: %s", a.job_id, refused)
                 continue
-            params = {"attempt": str(a["attempt"])}
+            params = {"attempt": str(a.attempt)}
             if i == 0:
                 params["first"] = "1"
             try:
                 await client.request(
                     "PUT",
-                    f"{_base(host, a['job_id'])}/outputs/{quote(name)}",
+                    f"{_base(host, a.job_id)}/outputs/{quote(name)}",
                     params=params,
                     data=_chunks(fd, limits.file_bytes),
                     headers={"Content-Type": "application/octet-stream"},
@@ -156,7 +156,7 @@ async def upload_outputs(
                 if not 400 <= exc.status < 500 or exc.status in (404, 408, 429):
                     raise
                 # This file is refused (a name clash, too large): the others still go back.
-                log.warning("job %s: output %s refused: %s", a["job_id"], name, exc.message)
+                log.warning("job %s: output %s refused: %s", a.job_id, name, exc.message)
                 continue
             names.append(name)
             sent += size
@@ -228,14 +228,11 @@ async def copy_std_files(job: RunningJob) -> None:
     and still go back to the controller for `xce job output`. A file that cannot be written
     is logged, never fatal to the job's report."""
     a = job.assignment
-    for stream in ("stdout", "stderr"):
-        pattern = a.get(f"{stream}_file")
+    for stream, pattern in (("stdout", a.stdout_file), ("stderr", a.stderr_file)):
         source = job.readers.get(stream)
         if not pattern or source is None:
             continue
-        name = expand_file_pattern(
-            pattern, int(a["number"]), a.get("array_index"), a.get("name") or ""
-        )
+        name = expand_file_pattern(pattern, a.number, a.array_index, a.name)
         path = os.path.join(str(job.work_dir), name)
         try:
             target = await fscreds.as_user(job.creds, _open_std_target, path, discard=os.close)
@@ -245,4 +242,4 @@ async def copy_std_files(job: RunningJob) -> None:
             finally:
                 os.close(target)
         except OSError as exc:
-            log.warning("job %s: cannot write its %s file %s: %s", a["job_id"], stream, path, exc)
+            log.warning("job %s: cannot write its %s file %s: %s", a.job_id, stream, path, exc)

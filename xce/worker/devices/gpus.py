@@ -16,9 +16,8 @@ xce/worker/cgroups/devbpf.py), so it cannot open them even by unsetting the vari
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from xce.core import gres
 
@@ -105,16 +104,18 @@ def host_devices(
     return HostDevices(devices, found[1], "nvml", gpu_device_path, nodes)
 
 
-def job_env(assignment: Mapping[str, Any], host: HostDevices) -> dict[str, str]:
-    """The variables binding a job to its granted GPUs (none on a host without GPUs)."""
-    mine = gres.granted(assignment.get("devices") or (), GPU)
+def job_env(granted: Sequence[str], host: HostDevices) -> dict[str, str]:
+    """The variables binding a job to its granted GPUs (none on a host without GPUs):
+    `granted` is its assignment's (or share's) `devices` ("gpu:0", ...)."""
+    mine = gres.granted(granted, GPU)
     if not mine and not host.gpus:
         return {}
     value = ",".join(mine)
     return {name: value for name in ENV_NAMES}
 
 
-def denied_nodes(assignment: Mapping[str, Any], host: HostDevices) -> list[str]:
-    """The device nodes of the host's GPUs this job was not granted."""
-    mine = set(gres.granted(assignment.get("devices") or (), GPU))
+def denied_nodes(granted: Sequence[str], host: HostDevices) -> list[str]:
+    """The device nodes of the host's GPUs this job was not granted (`granted`: its
+    assignment's or share's `devices`)."""
+    mine = set(gres.granted(granted, GPU))
     return [host.gpu_node(d) for d in host.gpus if d not in mine]

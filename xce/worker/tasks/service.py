@@ -1,4 +1,4 @@
-"""The task service: starts the tasks of `xce launch` on this host (issue 15).
+"""The task service: starts the tasks of `xce launch` on this host.
 
 Every worker listens on `[worker] task_listen` (default 127.0.0.1, any free port) and
 reports the address when it registers; the controller hands each host's address and the
@@ -35,10 +35,11 @@ import os
 import struct
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from xce.protocol.worker import Assignment, Share
 from xce.worker.attempt import accounts, jobcontrol, jobenv, running
 from xce.worker.attempt.fscreds import Credentials
 from xce.worker.cgroups.base import JobCgroup
@@ -62,7 +63,7 @@ from xce.worker.tasks.wire import (
 )
 
 if TYPE_CHECKING:
-    from xce.worker.agent.worker_agent import WorkerAgent
+    from xce.worker.agent.state import AgentState
 
 log = logging.getLogger("xce.worker.tasks")
 
@@ -106,7 +107,7 @@ class Target:
     cgroup: JobCgroup
     cwds: tuple[str, ...]
     # The GPU variables of this host's grant (the job's own here, the share's elsewhere):
-    # a task sees the devices its host was given, as the job's script does (issue 17).
+    # a task sees the devices its host was given, as the job's script does.
     gpu_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -146,12 +147,14 @@ def child_setup(
 class TaskService:
     """The listener; the attempts it serves are looked up in the agent at each request."""
 
-    def __init__(self, agent: WorkerAgent) -> None:
-        self.agent = agent
+    def __init__(self, agent: AgentState, report_shares_now: Callable[[], Awaitable[None]]) -> None:
+        self.agent = agent  # the worker's state (xce/worker/agent/state.py)
+        # A heartbeat at once (xce/worker/agent/link.py), before a share's task is reported.
+        self.report_shares_now = report_shares_now
         self.server: asyncio.AbstractServer | None = None
         self.address = ""
         # The shares of this host as last assigned (with their launch info), by attempt.
-        self.shares: dict[Key, dict[str, Any]] = {}
+        self.shares: dict[Key, Share] = {}
         # One fence watcher per share that has had tasks (xce/worker/tasks/sharefence.py).
         self.watchers: dict[Key, subprocess.Popen[bytes]] = {}
         self.open = 0
@@ -169,8 +172,8 @@ class TaskService:
         log.info("task service listening on %s", self.address)
         return self.address
 
-    def follow_shares(self, shares: list[dict[str, Any]]) -> None:
-        self.shares = {(s["job_id"], int(s["attempt"])): s for s in shares}
+    def follow_shares(self, shares: list[Share]) -> None:
+        self.shares = {(s.job_id, s.attempt): s for s in shares}
         for key, watcher in list(self.watchers.items()):
             if watcher.poll() is not None:  # reaped: it saw its cgroup go
                 del self.watchers[key]
@@ -219,6 +222,7 @@ class TaskService:
             raise TaskRefused(f"this is host {self.agent.host}, not {req.host}")
         job = self.agent.running.get(key)
         share = self.shares.get(key)
+        a: Assignment | Share
         if job is not None:
             a, cgroup = job.assignment, job.cgroup
             cwds: tuple[str, ...] = (str(job.work_dir),)
@@ -228,20 +232,19 @@ class TaskService:
             a = share
             held = self.agent.shares.held.get(key)
             cgroup = held.cgroup if held is not None else None
-            cwds = tuple(c for c in ((share.get("launch") or {}).get("cwd") or "",) if c)
+            cwds = tuple(c for c in (share.launch.cwd if share.launch else "",) if c)
         else:
             raise NotHere(
                 f"job {req.job_id} attempt {req.attempt} is not running on host {self.agent.host}"
             )
-        expected = str((a.get("launch") or {}).get("credential") or "")
+        expected = a.launch.credential if a.launch is not None else ""
         if not expected or not hmac.compare_digest(expected.encode(), req.credential.encode()):
             raise TaskRefused(f"wrong launch credential for job {req.job_id}")
-        if a.get("action") != "run" or cgroup is None:
+        if a.action != "run" or cgroup is None:
             raise TaskRefused(
-                f"job {req.job_id} is not running on host {self.agent.host} "
-                f"(it is {a.get('action')})"
+                f"job {req.job_id} is not running on host {self.agent.host} (it is {a.action})"
             )
-        return Target(str(a["user"]), cgroup, cwds, gpus.job_env(a, self.agent.devices))
+        return Target(a.user, cgroup, cwds, gpus.job_env(a.devices, self.agent.devices))
 
     # --- one connection, one task ------------------------------------------------------
 
@@ -391,7 +394,7 @@ class TaskService:
         if key not in self.agent.running:
             # A share's task: the controller hears the share's usage (and any OOM kill)
             # before the caller hears the status, so the job's final usage counts it.
-            await self.agent.report_shares_now()
+            await self.report_shares_now()
         async with lock:
             writer.write(exit_frame(code, sig))
             await writer.drain()

@@ -1,4 +1,4 @@
-"""The fence for a share cgroup that holds tasks (issue 15): `xce launch` tasks on a host
+"""The fence for a share cgroup that holds tasks: `xce launch` tasks on a host
 that is not a job's first run in the share cgroup (xce/worker/tasks/shares.py), which no keeper
 watches. The task service starts one of these per share when the share's first task starts;
 it outlives the worker (its own session), and kills the share's cgroup once the worker's

@@ -1,4 +1,4 @@
-"""The parts of multi-host jobs this host holds but does not run (issue 15).
+"""The parts of multi-host jobs this host holds but does not run.
 
 A multi-host job's script runs on its first host; every other host of its allocation keeps
 one cgroup for the job's share there (named `<attempt>.share`, with the share's slots as
@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from xce.protocol.worker import Share
 from xce.worker.attempt.running import attempt_name
 from xce.worker.cgroups.base import CgroupBackend, CgroupError, JobCgroup, Limits
 from xce.worker.cgroups.devices import deny_entries
@@ -51,21 +52,21 @@ class ShareHolder:
         self.devices = devices or gpus.HostDevices()
         self.held: dict[Key, HeldShare] = {}
 
-    def reconcile(self, shares: list[dict[str, Any]]) -> None:
-        desired = {(s["job_id"], int(s["attempt"])): s for s in shares}
+    def reconcile(self, shares: list[Share]) -> None:
+        desired = {(s.job_id, s.attempt): s for s in shares}
         for key, share in desired.items():
             held = self.held.get(key)
             if held is None:
                 held = self._create(key, share)
                 if held is None:
                     continue
-            if held.action != share["action"]:
-                self._act(key, held, share["action"])
+            if held.action != share.action:
+                self._act(key, held, share.action)
         for key in [k for k in self.held if k not in desired]:
             self.release(key)
 
     def readings(self) -> list[dict[str, Any]]:
-        """Each held share's figures for the controller (issue 15, items 5 and 6): CPU and
+        """Each held share's figures for the controller: CPU and
         memory high-water mark from the kernel's accounting of the cgroup, and whether the
         OOM killer has killed anything in it, read here as root (never from a file the job
         can write). Blocking: call in a thread."""
@@ -101,17 +102,18 @@ class ShareHolder:
         for key in list(self.held):
             self.release(key)
 
-    def _create(self, key: Key, share: dict[str, Any]) -> HeldShare | None:
-        memory = int(share.get("memory_mb") or 0)
+    def _create(self, key: Key, share: Share) -> HeldShare | None:
+        memory = share.memory_mb
         limits = Limits(
             memory_bytes=memory * MIB if memory else None,
-            cpus=int(share.get("slots") or 1),
+            cpus=share.slots or 1,
             pids=self.pids_limit or None,
         )
         try:
             if self.backend.kind in ("v1", "v2") and self.devices.gpus:
                 limits = dataclasses.replace(
-                    limits, devices_deny=deny_entries(gpus.denied_nodes(share, self.devices))
+                    limits,
+                    devices_deny=deny_entries(gpus.denied_nodes(share.devices, self.devices)),
                 )
             cgroup = self.backend.create(share_name(*key), limits)
         except (OSError, ValueError, RuntimeError, CgroupError) as exc:
@@ -119,7 +121,7 @@ class ShareHolder:
                 "job %s attempt %s: cannot make its share's cgroup: %s", key[0], key[1], exc
             )
             return None
-        log.info("job %s attempt %s: holding %s slot(s) here", key[0], key[1], share.get("slots"))
+        log.info("job %s attempt %s: holding %s slot(s) here", key[0], key[1], share.slots)
         held = self.held[key] = HeldShare(cgroup, "run")
         return held
 

@@ -1,4 +1,4 @@
-"""The task service's wire format (issue 15), shared by the worker and `xce launch`.
+"""The task service's wire format, shared by the worker and `xce launch`.
 
 Standard library only: `xce launch` runs inside jobs and must start fast. A connection
 carries one task. The client sends one JSON line (the request, at most MAX_REQUEST bytes),
