@@ -167,9 +167,13 @@ def compare_figure(figure: str, sides: tuple[Side, Side], runs: int, tmp: Path, 
             cpu[side.label].append(seconds)
             print(f"  {figure} run {run_no + 1} {side.label}: {seconds:.3f} s CPU", file=sys.stderr)
     base, this = (median(cpu[side.label]) for side in sides)
+
+    def runs(label: str) -> str:
+        return f"{min(cpu[label]):.3f}..{max(cpu[label]):.3f}"
+
     return (
-        f"{figure:<9} baseline {base:8.3f} s CPU ({spread(cpu[sides[0].label])})  "
-        f"this {this:8.3f} s CPU ({spread(cpu[sides[1].label])})  this / baseline "
+        f"{figure:<9} baseline {base:8.3f} s CPU ({runs(sides[0].label)})  "
+        f"this {this:8.3f} s CPU ({runs(sides[1].label)})  this / baseline "
         f"{this / base:.2f}x"
     )
 

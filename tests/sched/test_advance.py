@@ -246,7 +246,7 @@ def test_no_placement_runs_into_a_reservation_it_does_not_belong_to(
     }
     for p in result.placements:
         spec = state.job(p.job_id).spec
-        # a job wider than a host spreads over several (issue 15): check each share
+        # a job wider than a host spreads over several: check each share
         for host, slots in [(h.host, h.slots) for h in p.hosts] or [(p.host, spec.slots)]:
             free[host] -= slots
             assert free[host] >= 0
@@ -266,7 +266,7 @@ def test_no_placement_runs_into_a_reservation_it_does_not_belong_to(
             assert free[host] >= reserved, f"{p.job_id} takes slots {r.name} holds"
     for made in result.reservations:  # EASY: the head is reserved for a time it can start
         if made["host"] == "*" or "," in made["host"]:
-            continue  # a host set (issue 15) does not avoid reservations yet (README)
+            continue  # a host set does not avoid reservations yet (README)
         number = int(made["job_id"]) if made["job_id"].isdigit() else None
         spec = (
             state.arrays[number].spec if number in state.arrays else state.job(made["job_id"]).spec

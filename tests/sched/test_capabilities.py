@@ -1,4 +1,4 @@
-"""Plugin capabilities (issue 20) decide exactly what the plugin names used to decide, for
+"""Plugin capabilities decide exactly what the plugin names used to decide, for
 every built-in plugin and every combination a queue can choose: the pass and the simulator
 read the flags now, so a flag that drifted would change scheduling without a name in sight."""
 
@@ -30,8 +30,8 @@ def test_every_builtin_plugin_is_covered() -> None:
 def test_capabilities_equal_the_old_name_tests(plugins: tuple[str, ...]) -> None:
     policy: QueuePolicy = builtin().policy_for(plugins)
     order, score, reserve = policy.order.name, policy.score.name, policy.reserve
-    # the pass (xce/sched/passes/pipeline.py) and ranking (xce/sched/passes/ranking.py) before
-    # issue 20
+    # what the pass (xce/sched/passes/pipeline.py) and ranking (xce/sched/passes/ranking.py)
+    # decided by plugin name before the capability flags
     assert policy.submission_order == (order == "fcfs")
     assert policy.reads_usage == (order != "fcfs")
     assert reads_usage(policy.order) == (order != "fcfs")

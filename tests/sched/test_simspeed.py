@@ -1,4 +1,4 @@
-"""Issue 21: the simulator skips a pass that cannot start anything (no pending job fits in
+"""The simulator skips a pass that cannot start anything (no pending job fits in
 any host's free slots) and still decides exactly as before (same starts as the reference
 simulator of bench/refsim.py, checked broadly in test_refsim_guard.py)."""
 

@@ -1,5 +1,5 @@
 """span[hosts=1] and a ptile/block covering the whole job stay on one host, same[] holds on
-one host; a narrower ptile spreads the job (issue 15, tests/multihost), and spans that make
+one host; a narrower ptile spreads the job (tests/multihost), and spans that make
 no sense are refused at submit with a clear message."""
 
 from __future__ import annotations

@@ -58,8 +58,7 @@ def test_later_runs_keep_a_good_token_and_renew_an_expiring_one_for_its_subject(
 
 def test_the_worker_token_is_bound_to_this_host(tmp_path: Path) -> None:
     """`xce up` and `xce init` issue the node's worker token as joining does: subject and
-    host claim are the worker's name, so a copy cannot register another host (issue 19,
-    item 11)."""
+    host claim are the worker's name, so a copy cannot register another host."""
     auth = AuthSettings()
     ensure_credentials(tmp_path, auth, tmp_path / "controller", "ann", True, worker_host="node1")
     tokens = token_service(auth, tmp_path / "controller")

@@ -1,4 +1,4 @@
-"""`xce ... show` for people: local times, durations, host status words (issue 18, item 6)."""
+"""`xce ... show` for people: local times, durations, host status words."""
 
 from __future__ import annotations
 

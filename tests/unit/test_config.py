@@ -324,7 +324,7 @@ def test_relative_paths_resolve_against_the_config_file(tmp_path: Path) -> None:
 
 
 def test_token_files_others_can_read_are_refused(tmp_path: Path) -> None:
-    """StrictModes for the token files the config names (issue 19, item 12)."""
+    """StrictModes for the token files the config names."""
     (tmp_path / "tok").write_text("secret\n")
     (tmp_path / "tok").chmod(0o644)
     for section, key in (("worker", "token_file"), ("controller", "replication_token_file")):
@@ -398,7 +398,7 @@ def test_tls_section_resolves_paths_and_pairs_cert_with_key(tmp_path) -> None:
 
 
 def test_job_safety_defaults() -> None:
-    """Issue 14: the fence, the upload quota and who jobs may run as, by default."""
+    """The fence, the upload quota and who jobs may run as, by default."""
     ctl = parse_config({}).controller
     assert ctl.fence_timeout_s == 30.0
     assert (ctl.upload_quota_mb, ctl.upload_ttl_s) == (10240, 86400.0)

@@ -1,4 +1,4 @@
-"""Job script directives, the captured environment and the -o/-e file names (issue 18)."""
+"""Job script directives, the captured environment and the -o/-e file names."""
 
 from __future__ import annotations
 

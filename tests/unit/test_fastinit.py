@@ -1,4 +1,4 @@
-"""fast_init (issue 21): the same __init__ as dataclasses makes, cheaper, for every class
+"""fast_init: the same __init__ as dataclasses makes, cheaper, for every class
 that carries it, and a refusal where it could not be the same."""
 
 from __future__ import annotations

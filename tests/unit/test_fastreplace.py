@@ -1,4 +1,4 @@
-"""replacer (issue 21) must equal dataclasses.replace on the records it rewrites."""
+"""replacer must equal dataclasses.replace on the records it rewrites."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pure parts of issue 17 items 2-3: `[scheduler.priority]` and the queue's preemption keys
+"""Pure parts of priorities and preemption: `[scheduler.priority]` and the queue's preemption keys
 in the config, the multifactor formula, and what the state does with JobModified and
 JobPreempted (a preempted job's slots are free, its memory is not)."""
 

@@ -1,4 +1,4 @@
-"""ClusterState's kept indexes (issue 21's shortcuts) against what the records say, under
+"""ClusterState's kept indexes against what the records say, under
 random histories that include preemption and modification: the counts by state and queue
 that metrics read, the retention and dependency indexes, and a state restored from its
 records (a checkpoint) equal to the live one."""
@@ -91,7 +91,7 @@ def live(templates: list[Any], log: list[Any] | None = None) -> ClusterState:
 def derived(state: ClusterState) -> dict[str, Any]:
     """Every index kept beside the records, zero counts dropped (a restore has none). The
     pending order is not compared: a modified pending job moves to the end live but not in
-    a restore (as before issue 21); the scheduler orders by `order_key` anyway."""
+    a restore; the scheduler orders by `order_key` anyway."""
     return {
         "counts": +state.counts,
         "pending": sorted(state.pending),

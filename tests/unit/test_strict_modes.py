@@ -1,5 +1,5 @@
-"""StrictModes: the controller refuses secrets and state that other users may read or change
-(issue 19, item 12). Real files, real modes and real owners (chown needs root)."""
+"""StrictModes: the controller refuses secrets and state that other users may read or change. Real
+files, real modes and real owners (chown needs root)."""
 
 from __future__ import annotations
 

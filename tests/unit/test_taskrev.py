@@ -1,4 +1,4 @@
-"""Hostile-review findings on the task service (issue 15 review): each test plays one attack
+"""Hostile-review findings on the task service: each test plays one attack
 on the worker side of `xce launch` and fails without its fix."""
 
 from __future__ import annotations
