@@ -1,7 +1,9 @@
 """The worker decodes the controller's answer once, into `protocol.Assignment` and
 `protocol.Share` (xce/worker/agent/reconcile.py): what it keeps in spec.json is still the
 controller's plain JSON, a spec.json written before (a plain dict) is still read after a
-restart, and an answer it cannot read is applied not at all, without ending the worker."""
+restart, an entry it cannot read leaves what runs under its key alone while the rest of the
+answer applies, and an answer it cannot key is applied not at all, without ending the
+worker."""
 
 from __future__ import annotations
 
@@ -25,8 +27,10 @@ from xce.worker.agent.reconcile import BadAnswer
 from xce.worker.attempt import executor, recovery
 from xce.worker.attempt.running import RunningJob, attempt_name
 from xce.worker.cgroups import Limits
+from xce.worker.devices.gpus import HostDevices
 from xce.worker.keeper import fence
 from xce.worker.keeper.process import SPEC, write_json
+from xce.worker.tasks.shares import HeldShare
 
 LAUNCH = {"credential": "c" * 64, "tasks": {"w1": "w1:7000", "w2": ""}, "cwd": "/home/alice"}
 
@@ -55,6 +59,8 @@ def test_the_spec_keeps_the_assignment_as_the_controller_sent_it(tmp_path: Path)
             pids_limit=0,
             worker_state=tmp_path,
             contact=fence.Contact(1.0, 60.0),
+            private_tmp=False,
+            devices=HostDevices(),
         )
         spec = executor._spec(job, ["/bin/true"], {}, "c", Limits(), ctx)
         # the same JSON, key for key and in order, as the dict the worker kept before
@@ -95,6 +101,91 @@ def test_a_spec_without_a_readable_assignment_is_dropped_like_an_unreadable_one(
     write_json(str(attempt_dir), SPEC, {"assignment": {"job_id": "7"}, "cgroup": "c"})
     assert asyncio.run(recovery.recover(spool, agent.state.backend)) == []
     assert not attempt_dir.exists()
+
+
+def test_a_live_attempt_whose_spec_no_longer_decodes_whole_is_adopted(tmp_path: Path) -> None:
+    """A spec.json an older worker wrote with a value this one declares otherwise (a null
+    launch credential) must not drop the attempt: dropped, its cgroup was killed as unclaimed
+    and the controller's next answer started the same attempt again (it ran twice)."""
+    agent = make_agent(tmp_path, FakeClient())
+    spool = agent.state.spool
+    spool.make()
+    plain = {**_sent(), "launch": {**LAUNCH, "credential": None}, "slots": None}
+    attempt_dir = spool.state / attempt_name("7", 1)
+    attempt_dir.mkdir(mode=0o700)
+    old_spec = {"job_id": "7", "attempt": 1, "assignment": plain, "argv": ["/bin/true"]}
+    old_spec |= {"cwd": str(tmp_path), "job_dir": str(tmp_path), "cgroup": "c", "uid": None}
+    write_json(str(attempt_dir), SPEC, old_spec)
+    report = {"attempt": 1, "exit_code": 0}
+    write_json(str(attempt_dir), recovery.REPORT, report)
+    (found,) = asyncio.run(recovery.recover(spool, agent.state.backend))
+    assert attempt_dir.exists() and found.job.key == ("7", 1) and found.report == report
+    a = found.job.assignment
+    assert (a.user, a.walltime_s, a.hosts) == ("alice", 60, [("w1", 2)])  # what decodes stays
+    assert a.launch is None and a.slots == 1  # what does not takes its default
+
+
+def _running(agent: Any, job_id: str) -> RunningJob:
+    job = RunningJob(assignment(job_id=job_id, attempt=1), Path("/nonexistent"), Path("/"))
+    agent.state.running[job.key] = job
+    return job
+
+
+def test_an_unreadable_entry_leaves_its_running_attempt_alone_and_the_rest_applies(
+    tmp_path: Path,
+) -> None:
+    """One entry the worker cannot read (its key can be read) must neither block the whole
+    answer (kills of other jobs would never apply) nor get its running attempt killed as
+    "no longer assigned"."""
+    agent = make_agent(tmp_path, FakeClient())
+    kept, stopped = _running(agent, "7"), _running(agent, "8")
+    entry = {**msgspec.to_builtins(kept.assignment), "slots": "many"}
+    stop = {**msgspec.to_builtins(stopped.assignment), "action": "stop", "walltime_s": 90}
+    asyncio.run(agent.reconciler.reconcile({"version": 6, "jobs": [entry, stop], "shares": []}))
+    assert agent.state.version == 6
+    assert agent.state.running == {("7", 1): kept, ("8", 1): stopped}  # nobody taken away
+    assert kept.assignment.action == "run" and stopped.assignment.walltime_s == 90
+
+
+def test_an_unreadable_entry_of_a_job_not_started_ends_it_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    agent = make_agent(tmp_path, FakeClient())
+    entry = {**_sent(), "job_id": "9", "user": None}
+    asyncio.run(agent.reconciler.reconcile({"version": 2, "jobs": [entry], "shares": []}))
+    assert not agent.state.starting and not agent.state.running
+    body = agent.state.pending[("9", 1)]
+    assert body["exit_code"] is None
+    assert body["reason"].startswith("failed to start: the worker cannot read its assignment")
+    asyncio.run(agent.reconciler.reconcile({"version": 3, "jobs": [entry], "shares": []}))
+    assert list(agent.state.pending) == [("9", 1)]  # reported once, not again at each answer
+
+
+class _Cgroup:
+    """A share's cgroup that records being killed."""
+
+    killed = False
+
+    def kill(self) -> None:
+        self.killed = True
+
+    def remove(self) -> None:
+        pass
+
+
+def test_an_unreadable_share_keeps_its_cgroup_but_takes_no_new_tasks(tmp_path: Path) -> None:
+    agent = make_agent(tmp_path, FakeClient())
+    hosts = (HostSlots("w2", 2, ()), HostSlots("w1", 3, ()))
+    record = dataclasses.replace(_record(memory_mb=100), allocation=hosts)
+    good = {**share_assignment(record, "w1"), "launch": LAUNCH}
+    asyncio.run(agent.reconciler.reconcile({"version": 1, "jobs": [], "shares": []}))
+    cgroup = _Cgroup()
+    agent.state.shares.held[("7", 1)] = HeldShare(cgroup, "run")  # type: ignore[arg-type]
+    agent.tasks.follow_shares([msgspec.convert(good, protocol.Share)])
+    bad = {**good, "slots": "three"}
+    asyncio.run(agent.reconciler.reconcile({"version": 2, "jobs": [], "shares": [bad]}))
+    assert ("7", 1) in agent.state.shares.held and not cgroup.killed  # its tasks run on
+    assert ("7", 1) not in agent.tasks.shares  # `xce launch` starts nothing new in it
 
 
 def test_shares_decode_as_the_controller_sends_them() -> None:

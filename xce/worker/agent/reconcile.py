@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from xce.worker.tasks.service import TaskService
 
 log = logging.getLogger("xce.worker")
+_E = TypeVar("_E", protocol.Assignment, protocol.Share)
 
 
 class BadAnswer(Exception):
@@ -31,13 +33,62 @@ class BadAnswer(Exception):
     at all (the worker asks again), never in part."""
 
 
-def decode_answer(answer: Any) -> protocol.Assignments:
-    """The controller's answer (already parsed JSON), decoded once: from here on the worker
-    reads its assignments through `protocol.Assignment` and `protocol.Share`."""
+@dataclass(frozen=True)
+class Answer:
+    """The controller's answer, decoded once: from here on the worker reads its assignments
+    through `protocol.Assignment` and `protocol.Share`. An entry this worker cannot read but
+    whose (job id, attempt) it can is kept apart (`unreadable_*`, the key and the problem):
+    what runs under that key is left alone, never taken for "no longer assigned"."""
+
+    version: int | None
+    jobs: list[protocol.Assignment]
+    shares: list[protocol.Share]
+    unreadable_jobs: dict[Key, str] = field(default_factory=dict)
+    unreadable_shares: dict[Key, str] = field(default_factory=dict)
+
+
+def decode_answer(answer: Any) -> Answer:
+    """The controller's answer (already parsed JSON), entry by entry. `BadAnswer` when the
+    answer as a whole, or the key of one of its entries, cannot be read: then nothing of it
+    may be applied, since a running attempt could be the one that entry names."""
+    if not isinstance(answer, dict):
+        raise BadAnswer(f"the controller sent an answer this worker cannot read: {answer!r:.80}")
     try:
-        return msgspec.convert(answer, protocol.Assignments)
+        version = msgspec.convert(answer.get("version"), int | None)
     except msgspec.ValidationError as exc:
-        raise BadAnswer(f"the controller sent assignments this worker cannot read: {exc}") from None
+        raise BadAnswer(f"the controller sent a version this worker cannot read: {exc}") from None
+    jobs, bad_jobs = _entries(answer.get("jobs", []), protocol.Assignment, "jobs")
+    shares, bad_shares = _entries(answer.get("shares", []), protocol.Share, "shares")
+    return Answer(version, jobs, shares, bad_jobs, bad_shares)
+
+
+def _entries(raw: Any, kind: type[_E], where: str) -> tuple[list[_E], dict[Key, str]]:
+    if not isinstance(raw, list):
+        raise BadAnswer(f"the controller sent {where} this worker cannot read: not a list")
+    good: list[_E] = []
+    bad: dict[Key, str] = {}
+    for i, entry in enumerate(raw):
+        try:
+            good.append(msgspec.convert(entry, kind))
+            continue
+        except msgspec.ValidationError as exc:
+            problem = f"{where}[{i}]: {exc}"
+        key = _key_of(entry)
+        if key is None:
+            raise BadAnswer(f"the controller sent assignments this worker cannot read: {problem}")
+        log.error("job %s attempt %s: the controller sent %s", key[0], key[1], problem)
+        bad[key] = problem
+    return good, bad
+
+
+def _key_of(entry: Any) -> Key | None:
+    """(job id, attempt) of an entry that does not decode, if those two can be read."""
+    if not isinstance(entry, dict):
+        return None
+    job_id, attempt = entry.get("job_id"), entry.get("attempt")
+    if isinstance(job_id, str) and type(attempt) is int:
+        return job_id, attempt
+    return None
 
 
 class Reconciler:
@@ -50,7 +101,9 @@ class Reconciler:
         self._lock = asyncio.Lock()
 
     async def reconcile(self, answer: Any) -> None:
-        """Apply the controller's answer; `BadAnswer` (nothing applied) if it cannot be read."""
+        """Apply the controller's answer; `BadAnswer` (nothing applied) if it cannot be read.
+        An attempt whose entry cannot be read keeps running as it is; one not started yet
+        ends, with the reason, as a job that could not start."""
         decoded = decode_answer(answer)
         state = self.state
         async with self._lock:
@@ -79,10 +132,23 @@ class Reconciler:
                     job.assignment, action=a.action, walltime_s=a.walltime_s
                 )
                 self._apply_action(job, a.action)
-            await asyncio.to_thread(state.shares.reconcile, decoded.shares)
+            for key, problem in decoded.unreadable_jobs.items():
+                if key in state.running or key in state.starting:
+                    log.error("job %s attempt %s: left as it is (its entry is unreadable)", *key)
+                elif not (key in state.ended or key in state.pending or key in state.delivered):
+                    reason = f"failed to start: the worker cannot read its assignment ({problem})"
+                    finished = protocol.Finished(
+                        attempt=key[1], exit_code=None, reason=reason[:900]
+                    )
+                    self.reports.queue(key, report_body(finished), None)
+            # a share whose entry cannot be read keeps its cgroup (and its running tasks), but
+            # the task service no longer starts new tasks into it
+            await asyncio.to_thread(
+                state.shares.reconcile, decoded.shares, decoded.unreadable_shares.keys()
+            )
             self.tasks.follow_shares(decoded.shares)
             for key, job in list(state.running.items()):
-                if key not in desired:
+                if key not in desired and key not in decoded.unreadable_jobs:
                     log.info("job %s attempt %s is no longer assigned here: killing", *key)
                     state.spawn(jobcontrol.kill(job, "taken away", state.settings.kill_grace_s))
 

@@ -93,13 +93,15 @@ class LaunchContext:
     """The spool's state directory (root's, 0700): the keeper records the attempt there."""
     contact: fence.Contact
     """The last controller contact and the fence timeout the keeper enforces from it."""
+    private_tmp: bool
+    """Whether jobs get a private /tmp (where their directories are not under /tmp). No
+    default: a caller that forgot it would share the host's /tmp with the job."""
+    devices: gpus.HostDevices
+    """This host's devices: the job sees only the GPUs assigned to it. No default: a caller
+    that forgot it would give the job no device rules, so every GPU."""
     host_memory_mb: int | None = None
     """The host's memory as the worker declares it: the limit of jobs without `--mem`
     (None: all of the machine's memory)."""
-    private_tmp: bool = False
-    """Whether jobs get a private /tmp (where their directories are not under /tmp)."""
-    devices: gpus.HostDevices = dataclasses.field(default_factory=gpus.HostDevices)
-    """This host's devices: the job sees only the GPUs assigned to it."""
 
 
 async def launch(job: RunningJob, ctx: LaunchContext) -> None:

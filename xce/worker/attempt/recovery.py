@@ -106,13 +106,52 @@ async def recover(spool: Spool, backend: CgroupBackend) -> list[Recovered]:
 
 
 def _assignment_of(spec: dict[str, Any], attempt_dir: Path) -> Assignment | None:
-    """The assignment a spec.json keeps (the controller's JSON, as it came), or None if it
-    has none this worker can read: the attempt is then dropped as an unreadable spec is."""
+    """The assignment a spec.json keeps. One this worker cannot read whole (an older worker
+    wrote a value this one declares otherwise) keeps what can be read of it, so a live job is
+    adopted, never dropped and started again; None only without a job id, attempt and user:
+    the attempt is then dropped as an unreadable spec is."""
+    raw = spec.get("assignment")
     try:
-        return msgspec.convert(spec.get("assignment"), Assignment)
+        return msgspec.convert(raw, Assignment)
     except msgspec.ValidationError as exc:
-        log.warning("%s/%s has no assignment this worker can read (%s)", attempt_dir, SPEC, exc)
+        problem = exc
+    salvaged = _salvage(raw)
+    if salvaged is None:
+        log.warning("%s/%s has no assignment this worker can read (%s)", attempt_dir, SPEC, problem)
+    else:
+        log.warning(
+            "%s/%s: kept what this worker can read of its assignment (%s)",
+            attempt_dir,
+            SPEC,
+            problem,
+        )
+    return salvaged
+
+
+def _salvage(raw: Any) -> Assignment | None:
+    """An `Assignment` of the fields of `raw` that decode one by one (the rest at their
+    defaults), or None without the ones it needs (job id, attempt, user)."""
+    if not isinstance(raw, dict):
         return None
+    kept: dict[str, Any] = {k: raw.get(k) for k in ("job_id", "attempt", "user")}
+    kept["action"] = raw.get("action", "run")
+    try:
+        msgspec.convert(kept, Assignment)
+    except msgspec.ValidationError:
+        kept["action"] = "run"
+        try:
+            msgspec.convert(kept, Assignment)
+        except msgspec.ValidationError:
+            return None
+    for key, value in raw.items():
+        if key in kept:
+            continue
+        try:
+            msgspec.convert({**kept, key: value}, Assignment)
+        except msgspec.ValidationError:
+            continue
+        kept[key] = value
+    return msgspec.convert(kept, Assignment)
 
 
 def save_report(job: RunningJob, body: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +53,9 @@ class ShareHolder:
         self.devices = devices or gpus.HostDevices()
         self.held: dict[Key, HeldShare] = {}
 
-    def reconcile(self, shares: list[Share]) -> None:
+    def reconcile(self, shares: list[Share], keep: Collection[Key] = ()) -> None:
+        """Hold exactly the `shares` the controller lists; those in `keep` (listed, but in an
+        entry this worker cannot read) stay as they are."""
         desired = {(s.job_id, s.attempt): s for s in shares}
         for key, share in desired.items():
             held = self.held.get(key)
@@ -62,7 +65,7 @@ class ShareHolder:
                     continue
             if held.action != share.action:
                 self._act(key, held, share.action)
-        for key in [k for k in self.held if k not in desired]:
+        for key in [k for k in self.held if k not in desired and k not in keep]:
             self.release(key)
 
     def readings(self) -> list[dict[str, Any]]:
