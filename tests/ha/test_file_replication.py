@@ -57,7 +57,7 @@ async def submit_with_input(
     p: Primary, data: bytes, hold: bool = True, more: dict[str, str] | None = None
 ) -> str:
     return await p.service.submit(
-        SubmitRequest(
+        SubmitRequest.from_fields(
             user="alice",
             command="sort data.csv",
             inputs={"in/data.csv": await upload(p, data), **(more or {})},
@@ -88,7 +88,7 @@ async def test_sync_submit_is_acknowledged_with_its_inputs_on_the_standby(
         assert b"alice" in (uploads / f"{staged}.json").read_bytes()
         assert not (uploads / early).exists()
         job = await p.service.submit(
-            SubmitRequest(
+            SubmitRequest.from_fields(
                 user="alice",
                 command="sort data.csv",
                 inputs={"in/data.csv": staged, "early.txt": early},

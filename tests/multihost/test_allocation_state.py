@@ -127,7 +127,7 @@ async def test_a_ptile_job_is_placed_on_three_hosts_and_only_the_first_runs_it(t
     for name in ("n1", "n2", "n3"):
         await gateway.register(WorkerInfo(name, 4, 1000))
     job = await svc.submit(
-        SubmitRequest(user="alice", command="x", slots=6, resources="span[ptile=2]")
+        SubmitRequest.from_fields(user="alice", command="x", slots=6, resources="span[ptile=2]")
     )
     assert await svc.schedule_once() == 1
     assert svc.state.jobs[job].hosts == SPREAD
@@ -158,10 +158,10 @@ async def test_impossible_multi_host_jobs_are_refused(kw, message, tmp_path) -> 
     for name in ("n1", "n2", "n3"):
         await gateway.register(WorkerInfo(name, 4, 1000))
     with pytest.raises(InvalidRequest, match=message):
-        await svc.submit(SubmitRequest(user="alice", command="x", **kw))
-    wide = await svc.submit(SubmitRequest(user="alice", command="x", slots=12))
+        await svc.submit(SubmitRequest.from_fields(user="alice", command="x", **kw))
+    wide = await svc.submit(SubmitRequest.from_fields(user="alice", command="x", slots=12))
     per_slot = await svc.submit(
-        SubmitRequest(user="alice", command="x", slots=2, mem_per_slot_mb=100)
+        SubmitRequest.from_fields(user="alice", command="x", slots=2, mem_per_slot_mb=100)
     )
     assert svc.state.jobs[per_slot].spec.memory_mb == 200
     assert await svc.schedule_once() == 1  # the 12-slot job (no span) fills every host
@@ -235,7 +235,7 @@ async def test_job_modify_may_spread_a_pending_job(tmp_path) -> None:  # type: i
     svc, gateway = await _service(tmp_path)
     for name in ("n1", "n2", "n3"):
         await gateway.register(WorkerInfo(name, 4, 1000))
-    job = await svc.submit(SubmitRequest(user="alice", command="x", slots=2, hold=True))
+    job = await svc.submit(SubmitRequest.from_fields(user="alice", command="x", slots=2, hold=True))
     await svc.modify_job(job, {"slots": 6, "resources": "span[ptile=2]"}, True)
     with pytest.raises(InvalidRequest, match="no set of hosts"):
         await svc.modify_job(job, {"slots": 16}, True)

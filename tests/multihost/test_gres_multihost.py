@@ -90,7 +90,7 @@ async def test_the_scheduler_grants_n_per_host_and_a_third_job_waits(tmp_path) -
     await gateway.register(WorkerInfo("n1", 4, 1000, gres=GPUS))
     await gateway.register(WorkerInfo("n2", 4, 1000, gres=(("gpu", "0"),)))
     first = await svc.submit(
-        SubmitRequest(
+        SubmitRequest.from_fields(
             user="alice", command="x", slots=4, resources="span[ptile=2]", gres={"gpu": 1}
         )
     )
@@ -101,18 +101,20 @@ async def test_the_scheduler_grants_n_per_host_and_a_third_job_waits(tmp_path) -
     assert share_assignment(record, "n2")["devices"] == ["gpu:0"]
     # n2's only GPU is held: a second 2-host GPU job waits, a 1-host one fits on n1
     second = await svc.submit(
-        SubmitRequest(
+        SubmitRequest.from_fields(
             user="alice", command="x", slots=4, resources="span[ptile=2]", gres={"gpu": 1}
         )
     )
-    third = await svc.submit(SubmitRequest(user="alice", command="x", slots=1, gres={"gpu": 1}))
+    third = await svc.submit(
+        SubmitRequest.from_fields(user="alice", command="x", slots=1, gres={"gpu": 1})
+    )
     assert await svc.schedule_once() == 1
     assert svc.state.jobs[second].state is JobState.PEND
     assert svc.state.jobs[third].devices == ("gpu:1",)
     # more GPUs per host than a host has is refused at submit, naming the count
     with pytest.raises(InvalidRequest, match="asks for 3 gpu devices on one host"):
         await svc.submit(
-            SubmitRequest(
+            SubmitRequest.from_fields(
                 user="alice", command="x", slots=4, resources="span[ptile=2]", gres={"gpu": 3}
             )
         )

@@ -32,7 +32,7 @@ async def service(tmp_path: Path, licenses: tuple[tuple[str, int], ...] = ()) ->
 
 
 def job(**kw: object) -> SubmitRequest:
-    return SubmitRequest(user="alice", command="x", **kw)  # type: ignore[arg-type]
+    return SubmitRequest.from_fields(user="alice", command="x", **kw)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,7 @@ async def live(jobs: list[SwfJob], policy: str, tmp_path: Path) -> list[tuple[fl
             else:
                 job: SwfJob = payload  # type: ignore[assignment]
                 job_id = await service.submit(
-                    SubmitRequest(
+                    SubmitRequest.from_fields(
                         user=job.user,
                         command="swf job",
                         name="swf",

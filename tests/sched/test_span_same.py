@@ -33,7 +33,9 @@ async def test_single_host_spans_are_placed_on_one_host(resources: str, tmp_path
     gateway = WorkerGateway(svc)
     await gateway.register(WorkerInfo("a", 2, 1000, (("rack", "r1"),)))
     await gateway.register(WorkerInfo("b", 4, 1000, (("rack", "r2"),)))
-    job = await svc.submit(SubmitRequest(user="alice", command="x", slots=4, resources=resources))
+    job = await svc.submit(
+        SubmitRequest.from_fields(user="alice", command="x", slots=4, resources=resources)
+    )
     assert await svc.schedule_once() == 1
     assert svc.state.job(job).host == "b"
 
@@ -48,4 +50,6 @@ async def test_single_host_spans_are_placed_on_one_host(resources: str, tmp_path
 async def test_multi_host_spans_are_refused(resources: str, message: str, tmp_path: Path) -> None:
     svc = await service(tmp_path)
     with pytest.raises(InvalidRequest, match=message):
-        await svc.submit(SubmitRequest(user="alice", command="x", slots=4, resources=resources))
+        await svc.submit(
+            SubmitRequest.from_fields(user="alice", command="x", slots=4, resources=resources)
+        )

@@ -30,7 +30,7 @@ async def test_finished_jobs_are_charged_and_decay(tmp_path: Path) -> None:
     await service.commit([ev.QueueCreated(clock[0], settings.queues[0])])
     gateway = WorkerGateway(service)
     await gateway.register(WorkerInfo("h", 4, 1000))
-    job = await service.submit(SubmitRequest(user="alice", command="x", slots=2))
+    job = await service.submit(SubmitRequest.from_fields(user="alice", command="x", slots=2))
     assert await service.schedule_once() == 1
     clock[0] = 1050.0
     await gateway.finished("h", FinishReport(job, 0, 0))

@@ -29,12 +29,12 @@ async def test_unencodable_submit_changes_nothing_and_restart_works(tmp_path: Pa
     )
     await service.commit([ev.QueueCreated(0, QueueRecord("normal"))])
     with pytest.raises(InvalidRequest):  # a submit refuses such text before anything
-        await service.submit(SubmitRequest(user="alice", command="echo", name="\ud800"))
+        await service.submit(SubmitRequest.from_fields(user="alice", command="echo", name="\ud800"))
     spec = JobSpec(user="alice", queue="normal", command="echo", name="\ud800")
     with pytest.raises(WireError):  # and commit refuses an event the log cannot encode
         await service.commit([ev.JobSubmitted(0, 1, spec)])
     assert service.state.next_number == 1 and not service.state.jobs
-    assert await service.submit(SubmitRequest(user="alice", command="echo ok")) == "1"
+    assert await service.submit(SubmitRequest.from_fields(user="alice", command="echo ok")) == "1"
     await store.writer.close()
     assert set(recover(tmp_path).state.jobs) == {"1"}
 
@@ -52,7 +52,7 @@ async def test_a_batch_with_a_bad_second_event_changes_nothing(tmp_path: Path) -
     await service.commit(
         [ev.QueueCreated(0, QueueRecord("normal")), ev.HostRegistered(0, "h1", 8, 1000)]
     )
-    first = await service.submit(SubmitRequest(user="alice", command="true"))
+    first = await service.submit(SubmitRequest.from_fields(user="alice", command="true"))
     heard: list[ev.Event] = []
     batches: list[list[ev.Event]] = []
     service.listeners.append(heard.append)

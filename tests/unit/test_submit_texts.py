@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from xce.controller.requests import SubmitRequest
 from xce.controller.submit_checks import check_texts
 from xce.core.errors import InvalidRequest
+from xce.protocol.bodies import SubmitBody
 
 
-def _req(**fields: Any) -> SubmitRequest:
-    return SubmitRequest(**({"command": "true", "user": "alice"} | fields))
+def _req(**fields: Any) -> SubmitBody:
+    return SubmitBody(**({"command": "true", "user": "alice"} | fields))
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ async def submit(request: web.Request) -> web.Response:
     job_id, repeat = await service.submit_keyed(req, idempotency_key(request))
     number = int(job_id)
     record = service.state.arrays.get(number) or service.state.jobs.get(job_id)
-    queue = record.spec.queue if record is not None else req.queue
+    queue = record.spec.queue if record is not None else req.body.queue
     response = json_response({"job_id": job_id, "queue": queue}, status=201)
     if repeat:
         response.headers["Idempotent-Replayed"] = "true"

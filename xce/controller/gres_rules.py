@@ -13,25 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from xce.controller.requests import SubmitRequest
 from xce.core import gres
 from xce.core.errors import InvalidRequest
 from xce.core.model import HostRecord, QueueRecord
+from xce.protocol.bodies import SubmitBody
 from xce.sched.admission.feasibility import _empty_view
 from xce.sched.expr import parse_requirement
 from xce.sched.plugins.hostfilters import QueueHosts
 
 
 def requested(
-    req: SubmitRequest, queue: QueueRecord, hosts: Iterable[HostRecord], licenses: Mapping[str, int]
+    body: SubmitBody, queue: QueueRecord, hosts: Iterable[HostRecord], licenses: Mapping[str, int]
 ) -> tuple[gres.Pairs, gres.Pairs]:
     """(gres, licenses) as the spec holds them; `InvalidRequest` naming what is wrong."""
     devices: dict[str, int] = {}
-    for kind, count in req.gres.items():
+    for kind, count in body.gres.items():
         gres.check_kind(kind, "gres")
         gres.add_count(devices, kind, _count(count, f"gres {kind}"))
-    if req.resources.strip():
-        for item in parse_requirement(req.resources).rusage:
+    if body.resources.strip():
+        for item in parse_requirement(body.resources).rusage:
             if item.name in gres.NOT_GRES:
                 continue
             if item.value != int(item.value):
@@ -41,7 +41,7 @@ def requested(
                 )
             gres.add_count(devices, gres.check_kind(item.name, "rusage resource"), int(item.value))
     asked_licenses: dict[str, int] = {}
-    for name, count in req.licenses.items():
+    for name, count in body.licenses.items():
         gres.add_count(
             asked_licenses,
             gres.check_kind(name, "license"),
@@ -58,7 +58,7 @@ def requested(
             raise InvalidRequest(
                 f"the job asks for {count} {name} licenses; the cluster has {licenses[name]}"
             )
-    if devices and not req.defer:
+    if devices and not body.defer:
         _check_hosts(devices, queue, hosts)
     return gres.to_pairs(devices), gres.to_pairs(asked_licenses)
 

@@ -14,11 +14,14 @@ import msgspec
 from xce.protocol.bodies import SubmitBody
 
 
-class SubmitRequest(SubmitBody, frozen=True, kw_only=True):
-    """A submit as the service takes it: the API's `SubmitBody` (declared once, there) plus
-    what the API knows about the caller. Built with `of`, never decoded from the wire, so a
-    client cannot set the caller's fields."""
+@dataclass(frozen=True, slots=True)
+class SubmitRequest:
+    """A submit as the service takes it: the API's decoded `SubmitBody` (declared once, in
+    xce/protocol/bodies.py), with the caller's user and submit host set, and what the API
+    knows about the caller beside it. Built with `of`; the caller's fields are not body
+    fields, so a client cannot send them."""
 
+    body: SubmitBody
     # Whose uploads `inputs` may name: the submitter's own; None: anyone's (admins, and
     # callers inside the controller).
     uploads_of: str | None = None
@@ -30,10 +33,29 @@ class SubmitRequest(SubmitBody, frozen=True, kw_only=True):
     privileged: bool = False
 
     @classmethod
-    def of(cls, body: SubmitBody, **caller: Any) -> SubmitRequest:
-        """`body` with the caller's fields (`user`, `submit_host`, `uploads_of`...) set.
-        `msgspec.structs.asdict` reads the fields in C: half the cost of a getattr each."""
-        return cls(**(msgspec.structs.asdict(body) | caller))
+    def of(
+        cls,
+        body: SubmitBody,
+        *,
+        user: str,
+        submit_host: str,
+        uploads_of: str | None = None,
+        may_view_owner: Callable[[str], bool] | None = None,
+        privileged: bool = False,
+    ) -> SubmitRequest:
+        """`body` as `user` submitted it from `submit_host`, with the caller's fields."""
+        body = msgspec.structs.replace(body, user=user, submit_host=submit_host)
+        return cls(body, uploads_of, may_view_owner, privileged)
+
+    @classmethod
+    def from_fields(cls, **fields: Any) -> SubmitRequest:
+        """A request from body and caller fields alike, for callers inside the controller and
+        tests: `SubmitRequest.from_fields(user="alice", command="x", privileged=True)`."""
+        caller = {k: fields.pop(k) for k in _CALLER if k in fields}
+        return cls(SubmitBody(**fields), **caller)
+
+
+_CALLER = ("uploads_of", "may_view_owner", "privileged")
 
 
 @dataclass(frozen=True)

@@ -55,31 +55,34 @@ class Submissions:
         """The validated spec, and its inputs as normalised path -> upload id. The checks
         run in a fixed order (who, what, where, how much, files, when), so a request with
         several problems is always refused for the same first one."""
+        body = req.body
         service = self.service
         settings, state = service.settings, service.state
-        check_submitter(settings, req)
-        check_command(req)
-        queue = self._open_queue(req.queue or settings.default_queue)
-        memory_mb = memory_asked(req)
-        check_environment(req)
-        inputs = self._inputs(req.inputs, req.uploads_of)
-        outputs = output_patterns(req.outputs)
-        begin_time = None if req.begin is None else parse_begin(req.begin, service.clock())
+        check_submitter(settings, req.body)
+        check_command(req.body)
+        queue = self._open_queue(body.queue or settings.default_queue)
+        memory_mb = memory_asked(req.body)
+        check_environment(req.body)
+        inputs = self._inputs(body.inputs, req.uploads_of)
+        outputs = output_patterns(body.outputs)
+        begin_time = None if body.begin is None else parse_begin(body.begin, service.clock())
         try:
-            check_job_priority(settings.scheduler.priority, req.priority, req.privileged)
+            check_job_priority(settings.scheduler.priority, body.priority, req.privileged)
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
-        dependency = parse_dependency(req.dependency)
+        dependency = parse_dependency(body.dependency)
         for term in dependency:
             self.check_dependency(term.job, req.may_view_owner)
-        groups = [g for g, members in settings.scheduler.groups if req.user in members]
-        applied = queue_rules.apply(queue, req.user, groups, req.slots, memory_mb, req.walltime_s)
-        if req.reservation:
-            check_target(state.reservations, req.reservation, req.user, groups)
-        if not req.defer:
+        groups = [g for g, members in settings.scheduler.groups if body.user in members]
+        applied = queue_rules.apply(
+            queue, body.user, groups, body.slots, memory_mb, body.walltime_s
+        )
+        if body.reservation:
+            check_target(state.reservations, body.reservation, body.user, groups)
+        if not body.defer:
             self._check_feasible(req, queue, applied.memory_mb)
         gres, licenses = gres_rules.requested(
-            req, queue, state.hosts.values(), dict(settings.licenses)
+            req.body, queue, state.hosts.values(), dict(settings.licenses)
         )
         spec = _job_spec(
             req,
@@ -105,15 +108,16 @@ class Submissions:
 
     def _check_feasible(self, req: SubmitRequest, queue: QueueRecord, memory_mb: int) -> None:
         """Refuse a job no host of its queue could ever run (xce/sched/admission/feasibility.py)."""
+        body = req.body
         hosts = self.service.state.hosts.values()
-        requirement = parse_requirement(req.resources) if req.resources.strip() else None
+        requirement = parse_requirement(body.resources) if body.resources.strip() else None
         why = multi_host_refusal(
-            requirement, req.slots, memory_mb, req.exclusive, req.mem_per_slot_mb, queue, hosts
+            requirement, body.slots, memory_mb, body.exclusive, body.mem_per_slot_mb, queue, hosts
         )
         if why is None:
             return  # a multi-host job some set of hosts can hold
         if why == "":
-            why = refusal(requirement, req.slots, memory_mb, queue, hosts)
+            why = refusal(requirement, body.slots, memory_mb, queue, hosts)
         if why is not None:
             raise InvalidRequest(
                 f"{why} (submit with defer to keep it for hosts that have not registered yet)"
@@ -163,6 +167,7 @@ class Submissions:
         """`submit` with an Idempotency-Key: a repeat of a key this user sent within its
         lifetime returns the first submission's id (True: a repeat) once that is durable,
         across failovers too (the key is part of the replicated job record)."""
+        body = req.body
         service = self.service
         if (found := await self._repeat(req, key)) is not None:
             return found, True
@@ -178,14 +183,15 @@ class Submissions:
         ticket = service.ship_files(_input_moves(number, inputs))
         await service.commit([event])
         await service.files_replicated(ticket)  # sync mode: the inputs are on a standby too
-        metrics.labelled(metrics.SUBMISSIONS, "array" if req.array is not None else "job").inc()
+        metrics.labelled(metrics.SUBMISSIONS, "array" if body.array is not None else "job").inc()
         return str(number), False
 
     def _submitted(self, req: SubmitRequest, number: int, spec: JobSpec, key: str) -> ev.Event:
         """The event that enqueues job or array `number`."""
+        body = req.body
         service = self.service
-        if req.array is not None:
-            parsed = parse_array_spec(req.array, service.settings.max_array_size)
+        if body.array is not None:
+            parsed = parse_array_spec(body.array, service.settings.max_array_size)
             return ev.ArraySubmitted(
                 service.clock(), number, spec, parsed.indices, parsed.max_concurrent, key
             )
@@ -202,15 +208,16 @@ class Submissions:
         """The id an earlier submission with this user's `key` got, if it is still alive
         (IDEMPOTENCY_TTL_S, and as long as the job is kept); Conflict if the key came with
         a different job."""
+        body = req.body
         state = self.service.state
-        found = state.submit_keys.get((req.user, key))
+        found = state.submit_keys.get((body.user, key))
         if found is None:
             return None
         record = state.arrays.get(int(found)) or state.jobs.get(found)
         if record is None or self.service.clock() - record.submit_time > IDEMPOTENCY_TTL_S:
             return None
         spec = record.spec
-        if (spec.command, spec.script, spec.name) != (req.command, req.script, req.name):
+        if (spec.command, spec.script, spec.name) != (body.command, body.script, body.name):
             raise Conflict(
                 f"Idempotency-Key {key!r} was already used for job {found}, a different submission"
             )
@@ -244,30 +251,31 @@ def _job_spec(
     licenses: Pairs,
 ) -> JobSpec:
     """The spec of a checked request, with what its queue and the checks decided."""
+    body = req.body
     return JobSpec(
-        user=req.user,
+        user=body.user,
         queue=queue,
-        name=req.name,
-        command=req.command,
-        script=req.script,
-        slots=req.slots,
+        name=body.name,
+        command=body.command,
+        script=body.script,
+        slots=body.slots,
         memory_mb=applied.memory_mb,
         walltime_s=applied.walltime_s,
-        env=tuple(sorted(req.env.items())),
-        cwd=req.cwd,
+        env=tuple(sorted(body.env.items())),
+        cwd=body.cwd,
         inputs=inputs,
         outputs=outputs,
         dependency=dependency,
-        hold=req.hold,
-        submit_host=req.submit_host,
-        resources=req.resources.strip(),
-        stdout_file=req.stdout_file,
-        stderr_file=req.stderr_file,
+        hold=body.hold,
+        submit_host=body.submit_host,
+        resources=body.resources.strip(),
+        stdout_file=body.stdout_file,
+        stderr_file=body.stderr_file,
         gres=gres,
         licenses=licenses,
-        reservation=req.reservation,
+        reservation=body.reservation,
         begin_time=begin_time,
-        priority=req.priority,
-        exclusive=req.exclusive,
-        mem_per_slot_mb=req.mem_per_slot_mb,
+        priority=body.priority,
+        exclusive=body.exclusive,
+        mem_per_slot_mb=body.mem_per_slot_mb,
     )

@@ -12,10 +12,10 @@ import pwd
 import re
 
 from xce.config.settings import ControllerSettings
-from xce.controller.requests import SubmitRequest
 from xce.controller.uids import UidCache
 from xce.core.errors import Forbidden, InvalidRequest
 from xce.core.jobfiles import check_file_pattern
+from xce.protocol.bodies import SubmitBody
 from xce.sched.admission.multihost import check_span, per_slot_memory
 from xce.sched.expr import parse_requirement
 from xce.store.files import RESERVED_OUTPUTS, safe_relative_path
@@ -93,15 +93,15 @@ _TEXT_FIELDS = (
 _texts_of = operator.attrgetter(*_TEXT_FIELDS)
 
 
-def check_texts(req: SubmitRequest) -> None:
+def check_texts(body: SubmitBody) -> None:
     """`check_text` for every string field of a submit.
 
     The usual submit is plain ASCII: one look at all its text together (no NUL, ASCII, so
     encodable) clears it in ~0.5 us instead of a call per field; anything else takes the
     field-by-field walk, which names the first field at fault as before."""
-    texts = [v for v in _texts_of(req) if v is not None]
-    texts.extend(req.outputs)
-    for pairs in (req.env, req.inputs):
+    texts = [v for v in _texts_of(body) if v is not None]
+    texts.extend(body.outputs)
+    for pairs in (body.env, body.inputs):
         if pairs:
             texts.extend(pairs)
             texts.extend(pairs.values())
@@ -111,36 +111,36 @@ def check_texts(req: SubmitRequest) -> None:
         joined = "\x00"
     if joined.isascii() and "\x00" not in joined:
         return
-    for field, value in zip(_TEXT_FIELDS, _texts_of(req), strict=True):
+    for field, value in zip(_TEXT_FIELDS, _texts_of(body), strict=True):
         check_text(field, value)
-    for key, value in req.env.items():
+    for key, value in body.env.items():
         check_text("an env variable name", key)
         check_text(f"env variable {key}", value)
-    for path, upload_id in req.inputs.items():
+    for path, upload_id in body.inputs.items():
         check_text("an input path", path)
         check_text(f"the upload id of input {path}", upload_id)
-    for pattern in req.outputs:
+    for pattern in body.outputs:
         check_text("an output pattern", pattern)
 
 
-def check_command(req: SubmitRequest) -> None:
+def check_command(body: SubmitBody) -> None:
     """Exactly one of command or script, and not blank."""
-    if (req.command is None) == (req.script is None):
+    if (body.command is None) == (body.script is None):
         raise InvalidRequest("give exactly one of command or script")
-    body = req.command if req.command is not None else req.script
-    if not body or not body.strip():
+    text = body.command if body.command is not None else body.script
+    if not text or not text.strip():
         raise InvalidRequest("the command or script is empty")
 
 
-def memory_asked(req: SubmitRequest) -> int:
+def memory_asked(body: SubmitBody) -> int:
     """Slots and walltime in range, and the memory per host the job asks: memory_mb,
     else `rusage[mem=N]` of its resource requirement, or per slot times slots."""
-    if req.slots < 1:
+    if body.slots < 1:
         raise InvalidRequest("slots must be at least 1")
-    memory_mb = req.memory_mb
-    if req.resources.strip():
-        requirement = parse_requirement(req.resources)  # ExprError names the column
-        check_span(requirement, req.slots)
+    memory_mb = body.memory_mb
+    if body.resources.strip():
+        requirement = parse_requirement(body.resources)  # ExprError names the column
+        check_span(requirement, body.slots)
         reserved = next((r.value for r in requirement.rusage if r.name == "mem"), None)
         if reserved is not None and reserved > MAX_MEMORY_MB:
             raise InvalidRequest(
@@ -148,26 +148,26 @@ def memory_asked(req: SubmitRequest) -> int:
             )
         if reserved is not None and memory_mb == 0:
             memory_mb = int(reserved)
-    if req.memory_mb < 0:
+    if body.memory_mb < 0:
         raise InvalidRequest("memory_mb may not be negative")
-    if req.mem_per_slot_mb:
-        memory_mb = per_slot_memory(req.memory_mb, req.mem_per_slot_mb, req.slots)
-    if req.walltime_s is not None and req.walltime_s < 1:
+    if body.mem_per_slot_mb:
+        memory_mb = per_slot_memory(body.memory_mb, body.mem_per_slot_mb, body.slots)
+    if body.walltime_s is not None and body.walltime_s < 1:
         raise InvalidRequest("walltime_s must be at least 1 second")
     return memory_mb
 
 
-def check_environment(req: SubmitRequest) -> None:
+def check_environment(body: SubmitBody) -> None:
     """Variable names a shell takes (XCE_ ones are ours), an absolute cwd, and output
     file patterns."""
-    for key in req.env:
+    for key in body.env:
         if not ENV_NAME.match(key):
             raise InvalidRequest(f"environment variable name {key!r} is not valid")
         if key.startswith("XCE_"):
             raise InvalidRequest(f"environment variable {key} is reserved for XCE")
-    if req.cwd is not None and not req.cwd.startswith("/"):
+    if body.cwd is not None and not body.cwd.startswith("/"):
         raise InvalidRequest("cwd must be an absolute path on the execution host")
-    for what, pattern in (("stdout", req.stdout_file), ("stderr", req.stderr_file)):
+    for what, pattern in (("stdout", body.stdout_file), ("stderr", body.stderr_file)):
         check_file_pattern(what, pattern)
 
 
@@ -180,9 +180,9 @@ def output_patterns(patterns: tuple[str, ...]) -> tuple[str, ...]:
     return outputs
 
 
-def check_submitter(settings: ControllerSettings, req: SubmitRequest) -> None:
+def check_submitter(settings: ControllerSettings, body: SubmitBody) -> None:
     """Text every field can hold, and a user jobs may run as."""
-    check_texts(req)
-    if not USER_NAME.match(req.user or ""):
-        raise InvalidRequest(f"user {req.user!r} is not a valid user name")
-    check_job_user(settings, req.user)
+    check_texts(body)
+    if not USER_NAME.match(body.user or ""):
+        raise InvalidRequest(f"user {body.user!r} is not a valid user name")
+    check_job_user(settings, body.user)
