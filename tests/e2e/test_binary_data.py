@@ -15,26 +15,16 @@ Two checks, because either alone can pass while the package is broken:
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.build_files import datafiles
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _datafiles() -> ModuleType:
-    """packaging/pyinstaller/datafiles.py: a build script's module, not an installed one."""
-    path = REPO / "packaging" / "pyinstaller" / "datafiles.py"
-    spec = importlib.util.spec_from_file_location("xce_build_datafiles", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _archive_names(binary: Path) -> set[str]:
@@ -45,7 +35,7 @@ def _archive_names(binary: Path) -> set[str]:
 
 def test_every_data_file_is_in_the_archive(binary: Path) -> None:
     names = _archive_names(binary)
-    expected = [str(p) for p in _datafiles().data_files(REPO)]
+    expected = [str(p) for p in datafiles().data_files(REPO)]
     assert "xce/wire/xce.capnp" in expected and "xce/setup/xce.toml.in" in expected
     missing = [p for p in expected if p not in names]
     assert not missing, f"not in {binary}: {missing}"

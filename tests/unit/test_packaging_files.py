@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.build_files import datafiles
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _datafiles() -> ModuleType:
-    """packaging/pyinstaller/datafiles.py: a build script's module, not an installed one."""
-    path = ROOT / "packaging" / "pyinstaller" / "datafiles.py"
-    spec = importlib.util.spec_from_file_location("xce_build_datafiles", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="needs Debian's nix-bin")
@@ -56,7 +46,7 @@ def test_package_data_covers_every_runtime_data_file() -> None:
     """pyproject's package-data (pip installs, the flake) ships what the binary ships."""
     import tomllib
 
-    build = _datafiles()
+    build = datafiles()
     SUFFIXES, data_files = build.SUFFIXES, build.data_files
 
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][

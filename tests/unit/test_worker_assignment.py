@@ -68,22 +68,31 @@ def test_the_spec_keeps_the_assignment_as_the_controller_sent_it(tmp_path: Path)
         assert (spec["job_id"], spec["attempt"]) == ("7", 1)
 
 
-def test_a_spec_written_before_the_change_is_read_after_it(tmp_path: Path) -> None:
-    """A spec.json of an earlier worker (the assignment as a plain dict, with a key this
-    worker does not know) is still found after a restart, and its report still sent."""
+REPORT = {"attempt": 1, "exit_code": 0}
+
+
+def _recovered(tmp_path: Path, plain: dict[str, Any]) -> tuple[Path, recovery.Recovered]:
+    """What a restarted worker recovers of attempt 7/1 whose spec.json holds `plain` as its
+    assignment (and whose finish report is saved beside it)."""
     agent = make_agent(tmp_path, FakeClient())
     spool = agent.state.spool
     spool.make()
-    plain = {**_sent(), "newer_key": [1, 2]}
     attempt_dir = spool.state / attempt_name("7", 1)
     attempt_dir.mkdir(mode=0o700)
     old_spec = {"job_id": "7", "attempt": 1, "assignment": plain, "argv": ["/bin/true"]}
     old_spec |= {"cwd": str(tmp_path), "job_dir": str(tmp_path), "cgroup": "c", "uid": None}
     write_json(str(attempt_dir), SPEC, old_spec)
-    report = {"attempt": 1, "exit_code": 0}
-    write_json(str(attempt_dir), recovery.REPORT, report)
+    write_json(str(attempt_dir), recovery.REPORT, REPORT)
     (found,) = asyncio.run(recovery.recover(spool, agent.state.backend))
-    assert found.report == report and found.job.key == ("7", 1)
+    return attempt_dir, found
+
+
+def test_a_spec_written_before_the_change_is_read_after_it(tmp_path: Path) -> None:
+    """A spec.json of an earlier worker (the assignment as a plain dict, with a key this
+    worker does not know) is still found after a restart, and its report still sent."""
+    plain = {**_sent(), "newer_key": [1, 2]}
+    _, found = _recovered(tmp_path, plain)
+    assert found.report == REPORT and found.job.key == ("7", 1)
     a = found.job.assignment
     assert a == msgspec.convert(_sent(), protocol.Assignment)
     assert a.launch is not None and a.launch.tasks == LAUNCH["tasks"]
@@ -107,19 +116,9 @@ def test_a_live_attempt_whose_spec_no_longer_decodes_whole_is_adopted(tmp_path: 
     """A spec.json an older worker wrote with a value this one declares otherwise (a null
     launch credential) must not drop the attempt: dropped, its cgroup was killed as unclaimed
     and the controller's next answer started the same attempt again (it ran twice)."""
-    agent = make_agent(tmp_path, FakeClient())
-    spool = agent.state.spool
-    spool.make()
     plain = {**_sent(), "launch": {**LAUNCH, "credential": None}, "slots": None}
-    attempt_dir = spool.state / attempt_name("7", 1)
-    attempt_dir.mkdir(mode=0o700)
-    old_spec = {"job_id": "7", "attempt": 1, "assignment": plain, "argv": ["/bin/true"]}
-    old_spec |= {"cwd": str(tmp_path), "job_dir": str(tmp_path), "cgroup": "c", "uid": None}
-    write_json(str(attempt_dir), SPEC, old_spec)
-    report = {"attempt": 1, "exit_code": 0}
-    write_json(str(attempt_dir), recovery.REPORT, report)
-    (found,) = asyncio.run(recovery.recover(spool, agent.state.backend))
-    assert attempt_dir.exists() and found.job.key == ("7", 1) and found.report == report
+    attempt_dir, found = _recovered(tmp_path, plain)
+    assert attempt_dir.exists() and found.job.key == ("7", 1) and found.report == REPORT
     a = found.job.assignment
     assert (a.user, a.walltime_s, a.hosts) == ("alice", 60, [("w1", 2)])  # what decodes stays
     assert a.launch is None and a.slots == 1  # what does not takes its default
