@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 
+from xce.config.scheduler import BUILTIN_PLUGINS, plugins_problem
 from xce.sched.plugins import QueuePolicy, builtin, names
 from xce.sched.plugins.base import blocks_queue, reads_usage
 
@@ -44,3 +45,20 @@ def test_capabilities_equal_the_old_name_tests(plugins: tuple[str, ...]) -> None
     # the filters: the defaults always, each chosen one once, each with its own test
     assert [f.name for f in policy.filters][:3] == ["online", "queue-hosts", "select"]
     assert len(policy.filter_tests) == len(policy.filters) == len(set(policy.filters))
+
+
+def test_the_configs_list_of_builtin_plugins_is_the_registrys() -> None:
+    """The config file's tables check queue plugins without the scheduler
+    (xce/config/scheduler.py): their list must be the registry's, name and kind."""
+    registry = builtin()
+    assert {name: registry.get(name).kind for name in registry.names()} == BUILTIN_PLUGINS
+
+
+@pytest.mark.parametrize("plugins", [*COMBINATIONS, ("nope",), ("pack", "spread"), ("fcfs", "x")])
+def test_the_configs_check_says_what_the_registry_says(plugins: tuple[str, ...]) -> None:
+    try:
+        builtin().policy_for(plugins)
+        expected = None
+    except ValueError as exc:
+        expected = str(exc)
+    assert plugins_problem(plugins) == expected

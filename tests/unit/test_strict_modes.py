@@ -13,8 +13,9 @@ import pytest
 from tests.integration.cluster import Cluster
 from xce.auth import strict_modes
 from xce.auth.bootstrap import token_service
-from xce.auth.strict_modes import OPERATOR_SECRET, PRIVATE, STATE_DIR, UnsafeFiles
+from xce.config import file_safety
 from xce.config.auth import AuthSettings
+from xce.config.file_safety import OPERATOR_SECRET, PRIVATE, STATE_DIR, UnsafeFiles
 
 NOBODY = 65534
 CONFIGFILE = ({"type": "configfile", "path": "users.toml"},)
@@ -49,7 +50,7 @@ def test_a_private_layout_passes(tmp_path: Path) -> None:
     assert kinds["auth"] == PRIVATE and kinds["keys.json"] == PRIVATE
     assert kinds["users.toml"] == PRIVATE and kinds["node.key"] == OPERATOR_SECRET
     assert any(p.suffix == ".pem" and k == PRIVATE for p, k in paths)
-    strict_modes.check(paths)
+    file_safety.check(paths)
 
 
 @pytest.mark.parametrize(
@@ -79,7 +80,7 @@ def test_open_modes_are_refused_naming_the_file_and_the_fix(
     }[target]
     path.chmod(mode)
     with pytest.raises(UnsafeFiles) as caught:
-        strict_modes.check(_paths(state, users, key))
+        file_safety.check(_paths(state, users, key))
     message = caught.value.message
     assert message.startswith(f"refusing to start: {path} is not private")
     assert f"mode {mode:04o}" in message and f"{words} {path}" in message, message
@@ -93,9 +94,9 @@ def test_a_folder_others_may_write_is_refused_unless_sticky(tmp_path: Path) -> N
         match=r"which holds users.toml, is writable by group or "
         r"others .*chmod go-w",
     ):
-        strict_modes.check(_paths(state, users, key))
+        file_safety.check(_paths(state, users, key))
     users.parent.chmod(0o1777)  # sticky, like /tmp: others cannot replace our file
-    strict_modes.check(_paths(state, users, key))
+    file_safety.check(_paths(state, users, key))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
@@ -109,7 +110,7 @@ def test_state_and_secrets_owned_by_another_user_are_refused(tmp_path: Path, tar
     }[target]
     os.chown(path, NOBODY, NOBODY)
     with pytest.raises(UnsafeFiles) as caught:
-        strict_modes.check(_paths(state, users, key))
+        file_safety.check(_paths(state, users, key))
     assert f"{path} belongs to " in caught.value.message
     assert f"uid {NOBODY}" in caught.value.message
     assert f"run chown root {path}" in caught.value.message
@@ -117,7 +118,7 @@ def test_state_and_secrets_owned_by_another_user_are_refused(tmp_path: Path, tar
 
 def test_missing_paths_are_left_to_the_controller_to_create(tmp_path: Path) -> None:
     paths = strict_modes.controller_paths(tmp_path / "new", tmp_path, CONFIGFILE, None)
-    strict_modes.check(paths)
+    file_safety.check(paths)
 
 
 def test_the_controller_refuses_to_start_with_a_readable_signing_key(tmp_path: Path) -> None:

@@ -1,136 +1,13 @@
-"""StrictModes for the controller: refuse to start on secrets or state others can touch.
-
-Like sshd's StrictModes, the controller checks, before it reads or writes anything, that
-every secret and state path it uses belongs to it and is closed to other users, and refuses
-to start otherwise, naming the file and the command that fixes it. Quietly tightening the
-mode instead would hide that the secret may already have been read (a signing key readable
-by others can mint admin tokens) or the state already changed (a writable `users.toml` can
-give anyone an admin password).
-
-Three kinds of path:
-
-* `STATE_DIR`: folders XCE writes (the state directory, its WAL and file folders): owned by
-  the controller's user, not writable by group or others.
-* `PRIVATE`: secrets XCE writes itself, 0600/0700 from creation (the signing keys and their
-  folder, `keys.json`, `revocations.json`, `users.toml`): owned by the controller's user,
-  no access at all for group or others.
-* `OPERATOR_SECRET`: secrets an operator provides (the TLS key, client secrets of login
-  backends): owned by the controller's user or root, not readable by others and not
-  writable by group or others (a group-readable key, as with Debian's ssl-cert group, is
-  allowed).
-
-Each path's folder must not be writable by others either (unless sticky, like /tmp): whoever
-may write the folder may replace the file. Paths that do not exist yet are skipped: XCE
-creates them private.
-"""
+"""Every secret and state path of a controller, with its kind, for the StrictModes check
+(xce/config/file_safety.py) the controller runs before it reads or writes anything."""
 
 from __future__ import annotations
 
-import os
-import pwd
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from xce.core.errors import XceError
-
-STATE_DIR = "state directory"
-PRIVATE = "private file"
-OPERATOR_SECRET = "secret"
-
-
-class UnsafeFiles(XceError):
-    """A secret or state path others may read or change; the controller does not start."""
-
-    code = "unsafe_files"
-    http_status = 500
-
-
-def _user(uid: int) -> str:
-    try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-def _name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-def _owner_problem(path: Path, st: os.stat_result, kind: str, euid: int) -> str | None:
-    allowed = {euid, 0} if kind == OPERATOR_SECRET else {euid}
-    if st.st_uid in allowed:
-        return None
-    return (
-        f"{path} belongs to {_user(st.st_uid)}, not to {_user(euid)} that runs the "
-        f"controller; run chown {_name(euid)} {path}"
-    )
-
-
-def _mode_problem(path: Path, st: os.stat_result, kind: str) -> str | None:
-    mode = stat.S_IMODE(st.st_mode)
-    is_dir = stat.S_ISDIR(st.st_mode)
-    if kind == PRIVATE:
-        bad, fixed = mode & 0o077, (0o700 if is_dir else 0o600)
-        what = "group or others may access it"
-    elif kind == OPERATOR_SECRET:
-        bad, fixed = mode & 0o027, mode & ~0o027
-        what = "others may read it, or group or others may change it"
-    else:
-        bad, fixed = mode & 0o022, mode & ~0o022
-        what = "group or others may write to it"
-    if not bad:
-        return None
-    return f"{path} is not private ({what}: mode {mode:04o}); run chmod {fixed:o} {path}"
-
-
-def _folder_problem(path: Path) -> str | None:
-    """The folder holding `path`: others who may write it may replace the file."""
-    folder = path.parent
-    try:
-        st = folder.stat()
-    except OSError:
-        return None
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & 0o022 and not mode & stat.S_ISVTX:
-        return (
-            f"{folder}, which holds {path.name}, is writable by group or others (mode "
-            f"{mode:04o}): they could replace {path.name}; run chmod go-w {folder}"
-        )
-    return None
-
-
-def problems(paths: Iterable[tuple[Path, str]], euid: int | None = None) -> list[str]:
-    """What is wrong with each existing path of `paths` ((path, kind) pairs), in order."""
-    euid = os.geteuid() if euid is None else euid
-    found: list[str] = []
-    for path, kind in paths:
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            found.append(f"{path}: {exc.strerror}")
-            continue
-        for problem in (
-            _owner_problem(path, st, kind, euid),
-            _mode_problem(path, st, kind),
-            _folder_problem(path),
-        ):
-            if problem is not None and problem not in found:
-                found.append(problem)
-    return found
-
-
-def check(paths: Iterable[tuple[Path, str]]) -> None:
-    """Raise `UnsafeFiles` naming every problem of `paths`, each with its fix."""
-    found = problems(paths)
-    if found:
-        more = f" (and {len(found) - 1} more: " + "; ".join(found[1:]) + ")" if found[1:] else ""
-        raise UnsafeFiles(f"refusing to start: {found[0]}{more}")
+from xce.auth.keys import key_dir
+from xce.config.file_safety import OPERATOR_SECRET, PRIVATE, STATE_DIR
 
 
 def controller_paths(
@@ -141,8 +18,6 @@ def controller_paths(
     files of `configfile` backends, the backends' secret files and the TLS key. (The WAL
     segments and job files below the state folders are created private by XCE; their
     folders are what others would need to change them.)"""
-    from xce.auth.keys import key_dir
-
     paths: list[tuple[Path, str]] = [(state_dir, STATE_DIR)]
     keys = key_dir(state_dir)
     if state_dir.is_dir():

@@ -22,6 +22,7 @@ from typing import Any
 
 from xce.config.auth import refuse_static_tokens
 from xce.config.check import convert, values
+from xce.config.file_safety import OPERATOR_SECRET, problems
 from xce.config.gres import licenses, worker_gres
 from xce.config.settings import (
     Config,
@@ -43,7 +44,6 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     base = path.parent if path else Path.cwd()
     refuse_static_tokens(data.get("auth") if isinstance(data, dict) else None)
     file = convert(data, FileTable)
-    _check_plugins(file)
     return Config(
         controllers=tuple(c.rstrip("/") for c in file.cluster.controllers),
         controller=_controller(file, base),
@@ -54,20 +54,6 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
         auth=file.auth.settings(base),
         ha=HaSettings(**values(file.cluster, HaSettings)),
     )
-
-
-def _check_plugins(file: FileTable) -> None:
-    """Every `[[queue]]`'s `plugins` names built-in scheduler plugins that go together. Checked
-    here, where the file is assembled, because the plugin registry lives in the scheduler,
-    above the config's own tables."""
-    from xce.sched.plugins import builtin
-
-    registry = builtin()
-    for i, queue in enumerate(file.queue or ()):
-        try:
-            registry.policy_for(queue.plugins)
-        except ValueError as exc:
-            raise ConfigError(f"queue[{i}].plugins: {exc}") from None
 
 
 def _resolve(base: Path, raw: str) -> Path:
@@ -128,8 +114,6 @@ def _secret(key: str, base: Path, raw: str) -> str:
     """A token file's text. One others could read (or replace) is refused, as StrictModes
     does for the controller's own secrets (xce/auth/strict_modes.py): the message names the
     fix."""
-    from xce.auth.strict_modes import OPERATOR_SECRET, problems
-
     path = base / Path(raw).expanduser()  # `~/token`: the home's, as for every path
     found = problems([(path, OPERATOR_SECRET)])
     if found:

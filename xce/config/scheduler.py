@@ -7,6 +7,7 @@ controller (and the simulator) when it builds a snapshot.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 import msgspec
@@ -16,6 +17,42 @@ from xce.core.validation import Invalid, error, hint
 
 Zeroed = Annotated[float, hint("must be a number of 0 or more", ge=0)]
 Whole = Annotated[int, hint("must be a number of 0 or more", ge=0)]
+
+
+# The scheduler plugins that ship with XCE, by name, with their kind (xce/sched/plugins; a
+# test holds the two equal). A config may name only these, and a queue takes at most one
+# plugin of each kind but `filter`. Declared here so that the config file's tables are
+# checked without the scheduler.
+BUILTIN_PLUGINS: dict[str, str] = {
+    "backfill": "reserve",
+    "fairshare": "order",
+    "fairshare-group": "order",
+    "fcfs": "order",
+    "first-fit": "score",
+    "multifactor": "order",
+    "online": "filter",
+    "pack": "score",
+    "queue-hosts": "filter",
+    "select": "filter",
+    "spread": "score",
+    "strict": "reserve",
+}
+
+
+def plugins_problem(plugins: Sequence[str]) -> str | None:
+    """What is wrong with a queue's `plugins` list, in the scheduler's words, or None."""
+    chosen: dict[str, str] = {}
+    for name in plugins:
+        kind = BUILTIN_PLUGINS.get(name)
+        if kind is None:
+            known = ", ".join(sorted(BUILTIN_PLUGINS))
+            return f"unknown scheduler plugin {name!r} (known: {known})"
+        if kind == "filter":
+            continue
+        if chosen.get(kind, name) != name:
+            return f"plugins {chosen[kind]!r} and {name!r} are both {kind} plugins: choose one"
+        chosen[kind] = name
+    return None
 
 
 class PrioritySettings(Table, frozen=True):

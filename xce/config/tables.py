@@ -17,7 +17,7 @@ from xce.config.auth import AuthTable
 from xce.config.check import PosInt, PosNumber, Table
 from xce.config.gres import Gres, Licenses, licenses, worker_gres
 from xce.config.guard import GuardTable
-from xce.config.scheduler import SchedulerTable
+from xce.config.scheduler import SchedulerTable, plugins_problem
 from xce.config.settings import (
     DEFAULT_PORT,
     Config,
@@ -140,6 +140,9 @@ class QueueTable(Table, frozen=True):
 
         if not self.name.replace("-", "").replace("_", "").isalnum():
             raise Invalid(f"name {self.name!r} may hold only letters, digits, - and _")
+        wrong = plugins_problem(self.plugins)  # the built-in plugins: a config names those
+        if wrong:
+            raise Invalid(f"plugins: {wrong}")
         problem = check_settings(self.record())
         if problem:
             raise Invalid(problem, whole=True)

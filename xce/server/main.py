@@ -17,6 +17,7 @@ from xce.api.connections import GuardedRunner
 from xce.auth import strict_modes
 from xce.auth.pki import server_ssl_context
 from xce.client.transport import check_listener, is_loopback
+from xce.config import file_safety
 from xce.config.settings import Config, ControllerSettings
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
@@ -45,7 +46,7 @@ def prepare_state_dir(path: Path) -> None:
 def check_strict_modes(config: Config) -> None:
     """Refuse to start when a secret or state path is open to other users or owned by
     another one (xce/auth/strict_modes.py), before anything is read or written."""
-    strict_modes.check(
+    file_safety.check(
         strict_modes.controller_paths(
             config.controller.state_dir, config.auth.base, config.auth.backends, config.tls.key_file
         )
