@@ -148,9 +148,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 @contextlib.contextmanager
 def source_tree(rev: str, parent: Path) -> Iterator[tuple[Path, str]]:
-    """The `xce` package of commit `rev` unpacked into a temp dir under `parent`, and the
-    full commit id. `git archive` rather than a `git worktree`: nothing is registered in the
-    repository, and the dir is a plain folder that `rmtree` removes whatever happens."""
+    """The `xce` package (and the `bench` helpers beside it) of commit `rev` unpacked into a
+    temp dir under `parent`, and the full commit id. `git archive` rather than a `git
+    worktree`: nothing is registered in the repository, and the dir is a plain folder that
+    `rmtree` removes whatever happens."""
     commit = subprocess.run(
         ["git", "rev-parse", "--verify", f"{rev}^{{commit}}"],
         capture_output=True,
@@ -161,7 +162,9 @@ def source_tree(rev: str, parent: Path) -> Iterator[tuple[Path, str]]:
     tree = Path(tempfile.mkdtemp(prefix=f"xce-tree-{commit[:10]}-", dir=parent))
     try:
         archive = subprocess.Popen(
-            ["git", "archive", "--format=tar", commit, "xce"], stdout=subprocess.PIPE, cwd=REPO
+            ["git", "archive", "--format=tar", commit, "xce", "bench"],
+            stdout=subprocess.PIPE,
+            cwd=REPO,
         )
         subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=True)
         if archive.wait() != 0:
