@@ -3,8 +3,7 @@
 Two checks, because either alone can pass while the package is broken:
 * the archive's table of contents (PyInstaller's CArchiveReader on dist/xce) holds every file
   `packaging/pyinstaller/datafiles.py`'s `data_files` finds in the checkout (Cap'n Proto schemas,
-  Textual CSS,
-  the config template, the systemd units), at the path the code looks it up under, plus
+  Textual CSS, the config template, the systemd units), at the path the code looks it up under, plus
   pycapnp's bundled schemas and textual's metadata;
 * `xce admin selfcheck`, run from the binary in a bare environment, loads each one through the
   code path that uses it (schema compile, template render + config validation, stylesheet

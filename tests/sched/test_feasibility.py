@@ -1,6 +1,5 @@
 """Submit-time feasibility (xce/sched/admission/feasibility.py): a job no host could ever run is
-refused
-with the reason, and the verdict agrees with the scheduler's own filters."""
+refused with the reason, and the verdict agrees with the scheduler's own filters."""
 
 from __future__ import annotations
 

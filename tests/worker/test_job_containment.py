@@ -2,8 +2,7 @@
 
 Each test plays one attack or one containment promise as a real unprivileged
 Linux user, through xce/worker/attempt/executor.py and staging.py with a real keeper launcher and
-the
-host's real cgroup backend. What each test would have caught in the earlier worker is said in
+the host's real cgroup backend. What each test would have caught in the earlier worker is said in
 its docstring.
 """
 

@@ -2,8 +2,7 @@
 
 Observed metrics (WAL fsyncs, checkpoints, scheduling passes, submissions) come from
 `xce.telemetry.metrics`; the state gauges (jobs by state and queue, hosts by status) are read at
-scrape
-time from `ClusterState`'s indexes (`counts`, the pending arrays), which costs O(queues x
+scrape time from `ClusterState`'s indexes (`counts`, the pending arrays), which costs O(queues x
 states + hosts + pending arrays), never O(jobs).
 """
 

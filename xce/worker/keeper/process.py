@@ -175,10 +175,9 @@ _LIBC.mount.argtypes = [
 def _private_mounts(tmp_bytes: int | None, private_tmp: bool) -> None:
     """A mount namespace of the job's own with a fresh tmpfs on /dev/shm and, with
     `private_tmp`, another on /tmp (Slurm's job_container/tmpfs gives jobs a private /tmp
-    and /dev/shm too).
-    Their pages are charged to the job's memory cgroup and the /tmp one is no larger than
-    the job's memory limit (`tmp_bytes`), so nothing the job puts there outlives it, fills a
-    disk or needs removing: the mounts go with the job's last process. No other job or user
+    and /dev/shm too). Their pages are charged to the job's memory cgroup and the /tmp one is no
+    larger than the job's memory limit (`tmp_bytes`), so nothing the job puts there outlives it,
+    fills a disk or needs removing: the mounts go with the job's last process. No other job or user
     sees its temporary files or can plant names there before it. Host mounts still reach the
     job (slave propagation). Root only; elsewhere there is nothing to do it with."""
     if os.geteuid() != 0:
