@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 def eligible_from(state: IndexKeeper, spec: JobSpec, at: float) -> float | None:
     """The eligible time of a job of `spec` that stops being held at `at`: `at` (or its begin
     time if later) when its dependencies are satisfied now, else None."""
-    if spec.dependency and evaluate(spec.dependency, state) is not DepStatus.SATISFIED:
+    if spec.dependency and evaluate(spec.dependency, state.data) is not DepStatus.SATISFIED:
         return None
     begin = spec.begin_time
     return at if begin is None or begin <= at else begin
@@ -94,13 +94,13 @@ def watch_array(state: IndexKeeper, array: ArrayRecord) -> None:
 
 def _reevaluate(state: IndexKeeper, dependent: str) -> None:
     """A target of `dependent` ended: it becomes eligible now if nothing else holds it."""
-    at = state._at
+    at = state.data.at
     job = state.jobs.get(dependent)
     if job is not None:
         if job.state is JobState.PEND and job.eligible_time is None:
             when = eligible_from(state, job.spec, at)
             if when is not None:
-                state._put_job(job, _with_eligible(job, when))
+                state.put_job(job, _with_eligible(job, when))
         return
     if "[" in dependent:
         return

@@ -1,18 +1,20 @@
 """The handlers of everything else an administrator or a user changes: queues, hosts,
 advance reservations, a job's modification, array holds and cancels, and retention
-(`purgeable` chooses, a `JobsPurged` event drops)."""
+(`purgeable` chooses, a `JobsPurged` event drops). `AdminEvents` is made with the state's
+data and its index keeper."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from xce.core import eligibility
 from xce.core import events as ev
 from xce.core.errors import Conflict, InvalidRequest, NotFound
-from xce.core.model import HostRecord, JobSpec, JobState
+from xce.core.model import HostAdmin, HostRecord, JobSpec, JobState
 from xce.core.reservations import check_reservation
-from xce.core.state_base import parse_job_id
+from xce.core.state_base import StateData, parse_job_id
 from xce.core.state_index import IndexKeeper
 
 replace = dataclasses.replace
@@ -31,8 +33,59 @@ def _still_eligible(before: float | None, now_from: float | None, at: float) -> 
     return now_from
 
 
-class AdminEvents(IndexKeeper):
+class AdminEvents:
     """Queues, hosts, reservations, modifications, array holds, purges."""
+
+    def __init__(self, data: StateData, keeper: IndexKeeper) -> None:
+        self._data = data
+        self._keeper = keeper
+        self.jobs = data.jobs
+        self.arrays = data.arrays
+        self.queues = data.queues
+        self.hosts = data.hosts
+        self.reservations = data.reservations
+        self.pending_arrays = data.pending_arrays
+        self.array_tasks = data.array_tasks
+        self.finished_jobs = data.finished_jobs
+        self.waiting_on_deps = data.waiting_on_deps
+        self.counts = data.counts
+        self.job = data.job
+        self.queue = data.queue
+        self.host = data.host
+        self.array = data.array
+        self.tasks_of = data.tasks_of
+        self.live_jobs_in = data.live_jobs_in
+        self._put_job = keeper.put_job
+        self._forget_key = keeper.forget_key
+
+    def handlers(self) -> dict[type, Callable[[Any], None]]:
+        """Event type -> the method that applies it."""
+        return {
+            ev.QueueCreated: self._queue_created,
+            ev.QueueOpened: lambda e: self._queue_set(e.name, open=True),
+            ev.QueueClosed: lambda e: self._queue_set(e.name, open=False),
+            ev.QueueActivated: lambda e: self._queue_set(e.name, active=True),
+            ev.QueueDeactivated: lambda e: self._queue_set(e.name, active=False),
+            ev.QueueModified: self._queue_modified,
+            ev.QueueDeleted: self._queue_deleted,
+            ev.HostRegistered: self._host_registered,
+            ev.HostOpened: lambda e: self._host_set(e, admin=HostAdmin.OPEN, admin_reason=""),
+            ev.HostClosed: lambda e: self._host_set(
+                e, admin=HostAdmin.CLOSED, admin_reason=e.reason
+            ),
+            ev.HostDrainStarted: lambda e: self._host_set(
+                e, admin=HostAdmin.DRAINING, admin_reason=e.reason
+            ),
+            ev.HostUnavailable: lambda e: self._host_set(e, reachable=False),
+            ev.HostAvailable: lambda e: self._host_set(e, reachable=True),
+            ev.ReservationAdded: self._reservation_added,
+            ev.ReservationDeleted: self._reservation_deleted,
+            ev.JobModified: self._job_modified,
+            ev.ArrayHeld: lambda e: self._array_hold(e.number, True),
+            ev.ArrayReleased: lambda e: self._array_hold(e.number, False),
+            ev.ArrayCancelled: self._array_cancelled,
+            ev.JobsPurged: self._jobs_purged,
+        }
 
     def _queue_created(self, e: ev.QueueCreated) -> None:
         if e.queue.name in self.queues:
@@ -93,6 +146,7 @@ class AdminEvents(IndexKeeper):
         del self.reservations[e.name]
 
     def _job_modified(self, e: ev.JobModified) -> None:
+        keeper = self._keeper
         number, index = parse_job_id(e.job_id)
         self.queue(e.spec.queue)
         if index is None and number in self.arrays:
@@ -108,13 +162,13 @@ class AdminEvents(IndexKeeper):
                     None
                     if array.held
                     else _still_eligible(
-                        array.eligible_time, eligibility.eligible_from(self, e.spec, e.at), e.at
+                        array.eligible_time, eligibility.eligible_from(keeper, e.spec, e.at), e.at
                     )
                 )
             if array.spec.dependency:
-                eligibility.watch(self, str(number), array.spec, False)
+                eligibility.watch(keeper, str(number), array.spec, False)
             self.arrays[number] = replace(array, spec=e.spec, eligible_time=eligible)
-            eligibility.watch_array(self, self.arrays[number])
+            eligibility.watch_array(keeper, self.arrays[number])
             return
         stored = self.jobs.get(e.job_id)
         if stored is None:
@@ -137,26 +191,27 @@ class AdminEvents(IndexKeeper):
             new = replace(
                 new,
                 eligible_time=_still_eligible(
-                    stored.eligible_time, eligibility.eligible_from(self, e.spec, e.at), e.at
+                    stored.eligible_time, eligibility.eligible_from(keeper, e.spec, e.at), e.at
                 ),
             )
         # the dependency index follows the new terms: drop the old registration, then
         # register the new one if the job still waits (both idempotent)
         if stored.spec.dependency and stored.eligible_time is None:
-            eligibility.watch(self, stored.id, stored.spec, False)
+            eligibility.watch(keeper, stored.id, stored.spec, False)
         if not e.spec.dependency:
             self.waiting_on_deps.pop(stored.id, None)
         self._put_job(stored, new)
         if new.spec.dependency and new.eligible_time is None and not new.state.finished:
-            eligibility.watch(self, new.id, new.spec, True)
+            eligibility.watch(keeper, new.id, new.spec, True)
 
     def _array_hold(self, number: int, held: bool) -> None:
         array = self.array(number)
         if held == array.held:
             return
-        eligible = eligibility.eligible_from(self, array.spec, self._at) if not held else None
+        keeper = self._keeper
+        eligible = None if held else eligibility.eligible_from(keeper, array.spec, self._data.at)
         self.arrays[number] = replace(array, held=held, eligible_time=eligible)
-        eligibility.watch_array(self, self.arrays[number])
+        eligibility.watch_array(keeper, self.arrays[number])
 
     def _array_cancelled(self, e: ev.ArrayCancelled) -> None:
         array = self.array(e.number)
@@ -165,9 +220,9 @@ class AdminEvents(IndexKeeper):
             array, pending=type(array.pending)(), exited=array.exited + count
         )
         self.pending_arrays.pop(e.number, None)
-        eligibility.watch_array(self, self.arrays[e.number])
+        eligibility.watch_array(self._keeper, self.arrays[e.number])
         if count:
-            eligibility.tasks_cancelled(self, e.number)
+            eligibility.tasks_cancelled(self._keeper, e.number)
 
     def purgeable(self, cutoff: float) -> list[str]:
         """Retention: the finished plain jobs and whole arrays that ended before `cutoff`.

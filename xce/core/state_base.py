@@ -1,8 +1,9 @@
-"""The containers of `ClusterState` and the lookups over them (read-only).
+"""The data of `ClusterState`: its containers and the lookups over them (read-only).
 
-`ClusterState` (xce/core/state.py) is assembled from this base, the index keeper
-(state_index.py) and the event handlers (state_jobs.py, state_admin.py); the split follows
-the seams of one class, so every method still sees every container as `self.<name>`.
+`ClusterState` (xce/core/state.py) holds one `StateData` and the parts made over it: the
+index keeper (state_index.py) and the event handlers (state_jobs.py, state_admin.py). Each
+part is given this object when it is made and binds the containers it uses, so a container
+is replaced only before the parts are made (`ClusterState.restore`, `ClusterState.check`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def parse_job_id(job_id: str) -> tuple[int, int | None]:
 
 
 class StateData:
-    """Every container of the state, and how to read one record of it."""
+    """Every container of the state, the numbering, and how to read one record of it."""
 
     def __init__(self) -> None:
         self.jobs: dict[str, JobRecord] = {}
@@ -67,8 +68,7 @@ class StateData:
         # in a dependency (xce/core/eligibility.py): who to re-evaluate when it ends. Derived
         # from the records alone, so a restored state has the same one.
         self.dependents: dict[str, dict[str, None]] = {}
-        self.applied = 0
-        self._at = 0.0  # the time of the event being applied (events carry their own time)
+        self.at = 0.0  # the time of the event being applied (events carry their own time)
 
     def job(self, job_id: str) -> JobRecord:
         """A materialised job, or a virtual record for a task that has not started."""

@@ -1,8 +1,9 @@
 """The index keeper of `ClusterState`: every derived index moves with the job records.
 
 Derived indexes (pending jobs, host load, array counters, counts by state and queue,
-dependency watches) are kept up to date in one place, `_put_job`, so they can never drift
-from the records. It runs for every job event, so it is written for speed.
+dependency watches) are kept up to date in one place, `put_job`, so they can never drift
+from the records. It runs for every job event, so it is written for speed: the keeper binds
+the containers of its `StateData` when it is made, and reads them as `self.<name>`.
 """
 
 from __future__ import annotations
@@ -38,10 +39,26 @@ def held_slots(job: JobRecord) -> int:
     return job.spec.slots
 
 
-class IndexKeeper(StateData):
-    """Writes job records (`_put_job`, `_store`) and keeps every derived index with them."""
+class IndexKeeper:
+    """Writes job records (`put_job`, `store`) and keeps every derived index with them."""
 
-    def _put_job(self, old: JobRecord | None, new: JobRecord) -> None:
+    def __init__(self, data: StateData) -> None:
+        self.data = data
+        # The containers, bound once: `data`'s own objects (overlays in a scratch state).
+        self.jobs = data.jobs
+        self.arrays = data.arrays
+        self.counts = data.counts
+        self.pending = data.pending
+        self.pending_arrays = data.pending_arrays
+        self.array_tasks = data.array_tasks
+        self.submit_keys = data.submit_keys
+        self.finished_jobs = data.finished_jobs
+        self.waiting_on_deps = data.waiting_on_deps
+        self.host_load = data.host_load
+        self.dependents = data.dependents
+        self.job = data.job
+
+    def put_job(self, old: JobRecord | None, new: JobRecord) -> None:
         """Store `new` and move every derived index from `old`'s state to `new`'s."""
         self._index(old, new)
         if new.array_index is not None:
@@ -113,7 +130,7 @@ class IndexKeeper(StateData):
                 self.waiting_on_deps[job_id] = None
             eligibility.watch_job(self, old, new)
 
-    def _index_restored(self, jobs: list[JobRecord]) -> None:
+    def index_restored(self, jobs: list[JobRecord]) -> None:
         """`_index(None, job)` for each job of a checkpoint, in order, as one loop: what a
         first index does, without the branches for an old record (a checkpoint of a
         million jobs spent a third of its load time in `_index`)."""
@@ -187,7 +204,7 @@ class IndexKeeper(StateData):
             licenses,
         )
 
-    def _materialise(self, job_id: str) -> tuple[JobRecord | None, JobRecord]:
+    def materialise(self, job_id: str) -> tuple[JobRecord | None, JobRecord]:
         """(stored record or None if virtual, current record) for a job or pending task."""
         stored = self.jobs.get(job_id)
         if stored is not None:  # the usual case: one lookup
@@ -195,7 +212,7 @@ class IndexKeeper(StateData):
         current = self.job(job_id)
         return self.jobs.get(current.id), current
 
-    def _store(self, stored: JobRecord | None, new: JobRecord) -> None:
+    def store(self, stored: JobRecord | None, new: JobRecord) -> None:
         """Write a job; a task leaving an array's pending set is removed from it."""
         if stored is None and new.array_index is not None:
             array = self.arrays[new.number]
@@ -204,8 +221,8 @@ class IndexKeeper(StateData):
             if not pending:
                 self.pending_arrays.pop(array.id, None)
                 eligibility.watch_array(self, self.arrays[array.id])
-        self._put_job(stored, new)
+        self.put_job(stored, new)
 
-    def _forget_key(self, user: str, key: str, job_id: str) -> None:
+    def forget_key(self, user: str, key: str, job_id: str) -> None:
         if key and self.submit_keys.get((user, key)) == job_id:
             del self.submit_keys[(user, key)]

@@ -2,12 +2,16 @@
 host loss, finish, preemption and usage reports (`ClusterState.apply` dispatches to them).
 
 Each validates its event completely before it writes anything (`lifecycle.check` for the
-transition), then writes one record through the index keeper.
+transition), then writes one record through the index keeper. `JobEvents` is made with the
+state's data and its index keeper, and binds what its handlers read at construction (a
+start, a finish is one handler call and no attribute hop more than a method of the state).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from xce.core import eligibility, gres, lifecycle
 from xce.core import events as ev
@@ -15,6 +19,7 @@ from xce.core.allocation import check_allocation
 from xce.core.errors import Conflict, InvalidRequest, NotFound
 from xce.core.fastreplace import replacer
 from xce.core.model import ArrayRecord, HostRecord, JobRecord, JobState
+from xce.core.state_base import StateData
 from xce.core.state_index import IndexKeeper
 
 replace = dataclasses.replace
@@ -82,32 +87,69 @@ _finished = replacer(
 )
 
 
-class JobEvents(IndexKeeper):
+class JobEvents:
     """What happens to one job (or one task of an array) over its life."""
 
+    def __init__(self, data: StateData, keeper: IndexKeeper) -> None:
+        self._data = data
+        self._keeper = keeper
+        self.jobs = data.jobs
+        self.arrays = data.arrays
+        self.hosts = data.hosts
+        self.queues = data.queues
+        self.host_load = data.host_load
+        self.submit_keys = data.submit_keys
+        self.pending_arrays = data.pending_arrays
+        self.job = data.job
+        self.host = data.host
+        self.queue = data.queue
+        self._put_job = keeper.put_job
+        self._store = keeper.store
+        self._materialise = keeper.materialise
+
+    def handlers(self) -> dict[type, Callable[[Any], None]]:
+        """Event type -> the bound method that applies it."""
+        return {
+            ev.JobSubmitted: self._job_submitted,
+            ev.ArraySubmitted: self._array_submitted,
+            ev.JobStarted: self._job_started,
+            ev.JobSuspended: self._job_suspended,
+            ev.JobResumed: self._job_resumed,
+            ev.JobKillRequested: self._job_kill_requested,
+            ev.JobKilled: self._job_killed,
+            ev.JobRequeued: self._job_requeued,
+            ev.JobHostLost: self._job_host_lost,
+            ev.JobFinished: self._job_finished,
+            ev.JobUsageReported: self._job_usage,
+            ev.JobPreempted: self._job_preempted,
+            ev.JobNumbersReserved: self._numbers_reserved,
+        }
+
     def _take_number(self, number: int, queue: str) -> None:
-        if number != self.next_number:
-            raise Conflict(f"job number {number} is out of order (next is {self.next_number})")
-        if self.number_ceiling and number > self.number_ceiling:
+        data = self._data
+        if number != data.next_number:
+            raise Conflict(f"job number {number} is out of order (next is {data.next_number})")
+        if data.number_ceiling and number > data.number_ceiling:
             raise Conflict(
-                f"job number {number} is not reserved (reserved up to {self.number_ceiling})"
+                f"job number {number} is not reserved (reserved up to {data.number_ceiling})"
             )
         self.queue(queue)
-        self.next_number += 1
+        data.next_number += 1
 
     def _numbers_reserved(self, e: ev.JobNumbersReserved) -> None:
-        if e.first < self.next_number or e.last < e.first or e.last <= self.number_ceiling:
+        data = self._data
+        if e.first < data.next_number or e.last < e.first or e.last <= data.number_ceiling:
             raise Conflict(
                 f"cannot reserve job numbers {e.first}..{e.last}: the next is "
-                f"{self.next_number}, reserved up to {self.number_ceiling}"
+                f"{data.next_number}, reserved up to {data.number_ceiling}"
             )
-        self.next_number = e.first
-        self.number_ceiling = e.last
+        data.next_number = e.first
+        data.number_ceiling = e.last
 
     def _job_submitted(self, e: ev.JobSubmitted) -> None:
         self._take_number(e.number, e.spec.queue)
         state = JobState.PSUSP if e.spec.hold else JobState.PEND
-        eligible = None if e.spec.hold else eligibility.eligible_from(self, e.spec, e.at)
+        eligible = None if e.spec.hold else eligibility.eligible_from(self._keeper, e.spec, e.at)
         self._put_job(
             None,
             JobRecord(
@@ -134,9 +176,11 @@ class JobEvents(IndexKeeper):
             e.max_concurrent,
             held=e.spec.hold,
             submit_key=e.key,
-            eligible_time=None if e.spec.hold else eligibility.eligible_from(self, e.spec, e.at),
+            eligible_time=None
+            if e.spec.hold
+            else eligibility.eligible_from(self._keeper, e.spec, e.at),
         )
-        eligibility.watch_array(self, self.arrays[e.number])
+        eligibility.watch_array(self._keeper, self.arrays[e.number])
         if e.key:
             self.submit_keys[(e.spec.user, e.key)] = str(e.number)
         self.pending_arrays[e.number] = None
@@ -193,7 +237,7 @@ class JobEvents(IndexKeeper):
         lifecycle.check(e.job_id, "resume", job.state)
         target = JobState.PEND if job.state is JobState.PSUSP else JobState.RUN
         eligible = (
-            eligibility.eligible_from(self, job.spec, e.at)
+            eligibility.eligible_from(self._keeper, job.spec, e.at)
             if job.state is JobState.PSUSP
             else job.eligible_time
         )
@@ -265,7 +309,7 @@ class JobEvents(IndexKeeper):
             outputs=(),
             requeue_requested=False,
             allocation=(),
-            eligible_time=eligibility.eligible_from(self, job.spec, self._at),
+            eligible_time=eligibility.eligible_from(self._keeper, job.spec, self._data.at),
             host_usage=(),
         )
 
