@@ -8,7 +8,7 @@ config is an outage waiting to happen.
 Each key is declared once in a typed msgspec table (xce/config/tables.py, and beside their
 settings for `[auth]`, `[guard]`, `[scheduler]`, `[[license]]`; the login backends declare
 their own in xce/auth/backends); xce/config/check.py words the errors. What the rest of the
-code reads are the settings of xce/config/settings.py (re-exported here), which extend the
+code reads are the settings of xce/config/settings.py, which extend the
 same keys; `parse_config` derives the rest: paths resolved against the file, `listen` split
 into host and port, token files read.
 """

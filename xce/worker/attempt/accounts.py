@@ -1,7 +1,4 @@
-"""Which account a job runs as on this host, and the refusals (root, system accounts).
-
-Split from xce/worker/attempt/executor.py (which still exports these names).
-"""
+"""Which account a job runs as on this host, and the refusals (root, system accounts)."""
 
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ Who does what (the worker is root, the job is hostile code):
 
 The walltime limit counts running time only (suspended time is excluded, as in Slurm).
 
-This module launches an attempt and waits for its end; the rest lives beside it and is
-re-exported here: attempt.py (RunningJob), accounts.py, jobenv.py, spool.py (directories),
-jobcontrol.py (suspend, kill), readers.py (output descriptors), recovery.py (restarts).
+This module launches an attempt and waits for its end; the rest lives beside it:
+running.py (RunningJob), accounts.py, jobenv.py, spool.py (directories), jobcontrol.py
+(suspend, kill), readers.py (output descriptors), recovery.py (restarts).
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Suspend, resume and kill a running attempt through its cgroup, off the event loop.
-
-Split from xce/worker/attempt/executor.py (which still exports these names).
-"""
+"""Suspend, resume and kill a running attempt through its cgroup, off the event loop."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The environment a job starts with: login basics, the submitted variables, XCE's own.
-
-Split from xce/worker/attempt/executor.py (which still exports these names).
-"""
+"""The environment a job starts with: login basics, the submitted variables, XCE's own."""
 
 from __future__ import annotations
 

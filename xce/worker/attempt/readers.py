@@ -1,7 +1,4 @@
-"""The read-only descriptors of a job's stdout and stderr (live tail, final upload).
-
-Split from xce/worker/attempt/executor.py (which still exports these names).
-"""
+"""The read-only descriptors of a job's stdout and stderr (live tail, final upload)."""
 
 from __future__ import annotations
 

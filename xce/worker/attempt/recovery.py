@@ -1,7 +1,5 @@
 """After a worker restart: the attempts an earlier worker process took on, and the finish
 reports it persisted so that a restart still sends them.
-
-Split from xce/worker/attempt/executor.py (which still exports these names).
 """
 
 from __future__ import annotations

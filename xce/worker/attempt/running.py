@@ -1,7 +1,4 @@
-"""One job attempt as the worker tracks it: its result, its state, its name.
-
-Split from xce/worker/attempt/executor.py (which still exports these names).
-"""
+"""One job attempt as the worker tracks it: its result, its state, its name."""
 
 from __future__ import annotations
 

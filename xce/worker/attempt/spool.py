@@ -1,7 +1,4 @@
-"""The worker's directories (state: root only; jobs: the users') and an attempt's pair.
-
-Split from xce/worker/attempt/executor.py (which still exports these names).
-"""
+"""The worker's directories (state: root only; jobs: the users') and an attempt's pair."""
 
 from __future__ import annotations
 

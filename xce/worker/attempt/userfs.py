@@ -2,7 +2,7 @@
 
 Why: a job is hostile code and any path in its tree may be a symlink, a FIFO or a directory
 swapped for a symlink at any moment. The functions here are meant to run inside
-`as_user(creds, fn, ...)` (xce.worker.attempt.fscreds, re-exported here), so the kernel checks every
+`as_user(creds, fn, ...)` (xce/worker/attempt/fscreds.py), so the kernel checks every
 open/mkdir/stat as the job's user; on top of that they never follow a symlink inside the tree:
 each path is walked one component at a time with O_NOFOLLOW (O_DIRECTORY for directories)
 from a descriptor of the top directory, directories are listed with os.scandir on a

@@ -1,7 +1,5 @@
 """The jobs' own `xce` (for `xce launch`): this worker's version, installed in a directory
 only root controls inside the jobs root.
-
-Split from xce/worker/tasks/service.py (which still exports these names).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """A request to the task service (xce/worker/tasks/service.py): one JSON line from job code,
 checked field by field before anything runs (TaskRefused names the first bad field).
-
-Split from xce/worker/tasks/service.py (which still exports these names).
 """
 
 from __future__ import annotations
