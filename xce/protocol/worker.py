@@ -185,13 +185,3 @@ class Share(Struct, frozen=True, kw_only=True):
     memory_mb: int = 0
     devices: list[str] = field(default_factory=list)  # this host's own grant
     launch: LaunchInfo | None = None
-
-
-class Assignments(Struct, frozen=True, kw_only=True):
-    """The controller's answer to a poll (and to registering): this host's whole desired
-    set. `fence_timeout_s` and `output_limits` are read where every answer is
-    (xce/worker/agent/link.py)."""
-
-    version: int | None = None  # None: keep the version the worker has
-    jobs: list[Assignment] = field(default_factory=list)
-    shares: list[Share] = field(default_factory=list)
