@@ -186,6 +186,7 @@ def test_host_attributes_from_a_host_view() -> None:
         "maxmem": 64000,
         "type": "LINUX",
         "rack": "r7",
+        "hname": "n1",
     }
     req = parse_requirement("select[type==LINUX && mem>=30000 && maxslots>12] order[-mem]")
     assert matches(req.select, attrs)

@@ -42,7 +42,9 @@ def _record(**spec: Any) -> JobRecord:
 
 def _sent() -> dict[str, Any]:
     """One `jobs` entry exactly as the controller builds it, and as JSON brings it."""
-    return json.loads(json.dumps({**controller_assignment(_record()), "launch": LAUNCH}))
+    context = {"job_env": ["slurm", "lsf", "pbs"], "missing_submit_dir": "fail", "array": None}
+    sent = {**controller_assignment(_record(), context), "launch": LAUNCH}
+    return json.loads(json.dumps(sent))
 
 
 def test_the_spec_keeps_the_assignment_as_the_controller_sent_it(tmp_path: Path) -> None:

@@ -114,9 +114,16 @@ def test_an_assignment_decodes_and_encodes_as_the_controller_sends_it() -> None:
     )
     job = JobRecord("7", 7, spec, JobState.RUN, 1000.0, attempt=1, host="w1", start_time=1001.5)
     launch = {"credential": "c" * 64, "tasks": {"w1": "w1:7000"}, "cwd": "/home/alice"}
-    sent = msgspec.json.encode({**assignment(job), "launch": launch})
+    context = {
+        "job_env": ["slurm", "pbs"],
+        "missing_submit_dir": "job_dir",
+        "array": {"count": 3, "min": 1, "max": 5},
+    }
+    sent = msgspec.json.encode({**assignment(job, context), "launch": launch})
     decoded = msgspec.json.decode(sent, type=protocol.Assignment)
     assert (decoded.job_id, decoded.attempt, decoded.action) == ("7", 1, "run")
     assert decoded.hosts == [("w1", 2)]
+    assert decoded.job_env == ["slurm", "pbs"] and decoded.missing_submit_dir == "job_dir"
+    assert decoded.array == protocol.ArrayExtent(count=3, min=1, max=5)
     assert decoded.launch is not None and decoded.launch.bin == ""
     assert msgspec.json.encode(decoded) == sent

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 
 from xce.core import events as ev
 from xce.core.arrayspec import IndexSet
-from xce.core.model import ArrayRecord, JobRecord, JobState, task_id
+from xce.core.model import ArrayRecord, JobRecord, JobSpec, JobState, task_id
 from xce.core.state import ClusterState
 
 MIB = 1024 * 1024
@@ -224,7 +224,12 @@ class AttemptWatch:
             if array is None or not array.pending:
                 return None
             return CancelledTasks(
-                array, array.pending, event.at, event.reason, seq, self.group_of(array.spec.user)
+                array,
+                array.pending,
+                event.at,
+                event.reason,
+                seq,
+                charged(array.spec, self.group_of),
             )
         if not isinstance(event, _ENDS):
             return None
@@ -239,11 +244,11 @@ class AttemptWatch:
                 job.end_time or event.at,
                 job.reason,
                 seq,
-                self.group_of(job.spec.user),
+                charged(job.spec, self.group_of),
             )
         if job.state is JobState.PEND and pre is not None and pre.state.active:
             # A requeue of a running attempt (a finished one already has its record).
-            return build(pre, REQUEUED, event.at, job.reason, seq, self.group_of(pre.spec.user))
+            return build(pre, REQUEUED, event.at, job.reason, seq, charged(pre.spec, self.group_of))
         return None
 
 
@@ -254,7 +259,15 @@ def finished_records(
     store that fell behind a checkpoint can still recover from the checkpoint itself."""
     group_of = group_of or (lambda user: "")
     return [
-        build(job, job.state.value, job.end_time or 0.0, job.reason, seq, group_of(job.spec.user))
+        build(
+            job, job.state.value, job.end_time or 0.0, job.reason, seq, charged(job.spec, group_of)
+        )
         for job in state.jobs.values()
         if job.state.finished and job.end_time is not None
     ]
+
+
+def charged(spec: JobSpec, group_of: Callable[[str], str]) -> str:
+    """The accounting group a job is charged to: the account it named (sbatch --account,
+    bsub -P), else its user's group."""
+    return spec.account or group_of(spec.user)

@@ -21,6 +21,7 @@ from xce.controller.requests import SubmitRequest
 from xce.controller.service import ControllerService
 from xce.controller.tails import STREAMS
 from xce.core.errors import Forbidden, InvalidRequest, NotFound
+from xce.core.job_context import queue_for
 from xce.core.model import JobState
 from xce.core.rbac import job_scope
 from xce.core.state_base import parse_job_id
@@ -53,7 +54,14 @@ async def submit(request: web.Request) -> web.Response:
     number = int(job_id)
     record = service.state.arrays.get(number) or service.state.jobs.get(job_id)
     queue = record.spec.queue if record is not None else req.body.queue
-    response = json_response({"job_id": job_id, "queue": queue}, status=201)
+    answer: dict[str, Any] = {"job_id": job_id, "queue": queue}
+    if body.qos and (mapped := queue_for(body.qos, service.state.queues)) is None:
+        answer["warnings"] = [f"qos {body.qos!r} is not mapped to a queue here: ignored"]
+    elif body.qos and mapped is not None and mapped.name != queue:
+        answer["warnings"] = [
+            f"qos {body.qos!r} maps to queue {mapped.name!r}, but the job went to {queue!r}"
+        ]
+    response = json_response(answer, status=201)
     if repeat:
         response.headers["Idempotent-Replayed"] = "true"
     return response
@@ -367,7 +375,7 @@ ROUTES = [
         "jobs",
         query=(
             Param("state", "comma-separated states, e.g. PEND,RUN", STATE_LIST),
-            Param("user", "only this user's jobs"),
+            Param("user", "only this user's jobs; all: every user's (as bjobs -u all)"),
             Param("queue", "only this queue"),
             Param("host", "only jobs on this host"),
             Param("array", "only this array"),

@@ -112,6 +112,8 @@ def job_view(job: JobRecord, reasons: Mapping[str, str], now: float, full: bool 
             begin_time=spec.begin_time,
             exclusive=spec.exclusive,
             mem_per_slot_mb=spec.mem_per_slot_mb,
+            submit_dir=spec.submit_dir,
+            account=spec.account or None,
         )
     return out
 
@@ -234,6 +236,9 @@ def queue_view(queue: QueueRecord, state: ClusterState) -> dict:
         "preempt": list(queue.preempt),
         "preempt_mode": queue.preempt_mode,
         "preempt_min_run_s": queue.preempt_min_run_s,
+        "aliases": list(queue.aliases),
+        "job_env": queue.job_env,
+        "missing_submit_dir": queue.missing_submit_dir,
         "pending": pending,
         "running": running,
         "suspended": suspended,

@@ -61,6 +61,10 @@ class ControllerKeys(Table, frozen=True):
     max_body_kb: PosInt = 1024
     max_array_size: PosInt = 1_000_000
     default_queue: str = "normal"
+    # The scheduler variables every job gets beside XCE_* (a queue's job_env overrides it)
+    # and what a job does when its submit directory is missing on the execution host.
+    job_env: tuple[Literal["slurm", "lsf", "pbs"], ...] = ("slurm", "lsf", "pbs")
+    missing_submit_dir: Literal["fail", "job_dir"] = "fail"
     wal_fsync: Literal["always", "interval"] = "always"
     wal_fsync_interval_s: PosFloat = 1.0
     wal_segment_mb: PosInt = 64

@@ -28,7 +28,7 @@ from xce.config.settings import (
     WorkerKeys,
 )
 from xce.core.model import HostFailurePolicy, QueueRecord
-from xce.core.queue_rules import check_settings
+from xce.core.queue_rules import alias_problem, check_settings
 from xce.core.validation import Invalid, error
 
 _C, _Q = ControllerSettings(), QueueRecord("")
@@ -135,6 +135,10 @@ class QueueTable(Table, frozen=True):
     preempt: Annotated[Names, error("must be a list of queue names")] = ()
     preempt_mode: str = _Q.preempt_mode
     preempt_min_run_s: int = _Q.preempt_min_run_s
+    aliases: Annotated[Names, error("must be a list of names")] = ()
+    # None: the controller's job_env; [] none; ["slurm", "lsf", "pbs"]
+    job_env: Annotated[tuple[str, ...], error("must be a list of slurm, lsf, pbs")] | None = None
+    missing_submit_dir: str = ""
 
     def __post_init__(self) -> None:
 
@@ -148,9 +152,11 @@ class QueueTable(Table, frozen=True):
             raise Invalid(problem, whole=True)
 
     def record(self) -> QueueRecord:
-        same = {f.name: getattr(self, f.name) for f in fields(QueueRecord) if f.name != "shares"}
+        own = ("shares", "job_env")
+        same = {f.name: getattr(self, f.name) for f in fields(QueueRecord) if f.name not in own}
         shares = tuple(sorted((who, str(value)) for who, value in self.shares.items()))
-        return QueueRecord(**same, shares=shares)
+        job_env = None if self.job_env is None else ",".join(self.job_env)
+        return QueueRecord(**same, shares=shares, job_env=job_env)
 
 
 class FileTable(Table, frozen=True):
@@ -176,6 +182,9 @@ class FileTable(Table, frozen=True):
             unknown = [n for n in queue.preempt if n not in names]
             if unknown:
                 raise Invalid(f"queue[{i}].preempt: queue {unknown[0]!r} is not defined")
+        problem = alias_problem(q.record() if isinstance(q, QueueTable) else q for q in queues)
+        if problem:
+            raise Invalid(problem)
         licenses(self.license)
         if self.controller.default_queue not in names:
             raise Invalid(

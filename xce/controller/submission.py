@@ -28,10 +28,12 @@ from xce.core import queue_rules
 from xce.core.arrayspec import parse_array_spec
 from xce.core.begin import parse_begin
 from xce.core.deps import DepTerm, parse_dependency
-from xce.core.errors import Conflict, InvalidRequest, NotFound
+from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from xce.core.gres import Pairs
+from xce.core.job_context import queue_for
 from xce.core.model import JobSpec, QueueRecord
 from xce.core.state_base import parse_job_id
+from xce.protocol.bodies import SubmitBody
 from xce.sched.admission.feasibility import refusal
 from xce.sched.admission.multihost import multi_host_refusal
 from xce.sched.expr import parse_requirement
@@ -60,7 +62,7 @@ class Submissions:
         settings, state = service.settings, service.state
         check_submitter(settings, req.body)
         check_command(req.body)
-        queue = self._open_queue(body.queue or settings.default_queue)
+        queue = self._open_queue(self._queue_name(body, settings.default_queue))
         memory_mb = memory_asked(req.body)
         check_environment(req.body)
         inputs = self._inputs(body.inputs, req.uploads_of)
@@ -74,6 +76,12 @@ class Submissions:
         for term in dependency:
             self.check_dependency(term.job, req.may_view_owner)
         groups = [g for g, members in settings.scheduler.groups if body.user in members]
+        if body.account:
+            declared = bool(settings.scheduler.groups)
+            if declared and body.account not in groups and not req.privileged:
+                raise Forbidden(
+                    f"account {body.account!r}: user {body.user!r} is not a member of that group"
+                )
         applied = queue_rules.apply(
             queue, body.user, groups, body.slots, memory_mb, body.walltime_s
         )
@@ -96,6 +104,17 @@ class Submissions:
             licenses=licenses,
         )
         return spec, inputs
+
+    def _queue_name(self, body: SubmitBody, default: str) -> str:
+        """The queue a submission names (or one of its aliases), else the queue its QOS is
+        an alias of, else the default."""
+        queues = self.service.state.queues
+        if body.queue:
+            found = queue_for(body.queue, queues)
+            return found.name if found is not None else body.queue
+        if body.qos and (found := queue_for(body.qos, queues)) is not None:
+            return found.name
+        return default
 
     def _open_queue(self, name: str) -> QueueRecord:
         """The queue `name`, which must exist and accept new jobs."""
@@ -278,4 +297,6 @@ def _job_spec(
         priority=body.priority,
         exclusive=body.exclusive,
         mem_per_slot_mb=body.mem_per_slot_mb,
+        submit_dir=body.submit_dir,
+        account=body.account or "",
     )

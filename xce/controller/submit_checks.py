@@ -89,6 +89,7 @@ _TEXT_FIELDS = (
     "stdout_file",
     "stderr_file",
     "reservation",
+    "submit_dir",
 )
 _texts_of = operator.attrgetter(*_TEXT_FIELDS)
 
@@ -167,6 +168,8 @@ def check_environment(body: SubmitBody) -> None:
             raise InvalidRequest(f"environment variable {key} is reserved for XCE")
     if body.cwd is not None and not body.cwd.startswith("/"):
         raise InvalidRequest("cwd must be an absolute path on the execution host")
+    if body.submit_dir is not None and not body.submit_dir.startswith("/"):
+        raise InvalidRequest("submit_dir must be an absolute path")
     for what, pattern in (("stdout", body.stdout_file), ("stderr", body.stderr_file)):
         check_file_pattern(what, pattern)
 

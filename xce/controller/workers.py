@@ -21,6 +21,7 @@ from xce.controller.shareusage import ShareReport, ShareUsage
 from xce.core import events as ev
 from xce.core.allocation import host_memory_mb
 from xce.core.errors import Conflict, NotFound
+from xce.core.job_context import job_families, missing_policy
 from xce.core.model import HostFailurePolicy, JobRecord, JobState, Usage
 from xce.core.state import ClusterState
 from xce.protocol.worker import RunReport
@@ -37,8 +38,9 @@ def _usage(r: RunReport | FinishReport) -> Usage:
     )
 
 
-def assignment(job: JobRecord) -> dict[str, Any]:
-    """What a worker needs to run (or signal) one job."""
+def assignment(job: JobRecord, context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a worker needs to run (or signal) one job; `context` (`WorkerGateway.context`)
+    adds what the job sees of the scheduler it was written for."""
     spec = job.spec
     if job.kill_requested:
         action = "kill"
@@ -70,6 +72,9 @@ def assignment(job: JobRecord) -> dict[str, Any]:
         "devices": list(job.devices),  # granted ("gpu:0"): the worker binds exactly these
         # every host and its slots, first = this one: XCE_HOSTS, XCE_HOSTFILE...
         "hosts": [[p.host, p.slots] for p in job.hosts],
+        "submit_dir": spec.submit_dir,
+        "submit_host": spec.submit_host,
+        **(context or {}),
     }
 
 
@@ -271,7 +276,9 @@ class WorkerGateway:
         jobs = [job for job in here if job.host == host]
         return {
             "version": self.service.host_versions.get(host, 0),
-            "jobs": [{**assignment(j), "launch": self.launch_info(j)} for j in jobs],
+            "jobs": [
+                {**assignment(j, self.context(j)), "launch": self.launch_info(j)} for j in jobs
+            ],
             # the other hosts' parts: a cgroup each, held for the job (xce/worker/tasks/shares.py)
             "shares": [
                 {**share_assignment(j, host), "launch": self.launch_info(j)}
@@ -304,6 +311,26 @@ class WorkerGateway:
         if job is None or job.host != host or job.attempt != attempt or not job.state.active:
             return None
         return job
+
+    def context(self, job: JobRecord) -> dict[str, Any]:
+        """The variable families the job gets and its submit-directory policy (its queue's
+        settings, else the controller's), and its array's extent (SLURM_ARRAY_TASK_MIN...)."""
+        settings = self.service.settings
+        queue = self.state.queues.get(job.spec.queue)
+        out: dict[str, Any] = {
+            "job_env": list(job_families(queue, tuple(settings.job_env))),
+            "missing_submit_dir": missing_policy(queue, settings.missing_submit_dir),
+            "array": None,
+        }
+        array = self.state.arrays.get(job.number) if job.array_index is not None else None
+        if array is not None and array.indices.ranges:
+            ranges = array.indices.ranges
+            out["array"] = {
+                "count": len(array.indices),
+                "min": ranges[0].start,
+                "max": max(r[-1] for r in ranges),
+            }
+        return out
 
     def launch_info(self, job: JobRecord) -> dict[str, Any]:
         """What every host of an attempt needs for `xce launch`: the attempt's

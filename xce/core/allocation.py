@@ -59,6 +59,11 @@ def job_environment(hosts: Sequence[HostSlots]) -> dict[str, str]:
     }
 
 
+def nodefile_text(hosts: Sequence[HostSlots]) -> str:
+    """One host name per slot, one per line (LSB_DJOB_HOSTFILE and PBS_NODEFILE)."""
+    return "".join(f"{p.host}\n" * p.slots for p in hosts)
+
+
 def hostfile_text(hosts: Sequence[HostSlots]) -> str:
     """`host slots` lines (LSB_DJOB_HOSTFILE style, also read by OpenMPI as a hostfile)."""
     return "".join(f"{p.host} {p.slots}\n" for p in hosts)

@@ -151,6 +151,13 @@ class JobSpec:
     # the whole job's memory, which is what a single-host placement needs.
     exclusive: bool = False
     mem_per_slot_mb: int = 0
+    # Where the job was submitted from (sbatch/bsub run a job there): its working directory
+    # unless `cwd` is given or it stages files in (xce/worker/attempt/spool.py). None from
+    # an API client that did not say, and in records older than this field.
+    submit_dir: str | None = None
+    # The accounting group the job is charged to (sbatch --account, bsub -P/-G); "": the
+    # user's own group. Appended last.
+    account: str = ""
 
 
 @fast_init
@@ -285,6 +292,16 @@ class QueueRecord:
     preempt: tuple[str, ...] = ()
     preempt_mode: str = "suspend"
     preempt_min_run_s: int = 0
+    # Other names a submission may use for this queue (a Slurm partition or QOS, an LSF
+    # queue of the site being migrated from).
+    aliases: tuple[str, ...] = ()
+    # The scheduler variables its jobs get beside XCE_*: a comma list of families
+    # ("slurm,lsf,pbs"; "" none); None: the controller's `job_env`.
+    job_env: str | None = None
+    # Where the submit directory does not exist on the execution host: "fail" (the job
+    # ends naming it), "job_dir" (it runs in its own directory, with a warning); "": the
+    # controller's `missing_submit_dir`.
+    missing_submit_dir: str = ""
 
 
 @fast_init  # (the simulator makes one per host; the live state one per host change)

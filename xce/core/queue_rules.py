@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from xce.core.errors import Forbidden, InvalidRequest
+from xce.core.job_context import families_problem, missing_problem
 from xce.core.model import QueueRecord
 
 
@@ -91,4 +92,22 @@ def check_settings(queue: QueueRecord) -> str | None:
         return f"queue {queue.name!r} cannot preempt itself"
     if queue.preempt_min_run_s < 0:
         return "preempt_min_run_s may not be negative"
+    if queue.name in queue.aliases:
+        return f"queue {queue.name!r} lists its own name among its aliases"
+    return families_problem(queue.job_env) or missing_problem(queue.missing_submit_dir)
+
+
+def alias_problem(queues: Iterable[QueueRecord]) -> str | None:
+    """An alias that is another queue's name or is claimed by two queues: a submission
+    naming it would not say which queue it means."""
+    queues = list(queues)
+    names = {q.name for q in queues}
+    owner: dict[str, str] = {}
+    for queue in queues:
+        for alias in queue.aliases:
+            if alias in names:
+                return f"queue {queue.name!r}: alias {alias!r} is the name of a queue"
+            if alias in owner and owner[alias] != queue.name:
+                return f"alias {alias!r} is claimed by queues {owner[alias]!r} and {queue.name!r}"
+            owner[alias] = queue.name
     return None

@@ -22,6 +22,9 @@ PreemptMinRun = Annotated[int, Meta(ge=0, le=10 * 365 * 86400)]
 QueuePriority = Annotated[int, Meta(ge=-1000000, le=1000000)]
 OnHostFailure = Literal["requeue", "exit"]
 PreemptMode = Literal["suspend", "requeue"]
+MissingSubmitDir = Literal["fail", "job_dir", ""]
+JobEnv = Annotated[str, Meta(max_length=64, pattern=r"^[a-z, ]*$")]
+Aliases = Annotated[tuple[Name, ...], Meta(max_length=100, extra_json_schema={"uniqueItems": True})]
 Hosts = Annotated[tuple[Name, ...], Meta(max_length=100000)]
 Plugins = Annotated[tuple[Name, ...], Meta(max_length=32)]
 Shares = Annotated[dict[str, Share], Meta(max_length=100000)]
@@ -81,9 +84,13 @@ class QueueCreate(Body, frozen=True, kw_only=True):
     preempt: Preempt | UnsetType = UNSET
     preempt_mode: PreemptMode | UnsetType = UNSET
     preempt_min_run_s: PreemptMinRun | UnsetType = UNSET
+    aliases: Aliases | UnsetType = UNSET
+    job_env: JobEnv | UnsetType | None = UNSET  # None: the controller's job_env
+    missing_submit_dir: MissingSubmitDir | UnsetType = UNSET
 
     def __post_init__(self) -> None:
         unique("preempt", self.preempt)
+        unique("aliases", self.aliases)
 
 
 class QueueModify(Patch, frozen=True, kw_only=True):
@@ -107,10 +114,14 @@ class QueueModify(Patch, frozen=True, kw_only=True):
     preempt: Preempt | UnsetType = UNSET
     preempt_mode: PreemptMode | UnsetType = UNSET
     preempt_min_run_s: PreemptMinRun | UnsetType = UNSET
+    aliases: Aliases | UnsetType = UNSET
+    job_env: JobEnv | UnsetType | None = UNSET
+    missing_submit_dir: MissingSubmitDir | UnsetType = UNSET
 
     def __post_init__(self) -> None:
         super().__post_init__()
         unique("preempt", self.preempt)
+        unique("aliases", self.aliases)
 
 
 class Reason(Body, frozen=True, kw_only=True):

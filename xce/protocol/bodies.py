@@ -84,6 +84,15 @@ class SubmitBody(Body, frozen=True, kw_only=True):
     # memory_mb per host (--mem).
     exclusive: bool = False
     mem_per_slot_mb: MemoryMb = 0
+    # The directory the job was submitted from (absolute): its working directory on the
+    # execution host unless `cwd` is given, as with sbatch and bsub.
+    submit_dir: Path4K | None = None
+    # The accounting group to charge (sbatch --account, bsub -P/-G): one of the user's
+    # groups where the site declares groups.
+    account: Name | None = None
+    # A Slurm QOS name: picks the queue that lists it among its aliases when no queue is
+    # named; otherwise ignored with a warning in the answer.
+    qos: Name | None = None
 
 
 def given(body: Struct) -> dict[str, Any]:

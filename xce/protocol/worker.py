@@ -145,6 +145,14 @@ class LaunchInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
     bin: str = ""  # set by the worker itself: the directory of its own `xce`; never sent
 
 
+class ArrayExtent(Struct, frozen=True, kw_only=True):
+    """How many tasks an array has and its lowest and highest index."""
+
+    count: int
+    min: int
+    max: int
+
+
 class Assignment(Struct, frozen=True, kw_only=True):
     """One job attempt this host runs (or signals): an entry of the answer's `jobs`."""
 
@@ -170,6 +178,13 @@ class Assignment(Struct, frozen=True, kw_only=True):
     start_time: float | None = None
     devices: list[str] = field(default_factory=list)  # granted ("gpu:0"): bind exactly these
     hosts: list[tuple[str, int]] = field(default_factory=list)  # every host, first = this one
+    submit_dir: str | None = None  # the working directory when `cwd` is not given
+    submit_host: str = ""
+    # The scheduler variable families the job gets ("slurm", "lsf", "pbs"); none from an
+    # older controller. What to do where the submit directory is missing here.
+    job_env: list[str] = field(default_factory=list)
+    missing_submit_dir: str = "fail"
+    array: ArrayExtent | None = None  # a task of an array: the array's extent
     launch: LaunchInfo | None = None  # None from a controller older than `xce launch`
 
 

@@ -67,6 +67,8 @@ struct JobSpec {
   priority @22 :OptInt;
   exclusive @23 :Bool;
   memPerSlotMb @24 :Int64;
+  submitDir @25 :OptText;
+  account @26 :Text;
 }
 
 struct QueueRecord {
@@ -90,6 +92,9 @@ struct QueueRecord {
   preempt @17 :List(Text);
   preemptMode @18 :Text;
   preemptMinRunS @19 :Int64;
+  aliases @20 :List(Text);
+  jobEnv @21 :OptText;
+  missingSubmitDir @22 :Text;
 }
 
 struct HostRecord {

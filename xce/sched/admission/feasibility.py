@@ -39,7 +39,7 @@ from xce.sched.plugins.hostfilters import QueueHosts
 from xce.sched.snapshot import HostView
 
 # Names every host has (xce/sched/expr/evaluate.py host_attributes).
-BUILT_IN = frozenset({"slots", "maxslots", "mem", "maxmem", "ut"})
+BUILT_IN = frozenset({"slots", "maxslots", "mem", "maxmem", "ut", "hname"})
 _SHOWN = 3  # hosts named in a refusal
 
 

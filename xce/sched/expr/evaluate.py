@@ -200,10 +200,12 @@ def host_attributes(host: Any) -> dict[str, str | int | float]:
     """The attribute map of a `HostView` (xce/sched/snapshot.py) for `matches`/`order_key`.
 
     `slots` (free), `maxslots` (total), `mem` (free MB), `maxmem` (total MB), `ut` when the
-    view carries one, plus every entry of `attributes` (type, model, rack, group, ...). The
-    built-in names win over a configured attribute of the same name.
+    view carries one, `hname` (the host's name, as in LSF: what `bsub -m`, `sbatch
+    --nodelist` and `--exclude` become), plus every entry of `attributes` (type, model, rack,
+    group, ...). The built-in names win over a configured attribute of the same name.
     """
     attrs: dict[str, str | int | float] = dict(host.attributes)
+    attrs["hname"] = host.name
     attrs["slots"] = host.free_slots
     attrs["maxslots"] = host.slots
     attrs["mem"] = host.free_memory_mb

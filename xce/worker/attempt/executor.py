@@ -34,6 +34,7 @@ import msgspec
 import psutil
 
 from xce.core import allocation
+from xce.core.model import HostSlots
 from xce.protocol.worker import Assignment
 from xce.worker.attempt import fscreds, userfs
 from xce.worker.attempt.jobcontrol import (
@@ -116,9 +117,11 @@ async def launch(job: RunningJob, ctx: LaunchContext) -> None:
         str(job.job_dir),
         a.script,
         allocation.hostfile_text(shares) if shares else None,
+        allocation.nodefile_text(shares or [HostSlots(ctx.host, a.slots)]) if a.job_env else None,
     )
     job.readers = {"stdout": files.stdout_reader, "stderr": files.stderr_reader}
     try:
+        await _settle_work_dir(job, files.stderr, ctx.host)
         argv = _argv(a, files)
         name = attempt_name(a.job_id, a.attempt)
         limits = limits_for(a, ctx.pids_limit, ctx.host_memory_mb)
@@ -150,6 +153,30 @@ async def launch(job: RunningJob, ctx: LaunchContext) -> None:
     job.keeper_start = started.keeper_start
     job.cgroup.set_leader(started.leader)  # "none" follows the leader's session
     job.started = time.monotonic()
+
+
+async def _settle_work_dir(job: RunningJob, stderr: int, host: str) -> None:
+    """A job that starts in its submit directory needs that directory here, entered as its
+    user. Where it is missing: end the job naming it, or (`missing_submit_dir = "job_dir"`)
+    start in the job's own directory with a warning at the top of its stderr. Never silently."""
+    a = job.assignment
+    if a.cwd or not a.submit_dir or job.work_dir == job.job_dir:
+        return
+    problem = await fscreds.as_user(job.creds, userfs.enter_problem, str(job.work_dir))
+    if problem is None:
+        return
+    if a.missing_submit_dir != "job_dir":
+        raise LaunchError(
+            f"the submit directory {job.work_dir} cannot be entered on host {host}: {problem} "
+            "(submit with --cwd DIR, or from a directory this host shares)"
+        )
+    warning = (
+        f"xce: warning: the submit directory {job.work_dir} cannot be entered on host "
+        f"{host} ({problem}): the job starts in {job.job_dir}\n"
+    )
+    with contextlib.suppress(OSError):
+        os.write(stderr, warning.encode())
+    job.work_dir = job.job_dir
 
 
 def _fence_devices(

@@ -9,6 +9,7 @@ from pathlib import Path
 from xce.core import allocation
 from xce.core.model import HostSlots
 from xce.protocol.worker import Assignment
+from xce.worker.attempt.scheduler_env import scheduler_variables
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -72,6 +73,10 @@ def job_environment(
         env.update(allocation.job_environment(shares))
         if job_dir is not None:
             env["XCE_HOSTFILE"] = str(job_dir / ".xce" / "hostfile")
+    if a.job_env:  # SLURM_*, LSB_*, PBS_*: this job's, over any the submitter's shell had
+        hosts = shares or [HostSlots(host, a.slots)]
+        nodefile = None if job_dir is None else job_dir / ".xce" / "nodefile"
+        env.update(scheduler_variables(a, name, work_dir, hosts, nodefile))
     return env
 
 

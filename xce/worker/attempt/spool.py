@@ -115,5 +115,15 @@ async def prepare(spool: Spool, a: Assignment, account: pwd.struct_passwd | None
     os.mkdir(job_dir, 0o700)
     if account is not None:
         os.chown(job_dir, account.pw_uid, account.pw_gid, follow_symlinks=False)
-    work_dir = Path(a.cwd) if a.cwd else job_dir
-    return RunningJob(a, job_dir, work_dir, attempt_dir, credentials(account))
+    return RunningJob(a, job_dir, working_directory(a, job_dir), attempt_dir, credentials(account))
+
+
+def working_directory(a: Assignment, job_dir: Path) -> Path:
+    """Where the job starts: the cwd it gave, else the directory it was submitted from (as
+    sbatch and bsub do), else its own directory. A job that stages files in starts where
+    they were put, its own directory, unless it gave a cwd."""
+    if a.cwd:
+        return Path(a.cwd)
+    if a.submit_dir and not a.inputs:
+        return Path(a.submit_dir)
+    return job_dir

@@ -87,9 +87,12 @@ def _create(name: str, mode: int, dir_fd: int) -> int:
     return fd
 
 
-def prepare_job_files(job_dir: str, script: str | None, hostfile: str | None = None) -> JobFiles:
+def prepare_job_files(
+    job_dir: str, script: str | None, hostfile: str | None = None, nodefile: str | None = None
+) -> JobFiles:
     """Create job_dir/.xce (0700) with stdout, stderr (0600) and `script` (0700) if given,
-    and `hostfile` (0600, the allocation's `host slots` lines: XCE_HOSTFILE) if given.
+    `hostfile` (0600, the allocation's `host slots` lines: XCE_HOSTFILE) and `nodefile`
+    (0600, one host name per slot: LSB_DJOB_HOSTFILE, PBS_NODEFILE) if given.
 
     job_dir exists already (made by root, 0700, owned by the user). Everything is created
     through an O_NOFOLLOW|O_DIRECTORY descriptor of job_dir and with O_EXCL, so a planted
@@ -121,10 +124,11 @@ def prepare_job_files(job_dir: str, script: str | None, hostfile: str | None = N
             with os.fdopen(fd, "wb") as f:
                 f.write(script.encode())
             path = os.path.join(job_dir, ".xce", "script")
-        if hostfile is not None:
-            fd = _create("hostfile", 0o600, meta)
-            with os.fdopen(fd, "wb") as f:
-                f.write(hostfile.encode())
+        for name, text in (("hostfile", hostfile), ("nodefile", nodefile)):
+            if text is not None:
+                fd = _create(name, 0o600, meta)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(text.encode())
     except BaseException:
         for fd in opened:
             with contextlib.suppress(OSError):
@@ -133,6 +137,19 @@ def prepare_job_files(job_dir: str, script: str | None, hostfile: str | None = N
     os.close(meta)
     os.close(top)
     return JobFiles(writers[0], writers[1], readers[0], readers[1], path)
+
+
+def enter_problem(path: str) -> str | None:
+    """Why the calling thread (run as the job's user) could not start in directory `path`,
+    or None. Resolving `path/.` needs search permission on every component and on `path`
+    itself, which is what the keeper's chdir as the user needs; no read permission is
+    asked for, so a 0711 directory is fine."""
+    try:
+        fd = os.open(os.path.join(path, "."), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    return None
 
 
 def _parts(rel: str, what: str) -> list[str]:
