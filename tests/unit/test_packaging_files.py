@@ -36,7 +36,7 @@ def test_appimage_recipe_matches_the_build_script() -> None:
     assert 'APPDIR="$ROOT/build/AppDir"' in script
     assert "exec: usr/lib/xce/xce" in text and '"$HERE/usr/lib/xce/xce"' in script
     included = [line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- usr/")]
-    assert len(included) == 4, included
+    assert len(included) == 5, included
     for path in included:
         assert f'"$APPDIR/{path}' in script or f"$APPDIR/{path}" in script, path
     assert "file_name: xce-x86_64.AppImage" in text and "dist/xce-x86_64.AppImage" in script
