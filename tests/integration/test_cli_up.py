@@ -67,6 +67,7 @@ class Up:
             capture_output=True,
             timeout=60,
             input=stdin,
+            cwd=self.root,  # jobs start in the submit directory: the test's, not the checkout
         )
 
     def stop(self) -> None:

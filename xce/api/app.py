@@ -33,6 +33,7 @@ from xce.api.http import (
 from xce.api.identities import IDENTITIES, IdentityMemo
 from xce.api.metrics import observe
 from xce.api.mtls import require_client_cert
+from xce.api.peer import PEERS, PeerIdentities, peer_credentials
 from xce.api.routes import Route, all_routes
 from xce.auth.runtime import AuthRuntime
 from xce.config.settings import Config
@@ -164,9 +165,12 @@ def _identity(request: web.Request, route: Route) -> Identity:
     """Verify the bearer JWT, build the `Identity` and check the route's permission."""
     runtime: AuthRuntime = request.app[AUTH]
     token = bearer_token(request.headers.get("Authorization", ""))
-    if not token:
+    if token:
+        who = request.app[IDENTITIES].identity(runtime, token)  # verified on every request
+    elif (creds := peer_credentials(request)) is not None:  # the local socket: the kernel's word
+        who = request.app[PEERS].identity(runtime, creds)
+    else:
         raise Unauthorized("this request needs a bearer token (run xce login or set XCE_TOKEN)")
-    who = request.app[IDENTITIES].identity(runtime, token)  # verified on every request
     request[IDENTITY] = who  # set before the check: the audit trail names refused callers
     if route.permission != "authenticated" and not allows(who.permissions, route.permission):
         raise Forbidden(
@@ -261,4 +265,5 @@ def build_app(config: Config) -> web.Application:
         table[name] = route
     app[ROUTE] = table
     app[IDENTITIES] = IdentityMemo()
+    app[PEERS] = PeerIdentities()
     return app

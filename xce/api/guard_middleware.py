@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import ipaddress
 import math
 import unicodedata
 from typing import Any
@@ -28,10 +29,13 @@ from typing import Any
 from aiohttp import web
 
 from xce.api.http import GUARD, bearer_token, json_body, json_response
+from xce.api.peer import peer_credentials
 from xce.api.route_class import WORKER, route_class
-from xce.auth.guard import GuardState, allowed, peer
+from xce.auth.guard import Address, GuardState, allowed, peer
 from xce.core.errors import InvalidRequest
 from xce.telemetry import metrics
+
+LOCAL_HOST = ipaddress.ip_address("127.0.0.1")  # what the allow-lists see of the local socket
 
 LOGIN_PATH = "/api/v1/auth/login"
 MAX_USERNAME = 256
@@ -120,7 +124,12 @@ async def _guarded_login(
 @web.middleware
 async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
     state = request.app[GUARD]
-    address, shown = peer(request.remote or "")
+    local = peer_credentials(request)
+    address: Address | None
+    if local is not None:  # the local socket: this host, one bucket per uid
+        address, shown = LOCAL_HOST, f"local uid {local.uid}"
+    else:
+        address, shown = peer(request.remote or "")
     kind = route_class(request)
     if not allowed(state.settings, kind, address):
         return _refusal(

@@ -76,8 +76,26 @@ def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
             token = token_path.read_text().strip() or None
         except OSError as exc:
             fail(f"cannot read token file {token_path}: {exc.strerror}")
+    if token is None and not controllers and (local := local_socket(file_data)) is not None:
+        urls = [f"unix:{local}"]  # on the controller's host: the kernel says who we are
     ca_file, cert_file, key_file = _tls_files(file_data, path)
     return ClientSettings(urls, token, ca_file, cert_file, key_file, insecure=_insecure(file_data))
+
+
+DEFAULT_SOCKET = "/run/xce/xce.sock"
+
+
+def local_socket(file_data: dict[str, Any]) -> str | None:
+    """The controller's local socket when this host has one: `XCE_SOCKET`, else `socket` in
+    client.toml, else /run/xce/xce.sock. Used when no token is configured (and no
+    controller was named on the command line): no login, no password."""
+    import stat
+
+    path = os.environ.get("XCE_SOCKET") or str(file_data.get("socket") or DEFAULT_SOCKET)
+    try:
+        return path if stat.S_ISSOCK(os.stat(path).st_mode) else None
+    except OSError:
+        return None
 
 
 def _tls_files(data: dict[str, Any], path: Path) -> tuple[Path | None, Path | None, Path | None]:

@@ -20,7 +20,7 @@ import aiohttp
 
 from xce.client.errors import ApiError, job_path
 from xce.client.sse import StreamEvent, read_events
-from xce.client.transport import check_controller_urls
+from xce.client.transport import check_controller_urls, unix_path
 
 
 class XceClient:
@@ -42,6 +42,11 @@ class XceClient:
         check_controller_urls(controllers, insecure)
         self.ssl_context = ssl_context
         self.controllers = [c.rstrip("/") for c in controllers]
+        # A local socket (`unix:PATH`, the only candidate when chosen): requests go through
+        # it to http://localhost.
+        self.socket_path = unix_path(self.controllers[0])
+        if self.socket_path is not None:
+            self.controllers = ["http://localhost"]
         self.token = token
         self.timeout = timeout
         self.retry_for = retry_for
@@ -70,7 +75,11 @@ class XceClient:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(ssl=self.ssl_context or True)
+            connector: aiohttp.BaseConnector
+            if self.socket_path is not None:
+                connector = aiohttp.UnixConnector(path=self.socket_path)
+            else:
+                connector = aiohttp.TCPConnector(ssl=self.ssl_context or True)
             self._session = aiohttp.ClientSession(headers=self._headers(), connector=connector)
         return self._session
 

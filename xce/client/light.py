@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from xce.client.errors import ApiError, job_path
-from xce.client.transport import check_controller_urls
+from xce.client.transport import UnixHTTPConnection, check_controller_urls, unix_path
 
 
 class LightClient:
@@ -65,7 +65,9 @@ class LightClient:
         parts = urlsplit(self.controllers[index])
         host = parts.hostname or "127.0.0.1"
         conn: http.client.HTTPConnection
-        if parts.scheme == "https":
+        if (path := unix_path(self.controllers[index])) is not None:
+            conn = UnixHTTPConnection(path, self.timeout)
+        elif parts.scheme == "https":
             ctx = self.ssl_context or ssl.create_default_context()
             conn = http.client.HTTPSConnection(
                 host, parts.port or 443, timeout=self.timeout, context=ctx
@@ -102,7 +104,8 @@ class LightClient:
         if self._conn is not None and self._conn_index == order[0]:
             order.insert(1, order[0])
         for index in order:
-            prefix = urlsplit(self.controllers[index]).path
+            url = self.controllers[index]
+            prefix = "" if unix_path(url) is not None else urlsplit(url).path
             if self.epoch:
                 all_headers["X-XCE-Epoch"] = str(self.epoch)
             try:

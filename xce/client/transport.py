@@ -8,7 +8,9 @@ CLI's client.toml, or XCE_INSECURE=1).
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
+import socket
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -31,6 +33,33 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+UNIX_PREFIX = "unix:"  # a controller's local socket: `unix:/run/xce/xce.sock`
+
+
+def unix_path(url: str) -> str | None:
+    """The socket path of a `unix:PATH` controller address, else None."""
+    return url[len(UNIX_PREFIX) :] if url.startswith(UNIX_PREFIX) else None
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket: the controller's local socket, where the kernel tells it
+    who we are (no token, no TLS: the bytes never leave this host)."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
 
 
 def check_controller_urls(urls: Iterable[str], insecure: bool) -> None:

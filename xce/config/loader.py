@@ -67,6 +67,8 @@ def _controller(file: FileTable, base: Path) -> ControllerSettings:
     if t.state_dir is not None:
         out["state_dir"] = _resolve(base, t.state_dir)
     out["url"] = t.url.rstrip("/")
+    if t.local_socket:
+        out["local_socket"] = str(_resolve(base, t.local_socket))
     if t.replication_listen is not None:
         out["replication_host"], out["replication_port"] = host_port(
             "replication_listen", t.replication_listen

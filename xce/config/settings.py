@@ -61,6 +61,10 @@ class ControllerKeys(Table, frozen=True):
     max_body_kb: PosInt = 1024
     max_array_size: PosInt = 1_000_000
     default_queue: str = "normal"
+    # A Unix socket the controller also listens on (mode 0666, in a directory only its own
+    # user may write): local callers without a token are who the kernel says they are
+    # (SO_PEERCRED, xce/api/peer.py). "": none.
+    local_socket: str = ""
     # The scheduler variables every job gets beside XCE_* (a queue's job_env overrides it)
     # and what a job does when its submit directory is missing on the execution host.
     job_env: tuple[Literal["slurm", "lsf", "pbs"], ...] = ("slurm", "lsf", "pbs")

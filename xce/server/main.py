@@ -24,6 +24,7 @@ from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.errors import InvalidRequest, XceError
 from xce.ha.node import Node, start_site
+from xce.server import local_socket
 from xce.server.compose import compose
 from xce.store.durable import DurableLog, StoreSettings
 from xce.store.files import FileStore
@@ -219,6 +220,9 @@ async def run_primary(
     )
     await node.release_port()  # the door that answered /healthz and votes until now
     await start_site(site)
+    if settings.local_socket:
+        await local_socket.start(runner, Path(settings.local_socket))
+        log.info("controller listening on the local socket %s", settings.local_socket)
     if not node.solo:  # the replication source compose made starts listening
         await node.start_replication()
     queues = await _first_queues(service)
