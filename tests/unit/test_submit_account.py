@@ -53,6 +53,24 @@ async def test_without_declared_groups_an_account_is_a_label(tmp_path: Path) -> 
     assert service.state.jobs[job].spec.account == "p1"
 
 
+async def test_the_users_own_groups_are_their_accounts(tmp_path: Path) -> None:
+    service = await _service(tmp_path, (("fairshare-a", ("carol",)),))
+    mine = SubmitRequest.from_fields
+    job = await service.submit(mine(user="alice", command="x", groups=("physics", "hpc")))
+    assert service.state.jobs[job].spec.account == "physics"  # the first: the default
+    job = await service.submit(
+        mine(user="alice", command="x", groups=("physics", "hpc"), account="hpc")
+    )
+    assert service.state.jobs[job].spec.account == "hpc"
+    with pytest.raises(Forbidden, match=r"theirs: physics, hpc"):
+        await service.submit(
+            mine(user="alice", command="x", groups=("physics", "hpc"), account="chem")
+        )
+    # [scheduler] groups is the override: it names carol's default account
+    job = await service.submit(mine(user="carol", command="x", groups=("staff",)))
+    assert service.state.jobs[job].spec.account == "fairshare-a"
+
+
 async def test_a_relative_submit_dir_is_refused(tmp_path: Path) -> None:
     service = await _service(tmp_path)
     with pytest.raises(InvalidRequest, match="submit_dir must be an absolute path"):

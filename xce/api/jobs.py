@@ -48,6 +48,7 @@ async def submit(request: web.Request) -> web.Response:
         uploads_of=None if anyones else who.user,
         may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
         privileged=anyones,
+        groups=who.groups if user == who.user else (),
     )
     service = _service(request)
     job_id, repeat = await service.submit_keyed(req, idempotency_key(request))

@@ -91,6 +91,7 @@ def _build(runtime: AuthRuntime, creds: PeerCredentials) -> Identity:
         if (groups_of := getattr(backend, "groups_of", None)) is not None:
             names.update(dict.fromkeys(groups_of(account.pw_name)))
     groups = tuple(names)
+    runtime.directory.remember(account.pw_name, groups)  # for group-scoped job access
     if creds.uid in (0, os.geteuid()):
         roles: tuple[str, ...] = ("admin",)
     else:

@@ -31,6 +31,9 @@ class SubmitRequest:
     # `privileged` (operators, admins) may give a priority above
     # `[scheduler.priority] default_job_priority`.
     privileged: bool = False
+    # The submitter's own groups (users file, directory, or the OS for a local caller),
+    # when the submitter is the job's user: its accounting groups.
+    groups: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -42,10 +45,11 @@ class SubmitRequest:
         uploads_of: str | None = None,
         may_view_owner: Callable[[str], bool] | None = None,
         privileged: bool = False,
+        groups: tuple[str, ...] = (),
     ) -> SubmitRequest:
         """`body` as `user` submitted it from `submit_host`, with the caller's fields."""
         body = msgspec.structs.replace(body, user=user, submit_host=submit_host)
-        return cls(body, uploads_of, may_view_owner, privileged)
+        return cls(body, uploads_of, may_view_owner, privileged, groups)
 
     @classmethod
     def from_fields(cls, **fields: Any) -> SubmitRequest:
@@ -55,7 +59,7 @@ class SubmitRequest:
         return cls(SubmitBody(**fields), **caller)
 
 
-_CALLER = ("uploads_of", "may_view_owner", "privileged")
+_CALLER = ("uploads_of", "may_view_owner", "privileged", "groups")
 
 
 @dataclass(frozen=True)

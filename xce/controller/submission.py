@@ -76,12 +76,7 @@ class Submissions:
         for term in dependency:
             self.check_dependency(term.job, req.may_view_owner)
         groups = [g for g, members in settings.scheduler.groups if body.user in members]
-        if body.account:
-            declared = bool(settings.scheduler.groups)
-            if declared and body.account not in groups and not req.privileged:
-                raise Forbidden(
-                    f"account {body.account!r}: user {body.user!r} is not a member of that group"
-                )
+        account = charge_to(body.account or "", groups, req)
         applied = queue_rules.apply(
             queue, body.user, groups, body.slots, memory_mb, body.walltime_s
         )
@@ -94,6 +89,7 @@ class Submissions:
         )
         spec = _job_spec(
             req,
+            account=account,
             queue=queue.name,
             applied=applied,
             inputs=tuple(sorted(inputs)),
@@ -139,7 +135,8 @@ class Submissions:
             why = refusal(requirement, body.slots, memory_mb, queue, hosts)
         if why is not None:
             raise InvalidRequest(
-                f"{why} (submit with defer to keep it for hosts that have not registered yet)"
+                f"{why} (to keep it for hosts that have not registered yet, submit it "
+                'through the API with "defer": true)'
             )
 
     def check_dependency(self, job_id: str, may_view_owner: Callable[[str], bool] | None) -> None:
@@ -257,9 +254,27 @@ def _input_moves(number: int, inputs: dict[str, str]) -> list[tuple[str, str]]:
     )
 
 
+def charge_to(asked: str, declared: list[str], req: SubmitRequest) -> str:
+    """The accounting group a job is charged to. Asked for (--account): one of the user's
+    groups, those `[scheduler] groups` lists them in and their own (users file, directory,
+    the OS for a local caller); operators may name any, and a user whose groups nobody
+    knows may name a label. Else the first group `[scheduler] groups` lists them in (the
+    override), else their own first group, else none ("default" in the records)."""
+    own = [*declared, *req.groups]
+    if asked:
+        if own and asked not in own and not req.privileged:
+            raise Forbidden(
+                f"account {asked!r}: user {req.body.user!r} is not a member of that group "
+                f"(theirs: {', '.join(dict.fromkeys(own))})"
+            )
+        return asked
+    return own[0] if own else ""
+
+
 def _job_spec(
     req: SubmitRequest,
     *,
+    account: str,
     queue: str,
     applied: queue_rules.Applied,
     inputs: tuple[str, ...],
@@ -298,5 +313,5 @@ def _job_spec(
         exclusive=body.exclusive,
         mem_per_slot_mb=body.mem_per_slot_mb,
         submit_dir=body.submit_dir,
-        account=body.account or "",
+        account=account,
     )
