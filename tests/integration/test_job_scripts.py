@@ -118,13 +118,13 @@ def test_xce_directives_and_the_command_line_wins(up: Up, tmp_path: Path) -> Non
 
 def test_unknown_directive_is_refused_naming_the_line(up: Up, tmp_path: Path) -> None:
     script = tmp_path / "bad.sh"
-    script.write_text("#!/bin/sh\n#SBATCH -n 1\n#SBATCH --account=proj\ntrue\n")
+    script.write_text("#!/bin/sh\n#SBATCH -n 1\n#SBATCH --bogus=proj\ntrue\n")
     result = up.xce("job", "submit", str(script))
     assert result.returncode == 1
     assert result.stderr.strip() == (
         "xce: error: script directive line 3: "
-        "'#SBATCH --account=proj': unknown or unsupported "
-        "#SBATCH option --account"
+        "'#SBATCH --bogus=proj': unknown or unsupported "
+        "#SBATCH option --bogus"
     )
     bad_pattern = up.xce("job", "submit", "-o", "out-%q", "true")
     assert bad_pattern.returncode == 1 and "unknown '%q'" in bad_pattern.stderr

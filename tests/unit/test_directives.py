@@ -24,10 +24,10 @@ SBATCH = [
     ("#SBATCH -n 4", {"slots": 4}),
     ("#SBATCH -n4", {"slots": 4}),
     ("#SBATCH -n 2 -c 3", {"slots": 6}),
-    ("#SBATCH --nodes=1 --ntasks-per-node=8", {"slots": 8}),
+    ("#SBATCH --nodes=1 --ntasks-per-node=8", {"slots": 8, "resources": "span[hosts=1]"}),
     ("#SBATCH --mem=4G", {"memory": 4096}),
     ("#SBATCH --mem 512", {"memory": 512}),
-    ("#SBATCH -n 4 --mem-per-cpu=100M", {"slots": 4, "memory": 400}),
+    ("#SBATCH -n 4 --mem-per-cpu=100M", {"slots": 4, "mem_per_cpu": 100}),
     ("#SBATCH --time=90", {"walltime": "5400s"}),
     ("#SBATCH -t 1:30:00", {"walltime": "5400s"}),
     ("#SBATCH -t 2-00:00", {"walltime": "172800s"}),
@@ -99,9 +99,9 @@ def test_directive_table(line: str, expected: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        "#SBATCH --account=proj",
-        "#SBATCH --nodes=2",
-        "#BSUB -P proj",
+        "#SBATCH --bogus=proj",
+        "#SBATCH --mem-per-gpu=2G",
+        "#BSUB -Is bash",
         '#BSUB -w "done(1) || done(2)"',
     ],
 )

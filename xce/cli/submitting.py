@@ -1,9 +1,10 @@
 """What `xce job submit` sends: the script and its directives, options, the environment.
 
 Kept apart from the command's option list (xce/cli/jobs.py) so the rules read in one place:
-where the script comes from (a file argument starting with `#!`, `--script`, or stdin like
-`sbatch` and `bsub < job.sh`), how directives merge (the command line wins; lists add up),
-the old spellings that still work for one release with a warning (`-i/--input` for
+where the script comes from (a file argument that starts with `#!` or holds directives,
+`--script`, or stdin like `sbatch` and `bsub < job.sh`), its default name (the file's, as
+sbatch and bsub name it), how directives merge (the command line wins; lists add up), the
+old spellings that still work for one release with a warning (`-i/--input` for
 `--stage-in`, `-e NAME=VALUE` for `--env`), and the captured environment (`--export`).
 """
 
@@ -15,7 +16,7 @@ import shlex
 import socket
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import typer
 
@@ -29,7 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "queue": None,
     "name": "",
     "slots": 1,
-    "memory": 0,
+    "memory": "0",
     "walltime": None,
     "stdout": None,
     "stderr": None,
@@ -46,9 +47,17 @@ DEFAULTS: dict[str, Any] = {
     "gpus": None,
     "reservation": None,
     "begin": None,
-    "mem_per_cpu": 0,
+    "mem_per_cpu": "0",
     "exclusive": False,
+    "account": None,
+    "qos": None,
+    "licenses": None,
 }
+# Options of which the command line gives one and a directive another that cannot go with
+# it: a command-line `--mem` also overrides a directive's `--mem-per-cpu`, and the reverse.
+_EXCLUSIVE_GROUPS = ({"memory", "mem_per_cpu"},)
+# What is read of a file argument to tell a script from a command.
+_HEAD_BYTES = 64 * 1024
 _ENV_ITEM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -91,14 +100,21 @@ def build(
     given: dict[str, Any],
     lenient: bool,
     explicit: set[str] | None = None,
+    after_dashes: bool | None = None,
 ) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
-    """The request body (with `walltime` still as text) and the files to upload."""
+    """The request body (with `walltime` still as text) and the files to upload.
+    `after_dashes`: the command came after `--` (None: read from sys.argv), which makes a
+    plain text file without `#!` or directives a command rather than an error."""
     options = dict(given)
-    text = _script_text(command, script)
+    if after_dashes is None:
+        after_dashes = dashes_given(sys.argv[1:])
+    text, source = _script_source(command, script, after_dashes)
     body: dict[str, Any] = {}
     if text is not None:
         body["script"] = text
         _apply_directives(text, options, lenient, explicit)
+        if not options["name"] and source is not None:
+            options["name"] = source.name[:128]  # sbatch and bsub name a job by its file
     else:
         assert command
         body["command"] = command[0] if len(command) == 1 else shlex.join(command)
@@ -120,7 +136,7 @@ def build(
         {
             "name": options["name"],
             "slots": options["slots"],
-            "memory_mb": options["memory"],
+            "memory_mb": _megabytes(options["memory"], "--mem"),
             "env": _environment(options["export"], options["env"]),
             "outputs": list(options["stage_out"]),
             "hold": options["hold"],
@@ -128,13 +144,20 @@ def build(
             "submit_host": socket.gethostname(),
         }
     )
-    if options.get("mem_per_cpu"):
-        body["mem_per_slot_mb"] = options["mem_per_cpu"]
+    if mem_per_slot := _megabytes(options.get("mem_per_cpu") or 0, "--mem-per-cpu"):
+        body["mem_per_slot_mb"] = mem_per_slot
     if options.get("exclusive"):
         body["exclusive"] = True
+    if options.get("licenses"):
+        body["licenses"] = gres_options(None, None, options["licenses"])["licenses"]
+    body["submit_dir"] = _submit_dir()
+    if options["cwd"] is not None:
+        options["cwd"] = os.path.abspath(os.path.expanduser(options["cwd"]))
     for key in (
         "queue",
         "cwd",
+        "account",
+        "qos",
         "array",
         "dependency",
         "user",
@@ -150,28 +173,100 @@ def build(
     return body, _staged(options["stage_in"])
 
 
-def _script_text(command: list[str] | None, script: Path | None) -> str | None:
+def _megabytes(value: int | str, option: str) -> int:
+    """A memory size in MB: an int as it is, text such as `4G` or `512` (MB) read with the
+    same rules as `#SBATCH --mem`; a bad one is a one-line usage error naming the option."""
+    if isinstance(value, int):
+        return value
+    from xce.cli.directives import megabytes
+
+    try:
+        return megabytes(value)
+    except ValueError as exc:
+        fail(f"{option} {value}: {exc}", 2)
+    return 0
+
+
+def _submit_dir() -> str | None:
+    """The directory the job is submitted from, which it starts in (as with sbatch and
+    bsub) unless it gives --cwd. $PWD keeps the user's own spelling of a symlinked path
+    (what `pwd` shows, what sbatch records) where it names the same directory."""
+    try:
+        here = os.getcwd()
+    except OSError:  # removed under the shell: the job starts in its own directory
+        return None
+    shown = os.environ.get("PWD", "")
+    if shown.startswith("/"):
+        try:
+            if os.path.samefile(shown, here):
+                return shown
+        except OSError:
+            pass
+    return here
+
+
+def dashes_given(args: list[str]) -> bool:
+    """Whether `args` (the command line after `xce`) is `job submit ... -- CMD`."""
+    words = [a for a in args if not a.startswith("-")]
+    if words[:2] != ["job", "submit"]:
+        return False
+    return "--" in args[args.index("submit") + 1 :]
+
+
+def _script_source(
+    command: list[str] | None, script: Path | None, after_dashes: bool = False
+) -> tuple[str | None, Path | None]:
+    """The script's text and the file it came from (None for stdin), or (None, None) when
+    the job is a command. One file argument is the script when it starts with `#!` or
+    holds directives (`bsub < job.sh` needs no `#!`), as sbatch reads it; a program
+    (binary) is a command, as `bsub ./a.out` runs it; a text file with neither is refused
+    rather than run by its name (it would fail on the host), unless it comes after `--`."""
     if script is not None:
         if command:
             fail("give either a command or --script, not both")
-        return _read(script)
+        return _read(script), script
     if command:
-        if len(command) == 1 and _is_script(Path(command[0])):
-            return _read(Path(command[0]))
-        return None
+        if len(command) != 1:
+            return None, None
+        path = Path(command[0])
+        kind = _file_kind(path)
+        if kind == "script":
+            return _read(path), path
+        if kind == "text" and not after_dashes:
+            fail(
+                f"{path} has no #! line and no #SBATCH/#BSUB/#XCE directives: give a "
+                f"command (xce job submit -- {_shown(path)}) or add a #! line"
+            )
+        return None, None
     if not sys.stdin.isatty():
-        return sys.stdin.read()
+        return sys.stdin.read(), None
     fail("nothing to run: give a command, a script file, or a script on stdin")
-    return None
+    return None, None
 
 
-def _is_script(path: Path) -> bool:
-    """A local file that starts with `#!`: submitted as the script, as sbatch does."""
+def _file_kind(path: Path) -> Literal["script", "program", "text", "none"]:
+    """What a command's single word names: a script (`#!` or directives), a program (a
+    binary), another text file, or no local file (a command such as `hostname`)."""
     try:
+        if not path.is_file():  # before opening: a FIFO would block the open
+            return "none"
         with path.open("rb") as f:
-            return path.is_file() and f.read(2) == b"#!"
+            head = f.read(_HEAD_BYTES)
     except OSError:
-        return False
+        return "none"
+    if head.startswith(b"#!"):
+        return "script"
+    if b"\0" in head:
+        return "program"
+    from xce.cli.directives import directive_lines
+
+    return "script" if directive_lines(head.decode(errors="replace")) else "text"
+
+
+def _shown(path: Path) -> str:
+    """How to name `path` as a command: `./job.txt`, not `job.txt` (looked up in PATH)."""
+    text = str(path)
+    return text if "/" in text else f"./{text}"
 
 
 def _read(path: Path) -> str:
@@ -198,8 +293,21 @@ def _apply_directives(
             fail(f"script directive: #XCE option for {key} is not allowed in a script")
         if isinstance(DEFAULTS[key], list):
             options[key] = [*value, *options[key]]
-        elif (key not in explicit) if explicit is not None else options[key] == DEFAULTS[key]:
+        elif not any(_given(k, options, explicit) for k in _group_of(key)):
             options[key] = value
+
+
+def _group_of(key: str) -> set[str]:
+    """`key` and the options that cannot go with it (`_EXCLUSIVE_GROUPS`)."""
+    return next((group for group in _EXCLUSIVE_GROUPS if key in group), {key})
+
+
+def _given(key: str, options: dict[str, Any], explicit: set[str] | None) -> bool:
+    """Whether the command line gave `key`: named in `explicit` (its own arguments), or
+    without them, a value other than the default."""
+    if explicit is not None:
+        return key in explicit
+    return bool(options[key] != DEFAULTS[key])
 
 
 def _parse_xce_line(tokens: list[str]) -> dict[str, Any]:
@@ -221,7 +329,13 @@ def _parse_xce_line(tokens: list[str]) -> dict[str, Any]:
     mine, plain = values(tokens), values([])
     if mine.get("command"):
         raise ValueError("an #XCE line holds options only")
-    return {k: v for k, v in mine.items() if v != plain[k] and k in DEFAULTS}
+    found = {k: v for k, v in mine.items() if v != plain[k] and k in DEFAULTS}
+    for key in ("memory", "mem_per_cpu"):  # sizes in MB, as the other directives give them
+        if isinstance(found.get(key), str):
+            from xce.cli.directives import megabytes
+
+            found[key] = megabytes(found[key])
+    return found
 
 
 def _environment(export: str | None, pairs: list[str]) -> dict[str, str]:
