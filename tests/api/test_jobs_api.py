@@ -100,6 +100,8 @@ async def test_list_filters(api: Api) -> None:
     assert ids(await listing(api)) == [alice, bob, bob2]
     assert ids(await listing(api, "user=bob")) == [bob, bob2]
     assert ids(await listing(api, "user=carol")) == []
+    assert ids(await listing(api, "user=all")) == [alice, bob, bob2]  # bjobs -u all
+    assert ids(await listing(api, "user=all&queue=short")) == [bob]
     assert ids(await listing(api, "queue=short")) == [bob]
     assert ids(await listing(api, "host=w1")) == [alice, bob]
     assert ids(await listing(api, "host=w2")) == [bob2]

@@ -68,6 +68,9 @@ async def test_arrays_are_scoped_too(tenants: Api) -> None:
     await tenants.call("POST", f"{JOBS}/{array}/kill", 403, headers=bob)
     assert (await tenants.call("GET", JOBS, 200, headers=bob))["total"] == 0
     assert (await tenants.call("GET", JOBS, 200, headers=alice))["total"] == 1
+    # `user=all` is every user the caller may see, never more
+    assert (await tenants.call("GET", f"{JOBS}?user=all", 200, headers=bob))["total"] == 0
+    assert (await tenants.call("GET", f"{JOBS}?user=all", 200, headers=alice))["total"] == 1
     await tenants.call("POST", f"{JOBS}/{array}/kill", 200, headers=alice)
 
 

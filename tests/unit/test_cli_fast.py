@@ -73,6 +73,8 @@ CASES = [
     ("job", "submit", ["--", "ls", "-l"]),
     ("job", "list", []),
     ("job", "list", ["-s", "PEND,RUN", "--limit", "5", "--json", "-u", "alice"]),
+    ("job", "list", ["-u", "all", "--format", "%.18i %.9P %.8j", "--noheader"]),
+    ("job", "list", ["-o", "id,user,name:20", "--parsable", "--user", "all"]),
     ("job", "show", ["17[3]", "--json"]),
     ("job", "kill", ["1", "2", "3"]),
     ("job", "wait", ["4", "--timeout", "2.5"]),

@@ -30,7 +30,10 @@ def _callback(verb: str) -> Any:
         ("acct", []),
         ("acct", ["-u", "alice", "-S", "30d", "--format", "jobid,eligible,wait", "--json"]),
         ("acct", ["-j", "17[3]", "--submit-time", "--limit", "5", "--controller", "http://h:1"]),
+        ("acct", ["-P", "-n", "--format", "jobid,state"]),
+        ("acct", ["--parsable", "--noheader"]),
         ("report", []),
+        ("report", ["-P", "-n", "--by", "queue"]),
         ("report", ["--by", "queue", "-S", "365d", "-E", "2026-12", "--json"]),
     ],
 )

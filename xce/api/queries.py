@@ -10,6 +10,9 @@ from xce.api.views import job_view, pending_rest_view
 from xce.core.model import JobState
 from xce.core.state import ClusterState
 
+# `user=all`: every user's jobs (those the caller may see), as `bjobs -u all` lists them.
+ALL_USERS = "all"
+
 
 @dataclass(frozen=True)
 class JobFilter:
@@ -20,6 +23,11 @@ class JobFilter:
     array: int | None = None
     # Whose jobs the caller may see (RBAC scope); None: everyone's.
     visible: Callable[[str], bool] | None = None
+
+    @property
+    def owner(self) -> str | None:
+        """The one user whose jobs are asked for; None for every user, `ALL_USERS` included."""
+        return None if self.user == ALL_USERS else self.user
 
 
 def list_jobs(
@@ -32,10 +40,11 @@ def list_jobs(
 ) -> tuple[list[dict[str, Any]], int]:
     """Jobs (and not-yet-started array tasks, one row per array) in submission order."""
     rows: list[tuple[tuple[int, int], Any]] = []
+    owner = flt.owner
     for job in state.jobs.values():
         if flt.states and job.state.value not in flt.states:
             continue
-        if flt.user and job.spec.user != flt.user:
+        if owner and job.spec.user != owner:
             continue
         if flt.visible is not None and not flt.visible(job.spec.user):
             continue
@@ -53,7 +62,7 @@ def list_jobs(
             shown = JobState.PSUSP if array.held else JobState.PEND
             if flt.states and shown.value not in flt.states:
                 continue
-            if flt.user and array.spec.user != flt.user:
+            if owner and array.spec.user != owner:
                 continue
             if flt.visible is not None and not flt.visible(array.spec.user):
                 continue

@@ -11,12 +11,14 @@ are read in the user's local time, as sacct reads them, and sent as epoch second
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
 import typer
 
-from xce.cli.common import call_light, fail, print_json, print_table
+from xce.cli.common import call_light, fail, print_json
+from xce.cli.fields import table
 
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
 
@@ -180,6 +182,10 @@ def acct(
         DEFAULT_FORMAT, "--format", "-o", help=f"columns: {', '.join(COLUMNS)}"
     ),
     limit: int = typer.Option(100_000, "--limit", help="most records to show"),
+    noheader: bool = typer.Option(False, "--noheader", "-n", help="leave out the header line"),
+    parsable: bool = typer.Option(
+        False, "--parsable", "-P", help="cells separated by |, without padding (sacct -P)"
+    ),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
 ) -> None:
@@ -191,14 +197,21 @@ def acct(
         fail(f"unknown --format column {unknown[0]!r} (use {', '.join(COLUMNS)})")
     if limit < 1:
         fail("--limit must be at least 1")
+    _json_alone(as_json, noheader, parsable)
     params = _params(user, group, queue, state, since, until, job, host, name, submit_time)
     rows = call_light(lambda c: _fetch(c, params, limit), controller)
     if as_json:
         print_json({"jobs": rows})
         return
-    print_table(
-        [COLUMNS[c][0] for c in columns], [[COLUMNS[c][1](r) for c in columns] for r in rows]
-    )
+    headers = [COLUMNS[c][0] for c in columns]
+    cells = [[COLUMNS[c][1](r) for c in columns] for r in rows]
+    sys.stdout.write(table(headers, cells, header=not noheader, parsable=parsable))
+
+
+def _json_alone(as_json: bool, noheader: bool, parsable: bool) -> None:
+    """--json is a document of its own: the table options do not apply to it."""
+    if as_json and (noheader or parsable):
+        fail("--json takes no --noheader or --parsable", 2)
 
 
 def report(
@@ -208,11 +221,18 @@ def report(
     queue: str = typer.Option(None, "--queue", "-q", help="queues (comma-separated)"),
     since: str = typer.Option("30d", "--starttime", "-S", help="from (default: 30d ago)"),
     until: str = typer.Option(None, "--endtime", "-E", help="before (default: now)"),
+    noheader: bool = typer.Option(
+        False, "--noheader", "-n", help="leave out the title and header lines"
+    ),
+    parsable: bool = typer.Option(
+        False, "--parsable", "-P", help="cells separated by |, without padding or title"
+    ),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
 ) -> None:
     """Core-hours, jobs, wait and efficiency per user, group, queue, host, day or month,
     like sreport cluster/user and LSF bacct -u."""
+    _json_alone(as_json, noheader, parsable)
     params = {**_params(user, group, queue, None, since, until), "by": by}
     data = call_light(
         lambda c: c.request("GET", "/api/v1/accounting/summary", params=params), controller
@@ -220,11 +240,12 @@ def report(
     if as_json:
         print_json(data)
         return
-    typer.echo(
-        f"Usage by {by}, {_when(data.get('since'))} - "
-        f"{_when(data.get('until')) if data.get('until') else 'now'} (UTC)"
-    )
-    print_table(
+    if not (noheader or parsable):  # the title line is for people, not for parsers
+        typer.echo(
+            f"Usage by {by}, {_when(data.get('since'))} - "
+            f"{_when(data.get('until')) if data.get('until') else 'now'} (UTC)"
+        )
+    text = table(
         [
             by.upper(),
             "JOBS",
@@ -254,7 +275,10 @@ def report(
             ]
             for r in data["rows"]
         ],
+        header=not noheader,
+        parsable=parsable,
     )
+    sys.stdout.write(text)
 
 
 def eff(

@@ -8,9 +8,9 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -19,6 +19,7 @@ from xce.cli.common import call, call_light, fail, print_json, print_table, show
 if TYPE_CHECKING:
     from xce.protocol.bodies import SubmitBody
 
+T = TypeVar("T")
 app = typer.Typer(no_args_is_help=True)
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
 
@@ -65,9 +66,11 @@ def submit(
     queue: str = typer.Option(None, "--queue", "-q"),
     name: str = typer.Option("", "--name", "-J"),
     slots: int = typer.Option(1, "--slots", "-n", help="cores/slots"),
-    memory: int = typer.Option(0, "--mem", "-M", help="memory in MB per host"),
-    mem_per_cpu: int = typer.Option(
-        0, "--mem-per-cpu", help="memory in MB per slot, instead of --mem"
+    memory: str = typer.Option(
+        "0", "--mem", "-M", help="memory per host: MB, or with a unit (512M, 4G, 1T)"
+    ),
+    mem_per_cpu: str = typer.Option(
+        "0", "--mem-per-cpu", help="memory per slot (as --mem), instead of --mem"
     ),
     exclusive: bool = typer.Option(
         False, "--exclusive", "-x", help="whole hosts: no other job shares them"
@@ -85,7 +88,18 @@ def submit(
     export: str = typer.Option(
         None, "--export", help="environment to pass: ALL (default), NONE, or VAR,VAR=VALUE,..."
     ),
-    cwd: str = typer.Option(None, "--cwd", help="absolute working directory on the host"),
+    cwd: str = typer.Option(
+        None,
+        "--cwd",
+        "--chdir",
+        "-D",
+        help="working directory on the host (relative: to this directory); "
+        "default: the directory you submit from",
+    ),
+    account: str = typer.Option(
+        None, "--account", "-A", "-P", help="accounting group to charge (one of yours)"
+    ),
+    qos: str = typer.Option(None, "--qos", help="a QOS name the site maps to a queue"),
     array: str = typer.Option(None, "--array", "-a", help="e.g. 1-1000:2%10"),
     dependency: str = typer.Option(None, "--dependency", "-d", help="afterok:ID,afterany:ID"),
     stage_in: list[str] = typer.Option([], "--stage-in", help="LOCAL[:JOBPATH] copied in (repeat)"),
@@ -121,6 +135,9 @@ def submit(
     lenient: bool = typer.Option(
         False, "--lenient", help="unknown script directives are warnings, not errors"
     ),
+    defer: bool = typer.Option(
+        False, "--defer", help="accept it though no registered host could run it yet"
+    ),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
 ) -> None:
@@ -137,12 +154,16 @@ def submit(
     draft, staged = submitting.build(
         command, script, inputs, given, lenient, submitting.explicit_options(sys.argv[1:])
     )
+    if defer:
+        draft["defer"] = True
     body = _submit_body(draft, gres, licenses, priority)
     run = functools.partial(_submit_with_uploads, body, staged)
     result = call_light(run, controller)
     if as_json:
         print_json(result)
     else:
+        for warning in result.get("warnings", ()):
+            typer.echo(f"xce: warning: {warning}", err=True)
         typer.echo(f"Job <{result['job_id']}> is submitted to queue <{result['queue']}>.")
 
 
@@ -216,30 +237,104 @@ def _bytes(n: int | None) -> str:
     return str(size)
 
 
+_LIST_HEADERS = (
+    "JOBID",
+    "USER",
+    "STAT",
+    "QUEUE",
+    "FROM_HOST",
+    "EXEC_HOST",
+    "JOB_NAME",
+    "SUBMIT_TIME",
+    "RUN_TIME",
+    "CPU",
+    "MAX_RSS",
+)
+# `-u all` is every user whose jobs the caller may see, as in bjobs (a user named "all" is
+# out of reach here, as there); the CLI sends no user filter then, which any controller reads
+# the same way.
+ALL_USERS = "all"
+
+
 @app.command("list")
 def list_(
     state: str = typer.Option(None, "--state", "-s", help="e.g. PEND,RUN"),
-    user: str = typer.Option(None, "--user", "-u"),
+    user: str = typer.Option(
+        None, "--user", "-u", help="only this user's jobs; all: everyone's you may see"
+    ),
     queue: str = typer.Option(None, "--queue", "-q"),
     host: str = typer.Option(None, "--host", "-m"),
     array: str = typer.Option(None, "--array"),
     limit: int = typer.Option(1000, "--limit"),
     offset: int = typer.Option(0, "--offset"),
+    fmt: str = typer.Option(
+        None,
+        "--format",
+        "-o",
+        help="columns: fields (id, user, state, queue, name, slots, hosts, submit_time, "
+        "start_time, elapsed, reason, exit_code, array_index, ...: 'Job list output' in the "
+        "command reference), e.g. id,user,name:20, or squeue letters, e.g. '%.18i %.9P %.8j %T'",
+    ),
+    noheader: bool = typer.Option(False, "--noheader", help="leave out the header line"),
+    parsable: bool = typer.Option(
+        False, "--parsable", help="cells separated by |, without padding"
+    ),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
 ) -> None:
-    """List jobs (bjobs/squeue style)."""
+    """List jobs (bjobs/squeue style): every job you may see unless -u names a user.
+
+    --format takes XCE field names (comma- or space-separated, NAME:WIDTH to pad and cut,
+    NAME:-WIDTH to right-align) or squeue's %-letters (%i %P %j %u %t %T %M %D %R %N %C %l %S
+    %V ..., %.N right-aligned in N columns); --noheader and --parsable work with and
+    without it."""
+    from xce.cli import fields
+
+    _check_layout(fmt, noheader or parsable, as_json)
+    wanted = None if user == ALL_USERS else user
     result = call_light(
         lambda c: c.jobs(
-            state=state, user=user, queue=queue, host=host, array=array, limit=limit, offset=offset
+            state=state,
+            user=wanted,
+            queue=queue,
+            host=host,
+            array=array,
+            limit=limit,
+            offset=offset,
         ),
         controller,
     )
     if as_json:
         print_json(result)
         return
+    jobs = result["jobs"]
+    if fmt:
+        text = fields.render(jobs, fmt, header=not noheader, parsable=parsable)
+    else:
+        text = fields.table(_LIST_HEADERS, _list_rows(jobs), not noheader, parsable)
+    sys.stdout.write(text)
+    if result["total"] > len(jobs) + offset:
+        typer.echo(f"({len(jobs)} of {result['total']} shown; use --offset/--limit)", err=True)
+
+
+def _check_layout(fmt: str | None, table_options: bool, as_json: bool) -> None:
+    """Refuse a bad --format (or one beside --json) before the controller is asked: a typo
+    is a one-line usage error, not a listing fetched for nothing."""
+    from xce.cli import fields
+
+    if as_json and (fmt or table_options):
+        fail("--json takes no --format, --noheader or --parsable", 2)
+    if fmt:
+        try:
+            fields.parse(fmt)
+        except fields.FormatError as e:
+            fail(str(e), 2)
+
+
+def _list_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
+    """The default columns (`_LIST_HEADERS`), bjobs' layout."""
     rows = []
-    for j in result["jobs"]:
+    for j in jobs:
         usage = j.get("usage") or {}
         rows.append(
             [
@@ -256,24 +351,7 @@ def list_(
                 _bytes(usage.get("max_rss_bytes")),
             ]
         )
-    print_table(
-        [
-            "JOBID",
-            "USER",
-            "STAT",
-            "QUEUE",
-            "FROM_HOST",
-            "EXEC_HOST",
-            "JOB_NAME",
-            "SUBMIT_TIME",
-            "RUN_TIME",
-            "CPU",
-            "MAX_RSS",
-        ],
-        rows,
-    )
-    if result["total"] > len(rows) + offset:
-        typer.echo(f"({len(rows)} of {result['total']} shown; use --offset/--limit)", err=True)
+    return rows
 
 
 @app.command()
@@ -319,9 +397,12 @@ def output(
     dest: Path = typer.Option(None, "--dest", help="download every file into this directory"),
     controller: list[str] = CONTROLLER,
 ) -> None:
-    """Print a job's stdout (or another output file), list or download its files."""
+    """Print a job's stdout (or another output file), list or download its files.
+
+    An array's files are its tasks': give a task id (12[3]); the array's own number is an
+    error that names its tasks."""
     if list_files:
-        files = call(lambda c: c.files(job_id), controller)
+        files = call(_tasks_named(job_id, lambda c: c.files(job_id)), controller)
         print_table(["FILE", "SIZE"], [[f["path"], f["size"]] for f in files])
         return
     if dest is not None:
@@ -334,12 +415,57 @@ def output(
                 target.write_bytes(await client.download(job_id, name))
             return names
 
-        for name in call(fetch_all, controller):
+        for name in call(_tasks_named(job_id, fetch_all), controller):
             typer.echo(str(dest / name))
         return
-    data = call(lambda c: c.download(job_id, file), controller)
+    data = call(_tasks_named(job_id, lambda c: c.download(job_id, file)), controller)
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
+
+
+def _tasks_named(
+    job_id: str, fetch: Callable[[Any], Awaitable[T]]
+) -> Callable[[Any], Awaitable[T]]:
+    """`fetch(client)`, where "job 12 does not exist" for an array's own number becomes an
+    error naming its tasks: files belong to tasks, and a user who knows the array's number
+    should learn which id to ask for instead of being told it does not exist."""
+    from xce.client.errors import ApiError
+
+    async def run(client: Any) -> T:
+        try:
+            return await fetch(client)
+        except ApiError as exc:
+            if exc.status != 404 or "[" in job_id:
+                raise
+            raise await _array_error(client, job_id, exc) from None
+
+    return run
+
+
+async def _array_error(client: Any, job_id: str, error: Exception) -> Exception:
+    """The error for `job_id` when it is an array (its tasks, and one to ask for), else
+    `error` unchanged."""
+    from xce.client.errors import ApiError
+
+    try:
+        view = await client.job(job_id)
+    except ApiError:
+        return error
+    if view.get("kind") != "array":
+        return error
+    return ApiError(404, "array", array_message(view["id"], view["array"]["spec"]))
+
+
+def array_message(number: str, spec: str) -> str:
+    """`job 12 is an array: its tasks are 12[1-100] (...)`: the task ids in the form
+    listings show an array's tasks in, and the first as an example (quoted: `12[1]` is a
+    shell glob)."""
+    first = re.match(r"\d+", spec)
+    example = f"{number}[{first.group(0) if first else spec}]"
+    return (
+        f"job {number} is an array: its tasks are {number}[{spec}] "
+        f"(ask for one, e.g. xce job output '{example}')"
+    )
 
 
 def _note(text: str) -> None:

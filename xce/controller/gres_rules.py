@@ -83,8 +83,8 @@ def _check_hosts(
             defined = sorted({k for h in eligible for k, _ in h.gres})
             raise InvalidRequest(
                 f"gres {kind!r}: no host of {where} has {kind} devices (host devices: "
-                f"{', '.join(defined) or 'none'}; submit with defer for hosts that have not "
-                "registered yet)"
+                f"{', '.join(defined) or 'none'}; for hosts that have not registered yet: "
+                'xce job submit --defer, or "defer": true in the API)'
             )
         if count > max(have):
             raise InvalidRequest(

@@ -193,7 +193,8 @@ def _new_spec(
                 why = refusal(requirement, new.slots, new.memory_mb, queue, hosts)
             if why is not None:
                 raise InvalidRequest(
-                    f"{why} (modify with defer to keep it for hosts that have not registered yet)"
+                    f'{why} (xce job modify --defer, or "defer": true in the API, keeps it '
+                    "for hosts that have not registered yet)"
                 )
     return new
 

@@ -135,8 +135,8 @@ class Submissions:
             why = refusal(requirement, body.slots, memory_mb, queue, hosts)
         if why is not None:
             raise InvalidRequest(
-                f"{why} (to keep it for hosts that have not registered yet, submit it "
-                'through the API with "defer": true)'
+                f"{why} (to keep it for hosts that have not registered yet: xce job submit "
+                '--defer, or "defer": true in the API)'
             )
 
     def check_dependency(self, job_id: str, may_view_owner: Callable[[str], bool] | None) -> None:

@@ -6,10 +6,10 @@ A job is judged against the hosts its queue may use (`queue-hosts`, the same fil
 scheduler applies) as if each were empty: enough slots, enough memory, and a `select[]`
 that matches. Hosts that are closed, draining or unreachable still count (they may come
 back); a cluster with no registered host of the queue yet cannot judge and accepts
-everything, and `defer` (API `"defer": true`, CLI `--defer`) skips the check for hosts that
-will register later. The verdict uses the scheduler's own evaluation
-(xce/sched/expr/evaluate.py), so "cannot ever run" here means the scheduler would never
-place it.
+everything, and `defer` (API `"defer": true`, `xce job submit --defer`, `xce job modify
+--defer`) skips the check for hosts that will register later. The verdict uses the
+scheduler's own evaluation (xce/sched/expr/evaluate.py), so "cannot ever run" here means
+the scheduler would never place it.
 
 Names on the left of a comparison, flags (`select[gpu]`) and `defined(name)` that no
 eligible host defines are reported by name, with the names hosts do define: a typo
