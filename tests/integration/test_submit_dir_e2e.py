@@ -10,7 +10,9 @@ warning where the queue says so; a queue can turn the families off.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,3 +191,68 @@ def test_a_queue_can_turn_the_families_off_and_answer_to_its_aliases(
     unmapped = two.post("/api/v1/jobs", {"user": user.name, "command": "true", "qos": "gold"})
     assert unmapped["queue"] == "normal"
     assert unmapped["warnings"] == ["qos 'gold' is not mapped to a queue here: ignored"]
+
+
+def _cli_submit(cluster: Cluster, user: LinuxUser, cwd: Path, *args: str, stdin: str = "") -> str:
+    """`xce job submit` run from `cwd` for `user` (an admin's token submits for them: the
+    system's users cannot reach this interpreter), as their script would be."""
+    from tests.integration.cluster import ADMIN_TOKEN
+
+    env = {**os.environ, "XCE_CONTROLLERS": cluster.url, "XCE_TOKEN": ADMIN_TOKEN, "PWD": str(cwd)}
+    done = subprocess.run(
+        [sys.executable, "-m", "xce", "job", "submit", "--user", user.name, *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    match = re.search(r"Job <(\d+)>", done.stdout)
+    assert match, done.stdout
+    return match.group(1)
+
+
+SBATCH = """#!/bin/bash
+#SBATCH --job-name=mpi-test      # a trailing comment
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=2
+#SBATCH --mem=100M
+#SBATCH --output=slurm-%j.out
+#SBATCH --account=physics
+srun_hosts=$(echo $SLURM_JOB_NODELIST)
+echo "$SLURM_JOB_NAME $SLURM_NTASKS $SLURM_JOB_NUM_NODES $srun_hosts $SLURM_TASKS_PER_NODE"
+"""
+
+BSUB_NO_SHEBANG = """#BSUB -J lsfarray[1-3]
+#BSUB -n 1
+#BSUB -R "rusage[mem=64MB]"
+#BSUB -o out.%I
+echo "$LSB_JOBINDEX $LS_SUBCWD $PWD" > idx.$LSB_JOBINDEX
+"""
+
+
+def test_migrated_scripts_run_from_their_directory(two: Cluster, linux_users: LinuxUsers) -> None:
+    user = linux_users.user()
+    here = _submit_dir(user)
+    (here / "job.sh").write_text(SBATCH)
+    job_id = _cli_submit(two, user, here, "job.sh")
+    job = _done(two, job_id)
+    assert job["name"] == "mpi-test" and job["slots"] == 4
+    assert sorted(h["host"] for h in job["hosts"]) == ["node01", "node02"]  # --nodes=2
+    out = (here / f"slurm-{job_id}.out").read_text().split()
+    assert out == ["mpi-test", "4", "2", "node[01-02]", "2(x2)"]
+    # An LSF file without #! (as `bsub < file` takes it): read for its directives.
+    (here / "array.lsf").write_text(BSUB_NO_SHEBANG)
+    array_id = _cli_submit(two, user, here, "array.lsf")
+    for index in (1, 2, 3):
+        _done(two, f"{array_id}[{index}]")
+        assert (here / f"idx.{index}").read_text().split() == [str(index), str(here), str(here)]
+        assert (here / f"out.{index}").exists()
+    # On stdin, from a subdirectory: the job starts there.
+    sub = here / "run2"
+    subprocess.run(["install", "-d", "-o", user.name, str(sub)], check=True)
+    piped = _cli_submit(two, user, sub, stdin="#!/bin/sh\n#SBATCH -J piped\npwd > where\n")
+    _done(two, piped)
+    assert (sub / "where").read_text().strip() == str(sub)
