@@ -44,6 +44,11 @@ GROUPS: dict[str, tuple[str, str, str]] = {
         "app",
         "Advance reservations: add, list, delete (brsvadd, brs, brsvdel).",
     ),
+    "compat": (
+        "xce.cli.compat.commands",
+        "app",
+        "Familiar commands (sbatch, squeue, bsub, bjobs, qsub, qstat...): install, list, run.",
+    ),
 }
 # Top-level verbs the fast path runs without the Typer tree: verb -> (module, function).
 FAST_VERBS: dict[str, tuple[str, str]] = {
@@ -123,7 +128,21 @@ def _first_word(args: list[str]) -> str | None:
 
 def run(args: list[str] | None = None) -> None:
     """Parse and run; usage errors are one line on stderr and exit code 2."""
+    if args is None:  # started as `squeue`, `bjobs`, ... (xce compat install): that tool only
+        import os
+
+        from xce.cli.compat import invoked_as
+
+        tool = invoked_as(sys.argv[0], os.environ, sys.executable)
+        if tool is not None:
+            from xce.cli.compat.base import main as compat_main
+
+            sys.exit(compat_main(tool, sys.argv[1:]))
     args = sys.argv[1:] if args is None else list(args)
+    if args[:2] == ["compat", "run"] and len(args) > 2 and not args[2].startswith("-"):
+        from xce.cli.compat.base import main as compat_main
+
+        sys.exit(compat_main(args[2], args[3:]))
     if args[:1] == ["__complete"] or args[:1] in (["--install-completion"], ["--show-completion"]):
         from xce.cli import completion
 
