@@ -182,7 +182,7 @@ def test_cluster_views(tools: Tools) -> None:
         "up",
         "infinite",
         "1/1/0/2",
-        "w1,w2",
+        "w[1-2]",
     ]
 
     bhosts = tools.ok("bhosts").splitlines()

@@ -14,6 +14,7 @@ from typing import Any
 from xce.cli.compat import base, formats
 from xce.cli.compat.base import Failure, Usage
 from xce.cli.compat.formats import DOC
+from xce.core import hostlist
 
 
 def _pairs(lines: list[list[tuple[str, Any]]]) -> str:
@@ -63,7 +64,7 @@ def show_job(job: dict[str, Any]) -> str:
                 ("EndTime", formats.slurm_timestamp(job.get("end_time"))),
             ],
             [("Partition", job.get("queue"))],
-            [("NodeList", ",".join(hosts)), ("BatchHost", hosts[0] if hosts else None)],
+            [("NodeList", hostlist.compress(hosts)), ("BatchHost", hosts[0] if hosts else None)],
             [
                 ("NumNodes", max(1, len(hosts))),
                 ("NumCPUs", job.get("slots")),
@@ -106,7 +107,7 @@ def show_partition(queue: dict[str, Any], hosts: list[dict[str, Any]]) -> str:
                 ("TotalCPUs", sum(int(h.get("slots") or 0) for h in members)),
                 ("TotalNodes", len(members)),
             ],
-            [("Nodes", ",".join(h["name"] for h in members))],
+            [("Nodes", hostlist.compress(h["name"] for h in members))],
             [
                 ("MaxTime", formats.slurm_limit(queue.get("max_walltime_s"))),
                 ("DefaultTime", formats.slurm_limit(queue.get("default_walltime_s"), "NONE")),

@@ -16,6 +16,7 @@ from typing import Any
 from xce.cli.compat import base, formats
 from xce.cli.compat.base import Failure, Parser, Usage
 from xce.cli.compat.formats import ACTIVE, ALL_STATES, DOC
+from xce.core import hostlist
 
 # --- sbatch -------------------------------------------------------------------------------
 
@@ -156,9 +157,9 @@ def squeue_fields(job: dict[str, Any]) -> dict[str, str]:
         "D": str(max(1, len(hosts))),
         "C": str(job.get("slots") or 1),
         "m": f"{memory}M" if memory else "0",
-        "R": f"({reason})" if pending else ",".join(hosts),
+        "R": f"({reason})" if pending else hostlist.compress(hosts),
         "r": reason,
-        "N": ",".join(hosts),
+        "N": hostlist.compress(hosts),
         "V": formats.slurm_timestamp(job.get("submit_time")),
         "S": formats.slurm_timestamp(job.get("start_time"), "N/A"),
     }

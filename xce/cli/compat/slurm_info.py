@@ -14,6 +14,7 @@ from typing import Any
 from xce.cli.compat import base, formats
 from xce.cli.compat.base import Parser, Usage
 from xce.cli.compat.formats import ACTIVE, DOC, Column
+from xce.core import hostlist
 
 # --- sacct --------------------------------------------------------------------------------
 
@@ -52,7 +53,7 @@ SACCT_DEFAULT = "jobid,jobname,partition,account,alloccpus,state,exitcode"
 def _nodes(record: dict[str, Any]) -> str:
     """`w1:2,w2:2` (the accounting store's shape) -> `w1,w2`; None assigned yet."""
     hosts = [part.split(":")[0] for part in str(record.get("hosts") or "").split(",") if part]
-    return ",".join(hosts) or "None assigned"
+    return hostlist.compress(hosts) or "None assigned"
 
 
 def _live_record(job: dict[str, Any]) -> dict[str, Any]:
@@ -266,7 +267,7 @@ def _sinfo_row(queue: dict[str, Any], hosts: list[dict[str, Any]], state: str) -
         "D": str(len(hosts)),
         "t": state,
         "T": formats.SINFO_LONG_STATE.get(state, state),
-        "N": ",".join(h["name"] for h in hosts),
+        "N": hostlist.compress(h["name"] for h in hosts),
         "c": _uniform(slots),
         "m": _uniform([int(h.get("memory_mb") or 0) for h in hosts]),
         "F": f"{allocated}/{idle}/{other}/{len(hosts)}",
