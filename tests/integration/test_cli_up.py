@@ -6,10 +6,12 @@ import getpass
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +21,9 @@ from tests.integration.cluster import free_port
 
 
 class Up:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cwd: Path | None = None) -> None:
         self.root = root
+        self.cwd = cwd  # where `xce up` is started (default: the test run's directory)
         self.port = free_port()
         self.env = {
             **os.environ,
@@ -36,6 +39,7 @@ class Up:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
+                "-P",  # as the `xce` executable: its own directory on sys.path, not the cwd
                 "-m",
                 "xce",
                 "up",
@@ -47,6 +51,7 @@ class Up:
             stdout=self.log.open("ab"),
             stderr=subprocess.STDOUT,
             env=self.env,
+            cwd=self.cwd,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -247,3 +252,64 @@ def test_cli_changes_queues_at_run_time(up: Up) -> None:
     deleted = up.xce("queue", "delete", "short")
     assert deleted.returncode == 0 and "Queue <short> is deleted." in deleted.stdout
     assert "short" not in up.xce("queue", "list").stdout
+
+
+def test_up_starts_from_a_directory_holding_an_xce_folder(tmp_path: Path) -> None:
+    """`python -m` puts the working directory first on sys.path: a folder named `xce` there
+    (a checkout, a project) must not replace the package in the roles `xce up` starts, nor in
+    the job keepers the worker starts from that same directory."""
+    project = tmp_path / "project"
+    (project / "xce").mkdir(parents=True)
+    (project / "xce" / "__init__.py").write_text('raise ImportError("the shadow xce")\n')
+    (project / "xce" / "__main__.py").write_text('raise SystemExit("the shadow xce ran")\n')
+    up = Up(tmp_path, cwd=project)
+    up.start()  # raises with the log unless the controller and the worker came up
+    try:
+        submitted = up.xce("job", "submit", "--", "echo", "kept")
+        assert submitted.returncode == 0, submitted.stderr
+        waited = up.xce("job", "wait", "1", "--timeout", "30")
+        assert waited.returncode == 0, waited.stdout + waited.stderr + up.log.read_text()
+        assert up.xce("job", "output", "1").stdout == "kept\n"
+        assert "shadow" not in up.log.read_text()
+    finally:
+        up.stop()
+        for segment in (tmp_path / "state").glob("controller/wal/*.seg"):
+            segment.unlink()
+
+
+def test_a_failed_first_start_keeps_the_admin_password(tmp_path: Path) -> None:
+    """The first start makes the admin; if the cluster then fails to come up (here: its port
+    is taken) before the password was printed, the password waits in a 0600 file that the
+    error names, and the next start prints it. Errors are lines, not tracebacks."""
+    from xce.auth.passwords import verify_password
+
+    up = Up(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", up.port))
+        taken.listen()
+        state = ["--state-dir", str(tmp_path / "state"), "--port", str(up.port)]
+        failed = subprocess.run(
+            [sys.executable, "-m", "xce", "up", *state],
+            env=up.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert failed.returncode != 0
+    assert "Traceback" not in failed.stderr, failed.stderr
+    kept = tmp_path / "state" / "admin.password"
+    assert f"password is kept in {kept}" in failed.stderr, failed.stderr
+    assert "address already in use" in failed.stderr, failed.stderr
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    password = kept.read_text().strip()
+    hashed = tomllib.loads((tmp_path / "state" / "users.toml").read_text())["users"]
+    assert verify_password(password, hashed[getpass.getuser()]["password"])
+
+    up.start()
+    try:
+        assert f"password {password}" in up.log.read_text()
+        assert not kept.exists()  # shown: the plain copy is gone
+    finally:
+        up.stop()
+        for segment in (tmp_path / "state").glob("controller/wal/*.seg"):
+            segment.unlink()

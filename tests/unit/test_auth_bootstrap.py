@@ -88,3 +88,20 @@ def test_the_old_shared_worker_token_is_replaced_and_revoked(tmp_path: Path) -> 
     assert fresh.verify((tmp_path / "worker.token").read_text().strip()).host == "node1"
     with pytest.raises(Unauthorized, match="revoked"):
         fresh.verify(shared)
+
+
+def test_the_new_password_is_kept_0600_until_shown(tmp_path: Path) -> None:
+    """A start may fail between making the admin and printing the password: the only copy
+    of it must survive that, and go once it has been shown."""
+    from xce.auth.bootstrap import PASSWORD_FILE, password_shown, pending_password
+
+    password = ensure_credentials(tmp_path, AuthSettings(), tmp_path / "controller", "ann", True)
+    assert password and pending_password(tmp_path) == password
+    assert stat.S_IMODE((tmp_path / PASSWORD_FILE).stat().st_mode) == 0o600
+    # A later start makes no new password and keeps the one not yet shown.
+    assert (
+        ensure_credentials(tmp_path, AuthSettings(), tmp_path / "controller", "ann", False) is None
+    )
+    assert pending_password(tmp_path) == password
+    password_shown(tmp_path)
+    assert pending_password(tmp_path) is None and not (tmp_path / PASSWORD_FILE).exists()

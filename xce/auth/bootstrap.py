@@ -7,6 +7,9 @@
 * `worker.token` holds this node's worker *service* JWT, bound to its host name (subject and
   `host` claim, as joining issues them): a copy of it cannot register any other host. A
   token from before that (subject `worker`, no host) is replaced and revoked;
+* the new admin password is also kept in `admin.password` (0600) until whoever started
+  this shows it (`pending_password`, then `password_shown`): a start that fails after making
+  the admin, before printing the password, must not lose the only copy;
 * every run: the controller's signing key exists in `<controller_state>/auth` (created on first
   use by `TokenService`), and `admin.token` holds an admin JWT that is renewed when it is about
   to expire (for the same subject it was issued to).
@@ -33,6 +36,7 @@ from xce.core.errors import Unauthorized
 USERS_FILE = "users.toml"
 ADMIN_TOKEN_FILE = "admin.token"
 WORKER_TOKEN_FILE = "worker.token"
+PASSWORD_FILE = "admin.password"
 ADMIN_TOKEN_TTL_S = 30 * 86400.0
 RENEW_BEFORE_S = 86400.0
 
@@ -44,6 +48,19 @@ def write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(text)
     path.chmod(0o600)
+
+
+def pending_password(cluster_dir: Path) -> str | None:
+    """The admin password made by a start that has not shown it yet, or None."""
+    try:
+        return (cluster_dir / PASSWORD_FILE).read_text().strip() or None
+    except OSError:  # none (the usual case), or a directory we cannot read: nothing to show
+        return None
+
+
+def password_shown(cluster_dir: Path) -> None:
+    """The password has been printed: its only plain copy goes (the hash stays)."""
+    (cluster_dir / PASSWORD_FILE).unlink(missing_ok=True)
 
 
 def token_service(auth: AuthSettings, controller_state: Path) -> TokenService:
@@ -112,8 +129,8 @@ def ensure_credentials(
     worker_host: str | None = None,
 ) -> str | None:
     """Make (first run) or refresh the cluster's credentials; returns the new admin password
-    on the first run (show it once), else None. `worker_host` is the name this node's
-    worker registers as (default: the host name, the worker's own default)."""
+    on the first run (show it once, then call `password_shown`), else None. `worker_host`
+    is the name this node's worker registers as (default: the host name, as the worker)."""
     tokens = token_service(auth, controller_state)
     password = None
     if first_run:
@@ -121,6 +138,8 @@ def ensure_credentials(
         UsersFile(cluster_dir / USERS_FILE).add(
             admin, password, groups=admin_groups, roles=("admin",)
         )
+        # Kept until shown: anything below (or the caller's start) may still fail.
+        write_private(cluster_dir / PASSWORD_FILE, password + "\n")
     ensure_worker_token(
         tokens, cluster_dir / WORKER_TOKEN_FILE, worker_host or socket.gethostname()
     )

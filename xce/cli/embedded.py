@@ -1,11 +1,12 @@
 """`xce up`: the embedded default cluster, a controller and one worker on this machine.
 
 The first run creates the state directory (0700), a config, a users file with an admin user
-named after you and a random password (printed once), the controller's token signing key, an
-admin token for the CLI and a worker service token (0600 files; the config holds neither), and
-writes the client config so `xce job ...` in another shell finds the cluster. Later runs reuse
-all of it (renewing the admin token when it is about to expire). The two roles run as child
-processes, exactly as on a real cluster.
+named after you and a random password (printed once; kept in a 0600 file until a start has
+printed it), the controller's token signing key, an admin token for the CLI and a worker
+service token (0600 files; the config holds neither), and writes the client config so
+`xce job ...` in another shell finds the cluster. Later runs reuse all of it (renewing the
+admin token when it is about to expire). The two roles run as child processes, exactly as on
+a real cluster, started so that the working directory cannot shadow the package.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from pathlib import Path
 
 import typer
 
+from xce.auth.bootstrap import (
+    PASSWORD_FILE,
+    USERS_FILE,
+    password_shown,
+    pending_password,
+)
 from xce.auth.bootstrap import write_private as _write_private
 from xce.cli.common import client_config_path, fail
 from xce.config.settings import DEFAULT_PORT
@@ -105,9 +112,13 @@ def _upgrade_config(config: Path) -> None:
 
 
 def _self_command(*args: str) -> list[str]:
+    """This `xce` for a child role: the frozen binary runs itself; from Python the package
+    runs with -P, so a folder named `xce` in the working directory cannot shadow it."""
     if getattr(sys, "frozen", False):
         return [sys.executable, *args]
-    return [sys.executable, "-m", "xce", *args]
+    from xce.core.selfexec import python_module
+
+    return [*python_module("xce"), *args]
 
 
 def _wait_healthy(
@@ -161,18 +172,52 @@ def _credentials(state_dir: Path, config: Path, first_run: bool) -> str | None:
 
 
 def run_embedded(state_dir: Path | None, port: int | None) -> None:
+    """`xce up`. Whatever fails at start is one line on stderr: an expected failure says
+    what, an unexpected one also names the log that keeps its traceback
+    (`<state dir>/up-error.log`). A new admin password that no start has shown yet stays in
+    `admin.password` (0600), and the failure says so: the next start prints it."""
+    from xce.core.errors import XceError
+
     state_dir = (state_dir or Path("~/.local/share/xce")).expanduser().resolve()
+    try:
+        try:
+            _start(state_dir, port or DEFAULT_PORT)
+        except typer.Exit:
+            raise
+        except XceError as exc:
+            fail(exc.message)
+        except OSError as exc:
+            fail(f"cannot start XCE in {state_dir}: {exc}")
+        except Exception as exc:
+            from xce.cli.crash import crashed
+
+            crashed("up", exc, [state_dir])
+        except KeyboardInterrupt:  # Ctrl-C before the cluster was up (after: handled there)
+            fail("interrupted", 130)
+    except typer.Exit as exc:
+        if exc.exit_code and pending_password(state_dir) is not None:
+            typer.echo(
+                f"xce up: the new admin password is kept in {state_dir / PASSWORD_FILE} "
+                "(mode 0600) until `xce up` starts and shows it",
+                err=True,
+            )
+        raise
+
+
+def _start(state_dir: Path, port: int) -> None:
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     state_dir.chmod(0o700)
     config = state_dir / "xce.toml"
     admin_token_file = state_dir / "admin.token"
-    port = port or DEFAULT_PORT
     first_run = not config.exists()
     if first_run:
         _write_private(config, _config_text(state_dir, port))
     if not first_run:
         _upgrade_config(config)
-    password = _credentials(state_dir, config, first_run)
+    # The admin is made with users.toml: a first start that failed before making it (the
+    # config was already written) makes it now rather than never.
+    _credentials(state_dir, config, first_run or not (state_dir / USERS_FILE).exists())
+    password = pending_password(state_dir)  # this start's, or one a failed start kept
     from xce.config.loader import load_config
     from xce.core.errors import ConfigError
 
@@ -205,6 +250,7 @@ def run_embedded(state_dir: Path | None, port: int | None) -> None:
             typer.echo(f"    users file: {state_dir / 'users.toml'} (xce user add|passwd)")
             typer.echo(f"  admin token (shown once, also saved 0600 in {admin_token_file}):")
             typer.echo(f"    {admin_token}")
+            password_shown(state_dir)
         else:
             typer.echo(f"  admin token:     in {admin_token_file}")
         typer.echo(f"  client config:   {client_cfg}")

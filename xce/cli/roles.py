@@ -42,26 +42,41 @@ def _run_role(
     verbose: bool,
     insecure: bool = False,
 ) -> None:
-    """Load the config and run a role; expected failures become one-line messages."""
+    """Load the config and run a role; expected failures become one-line messages, and an
+    unexpected one a line naming the log that keeps its traceback (`xce.cli.crash`)."""
     import dataclasses
 
     from xce.client import ApiError
     from xce.core.errors import XceError
 
     _setup_logging(verbose)
-    cfg = _load(config)
-    if insecure:
-        cfg = dataclasses.replace(cfg, tls=dataclasses.replace(cfg.tls, insecure=True))
-    import asyncio  # here, not at the top: `xce --help` loads this module
-
+    cfg: Config | None = None
     try:
+        cfg = _load(config)
+        if insecure:
+            cfg = dataclasses.replace(cfg, tls=dataclasses.replace(cfg.tls, insecure=True))
+        import asyncio  # here, not at the top: `xce --help` loads this module
+
         asyncio.run(main(cfg))
+    except typer.Exit:
+        raise
     except XceError as exc:
         fail(exc.message)
     except ApiError as exc:  # e.g. a worker refused by the controller (403, TLS)
         fail(f"the {name} stopped: {exc.message}")
     except OSError as exc:
         fail(f"cannot start the {name}: {exc}")
+    except Exception as exc:
+        from xce.cli.crash import crashed
+
+        crashed(name, exc, [_state_dir(name, cfg)])
+
+
+def _state_dir(name: str, cfg: Config | None) -> Path | None:
+    """The role's own directory, where its error log belongs (None before the config)."""
+    if cfg is None:
+        return None
+    return cfg.worker.spool_dir if name == "worker" else cfg.controller.state_dir
 
 
 def register(app: typer.Typer) -> None:

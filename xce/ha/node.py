@@ -58,6 +58,10 @@ async def start_site(site: web.TCPSite, attempts: int = 50) -> None:
             await site.start()
             return
         except OSError:
+            # A failed start leaves the site registered with its runner, and starting it
+            # again would then raise "already registered" instead of the real error
+            # (address in use): stop() unregisters it.
+            await site.stop()
             if attempt == attempts - 1:
                 raise
             await asyncio.sleep(0.1)

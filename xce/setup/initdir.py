@@ -72,7 +72,8 @@ def executable() -> str:
         return os.environ["APPIMAGE"]
     if getattr(sys, "frozen", False):
         return sys.executable
-    return shutil.which("xce") or f"{sys.executable} -m xce"
+    # -P as for every child XCE starts: a folder named xce in the cwd must not shadow it
+    return shutil.which("xce") or f"{sys.executable} -P -m xce"
 
 
 def _url_host(host: str) -> str:

@@ -19,6 +19,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from xce.core.selfexec import python_module
+
 log = logging.getLogger("xce.worker.launcher")
 ANSWER_TIMEOUT_S = 60.0
 
@@ -39,7 +41,7 @@ def keeper_command() -> list[str]:
     """How to run `xce.worker.keeper.process`: the packaged binary has it as a verb of its own."""
     if getattr(sys, "frozen", False):
         return [sys.executable, "keeper"]
-    return [sys.executable, "-m", "xce.worker.keeper.process"]
+    return python_module("xce.worker.keeper.process")  # -P: the worker's cwd cannot shadow xce
 
 
 class KeeperLauncher:

@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from xce.core.selfexec import python_module
 from xce.protocol.worker import Assignment, Share
 from xce.worker.attempt import accounts, jobcontrol, jobenv, running
 from xce.worker.attempt.fscreds import Credentials
@@ -187,9 +188,7 @@ class TaskService:
 
         agent = self.agent
         argv = [
-            sys.executable,
-            "-m",
-            "xce.worker.tasks.sharefence",
+            *python_module("xce.worker.tasks.sharefence"),  # -P: no cwd on sys.path
             str(agent.spool.state),
             agent.backend.kind,
             agent.settings.cgroup_parent,
