@@ -85,3 +85,16 @@ def test_mpirun_with_xce_launch_runs_every_rank_once_on_its_host(three: Cluster)
     ranks = sorted(line for line in out.splitlines() if line.startswith("rank "))
     # mpirun maps ranks by slot: 0-1 on the first host of the hostfile, 2-3, 4-5
     assert ranks == [f"rank {r} of 6 on {HOSTS[r // 2]} sum 21" for r in range(6)], (out, err)
+
+    # A migrated Slurm script's bare `mpirun` (no hostfile, no -np): the job's SLURM_*
+    # variables give OpenMPI the hosts and slots, and the job's environment keeps it off
+    # its Slurm starter, which would look for `srun`.
+    bare = script.replace('--hostfile "$XCE_HOSTFILE" ', "").replace(" -np 6", "")
+    job_id = three.submit(command=bare, slots=6, resources="span[ptile=2]")
+    job = three.wait_state(job_id, "DONE", "EXIT", timeout=180)
+    out = three.download(job_id, "stdout").decode()
+    if job["state"] != "DONE":
+        err = three.download(job_id, "stderr").decode()
+        pytest.fail(f"bare mpirun: job {job['state']}\n{out[-4000:]}\n{err[-8000:]}", False)
+    hosts = sorted(line.split(" on ")[1].split()[0] for line in out.splitlines() if " on " in line)
+    assert hosts == sorted(HOSTS * 2), out

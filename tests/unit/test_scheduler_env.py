@@ -162,3 +162,21 @@ def test_bad_queue_settings_are_refused_naming_them(
 ) -> None:
     with pytest.raises(ConfigError, match=problem.replace("[", r"\[")):
         load_config(_config(tmp_path, text))
+
+
+def test_a_job_with_slurm_variables_keeps_mpirun_off_srun() -> None:
+    """OpenMPI picks its Slurm starter when SLURM_* are set and dies looking for `srun`:
+    the job gets `^slurm` and this worker's `xce launch` as the remote agent, unless the
+    submitter chose its own."""
+    from xce.protocol.worker import LaunchInfo
+    from xce.worker.attempt.jobenv import job_environment
+
+    launch = LaunchInfo(credential="c", tasks={"n1": "127.0.0.1:1"}, cwd="", bin="/opt/xce/bin")
+    env = job_environment(_assignment(launch=launch), None, Path("/x"), "n1")
+    assert env["OMPI_MCA_plm"] == "^slurm"
+    assert env["OMPI_MCA_plm_rsh_agent"] == "/opt/xce/bin/xce launch"
+    mine = _assignment(launch=launch, env={"OMPI_MCA_plm": "rsh", "OMPI_MCA_plm_rsh_agent": "ssh"})
+    env = job_environment(mine, None, Path("/x"), "n1")
+    assert (env["OMPI_MCA_plm"], env["OMPI_MCA_plm_rsh_agent"]) == ("rsh", "ssh")
+    env = job_environment(_assignment(launch=launch, job_env=["lsf"]), None, Path("/x"), "n1")
+    assert "OMPI_MCA_plm" not in env and "LSB_JOBID" in env

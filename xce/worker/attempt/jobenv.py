@@ -77,7 +77,24 @@ def job_environment(
         hosts = shares or [HostSlots(host, a.slots)]
         nodefile = None if job_dir is None else job_dir / ".xce" / "nodefile"
         env.update(scheduler_variables(a, name, work_dir, hosts, nodefile))
+    if launch is not None:
+        env.update(_mpi_defaults(a.env, env.get("XCE_LAUNCH"), "slurm" in a.job_env))
     return env
+
+
+def _mpi_defaults(asked: dict[str, str], xce: str | None, slurm_vars: bool) -> dict[str, str]:
+    """OpenMPI's settings that make a plain `mpirun` start its ranks through `xce launch`.
+
+    Why: with SLURM_* variables set, OpenMPI picks its Slurm starter and dies looking for
+    `srun`; `^slurm` keeps that one out (its allocation reader still reads SLURM_NODELIST, so
+    `mpirun ./a.out` finds the job's hosts). The remote agent defaults to this worker's own
+    `xce launch`. A value the submitter set, or an `--mca` option, wins."""
+    out: dict[str, str] = {}
+    if slurm_vars and "OMPI_MCA_plm" not in asked:
+        out["OMPI_MCA_plm"] = "^slurm"
+    if xce and " " not in xce and "OMPI_MCA_plm_rsh_agent" not in asked:
+        out["OMPI_MCA_plm_rsh_agent"] = f"{xce} launch"
+    return out
 
 
 def allocation_of(a: Assignment) -> list[HostSlots]:
