@@ -113,7 +113,7 @@ async def test_password_hashes_never_leave(tenants: Api, caplog: pytest.LogCaptu
         assert "scrypt$" not in text
         assert "erin-password-1" not in text and "nope-nope" not in text
     assert {u["user"] for u in listed["users"]} == set(PASSWORDS)
-    assert all(set(u) == {"user", "groups", "roles"} for u in listed["users"])
+    assert all(set(u) == {"user", "groups", "roles", "effective_roles"} for u in listed["users"])
 
 
 async def test_user_admin_routes(tenants: Api) -> None:

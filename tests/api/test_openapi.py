@@ -104,7 +104,7 @@ async def test_public_routes_are_only_health_and_openapi(api: Api) -> None:
         for m, op in item.items()
         if op["x-permission"] == "public"
     }
-    # Logging in cannot need a token: the login and OIDC device routes are public too; the
+    # Logging in cannot need a token: the login, OIDC device and MUNGE routes are public too; the
     # join routes carry their own credential (a one-time join token; the CA is public).
     assert public == {
         ("/healthz", "get"),
@@ -114,6 +114,8 @@ async def test_public_routes_are_only_health_and_openapi(api: Api) -> None:
         ("/api/v1/auth/device/token", "post"),
         ("/api/v1/auth/authorize", "post"),
         ("/api/v1/auth/code", "post"),
+        ("/api/v1/auth/munge", "get"),
+        ("/api/v1/auth/munge", "post"),
         ("/api/v1/join/ca", "get"),
         ("/api/v1/join", "post"),
     }

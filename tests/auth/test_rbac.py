@@ -48,6 +48,8 @@ def test_mutating_routes_are_never_public() -> None:
         ("POST", "/api/v1/auth/device/token"),
         ("POST", "/api/v1/auth/authorize"),
         ("POST", "/api/v1/auth/code"),
+        ("GET", "/api/v1/auth/munge"),  # what a MUNGE credential must carry
+        ("POST", "/api/v1/auth/munge"),
         ("GET", "/api/v1/join/ca"),
         ("POST", "/api/v1/join"),
     }

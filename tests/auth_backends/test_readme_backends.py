@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from xce.auth.backends import ldap, oauth2, pam
+from xce.auth.backends import ldap, munge, oauth2, pam
 from xce.config.check import Table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "identity.md"
@@ -26,7 +26,12 @@ def documented_backends() -> dict[str, set[str]]:
 
 @pytest.mark.parametrize(
     ("kind", "table"),
-    [("ldap", ldap.LdapOptions), ("pam", pam.PamOptions), ("oauth2", oauth2.OAuth2Options)],
+    [
+        ("ldap", ldap.LdapOptions),
+        ("pam", pam.PamOptions),
+        ("oauth2", oauth2.OAuth2Options),
+        ("munge", munge.MungeOptions),
+    ],
 )
 def test_docs_show_every_key(kind: str, table: type[Table]) -> None:
     """Every key of the backend's table but `name` (which every backend has)."""

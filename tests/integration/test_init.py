@@ -115,6 +115,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InitCluster]:
         "--port",
         str(port),
         "--allow-root-jobs",
+        "--site-config",
+        str(root / "etc" / "client.toml"),
     )
     assert made.returncode == 0, made.stderr
     c = InitCluster(
@@ -198,7 +200,7 @@ def test_the_new_cluster_runs_a_job_over_tls(cluster: InitCluster) -> None:
 
 
 def test_a_worker_joins_with_the_printed_token_once(cluster: InitCluster) -> None:
-    join = cluster.printed(r"(xce init /etc/xce --join .*)")
+    join = cluster.printed(r"(xce init \S+ --join .*)")
     url, token, ca_hash = re.search(r"--join (\S+) --token (\S+) --ca-hash (\S+)", join).groups()  # type: ignore[union-attr]
     w2 = cluster.root / "w2"
     joined = xce(
@@ -314,3 +316,133 @@ def test_the_printed_admin_password_logs_in(cluster: InitCluster) -> None:
     with urllib.request.urlopen(request, timeout=10, context=context) as resp:
         session = json.loads(resp.read())
     assert session["user"] == getpass.getuser() and "admin" in session["roles"]
+
+
+def _site_env(cluster: InitCluster, home: Path, **extra: str) -> dict[str, str]:
+    """A user of this node with nothing of their own: an empty HOME, no XCE_* settings, and
+    the site file `xce init --site-config` wrote."""
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XCE_", "XDG_"))}
+    return {
+        **env,
+        "HOME": str(home),
+        "XCE_SITE_CONFIG": str(cluster.root / "etc" / "client.toml"),
+    } | extra
+
+
+def _run(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "xce", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        input=stdin,
+    )
+
+
+def test_init_prints_the_directories_it_used(cluster: InitCluster) -> None:
+    site = cluster.root / "etc" / "client.toml"
+    assert f"Start this node:  xce up --state-dir {cluster.dir}" in cluster.out
+    join = cluster.printed(r"(xce init \S+ --join .*)")
+    assert join.startswith(f"xce init {cluster.dir} --join https://127.0.0.1:")
+    assert join.endswith(f"--site-config {site}") and "/etc/xce" not in cluster.out
+    made = cluster.cli("token", "join", "--role", "worker", "--ttl-hours", "1")
+    assert made.returncode == 0, made.stderr
+    assert f"xce init {cluster.dir} --join https://127.0.0.1:" in made.stdout, made.stdout
+
+
+def test_init_writes_a_public_site_config_with_the_ca_beside_it(cluster: InitCluster) -> None:
+    site = cluster.root / "etc" / "client.toml"
+    ca = cluster.root / "etc" / "ca.pem"
+    for public in (site, ca):
+        assert stat.S_IMODE(public.stat().st_mode) == 0o644, public
+    assert stat.S_IMODE(site.parent.stat().st_mode) == 0o755
+    assert ca.read_text() == (cluster.dir / "tls" / "ca.pem").read_text()
+    assert sorted(p.name for p in site.parent.iterdir()) == ["ca.pem", "client.toml"]  # no key
+    data = tomllib.loads(site.read_text())
+    assert data == {
+        "controllers": tomllib.loads((cluster.dir / "xce.toml").read_text())["cluster"][
+            "controllers"
+        ],
+        "ca_file": str(ca),
+    }
+    assert f"site config:   {site}" in cluster.out
+
+
+def test_a_site_config_inside_the_cluster_directory_is_refused(tmp_path: Path) -> None:
+    inside = tmp_path / "c" / "client.toml"
+    refused = xce("init", str(tmp_path / "c"), "--host", "127.0.0.1", "--site-config", str(inside))
+    assert refused.returncode != 0 and "inside the cluster directory" in refused.stderr
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert not (tmp_path / "c").exists()  # refused before anything was made
+
+
+def test_a_user_with_only_the_site_file_reaches_the_tls_cluster(
+    cluster: InitCluster, tmp_path: Path
+) -> None:
+    """No client.toml of their own, no XCE_* variable: the controllers and the CA come from
+    the site file, the token from `xce login` with the printed admin password."""
+    cluster.wait_host(socket.gethostname())
+    env = _site_env(cluster, tmp_path / "home")
+    password = cluster.printed(r"shown only this once.*\n\s+(\S+)")
+    login = _run(env, "login", getpass.getuser(), stdin=password + "\n")
+    assert login.returncode == 0, login.stderr
+    listed = _run(env, "job", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split()[:3] == ["JOBID", "USER", "STAT"]
+    assert not (tmp_path / "home" / ".config" / "xce" / "client.toml").exists()
+
+    # The user's own values win over the site's, key by key: a controller of their own...
+    own = tmp_path / "home" / ".config" / "xce" / "client.toml"
+    nobody = f"https://127.0.0.1:{_free_port()}"
+    own.write_text(f'controllers = ["{nobody}"]\n')
+    elsewhere = _run(env, "job", "list")
+    assert elsewhere.returncode != 0 and f"tried {nobody}" in elsewhere.stderr, elsewhere.stderr
+    # ... and a CA of their own (the wrong one here), while the site still gives controllers.
+    other_ca = tmp_path / "other"
+    made = xce("tls", "init", "--dir", str(other_ca), "--host", "127.0.0.1")
+    assert made.returncode == 0, made.stderr
+    own.write_text(f'ca_file = "{other_ca / "ca.pem"}"\n')
+    refused = _run(env, "job", "list")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode != 0 and len(lines) == 1, refused.stderr
+    assert "CERTIFICATE_VERIFY_FAILED" in lines[0]
+    assert f"CA file tried: {other_ca / 'ca.pem'} (ca_file in {own}" in lines[0], lines[0]
+
+
+def test_tls_failures_name_the_ca_setting_and_file(cluster: InitCluster, tmp_path: Path) -> None:
+    url = tomllib.loads((cluster.dir / "xce.toml").read_text())["cluster"]["controllers"][0]
+    # No CA anywhere: the system's CAs do not know the cluster's; the line says none was set.
+    bare = _site_env(cluster, tmp_path / "home", XCE_SITE_CONFIG="", XCE_CONTROLLERS=url)
+    for args in (("job", "list"), ("host", "list")):  # the light client and the async one
+        refused = _run(bare, *args)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode != 0 and len(lines) == 1, refused.stderr
+        assert "CERTIFICATE_VERIFY_FAILED" in lines[0] and "Traceback" not in refused.stderr
+        assert "no CA file was configured (ca_file in " in lines[0], lines[0]
+        assert "XCE_CA_FILE" in lines[0]
+    # XCE_CA_FILE naming a CA that did not sign the controller: that file and that variable.
+    other_ca = tmp_path / "other"
+    assert xce("tls", "init", "--dir", str(other_ca), "--host", "x").returncode == 0
+    wrong = _site_env(cluster, tmp_path / "home", XCE_CA_FILE=str(other_ca / "ca.pem"))
+    refused = _run(wrong, "job", "list")
+    assert f"CA file tried: {other_ca / 'ca.pem'} (XCE_CA_FILE)" in refused.stderr, refused.stderr
+
+
+def test_user_list_shows_the_default_role(cluster: InitCluster) -> None:
+    """A user with no role of their own is a `user` (the default roles), not `-`."""
+    added = subprocess.run(
+        [sys.executable, "-m", "xce", "user", "add", "plainuser", "--group", "physics"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **cluster.env},
+        input="plain-password-1\nplain-password-1\n",
+    )
+    assert added.returncode == 0, added.stderr
+    rows = {
+        line.split()[0]: line.split() for line in cluster.cli("user", "list").stdout.splitlines()
+    }
+    assert rows["plainuser"] == ["plainuser", "physics", "user"], rows
+    assert rows[getpass.getuser()][-1] == "admin"

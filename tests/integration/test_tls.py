@@ -90,7 +90,7 @@ def test_job_runs_over_tls_and_cli_verifies_with_ca_file(
 ) -> None:
     job = tls_cluster.submit(command="echo over-tls", queue="normal")
     done = tls_cluster.wait_state(job, "DONE", "EXIT")
-    assert (done["state"], done["exit_code"]) == ("DONE", 0)
+    assert (done["state"], done["exit_code"]) == ("DONE", 0), done
     assert tls_cluster.download(job, "stdout") == b"over-tls\n"
     client_toml = tmp_path / "client.toml"
     client_toml.write_text(f'controllers = ["{tls_cluster.url}"]\nca_file = "{pki / "ca.pem"}"\n')
@@ -104,6 +104,16 @@ def test_job_runs_over_tls_and_cli_verifies_with_ca_file(
     assert refused.returncode != 0
     assert "certificate verify failed" in refused.stderr
     assert "Traceback" not in refused.stderr
+    # One line that says no CA was configured and where one goes (ca_file, XCE_CA_FILE).
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert f"no CA file was configured (ca_file in {client_toml}" in refused.stderr
+    assert "XCE_CA_FILE" in refused.stderr
+    # A CA that did not sign the controller: the line names that file and its setting.
+    other = pki / "other" / "ca.pem"
+    client_toml.write_text(f'controllers = ["{tls_cluster.url}"]\nca_file = "{other}"\n')
+    wrong = _xce("job", "list", env=env)
+    assert wrong.returncode != 0 and "certificate verify failed" in wrong.stderr
+    assert f"CA file tried: {other} (ca_file in {client_toml}" in wrong.stderr, wrong.stderr
 
 
 async def test_client_with_another_ca_is_refused(tls_cluster: Cluster, pki: Path) -> None:
@@ -113,6 +123,12 @@ async def test_client_with_another_ca_is_refused(tls_cluster: Cluster, pki: Path
             await client.cluster()
     assert info.value.code == "tls_error"
     assert "certificate verify failed" in info.value.message
+    # A client told where its CA came from says so in the message.
+    note = f"CA file tried: {pki / 'other' / 'ca.pem'} ([tls] ca_file in w.toml)"
+    async with XceClient([tls_cluster.url], ADMIN_TOKEN, ssl_context=other, ca_note=note) as c:
+        with pytest.raises(ApiError) as info:
+            await c.cluster()
+    assert info.value.message.endswith("; " + note) and "\n" not in info.value.message
 
 
 async def test_worker_routes_need_a_client_certificate(tls_cluster: Cluster, pki: Path) -> None:

@@ -1,12 +1,17 @@
-"""Identity routes: login, whoami, the OIDC device grant, service tokens, revocation, keys.
+"""Identity routes: login, whoami, the OIDC device grant, MUNGE, service tokens, revocation,
+keys.
 
 Login answers the same 401 for an unknown user and a wrong password, after the same work
 (see `AuthRuntime.login`), and every attempt lands in the audit log. The device routes hand
 the RFC 8628 flow to the first configured OIDC backend and answer 404 `no_oidc_backend` when
-there is none.
+there is none. A MUNGE login (`POST /auth/munge`) trades a credential from the caller's node
+for a short-lived token; `GET /auth/munge` tells clients what the credential must carry, and
+both answer 404 without a munge backend.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from msgspec import Struct
@@ -16,7 +21,10 @@ from xce.api.routes import Route
 from xce.auth.backends.base import AuthDenied, OidcBackend
 from xce.auth.runtime import AuthRuntime
 from xce.core.errors import NotFound, XceError
-from xce.protocol.auth import DeviceToken, Login, Revoke, ServiceToken
+from xce.protocol.auth import DeviceToken, Login, MungeLogin, Revoke, ServiceToken
+
+if TYPE_CHECKING:
+    from xce.auth.backends.munge import MungeBackend
 
 
 class SessionView(Struct, kw_only=True):
@@ -29,6 +37,14 @@ class SessionView(Struct, kw_only=True):
     groups: list[str]
     roles: list[str]
     permissions: list[str]
+
+
+class MungeInfo(Struct, kw_only=True):
+    """`GET /api/v1/auth/munge`: the `aud` a login credential's payload must name, and the
+    most seconds its `ts` may be off the controller's clock."""
+
+    audience: str
+    ttl_s: float
 
 
 DEVICE_CODES = ("authorization_pending", "slow_down", "expired_token", "access_denied")
@@ -61,6 +77,46 @@ async def login(request: web.Request) -> web.Response:
         raise
     await auth.audit.record(
         session.user, "auth.login", f"user:{session.user}", "ok", remote=request.remote or ""
+    )
+    return json_response(session.to_json())
+
+
+def _munge(request: web.Request) -> MungeBackend:
+    backend = runtime(request).munge_backend()
+    if backend is None:
+        raise NotFound(
+            "no MUNGE backend is configured ([[auth.backend]] type munge); log in with a "
+            "user name and password instead"
+        )
+    return backend
+
+
+async def munge_info(request: web.Request) -> web.Response:
+    """What a MUNGE login credential must carry: the cluster's name (`aud`) and how old it
+    may be. Public: a client asks before it has any token."""
+    backend = _munge(request)
+    return json_response({"audience": runtime(request).cluster_id, "ttl_s": backend.ttl_s})
+
+
+async def munge_login(request: web.Request) -> web.Response:
+    body = await read_body(request, MungeLogin)
+    auth = runtime(request)
+    backend = _munge(request)
+    try:
+        session = await auth.munge_login(backend, body.credential)
+    except AuthDenied as exc:
+        uid = getattr(exc, "uid", None)
+        await auth.audit.record(
+            "-",
+            "auth.munge",
+            f"uid:{uid}" if uid is not None else "credential",
+            "denied",
+            exc.message,
+            request.remote or "",
+        )
+        raise
+    await auth.audit.record(
+        session.user, "auth.munge", f"user:{session.user}", "ok", remote=request.remote or ""
     )
     return json_response(session.to_json())
 
@@ -179,6 +235,25 @@ ROUTES = [
         "public",
         "auth",
         body=Login,
+        response=SessionView,
+    ),
+    Route(
+        "GET",
+        "/api/v1/auth/munge",
+        munge_info,
+        "What a MUNGE login credential must carry (the cluster's audience, its longest age)",
+        "public",
+        "auth",
+        response=MungeInfo,
+    ),
+    Route(
+        "POST",
+        "/api/v1/auth/munge",
+        munge_login,
+        "Log in with a MUNGE credential made on a node of this cluster; returns a token",
+        "public",
+        "auth",
+        body=MungeLogin,
         response=SessionView,
     ),
     Route(

@@ -3,7 +3,9 @@
 Order of checks, cheapest first: the source address against the allow-lists of the route's
 class (403 `address_denied`), the per-address token bucket, the per-identity token bucket
 (429 `rate_limited` with Retry-After), then, for `POST /api/v1/auth/login`, the backoff of
-the (username, address) pair (429 `login_locked` with Retry-After).
+the (username, address) pair (429 `login_locked` with Retry-After). `POST /api/v1/auth/munge`
+backs off the same way per address: who made a credential is known only once munged has
+decoded it, so refused credentials from one address share one backoff (a success clears it).
 
 Identity here is a SHA-256 of the token's signed part (`identity_key`), not the verified
 subject: the guard runs before (and independently of) JWT verification, so a flood of bad
@@ -38,6 +40,9 @@ from xce.telemetry import metrics
 LOCAL_HOST = ipaddress.ip_address("127.0.0.1")  # what the allow-lists see of the local socket
 
 LOGIN_PATH = "/api/v1/auth/login"
+MUNGE_PATH = "/api/v1/auth/munge"
+# The backoff key of MUNGE logins (a typed user name spelling it would only share it).
+MUNGE_KEY = "\x00munge"
 MAX_USERNAME = 256
 # Login answers that count as a failed guess: 401, and 503 (a backend was unreachable and no
 # other accepted), since the password was still checked against the backends that answered;
@@ -99,13 +104,14 @@ def _status_of(exc: BaseException) -> int | None:
 async def _guarded_login(
     request: web.Request, handler: Any, state: GuardState, address: str
 ) -> web.StreamResponse:
-    user = await _login_user(request)
+    user = MUNGE_KEY if request.path == MUNGE_PATH else await _login_user(request)
     wait = state.logins.wait(user, address, state.clock())
     if wait > 0:
+        who = "refused MUNGE logins" if user == MUNGE_KEY else f"failed logins for {user!r}"
         return _refusal(
             429,
             "login_locked",
-            f"too many failed logins for {user!r} from {address}; try again in {math.ceil(wait)} s",
+            f"too many {who} from {address}; try again in {math.ceil(wait)} s",
             wait,
         )
     try:
@@ -145,6 +151,6 @@ async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
         return _refusal(
             429, "rate_limited", f"too many requests; retry in {math.ceil(wait)} s", wait
         )
-    if request.method == "POST" and request.path == LOGIN_PATH:
+    if request.method == "POST" and request.path in (LOGIN_PATH, MUNGE_PATH):
         return await _guarded_login(request, handler, state, shown)
     return await handler(request)

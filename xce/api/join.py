@@ -146,12 +146,16 @@ async def create_join_token(request: web.Request) -> web.Response:
         body.role,
         DEFAULT_TTL_S if body.ttl_s is None else body.ttl_s,
     )
+    path = request.app[CONFIG].path
     return json_response(
         {
             "token": issued.token,
             "role": issued.role,
             "expires_at": issued.expires_at,
             "ca_sha256": ca_sha256(pem),
+            # This controller's cluster directory: the printed join command names it, so a
+            # new node gets the same layout (not a directory this cluster never used).
+            "cluster_dir": str(path.parent) if path is not None else None,
         },
         status=201,
     )

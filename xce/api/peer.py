@@ -12,7 +12,6 @@ not the socket's: the socket only stands in for a missing token.
 
 from __future__ import annotations
 
-import grp
 import os
 import pwd
 import socket
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from xce.api.http import Identity
+from xce.auth.accounts import group_names, with_configured
 from xce.auth.runtime import AuthRuntime
 from xce.core.errors import Unauthorized
 
@@ -83,30 +83,13 @@ def _build(runtime: AuthRuntime, creds: PeerCredentials) -> Identity:
         account = pwd.getpwuid(creds.uid)
     except KeyError:
         raise Unauthorized(f"uid {creds.uid} has no user name on the controller's host") from None
-    names = dict.fromkeys(_group_names(account))
-    direct: list[str] = []
-    for backend in runtime.backends:  # what the users file says of this name, too
-        if (roles_of := getattr(backend, "roles_of", None)) is not None:
-            direct.extend(roles_of(account.pw_name))
-        if (groups_of := getattr(backend, "groups_of", None)) is not None:
-            names.update(dict.fromkeys(groups_of(account.pw_name)))
-    groups = tuple(names)
+    groups, direct = with_configured(runtime.backends, account.pw_name, group_names(account))
     runtime.directory.remember(account.pw_name, groups)  # for group-scoped job access
     if creds.uid in (0, os.geteuid()):
         roles: tuple[str, ...] = ("admin",)
     else:
         roles = runtime.roles.roles_for(groups, direct)
     return Identity(account.pw_name, groups, roles, runtime.permissions(roles), "user")
-
-
-def _group_names(account: pwd.struct_passwd) -> list[str]:
-    names = []
-    for gid in os.getgrouplist(account.pw_name, account.pw_gid):
-        try:
-            names.append(grp.getgrgid(gid).gr_name)
-        except KeyError:
-            continue  # a gid without a name cannot be named in a rule
-    return names
 
 
 PEERS = web.AppKey("peer_identities", PeerIdentities)

@@ -43,8 +43,22 @@ async def _audit(request: web.Request, action: str, user: str, outcome: str = "o
 
 
 async def list_(request: web.Request) -> web.Response:
+    """`roles` are the entry's own; `effective_roles` what a login gets (its own and its
+    groups' roles through `[auth.groups]`, else the default roles): an entry with none of
+    its own is still a `user`, and the listing should say so rather than show nothing."""
     users = _users(request).load()
-    return json_response({"users": [users[n].public() for n in sorted(users)]})
+    role_map = runtime(request).roles
+    return json_response(
+        {
+            "users": [
+                {
+                    **users[n].public(),
+                    "effective_roles": list(role_map.roles_for(users[n].groups, users[n].roles)),
+                }
+                for n in sorted(users)
+            ]
+        }
+    )
 
 
 async def add(request: web.Request) -> web.Response:

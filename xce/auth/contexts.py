@@ -29,11 +29,11 @@ def _load_chain(ctx: ssl.SSLContext, tls: Any) -> None:
         ) from exc
 
 
-def _load_ca(ctx: ssl.SSLContext, ca_file: Path) -> None:
+def _load_ca(ctx: ssl.SSLContext, ca_file: Path, source: str = "tls.ca_file") -> None:
     try:
         ctx.load_verify_locations(cafile=str(ca_file))
     except (OSError, ssl.SSLError) as exc:
-        raise PkiError(f"cannot load tls.ca_file {ca_file}: {exc}") from exc
+        raise PkiError(f"cannot load the CA file {ca_file} ({source}): {exc}") from exc
 
 
 def client_ssl_context(tls: Any) -> ssl.SSLContext | None:
@@ -41,14 +41,16 @@ def client_ssl_context(tls: Any) -> ssl.SSLContext | None:
     URLs fall back to the system trust store and plain http:// needs no context at all).
 
     The server must chain to tls.ca_file and match the host name; when cert_file/key_file are
-    set they are presented as the client certificate (mutual TLS for workers)."""
+    set they are presented as the client certificate (mutual TLS for workers). A CA file that
+    cannot be loaded is named with the setting it came from (`tls.ca_source`, where the
+    settings say, as the CLI's do: ca_file in which file, or XCE_CA_FILE)."""
     if tls.ca_file is None:
         return None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no system CAs: only the cluster CA counts
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.check_hostname = True
     ctx.verify_mode = ssl.CERT_REQUIRED
-    _load_ca(ctx, tls.ca_file)
+    _load_ca(ctx, tls.ca_file, getattr(tls, "ca_source", "") or "tls.ca_file")
     if tls.cert_file is not None and tls.key_file is not None:
         _load_chain(ctx, tls)
     return ctx

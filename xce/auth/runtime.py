@@ -14,8 +14,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from xce.auth.accounts import with_configured
 from xce.auth.audit import AuditLog
 from xce.auth.backends import OidcBackend, PasswordBackend, Principal, build_backend
 from xce.auth.backends.base import AuthDenied, BackendUnavailable
@@ -24,6 +25,9 @@ from xce.auth.keys import key_dir
 from xce.auth.tokens import TokenService
 from xce.config.auth import AuthSettings
 from xce.core.rbac import RoleMap
+
+if TYPE_CHECKING:
+    from xce.auth.backends.munge import MungeBackend
 
 log = logging.getLogger("xce.auth")
 MIN_LOGIN_FAILURE_S = 0.2
@@ -121,6 +125,27 @@ class AuthRuntime:
     def oidc_backend(self) -> OidcBackend | None:
         return next((b for b in self.backends if isinstance(b, OidcBackend)), None)
 
+    def munge_backend(self) -> MungeBackend | None:
+        from xce.auth.backends.munge import MungeBackend
+
+        return next((b for b in self.backends if isinstance(b, MungeBackend)), None)
+
+    @property
+    def cluster_id(self) -> str:
+        """What a MUNGE credential's payload must name (`aud`): the token issuer, which
+        sites whose clusters share one MUNGE key set apart per cluster."""
+        return self.settings.issuer
+
+    async def munge_login(self, backend: MungeBackend, credential: str) -> Session:
+        """A session for whoever made `credential`: the uid's account with its OS groups,
+        plus the groups and roles the users file gives that name (as on the local socket,
+        xce/api/peer.py), for the backend's `token_ttl_s`. Raises `AuthDenied`."""
+        principal = await backend.authenticate_credential(credential, self.cluster_id)
+        groups, direct = with_configured(self.backends, principal.user, principal.groups)
+        principal = Principal(principal.user, groups, principal.backend)
+        roles = self.roles.roles_for(groups, direct)
+        return self.session_for(principal, roles=roles, ttl_s=backend.token_ttl_s)
+
     async def login(self, username: str, password: str) -> Session:
         """Try each password backend in order; `AuthDenied` when none accepts.
 
@@ -149,12 +174,19 @@ class AuthRuntime:
         raise AuthDenied("wrong user name or password")
 
     def session_for(
-        self, principal: Principal, kind: str = "user", roles: tuple[str, ...] | None = None
+        self,
+        principal: Principal,
+        kind: str = "user",
+        roles: tuple[str, ...] | None = None,
+        ttl_s: float | None = None,
     ) -> Session:
+        """Issue a token for `principal` (`ttl_s`: the kind's default lifetime when None)."""
         roles = roles if roles is not None else self.roles_for(principal)
         if kind == "user":
             self.directory.remember(principal.user, principal.groups)
-        token, expires = self.tokens.issue(principal.user, principal.groups, roles, kind)
+        token, expires = self.tokens.issue(
+            principal.user, principal.groups, roles, kind, ttl_s=ttl_s
+        )
         return Session(
             token, expires, principal.user, principal.groups, roles, self.permissions(roles)
         )

@@ -1,10 +1,13 @@
 """What every CLI command shares: finding the controllers, the token, errors, tables.
 
 Client settings come, in order, from: the command line (`--controller`), the environment
-(`XCE_CONTROLLERS`, `XCE_TOKEN`), the token `xce login` saved (`token` beside the client
-file), the client file (`XCE_CLIENT_CONFIG`, default `~/.config/xce/client.toml`, written by
-`xce up`, whose `token_file` names a token). Errors are one line on stderr and a non-zero
-exit code, never a traceback.
+(`XCE_CONTROLLERS`, `XCE_TOKEN`, `XCE_CA_FILE`, ...), the token `xce login` saved (`token`
+beside the client file), the user's client file (`XCE_CLIENT_CONFIG`, default
+`~/.config/xce/client.toml`, written by `xce up`, whose `token_file` names a token), and last
+the site's client file (`XCE_SITE_CONFIG`, default `/etc/xce/client.toml`, written by `xce
+init --site-config`): it gives every account of a node the controllers and the cluster CA,
+which the 0700 cluster directory cannot, and fills only what the user's own settings leave
+unset. Errors are one line on stderr and a non-zero exit code, never a traceback.
 """
 
 from __future__ import annotations
@@ -31,6 +34,18 @@ def client_config_path() -> Path:
     return Path(base) / "xce" / "client.toml"
 
 
+SITE_CONFIG = Path("/etc/xce/client.toml")
+
+
+def site_config_path() -> Path | None:
+    """The site's client file: `XCE_SITE_CONFIG`, default /etc/xce/client.toml; None when
+    the variable is set but empty (no site file, e.g. for tests or a private setup)."""
+    env = os.environ.get("XCE_SITE_CONFIG")
+    if env is None:
+        return SITE_CONFIG
+    return Path(env).expanduser() if env else None
+
+
 @dataclass
 class ClientSettings:
     controllers: list[str]
@@ -51,13 +66,13 @@ def fail(message: str, code: int = 1) -> NoReturn:
 def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
     urls = list(controllers or [])
     token = os.environ.get("XCE_TOKEN") or None
-    file_data: dict[str, Any] = {}
     path = client_config_path()
-    if path.exists():
-        try:
-            file_data = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            fail(f"cannot read client config {path}: {exc}")
+    user_data = _read_client_file(path) or {}
+    site_path = site_config_path()
+    site_data = _read_client_file(site_path, site=True) if site_path is not None else {}
+    # Key by key, the user's file wins; each value remembers its file (relative paths).
+    origin = {key: site_path for key in site_data or {}} | {key: path for key in user_data}
+    file_data: dict[str, Any] = {**(site_data or {}), **user_data}
     if not urls and os.environ.get("XCE_CONTROLLERS"):
         urls = [u.strip() for u in os.environ["XCE_CONTROLLERS"].split(",") if u.strip()]
     if not urls:
@@ -78,8 +93,57 @@ def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
             fail(f"cannot read token file {token_path}: {exc.strerror}")
     if token is None and not controllers and (local := local_socket(file_data)) is not None:
         urls = [f"unix:{local}"]  # on the controller's host: the kernel says who we are
-    ca_file, cert_file, key_file = _tls_files(file_data, path)
-    return ClientSettings(urls, token, ca_file, cert_file, key_file, insecure=_insecure(file_data))
+    ca_file, cert_file, key_file = _tls_files(file_data, origin)
+    if os.environ.get("XCE_CA_FILE"):
+        source = "XCE_CA_FILE"
+    elif ca_file is not None:
+        source = f"ca_file in {origin['ca_file']}; XCE_CA_FILE overrides it"
+    else:
+        source = _no_ca(path, site_path, site_data)
+    settings = ClientSettings(
+        urls,
+        token,
+        ca_file,
+        cert_file,
+        key_file,
+        insecure=_insecure(file_data),
+        transfer_idle_timeout_s=_transfer_idle(file_data),
+        ca_source=source,
+    )
+    if (auth := os.environ.get("XCE_AUTH") or file_data.get("auth")) is not None:
+        from xce.cli.munge_login import attach  # `auth = "munge"`: tokens without passwords
+
+        attach(settings, str(auth))
+    return settings
+
+
+def _read_client_file(path: Path, site: bool = False) -> dict[str, Any] | None:
+    """A client file's table, {} when it does not exist. The user's own file must be
+    readable; a site file this account may not read (it lies in a private 0700 cluster
+    directory, e.g.) is skipped as None, and a TLS failure says so."""
+    try:
+        text = path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    except PermissionError:
+        if site:
+            return None
+        fail(f"cannot read client config {path}: permission denied")
+    except OSError as exc:
+        fail(f"cannot read {'site ' if site else ''}client config {path}: {exc.strerror or exc}")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        fail(f"cannot read {'site ' if site else ''}client config {path}: {exc}")
+
+
+def _no_ca(user: Path, site: Path | None, site_data: dict[str, Any] | None) -> str:
+    """Where a CA file would have been found, for the message of a TLS failure."""
+    if site is None:
+        return f"ca_file in {user} or XCE_CA_FILE; XCE_SITE_CONFIG is empty"
+    if site_data is None:
+        return f"ca_file in {user} or XCE_CA_FILE; the site config {site} is not readable"
+    return f"ca_file in {user} or {site}, or XCE_CA_FILE"
 
 
 DEFAULT_SOCKET = "/run/xce/xce.sock"
@@ -89,23 +153,37 @@ def local_socket(file_data: dict[str, Any]) -> str | None:
     """The controller's local socket when this host has one: `XCE_SOCKET`, else `socket` in
     client.toml, else /run/xce/xce.sock. Used when no token is configured (and no
     controller was named on the command line): no login, no password."""
+    import socket
     import stat
 
     path = os.environ.get("XCE_SOCKET") or str(file_data.get("socket") or DEFAULT_SOCKET)
     try:
-        return path if stat.S_ISSOCK(os.stat(path).st_mode) else None
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return None
     except OSError:
         return None
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a socket left by a stopped
+    try:  # controller is not one: the configured controllers are tried instead
+        probe.connect(path)
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return path
 
 
-def _tls_files(data: dict[str, Any], path: Path) -> tuple[Path | None, Path | None, Path | None]:
-    """ca_file, cert_file, key_file from client.toml (relative to it); XCE_CA_FILE wins."""
+def _tls_files(
+    data: dict[str, Any], origin: dict[str, Path | None]
+) -> tuple[Path | None, Path | None, Path | None]:
+    """ca_file, cert_file, key_file from the client files (each relative to the file that
+    set it); XCE_CA_FILE wins."""
     out: list[Path | None] = []
     for key in ("ca_file", "cert_file", "key_file"):
         raw = data.get(key)
+        base = origin.get(key) or Path("client.toml")
         if raw is not None and not isinstance(raw, str):
-            fail(f"{path}: {key} must be a string path")
-        out.append((path.parent / Path(raw).expanduser()) if raw else None)
+            fail(f"{base}: {key} must be a string path")
+        out.append((base.parent / Path(raw).expanduser()) if raw else None)
     if os.environ.get("XCE_CA_FILE"):
         out[0] = Path(os.environ["XCE_CA_FILE"]).expanduser().resolve()
     return out[0], out[1], out[2]
@@ -141,7 +219,7 @@ def call(fn: Callable[..., Awaitable[T]], controllers: Sequence[str] | None = No
         async with async_client(settings) as client:
             return await fn(client)
 
-    return _one_line_errors(lambda: asyncio.run(main()))
+    return _one_line_errors(lambda: _renewing(settings, lambda: asyncio.run(main())))
 
 
 def call_light(fn: Callable[[Any], T], controllers: Sequence[str] | None = None) -> T:
@@ -161,7 +239,16 @@ def call_light(fn: Callable[[Any], T], controllers: Sequence[str] | None = None)
         ) as client:
             return fn(client)
 
-    return _one_line_errors(main)
+    return _one_line_errors(lambda: _renewing(settings, main))
+
+
+def _renewing(settings: ClientSettings, run: Callable[[], T]) -> T:
+    """`run()`, renewing the token first or on a 401 where `settings.renew` can."""
+    if settings.renew is None:
+        return run()
+    from xce.cli.munge_login import run_renewing
+
+    return run_renewing(settings, run)
 
 
 def _one_line_errors(run: Callable[[], T]) -> T:

@@ -40,6 +40,23 @@ def admin_name() -> str:
     return getpass.getuser()
 
 
+def _local_socket_line() -> str:
+    """Started as root, the embedded controller also listens on /run/xce/xce.sock (or
+    `XCE_SOCKET`, where the clients look too), where every local user is who the kernel
+    says (no account, no password): unless another controller holds it already."""
+    if os.geteuid() != 0:
+        return ""
+    from xce.server.local_socket import listening
+
+    path = Path(os.environ.get("XCE_SOCKET") or "/run/xce/xce.sock")
+    if path.exists() and listening(path):
+        return ""
+    return (
+        "# Local users need no login here: the kernel names them on this socket.\n"
+        f'local_socket = "{path}"\n'
+    )
+
+
 def _config_text(state_dir: Path, port: int) -> str:
     root_jobs = "true" if os.geteuid() == 0 else "false"
     return f"""# XCE embedded cluster, written by `xce up`. Edit and restart `xce up` to change it.
@@ -52,7 +69,7 @@ listen = "127.0.0.1:{port}"
 state_dir = "{state_dir / "controller"}"
 heartbeat_interval_s = 2.0
 missed_heartbeats = 3
-# Jobs of root are accepted only where this is true (set because `xce up` ran as root, as
+{_local_socket_line()}# Jobs of root are accepted only where this is true (set because `xce up` ran as root, as
 # for the worker below); jobs of other system accounts (uid < min_job_uid, 1000) are refused.
 allow_root_jobs = {root_jobs}
 

@@ -33,14 +33,25 @@ def register(app: typer.Typer) -> None:
         wait_s: int = typer.Option(
             300, "--timeout", help="--browser: seconds to wait for the browser's redirect"
         ),
+        munge: bool = typer.Option(
+            False,
+            "--munge",
+            help="log in as this account with a MUNGE credential from this node's munged "
+            "(no password)",
+        ),
         controller: list[str] = CONTROLLER,
     ) -> None:
-        """Log in (user name and password, or OIDC with --device/--browser); saves the token
-        (0600) for the CLI and TUI."""
-        if device and browser:
-            fail("--device and --browser are two ways to sign in; pick one")
-        if (device or browser) and user:
+        """Log in (user name and password, OIDC with --device/--browser, or MUNGE with
+        --munge); saves the token (0600) for the CLI and TUI."""
+        if device + browser + munge > 1:
+            fail("--device, --browser and --munge are ways to sign in; pick one")
+        if (device or browser or munge) and user:
             fail("the identity provider says who you are; leave out the user name")
+        if munge:
+            from xce.cli.munge_login import explicit_login
+
+            _saved(explicit_login(controller))
+            return
         if device:
             from xce.cli.oidc_login import device_login
 

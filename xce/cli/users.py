@@ -115,8 +115,19 @@ def list_(
     else:
         print_table(
             ["USER", "GROUPS", "ROLES"],
-            [[u["user"], ",".join(u["groups"]), ",".join(u["roles"])] for u in users],
+            [[u["user"], ",".join(u["groups"]), ",".join(_roles(u))] for u in users],
         )
+
+
+def _roles(user: dict[str, Any]) -> list[str]:
+    """The roles a login of this user gets: the controller says (`effective_roles`, with
+    the config's group map and default roles); a users file read with --file has no config,
+    so its entries without roles of their own show the built-in default, `user`."""
+    from xce.core.rbac import RoleMap
+
+    if "effective_roles" in user:
+        return list(user["effective_roles"])
+    return list(user["roles"]) or list(RoleMap().default_roles)
 
 
 @app.command("del")

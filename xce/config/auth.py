@@ -34,7 +34,7 @@ Strings = Annotated[tuple[str, ...], error("must be a list of strings", got=True
 
 
 # The login backends a `[[auth.backend]]` may name: each is a module of xce/auth/backends.
-BACKEND_TYPES = ("configfile", "ldap", "pam", "oauth2")
+BACKEND_TYPES = ("configfile", "ldap", "pam", "oauth2", "munge")
 
 
 class AuthKeys(Table, frozen=True):

@@ -25,6 +25,13 @@ class Login(Body, frozen=True, kw_only=True):
     password: Secret
 
 
+class MungeLogin(Body, frozen=True, kw_only=True):
+    """`POST /api/v1/auth/munge`: a MUNGE credential made for this cluster. The length is
+    bounded here; its shape (one line of base64) is checked before munged sees it."""
+
+    credential: Annotated[str, Meta(min_length=1, max_length=4096)]
+
+
 class DeviceToken(Body, frozen=True, kw_only=True):
     """`POST /api/v1/auth/device/token`: a device flow's poll (RFC 8628)."""
 

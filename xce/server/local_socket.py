@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import stat
 from pathlib import Path
 
@@ -44,10 +45,24 @@ def prepare(path: Path) -> None:
             " another user could replace the socket"
         )
     with contextlib.suppress(FileNotFoundError):
-        if stat.S_ISSOCK(os.lstat(path).st_mode):
-            os.unlink(path)
-        else:
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
             raise LocalSocketError(f"local_socket: {path} exists and is not a socket")
+        if listening(path):
+            raise LocalSocketError(f"local_socket: another controller listens on {path}")
+        os.unlink(path)
+
+
+def listening(path: Path) -> bool:
+    """Whether a process accepts connections on the socket `path`."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 async def start(runner: web.AppRunner, path: Path) -> web.UnixSite:

@@ -1,9 +1,10 @@
 """Login backends, chosen in the config (`[[auth.backend]]`, tried in order).
 
-Each backend is one module here (`configfile`, `ldap`, `pam`, `oauth2`) that declares its own
-keys as a typed `Table` and has a `from_config(section: dict, base: Path, where: str) ->
-backend` function (a `ConfigError` names the bad key, e.g. `auth.backend[1].url`). Adding a
-backend is adding one module and its name to `BACKEND_TYPES`.
+Each backend is one module here (`configfile`, `ldap`, `pam`, `oauth2`, `munge`) that
+declares its own keys as a typed `Table` and has a `from_config(section: dict, base: Path,
+where: str) -> backend` function (a `ConfigError` names the bad key, e.g.
+`auth.backend[1].url`). Adding a backend is adding one module and its name to
+`BACKEND_TYPES`.
 """
 
 from __future__ import annotations

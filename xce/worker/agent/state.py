@@ -17,6 +17,7 @@ import msgspec
 
 from xce.auth.pki import client_ssl_context
 from xce.client import XceClient
+from xce.client.errors import ca_note
 from xce.config.settings import Config
 from xce.worker.agent import tail
 from xce.worker.agent.hostinfo import cgroup_namespace
