@@ -265,7 +265,8 @@ async def test_body_larger_than_max_body_kb(api: Api) -> None:
 async def test_upload_larger_than_the_file_limit(api: Api) -> None:
     limit = api.service.files.max_bytes
     error = await expect_error(api, "POST", "/api/v1/uploads", 413, data=b"\0" * (limit + 1))
-    assert error["code"] == "payload_too_large"
+    assert error["code"] == "too_large"
+    assert "max_upload_mb" in error["message"]
     assert list((api.service.files.root / "uploads").iterdir()) == []
 
 

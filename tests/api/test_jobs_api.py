@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from typing import Any
 
 from .conftest import Api, as_user
@@ -555,13 +556,17 @@ async def test_an_upload_is_used_once(api: Api) -> None:
     assert resp.status == 404
 
 
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 async def test_outputs_travel_back_to_the_user(api: Api) -> None:
     job_id = await api.submit(outputs=["result/*"])
     await api.register("w1")
     await schedule(api)
     base = f"/api/v1/workers/w1/jobs/{job_id}/outputs"
     stored = await api.call("PUT", f"{base}/stdout?attempt=0&first=1", 201, data=b"hello\n")
-    assert stored == {"path": "stdout", "size": 6}
+    assert stored == {"path": "stdout", "size": 6, "sha256": sha(b"hello\n")}
     await api.call("PUT", f"{base}/result/sorted.csv?attempt=0", 201, data=b"a,1\nb,2\n")
     await api.call("PUT", f"{base}/stderr?attempt=0", 201, data=b"")
     assert await finish(api, "w1", job_id, outputs=["result/sorted.csv"])
@@ -569,9 +574,14 @@ async def test_outputs_travel_back_to_the_user(api: Api) -> None:
     files = await api.call("GET", f"{JOBS}/{job_id}/files", 200)
     assert files["job_id"] == job_id
     assert files["files"] == [
-        {"path": "result/sorted.csv", "size": 8},
-        {"path": "stderr", "size": 0},
-        {"path": "stdout", "size": 6},
+        {
+            "path": "result/sorted.csv",
+            "name": "result/sorted.csv",
+            "size": 8,
+            "sha256": sha(b"a,1\nb,2\n"),
+        },
+        {"path": "stderr", "name": "stderr", "size": 0, "sha256": sha(b"")},
+        {"path": "stdout", "name": "stdout", "size": 6, "sha256": sha(b"hello\n")},
     ]
     assert (await api.show(job_id))["output_files"] == ["result/sorted.csv"]
     resp = await api.client.get(f"{JOBS}/{job_id}/files/stdout")

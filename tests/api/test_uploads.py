@@ -27,7 +27,7 @@ async def test_quota_counts_unused_uploads_per_user(secured: Api) -> None:
     files.quota_bytes = 1000
     first = await _upload(secured, b"a" * 600, ALICE)
     error = await _upload(secured, b"b" * 500, ALICE, 413)
-    assert error["error"]["code"] == "quota_exceeded"
+    assert error["error"]["code"] == "too_large"
     message = error["error"]["message"]
     assert "alice has 600 bytes" in message and "limit is 1000 bytes" in message
     assert "upload_quota_mb" in message
@@ -158,8 +158,10 @@ async def test_files_stay_private(secured: Api, tmp_path: Path) -> None:
         assert _mode(path) == 0o700, path
     assert _mode(base / "inputs" / "d" / "e" / "in") == 0o600
     # Outputs a worker returns, in nested directories.
-    size = await files.save_output(int(job["job_id"]), job["job_id"], "o/p/q.txt", _chunks(b"out"))
-    assert size == 3
+    stored = await files.save_output(
+        int(job["job_id"]), job["job_id"], "o/p/q.txt", _chunks(b"out")
+    )
+    assert stored.size == 3
     out = base / "outputs" / job["job_id"]
     for path in (base / "outputs", out, out / "o", out / "o" / "p"):
         assert _mode(path) == 0o700, path
@@ -182,7 +184,7 @@ async def test_uploads_in_flight_share_the_quota(tmp_path: Path) -> None:
     """Two uploads at once cannot both pass a quota that fits only one."""
     import asyncio
 
-    from xce.core.errors import QuotaExceeded
+    from xce.core.errors import TooLarge
 
     files = FileStore(tmp_path / "f", 10_000, quota_bytes=1000)
     gate = asyncio.Event()
@@ -196,8 +198,8 @@ async def test_uploads_in_flight_share_the_quota(tmp_path: Path) -> None:
     await asyncio.sleep(0.05)
     gate.set()
     results = await asyncio.gather(*tasks, return_exceptions=True)
-    assert sorted(type(r).__name__ for r in results) == ["QuotaExceeded", "tuple"]
-    assert any(isinstance(r, QuotaExceeded) for r in results)
+    assert sorted(type(r).__name__ for r in results) == ["StoredUpload", "TooLarge"]
+    assert any(isinstance(r, TooLarge) for r in results)
     assert files.usage("alice") == 800 and files._inflight == {}
     assert len(list((tmp_path / "f" / "uploads").iterdir())) == 2  # one file + its .json
 

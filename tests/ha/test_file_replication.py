@@ -23,6 +23,7 @@ from xce.ha import files as hafiles
 from xce.ha import protocol
 from xce.ha.files import FileSpace, Receiver
 from xce.ha.follower import Follower
+from xce.store import digests
 from xce.store.replicated_names import output_name, upload_names
 
 
@@ -46,7 +47,7 @@ def standby(root: Path, users: Path | None = None) -> Follower:
 
 async def upload(p: Primary, data: bytes) -> str:
     """Stage an upload and ship it as the upload route does (xce/api/jobs.py)."""
-    upload_id, _ = await p.service.files.save_upload(chunks(data), owner="alice")
+    upload_id = (await p.service.files.save_upload(chunks(data), owner="alice")).upload_id
     await p.service.files_replicated(
         p.service.ship_files([(name, "put") for name in upload_names(upload_id)])
     )
@@ -117,6 +118,13 @@ async def test_sync_submit_is_acknowledged_with_its_inputs_on_the_standby(
         assert (
             f.state_dir / "files" / "jobs" / job / "outputs" / job / "stdout"
         ).read_bytes() == b"1\n2\n3\n"
+
+        # The standby recorded each file's SHA-256 from the link (the input's moved with
+        # the upload): after a failover, downloads carry it without reading the file again.
+        root = f.state_dir / "files"
+        out = root / "jobs" / job / "outputs" / job / "stdout"
+        assert digests.recorded(root, out, out.stat()) == hashlib.sha256(b"1\n2\n3\n").hexdigest()
+        assert digests.recorded(root, copy, copy.stat()) == hashlib.sha256(data).hexdigest()
     finally:
         await stop(link)
         await f.close()

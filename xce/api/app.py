@@ -35,6 +35,7 @@ from xce.api.metrics import observe
 from xce.api.mtls import require_client_cert
 from xce.api.peer import PEERS, PeerIdentities, peer_credentials
 from xce.api.routes import Route, all_routes
+from xce.api.transfers import TRANSFERS, TransferGate, defer_continue
 from xce.auth.runtime import AuthRuntime
 from xce.config.settings import Config
 from xce.core.errors import Forbidden, InvalidRequest, NotPrimary, Unauthorized, XceError
@@ -67,6 +68,7 @@ def _answer_error(request: web.Request, exc: Exception, request_id: str) -> web.
     mapping); re-raises what must pass through (a redirect: an HTTPException below 400)."""
     if isinstance(exc, XceError):
         resp = _error(exc.http_status, exc.code, exc.message, request_id)
+        resp.headers.update(exc.http_headers)  # Retry-After of a 503 busy, ...
         if isinstance(exc, NotPrimary):  # refused before any change: safe to send elsewhere
             resp.headers["X-XCE-Not-Primary"] = "1"
         return resp
@@ -261,9 +263,15 @@ def build_app(config: Config) -> web.Application:
     table: dict[str, Route] = {}
     for i, route in enumerate(all_routes()):
         name = f"r{i}_{route.handler.__name__}"
-        app.router.add_route(route.method, route.path, route.handler, name=name)
+        # A file body (raw_body) is asked for with `100 Continue` only after its checks.
+        expect = defer_continue if route.raw_body else None
+        app.router.add_route(
+            route.method, route.path, route.handler, name=name, expect_handler=expect
+        )
         table[name] = route
     app[ROUTE] = table
+    settings = config.controller
+    app[TRANSFERS] = TransferGate(settings.max_concurrent_transfers, settings.transfer_wait_s)
     app[IDENTITIES] = IdentityMemo()
     app[PEERS] = PeerIdentities()
     return app

@@ -13,9 +13,11 @@ from aiohttp import web
 
 from xce.api.access import require_job, visible_owners
 from xce.api.accounting import archived_job
+from xce.api.filesend import send_file
 from xce.api.http import HA, HISTORY, SERVICE, TAILS, identity, json_response, query_int, read_body
 from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
+from xce.api.transfers import body_chunks, declared_digest, declared_length, gate
 from xce.api.views import array_view, job_view
 from xce.controller.requests import SubmitRequest
 from xce.controller.service import ControllerService
@@ -129,10 +131,20 @@ def _control(action: str) -> Callable[[web.Request], Awaitable[web.Response]]:
 
 
 async def list_files(request: web.Request) -> web.Response:
+    """A job's output files with path (and `name`, the same), size and SHA-256. A file
+    stored before digests were recorded has its digest taken now, once, in a transfer slot
+    (it reads the whole file)."""
     service = _service(request)
     require_job(request, request.match_info["job_id"], "job:view")
     job = service.state.job(request.match_info["job_id"])
-    files = service.files.list_outputs(job.number, job.id)
+    files = await service.files.list_outputs(job.number, job.id)
+    unknown = [f for f in files if f["sha256"] is None]
+    if unknown:
+        async with gate(request).slot(f"the files of job {job.id}"):
+            for entry in unknown:
+                with contextlib.suppress(NotFound):  # gone since the scan: left unknown
+                    path = service.files.output_path(job.number, job.id, str(entry["path"]))
+                    entry["sha256"] = await service.files.digest(path)
     if job.state.finished and (node := _ha(request)) is not None:
         missing = sorted(set(job.outputs) - {str(f["path"]) for f in files})
         if missing:  # never an empty (or partial) list for files stored elsewhere
@@ -163,12 +175,15 @@ def _output_path(request: web.Request, job: Any, rel: str) -> Path:
         raise
 
 
-async def download(request: web.Request) -> web.FileResponse:
+async def download(request: web.Request) -> web.StreamResponse:
+    """An output file, whole or one byte range (xce/api/filesend.py), in a transfer slot."""
     service = _service(request)
     require_job(request, request.match_info["job_id"], "job:view")
     job = service.state.job(request.match_info["job_id"])
-    path = _output_path(request, job, request.match_info["path"])
-    return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
+    rel = request.match_info["path"]
+    path = _output_path(request, job, rel)
+    async with gate(request).slot(f"output {rel} of job {job.id}"):
+        return await send_file(request, await service.files.open(path))
 
 
 TAIL_LIMIT = 256 * 1024
@@ -301,14 +316,21 @@ async def upload(request: web.Request) -> web.Response:
     """Stage an input file; it is the caller's, and counts against their upload quota
     until a job uses it (or upload_ttl_s passes and it is deleted)."""
     service = _service(request)
-    upload_id, size = await service.files.save_upload(
-        request.content.iter_chunked(1 << 16), owner=identity(request).user
-    )
+    owner = identity(request).user
+    size = declared_length(request)
+    expect = declared_digest(request, "upload")
+    service.files.check_upload_room(owner, size)  # 413 before the body is read (or waited for)
+    async with gate(request).slot("upload"):
+        stored = await service.files.save_upload(
+            body_chunks(request), owner=owner, declared=size, sha256=expect
+        )
     # To the standbys (sync mode: before the answer), so a submit after a failover finds it.
     await service.files_replicated(
-        service.ship_files([(name, "put") for name in upload_names(upload_id)])
+        service.ship_files([(name, "put") for name in upload_names(stored.upload_id)])
     )
-    return json_response({"upload_id": upload_id, "size": size}, status=201)
+    return json_response(
+        {"upload_id": stored.upload_id, "size": stored.size, "sha256": stored.sha256}, status=201
+    )
 
 
 def _uploads_owner(request: web.Request) -> str | None:
@@ -440,7 +462,8 @@ ROUTES = [
         "GET",
         "/api/v1/jobs/{job_id}/files/{path:.+}",
         download,
-        "Download an output file (stdout, stderr or a declared output)",
+        "Download an output file (stdout, stderr or a declared output); Range: bytes=N- or "
+        "N-M answers 206, X-XCE-SHA256 is the whole file's SHA-256",
         "job:view",
         "jobs",
         binary_response=True,
@@ -449,7 +472,7 @@ ROUTES = [
         "POST",
         "/api/v1/uploads",
         upload,
-        "Upload an input file; returns its upload id",
+        "Upload an input file (X-XCE-SHA256 optional: checked); returns its id and SHA-256",
         "job:submit",
         "jobs",
         raw_body=True,

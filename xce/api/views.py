@@ -102,6 +102,8 @@ def job_view(job: JobRecord, reasons: Mapping[str, str], now: float, full: bool 
             inputs=list(spec.inputs),
             outputs=list(spec.outputs),
             output_files=list(job.outputs),
+            # outputs the worker could not return ("NAME: why"); the reason counts them
+            output_problems=list(job.output_problems),
             stdout_file=spec.stdout_file,
             stderr_file=spec.stderr_file,
             reservation=spec.reservation or None,

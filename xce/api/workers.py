@@ -5,8 +5,10 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
+from xce.api.filesend import send_file
 from xce.api.http import GATEWAY, HA, SERVICE, TAILS, identity, json_response, query_int, read_body
 from xce.api.routes import Param, Route
+from xce.api.transfers import body_chunks, declared_digest, declared_length, gate
 from xce.controller.requests import FinishReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.shareusage import ShareReport
@@ -73,35 +75,43 @@ def _owned(request: web.Request) -> JobRecord:
     return job
 
 
-async def fetch_input(request: web.Request) -> web.FileResponse:
+async def fetch_input(request: web.Request) -> web.StreamResponse:
+    """An input of a job this host runs, whole or one byte range, in a transfer slot."""
     service: ControllerService = request.app[SERVICE]
     job = _owned(request)
+    rel = request.match_info["path"]
     try:
-        path = service.files.input_path(job.number, request.match_info["path"])
+        path = service.files.input_path(job.number, rel)
     except NotFound:
         node = request.app.get(HA)
-        rel = request.match_info["path"]
         if node is not None and not getattr(node, "solo", True) and rel in job.spec.inputs:
             raise not_here(node, f"input {rel} of job {job.id}") from None
         raise
-    return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
+    async with gate(request).slot(f"input {rel} of job {job.id}"):
+        return await send_file(request, await service.files.open(path))
 
 
 async def store_output(request: web.Request) -> web.Response:
+    """An output a worker returns: refused from its Content-Length before it is read when
+    it would pass a limit (413), checked against its X-XCE-SHA256 when sent (400)."""
     service: ControllerService = request.app[SERVICE]
     job = _owned(request)
     rel = safe_relative_path(request.match_info["path"], "output path")
+    size = declared_length(request)
+    expect = declared_digest(request, rel)
     if request.query.get("first") == "1":
-        service.files.clear_outputs(job.number, job.id)
+        await service.files.clear_outputs(job.number, job.id)
         service.ship_files([(outputs_name(job.number, job.id), "drop")])
-    size = await service.files.save_output(
-        job.number, job.id, rel, request.content.iter_chunked(1 << 16)
-    )
+    service.files.check_output_room(job.id, rel, size)
+    async with gate(request).slot(f"output {rel} of job {job.id}"):
+        stored = await service.files.save_output(
+            job.number, job.id, rel, body_chunks(request), declared=size, sha256=expect
+        )
     # To the standbys (in sync mode before this answer, so before the finish report).
     await service.files_replicated(
         service.ship_files([(output_name(job.number, job.id, rel), "put")])
     )
-    return json_response({"path": rel, "size": size}, status=201)
+    return json_response({"path": rel, "size": stored.size, "sha256": stored.sha256}, status=201)
 
 
 async def finished(request: web.Request) -> web.Response:

@@ -28,6 +28,7 @@ DEFAULT_PORT = 6820
 _JOB_USER = r"^[a-z_][a-z0-9_.-]{0,31}$"
 _KEEP_ALL = "must be 0 (keep everything) or more"
 _NO_LIMIT = "must be 0 (no limit) or a positive integer"
+_KEEP_NONE = "must be 0 (no reserve) or more"
 _DEVICE_PATH = 'must contain {} (the device id), e.g. "/dev/nvidia{}"'
 
 
@@ -41,14 +42,24 @@ class ControllerKeys(Table, frozen=True):
     # killed them itself (it is told this value): a job never runs on two hosts at once.
     fence_timeout_s: PosFloat = 30.0
     schedule_interval_s: PosFloat = 1.0
-    max_upload_mb: PosInt = 1024
+    # One file (upload or returned output) at most; 0: no cap per file (HPC data is as large
+    # as it is: the quotas below and min_free_disk_mb bound what the disk takes).
+    max_upload_mb: Annotated[int, hint(_NO_LIMIT, ge=0)] = 0
     # Staged uploads not yet attached to a job: at most this much per user, and deleted
     # when no job has used them within upload_ttl_s, so uploads cannot fill the disk.
     upload_quota_mb: PosInt = 10240
     upload_ttl_s: PosFloat = 86400.0
     # What one job attempt may return in all (stdout, stderr and outputs; each file is also
-    # capped at max_upload_mb): a job's sparse 15 TB file must not fill the controller's disk.
+    # capped at max_upload_mb if set): a job's sparse 15 TB file must not fill the disk.
     max_job_outputs_mb: PosInt = 10240
+    # A file is refused (413, from its Content-Length before it is read) when storing it
+    # would leave less than this free on the controller's disk: the WAL must keep room.
+    min_free_disk_mb: Annotated[int, hint(_KEEP_NONE, ge=0)] = 1024
+    # File bodies in or out at once (uploads, downloads, workers' input fetches and output
+    # returns); one more waits up to transfer_wait_s, then gets 503 busy with Retry-After.
+    # Nothing else waits for these: heartbeats, finish reports and listings go on.
+    max_concurrent_transfers: PosInt = 16
+    transfer_wait_s: PosFloat = 10.0
     # Which accounts jobs may run as (checked at submit where the name resolves on the
     # controller host; workers check again on theirs): root only with allow_root_jobs,
     # other uids below min_job_uid only when listed in job_users.

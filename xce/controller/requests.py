@@ -94,6 +94,8 @@ class FinishReport:
     # NVML's figures of the granted GPUs (xce/worker/devices/gpu_usage.py)
     gpu_util_pct: float = 0.0
     gpu_mem_peak_bytes: int = 0
+    # Outputs the worker could not return, each "NAME: why" (the job's reason says so).
+    output_problems: tuple[str, ...] = ()
 
 
 __all__ = ["FinishReport", "SubmitRequest", "WorkerInfo"]

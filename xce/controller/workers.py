@@ -274,6 +274,7 @@ class WorkerGateway:
         # of slots and memory in the state but start nothing yet.
         here = [self.state.jobs[j] for j in sorted(self.state.jobs_on(host))]
         jobs = [job for job in here if job.host == host]
+        files = self.service.files
         return {
             "version": self.service.host_versions.get(host, 0),
             "jobs": [
@@ -287,10 +288,12 @@ class WorkerGateway:
             ],
             # The worker kills its jobs once it has reached no controller for this long.
             "fence_timeout_s": self.fence_timeout_s,
-            # What it may return per file and per job (it skips the rest, with a warning).
+            # What it may return per file and per job (it reports the rest as output
+            # problems). No cap per file (max_upload_mb = 0) is sent as the job's limit, which
+            # no one file can pass either: workers read both as positive numbers.
             "output_limits": {
-                "file_bytes": self.service.files.max_bytes,
-                "job_bytes": self.service.files.job_outputs_bytes,
+                "file_bytes": files.max_bytes or files.job_outputs_bytes,
+                "job_bytes": files.job_outputs_bytes,
             },
         }
 
@@ -386,6 +389,7 @@ class WorkerGateway:
                     report.reason,
                     report.outputs,
                     self.share_usage.per_host(job, _usage(report)),
+                    report.output_problems,  # outputs the worker could not return
                 )
             ]
         )

@@ -205,6 +205,9 @@ class JobFinished(Event):
     outputs: tuple[str, ...] = ()
     # Each host's part of `usage` for a multi-host job (appended).
     host_usage: tuple[HostUsage, ...] = ()
+    # Outputs the worker could not return, each "NAME: why" (appended): the job keeps them
+    # and its reason says so, so missing files are never a silent DONE.
+    output_problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -205,6 +205,9 @@ class JobRecord:
     # Each host's usage of a finished multi-host job (appended); `usage` is
     # their sum. Empty for a single-host job and while the job runs.
     host_usage: tuple[HostUsage, ...] = ()
+    # Outputs of the finished attempt that its worker could not return, each "NAME: why"
+    # (appended); the reason names them too. Cleared when the job is requeued.
+    output_problems: tuple[str, ...] = ()
 
     @property
     def hosts(self) -> tuple[HostSlots, ...]:

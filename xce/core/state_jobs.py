@@ -73,7 +73,7 @@ _START = replacer(
     "allocation",
 )
 # The record of a job that ends: state, end_time, exit_code, exit_signal, usage, reason,
-# outputs, host_usage.
+# outputs, host_usage, output_problems.
 _finished = replacer(
     JobRecord,
     "state",
@@ -84,7 +84,20 @@ _finished = replacer(
     "reason",
     "outputs",
     "host_usage",
+    "output_problems",
 )
+
+
+def with_output_problems(reason: str, problems: tuple[str, ...]) -> str:
+    """The reason of an attempt some of whose outputs were not returned: the reason it
+    ended for (if any), then how many outputs are missing and the first one's problem."""
+    if not problems:
+        return reason
+    count = len(problems)
+    note = f"{count} output{'s' if count > 1 else ''} not returned: {problems[0][:300]}"
+    if count > 1:
+        note += f" (and {count - 1} more: xce job show)"
+    return f"{reason}; {note}" if reason else note
 
 
 class JobEvents:
@@ -311,6 +324,7 @@ class JobEvents:
             allocation=(),
             eligible_time=eligibility.eligible_from(self._keeper, job.spec, self._data.at),
             host_usage=(),
+            output_problems=(),
         )
 
     def _job_host_lost(self, e: ev.JobHostLost) -> None:
@@ -331,6 +345,8 @@ class JobEvents:
         ok = e.exit_code == 0 and e.exit_signal is None and not job.kill_requested and not e.reason
         target = JobState.DONE if ok else JobState.EXIT
         lifecycle.check(e.job_id, "finish", job.state, target)
+        # Outputs not returned do not make the job's own run a failure (its program's exit
+        # decides DONE or EXIT), but they are never silent: the reason names them.
         reason = e.reason or ("killed" if job.kill_requested else "")
         self._store(
             stored,
@@ -341,9 +357,10 @@ class JobEvents:
                 e.exit_code,
                 e.exit_signal,
                 e.usage or job.usage,
-                reason,
+                with_output_problems(reason, e.output_problems),
                 e.outputs,
                 e.host_usage,
+                e.output_problems,
             ),
         )
 

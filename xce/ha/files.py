@@ -5,8 +5,11 @@ the controller's file store, and the users file and the audit log beside the sta
 of them is an event, so the replication link carries them next to the records:
 
 - **Job files** are shipped as content-addressed blobs: a `fileData` `put` carries the
-  file in chunks with its SHA-256, and the standby writes it under a temporary name and
-  renames it into place only once the content matches (fsynced, directory too). The
+  file in chunks of `CHUNK` (never the whole file in memory, on either side) with its
+  SHA-256, and the standby writes it under a temporary name and renames it into place only
+  once the content matches (fsynced, directory too); it records that digest beside the
+  file as the primary does (xce/store/digests.py), so its downloads and listings after a
+  failover carry the same `X-XCE-SHA256` without reading the file again. The
   primary queues uploads as they arrive, a job's inputs (a `move:` of the standby's copy
   of the upload, or the content if it never had it) *before* the record that submits the
   job, and outputs as the worker returns them, so on the link they precede the records
@@ -51,6 +54,7 @@ from typing import Any
 
 from xce.core import events as ev
 from xce.core.errors import InvalidRequest
+from xce.store import digests
 from xce.store.files import safe_relative_path
 from xce.store.replicated_names import (
     _UPLOAD,
@@ -272,6 +276,8 @@ class Receiver:
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
+            if name.startswith(FILES):
+                digests.forget(root, path)
             return True
         if op.startswith(MOVE):
             return self._move(self.space.path_of(op[len(MOVE) :]), path, root)
@@ -315,6 +321,8 @@ class Receiver:
         else:
             os.replace(tmp, path)
         fsync_dir(path.parent)
+        if name.startswith(FILES):  # the link's own digest: the file need not be read again
+            digests.record(root, path, digest.hexdigest())
         return True
 
     @staticmethod
@@ -327,6 +335,7 @@ class Receiver:
         os.replace(source, target)
         fsync_dir(target.parent)
         fsync_dir(source.parent)
+        digests.move(root, source, target)
         return True
 
     def _append(self, path: Path, offset: int, data: bytes) -> bool:

@@ -54,6 +54,9 @@ class JobView(Struct, kw_only=True):
     exit_signal: int | UnsetType | None = UNSET
     usage: UsageView | UnsetType = UNSET
     host_usage: list[HostUsageView] | UnsetType = UNSET  # a finished multi-host job only
+    reason: str | UnsetType = UNSET
+    # outputs of the finished attempt its worker could not return, each "NAME: why"
+    output_problems: list[str] | UnsetType = UNSET
     history: list[HistoryEntry] | UnsetType = UNSET  # oldest first
 
 

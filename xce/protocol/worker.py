@@ -123,6 +123,10 @@ class Finished(Usage, frozen=True, kw_only=True):
     # The worker's keeper killed the attempt: the worker had lost every controller for
     # longer than the fence timeout (xce/worker/keeper/fence.py).
     host_failure: bool = False
+    # Outputs that could not be returned, each "NAME: why" (refused as too large, a name
+    # clash, unreadable): recorded on the job and shown in its reason, so an attempt whose
+    # files are missing is never a silent DONE. Bounded like `outputs`' names.
+    output_problems: Annotated[tuple[Text1K, ...], Meta(max_length=1000)] = ()
 
 
 # --- what the controller sends a worker (its answer to a poll; xce/controller/workers.py) ---

@@ -205,6 +205,7 @@ async def run_primary(
         settings.upload_quota_mb * 1024 * 1024,
         settings.upload_ttl_s,
         settings.max_job_outputs_mb * 1024 * 1024,
+        reserve_bytes=settings.min_free_disk_mb * 1024 * 1024,
     )
     controller = compose(config, files, store, node, accounting)
     service, gateway = controller.service, controller.gateway
@@ -253,6 +254,7 @@ async def run_primary(
             await node.source.close()
         service.wake_all()  # long-polling workers get their answer now, not in 20 s
         await runner.cleanup()
+        files.close()  # this term's file threads: the next term makes its own store
         store.fence = None
         store.replicated = None
         store.purge = None  # the last checkpoint writes no record standbys would not get

@@ -9,40 +9,51 @@ users reach files only through the API's checks. An upload belongs to whoever se
 `<id>.json` next to it says who and when): only they (or an admin) can use it in a job or
 delete it, it counts against their `upload_quota_mb` until a job uses it, and it is deleted
 when no job has used it within `upload_ttl_s`, so uploads cannot fill the controller's disk.
+
+Sites without shared storage move every input and output through here, so files may be as
+large as HPC data is: there is no per-file cap unless `max_upload_mb` sets one, bodies
+stream through the store's own threads (xce/store/incoming.py) and are refused from their
+Content-Length before they are read where they would pass a limit (xce/store/room.py), and
+every file's SHA-256 is taken as it arrives and recorded beside it (xce/store/digests.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import errno
+import hashlib
 import json
 import os
 import re
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any, NamedTuple
 
 from xce.core.errors import (
     Conflict,
     InvalidRequest,
     NotFound,
-    PayloadTooLarge,
     QuotaExceeded,
+    TooLarge,
     Unavailable,
 )
+from xce.store import digests
+from xce.store.fileio import Handle, Threads
+from xce.store.incoming import Stored, receive
+from xce.store.room import MB, DiskRoom, Promise, amount, free_bytes, sized
 
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
 RESERVED_OUTPUTS = ("stdout", "stderr")
-MB = 1024 * 1024
 # Many empty uploads cost inodes, not bytes: a user may hold this many unused ones at most.
 MAX_UPLOADS_PER_USER = 10_000
 
 
-def _amount(size: int) -> str:
-    return f"{size / MB:.1f} MB" if size >= MB // 10 else f"{size} bytes"
+_amount = amount  # the name older callers import
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,24 @@ class Upload:
     owner: str | None
     size: int
     created: float
+
+
+class StoredUpload(NamedTuple):
+    """What `save_upload` kept: the upload's id, size and hex SHA-256."""
+
+    upload_id: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A store file open for reading: its descriptor (a `Handle`: close it), its size and
+    the SHA-256 of its whole content, as of the moment it was opened."""
+
+    handle: Handle
+    size: int
+    sha256: str
 
 
 def safe_relative_path(text: str, what: str = "path") -> str:
@@ -76,7 +105,12 @@ def job_dir_name(job_id: str) -> str:
 
 
 class FileStore:
-    """Files under `root`; writes go to a temporary name and are renamed into place."""
+    """Files under `root`; writes go to a temporary name and are renamed into place.
+
+    Limits: `max_bytes` per file (0: none), `quota_bytes` of unused uploads per owner,
+    `job_outputs_bytes` of outputs per job attempt, and `reserve_bytes` left free on the
+    disk. Each is checked from a body's declared size before it is read (`check_upload`,
+    `check_output`, and again atomically as a transfer starts) and while it streams."""
 
     def __init__(
         self,
@@ -85,6 +119,8 @@ class FileStore:
         quota_bytes: int = 10240 * MB,
         ttl_s: float = 86400.0,
         job_outputs_bytes: int = 10240 * MB,
+        reserve_bytes: int = 0,
+        free: Callable[[Path], int] = free_bytes,
     ) -> None:
         self.root = root
         self.max_bytes = max_bytes
@@ -96,9 +132,26 @@ class FileStore:
         for path in (root, root / "uploads", root / "jobs"):
             path.mkdir(exist_ok=True, mode=0o700)
             path.chmod(0o700)  # also a directory an older version made with the umask's mode
+        self.room = DiskRoom(root, reserve_bytes, free)
+        self.threads = Threads()
         self.uploads: dict[str, Upload] = {}
         self._inflight: dict[str, int] = {}  # bytes of uploads being received, per owner
+        # Digests being computed for files without a record, by (device, inode, size,
+        # mtime): two downloads of one old file read it once.
+        self._hashing: dict[tuple[int, int, int, int], asyncio.Future[str]] = {}
         self._scan_uploads()
+
+    @property
+    def reserve_bytes(self) -> int:
+        return self.room.reserve
+
+    @reserve_bytes.setter
+    def reserve_bytes(self, value: int) -> None:
+        self.room.reserve = value
+
+    def close(self) -> None:
+        """The controller's term ended: no more file I/O from this store's threads."""
+        self.threads.close()
 
     def _mkdirs(self, path: Path) -> None:
         """`path` and any missing directory between `root` and it, each 0700 (mkdir's
@@ -110,40 +163,66 @@ class FileStore:
         for part in reversed(missing):
             part.mkdir(exist_ok=True, mode=0o700)
 
-    # --- writing ------------------------------------------------------------------------
+    # --- limits ---------------------------------------------------------------------------
 
-    async def _write(
-        self,
-        target: Path,
-        chunks: AsyncIterator[bytes],
-        account: Callable[[int], None] | None = None,
-    ) -> int:
-        self._mkdirs(target.parent)
-        tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.part"
-        size = 0
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                async for chunk in chunks:
-                    size += len(chunk)
-                    if size > self.max_bytes:
-                        raise PayloadTooLarge(
-                            f"file is larger than the limit of {self.max_bytes} bytes"
-                        )
-                    if account is not None:
-                        account(size)
-                    out.write(chunk)
-            if target.is_symlink():
-                target.unlink()
-            os.replace(tmp, target)
-        except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
-                raise Unavailable(f"cannot store the file: {exc.strerror}") from None
-            raise
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        return size
+    def _check_cap(self, name: str, size: int, known: bool = True) -> None:
+        if self.max_bytes and size > self.max_bytes:
+            raise TooLarge(
+                f"{name}: {sized(size, known)} is over the limit of {amount(self.max_bytes)} "
+                "per file ([controller] max_upload_mb)"
+            )
+
+    def _check_quota(self, name: str, owner: str, size: int, grow: int, known: bool) -> None:
+        used = self.usage(owner)
+        if used + grow > self.quota_bytes:
+            staged = sum(u.size for u in self.uploads.values() if u.owner == owner)
+            raise TooLarge(
+                f"{name}: {sized(size, known)} would take {owner} over the upload quota: "
+                f"{owner} has {amount(staged)} in uploads no job has used yet"
+                + (f" ({amount(used - staged)} more arriving)" if used > staged else "")
+                + f", and the limit is {amount(self.quota_bytes)} ([controller] "
+                "upload_quota_mb); delete unused uploads (DELETE /api/v1/uploads/ID) or "
+                "submit the jobs that use them"
+            )
+
+    def _check_outputs(self, name: str, job_id: str, size: int, grow: int, known: bool) -> None:
+        total = self._returned.get(job_id, 0) + grow
+        if total > self.job_outputs_bytes:
+            raise TooLarge(
+                f"{name}: {sized(size, known)} would take the outputs of job {job_id} to "
+                f"{amount(total)}, over the limit of {amount(self.job_outputs_bytes)} per "
+                "job ([controller] max_job_outputs_mb)"
+            )
+
+    def _check_count(self, owner: str | None) -> None:
+        if owner is None:
+            return
+        count = sum(1 for u in self.uploads.values() if u.owner == owner)
+        if count >= MAX_UPLOADS_PER_USER:
+            raise QuotaExceeded(
+                f"{owner} has {count} uploads no job has used yet, the "
+                f"most one user may hold; delete some or use them first"
+            )
+
+    def check_upload_room(self, owner: str | None, size: int | None, name: str = "upload") -> None:
+        """Refuse an upload of declared `size` that could not be kept, before its body is
+        read (413 `too_large`); `save_upload` checks again as it starts."""
+        self._check_count(owner)
+        if size is None:
+            return
+        self._check_cap(name, size)
+        if owner is not None:
+            self._check_quota(name, owner, size, size, True)
+        self.room.check(name, size, size)
+
+    def check_output_room(self, job_id: str, rel: str, size: int | None) -> None:
+        """Refuse an output of declared `size` that could not be kept, before its body is
+        read; `save_output` checks again as it starts."""
+        if size is None:
+            return
+        self._check_cap(rel, size)
+        self._check_outputs(rel, job_id, size, size, True)
+        self.room.check(rel, size, size)
 
     # --- uploads --------------------------------------------------------------------------
 
@@ -156,7 +235,7 @@ class FileStore:
     def _scan_uploads(self) -> None:
         """Rebuild the index from the directory (at start): owners from the `.json` files,
         ownerless older uploads dated by their mtime; a `.json` whose file is gone is
-        removed."""
+        removed, and so is a digest record whose upload is gone."""
         base = self.root / "uploads"
         for entry in os.scandir(base):
             name = entry.name
@@ -173,49 +252,53 @@ class FileStore:
             elif name.endswith(".json") and not (base / name[:-5]).is_file():
                 with contextlib.suppress(OSError):
                     os.unlink(base / name)
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.root / digests.DIR / "uploads"):
+                if entry.name not in self.uploads:
+                    digests.forget(self.root, base / entry.name)
 
     def usage(self, owner: str) -> int:
         """Bytes `owner` holds in uploads no job has used yet (and is receiving now)."""
         staged = sum(u.size for u in self.uploads.values() if u.owner == owner)
         return staged + self._inflight.get(owner, 0)
 
-    def _quota_error(self, owner: str, staged: int) -> QuotaExceeded:
-        return QuotaExceeded(
-            f"upload quota exceeded: {owner} has {_amount(staged)} in uploads no job has "
-            f"used yet, and the limit is {_amount(self.quota_bytes)} ([controller] "
-            "upload_quota_mb); delete unused uploads (DELETE /api/v1/uploads/ID) or submit "
-            "the jobs that use them"
-        )
-
     async def save_upload(
-        self, chunks: AsyncIterator[bytes], owner: str | None = None, now: float | None = None
-    ) -> tuple[str, int]:
-        """Store an upload of `owner`; over their quota it is refused (413) and removed."""
+        self,
+        chunks: AsyncIterator[bytes],
+        owner: str | None = None,
+        now: float | None = None,
+        declared: int | None = None,
+        sha256: str | None = None,
+    ) -> StoredUpload:
+        """Store an upload of `owner` (`declared`: its Content-Length, None if unknown;
+        `sha256`: the digest its sender declared). One over a limit is refused (413) before
+        its first byte where its size is declared, else where it passes the limit, and
+        nothing of it is kept."""
+        name = "upload"
         upload_id = secrets.token_hex(16)
         created = time.time() if now is None else now
         reserved = 0
-        staged = self.usage(owner) if owner is not None else 0
+        promise: Promise | None = None
 
-        def account(size: int) -> None:
+        def count(size: int, batch: int = 0) -> None:
             nonlocal reserved
-            if owner is None:
-                return
-            self._inflight[owner] = self._inflight.get(owner, 0) + size - reserved
-            reserved = size
-            if self.usage(owner) > self.quota_bytes:
-                raise self._quota_error(owner, staged)
+            known = declared is not None and size <= declared
+            self._check_cap(name, size, known)
+            if owner is not None and size > reserved:
+                self._check_quota(name, owner, size, size - reserved, known)
+                self._inflight[owner] = self._inflight.get(owner, 0) + size - reserved
+                reserved = size
+            if promise is not None:
+                promise.take(batch)
 
-        if owner is not None:
-            count = sum(1 for u in self.uploads.values() if u.owner == owner)
-            if count >= MAX_UPLOADS_PER_USER:
-                raise QuotaExceeded(
-                    f"{owner} has {count} uploads no job has used yet, the "
-                    f"most one user may hold; delete some or use them first"
-                )
+        self._check_count(owner)
         target = self._upload_file(upload_id)
         try:
-            account(0)  # already over (a quota lowered since): refused before any byte
-            size = await self._write(target, chunks, account)
+            if owner is not None:
+                self._check_quota(name, owner, declared or 0, 0, True)  # a lowered quota
+            count(declared or 0)  # the declared size: refused before any byte is read
+            promise = self.room.promise(name, declared)
+            stored = await receive(self.threads, self.root, target, chunks, count, name, sha256)
             try:
                 fd = os.open(
                     self._meta_file(upload_id),
@@ -226,16 +309,19 @@ class FileStore:
                     json.dump({"owner": owner, "created": created}, out)
             except OSError as exc:
                 target.unlink(missing_ok=True)
+                digests.forget(self.root, target)
                 raise Unavailable(f"cannot store the file: {exc.strerror}") from None
-            self.uploads[upload_id] = Upload(owner, size, created)
+            self.uploads[upload_id] = Upload(owner, stored.size, created)
         finally:
+            if promise is not None:
+                promise.close()
             if owner is not None:
                 left = self._inflight.get(owner, 0) - reserved
                 if left > 0:
                     self._inflight[owner] = left
                 else:
                     self._inflight.pop(owner, None)
-        return upload_id, size
+        return StoredUpload(upload_id, stored.size, stored.sha256)
 
     def _owned(self, upload_id: str, owner: str | None) -> Upload:
         """The upload if it exists and `owner` may use it (None: anyone's, for admins);
@@ -264,6 +350,7 @@ class FileStore:
         found = self._owned(upload_id, owner)
         with contextlib.suppress(FileNotFoundError):
             self._upload_file(upload_id).unlink()
+        digests.forget(self.root, self._upload_file(upload_id))
         self._forget(upload_id)
         return found
 
@@ -282,6 +369,7 @@ class FileStore:
         for upload_id in expired:
             with contextlib.suppress(FileNotFoundError):
                 self._upload_file(upload_id).unlink()
+            digests.forget(self.root, self._upload_file(upload_id))
             self._forget(upload_id)
         with contextlib.suppress(OSError):
             for entry in os.scandir(self.root / "uploads"):
@@ -292,7 +380,8 @@ class FileStore:
         return expired
 
     def attach_inputs(self, number: int, inputs: dict[str, str]) -> None:
-        """Move uploads into a job's input directory; `inputs` maps path -> upload id."""
+        """Move uploads into a job's input directory; `inputs` maps path -> upload id.
+        Each upload's digest record moves with it (a rename keeps what it was taken of)."""
         if not inputs:
             return
         job = self.root / "jobs" / str(number)
@@ -315,25 +404,45 @@ class FileStore:
                     os.replace(target, source)
             shutil.rmtree(staging, ignore_errors=True)
             raise InvalidRequest(f"cannot attach the inputs: {exc.strerror or exc}") from None
+        digests.forget(self.root, job / "inputs")
+        for rel, upload_id in inputs.items():
+            digests.move(self.root, self._upload_file(upload_id), job / "inputs" / rel)
 
     async def save_output(
-        self, number: int, job_id: str, rel: str, chunks: AsyncIterator[bytes]
-    ) -> int:
-        target = self._outputs(number, job_id) / safe_relative_path(rel, "output path")
-        before = self._returned.get(job_id, 0)
+        self,
+        number: int,
+        job_id: str,
+        rel: str,
+        chunks: AsyncIterator[bytes],
+        declared: int | None = None,
+        sha256: str | None = None,
+    ) -> Stored:
+        """Store an output a worker returns (`declared`: its Content-Length; `sha256`: the
+        digest the worker declared). Over the per-file or per-job limit or the disk's
+        reserve it is refused (413) before its first byte where its size is declared."""
+        rel = safe_relative_path(rel, "output path")
+        target = self._outputs(number, job_id) / rel
+        reserved = 0
+        promise: Promise | None = None
 
-        def account(size: int) -> None:
-            if before + size > self.job_outputs_bytes:
-                raise PayloadTooLarge(
-                    f"the outputs of job {job_id} are over the limit of "
-                    f"{_amount(self.job_outputs_bytes)} per job ([controller] "
-                    "max_job_outputs_mb)"
-                )
+        def count(size: int, batch: int = 0) -> None:
+            nonlocal reserved
+            known = declared is not None and size <= declared
+            self._check_cap(rel, size, known)
+            if size > reserved:
+                self._check_outputs(rel, job_id, size, size - reserved, known)
+                self._returned[job_id] = self._returned.get(job_id, 0) + size - reserved
+                reserved = size
+            if promise is not None:
+                promise.take(batch)
 
+        stored: Stored | None = None
         try:
-            size = await self._write(target, chunks, account)
-            self._returned[job_id] = before + size
-            return size
+            count(declared or 0)  # the declared size: refused before any byte is read
+            promise = self.room.promise(rel, declared)
+            self._mkdirs(target.parent)
+            stored = await receive(self.threads, self.root, target, chunks, count, rel, sha256)
+            return stored
         except (FileExistsError, NotADirectoryError, IsADirectoryError):
             # `out` a file and `out/x` as well (or the other way round): the job's names
             # clash; a 409 for this file, never a 500 the worker would retry for ever.
@@ -341,14 +450,31 @@ class FileStore:
                 f"output {rel} clashes with another output of job {job_id} "
                 "(a file and a directory of one name)"
             ) from None
+        finally:
+            if promise is not None:
+                promise.close()
+            if stored is None and reserved and job_id in self._returned:
+                left = self._returned[job_id] - reserved  # a refused file counts for nothing
+                if left > 0:
+                    self._returned[job_id] = left
+                else:
+                    self._returned.pop(job_id, None)
 
     def outputs_done(self, job_id: str) -> None:
         """The attempt's report is in: its outputs are all here, nothing more to count."""
         self._returned.pop(job_id, None)
 
-    def clear_outputs(self, number: int, job_id: str) -> None:
-        shutil.rmtree(self._outputs(number, job_id), ignore_errors=True)
+    async def clear_outputs(self, number: int, job_id: str) -> None:
+        """Remove an earlier attempt's outputs (the first file of a new return), in a store
+        thread: a tree of many thousand files must not stall the event loop."""
         self._returned.pop(job_id, None)
+        base = self._outputs(number, job_id)
+
+        def clear() -> None:
+            shutil.rmtree(base, ignore_errors=True)
+            digests.forget(self.root, base)
+
+        await self.threads.run(clear)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -367,12 +493,97 @@ class FileStore:
             raise NotFound(f"job {job_id} has no output file {rel}")
         return path
 
-    def list_outputs(self, number: int, job_id: str) -> list[dict[str, object]]:
-        base = self._outputs(number, job_id)
+    def _scan_outputs(self, base: Path) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
         if not base.is_dir():
-            return []
-        out = []
+            return out
         for path in sorted(base.rglob("*")):
-            if path.is_file() and not path.is_symlink() and not path.name.endswith(".part"):
-                out.append({"path": path.relative_to(base).as_posix(), "size": path.stat().st_size})
+            if path.name.endswith(".part"):
+                continue
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            rel = path.relative_to(base).as_posix()
+            out.append(
+                {
+                    "path": rel,
+                    "name": rel,
+                    "size": st.st_size,
+                    "sha256": digests.recorded(self.root, path, st),
+                }
+            )
         return out
+
+    async def list_outputs(self, number: int, job_id: str) -> list[dict[str, Any]]:
+        """The attempt's outputs: path (and `name`, the same), size and SHA-256 (None for a
+        file whose digest was never recorded: `digest` computes it). Read in a thread: a
+        job may have many thousands of outputs."""
+        return await self.threads.run(self._scan_outputs, self._outputs(number, job_id))
+
+    async def digest(self, path: Path) -> str:
+        """The SHA-256 of a store file: its record, else computed once and recorded."""
+        opened = await self.open(path)
+        opened.handle.close()
+        return opened.sha256
+
+    async def open(self, path: Path) -> Opened:
+        """Open a store file for reading (never through a symlink, regular files only),
+        with its size and digest as of now: files are only ever replaced whole (renamed
+        into place), so the descriptor's content is what the digest describes."""
+
+        def opening() -> tuple[int, os.stat_result, str | None]:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise FileNotFoundError(path)
+                return fd, st, digests.recorded(self.root, path, st)
+            except BaseException:
+                os.close(fd)
+                raise
+
+        try:
+            fd, st, known = await self.threads.run(opening)
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFound(f"{path.name} does not exist") from None
+        except OSError as exc:
+            raise NotFound(f"{path.name} cannot be read: {exc.strerror or exc}") from None
+        handle = Handle(self.threads, fd)
+        try:
+            sha256 = known or await self._computed(path, handle, st)
+        except BaseException:
+            handle.close()
+            raise
+        return Opened(handle, st.st_size, sha256)
+
+    async def _computed(self, path: Path, handle: Handle, st: os.stat_result) -> str:
+        """The digest of a file that has no valid record: read once (in pieces, so one old
+        file does not hold a store thread for minutes), recorded, shared by concurrent
+        askers of the same file."""
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        running = self._hashing.get(key)
+        if running is not None:
+            return await asyncio.shield(running)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._hashing[key] = future
+        try:
+            digest = hashlib.sha256()
+            offset = 0
+            while read := await handle.call(digests.hash_piece, digest, offset):
+                offset += read
+            value = digest.hexdigest()
+            await self.threads.run(digests.record, self.root, path, value, st)
+            future.set_result(value)
+            return value
+        except BaseException as exc:
+            gone = Unavailable(
+                f"the digest of {path.name} was being taken for a request that went away; retry"
+            )
+            future.set_exception(exc if isinstance(exc, Exception) else gone)
+            future.exception()  # retrieved: askers that wait see it, nobody else must
+            raise
+        finally:
+            self._hashing.pop(key, None)

@@ -135,6 +135,7 @@ struct JobRecord {
   resumedTime @21 :OptFloat;
   allocation @22 :List(HostSlots);
   hostUsage @23 :List(HostUsage);
+  outputProblems @24 :List(Text);
 }
 
 struct ArrayRecord {
@@ -289,6 +290,7 @@ struct JobFinished {
   reason @5 :Text;
   outputs @6 :List(Text);
   hostUsage @7 :List(HostUsage);
+  outputProblems @8 :List(Text);
 }
 
 struct JobUsageReported {

@@ -1,0 +1,114 @@
+"""A store file as an HTTP answer: whole or one byte range, with its size and SHA-256.
+
+Every download route answers `Range: bytes=N-`, `bytes=N-M` and `bytes=-N` with 206 and
+`Content-Range`, so an interrupted download of a large output resumes where it stopped; it
+always sends `Content-Length`, `Accept-Ranges: bytes`, `X-XCE-SHA256` (the hex SHA-256 of
+the whole file, whatever part is sent) and an `ETag` of that digest, which `If-Range` may
+name: a file replaced since the client's first part then comes whole (200), not as a range
+of different content. A range the file cannot satisfy, or a malformed or multiple one, is
+416 with `Content-Range: bytes */SIZE` and a JSON body.
+
+aiohttp's FileResponse is not used: it would serve `NAME.gz` in place of `NAME` to a client
+that accepts gzip (job outputs are named by users, so both may exist), and it answers 416
+with an empty body. The file is read in the store's threads (xce/store/fileio.py) a piece at
+a time and written as the client takes it: no whole-file buffer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from aiohttp import web
+
+from xce.api.http import REQUEST_ID
+from xce.api.transfers import DIGEST_HEADER
+from xce.core.errors import RangeNotSatisfiable
+from xce.store.files import Opened
+
+PIECE = 1 << 20
+# One range, each bound at most 19 digits (below 2**63): longer numbers are no file's.
+_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d{0,19})\s*-\s*(\d{0,19})\s*$", re.IGNORECASE)
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """The [start, end) a `Range` header asks of a file of `size` bytes; None: the whole
+    file (no header, or a unit other than bytes, which RFC 9110 says to ignore)."""
+    if header is None:
+        return None
+    unit = header.split("=", 1)[0].strip().lower()
+    if unit != "bytes":
+        return None
+    found = _RANGE.match(header)
+    if found is None:
+        raise RangeNotSatisfiable(
+            f"Range {header[:100]!r} is not one range of bytes=FIRST-LAST, bytes=FIRST- "
+            f"or bytes=-COUNT; the file has {size} bytes",
+            size,
+        )
+    first, last = found.group(1), found.group(2)
+    if not first:
+        if not last or int(last) == 0 or size == 0:
+            raise RangeNotSatisfiable(
+                f"Range {header[:100]!r} asks for no bytes of a file of {size} bytes", size
+            )
+        return max(0, size - int(last)), size
+    start = int(first)
+    if last and int(last) < start:
+        raise RangeNotSatisfiable(
+            f"Range {header[:100]!r} ends before it starts; the file has {size} bytes", size
+        )
+    if start >= size:
+        raise RangeNotSatisfiable(
+            f"Range {header[:100]!r} starts at byte {start}, at or past the end of the file "
+            f"({size} bytes)",
+            size,
+        )
+    end = min(size, int(last) + 1) if last else size
+    return start, end
+
+
+def _if_range_holds(request: web.Request, etag: str) -> bool:
+    """RFC 9110 If-Range: the range applies only to the representation the client names;
+    a date (or any other validator) is not trusted: the file is sent whole."""
+    condition = request.headers.get("If-Range")
+    return condition is None or condition.strip() == etag
+
+
+async def send_file(request: web.Request, opened: Opened) -> web.StreamResponse:
+    """Answer with the opened file (whole, or the range asked for), then close it. Runs
+    inside the caller's transfer slot; a client that goes away ends the answer quietly."""
+    try:
+        size, sha256 = opened.size, opened.sha256
+        etag = f'"{sha256}"'
+        wanted = byte_range(request.headers.get("Range"), size)
+        if wanted is not None and not _if_range_holds(request, etag):
+            wanted = None
+        start, end = wanted if wanted is not None else (0, size)
+        response = web.StreamResponse(status=206 if wanted is not None else 200)
+        response.content_type = "application/octet-stream"
+        response.content_length = end - start
+        response.headers["Accept-Ranges"] = "bytes"
+        response.headers[DIGEST_HEADER] = sha256
+        response.headers["ETag"] = etag
+        response.headers["Cache-Control"] = "no-store"  # job data: no proxy keeps a copy
+        if wanted is not None:
+            response.headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+        request_id = request.get(REQUEST_ID)
+        if request_id:
+            response.headers["X-Request-Id"] = request_id
+        await response.prepare(request)
+        offset = start
+        try:
+            while offset < end:
+                piece = await opened.handle.call(os.pread, min(PIECE, end - offset), offset)
+                if not piece:  # cannot happen to a file replaced only whole; never loop
+                    break
+                await response.write(piece)
+                offset += len(piece)
+            await response.write_eof()
+        except ConnectionError:
+            pass  # the client went away mid-file: it may resume with a Range
+        return response
+    finally:
+        opened.handle.close()

@@ -1,0 +1,105 @@
+"""One file body streamed into the store: written and hashed as it arrives, never held whole.
+
+The body's chunks are gathered into batches of about 1 MiB, and each batch is written to a
+temporary file and fed to the SHA-256 in one of the store's threads (xce/store/fileio.py):
+one pass over the bytes, no second read to hash them, and the event loop only moves bytes
+from the socket. Each chunk is counted as it arrives (`count`: the limits see the new
+total), so a body of unknown length stops at the first chunk past one; the temporary file is renamed
+into place only once the whole body is in and matches the digest its sender declared, so a
+refused, cut or corrupted body leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import secrets
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from xce.core.errors import DigestMismatch, Unavailable
+from xce.store import digests
+from xce.store.fileio import Handle, Threads
+
+BATCH = 1 << 20
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EIO)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A file the store kept: its size and the hex SHA-256 of its content."""
+
+    size: int
+    sha256: str
+
+
+def _write_batch(fd: int, digest: hashlib._Hash, pieces: list[bytes]) -> None:
+    for piece in pieces:
+        digest.update(piece)
+        view = memoryview(piece)
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+async def receive(
+    threads: Threads,
+    root: Path,
+    target: Path,
+    chunks: AsyncIterator[bytes],
+    count: Callable[[int, int], None],
+    name: str,
+    expect: str | None = None,
+) -> Stored:
+    """Store `chunks` at `target` (its parent exists) and record its digest.
+
+    `count(total, chunk)` is called for each chunk with the bytes so far and the chunk's
+    size, and raises to refuse the body. `expect` is the hex SHA-256 the sender declared:
+    a body that differs is refused (`DigestMismatch`, naming `name`) and nothing is kept."""
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.part"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        if exc.errno in _FULL:
+            raise Unavailable(f"cannot store {name}: {exc.strerror}") from None
+        raise
+    out = Handle(threads, fd, tmp)
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        pieces: list[bytes] = []
+        held = 0
+        async for chunk in chunks:
+            if not chunk:
+                continue
+            size += len(chunk)
+            count(size, len(chunk))  # as it arrives: bodies in flight share their limits
+            pieces.append(chunk)
+            held += len(chunk)
+            if held >= BATCH:
+                await out.call(_write_batch, digest, pieces)
+                pieces, held = [], 0
+        if pieces:
+            await out.call(_write_batch, digest, pieces)
+        got = digest.hexdigest()
+        if expect is not None and got != expect:
+            raise DigestMismatch(
+                f"{name}: the body's SHA-256 is {got}, not {expect} as its sender declared "
+                "(X-XCE-SHA256): the file was damaged on the way, and nothing was kept"
+            )
+        if target.is_dir() and not target.is_symlink():
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
+        if target.is_symlink():
+            target.unlink()
+        os.replace(tmp, target)
+        out.keep()
+    except OSError as exc:
+        if exc.errno in _FULL:
+            raise Unavailable(f"cannot store {name}: {exc.strerror}") from None
+        raise
+    finally:
+        out.close()
+    st = os.stat(target, follow_symlinks=False)
+    await threads.run(digests.record, root, target, got, st)
+    return Stored(size, got)
