@@ -35,18 +35,33 @@ def searchable_dir(prefix: str, parent: str = "/tmp") -> Path:
 
 
 class Recorder:
-    """Stands in for XceClient: keeps what an upload sends, serves inputs from a dict."""
+    """Stands in for XceClient's transfers: keeps what an output return sends (read from
+    the descriptor as `send_file` reads it), serves inputs from a dict into the sink."""
 
     def __init__(self, inputs: dict[str, bytes] | None = None) -> None:
         self.files: dict[str, bytes] = {}
         self.inputs = inputs or {}
 
-    async def request(self, method: str, path: str, **kw: Any) -> Any:
-        if method == "GET":
-            return self.inputs[path.rsplit("/inputs/", 1)[1]]
-        data = b"".join([chunk async for chunk in kw["data"]])
-        self.files[path.rsplit("/outputs/", 1)[1]] = data
+    async def download_to(self, path: str, sink: Any, **kw: Any) -> None:
+        data = self.inputs[path.rsplit("/inputs/", 1)[1]]
+        for start in range(0, len(data), 1 << 16):
+            await sink.write(data[start : start + (1 << 16)])
+
+    async def send_file(self, method: str, path: str, fd: int, size: int, **kw: Any) -> Any:
+        self.files[path.rsplit("/outputs/", 1)[1]] = read_fd(fd, size)
         return {}
+
+
+def read_fd(fd: int, size: int) -> bytes:
+    """The first `size` bytes behind `fd` (pread: its offset is left alone)."""
+    chunks, offset = [], 0
+    while offset < size:
+        chunk = os.pread(fd, min(1 << 20, size - offset), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
 
 
 class LocalHost:

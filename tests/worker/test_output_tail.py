@@ -100,14 +100,15 @@ def test_a_refused_heartbeat_shrinks_or_stops_the_output(tmp_path: Path) -> None
 
 
 class _Recorder:
-    """Stands in for XceClient: keeps what an upload sends."""
+    """Stands in for XceClient: keeps what an output return sends."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
 
-    async def request(self, method: str, path: str, **kw: Any) -> None:
-        data = b"".join([chunk async for chunk in kw["data"]])
-        self.files[path.rsplit("/", 1)[-1]] = data
+    async def send_file(self, method: str, path: str, fd: int, size: int, **kw: Any) -> None:
+        from tests.worker.local_host import read_fd
+
+        self.files[path.rsplit("/", 1)[-1]] = read_fd(fd, size)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="jobs as root need a root worker")

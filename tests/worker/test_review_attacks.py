@@ -454,12 +454,17 @@ async def test_sparse_terabyte_outputs_are_not_sent(host: LocalHost, user: Linux
     client = Recorder()
     before = _bytes_read()
     limits = staging.OutputLimits(file_bytes=1 << 20, job_bytes=5000)
-    names = await staging.upload_outputs(client, "h1", job, limits)  # type: ignore[arg-type]
+    outcome = await staging.upload_outputs(client, "h1", job, limits)  # type: ignore[arg-type]
+    names = outcome.returned
     readers.close_readers(job)
     assert _bytes_read() - before < 64 << 20, "the worker read the sparse files"
     assert "stdout" not in names and "big.out" not in names
     assert "stderr" in names and len([n for n in names if n.endswith(".out")]) == 1, names
     assert sum(len(v) for v in client.files.values()) <= 5000
+    # and the report names each output left behind, with why (output_problems)
+    refused = {p.split(":", 1)[0] for p in outcome.problems}
+    assert {"stdout", "big.out"} <= refused, outcome.problems
+    assert len(refused - {"stdout", "big.out"}) == 1, outcome.problems  # over the job's cap
 
 
 async def test_a_sparse_stdout_copied_to_its_o_file_costs_no_reading(

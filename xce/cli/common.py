@@ -56,6 +56,21 @@ class ClientSettings:
     cert_file: Path | None = None
     key_file: Path | None = None
     insecure: bool = False
+    # Where ca_file came from ("XCE_CA_FILE", "ca_file in PATH"), or why there is none: a
+    # certificate that does not verify is then reported with the setting to change.
+    ca_source: str = ""
+    # File transfers fail after this long without a byte moving, never for their length
+    # (`transfer_idle_timeout_s` in client.toml, `XCE_TRANSFER_IDLE_TIMEOUT_S`).
+    transfer_idle_timeout_s: float = 60.0
+    # Gets a fresh token when this one is missing, expiring or refused (`auth = "munge"`:
+    # xce/cli/munge_login.py); None: the token is used as it is.
+    renew: Callable[[], str] | None = None
+
+    def ca_note(self) -> str:
+        """The CA part of a TLS failure's one-line message (`xce.client.errors.ca_note`)."""
+        from xce.client.errors import ca_note
+
+        return ca_note(self.ca_file, self.ca_source)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -189,6 +204,18 @@ def _tls_files(
     return out[0], out[1], out[2]
 
 
+def _transfer_idle(data: dict[str, Any]) -> float:
+    from xce.client.transfer import DEFAULT_IDLE_TIMEOUT_S, IDLE_TIMEOUT_ENV, idle_timeout_setting
+
+    try:
+        if os.environ.get(IDLE_TIMEOUT_ENV):
+            return idle_timeout_setting(os.environ[IDLE_TIMEOUT_ENV], IDLE_TIMEOUT_ENV)
+        value = data.get("transfer_idle_timeout_s", DEFAULT_IDLE_TIMEOUT_S)
+        return idle_timeout_setting(value, "transfer_idle_timeout_s in client.toml")
+    except ValueError as exc:
+        fail(str(exc))
+
+
 def _insecure(data: dict[str, Any]) -> bool:
     env = os.environ.get("XCE_INSECURE", "").strip().lower()
     return env in ("1", "true", "yes") or data.get("insecure") is True
@@ -205,6 +232,8 @@ def async_client(settings: ClientSettings, **options: Any) -> Any:
         settings.token,
         ssl_context=client_ssl_context(settings),
         insecure=settings.insecure,
+        ca_note=settings.ca_note(),
+        transfer_idle_timeout_s=settings.transfer_idle_timeout_s,
         **options,
     )
 
@@ -236,6 +265,8 @@ def call_light(fn: Callable[[Any], T], controllers: Sequence[str] | None = None)
             settings.token,
             ssl_context=client_ssl_context(settings),
             insecure=settings.insecure,
+            ca_note=settings.ca_note(),
+            transfer_idle_timeout_s=settings.transfer_idle_timeout_s,
         ) as client:
             return fn(client)
 

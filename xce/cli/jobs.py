@@ -138,6 +138,7 @@ def submit(
     defer: bool = typer.Option(
         False, "--defer", help="accept it though no registered host could run it yet"
     ),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress display for --stage-in"),
     as_json: bool = typer.Option(False, "--json"),
     controller: list[str] = CONTROLLER,
 ) -> None:
@@ -157,7 +158,7 @@ def submit(
     if defer:
         draft["defer"] = True
     body = _submit_body(draft, gres, licenses, priority)
-    run = functools.partial(_submit_with_uploads, body, staged)
+    run = functools.partial(_submit_with_uploads, body, staged, quiet=quiet)
     result = call_light(run, controller)
     if as_json:
         print_json(result)
@@ -193,15 +194,22 @@ def _submit_body(
 
 
 def _submit_with_uploads(
-    body: SubmitBody, staged: list[tuple[Path, str]], client: Any
+    body: SubmitBody, staged: list[tuple[Path, str]], client: Any, quiet: bool = False
 ) -> dict[str, Any]:
-    """Upload the staged files, then submit `body` naming them as its inputs."""
+    """Upload the staged files (streamed, with their SHA-256; progress on a terminal's
+    stderr), then submit `body` naming them as its inputs."""
     import msgspec
 
     uploads: list[str] = []
     try:
-        for path, _ in staged:
-            uploads.append(client.upload(path))
+        if staged:
+            from xce.cli.transfers import progress_for
+
+            with progress_for(quiet) as bars:
+                for path, _ in staged:
+                    hashing = bars.track(f"hashing {path.name}")
+                    sending = bars.track(path.name)
+                    uploads.append(client.upload(path, sending, hashing))
         if staged:
             inputs = {remote: uid for (_, remote), uid in zip(staged, uploads, strict=True)}
             body = msgspec.structs.replace(body, inputs=inputs)
@@ -394,33 +402,50 @@ def output(
     job_id: str,
     file: str = typer.Option("stdout", "--file", "-f", help="stdout, stderr or an output path"),
     list_files: bool = typer.Option(False, "--list", "-l", help="list the job's files"),
-    dest: Path = typer.Option(None, "--dest", help="download every file into this directory"),
+    dest: Path = typer.Option(
+        None, "--dest", help="download the job's declared outputs into this directory"
+    ),
+    everything: bool = typer.Option(False, "--all", help="with --dest: stdout and stderr too"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress display"),
     controller: list[str] = CONTROLLER,
 ) -> None:
     """Print a job's stdout (or another output file), list or download its files.
 
-    An array's files are its tasks': give a task id (12[3]); the array's own number is an
-    error that names its tasks."""
+    Files are streamed (any size), resumed where a connection broke, and checked against
+    the controller's SHA-256: a --dest file that does not match is removed. Progress goes to
+    stderr when it is a terminal. An array's files are its tasks': give a task id (12[3]);
+    the array's own number is an error that names its tasks."""
+    from xce.cli import transfers
+
     if list_files:
         files = call(_tasks_named(job_id, lambda c: c.files(job_id)), controller)
-        print_table(["FILE", "SIZE"], [[f["path"], f["size"]] for f in files])
+        rows = [[transfers.entry_name(f), f["size"], f.get("sha256") or "-"] for f in files]
+        print_table(["FILE", "SIZE", "SHA256"], rows)
         return
+    if everything and dest is None:
+        fail("--all goes with --dest (it adds stdout and stderr to the outputs)", 2)
     if dest is not None:
+        with transfers.progress_for(quiet) as bars:
 
-        async def fetch_all(client: Any) -> list[str]:
-            names = [f["path"] for f in await client.files(job_id)]
-            for name in names:
-                target = dest / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(await client.download(job_id, name))
-            return names
+            async def fetch_all(client: Any) -> list[str]:
+                return await transfers.to_directory(
+                    client, job_id, dest, everything, bars, typer.echo
+                )
 
-        for name in call(_tasks_named(job_id, fetch_all), controller):
-            typer.echo(str(dest / name))
+            problems = call(_tasks_named(job_id, fetch_all), controller)
+        for problem in problems:
+            typer.echo(f"xce: error: {problem}", err=True)
+        if problems:
+            raise typer.Exit(1)
         return
-    data = call(_tasks_named(job_id, lambda c: c.download(job_id, file)), controller)
-    sys.stdout.buffer.write(data)
-    sys.stdout.flush()
+    try:
+        with transfers.progress_for(quiet, to_stdout=True) as bars:
+            call(
+                _tasks_named(job_id, lambda c: transfers.to_stdout(c, job_id, file, bars)),
+                controller,
+            )
+    except transfers.StdoutGone:  # `xce job output 7 | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _tasks_named(

@@ -8,19 +8,126 @@ worked, so the CLI, TUI and workers follow a failover without being restarted.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import hashlib
 import json
+import os
 import ssl
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import aiohttp
 
-from xce.client.errors import ApiError, job_path
+from xce.client.errors import ApiError, default_ca_note, job_path, tls_error
 from xce.client.sse import StreamEvent, read_events
+from xce.client.transfer import (
+    CHUNK_BYTES,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DIGEST_HEADER,
+    DRAIN_POLL_S,
+    SEND_PIECE,
+    Progress,
+    TransferPolicy,
+    broken,
+    content_range,
+    digest_of,
+    gave_up,
+    hash_fd,
+    is_final,
+    mismatch,
+    retry_after,
+    stalled,
+    unsent_bytes,
+)
 from xce.client.transport import check_controller_urls, unix_path
+
+# The sockets the connections of an upload in this context used, last one last (set by
+# `_send_body`, appended by the transfers' connectors): the body waits on the last one.
+_UPLOAD_SOCKETS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
+    "xce_upload_sockets", default=None
+)
+
+
+async def _noted(conn: Any) -> Any:
+    """`conn` (a new or pooled connection), its socket noted for an upload in progress."""
+    sockets = _UPLOAD_SOCKETS.get()
+    if sockets is not None and conn.transport is not None:
+        sockets.append(conn.transport.get_extra_info("socket"))
+    return conn
+
+
+class _BulkTCPConnector(aiohttp.TCPConnector):
+    """The transfers' TCP connections: an upload learns which socket its body goes on."""
+
+    async def connect(
+        self, req: aiohttp.ClientRequest, traces: list[Any], timeout: aiohttp.ClientTimeout
+    ) -> Any:
+        return await _noted(await super().connect(req, traces, timeout))
+
+
+class _BulkUnixConnector(aiohttp.UnixConnector):
+    """`_BulkTCPConnector` over the local socket."""
+
+    async def connect(
+        self, req: aiohttp.ClientRequest, traces: list[Any], timeout: aiohttp.ClientTimeout
+    ) -> Any:
+        return await _noted(await super().connect(req, traces, timeout))
+
+
+class Sink(Protocol):
+    """Where a download's bytes go (stdout, a file of the CLI's, a job's input written as its
+    user). `write` must take all of `data`; `restart` drops what was written and returns
+    True, or returns False where that cannot be undone (a pipe): the download then skips
+    the bytes it already delivered instead."""
+
+    async def write(self, data: bytes) -> None: ...
+
+    async def restart(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Received:
+    """A finished download: its size, its SHA-256, and whether the server declared one it
+    was checked against (an older controller does not)."""
+
+    size: int
+    sha256: str
+    verified: bool
+
+
+@dataclass
+class _Receiving:
+    """A download's progress across its tries."""
+
+    held: int = 0  # bytes the sink holds (or delivered, for a sink that cannot restart)
+    size: int | None = None  # the whole file, once an answer said
+    digest: str | None = None  # the server's X-XCE-SHA256, once an answer said
+    skip: int = 0  # bytes of the current answer the sink already has (a 200 to a Range)
+    etag: str | None = None  # the first answer's ETag: sent as If-Range when resuming
+    hasher: Any = field(default_factory=hashlib.sha256)
+
+    def reset(self) -> None:
+        self.held, self.skip, self.hasher = 0, 0, hashlib.sha256()
+
+
+class _Busy(Exception):
+    """503 `busy`: ask again after `wait_s`."""
+
+    def __init__(self, message: str, wait_s: float) -> None:
+        super().__init__(message)
+        self.message, self.wait_s = message, wait_s
+
+
+class _SourceError(Exception):
+    """Reading the file being sent failed: final, whatever the connection did."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class XceClient:
@@ -32,15 +139,25 @@ class XceClient:
         retry_for: float = 0.0,
         ssl_context: ssl.SSLContext | None = None,
         insecure: bool = False,
+        ca_note: str | None = None,
+        transfer_idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        transfer: TransferPolicy | None = None,
     ) -> None:
         """`ssl_context` (from `xce.auth.pki.client_ssl_context`) verifies https://
         controllers against the cluster CA and may carry a client certificate; without it
         https:// uses the system trust store. Plain http:// off loopback raises
-        InsecureTransport unless `insecure`."""
+        InsecureTransport unless `insecure`. `ca_note` (`xce.client.errors.ca_note`) names
+        the CA file and its setting in the message of a TLS failure.
+
+        `timeout` bounds one ordinary request as a whole; file transfers (`download_to`,
+        `send_file`, `upload`) are bounded by `transfer` instead (default: idle for
+        `transfer_idle_timeout_s`, connect within `timeout`): a body of any size may take
+        as long as it keeps moving."""
         if not controllers:
             raise ValueError("at least one controller URL is needed")
         check_controller_urls(controllers, insecure)
         self.ssl_context = ssl_context
+        self.ca_note = ca_note or default_ca_note(ssl_context)
         self.controllers = [c.rstrip("/") for c in controllers]
         # A local socket (`unix:PATH`, the only candidate when chosen): requests go through
         # it to http://localhost.
@@ -55,6 +172,13 @@ class XceClient:
         # old primary that comes back learns it was replaced (xce/ha/node.py).
         self.epoch = 0
         self._session: aiohttp.ClientSession | None = None
+        self.transfer = transfer or TransferPolicy(
+            idle_timeout_s=transfer_idle_timeout_s, connect_timeout_s=timeout
+        )
+        # File transfers get connections of their own: a heartbeat, a finish report or a
+        # poll never waits for a pool slot behind a long upload or download.
+        self._bulk_session: aiohttp.ClientSession | None = None
+        self._slots = asyncio.Semaphore(self.transfer.concurrent)
 
     async def __aenter__(self) -> XceClient:
         return self
@@ -63,9 +187,10 @@ class XceClient:
         await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._bulk_session):
+            if session is not None:
+                await session.close()
+        self._session = self._bulk_session = None
 
     def _headers(self) -> dict[str, str]:
         headers = {}
@@ -73,15 +198,25 @@ class XceClient:
             headers["Authorization"] = f"Bearer {self.token}"
         return headers
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+    def _get_session(self, bulk: bool = False) -> aiohttp.ClientSession:
+        session = self._bulk_session if bulk else self._session
+        if session is None or session.closed:
+            # Transfers: no pool limit (each one's own connection; their number is the
+            # caller's to bound), so none waits for a slot with its idle clock running.
+            limit = 0 if bulk else 100
             connector: aiohttp.BaseConnector
+            unix = _BulkUnixConnector if bulk else aiohttp.UnixConnector
+            tcp = _BulkTCPConnector if bulk else aiohttp.TCPConnector
             if self.socket_path is not None:
-                connector = aiohttp.UnixConnector(path=self.socket_path)
+                connector = unix(path=self.socket_path, limit=limit)
             else:
-                connector = aiohttp.TCPConnector(ssl=self.ssl_context or True)
-            self._session = aiohttp.ClientSession(headers=self._headers(), connector=connector)
-        return self._session
+                connector = tcp(ssl=self.ssl_context or True, limit=limit)
+            session = aiohttp.ClientSession(headers=self._headers(), connector=connector)
+            if bulk:
+                self._bulk_session = session
+            else:
+                self._session = session
+        return session
 
     @property
     def base_url(self) -> str:
@@ -93,9 +228,14 @@ class XceClient:
         path: str,
         *,
         timeout: float | aiohttp.ClientTimeout | None = None,
+        bulk: bool = False,
+        data_factory: Callable[[], Any] | None = None,
         **kwargs: Any,
     ) -> aiohttp.ClientResponse:
-        """Send to the current candidate, rotating through the list on connection failure."""
+        """Send to the current candidate, rotating through the list on connection failure.
+
+        `bulk`: on the transfers' own connections. `data_factory`: a fresh body for each
+        candidate tried (a streamed body cannot be sent twice)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_for
         last: Exception | None = None
@@ -112,8 +252,10 @@ class XceClient:
                 headers = dict(extra_headers)
                 if self.epoch:
                     headers["X-XCE-Epoch"] = str(self.epoch)
+                if data_factory is not None:
+                    kwargs["data"] = data_factory()
                 try:
-                    resp = await self._get_session().request(
+                    resp = await self._get_session(bulk).request(
                         method, url, timeout=client_timeout, headers=headers, **kwargs
                     )
                 except (aiohttp.ClientConnectionError, TimeoutError) as exc:
@@ -132,7 +274,7 @@ class XceClient:
             await asyncio.sleep(0.5)
         tried = ", ".join(self.controllers)
         if isinstance(last, aiohttp.ClientSSLError):  # a TLS refusal, not a dead controller
-            raise ApiError(0, "tls_error", f"TLS handshake failed (tried {tried}): {last}")
+            raise tls_error(tried, last, self.ca_note)
         raise ApiError(0, "unreachable", f"no controller answered (tried {tried}): {last}")
 
     @staticmethod
@@ -156,6 +298,312 @@ class XceClient:
                 return await resp.json()
             return await resp.read()
 
+    # --- file transfers (xce/client/transfer.py has the rules) ---------------------------
+
+    def _peer(self) -> str:
+        return f"unix:{self.socket_path}" if self.socket_path else self.base_url
+
+    def _transfer_timeout(self) -> aiohttp.ClientTimeout:
+        """No total: connecting is bounded, and each wait for the next byte."""
+        policy = self.transfer
+        return aiohttp.ClientTimeout(
+            total=None,
+            sock_connect=policy.connect_timeout_s,
+            sock_read=policy.idle_timeout_s,
+        )
+
+    async def _check_transfer(self, resp: aiohttp.ClientResponse) -> None:
+        """`_check`, with 503 `busy` as `_Busy` (retried after its Retry-After)."""
+        if resp.status == 503:
+            try:
+                await self._check(resp)
+            except ApiError as exc:
+                if exc.code == "busy":
+                    cap = self.transfer.max_busy_wait_s
+                    wait = retry_after(resp.headers.get("Retry-After"), cap)
+                    raise _Busy(f"the controller is busy: {exc.message}", wait) from None
+                raise
+        await self._check(resp)
+
+    async def download_to(
+        self,
+        path: str,
+        sink: Sink,
+        *,
+        what: str,
+        params: dict[str, str] | None = None,
+        progress: Progress | None = None,
+    ) -> Received:
+        """GET `path` into `sink`, chunk by chunk, resuming from the byte the sink holds.
+
+        A broken connection, a stall (no byte for the idle timeout), a server error or a
+        busy answer is tried again, at most `transfer.attempts` times in all, with doubling
+        waits; a final answer (404, 403...) is raised at once. The bytes are hashed as they
+        arrive and checked against the server's X-XCE-SHA256: a mismatch raises ApiError
+        `digest_mismatch` (the caller removes what the sink holds). An older controller
+        without the header, or one that answers a Range request with the whole file (200),
+        is tolerated: unverified, and restarted from byte 0 (or, for a sink that cannot
+        restart, the bytes it has are skipped). Errors are one line naming `what`, the
+        bytes moved and the peer."""
+        policy = self.transfer
+        got = _Receiving()
+        tries = 0
+        while True:
+            wait = policy.wait_s(tries + 1)
+            try:
+                async with self._slots:
+                    await self._receive(path, params, sink, got, what, progress)
+                break
+            except _Busy as exc:
+                problem = broken(what, got.held, got.size, self._peer(), exc.message)
+                wait = exc.wait_s
+            except ApiError as exc:
+                if is_final(exc):
+                    raise
+                problem = broken(what, got.held, got.size, self._peer(), exc.message)
+            except TimeoutError:
+                problem = stalled(what, got.held, got.size, self._peer(), policy.idle_timeout_s)
+            except aiohttp.ClientError as exc:
+                why = str(exc) or type(exc).__name__
+                problem = broken(what, got.held, got.size, self._peer(), why)
+            tries += 1
+            if tries >= policy.attempts:
+                raise ApiError(0, "transfer_failed", gave_up(problem, tries))
+            await asyncio.sleep(wait)
+        actual = got.hasher.hexdigest()
+        if got.digest is not None and actual != got.digest:
+            raise mismatch(what, got.held, self._peer(), "not kept")
+        return Received(got.held, actual, got.digest is not None)
+
+    async def _receive(
+        self,
+        path: str,
+        params: dict[str, str] | None,
+        sink: Sink,
+        got: _Receiving,
+        what: str,
+        progress: Progress | None,
+    ) -> None:
+        """One try of `download_to`: from byte `got.held` to the end, or an exception."""
+        loop = asyncio.get_running_loop()
+        idle = self.transfer.idle_timeout_s
+        # identity: the bytes of the file itself (a Range and the digest are about those)
+        headers = {"Accept-Encoding": "identity"}
+        if got.held:
+            headers["Range"] = f"bytes={got.held}-"
+            if got.etag:  # a file replaced meanwhile then comes whole, not a foreign range
+                headers["If-Range"] = got.etag
+        # The idle clock: pushed back whenever bytes arrive, stopped while the sink writes
+        # (a slow reader of our stdout is not a stalled controller).
+        async with asyncio.timeout(idle) as deadline:
+            resp = await self._send(
+                "GET",
+                path,
+                timeout=self._transfer_timeout(),
+                bulk=True,
+                params=params,
+                headers=headers,
+            )
+            async with resp:
+                if resp.status == 416 and got.held:
+                    # Past the end: the file is not the one we started (it shrank).
+                    if not await sink.restart():
+                        raise ApiError(0, "changed", f"{what} changed while it was downloaded")
+                    got.reset()
+                    raise ApiError(0, "restart", f"{what} changed: starting again")
+                await self._check_transfer(resp)
+                await self._start_body(resp, sink, got, what)
+                if progress is not None:
+                    progress(got.held, got.size)
+                async for chunk in resp.content.iter_chunked(CHUNK_BYTES):
+                    if got.skip:
+                        dropped = min(got.skip, len(chunk))
+                        got.skip -= dropped
+                        chunk = chunk[dropped:]
+                        if not chunk:
+                            continue
+                    got.hasher.update(chunk)
+                    deadline.reschedule(None)
+                    await sink.write(chunk)
+                    got.held += len(chunk)
+                    deadline.reschedule(loop.time() + idle)
+                    if progress is not None:
+                        progress(got.held, got.size)
+        if got.skip or (got.size is not None and got.held != got.size):
+            raise ApiError(0, "short", "the connection ended before the whole file")
+
+    async def _start_body(
+        self, resp: aiohttp.ClientResponse, sink: Sink, got: _Receiving, what: str
+    ) -> None:
+        """Check an answer's headers against what the earlier tries saw, and decide where
+        its body starts: a 206 must continue at `got.held`; a 200 is the whole file again
+        (restart the sink, or skip what it has)."""
+        digest = digest_of(resp.headers)
+        if resp.status == 206:
+            parsed = content_range(resp.headers.get("Content-Range"))
+            if parsed is None or parsed[0] != got.held:
+                raise ApiError(
+                    0,
+                    "bad_range",
+                    f"{what}: asked for bytes {got.held}- and got "
+                    f"{resp.headers.get('Content-Range')!r} from {self._peer()}",
+                )
+            size: int | None = parsed[1]
+        elif resp.status == 200:
+            size = resp.content_length
+        else:
+            raise ApiError(0, "http_error", f"{what}: unexpected answer {resp.status}")
+        changed = (got.digest is not None and digest != got.digest) or (
+            got.size is not None and size is not None and size != got.size
+        )
+        if changed or (resp.status == 200 and got.held):
+            if await sink.restart():
+                got.reset()
+            elif changed:
+                raise ApiError(0, "changed", f"{what} changed while it was downloaded")
+            else:
+                got.skip = got.held
+        got.size, got.digest = size, digest
+        etag = resp.headers.get("ETag")
+        got.etag = etag if etag and not etag.startswith("W/") else None  # strong ones only
+
+    async def send_file(
+        self,
+        method: str,
+        path: str,
+        fd: int,
+        size: int,
+        *,
+        what: str,
+        params: dict[str, str] | None = None,
+        progress: Progress | None = None,
+    ) -> Any:
+        """Send the first `size` bytes behind `fd` as the body of `method path`: hashed in a
+        first pass (X-XCE-SHA256 goes before the body), then streamed with pread in chunks
+        (the descriptor's offset is left alone). Retried from byte 0 on a broken
+        connection, a stall, a server error, a busy answer or a refused digest (hashed
+        again: the file may have changed), at most `transfer.attempts` times; a final
+        answer (413 too_large, ...) is raised at once. Returns the parsed answer. A file
+        that cannot be read (or shrank) raises OSError."""
+        policy = self.transfer
+        digest = await asyncio.to_thread(hash_fd, fd, size)
+        tries = 0
+        while True:
+            wait = policy.wait_s(tries + 1)
+            moved = [0]
+            try:
+                async with self._slots:
+                    return await self._send_body(
+                        method, path, fd, size, digest, params, moved, progress
+                    )
+            except _SourceError as exc:
+                raise exc.error from None
+            except _Busy as exc:
+                problem = broken(what, moved[0], size, self._peer(), exc.message)
+                wait = exc.wait_s
+            except ApiError as exc:
+                if is_final(exc):
+                    raise
+                if exc.code == "digest_mismatch":
+                    digest = await asyncio.to_thread(hash_fd, fd, size)
+                problem = broken(what, moved[0], size, self._peer(), exc.message)
+            except TimeoutError:
+                problem = stalled(what, moved[0], size, self._peer(), policy.idle_timeout_s)
+            except aiohttp.ClientError as exc:
+                why = str(exc) or type(exc).__name__
+                problem = broken(what, moved[0], size, self._peer(), why)
+            tries += 1
+            if tries >= policy.attempts:
+                raise ApiError(0, "transfer_failed", gave_up(problem, tries))
+            await asyncio.sleep(wait)
+
+    async def _send_body(
+        self,
+        method: str,
+        path: str,
+        fd: int,
+        size: int,
+        digest: str,
+        params: dict[str, str] | None,
+        moved: list[int],
+        progress: Progress | None,
+    ) -> Any:
+        """One try of `send_file`."""
+        loop = asyncio.get_running_loop()
+        idle = self.transfer.idle_timeout_s
+        async with asyncio.timeout(idle) as deadline:
+
+            async def body() -> AsyncIterator[bytes]:
+                offset = 0
+                while offset < size:
+                    try:
+                        chunk = await asyncio.to_thread(
+                            os.pread, fd, min(CHUNK_BYTES, size - offset), offset
+                        )
+                    except OSError as exc:
+                        raise _SourceError(exc) from None
+                    if not chunk:
+                        shrank = OSError(f"the file shrank to {offset} bytes while it was sent")
+                        raise _SourceError(shrank)
+                    # Handed over in pieces: each is back here once aiohttp wrote it and
+                    # the socket drained, so the idle clock sees a slow link move.
+                    for start in range(0, len(chunk), SEND_PIECE):
+                        piece = chunk[start : start + SEND_PIECE]
+                        yield piece
+                        offset += len(piece)
+                        moved[0] = offset
+                        deadline.reschedule(loop.time() + idle)
+                        if progress is not None:
+                            progress(offset, size)
+                # Every byte is handed over, not yet carried: a slow link may take longer
+                # than the idle timeout to empty the kernel's buffer. That is progress as
+                # long as the peer acknowledges more; the answer is waited for after it.
+                sock = sockets[-1] if sockets else None
+                left = unsent_bytes(sock) if sock is not None else None
+                while left:
+                    await asyncio.sleep(DRAIN_POLL_S)
+                    now = unsent_bytes(sock)
+                    if now is not None and now < left:
+                        deadline.reschedule(loop.time() + idle)
+                    left = now
+
+            failure: list[_SourceError] = []
+            sockets: list[Any] = []
+
+            def fresh() -> AsyncIterator[bytes]:
+                moved[0] = 0
+                return _noting(body(), failure)
+
+            headers = {
+                "Content-Type": "application/octet-stream",
+                "Content-Length": str(size),
+                DIGEST_HEADER: digest,
+            }
+            noting = _UPLOAD_SOCKETS.set(sockets)  # the connectors append to it
+            try:
+                resp = await self._send(
+                    method,
+                    path,
+                    timeout=self._transfer_timeout(),
+                    bulk=True,
+                    params=params,
+                    headers=headers,
+                    data_factory=fresh,
+                    # the controller may refuse (413, busy) before a byte of the body moves
+                    expect100=True,
+                )
+            except (ApiError, aiohttp.ClientError, TimeoutError):
+                if failure:
+                    raise failure[0] from None
+                raise
+            finally:
+                _UPLOAD_SOCKETS.reset(noting)
+            async with resp:
+                await self._check_transfer(resp)
+                if resp.content_type == "application/json":
+                    return await resp.json()
+                return await resp.read()
+
     # --- jobs -------------------------------------------------------------------------
 
     async def submit(self, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
@@ -178,9 +626,13 @@ class XceClient:
     async def files(self, job_id: str) -> list[dict[str, Any]]:
         return (await self.request("GET", f"/api/v1/jobs/{job_path(job_id)}/files"))["files"]
 
-    async def download(self, job_id: str, name: str) -> bytes:
+    async def download(
+        self, job_id: str, name: str, sink: Sink, progress: Progress | None = None
+    ) -> Received:
+        """A job's file (stdout, stderr or an output), streamed into `sink` (see
+        `download_to`)."""
         path = f"/api/v1/jobs/{job_path(job_id)}/files/{quote(name)}"
-        return await self.request("GET", path)
+        return await self.download_to(path, sink, what=name, progress=progress)
 
     async def tail(
         self,
@@ -199,19 +651,20 @@ class XceClient:
             params["limit"] = str(limit)
         return await self.request("GET", f"/api/v1/jobs/{job_path(job_id)}/tail", params=params)
 
-    async def upload(self, path: Path) -> str:
-        async def chunks() -> AsyncIterator[bytes]:
-            with path.open("rb") as f:
-                while chunk := f.read(1 << 16):
-                    yield chunk
-
-        result = await self.request(
-            "POST",
-            "/api/v1/uploads",
-            data=chunks(),
-            headers={"Content-Type": "application/octet-stream"},
-        )
-        return result["upload_id"]
+    async def upload(self, path: Path, progress: Progress | None = None) -> str:
+        """Stage `path` as an input (`POST /api/v1/uploads`): hashed, then streamed with its
+        digest (see `send_file`). Returns the upload id."""
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            result = await self.send_file(
+                "POST",
+                "/api/v1/uploads",
+                f.fileno(),
+                size,
+                what=f"upload of {path}",
+                progress=progress,
+            )
+        return str(result["upload_id"])
 
     async def delete_upload(self, upload_id: str) -> dict[str, Any]:
         return await self.request("DELETE", f"/api/v1/uploads/{upload_id}")
@@ -257,6 +710,8 @@ class XceClient:
             ) as resp:
                 await self._check(resp)
                 return dict(await resp.json(content_type=None))
+        except aiohttp.ClientSSLError as exc:
+            raise tls_error(url, exc, self.ca_note) from None
         except (aiohttp.ClientError, TimeoutError, ValueError, TypeError) as exc:
             raise ApiError(0, "unreachable", f"{url}: {exc or type(exc).__name__}") from None
 
@@ -329,10 +784,10 @@ class XceClient:
     def set_token(self, token: str | None) -> None:
         """Use `token` from now on (the session is rebuilt with the new header)."""
         self.token = token
-        if self._session is not None and not self._session.closed:
-            old = self._session
-            self._session = None
-            asyncio.get_running_loop().create_task(old.close())
+        for old in (self._session, self._bulk_session):
+            if old is not None and not old.closed:
+                asyncio.get_running_loop().create_task(old.close())
+        self._session = self._bulk_session = None
 
     async def events(
         self, last_id: str | None = None, keepalive: int = 15
@@ -362,3 +817,13 @@ class XceClient:
             except (aiohttp.ClientError, TimeoutError) as exc:
                 raise ApiError(0, "stream_lost", f"event stream lost: {exc}") from None
         raise ApiError(0, "stream_lost", "the controller closed the event stream")
+
+
+async def _noting(body: AsyncIterator[bytes], failure: list[_SourceError]) -> AsyncIterator[bytes]:
+    """`body`, noting a `_SourceError` before aiohttp wraps it in a connection error."""
+    try:
+        async for chunk in body:
+            yield chunk
+    except _SourceError as exc:
+        failure.append(exc)
+        raise

@@ -14,14 +14,33 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import select
 import ssl
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from xce.client.errors import ApiError, job_path
+from xce.client.errors import ApiError, default_ca_note, job_path, tls_error
+from xce.client.transfer import (
+    CHUNK_BYTES,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DIGEST_HEADER,
+    DRAIN_POLL_S,
+    SEND_PIECE,
+    Progress,
+    TransferPolicy,
+    broken,
+    gave_up,
+    hash_fd,
+    is_final,
+    retry_after,
+    stalled,
+    unsent_bytes,
+)
 from xce.client.transport import UnixHTTPConnection, check_controller_urls, unix_path
 
 
@@ -33,7 +52,14 @@ class LightClient:
         timeout: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
         insecure: bool = False,
+        ca_note: str | None = None,
+        transfer_idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        transfer: TransferPolicy | None = None,
     ) -> None:
+        """As `XceClient`: `ca_note` names the CA file and its setting in TLS failures;
+        `upload` is bounded by `transfer` (idle for `transfer_idle_timeout_s`), never by a
+        clock on the whole body. `timeout` is a socket timeout: it bounds each wait of an
+        ordinary request, not its total."""
         if not controllers:
             raise ValueError("at least one controller URL is needed")
         check_controller_urls(controllers, insecure)
@@ -41,7 +67,11 @@ class LightClient:
         self.token = token
         self.timeout = timeout
         self.ssl_context = ssl_context
+        self.ca_note = ca_note or default_ca_note(ssl_context)
         self.epoch = 0
+        self.transfer = transfer or TransferPolicy(
+            idle_timeout_s=transfer_idle_timeout_s, connect_timeout_s=timeout
+        )
         self._current = 0
         self._conn: http.client.HTTPConnection | None = None
         self._conn_index = -1
@@ -74,8 +104,55 @@ class LightClient:
             )
         else:
             conn = http.client.HTTPConnection(host, parts.port or 80, timeout=self.timeout)
+        conn.blocksize = SEND_PIECE  # a streamed body: 64 KiB sends, not 8 KiB ones
         self._conn, self._conn_index = conn, index
         return conn
+
+    def _target(self, index: int, path: str) -> str:
+        url = self.controllers[index]
+        return ("" if unix_path(url) is not None else urlsplit(url).path) + path
+
+    def _exchange(
+        self,
+        index: int,
+        method: str,
+        target: str,
+        body: Any,
+        headers: dict[str, str],
+        timeout: float,
+        carried: Callable[[Any], None] | None = None,
+    ) -> tuple[http.client.HTTPResponse, bytes]:
+        """One request to candidate `index` with a socket timeout of `timeout` (each wait,
+        not the whole); raises OSError or HTTPException when the connection fails. The
+        newest epoch an answer carries is kept. `carried(sock)` runs once the body is
+        handed over, before the answer is read."""
+        conn = self._connection(index)
+        conn.timeout = timeout  # a connection made now
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)  # a kept-alive one
+        if self.epoch:
+            headers = {**headers, "X-XCE-Epoch": str(self.epoch)}
+        if hasattr(body, "seek"):
+            body.seek(0)
+        try:
+            conn.request(method, target, body=body, headers=headers)
+            if carried is not None and conn.sock is not None:
+                carried(conn.sock)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            # A server may refuse a body before reading it (413) and close: its answer
+            # can still be waiting in our socket, and it says more than the broken pipe.
+            try:
+                resp = conn.getresponse()
+                data = resp.read()
+            except (OSError, http.client.HTTPException):
+                raise exc from None
+        else:
+            resp = conn.getresponse()
+            data = resp.read()
+        epoch = resp.getheader("X-XCE-Epoch", "")
+        if epoch.isdigit() and int(epoch) > self.epoch:
+            self.epoch = int(epoch)
+        return resp, data
 
     def request(
         self,
@@ -104,29 +181,16 @@ class LightClient:
         if self._conn is not None and self._conn_index == order[0]:
             order.insert(1, order[0])
         for index in order:
-            url = self.controllers[index]
-            prefix = "" if unix_path(url) is not None else urlsplit(url).path
-            if self.epoch:
-                all_headers["X-XCE-Epoch"] = str(self.epoch)
+            target = self._target(index, path + query)
             try:
-                conn = self._connection(index)
-                if hasattr(body, "seek"):
-                    body.seek(0)
-                conn.request(method, prefix + path + query, body=body, headers=all_headers)
-                resp = conn.getresponse()
-                data = resp.read()
+                resp, data = self._exchange(index, method, target, body, all_headers, self.timeout)
             except ssl.SSLError as exc:
                 self.close()
-                raise ApiError(
-                    0, "tls_error", f"TLS handshake failed with {self.controllers[index]}: {exc}"
-                ) from None
+                raise tls_error(self.controllers[index], exc, self.ca_note) from None
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 last = exc
                 continue
-            epoch = resp.getheader("X-XCE-Epoch", "")
-            if epoch.isdigit() and int(epoch) > self.epoch:
-                self.epoch = int(epoch)
             if resp.status == 503 and resp.getheader("X-XCE-Not-Primary"):
                 self.close()
                 continue
@@ -156,16 +220,95 @@ class LightClient:
     def control(self, job_id: str, action: str) -> dict[str, Any]:
         return self.request("POST", f"/api/v1/jobs/{job_path(job_id)}/{action}")
 
-    def upload(self, path: Path) -> str:
+    def upload(
+        self, path: Path, progress: Progress | None = None, hashing: Progress | None = None
+    ) -> str:
+        """Stage `path` as an input (`POST /api/v1/uploads`) and return the upload id.
+
+        The file is hashed first (`hashing` sees that pass: X-XCE-SHA256 must go before the
+        body), then streamed from the descriptor (`progress` sees the bytes sent). A broken
+        connection, a stall (no progress for the idle timeout), a server error, a busy
+        answer (after its Retry-After) or a refused digest (hashed again) is tried again
+        from byte 0, at most `transfer.attempts` times with doubling waits; a final answer
+        (413 too_large, quota_exceeded...) is raised at once."""
         with path.open("rb") as f:
-            size = path.stat().st_size
-            result = self.request(
-                "POST",
-                "/api/v1/uploads",
-                body=f,
-                headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)},
+            fd = f.fileno()
+            size = os.fstat(fd).st_size
+            result = self._send_file(
+                "POST", "/api/v1/uploads", fd, size, f"upload of {path}", progress, hashing
             )
         return str(result["upload_id"])
+
+    def _send_file(
+        self,
+        method: str,
+        path: str,
+        fd: int,
+        size: int,
+        what: str,
+        progress: Progress | None,
+        hashing: Progress | None,
+    ) -> Any:
+        policy = self.transfer
+        digest = hash_fd(fd, size, hashing)
+        self.close()  # a fresh connection: a kept-alive one may have been closed meanwhile
+        tries = 0
+        while True:
+            index = self._current
+            peer = self.controllers[index]
+            body = _FileBody(fd, size, progress)
+            headers = {
+                "Content-Type": "application/octet-stream",
+                "Content-Length": str(size),
+                DIGEST_HEADER: digest,
+            }
+            if self.token:
+                headers["Authorization"] = f"Bearer {self.token}"
+            wait = policy.wait_s(tries + 1)
+            try:
+                resp, data = self._exchange(
+                    index,
+                    method,
+                    self._target(index, path),
+                    body,
+                    headers,
+                    policy.idle_timeout_s,
+                    carried=lambda sock: _wait_carried(sock, policy.idle_timeout_s),
+                )
+            except ssl.SSLError as exc:
+                self.close()
+                raise tls_error(peer, exc, self.ca_note) from None
+            except (OSError, http.client.HTTPException) as exc:
+                self.close()
+                if body.error is not None:
+                    raise body.error from None
+                if isinstance(exc, TimeoutError):
+                    problem = stalled(what, body.sent, size, peer, policy.idle_timeout_s)
+                else:
+                    problem = broken(what, body.sent, size, peer, str(exc) or type(exc).__name__)
+                self._current = (index + 1) % len(self.controllers)
+            else:
+                if resp.status == 503 and resp.getheader("X-XCE-Not-Primary"):
+                    self.close()
+                    self._current = (index + 1) % len(self.controllers)
+                    problem = f"{what}: {peer} is not the primary"
+                    wait = 0.0
+                else:
+                    try:
+                        return _decode(resp, data)
+                    except ApiError as exc:
+                        if is_final(exc):
+                            raise
+                        if exc.code == "busy":
+                            after = resp.getheader("Retry-After")
+                            wait = retry_after(after, policy.max_busy_wait_s)
+                        elif exc.code == "digest_mismatch":
+                            digest = hash_fd(fd, size)  # the file may have changed meanwhile
+                        problem = broken(what, body.sent, size, peer, exc.message)
+            tries += 1
+            if tries >= policy.attempts:
+                raise ApiError(0, "transfer_failed", gave_up(problem, tries))
+            time.sleep(wait)
 
     def delete_upload(self, upload_id: str) -> dict[str, Any]:
         return self.request("DELETE", f"/api/v1/uploads/{upload_id}")
@@ -178,6 +321,56 @@ class LightClient:
 
     def queues(self) -> list[dict[str, Any]]:
         return self.request("GET", "/api/v1/queues")["queues"]
+
+
+def _wait_carried(sock: Any, idle_s: float) -> None:
+    """Wait until the peer has acknowledged every byte of a body handed to `sock`, or its
+    answer has begun: on a slow link the kernel's buffer may take longer than the idle
+    timeout to empty, and that is progress. TimeoutError once nothing more is
+    acknowledged for `idle_s`."""
+    left = unsent_bytes(sock)
+    moved_at = time.monotonic()
+    while left:
+        readable, _, _ = select.select([sock], [], [], DRAIN_POLL_S)
+        if readable:
+            return  # an answer (an early refusal, say) is waiting: read it
+        now = unsent_bytes(sock)
+        if now is not None and now < left:
+            moved_at = time.monotonic()
+        elif time.monotonic() - moved_at > idle_s:
+            raise TimeoutError(f"the peer acknowledged nothing more for {idle_s:g} s")
+        left = now
+
+
+class _FileBody:
+    """A file as http.client streams it (`read` in blocksize pieces; `seek(0)` before each
+    try): pread from the descriptor, never past `size`, counting what was handed over."""
+
+    def __init__(self, fd: int, size: int, progress: Progress | None) -> None:
+        self.fd, self.size, self.progress = fd, size, progress
+        self.sent = 0
+        self.error: OSError | None = None  # reading the file failed: final, not a retry
+
+    def seek(self, offset: int) -> int:
+        self.sent = offset
+        return offset
+
+    def read(self, n: int = CHUNK_BYTES) -> bytes:
+        # at most SEND_PIECE: each sendall must finish within the idle timeout
+        want = min(n if n > 0 else SEND_PIECE, SEND_PIECE, self.size - self.sent)
+        if want <= 0:
+            return b""
+        try:
+            chunk = os.pread(self.fd, want, self.sent)
+            if not chunk:
+                raise OSError(f"the file shrank to {self.sent} bytes while it was sent")
+        except OSError as exc:
+            self.error = exc
+            raise
+        self.sent += len(chunk)
+        if self.progress is not None:
+            self.progress(self.sent, self.size)
+        return chunk
 
 
 def _decode(resp: http.client.HTTPResponse, data: bytes) -> Any:

@@ -141,6 +141,9 @@ class WorkerKeys(Table, frozen=True):
     # Each GPU's device node ({} is the id), which the devices cgroup denies to jobs not
     # granted it.
     gpu_device_path: Annotated[str, hint(_DEVICE_PATH, pattern=re.escape("{}"))] = "/dev/nvidia{}"
+    # A job input being fetched or an output being returned fails after this long without
+    # a byte moving (and is tried again, resumed); no clock covers a whole transfer.
+    transfer_idle_timeout_s: PosFloat = 60.0
 
 
 class WorkerSettings(WorkerKeys, frozen=True):

@@ -263,6 +263,12 @@ class JobDetailScreen(LiveScreen):
             ]
             if granted:  # each host's own GPUs
                 lines.append(f"  {'devices':<12} {' '.join(granted)}")
+        problems = d.get("output_problems") or []
+        if problems:  # outputs the worker could not return: each with its reason
+            lines.append(f"  {'not returned':<12} {len(problems)} output(s):")
+            lines.extend(f"    {str(p).splitlines()[0] if p else ''}" for p in problems[:20])
+            if len(problems) > 20:
+                lines.append(f"    ... and {len(problems) - 20} more (xce job show)")
         for key in ("submit_time", "start_time", "end_time"):
             if d.get(key):
                 lines.append(f"  {key:<12} {fmt.full_stamp(d[key])}")

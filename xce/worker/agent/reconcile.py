@@ -210,7 +210,9 @@ class Reconciler:
                 )
                 await executor.launch(job, context)
             except (LaunchError, ApiError, OSError, ValueError) as exc:
+                # never an empty reason: a bare TimeoutError or OSError says nothing by str()
                 message = exc.message if isinstance(exc, ApiError) else str(exc)
+                message = message or type(exc).__name__
                 log.warning("job %s failed to start: %s", key[0], message)
                 state.running.pop(key, None)
                 job.result.set_result(JobResult(None, None, message, usage.UsageMeter(), 0))

@@ -46,6 +46,8 @@ class AgentState:
             self.settings.token or None,
             ssl_context=client_ssl_context(config.tls),
             insecure=config.tls.insecure,
+            ca_note=ca_note(config.tls.ca_file, f"[tls] ca_file in {config.path or 'the config'}"),
+            transfer_idle_timeout_s=self.settings.transfer_idle_timeout_s,
         )
         self.running: dict[Key, RunningJob] = {}
         # Spawned but not yet in `running`: a second answer in that window must not start

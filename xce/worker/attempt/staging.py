@@ -6,6 +6,13 @@ created or opened *as the job's user* (xce/worker/attempt/userfs.py) by a walk t
 symlink, from a descriptor of the job's directory: a job cannot make the worker read
 `/etc/shadow` (its user cannot), nor write outside its tree, nor swap a directory for a link
 between the check and the use (the upload reads descriptors opened before it starts).
+
+Transfers stream (xce/client/transfer.py): an input is written chunk by chunk as it
+arrives, by a thread that carries the user's credentials (so the user's disk quota applies,
+as if the job had written it), resumed where a connection broke and checked against its
+SHA-256 (a file that does not match is removed); an output is hashed, then streamed from
+its descriptor. Memory stays a few MiB whatever the sizes. An output that cannot be
+returned for good is named, with why, in the attempt's report (`output_problems`).
 """
 
 from __future__ import annotations
@@ -15,15 +22,18 @@ import contextlib
 import errno
 import logging
 import os
+import queue
 import stat
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from xce.client import ApiError, XceClient
 from xce.client.http import job_path
+from xce.client.transfer import is_final
 from xce.core.jobfiles import expand_file_pattern
 from xce.store.files import safe_relative_path
+from xce.store.room import amount
 from xce.worker.attempt import fscreds, userfs
 from xce.worker.attempt.running import RunningJob
 
@@ -34,26 +44,116 @@ def _base(host: str, job_id: str) -> str:
     return f"/api/v1/workers/{quote(host)}/jobs/{job_path(job_id)}"
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+class UserFileWriter:
+    """The sink of one input's download: chunks written through the descriptor opened as
+    the job's user, by one thread that carries the user's credentials (fscreds.as_user), so
+    the kernel charges the user's quota and the worker's root capabilities play no part.
+    Chunks pass through a queue of `DEPTH`: the download is never more than a few MiB
+    ahead of the disk. A write error is kept and raised on the next `write` (the download
+    then stops) or by `finish`."""
+
+    DEPTH = 2
+
+    def __init__(self, creds: fscreds.Credentials | None, fd: int) -> None:
+        self.fd = fd
+        # Chunks; b"" means "truncate and start again", None "no more".
+        self._queue: queue.Queue[bytes | None] = queue.Queue(self.DEPTH)
+        self.failure: OSError | None = None
+        self.ended = False
+        self._done: asyncio.Future[int] = asyncio.ensure_future(fscreds.as_user(creds, self._drain))
+
+    def _drain(self) -> int:
+        """The user's thread: write what comes until None; returns the bytes written."""
+        offset = 0
+        try:
+            while (item := self._queue.get()) is not None:
+                if self.failure is not None:
+                    continue  # keep taking, so the loop's put never blocks on a dead writer
+                try:
+                    if item:
+                        _write_at(self.fd, item, offset)
+                        offset += len(item)
+                    else:
+                        os.ftruncate(self.fd, 0)
+                        offset = 0
+                except OSError as exc:
+                    self.failure = exc
+        finally:
+            self.ended = True
+        return offset
+
+    def _put(self, item: bytes | None) -> None:
+        """Blocking put (in a worker thread), given up if the writer thread is gone."""
+        while not self.ended:
+            with contextlib.suppress(queue.Full):
+                self._queue.put(item, timeout=0.5)
+                return
+
+    async def _send(self, item: bytes | None) -> None:
+        if self._done.done():
+            await self._done  # the thread could not start (credentials): its error
+            raise OSError(errno.EPIPE, "the input writer has stopped")
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            await asyncio.to_thread(self._put, item)
+
+    async def write(self, data: bytes) -> None:
+        if self.failure is not None:
+            raise self.failure
+        await self._send(data)
+
+    async def restart(self) -> bool:
+        await self._send(b"")
+        return True
+
+    async def finish(self) -> int:
+        """Wait for the last chunk to be written; the bytes written, or the write error."""
+        await self._send(None)
+        written = await self._done
+        if self.failure is not None:
+            raise self.failure
+        return written
+
+    async def abort(self) -> None:
+        """Stop the thread, whatever it was doing (the file is removed by the caller)."""
+        if not self._done.done():
+            with contextlib.suppress(Exception):
+                await self._send(None)
+        with contextlib.suppress(Exception):
+            await self._done
 
 
 async def fetch_inputs(client: XceClient, host: str, job: RunningJob) -> None:
+    """Fetch the job's inputs into its directory, each streamed, resumed and verified (see
+    the module docstring). An input that cannot be had raises ApiError or OSError with one
+    line naming it (the attempt then fails to start); what it left is removed."""
     a = job.assignment
     for rel in a.inputs:
         rel = safe_relative_path(rel, "input path")
-        data = await client.request(
-            "GET",
-            f"{_base(host, a.job_id)}/inputs/{quote(rel)}",
-            params={"attempt": str(a.attempt)},
+        fd = await fscreds.as_user(
+            job.creds, userfs.open_input_target, str(job.job_dir), rel, discard=os.close
         )
-        fd = await fscreds.as_user(job.creds, userfs.open_input_target, str(job.job_dir), rel)
+        kept = False
+        writer = UserFileWriter(job.creds, fd)
         try:
-            await asyncio.to_thread(_write_all, fd, data)
+            await client.download_to(
+                f"{_base(host, a.job_id)}/inputs/{quote(rel)}",
+                writer,
+                what=f"input {rel}",
+                params={"attempt": str(a.attempt)},
+            )
+            await writer.finish()
+            kept = True
+        except OSError as exc:
+            raise OSError(exc.errno, f"input {rel}: {exc.strerror or exc}") from None
         finally:
+            if not kept:
+                await writer.abort()
             os.close(fd)
+            if not kept:  # never left looking like the input: not partial, not damaged
+                with contextlib.suppress(Exception):
+                    await fscreds.as_user(job.creds, userfs.remove_file, str(job.job_dir), rel)
 
 
 async def collect_outputs(job: RunningJob) -> list[tuple[str, int]]:
@@ -61,34 +161,26 @@ async def collect_outputs(job: RunningJob) -> list[tuple[str, int]]:
 
     The caller owns (and closes) the descriptors. stdout and stderr are the descriptors
     opened when the job's files were made, whatever the paths hold now."""
+    return (await _collect(job))[0]
+
+
+async def _collect(job: RunningJob) -> tuple[list[tuple[str, int]], list[str]]:
+    """`collect_outputs`, and the search's warnings (patterns refused, files that could
+    not be opened: they go into the report's output_problems)."""
     files = [
         (name, os.dup(fd))
         for name, fd in sorted(job.readers.items(), key=lambda item: item[0] != "stdout")
     ]
     patterns = list(job.assignment.outputs)
     if not patterns:
-        return files
+        return files, []
     skip_meta = os.path.abspath(job.work_dir) == os.path.abspath(job.job_dir)
     opened, warnings = await fscreds.as_user(
         job.creds, userfs.open_outputs, str(job.work_dir), patterns, skip_meta
     )
     for warning in warnings:
         log.warning("job %s: %s", job.key[0], warning)
-    return files + opened
-
-
-async def _chunks(fd: int, limit: int | None = None) -> AsyncIterator[bytes]:
-    """The file behind `fd` from its start, at most `limit` bytes (pread: the live tail
-    shares the stdout and stderr descriptors)."""
-    offset = 0
-    while chunk := os.pread(fd, 1 << 16, offset):
-        if limit is not None and offset + len(chunk) > limit:
-            chunk = chunk[: limit - offset]
-        offset += len(chunk)
-        if chunk:
-            yield chunk
-        if limit is not None and offset >= limit:
-            return
+    return files + opened, warnings
 
 
 @dataclass(frozen=True)
@@ -112,59 +204,100 @@ class OutputLimits:
 
 
 def _over(name: str, size: int, sent: int, limits: OutputLimits) -> str:
-    """Why `name` is not returned, or ""."""
-    if limits.file_bytes is not None and size > limits.file_bytes:
-        return (
-            f"output {name} is {size} bytes, over the limit of {limits.file_bytes} per "
-            "file ([controller] max_upload_mb): not returned"
-        )
+    """Why `name` is not returned, or "". The limit per job is named first: a controller
+    without a cap per file sends the job's limit as the file's too."""
     if limits.job_bytes is not None and sent + size > limits.job_bytes:
         return (
-            f"output {name} ({size} bytes) would take the job's outputs over the limit "
-            f"of {limits.job_bytes} ([controller] max_job_outputs_mb): not returned"
+            f"output {name} ({amount(size)}) would take the job's outputs over the limit "
+            f"of {amount(limits.job_bytes)} ([controller] max_job_outputs_mb): not returned"
+        )
+    if limits.file_bytes is not None and size > limits.file_bytes:
+        return (
+            f"output {name} is {amount(size)}, over the limit of {amount(limits.file_bytes)} "
+            "per file ([controller] max_upload_mb): not returned"
         )
     return ""
 
 
+@dataclass
+class OutputReturn:
+    """What one pass of `upload_outputs` did."""
+
+    returned: list[str] = field(default_factory=list)  # names the controller took
+    # "NAME: why" for each output that will not be returned (over a cap, refused by the
+    # controller, unreadable...), and the search's warnings: the attempt's output_problems.
+    problems: list[str] = field(default_factory=list)
+    # Names not returned because the controller could not take them now (unreachable,
+    # server errors, stalls, each after the client's own bounded retries): a later pass
+    # tries them again; `error` says why.
+    pending: list[str] = field(default_factory=list)
+    error: str = ""
+
+
 async def upload_outputs(
-    client: XceClient, host: str, job: RunningJob, limits: OutputLimits | None = None
-) -> list[str]:
+    client: XceClient,
+    host: str,
+    job: RunningJob,
+    limits: OutputLimits | None = None,
+    done: Collection[str] = (),
+) -> OutputReturn:
+    """Return the attempt's stdout, stderr and outputs, each hashed then streamed from the
+    descriptor opened before the pass began; `done`: names an earlier pass returned (not
+    sent again, still counted against the per-job cap). Once the controller cannot take a
+    file now, the rest wait for the next pass (`pending`); files refused for good are
+    `problems`. Never raises for what one file or the job's tree does."""
     a = job.assignment
     limits = limits or OutputLimits()
-    names = []
+    result = OutputReturn()
     sent = 0
-    files = await collect_outputs(job)
+    files, warnings = await _collect(job)
+    result.problems.extend(warnings)
     try:
-        for i, (name, fd) in enumerate(files):
+        for name, fd in files:
             size = os.fstat(fd).st_size
+            if name in done:
+                sent += size
+                continue
+            if result.pending:
+                result.pending.append(name)
+                continue
             refused = _over(name, size, sent, limits)
             if refused:
                 log.warning("job %s: %s", a.job_id, refused)
+                result.problems.append(f"{name}: {refused}")
                 continue
             params = {"attempt": str(a.attempt)}
-            if i == 0:
-                params["first"] = "1"
+            if not done and not result.returned:
+                params["first"] = "1"  # the controller drops outputs of earlier attempts
             try:
-                await client.request(
+                await client.send_file(
                     "PUT",
                     f"{_base(host, a.job_id)}/outputs/{quote(name)}",
+                    fd,
+                    size,
+                    what=f"output {name}",
                     params=params,
-                    data=_chunks(fd, limits.file_bytes),
-                    headers={"Content-Type": "application/octet-stream"},
                 )
             except ApiError as exc:
-                if not 400 <= exc.status < 500 or exc.status in (404, 408, 429):
-                    raise
-                # This file is refused (a name clash, too large): the others still go back.
+                if not is_final(exc):
+                    result.pending.append(name)
+                    result.error = exc.message
+                    continue
+                # This file is refused (too large, a name clash...): the others still go.
                 log.warning("job %s: output %s refused: %s", a.job_id, name, exc.message)
+                result.problems.append(f"{name}: refused by the controller: {exc.message}")
                 continue
-            names.append(name)
+            except OSError as exc:
+                log.warning("job %s: output %s cannot be read: %s", a.job_id, name, exc)
+                result.problems.append(f"{name}: cannot be read: {exc.strerror or exc}")
+                continue
+            result.returned.append(name)
             sent += size
     finally:
         for _, fd in files:
             with contextlib.suppress(OSError):
                 os.close(fd)
-    return names
+    return result
 
 
 def _open_std_target(path: str) -> int:

@@ -34,6 +34,7 @@ __all__ = [
     "open_input_target",
     "open_outputs",
     "prepare_job_files",
+    "remove_file",
     "remove_tree",
 ]
 
@@ -180,6 +181,23 @@ def open_input_target(job_dir: str, rel: str) -> int:
     finally:
         os.close(fd)
     return _regular_or_close(target, f"input {rel}")
+
+
+def remove_file(job_dir: str, rel: str) -> None:
+    """Unlink job_dir/rel (an input that was not fetched whole or did not verify), walking
+    the directories with O_NOFOLLOW|O_DIRECTORY from a descriptor of job_dir: a symlink the
+    job planted on the way is an OSError, and a final symlink is unlinked itself, never its
+    target. A file already gone is fine."""
+    parts = _parts(rel, "input path")
+    fd = os.open(job_dir, _DIR)
+    try:
+        for part in parts[:-1]:
+            fd, parent = os.open(part, _DIR, dir_fd=fd), fd
+            os.close(parent)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(parts[-1], dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
