@@ -153,7 +153,15 @@ class NodeState:
             "url": self.url,
             "primary": self.url if self.role == "primary" else self.primary_url,
             "replication": self.replication_address if self.role == "primary" else None,
+            # "primary" names the term's holder (elections need it even while it cannot
+            # write); whether it accepts writes now, and why not, is here:
+            **self.serving(),
         }
+
+    def serving(self) -> dict[str, Any]:
+        """`serving`: this node accepts writes now; `reason`: why not, when it does not."""
+        why = self.refusal()
+        return {"serving": why is None, "reason": why}
 
     def view(self) -> dict[str, Any]:
         """The `ha` part of GET /api/v1/cluster."""
@@ -166,6 +174,7 @@ class NodeState:
             "seq": self.seq,
             "primary": self.url,
             "self": True,
+            **self.serving(),
         }
         seq = self.seq
         peers = [
@@ -193,13 +202,17 @@ class NodeState:
 
     # --- fencing ------------------------------------------------------------------------
 
+    def refusal(self) -> str | None:
+        """Why this node may not write now; None when it may (it serves)."""
+        if self.role != "primary":
+            return f"this controller is a {self.role}, not the primary"
+        if self.switching:
+            return "a switchover is in progress: the primary role is moving"
+        return self.lease.refusal() if self.lease else None
+
     def fence(self) -> None:
         """Raise NotPrimary unless this node may write now (DurableLog.check_writable)."""
-        if self.role != "primary":
-            raise NotPrimary(f"this controller is a {self.role}, not the primary")
-        if self.switching:
-            raise NotPrimary("a switchover is in progress: the primary role is moving")
-        why = self.lease.refusal() if self.lease else None
+        why = self.refusal()
         if why:
             raise NotPrimary(why)
 

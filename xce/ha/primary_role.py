@@ -62,9 +62,7 @@ class PrimaryRole:
         self.node.primary_url = self.node.url
         self.node.switching = False
         self.node.step_down_event.clear()
-        self.node.lease = Lease(
-            len(self.node.candidates), self.node.ha.lease_s, contact=not self.node._lone
-        )
+        self.node.lease = self.new_lease()
         store.fence = self.node.fence
         self.node.terms_started += 1
         log.log(
@@ -146,9 +144,7 @@ class PrimaryRole:
         # longer than the lease, and that is not a freeze (the ticker starts only here).
         # After a lone claim it starts without contact: writes wait for a worker (or the
         # other candidate), the two-candidate rule of xce/ha/lease.py.
-        self.node.lease = Lease(
-            len(self.node.candidates), self.node.ha.lease_s, contact=not self.node._lone
-        )
+        self.node.lease = self.new_lease()
         tasks = [asyncio.create_task(self._ticker()), asyncio.create_task(self._watch())]
         stop = asyncio.create_task(self.node.stop_event.wait())
         down = asyncio.create_task(self.node.step_down_event.wait())
@@ -163,10 +159,30 @@ class PrimaryRole:
         self.node.role = "standby"
         return "step_down"
 
+    def new_lease(self) -> Lease:
+        """A term's lease (xce/ha/lease.py). A worker's request counts for one worker
+        heartbeat interval plus the failover timeout, so that with two candidates a lone
+        survivor never lapses between two heartbeats of a live worker."""
+        ha = self.node.ha
+        return Lease(
+            len(self.node.candidates),
+            ha.lease_s,
+            contact=not self.node._lone,
+            worker_lease_s=self.node.config.controller.heartbeat_interval_s + ha.failover_timeout_s,
+        )
+
     async def _ticker(self) -> None:
+        """Every 0.1 s: the lease's freeze check, and the standbys' acknowledgements as
+        contact (they arrive with every heartbeat, so the lease renews between probe rounds,
+        and a round slowed by a stopped candidate's timeout does not let it lapse)."""
         while True:
-            if self.node.lease is not None:
-                self.node.lease.tick()
+            lease = self.node.lease
+            if lease is not None:
+                lease.tick()
+                if self.node.source is not None:
+                    for node, at in self.node.source.contacts().items():
+                        if node != self.node.url and node in self.node.candidates:
+                            lease.reached(node, at)
             await asyncio.sleep(0.1)
 
     async def _watch(self) -> None:
@@ -179,15 +195,12 @@ class PrimaryRole:
                 return
             lease = self.node.lease
             if lease is not None:
-                # A standby that acknowledged lately counts even if its probe was slow.
-                contacted = {p.url for p in peers if p.reachable}
-                if self.node.source is not None:
-                    contacted |= {
-                        node
-                        for node, at in self.node.source.contacts().items()
-                        if started - at < lease.lease_s and node != self.node.url
-                    }
-                lease.probed(len(contacted), started)
+                # Every candidate that answered with no newer epoch (a newer one has made
+                # this primary step down above) reached it no earlier than the round began.
+                for p in peers:
+                    if p.reachable and p.epoch <= self.node.epochs.epoch:
+                        lease.reached(p.url, started)
+                lease.probed(started)
             if self.node.ha.reclaim and self.node.source is not None and not self.node.switching:
                 better = [
                     s
@@ -224,7 +237,7 @@ class PrimaryRole:
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:
             peer = await self.node.prober.one(self.node.candidates.index(chosen))
-            if peer.reachable and peer.role == "primary":
+            if peer.reachable and peer.role == "primary" and peer.serving:
                 epoch = peer.epoch
                 break
             await asyncio.sleep(0.1)

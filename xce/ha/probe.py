@@ -24,6 +24,8 @@ class PeerStatus:
     error: str = ""
     log_epoch: int = 0  # epoch of the last record in its log
     seen: int = 0  # the highest epoch it has seen or voted in
+    serving: bool = False  # it accepts writes now
+    reason: str = ""  # why it does not, when it does not
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -40,6 +42,8 @@ class PeerStatus:
             "epoch": self.epoch,
             "seq": self.seq,
             "primary": self.primary,
+            "serving": self.serving if self.reachable else None,
+            "reason": (self.reason or None) if self.reachable else None,
             "error": self.error or None,
         }
 
@@ -87,6 +91,8 @@ class Prober:
                 body.get("replication"),
                 log_epoch=int(body.get("log_epoch", epoch)),
                 seen=int(body.get("seen", epoch)),
+                serving=bool(body.get("serving", body.get("role") == "primary")),
+                reason=str(body.get("reason") or ""),
             )
         except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError, OSError) as exc:
             return PeerStatus(url, rank, False, error=str(exc) or type(exc).__name__)
