@@ -12,7 +12,9 @@ writes) or the old primary campaigns against it.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -41,13 +43,19 @@ def primary_of_epoch_1(tmp_path: Path) -> Node:
     return node
 
 
+def handing_over(node: Node, target: str = TARGET) -> None:
+    """The primary's state once its switchover chose `target` (xce/ha/source.py)."""
+    node.switching = True
+    node.source = SimpleNamespace(handing_to=target)  # type: ignore[assignment]
+
+
 def target_vote(epoch: int = 2) -> dict[str, object]:
     return {"epoch": epoch, "candidate": TARGET, "last_epoch": 1, "last_seq": 0}
 
 
 def test_a_primary_handing_over_grants_the_epoch_its_probe_saw_first(tmp_path: Path) -> None:
     node = primary_of_epoch_1(tmp_path)
-    node.switching = True
+    handing_over(node)
     # Its probe of the target reads the target's own vote for epoch 2 (a standby's page).
     node._heed([PeerStatus(TARGET, 1, True, role="standby", epoch=2, seen=2)])
     assert node.role == "standby" and node.step_down_event.is_set()  # no writes from here
@@ -64,11 +72,45 @@ def test_a_primary_handing_over_grants_the_epoch_its_probe_saw_first(tmp_path: P
 def test_the_vote_asked_first_is_granted_too(tmp_path: Path) -> None:
     """The other order of the same race: the request arrives before the probe."""
     node = primary_of_epoch_1(tmp_path)
-    node.switching = True
+    handing_over(node)
     assert node.answer_vote(target_vote())["granted"]
     assert node.role == "standby"
     node._heed([PeerStatus(TARGET, 1, True, role="standby", epoch=2, seen=2)])
     assert node.epochs.epoch == 2
+
+
+def test_a_primary_handing_over_votes_for_its_target_only(tmp_path: Path) -> None:
+    node = primary_of_epoch_1(tmp_path)
+    handing_over(node, "http://127.0.0.1:17005")
+    refused = node.answer_vote(target_vote())
+    assert not refused["granted"] and "handing its role over" in refused["reason"]
+    assert node.role == "primary"
+
+
+def test_a_standby_votes_for_the_target_its_primary_named_and_for_no_one_else(
+    tmp_path: Path,
+) -> None:
+    """Three candidates: a standby that still hears its primary defers to the switchover's
+    target (whatever its rank), so any caught-up standby can be chosen."""
+    third = "http://127.0.0.1:17005"
+    config = parse_config(
+        {
+            "cluster": {"controllers": [PRIMARY, TARGET, third]},
+            "controller": {"listen": "127.0.0.1:17003", "state_dir": str(tmp_path)},
+        }
+    )
+    node = Node(config, False, StoreSettings())
+    node.role = "standby"
+    node.follower = SimpleNamespace(  # type: ignore[assignment]
+        primary=PRIMARY, last_contact=time.monotonic(), handover=None, last_epoch=1, durable_seq=0
+    )
+    to_third = {**target_vote(), "candidate": third}
+    refused = node.answer_vote(to_third)
+    assert not refused["granted"] and "follows" in refused["reason"]
+    node.follower.handover = (third, time.monotonic())  # type: ignore[union-attr]
+    assert not node.answer_vote(target_vote(3))["granted"]  # not the named target
+    answer = node.answer_vote({**to_third, "epoch": 3})
+    assert answer["granted"], answer["reason"]
 
 
 def test_a_primary_not_handing_over_still_refuses(tmp_path: Path) -> None:

@@ -92,14 +92,18 @@ class Campaign:
         since = self.unreachable_since.get(rank)
         return since is not None and time.monotonic() - since >= self.node.ha.failover_timeout_s
 
-    async def campaign(self, peers: list[PeerStatus]) -> bool:
-        """Try to win the next epoch (election.py); True when this candidate may serve it."""
+    async def campaign(self, peers: list[PeerStatus], handover: bool = False) -> bool:
+        """Try to win the next epoch (election.py); True when this candidate may serve it.
+
+        `handover`: the primary asked this candidate to take over (a switchover): it
+        campaigns even if another candidate looks better placed, which defers to it (the
+        primary named it to them, `busy`)."""
         if time.monotonic() < self.next_campaign:
             return False
         n = len(self.node.candidates)
         live = [p for p in peers if p.reachable]
         mine = (*self.node.log_position(), -self.node.rank)
-        if any(p.key > mine for p in live if p.role != "primary"):
+        if not handover and any(p.key > mine for p in live if p.role != "primary"):
             return False  # a better placed candidate is up: let it campaign first
         seen = max([self.node.epochs.seen] + [p.seen for p in live])
         alone = n == 2 and not live
@@ -179,18 +183,25 @@ class Campaign:
         return verdict.as_dict()
 
     def busy(self, req: election.VoteRequest) -> str | None:
-        """Why this candidate will not vote now: it is a live primary (not handing over),
-        or it follows one it heard within the failover timeout (the candidate asking is
-        not that primary)."""
+        """Why this candidate will not vote now: it is a live primary (unless it hands its
+        role to the candidate asking), or it follows one it heard within the failover
+        timeout (the candidate asking is not that primary, nor the target that primary
+        named in a switchover: the others defer to the named target)."""
         if self.node._promoting:
             return f"{self.node.url} won epoch {self.node._claimed} and is taking over"
+        source = self.node.source
         if self.node.role == "primary":
-            return (
-                None
-                if self.node.switching
-                else f"{self.node.url} is the primary of epoch {self.node.epochs.epoch}"
-            )
+            if self.node.switching and source is not None and source.handing_to == req.candidate:
+                return None
+            if self.node.switching:
+                return f"{self.node.url} is handing its role over to another candidate"
+            return f"{self.node.url} is the primary of epoch {self.node.epochs.epoch}"
         f = self.node.follower
+        timeout = self.node.ha.failover_timeout_s
+        if f is not None and f.handover is not None:
+            target, at = f.handover
+            if target == req.candidate and time.monotonic() - at < timeout:
+                return None  # our primary hands its role to this candidate
         if (
             f is not None
             and f.primary is not None

@@ -81,6 +81,9 @@ class Follower:
         self.last_contact = time.monotonic()
         self.primary: str | None = None
         self.promote_requested = False
+        # A switchover's target named by our primary, and when (monotonic): we vote for it
+        # although we still follow that primary (xce/ha/campaign.py `busy`).
+        self.handover: tuple[str, float] | None = None
         self.want_snapshot = False  # set when a record did not apply (see CannotApply)
         self._checkpoints: asyncio.Task[None] | None = None
         # Files beside the records (xce/ha/files.py); None: the log alone (unit tests).
@@ -235,6 +238,9 @@ class Follower:
                 )
             self.promote_requested = True
             return True
+        elif msg.kind == "handOver":
+            self.handover = (str(msg.body["target"]), time.monotonic())
+            log.warning("the primary hands its role over to %s", msg.body["target"])
         elif msg.kind == "refuse":
             raise XceError(f"the primary ended replication: {msg.body['text']}")
         else:

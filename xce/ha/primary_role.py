@@ -228,7 +228,13 @@ class PrimaryRole:
         try:
             chosen = await self.node.source.hand_over(target)
         except BaseException:
-            self.node.switching = False
+            if self.node.source.handing_to is not None:
+                # The other standbys were told to vote for the target: this term must not
+                # write again (they no longer stand by it), so it ends here.
+                self.node.role = "standby"
+                self.node.step_down_event.set()
+            else:
+                self.node.switching = False
             raise
         self.node.primary_url = chosen
         # Writes stay refused here; wait (briefly) until the new primary serves, so that the

@@ -36,6 +36,7 @@ KINDS = (
     "fileData",
     "fileAck",
     "fileWant",
+    "handOver",
 )
 
 

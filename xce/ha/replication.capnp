@@ -24,6 +24,7 @@ struct ReplMessage {
     fileData @10 :FileData;   # primary -> standby: a job file, the users file, audit lines
     fileAck @11 :FileAck;     # standby -> primary: file operations up to a ticket are durable
     fileWant @12 :FileWant;   # standby -> primary: files its records name that it lacks
+    handOver @13 :HandOver;   # primary -> the other standbys: a switchover's target
   }
 }
 
@@ -77,6 +78,14 @@ struct NamedFile {
 
 struct Promote {
   seq @0 :UInt64;            # the primary's last record: the standby must hold it
+}
+
+# A switchover: the primary tells every standby but the target whom it hands its role to,
+# so that they vote for that target although they still follow this primary (and for no
+# one else). A standby of a version without it drops the link and reconnects.
+struct HandOver {
+  target @0 :Text;           # the target's candidate URL
+  seq @1 :UInt64;            # the primary's last record (the target holds it)
 }
 
 # Files travel beside the records (xce/ha/files.py). `name` is logical: `files/<path>` under

@@ -80,6 +80,7 @@ class ReplicationSource:
         self.greeting = Greeting(self.shared, self.backlog, self.files, auth_dir, verify_token)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.handing_to: str | None = None  # a switchover's chosen target (`hand_over`)
         store.writer.on_durable = self.on_durable
 
     # --- what other packages read and call ----------------------------------------------
@@ -318,6 +319,12 @@ class ReplicationSource:
         candidates = [s for s in self.sessions.values() if target in (None, s.node)]
         if not candidates:
             raise Conflict(f"no connected standby {target or ''}".rstrip() + " to hand over to")
+        if target is not None and not candidates[0].in_sync:
+            lag = max(self.durable_seq - candidates[0].acked_seq, 0)
+            raise Conflict(
+                f"{target} is not caught up ({lag} records behind, or still receiving a "
+                "checkpoint): try again once `xce cluster status` shows it in sync"
+            )
         await self.store.writer.sync(durable=True)
         seq = self.store.writer.next_seq - 1
         deadline = time.monotonic() + timeout
@@ -330,6 +337,19 @@ class ReplicationSource:
             await asyncio.sleep(0.05)
         chosen = ready[0]
         assert chosen.writer is not None
+        # The others first: they vote for the target (and for no one else) although they
+        # still follow this primary, so any caught-up standby can be chosen, not only the
+        # best placed one. A standby that misses this frame refuses its vote, as before.
+        self.handing_to = chosen.node
+        for other in list(self.sessions.values()):
+            if other is not chosen and other.writer is not None:
+                with contextlib.suppress(OSError, ConnectionError):
+                    await protocol.send(
+                        other.writer,
+                        "handOver",
+                        self.epochs.epoch,
+                        {"target": chosen.node, "seq": seq},
+                    )
         await protocol.send(chosen.writer, "promote", self.epochs.epoch, {"seq": seq})
         log.warning("switchover: standby %s holds record %d and takes over", chosen.node, seq)
         return chosen.node

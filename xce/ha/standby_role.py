@@ -116,7 +116,8 @@ class StandbyRole:
         if follower.promote_requested:
             follower.promote_requested = False
             self.node.campaign.next_campaign = 0.0
-            if await self.node.campaign.campaign(await self.node.campaign.probe()):
+            probed = await self.node.campaign.probe()
+            if await self.node.campaign.campaign(probed, handover=True):
                 return True
             log.error("asked to take over, but the vote was lost: following again")
         return False
