@@ -199,6 +199,11 @@ class HaSettings(Table, frozen=True):
     heartbeat_interval_s: PosFloat = 0.5  # primary -> standby heartbeats, and peer probes
     sync_timeout_s: PosFloat = 2.0  # sync mode: wait this long for an ack, then degrade
     reclaim: bool = False  # a better-ranked candidate that returns takes the role back
+    # async: acknowledge a change only while a standby trails by at most this many records
+    # and holds every record older than this many ms (else wait for it, up to
+    # sync_timeout_s, then lift the bound with an alert); 0 turns a limit off
+    async_max_lag_records: Annotated[int, hint("must be 0 (no limit) or more", ge=0)] = 256
+    async_max_lag_ms: Annotated[float, hint("must be 0 (no limit) or more", ge=0)] = 500.0
 
     @property
     def lease_s(self) -> float:

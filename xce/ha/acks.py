@@ -52,10 +52,12 @@ class Acknowledgements:
                 session.last_ack = time.monotonic()
                 if not session.in_sync and session.acked_seq >= self.shared.durable_seq:
                     session.in_sync = True
-                    if self.shared.degraded and self.shared.mode == "sync":
+                    if self.shared.degraded:
                         self.shared.degraded = False
                         log.warning(
-                            "sync replication restored: standby %s is caught up", session.node
+                            "%s replication restored: standby %s is caught up",
+                            self.shared.mode,
+                            session.node,
                         )
                 metrics.REPLICATION_LAG.labels(session.node).set(
                     max(self.shared.durable_seq - session.acked_seq, 0)
@@ -66,6 +68,35 @@ class Acknowledgements:
             log.info("replication acks from %s ended: %s", session.node, exc)
             if session.writer is not None:
                 session.writer.close()
+
+    async def _bounded(self, seq: int) -> None:
+        """Async mode: return once acknowledging `seq` keeps within the lag bound
+        (lagbound.py), waiting for a standby if need be; lift the bound with an alert
+        when none confirms within `sync_timeout_s` (or none is caught up)."""
+        bound = self.shared.bound
+        if bound is None or not bound.enabled or self.shared.degraded:
+            return
+        held = [s.acked_seq for s in self.shared.sessions.values() if s.in_sync]
+        if not held:
+            self.shared.degrade("no standby is connected and caught up")
+            return
+        target = bound.needed(seq, max(held))
+        if target <= max(held):
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ack_waiters.append((target, fut))
+        self._release_acks()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), self.shared.sync_timeout_s)
+        except TimeoutError:
+            self._ack_waiters = [(q, f) for q, f in self._ack_waiters if f is not fut]
+            fut.cancel()
+            for s in self.shared.sessions.values():
+                if s.acked_seq < target:
+                    s.in_sync = False
+            self.shared.degrade(
+                f"no standby acknowledged record {target} within {self.shared.sync_timeout_s:g} s"
+            )
 
     def _release_acks(self) -> None:
         best = max((s.acked_seq for s in self.shared.sessions.values() if s.in_sync), default=0)
@@ -90,6 +121,7 @@ class Acknowledgements:
         in-sync standby holds `seq` durably, or degrade (async mode: warn) after
         `sync_timeout_s`."""
         if self.shared.mode != "sync" and not force:
+            await self._bounded(seq)
             return
         sync = self.shared.mode == "sync"
         if not any(s.in_sync for s in self.shared.sessions.values()):

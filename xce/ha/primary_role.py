@@ -18,6 +18,7 @@ from xce.auth.pki import server_ssl_context
 from xce.core.errors import InvalidRequest, NotPrimary, XceError
 from xce.core.state import ClusterState
 from xce.ha.epochs import Overtaken
+from xce.ha.lagbound import LagBound
 from xce.ha.lease import Lease
 from xce.ha.source import ReplicationSource
 from xce.store.durable import DurableLog
@@ -86,6 +87,7 @@ class PrimaryRole:
     ) -> ReplicationSource:
         from xce.auth.keys import key_dir
 
+        ha = self.node.ha
         source = ReplicationSource(
             store,
             self.node.epochs,
@@ -97,6 +99,7 @@ class PrimaryRole:
             heartbeat_s=self.node.ha.heartbeat_interval_s,
             on_higher_epoch=lambda epoch: self.node.observe_epoch(epoch),
             space=self.node.file_space,
+            bound=LagBound(ha.async_max_lag_records, ha.async_max_lag_ms),
         )
         store.replicated = source.wait_replicated
         self.node.source = source

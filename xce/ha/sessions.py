@@ -20,6 +20,7 @@ from xce.core.errors import Unavailable
 from xce.core.state import ClusterState
 from xce.ha import files as hafiles
 from xce.ha.epochs import EpochStore
+from xce.ha.lagbound import LagBound
 from xce.store.durable import DurableLog
 from xce.telemetry import metrics
 
@@ -78,6 +79,7 @@ class SourceShared:
         heartbeat_s: float,
         on_higher_epoch: Callable[[int], None],
         space: hafiles.FileSpace | None,
+        bound: LagBound | None = None,
     ) -> None:
         self.store = store
         self.epochs = epochs
@@ -89,6 +91,7 @@ class SourceShared:
         self.space = space  # None: no files beside the records (tests of the log alone)
         self.sessions: dict[str, StandbySession] = {}
         self.degraded = False
+        self.bound = bound  # async mode's bound on a standby's lag (lagbound.py)
 
     @property
     def durable_seq(self) -> int:
@@ -99,12 +102,21 @@ class SourceShared:
             session.wake.set()
 
     def degrade(self, why: str) -> None:
+        """No standby confirms in time: acknowledge without it (sync mode degrades to
+        async, async mode lifts its lag bound) until one is caught up again."""
         if not self.degraded:
             self.degraded = True
-            metrics.SYNC_DEGRADED.inc()
+            if self.mode == "sync":
+                metrics.SYNC_DEGRADED.inc()
+            what = (
+                "sync replication degraded to async"
+                if self.mode == "sync"
+                else "async replication's lag bound is lifted"
+            )
             log.error(
-                "ALERT: sync replication degraded to async: %s; acknowledged changes "
-                "may be lost if this primary fails before a standby catches up",
+                "ALERT: %s: %s; acknowledged changes may be lost if this primary fails "
+                "before a standby catches up",
+                what,
                 why,
             )
 

@@ -29,6 +29,7 @@ from xce.ha.acks import Acknowledgements
 from xce.ha.backlog import Backlog
 from xce.ha.epochs import EpochStore
 from xce.ha.greeting import Greeting
+from xce.ha.lagbound import LagBound
 from xce.ha.sessions import SourceShared, StandbySession
 from xce.ha.shipping import FileShipping
 from xce.store import replicated_names
@@ -70,9 +71,18 @@ class ReplicationSource:
         heartbeat_s: float = 0.5,
         on_higher_epoch: Callable[[int], None] = lambda epoch: None,
         space: hafiles.FileSpace | None = None,
+        bound: LagBound | None = None,
     ) -> None:
         self.shared = SourceShared(
-            store, epochs, state, mode, sync_timeout_s, heartbeat_s, on_higher_epoch, space
+            store,
+            epochs,
+            state,
+            mode,
+            sync_timeout_s,
+            heartbeat_s,
+            on_higher_epoch,
+            space,
+            bound if mode == "async" else None,
         )
         self.backlog = Backlog(store)
         self.files = FileShipping(self.shared)
@@ -128,6 +138,8 @@ class ReplicationSource:
     def on_durable(self, batch: list[tuple[int, bytes]]) -> None:
         """Called by the WAL writer with each group once it is on disk."""
         self.backlog.add(batch)
+        if self.shared.bound is not None and batch:
+            self.shared.bound.durable(batch[-1][0])
         self.shared.wake_all()
 
     async def wait_replicated(self, seq: int, force: bool = False) -> None:
