@@ -22,6 +22,7 @@ import pytest
 
 from tests.integration.cluster import ADMIN_TOKEN
 from tests.integration.ha_cluster import HaCluster, PrimaryWatch
+from tests.integration.test_ha_cli import xce
 
 # The workers' heartbeat is longer than the lease of half the failover timeout: the case in
 # which a lone survivor refused writes between heartbeats.
@@ -169,3 +170,22 @@ def test_a_switchover_reaches_each_caught_up_candidate_in_turn(trio: HaCluster) 
         assert status_of(trio, target)[0] == 201
         current = target
     assert watch.stop() == {}
+
+
+def test_a_primary_without_a_majority_says_why_it_refuses_writes(trio: HaCluster) -> None:
+    """Both standbys killed: the primary keeps its term but its lease lapses. `xce cluster
+    status` names it and the reason, and a submit through the CLI fails in one line with the
+    same reason, not a bare 503."""
+    trio.kill_candidate(1)
+    trio.kill_candidate(2)
+    trio.wait_for(lambda: (trio.health(0) or {}).get("serving") is False, 30, "the lease lapsed")
+    reason = (trio.health(0) or {})["reason"]
+    assert reason
+    status = xce(trio, "cluster", "status")
+    assert f"writes refused by {trio.candidate_urls[0]}: {reason}" in status.stdout, status
+    view = json.loads(xce(trio, "cluster", "status", "--json").stdout)
+    primary = next(c for c in view["candidates"] if c["url"] == trio.candidate_urls[0])
+    assert primary["serving"] is False and primary["reason"] == reason
+    submit = xce(trio, "job", "submit", "--", "true")
+    assert submit.returncode != 0 and len(submit.stderr.splitlines()) == 1, submit
+    assert "majority" in submit.stderr and "Traceback" not in submit.stderr

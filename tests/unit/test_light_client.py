@@ -115,3 +115,30 @@ def test_errors(servers: tuple[Server, Server]) -> None:
     assert found.value.status == 0 and "no controller answered" in found.value.message
     with pytest.raises(InsecureTransport):
         LightClient(["http://10.1.2.3:6820"])
+
+
+@pytest.mark.parametrize("light", [True, False])
+async def test_no_primary_taking_it_names_why_each_answering_candidate_refused(
+    servers: tuple[Server, Server], light: bool
+) -> None:
+    """A candidate that answered "not the primary" says why (a primary whose lease lapsed
+    names the reason): the error carries it, not only the dead candidates' connection
+    errors. Both clients, the light one and the async one."""
+    from xce.client.http import XceClient
+
+    standby, _ = servers
+    dead = _dead_url()
+    if light:
+        with LightClient([dead, standby.url]) as client, pytest.raises(ApiError) as found:
+            client.hosts()
+    else:
+        client_async = XceClient([dead, standby.url], retry_for=0)
+        try:
+            with pytest.raises(ApiError) as found:
+                await client_async.request("GET", "/api/v1/hosts")
+        finally:
+            await client_async.close()
+    message = found.value.message
+    assert found.value.status == 0 and found.value.code == "unreachable"
+    assert message.startswith("no controller takes this now")
+    assert f"{standby.url}: standby" in message and "the others did not answer" in message

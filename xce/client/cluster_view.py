@@ -5,7 +5,10 @@ the API (a failover in progress, or only standbys up) it is built from the candi
 public `/healthz` answers instead (`source` = "healthz"). One shape for every case:
 `{"source", "answering", "primary", "epoch", "mode", "degraded", "failover_timeout_s",
 "candidates": [{"url", "rank", "role", "epoch", "seq", "lag_records", "reachable",
-"error", "self"}], "standbys": [...], "history": [...]}`.
+"error", "self", "serving", "reason"}], "standbys": [...], "history": [...]}`. `serving`
+says whether a candidate accepts writes now and `reason` why not (None where a controller
+does not report it): a primary that holds its term may still refuse writes, e.g. while its
+lease has lapsed.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ def view_from_cluster(
                 "reachable": True if url == answering and info else None,
                 "error": None,
                 "self": url == answering,
+                "serving": None,
+                "reason": None,
             }
             for rank, url in enumerate(listed)
         ]
@@ -65,10 +70,12 @@ def view_from_cluster(
                 "reachable",
                 "error",
                 "self",
+                "serving",
+                "reason",
             )
         }
         if not row["reachable"]:  # what the primary last heard is not known: no zeros
-            row.update(role=None, epoch=None, seq=None, lag_records=None)
+            row.update(role=None, epoch=None, seq=None, lag_records=None, serving=None)
         candidates.append(row)
     me = next((c for c in candidates if c["self"]), None)
     if ha.get("role") == "primary" and me is not None:
@@ -109,6 +116,8 @@ def view_from_health(answers: list[dict[str, Any] | str], controllers: list[str]
                     "reachable": True,
                     "error": None,
                     "self": False,
+                    "serving": answer.get("serving"),
+                    "reason": answer.get("reason"),
                 }
             )
         else:
@@ -123,6 +132,8 @@ def view_from_health(answers: list[dict[str, Any] | str], controllers: list[str]
                     "reachable": False,
                     "error": answer,
                     "self": False,
+                    "serving": None,
+                    "reason": None,
                 }
             )
     primary = next((c["url"] for c in candidates if c["role"] == "primary"), None)
@@ -178,16 +189,29 @@ def reachable_text(value: bool | None) -> str:
     return "-" if value is None else "yes" if value else "no"
 
 
+def refusal_lines(view: dict[str, Any]) -> list[str]:
+    """`writes refused by <url>: <why>` for each primary that says it does not serve writes
+    now (its lease lapsed, a switchover is under way): the reason its clients get too."""
+    return [
+        f"writes refused by {c['url']}: {c.get('reason') or 'no reason given'}"
+        for c in view["candidates"]
+        if c.get("role") == "primary" and c.get("serving") is False
+    ]
+
+
 def summary_lines(view: dict[str, Any]) -> list[str]:
-    """The lines under the table: primary and epoch, replication mode, standbys' lag."""
+    """The lines under the table: primary and epoch, why it refuses writes (if it does),
+    replication mode, standbys' lag."""
     lines = []
     if view["source"] == "healthz":
         seen = f" (newest epoch seen {view['epoch']})" if view.get("epoch") is not None else ""
         lines.append(f"primary: {view.get('primary') or 'none answering'}{seen}")
+        lines.extend(refusal_lines(view))
         lines.append("no primary answers the API: the candidates' /healthz is shown")
         return lines
     epoch = f" (epoch {view['epoch']})" if view.get("epoch") is not None else ""
     lines.append(f"primary: {view.get('primary') or 'none answering'}{epoch}")
+    lines.extend(refusal_lines(view))
     if not view.get("mode"):
         lines.append("replication: not reported by this controller")
         return lines

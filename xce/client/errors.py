@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from urllib.parse import quote
 
 
@@ -44,3 +45,23 @@ def tls_error(where: str, exc: BaseException, note: str) -> ApiError:
     one line: whom it was with, why, and the CA `note` (see `ca_note`)."""
     reason = " ".join(str(exc).split()) or type(exc).__name__
     return ApiError(0, "tls_error", f"TLS handshake with {where} failed: {reason}; {note}")
+
+
+def not_primary_reason(url: str, body: bytes | str) -> str:
+    """`URL: why` from a candidate's 503 not_primary answer (its JSON error message; the
+    primary of a term that may not write now says why, e.g. its lease lapsed)."""
+    try:
+        message = json.loads(body)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = ""
+    return f"{url}: {str(message)[:300] or 'not the primary'}"
+
+
+def no_controller(tried: str, last: object, refusals: list[str]) -> str:
+    """The message when no candidate took a request: why each one that answered refused it
+    (a primary that may not write says why), then what the others' connections did."""
+    if refusals:
+        said = "; ".join(refusals)
+        others = f"; the others did not answer ({last})" if last is not None else ""
+        return f"no controller takes this now (tried {tried}): {said}{others}"
+    return f"no controller answered (tried {tried}): {last}"

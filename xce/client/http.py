@@ -8,6 +8,7 @@ worked, so the CLI, TUI and workers follow a failover without being restarted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import hashlib
 import json
@@ -22,7 +23,14 @@ from urllib.parse import quote
 
 import aiohttp
 
-from xce.client.errors import ApiError, default_ca_note, job_path, tls_error
+from xce.client.errors import (
+    ApiError,
+    default_ca_note,
+    job_path,
+    no_controller,
+    not_primary_reason,
+    tls_error,
+)
 from xce.client.sse import StreamEvent, read_events
 from xce.client.transfer import (
     CHUNK_BYTES,
@@ -245,6 +253,7 @@ class XceClient:
             else aiohttp.ClientTimeout(total=timeout or self.timeout)
         )
         extra_headers = dict(kwargs.pop("headers", None) or {})
+        refusals: dict[int, str] = {}  # candidates that answered "not the primary", and why
         while True:
             for step in range(len(self.controllers)):
                 index = (self._current + step) % len(self.controllers)
@@ -260,11 +269,16 @@ class XceClient:
                     )
                 except (aiohttp.ClientConnectionError, TimeoutError) as exc:
                     last = exc
+                    refusals.pop(index, None)
                     continue
                 epoch = resp.headers.get("X-XCE-Epoch", "")
                 if epoch.isdigit() and int(epoch) > self.epoch:
                     self.epoch = int(epoch)
                 if resp.status == 503 and resp.headers.get("X-XCE-Not-Primary"):
+                    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                        refusals[index] = not_primary_reason(
+                            self.controllers[index], await resp.content.read(4096)
+                        )
                     resp.release()
                     continue
                 self._current = index
@@ -275,7 +289,7 @@ class XceClient:
         tried = ", ".join(self.controllers)
         if isinstance(last, aiohttp.ClientSSLError):  # a TLS refusal, not a dead controller
             raise tls_error(tried, last, self.ca_note)
-        raise ApiError(0, "unreachable", f"no controller answered (tried {tried}): {last}")
+        raise ApiError(0, "unreachable", no_controller(tried, last, list(refusals.values())))
 
     @staticmethod
     async def _check(resp: aiohttp.ClientResponse) -> None:

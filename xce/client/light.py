@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from xce.client.errors import ApiError, default_ca_note, job_path, tls_error
+from xce.client.errors import (
+    ApiError,
+    default_ca_note,
+    job_path,
+    no_controller,
+    not_primary_reason,
+    tls_error,
+)
 from xce.client.transfer import (
     CHUNK_BYTES,
     DEFAULT_IDLE_TIMEOUT_S,
@@ -174,6 +181,7 @@ class LightClient:
             all_headers["Content-Type"] = "application/json"
         query = f"?{urlencode(params)}" if params else ""
         last: Exception | None = None
+        refusals: dict[int, str] = {}  # candidates that answered "not the primary", and why
         # A kept-alive connection the server closed meanwhile gets one fresh try.
         order = [
             (self._current + step) % len(self.controllers) for step in range(len(self.controllers))
@@ -193,11 +201,12 @@ class LightClient:
                 continue
             if resp.status == 503 and resp.getheader("X-XCE-Not-Primary"):
                 self.close()
+                refusals[index] = not_primary_reason(self.controllers[index], data)
                 continue
             self._current = index
             return _decode(resp, data)
         tried = ", ".join(self.controllers)
-        raise ApiError(0, "unreachable", f"no controller answered (tried {tried}): {last}")
+        raise ApiError(0, "unreachable", no_controller(tried, last, list(refusals.values())))
 
     # --- the routes the one-shot commands use (same names as XceClient's) -----------------
 
