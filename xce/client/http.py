@@ -491,6 +491,7 @@ class XceClient:
         what: str,
         params: dict[str, str] | None = None,
         progress: Progress | None = None,
+        unreachable_ends: bool = False,
     ) -> Any:
         """Send the first `size` bytes behind `fd` as the body of `method path`: hashed in a
         first pass (X-XCE-SHA256 goes before the body), then streamed with pread in chunks
@@ -498,7 +499,9 @@ class XceClient:
         connection, a stall, a server error, a busy answer or a refused digest (hashed
         again: the file may have changed), at most `transfer.attempts` times; a final
         answer (413 too_large, ...) is raised at once. Returns the parsed answer. A file
-        that cannot be read (or shrank) raises OSError."""
+        that cannot be read (or shrank) raises OSError. `unreachable_ends`: when no
+        controller answers at all, raise ApiError(0, "unreachable") at once instead of
+        trying again (a caller with its own schedule, the worker's report loop)."""
         policy = self.transfer
         digest = await asyncio.to_thread(hash_fd, fd, size)
         tries = 0
@@ -516,7 +519,7 @@ class XceClient:
                 problem = broken(what, moved[0], size, self._peer(), exc.message)
                 wait = exc.wait_s
             except ApiError as exc:
-                if is_final(exc):
+                if is_final(exc) or (unreachable_ends and exc.code == "unreachable"):
                     raise
                 if exc.code == "digest_mismatch":
                     digest = await asyncio.to_thread(hash_fd, fd, size)

@@ -129,8 +129,9 @@ def retry_after(value: str | None, cap: float) -> float:
 
 
 # Errors of our own (status 0) that another try may cure: no candidate answered, the body
-# ended early, the file must be fetched again from its start, a Range answer that did not fit.
-_AGAIN = frozenset({"unreachable", "short", "restart", "bad_range"})
+# ended early, the file must be fetched again from its start, a Range answer that did not fit,
+# a transfer that used up its tries (a later pass, e.g. the worker's next, may still succeed).
+_AGAIN = frozenset({"unreachable", "short", "restart", "bad_range", "transfer_failed"})
 
 
 def is_final(exc: ApiError) -> bool:

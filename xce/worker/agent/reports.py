@@ -27,10 +27,11 @@ from xce.worker.attempt.running import JobResult, RunningJob
 from xce.worker.attempt.staging import OutputReturn
 
 log = logging.getLogger("xce.worker")
-# Passes of returning an attempt's outputs (the first when it ends, the rest from the report
-# loop 1 s doubling to 60 s apart; each pass itself retries a broken transfer a few times):
-# about ten minutes of an unreachable or failing controller. After that the report goes
-# without the outputs still missing, naming them in `output_problems`.
+# Passes of returning an attempt's outputs that reached a controller (the first when it
+# ends, the rest from the report loop 1 s doubling to 60 s apart; each pass itself retries a
+# broken transfer a few times): about ten minutes of a failing controller. After that the
+# report goes without the outputs still missing, naming them in `output_problems`. While no
+# controller answers at all, passes go on without counting: the report waits for one too.
 MAX_UPLOAD_TRIES = 10
 # Finished.output_problems: at most this many lines, each at most PROBLEM_CHARS.
 MAX_PROBLEMS = 1000
@@ -85,7 +86,8 @@ class FinishReports:
         self._tries: dict[Key, int] = {}
         # Output returns in progress (each its own task) and the passes each has had.
         self._uploading: dict[Key, asyncio.Task[None]] = {}
-        self._upload_tries: dict[Key, int] = {}
+        self._upload_tries: dict[Key, int] = {}  # passes that reached a controller
+        self._upload_passes: dict[Key, int] = {}  # all passes (the pause between them)
         self._wakeup = asyncio.Event()
 
     def resend(self, key: Key) -> None:
@@ -178,7 +180,9 @@ class FinishReports:
                     outcome.problems.append(f"outputs: not returned: {exc}")
                 finally:
                     readers.close_readers(job)
-            tries = self._upload_tries.get(key, 0) + 1
+            # A pass that reached no controller does not count: the report waits for one
+            # anyway, and outputs must not be given up because the controller was down.
+            tries = self._upload_tries.get(key, 0) + (0 if outcome.unreachable else 1)
             returned += outcome.returned
             problems = [*body.get("output_problems", ()), *outcome.problems]
             done = {k: v for k, v in body.items() if k not in (_UPLOAD, _RETURNED, _UPLOAD_ERROR)}
@@ -186,7 +190,9 @@ class FinishReports:
             if outcome.pending and tries < MAX_UPLOAD_TRIES:
                 done.update({_UPLOAD: True, _RETURNED: returned, _UPLOAD_ERROR: outcome.error})
                 self._upload_tries[key] = tries
-                delay = min(60.0, 2.0 ** (tries - 1))
+                passes = self._upload_passes.get(key, 0) + 1
+                self._upload_passes[key] = passes
+                delay = min(60.0, 2.0 ** (passes - 1))
                 self._retry_at[key] = loop.time() + delay
                 log.warning(
                     "job %s: %d outputs not returned yet (%s); trying again in %.0f s",
@@ -197,6 +203,7 @@ class FinishReports:
                 )
             else:
                 self._upload_tries.pop(key, None)
+                self._upload_passes.pop(key, None)
                 if outcome.pending:
                     log.error(
                         "job %s: reporting without %d outputs after %d tries: %s",

@@ -232,6 +232,9 @@ class OutputReturn:
     # tries them again; `error` says why.
     pending: list[str] = field(default_factory=list)
     error: str = ""
+    # No controller answered at all: the pass proved nothing about the files (the report
+    # cannot go either), so it does not count against the passes before giving up on them.
+    unreachable: bool = False
 
 
 async def upload_outputs(
@@ -277,11 +280,13 @@ async def upload_outputs(
                     size,
                     what=f"output {name}",
                     params=params,
+                    unreachable_ends=True,  # the report loop tries again on its schedule
                 )
             except ApiError as exc:
                 if not is_final(exc):
                     result.pending.append(name)
                     result.error = exc.message
+                    result.unreachable = exc.code == "unreachable"
                     continue
                 # This file is refused (too large, a name clash...): the others still go.
                 log.warning("job %s: output %s refused: %s", a.job_id, name, exc.message)
