@@ -50,7 +50,7 @@ from xce.worker.cgroups.base import CgroupError
 from xce.worker.cgroups.devices import deny_entries
 from xce.worker.devices import gpu_usage as gpuusage
 from xce.worker.devices import gpus
-from xce.worker.keeper import fence
+from xce.worker.keeper import fence, isolation
 from xce.worker.keeper.client import KeeperError, KeeperLauncher, pidfd
 from xce.worker.keeper.process import RESULT, SPEC, process_start, read_json, write_json
 
@@ -234,18 +234,12 @@ def _spec(
         "worker_state": str(ctx.worker_state),
         "limits": dataclasses.asdict(limits),
         "contact": {"at": contact.at, "fence_timeout_s": contact.fence_timeout_s},
-        "private_tmp": ctx.private_tmp
-        and not any(_under_tmp(path) for path in (job.work_dir, job.job_dir)),
+        # The rule every process of the job is given its /tmp by (the job's tasks on other
+        # hosts too): xce/worker/keeper/isolation.py.
+        "private_tmp": isolation.private_tmp_for(
+            ctx.private_tmp, str(job.work_dir), str(job.job_dir)
+        ),
     }
-
-
-def _under_tmp(path: Path) -> bool:
-    """Whether `path` lies in /tmp as written: a private /tmp would hide it from the job,
-    so such a job (one submitted from /tmp, or any job of a worker whose jobs_dir is there)
-    keeps the host's /tmp. A link from elsewhere into /tmp is not followed here (root does
-    not resolve the user's paths); such a `cwd` ends the job with a clear launch error."""
-    normal = "/" + os.path.normpath(path).lstrip("/")  # "//tmp" is /tmp too
-    return normal == "/tmp" or normal.startswith("/tmp/")
 
 
 # --- waiting --------------------------------------------------------------------------------

@@ -8,10 +8,13 @@ with three descriptors (the job's stdout and stderr, and a socket for the answer
 launcher forks a keeper; the keeper:
 
 1. starts its own session (nothing the worker's terminal or service manager sends reaches it),
-2. forks the job's leader, which joins the job's cgroup, starts a session, drops to the job's
-   user (groups, gid, uid), enters the working directory *as that user* (so a `cwd` the user
-   cannot enter is an error, never a root chdir), and execs the job,
-3. writes `keeper.json` (its pid and start time, the leader's pid) and answers the worker,
+2. forks the job's leader, which enters the job's isolation (xce/worker/keeper/isolation.py,
+   the one code path every process of the job takes: cgroup, session, mount namespace with
+   a private /dev/shm and /tmp, the user, a session keyring of its own, the working directory
+   entered *as that user*), hands the keeper a descriptor of the job's mount namespace, and
+   execs the job,
+3. writes `keeper.json` (its pid and start time, the leader's pid, the descriptor it holds the
+   job's mount namespace by, for the job's `xce launch` tasks) and answers the worker,
 4. waits for the leader; meanwhile it checks the worker's contact file (xce/worker/keeper/fence.py)
    twice a second and kills the whole cgroup once the worker has been out of touch with every
    controller for longer than the fence timeout,
@@ -24,15 +27,13 @@ keepers through `keeper.json` (pid + start time, so a reused pid is not taken fo
 carries on watching them: jobs survive a worker restart.
 
 Forked from the launcher, a keeper costs a fork, not an interpreter start. Standard library
-and `xce.worker.cgroups` / `xce.worker.keeper.fence` only.
+and `xce.worker.cgroups` / `xce.worker.keeper.fence` / `.isolation` only.
 """
 
 from __future__ import annotations
 
 import array
 import contextlib
-import ctypes
-import errno
 import json
 import os
 import resource
@@ -43,14 +44,14 @@ import sys
 from typing import Any
 
 from xce.worker.cgroups import CgroupBackend, JobCgroup, Limits, detect
-from xce.worker.keeper import fence
+from xce.worker.keeper import fence, isolation
 
 SPEC = "spec.json"
 KEEPER = "keeper.json"
 RESULT = "result.json"
+# keeper.json's record of the job's mount namespace: the descriptor the keeper holds it by.
+MOUNT_NAMESPACE = "mount_namespace"
 WATCH_INTERVAL_S = 0.5
-# Signals Python sets to "ignore" for itself; an exec'd job must get the defaults back.
-_RESET_SIGNALS = ("SIGPIPE", "SIGXFSZ", "SIGXFZ", "SIGCHLD", "SIGINT", "SIGTERM", "SIGHUP")
 
 
 def process_start(pid: int) -> int | None:
@@ -153,100 +154,37 @@ def read_json(directory: str, name: str, missing_only: bool = False) -> dict[str
 
 # --- the job's leader (runs in the forked child, never returns) ---------------------------
 
-# keyctl(2) by architecture: a job must not keep the worker's session keyring (root's keys
-# and, through it, every other job's: Kerberos tickets, credentials of tools that use it).
-_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "ppc64le": 311, "s390x": 280}
-_KEYCTL_JOIN_SESSION_KEYRING = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
-_LIBC.syscall.restype = ctypes.c_long
 
-
-_CLONE_NEWNS = 0x00020000
-_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_SLAVE = 0x2, 0x4, 0x4000, 0x80000
-_LIBC.mount.argtypes = [
-    ctypes.c_char_p,
-    ctypes.c_char_p,
-    ctypes.c_char_p,
-    ctypes.c_ulong,
-    ctypes.c_char_p,
-]
-
-
-def _private_mounts(tmp_bytes: int | None, private_tmp: bool) -> None:
-    """A mount namespace of the job's own with a fresh tmpfs on /dev/shm and, with
-    `private_tmp`, another on /tmp (Slurm's job_container/tmpfs gives jobs a private /tmp
-    and /dev/shm too). Their pages are charged to the job's memory cgroup and the /tmp one is no
-    larger than the job's memory limit (`tmp_bytes`), so nothing the job puts there outlives it,
-    fills a disk or needs removing: the mounts go with the job's last process. No other job or user
-    sees its temporary files or can plant names there before it. Host mounts still reach the
-    job (slave propagation). Root only; elsewhere there is nothing to do it with."""
-    if os.geteuid() != 0:
-        return
-    if _LIBC.unshare(_CLONE_NEWNS) != 0:
-        err = ctypes.get_errno()
-        if err in (errno.EPERM, errno.ENOSYS, errno.EINVAL):
-            return  # a container without CAP_SYS_ADMIN: /dev/shm and /tmp stay the host's
-        raise OSError(err, os.strerror(err))
-    mounts: list[tuple[bytes | None, bytes, bytes | None, int, bytes | None]] = [
-        (None, b"/", None, _MS_REC | _MS_SLAVE, None)
-    ]
-    if os.path.isdir("/dev/shm"):
-        mounts.append((b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777"))
-    if private_tmp and os.path.isdir("/tmp"):
-        size = f",size={tmp_bytes}" if tmp_bytes else ""
-        mounts.append(
-            (b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777{size}".encode())
+def _confinement(spec: dict[str, Any], cgroup: JobCgroup, hand_over: int) -> isolation.Confinement:
+    """The leader's isolation (xce/worker/keeper/isolation.py, the same for every process of
+    the job): it makes the job's mount namespace and hands a descriptor of it to the keeper,
+    through which the job's `xce launch` tasks join it."""
+    user = None
+    if spec.get("uid") is not None:
+        user = isolation.User(
+            int(spec["uid"]), int(spec["gid"]), tuple(spec["groups"]), str(spec.get("user"))
         )
-    for args in mounts:
-        if _LIBC.mount(*args) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"mounting {args[1].decode()}: {os.strerror(err)}")
-
-
-def _new_session_keyring() -> None:
-    """Join a new anonymous session keyring (as the job's user, after the switch)."""
-    number = _SYS_KEYCTL.get(os.uname().machine)
-    if number is None:
-        raise OSError(errno.ENOSYS, "no keyctl number known for this architecture")
-    if _LIBC.syscall(number, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
-        err = ctypes.get_errno()
-        if err != errno.ENOSYS:  # a kernel without keys has no keyring to leak
-            raise OSError(err, os.strerror(err))
+    return isolation.Confinement(
+        cgroup=cgroup,
+        user=user,
+        mounts=isolation.NewMounts(
+            (spec.get("limits") or {}).get("memory_bytes"),
+            bool(spec.get("private_tmp")),
+            hand_over,
+        ),
+        cwds=(spec["cwd"],),
+        cwd_required=True,
+    )
 
 
 def _exec_job(
     spec: dict[str, Any], cgroup: JobCgroup, stdout: int, stderr: int, report: int
 ) -> None:
-    stage = "joining the job's cgroup"
+    """The leader: `isolation.enter`, the job's output, exec. A failure's message goes to the
+    keeper on `report` (closed by the exec), whose other messages carry the namespace."""
+    stage = "setting up the job"
     try:
-        cgroup.enter()
-        stage = "starting a session"
-        os.setsid()
-        for name in _RESET_SIGNALS:
-            sig = getattr(signal, name, None)
-            if sig is not None:
-                signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        stage = "resetting the job's OOM score"
-        # The keeper shields itself from the OOM killer (see keep); the job must not inherit
-        # that, nor any protection the worker's service unit gives the worker.
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("0")
-        stage = "giving the job a /tmp and /dev/shm of its own"
-        _private_mounts(
-            (spec.get("limits") or {}).get("memory_bytes"), bool(spec.get("private_tmp"))
-        )
-        if spec.get("uid") is not None:
-            stage = f"switching to user {spec.get('user')}"
-            os.setgroups(spec["groups"])
-            os.setgid(spec["gid"])
-            os.setuid(spec["uid"])
-            if os.getuid() != spec["uid"] or os.geteuid() != spec["uid"]:
-                raise PermissionError(errno.EPERM, "the user switch did not take")
-        stage = "starting a session keyring of its own"
-        _new_session_keyring()
-        stage = f"cannot enter working directory {spec['cwd']}"
-        os.chdir(spec["cwd"])
+        isolation.enter(_confinement(spec, cgroup, report))
         stage = "setting up the job's output"
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -257,8 +195,11 @@ def _exec_job(
         stage = f"cannot run {spec['argv'][0]}"
         os.execve(spec["argv"][0], spec["argv"], spec["env"])
     except BaseException as exc:
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        message = f"{stage}: {detail}"
+        if isinstance(exc, isolation.SetupFailed):
+            message = str(exc)
+        else:
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            message = f"{stage}: {detail}"
         try:
             os.write(report, message.encode("utf-8", "replace")[:4000])
         finally:
@@ -298,20 +239,23 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
         _answer(reply, {"error": "the job's cgroup is missing"})
         return 1
     started_at = fence.now()
-    report_r, report_w = os.pipe2(os.O_CLOEXEC)
+    # Both ends close on exec: the leader's at its exec, so the keeper reads to the end.
+    report, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     leader = os.fork()
     if leader == 0:
         reply.detach()
-        os.close(report_r)
-        _exec_job(spec, cgroup, stdout, stderr, report_w)
-    os.close(report_w)
+        report.close()
+        _exec_job(spec, cgroup, stdout, stderr, theirs.fileno())
+    theirs.close()
     os.close(stdout)
     os.close(stderr)
-    failure = b""
-    while chunk := os.read(report_r, 4096):
-        failure += chunk
-    os.close(report_r)
+    # The job's mount namespace, held for the job's life: its tasks join it through this
+    # descriptor (xce/worker/tasks/service.py), never through a process the job controls.
+    namespace, failure = isolation.receive(report)
+    report.close()
     if failure:
+        if namespace is not None:
+            os.close(namespace)
         os.waitpid(leader, 0)
         message = failure.decode("utf-8", "replace")
         cgroup.kill()
@@ -328,6 +272,11 @@ def keep(backend: CgroupBackend, attempt_dir: str, fds: list[int]) -> int:
             "keeper_start": process_start(os.getpid()),
             "leader": leader,
             "started_at": started_at,
+            # None: the job has the host's mounts (not root, or no CAP_SYS_ADMIN), and so
+            # do its tasks.
+            MOUNT_NAMESPACE: None
+            if namespace is None
+            else {"fd": namespace, "id": list(isolation.identity_of(namespace))},
         },
     )
     # The keeper's start time goes with its pid: the launcher does not wait for keepers, so

@@ -6,7 +6,12 @@ task's child joins the job's cgroup before exec; if that cgroup is frozen, or be
 hears of the stop), the kernel freezes the child before it execs, and the whole worker
 (heartbeats, the thaw itself) would wait on it: a deadlock any job's owner could provoke.
 Here the fork and the wait for the exec run in a thread, and the loop then only watches the
-pipes and a pidfd, so a stuck start holds up nothing but itself. Standard library only.
+pipes and a pidfd, so a stuck start holds up nothing but itself.
+
+Between fork and exec the child enters the job's isolation through
+xce/worker/keeper/isolation.py, the code path the job's own leader takes (cgroup, session,
+mount namespace, user, session keyring, working directory); a step that fails ends the
+child before exec and its one-line reason reaches the caller (`TaskNotStarted`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,13 @@ import contextlib
 import functools
 import os
 import subprocess
-from collections.abc import Callable
+
+from xce.worker.keeper import isolation
+
+
+class TaskNotStarted(Exception):
+    """The child could not enter the job's isolation: "<step>: <why>"; nothing of the
+    request ran."""
 
 
 class Task:
@@ -71,23 +82,46 @@ async def start(
     spawner: concurrent.futures.Executor,
     argv: list[str],
     env: dict[str, str],
-    setup: Callable[[], None],
+    confinement: isolation.Confinement,
 ) -> Task:
-    """Fork and exec `argv` in a `spawner` thread; OSError, ValueError or SubprocessError
-    as Popen raises them."""
+    """Fork, enter `confinement` and exec `argv` in a `spawner` thread. TaskNotStarted when
+    the isolation failed; OSError, ValueError or SubprocessError as Popen raises them."""
     loop = asyncio.get_running_loop()
 
     def spawn() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=setup,
-        )
+        # The child's reason, should it fail: written before it exits, read without
+        # waiting (other children forked meanwhile hold the write end until their exec).
+        report_r, report_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+
+        def setup() -> None:
+            try:
+                isolation.enter(confinement)
+            except isolation.SetupFailed as exc:
+                with contextlib.suppress(OSError):
+                    os.write(report_w, str(exc).encode("utf-8", "replace")[:4000])
+                raise
+
+        try:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                close_fds=True,
+                preexec_fn=setup,  # `enter` starts the task's session itself
+            )
+        except subprocess.SubprocessError:
+            try:
+                reason = os.read(report_r, 4096)
+            except OSError:
+                reason = b""
+            if reason:
+                raise TaskNotStarted(reason.decode("utf-8", "replace")) from None
+            raise
+        finally:
+            os.close(report_r)
+            os.close(report_w)
 
     popen = await loop.run_in_executor(spawner, spawn)
     assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None

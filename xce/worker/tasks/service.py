@@ -15,10 +15,14 @@ The worker is root and every request comes from job code, so it is hostile:
 - the account, the cgroup and the working directory come from this host's assignment, never
   from the request; the account passes the same rules as the job's (`account_for`: never
   root unless the job is root and root jobs are allowed);
-- the child joins the job's cgroup (its own on the first host, the share elsewhere) first,
-  then drops to the user, then enters the directory *as the user*; only then does the
-  request's argv and environment touch anything (the exec). So kill, suspend and the end of
-  the job reach tasks through the cgroup, and usage counts them.
+- the child enters the job's isolation through the code path the job's own leader takes
+  (xce/worker/keeper/isolation.py): the job's cgroup (its own on the first host, the share
+  elsewhere), a session, the job's mount namespace (its private /tmp and /dev/shm: on the
+  first host the one the job's keeper holds, elsewhere one this service holds for the
+  share), the user, a session keyring of its own (never the worker's, which holds root's
+  keys and what other jobs' tasks linked into it), then the directory *as the user*; only
+  then does the request's argv and environment touch anything (the exec). So kill, suspend
+  and the end of the job reach tasks through the cgroup, and usage counts them.
 
 Requests are parsed in xce/worker/tasks/request.py and the jobs' `xce` is installed by
 xce/worker/tasks/installer.py; this module serves, and exports their names too.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import hmac
 import logging
 import os
@@ -45,6 +50,8 @@ from xce.worker.attempt import accounts, jobcontrol, jobenv, running
 from xce.worker.attempt.fscreds import Credentials
 from xce.worker.cgroups.base import JobCgroup
 from xce.worker.devices import gpus
+from xce.worker.keeper import isolation
+from xce.worker.keeper.process import KEEPER, MOUNT_NAMESPACE, read_json
 from xce.worker.tasks import process as taskproc
 from xce.worker.tasks.request import (
     NotHere,
@@ -110,39 +117,29 @@ class Target:
     # The GPU variables of this host's grant (the job's own here, the share's elsewhere):
     # a task sees the devices its host was given, as the job's script does.
     gpu_env: dict[str, str] = field(default_factory=dict)
+    # Who holds the job's mount namespace: its keeper (pid, start time, the attempt's state
+    # directory with keeper.json) on the job's first host; None for a share, whose
+    # namespace this service makes and holds (`memory_bytes`: the size of its /tmp).
+    keeper: tuple[int, int | None, str] | None = None
+    memory_bytes: int | None = None
 
 
 def child_setup(
-    cgroup: JobCgroup, creds: Credentials | None, cwds: tuple[str, ...]
-) -> Callable[[], None]:
-    """What the forked child does before exec, in this order: join the cgroup (as root), drop
-    the OOM protection the worker may have, become the user (groups, gid, uid, checked),
-    and only then enter the working directory, so a directory the user may not enter is
-    never entered. os calls only (it runs between fork and exec)."""
-
-    def setup() -> None:
-        cgroup.enter()
-        with contextlib.suppress(OSError):
-            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
-            try:
-                os.write(fd, b"0")
-            finally:
-                os.close(fd)
-        if creds is not None:
-            os.setgroups(list(creds.groups))
-            os.setgid(creds.gid)
-            os.setuid(creds.uid)
-            if os.getuid() != creds.uid or os.geteuid() != creds.uid:
-                raise PermissionError("the user switch did not take")
-        for cwd in cwds:
-            try:
-                os.chdir(cwd)
-                return
-            except OSError:
-                continue
-        os.chdir("/")
-
-    return setup
+    cgroup: JobCgroup,
+    creds: Credentials | None,
+    cwds: tuple[str, ...],
+    namespace: int | None,
+) -> isolation.Confinement:
+    """What the forked child enters before exec (xce/worker/keeper/isolation.py `enter`, as
+    the job's leader does): the job's cgroup, a session, the job's mount namespace through
+    the descriptor `namespace` (None: the job has the host's mounts too), the user, a new
+    session keyring, then the first working directory the user can enter."""
+    return isolation.Confinement(
+        cgroup=cgroup,
+        user=creds,
+        mounts=isolation.JoinMounts(namespace) if namespace is not None else None,
+        cwds=cwds,
+    )
 
 
 class TaskService:
@@ -159,6 +156,10 @@ class TaskService:
         # One fence watcher per share that has had tasks (xce/worker/tasks/sharefence.py).
         self.watchers: dict[Key, subprocess.Popen[bytes]] = {}
         self.open = 0
+        # The mount namespace of each share that has had tasks (a descriptor, None where
+        # none can be made), made at its first task and closed when the share goes.
+        self.namespaces: dict[Key, int | None] = {}
+        self.namespace_locks: dict[Key, asyncio.Lock] = {}
         # The threads that fork tasks: a few, apart from the default executor, so tasks
         # stuck before exec (a frozen cgroup) hold up only other task starts.
         self.spawner = concurrent.futures.ThreadPoolExecutor(
@@ -175,6 +176,8 @@ class TaskService:
 
     def follow_shares(self, shares: list[Share]) -> None:
         self.shares = {(s.job_id, s.attempt): s for s in shares}
+        for key in [k for k in self.namespaces if k not in self.shares]:
+            self._drop_namespace(key)
         for key, watcher in list(self.watchers.items()):
             if watcher.poll() is not None:  # reaped: it saw its cgroup go
                 del self.watchers[key]
@@ -206,7 +209,42 @@ class TaskService:
         except OSError as exc:
             log.warning("job %s attempt %s: no fence watcher for its share: %s", *key, exc)
 
+    def _drop_namespace(self, key: Key) -> None:
+        """Let go of a share's mount namespace: its tmpfs mounts go with its last task."""
+        held = self.namespaces.pop(key, None)
+        self.namespace_locks.pop(key, None)
+        if held is not None:
+            os.close(held)
+
+    async def _namespace(self, key: Key, target: Target, cwds: tuple[str, ...]) -> int | None:
+        """A descriptor of the job's mount namespace for one task, the caller's to close
+        (None: the job has the host's mounts, and so has the task). TaskRefused where the
+        namespace cannot be had: a task never starts outside the job's namespace."""
+        try:
+            if target.keeper is not None:
+                return await asyncio.to_thread(_keeper_namespace, *target.keeper)
+            lock = self.namespace_locks.setdefault(key, asyncio.Lock())
+            async with lock:
+                if key not in self.namespaces:
+                    private = isolation.private_tmp_for(
+                        self.agent.settings.private_tmp, *cwds, self.agent.launch_bin
+                    )
+                    made = await asyncio.get_running_loop().run_in_executor(
+                        self.spawner, isolation.hold_new_namespace, target.memory_bytes, private
+                    )
+                    if key not in self.shares:  # released meanwhile
+                        if made is not None:
+                            os.close(made)
+                        raise TaskRefused(f"job {key[0]} ended while its task was starting")
+                    self.namespaces[key] = made
+            held = self.namespaces.get(key)
+            return os.dup(held) if held is not None else None
+        except OSError as exc:
+            raise TaskRefused(f"cannot join the job's /tmp and /dev/shm: {exc}") from None
+
     async def close(self) -> None:
+        for key in list(self.namespaces):
+            self._drop_namespace(key)
         if self.server is not None:
             self.server.close()
             with contextlib.suppress(Exception):
@@ -222,16 +260,21 @@ class TaskService:
         job = self.agent.running.get(key)
         share = self.shares.get(key)
         a: Assignment | Share
+        keeper: tuple[int, int | None, str] | None = None
+        memory_bytes: int | None = None
         if job is not None:
             a, cgroup = job.assignment, job.cgroup
             cwds: tuple[str, ...] = (str(job.work_dir),)
-            if job.killing:
+            if job.killing or job.keeper is None or job.attempt_dir is None:
                 cgroup = None
+            else:
+                keeper = (job.keeper, job.keeper_start, str(job.attempt_dir))
         elif share is not None:
             a = share
             held = self.agent.shares.held.get(key)
             cgroup = held.cgroup if held is not None else None
             cwds = tuple(c for c in (share.launch.cwd if share.launch else "",) if c)
+            memory_bytes = share.memory_mb * 1024 * 1024 if share.memory_mb else None
         else:
             raise NotHere(
                 f"job {req.job_id} attempt {req.attempt} is not running on host {self.agent.host}"
@@ -243,7 +286,14 @@ class TaskService:
             raise TaskRefused(
                 f"job {req.job_id} is not running on host {self.agent.host} (it is {a.action})"
             )
-        return Target(a.user, cgroup, cwds, gpus.job_env(a.devices, self.agent.devices))
+        return Target(
+            a.user,
+            cgroup,
+            cwds,
+            gpus.job_env(a.devices, self.agent.devices),
+            keeper,
+            memory_bytes,
+        )
 
     # --- one connection, one task ------------------------------------------------------
 
@@ -320,18 +370,27 @@ class TaskService:
         key = (req.job_id, req.attempt)
         if key not in self.agent.running:
             self._watch_share(key, target.cgroup)
+        namespace = await self._namespace(key, target, target.cwds)
         try:
             # Forked off the event loop (xce/worker/tasks/process.py): the child joins the job's
             # cgroup before exec, and one being frozen (a stop, or a resume whose thaw has
             # not run yet) freezes the child there; Popen waits for the exec, and on the
             # loop that wait would stop the worker, the thaw included, for good.
             proc = await taskproc.start(
-                self.spawner, list(req.argv), env, child_setup(target.cgroup, creds, cwds)
+                self.spawner,
+                list(req.argv),
+                env,
+                child_setup(target.cgroup, creds, cwds, namespace),
             )
+        except taskproc.TaskNotStarted as exc:
+            raise TaskRefused(f"cannot start the task: {exc}") from None
         except (OSError, ValueError) as exc:
             raise TaskRefused(f"cannot run {req.argv[0]}: {exc}") from None
         except Exception as exc:  # subprocess.SubprocessError from the child's setup
             raise TaskRefused(f"cannot start the task: {exc}") from None
+        finally:
+            if namespace is not None:
+                os.close(namespace)  # the child has its own now (or never will)
         if key not in self.agent.running and key not in self.agent.shares.held:
             # The attempt ended while the task was being forked (the start runs in a thread):
             # its keeper's or the share's final kill may have run before the child joined the
@@ -397,3 +456,24 @@ class TaskService:
         async with lock:
             writer.write(exit_frame(code, sig))
             await writer.drain()
+
+
+def _keeper_namespace(keeper: int, keeper_start: int | None, attempt_dir: str) -> int | None:
+    """A descriptor of the mount namespace the job's keeper holds (keeper.json names the
+    descriptor; xce/worker/keeper/process.py). None where the job has the host's mounts: it
+    recorded none, or a keeper of an earlier version does not say (its tasks kept the host's
+    then, as before). OSError where it says one and that cannot be opened: the caller must
+    not start the task at all."""
+    record = read_json(attempt_dir, KEEPER, missing_only=True)
+    if record is None:
+        raise OSError(errno.ENOENT, "the job's keeper has not recorded it")
+    if MOUNT_NAMESPACE not in record:
+        log.warning("a job's keeper of an earlier version: its tasks get the host's /tmp")
+        return None
+    held = record[MOUNT_NAMESPACE]
+    if held is None:
+        return None
+    fd = held.get("fd") if isinstance(held, dict) else None
+    if isinstance(fd, bool) or not isinstance(fd, int):
+        raise OSError(errno.EINVAL, "the keeper's record of it is not one")
+    return isolation.open_held_namespace(keeper, keeper_start, fd, held.get("id"))
