@@ -41,6 +41,12 @@ USAGE = (
 )
 
 
+# The exit status of a task that could not be started or whose end was never heard (its
+# host refused it, could not be reached, or dropped the connection): like ssh's, so that
+# OpenMPI, which starts its daemons through `xce launch HOST CMD`, sees the failure.
+NOT_RUN = 255
+
+
 class LaunchFailed(Exception):
     """A one-line reason `xce launch` cannot run (exit 2 for usage, 1 otherwise)."""
 
@@ -149,11 +155,23 @@ class Runner:
                 out.flush()
 
     def run_task(self, task: Task, argv: list[str], stdin: BinaryIO | None) -> None:
+        """Run one task to its end; whatever goes wrong is one line on stderr and
+        `NOT_RUN` as its status, never a traceback (this runs in a thread of its own)."""
         try:
             sock = self.connect(task, argv)
-        except (OSError, LaunchFailed) as exc:
-            self._fail(task, f"cannot reach host {task.host}: {exc}")
+        except (OSError, ValueError, LaunchFailed) as exc:
+            self._fail(task, f"cannot reach host {task.host}: {_reason(exc)}")
             return
+        try:
+            self._converse(task, sock, stdin)
+        except (OSError, ValueError) as exc:  # reset, refused mid-way, a torn exit frame
+            self._fail(task, f"lost the connection to host {task.host}: {_reason(exc)}")
+        except Exception as exc:
+            self._fail(task, f"task {task.task_id} on {task.host}: {_reason(exc)}")
+        finally:
+            sock.close()
+
+    def _converse(self, task: Task, sock: socket.socket, stdin: BinaryIO | None) -> None:
         if stdin is not None:
             threading.Thread(target=_feed, args=(sock, stdin), daemon=True).start()
         else:
@@ -176,12 +194,15 @@ class Runner:
                     for out_id, rest in pending.items():
                         out = next(o for o in outs.values() if id(o) == out_id)
                         self._write(out, task, rest + b"\n", {})
-                    self._exited(task, json.loads(data))
+                    body = json.loads(data)
+                    if not isinstance(body, dict):
+                        raise ValueError("a bad exit frame")
+                    self._exited(task, body)
                     return
                 if channel in outs:
                     self._write(outs[channel], task, data, pending)
         finally:
-            sock.close()
+            reader.close()
 
     def _exited(self, task: Task, body: dict[str, object]) -> None:
         if body.get("error"):
@@ -193,18 +214,40 @@ class Runner:
         )
 
     def _fail(self, task: Task, message: str) -> None:
+        line = " ".join(message.split())  # one line, whatever the reason held
         with self.lock:
-            sys.stderr.write(f"xce launch: {message}\n")
-            sys.stderr.flush()
-        self.status[task.task_id] = 255
+            try:
+                sys.stderr.write(f"xce launch: {line}\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass  # stderr closed: the status still says it
+            self.status[task.task_id] = NOT_RUN
+
+    def worst(self, tasks: list[Task]) -> int:
+        """The exit status: the worst task's; `NOT_RUN` for a task whose end was not heard."""
+        return max((self.status.get(t.task_id, NOT_RUN) for t in tasks), default=0)
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as a short phrase: the OS's words for an OSError, else its message."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
 
 
 def _feed(sock: socket.socket, stdin: BinaryIO) -> None:
+    """Send stdin to the task. Read from the descriptor, not the buffered object: this
+    daemon thread may still be reading when the launch exits, and an interpreter that shuts
+    down while a thread holds stdin's buffer lock aborts (a core dump, not the status)."""
     try:
-        while data := stdin.read1(65536) if hasattr(stdin, "read1") else stdin.read(65536):
+        fd = stdin.fileno()
+    except (OSError, ValueError):
+        fd = None
+    try:
+        while data := os.read(fd, 65536) if fd is not None else stdin.read(65536):
             sock.sendall(frame(STDIN, data))
         sock.sendall(frame(STDIN, b""))
-    except OSError:
+    except (OSError, ValueError):
         pass
 
 
@@ -232,7 +275,7 @@ def main(args: list[str]) -> int:
                 raise LaunchFailed(f"host {host} is not in this job's allocation")
             task = Task(0, 0, host)
             runner.run_task(task, ["/bin/sh", "-c", line], sys.stdin.buffer)
-            return runner.status.get(task.task_id, 255)
+            return runner.worst([task])
         if "--" in args:
             split = args.index("--")
             options, command = args[:split], args[split + 1 :]
@@ -259,9 +302,12 @@ def main(args: list[str]) -> int:
             t.start()
         for t in threads:
             t.join()
-        return max(runner.status.values(), default=0)
+        return runner.worst(tasks)
     except LaunchFailed as exc:
         sys.stderr.write(f"xce launch: {exc}\n")
         return 2 if exc.usage else 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # never a traceback: one line, and the launch failed
+        sys.stderr.write(f"xce launch: {' '.join(_reason(exc).split())}\n")
+        return NOT_RUN
