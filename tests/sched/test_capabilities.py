@@ -33,11 +33,24 @@ def test_capabilities_equal_the_old_name_tests(plugins: tuple[str, ...]) -> None
     order, score, reserve = policy.order.name, policy.score.name, policy.reserve
     # what the pass (xce/sched/passes/pipeline.py) and ranking (xce/sched/passes/ranking.py)
     # decided by plugin name before the capability flags
+    # (`short-first`, the predictive policy's order, came with the flags: it reads
+    # predictions, not usage)
+    usage_orders = order not in ("fcfs", "short-first")
     assert policy.submission_order == (order == "fcfs")
-    assert policy.reads_usage == (order != "fcfs")
-    assert reads_usage(policy.order) == (order != "fcfs")
+    assert policy.reads_usage == usage_orders
+    assert reads_usage(policy.order) == usage_orders
     assert policy.ranks == (score != "first-fit")
-    assert policy.host_sets == (reserve is not None and reserve.name == "backfill")
+    assert policy.host_sets == (reserve is not None and reserve.name in ("backfill", "predictive"))
+    # a predictive reservation with no order chosen orders by `short-first`
+    if (
+        reserve is not None
+        and reserve.name == "predictive"
+        and not set(plugins) & set(names("order"))
+    ):
+        assert order == "short-first"
+    assert policy.predicts == (
+        order == "short-first" or (reserve is not None and reserve.name == "predictive")
+    )
     # the simulator (xce/sched/sim/simulate.py): strict FCFS skips passes until a job ends
     strict_before = order == "fcfs" and reserve is not None and reserve.name == "strict"
     strict_now = policy.submission_order and not policy.reads_usage and blocks_queue(reserve)

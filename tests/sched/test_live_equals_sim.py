@@ -10,6 +10,7 @@ ledger for fairshare). Only the clock is virtual.
 from __future__ import annotations
 
 import heapq
+import random
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,8 @@ from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.model import QueueRecord
+from xce.sched.plugins import builtin
+from xce.sched.predict import extended
 from xce.sched.sim.inputs import HOST_MEMORY_MB, executed_time, host_names, plugins_for
 from xce.sched.sim.simulate import simulate
 from xce.sched.sim.swf import SwfJob
@@ -50,6 +53,8 @@ async def live(jobs: list[SwfJob], policy: str, tmp_path: Path) -> list[tuple[fl
     gateway = WorkerGateway(service)
     for name in host_names(HOSTS):
         await gateway.register(WorkerInfo(name, SLOTS, HOST_MEMORY_MB))
+    order = builtin().policy_for(plugins_for(policy)).order
+    wakes_at = getattr(order, "wakes_at", lambda *_: None)
     pending: list[tuple[float, int, int, object]] = [
         (j.submit, 1, i, j) for i, j in enumerate(jobs)
     ]
@@ -64,6 +69,13 @@ async def live(jobs: list[SwfJob], policy: str, tmp_path: Path) -> list[tuple[fl
             if kind == 0:
                 job_id, host = payload  # type: ignore[misc]
                 await gateway.finished(host, FinishReport(job_id, 0, 0))
+            elif kind == 3:  # a waiting job starts starving: the pass below sees it
+                pass
+            elif kind == 2:  # a running job outlived its prediction
+                following = _next_expiry(payload, now)
+                if following is not None:
+                    heapq.heappush(pending, (following[0], 2, seq, following[1]))
+                    seq += 1
             else:
                 job: SwfJob = payload  # type: ignore[assignment]
                 job_id = await service.submit(
@@ -76,6 +88,12 @@ async def live(jobs: list[SwfJob], policy: str, tmp_path: Path) -> list[tuple[fl
                     )
                 )
                 trace_of[job_id] = job
+                # an order with a starvation guard: the controller's pass every second sees
+                # the job starving; here one pass at that instant, as the simulator
+                starving = wakes_at(now, job.requested_time, settings.scheduler.predictive)
+                if starving is not None:
+                    heapq.heappush(pending, (starving, 3, seq, None))
+                    seq += 1
         before = {j for j in trace_of if service.state.job(j).host}
         await service.schedule_once()
         for job_id, job in trace_of.items():
@@ -84,14 +102,53 @@ async def live(jobs: list[SwfJob], policy: str, tmp_path: Path) -> list[tuple[fl
                 decisions.append((now, job.number, record.host))
                 heapq.heappush(pending, (now + executed_time(job), 0, seq, (job_id, record.host)))
                 seq += 1
+                # a job that will outlive its prediction: the controller's passes (every
+                # second) see it extended; here one pass at each expiry, as the simulator
+                first = service.predictions.initial(job_id)
+                if first is not None and first < executed_time(job):
+                    heapq.heappush(pending, (now + first, 2, seq, (job, now, first)))
+                    seq += 1
     return decisions
 
 
-@pytest.mark.parametrize("policy", ["easy", "fairshare-group", "first-fit", "fcfs"])
+def _next_expiry(payload: object, now: float) -> tuple[float, object] | None:
+    """The next expiry of a running job's extended prediction, if it comes before its end."""
+    job, began, first = payload  # type: ignore[misc]
+    grown = extended(first, now - began, job.requested_time)
+    if grown < executed_time(job) and began + grown > now:
+        return began + grown, payload
+    return None
+
+
+@pytest.mark.parametrize(
+    "policy", ["easy", "fairshare-group", "first-fit", "fcfs", "predictive", "fcfs,predictive"]
+)
 async def test_live_controller_decides_like_the_simulator(policy: str, tmp_path: Path) -> None:
     jobs = synthetic(150, max_procs=SLOTS, seed=11, mean_interarrival_s=40, underestimate=0)
     simulated = simulate(jobs, HOSTS, SLOTS, policy)
     live_decisions = await live(jobs, policy, tmp_path)
     assert len(simulated.decisions) == 150
     # the same starts; within one instant compare as sets (same pass, same placements)
+    assert sorted(live_decisions) == sorted(simulated.decisions)
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_predictive_live_equals_sim_on_random_small_workloads(
+    seed: int, tmp_path: Path
+) -> None:
+    """Seeded random small workloads (sizes, users, arrival rates, requests that over- and
+    underestimate, so predictions are extended and jobs killed at their request): the live
+    controller's predictive pass starts what the simulator starts."""
+    rng = random.Random(seed)
+    jobs = synthetic(
+        rng.randrange(20, 70),
+        max_procs=SLOTS,
+        seed=seed,
+        mean_interarrival_s=rng.choice((5.0, 20.0, 60.0)),
+        users=rng.randrange(1, 5),
+        max_run_s=rng.choice((600.0, 7200.0)),
+        underestimate=rng.choice((0.0, 0.2)),
+    )
+    simulated = simulate(jobs, HOSTS, SLOTS, "predictive")
+    live_decisions = await live(jobs, "predictive", tmp_path)
     assert sorted(live_decisions) == sorted(simulated.decisions)

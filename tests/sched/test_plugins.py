@@ -26,9 +26,15 @@ def placed(state: ClusterState) -> list[tuple[str, str]]:
 
 
 def test_registry_lists_every_kind() -> None:
-    assert plugins.names("order") == ["fairshare", "fairshare-group", "fcfs", "multifactor"]
+    assert plugins.names("order") == [
+        "fairshare",
+        "fairshare-group",
+        "fcfs",
+        "multifactor",
+        "short-first",
+    ]
     assert plugins.names("score") == ["first-fit", "pack", "spread"]
-    assert plugins.names("reserve") == ["backfill", "strict"]
+    assert plugins.names("reserve") == ["backfill", "predictive", "strict"]
     assert set(plugins.DEFAULT_FILTERS) <= set(plugins.names("filter"))
 
 

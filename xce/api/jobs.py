@@ -114,7 +114,9 @@ async def show(request: web.Request) -> web.Response:
         view["history"] = history.array_entries(array)
         return json_response(view)
     job = service.state.job(job_id)
-    view = job_view(job, service.reasons, service.clock(), full=True)
+    view = job_view(
+        job, service.reasons, service.clock(), full=True, predictions=service.predictions
+    )
     view["history"] = history.job_entries(job)
     return json_response(view)
 

@@ -18,6 +18,7 @@ from xce.core.model import (
     Usage,
 )
 from xce.core.state import ClusterState
+from xce.sched.predict import Predictions, expected_of
 
 
 def usage_view(usage: Usage | None, job: JobRecord | None = None, now: float = 0.0) -> dict:
@@ -37,7 +38,15 @@ def usage_view(usage: Usage | None, job: JobRecord | None = None, now: float = 0
     }
 
 
-def job_view(job: JobRecord, reasons: Mapping[str, str], now: float, full: bool = False) -> dict:
+def job_view(
+    job: JobRecord,
+    reasons: Mapping[str, str],
+    now: float,
+    full: bool = False,
+    predictions: Predictions | None = None,
+) -> dict:
+    """A job as the API shows it; with `predictions` (the controller's run-time history,
+    xce/sched/predict.py) also its predicted run time and, running, its expected end."""
     spec = job.spec
     reason = job.reason
     if job.state is JobState.PEND:
@@ -117,6 +126,10 @@ def job_view(job: JobRecord, reasons: Mapping[str, str], now: float, full: bool 
             submit_dir=spec.submit_dir,
             account=spec.account or None,
         )
+    if predictions is not None:
+        predicted, expected_end = expected_of(job, predictions, now)
+        out["predicted_run_s"] = None if predicted is None else round(predicted, 1)
+        out["expected_end"] = expected_end
     return out
 
 

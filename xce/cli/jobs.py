@@ -370,7 +370,13 @@ def show(
     from xce.client.readable import iso_times, readable_job
 
     record = call_light(lambda c: c.job(job_id), controller)
-    show_record(iso_times(record) if as_json else readable_job(record), as_json)
+    shown = iso_times(record) if as_json else readable_job(record)
+    if not as_json and shown.get("expected_end") is not None:  # the run-time prediction
+        from xce.client.readable import duration, local_time
+
+        shown["expected_end"] = local_time(shown["expected_end"])
+        shown["predicted_run_s"] = duration(shown.get("predicted_run_s"))
+    show_record(shown, as_json)
 
 
 def _control(action: str, verb: str) -> Callable[..., None]:

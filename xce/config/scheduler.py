@@ -32,8 +32,10 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "multifactor": "order",
     "online": "filter",
     "pack": "score",
+    "predictive": "reserve",
     "queue-hosts": "filter",
     "select": "filter",
+    "short-first": "order",
     "spread": "score",
     "strict": "reserve",
 }
@@ -75,13 +77,32 @@ class PrioritySettings(Table, frozen=True):
             raise Invalid("default_job_priority is above max_job_priority")
 
 
+class PredictiveSettings(Table, frozen=True):
+    """`[scheduler.predictive]`, read by the `predictive` policy (xce/sched/plugins/
+    predictive.py, short_first.py). `guard_factor`: a job waiting longer than this many
+    times its requested time (its walltime; `guard_max_s` at most, when set) is starving:
+    it goes first and gets a reservation judged by walltimes, which nothing placed after it
+    can delay; `guard_min_s` is a floor under that bound. `short_weight`: how many seconds of
+    waiting one second of predicted run time is worth in the queue order (0: first come,
+    first served; larger: shorter first). The defaults are the ones measured best on the
+    traces of docs/performance.md."""
+
+    guard_factor: Annotated[float, hint("must be above 0", gt=0)] = 5.0
+    guard_min_s: Zeroed = 0.0
+    guard_max_s: Annotated[float, hint("must be above 0", gt=0)] | None = None
+    short_weight: Zeroed = 100.0
+
+
 class SchedulerKeys(Table, frozen=True):
     """The `[scheduler]` keys read as written. `fairshare_half_life_s`: finished usage loses
     half its weight in this time (LSF's HIST_HOURS); `priority` (`[scheduler.priority]`):
-    job priority range and multifactor weights (xce/sched/priority)."""
+    job priority range and multifactor weights (xce/sched/priority); `predictive`
+    (`[scheduler.predictive]`): the starvation guard and queue order of the `predictive`
+    policy."""
 
     fairshare_half_life_s: Annotated[PosFloat, hint("must be a positive number")] = 3600.0
     priority: PrioritySettings = msgspec.field(default_factory=PrioritySettings)
+    predictive: PredictiveSettings = msgspec.field(default_factory=PredictiveSettings)
 
 
 class SchedulerSettings(SchedulerKeys, frozen=True):

@@ -114,4 +114,22 @@ class Scheduling:
             )
         if settings.scheduler.priority != PrioritySettings():
             snapshot = dataclasses.replace(snapshot, priority=settings.scheduler.priority)
+        if self._predicts(snapshot):  # a queue's policy reads run-time predictions
+            snapshot = dataclasses.replace(
+                snapshot,
+                predictions=service.predictions,
+                predictive=settings.scheduler.predictive,
+            )
         return snapshot
+
+    def _predicts(self, snapshot: Snapshot) -> bool:
+        """Whether a queue's policy reads run-time predictions: only then does the snapshot
+        carry them, so a cluster without such a queue schedules exactly as before."""
+        registry = self.service.registry
+        for queue in snapshot.queues.values():
+            try:
+                if registry.policy_for(queue.plugins).predicts:
+                    return True
+            except ValueError:  # a plugin this registry lacks: the pass names it
+                continue
+        return False

@@ -38,6 +38,7 @@ from xce.core.state import ClusterState
 from xce.sched import plugins
 from xce.sched.passes import pipeline
 from xce.sched.plugins import PluginRegistry
+from xce.sched.predict import RuntimeHistory
 from xce.sched.reasons import ReasonTexts
 from xce.sched.usage import UsageLedger
 from xce.store.files import FileStore
@@ -85,6 +86,11 @@ class ControllerService:
         self.usage = UsageLedger(settings.scheduler.fairshare_half_life_s)
         self.usage.seed(self.state)
         self.listeners.append(lambda event: self.usage.observe(event, self.state))
+        # Run-time predictions (xce/sched/predict.py): each user's last run times and each
+        # running job's prediction, rebuilt from the held jobs and fed by every event
+        self.predictions = RuntimeHistory()
+        self.predictions.seed(self.state)
+        self.listeners.append(lambda event: self.predictions.observe(event, self.state))
         # The scheduling pass, whose snapshot cache listens to every event from here on
         self.scheduling = Scheduling(self, planner)
         # Set by the WorkerGateway: until when a job of an unreachable host may still run

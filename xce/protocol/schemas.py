@@ -57,6 +57,10 @@ class JobView(Struct, kw_only=True):
     reason: str | UnsetType = UNSET
     # outputs of the finished attempt its worker could not return, each "NAME: why"
     output_problems: list[str] | UnsetType = UNSET
+    # the scheduler's run-time prediction (xce/sched/predict.py), seconds, and the instant
+    # (epoch seconds) a running job is expected to end; null where there is none
+    predicted_run_s: float | UnsetType | None = UNSET
+    expected_end: float | UnsetType | None = UNSET
     history: list[HistoryEntry] | UnsetType = UNSET  # oldest first
 
 

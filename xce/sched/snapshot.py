@@ -11,6 +11,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import overload
 
+from xce.config.scheduler import PredictiveSettings
 from xce.core import gres
 from xce.core.allocation import host_memory_mb
 from xce.core.arrayspec import IndexSet
@@ -28,9 +29,11 @@ from xce.core.model import (
 from xce.core.state import ClusterState
 from xce.core.state_index import held_slots
 from xce.sched.passes.memo import PassMemo
+from xce.sched.predict import Predictions
 from xce.sched.priority import PrioritySettings
 
 DEFAULT_PRIORITY = PrioritySettings()  # immutable: one for every snapshot that has none
+DEFAULT_PREDICTIVE = PredictiveSettings()
 
 
 @fast_init
@@ -245,6 +248,12 @@ class Snapshot:
     reservations: tuple[ReservationRecord, ...] = ()
     # `[scheduler.priority]`, for the multifactor order plugin (xce/sched/priority.py)
     priority: PrioritySettings = DEFAULT_PRIORITY
+    # Run-time predictions (xce/sched/predict.py) for queues whose policy predicts; None:
+    # no queue predicts (the pass then judges every job by its walltime). Like `queued`, it
+    # reads its maker's current history: plan before the next event.
+    predictions: Predictions | None = field(default=None, compare=False, repr=False)
+    # `[scheduler.predictive]`: the starvation guard and queue order of `predictive`
+    predictive: PredictiveSettings = DEFAULT_PREDICTIVE
     # What passes over the same hosts and queues share (xce/sched/passes/memo.py): kept by the
     # snapshot's maker, None for a fresh snapshot; not part of what the snapshot shows
     memo: PassMemo | None = field(default=None, compare=False, repr=False)

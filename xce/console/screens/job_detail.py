@@ -272,6 +272,12 @@ class JobDetailScreen(LiveScreen):
         for key in ("submit_time", "start_time", "end_time"):
             if d.get(key):
                 lines.append(f"  {key:<12} {fmt.full_stamp(d[key])}")
+        # the scheduler's run-time prediction (xce/sched/predict.py): how long the job is
+        # expected to run and, once it runs, when it is expected to end
+        if d.get("predicted_run_s") is not None and not d.get("end_time"):
+            lines.append(f"  {'predicted':<12} {fmt.duration(d['predicted_run_s'])}")
+        if d.get("expected_end") and not d.get("end_time"):
+            lines.append(f"  {'expected end':<12} {fmt.full_stamp(d['expected_end'])}")
         return "\n".join(lines)
 
     def _history(self, d: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ import heapq
 from collections.abc import Callable, Sequence
 
 from xce.sched.expr import Node, host_attributes, matches
-from xce.sched.snapshot import FreeTable, Snapshot
+from xce.sched.snapshot import FreeTable, RunningJob, Snapshot
 
 INFINITY = float("inf")
 # Hosts above which a pass borrows its maker's free table instead of copying it (`HostPool`):
@@ -33,6 +33,7 @@ class HostPool:
     """Hosts by index (the snapshot's name order) with this pass's free slots and memory."""
 
     __slots__ = (
+        "_expected",
         "_index",
         "_lent",
         "_placed",
@@ -40,6 +41,8 @@ class HostPool:
         "_running",
         "_static",
         "_versions",
+        "expect",
+        "expecting",
         "free_mem",
         "free_slots",
         "hosts",
@@ -77,8 +80,15 @@ class HostPool:
         self._versions: list[int] | None = None
         self.placements = 0
         self._running = snapshot.running
-        self._placed: list[tuple[int, float, int, int]] = []
+        # (host, end by walltime, expected end, slots, memory) of each job placed so far
+        self._placed: list[tuple[int, float, float, int, int]] = []
         self._releases: list[list[tuple[float, int, int]]] | None = None
+        # Run-time predictions (xce/sched/predict.py), set by a pass that predicts:
+        # `expect` gives a running job's expected end, and while `expecting` `releases`
+        # answers by expected ends instead of walltimes (a predictive reservation).
+        self.expect: Callable[[RunningJob], float] | None = None
+        self.expecting = False
+        self._expected: list[list[tuple[float, int, int]]] | None = None
         # host index -> its attributes, as read (only a pass with -R reads any)
         self._static: dict[int, dict[str, str | int | float]] | None = None
         self.improving_sets: list[RankedCandidates] = []
@@ -115,8 +125,16 @@ class HostPool:
             versions = self._versions = [0] * len(self.hosts)
         return versions
 
-    def take(self, i: int, slots: int, memory_mb: int, walltime_s: int | None) -> None:
-        """Place a job of this size on host `i` (it frees them at now + walltime)."""
+    def take(
+        self,
+        i: int,
+        slots: int,
+        memory_mb: int,
+        walltime_s: int | None,
+        expected_s: float | None = None,
+    ) -> None:
+        """Place a job of this size on host `i` (it frees them at now + walltime, and is
+        expected to at now + `expected_s` in a pass that predicts, `expect`)."""
         self.free_slots[i] -= slots
         self.free_mem[i] -= memory_mb
         if self._lent is not None:
@@ -126,10 +144,14 @@ class HostPool:
             self._versions[i] += 1
         self.placements += 1
         end = INFINITY if walltime_s is None else self.now + walltime_s
+        expected = end
+        if self.expect is not None:
+            expected = INFINITY if expected_s is None else self.now + expected_s
+            if self._expected is not None:
+                self._expected[i].append((expected, slots, memory_mb))
         if self._releases is not None:
             self._releases[i].append((end, slots, memory_mb))
-        else:
-            self._placed.append((i, end, slots, memory_mb))
+        self._placed.append((i, end, expected, slots, memory_mb))
         for candidates in self.improving_sets:
             candidates.refresh(i)
 
@@ -146,7 +168,10 @@ class HostPool:
 
     def releases(self, i: int) -> list[tuple[float, int, int]]:
         """(time, slots, memory) host `i` gets back as its jobs reach their walltime; jobs
-        without one never give theirs back; overdue jobs are expected to end now."""
+        without one never give theirs back; overdue jobs are expected to end now. While
+        `expecting`, by the jobs' expected ends instead (`expected_releases`)."""
+        if self.expecting and self.expect is not None:
+            return self.expected_releases(i)
         if self._releases is None:
             table: list[list[tuple[float, int, int]]] = [[] for _ in self.hosts]
             index, now = self.index, self.now
@@ -157,10 +182,29 @@ class HostPool:
                 wall = job.walltime_s
                 end = INFINITY if wall is None else job.start_time + wall
                 table[at].append((now if end < now else end, job.slots, job.memory_mb))
-            for at, end, slots, mem in self._placed:
+            for at, end, _, slots, mem in self._placed:
                 table[at].append((end, slots, mem))
             self._releases = table
         return sorted(self._releases[i])
+
+    def expected_releases(self, i: int) -> list[tuple[float, int, int]]:
+        """`releases` by run-time predictions: each running job's expected end (`expect`,
+        extended while it outlives its prediction) and each placed job's."""
+        expect = self.expect
+        assert expect is not None  # (set by a pass that predicts)
+        if self._expected is None:
+            table: list[list[tuple[float, int, int]]] = [[] for _ in self.hosts]
+            index, now = self.index, self.now
+            for job in self._running:
+                at = index.get(job.host)
+                if at is None:
+                    continue
+                end = expect(job)
+                table[at].append((now if end < now else end, job.slots, job.memory_mb))
+            for at, _, end, slots, mem in self._placed:
+                table[at].append((end, slots, mem))
+            self._expected = table
+        return sorted(self._expected[i])
 
     def fits(self, i: int, slots: int, memory_mb: int, live: Node | None) -> bool:
         return (

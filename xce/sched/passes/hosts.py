@@ -119,8 +119,9 @@ class HostSearch:
                 spec.walltime_s,
                 spec.reservation,
                 spec.gres,
+                self.tallies.judged(spec) if self.tallies.by_prediction else None,
             )
-        wall = spec.walltime_s if self.tallies.reservation is not None else None
+        wall = self.tallies.judged(spec) if self.tallies.reservation is not None else None
         return (queue.name, spec.slots, spec.memory_mb, spec.resources, wall, spec.gres)
 
     def with_devices(

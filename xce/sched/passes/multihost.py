@@ -229,7 +229,7 @@ class HostSetReservation(Reservation):
     extra: dict[int, list[int]] = field(default_factory=dict)
 
     def allows(
-        self, i: int, slots: int, memory_mb: int, walltime_s: int | None, now: float
+        self, i: int, slots: int, memory_mb: int, walltime_s: float | None, now: float
     ) -> bool:
         left = self.extra.get(i)
         if left is None:
@@ -238,7 +238,9 @@ class HostSetReservation(Reservation):
             return True
         return slots <= left[0] and memory_mb <= left[1]
 
-    def took(self, i: int, slots: int, memory_mb: int, walltime_s: int | None, now: float) -> None:
+    def took(
+        self, i: int, slots: int, memory_mb: int, walltime_s: float | None, now: float
+    ) -> None:
         left = self.extra.get(i)
         if left is not None and (walltime_s is None or now + walltime_s > self.start):
             left[0] -= slots

@@ -18,7 +18,7 @@ driver: queue order, the explained and the quiet loop).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 
 from xce.core.deps import DepStatus
 from xce.core.model import JobSpec
@@ -33,11 +33,13 @@ from xce.sched.passes.spread import SpreadPlacer
 from xce.sched.passes.tallies import PassTallies
 from xce.sched.plugins import PluginRegistry, QueuePolicy, builtin
 from xce.sched.plugins.base import Item, OrderContext
+from xce.sched.predict import expecter, predictor
 from xce.sched.reasons import WaitReason
 from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.types import Placement, Plan
 
 _SATISFIED = DepStatus.SATISFIED  # (a name: an enum member's lookup costs ~70 ns a pass)
+INFINITE = float("inf")
 
 
 def plan(
@@ -116,6 +118,13 @@ class SchedulingPass:
         policies, tally, self._no_reserve, limits = known
         self.policies = policies
         tallies = self.tallies = PassTallies(snapshot, now, tally, limits)
+        predictions = snapshot.predictions
+        if predictions is not None:
+            predicting = frozenset(n for n, p in policies.items() if p.predicts)
+            if predicting:
+                tallies.predict = predictor(predictions, predicting)
+                tallies.starved = set()
+                pool.expect = expecter(predictions, now)
         self.hosts = HostSearch(snapshot, pool, policies, memo, gate, tallies)
         # the placers, made when first needed (`_placers`): a pass of a replay whose jobs
         # all take the quiet loop's quick route (most of them) makes neither
@@ -277,8 +286,12 @@ class SchedulingPass:
                     tallies.running_slots,
                     tallies.group_slots,
                     self.snapshot,
+                    tallies.predict if policy.predicts else None,
+                    tallies.starved if policy.predicts else None,
                 )
                 ordered = policy.order.order(items, ctx)
+            if policy.shortest_first and tallies.predict is not None:
+                ordered = self._shortest_once_reserved(ordered)
             if not explain:
                 if self._run_quiet(ordered):
                     return result
@@ -303,6 +316,36 @@ class SchedulingPass:
                 try_item(item, queues[name], policy)
         return result
 
+    def _shortest_once_reserved(self, ordered: Iterable[Item]) -> Iterator[Item]:
+        """`ordered` until the pass holds its reservation, then the rest shortest predicted
+        first (EASY++'s SJBF; ties keep the order's order): the jobs that fit the holes
+        best, and that wait the least relative to their length, go first."""
+        tallies = self.tallies
+        items = iter(ordered)
+        for item in items:
+            yield item
+            if tallies.reservation is not None:
+                break
+        predict = tallies.predict
+        assert predict is not None
+        # one bucket per predicted length, each in the order's order: jobs alike share a
+        # spec, so this is a pass over the items and a sort of the few distinct lengths
+        buckets: dict[float, list[Item]] = {}
+        known: dict[int, list[Item]] = {}  # id(spec) -> its bucket
+        for item in items:
+            spec = item.spec
+            bucket = known.get(id(spec))
+            if bucket is None:
+                expected = predict(spec)
+                length = INFINITE if expected is None else expected
+                bucket = buckets.get(length)
+                if bucket is None:
+                    bucket = buckets[length] = []
+                known[id(spec)] = bucket
+            bucket.append(item)
+        for length in sorted(buckets):
+            yield from buckets[length]
+
     def _run_quiet(self, ordered: Iterable[Item]) -> bool:
         """The simulator's loop (`explain=False`): the same placements as the loop in
         `run`, without naming why the rest waits; True when the pass is over (no free slot
@@ -323,6 +366,7 @@ class SchedulingPass:
         quick_route = self.hosts.gate is None and not tallies.tally
         hosts = self.hosts
         sets, placements, views = hosts.sets, tallies.result.placements, pool.hosts
+        predict = tallies.predict
         for item in ordered:
             free = pool.total_free_slots
             if free <= 0:
@@ -381,7 +425,13 @@ class SchedulingPass:
                     if type(found) is OrderedCandidates:
                         i = found.find()  # at None it stays at None: `place` asks again
                         if i is not None:
-                            pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s)
+                            pool.take(
+                                i,
+                                spec.slots,
+                                spec.memory_mb,
+                                spec.walltime_s,
+                                predict(spec) if predict is not None else None,
+                            )
                             placements.append(Placement(item.job_id, views[i].name, ()))
                             continue
                 if placer is None:
@@ -408,7 +458,7 @@ class SchedulingPass:
             return policy.reserve is None and slots > pool.total_free_slots
         if slots > pool.total_free_slots:
             return True
-        wall = spec.walltime_s
+        wall = self.tallies.judged(spec) if self.tallies.by_prediction else spec.walltime_s
         if wall is not None and self.now + wall <= res.start:
             return False  # ends before the reserved start: may use the reserved host
         if slots <= res.extra_slots and spec.memory_mb <= res.extra_mem:

@@ -171,11 +171,14 @@ class JobPlacer:
             self.commit_shares(job_id, spec, i, array)
             return
         assert isinstance(i, int)
-        pool = self.pool
-        pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s)
-        res = self.tallies.reservation
+        pool, tallies = self.pool, self.tallies
+        if tallies.predict is None:
+            pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s)
+        else:
+            pool.take(i, spec.slots, spec.memory_mb, spec.walltime_s, tallies.expected(spec))
+        res = tallies.reservation
         if res is not None:
-            res.took(i, spec.slots, spec.memory_mb, spec.walltime_s, self.now)
+            res.took(i, spec.slots, spec.memory_mb, tallies.judged(spec), self.now)
         devices: tuple[str, ...] = ()
         if spec.gres:
             devices = self.hosts.devices.take(i, gres.counts_of(spec.gres))
@@ -191,12 +194,14 @@ class JobPlacer:
         self, job_id: str, spec: JobSpec, shares: multihost.Shares, array: int | None
     ) -> None:
         """A multi-host placement: every share taken at once (all or nothing)."""
-        pool, res, wall = self.pool, self.tallies.reservation, spec.walltime_s
+        pool, tallies = self.pool, self.tallies
+        res, wall = tallies.reservation, spec.walltime_s
+        expected, judged = tallies.expected(spec), tallies.judged(spec)
         for i, slots in shares:
             mem = host_memory_mb(spec, slots)
-            pool.take(i, slots, mem, wall)
+            pool.take(i, slots, mem, wall, expected)
             if res is not None:
-                res.took(i, slots, mem, wall, self.now)
+                res.took(i, slots, mem, judged, self.now)
         if spec.licenses:
             self.hosts.devices.take_licenses(spec)
         asked = gres.counts_of(spec.gres)  # `--gpus N` is N on every host of the job
@@ -235,7 +240,8 @@ class JobPlacer:
             self.reasons[key] = found
             return None
         res, now, gate = self.tallies.reservation, self.now, self.gate
-        slots, mem, wall = spec.slots, spec.memory_mb, spec.walltime_s
+        slots, mem = spec.slots, spec.memory_mb
+        wall = self.tallies.judged(spec) if res is not None else spec.walltime_s
         allow = None if res is None else (lambda i: res.allows(i, slots, mem, wall, now))
         if spec.gres:  # a host without the devices now lacks them for the rest of the pass
             allow = self.hosts.with_devices(spec, allow)
@@ -268,19 +274,27 @@ class JobPlacer:
         self, key: str, spec: JobSpec, queue: QueueRecord, reserve: ReservePlugin
     ) -> Reservation | None:
         """The pass's one reservation (EASY), made for `key` when no host has room now;
-        outside the advance reservations' windows when the cluster has any."""
+        outside the advance reservations' windows when the cluster has any. Timed by
+        predictions when the plugin predicts, unless `key` is starving (`by_prediction`)."""
         gate, now = self.gate, self.now
         hosts = self.hosts.filter(spec, queue, self.hosts.policies[queue.name])
         if spec.gres:  # only hosts that have the devices at all (their release times
             # are judged by slots and memory: the reservation is a lower bound)
             hosts = with_devices(self.pool.hosts, hosts, spec)
-        made = (
-            reserve.reserve(self.pool, hosts, spec, now)
-            if gate is None
-            else gate.reserve(reserve, hosts, spec, effective_walltime(spec, queue))
+        predicted = self.pool.expecting = self.tallies.reserving(
+            key, self.hosts.policies[queue.name]
         )
+        try:
+            made = (
+                reserve.reserve(self.pool, hosts, spec, now)
+                if gate is None
+                else gate.reserve(reserve, hosts, spec, effective_walltime(spec, queue))
+            )
+        finally:
+            self.pool.expecting = False
         if made is not None:
             made.job_id = key
             self.tallies.reservation = made
+            self.tallies.by_prediction = predicted
             self.tallies.result.reservations.append(made.to_plain())
         return made

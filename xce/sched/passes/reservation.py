@@ -21,7 +21,7 @@ class Reservation:
     extra_mem: int
 
     def allows(
-        self, i: int, slots: int, memory_mb: int, walltime_s: int | None, now: float
+        self, i: int, slots: int, memory_mb: int, walltime_s: float | None, now: float
     ) -> bool:
         if i != self.host:
             return True
@@ -29,8 +29,12 @@ class Reservation:
             return True
         return slots <= self.extra_slots and memory_mb <= self.extra_mem
 
-    def took(self, i: int, slots: int, memory_mb: int, walltime_s: int | None, now: float) -> None:
-        """Account for a job placed on host `i` that runs past the reserved start."""
+    def took(
+        self, i: int, slots: int, memory_mb: int, walltime_s: float | None, now: float
+    ) -> None:
+        """Account for a job placed on host `i` that runs past the reserved start
+        (`walltime_s`: how long it counts as running, its prediction under a reservation
+        timed by predictions)."""
         if i == self.host and (walltime_s is None or now + walltime_s > self.start):
             self.extra_slots -= slots
             self.extra_mem -= memory_mb

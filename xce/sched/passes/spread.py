@@ -119,7 +119,7 @@ class SpreadPlacer:
         pool, now, res = self.hosts.pool, self.tallies.now, self.tallies.reservation
         groups = multihost.groups_of(pool, ordered, req)
         live = multihost.live_ok(pool, req)
-        wall = spec.walltime_s
+        wall = self.tallies.judged(spec) if res is not None else spec.walltime_s
         views = pool.hosts
         gate = self.hosts.gate
         judged = effective_walltime(spec, queue) if gate is not None else None
@@ -164,6 +164,30 @@ class SpreadPlacer:
     ) -> Reservation | None:
         """The pass's one reservation for a multi-host job that waits for room: a host set
         where the policy makes those, else the policy's own (one host)."""
+        pool = self.hosts.pool
+        assert policy.reserve is not None
+        predicted = pool.expecting = self.tallies.reserving(key, policy)
+        try:
+            made = self._reserve(spec, queue, policy, req, layout, hosts)
+        finally:
+            pool.expecting = False
+        if made is not None:
+            made.job_id = key
+            self.tallies.reservation = made
+            self.tallies.by_prediction = predicted
+            self.tallies.result.reservations.append(made.to_plain())
+        return made
+
+    def _reserve(
+        self,
+        spec: JobSpec,
+        queue: QueueRecord,
+        policy: QueuePolicy,
+        req: Any,
+        layout: multihost.Layout,
+        hosts: list[int],
+    ) -> Reservation | None:
+        """`reserve`'s reservation, not yet recorded."""
         pool, now = self.hosts.pool, self.tallies.now
         assert policy.reserve is not None
         if policy.host_sets:
@@ -180,10 +204,6 @@ class SpreadPlacer:
             )
         else:
             made = policy.reserve.reserve(pool, hosts, spec, now)
-        if made is not None:
-            made.job_id = key
-            self.tallies.reservation = made
-            self.tallies.result.reservations.append(made.to_plain())
         return made
 
     def may_spread(self, spec: JobSpec, queue: QueueRecord, policy: QueuePolicy) -> bool:

@@ -10,10 +10,11 @@ containers (they are never rebound) and read what is rebound (`reservation`) fro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
-from xce.core.model import QueueRecord
+from xce.core.model import JobSpec, QueueRecord
 from xce.sched import reasons as why
 from xce.sched.passes.reservation import Reservation
 from xce.sched.reasons import WaitReason
@@ -32,15 +33,18 @@ class PassTallies:
     # instant `xce simulate` replays
     __slots__ = (
         "blocked",
+        "by_prediction",
         "group_slots",
         "limits",
         "now",
         "placed_per_array",
+        "predict",
         "queue_running",
         "reservation",
         "result",
         "running_slots",
         "snapshot",
+        "starved",
         "tally",
         "usage_hours",
         "user_running",
@@ -57,6 +61,13 @@ class PassTallies:
         # id(JobSpec) -> why jobs sharing that spec object cannot start in this pass
         self.blocked: dict[int, WaitReason] = {}
         self.placed_per_array: dict[int, int] | None = None  # (`placed_task`)
+        # Run-time predictions (xce/sched/predict.py): seconds a pending job is expected to
+        # run, in a pass where a queue predicts (None: none does); `by_prediction` once the
+        # pass's reservation is timed by them (later jobs are then judged by theirs); the
+        # ids an order found starving (their reservation is made by walltimes)
+        self.predict: Callable[[JobSpec], float | None] | None = None
+        self.by_prediction = False
+        self.starved: set[str] | None = None
         self.tally, self.limits = tally, limits
         # what is not counted (no queue orders by usage, or none limits running jobs) is
         # one empty mapping that refuses writes
@@ -72,6 +83,32 @@ class PassTallies:
             self.count_running()  # (and usage_hours)
         else:
             self.running_slots = self.group_slots = self.usage_hours = _NOTHING_COUNTED
+
+    def reserving(self, key: str, policy: Any) -> bool:
+        """About to make the reservation for `key` under `policy` (a QueuePolicy): whether
+        it is timed by predictions (the caller has the pool answer by expected ends while
+        it reserves, `HostPool.expecting`): when the policy's reservation predicts and
+        `key` is not starving."""
+        return (
+            self.predict is not None
+            and policy.reserve_predicts
+            and not (self.starved and key in self.starved)
+        )
+
+    def judged(self, spec: JobSpec) -> float | None:
+        """How long `spec` counts as running when judged against the reservation: its
+        prediction when the reservation is timed by predictions, else its walltime."""
+        if self.by_prediction:
+            predict = self.predict
+            assert predict is not None  # (set whenever a reservation is by prediction)
+            return predict(spec)
+        return spec.walltime_s
+
+    def expected(self, spec: JobSpec) -> float | None:
+        """How long a job placed now is expected to hold its slots, for a reservation made
+        later in the pass (its prediction in a pass that predicts; else its walltime)."""
+        predict = self.predict
+        return spec.walltime_s if predict is None else predict(spec)
 
     def count(self, user: str, queue: str, slots: int, jobs: int = 1) -> None:
         if not self.tally:

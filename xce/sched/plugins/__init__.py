@@ -4,8 +4,9 @@ Adding a plugin is one file here: a class with `name`, `kind` (order, filter, sc
 reserve), the capabilities of its kind and the method of its kind
 (xce/sched/plugins/base.py), listed in `BUILTIN` below. Queues choose plugins by name
 (`plugins = ["fairshare", "backfill", "pack"]`); what a queue does not choose falls back to
-the defaults: order `fcfs`, score `first-fit`, no reservation, and the filters `online`,
-`queue-hosts`, `select` always.
+the defaults: order `fcfs` (or the one the reservation names: `predictive` orders by
+`short-first`), score `first-fit`, no reservation, and the filters `online`, `queue-hosts`,
+`select` always.
 
 Nothing registers itself on import: `PluginRegistry.builtin()` builds the registry from the
 list, a site or a test builds its own with `PluginRegistry([...])` and passes it to the pass
@@ -30,9 +31,11 @@ from xce.sched.plugins.base import (
     ScorePlugin,
     blocks_queue,
     fixed,
+    predicts,
     ranks,
     reads_usage,
     reserves_host_sets,
+    shortest_first,
     submission_order,
 )
 
@@ -56,6 +59,9 @@ class QueuePolicy:
     ranks: bool = field(init=False)  # the score's
     host_sets: bool = field(init=False)  # the reservation's (False without one)
     blocks_queue: bool = field(init=False)  # the reservation's (False without one)
+    predicts: bool = field(init=False)  # the order or the reservation reads predictions
+    reserve_predicts: bool = field(init=False)  # the reservation is timed by predictions
+    shortest_first: bool = field(init=False)  # the reservation's: backfill shortest first
     # per filter: (accepts, refuses_any or None when the filter does not say, fixed)
     filter_tests: tuple[
         tuple[Callable[..., bool], Callable[[JobSpec, QueueRecord], bool] | None, bool], ...
@@ -68,6 +74,9 @@ class QueuePolicy:
         put(self, "ranks", ranks(self.score))
         put(self, "host_sets", self.reserve is not None and reserves_host_sets(self.reserve))
         put(self, "blocks_queue", blocks_queue(self.reserve))
+        put(self, "reserve_predicts", predicts(self.reserve))
+        put(self, "predicts", predicts(self.order) or self.reserve_predicts)
+        put(self, "shortest_first", shortest_first(self.reserve))
         put(
             self,
             "filter_tests",
@@ -151,11 +160,13 @@ class PluginRegistry:
                     f"{plugin.kind} plugins: choose one"
                 )
             chosen[plugin.kind] = plugin
+        reserve = chosen.get("reserve")
+        implied = getattr(reserve, "default_order", None) if reserve is not None else None
         return QueuePolicy(
-            chosen.get("order") or self.get(DEFAULT_ORDER),
+            chosen.get("order") or self.get(implied or DEFAULT_ORDER),
             tuple(filters),
             chosen.get("score") or self.get(DEFAULT_SCORE),
-            chosen.get("reserve"),
+            reserve,
         )
 
 
@@ -167,7 +178,9 @@ def builtin_plugins() -> list[type]:
     from xce.sched.plugins.fcfs import FirstComeFirstServed
     from xce.sched.plugins.hostfilters import Online, QueueHosts, Select
     from xce.sched.plugins.multifactor import Multifactor
+    from xce.sched.plugins.predictive import PredictiveBackfill
     from xce.sched.plugins.scores import FirstFit, Pack, Spread
+    from xce.sched.plugins.short_first import ShortFirst
     from xce.sched.plugins.strict import StrictOrder
 
     return [
@@ -175,6 +188,7 @@ def builtin_plugins() -> list[type]:
         UserFairshare,
         GroupFairshare,
         Multifactor,
+        ShortFirst,
         Online,
         QueueHosts,
         Select,
@@ -182,6 +196,7 @@ def builtin_plugins() -> list[type]:
         Pack,
         Spread,
         EasyBackfill,
+        PredictiveBackfill,
         StrictOrder,
     ]
 

@@ -46,14 +46,19 @@ class EasyBackfill:
     def reserve(
         self, pool: HostPool, hosts: Sequence[int], spec: JobSpec, now: float
     ) -> Reservation | None:
-        best: tuple[float, int, int, int] | None = None
-        for i in hosts:
-            found = earliest_start(pool, i, spec.slots, spec.memory_mb)
-            if found is not None and (best is None or found[0] < best[0]):
-                best = (found[0], i, found[1], found[2])
-        if best is None:
-            return None
-        start, i, free_slots, free_mem = best
-        return Reservation(
-            "", i, pool.hosts[i].name, start, free_slots - spec.slots, free_mem - spec.memory_mb
-        )
+        return earliest_reservation(pool, hosts, spec)
+
+
+def earliest_reservation(pool: HostPool, hosts: Sequence[int], spec: JobSpec) -> Reservation | None:
+    """The host of `hosts` where `spec` can start first (by `pool.releases`), reserved."""
+    best: tuple[float, int, int, int] | None = None
+    for i in hosts:
+        found = earliest_start(pool, i, spec.slots, spec.memory_mb)
+        if found is not None and (best is None or found[0] < best[0]):
+            best = (found[0], i, found[1], found[2])
+    if best is None:
+        return None
+    start, i, free_slots, free_mem = best
+    return Reservation(
+        "", i, pool.hosts[i].name, start, free_slots - spec.slots, free_mem - spec.memory_mb
+    )

@@ -15,7 +15,7 @@ the end of this module).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -42,6 +42,12 @@ class OrderContext:
     running_slots: Mapping[str, int] = field(default_factory=dict)  # user -> slots in use
     group_slots: Mapping[str, int] = field(default_factory=dict)  # group -> slots in use
     snapshot: Snapshot | None = None  # the pass's view (multifactor reads its settings)
+    # Seconds a pending job is expected to run (xce/sched/predict.py), in a pass that
+    # predicts; None otherwise. (The pass's own: predictions of specs alike are shared.)
+    predict: Callable[[JobSpec], float | None] | None = None
+    # Filled by an order that puts starving jobs first (`short-first`): their ids (an
+    # array's number as text); the pass makes their reservation by walltimes.
+    starved: set[str] | None = None
 
     def group_of(self, user: str) -> str:
         return self.groups.get(user, "default")
@@ -57,6 +63,10 @@ class OrderPlugin(Protocol):
     # True when the order reads usage and slots in use (OrderContext): the pass then keeps
     # running tallies, a cost per running job per pass
     reads_usage: ClassVar[bool]
+    # Optional `predicts`: True when the order reads run-time predictions
+    # (`OrderContext.predict`); a pass hands them only to queues whose plugins say so.
+    # Optional `wakes_at(submit_time, walltime_s, settings)`: when the order of a waiting
+    # job changes with no event (a starvation guard); the simulator runs a pass then.
 
     def order(self, items: Collection[Item], ctx: OrderContext) -> Iterator[Item]:
         """Yield every item once; `items` come sorted by submission (a list, or a
@@ -115,6 +125,12 @@ class ReservePlugin(Protocol):
         """A reservation for `spec`, which fits none of `hosts` now, or None."""
         ...
 
+    # Optional, read once per queue (`QueuePolicy`): `predicts` (True: the reservation is
+    # timed by run-time predictions and later jobs are judged by theirs, not by walltimes),
+    # `shortest_first` (True: once the reservation is held, the queue's remaining jobs are
+    # tried shortest predicted first) and `default_order` (the order plugin a queue that
+    # names none gets with this reservation, instead of `fcfs`).
+
 
 def fixed(filter_plugin: FilterPlugin) -> bool:
     return bool(getattr(filter_plugin, "fixed", False))
@@ -138,3 +154,11 @@ def reserves_host_sets(reserve: ReservePlugin) -> bool:
 
 def blocks_queue(reserve: ReservePlugin | None) -> bool:
     return reserve is not None and bool(getattr(reserve, "blocks_queue", False))
+
+
+def predicts(plugin: OrderPlugin | ReservePlugin | None) -> bool:
+    return plugin is not None and bool(getattr(plugin, "predicts", False))
+
+
+def shortest_first(reserve: ReservePlugin | None) -> bool:
+    return reserve is not None and bool(getattr(reserve, "shortest_first", False))

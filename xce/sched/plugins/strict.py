@@ -21,7 +21,7 @@ class BlockEverything(Reservation):
     """A reservation of the whole cluster from now on."""
 
     def allows(
-        self, i: int, slots: int, memory_mb: int, walltime_s: int | None, now: float
+        self, i: int, slots: int, memory_mb: int, walltime_s: float | None, now: float
     ) -> bool:
         return False
 

@@ -1,0 +1,158 @@
+"""Run-time predictions (xce/sched/predict.py): sequences of a user's jobs give EASY++'s
+predictions, a job that outlives its prediction gets the next step of Tsafrir et al.'s
+ladder, and the controller's history is a function of its state (a restarted service has
+the same predictions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xce.config.settings import ControllerSettings
+from xce.controller.requests import FinishReport, SubmitRequest, WorkerInfo
+from xce.controller.service import ControllerService
+from xce.controller.workers import WorkerGateway
+from xce.core import events as ev
+from xce.core.model import JobSpec, QueueRecord
+from xce.sched.predict import LADDER_S, RuntimeHistory, extended
+from xce.store.files import FileStore
+
+
+def spec(user: str = "alice", walltime: int | None = 3600, name: str = "") -> JobSpec:
+    return JobSpec(user=user, queue="normal", command="x", name=name, walltime_s=walltime)
+
+
+def test_a_user_without_history_gets_the_request() -> None:
+    history = RuntimeHistory()
+    assert history.predict(spec(walltime=3600)) == 3600.0
+    assert history.predict(spec(walltime=None)) is None
+
+
+@pytest.mark.parametrize(
+    ("runs", "walltime", "expected"),
+    [
+        ((100.0,), 3600, 100.0),  # one job: its run time
+        ((100.0, 300.0), 3600, 200.0),  # two: their mean
+        ((100.0, 300.0, 500.0), 3600, 400.0),  # the last two only
+        ((5000.0, 7000.0), 3600, 3600.0),  # never above the request
+        ((5000.0, 7000.0), None, 6000.0),  # no request: the mean as it is
+    ],
+)
+def test_the_prediction_is_the_mean_of_the_last_two_runs_capped_by_the_request(
+    runs: tuple[float, ...], walltime: int | None, expected: float
+) -> None:
+    history = RuntimeHistory()
+    for run in runs:
+        history.ended("alice", "", run)
+    assert history.predict(spec(walltime=walltime)) == expected
+    assert history.history("alice") == runs[-2:]
+
+
+def test_users_are_predicted_apart_and_a_job_name_with_history_comes_first() -> None:
+    history = RuntimeHistory()
+    history.ended("alice", "short", 10.0)
+    history.ended("alice", "long", 1000.0)
+    history.ended("bob", "x", 50.0)
+    assert history.predict(spec("alice", name="short")) == 10.0
+    assert history.predict(spec("alice", name="long")) == 1000.0
+    assert history.predict(spec("alice", name="new")) == 505.0  # the user's last two
+    assert history.predict(spec("bob")) == 50.0
+    assert history.predict(spec("carol")) == 3600.0
+
+
+def test_a_running_job_keeps_the_prediction_it_started_with() -> None:
+    history = RuntimeHistory()
+    history.ended("alice", "", 100.0)
+    assert history.started("1", spec()) == 100.0
+    history.ended("alice", "", 900.0)  # the user's history moves on
+    assert history.initial("1") == 100.0
+    assert history.predict(spec()) == 500.0
+    history.gone("1")
+    assert history.initial("1") is None
+
+
+def test_a_prediction_holds_while_the_job_has_not_outlived_it() -> None:
+    assert extended(600.0, 0.0, 3600) == 600.0
+    assert extended(600.0, 599.0, 3600) == 600.0
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "expected"),
+    [
+        (600.0, 660.0),  # outlived: + 1 minute
+        (659.0, 660.0),
+        (660.0, 900.0),  # then + 5 minutes (of the initial prediction)
+        (900.0, 1500.0),  # + 15 minutes
+        (1500.0, 2400.0),  # + 30 minutes
+        (2400.0, 3600.0),  # + 1 hour would pass the request: the request
+    ],
+)
+def test_an_outlived_prediction_climbs_the_ladder_up_to_the_request(
+    elapsed: float, expected: float
+) -> None:
+    assert extended(600.0, elapsed, 3600) == expected
+
+
+def test_past_the_ladder_a_prediction_is_the_request_or_keeps_ahead_of_the_job() -> None:
+    last = 600.0 + LADDER_S[-1]
+    assert extended(600.0, last, 10**7) == 10**7
+    assert extended(600.0, last, None) == last + LADDER_S[-1]
+    assert extended(600.0, 10**9, None) > 10**9
+
+
+async def test_the_controller_keeps_predictions_and_a_restart_rebuilds_them(
+    tmp_path: Path,
+) -> None:
+    clock = [1000.0]
+    settings = ControllerSettings(
+        state_dir=tmp_path, queues=(QueueRecord("normal", plugins=("predictive",)),)
+    )
+    service = ControllerService(
+        settings, FileStore(tmp_path / "f", 1 << 20), clock=lambda: clock[0]
+    )
+    await service.commit([ev.QueueCreated(clock[0], settings.queues[0])])
+    gateway = WorkerGateway(service)
+    await gateway.register(WorkerInfo("h", 1, 1000))
+
+    async def run(seconds: float) -> str:
+        job = await service.submit(
+            SubmitRequest.from_fields(user="alice", command="x", walltime_s=3600)
+        )
+        assert await service.schedule_once() == 1
+        clock[0] += seconds
+        await gateway.finished("h", FinishReport(job, 0, 0))
+        return job
+
+    await run(100.0)
+    await run(300.0)
+    assert service.predictions.history("alice") == (100.0, 300.0)
+    running = await service.submit(
+        SubmitRequest.from_fields(user="alice", command="x", walltime_s=3600)
+    )
+    assert await service.schedule_once() == 1
+    assert service.predictions.initial(running) == 200.0
+    again = ControllerService(
+        settings, FileStore(tmp_path / "f", 1 << 20), state=service.state, clock=lambda: clock[0]
+    )
+    assert again.predictions.history("alice") == (100.0, 300.0)
+    assert again.predictions.initial(running) == 200.0
+
+
+def test_what_job_show_reads_a_pending_and_a_running_jobs_prediction() -> None:
+    from xce.core.model import JobRecord, JobState
+    from xce.sched.predict import expected_of
+
+    history = RuntimeHistory()
+    history.ended("alice", "", 600.0)
+    pending = JobRecord("1", 1, spec(), JobState.PEND, 0.0)
+    assert expected_of(pending, history, 10.0) == (600.0, None)  # no end before it starts
+    history.started("2", spec())
+    running = JobRecord("2", 2, spec(), JobState.RUN, 0.0, host="h", start_time=100.0)
+    assert expected_of(running, history, 200.0) == (600.0, 700.0)
+    assert expected_of(running, history, 710.0) == (660.0, 760.0)  # outlived: + 1 min
+    assert expected_of(running, history, 800.0) == (900.0, 1000.0)  # then + 5 min
+    unknown = JobRecord("3", 3, spec(), JobState.RUN, 0.0, host="h", start_time=100.0)
+    assert expected_of(unknown, history, 200.0) == (3600.0, 3700.0)  # by its walltime
+    done = JobRecord("2", 2, spec(), JobState.DONE, 0.0, start_time=100.0, end_time=300.0)
+    assert expected_of(done, history, 400.0) == (None, None)

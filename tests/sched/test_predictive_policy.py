@@ -1,0 +1,167 @@
+"""The `predictive` policy: reservations and backfill on predictions, shortest first, and
+the starvation guard (a job waiting past its bound gets a reservation nothing delays)."""
+
+from __future__ import annotations
+
+import pytest
+
+from xce.config.loader import parse_config
+from xce.config.scheduler import PredictiveSettings
+from xce.core.deps import DepStatus
+from xce.core.errors import ConfigError
+from xce.core.model import JobSpec, QueueRecord
+from xce.sched.passes.pipeline import plan
+from xce.sched.plugins import builtin
+from xce.sched.plugins.base import OrderContext
+from xce.sched.plugins.short_first import ShortFirst
+from xce.sched.predict import RuntimeHistory
+from xce.sched.sim.simulate import simulate
+from xce.sched.sim.swf import SwfJob
+from xce.sched.snapshot import HostView, PendingJob, RunningJob, Snapshot
+
+NOW = 10.0
+
+
+def _snapshot(plugins: tuple[str, ...], history: RuntimeHistory) -> Snapshot:
+    """One host of 2 slots, one running (alice's, walltime 1000 s, predicted 100 s); pending:
+    carol's 2-slot job (blocked), then bob's 1-slot job asking 2000 s, predicted 50 s."""
+    running = RunningJob("r", "alice", "normal", "h", 1, 0, 0.0, 1000)
+    history.started("r", JobSpec(user="alice", queue="normal", command="x", walltime_s=1000))
+    head = JobSpec(user="carol", queue="normal", command="x", slots=2, walltime_s=600)
+    small = JobSpec(user="bob", queue="normal", command="x", slots=1, walltime_s=2000)
+    jobs = (
+        PendingJob("1", 1, None, head, DepStatus.SATISFIED, 0.0),
+        PendingJob("2", 2, None, small, DepStatus.SATISFIED, 1.0),
+    )
+    return Snapshot(
+        (HostView("h", 2, 1000, 1, 1000, (), True),),
+        {"normal": QueueRecord("normal", plugins=plugins)},
+        jobs,
+        (),
+        {},
+        (running,),
+        predictions=history,
+    )
+
+
+def _history() -> RuntimeHistory:
+    history = RuntimeHistory()
+    for user, run in (("alice", 100.0), ("alice", 100.0), ("bob", 50.0), ("bob", 50.0)):
+        history.ended(user, "", run)
+    return history
+
+
+def test_easy_keeps_a_long_request_out_of_the_reserved_hole() -> None:
+    result = plan(_snapshot(("backfill",), _history()), NOW)
+    assert result.placements == []
+    assert result.reservations[0]["start"] == 1000.0  # the running job's walltime
+
+
+def test_predictive_reserves_and_backfills_on_predictions() -> None:
+    result = plan(_snapshot(("fcfs", "predictive"), _history()), NOW)
+    assert [p.job_id for p in result.placements] == ["2"]  # ends by 60 s, predicted
+    assert result.reservations[0]["start"] == 100.0  # the running job's prediction
+
+
+def test_a_running_job_that_outlives_its_prediction_moves_the_reservation() -> None:
+    snapshot = _snapshot(("fcfs", "predictive"), _history())
+    later = plan(snapshot, 100.0)  # predicted 100 s, still running: + 1 minute
+    assert later.reservations[0]["start"] == 160.0
+
+
+def test_the_default_order_of_predictive_is_short_first() -> None:
+    policy = builtin().policy_for(("predictive",))
+    assert policy.order.name == "short-first"
+    assert policy.predicts and policy.reserve_predicts and policy.shortest_first
+
+
+def _starvation_trace(gap: int = 30, wide_at: float = 100.0) -> list[SwfJob]:
+    """A stream of 1-slot jobs of 100 s (asking 200 s) arriving every `gap` seconds for
+    30,000 s, which never leaves 4 slots free at once, and a 4-slot job of 1000 s arriving
+    at `wide_at`, once the stream runs: shortest first, the wide job would wait until the
+    stream dries up."""
+    jobs: list[SwfJob] = []
+    for k in range(30000 // gap):
+        at = float(k * gap)
+        if at >= wide_at and len(jobs) == k:  # the wide job, once, in submit order
+            jobs.append(SwfJob(len(jobs) + 1, wide_at, 1000.0, 4, 1000, "u1", "g1"))
+        jobs.append(SwfJob(len(jobs) + 1, at, 100.0, 1, 200, "u2", "g1"))
+    return jobs
+
+
+def _wide_start(guard_factor: float) -> float:
+    result = simulate(
+        _starvation_trace(),
+        1,
+        4,
+        "predictive",
+        predictive=PredictiveSettings(guard_factor=guard_factor, short_weight=100.0),
+    )
+    (wide,) = [o for o in result.outcomes if o.job.procs == 4]
+    assert wide.start is not None
+    return wide.start - wide.job.submit
+
+
+def test_the_guard_starts_a_starving_job_within_its_bound() -> None:
+    # bound 2 x 1000 s: a pass runs the instant it is reached (the simulator wakes for
+    # it) and reserves by walltimes, so it starts once the jobs running then reach their
+    # requests (200 s at most)
+    assert 2 * 1000 <= _wide_start(2.0) <= 2 * 1000 + 200
+
+
+def test_easy_starts_the_wide_job_soon() -> None:
+    """The trace is fair to EASY: its reservation alone lets the wide job in quickly."""
+    result = simulate(_starvation_trace(), 1, 4, "easy")
+    (wide,) = [o for o in result.outcomes if o.job.procs == 4]
+    assert wide.start is not None and wide.start - wide.job.submit <= 200 + 30
+
+
+def test_without_the_guard_the_wide_job_starves() -> None:
+    # shortest first with no bound: it waits for the end of the stream
+    assert _wide_start(1000.0) > 20000  # what the guard is for
+
+
+def test_short_first_orders_short_jobs_first_and_starving_jobs_before_all() -> None:
+    def job(n: int, wall: int, submitted: float) -> PendingJob:
+        spec = JobSpec(user="u", queue="normal", command="x", walltime_s=wall)
+        return PendingJob(str(n), n, None, spec, DepStatus.SATISFIED, submitted)
+
+    jobs = [job(1, 1000, 0.0), job(2, 100, 50.0), job(3, 10, 60.0)]
+    queue = QueueRecord("normal", plugins=("predictive",))
+    settings = PredictiveSettings(guard_factor=5.0, short_weight=1.0)
+    snapshot = Snapshot((), {"normal": queue}, tuple(jobs), (), {}, predictive=settings)
+
+    def order(now: float) -> tuple[list[str], set[str]]:
+        starved: set[str] = set()
+        ctx = OrderContext(now, queue, {}, {}, snapshot=snapshot, starved=starved)
+        return [item.job_id for item in ShortFirst().order(jobs, ctx)], starved
+
+    assert order(100.0) == (["3", "2", "1"], set())  # keys 70, 150, 1000
+    # job 1 reaches 5 x 1000 s of waiting at 5000: first, and named starving
+    assert ShortFirst.wakes_at(0.0, 1000, settings) == 5000.0
+    # jobs 3 and 2 starve at 110 and 550: oldest first, before job 1 until it starves too
+    assert order(4999.0) == (["2", "3", "1"], {"2", "3"})
+    assert order(5000.0) == (["1", "2", "3"], {"1", "2", "3"})
+
+
+def test_the_predictive_settings_and_a_predictive_queue_from_the_config() -> None:
+    config = parse_config(
+        {
+            "queue": [{"name": "normal", "plugins": ["predictive"]}],
+            "scheduler": {"predictive": {"guard_factor": 3, "guard_max_s": 86400}},
+        }
+    )
+    settings = config.controller.scheduler.predictive
+    assert (settings.guard_factor, settings.guard_max_s, settings.short_weight) == (
+        3.0,
+        86400.0,
+        100.0,
+    )
+    assert config.controller.queues[0].plugins == ("predictive",)
+
+
+def test_a_bad_predictive_key_is_named() -> None:
+    with pytest.raises(ConfigError, match="guard_factor must be above 0"):
+        parse_config({"scheduler": {"predictive": {"guard_factor": 0}}})
+    with pytest.raises(ConfigError, match=r"scheduler\.predictive\.guard"):
+        parse_config({"scheduler": {"predictive": {"guard": 1}}})
