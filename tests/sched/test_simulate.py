@@ -193,6 +193,7 @@ def test_metrics_median_and_detail() -> None:
             "jobs": 3,
             "avg_wait_s": 90.0,
             "median_wait_s": 130.0,
+            "max_wait_s": 140.0,
             "avg_bounded_slowdown": pytest.approx((1 + 8 + 1.65) / 3),
         },
         {
@@ -200,9 +201,18 @@ def test_metrics_median_and_detail() -> None:
             "jobs": 1,
             "avg_wait_s": 100.0,
             "median_wait_s": 100.0,
+            "max_wait_s": 100.0,
             "avg_bounded_slowdown": 3.0,
         },
     ]
+
+
+def test_detail_by_run_time_shows_who_waits_by_job_length() -> None:
+    result = simulate(parse_swf(TRACE.splitlines()).jobs, hosts=1, slots=4, policy="fcfs")
+    rows = {row["run_time"]: row for row in result.detail_by_run_time()}
+    assert list(rows) == ["< 1 min", "1-10 min"]  # jobs of 50 and 20 s; of 100 and 200 s
+    assert (rows["< 1 min"]["jobs"], rows["< 1 min"]["avg_wait_s"]) == (2, 120.0)
+    assert (rows["1-10 min"]["max_wait_s"], rows["1-10 min"]["median_wait_s"]) == (130.0, 65.0)
 
 
 def test_cli_two_policies_detail_and_csv(tmp_path: Path) -> None:
@@ -216,6 +226,7 @@ def test_cli_two_policies_detail_and_csv(tmp_path: Path) -> None:
     assert "57.5 s" in lines[3] and "92.5 s" in lines[3]
     assert "easy: by job size (slots)" in done.stdout
     assert "fcfs: by job size (slots)" in done.stdout
+    assert "easy: by run time" in done.stdout and "fcfs: by run time" in done.stdout
     rows = out.read_text().splitlines()
     assert rows[0] == "policy,job,user,procs,submit,start,end,wait,host,killed"
     assert "easy,3,u1,2,10,10,30,0,n1,0" in rows and "fcfs,3,u1,2,10,150,170,140,n1,0" in rows

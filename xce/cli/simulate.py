@@ -31,8 +31,8 @@ def simulate_command(
         ["easy"],
         "--policy",
         "-p",
-        help="fcfs, first-fit, easy, fairshare, fairshare-group, or a comma-separated plugin "
-        "list such as 'fairshare,pack'; repeat to compare policies",
+        help="fcfs, first-fit, easy, fairshare, fairshare-group, predictive, or a "
+        "comma-separated plugin list such as 'fairshare,pack'; repeat to compare policies",
     ),
     hosts: int = typer.Option(1, "--hosts", help="identical hosts to simulate"),
     slots: int = typer.Option(
@@ -60,7 +60,7 @@ def simulate_command(
         "usual convention) or 'infinite' (no limit)",
     ),
     detail: bool = typer.Option(
-        False, "--detail", help="also break wait and slowdown down by job size"
+        False, "--detail", help="also break wait and slowdown down by job size and run time"
     ),
     csv_path: Path | None = typer.Option(
         None, "--csv", metavar="FILE", help="write each job's submit, start and end times"
@@ -154,22 +154,29 @@ def simulate_command(
     if detail:
         for m, r in zip(metrics, results, strict=True):
             m["by_size"] = r.detail()
+            m["by_run_time"] = r.detail_by_run_time()
     if as_json:
         typer.echo(json.dumps(metrics[0] if len(metrics) == 1 else metrics, indent=2))
         return
     _print_table(metrics, hosts, per_host, gpus_per_host)
     if detail:
         for m in metrics:
-            typer.echo(f"\n{m['policy']}: by job size (slots)")
-            typer.echo(
-                f"{'size':<10} {'jobs':>8} {'avg wait s':>12} {'median s':>10} {'avg bsld':>9}"
-            )
-            for row in m["by_size"]:
-                typer.echo(
-                    f"{row['size']:<10} {row['jobs']:>8} {row['avg_wait_s']:>12.1f} "
-                    f"{row['median_wait_s']:>10.1f} "
-                    f"{row['avg_bounded_slowdown']:>9.3f}"
-                )
+            _print_breakdown(f"{m['policy']}: by job size (slots)", "size", m["by_size"])
+            _print_breakdown(f"{m['policy']}: by run time", "run_time", m["by_run_time"])
+
+
+def _print_breakdown(title: str, key: str, rows: list[dict[str, Any]]) -> None:
+    typer.echo(f"\n{title}")
+    typer.echo(
+        f"{'class':<10} {'jobs':>8} {'avg wait s':>12} {'median s':>10} {'max wait s':>12} "
+        f"{'avg bsld':>9}"
+    )
+    for row in rows:
+        typer.echo(
+            f"{row[key]:<10} {row['jobs']:>8} {row['avg_wait_s']:>12.1f} "
+            f"{row['median_wait_s']:>10.1f} {row['max_wait_s']:>12.1f} "
+            f"{row['avg_bounded_slowdown']:>9.3f}"
+        )
 
 
 def _print_table(metrics: list[dict[str, Any]], hosts: int, per_host: int, gpus: int = 0) -> None:

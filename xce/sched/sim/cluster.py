@@ -27,13 +27,16 @@ from collections.abc import Collection, Mapping, Sequence
 from types import MappingProxyType
 from typing import cast
 
+from xce.config.scheduler import PredictiveSettings
 from xce.core import gres
 from xce.core.allocation import check_hosts, host_memory_mb
 from xce.core.fastreplace import replacer
 from xce.core.model import HostRecord, JobSpec, QueueRecord, ReservationRecord
 from xce.core.reservations import check_reservation
 from xce.sched.passes.memo import PassMemo
+from xce.sched.predict import Predictions
 from xce.sched.snapshot import (
+    DEFAULT_PREDICTIVE,
     FreeTable,
     HostView,
     LazyViews,
@@ -58,8 +61,14 @@ class SimCluster:
         queue: QueueRecord,
         hosts: Sequence[HostRecord],
         reservations: Sequence[ReservationRecord] = (),
+        predictions: Predictions | None = None,
+        predictive: PredictiveSettings | None = None,
     ) -> None:
         self.queue = queue
+        # the run-time history the snapshot hands a predicting pass (xce/sched/predict.py),
+        # fed by the replay as jobs start and end
+        self.predictions = predictions
+        self._predictive = predictive or DEFAULT_PREDICTIVE
         self._queues = {queue.name: queue}
         self.hosts = sorted(hosts, key=lambda h: h.name)  # the pass's host order
         self._at = {h.name: i for i, h in enumerate(self.hosts)}
@@ -193,8 +202,8 @@ class SimCluster:
         if not self._devices[i].isdisjoint(devices):
             raise ValueError(f"job {job_id}: a device of {host.name} is in use")
 
-    def finish(self, job_id: str) -> None:
-        """A running job ended: what it held is free again."""
+    def finish(self, job_id: str) -> JobSpec:
+        """A running job ended: what it held is free again. Returns its spec."""
         span = self._spans.pop(job_id, None)
         if span is None:
             raise ValueError(f"job {job_id} is not running")
@@ -206,6 +215,7 @@ class SimCluster:
             if running.order is not None:
                 running.remove(self.hosts[i].name, job_id)
         running.views = None
+        return span[0]
 
     def _use(self, i: int, slots: int, memory_mb: int) -> None:
         """Host `i` holds `slots` and `memory_mb` more (less when negative); `most_free`
@@ -297,6 +307,8 @@ class SimCluster:
             groups if groups is not None else {},
             queued=self._queued if self.pending else self._nothing,
             reservations=self._reservations,
+            predictions=self.predictions,
+            predictive=self._predictive,
             memo=self._memo,  # hosts and queue never change here
             free=self._table,
         )

@@ -42,11 +42,13 @@ from contextlib import contextmanager
 from operator import attrgetter
 from typing import Protocol
 
+from xce.config.scheduler import PredictiveSettings
 from xce.core.deps import DepStatus
 from xce.core.model import HostRecord, JobSpec, QueueRecord, ReservationRecord
 from xce.sched.passes.advance import wake_times
 from xce.sched.passes.pipeline import plan
 from xce.sched.plugins import builtin
+from xce.sched.predict import RuntimeHistory, extended
 from xce.sched.sim.cluster import SimCluster
 from xce.sched.sim.inputs import (
     HOST_MEMORY_MB,
@@ -58,7 +60,7 @@ from xce.sched.sim.inputs import (
 )
 from xce.sched.sim.result import Outcome, SimResult
 from xce.sched.sim.swf import SwfJob
-from xce.sched.snapshot import PendingJob, Snapshot
+from xce.sched.snapshot import DEFAULT_PREDICTIVE, PendingJob, Snapshot
 from xce.sched.types import Placement
 from xce.sched.usage import UsageLedger
 
@@ -109,17 +111,21 @@ def simulate(
     gpus_per_host: int = 0,
     reservations: Sequence[ReservationRecord] = (),
     witness: Witness | None = None,
+    predictive: PredictiveSettings | None = None,
 ) -> SimResult:
     """Replay `jobs` (sorted by submit time) on `hosts` x `slots`; see the module doc.
     `progress`, if given, is called now and then with the number of jobs ended so far.
     `reservations` (absolute times, host names of `host_names`) are added before the first
     job, and a pass runs at each of their starts and ends (nothing else would wake one).
-    `witness` (tests) sees every change and every snapshot planned."""
+    `witness` (tests) sees every change and every snapshot planned. `predictive`: the
+    `[scheduler.predictive]` settings of a policy that predicts run times."""
     plugins = plugins_for(policy)
     started = time.perf_counter()
     result = SimResult(policy, plugins, hosts, slots, [], skipped)
     with _cyclic_gc_paused():
-        replay = _Replay(jobs, result, half_life_s, gpus_per_host, reservations, witness)
+        replay = _Replay(
+            jobs, result, half_life_s, gpus_per_host, reservations, witness, predictive
+        )
         replay.run(progress)
         ended = replay.ended
         # freed here by reference counting (the cluster, its views, the agenda), before
@@ -205,18 +211,28 @@ class _Replay:
         gpus_per_host: int,
         reservations: Sequence[ReservationRecord],
         witness: Witness | None = None,
+        predictive: PredictiveSettings | None = None,
     ) -> None:
         self.result, self.hosts, self.slots = result, result.hosts, result.slots
         first = jobs[0].submit if jobs else 0.0
+        queue_policy = builtin().policy_for(result.plugins)
+        # run-time predictions, kept as the controller keeps them (xce/sched/predict.py),
+        # only for a policy that reads them
+        self.history = RuntimeHistory() if queue_policy.predicts else None
+        # an order with a starvation guard changes when a job starts starving, with no
+        # event: a pass runs at that instant (`guards` in `run`)
+        self.guard_at = getattr(queue_policy.order, "wakes_at", None)
+        self.predictive = predictive or DEFAULT_PREDICTIVE
         self.cluster = SimCluster(
             QueueRecord("normal", plugins=result.plugins),
             _hosts(first, self.hosts, self.slots, gpus_per_host),
             reservations,
+            self.history,
+            predictive,
         )
         self.witness = witness
         self.ledger = UsageLedger(half_life_s)
         self.groups = {j.user: j.group for j in jobs}
-        queue_policy = builtin().policy_for(result.plugins)
         self.fair = queue_policy.reads_usage  # usage is read by fairshare only
         # Strict FCFS in the one queue: after a pass blocked at a job, jobs that arrive
         # sort behind it, so until a job ends (or it starts) no pass can start anything.
@@ -233,6 +249,7 @@ class _Replay:
             else None
         )
         self.wakes = sorted(wake_times(reservations, first))
+        self._expiry_seq = 0
         self.ended = 0
         self.needs = _Needs()
 
@@ -268,18 +285,35 @@ class _Replay:
         seq, ended, blocked = self.seq, 0, False
         strict_fcfs, oldest = self.strict_fcfs, 0
         never = float("inf")
+        # predictions: each running job's next expiry while it outlives its prediction,
+        # (time, seq, outcome, initial prediction), a heap: the controller's next pass
+        # after it sees the prediction extended and the reservation moved
+        history = self.history
+        expiries: list[tuple[float, int, Outcome, float]] = []
+        # when each waiting job starts starving (an order with a guard): (time, seq, outcome)
+        guard_at, predictive = self.guard_at, self.predictive
+        guards: list[tuple[float, int, Outcome]] = []
         while True:
             now = ends[0][0] if ends else never
             if arrived < last_arrival and arrivals[arrived].submit < now:
                 now = arrivals[arrived].submit
             if woken < last_wake and wakes[woken] < now:
                 now = wakes[woken]
+            if expiries and expiries[0][0] < now:
+                now = expiries[0][0]
+            if guards and guards[0][0] < now:
+                now = guards[0][0]
             if now == never:
                 break
             while ends and ends[0][0] == now:  # jobs end
                 outcome = pop(ends)[2]
                 blocked = False
-                cluster.finish(outcome.job_id)
+                ended_spec = cluster.finish(outcome.job_id)
+                if history is not None:  # what RuntimeHistory.observe records
+                    began = outcome.start
+                    assert began is not None
+                    history.gone(outcome.job_id)
+                    history.ended(ended_spec.user, ended_spec.name, now - began)
                 if fair:  # what UsageLedger.observe charges for a job that ended
                     job, began = outcome.job, outcome.start
                     assert began is not None  # every job on the heap has started
@@ -299,12 +333,25 @@ class _Replay:
                 cluster.submit(PendingJob(job_id, number, None, spec, satisfied, now))
                 if witness is not None:
                     witness.submitted(now, number, spec)
-                outcomes.append(Outcome(job, job_id))
+                outcome = Outcome(job, job_id)
+                outcomes.append(outcome)
+                if guard_at is not None:
+                    starving = guard_at(now, spec.walltime_s, predictive)
+                    if starving is not None:
+                        push(guards, (starving, seq, outcome))
+                        seq += 1
                 if not strict_fcfs:  # (strict FCFS asks the oldest job instead)
                     needs.add(job.procs if job.procs < slots else slots)  # (min(): a call)
             while woken < last_wake and wakes[woken] == now:  # a reservation starts or ends
                 woken += 1
                 blocked = False
+            while expiries and expiries[0][0] == now:  # a job outlives its prediction
+                _, _, outcome, initial = pop(expiries)
+                blocked = False
+                self._expire(expiries, outcome, initial, now)
+            while guards and guards[0][0] == now:  # a waiting job starts starving
+                if pop(guards)[2].start is None:
+                    blocked = False
             if blocked:
                 continue
             if strict_fcfs:  # strict order starts nothing unless the oldest job fits
@@ -355,6 +402,33 @@ class _Replay:
                 parts = placement.hosts
                 where = "+".join(p.host for p in parts) if len(parts) > 1 else placement.host
                 outcome.start, outcome.host = now, where
-                push(ends, (now + executed_time(job), seq, outcome))
+                ran = executed_time(job)
+                push(ends, (now + ran, seq, outcome))
                 seq += 1
+                if history is not None:
+                    predicted = history.started(placement.job_id, view.spec)
+                    if predicted is not None and predicted < ran:  # it will outlive it
+                        push(expiries, (now + predicted, seq, outcome, predicted))
+                        seq += 1
         self.seq, self.ended, result.passes = seq, ended, passes
+
+    def _expire(
+        self,
+        expiries: list[tuple[float, int, Outcome, float]],
+        outcome: Outcome,
+        first: float,
+        now: float,
+    ) -> None:
+        """`outcome`'s job has run as long as it was predicted to: its next expiry (the
+        extended prediction, xce/sched/predict.py) goes on the heap if it ends later."""
+        began = outcome.start
+        assert began is not None
+        job = outcome.job
+        grown = extended(first, now - began, job.requested_time)
+        if grown < executed_time(job) and began + grown > now:
+            heapq.heappush(expiries, (began + grown, self.seq_next(), outcome, first))
+
+    def seq_next(self) -> int:
+        """A tie-breaker for the expiry heap (never equal to another entry's)."""
+        self._expiry_seq -= 1
+        return self._expiry_seq
