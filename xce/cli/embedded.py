@@ -59,6 +59,7 @@ def _local_socket_line() -> str:
 
 def _config_text(state_dir: Path, port: int) -> str:
     root_jobs = "true" if os.geteuid() == 0 else "false"
+    socket_line = _local_socket_line()
     return f"""# XCE embedded cluster, written by `xce up`. Edit and restart `xce up` to change it.
 [cluster]
 # Ordered controller candidates; clients and workers try them in this order.
@@ -69,8 +70,8 @@ listen = "127.0.0.1:{port}"
 state_dir = "{state_dir / "controller"}"
 heartbeat_interval_s = 2.0
 missed_heartbeats = 3
-{_local_socket_line()}# Jobs of root are accepted only where this is true (set because `xce up` ran as root, as
-# for the worker below); jobs of other system accounts (uid < min_job_uid, 1000) are refused.
+{socket_line}# Jobs of root are accepted only where this is true (set because `xce up` ran as root,
+# as for the worker below); jobs of other system accounts (uid < min_job_uid, 1000) are refused.
 allow_root_jobs = {root_jobs}
 
 [auth]
