@@ -15,6 +15,7 @@ from tests.unit.helpers import new_state, submit
 from xce.api.http import (
     AUTH,
     BUS,
+    CLUSTER_HISTORY,
     CONFIG,
     GATEWAY,
     GUARD,
@@ -25,6 +26,7 @@ from xce.api.http import (
     SERVICE,
     SETTINGS,
     TAILS,
+    USAGE,
 )
 from xce.config.settings import Config
 from xce.controller.history import PRUNE_EVERY
@@ -46,15 +48,18 @@ def test_the_app_holds_each_component_under_its_key(tmp_path: Path) -> None:
     app = c.app
     assert app[SERVICE] is c.service and app[GATEWAY] is c.gateway
     assert app[HISTORY] is c.history and app[TAILS] is c.tails
+    assert app[CLUSTER_HISTORY] is c.cluster_history and app[USAGE] is c.usage
     assert app[BUS] is c.bus and app[AUTH] is c.auth
     assert app[LOGINS] is c.logins and app[GUARD] is c.guard
     assert app[CONFIG] is c.config and app[SETTINGS] is c.config.controller
     assert HA not in app  # no node: no HA middleware work, no replication
     assert c.service.numbers is None and c.service.file_replica is None
-    # The worker gateway set the service's fence; history and tails listen to every event.
+    # The worker gateway set the service's fence; history, tails and usage series listen to
+    # every event; the cluster history observes the applier.
     assert c.service.fence_until == c.gateway.fence_until
     bare = ControllerService(c.config.controller, FileStore(tmp_path / "bare", 1 << 20))
-    assert len(c.service.listeners) == len(bare.listeners) + 2  # + history and tails
+    assert len(c.service.listeners) == len(bare.listeners) + 3
+    assert c.cluster_history in c.service.applier.observers
     assert c.service.committed == []  # the bus waits for a subscriber
     c.bus.subscribe(None, lambda change: True)
     assert c.service.committed == [c.bus.publish]
@@ -64,7 +69,18 @@ def test_the_app_holds_each_component_under_its_key(tmp_path: Path) -> None:
 
 def test_two_controllers_share_no_component(tmp_path: Path) -> None:
     one, two = _compose(tmp_path, "one"), _compose(tmp_path, "two")
-    for field in ("service", "history", "tails", "bus", "auth", "logins", "guard", "app"):
+    for field in (
+        "service",
+        "history",
+        "tails",
+        "bus",
+        "cluster_history",
+        "usage",
+        "auth",
+        "logins",
+        "guard",
+        "app",
+    ):
         assert getattr(one, field) is not getattr(two, field), field
 
 

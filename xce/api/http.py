@@ -15,9 +15,11 @@ from xce.auth.pending_logins import PendingLogins
 from xce.auth.runtime import AuthRuntime
 from xce.config.settings import Config, ControllerSettings
 from xce.controller.bus import EventBus
+from xce.controller.cluster_history import ClusterHistory
 from xce.controller.history import JobHistory
 from xce.controller.service import ControllerService
 from xce.controller.tails import OutputTails
+from xce.controller.usage_series import UsageSeries
 from xce.controller.workers import WorkerGateway
 from xce.core.errors import InvalidRequest
 from xce.protocol import decoding
@@ -72,6 +74,8 @@ BUS = web.AppKey("bus", EventBus)
 LOGINS = web.AppKey("pending_logins", PendingLogins)  # OIDC browser logins in progress
 GUARD = web.AppKey("guard", GuardState)
 PLUGINS = web.AppKey("plugins", PluginRegistry)  # the scheduler plugins queues may choose
+CLUSTER_HISTORY = web.AppKey("cluster_history", ClusterHistory)  # the sampled ring
+USAGE = web.AppKey("usage_series", UsageSeries)  # running jobs' CPU and memory over time
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,16 @@ from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from xce.api.http import SERVICE
+from xce.api.http import CLUSTER_HISTORY, SERVICE
 from xce.api.routes import Route
+from xce.controller.cluster_history import ClusterHistory, host_gpus
 from xce.core.model import HostStatus, JobState
 from xce.telemetry import metrics
+
+MIB = 1024 * 1024
 
 
 def observe(request: web.Request, status: int, started: float) -> None:
@@ -38,10 +41,11 @@ def observe(request: web.Request, status: int, started: float) -> None:
 class StateCollector(Collector):
     """Gauges computed from the controller state at scrape time."""
 
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: Any, history: ClusterHistory | None = None) -> None:
         self.service = service
+        self.history = history
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         state = self.service.state
         jobs = GaugeMetricFamily(
             "xce_jobs", "Jobs by state and queue (array tasks included)", labels=("state", "queue")
@@ -79,11 +83,66 @@ class StateCollector(Collector):
         yield GaugeMetricFamily(
             "xce_events_applied", "Events applied since start", value=state.applied
         )
+        if self.history is not None:
+            yield from history_metrics(self.history)
+        yield from host_metrics(state)
+
+
+def history_metrics(history: ClusterHistory) -> Iterator[Metric]:
+    """The cluster history's figures now (O(queues)): what the console's charts and the
+    Grafana dashboard (packaging/grafana/) draw."""
+    now = history.current()
+    whole = now[""]
+    for name, key, text in (
+        ("xce_slots_busy", "slots_busy", "Slots held by running (and suspended) jobs"),
+        ("xce_slots_total", "slots_total", "Slots of the reachable hosts"),
+        ("xce_gpus_busy", "gpus_busy", "GPUs held by running (and suspended) jobs"),
+        ("xce_gpus_total", "gpus_total", "GPUs of the reachable hosts"),
+    ):
+        family = GaugeMetricFamily(name, text, labels=("queue",))
+        family.add_metric(("",), whole[key])
+        for queue, figures in sorted(now.items()):
+            if queue:
+                family.add_metric((queue,), figures[key])
+        yield family
+    yield CounterMetricFamily(
+        "xce_jobs_submitted",
+        "Jobs and array tasks submitted since this controller became primary",
+        value=history.submitted_total,
+    )
+    yield CounterMetricFamily(
+        "xce_jobs_finished",
+        "Jobs and array tasks ended DONE or EXIT since this controller became primary",
+        value=history.finished_total,
+    )
+
+
+def host_metrics(state: Any) -> Iterator[Metric]:
+    """Per host: slots, memory and GPUs in use and offered (the console's host bars);
+    O(hosts) per scrape, one label set per host and resource."""
+    used = GaugeMetricFamily(
+        "xce_host_used", "Resources held on a host by its jobs", labels=("host", "resource")
+    )
+    capacity = GaugeMetricFamily(
+        "xce_host_capacity", "Resources a host offers", labels=("host", "resource")
+    )
+    loads = state.host_load
+    for name, host in state.hosts.items():
+        load = loads.get(name)
+        gpus_held = sum(1 for d in load.devices if d.startswith("gpu:")) if load else 0
+        used.add_metric((name, "slots"), load.slots if load else 0)
+        used.add_metric((name, "memory_bytes"), (load.memory_mb if load else 0) * MIB)
+        used.add_metric((name, "gpus"), gpus_held)
+        capacity.add_metric((name, "slots"), host.slots)
+        capacity.add_metric((name, "memory_bytes"), host.memory_mb * MIB)
+        capacity.add_metric((name, "gpus"), host_gpus(host))
+    yield used
+    yield capacity
 
 
 async def scrape(request: web.Request) -> web.Response:
     per_scrape = CollectorRegistry(auto_describe=False)
-    per_scrape.register(StateCollector(request.app[SERVICE]))
+    per_scrape.register(StateCollector(request.app[SERVICE], request.app.get(CLUSTER_HISTORY)))
     body = generate_latest(metrics.REGISTRY) + generate_latest(per_scrape)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -50,6 +50,7 @@ def all_routes() -> list[Route]:
         auth,
         auth_code,
         cluster,
+        history,
         hosts,
         job_changes,
         jobs,
@@ -64,6 +65,7 @@ def all_routes() -> list[Route]:
 
     return [
         *cluster.ROUTES,
+        *history.ROUTES,
         *jobs.ROUTES,
         *queues.ROUTES,
         *hosts.ROUTES,

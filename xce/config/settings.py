@@ -90,6 +90,9 @@ class ControllerKeys(Table, frozen=True):
     # kept for this many whole months before the current one (0: keep everything).
     accounting: bool = True
     accounting_retention_months: Annotated[int, hint(_KEEP_ALL, ge=0)] = 0
+    # The cluster history (xce/controller/cluster_history.py): one sample per this many
+    # seconds, 24 h of them in a fixed ring (`GET /api/v1/cluster/history`, the console).
+    history_step_s: Annotated[int, hint("must be whole seconds from 1 to 3600", ge=1, le=3600)] = 60
     # HA: this candidate's own URL in cluster.controllers (default: the one whose host and
     # port match `listen`) and the standby service token it presents to a primary.
     url: str = ""

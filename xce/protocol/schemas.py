@@ -96,6 +96,52 @@ class TailView(Struct, kw_only=True):
     ]
 
 
+class ClusterSample(Struct, kw_only=True):
+    """One sample of the cluster history (xce/controller/cluster_history.py)."""
+
+    t: Annotated[int, Meta(description="the sample's instant, epoch seconds (a step multiple)")]
+    running: Annotated[int, Meta(description="jobs and tasks started and not ended at t")]
+    pending: Annotated[int, Meta(description="jobs and tasks waiting at t")]
+    slots_busy: Annotated[int, Meta(description="slots the running jobs hold at t")]
+    slots_total: Annotated[int, Meta(description="slots of the reachable hosts at t")]
+    gpus_busy: Annotated[int, Meta(description="GPUs the running jobs hold at t")]
+    gpus_total: Annotated[int, Meta(description="GPUs of the reachable hosts at t")]
+    submitted: Annotated[int, Meta(description="jobs and tasks submitted in (t - step, t]")]
+    finished: Annotated[int, Meta(description="jobs and tasks ended DONE or EXIT in the step")]
+
+
+class ClusterHistoryView(Struct, kw_only=True):
+    """`GET /api/v1/cluster/history`: the sampled ring, oldest sample first."""
+
+    step_s: Annotated[int, Meta(description="seconds between samples")]
+    window_s: Annotated[int, Meta(description="what the ring covers, seconds")]
+    queue: str | None
+    rebuilt: Annotated[
+        bool,
+        Meta(description="false while this term still rebuilds the past from the records"),
+    ]
+    samples: list[ClusterSample]
+
+
+class UsagePoint(Struct, kw_only=True):
+    t: float
+    cpu_s: Annotated[float, Meta(description="CPU seconds used so far (user + system)")]
+    rss_bytes: Annotated[float, Meta(description="memory peak so far, bytes")]
+
+
+class UsageSeriesView(Struct, kw_only=True):
+    """`GET /api/v1/jobs/{job_id}/usage`: a job's CPU and memory over its current attempt."""
+
+    job_id: str
+    attempt: int
+    state: str
+    kept: Annotated[
+        bool, Meta(description="false: this controller holds no series for the attempt")
+    ]
+    max_points: int
+    points: list[UsagePoint]
+
+
 class ErrorDetail(Struct, kw_only=True):
     code: str
     message: str

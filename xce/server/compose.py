@@ -13,8 +13,10 @@ What connects to what:
   stages accounting records in `accounting`, an observer of its applier (xce/core/applier.py;
   recovery and a standby's follower get the same feed in `StoreSettings.observers`, from
   xce/server/main.py); retention is its `purge_finished`;
-- the job history and the output tails listen to applied events (`service.listeners`),
-  wrapped so that a fault in a read-side helper never fails a commit;
+- the job history, the output tails and the usage series listen to applied events
+  (`service.listeners`), wrapped so that a fault in a read-side helper never fails a
+  commit; the cluster history observes the applier (it needs each event's before and
+  after) and catches its own faults;
 - the event bus joins the durable-batch hooks (`service.committed`) on its first subscriber;
 - the worker gateway sets the service's fence (`WorkerGateway.__init__`);
 - the scheduler's plugin registry (the built-in one unless given) goes to the service, which
@@ -37,6 +39,7 @@ from xce.api.app import build_app
 from xce.api.http import (
     AUTH,
     BUS,
+    CLUSTER_HISTORY,
     CONFIG,
     GATEWAY,
     GUARD,
@@ -47,16 +50,19 @@ from xce.api.http import (
     SERVICE,
     SETTINGS,
     TAILS,
+    USAGE,
 )
 from xce.auth.guard import GuardState
 from xce.auth.pending_logins import PendingLogins
 from xce.auth.runtime import AuthRuntime
 from xce.config.settings import Config
 from xce.controller.bus import EventBus
+from xce.controller.cluster_history import ClusterHistory
 from xce.controller.history import JobHistory
 from xce.controller.numbers import reserver_for
 from xce.controller.service import ControllerService
 from xce.controller.tails import OutputTails
+from xce.controller.usage_series import UsageSeries
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.errors import Unauthorized
@@ -79,6 +85,8 @@ class Controller:
     history: JobHistory
     tails: OutputTails
     bus: EventBus
+    cluster_history: ClusterHistory
+    usage: UsageSeries
     auth: AuthRuntime
     logins: PendingLogins
     guard: GuardState
@@ -115,6 +123,15 @@ def compose(
     service.listeners.append(guarded(history.observe, "job history"))
     tails = OutputTails(service.state)
     service.listeners.append(guarded(tails.observe, "output tail"))
+    # The cluster history: its figures at the term's start from the state; an observer of
+    # the applier (it needs each event's before and after; it never raises). The caller
+    # rebuilds the past from the durable records (`ClusterHistory.rebuild`).
+    cluster_history = ClusterHistory(
+        service.state, settings.history_step_s, lambda: service.clock()
+    )
+    service.applier.observers = (*service.applier.observers, cluster_history)
+    usage = UsageSeries(service.state)
+    service.listeners.append(guarded(usage.observe, "usage series"))
     bus = EventBus(service.state, service.committed)
     gateway = WorkerGateway(service)
     auth = AuthRuntime(config.auth, settings.state_dir)
@@ -125,6 +142,8 @@ def compose(
         history,
         tails,
         bus,
+        cluster_history,
+        usage,
         auth,
         PendingLogins(),
         GuardState.create(config.guard),
@@ -152,6 +171,8 @@ def _attach(c: Controller) -> None:
     app[HISTORY] = c.history
     app[TAILS] = c.tails
     app[BUS] = c.bus
+    app[CLUSTER_HISTORY] = c.cluster_history
+    app[USAGE] = c.usage
     app[LOGINS] = c.logins
     app[GUARD] = c.guard
     app[PLUGINS] = c.plugins

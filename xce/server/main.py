@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import stat
 from pathlib import Path
@@ -19,6 +20,7 @@ from xce.auth.pki import server_ssl_context
 from xce.client.transport import check_listener, is_loopback
 from xce.config import file_safety
 from xce.config.settings import Config, ControllerSettings
+from xce.controller.cluster_history import ClusterHistory
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
@@ -139,6 +141,24 @@ async def _liveness_loop(gateway: WorkerGateway) -> None:
             log.exception("liveness check failed")
 
 
+async def _history_loop(history: ClusterHistory, accounting: AccountingFeed | None) -> None:
+    """The cluster history of this term: first rebuilt from the durable records (a thread
+    reads the accounting store), then a boundary every `history_step_s` that no event
+    closed is closed here (xce/controller/cluster_history.py)."""
+    try:
+        await history.rebuild(accounting)
+    except Exception:
+        log.exception("cluster history: the rebuild failed; sampling from now on")
+    step = history.step
+    while True:
+        now = history.clock()
+        await asyncio.sleep(max((math.floor(now / step) + 1) * step - now, 0.0) + 0.01)
+        try:
+            history.tick()
+        except Exception:
+            log.exception("cluster history sample failed")
+
+
 async def _upload_sweep_loop(files: FileStore, service: ControllerService) -> None:
     """Delete uploads no job used within upload_ttl_s: once at start, then periodically
     (on the standbys too: xce/ha/files.py)."""
@@ -233,6 +253,7 @@ async def run_primary(
         asyncio.create_task(_scheduler_loop(service)),
         asyncio.create_task(_liveness_loop(gateway)),
         asyncio.create_task(_upload_sweep_loop(files, service)),
+        asyncio.create_task(_history_loop(controller.cluster_history, accounting)),
         asyncio.create_task(store.run_checkpoints(service.state)),
     ]
     node.mark_ready()
