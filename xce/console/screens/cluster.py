@@ -1,12 +1,19 @@
 """Cluster: the controller candidates (role, epoch, log position, lag, reachable), which one
 is primary, the replication mode and whether it is degraded, the standbys' lag; counts and
-scheduler statistics. `s` hands the primary role to a standby (switchover, cluster:admin).
+scheduler statistics; the cluster's shape over the last hour (`d`: the last 24 h, `h`: back)
+as charts (xce/console/widgets/charts.py). `s` hands the primary role to a standby
+(switchover, cluster:admin).
 
 The data is `GET /api/v1/cluster` (its `ha` part), re-read every `POLL_S` while this screen
 is shown, since lag and reachability change without stream events. When no primary answers
 the API (a failover in progress) the candidates' public `/healthz` answers are shown
 instead, so the screen says who is up while the banner says the stream is lost. The view is
 built by the same code as `xce cluster status` (xce/client/cluster_view.py).
+
+The charts read `GET /api/v1/cluster/history` when the screen is shown, every
+`HISTORY_POLL_S` while it stays shown and when the window changes; between two reads their
+last point is the figures the event stream keeps current. A controller that does not answer
+it (no history, or no `cluster:view`) leaves them hidden, with their keys.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import asyncio
 import time
 from typing import Any
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -28,8 +36,10 @@ from xce.client.cluster_view import (
     view_from_cluster,
 )
 from xce.console.screens.base import LiveScreen
+from xce.console.widgets.charts import HistoryCharts, history_path, live_point
 
 POLL_S = 2.0
+HISTORY_POLL_S = 15.0
 SWITCHOVER_PERMISSION = "cluster:admin"
 COLUMNS = ("URL", "RANK", "ROLE", "EPOCH", "SEQ", "LAG", "REACHABLE")
 
@@ -87,11 +97,18 @@ def switchover_text(primary: str | None, target: str | None) -> str:
 
 class ClusterScreen(LiveScreen):
     CSS_PATH = "cluster.tcss"
-    BINDINGS = [Binding("s", "switchover", "Switchover")]
+    BINDINGS = [
+        Binding("s", "switchover", "Switchover"),
+        Binding("d", "window('day')", "Last 24 h"),
+        Binding("h", "window('hour')", "Last hour"),
+    ]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.health_view: dict[str, Any] | None = None  # set while no primary answers
+        self.history: dict[str, Any] | None = None  # the last history answer, if any
+        self.window = "hour"
+        self.ring_step: int | None = None  # the controller's history_step_s, once known
 
     def compose(self) -> ComposeResult:
         yield from self.compose_frame()
@@ -101,6 +118,7 @@ class ClusterScreen(LiveScreen):
             table.add_column(column, key=column)
         yield table
         yield Static(id="standbys", markup=False)
+        yield HistoryCharts(id="charts")
         with VerticalScroll(id="cluster"):
             yield Static(id="info", markup=False)
         yield from self.compose_footer()
@@ -110,6 +128,12 @@ class ClusterScreen(LiveScreen):
         super().on_mount()
         self.query_one(DataTable).focus()
         self.set_interval(POLL_S, self._poll)
+        self.set_interval(HISTORY_POLL_S, self._poll_history)
+
+    def on_screen_resume(self) -> None:
+        """Shown (the first time too): read the history now, not at the next interval."""
+        super().on_screen_resume()
+        self._poll_history()
 
     # --- data ------------------------------------------------------------------------------
 
@@ -137,6 +161,35 @@ class ClusterScreen(LiveScreen):
             self.health_view = await probe_candidates(client)
         self.data_changed()
 
+    def _poll_history(self) -> None:
+        if self.tui.live and self.is_current:
+            self.refresh_history()
+
+    @work(group="history-poll", exclusive=True)
+    async def refresh_history(self) -> None:
+        """One read of the history for the window shown; an error keeps what was drawn
+        (a controller without the route, or a failover in progress)."""
+        window = self.window
+        try:
+            answer = await self.tui.client.request("GET", history_path(window, self.ring_step))
+        except ApiError:
+            return
+        if window == "hour":
+            self.ring_step = int(answer.get("step_s") or 0) or None
+        if window == self.window:
+            self.show_history(answer)
+
+    def show_history(self, answer: dict[str, Any]) -> None:
+        """Draw `answer` (a history answer for the window shown) from the next redraw on."""
+        self.history = answer
+        self.data_changed()
+
+    def action_window(self, window: str) -> None:
+        if window != self.window:
+            self.window = window
+            self.refresh_bindings()
+            self._poll_history()
+
     # --- drawing ---------------------------------------------------------------------------
 
     def redraw(self) -> None:
@@ -160,7 +213,17 @@ class ClusterScreen(LiveScreen):
         box.update(below)
         box.display = bool(below)
         self._fill_table(view["candidates"])
+        self._draw_charts()
         self.query_one("#info", Static).update(info_text(self.tui.cluster_info, self.tui.access))
+
+    def _draw_charts(self) -> None:
+        charts = self.query_one(HistoryCharts)
+        history = self.history
+        charts.display = history is not None  # an answer, even one with no samples yet
+        if history is not None:
+            app = self.tui
+            live = live_point(app.queues.values(), app.hosts.values()) if app.hosts else None
+            charts.show(history, self.window, live)
 
     def _fill_table(self, candidates: list[dict[str, Any]]) -> None:
         """Rows keyed by URL, cells updated in place (no flicker, the cursor stays)."""
@@ -181,6 +244,10 @@ class ClusterScreen(LiveScreen):
     # --- switchover ------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "window":
+            # offered only with charts to switch, and only towards the other window
+            drawn = self.history is not None
+            return drawn and bool(parameters) and parameters[0] != self.window
         if action == "switchover":
             return self.tui.access.grants(SWITCHOVER_PERMISSION)
         return True

@@ -1,5 +1,5 @@
-"""Hosts: status, admin state, slots, memory, load, attributes; a group/rack topology tree
-(`t`); open / close / drain."""
+"""Hosts: status, admin state, slots, memory, a use bar per resource (slots, memory, GPUs),
+load, attributes; a group/rack topology tree (`t`); open / close / drain."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ from textual.widgets import DataTable, Tree
 from xce.client.readable import host_status  # the CLI's words: closed, draining, drained...
 from xce.console import fmt
 from xce.console.screens.base import LiveScreen
+from xce.console.widgets.bars import UseCells, header, use_bars
 
 COLUMNS = ("HOST", "STATUS", "ADMIN", "SLOTS", "MEMORY", "LOAD", "RACK", "GROUP", "ATTRIBUTES")
+USE = "USE"  # the bars' column, after MEMORY
+USE_AFTER = COLUMNS.index("MEMORY") + 1
 
 
 def host_cells(h: dict[str, Any]) -> tuple[str, ...]:
@@ -34,6 +37,17 @@ def host_cells(h: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
+def host_use(h: dict[str, Any]) -> UseCells:
+    """(used, total) of slots, memory and GPUs: the figures the use bars draw."""
+    gpu = (h.get("gres") or {}).get("gpu")
+    gpus = (gpu["total"] - gpu["free"], gpu["total"]) if gpu else None
+    return (
+        (h.get("slots_used", 0), h.get("slots", 0)),
+        (h.get("memory_used_mb", 0), h.get("memory_mb", 0)),
+        gpus,
+    )
+
+
 def _gres(h: dict[str, Any]) -> list[str]:
     """Devices as the CLI's GRES_FREE shows them: `gpu:1/2 free` (free of total)."""
     return [f"{kind}:{g['free']}/{g['total']} free" for kind, g in (h.get("gres") or {}).items()]
@@ -48,11 +62,18 @@ class HostsScreen(LiveScreen):
         Binding("t", "topology", "Topology"),
     ]
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._use: dict[str, UseCells] = {}  # the figures each row's bars show
+        self._cells: dict[str, tuple[str, ...]] = {}  # each row's text cells as drawn
+        self._drawn: dict[str, dict[str, Any]] = {}  # the host view each row was drawn from
+
     def compose(self) -> ComposeResult:
         yield from self.compose_frame()
-        table: DataTable[str] = DataTable(id="hosts", cursor_type="row")
-        for column in COLUMNS:
-            table.add_column(column, key=column)
+        table: DataTable[Any] = DataTable(id="hosts", cursor_type="row")
+        for column in (*COLUMNS[:USE_AFTER], USE, *COLUMNS[USE_AFTER:]):
+            label = header("slots", "mem", "gpus") if column == USE else column
+            table.add_column(label, key=column)
         yield table
         tree: Tree[str] = Tree("cluster", id="topology")
         yield tree
@@ -70,14 +91,29 @@ class HostsScreen(LiveScreen):
         present = {str(k.value) for k in table.rows}
         for name in present - set(hosts):
             table.remove_row(name)
+            self._use.pop(name, None)
+            self._cells.pop(name, None)
+            self._drawn.pop(name, None)
+        # A view the stream did not replace is skipped; one re-read (every 2 s) costs one
+        # comparison per host, and a row's cells are looked at only when its figures moved.
         for name in sorted(hosts):
-            cells = host_cells(hosts[name])
+            view = hosts[name]
+            if name in present and self._drawn.get(name) is view:
+                continue
+            self._drawn[name] = view
+            cells = host_cells(view)
+            use = host_use(view)
             if name in present:
-                for column, value in zip(COLUMNS, cells, strict=True):
-                    if table.get_cell(name, column) != value:
-                        table.update_cell(name, column, value)
+                if self._cells.get(name) != cells:
+                    for column, value in zip(COLUMNS, cells, strict=True):
+                        if table.get_cell(name, column) != value:
+                            table.update_cell(name, column, value)
+                if self._use.get(name) != use:
+                    table.update_cell(name, USE, use_bars(use))
             else:
-                table.add_row(*cells, key=name)
+                table.add_row(*cells[:USE_AFTER], use_bars(use), *cells[USE_AFTER:], key=name)
+            self._cells[name] = cells
+            self._use[name] = use
         if self.query_one(Tree).has_class("-shown"):
             self._build_tree()
 

@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical, VerticalScroll
@@ -21,11 +22,13 @@ from textual.widgets import Log, Static
 from xce.client import ApiError
 from xce.console import fmt
 from xce.console.screens.base import LiveScreen
+from xce.console.widgets.usage_chart import JobUsageChart, usage_path
 
 TAIL_S = 2.0
 TAIL_FETCH = 64 * 1024  # bytes per request
 TAIL_ROUNDS = 4  # requests per tick while more is waiting
 TAIL_KEEP_LINES = 2000
+USAGE_S = 15.0  # the usage chart's refetch: workers report usage about this often
 ACTIVE = ("RUN", "USUSP", "SSUSP")
 FINISHED = ("DONE", "EXIT")
 # Terminal escapes and control characters a job may print: shown as text, never obeyed.
@@ -73,6 +76,7 @@ class JobDetailScreen(LiveScreen):
             with VerticalScroll(id="detail"):
                 yield Static(id="fields", markup=False)
                 yield Static(id="usage", markup=False)
+                yield JobUsageChart(id="usage-chart")
                 yield Static(id="deps", markup=False)
                 yield Static(id="history", markup=False)
             with Vertical(id="tailbox"):
@@ -87,6 +91,8 @@ class JobDetailScreen(LiveScreen):
             self.fetch()
             self.poll_tail()
             self.set_interval(TAIL_S, self._tick_live)
+            self.poll_usage()
+            self.set_interval(USAGE_S, self._tick_usage)
 
     # --- the record ------------------------------------------------------------------------
 
@@ -111,6 +117,23 @@ class JobDetailScreen(LiveScreen):
         elif self.detail.get("state") in ACTIVE:
             self.fetch()
         self.poll_tail()
+
+    # --- the usage chart -------------------------------------------------------------------
+
+    def _tick_usage(self) -> None:
+        if self.detail.get("state") in ACTIVE:
+            self.poll_usage()
+
+    @work(group="usage", exclusive=True)
+    async def poll_usage(self) -> None:
+        """The attempt's CPU and memory series; a controller without it leaves the chart
+        saying why (the text usage above still shows the totals)."""
+        try:
+            answer = await self.tui.client.request("GET", usage_path(self.job_id))
+        except ApiError as exc:
+            answer = {"points": [], "kept": False, "error": exc.message}
+        if isinstance(answer, dict):
+            self.query_one("#usage-chart", JobUsageChart).show(answer)
 
     # --- the tail pane ---------------------------------------------------------------------
 
