@@ -228,11 +228,19 @@ def report(
         False, "--parsable", "-P", help="cells separated by |, without padding or title"
     ),
     as_json: bool = typer.Option(False, "--json"),
+    chart: bool = typer.Option(
+        False, "--chart", help="draw the rows: bars over time (day, month), else one per key"
+    ),
+    as_csv: bool = typer.Option(False, "--csv", help="the rows as CSV, for a spreadsheet"),
     controller: list[str] = CONTROLLER,
 ) -> None:
     """Core-hours, jobs, wait and efficiency per user, group, queue, host, day or month,
     like sreport cluster/user and LSF bacct -u."""
     _json_alone(as_json, noheader, parsable)
+    if sum((as_json, chart, as_csv)) > 1:
+        fail("--json, --chart and --csv are one output each: choose one", 2)
+    if (chart or as_csv) and (noheader or parsable):
+        fail("--chart and --csv take no --noheader or --parsable", 2)
     params = {**_params(user, group, queue, None, since, until), "by": by}
     data = call_light(
         lambda c: c.request("GET", "/api/v1/accounting/summary", params=params), controller
@@ -240,11 +248,11 @@ def report(
     if as_json:
         print_json(data)
         return
+    if as_csv or chart:
+        _draw(by, data, chart)
+        return
     if not (noheader or parsable):  # the title line is for people, not for parsers
-        typer.echo(
-            f"Usage by {by}, {_when(data.get('since'))} - "
-            f"{_when(data.get('until')) if data.get('until') else 'now'} (UTC)"
-        )
+        typer.echo(_title(by, data))
     text = table(
         [
             by.upper(),
@@ -278,6 +286,33 @@ def report(
         header=not noheader,
         parsable=parsable,
     )
+    sys.stdout.write(text)
+
+
+def _title(by: str, data: dict[str, Any]) -> str:
+    return (
+        f"Usage by {by}, {_when(data.get('since'))} - "
+        f"{_when(data.get('until')) if data.get('until') else 'now'} (UTC)"
+    )
+
+
+def _draw(by: str, data: dict[str, Any], chart: bool) -> None:
+    """--csv, or --chart at the terminal's size (xce/cli/report_chart.py)."""
+    import shutil
+
+    from xce.cli import report_chart
+
+    if not chart:
+        sys.stdout.write(report_chart.csv_text(by, data["rows"]))
+        return
+    size = shutil.get_terminal_size()
+    try:
+        text = report_chart.chart_text(
+            by, data["rows"], size.columns, size.lines - 2, sys.stdout.isatty()
+        )
+    except ImportError as exc:
+        fail(f"--chart needs {exc.name or 'plotext'} installed (or use --csv)")
+    typer.echo(_title(by, data))
     sys.stdout.write(text)
 
 
