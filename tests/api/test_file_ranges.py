@@ -8,17 +8,22 @@ differs from the X-XCE-SHA256 its sender declared is refused and nothing of it i
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
+from xce.api.transfers import TRANSFERS
 from xce.store import digests
 
-from .conftest import Api
+from .conftest import Api, as_user, make_settings, start_api
 
 JOBS = "/api/v1/jobs"
+ADMIN = as_user("root", "admin")
 DATA = bytes(range(256)) * 1200 + b"tail"  # 307,204 bytes: several pieces of a read
 
 
@@ -227,3 +232,51 @@ async def test_a_file_without_a_record_gets_its_digest_once(api: Api) -> None:
     resp = await api.client.get(f"{JOBS}/{job_id}/files/result.bin")
     assert await resp.read() == b"changed"
     assert resp.headers["X-XCE-SHA256"] == sha(b"changed")
+
+
+async def test_a_worker_holding_the_input_gets_304_without_a_transfer_slot(
+    tmp_path: Path,
+) -> None:
+    """`If-None-Match` naming the input's SHA-256: 304, no body, even while every transfer
+    slot is taken (a worker asking whether its cached copy of an array's input is still
+    the file must not wait behind gigabytes); any other validator: the file, in a slot."""
+    api, client = await start_api(
+        make_settings(tmp_path, max_concurrent_transfers=1, transfer_wait_s=0.2),
+        tmp_path,
+        ADMIN,
+    )
+    try:
+        upload = await api.call("POST", "/api/v1/uploads", 201, data=DATA)
+        job_id = await api.submit(inputs={"data.bin": upload["upload_id"]})
+        await api.register("w1")
+        await api.service.schedule_once()
+        url = f"/api/v1/workers/w1/jobs/{job_id}/inputs/data.bin?attempt=0"
+        etag = f'"{sha(DATA)}"'
+        for other in ('"0000"', f"W/{etag}", "*"):
+            resp = await client.get(url, headers={"If-None-Match": other})
+            assert resp.status == 200 and await resp.read() == DATA, other
+
+        release = asyncio.Event()
+
+        async def slow() -> AsyncIterator[bytes]:
+            yield b"first part"
+            await release.wait()
+            yield b", last part"
+
+        holder = asyncio.create_task(client.post("/api/v1/uploads", data=slow()))
+        gate = api.app[TRANSFERS]
+        for _ in range(1000):  # until the upload holds the one slot
+            if gate.in_use == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert gate.in_use == 1
+        same = await client.get(url, headers={"If-None-Match": f'"0000", {etag}'})
+        assert same.status == 304 and await same.read() == b""
+        assert same.headers["ETag"] == etag and same.headers["X-XCE-SHA256"] == sha(DATA)
+        busy = await client.get(url, headers={"If-None-Match": '"0000"'})
+        assert busy.status == 503 and (await busy.json())["error"]["code"] == "busy"
+        release.set()
+        assert (await holder).status == 201
+        assert gate.in_use == 0
+    finally:
+        await client.close()

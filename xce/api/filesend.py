@@ -6,7 +6,10 @@ always sends `Content-Length`, `Accept-Ranges: bytes`, `X-XCE-SHA256` (the hex S
 the whole file, whatever part is sent) and an `ETag` of that digest, which `If-Range` may
 name: a file replaced since the client's first part then comes whole (200), not as a range
 of different content. A range the file cannot satisfy, or a malformed or multiple one, is
-416 with `Content-Range: bytes */SIZE` and a JSON body.
+416 with `Content-Range: bytes */SIZE` and a JSON body. `If-None-Match` naming that ETag is
+answered 304 with no body (`not_modified`), before the route takes a transfer slot: a
+worker that holds an array's input already asks only whether it is still the same file.
+Bytes sent are counted per route kind (`xce_file_sent_bytes_total`).
 
 aiohttp's FileResponse is not used: it would serve `NAME.gz` in place of `NAME` to a client
 that accepts gzip (job outputs are named by users, so both may exist), and it answers 416
@@ -25,6 +28,7 @@ from xce.api.http import REQUEST_ID
 from xce.api.transfers import DIGEST_HEADER
 from xce.core.errors import RangeNotSatisfiable
 from xce.store.files import Opened
+from xce.telemetry import metrics
 
 PIECE = 1 << 20
 # One range, each bound at most 19 digits (below 2**63): longer numbers are no file's.
@@ -75,9 +79,30 @@ def _if_range_holds(request: web.Request, etag: str) -> bool:
     return condition is None or condition.strip() == etag
 
 
-async def send_file(request: web.Request, opened: Opened) -> web.StreamResponse:
+def not_modified(request: web.Request, opened: Opened, kind: str) -> web.Response | None:
+    """304 (and the file closed) when `If-None-Match` names the file's ETag, else None.
+    A weak validator (`W/"..."`) or `*` is not a SHA-256 the client holds: the file is sent."""
+    condition = request.headers.get("If-None-Match")
+    if condition is None:
+        return None
+    etag = f'"{opened.sha256}"'
+    if etag not in (part.strip() for part in condition.split(",")):
+        return None
+    opened.handle.close()
+    metrics.labelled(metrics.FILE_NOT_MODIFIED, kind).inc()
+    return web.Response(
+        status=304,
+        headers={"ETag": etag, DIGEST_HEADER: opened.sha256, "Cache-Control": "no-store"},
+    )
+
+
+async def send_file(
+    request: web.Request, opened: Opened, kind: str = "output"
+) -> web.StreamResponse:
     """Answer with the opened file (whole, or the range asked for), then close it. Runs
-    inside the caller's transfer slot; a client that goes away ends the answer quietly."""
+    inside the caller's transfer slot; a client that goes away ends the answer quietly.
+    `kind` labels the bytes sent in `xce_file_sent_bytes_total`."""
+    sent = metrics.labelled(metrics.FILE_BYTES_SENT, kind)
     try:
         size, sha256 = opened.size, opened.sha256
         etag = f'"{sha256}"'
@@ -106,6 +131,7 @@ async def send_file(request: web.Request, opened: Opened) -> web.StreamResponse:
                     break
                 await response.write(piece)
                 offset += len(piece)
+                sent.inc(len(piece))
             await response.write_eof()
         except ConnectionError:
             pass  # the client went away mid-file: it may resume with a Range

@@ -27,6 +27,7 @@ from aiohttp import web
 from aiohttp.http import HttpVersion11
 
 from xce.core.errors import Busy, InvalidRequest
+from xce.telemetry import metrics
 
 DIGEST_HEADER = "X-XCE-SHA256"
 CHUNK = 1 << 16
@@ -132,9 +133,11 @@ async def defer_continue(request: web.Request) -> None:
         raise web.HTTPExpectationFailed(text=f"Unknown Expect: {expect}")
 
 
-async def body_chunks(request: web.Request) -> AsyncIterator[bytes]:
+async def body_chunks(request: web.Request, kind: str = "upload") -> AsyncIterator[bytes]:
     """The request's body as it arrives; a client waiting on `Expect: 100-continue` is told
-    to send it only now, when the first chunk is asked for (after every check)."""
+    to send it only now, when the first chunk is asked for (after every check). Bytes are
+    counted per route kind (`xce_file_received_bytes_total`: upload, output)."""
+    received = metrics.labelled(metrics.FILE_BYTES_RECEIVED, kind)
     if (
         not request.get(_CONTINUED)
         and request.version == HttpVersion11
@@ -144,4 +147,5 @@ async def body_chunks(request: web.Request) -> AsyncIterator[bytes]:
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         request.writer.output_size = 0
     async for chunk in request.content.iter_chunked(CHUNK):
+        received.inc(len(chunk))
         yield chunk

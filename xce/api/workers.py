@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from xce.api.filesend import send_file
+from xce.api.filesend import not_modified, send_file
 from xce.api.http import GATEWAY, HA, SERVICE, TAILS, identity, json_response, query_int, read_body
 from xce.api.routes import Param, Route
 from xce.api.transfers import body_chunks, declared_digest, declared_length, gate
@@ -87,8 +87,16 @@ async def fetch_input(request: web.Request) -> web.StreamResponse:
         if node is not None and not getattr(node, "solo", True) and rel in job.spec.inputs:
             raise not_here(node, f"input {rel} of job {job.id}") from None
         raise
-    async with gate(request).slot(f"input {rel} of job {job.id}"):
-        return await send_file(request, await service.files.open(path))
+    opened = await service.files.open(path)
+    unchanged = not_modified(request, opened, "input")  # no body: no transfer slot
+    if unchanged is not None:
+        return unchanged
+    try:
+        async with gate(request).slot(f"input {rel} of job {job.id}"):
+            return await send_file(request, opened, "input")
+    except BaseException:
+        opened.handle.close()  # no slot came (busy, or the worker went away)
+        raise
 
 
 async def store_output(request: web.Request) -> web.Response:
@@ -105,7 +113,7 @@ async def store_output(request: web.Request) -> web.Response:
     service.files.check_output_room(job.id, rel, size)
     async with gate(request).slot(f"output {rel} of job {job.id}"):
         stored = await service.files.save_output(
-            job.number, job.id, rel, body_chunks(request), declared=size, sha256=expect
+            job.number, job.id, rel, body_chunks(request, "output"), declared=size, sha256=expect
         )
     # To the standbys (in sync mode before this answer, so before the finish report).
     await service.files_replicated(

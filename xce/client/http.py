@@ -105,6 +105,9 @@ class Received:
     size: int
     sha256: str
     verified: bool
+    # The server answered 304 to `if_none_match`: nothing was received, the caller's copy
+    # (whose SHA-256 it named) is the file.
+    unchanged: bool = False
 
 
 @dataclass
@@ -117,6 +120,8 @@ class _Receiving:
     skip: int = 0  # bytes of the current answer the sink already has (a 200 to a Range)
     etag: str | None = None  # the first answer's ETag: sent as If-Range when resuming
     hasher: Any = field(default_factory=hashlib.sha256)
+    validator: str | None = None  # the ETag of the caller's copy (If-None-Match)
+    unchanged: bool = False  # the server said that copy is current (304)
 
     def reset(self) -> None:
         self.held, self.skip, self.hasher = 0, 0, hashlib.sha256()
@@ -347,6 +352,7 @@ class XceClient:
         what: str,
         params: dict[str, str] | None = None,
         progress: Progress | None = None,
+        if_none_match: str | None = None,
     ) -> Received:
         """GET `path` into `sink`, chunk by chunk, resuming from the byte the sink holds.
 
@@ -358,9 +364,12 @@ class XceClient:
         without the header, or one that answers a Range request with the whole file (200),
         is tolerated: unverified, and restarted from byte 0 (or, for a sink that cannot
         restart, the bytes it has are skipped). Errors are one line naming `what`, the
-        bytes moved and the peer."""
+        bytes moved and the peer. `if_none_match`: the SHA-256 of a copy the caller holds;
+        while nothing is received the server is asked to answer 304 if it is still the
+        file (`Received.unchanged`, nothing written to the sink)."""
         policy = self.transfer
         got = _Receiving()
+        got.validator = f'"{if_none_match}"' if if_none_match else None
         tries = 0
         while True:
             wait = policy.wait_s(tries + 1)
@@ -384,6 +393,9 @@ class XceClient:
             if tries >= policy.attempts:
                 raise ApiError(0, "transfer_failed", gave_up(problem, tries))
             await asyncio.sleep(wait)
+        if got.unchanged:
+            assert got.validator is not None
+            return Received(0, got.validator.strip('"'), True, unchanged=True)
         actual = got.hasher.hexdigest()
         if got.digest is not None and actual != got.digest:
             raise mismatch(what, got.held, self._peer(), "not kept")
@@ -403,6 +415,8 @@ class XceClient:
         idle = self.transfer.idle_timeout_s
         # identity: the bytes of the file itself (a Range and the digest are about those)
         headers = {"Accept-Encoding": "identity"}
+        if got.validator and not got.held and got.etag is None:
+            headers["If-None-Match"] = got.validator  # no byte yet: ask whether ours is it
         if got.held:
             headers["Range"] = f"bytes={got.held}-"
             if got.etag:  # a file replaced meanwhile then comes whole, not a foreign range
@@ -419,6 +433,11 @@ class XceClient:
                 headers=headers,
             )
             async with resp:
+                if resp.status == 304 and "If-None-Match" in headers:
+                    if resp.headers.get("ETag") != got.validator:
+                        raise ApiError(0, "http_error", f"{what}: a 304 for another file")
+                    got.unchanged = True
+                    return
                 if resp.status == 416 and got.held:
                     # Past the end: the file is not the one we started (it shrank).
                     if not await sink.restart():

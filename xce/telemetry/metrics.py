@@ -99,6 +99,24 @@ ACCT_BACKLOG = Gauge(
     "Accounting records derived but not yet stored",
     registry=REGISTRY,
 )
+FILE_BYTES_SENT = Counter(
+    "xce_file_sent_bytes",
+    "Bytes of job files sent in answers, by route kind (input: to workers; output: downloads)",
+    ("kind",),
+    registry=REGISTRY,
+)
+FILE_BYTES_RECEIVED = Counter(
+    "xce_file_received_bytes",
+    "Bytes of job files received in requests, by route kind (upload; output: from workers)",
+    ("kind",),
+    registry=REGISTRY,
+)
+FILE_NOT_MODIFIED = Counter(
+    "xce_file_not_modified",
+    "File requests answered 304 (the client's copy, named by its SHA-256, is current)",
+    ("kind",),
+    registry=REGISTRY,
+)
 
 
 _CHILDREN: dict[tuple[int, tuple[str, ...]], Any] = {}
