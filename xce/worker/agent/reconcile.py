@@ -193,7 +193,7 @@ class Reconciler:
         job.result = loop.create_future()
         try:
             try:
-                await staging.fetch_inputs(state.client, state.host, job)
+                await staging.fetch_inputs(state.client, state.host, job, state.inputs)
                 if key not in state.running or job.killing:
                     raise LaunchError(job.kill_reason or "taken away before it started")
                 context = executor.LaunchContext(

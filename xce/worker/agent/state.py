@@ -22,6 +22,7 @@ from xce.config.settings import Config
 from xce.worker.agent import tail
 from xce.worker.agent.hostinfo import cgroup_namespace
 from xce.worker.attempt import staging
+from xce.worker.attempt.inputcache import CACHE_DIR, InputCache
 from xce.worker.attempt.running import RunningJob
 from xce.worker.attempt.spool import Spool
 from xce.worker.cgroups import CgroupBackend, detect
@@ -66,6 +67,8 @@ class AgentState:
         self._tasks: set[asyncio.Task[Any]] = set()  # background tasks, cancelled at shutdown
         self.output = tail.OutputPusher()
         self.spool = Spool(self.settings.spool_dir, self.settings.job_root())
+        # Array inputs this host fetched once for all its tasks (root's, beside `state`).
+        self.inputs = InputCache(self.spool.root / CACHE_DIR)
         namespace = cgroup_namespace(self.host, self.settings.spool_dir)
         self.backend: CgroupBackend = detect(
             self.settings.cgroup, self.settings.cgroup_parent, namespace

@@ -79,6 +79,7 @@ class WorkerAgent:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         state = self.state
         state.spool.make()
+        state.inputs.reset()
         state.launcher.start()
         await self._recover()
         await self.tasks.start(state.settings.task_host, state.settings.task_port)

@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from xce.client import ApiError, XceClient
-from xce.client.http import job_path
+from xce.client.http import Received, job_path
 from xce.client.transfer import is_final
 from xce.core.jobfiles import expand_file_pattern
 from xce.store.files import safe_relative_path
 from xce.store.room import amount
 from xce.worker.attempt import fscreds, userfs
+from xce.worker.attempt.inputcache import InputCache, copy_into
 from xce.worker.attempt.running import RunningJob
 
 log = logging.getLogger("xce.worker.staging")
@@ -124,10 +125,16 @@ class UserFileWriter:
             await self._done
 
 
-async def fetch_inputs(client: XceClient, host: str, job: RunningJob) -> None:
+async def fetch_inputs(
+    client: XceClient, host: str, job: RunningJob, cache: InputCache | None = None
+) -> None:
     """Fetch the job's inputs into its directory, each streamed, resumed and verified (see
     the module docstring). An input that cannot be had raises ApiError or OSError with one
-    line naming it (the attempt then fails to start); what it left is removed."""
+    line naming it (the attempt then fails to start); what it left is removed.
+
+    A task of an array, given the worker's `cache`, takes a copy of the input the host
+    already holds (xce/worker/attempt/inputcache.py): the controller sends it once per
+    host, and each task still gets a file of its own, written as its user."""
     a = job.assignment
     for rel in a.inputs:
         rel = safe_relative_path(rel, "input path")
@@ -135,25 +142,59 @@ async def fetch_inputs(client: XceClient, host: str, job: RunningJob) -> None:
             job.creds, userfs.open_input_target, str(job.job_dir), rel, discard=os.close
         )
         kept = False
-        writer = UserFileWriter(job.creds, fd)
+        url = f"{_base(host, a.job_id)}/inputs/{quote(rel)}"
+        params = {"attempt": str(a.attempt)}
+        writer: UserFileWriter | None = None
         try:
-            await client.download_to(
-                f"{_base(host, a.job_id)}/inputs/{quote(rel)}",
-                writer,
-                what=f"input {rel}",
-                params={"attempt": str(a.attempt)},
-            )
-            await writer.finish()
+            if cache is not None and a.array_index is not None:
+                await _copy_shared(client, cache, job, rel, url, params, fd)
+            else:
+                writer = UserFileWriter(job.creds, fd)
+                await client.download_to(url, writer, what=f"input {rel}", params=params)
+                await writer.finish()
             kept = True
         except OSError as exc:
             raise OSError(exc.errno, f"input {rel}: {exc.strerror or exc}") from None
         finally:
-            if not kept:
+            if not kept and writer is not None:
                 await writer.abort()
             os.close(fd)
             if not kept:  # never left looking like the input: not partial, not damaged
                 with contextlib.suppress(Exception):
                     await fscreds.as_user(job.creds, userfs.remove_file, str(job.job_dir), rel)
+
+
+async def _copy_shared(
+    client: XceClient,
+    cache: InputCache,
+    job: RunningJob,
+    rel: str,
+    url: str,
+    params: dict[str, str],
+    target: int,
+) -> None:
+    """The array's input `rel` from the host's cache into `target` (the task's own file,
+    opened as its user): fetched into the cache by the first task, confirmed by the
+    controller (304) for the others, then copied by a thread with the user's credentials."""
+
+    async def fetch(fd: int, held: str | None) -> Received:
+        writer = UserFileWriter(None, fd)  # the worker's own file, root's
+        try:
+            got = await client.download_to(
+                url, writer, what=f"input {rel}", params=params, if_none_match=held
+            )
+            await writer.finish()
+            return got
+        except BaseException:
+            await writer.abort()
+            raise
+
+    source = await cache.open_shared((job.assignment.number, rel), fetch)
+    try:
+        async with _copies():  # a long copy must not hold every worker thread
+            await fscreds.as_user(job.creds, copy_into, source, target)
+    finally:
+        os.close(source)
 
 
 async def collect_outputs(job: RunningJob) -> list[tuple[str, int]]:

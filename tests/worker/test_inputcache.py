@@ -1,0 +1,119 @@
+"""The worker's cache of array inputs: out of the jobs' reach, used only as the controller
+confirms it, and never left holding a file that did not arrive whole.
+
+The fetch functions here write into the descriptor the cache hands them, as the staging
+module's download does; the real download through a controller is in
+tests/integration/test_transfer_sharing_e2e.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from xce.client.http import Received
+from xce.worker.attempt.inputcache import InputCache, copy_into
+
+DATA = os.urandom(300_000)
+DIGEST = hashlib.sha256(DATA).hexdigest()
+
+
+class Controller:
+    """What a controller answers for one input: its bytes, or 304 to the holder of them."""
+
+    def __init__(self, data: bytes = DATA) -> None:
+        self.data = data
+        self.sent = 0
+        self.asked: list[str | None] = []
+
+    async def fetch(self, fd: int, held: str | None) -> Received:
+        self.asked.append(held)
+        digest = hashlib.sha256(self.data).hexdigest()
+        if held == digest:
+            return Received(0, digest, True, unchanged=True)
+        os.write(fd, self.data)
+        self.sent += len(self.data)
+        return Received(len(self.data), digest, True)
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.pread(fd, 1 << 22, 0)
+    finally:
+        os.close(fd)
+
+
+async def test_a_held_copy_is_used_only_as_confirmed_and_a_changed_file_replaces_it(
+    tmp_path: Path,
+) -> None:
+    cache = InputCache(tmp_path / "cache")
+    cache.reset()
+    controller = Controller()
+    for _ in range(3):
+        assert _read(await cache.open_shared((7, "in.bin"), controller.fetch)) == DATA
+    assert controller.sent == len(DATA) and controller.asked == [None, DIGEST, DIGEST]
+    assert cache.fetched == 1 and cache.reused == 2
+    # The controller's file is another now (a state started again, say): the copy goes.
+    controller.data = b"another file"
+    assert _read(await cache.open_shared((7, "in.bin"), controller.fetch)) == b"another file"
+    names = sorted(p.name for p in cache.root.iterdir())
+    assert names == [hashlib.sha256(b"another file").hexdigest()]
+
+
+async def test_a_failed_fetch_keeps_nothing_and_the_next_task_fetches_again(
+    tmp_path: Path,
+) -> None:
+    cache = InputCache(tmp_path / "cache")
+    cache.reset()
+
+    async def broken(fd: int, held: str | None) -> Received:
+        os.write(fd, DATA[:1000])
+        raise OSError("the link broke")
+
+    with pytest.raises(OSError):
+        await cache.open_shared((1, "in.bin"), broken)
+    assert list(cache.root.iterdir()) == []
+    controller = Controller()
+    assert _read(await cache.open_shared((1, "in.bin"), controller.fetch)) == DATA
+    assert controller.asked == [None]
+
+    async def unverified(fd: int, held: str | None) -> Received:
+        os.write(fd, b"no digest")
+        return Received(9, hashlib.sha256(b"no digest").hexdigest(), False)
+
+    # A controller that declares no digest: the file serves this task and is not kept.
+    assert _read(await cache.open_shared((2, "in.bin"), unverified)) == b"no digest"
+    assert [p.name for p in cache.root.iterdir()] == [DIGEST]
+
+
+async def test_a_symlink_planted_where_the_cache_goes_is_replaced_not_followed(
+    tmp_path: Path,
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("not the cache's")
+    (tmp_path / "cache").symlink_to(elsewhere)
+    cache = InputCache(tmp_path / "cache")
+    cache.reset()
+    assert (elsewhere / "keep").read_text() == "not the cache's"
+    st = os.lstat(cache.root)
+    assert not Path(cache.root).is_symlink() and st.st_mode & 0o777 == 0o700
+    assert st.st_uid == os.geteuid()
+
+
+def test_copy_into_gives_a_file_of_its_own(tmp_path: Path) -> None:
+    source, target = tmp_path / "source", tmp_path / "target"
+    source.write_bytes(DATA)
+    target.write_bytes(b"x" * 1_000_000)  # longer: cut to the input's size
+    src = os.open(source, os.O_RDONLY)
+    dst = os.open(target, os.O_WRONLY)
+    try:
+        assert copy_into(src, dst) == len(DATA)
+    finally:
+        os.close(src)
+        os.close(dst)
+    assert target.read_bytes() == DATA
+    assert os.stat(source).st_ino != os.stat(target).st_ino
