@@ -12,7 +12,8 @@ bytes per second (0: as fast as it can). Faults, each used once and then cleared
 * `pause_after = N` with `pause_s`: that stream stops for `pause_s` after N bytes (a stall).
 
 `sent` keeps the first `capture_bytes` of what clients sent to the controller (a worker's
-requests: its finish reports, say), to look into.
+requests: its finish reports, say), to look into; `down_bytes` counts what it relayed
+towards clients (how far a download has come).
 
 Like a real link, and unlike a loopback socket, it holds little of what it was sent and not
 yet relayed (`RECEIVE_BUFFER` in the kernel, a piece in hand): a sender's bytes are
@@ -42,6 +43,7 @@ class ThrottleProxy:
         self.pause_s = 0.0
         self.cuts = self.flips = self.pauses = 0
         self.connections = 0
+        self.down_bytes = 0
         self.sent = bytearray()
         self.capture_bytes = CAPTURE_BYTES
         self._lock = threading.Lock()
@@ -86,9 +88,18 @@ class ThrottleProxy:
 
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         self.connections += 1
+        upstream = socket.socket()
+        # ...and the controller's: what it sends waits on its side too, so a controller
+        # killed mid-file leaves no more of it here than its own send buffer held.
+        upstream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+        upstream.setblocking(False)
         try:
-            server_r, server_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+            await asyncio.get_running_loop().sock_connect(
+                upstream, ("127.0.0.1", self.upstream_port)
+            )
+            server_r, server_w = await asyncio.open_connection(sock=upstream, limit=RECEIVE_BUFFER)
         except OSError:
+            upstream.close()
             client_w.close()
             return
         up = asyncio.ensure_future(self._pump(client_r, server_w, down=False))
@@ -121,6 +132,8 @@ class ThrottleProxy:
                     self._capture(data)
                     stop = False
                 offset += len(data)
+                if down:
+                    self.down_bytes += len(data)
                 writer.write(data)
                 await writer.drain()
                 if stop:
