@@ -11,6 +11,7 @@ refused, cut or corrupted body leaves nothing behind.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import os
@@ -67,6 +68,7 @@ async def receive(
     out = Handle(threads, fd, tmp)
     digest = hashlib.sha256()
     size = 0
+    writing: asyncio.Future[None] | None = None  # the batch a store thread has in hand
     try:
         pieces: list[bytes] = []
         held = 0
@@ -78,8 +80,14 @@ async def receive(
             pieces.append(chunk)
             held += len(chunk)
             if held >= BATCH:
-                await out.call(_write_batch, digest, pieces)
+                # One batch written and hashed while the next arrives (in order: the
+                # one before is done before this one is handed over).
+                if writing is not None:
+                    await writing
+                writing = asyncio.ensure_future(out.call(_write_batch, digest, pieces))
                 pieces, held = [], 0
+        if writing is not None:
+            await writing
         if pieces:
             await out.call(_write_batch, digest, pieces)
         got = digest.hexdigest()
@@ -99,6 +107,11 @@ async def receive(
             raise Unavailable(f"cannot store {name}: {exc.strerror}") from None
         raise
     finally:
+        if writing is not None:
+            if not writing.done():
+                writing.cancel()  # the thread finishes its batch; close waits for it
+            elif not writing.cancelled():
+                writing.exception()  # seen: an error here is not the one raised
         out.close()
     st = os.stat(target, follow_symlinks=False)
     await threads.run(digests.record, root, target, got, st)
