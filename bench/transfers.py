@@ -80,14 +80,14 @@ def peak_kib(pid: int) -> int:
 
 
 def run_measured(
-    argv: list[str], env: dict[str, str] | None = None, stdout: Any = None
+    argv: list[str], env: dict[str, str] | None = None, stdout: Any = None, cwd: Path | None = None
 ) -> tuple[float, int]:
     """(seconds, peak resident KiB) of one command, which must succeed. The peak is the
     process's VmHWM, read until it exits: wait4's maxrss would count the Python process it
     was forked from, before its exec. Sampled every 10 ms: a transfer's buffers are held
     for its whole length, so a peak that grew with the file would show."""
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.PIPE, cwd=cwd)
     peak = 0
 
     def watch() -> None:
@@ -227,7 +227,11 @@ cgroup = "none"
             command = ["sh", "-c", f"cp {returned} out.bin && date +%s.%N"]
         out = self.root / "submit.json"
         with out.open("wb") as f:
-            seconds, peak = run_measured(self.cli(*args, "--", *command), self.env, stdout=f)
+            # from the bench's own directory: a job without inputs runs where it was
+            # submitted, and this one writes a copy of the file there
+            seconds, peak = run_measured(
+                self.cli(*args, "--", *command), self.env, stdout=f, cwd=self.root
+            )
         return json.loads(out.read_text())["job_id"], seconds, peak
 
     def job(self, job_id: str) -> dict[str, Any]:
