@@ -2,7 +2,8 @@
 an array's input crosses once per host (and each task still owns its copy), heartbeats and
 other jobs' finish reports go on while an input crawls through a slow link
 (tests/integration/throttle.py), and a download resumes to the same SHA-256 across a
-controller killed with SIGKILL and started again on its state directory.
+controller killed with SIGKILL and started again on its state directory, as does a
+worker's input fetch.
 """
 
 from __future__ import annotations
@@ -195,6 +196,38 @@ def test_a_download_resumes_to_the_same_digest_across_a_controller_killed_mid_fi
         resumed = [int(n) for n in re.findall(rb"\r\nRange: bytes=(\d+)-", after)]
         assert resumed and resumed[0] >= 1 << 20, after[:2000]
         assert proxy.down_bytes < 2 * len(data)  # not fetched again from its start
+    finally:
+        c.stop()
+        proxy.close()
+
+
+def test_an_input_fetch_resumes_across_a_controller_killed_mid_file(tmp_path: Path) -> None:
+    """The worker fetches a 6 MiB input through a 1 MiB/s link; one MiB in, the controller
+    is killed with SIGKILL and started again on its state directory. The worker resumes
+    the fetch with a `Range` from where it stopped, and the job reads the whole file."""
+    data = os.urandom(6 << 20)
+    c = Cluster(tmp_path / "cluster")
+    c.start_controller()
+    proxy = ThrottleProxy(c.port, down_rate=1 << 20)
+    try:
+        c.worker_controllers["w1"] = [proxy.url]
+        c.start_worker("w1", slots=1, attrs="transfer_idle_timeout_s = 5")
+        upload = c.request(
+            "POST", "/api/v1/uploads", raw=data, extra_headers={"X-XCE-SHA256": sha(data)}
+        )
+        job_id = c.submit(command="sha256sum in.bin", inputs={"in.bin": upload["upload_id"]})
+        c.wait_for(lambda: proxy.down_bytes > 1 << 20, 60, "1 MiB of the input")
+        assert c.controller is not None
+        c.controller.send_signal(signal.SIGKILL)
+        c.controller.wait(10)
+        before = len(proxy.captured())
+        c.start_controller()
+        job = c.wait_state(job_id, "DONE", "EXIT", timeout=120)
+        assert job["state"] == "DONE", (job, c.log_text())
+        assert c.download(job_id, "stdout").split()[0].decode() == sha(data)
+        after = proxy.captured()[before:]
+        resumed = [int(n) for n in re.findall(rb"\r\nRange: bytes=(\d+)-", after)]
+        assert resumed and resumed[0] >= 1 << 20, after[:2000]
     finally:
         c.stop()
         proxy.close()
