@@ -76,7 +76,8 @@ def _owned(request: web.Request) -> JobRecord:
 
 
 async def fetch_input(request: web.Request) -> web.StreamResponse:
-    """An input of a job this host runs, whole or one byte range, in a transfer slot."""
+    """An input of a job this host runs, whole or one byte range, in a transfer slot; 304
+    (no slot taken) when `If-None-Match` names its SHA-256: the worker's copy is current."""
     service: ControllerService = request.app[SERVICE]
     job = _owned(request)
     rel = request.match_info["path"]
