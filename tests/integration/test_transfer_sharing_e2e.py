@@ -110,8 +110,8 @@ def test_an_array_input_crosses_once_per_host_and_each_task_owns_its_copy(
 def test_heartbeats_and_finish_reports_go_on_while_an_input_crawls(tmp_path: Path) -> None:
     """The worker reaches the controller through a link of 512 KiB/s per connection, and a
     job's 8 MiB input takes many heartbeat intervals to cross it. While that input has not
-    arrived, the worker's heartbeats keep coming (counted in what the proxy relayed), and a
-    second job starts, ends and is reported DONE."""
+    arrived, the worker's heartbeats keep coming (counted in what the proxy relayed), a
+    second job starts, ends and is reported DONE, and a kill ends the first job at once."""
     data = os.urandom(8 << 20)
     c = Cluster(tmp_path / "cluster")
     c.start_controller()
@@ -135,6 +135,11 @@ def test_heartbeats_and_finish_reports_go_on_while_an_input_crawls(tmp_path: Pat
         assert proxy.down_bytes < len(data), "the input arrived before the test could see"
         assert c.job(slow)["state"] != "DONE"
         assert c.download(quick, "stdout") == b"quick\n"
+        # Killed while its input crawls: it ends now, not once the input is in.
+        c.control(slow, "kill")
+        job = c.wait_state(slow, "EXIT", timeout=60)
+        assert proxy.down_bytes < len(data), "the kill waited for the input"
+        assert "killed" in job["reason"], job
     finally:
         c.stop()
         proxy.close()

@@ -153,9 +153,11 @@ class Reconciler:
                     state.spawn(jobcontrol.kill(job, "taken away", state.settings.kill_grace_s))
 
     def _apply_action(self, job: RunningJob, action: str) -> None:
-        if job.keeper is None:
-            return  # not started yet: _run applies the latest action once it is
         state = self.state
+        if job.keeper is None:
+            if action == "kill" and job.staging is not None:  # ends its inputs' fetch now
+                state.spawn(jobcontrol.kill(job, "killed", state.settings.kill_grace_s))
+            return  # not started yet: _run applies the latest action once it is
         if action == "stop":
             state.spawn(jobcontrol.suspend(job))
         elif action == "run":
@@ -193,7 +195,7 @@ class Reconciler:
         job.result = loop.create_future()
         try:
             try:
-                await staging.fetch_inputs(state.client, state.host, job, state.inputs)
+                await self._fetch_inputs(job)
                 if key not in state.running or job.killing:
                     raise LaunchError(job.kill_reason or "taken away before it started")
                 context = executor.LaunchContext(
@@ -229,6 +231,23 @@ class Reconciler:
             if not job.result.done():
                 failed = JobResult(None, None, "worker error", usage.UsageMeter(), 0)
                 job.result.set_result(failed)
+
+    async def _fetch_inputs(self, job: RunningJob) -> None:
+        """The job's inputs, in a task a kill may cancel (`jobcontrol.kill`): a killed
+        job's start then fails at once with the kill's reason, whatever is in transit."""
+        state = self.state
+        job.staging = asyncio.ensure_future(
+            staging.fetch_inputs(state.client, state.host, job, state.inputs)
+        )
+        try:
+            await job.staging
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not job.killing or (current is not None and current.cancelling()):
+                raise  # the worker itself is stopping
+            raise LaunchError(job.kill_reason or "killed while its inputs were fetched") from None
+        finally:
+            job.staging = None
 
     async def follow(self, job: RunningJob) -> None:
         """Wait for a started (or adopted) attempt to end, then report it."""

@@ -87,6 +87,8 @@ async def kill(job: RunningJob, reason: str, grace: float) -> None:
         return
     job.killing = True
     job.kill_reason = reason
+    if job.staging is not None and not job.staging.done():
+        job.staging.cancel()  # not started yet: its inputs are not worth waiting for
     if job.suspended_since is not None:
         job.suspended_total += time.monotonic() - job.suspended_since
         job.suspended_since = None

@@ -56,6 +56,9 @@ class RunningJob:
     # Freeze and thaw run in threads (a freeze may wait seconds for a task in an unfreezable
     # sleep), one at a time per job and in the order they were asked for.
     control: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The fetch of its inputs while it runs: a kill cancels it (a crawling transfer must not
+    # hold up the end of a job that will never start).
+    staging: asyncio.Task[None] | None = None
 
     @property
     def key(self) -> tuple[str, int]:
