@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import ipaddress
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -22,10 +25,10 @@ from xce.api.views import array_view, job_view
 from xce.controller.requests import SubmitRequest
 from xce.controller.service import ControllerService
 from xce.controller.tails import STREAMS
-from xce.core.errors import Forbidden, InvalidRequest, NotFound
+from xce.core.errors import InvalidRequest, NotFound
 from xce.core.job_context import queue_for
 from xce.core.model import JobState
-from xce.core.rbac import job_scope
+from xce.core.rbac import check_run_as, job_scope
 from xce.core.state_base import parse_job_id
 from xce.protocol.bodies import SubmitBody
 from xce.protocol.schemas import JobView, TailView
@@ -40,13 +43,12 @@ async def submit(request: web.Request) -> web.Response:
     body = await read_body(request, SubmitBody)
     who = identity(request)
     user = body.user or who.name
+    check_run_as(who.user, who.role, who.permissions, user)
     anyones = job_scope(who.permissions, "job:control") == "all"
-    if user != who.user and not anyones:
-        raise Forbidden(f"{who.user} may not submit jobs as {user}")
     req = SubmitRequest.of(
         body,
         user=user,
-        submit_host=body.submit_host or request.remote or "",
+        submit_host=submit_host_of(request),
         uploads_of=None if anyones else who.user,
         may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
         privileged=anyones,
@@ -68,6 +70,26 @@ async def submit(request: web.Request) -> web.Response:
     if repeat:
         response.headers["Idempotent-Replayed"] = "true"
     return response
+
+
+@functools.cache
+def _own_host() -> str:
+    return socket.gethostname()
+
+
+def submit_host_of(request: web.Request) -> str:
+    """Where the submit came from, as the connection says, never as the body says: the job's
+    `SLURM_SUBMIT_HOST` / `LSB_SUB_HOST` is something scripts trust (to copy results back),
+    so a client must not be able to name a host it is not on. A caller on this host (the
+    local socket, loopback) is this host's name; any other is its peer address (no reverse
+    lookup on the submit path: a slow DNS would stall every submit)."""
+    remote = request.remote or ""
+    try:
+        if not remote or ipaddress.ip_address(remote).is_loopback:
+            return _own_host()
+    except ValueError:
+        return _own_host()  # not an IP address: a Unix socket's empty or path-like peer
+    return remote
 
 
 def idempotency_key(request: web.Request) -> str:

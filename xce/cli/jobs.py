@@ -147,7 +147,7 @@ def submit(
     A script (a file argument, --script, or stdin) may carry options in its leading comment
     block: #XCE lines (these options), #BSUB and #SBATCH lines (translated); options on the
     command line win. The job belongs to the user of your token (xce login); --user needs
-    job:control:all."""
+    user:impersonate (admins)."""
     from xce.cli import submitting
 
     frame = locals()
