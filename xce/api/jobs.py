@@ -186,9 +186,17 @@ def _ha(request: web.Request) -> Any:
     return node if node is not None and not getattr(node, "solo", True) else None
 
 
+def not_returned(job: Any, name: str) -> str | None:
+    """Why the worker did not return `name` (stdout, stderr or an output) of the job's last
+    attempt, from its `output_problems` ("NAME: why"), or None."""
+    prefix = f"{name}: "
+    return next((p[len(prefix) :] for p in job.output_problems if p.startswith(prefix)), None)
+
+
 def _output_path(request: web.Request, job: Any, rel: str) -> Path:
     """The output's path; a file the job's record names that is not here is a 503 naming
-    the controller that has it (HA), not a 404."""
+    the controller that has it (HA), not a 404; one the worker did not return (over a cap,
+    unreadable) is a 404 that says why, not a bare "does not exist"."""
     service = _service(request)
     try:
         return service.files.output_path(job.number, job.id, rel)
@@ -196,6 +204,8 @@ def _output_path(request: web.Request, job: Any, rel: str) -> Path:
         node = _ha(request)
         if node is not None and job.state.finished and rel in job.outputs:
             raise not_here(node, f"job {job.id}'s output {rel}") from None
+        if (why := not_returned(job, rel)) is not None:
+            raise NotFound(f"job {job.id}'s {rel} was not returned by its worker: {why}") from None
         raise
 
 
@@ -332,6 +342,8 @@ async def tail(request: web.Request) -> web.Response:
             "state": job.state.value,
             "running": running,
             **window,
+            # A finished job's stream the worker did not return: why the file is empty.
+            **({"not_returned": why} if not running and (why := not_returned(job, stream)) else {}),
         }
     )
 

@@ -551,6 +551,8 @@ def peek(
             if not follow or (answer["state"] in ("DONE", "EXIT") and not answer["running"]):
                 if offset == 0 and answer["state"] in ("PEND", "PSUSP"):
                     _note(f"job {job_id} is {answer['state']}: it has not started yet")
+                if answer.get("not_returned"):
+                    _note(f"the job's {stream} was not returned: {answer['not_returned']}")
                 return
             await asyncio.sleep(interval)
 
