@@ -16,6 +16,7 @@ from aiohttp import web
 
 from xce.api.access import require_job, visible_owners
 from xce.api.accounting import archived_job
+from xce.api.audit import AUDIT_DETAIL
 from xce.api.filesend import send_file
 from xce.api.http import HA, HISTORY, SERVICE, TAILS, identity, json_response, query_int, read_body
 from xce.api.queries import JobFilter, list_jobs
@@ -66,6 +67,8 @@ async def submit(request: web.Request) -> web.Response:
         answer["warnings"] = [
             f"qos {body.qos!r} maps to queue {mapped.name!r}, but the job went to {queue!r}"
         ]
+    runs_as = f", runs as {user}" if user != who.user else ""
+    request[AUDIT_DETAIL] = f"queue {queue}{runs_as}" + (" (a repeat)" if repeat else "")
     response = json_response(answer, status=201)
     if repeat:
         response.headers["Idempotent-Replayed"] = "true"
