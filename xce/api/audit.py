@@ -24,8 +24,10 @@ from xce.core.errors import Forbidden, InvalidRequest, Unauthorized, XceError
 
 AUDITED = ("job:control", "queue:admin", "host:admin", "cluster:admin")
 SUBMIT = ("POST", "/api/v1/jobs")
-# What a handler adds to its own record: the detail only it knows (a submission's queue).
+# What a handler adds to its own record: the detail only it knows (a submission's queue),
+# and the object when it knows it (the new job), which spares parsing its answer again.
 AUDIT_DETAIL = web.RequestKey("audit_detail", str)
+AUDIT_OBJECT = web.RequestKey("audit_object", str)
 
 
 def _describe(route: Route, request: web.Request, body: Any) -> tuple[str, str]:
@@ -69,9 +71,16 @@ async def recorded(request: web.Request, route: Route, handler: Any) -> web.Stre
         )
         raise
     body = None
-    if isinstance(response, web.Response) and response.content_type == "application/json":
-        body = json.loads(response.body) if isinstance(response.body, bytes) else None
+    given = request.get(AUDIT_OBJECT)
+    if (
+        given is None
+        and isinstance(response, web.Response)
+        and response.content_type == "application/json"
+        and isinstance(response.body, bytes)
+    ):
+        body = json.loads(response.body)
     action, obj = _describe(route, request, body)
+    obj = given or obj
     await log.record(
         request[IDENTITY].user,
         action,

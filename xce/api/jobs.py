@@ -16,7 +16,7 @@ from aiohttp import web
 
 from xce.api.access import require_job, visible_owners
 from xce.api.accounting import archived_job
-from xce.api.audit import AUDIT_DETAIL
+from xce.api.audit import AUDIT_DETAIL, AUDIT_OBJECT
 from xce.api.filesend import send_file
 from xce.api.http import HA, HISTORY, SERVICE, TAILS, identity, json_response, query_int, read_body
 from xce.api.queries import JobFilter, list_jobs
@@ -69,6 +69,7 @@ async def submit(request: web.Request) -> web.Response:
         ]
     runs_as = f", runs as {user}" if user != who.user else ""
     request[AUDIT_DETAIL] = f"queue {queue}{runs_as}" + (" (a repeat)" if repeat else "")
+    request[AUDIT_OBJECT] = f"job:{job_id}"
     response = json_response(answer, status=201)
     if repeat:
         response.headers["Idempotent-Replayed"] = "true"
