@@ -14,6 +14,7 @@ from xce.core.rbac import DEFAULT_ROLES, RoleMap
 from .conftest import Api, as_user, make_settings, start_api
 
 JOBS = "/api/v1/jobs"
+ALICE = as_user("alice", "user")
 
 
 @pytest.fixture
@@ -82,3 +83,18 @@ def test_a_site_role_may_be_granted_the_action_in_the_config(tmp_path: Path) -> 
     assert "user:impersonate" in auth.roles.permissions(["runner"])
     assert "user:impersonate" in auth.roles.permissions(["admin"])
     assert "user:impersonate" not in auth.roles.permissions(["operator"])
+
+
+async def test_another_users_upload_is_an_input_only_for_holders_of_the_action(
+    cluster: Api,
+) -> None:
+    """Naming alice's upload as a job's input is reading her data: an operator (who may
+    delete her uploads) may not, an admin may."""
+    put = await cluster.client.post("/api/v1/uploads", data=b"alice's data", headers=ALICE)
+    assert put.status == 201
+    upload = (await put.json())["upload_id"]
+    job = {"command": "cat in.txt", "inputs": {"in.txt": upload}}
+    body = await cluster.call("POST", JOBS, 404, headers=as_user("dave", "operator"), json=job)
+    assert "does not exist" in body["error"]["message"], body
+    made = await cluster.call("POST", JOBS, 201, headers=as_user("erin", "admin"), json=job)
+    assert cluster.service.state.job(made["job_id"]).spec.inputs

@@ -29,7 +29,7 @@ from xce.controller.tails import STREAMS
 from xce.core.errors import InvalidRequest, NotFound
 from xce.core.job_context import queue_for
 from xce.core.model import JobState
-from xce.core.rbac import check_run_as, job_scope
+from xce.core.rbac import IMPERSONATE, check_run_as, job_scope
 from xce.core.state_base import parse_job_id
 from xce.protocol.bodies import SubmitBody
 from xce.protocol.schemas import JobView, TailView
@@ -50,7 +50,9 @@ async def submit(request: web.Request) -> web.Response:
         body,
         user=user,
         submit_host=submit_host_of(request),
-        uploads_of=None if anyones else who.user,
+        # Another's upload is their data: naming it as an input is reading it, which takes
+        # user:impersonate (job:control:all only lets an operator delete it).
+        uploads_of=None if IMPERSONATE in who.permissions else who.user,
         may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
         privileged=anyones,
         groups=who.groups if user == who.user else (),
