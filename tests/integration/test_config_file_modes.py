@@ -66,3 +66,24 @@ def test_the_controller_starts_once_the_mode_is_fixed_as_told(tmp_path: Path) ->
         cluster.start_controller()  # answers /healthz
     finally:
         cluster.stop()
+
+
+def test_xce_up_refuses_its_own_config_once_others_may_write_it(tmp_path: Path) -> None:
+    """`xce up` adds keys to an existing xce.toml (allow_root_jobs): it checks the file
+    before it changes or reads it, with the same one line."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    config = state / "xce.toml"
+    config.write_text('[cluster]\ncontrollers = ["http://127.0.0.1:1"]\n')
+    config.chmod(0o666)
+    refused = subprocess.run(
+        [sys.executable, "-m", "xce", "up", "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert refused.returncode != 0
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"chmod go-w {config}" in lines[0], refused.stderr
+    assert "0666" in lines[0] and "allow_root_jobs" not in config.read_text()
