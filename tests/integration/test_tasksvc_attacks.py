@@ -130,6 +130,8 @@ def test_a_flood_of_connections_without_a_credential_does_not_block_a_launch(
     assert sorted(x for x in lines if "launched" in x) == ["0: launched", "1: launched"], out
     assert "first=0" in lines and "nested" in lines and "second=0" in lines, (out, err)
     assert during > FLOOD, during  # the flood went on while the job launched
+    logs = "".join(log.read_text() for log in one.logs if log.exists())
+    assert "Traceback" not in logs, one.log_text()  # dropped connections are no errors
 
 
 def test_a_launch_gets_in_past_idle_connections_that_fill_every_slot(one: Cluster) -> None:
@@ -179,6 +181,9 @@ def test_a_hello_dripped_byte_by_byte_is_dropped_at_the_handshake_deadline(
         answer = json.loads(reader.read(HEADER.unpack(head)[1]))
         assert "no hello within" in answer["error"], answer
         assert reader.read(1) == b""  # and closed
+    # and not a line in the worker's log: anyone can make as many as they like
+    logs = "".join(log.read_text() for log in one.logs if log.exists())
+    assert "no hello within" not in logs
     one.control(job_id, "kill")
 
 

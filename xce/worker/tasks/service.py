@@ -383,7 +383,9 @@ class TaskService:
                 await writer.drain()
                 return
             except (TaskRefused, running.LaunchError) as exc:
-                log.warning("task refused: %s", exc)
+                # Only a caller who proved a credential is worth a warning: anyone can make
+                # the others, and a line each would be a cheap flood of the worker's log.
+                log.log(logging.WARNING if counted else logging.DEBUG, "task refused: %s", exc)
                 writer.write(exit_frame(None, None, str(exc)))
                 await writer.drain()
                 return
