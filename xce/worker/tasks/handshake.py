@@ -16,7 +16,17 @@ from __future__ import annotations
 
 import asyncio
 
-__all__ = ["HANDSHAKE_S", "MAX_PENDING", "MAX_PENDING_PER_PEER", "Handshakes"]
+from xce.worker.tasks.request import TaskRefused
+from xce.worker.tasks.wire import HEADER
+
+__all__ = [
+    "HANDSHAKE_S",
+    "MAX_PENDING",
+    "MAX_PENDING_PER_PEER",
+    "Handshakes",
+    "peer_address",
+    "read_frame",
+]
 
 # How long a connection may take from its accept to a complete hello: a launch answers
 # at once; a slow or silent one is dropped after this.
@@ -60,3 +70,21 @@ class Handshakes:
         self.leave(peer, oldest)
         # Its reads end at once (end of stream) and its serving coroutine finishes there.
         oldest.transport.abort()
+
+
+def peer_address(writer: asyncio.StreamWriter) -> str:
+    """The connection's remote address (its port left out): what the pools count by."""
+    peer = writer.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
+
+
+async def read_frame(reader: asyncio.StreamReader, channel: int, limit: int, what: str) -> bytes:
+    """One frame of `channel` of at most `limit` bytes; TaskRefused for anything else (a
+    length is checked before a byte of the body is read, so no one makes the worker buffer
+    more than `limit`)."""
+    got, length = HEADER.unpack(await reader.readexactly(HEADER.size))
+    if got != channel:
+        raise TaskRefused(f"expected the {what} (is this an `xce launch` of this build?)")
+    if length > limit:
+        raise TaskRefused(f"the {what} is longer than {limit} bytes")
+    return await reader.readexactly(length)

@@ -60,7 +60,7 @@ from xce.worker.devices import gpus
 from xce.worker.keeper import isolation
 from xce.worker.keeper.process import KEEPER, MOUNT_NAMESPACE, read_json
 from xce.worker.tasks import process as taskproc
-from xce.worker.tasks.handshake import HANDSHAKE_S, Handshakes
+from xce.worker.tasks.handshake import HANDSHAKE_S, Handshakes, peer_address, read_frame
 from xce.worker.tasks.request import (
     Hello,
     TaskRefused,
@@ -357,13 +357,14 @@ class TaskService:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         proc: taskproc.Task | None = None
-        peer = _peer_address(writer)
-        counted = False
+        peer = peer_address(writer)
+        counted = proven = False
         self.handshakes.enter(peer, writer)
         try:
             try:
                 try:
                     hello = await self._handshake(reader, writer)
+                    proven = True
                 finally:
                     self.handshakes.leave(peer, writer)
                 if self.open >= MAX_CONNECTIONS:
@@ -374,7 +375,7 @@ class TaskService:
                 counted = True
                 writer.write(frame(READY, b""))
                 body = await asyncio.wait_for(
-                    _read_frame(reader, REQUEST, MAX_REQUEST, "request"), 30
+                    read_frame(reader, REQUEST, MAX_REQUEST, "request"), 30
                 )
                 req = parse_request(body, hello)
                 proc = await self._spawn(req)
@@ -385,7 +386,7 @@ class TaskService:
             except (TaskRefused, running.LaunchError) as exc:
                 # Only a caller who proved a credential is worth a warning: anyone can make
                 # the others, and a line each would be a cheap flood of the worker's log.
-                log.log(logging.WARNING if counted else logging.DEBUG, "task refused: %s", exc)
+                log.log(logging.WARNING if proven else logging.DEBUG, "task refused: %s", exc)
                 writer.write(exit_frame(None, None, str(exc)))
                 await writer.drain()
                 return
@@ -415,7 +416,7 @@ class TaskService:
         writer.write(challenge_frame(nonce))
         try:
             async with asyncio.timeout(HANDSHAKE_S):
-                data = await _read_frame(reader, HELLO, MAX_HELLO, "hello")
+                data = await read_frame(reader, HELLO, MAX_HELLO, "hello")
         except TimeoutError:
             raise TaskRefused(f"no hello within {HANDSHAKE_S:g} s") from None
         hello = parse_hello(data)
@@ -565,19 +566,3 @@ def _keeper_namespace(keeper: int, keeper_start: int | None, attempt_dir: str) -
     if isinstance(fd, bool) or not isinstance(fd, int):
         raise OSError(errno.EINVAL, "the keeper's record of it is not one")
     return isolation.open_held_namespace(keeper, keeper_start, fd, held.get("id"))
-
-
-def _peer_address(writer: asyncio.StreamWriter) -> str:
-    """The connection's remote address (its port left out): what the pending pools count by."""
-    peer = writer.get_extra_info("peername")
-    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
-
-
-async def _read_frame(reader: asyncio.StreamReader, channel: int, limit: int, what: str) -> bytes:
-    """One frame of `channel` of at most `limit` bytes; TaskRefused for anything else."""
-    got, length = HEADER.unpack(await reader.readexactly(HEADER.size))
-    if got != channel:
-        raise TaskRefused(f"expected the {what} (is this an `xce launch` of this build?)")
-    if length > limit:
-        raise TaskRefused(f"the {what} is longer than {limit} bytes")
-    return await reader.readexactly(length)
