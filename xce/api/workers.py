@@ -102,10 +102,11 @@ async def store_output(request: web.Request) -> web.Response:
     if request.query.get("first") == "1":
         await service.files.clear_outputs(job.number, job.id)
         service.ship_files([(outputs_name(job.number, job.id), "drop")])
-    service.files.check_output_room(job.id, rel, size)
+    owner = job.spec.user  # a job's outputs are its owner's, on their quota
+    service.files.check_output_room(job.id, rel, size, owner)
     async with gate(request).slot(f"output {rel} of job {job.id}"):
         stored = await service.files.save_output(
-            job.number, job.id, rel, body_chunks(request), declared=size, sha256=expect
+            job.number, job.id, rel, body_chunks(request), size, expect, owner
         )
     # To the standbys (in sync mode before this answer, so before the finish report).
     await service.files_replicated(

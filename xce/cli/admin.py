@@ -1,5 +1,6 @@
 """`xce admin ...`: offline maintenance of a controller's state directory, the audit log,
-and handing the primary role over (switchover)."""
+each user's usage of the controller's file store, and handing the primary role over
+(switchover)."""
 
 from __future__ import annotations
 
@@ -101,6 +102,37 @@ def audit(
     shown = len(page["records"])
     if page["total"] > offset + shown:
         typer.echo(f"({shown} of {page['total']}; --offset {offset + shown} for more)", err=True)
+
+
+@app.command("files")
+def files(
+    user: str = typer.Option(None, "--user", "-u", help="only this user"),
+    as_json: bool = typer.Option(False, "--json"),
+    controller: list[str] = typer.Option(None, "--controller", help="controller URL"),
+) -> None:
+    """What each user's uploads and job files hold on the controller, against the quota
+    (needs file:admin), largest first."""
+    from xce.cli.common import call, print_json, print_table
+    from xce.store.room import amount
+
+    page = call(lambda c: c.file_usage(user), controller)
+    if as_json:
+        print_json(page)
+        return
+    print_table(
+        ["USER", "FILES", "BYTES", "SIZE", "QUOTA", "USED"],
+        [
+            [
+                r["user"],
+                r["files"],
+                r["bytes"],
+                amount(r["bytes"]),
+                amount(r["quota_bytes"]),
+                f"{r['used_pct']:.1f}%",
+            ]
+            for r in page["users"]
+        ],
+    )
 
 
 @app.command("switchover")

@@ -194,7 +194,7 @@ class Submissions:
                 return found, True  # a twin request got its number first
         number = service.state.next_number
         event = self._submitted(req, number, spec, key)
-        service.files.attach_inputs(number, inputs)
+        service.files.attach_inputs(number, inputs, body.user)
         # the standbys move their copies of the uploads alike
         ticket = service.ship_files(_input_moves(number, inputs))
         await service.commit([event])

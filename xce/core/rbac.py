@@ -36,6 +36,7 @@ PERMISSIONS = (
     "cluster:admin",
     "cluster:replicate",
     "worker",
+    "file:admin",  # every user's usage of the controller's file store
 )
 SCOPES = ("self", "group", "all")
 
