@@ -72,6 +72,12 @@ class JobFileDeletion:
             + [(job_dir_name(n, inputs_only=True), "drop") for n in inputs]
         )
 
+    def abandon(self, number: int) -> None:
+        """A submission whose inputs were attached was refused by its commit: no record
+        will ever hold them (the next submission may take its number)."""
+        self._track(self.service.files.delete_job_files(number))
+        self.service.ship_files([(job_dir_name(number), "drop")])
+
     def _track(self, deletion: Future[None]) -> None:
         done = asyncio.wrap_future(deletion)
         self.pending.add(done)

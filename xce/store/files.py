@@ -141,7 +141,7 @@ class FileStore:
         self.threads = Threads()
         self.uploads: dict[str, Upload] = {}
         self.jobs = JobBytes()  # the files of each owner's jobs (`adopt` fills it at start)
-        self._inflight: dict[str, int] = {}  # bytes of uploads being received, per owner
+        self._inflight: dict[str, int] = {}  # bytes of files being received, per owner
         # Digests being computed for files without a record, by (device, inode, size,
         # mtime): two downloads of one old file read it once.
         self._hashing: dict[tuple[int, int, int, int], asyncio.Future[str]] = {}
