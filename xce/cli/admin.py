@@ -21,7 +21,8 @@ STATE_DIR = typer.Option(..., "--state-dir", help="the controller's state direct
 
 @app.command("wal-check")
 def wal_check(state_dir: Path = STATE_DIR) -> None:
-    """Verify checkpoints and every WAL record; exit 1 if the log is damaged."""
+    """Verify checkpoints and every WAL record; exit 1 if the log is damaged, 2 if a newer
+    build wrote it (this build cannot judge it)."""
     from xce.store.repair import check
 
     if not state_dir.is_dir():
@@ -30,6 +31,10 @@ def wal_check(state_dir: Path = STATE_DIR) -> None:
     for line in report.checkpoints or ["no checkpoints"]:
         typer.echo(f"checkpoint  {line}")
     typer.echo(f"segments    {report.segments}")
+    for line in report.newer:
+        typer.echo(f"NEWER       {line}")
+    if report.newer:
+        raise typer.Exit(2)  # not damage: a newer build's state
     if report.corruption is not None:
         typer.echo(f"DAMAGED     {report.corruption.message}")
         raise typer.Exit(1)
@@ -49,6 +54,8 @@ def wal_repair(
     from xce.store.repair import check, repair
 
     report = check(state_dir)
+    if report.newer:
+        fail(f"{report.newer[0]}; nothing was cut")
     if report.corruption is not None and not yes:
         typer.echo(report.corruption.message)
         fail("this drops every record after the damage; run again with --yes to do it")

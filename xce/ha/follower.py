@@ -32,7 +32,7 @@ from xce.store.checkpoint import checkpoint_name, list_checkpoints
 from xce.store.durable import DurableLog, StoreSettings
 from xce.store.recovery import checkpoint_dir, wal_dir
 from xce.store.wal.framing import FRAME_HEADER, CorruptRecord, iter_frames, read_frames
-from xce.store.wal.reader import list_segments, mapped
+from xce.store.wal.reader import list_segments, mapped, records_start
 from xce.store.wal.writer import fsync_dir
 from xce.wire.codec import WireError, decode_entry
 
@@ -396,7 +396,7 @@ def last_record_crc(state_dir: Path, last_seq: int) -> int | None:
     crc, seq = None, first - 1
     with mapped(path) as data:  # the frames only (no decoding), the zeros after not touched
         try:
-            for offset, _end, _payload in iter_frames(data):
+            for offset, _end, _payload in iter_frames(data, records_start(data, path)):
                 seq += 1
                 crc = FRAME_HEADER.unpack_from(data, offset)[1]
         except CorruptRecord:
