@@ -17,6 +17,7 @@ from xce.auth.pki import client_ssl_context
 from xce.core.errors import XceError
 from xce.ha.follower import Follower
 from xce.ha.probe import PeerStatus
+from xce.ha.protocol import Incompatible
 from xce.store.durable import DurableLog
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class StandbyRole:
         return follower.store
 
     def _new_follower(self, store: DurableLog | None) -> Follower:
-        return Follower(
+        follower = Follower(
             self.node.state_dir,
             self.node.store_settings,
             self.node.epochs,
@@ -71,6 +72,8 @@ class StandbyRole:
             store=store,
             space=self.node.file_space,
         )
+        follower.on_compatible = self.node.clear_incompatible
+        return follower
 
     async def _until_promoted(self, follower: Follower) -> bool:
         """Follow whichever primary is found; True once this candidate won an epoch (a
@@ -108,6 +111,8 @@ class StandbyRole:
             await link
         except asyncio.CancelledError:
             pass
+        except Incompatible as exc:
+            self.node.mark_incompatible(exc.message)
         except (XceError, OSError, TimeoutError, EOFError) as exc:
             self.node._say(
                 f"replication from {url} ended: "
