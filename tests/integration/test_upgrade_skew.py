@@ -169,3 +169,66 @@ def test_a_primary_refuses_an_older_standby_and_shows_it(tmp_path: Path) -> None
         assert "INCOMPATIBLE" in status.stdout and "before 0.2.0" in status.stdout
     finally:
         c.stop()
+
+
+class RefusingController:
+    """An older controller, in a thread: it answers a registration that carries versions
+    as a build from before versions did (`body.release is not a known field`), and one
+    without them as a build that refuses the worker's versions (409 version_skew)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.bodies: list[dict[str, Any]] = []
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.stopped = asyncio.Event()
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self._run(),))
+        self.thread.start()
+        assert self.ready.wait(10)
+
+    async def _register(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.bodies.append(body)
+        if "release" in body:
+            error = {"code": "invalid_request", "message": "body.release is not a known field"}
+            return web.json_response({"error": error}, status=400)
+        error = {"code": "version_skew", "message": "worker too new for this test controller"}
+        return web.json_response({"error": error}, status=409)
+
+    async def _run(self) -> None:
+        app = web.Application()
+        app.router.add_post("/api/v1/workers/register", self._register)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", self.port).start()
+        self.ready.set()
+        await self.stopped.wait()
+        await runner.cleanup()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.stopped.set)
+        self.thread.join(10)
+
+
+def test_a_refused_worker_says_why_once_and_keeps_asking(tmp_path: Path) -> None:
+    """A real `xce worker`: against a controller from before versions it registers without
+    them; refused for its versions it logs one line and retries instead of exiting."""
+    from tests.integration.cluster import Cluster, free_port
+
+    c = Cluster(tmp_path / "c")
+    c.root.mkdir(parents=True)
+    fake = RefusingController(free_port())
+    try:
+        c.worker_controllers["w1"] = [f"http://127.0.0.1:{fake.port}"]
+        c.worker_names.add("w1")
+        c.workers["w1"] = c._spawn("w1", "worker", "-c", str(c._config("w1")))
+        c.wait_for(lambda: len(fake.bodies) >= 4, 30, "four registrations")
+        assert c.workers["w1"].poll() is None, c.log_text()  # still running
+        first, second = fake.bodies[0], fake.bodies[1]
+        assert first["protocol"] >= 2 and first["release"]
+        assert "release" not in second and "protocol" not in second  # as protocol 1
+        lines = [line for line in c.log_text().splitlines() if "refuses this worker" in line]
+        assert len(lines) == 1 and "too new for this test controller" in lines[0]
+    finally:
+        fake.stop()
+        c.stop()

@@ -54,6 +54,7 @@ def _view(request: web.Request, change: Change) -> dict[str, Any]:
             gateway.load.get(change.key),
             gateway.liveness(change.key),
             gateway.containment.get(change.key),
+            gateway.releases.get(change.key),
         )
     if change.kind == "queue":
         queue = state.queues.get(change.key)

@@ -8,7 +8,8 @@ registration. What carries none was written before formats were named and is for
 A build reads every format up to its own and refuses a newer one at the door, with one line
 that names both (`NewerFormat`): never as damage, never by cutting records. The skew rule
 (docs/upgrades.md) is what the release comparison enforces where two builds meet: a worker or
-a standby may be one minor release older than its primary, never newer than the next minor.
+a standby may be one minor release older than its primary; a worker is never newer (workers
+are upgraded last), a standby at most one minor newer (standbys are upgraded first).
 """
 
 from __future__ import annotations
@@ -53,6 +54,14 @@ class NewerFormat(XceError):
         self.reads = reads
 
 
+class VersionSkew(XceError):
+    """A peer outside the skew rule or of a newer protocol: refused at the door. The peer
+    keeps retrying (slowly): an upgrade on either side lets it in without a restart."""
+
+    code = "version_skew"
+    http_status = 409
+
+
 def release_tuple(text: str) -> tuple[int, int, int] | None:
     """`0.2.0` as (0, 2, 0); None for text that is no release (a peer that sent none)."""
     m = _RELEASE.match(text.strip())
@@ -61,10 +70,13 @@ def release_tuple(text: str) -> tuple[int, int, int] | None:
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
-def skew_problem(theirs: str, role: str, ours: str = RELEASE) -> str | None:
+def skew_problem(
+    theirs: str, role: str, ours: str = RELEASE, newer_minors: int = SKEW_MINORS
+) -> str | None:
     """Why a `role` ("worker", "standby") of release `theirs` may not join a primary of
-    release `ours` under the skew rule; None when it may. Unknown releases pass: formats
-    decide for them."""
+    release `ours` under the skew rule; None when it may. `newer_minors`: how many minor
+    releases newer it may be (a standby one: standbys are upgraded first; a worker none:
+    workers last). Unknown releases pass: formats decide for them."""
     mine, other = release_tuple(ours), release_tuple(theirs)
     if mine is None or other is None:
         return None
@@ -78,9 +90,9 @@ def skew_problem(theirs: str, role: str, ours: str = RELEASE) -> str | None:
             f"{role} xce {theirs} is more than {SKEW_MINORS} minor release older than the "
             f"primary's xce {ours}: upgrade the {role} first"
         )
-    if other[1] > mine[1] + SKEW_MINORS:
+    if other[1] > mine[1] + newer_minors:
         return (
-            f"{role} xce {theirs} is more than {SKEW_MINORS} minor release newer than the "
-            f"primary's xce {ours}"
+            f"{role} xce {theirs} is newer than the primary's xce {ours} allows "
+            f"(at most {newer_minors} minor release newer): upgrade the controllers first"
         )
     return None
