@@ -197,12 +197,12 @@ class Follower:
         why = protocol.cannot_follow(welcome.body, primary_url)
         if why is not None:  # a primary that does not check (or misjudges) us: we do
             raise protocol.Incompatible(why)
-        if self.on_compatible is not None:
-            self.on_compatible()
         if welcome.epoch < self.epochs.epoch:
             raise XceError(
                 f"{primary_url} is a stale primary (epoch {welcome.epoch} < {self.epochs.epoch})"
             )
+        if self.on_compatible is not None:
+            self.on_compatible()
         flat = welcome.body["history"]
         self.epochs.adopt_history(list(zip(flat[::2], flat[1::2], strict=True)))
         self.epochs.observe(welcome.epoch)

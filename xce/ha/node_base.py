@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from xce.auth.files import atomic_write
 from xce.auth.pki import client_ssl_context
 from xce.config.settings import Config
 from xce.core.errors import InvalidRequest, NotPrimary
@@ -112,9 +112,7 @@ class NodeState:
         and refuse to campaign until it has followed a primary again."""
         if why != self.incompatible:
             log.error("cannot follow the primary, and will not take over from it: %s", why)
-            tmp = self._incompatible_file.with_suffix(".tmp")
-            tmp.write_text(why + "\n")
-            os.replace(tmp, self._incompatible_file)
+            atomic_write(self._incompatible_file, (why + "\n").encode())
         self.incompatible = why
 
     def clear_incompatible(self) -> None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from xce.ha.node import Node
 
 log = logging.getLogger("xce.ha")
+INCOMPATIBLE_RETRY_S = 2.0  # between attempts to follow a primary this build cannot read
 
 
 class StandbyRole:
@@ -93,7 +94,9 @@ class StandbyRole:
                 self.node.last_takeover_s = silent
                 return True
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.node.stop_event.wait(), 0.2)
+                # A primary that refused this build refuses it again: ask less often.
+                pause = INCOMPATIBLE_RETRY_S if self.node.incompatible else 0.2
+                await asyncio.wait_for(self.node.stop_event.wait(), pause)
         return False
 
     async def _follow_until_it_ends(self, follower: Follower, url: str, address: str) -> bool:
