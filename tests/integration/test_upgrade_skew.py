@@ -75,7 +75,6 @@ class NewerPrimary:
                 "protocol": 9,
             },
         )
-        await asyncio.sleep(0.5)
         writer.close()
 
     async def _run(self) -> None:
