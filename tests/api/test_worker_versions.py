@@ -39,6 +39,7 @@ async def test_the_workers_build_is_shown_per_host(api: Api) -> None:
     assert readable_host(old)["worker_version"].startswith("unknown")
     cluster = await api.call("GET", "/api/v1/cluster", 200)
     assert cluster["version"] == __version__
+    assert cluster["formats"]["worker_protocol"] == WORKER_PROTOCOL
 
 
 async def test_a_newer_protocol_is_refused_by_its_versions_not_its_fields(api: Api) -> None:

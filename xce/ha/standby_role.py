@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from xce.auth.pki import client_ssl_context
 from xce.core.errors import XceError
+from xce.core.versions import NewerFormat
 from xce.ha.follower import Follower
 from xce.ha.probe import PeerStatus
 from xce.ha.protocol import Incompatible
@@ -114,7 +115,7 @@ class StandbyRole:
             await link
         except asyncio.CancelledError:
             pass
-        except Incompatible as exc:
+        except (Incompatible, NewerFormat) as exc:  # NewerFormat: a transferred checkpoint
             self.node.mark_incompatible(exc.message)
         except (XceError, OSError, TimeoutError, EOFError) as exc:
             self.node._say(
