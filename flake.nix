@@ -14,7 +14,7 @@
       packages = forAll (pkgs: {
         default = pkgs.python311Packages.buildPythonApplication {
           pname = "xce";
-          version = "0.1.0";
+          version = "0.2.0";  # keep equal to xce.__version__
           pyproject = true;
           src = ./.;
           build-system = [ pkgs.python311Packages.setuptools pkgs.python311Packages.wheel ];

@@ -5,10 +5,10 @@ controller -c cfg.toml`), with no worker, so every job stays pending. Each clien
 aiohttp session POSTing /api/v1/jobs in a loop; only requests that complete inside the
 measurement window (after a warm-up) count.
 
-Group-commit statistics are read from outside: the controller's only write(2)-family system
-calls during the window are the WAL writer's one pwrite per group (the HTTP responses go out
-through send(2), which /proc/PID/io does not count as syscw), so the window's syscw delta is
-the number of groups, hence of fdatasyncs.
+Group-commit statistics are the controller's own: the count of its `xce_wal_group_records`
+histogram (one observation per WAL group, hence per fdatasync) before and after the window,
+from /metrics. (The syscw delta of /proc/PID/io counted them while the WAL writer was the only
+writer; the audit trail's group appends, one per batch of submissions, now write too.)
 """
 
 from __future__ import annotations
@@ -178,9 +178,19 @@ class Load:
         return self.controller_cpu * self.seconds / self.records * 1e6 if self.records else 0.0
 
 
-def _probe(proc: psutil.Process) -> tuple[float, int, float]:
+async def _wal_groups(session: aiohttp.ClientSession, url: str) -> int:
+    """WAL groups written so far: the count of the controller's group-size histogram."""
+    async with session.get(url + "/metrics") as resp:
+        text = await resp.text()
+    for line in text.splitlines():
+        if line.startswith("xce_wal_group_records_count "):
+            return int(float(line.split()[1]))
+    raise RuntimeError("the controller's /metrics has no xce_wal_group_records_count")
+
+
+def _probe(proc: psutil.Process) -> tuple[float, float]:
     cpu = proc.cpu_times()
-    return time.perf_counter(), proc.io_counters().write_count, cpu.user + cpu.system
+    return time.perf_counter(), cpu.user + cpu.system
 
 
 async def _load(url: str, pid: int, clients: int, warmup: float, seconds: float) -> Load:
@@ -213,13 +223,16 @@ async def _load(url: str, pid: int, clients: int, warmup: float, seconds: float)
     tasks = [asyncio.create_task(client()) for _ in range(clients)]
     try:
         await asyncio.sleep(warmup)
-        t0, w0, c0 = _probe(proc)
-        m0 = sum(me.cpu_times()[:2])
-        counting = True
-        await asyncio.sleep(seconds)
-        counting = False
-        t1, w1, c1 = _probe(proc)
-        m1 = sum(me.cpu_times()[:2])
+        async with aiohttp.ClientSession(headers=headers) as metrics:
+            w0 = await _wal_groups(metrics, url)
+            t0, c0 = _probe(proc)
+            m0 = sum(me.cpu_times()[:2])
+            counting = True
+            await asyncio.sleep(seconds)
+            counting = False
+            t1, c1 = _probe(proc)
+            m1 = sum(me.cpu_times()[:2])
+            w1 = await _wal_groups(metrics, url)
         records = len(finished)
     finally:
         stop.set()

@@ -1,7 +1,9 @@
-"""The audit log: job control, queue/host admin, logins and user admin, readable by admins."""
+"""The audit log: submissions, job control, queue/host admin, logins and user admin, readable
+by admins."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import stat
 
@@ -47,6 +49,7 @@ async def test_actions_and_refusals_are_recorded(tenants: Api) -> None:
         ("bob", "auth.login", "user:bob", "ok"),
         ("root", "auth.login", "user:root", "ok"),
         ("alice", "auth.login", "user:alice", "denied"),
+        ("alice", "job.submit", f"job:{job}", "ok"),
         ("bob", "job.kill", f"job:{job}", "denied"),
         ("alice", "job.kill", f"job:{job}", "ok"),
         ("alice", "queue.close", "queue:normal", "denied"),
@@ -57,7 +60,7 @@ async def test_actions_and_refusals_are_recorded(tenants: Api) -> None:
         ("root", "user.add", "user:erin", "ok"),
     ]
     assert page["total"] == len(seen)
-    denied = page["records"][4]
+    denied = page["records"][5]
     assert denied["detail"] == f"bob may not control job {job} of user alice"
     assert all(r["remote"] == "127.0.0.1" and r["ts"] > 0 for r in page["records"])
     text = (tenants.service.settings.state_dir / "audit.log").read_text()
@@ -98,3 +101,36 @@ async def test_the_log_is_private_append_only_json_lines(tenants: Api) -> None:
     assert [r["user"] for r in page["records"]] == ["alice", "bob", "root"]  # torn one skipped
     lines = path.read_bytes().splitlines()
     assert json.loads(lines[0])["user"] == "alice"
+
+
+async def test_submissions_are_recorded_with_who_they_run_as(tenants: Api) -> None:
+    alice, dave, root = [await login(tenants, u) for u in ("alice", "dave", "root")]
+    own = await tenants.call("POST", "/api/v1/jobs", 201, json={"command": "id"}, headers=alice)
+    other = {"command": "id", "user": "alice"}
+    await tenants.call("POST", "/api/v1/jobs", 403, json=other, headers=dave)  # an operator
+    made = await tenants.call("POST", "/api/v1/jobs", 201, json=other, headers=root)
+    await tenants.call("POST", "/api/v1/jobs", 400, json={"command": ""}, headers=alice)
+    page = await tenants.call("GET", f"{AUDIT}?action=job.submit", 200, headers=root)
+    seen = [(r["user"], r["object"], r["outcome"], r["detail"]) for r in page["records"]]
+    assert seen[0] == ("alice", f"job:{own['job_id']}", "ok", "queue normal")
+    assert seen[1][:3] == ("dave", "job:", "denied") and "user:impersonate" in seen[1][3]
+    assert seen[2] == ("root", f"job:{made['job_id']}", "ok", "queue normal, runs as alice")
+    assert seen[3][:3] == ("alice", "job:", "failed") and "empty" in seen[3][3], seen
+    assert len(seen) == 4 and all(r["remote"] for r in page["records"])
+
+
+async def test_concurrent_submissions_each_get_one_whole_record(tenants: Api) -> None:
+    """Records that arrive together are written together (one append, one fdatasync):
+    each request still gets its own whole line, none lost or interleaved."""
+    alice = await login(tenants, "alice")
+    answers = await asyncio.gather(
+        *(
+            tenants.call("POST", "/api/v1/jobs", 201, json={"command": "id"}, headers=alice)
+            for _ in range(40)
+        )
+    )
+    path = tenants.service.settings.state_dir / "audit.log"
+    records = [json.loads(line) for line in path.read_bytes().splitlines()]
+    submitted = sorted(r["object"] for r in records if r["action"] == "job.submit")
+    assert submitted == sorted(f"job:{a['job_id']}" for a in answers)
+    assert len(set(submitted)) == 40

@@ -60,9 +60,10 @@ def test_the_app_holds_each_component_under_its_key(tmp_path: Path) -> None:
     bare = ControllerService(c.config.controller, FileStore(tmp_path / "bare", 1 << 20))
     assert len(c.service.listeners) == len(bare.listeners) + 3
     assert c.cluster_history in c.service.applier.observers
-    assert c.service.committed == []  # the bus waits for a subscriber
+    # the bus waits for a subscriber; job files go after the durable purges and kills
+    assert c.service.committed == [c.service.job_files.committed]
     c.bus.subscribe(None, lambda change: True)
-    assert c.service.committed == [c.bus.publish]
+    assert c.service.committed == [c.service.job_files.committed, c.bus.publish]
     # No registry given: the built-in plugins, for the service and the API alike.
     assert app[PLUGINS] is c.plugins is c.service.registry is plugins.builtin()
 

@@ -153,7 +153,6 @@ async def test_service_level_validation(api: Api, body: dict[str, Any], words: s
         ({"env": {"A\u0000": "x"}}, "env variable name"),
         ({"cwd": "/tmp/\u0000"}, "cwd"),
         ({"user": "root\u0000"}, "user"),
-        ({"submit_host": "h\u0000"}, "submit_host"),
         ({"resources": 'select[os=="\u0000"]'}, "resources"),
         ({"dependency": "afterok:1\u0000"}, "dependency"),
         ({"array": "1-3\u0000"}, "array"),

@@ -29,7 +29,7 @@ async def test_quota_counts_unused_uploads_per_user(secured: Api) -> None:
     error = await _upload(secured, b"b" * 500, ALICE, 413)
     assert error["error"]["code"] == "too_large"
     message = error["error"]["message"]
-    assert "alice has 600 bytes" in message and "limit is 1000 bytes" in message
+    assert "alice holds 600 bytes" in message and "limit is 1000 bytes" in message
     assert "upload_quota_mb" in message
     # The refused upload left nothing behind, and other users have their own quota.
     assert sorted(p.name for p in (files.root / "uploads").iterdir()) == [
@@ -37,15 +37,21 @@ async def test_quota_counts_unused_uploads_per_user(secured: Api) -> None:
         first["upload_id"] + ".json",
     ]
     await _upload(secured, b"c" * 900, BOB)
-    # A job that uses the upload takes it off the quota.
-    await secured.call(
+    # A job that uses the upload keeps it on the quota (held, it never runs) ...
+    job = await secured.call(
         "POST",
         "/api/v1/jobs",
         201,
         headers=ALICE,
-        json={"command": "cat in", "inputs": {"in": first["upload_id"]}},
+        json={"command": "cat in", "inputs": {"in": first["upload_id"]}, "hold": True},
     )
+    assert files.usage("alice") == 600
+    await _upload(secured, b"b" * 500, ALICE, 413)
+    # ... until the job is killed before it started: its inputs go with the kill.
+    await secured.call("POST", f"/api/v1/jobs/{job['job_id']}/kill", 200, headers=ALICE)
+    await secured.service.job_files.settled()
     assert files.usage("alice") == 0
+    assert not (files.root / "jobs" / job["job_id"] / "inputs").exists()
     second = await _upload(secured, b"d" * 1000, ALICE)
     await _upload(secured, b"e", ALICE, 413)
     # Deleting one's own upload frees it too.
@@ -58,7 +64,7 @@ async def test_quota_in_megabytes_is_named_in_the_error(secured: Api) -> None:
     secured.service.files.quota_bytes = 1024 * 1024
     await _upload(secured, b"x" * 700_000, ALICE)
     error = await _upload(secured, b"y" * 700_000, ALICE, 413)
-    assert "alice has 0.7 MB" in error["error"]["message"]
+    assert "alice holds 0.7 MB" in error["error"]["message"]
     assert "limit is 1.0 MB" in error["error"]["message"]
 
 

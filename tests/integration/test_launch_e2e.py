@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,8 @@ import psutil
 
 from tests.integration.cluster import Cluster
 from tests.integration.conftest import THREE_HOSTS
-from xce.worker.tasks.wire import EXIT, HEADER, STDIN, STDOUT, frame, request_line
+from xce.cli.launch import Refused, open_task
+from xce.worker.tasks.wire import EXIT, HEADER, STDIN, STDOUT, frame, request_frame
 
 HOSTS = THREE_HOSTS
 
@@ -98,10 +99,21 @@ def test_kill_ends_the_tasks_on_every_host(three: Cluster) -> None:
 # --- the credential, played by hostile code -----------------------------------------------
 
 
+HELLO_KEYS = ("job_id", "attempt", "credential", "host")
+
+
 def _call(address: str, request: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """One task as `xce launch` runs it: the hello proves `credential` for the attempt, the
+    rest of `request` is the request. The refusal of the hello is an exit like any other."""
     host, _, port = address.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(request_line(request) + frame(STDIN, b""))
+    hello = [request[k] for k in HELLO_KEYS]
+    try:
+        sock = open_task((host, int(port)), *hello)
+    except Refused as exc:
+        return "", exc.body
+    with sock:
+        rest = {k: v for k, v in request.items() if k not in HELLO_KEYS}
+        sock.sendall(request_frame(rest) + frame(STDIN, b""))
         reader = sock.makefile("rb")
         out = b""
         while True:
@@ -139,7 +151,7 @@ def test_the_launch_credential_works_only_for_its_attempt_hosts_while_it_runs(
     everyone = {**tasks_b, **tasks}
     assert set(everyone) == set(HOSTS), everyone
     outside = next(h for h in HOSTS if h not in a_hosts)
-    req = {
+    req: dict[str, Any] = {
         "job_id": a_id,
         "attempt": int(a["XCE_ATTEMPT"]),
         "credential": a["XCE_LAUNCH_CRED"],
@@ -155,25 +167,32 @@ def test_the_launch_credential_works_only_for_its_attempt_hosts_while_it_runs(
             {"exit_code": 0, "signal": None, "error": ""},
         )
     second = a_hosts[1]
-    # another job's credential, and a made-up one
-    _, answer = _call(tasks[second], {**req, "host": second, "credential": b["XCE_LAUNCH_CRED"]})
-    assert answer["error"] == f"wrong launch credential for job {a_id}", answer
-    _, answer = _call(tasks[second], {**req, "host": second, "credential": "0" * 64})
-    assert "wrong launch credential" in answer["error"]
-    # A's credential for job B (B is on that host too, if it shares one)
     shared = a_hosts[0]  # B runs there too
-    _, answer = _call(
-        tasks[shared], {**req, "job_id": b_id, "host": shared, "attempt": int(b["XCE_ATTEMPT"])}
-    )
-    assert answer["error"] == f"wrong launch credential for job {b_id}", answer
-    # a host outside A's allocation knows no such attempt
-    _, answer = _call(everyone[outside], {**req, "host": outside})
-    assert (
-        answer["error"] == f"job {a_id} attempt {req['attempt']} is not running on host {outside}"
-    ), answer
-    # the wrong attempt, the wrong host name, bad requests
-    _, answer = _call(tasks[second], {**req, "host": second, "attempt": req["attempt"] + 1})
-    assert "is not running" in answer["error"]
+    refused = {
+        # another job's credential, and a made-up one
+        "other job's": (tasks[second], {**req, "host": second, "credential": b["XCE_LAUNCH_CRED"]}),
+        "made up": (tasks[second], {**req, "host": second, "credential": "0" * 64}),
+        # A's credential for job B, which runs on that host too
+        "for job B": (
+            tasks[shared],
+            {**req, "job_id": b_id, "host": shared, "attempt": int(b["XCE_ATTEMPT"])},
+        ),
+        # a host outside A's allocation knows no such attempt
+        "outside": (everyone[outside], {**req, "host": outside}),
+        "wrong attempt": (tasks[second], {**req, "host": second, "attempt": req["attempt"] + 1}),
+    }
+    with ThreadPoolExecutor(len(refused)) as pool:  # each is answered after the same wait
+        answers = dict(
+            zip(refused, pool.map(lambda c: _call(*c)[1], refused.values()), strict=True)
+        )
+    # one answer for all: it does not say which attempts run on the host
+    words = {name: answer["error"] for name, answer in answers.items()}
+    assert all(a["exit_code"] is None for a in answers.values()), answers
+    assert words["other job's"] == words["made up"] == words["wrong attempt"], words
+    assert words["other job's"].startswith(f"host {second} refused the launch"), words
+    assert words["for job B"].replace(shared, second) == words["other job's"], words
+    assert words["outside"].replace(outside, second) == words["other job's"], words
+    # the wrong host name, bad requests
     _, answer = _call(tasks[second], {**req, "host": outside})
     assert answer["error"] == f"this is host {second}, not {outside}"
     _, answer = _call(tasks[second], {**req, "host": second, "argv": []})
@@ -189,10 +208,10 @@ def test_the_launch_credential_works_only_for_its_attempt_hosts_while_it_runs(
         deadline = time.monotonic() + 30
         while True:  # the host learns of the end at its next poll
             _, answer = _call(tasks[host], {**req, "host": host})
-            if answer["error"] or time.monotonic() > deadline:
+            if "refused the launch" in answer["error"] or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        assert "is not running" in answer["error"], (host, answer)
+        assert "refused the launch" in answer["error"], (host, answer)
     three.control(b_id, "kill")
 
 

@@ -21,9 +21,27 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from xce.worker.tasks.wire import EXIT, exit_frame, frame
+from xce.cli.launch import CONNECT_TRIES
+from xce.worker.tasks.wire import (
+    EXIT,
+    HEADER,
+    HELLO,
+    READY,
+    challenge_frame,
+    exit_frame,
+    frame,
+)
 
 Behaviour = Callable[[socket.socket], None]
+
+
+def _accepts(conn: socket.socket) -> None:
+    """Challenge, read the hello, accept it: what the real service does for a good proof."""
+    conn.sendall(challenge_frame(os.urandom(32)))
+    channel, length = HEADER.unpack(conn.recv(HEADER.size, socket.MSG_WAITALL))
+    assert channel == HELLO
+    conn.recv(length, socket.MSG_WAITALL)
+    conn.sendall(frame(READY, b""))
 
 
 def _reset(conn: socket.socket) -> None:
@@ -51,9 +69,29 @@ def _exits_3(conn: socket.socket) -> None:
     conn.sendall(exit_frame(3))
 
 
+class _DropsEveryHandshake:
+    """Close before accepting the hello, as a host under a flood drops pending connections:
+    the launch tries again a few times (no task has started), then fails."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+
+    def __call__(self, conn: socket.socket) -> None:
+        self.connections += 1
+        conn.sendall(challenge_frame(os.urandom(32)))
+        conn.recv(65536)
+
+
+def _refuses_the_hello(conn: socket.socket) -> None:
+    conn.sendall(challenge_frame(os.urandom(32)))
+    conn.recv(65536)
+    conn.sendall(exit_frame(None, None, "no attempt here has that job"))
+
+
 @contextlib.contextmanager
-def _service(behaviour: Behaviour) -> Iterator[int]:
-    """A task service stand-in that treats every connection with `behaviour`."""
+def _service(behaviour: Behaviour, handshake: bool = True) -> Iterator[int]:
+    """A task service stand-in that accepts every hello (unless `handshake` is False), then
+    treats the connection with `behaviour`."""
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     stop = threading.Event()
@@ -64,7 +102,9 @@ def _service(behaviour: Behaviour) -> Iterator[int]:
                 conn, _ = server.accept()
             except OSError:
                 return
-            with conn, contextlib.suppress(OSError):
+            with conn, contextlib.suppress(OSError, AssertionError):
+                if handshake:
+                    _accepts(conn)
                 behaviour(conn)
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -131,3 +171,22 @@ def test_the_tasks_own_status_is_the_launchs() -> None:
         done = _launch(port, "--", "true")
     assert done.returncode == 3, done.stderr
     assert done.stderr == ""
+
+
+@pytest.mark.parametrize("form", ["dashdash", "rsh"])
+def test_a_host_that_drops_every_handshake_is_a_failed_launch(form: str) -> None:
+    dropper = _DropsEveryHandshake()
+    with _service(dropper, handshake=False) as port:
+        done = _launch(port, *(["--", "true"] if form == "dashdash" else ["h1", "true"]))
+    tasks = 2 if form == "dashdash" else 1
+    assert done.returncode == 255, (done.returncode, done.stderr)
+    _one_line_per_task(done.stderr, tasks)
+    assert dropper.connections == CONNECT_TRIES * tasks
+
+
+def test_a_refused_hello_is_a_failed_launch_with_the_hosts_words() -> None:
+    with _service(_refuses_the_hello, handshake=False) as port:
+        done = _launch(port, "--", "true")
+    assert done.returncode == 255, (done.returncode, done.stderr)
+    _one_line_per_task(done.stderr, 2)
+    assert "no attempt here has that job" in done.stderr

@@ -14,7 +14,7 @@ import psutil
 
 from tests.integration.cluster import Cluster
 from tests.integration.test_launch_e2e import _call, _job_env
-from xce.worker.tasks.wire import EXIT, HEADER
+from xce.worker.tasks.wire import CHALLENGE, EXIT, HEADER, HELLO, frame
 
 
 def _freezer_dir(pid: int) -> Path:
@@ -28,8 +28,12 @@ def _freezer_dir(pid: int) -> Path:
 def _answer_to_garbage(address: str, timeout: float) -> dict[str, Any]:
     host, _, port = address.rpartition(":")
     with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.sendall(b"not json\n")
-        head = sock.makefile("rb").read(HEADER.size)
+        reader = sock.makefile("rb")
+        head = reader.read(HEADER.size)
+        assert len(head) == HEADER.size and HEADER.unpack(head)[0] == CHALLENGE
+        reader.read(HEADER.unpack(head)[1])
+        sock.sendall(frame(HELLO, b"not json"))
+        head = reader.read(HEADER.size)
         assert len(head) == HEADER.size
         assert HEADER.unpack(head)[0] == EXIT
         return {"answered": True}

@@ -14,6 +14,7 @@ from xce.core import events as ev
 from xce.core.arrayspec import parse_array_spec
 from xce.core.model import JobRecord, QueueRecord, ReservationRecord
 from xce.core.state import ClusterState
+from xce.core.versions import NewerFormat
 from xce.store.checkpoint import (
     FORMAT_VERSION,
     CheckpointError,
@@ -133,8 +134,8 @@ def test_an_unknown_version_is_refused_by_name(tmp_path: Path) -> None:
         read_checkpoint(path)
 
 
-def test_an_unknown_checkpoint_format_is_refused(tmp_path: Path) -> None:
+def test_a_newer_checkpoint_format_is_refused_by_name(tmp_path: Path) -> None:
     path = tmp_path / checkpoint_name(99)
     write_file(path, a_state(), 7, pack_records)
-    with pytest.raises(CheckpointError, match="format 7 is unknown"):
+    with pytest.raises(NewerFormat, match=f"newer format 7 .*reads ≤ {FORMAT_VERSION}"):
         read_checkpoint(path)

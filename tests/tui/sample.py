@@ -164,6 +164,8 @@ def hosts() -> dict[str, dict[str, Any]]:
             "rack": rack,
             "group": group,
             "load": {"load1": 0.5 * i},
+            # a rolling upgrade half done: n001-n002 upgraded, n004 not yet, n003 unknown
+            "worker_version": ["0.2.0", "0.2.0", None, "0.1.0"][i - 1],
         }
     return out
 

@@ -10,7 +10,8 @@ import pytest
 
 from xce.cli.launch import LaunchFailed, Task, allocation, plan
 from xce.controller.launchcred import credential
-from xce.worker.tasks.request import TaskRefused, parse_request
+from xce.worker.tasks.request import Hello, TaskRefused, parse_hello, parse_request
+from xce.worker.tasks.wire import HEADER, HELLO, hello_frame, proof
 
 HOSTS = [("w1", 2), ("w2", 2), ("w3", 2)]
 
@@ -39,43 +40,78 @@ def test_the_allocation_comes_from_xce_hosts() -> None:
     assert allocation({"XCE_EXEC_HOST": "solo", "XCE_SLOTS": "3"}) == [("solo", 3)]
 
 
+HELLO_OF_7 = Hello("7", 1, "w1", "f" * 64)
+
+
 def _line(**over: object) -> bytes:
-    body = {
-        "v": 1,
-        "job_id": "7",
-        "attempt": 1,
-        "credential": "c" * 64,
-        "host": "w1",
-        "argv": ["true"],
-        "env": {"PATH": "/bin"},
-        "task_id": 0,
-        "local_task_id": 0,
-    }
+    body = {"argv": ["true"], "env": {"PATH": "/bin"}, "task_id": 0, "local_task_id": 0}
     body.update(over)
-    return json.dumps(body).encode() + b"\n"
+    return json.dumps(body).encode()
+
+
+def _hello(**over: object) -> bytes:
+    body = {"v": 2, "job_id": "7", "attempt": 1, "host": "w1", "proof": "0a" * 32}
+    body.update(over)
+    return json.dumps(body).encode()
 
 
 def test_the_task_service_checks_every_field() -> None:
-    assert parse_request(_line()).argv == ("true",)
+    req = parse_request(_line(), HELLO_OF_7)
+    assert (req.argv, req.job_id, req.attempt, req.host) == (("true",), "7", 1, "w1")
     bad = [
-        (b"not json\n", "JSON"),
-        (_line(v=2), "version"),
+        (b"not json", "JSON"),
         (_line(extra=1), "keys"),
-        (_line(job_id="../x"), "job id"),
-        (_line(attempt=True), "attempt"),
-        (_line(attempt=-1), "attempt"),
+        (_line(credential="c" * 64), "keys"),  # the credential travels no more
         (_line(argv=[]), "argv"),
         (_line(argv=["a\0b"]), "NUL"),
         (_line(argv=[""]), "empty"),
         (_line(env={"A=B": "x"}), "variable name"),
         (_line(env={"A": 1}), "variable A"),
-        (_line(credential=None), "credential"),
         (_line(task_id="0"), "task_id"),
         (_line(argv="true"), "argv"),
     ]
     for line, word in bad:
         with pytest.raises(TaskRefused, match=word):
-            parse_request(line)
+            parse_request(line, HELLO_OF_7)
+
+
+def test_the_hello_is_checked_before_any_attempt_is_looked_at() -> None:
+    assert parse_hello(_hello()) == Hello("7", 1, "w1", "0a" * 32)
+    bad = [
+        (b"[1]", "keys"),
+        (_hello(v=1), "version 2"),
+        (_hello(extra=1), "keys"),
+        (_hello(credential="c" * 64), "keys"),
+        (_hello(job_id="../x"), "job id"),
+        (_hello(attempt=True), "attempt"),
+        (_hello(attempt=-1), "attempt"),
+        (_hello(proof="0A" * 32), "hexadecimal"),
+        (_hello(proof="0a" * 31), "hexadecimal"),
+        (_hello(proof=None), "proof"),
+        (_hello(host=None), "host"),
+    ]
+    for data, word in bad:
+        with pytest.raises(TaskRefused, match=word):
+            parse_hello(data)
+
+
+def test_the_proof_is_bound_to_the_nonce_the_attempt_and_the_host() -> None:
+    """An eavesdropper sees the nonce and the proof: neither names the credential, and the
+    proof is worth nothing for another connection's nonce, attempt or host."""
+    cred, nonce = "c" * 64, b"n" * 32
+    one = proof(cred, nonce, "7", 1, "w1")
+    others = {
+        proof(cred, b"m" * 32, "7", 1, "w1"),
+        proof(cred, nonce, "8", 1, "w1"),
+        proof(cred, nonce, "7", 2, "w1"),
+        proof(cred, nonce, "7", 1, "w2"),
+        proof("d" * 64, nonce, "7", 1, "w1"),
+    }
+    assert one == proof(cred, nonce, "7", 1, "w1") and one not in others and len(others) == 5
+    wire = hello_frame(cred, nonce, "7", 1, "w1")
+    channel, length = HEADER.unpack(wire[: HEADER.size])
+    assert channel == HELLO and length == len(wire) - HEADER.size
+    assert cred.encode() not in wire and parse_hello(wire[HEADER.size :]).proof == one
 
 
 def test_credentials_differ_per_job_attempt_and_key() -> None:

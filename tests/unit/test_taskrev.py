@@ -9,16 +9,19 @@ from pathlib import Path
 import pytest
 
 from xce.worker.tasks.installer import install_launcher
-from xce.worker.tasks.request import TaskRefused, parse_request
+from xce.worker.tasks.request import Hello, TaskRefused, parse_hello, parse_request
 
 
 def test_a_deeply_nested_request_is_refused_not_a_crash() -> None:
     """`[[[[...` within the 512 KiB request limit made json raise RecursionError, which no
     handler caught: the connection died unanswered and the worker logged a traceback per
     request (a cheap log flood). It must be an ordinary refusal."""
-    for line in (b"[" * 200_000 + b"\n", b'{"a":' * 100_000 + b"\n"):
+    hello = Hello("7", 1, "w1", "0" * 64)
+    for line in (b"[" * 200_000, b'{"a":' * 100_000):
         with pytest.raises(TaskRefused, match="JSON"):
-            parse_request(line)
+            parse_request(line, hello)
+        with pytest.raises(TaskRefused, match="JSON"):
+            parse_hello(line[:2000])
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to play a non-root owner")

@@ -47,3 +47,35 @@ async def test_outputs_wait_for_a_controller_that_is_down(tmp_path: Path) -> Non
     finally:
         await client.close()
         host.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="jobs as root need a root worker")
+async def test_many_skipped_outputs_make_one_worker_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job that leaves 200 files the worker must skip (names that are not UTF-8) or refuse
+    (over the cap per file) costs the worker's log one line, not 200; each file is still
+    named in the attempt's problems."""
+    host = LocalHost(tmp_path)
+    client = XceClient([f"http://127.0.0.1:{closed_port()}"])
+    make = (
+        "echo out; echo err >&2; for i in $(seq 100); do echo data > big$i.dat; "
+        "printf x > \"$(printf 'bad\\377%s.dat' $i)\"; done"
+    )
+    try:
+        job = await host.start({"command": make, "outputs": ["*.dat"]})
+        assert (await host.wait(job)).exit_code == 0
+        await staging.copy_std_files(job)
+        caplog.set_level("WARNING", logger="xce")
+        limits = staging.OutputLimits(file_bytes=2, job_bytes=10**9)
+        outcome = await staging.upload_outputs(client, "h1", job, limits)
+        readers.close_readers(job)
+        assert len(outcome.problems) == 202, outcome.problems  # stdout, stderr, 200 files
+        assert sum("not UTF-8" in p for p in outcome.problems) == 100
+        assert outcome.returned == [] and outcome.pending == []
+        lines = [r.getMessage() for r in caplog.records if job.key[0] in r.getMessage()]
+        assert len(lines) == 1, lines
+        assert "202 output problems" in lines[0] and "xce job show" in lines[0], lines
+    finally:
+        await client.close()
+        host.close()

@@ -40,7 +40,17 @@ from xce.worker.cgroups import Limits
 from xce.worker.devices import gpus
 from xce.worker.tasks.service import TaskService
 from xce.worker.tasks.shares import HeldShare, share_name
-from xce.worker.tasks.wire import EXIT, HEADER, STDIN, frame, request_line
+from xce.worker.tasks.wire import (
+    CHALLENGE,
+    EXIT,
+    HEADER,
+    READY,
+    STDIN,
+    frame,
+    hello_frame,
+    read_challenge,
+    request_frame,
+)
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the worker's defences need root"),
@@ -142,17 +152,19 @@ class Service:
     async def run(self, key: tuple[str, int], argv: list[str]) -> Task:
         """One task of attempt `key` to its end, as `xce launch` runs it."""
         reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        channel, length = HEADER.unpack(await reader.readexactly(HEADER.size))
+        assert channel == CHALLENGE
+        nonce = read_challenge(await reader.readexactly(length))
+        writer.write(hello_frame(CRED, nonce, key[0], key[1], "h1"))
+        channel, length = HEADER.unpack(await reader.readexactly(HEADER.size))
+        assert channel == READY, await reader.readexactly(length)
         request = {
-            "job_id": key[0],
-            "attempt": key[1],
-            "credential": CRED,
-            "host": "h1",
             "argv": argv,
             "env": {"PATH": "/usr/bin:/bin"},
             "task_id": 0,
             "local_task_id": 0,
         }
-        writer.write(request_line(request) + frame(STDIN, b""))
+        writer.write(request_frame(request) + frame(STDIN, b""))
         await writer.drain()
         out = {1: b"", 2: b""}
         try:

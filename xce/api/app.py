@@ -89,6 +89,18 @@ def _answer_error(request: web.Request, exc: Exception, request_id: str) -> web.
         return resp
     if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError, ValueError)):
         return _error(400, "invalid_request", str(exc), request_id)
+    if isinstance(exc, ConnectionResetError):
+        # The client went, or the guard closed a body that stalled (body_timeout_s): the
+        # client's doing, not a fault here, so one line, not a traceback. Nobody reads the
+        # answer; it is for the latency histogram.
+        log.warning(
+            "request %s %s ended: the connection closed before its body arrived whole "
+            "(client gone or stalled past [guard] body_timeout_s; request id %s)",
+            request.method,
+            request.path,
+            request_id,
+        )
+        return _error(400, "connection_lost", "the connection closed mid-body", request_id)
     log.exception("request %s %s failed (request id %s)", request.method, request.path, request_id)
     return _error(500, "internal", f"internal error (request id {request_id})", request_id)
 

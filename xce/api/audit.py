@@ -1,11 +1,12 @@
 """Audit trail of the API: the recording of admin and control actions (`recorded`, run by
 the application's `authenticate` middleware), and the route that reads the log back.
 
-Recorded here, for every route whose permission is `job:control`, `queue:admin`,
-`host:admin` or `cluster:admin`: who (the token's user), what (`job.kill`, `queue.close`,
-`host.drain` ...), which object (`job:17`, `queue:normal`), the outcome (`ok`, or `denied` /
-`failed` with the error message) and the caller's address — refused attempts included.
-Logins, token and user admin actions are recorded by their own handlers (xce.api.auth,
+Recorded here, for every route whose permission is `job:control`, `queue:admin`, `host:admin` or
+`cluster:admin`, and for job submission (`job.submit`, the queue and, when it is not the caller,
+the user the job runs as in its detail): who (the token's user), what (`job.kill`,
+`queue.close`, `host.drain` ...), which object (`job:17`, `queue:normal`), the outcome (`ok`, or
+`denied` / `failed` with the error message) and the caller's address — refused attempts
+included. Logins, token and user admin actions are recorded by their own handlers (xce.api.auth,
 xce.api.users) with more specific names.
 """
 
@@ -22,10 +23,18 @@ from xce.auth.audit import AuditLog, AuditQuery
 from xce.core.errors import Forbidden, InvalidRequest, Unauthorized, XceError
 
 AUDITED = ("job:control", "queue:admin", "host:admin", "cluster:admin")
+SUBMIT = ("POST", "/api/v1/jobs")
+# What a handler adds to its own record: the detail only it knows (a submission's queue),
+# and the object when it knows it (the new job), which spares parsing its answer again.
+AUDIT_DETAIL = web.RequestKey("audit_detail", str)
+AUDIT_OBJECT = web.RequestKey("audit_object", str)
 
 
 def _describe(route: Route, request: web.Request, body: Any) -> tuple[str, str]:
     """(action, object) of a request, e.g. ("job.kill", "job:17")."""
+    if (route.method, route.path) == SUBMIT:
+        job_id = body.get("job_id", "") if isinstance(body, dict) else ""
+        return "job.submit", f"job:{job_id}"
     domain = route.permission.split(":")[0]
     last = route.path.rsplit("/", 1)[-1]
     verb = (
@@ -40,7 +49,10 @@ def _describe(route: Route, request: web.Request, body: Any) -> tuple[str, str]:
 
 def audited(route: Route) -> bool:
     """Whether the audit trail records requests to `route` (see the module docstring)."""
-    return route.permission in AUDITED and route.tag != "auth"
+    return (route.permission in AUDITED and route.tag != "auth") or (
+        route.method,
+        route.path,
+    ) == SUBMIT
 
 
 async def recorded(request: web.Request, route: Route, handler: Any) -> web.StreamResponse:
@@ -59,15 +71,22 @@ async def recorded(request: web.Request, route: Route, handler: Any) -> web.Stre
         )
         raise
     body = None
-    if isinstance(response, web.Response) and response.content_type == "application/json":
-        body = json.loads(response.body) if isinstance(response.body, bytes) else None
+    given = request.get(AUDIT_OBJECT)
+    if (
+        given is None
+        and isinstance(response, web.Response)
+        and response.content_type == "application/json"
+        and isinstance(response.body, bytes)
+    ):
+        body = json.loads(response.body)
     action, obj = _describe(route, request, body)
+    obj = given or obj
     await log.record(
         request[IDENTITY].user,
         action,
         obj,
         "ok" if response.status < 400 else "failed",
-        "",
+        request.get(AUDIT_DETAIL, ""),
         request.remote or "",
     )
     return response

@@ -9,6 +9,7 @@ from xce import __version__
 from xce.api.http import CONFIG, HA, SERVICE, json_response, read_body
 from xce.api.routes import Route
 from xce.controller.service import ControllerService
+from xce.core import versions
 from xce.core.errors import Conflict
 from xce.protocol.admin import Switchover, Vote
 
@@ -27,6 +28,13 @@ async def cluster(request: web.Request) -> web.Response:
     return json_response(
         {
             "version": __version__,
+            # what this build writes (xce/core/versions.py; docs/upgrades.md)
+            "formats": {
+                "wal": versions.WAL_FORMAT,
+                "checkpoint": versions.CHECKPOINT_FORMAT,
+                "replication": versions.REPLICATION_PROTOCOL,
+                "worker_protocol": versions.WORKER_PROTOCOL,
+            },
             "role": node.role if node is not None else "primary",
             "controllers": list(config.controllers),
             "jobs": len(state.jobs),

@@ -23,6 +23,7 @@ def _view(request: web.Request, name: str) -> dict:
         gateway.load.get(name),
         gateway.liveness(name),
         gateway.containment.get(name),
+        gateway.releases.get(name),
     )
 
 

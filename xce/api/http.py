@@ -122,8 +122,56 @@ def _number(text: str) -> int | float:
     return int(value) if value.is_integer() and abs(value) < 2**63 else value
 
 
+# Digits an integer literal may have: no field takes more than int64 (19), and Python itself
+# refuses to convert past 4300 with a message about sys.set_int_max_str_digits.
+MAX_INT_DIGITS = 64
+
+
+class _LongInteger:
+    """What an integer literal of more than MAX_INT_DIGITS digits reads as: a marker, found
+    after the parse so that the error can name the field it was given for."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _integer(text: str) -> int | _LongInteger:
+    digits = len(text) - text.startswith("-")
+    return int(text) if digits <= MAX_INT_DIGITS else _LongInteger(digits)
+
+
+def _long_integer_path(value: Any) -> tuple[str, int] | None:
+    """(field path, digits) of the first over-long integer in `value`, or None. Iterative:
+    the body is the attacker's."""
+    stack: list[tuple[Any, str]] = [(value, "body")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _LongInteger):
+            return path, item.digits
+        if isinstance(item, dict):
+            stack.extend((v, f"{path}.{k}") for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(item))))
+    return None
+
+
 def _strict_loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_refuse_constant, parse_float=_number)
+    longest = 0
+
+    def integer(literal: str) -> int | _LongInteger:
+        nonlocal longest
+        read = _integer(literal)
+        if isinstance(read, _LongInteger):
+            longest = max(longest, read.digits)
+        return read
+
+    body = json.loads(text, parse_constant=_refuse_constant, parse_float=_number, parse_int=integer)
+    if longest and (found := _long_integer_path(body)) is not None:
+        path, digits = found
+        raise InvalidRequest(
+            f"{path} is an integer of {digits} digits: no field takes more than {MAX_INT_DIGITS}"
+        )
+    return body
 
 
 def bearer_token(header: str) -> str:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import ipaddress
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ from aiohttp import web
 
 from xce.api.access import require_job, visible_owners
 from xce.api.accounting import archived_job
+from xce.api.audit import AUDIT_DETAIL, AUDIT_OBJECT
 from xce.api.filesend import send_file
 from xce.api.http import HA, HISTORY, SERVICE, TAILS, identity, json_response, query_int, read_body
 from xce.api.queries import JobFilter, list_jobs
@@ -22,10 +26,10 @@ from xce.api.views import array_view, job_view
 from xce.controller.requests import SubmitRequest
 from xce.controller.service import ControllerService
 from xce.controller.tails import STREAMS
-from xce.core.errors import Forbidden, InvalidRequest, NotFound
+from xce.core.errors import InvalidRequest, NotFound
 from xce.core.job_context import queue_for
 from xce.core.model import JobState
-from xce.core.rbac import job_scope
+from xce.core.rbac import IMPERSONATE, check_run_as, job_scope
 from xce.core.state_base import parse_job_id
 from xce.protocol.bodies import SubmitBody
 from xce.protocol.schemas import JobView, TailView
@@ -40,14 +44,15 @@ async def submit(request: web.Request) -> web.Response:
     body = await read_body(request, SubmitBody)
     who = identity(request)
     user = body.user or who.name
+    check_run_as(who.user, who.role, who.permissions, user)
     anyones = job_scope(who.permissions, "job:control") == "all"
-    if user != who.user and not anyones:
-        raise Forbidden(f"{who.user} may not submit jobs as {user}")
     req = SubmitRequest.of(
         body,
         user=user,
-        submit_host=body.submit_host or request.remote or "",
-        uploads_of=None if anyones else who.user,
+        submit_host=submit_host_of(request),
+        # Another's upload is their data: naming it as an input is reading it, which takes
+        # user:impersonate (job:control:all only lets an operator delete it).
+        uploads_of=None if IMPERSONATE in who.permissions else who.user,
         may_view_owner=visible_owners(request),  # a dependency shows its target's outcome
         privileged=anyones,
         groups=who.groups if user == who.user else (),
@@ -64,10 +69,33 @@ async def submit(request: web.Request) -> web.Response:
         answer["warnings"] = [
             f"qos {body.qos!r} maps to queue {mapped.name!r}, but the job went to {queue!r}"
         ]
+    runs_as = f", runs as {user}" if user != who.user else ""
+    request[AUDIT_DETAIL] = f"queue {queue}{runs_as}" + (" (a repeat)" if repeat else "")
+    request[AUDIT_OBJECT] = f"job:{job_id}"
     response = json_response(answer, status=201)
     if repeat:
         response.headers["Idempotent-Replayed"] = "true"
     return response
+
+
+@functools.cache
+def _own_host() -> str:
+    return socket.gethostname()
+
+
+def submit_host_of(request: web.Request) -> str:
+    """Where the submit came from, as the connection says, never as the body says: the job's
+    `SLURM_SUBMIT_HOST` / `LSB_SUB_HOST` is something scripts trust (to copy results back),
+    so a client must not be able to name a host it is not on. A caller on this host (the
+    local socket, loopback) is this host's name; any other is its peer address (no reverse
+    lookup on the submit path: a slow DNS would stall every submit)."""
+    remote = request.remote or ""
+    try:
+        if not remote or ipaddress.ip_address(remote).is_loopback:
+            return _own_host()
+    except ValueError:
+        return _own_host()  # not an IP address: a Unix socket's empty or path-like peer
+    return remote
 
 
 def idempotency_key(request: web.Request) -> str:
@@ -164,9 +192,17 @@ def _ha(request: web.Request) -> Any:
     return node if node is not None and not getattr(node, "solo", True) else None
 
 
+def not_returned(job: Any, name: str) -> str | None:
+    """Why the worker did not return `name` (stdout, stderr or an output) of the job's last
+    attempt, from its `output_problems` ("NAME: why"), or None."""
+    prefix = f"{name}: "
+    return next((p[len(prefix) :] for p in job.output_problems if p.startswith(prefix)), None)
+
+
 def _output_path(request: web.Request, job: Any, rel: str) -> Path:
     """The output's path; a file the job's record names that is not here is a 503 naming
-    the controller that has it (HA), not a 404."""
+    the controller that has it (HA), not a 404; one the worker did not return (over a cap,
+    unreadable) is a 404 that says why, not a bare "does not exist"."""
     service = _service(request)
     try:
         return service.files.output_path(job.number, job.id, rel)
@@ -174,6 +210,8 @@ def _output_path(request: web.Request, job: Any, rel: str) -> Path:
         node = _ha(request)
         if node is not None and job.state.finished and rel in job.outputs:
             raise not_here(node, f"job {job.id}'s output {rel}") from None
+        if (why := not_returned(job, rel)) is not None:
+            raise NotFound(f"job {job.id}'s {rel} was not returned by its worker: {why}") from None
         raise
 
 
@@ -310,6 +348,8 @@ async def tail(request: web.Request) -> web.Response:
             "state": job.state.value,
             "running": running,
             **window,
+            # A finished job's stream the worker did not return: why the file is empty.
+            **({"not_returned": why} if not running and (why := not_returned(job, stream)) else {}),
         }
     )
 

@@ -17,9 +17,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from xce.api.http import CLUSTER_HISTORY, SERVICE
+from xce.api.http import CLUSTER_HISTORY, GATEWAY, SERVICE
 from xce.api.routes import Route
 from xce.controller.cluster_history import ClusterHistory, host_gpus
+from xce.controller.workers import WorkerGateway
 from xce.core.model import HostStatus, JobState
 from xce.telemetry import metrics
 
@@ -41,9 +42,15 @@ def observe(request: web.Request, status: int, started: float) -> None:
 class StateCollector(Collector):
     """Gauges computed from the controller state at scrape time."""
 
-    def __init__(self, service: Any, history: ClusterHistory | None = None) -> None:
+    def __init__(
+        self,
+        service: Any,
+        history: ClusterHistory | None = None,
+        gateway: WorkerGateway | None = None,
+    ) -> None:
         self.service = service
         self.history = history
+        self.gateway = gateway
 
     def collect(self) -> Iterator[Metric]:
         state = self.service.state
@@ -86,6 +93,25 @@ class StateCollector(Collector):
         if self.history is not None:
             yield from history_metrics(self.history)
         yield from host_metrics(state)
+        if self.gateway is not None:
+            yield heartbeat_ages(self.gateway)
+
+
+def heartbeat_ages(gateway: WorkerGateway) -> Metric:
+    """Per host, the seconds since this controller last heard it (the `last heartbeat`
+    of `xce host show`): a worker that is slow to report shows here before it crosses the
+    deadline that marks it unavailable. Hosts not heard since this controller started
+    are left out rather than reported as of an age it cannot know. O(hosts) per scrape."""
+    ages = GaugeMetricFamily(
+        "xce_host_heartbeat_age_seconds",
+        "Seconds since this controller last heard from a host (heartbeat or report)",
+        labels=("host",),
+    )
+    now, known = gateway.service.clock(), gateway.service.state.hosts
+    for host, heard in sorted(gateway.heard.items()):
+        if host in known:  # not a host removed since
+            ages.add_metric((host,), max(0.0, now - heard))
+    return ages
 
 
 def history_metrics(history: ClusterHistory) -> Iterator[Metric]:
@@ -142,7 +168,11 @@ def host_metrics(state: Any) -> Iterator[Metric]:
 
 async def scrape(request: web.Request) -> web.Response:
     per_scrape = CollectorRegistry(auto_describe=False)
-    per_scrape.register(StateCollector(request.app[SERVICE], request.app.get(CLUSTER_HISTORY)))
+    per_scrape.register(
+        StateCollector(
+            request.app[SERVICE], request.app.get(CLUSTER_HISTORY), request.app.get(GATEWAY)
+        )
+    )
     body = generate_latest(metrics.REGISTRY) + generate_latest(per_scrape)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

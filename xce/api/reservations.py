@@ -1,5 +1,10 @@
 """Advance reservation routes: list and show (`host:view`: users), create and delete
-(`host:admin`: admins and operators), like `brs` / `brsvadd` / `brsvdel`."""
+(`host:admin`: admins and operators), like `brs` / `brsvadd` / `brsvdel`.
+
+Who a reservation is for is other users' business: a caller without `host:admin` sees only
+the reservations they are in (by name or one of their groups) and maintenance ones (which
+name nobody), each with only their own entries of its user list; the rest read as if they
+did not exist."""
 
 from __future__ import annotations
 
@@ -7,12 +12,13 @@ from typing import Any
 
 from aiohttp import web
 
-from xce.api.http import SERVICE, identity, json_response, read_body
+from xce.api.http import SERVICE, Identity, identity, json_response, read_body
 from xce.api.routes import Route
 from xce.controller.reservations import add_reservation, delete_reservation
 from xce.controller.service import ControllerService
 from xce.core.errors import InvalidRequest, NotFound
 from xce.core.model import ReservationRecord
+from xce.core.rbac import allows
 from xce.protocol.admin import ReservationCreate
 
 
@@ -37,20 +43,48 @@ def _service(request: web.Request) -> ControllerService:
     return request.app[SERVICE]
 
 
+class ReservationScope:
+    """What one caller may see of reservations (see the module docstring): all of each
+    with `host:admin`, those who make them; else their own entries of the ones they are in.
+    Groups are the caller's and the fairshare groups that list them (as the submit checks
+    a reservation's `@group` entries against)."""
+
+    def __init__(self, who: Identity, fairshare_groups: tuple[tuple[str, tuple[str, ...]], ...]):
+        self.everything = allows(who.permissions, "host:admin")
+        groups = {*who.groups, *(g for g, members in fairshare_groups if who.user in members)}
+        self.entries = frozenset({who.user, *(f"@{g}" for g in groups)})
+
+    def may_see(self, r: ReservationRecord) -> bool:
+        return self.everything or not r.users or not self.entries.isdisjoint(r.users)
+
+    def view(self, r: ReservationRecord, now: float) -> dict[str, Any]:
+        out = reservation_view(r, now)
+        if not self.everything:
+            out["users"] = [u for u in r.users if u in self.entries]
+            out["users_hidden"] = len(r.users) - len(out["users"])
+        return out
+
+
+def scope_of(request: web.Request) -> ReservationScope:
+    return ReservationScope(identity(request), _service(request).settings.scheduler.groups)
+
+
 async def list_(request: web.Request) -> web.Response:
     service = _service(request)
     now = service.clock()
+    scope = scope_of(request)
     found = sorted(service.state.reservations.values(), key=lambda r: (r.start, r.name))
-    return json_response({"reservations": [reservation_view(r, now) for r in found]})
+    return json_response({"reservations": [scope.view(r, now) for r in found if scope.may_see(r)]})
 
 
 async def show(request: web.Request) -> web.Response:
     service = _service(request)
     name = request.match_info["name"]
     r = service.state.reservations.get(name)
-    if r is None:
+    scope = scope_of(request)
+    if r is None or not scope.may_see(r):  # another's reads as none: its name tells nothing
         raise NotFound(f"reservation {name!r} does not exist")
-    return json_response(reservation_view(r, service.clock()))
+    return json_response(scope.view(r, service.clock()))
 
 
 async def create(request: web.Request) -> web.Response:

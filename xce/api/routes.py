@@ -50,6 +50,7 @@ def all_routes() -> list[Route]:
         auth,
         auth_code,
         cluster,
+        file_usage,
         history,
         hosts,
         job_changes,
@@ -80,4 +81,5 @@ def all_routes() -> list[Route]:
         *accounting.ROUTES,
         *reservations.ROUTES,
         *job_changes.ROUTES,
+        *file_usage.ROUTES,
     ]  # job modify, priority

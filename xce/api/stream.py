@@ -12,7 +12,7 @@ client must re-fetch its listings (first connection, another controller, or hist
 short). `resync` mid-stream means this reader fell behind and its queue was dropped: re-fetch,
 then carry on reading. A comment line every `keepalive` seconds keeps proxies and idle
 detection honest. Jobs the caller may not view are never sent (the same rule as the job
-listing, xce/api/access.py).
+listing, xce/api/access.py), nor reservations they are not in (xce/api/reservations.py).
 """
 
 from __future__ import annotations
@@ -54,17 +54,19 @@ def _view(request: web.Request, change: Change) -> dict[str, Any]:
             gateway.load.get(change.key),
             gateway.liveness(change.key),
             gateway.containment.get(change.key),
+            gateway.releases.get(change.key),
         )
     if change.kind == "queue":
         queue = state.queues.get(change.key)
         return queue_view(queue, state) if queue else {"name": change.key, "removed": True}
     if change.kind == "reservation":
-        from xce.api.reservations import reservation_view
+        from xce.api.reservations import scope_of
 
         found = state.reservations.get(change.key)
+        scope = scope_of(request)  # one the caller may not see (any longer) is gone for them
         return (
-            reservation_view(found, service.clock())
-            if found
+            scope.view(found, service.clock())
+            if found and scope.may_see(found)
             else {"name": change.key, "removed": True}
         )
     return {"reason": change.key}
@@ -84,7 +86,16 @@ async def events(request: web.Request) -> web.StreamResponse:
         "reservation": allows(who.permissions, "host:view"),
     }
 
+    from xce.api.reservations import scope_of
+
+    reservations = scope_of(request)
+    state = request.app[SERVICE].state
+
     def visible(change: Change) -> bool:
+        if change.kind == "reservation" and shows["reservation"]:
+            # As the listing: only those the caller is in (a removal names only the name).
+            found = state.reservations.get(change.key)
+            return found is None or reservations.may_see(found)
         if change.kind in shows:
             return shows[change.kind]
         return change.user is None or owner_ok is None or owner_ok(change.user)

@@ -284,6 +284,7 @@ def host_view(
     load: dict[str, float] | None,
     liveness: dict[str, Any] | None = None,
     containment: dict[str, Any] | None = None,
+    worker_version: str | None = None,
 ) -> dict:
     used = state.host_load.get(host.name)
     jobs = sorted(used.jobs) if used else []
@@ -312,6 +313,9 @@ def host_view(
         "liveness": liveness or {},
         "containment": containment or None,
         "containment_summary": containment_summary(containment),
+        # The worker's build as it last registered; None: not since this controller
+        # started, or a worker from before versions were sent.
+        "worker_version": worker_version or None,
         # per kind: {"total": 2, "free": 1, "devices": ["0", "1"], "used": ["0"]}
         "gres": gres_view(host, used.devices if used else frozenset()),
     }

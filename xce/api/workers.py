@@ -13,13 +13,27 @@ from xce.controller.requests import FinishReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.shareusage import ShareReport
 from xce.controller.workers import WorkerGateway
-from xce.core.errors import Conflict, Forbidden, NotFound
+from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from xce.core.gres import host_pairs
 from xce.core.model import JobRecord
 from xce.core.state_base import parse_job_id
-from xce.protocol.worker import Finished, Heartbeat, Register
+from xce.core.versions import VersionSkew
+from xce.protocol.worker import Finished, Heartbeat, Register, registration_refusal
 from xce.store.files import safe_relative_path
 from xce.store.replicated_names import not_here, output_name, outputs_name
+
+
+def _check_versions(raw: bytes) -> None:
+    """Raise `VersionSkew` if a registration body that did not decode names a protocol or
+    release this controller refuses."""
+    try:
+        loose = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return
+    if isinstance(loose, dict):
+        why = registration_refusal(loose.get("protocol"), loose.get("release"))
+        if why is not None:
+            raise VersionSkew(why)
 
 
 def _gateway(request: web.Request) -> WorkerGateway:
@@ -27,7 +41,16 @@ def _gateway(request: web.Request) -> WorkerGateway:
 
 
 async def register(request: web.Request) -> web.Response:
-    body = await read_body(request, Register)
+    try:
+        body = await read_body(request, Register)
+    except InvalidRequest:
+        # A newer worker's body may hold fields this build does not know: its versions
+        # say why more clearly than the first unknown field does.
+        _check_versions(await request.read())
+        raise
+    why = registration_refusal(body.protocol, body.release)
+    if why is not None:
+        raise VersionSkew(why)
     bound = identity(request).host
     if bound is not None and body.host != bound:
         raise Forbidden(f"this worker token is bound to host {bound}, not {body.host}")
@@ -39,6 +62,7 @@ async def register(request: web.Request) -> web.Response:
         tuple(body.containment.items()),  # in the worker's order, for display
         gres=host_pairs(body.gres),
         task_address=body.task_address or "",
+        release=body.release,
     )
     return json_response(await _gateway(request).register(info))
 
@@ -111,10 +135,11 @@ async def store_output(request: web.Request) -> web.Response:
     if request.query.get("first") == "1":
         await service.files.clear_outputs(job.number, job.id)
         service.ship_files([(outputs_name(job.number, job.id), "drop")])
-    service.files.check_output_room(job.id, rel, size)
+    owner = job.spec.user  # a job's outputs are its owner's, on their quota
+    service.files.check_output_room(job.id, rel, size, owner)
     async with gate(request).slot(f"output {rel} of job {job.id}"):
         stored = await service.files.save_output(
-            job.number, job.id, rel, body_chunks(request, "output"), declared=size, sha256=expect
+            job.number, job.id, rel, body_chunks(request, "output"), size, expect, owner
         )
     # To the standbys (in sync mode before this answer, so before the finish report).
     await service.files_replicated(

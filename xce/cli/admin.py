@@ -1,5 +1,6 @@
 """`xce admin ...`: offline maintenance of a controller's state directory, the audit log,
-and handing the primary role over (switchover)."""
+each user's usage of the controller's file store, and handing the primary role over
+(switchover)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ STATE_DIR = typer.Option(..., "--state-dir", help="the controller's state direct
 
 @app.command("wal-check")
 def wal_check(state_dir: Path = STATE_DIR) -> None:
-    """Verify checkpoints and every WAL record; exit 1 if the log is damaged."""
+    """Verify checkpoints and every WAL record; exit 1 if the log is damaged, 2 if a newer
+    build wrote it (this build cannot judge it)."""
     from xce.store.repair import check
 
     if not state_dir.is_dir():
@@ -29,6 +31,10 @@ def wal_check(state_dir: Path = STATE_DIR) -> None:
     for line in report.checkpoints or ["no checkpoints"]:
         typer.echo(f"checkpoint  {line}")
     typer.echo(f"segments    {report.segments}")
+    for line in report.newer:
+        typer.echo(f"NEWER       {line}")
+    if report.newer:
+        raise typer.Exit(2)  # not damage: a newer build's state
     if report.corruption is not None:
         typer.echo(f"DAMAGED     {report.corruption.message}")
         raise typer.Exit(1)
@@ -48,6 +54,8 @@ def wal_repair(
     from xce.store.repair import check, repair
 
     report = check(state_dir)
+    if report.newer:
+        fail(f"{report.newer[0]}; nothing was cut")
     if report.corruption is not None and not yes:
         typer.echo(report.corruption.message)
         fail("this drops every record after the damage; run again with --yes to do it")
@@ -101,6 +109,37 @@ def audit(
     shown = len(page["records"])
     if page["total"] > offset + shown:
         typer.echo(f"({shown} of {page['total']}; --offset {offset + shown} for more)", err=True)
+
+
+@app.command("files")
+def files(
+    user: str = typer.Option(None, "--user", "-u", help="only this user"),
+    as_json: bool = typer.Option(False, "--json"),
+    controller: list[str] = typer.Option(None, "--controller", help="controller URL"),
+) -> None:
+    """What each user's uploads and job files hold on the controller, against the quota
+    (needs file:admin), largest first."""
+    from xce.cli.common import call, print_json, print_table
+    from xce.store.room import amount
+
+    page = call(lambda c: c.file_usage(user), controller)
+    if as_json:
+        print_json(page)
+        return
+    print_table(
+        ["USER", "FILES", "BYTES", "SIZE", "QUOTA", "USED"],
+        [
+            [
+                r["user"],
+                r["files"],
+                r["bytes"],
+                amount(r["bytes"]),
+                amount(r["quota_bytes"]),
+                f"{r['used_pct']:.1f}%",
+            ]
+            for r in page["users"]
+        ],
+    )
 
 
 @app.command("switchover")

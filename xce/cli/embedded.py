@@ -231,6 +231,9 @@ def _start(state_dir: Path, port: int) -> None:
     if first_run:
         _write_private(config, _config_text(state_dir, port))
     if not first_run:
+        from xce.config.file_safety import check_config
+
+        check_config(config)  # before it is changed or believed: as the roles check it
         _upgrade_config(config)
     # The admin is made with users.toml: a first start that failed before making it (the
     # config was already written) makes it now rather than never.

@@ -95,6 +95,8 @@ def readable_host(record: dict[str, Any]) -> dict[str, Any]:
     }
     summary = out.pop("containment_summary", None)
     out["containment"] = summary or "unknown"
+    if "worker_version" in out:
+        out["worker_version"] = out["worker_version"] or "unknown (not registered since start)"
     live = out.pop("liveness", None) or {}
     if live:
         deadline = float(live["heartbeat_deadline_s"])

@@ -147,7 +147,7 @@ def submit(
     A script (a file argument, --script, or stdin) may carry options in its leading comment
     block: #XCE lines (these options), #BSUB and #SBATCH lines (translated); options on the
     command line win. The job belongs to the user of your token (xce login); --user needs
-    job:control:all."""
+    user:impersonate (admins)."""
     from xce.cli import submitting
 
     frame = locals()
@@ -551,6 +551,8 @@ def peek(
             if not follow or (answer["state"] in ("DONE", "EXIT") and not answer["running"]):
                 if offset == 0 and answer["state"] in ("PEND", "PSUSP"):
                     _note(f"job {job_id} is {answer['state']}: it has not started yet")
+                if answer.get("not_returned"):
+                    _note(f"the job's {stream} was not returned: {answer['not_returned']}")
                 return
             await asyncio.sleep(interval)
 
@@ -564,19 +566,32 @@ def peek(
 def wait(
     job_id: str,
     timeout: float = typer.Option(0, "--timeout", help="seconds, 0 = no limit"),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="no progress of an array's tasks on stderr"
+    ),
     controller: list[str] = CONTROLLER,
 ) -> None:
-    """Wait until a job ends; exit 0 if it is DONE, 1 if EXIT."""
+    """Wait until a job ends; exit 0 if it is DONE, 1 if EXIT. On a terminal an array
+    shows its tasks done out of all, by state (xce/cli/array_progress.py)."""
+    from xce.cli.array_progress import ArrayProgress
+
+    progress = ArrayProgress(job_id) if ArrayProgress.wanted(quiet) else None
 
     def run(client: Any) -> dict[str, Any]:
         deadline = time.monotonic() + timeout if timeout else None
-        while True:
-            job = client.job(job_id)
-            if job["state"] in ("DONE", "EXIT"):
-                return job
-            if deadline is not None and time.monotonic() > deadline:
-                return job
-            time.sleep(0.5)
+        try:
+            while True:
+                job = client.job(job_id)
+                if progress is not None:
+                    progress.update(job)
+                if job["state"] in ("DONE", "EXIT"):
+                    return job
+                if deadline is not None and time.monotonic() > deadline:
+                    return job
+                time.sleep(0.5)
+        finally:
+            if progress is not None:
+                progress.close()
 
     job = call_light(run, controller)
     typer.echo(f"Job <{job_id}> is {job['state']}")

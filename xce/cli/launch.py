@@ -7,7 +7,9 @@ It runs inside a job and uses only what the first host's worker put in the job's
 environment: XCE_JOB_ID, XCE_ATTEMPT, XCE_HOSTS (one name per slot), XCE_LAUNCH_CRED (the
 attempt's credential) and XCE_LAUNCH_TASKS (`host=addr,...`: each host's task service). No
 controller is asked, so it is as fast as a Python start-up and works while the controller is
-away. Each task is one TCP connection to its host's task service (xce/worker/tasks/service.py);
+away. Each task is one TCP connection to its host's task service (xce/worker/tasks/service.py),
+which proves the credential by answering the service's challenge (xce/worker/tasks/wire.py:
+the credential itself is never sent);
 output comes back as it is written, stdin goes to task 0 (the rsh form: to its one task),
 and the exit status is the worst of the tasks' (a signal as 128 + its number).
 Standard library only, so the job's `xce` starts fast.
@@ -21,18 +23,24 @@ import os
 import socket
 import sys
 import threading
+import time
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from xce.worker.tasks.wire import (
+    CHALLENGE,
     EXIT,
     HEADER,
+    MAX_CHALLENGE,
     MAX_FRAME,
+    READY,
     STDERR,
     STDIN,
     STDOUT,
     frame,
-    request_line,
+    hello_frame,
+    read_challenge,
+    request_frame,
 )
 
 USAGE = (
@@ -45,6 +53,10 @@ USAGE = (
 # host refused it, could not be reached, or dropped the connection): like ssh's, so that
 # OpenMPI, which starts its daemons through `xce launch HOST CMD`, sees the failure.
 NOT_RUN = 255
+# Tries of a connection the service drops before it accepted the credential: under a flood of
+# connections that prove nothing, a host drops the oldest pending ones, and a launch that
+# was slow to answer may be among them (xce/worker/tasks/handshake.py). No task has started.
+CONNECT_TRIES = 4
 
 
 class LaunchFailed(Exception):
@@ -53,6 +65,61 @@ class LaunchFailed(Exception):
     def __init__(self, message: str, usage: bool = False) -> None:
         super().__init__(message)
         self.usage = usage or message == USAGE
+
+
+class Refused(Exception):
+    """The service answered the hello with an exit frame: the task was not started."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        error = str(body.get("error") or "the task service refused the task")
+        super().__init__(error)
+        self.body = {**body, "error": error}
+
+
+class Dropped(OSError):
+    """The service closed the connection before it accepted the credential."""
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise Dropped("the task service closed the connection")
+        data += chunk
+    return data
+
+
+def _recv_frame(sock: socket.socket, limit: int) -> tuple[int, bytes]:
+    channel, length = HEADER.unpack(_recv_exactly(sock, HEADER.size))
+    if length > limit:
+        raise ValueError("the task service sent a bad frame")
+    return channel, _recv_exactly(sock, length)
+
+
+def open_task(
+    where: tuple[str, int], job_id: str, attempt: int, credential: str, host: str
+) -> socket.socket:
+    """A connection to `host`'s task service that has proven the attempt's credential (the
+    caller sends the request next). Refused with the service's answer where it refuses;
+    Dropped where it closes the connection first; other OSError or ValueError otherwise."""
+    sock = socket.create_connection(where, timeout=30)
+    try:
+        channel, data = _recv_frame(sock, MAX_CHALLENGE)
+        if channel != CHALLENGE:
+            raise ValueError("the task service sent no challenge")
+        sock.sendall(hello_frame(credential, read_challenge(data), job_id, attempt, host))
+        channel, data = _recv_frame(sock, MAX_FRAME)
+        if channel == EXIT:
+            body = json.loads(data)
+            raise Refused(body if isinstance(body, dict) else {})
+        if channel != READY:
+            raise ValueError("the task service sent a bad answer to the hello")
+        sock.settimeout(None)
+        return sock
+    except BaseException:
+        sock.close()
+        raise
 
 
 @dataclass(frozen=True)
@@ -124,19 +191,23 @@ class Runner:
         where = self.tasks.get(task.host)
         if where is None:
             raise LaunchFailed(f"no task service is known for host {task.host}")
-        sock = socket.create_connection(where, timeout=30)
-        sock.settimeout(None)
+        job_id, attempt = self.env["XCE_JOB_ID"], int(self.env["XCE_ATTEMPT"])
+        for tried in range(1, CONNECT_TRIES + 1):
+            try:
+                sock = open_task(where, job_id, attempt, self.env["XCE_LAUNCH_CRED"], task.host)
+                break
+            except Dropped:
+                if tried == CONNECT_TRIES:
+                    raise
+                time.sleep(0.2 * tried)
         request = {
-            "job_id": self.env["XCE_JOB_ID"],
-            "attempt": int(self.env["XCE_ATTEMPT"]),
-            "credential": self.env["XCE_LAUNCH_CRED"],
-            "host": task.host,
             "argv": argv,
-            "env": self.env,
+            # Not the credential: the task's host sets it from its own assignment.
+            "env": {k: v for k, v in self.env.items() if k != "XCE_LAUNCH_CRED"},
             "task_id": task.task_id,
             "local_task_id": task.local_task_id,
         }
-        sock.sendall(request_line(request))
+        sock.sendall(request_frame(request))
         return sock
 
     def _write(self, out: BinaryIO, task: Task, data: bytes, pending: dict[int, bytes]) -> None:
@@ -159,6 +230,9 @@ class Runner:
         `NOT_RUN` as its status, never a traceback (this runs in a thread of its own)."""
         try:
             sock = self.connect(task, argv)
+        except Refused as exc:
+            self._exited(task, exc.body)
+            return
         except (OSError, ValueError, LaunchFailed) as exc:
             self._fail(task, f"cannot reach host {task.host}: {_reason(exc)}")
             return

@@ -8,14 +8,15 @@ or host the rows are horizontal bars, one line per key with its figures, drawn b
 first), where a chart's tick labels would overlap. Colour only on a terminal; piped, the
 same picture without escape codes.
 
-Both are imported only for `--chart`, so `xce report` keeps its fast start.
+Both are imported only for `--chart`, so `xce report` keeps its fast start. `xce simulate
+--chart` draws its series with the same helpers (`series_text`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 FIELDS = (
@@ -60,27 +61,71 @@ def chart_text(
 def _over_time(
     by: str, rows: Sequence[dict[str, Any]], width: int, height: int, color: bool
 ) -> str:
+    keys = [_short(by, str(r["key"])) for r in rows]
+
+    def bars(title: str, values: list[float]) -> Panel:
+        def draw(plot: Any) -> None:
+            plot.draw(plot.bar(keys, values))
+            plot.title(title)
+
+        return draw
+
+    return side_by_side(
+        [
+            bars(f"core-hours per {by}", [float(r.get("core_hours") or 0) for r in rows]),
+            bars(f"jobs per {by}", [float(r.get("jobs") or 0) for r in rows]),
+        ],
+        width,
+        height,
+        color,
+    )
+
+
+Panel = Callable[[Any], None]  # draws one plotext subplot
+
+
+def side_by_side(panels: Sequence[Panel], width: int, height: int, color: bool) -> str:
+    """plotext subplots in one row, each drawn by its panel, at `width` x `height` cells
+    (within 40 x 10 and 30 lines), as text: what `xce report --chart` and
+    `xce simulate --chart` print. plotext is imported here, only when a chart is asked."""
     import plotext  # type: ignore[import-untyped]  # no stubs; imported only for --chart
 
     figure = plotext.figure
     figure.clear()
     plotext.terminal.limit(False, False)  # the size asked for, not the terminal's
-    figure.subplots(1, 2)
-    keys = [_short(by, str(r["key"])) for r in rows]
-    for col, (title, values) in enumerate(
-        (
-            (f"core-hours per {by}", [float(r.get("core_hours") or 0) for r in rows]),
-            (f"jobs per {by}", [float(r.get("jobs") or 0) for r in rows]),
-        ),
-        start=1,
-    ):
-        plot = figure.subplot(1, col)
-        plot.draw(plot.bar(keys, values))
-        plot.title(title)
+    figure.subplots(1, len(panels))
+    for col, draw in enumerate(panels, start=1):
+        draw(figure.subplot(1, col))
     figure.plot_size(max(width, 40), max(min(height, 30), 10))
     text: str = figure.build().string(colorless=not color)
     figure.clear()
     return text.rstrip("\n") + "\n"
+
+
+def series_text(
+    panels: Sequence[tuple[str, str, dict[str, tuple[list[float], list[float]]]]],
+    width: int,
+    height: int,
+    color: bool,
+    y_max: Sequence[float | None] = (),
+) -> str:
+    """Line charts side by side: each panel is (title, x-axis label, {line label: (xs,
+    ys)}), one labelled line per entry; `y_max[i]`, where given, fixes panel i's y range
+    to 0..y_max (a percentage reads against 100, not against its own peak)."""
+
+    def panel(i: int, title: str, x_label: str, lines: dict[str, Any]) -> Panel:
+        def draw(plot: Any) -> None:
+            for label, (xs, ys) in lines.items():
+                plot.draw(plot.signal(xs, ys).lines().label(label))
+            plot.title(title)
+            plot.label(x_label, "x")
+            top = y_max[i] if i < len(y_max) else None
+            if top is not None:
+                plot.ruler("y").lim(0, top)
+
+        return draw
+
+    return side_by_side([panel(i, *p) for i, p in enumerate(panels)], width, height, color)
 
 
 def _short(by: str, key: str) -> str:

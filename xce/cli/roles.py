@@ -52,6 +52,10 @@ def _run_role(
     _setup_logging(verbose)
     cfg: Config | None = None
     try:
+        if config is not None:
+            from xce.config.file_safety import check_config
+
+            check_config(config)  # StrictModes for the file that says who may run as root
         cfg = _load(config)
         if insecure:
             cfg = dataclasses.replace(cfg, tls=dataclasses.replace(cfg.tls, insecure=True))

@@ -1,4 +1,5 @@
-"""`xce simulate TRACE.swf --policy easy [--policy fairshare,backfill] [--detail] [--csv F]`."""
+"""`xce simulate TRACE.swf --policy easy [--policy fairshare,backfill] [--detail] [--csv F]
+[--chart]`."""
 
 from __future__ import annotations
 
@@ -66,6 +67,12 @@ def simulate_command(
         None, "--csv", metavar="FILE", help="write each job's submit, start and end times"
     ),
     as_json: bool = typer.Option(False, "--json", help="print the metrics as JSON"),
+    chart: bool = typer.Option(
+        False,
+        "--chart",
+        help="also draw each policy's queue length and utilisation over virtual time, "
+        "side by side, at the terminal's size",
+    ),
     reservation: list[str] = typer.Option(
         [],
         "--reservation",
@@ -81,6 +88,8 @@ def simulate_command(
 
     if hosts < 1:
         fail("--hosts must be at least 1")
+    if chart and as_json:
+        fail("--json and --chart are one output each: choose one", 2)
     if gpus_per_host < 0 or gpus_per_job < 0:
         fail("--gpus-per-host and --gpus-per-job must be 0 or more")
     if no_estimate not in NO_ESTIMATE:
@@ -163,6 +172,48 @@ def simulate_command(
         for m in metrics:
             _print_breakdown(f"{m['policy']}: by job size (slots)", "size", m["by_size"])
             _print_breakdown(f"{m['policy']}: by run time", "run_time", m["by_run_time"])
+    if chart:
+        _draw(results)
+
+
+# (unit, seconds) for the time axis: the largest whose span reads as more than a few of them
+_UNITS = (("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0))
+
+
+def _draw(results: list[Any]) -> None:
+    """Each policy's queue length and utilisation over virtual time, two line charts side
+    by side at the terminal's size (xce/cli/report_chart.py), colour only on a terminal."""
+    import shutil
+
+    from xce.cli import report_chart
+
+    series = {r.policy: r.series() for r in results}
+    span = max((s.times[-1] for s in series.values() if s.times), default=0.0)
+    unit, seconds = next(((u, n) for u, n in _UNITS if span >= 4 * n), ("seconds", 1.0))
+
+    def lines(values: str, scale: float) -> dict[str, tuple[list[float], list[float]]]:
+        return {
+            policy: ([t / seconds for t in s.times], [v * scale for v in getattr(s, values)])
+            for policy, s in series.items()
+        }
+
+    x_label = f"{unit} after the first submit"
+    size = shutil.get_terminal_size()
+    try:
+        text = report_chart.series_text(
+            [
+                ("queued jobs", x_label, lines("queued", 1.0)),
+                ("utilisation %", x_label, lines("utilisation", 100.0)),
+            ],
+            size.columns,
+            size.lines - 2,
+            sys.stdout.isatty(),
+            y_max=(None, 100.0),
+        )
+    except ImportError as exc:
+        fail(f"--chart needs {exc.name or 'plotext'} installed")
+    typer.echo("")
+    sys.stdout.write(text)
 
 
 def _print_breakdown(title: str, key: str, rows: list[dict[str, Any]]) -> None:

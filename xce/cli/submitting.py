@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import socket
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -141,7 +140,6 @@ def build(
             "outputs": list(options["stage_out"]),
             "hold": options["hold"],
             "resources": options["resources"],
-            "submit_host": socket.gethostname(),
         }
     )
     if mem_per_slot := _megabytes(options.get("mem_per_cpu") or 0, "--mem-per-cpu"):

@@ -219,6 +219,9 @@ def summary_lines(view: dict[str, Any]) -> list[str]:
         lines.append("replication: none (a single controller candidate)")
         return lines
     state = "DEGRADED (running async)" if view.get("degraded") else "healthy"
+    refused = sum(1 for s in view.get("standbys") or [] if s.get("incompatible"))
+    if refused:
+        state += f", {refused} standby incompatible (not replicated to, not electable)"
     timeout = view.get("failover_timeout_s")
     after = f"; failover after {timeout:g} s" if isinstance(timeout, int | float) else ""
     lines.append(f"replication: {view['mode']}, {state}{after}")
@@ -226,7 +229,11 @@ def summary_lines(view: dict[str, Any]) -> list[str]:
     if standbys:
         parts = []
         for s in standbys:
-            sync = "in sync" if s.get("in_sync") else "catching up"
+            if s.get("incompatible"):
+                parts.append(f"{s.get('node')} INCOMPATIBLE, not following: {s['incompatible']}")
+                continue
+            release = f" (xce {s['release']})" if s.get("release") else ""
+            sync = ("in sync" if s.get("in_sync") else "catching up") + release
             ack = s.get("last_ack_s")
             ack_text = f", last ack {ack:.1f} s ago" if isinstance(ack, int | float) else ""
             parts.append(f"{s.get('node')} lag {s.get('lag_records')} records, {sync}{ack_text}")

@@ -788,6 +788,11 @@ class XceClient:
         params = {k: str(v) for k, v in filters.items() if v is not None}
         return await self.request("GET", "/api/v1/audit", params=params)
 
+    async def file_usage(self, user: str | None = None) -> dict[str, Any]:
+        """`GET /api/v1/files/usage`: what each user's files hold against the quota."""
+        params = {"user": user} if user else {}
+        return await self.request("GET", "/api/v1/files/usage", params=params)
+
     async def whoami(self) -> dict[str, Any] | None:
         """`GET /api/v1/auth/whoami`, or None where the controller has no such endpoint."""
         try:

@@ -19,6 +19,11 @@ Three kinds of path:
   writable by group or others (a group-readable key, as with Debian's ssl-cert group, is
   allowed).
 
+* `CONFIG`: the cluster config a daemon starts from: owned by the daemon's user or root, not
+  writable by group or others. Whoever may change it decides who runs jobs as root
+  (`allow_root_jobs`), which CA is trusted and where the state lives; reading it is harmless
+  (secrets live in files of their own, checked as `OPERATOR_SECRET`).
+
 Each path's folder must not be writable by others either (unless sticky, like /tmp): whoever
 may write the folder may replace the file. Paths that do not exist yet are skipped: XCE
 creates them private.
@@ -37,6 +42,7 @@ from xce.core.errors import XceError
 STATE_DIR = "state directory"
 PRIVATE = "private file"
 OPERATOR_SECRET = "secret"
+CONFIG = "config file"
 
 
 class UnsafeFiles(XceError):
@@ -61,7 +67,7 @@ def _name(uid: int) -> str:
 
 
 def _owner_problem(path: Path, st: os.stat_result, kind: str, euid: int) -> str | None:
-    allowed = {euid, 0} if kind == OPERATOR_SECRET else {euid}
+    allowed = {euid, 0} if kind in (OPERATOR_SECRET, CONFIG) else {euid}
     if st.st_uid in allowed:
         return None
     return (
@@ -82,6 +88,11 @@ def _mode_problem(path: Path, st: os.stat_result, kind: str) -> str | None:
     else:
         bad, fixed = mode & 0o022, mode & ~0o022
         what = "group or others may write to it"
+    if bad and kind == CONFIG:
+        return (
+            f"config {path} is writable by group or others (mode {mode:04o}): they could "
+            f"make jobs run as root; run chmod go-w {path}"
+        )
     if not bad:
         return None
     return f"{path} is not private ({what}: mode {mode:04o}); run chmod {fixed:o} {path}"
@@ -123,6 +134,12 @@ def problems(paths: Iterable[tuple[Path, str]], euid: int | None = None) -> list
             if problem is not None and problem not in found:
                 found.append(problem)
     return found
+
+
+def check_config(path: Path) -> None:
+    """Refuse to start a daemon from a config file others may change (`CONFIG`), before a
+    line of it is believed; one line, naming the file, its mode and the fix."""
+    check([(path, CONFIG)])
 
 
 def check(paths: Iterable[tuple[Path, str]]) -> None:

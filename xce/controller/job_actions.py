@@ -15,6 +15,7 @@ from xce.controller.modify import modify_events
 from xce.core import events as ev
 from xce.core import lifecycle
 from xce.core.errors import Conflict, Forbidden, InvalidRequest
+from xce.core.file_owners import inputs_spent
 from xce.core.model import HostStatus, JobRecord, JobState
 from xce.core.state_base import parse_job_id
 
@@ -53,6 +54,11 @@ class JobActions:
             return [ev.JobResumed(now, job.id)]
         if action == "requeue":
             lifecycle.check(job.id, "requeue", job.state, JobState.PEND)
+            if job.spec.inputs and inputs_spent(self.service.state, job.number):
+                raise Conflict(
+                    f"cannot requeue job {job.id}: it was killed before it started and its "
+                    "input files were deleted then; submit it again"
+                )
             until = self.service.fence_until(job.host) if job.host else None
             if until is not None:
                 raise Conflict(

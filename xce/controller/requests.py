@@ -74,6 +74,7 @@ class WorkerInfo:
     gres: tuple[tuple[str, str], ...] = ()  # devices by kind (xce/core/gres.py)
     # Where the worker's task service listens (HOST:PORT); "" if it has none.
     task_address: str = ""
+    release: str = ""  # the worker's build ("" from one before versions were sent)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from xce.config.settings import ControllerSettings
 from xce.controller.admin import Administration
 from xce.controller.host_changes import HostChanges, hosts_of
 from xce.controller.job_actions import JobActions
+from xce.controller.job_files import JobFileDeletion
 from xce.controller.numbers import NumberReserver
 from xce.controller.requests import SubmitRequest
 from xce.controller.retention import purge_events
@@ -107,6 +108,9 @@ class ControllerService:
         self.applier = Applier(self.state, observers)
         self._accounting: AccountingFeed | None = None
         self.submissions = Submissions(self)
+        # Job files go after the events that end their use (purge, kill before start)
+        self.job_files = JobFileDeletion(self)
+        self.committed.append(self.job_files.committed)
         self.job_actions = JobActions(self)
         self.admin = Administration(self)
 

@@ -194,10 +194,16 @@ class Submissions:
                 return found, True  # a twin request got its number first
         number = service.state.next_number
         event = self._submitted(req, number, spec, key)
-        service.files.attach_inputs(number, inputs)
+        service.files.attach_inputs(number, inputs, body.user)
         # the standbys move their copies of the uploads alike
         ticket = service.ship_files(_input_moves(number, inputs))
-        await service.commit([event])
+        try:
+            await service.commit([event])
+        except Exception:
+            state = service.state
+            if inputs and str(number) not in state.jobs and number not in state.arrays:
+                service.job_files.abandon(number)  # refused: its inputs are nobody's
+            raise
         await service.files_replicated(ticket)  # sync mode: the inputs are on a standby too
         metrics.labelled(metrics.SUBMISSIONS, "array" if body.array is not None else "job").inc()
         return str(number), False

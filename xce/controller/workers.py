@@ -132,6 +132,9 @@ class WorkerGateway:
         # Each worker's task service (HOST:PORT, memory only like `containment`) and the key
         # of the per-attempt launch credentials (xce/controller/launchcred.py).
         self.task_addresses: dict[str, str] = {}
+        # Each worker's build as it registered (memory only, like `containment`): shown by
+        # `xce host show` and the console; "" for a worker before versions were sent.
+        self.releases: dict[str, str] = {}
         self._launch_key: bytes | None = None
         started = service.clock()
         # After a controller restart (or failover) every known host gets extra time to find
@@ -201,6 +204,7 @@ class WorkerGateway:
         now = self.service.clock()
         self._contact(info.host, now)
         self.containment[info.host] = dict(info.containment)
+        self.releases[info.host] = info.release
         if info.task_address:
             self.task_addresses[info.host] = info.task_address
         old = self.state.hosts.get(info.host)

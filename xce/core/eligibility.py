@@ -142,3 +142,24 @@ def tasks_cancelled(state: IndexKeeper, number: int) -> None:
     array = state.arrays.get(number)
     if array is not None and array.finished:
         _ended(state, str(number))
+
+
+def restored_job(job: JobRecord) -> JobRecord:
+    """A record read from a checkpoint of a build before eligible times were kept has none:
+    a job pending then, with nothing but resources keeping it waiting, has been eligible
+    since its submission (or its begin time). Without this, its start would set the time
+    to itself and accounting would count no wait across an upgrade. A job waiting on a
+    dependency keeps None (the dependency sets the time when it is met)."""
+    if job.eligible_time is not None or job.state is not JobState.PEND or job.spec.dependency:
+        return job
+    begin = job.spec.begin_time
+    return _with_eligible(job, job.submit_time if begin is None else max(begin, job.submit_time))
+
+
+def restored_array(array: ArrayRecord) -> ArrayRecord:
+    """`restored_job` for an array's unstarted tasks."""
+    if array.eligible_time is not None or array.held or not array.pending or array.spec.dependency:
+        return array
+    begin = array.spec.begin_time
+    when = array.submit_time if begin is None else max(begin, array.submit_time)
+    return dataclasses.replace(array, eligible_time=when)

@@ -5,6 +5,10 @@ A route declares the permission it needs without a scope (`job:view`); holding a
 (`job:view:self`) passes the route check, and the job handlers then narrow what the caller
 sees or touches with `job_scope` / `check_job`. Tenants are groups: a user's own jobs are
 `self`, jobs of users sharing one of the caller's groups are `group`, everything is `all`.
+
+`user:impersonate` lets a caller submit jobs that run as another user (root included). It is
+apart from `job:control:all` on purpose: an operator who may stop anyone's job must not
+thereby gain every user's files and root's powers; only the admin role holds it by default.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ PERMISSIONS = (
     "host:view",
     "host:admin",
     "user:admin",
+    "user:impersonate",
     "cluster:view",
     "cluster:admin",
     "cluster:replicate",
     "worker",
+    "file:admin",  # every user's usage of the controller's file store
 )
 SCOPES = ("self", "group", "all")
 
@@ -110,6 +116,20 @@ class RoleMap:
 def allows(permissions: frozenset[str], needed: str) -> bool:
     """A route's permission (`job:view`) is held as itself or with any scope (`job:view:self`)."""
     return needed in permissions or any(p.startswith(needed + ":") for p in permissions)
+
+
+IMPERSONATE = "user:impersonate"
+
+
+def check_run_as(user: str, role: str, permissions: frozenset[str], run_as: str) -> None:
+    """Raise `Forbidden` naming the missing action unless `user` may have a job run as
+    `run_as`: their own name always, anyone else's (root too) only with `user:impersonate`,
+    whatever the host-level guards (`allow_root_jobs`) allow on top."""
+    if run_as != user and IMPERSONATE not in permissions:
+        raise Forbidden(
+            f"{user} (role {role}) may not submit jobs as {run_as}: that needs the "
+            f"{IMPERSONATE} permission"
+        )
 
 
 def job_scope(permissions: frozenset[str], action: str) -> str | None:

@@ -158,6 +158,9 @@ class ClusterState:
     ) -> ClusterState:
         """Rebuild a state from checkpointed records; derived indexes are recomputed."""
         data = StateData()
+        # Records of a build before eligible times were kept (xce/core/eligibility.py)
+        jobs = [eligibility.restored_job(j) if j.eligible_time is None else j for j in jobs]
+        arrays = [eligibility.restored_array(a) for a in arrays]
         data.reservations = {r.name: r for r in reservations}
         data.queues = {q.name: q for q in queues}
         data.hosts = {h.name: h for h in hosts}

@@ -15,7 +15,7 @@ from xce.ha.sessions import DiskCursor
 from xce.store.durable import DurableLog
 from xce.store.recovery import wal_dir
 from xce.store.wal.framing import CorruptRecord, read_frames
-from xce.store.wal.reader import list_segments
+from xce.store.wal.reader import list_segments, records_start
 
 BATCH_BYTES = 1024 * 1024
 RING_BYTES = 64 * 1024 * 1024
@@ -77,7 +77,8 @@ class Backlog:
                 continue
             fresh = not (resume[0] == path and resume[2] == cursor)
             if fresh:
-                data, seq, offset = path.read_bytes(), first, 0
+                data, seq = path.read_bytes(), first
+                offset = records_start(data, path)  # after the segment's header
             else:
                 _, data, seq, offset = resume
             while True:

@@ -100,6 +100,12 @@ class Campaign:
         primary named it to them, `busy`)."""
         if time.monotonic() < self.next_campaign:
             return False
+        if self.node.incompatible is not None:
+            # Its log lacks what a primary it could not read acknowledged: taking over
+            # would lose those records (docs/upgrades.md). An upgraded build clears this
+            # by following a primary once.
+            self.node._say(f"not taking over: {self.node.incompatible}")
+            return False
         n = len(self.node.candidates)
         live = [p for p in peers if p.reachable]
         mine = (*self.node.log_position(), -self.node.rank)

@@ -54,6 +54,7 @@ from typing import Any
 
 from xce.core import events as ev
 from xce.core.errors import InvalidRequest
+from xce.core.file_owners import job_inputs_spent
 from xce.store import digests
 from xce.store.files import safe_relative_path
 from xce.store.replicated_names import (
@@ -120,9 +121,11 @@ class FileSpace:
 
 
 def names_of_job(job: Any) -> Iterator[str]:
-    """The files a job record names: its inputs and, once it ended, its outputs."""
-    for rel in job.spec.inputs:
-        yield input_name(job.number, rel)
+    """The files a job record names: its inputs (unless it was killed before it started:
+    then they were deleted, xce/controller/job_files.py) and, once it ended, its outputs."""
+    if not job_inputs_spent(job):
+        for rel in job.spec.inputs:
+            yield input_name(job.number, rel)
     if job.state.finished:
         for rel in job.outputs:
             yield output_name(job.number, job.id, rel)
@@ -137,7 +140,10 @@ def names_in_records(arrays: list[Any], jobs: list[Any]) -> list[str]:
     """`names_in_state` over copies of the record lists: safe in a thread (the lists are
     copied on the loop in a few milliseconds, the names of a million jobs take a second)."""
     names: dict[str, None] = {}
+    started = {j.number for j in jobs if j.array_index is not None and j.start_time is not None}
     for array in arrays:
+        if array.finished and array.id not in started:
+            continue  # killed before any task started: its inputs were deleted
         for rel in array.spec.inputs:
             names[input_name(array.id, rel)] = None
     for job in jobs:

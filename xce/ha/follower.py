@@ -16,7 +16,7 @@ import os
 import secrets
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from xce.auth.files import atomic_write, private_dir
@@ -32,7 +32,7 @@ from xce.store.checkpoint import checkpoint_name, list_checkpoints
 from xce.store.durable import DurableLog, StoreSettings
 from xce.store.recovery import checkpoint_dir, wal_dir
 from xce.store.wal.framing import FRAME_HEADER, CorruptRecord, iter_frames, read_frames
-from xce.store.wal.reader import list_segments, mapped
+from xce.store.wal.reader import list_segments, mapped, records_start
 from xce.store.wal.writer import fsync_dir
 from xce.wire.codec import WireError, decode_entry
 
@@ -90,6 +90,9 @@ class Follower:
         self.space = space
         self.receiver = hafiles.Receiver(space) if space is not None else None
         self.files_ok = False  # the primary of this link takes fileAck/fileWant
+        # Called once a primary's welcome shows this build can follow it (the node then
+        # clears an earlier incompatibility: xce/ha/node_base.py)
+        self.on_compatible: Callable[[], None] | None = None
 
     @property
     def state(self) -> ClusterState:
@@ -177,6 +180,7 @@ class Follower:
                 "history": [n for pair in self.epochs.history for n in pair],
                 "lastCrc": self.last_crc or 0,
                 "lastCrcKnown": self.last_crc is not None,
+                **protocol.versions(),
             },
         )
 
@@ -184,13 +188,21 @@ class Follower:
         """The primary's answer to the hello: refused, stale, or its epoch history to adopt."""
         welcome = await asyncio.wait_for(protocol.read_message(reader), 30)
         if welcome.kind == "refuse":
-            raise XceError(f"the primary refused replication: {welcome.body['text']}")
+            text = str(welcome.body["text"])
+            if text.startswith(protocol.INCOMPATIBLE):
+                raise protocol.Incompatible(text.removeprefix(protocol.INCOMPATIBLE))
+            raise XceError(f"the primary refused replication: {text}")
         if welcome.kind != "welcome":
             raise protocol.ProtocolError(f"expected welcome, got {welcome.kind}")
+        why = protocol.cannot_follow(welcome.body, primary_url)
+        if why is not None:  # a primary that does not check (or misjudges) us: we do
+            raise protocol.Incompatible(why)
         if welcome.epoch < self.epochs.epoch:
             raise XceError(
                 f"{primary_url} is a stale primary (epoch {welcome.epoch} < {self.epochs.epoch})"
             )
+        if self.on_compatible is not None:
+            self.on_compatible()
         flat = welcome.body["history"]
         self.epochs.adopt_history(list(zip(flat[::2], flat[1::2], strict=True)))
         self.epochs.observe(welcome.epoch)
@@ -396,7 +408,7 @@ def last_record_crc(state_dir: Path, last_seq: int) -> int | None:
     crc, seq = None, first - 1
     with mapped(path) as data:  # the frames only (no decoding), the zeros after not touched
         try:
-            for offset, _end, _payload in iter_frames(data):
+            for offset, _end, _payload in iter_frames(data, records_start(data, path)):
                 seq += 1
                 crc = FRAME_HEADER.unpack_from(data, offset)[1]
         except CorruptRecord:

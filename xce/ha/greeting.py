@@ -56,6 +56,8 @@ class Greeting:
         if not await self._admitted(hello, peer, writer):
             return None
         node = hello.body["node"] or peer
+        if not await self._compatible(hello.body, node, peer, writer):
+            return None
         last_seq = hello.body["lastSeq"]
         snapshot = await self._needs_snapshot(node, hello.body)
         session = await self._open_session(node, peer, writer, snapshot, hello.body)
@@ -75,6 +77,7 @@ class Greeting:
                 "mode": self.shared.mode,
                 "history": history,
                 "files": self.shared.space is not None,
+                **protocol.versions(),
             },
         )
         log.info(
@@ -107,6 +110,27 @@ class Greeting:
             self.shared.on_higher_epoch(hello.epoch)
             return False
         return True
+
+    async def _compatible(
+        self, hello: dict[str, Any], node: str, peer: str, writer: asyncio.StreamWriter
+    ) -> bool:
+        """The standby reads what this primary writes, within the skew rule; otherwise it
+        is refused with one line naming both builds and listed as incompatible (its
+        reconnects are refused the same way until it is upgraded)."""
+        why = protocol.cannot_serve(hello, node)
+        if why is None:
+            self.shared.incompatible.pop(node, None)
+            return True
+        if node not in self.shared.incompatible:
+            log.error("replication refused: %s", why)
+        self.shared.incompatible[node] = {
+            "node": node,
+            "peer": peer,
+            "release": str(hello.get("release") or ""),
+            "incompatible": why,
+        }
+        await self._refuse(writer, protocol.INCOMPATIBLE + why)
+        return False
 
     async def _needs_snapshot(self, node: str, hello: dict[str, Any]) -> bool:
         """Whether the standby gets a checkpoint first: it asked, its log diverged from
@@ -147,6 +171,7 @@ class Greeting:
             writer=writer,
             snapshot=snapshot,
             acked_seq=0 if snapshot else hello["lastSeq"],
+            release=str(hello.get("release") or ""),
         )
         await self._greet_files(session, hello)
         session.sent_seq = session.acked_seq

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from xce.auth.files import atomic_write
 from xce.auth.pki import client_ssl_context
 from xce.config.settings import Config
 from xce.core.errors import InvalidRequest, NotPrimary
+from xce.core.versions import RELEASE
 from xce.ha import door
 from xce.ha.epochs import EpochStore
 from xce.ha.files import FileSpace, users_path_of
@@ -92,7 +94,32 @@ class NodeState:
         self._lone = False  # the epoch being served was claimed alone (election.py)
         self.voters = door.VoterCheck(config, self.state_dir)  # the door's vote route
         self._last_said = ("", 0.0)
+        # Why this candidate may not take over: the primary it last met writes formats
+        # this build cannot read, so its log lacks what that primary acknowledged. Kept in
+        # a file (a restart does not make it electable); cleared once it follows a primary.
+        self._incompatible_file = self.state_dir / "incompatible"
+        self.incompatible: str | None = self._read_incompatible()
         metrics.EPOCH.set(self.epochs.epoch)
+
+    def _read_incompatible(self) -> str | None:
+        try:
+            return self._incompatible_file.read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def mark_incompatible(self, why: str) -> None:
+        """This standby cannot follow the primary (`why` names both builds): say so once,
+        and refuse to campaign until it has followed a primary again."""
+        if why != self.incompatible:
+            log.error("cannot follow the primary, and will not take over from it: %s", why)
+            atomic_write(self._incompatible_file, (why + "\n").encode())
+        self.incompatible = why
+
+    def clear_incompatible(self) -> None:
+        if self.incompatible is not None:
+            log.warning("following a primary this build reads: electable again")
+            self._incompatible_file.unlink(missing_ok=True)
+            self.incompatible = None
 
     @property
     def file_space(self) -> FileSpace:
@@ -153,6 +180,8 @@ class NodeState:
             "url": self.url,
             "primary": self.url if self.role == "primary" else self.primary_url,
             "replication": self.replication_address if self.role == "primary" else None,
+            "release": RELEASE,
+            "incompatible": self.incompatible,
             # "primary" names the term's holder (elections need it even while it cannot
             # write); whether it accepts writes now, and why not, is here:
             **self.serving(),
@@ -195,6 +224,7 @@ class NodeState:
             "candidates": sorted([{**me, "lag_records": 0}, *peers], key=lambda c: c["rank"]),
             "standbys": self.source.view() if self.source else [],
             "history": [list(h) for h in self.epochs.history],
+            "incompatible": self.incompatible,  # this candidate's own, if a standby
         }
 
     def headers(self) -> dict[str, str]:

@@ -18,6 +18,13 @@ from typing import Any
 import capnp
 
 from xce.core.errors import XceError
+from xce.core.versions import (
+    CHECKPOINT_FORMAT,
+    RELEASE,
+    REPLICATION_PROTOCOL,
+    WAL_FORMAT,
+    skew_problem,
+)
 from xce.store.wal.framing import FRAME_HEADER, frame
 
 SCHEMA_PATH = Path(__file__).with_name("replication.capnp")
@@ -38,6 +45,62 @@ KINDS = (
     "fileWant",
     "handOver",
 )
+
+
+INCOMPATIBLE = "incompatible: "  # the start of a refusal that no retry will cure
+
+
+class Incompatible(XceError):
+    """The other side's build writes what this one cannot read (or the skew rule forbids
+    the pair): a standby that meets it stops following and may not take over."""
+
+    code = "replication_incompatible"
+
+
+def versions() -> dict[str, Any]:
+    """This build's release and formats, as hello and welcome carry them."""
+    return {
+        "release": RELEASE,
+        "walFormat": WAL_FORMAT,
+        "checkpointFormat": CHECKPOINT_FORMAT,
+        "protocol": REPLICATION_PROTOCOL,
+    }
+
+
+def cannot_follow(primary: dict[str, Any], primary_url: str = "the primary") -> str | None:
+    """Why a standby of this build may not follow a primary whose welcome is `primary`
+    (formats it cannot read); None when it may. A field of 0 is a build before versions
+    were sent: format 1."""
+    release = str(primary.get("release") or "before 0.2.0")
+    for what, key, ours in (
+        ("WAL", "walFormat", WAL_FORMAT),
+        ("checkpoint", "checkpointFormat", CHECKPOINT_FORMAT),
+    ):
+        theirs = int(primary.get(key) or 1)
+        if theirs > ours:
+            return (
+                f"{primary_url} (xce {release}) writes {what} format {theirs}; this standby "
+                f"(xce {RELEASE}) reads ≤ {ours}: upgrade this standby before following it"
+            )
+    return None
+
+
+def cannot_serve(standby: dict[str, Any], node: str) -> str | None:
+    """Why a primary of this build refuses the standby whose hello is `standby`: it cannot
+    read the records or checkpoints written here, or the skew rule forbids the pair."""
+    release = str(standby.get("release") or "")
+    shown = release or "before 0.2.0"
+    for what, key, ours in (
+        ("WAL", "walFormat", WAL_FORMAT),
+        ("checkpoint", "checkpointFormat", CHECKPOINT_FORMAT),
+    ):
+        theirs = int(standby.get(key) or 1)
+        if theirs < ours:
+            return (
+                f"standby {node} (xce {shown}) reads {what} format ≤ {theirs}; this primary "
+                f"(xce {RELEASE}) writes {ours}: upgrade the standby"
+            )
+    return skew_problem(release, f"standby {node}") if release else None
 
 
 class ProtocolError(XceError):

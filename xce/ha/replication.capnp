@@ -40,6 +40,13 @@ struct Hello {
   auditSize @8 :UInt64;      # bytes of the standby's audit log ...
   auditSha @9 :Data;         # ... and their SHA-256: the primary sends only what follows
   files @10 :Bool;           # it takes fileData and may send fileAck/fileWant
+  # What the standby's build is and reads (xce/core/versions.py); 0 or "" from a build
+  # before versions were sent (format 1). The primary refuses a standby that cannot read
+  # the records or checkpoints it writes, naming both.
+  release @11 :Text;
+  walFormat @12 :UInt32;
+  checkpointFormat @13 :UInt32;
+  protocol @14 :UInt32;
 }
 
 struct Welcome {
@@ -48,6 +55,10 @@ struct Welcome {
   mode @2 :Text;             # "async" or "sync"
   history @3 :List(UInt64);  # the primary's epoch history, flattened [epoch, firstSeq, ...]
   files @4 :Bool;            # it sends fileData and takes fileAck/fileWant
+  release @5 :Text;          # the primary's build and what it writes: a standby that
+  walFormat @6 :UInt32;      # cannot read them stops following (and will not take over)
+  checkpointFormat @7 :UInt32;
+  protocol @8 :UInt32;
 }
 
 struct Records {

@@ -61,6 +61,7 @@ class StandbySession:
     audit_replace: bool = False
     uploads: set[str] = field(default_factory=set)  # upload names this standby was sent
     files_ok: bool = True  # the standby takes files (its hello says so)
+    release: str = ""  # the standby's build (its hello; "" before versions were sent)
     file_progress: float = 0.0  # monotonic time the last file piece left for it
 
 
@@ -90,6 +91,8 @@ class SourceShared:
         self.on_higher_epoch = on_higher_epoch
         self.space = space  # None: no files beside the records (tests of the log alone)
         self.sessions: dict[str, StandbySession] = {}
+        # Standbys refused for their versions (greeting.py): node -> what the status shows
+        self.incompatible: dict[str, dict[str, object]] = {}
         self.degraded = False
         self.bound = bound  # async mode's bound on a standby's lag (lagbound.py)
 

@@ -319,8 +319,14 @@ class ReplicationSource:
                 "in_sync": s.in_sync,
                 "last_ack_s": round(now - s.last_ack, 3),
                 "connected_at": s.connected_at,
+                "release": s.release,
             }
             for s in self.sessions.values()
+            if s.node not in self.shared.incompatible
+        ] + [
+            # refused at the door: never in sync, never a switchover target
+            {**entry, "in_sync": False, "lag_records": None}
+            for entry in self.shared.incompatible.values()
         ]
 
     async def hand_over(self, target: str | None, timeout: float = 10.0) -> str:

@@ -15,14 +15,17 @@ from typing import TYPE_CHECKING
 
 from xce.auth.pki import client_ssl_context
 from xce.core.errors import XceError
+from xce.core.versions import NewerFormat
 from xce.ha.follower import Follower
 from xce.ha.probe import PeerStatus
+from xce.ha.protocol import Incompatible
 from xce.store.durable import DurableLog
 
 if TYPE_CHECKING:
     from xce.ha.node import Node
 
 log = logging.getLogger("xce.ha")
+INCOMPATIBLE_RETRY_S = 2.0  # between attempts to follow a primary this build cannot read
 
 
 class StandbyRole:
@@ -61,7 +64,7 @@ class StandbyRole:
         return follower.store
 
     def _new_follower(self, store: DurableLog | None) -> Follower:
-        return Follower(
+        follower = Follower(
             self.node.state_dir,
             self.node.store_settings,
             self.node.epochs,
@@ -71,6 +74,8 @@ class StandbyRole:
             store=store,
             space=self.node.file_space,
         )
+        follower.on_compatible = self.node.clear_incompatible
+        return follower
 
     async def _until_promoted(self, follower: Follower) -> bool:
         """Follow whichever primary is found; True once this candidate won an epoch (a
@@ -90,7 +95,9 @@ class StandbyRole:
                 self.node.last_takeover_s = silent
                 return True
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.node.stop_event.wait(), 0.2)
+                # A primary that refused this build refuses it again: ask less often.
+                pause = INCOMPATIBLE_RETRY_S if self.node.incompatible else 0.2
+                await asyncio.wait_for(self.node.stop_event.wait(), pause)
         return False
 
     async def _follow_until_it_ends(self, follower: Follower, url: str, address: str) -> bool:
@@ -108,6 +115,8 @@ class StandbyRole:
             await link
         except asyncio.CancelledError:
             pass
+        except (Incompatible, NewerFormat) as exc:  # NewerFormat: a transferred checkpoint
+            self.node.mark_incompatible(exc.message)
         except (XceError, OSError, TimeoutError, EOFError) as exc:
             self.node._say(
                 f"replication from {url} ended: "

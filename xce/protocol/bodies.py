@@ -64,7 +64,9 @@ class SubmitBody(Body, frozen=True, kw_only=True):
     inputs: Annotated[dict[str, Text64], Meta(max_length=10000)] = field(default_factory=dict)
     outputs: Annotated[tuple[Text1K, ...], Meta(max_length=1000)] = ()
     hold: bool = False
-    submit_host: Text255 = ""  # "": the address the request came from
+    # Ignored: the controller sets it from the connection (xce/api/jobs.py submit_host_of);
+    # kept so that older clients, which sent their host name, are not refused.
+    submit_host: Text255 = ""
     resources: Text4K = ""
     stdout_file: Path4K | None = field(default=None, name="stdout")
     stderr_file: Path4K | None = field(default=None, name="stderr")

@@ -94,6 +94,13 @@ class TailView(Struct, kw_only=True):
             "offset are no longer held"
         ),
     ]
+    not_returned: Annotated[
+        str | None,
+        Meta(
+            description="why the finished job's stream was not returned by its worker "
+            "(over a cap, unreadable), so data is empty; absent when it was"
+        ),
+    ] = None
 
 
 class ClusterSample(Struct, kw_only=True):

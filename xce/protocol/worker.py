@@ -8,6 +8,7 @@ from typing import Annotated
 
 from msgspec import Meta, Struct, field
 
+from xce.core.versions import RELEASE, WORKER_PROTOCOL, skew_problem
 from xce.protocol.bodies import Body, Name, Slots, Text1K, Text64, Text128, Text256
 
 # Seconds are bounded (2**40 s: some 35,000 years) so that sums of a job's hosts and of
@@ -53,6 +54,27 @@ class Register(Body, frozen=True, kw_only=True):
     ] = field(default_factory=dict)
     containment: Containment = field(default_factory=dict)
     task_address: TaskAddress | None = None  # None: no task service
+    # The worker's build and protocol (xce/core/versions.py); absent from a worker before
+    # versions were sent (protocol 1). A controller checks them before anything else.
+    release: Text64 = ""
+    protocol: Annotated[int, Meta(ge=1, le=2**31)] = 1
+
+
+def registration_refusal(protocol: object, release: object) -> str | None:
+    """Why a controller of this build refuses a worker registering with `protocol` and
+    `release` (read from the body before it is decoded: a newer worker's body may hold
+    fields this build does not know); None when it may register."""
+    theirs = protocol if isinstance(protocol, int) and protocol >= 1 else 1
+    shown = release if isinstance(release, str) and release else "before 0.2.0"
+    if theirs > WORKER_PROTOCOL:
+        return (
+            f"worker xce {shown} speaks worker protocol {theirs}; this controller (xce "
+            f"{RELEASE}) knows ≤ {WORKER_PROTOCOL}: upgrade the controllers first (a worker "
+            "may be one minor release older than its controller, never newer)"
+        )
+    if isinstance(release, str) and release:
+        return skew_problem(release, "worker", newer_minors=0)
+    return None
 
 
 class Usage(Body, frozen=True, kw_only=True):

@@ -229,6 +229,9 @@ async def run_primary(
     )
     controller = compose(config, files, store, node, accounting)
     service, gateway = controller.service, controller.gateway
+    # Job files count on their owners' quota from the first request: counted from the disk,
+    # and those no record holds any more (purged while this candidate was down) deleted.
+    await service.job_files.adopt()
     runner = GuardedRunner(controller.app, config.guard.connections, access_log=None)
     await runner.setup()
     site = web.TCPSite(
@@ -275,6 +278,7 @@ async def run_primary(
             await node.source.close()
         service.wake_all()  # long-polling workers get their answer now, not in 20 s
         await runner.cleanup()
+        await service.job_files.settled()  # deletions under way finish in this term
         files.close()  # this term's file threads: the next term makes its own store
         store.fence = None
         store.replicated = None

@@ -22,17 +22,19 @@ from typing import Any
 
 from xce.core.model import ArrayRecord, HostRecord, JobRecord, QueueRecord, ReservationRecord
 from xce.core.state import ClusterState
+from xce.core.versions import CHECKPOINT_FORMAT, NewerFormat
 from xce.store.wal.framing import CorruptRecord, frame, read_frames
 from xce.store.wal.writer import fsync_dir
 from xce.wire.codec import WireError, decode_chunk, encode_header, encode_packed
 from xce.wire.plain import pack_records
 
 log = logging.getLogger("xce.checkpoint")
-# 1: Cap'n Proto record lists; 2: plain tuples packed with marshal; 3: plain tuples packed as
-# versioned msgpack (xce/wire/packing.py). All three are read; a build that reads only 1 and 2
-# refuses a 3 by its header instead of failing on the chunks.
-FORMAT_VERSION = 3
-READABLE_FORMATS = (1, 2, 3)
+# The formats are listed with the others in xce/core/versions.py. Every one up to ours is
+# read; a newer one is refused by its header (`NewerFormat`) before any chunk is decoded,
+# and recovery stops there rather than falling back to an older checkpoint as if the newer
+# one were damaged.
+FORMAT_VERSION = CHECKPOINT_FORMAT
+READABLE_FORMATS = tuple(range(1, CHECKPOINT_FORMAT + 1))
 CHUNK = 20_000
 MAX_CHUNK_BYTES = 16 * 1024 * 1024
 NAME = re.compile(r"^checkpoint-(\d{20})\.ckpt$")
@@ -156,6 +158,10 @@ def read_checkpoint(path: Path) -> tuple[dict[str, Any], ClusterState]:
             kind, value = decode_chunk(fr.payload)
             if kind == "header":
                 header = value
+                if int(value["formatVersion"]) > FORMAT_VERSION:
+                    raise NewerFormat(
+                        f"checkpoint {path.name}", int(value["formatVersion"]), FORMAT_VERSION
+                    )
             else:
                 parts[kind].extend(value)
     except (CorruptRecord, WireError, OSError) as exc:

@@ -174,6 +174,13 @@ class DurableLog:
             return path
 
     async def run_checkpoints(self, state: ClusterState) -> None:
+        if self.recovered.replayed:
+            # A start after a crash (no shutdown checkpoint) replayed records: checkpoint at
+            # once, so that the segments before the older kept checkpoint are dropped by the
+            # usual rule (a standby behind them gets a checkpoint transfer). Without it,
+            # every start of a crash loop opened a new preallocated segment and none was
+            # ever dropped: the WAL grew by a segment per crash.
+            self.wanted.set()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wanted.wait(), self.settings.checkpoint_interval_s)

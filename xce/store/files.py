@@ -7,8 +7,11 @@ outside goes through `safe_relative_path`, so nothing can escape its directory.
 Everything here is 0600 in 0700 directories: only the controller's account reads it, and
 users reach files only through the API's checks. An upload belongs to whoever sent it (a
 `<id>.json` next to it says who and when): only they (or an admin) can use it in a job or
-delete it, it counts against their `upload_quota_mb` until a job uses it, and it is deleted
-when no job has used it within `upload_ttl_s`, so uploads cannot fill the controller's disk.
+delete it, and it is deleted when no job has used it within `upload_ttl_s`. A job's files
+(the inputs its uploads became, the outputs its workers return) belong to the job's owner
+until they are deleted with the job (xce/controller/job_files.py). Everything a user holds
+here, uploads and job files alike, counts against their `upload_quota_mb`
+(xce/store/job_bytes.py), so no user can fill the controller's disk, where the WAL lives.
 
 Sites without shared storage move every input and output through here, so files may be as
 large as HPC data is: there is no per-file cap unless `max_upload_mb` sets one, bodies
@@ -30,6 +33,7 @@ import shutil
 import stat
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
@@ -45,6 +49,7 @@ from xce.core.errors import (
 from xce.store import digests
 from xce.store.fileio import Handle, Threads
 from xce.store.incoming import Stored, receive
+from xce.store.job_bytes import INPUTS, Held, JobBytes, tree_held
 from xce.store.room import MB, DiskRoom, Promise, amount, free_bytes, sized
 
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -107,7 +112,7 @@ def job_dir_name(job_id: str) -> str:
 class FileStore:
     """Files under `root`; writes go to a temporary name and are renamed into place.
 
-    Limits: `max_bytes` per file (0: none), `quota_bytes` of unused uploads per owner,
+    Limits: `max_bytes` per file (0: none), `quota_bytes` of uploads and job files per owner,
     `job_outputs_bytes` of outputs per job attempt, and `reserve_bytes` left free on the
     disk. Each is checked from a body's declared size before it is read (`check_upload`,
     `check_output`, and again atomically as a transfer starts) and while it streams."""
@@ -135,7 +140,8 @@ class FileStore:
         self.room = DiskRoom(root, reserve_bytes, free)
         self.threads = Threads()
         self.uploads: dict[str, Upload] = {}
-        self._inflight: dict[str, int] = {}  # bytes of uploads being received, per owner
+        self.jobs = JobBytes()  # the files of each owner's jobs (`adopt` fills it at start)
+        self._inflight: dict[str, int] = {}  # bytes of files being received, per owner
         # Digests being computed for files without a record, by (device, inode, size,
         # mtime): two downloads of one old file read it once.
         self._hashing: dict[tuple[int, int, int, int], asyncio.Future[str]] = {}
@@ -176,13 +182,16 @@ class FileStore:
         used = self.usage(owner)
         if used + grow > self.quota_bytes:
             staged = sum(u.size for u in self.uploads.values() if u.owner == owner)
+            jobs = self.jobs.of(owner).bytes
+            arriving = used - staged - jobs
             raise TooLarge(
-                f"{name}: {sized(size, known)} would take {owner} over the upload quota: "
-                f"{owner} has {amount(staged)} in uploads no job has used yet"
-                + (f" ({amount(used - staged)} more arriving)" if used > staged else "")
-                + f", and the limit is {amount(self.quota_bytes)} ([controller] "
+                f"{name}: {sized(size, known)} would take {owner} over the quota: "
+                f"{owner} holds {amount(used)} on the controller ({amount(staged)} in "
+                f"uploads no job has used yet, {amount(jobs)} in the files of their jobs"
+                + (f", {amount(arriving)} arriving" if arriving > 0 else "")
+                + f"), and the limit is {amount(self.quota_bytes)} ([controller] "
                 "upload_quota_mb); delete unused uploads (DELETE /api/v1/uploads/ID) or "
-                "submit the jobs that use them"
+                "kill jobs that have not started; finished jobs' files go with the job"
             )
 
     def _check_outputs(self, name: str, job_id: str, size: int, grow: int, known: bool) -> None:
@@ -215,13 +224,18 @@ class FileStore:
             self._check_quota(name, owner, size, size, True)
         self.room.check(name, size, size)
 
-    def check_output_room(self, job_id: str, rel: str, size: int | None) -> None:
-        """Refuse an output of declared `size` that could not be kept, before its body is
+    def check_output_room(
+        self, job_id: str, rel: str, size: int | None, owner: str | None = None
+    ) -> None:
+        """Refuse an output of declared `size` that could not be kept (over the cap, the
+        job's outputs limit, its `owner`'s quota or the disk's reserve), before its body is
         read; `save_output` checks again as it starts."""
         if size is None:
             return
         self._check_cap(rel, size)
         self._check_outputs(rel, job_id, size, size, True)
+        if owner is not None:
+            self._check_quota(rel, owner, size, size, True)
         self.room.check(rel, size, size)
 
     # --- uploads --------------------------------------------------------------------------
@@ -258,9 +272,21 @@ class FileStore:
                     digests.forget(self.root, base / entry.name)
 
     def usage(self, owner: str) -> int:
-        """Bytes `owner` holds in uploads no job has used yet (and is receiving now)."""
+        """Bytes `owner` holds here: uploads no job has used yet, the files of their jobs
+        in any state, and what is arriving for them now. What the quota counts."""
         staged = sum(u.size for u in self.uploads.values() if u.owner == owner)
-        return staged + self._inflight.get(owner, 0)
+        return staged + self.jobs.of(owner).bytes + self._inflight.get(owner, 0)
+
+    def holdings(self) -> dict[str, Held]:
+        """Every owner's bytes and files here (uploads and job files; not what is still
+        arriving), for the admin's view of usage."""
+        out = self.jobs.owners()
+        for upload in self.uploads.values():
+            if upload.owner is not None:
+                held = out.setdefault(upload.owner, Held())
+                held.bytes += upload.size
+                held.files += 1
+        return out
 
     async def save_upload(
         self,
@@ -379,11 +405,13 @@ class FileStore:
                             os.unlink(entry.path)
         return expired
 
-    def attach_inputs(self, number: int, inputs: dict[str, str]) -> None:
+    def attach_inputs(self, number: int, inputs: dict[str, str], owner: str | None = None) -> None:
         """Move uploads into a job's input directory; `inputs` maps path -> upload id.
-        Each upload's digest record moves with it (a rename keeps what it was taken of)."""
+        Each upload's digest record moves with it (a rename keeps what it was taken of).
+        The bytes stay on the quota: of the job's `owner` now."""
         if not inputs:
             return
+        size = sum(self.uploads[u].size for u in inputs.values() if u in self.uploads)
         job = self.root / "jobs" / str(number)
         staging = job / f".inputs.{secrets.token_hex(4)}"
         moved: list[tuple[Path, Path]] = []
@@ -396,8 +424,10 @@ class FileStore:
                 moved.append((target, source))
             shutil.rmtree(job / "inputs", ignore_errors=True)
             os.replace(staging, job / "inputs")
-            for upload_id in inputs.values():  # a job's input now: off the owner's quota
+            for upload_id in inputs.values():  # a job's input now, on the job owner's quota
                 self._forget(upload_id)
+            if owner is not None:
+                self.jobs.set(number, owner, INPUTS, size, len(inputs))
         except OSError as exc:
             for target, source in reversed(moved):
                 with contextlib.suppress(OSError):
@@ -416,12 +446,15 @@ class FileStore:
         chunks: AsyncIterator[bytes],
         declared: int | None = None,
         sha256: str | None = None,
+        owner: str | None = None,
     ) -> Stored:
         """Store an output a worker returns (`declared`: its Content-Length; `sha256`: the
-        digest the worker declared). Over the per-file or per-job limit or the disk's
-        reserve it is refused (413) before its first byte where its size is declared."""
+        digest the worker declared) for a job of `owner`, on whose quota it counts. Over the
+        per-file or per-job limit, the quota or the disk's reserve it is refused (413)
+        before its first byte where its size is declared."""
         rel = safe_relative_path(rel, "output path")
         target = self._outputs(number, job_id) / rel
+        part = f"outputs/{job_dir_name(job_id)}"
         reserved = 0
         promise: Promise | None = None
 
@@ -431,17 +464,28 @@ class FileStore:
             self._check_cap(rel, size, known)
             if size > reserved:
                 self._check_outputs(rel, job_id, size, size - reserved, known)
+                if owner is not None:
+                    self._check_quota(rel, owner, size, size - reserved, known)
+                    self._inflight[owner] = self._inflight.get(owner, 0) + size - reserved
                 self._returned[job_id] = self._returned.get(job_id, 0) + size - reserved
                 reserved = size
             if promise is not None:
                 promise.take(batch)
 
         stored: Stored | None = None
+        before = -1  # the size of the file this one replaces, -1: none
         try:
             count(declared or 0)  # the declared size: refused before any byte is read
             promise = self.room.promise(rel, declared)
             self._mkdirs(target.parent)
+            with contextlib.suppress(OSError):  # a file sent again replaces the first copy
+                earlier = target.lstat()
+                if stat.S_ISREG(earlier.st_mode):
+                    before = earlier.st_size
             stored = await receive(self.threads, self.root, target, chunks, count, rel, sha256)
+            if owner is not None:
+                new_file = 1 if before < 0 else 0
+                self.jobs.add(number, owner, part, stored.size - max(before, 0), new_file)
             return stored
         except (FileExistsError, NotADirectoryError, IsADirectoryError):
             # `out` a file and `out/x` as well (or the other way round): the job's names
@@ -453,6 +497,12 @@ class FileStore:
         finally:
             if promise is not None:
                 promise.close()
+            if owner is not None and reserved:
+                left = self._inflight.get(owner, 0) - reserved
+                if left > 0:
+                    self._inflight[owner] = left
+                else:
+                    self._inflight.pop(owner, None)
             if stored is None and reserved and job_id in self._returned:
                 left = self._returned[job_id] - reserved  # a refused file counts for nothing
                 if left > 0:
@@ -469,12 +519,78 @@ class FileStore:
         thread: a tree of many thousand files must not stall the event loop."""
         self._returned.pop(job_id, None)
         base = self._outputs(number, job_id)
+        self.jobs.drop(number, f"outputs/{job_dir_name(job_id)}")
 
         def clear() -> None:
             shutil.rmtree(base, ignore_errors=True)
             digests.forget(self.root, base)
 
         await self.threads.run(clear)
+
+    # --- a job's files as a whole ---------------------------------------------------------
+
+    def _job_dir(self, number: int) -> Path:
+        return self.root / "jobs" / str(number)
+
+    def delete_job_files(self, number: int, inputs_only: bool = False) -> Future[None]:
+        """Delete job `number`'s files (only its inputs: `inputs_only`). They leave the
+        owner's usage at once; the tree is removed in a store thread (the future says when:
+        a tree of many thousand files must not stall the event loop). Deleting what is
+        already gone is a no-op, so a replay may ask again."""
+        path = self._job_dir(number) / INPUTS if inputs_only else self._job_dir(number)
+        self.jobs.drop(number, INPUTS if inputs_only else None)
+
+        def remove() -> None:
+            shutil.rmtree(path, ignore_errors=True)
+            digests.forget(self.root, path)
+
+        return self.threads.submit(remove)
+
+    async def adopt(self, owners: dict[int, str], spent: set[int]) -> list[int]:
+        """Take over the job directories at the start of a primary term: those of the jobs
+        in `owners` (job or array number -> user) count on their owner's usage; those of
+        jobs the records no longer hold (purged, or never committed, while this controller
+        was down or a standby) are deleted, and so are the inputs of jobs in `spent` (killed
+        before they started) and staging left by a crash. Returns the job numbers whose
+        directories were deleted."""
+
+        def scan() -> tuple[list[tuple[int, str, str, Held]], list[int]]:
+            found: list[tuple[int, str, str, Held]] = []
+            removed: list[int] = []
+            with os.scandir(self.root / "jobs") as entries:
+                numbers = [
+                    (int(e.name), Path(e.path))
+                    for e in entries
+                    if e.name.isdigit() and e.is_dir(follow_symlinks=False)
+                ]
+            for number, path in sorted(numbers):
+                owner = owners.get(number)
+                if owner is None or str(number) != path.name:
+                    shutil.rmtree(path, ignore_errors=True)
+                    digests.forget(self.root, path)
+                    removed.append(number)
+                    continue
+                with os.scandir(path) as parts:
+                    names = [(p.name, Path(p.path)) for p in parts]
+                for name, part in names:
+                    if name.startswith(".inputs.") or (name == INPUTS and number in spent):
+                        shutil.rmtree(part, ignore_errors=True)
+                        digests.forget(self.root, part)
+                    elif name == INPUTS:
+                        found.append((number, owner, INPUTS, tree_held(part)))
+                    elif name == "outputs":
+                        with os.scandir(part) as tasks:
+                            for task in tasks:
+                                if task.is_dir(follow_symlinks=False):
+                                    held = tree_held(Path(task.path))
+                                    found.append((number, owner, f"outputs/{task.name}", held))
+            return found, removed
+
+        found, removed = await self.threads.run(scan)
+        self.jobs.clear()
+        for number, owner, part, held in found:
+            self.jobs.add(number, owner, part, held.bytes, held.files)
+        return removed
 
     # --- reading ------------------------------------------------------------------------
 

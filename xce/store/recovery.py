@@ -18,7 +18,7 @@ from xce.core.errors import XceError
 from xce.core.events import Event
 from xce.core.state import ClusterState
 from xce.store.checkpoint import CheckpointError, list_checkpoints, read_checkpoint
-from xce.store.wal.reader import WalCorruption, WalScan, list_segments, scan_wal
+from xce.store.wal.reader import WalCorruption, WalScan, list_segments, records_start, scan_wal
 from xce.store.wal.writer import fsync_dir
 
 log = logging.getLogger("xce.recovery")
@@ -116,12 +116,14 @@ def cut_segment(path: Path, offset: int) -> None:
 
 
 def _drop_empty_tail(directory: Path) -> None:
-    """A last segment with no records (created, never written) would clash by name."""
+    """A last segment with no records (created, never written, or holding only its header
+    after a torn first write was cut) would clash by name."""
     segments = list_segments(directory)
     if not segments:
         return
     _, path = segments[-1]
     with path.open("rb") as f:
-        data = f.read(8)  # not the whole (preallocated, 64 MiB) segment
-    if not data or not any(data):
+        data = f.read(4096)  # not the whole (preallocated, 64 MiB) segment
+    start = records_start(data, path)
+    if not any(data[start : start + 8]):
         path.unlink()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xce.core.errors import Conflict
+from xce.core.versions import NewerFormat
 from xce.store.checkpoint import CheckpointError, list_checkpoints, read_checkpoint
 from xce.store.recovery import checkpoint_dir, cut_segment, wal_dir
 from xce.store.wal.reader import WalCorruption, list_segments, scan_wal
@@ -29,6 +30,8 @@ class WalReport:
     checkpoints: list[str] = field(default_factory=list)
     torn: str | None = None
     corruption: WalCorruption | None = None
+    # State a newer build wrote: not damage, and nothing this build may cut or judge.
+    newer: list[str] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
@@ -56,9 +59,15 @@ def check(state_dir: Path) -> WalReport:
             report.checkpoints.append(f"{path.name}: ok, {len(state.jobs)} jobs at record {seq}")
         except CheckpointError as exc:
             report.checkpoints.append(f"{path.name}: DAMAGED ({exc})")
+        except NewerFormat as exc:
+            report.checkpoints.append(f"{path.name}: not read ({exc.message})")
+            report.newer.append(exc.message)
     report.segments = len(list_segments(wal_dir(state_dir)))
     try:
         scan = scan_wal(wal_dir(state_dir))
+    except NewerFormat as exc:
+        report.newer.append(exc.message)
+        return report
     except WalCorruption as exc:
         report.corruption = exc
         return report
@@ -74,6 +83,9 @@ def repair(state_dir: Path) -> list[str]:
     fd = lock_state_dir(state_dir)
     try:
         report = check(state_dir)
+        if report.newer:
+            # Records this build cannot read are not damaged records: never cut them.
+            raise Conflict(f"{report.newer[0]}; nothing was cut")
         if report.corruption is None:
             return [
                 "the WAL has no damage in the middle; nothing to repair"

@@ -14,7 +14,18 @@ from xce.console import fmt
 from xce.console.screens.base import LiveScreen
 from xce.console.widgets.bars import UseCells, header, use_bars
 
-COLUMNS = ("HOST", "STATUS", "ADMIN", "SLOTS", "MEMORY", "LOAD", "RACK", "GROUP", "ATTRIBUTES")
+COLUMNS = (
+    "HOST",
+    "STATUS",
+    "ADMIN",
+    "SLOTS",
+    "MEMORY",
+    "LOAD",
+    "RACK",
+    "GROUP",
+    "VERSION",  # the worker's build: a rolling upgrade's progress at a glance
+    "ATTRIBUTES",
+)
 USE = "USE"  # the bars' column, after MEMORY
 USE_AFTER = COLUMNS.index("MEMORY") + 1
 
@@ -33,6 +44,7 @@ def host_cells(h: dict[str, Any]) -> tuple[str, ...]:
         load_text,
         h.get("rack") or "-",
         h.get("group") or "-",
+        h.get("worker_version") or "-",
         " ".join([*(f"{k}={v}" for k, v in sorted(attrs.items())), *_gres(h)]),
     )
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from xce.core.errors import XceError
 from xce.core.events import Event
 from xce.store.wal.framing import CorruptRecord, has_valid_frame_after, iter_frames
+from xce.store.wal.segment import read_header
 from xce.wire.codec import WireError, decode_entry
 from xce.wire.fast import FAST_REJECTS, peek_entry
 
@@ -99,6 +100,20 @@ def list_segments(wal_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def check_formats(segments: list[tuple[int, Path]]) -> None:
+    """Raise `NewerFormat` if any segment's header names a format this build cannot read:
+    checked for every segment before the first record is applied, so a newer log stops a
+    start whole rather than half-way through a replay."""
+    for _first, path in segments:
+        with mapped(path) as data:
+            read_header(data[:4096], f"WAL segment {path.name}")
+
+
+def records_start(data: bytes | memoryview, path: Path) -> int:
+    """The offset of a segment's first record (after its header, if it has one)."""
+    return read_header(data, f"WAL segment {path.name}")[1]
+
+
 def scan_wal(
     wal_dir: Path,
     after_seq: int = 0,
@@ -109,10 +124,13 @@ def scan_wal(
     Every frame is checked (length, CRC, sequence continuity), but a record at or below
     `after_seq` (what the checkpoint covers) is not decoded: its sequence number and epoch
     are read from fixed places in its header (`xce.wire.fast.peek_entry`). Raises
-    `WalCorruption` for damage that is not a torn tail.
+    `WalCorruption` for damage that is not a torn tail, and `NewerFormat` (before any record
+    is read, so nothing is applied or judged) when a segment's header names a format newer
+    than this build reads.
     """
     segments = list_segments(wal_dir)
     scan = WalScan(last_seq=after_seq, segments=[p for _, p in segments])
+    check_formats(segments)
     expected: int | None = None
     for index, (first_seq, path) in enumerate(segments):
         last_segment = index == len(segments) - 1
@@ -136,8 +154,9 @@ def _scan_segment(
     expected: int | None,
 ) -> bool:
     """One segment of `scan_wal`; True when it ended in a torn tail."""
+    _fmt, start, _release = read_header(data, f"WAL segment {path.name}")
     try:
-        for offset, _end, payload in iter_frames(data):
+        for offset, _end, payload in iter_frames(data, start):
             event: Event | None = None
             try:
                 seq, epoch = peek_entry(payload)

@@ -31,6 +31,7 @@ from xce.core.errors import Unavailable
 from xce.core.events import Event
 from xce.store.wal.framing import frame
 from xce.store.wal.reader import list_segments, segment_name
+from xce.store.wal.segment import header_frame
 from xce.telemetry import metrics
 from xce.wire.codec import encode_entry
 from xce.wire.fast_write import WRITE_REJECTS, encode_entry_fast
@@ -87,6 +88,7 @@ class WalWriter:
         self.interval_s = interval_s
         self.preallocate = preallocate
         self.durable_seq = next_seq - 1
+        self._header = header_frame()  # each new segment's first frame (format, release)
         self._buffer: list[tuple[int, bytes]] = []
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._segment: _Segment | None = None
@@ -192,9 +194,13 @@ class WalWriter:
         started = time.perf_counter()
         seg = self._segment
         if seg is None or (seg.offset > 0 and seg.offset + len(data) > seg.size):
-            self._roll(batch[0][0], len(data))
+            self._roll(batch[0][0], len(data) + len(self._header))
             seg = self._segment
         assert seg is not None
+        if seg.offset == 0:
+            # The header goes down with the first records, in one write: a segment holds
+            # either nothing, or a header and records (a crash tearing both is a torn tail).
+            data = self._header + data
         written = 0
         while written < len(data):
             written += os.pwrite(seg.fd, data[written:], seg.offset + written)

@@ -16,6 +16,7 @@ import msgspec
 import psutil
 
 from xce.client import ApiError
+from xce.core.versions import RELEASE, WORKER_PROTOCOL, VersionSkew
 from xce.protocol import worker as protocol
 from xce.worker.agent import tail
 from xce.worker.agent.hostinfo import containment, host_resources
@@ -30,6 +31,22 @@ if TYPE_CHECKING:
 log = logging.getLogger("xce.worker")
 # How long a task that ended in a share waits for its figures to reach the controller.
 SHARE_REPORT_WAIT_S = 5.0
+# A worker the controller refuses for its versions asks again after 1 s, then ever less
+# often, up to this (an upgrade of either side lets it in on the next try).
+REFUSED_RETRY_MAX_S = 60.0
+_VERSION_FIELDS = ("release", "protocol")
+
+
+def _fields_unknown_there(exc: ApiError, body: protocol.Register) -> protocol.Register | None:
+    """`body` without its version fields when an older controller refused one of them as
+    unknown (it answers `body.release is not a known field`); None otherwise."""
+    if exc.status != 400 or "not a known field" not in exc.message:
+        return None
+    if not any(f"body.{name} " in exc.message for name in _VERSION_FIELDS):
+        return None
+    if (body.release, body.protocol) == ("", 1):
+        return None
+    return msgspec.structs.replace(body, release="", protocol=1)
 
 
 class ControllerLink:
@@ -52,8 +69,11 @@ class ControllerLink:
             containment=containment(state.backend),
             gres={kind: tuple(ids) for kind, ids in state.devices.devices.items()},
             task_address=self.tasks.address or None,
+            release=RELEASE,
+            protocol=WORKER_PROTOCOL,
         )
         delay = 0.2
+        refused, refused_delay = "", 1.0
         while True:
             try:
                 sent = fence.now()
@@ -64,6 +84,20 @@ class ControllerLink:
                 if exc.status == 400 and "containment" in exc.message and body.containment:
                     # An older controller: register without saying how jobs are contained.
                     body = msgspec.structs.replace(body, containment={})
+                    continue
+                older = _fields_unknown_there(exc, body)
+                if older is not None:
+                    # A controller from before versions were sent: register as protocol 1.
+                    body = older
+                    continue
+                if exc.code == VersionSkew.code:
+                    # Refused for its versions: not a reason to exit (and be restarted in a
+                    # loop). Said once; an upgrade on either side lets it in on a retry.
+                    if exc.message != refused:
+                        log.error("the controller refuses this worker: %s", exc.message)
+                        refused = exc.message
+                    await asyncio.sleep(refused_delay)
+                    refused_delay = min(refused_delay * 2, REFUSED_RETRY_MAX_S)
                     continue
                 if exc.status != 0 and exc.status < 500:
                     raise

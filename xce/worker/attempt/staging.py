@@ -202,7 +202,9 @@ async def collect_outputs(job: RunningJob) -> list[tuple[str, int]]:
 
     The caller owns (and closes) the descriptors. stdout and stderr are the descriptors
     opened when the job's files were made, whatever the paths hold now."""
-    return (await _collect(job))[0]
+    files, warnings = await _collect(job)
+    log_problems(job.key[0], warnings)
+    return files
 
 
 async def _collect(job: RunningJob) -> tuple[list[tuple[str, int]], list[str]]:
@@ -219,9 +221,25 @@ async def _collect(job: RunningJob) -> tuple[list[tuple[str, int]], list[str]]:
     opened, warnings = await fscreds.as_user(
         job.creds, userfs.open_outputs, str(job.work_dir), patterns, skip_meta
     )
-    for warning in warnings:
-        log.warning("job %s: %s", job.key[0], warning)
     return files + opened, warnings
+
+
+def log_problems(job_id: str, problems: list[str]) -> None:
+    """One worker log line for a pass's output problems, however many: a job can leave
+    thousands of files the worker must skip or refuse, and a line each would drown the log
+    (and cost its disk). The job's own `output_problems` names each one (bounded)."""
+    if not problems:
+        return
+    count = len(problems)
+    more = f" (and {count - 1} more: xce job show {job_id})" if count > 1 else ""
+    log.warning(
+        "job %s: %d output problem%s: %s%s",
+        job_id,
+        count,
+        "s" if count > 1 else "",
+        problems[0][:300],
+        more,
+    )
 
 
 @dataclass(frozen=True)
@@ -307,7 +325,6 @@ async def upload_outputs(
                 continue
             refused = _over(name, size, sent, limits)
             if refused:
-                log.warning("job %s: %s", a.job_id, refused)
                 result.problems.append(f"{name}: {refused}")
                 continue
             params = {"attempt": str(a.attempt)}
@@ -330,11 +347,9 @@ async def upload_outputs(
                     result.unreachable = exc.code == "unreachable"
                     continue
                 # This file is refused (too large, a name clash...): the others still go.
-                log.warning("job %s: output %s refused: %s", a.job_id, name, exc.message)
                 result.problems.append(f"{name}: refused by the controller: {exc.message}")
                 continue
             except OSError as exc:
-                log.warning("job %s: output %s cannot be read: %s", a.job_id, name, exc)
                 result.problems.append(f"{name}: cannot be read: {exc.strerror or exc}")
                 continue
             result.returned.append(name)
@@ -343,6 +358,7 @@ async def upload_outputs(
         for _, fd in files:
             with contextlib.suppress(OSError):
                 os.close(fd)
+        log_problems(a.job_id, result.problems)
     return result
 
 

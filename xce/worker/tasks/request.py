@@ -1,5 +1,6 @@
-"""A request to the task service (xce/worker/tasks/service.py): one JSON line from job code,
-checked field by field before anything runs (TaskRefused names the first bad field).
+"""What job code sends the task service (xce/worker/tasks/service.py): a hello (who asks,
+with the proof of the credential) and, once that is accepted, the request (what to run),
+each checked field by field before anything runs (TaskRefused names the first bad field).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from xce.worker.tasks.wire import MAX_REQUEST, VERSION
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\[\]-]{0,127}")
+_PROOF = re.compile(r"[0-9a-f]{64}")
 MAX_ARGS = 4096
 MAX_ENV = 1024
 
@@ -21,15 +23,21 @@ class TaskRefused(Exception):
     """A request the service will not run; the message goes back to the caller."""
 
 
-class NotHere(TaskRefused):
-    """No such attempt on this host (yet: a share arrives with the host's next poll)."""
+@dataclass(frozen=True)
+class Hello:
+    """Who asks: the attempt, the host it thinks it talks to, and the proof (hex) that it
+    holds the attempt's credential (xce/worker/tasks/wire.py `proof`)."""
+
+    job_id: str
+    attempt: int
+    host: str
+    proof: str
 
 
 @dataclass(frozen=True)
 class TaskRequest:
     job_id: str
     attempt: int
-    credential: str
     host: str
     argv: tuple[str, ...]
     env: dict[str, str]
@@ -50,33 +58,40 @@ def _text(value: Any, what: str, limit: int) -> str:
     return value
 
 
-def parse_request(line: bytes) -> TaskRequest:
-    """The request, checked field by field (TaskRefused names the first bad one)."""
+def _object(data: bytes, allowed: set[str], what: str) -> dict[str, Any]:
     try:
-        body = json.loads(line)
+        body = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):
         # RecursionError: `[[[[...` nested deeper than the parser's stack, well within the
         # size limit; uncaught it killed the connection unanswered with a logged traceback.
-        raise TaskRefused("the request is not one JSON line") from None
-    allowed = {
-        "v",
-        "job_id",
-        "attempt",
-        "credential",
-        "host",
-        "argv",
-        "env",
-        "task_id",
-        "local_task_id",
-    }
-    if not isinstance(body, dict) or not allowed >= set(body) or body.get("v") != VERSION:
+        raise TaskRefused(f"the {what} is not one JSON object") from None
+    if not isinstance(body, dict) or not allowed >= set(body):
         raise TaskRefused(
-            f"the request must be an object of version {VERSION} with the keys "
-            + ", ".join(sorted(allowed))
+            f"the {what} must be an object with the keys " + ", ".join(sorted(allowed))
         )
+    return body
+
+
+def parse_hello(data: bytes) -> Hello:
+    """The hello, checked field by field: nothing here says whether the attempt exists."""
+    body = _object(data, {"v", "job_id", "attempt", "host", "proof"}, "hello")
+    if body.get("v") != VERSION:
+        raise TaskRefused(f"the hello must be of version {VERSION} (an `xce launch` of this build)")
     job_id = _text(body.get("job_id"), "job_id", 128)
     if not _JOB_ID.fullmatch(job_id):
         raise TaskRefused("job_id is not a job id")
+    proof = _text(body.get("proof"), "proof", 64)
+    if not _PROOF.fullmatch(proof):
+        raise TaskRefused("proof must be 64 hexadecimal digits")
+    return Hello(
+        job_id, _int(body, "attempt", 1 << 31), _text(body.get("host"), "host", 256), proof
+    )
+
+
+def parse_request(data: bytes, hello: Hello) -> TaskRequest:
+    """The request of an accepted hello, checked field by field (TaskRefused names the
+    first bad one)."""
+    body = _object(data, {"argv", "env", "task_id", "local_task_id"}, "request")
     argv = body.get("argv")
     if not isinstance(argv, list) or not 1 <= len(argv) <= MAX_ARGS:
         raise TaskRefused(f"argv must be a list of 1 to {MAX_ARGS} strings")
@@ -91,10 +106,9 @@ def parse_request(line: bytes) -> TaskRequest:
             raise TaskRefused(f"bad variable name {name[:40]!r}")
         _text(value, f"variable {name}", MAX_REQUEST)
     return TaskRequest(
-        job_id,
-        _int(body, "attempt", 1 << 31),
-        _text(body.get("credential"), "credential", 128),
-        _text(body.get("host"), "host", 256),
+        hello.job_id,
+        hello.attempt,
+        hello.host,
         args,
         dict(env),
         _int(body, "task_id", 1 << 20),

@@ -7,11 +7,17 @@ and the first host's job sees them as XCE_LAUNCH_TASKS / XCE_LAUNCH_CRED.
 
 The worker is root and every request comes from job code, so it is hostile:
 
-- one JSON line of bounded size, exact keys and types, or the connection is refused;
-- the credential must equal (constant-time) the one the controller sent for an attempt
-  this host runs (its first host) or holds a share of, with action `run`, right now:
-  another job's, an ended or requeued attempt's, or one for a host outside the allocation
-  never matches;
+- a connection holds nothing but a pending slot until it proves the credential: a short
+  deadline for the hello, bounded pools per address and in all, the oldest dropped first
+  (xce/worker/tasks/handshake.py), so connections without a credential cannot keep a
+  job's own launch out;
+- the hello must prove (an HMAC of the service's nonce, xce/worker/tasks/wire.py; compared
+  in constant time) the credential the controller sent for an attempt this host runs (its
+  first host) or holds a share of, with action `run`, right now: another job's, an ended or
+  requeued attempt's, or one for a host outside the allocation never matches. A wrong
+  proof and an attempt this host does not run get the same bytes at the same moment
+  (`_authenticate`, `refusal`), so no one learns which attempts run here;
+- frames of bounded size, exact keys and types, or the connection is refused;
 - the account, the cgroup and the working directory come from this host's assignment, never
   from the request; the account passes the same rules as the job's (`account_for`: never
   root unless the job is root and root jobs are allowed);
@@ -37,6 +43,7 @@ import errno
 import hmac
 import logging
 import os
+import secrets
 import struct
 import subprocess
 import sys
@@ -53,21 +60,30 @@ from xce.worker.devices import gpus
 from xce.worker.keeper import isolation
 from xce.worker.keeper.process import KEEPER, MOUNT_NAMESPACE, read_json
 from xce.worker.tasks import process as taskproc
+from xce.worker.tasks.handshake import HANDSHAKE_S, Handshakes, peer_address, read_frame
 from xce.worker.tasks.request import (
-    NotHere,
+    Hello,
     TaskRefused,
     TaskRequest,
+    parse_hello,
     parse_request,
 )
 from xce.worker.tasks.wire import (
     HEADER,
+    HELLO,
     MAX_FRAME,
+    MAX_HELLO,
     MAX_REQUEST,
+    NONCE_BYTES,
+    READY,
+    REQUEST,
     STDERR,
     STDIN,
     STDOUT,
+    challenge_frame,
     exit_frame,
     frame,
+    proof,
 )
 
 if TYPE_CHECKING:
@@ -85,8 +101,10 @@ __all__ = [
 ]
 
 Key = tuple[str, int]
-# Connections served at once; more are closed unanswered (a job cannot tie the worker up).
+# Tasks served at once (connections that proved a credential); more are refused. Connections
+# that have not are bounded apart (xce/worker/tasks/handshake.py).
 MAX_CONNECTIONS = 512
+ACCEPT_BACKLOG = 1024
 # Set by the service for every task, whatever the request's environment says.
 OWN_VARIABLES = (
     "XCE_TASK_ID",
@@ -94,6 +112,7 @@ OWN_VARIABLES = (
     "XCE_EXEC_HOST",
     "XCE_JOB_ID",
     "XCE_ATTEMPT",
+    "XCE_LAUNCH_CRED",
     "HOME",
     "USER",
     "LOGNAME",
@@ -101,10 +120,16 @@ OWN_VARIABLES = (
 )
 
 
-# How long a request for an attempt this host does not know waits for its assignment: the
+# How long a hello for an attempt this host does not know waits for its assignment: the
 # job's first host may start it (and the job call `xce launch`) before another host of the
-# allocation has polled its share.
+# allocation has polled its share. Every refused hello is answered at the end of this wait,
+# so the moment of the answer does not tell which attempts run here.
 ASSIGNMENT_WAIT_S = 5.0
+
+
+class NotAuthenticated(Exception):
+    """The hello proves no credential of an attempt this host runs now; what was wrong is
+    never told (`TaskService.refusal`)."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +180,11 @@ class TaskService:
         self.shares: dict[Key, Share] = {}
         # One fence watcher per share that has had tasks (xce/worker/tasks/sharefence.py).
         self.watchers: dict[Key, subprocess.Popen[bytes]] = {}
-        self.open = 0
+        self.open = 0  # connections that proved a credential
+        self.handshakes = Handshakes()
+        # The key an unknown attempt's proof is checked against: the same work as a known
+        # one's, and no hello can match it (no one else holds it).
+        self.decoy = secrets.token_hex(32)
         # The mount namespace of each share that has had tasks (a descriptor, None where
         # none can be made), made at its first task and closed when the share goes.
         self.namespaces: dict[Key, int | None] = {}
@@ -167,7 +196,9 @@ class TaskService:
         )
 
     async def start(self, host: str, port: int) -> str:
-        self.server = await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST)
+        # A deep accept queue: with the default (100) a burst of connections overflows it and
+        # a launch's connect behind them is dropped and retried a second later by the kernel.
+        self.server = await asyncio.start_server(self._serve, host, port, backlog=ACCEPT_BACKLOG)
         bound = self.server.sockets[0].getsockname()
         shown = f"[{host}]" if ":" in host else host
         self.address = f"{shown}:{bound[1]}"
@@ -252,11 +283,43 @@ class TaskService:
 
     # --- who may run what ------------------------------------------------------------
 
+    def _credential(self, key: Key) -> str:
+        """The launch credential of an attempt this host runs or holds a share of ("" if none)."""
+        job = self.agent.running.get(key)
+        a: Assignment | Share | None = job.assignment if job is not None else self.shares.get(key)
+        return a.launch.credential if a is not None and a.launch is not None else ""
+
+    def authentic(self, hello: Hello, nonce: bytes) -> bool:
+        """Whether the hello proves the credential of its attempt on this host for `nonce`."""
+        expected = self._credential((hello.job_id, hello.attempt))
+        made = proof(expected or self.decoy, nonce, hello.job_id, hello.attempt, hello.host)
+        return hmac.compare_digest(made, hello.proof) and bool(expected)
+
+    def refusal(self) -> bytes:
+        """The one answer to every hello that proves no credential here, whatever was wrong:
+        a wrong credential for a running attempt and any for an unknown one read alike."""
+        return exit_frame(
+            None,
+            None,
+            f"host {self.agent.host} refused the launch: no attempt here has that job, "
+            "attempt and credential",
+        )
+
+    async def _authenticate(self, hello: Hello, nonce: bytes, writer: asyncio.StreamWriter) -> None:
+        """Return once the hello proves its attempt's credential here; raise NotAuthenticated
+        at the end of ASSIGNMENT_WAIT_S otherwise. A wrong proof waits the same as an attempt
+        not (yet) assigned here, so both answers leave at the same moment."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ASSIGNMENT_WAIT_S
+        while not self.authentic(hello, nonce):
+            if loop.time() >= deadline or writer.is_closing():
+                raise NotAuthenticated
+            await asyncio.sleep(0.1)
+
     def target(self, req: TaskRequest) -> Target:
-        """The attempt's place on this host, if the credential is that attempt's now."""
+        """The attempt's place on this host: all from its assignment, none from the request
+        (whose hello proved the attempt's credential)."""
         key = (req.job_id, req.attempt)
-        if req.host != self.agent.host:
-            raise TaskRefused(f"this is host {self.agent.host}, not {req.host}")
         job = self.agent.running.get(key)
         share = self.shares.get(key)
         a: Assignment | Share
@@ -276,12 +339,7 @@ class TaskService:
             cwds = tuple(c for c in (share.launch.cwd if share.launch else "",) if c)
             memory_bytes = share.memory_mb * 1024 * 1024 if share.memory_mb else None
         else:
-            raise NotHere(
-                f"job {req.job_id} attempt {req.attempt} is not running on host {self.agent.host}"
-            )
-        expected = a.launch.credential if a.launch is not None else ""
-        if not expected or not hmac.compare_digest(expected.encode(), req.credential.encode()):
-            raise TaskRefused(f"wrong launch credential for job {req.job_id}")
+            raise TaskRefused(f"job {req.job_id} attempt {req.attempt} ended on {self.agent.host}")
         if a.action != "run" or cgroup is None:
             raise TaskRefused(
                 f"job {req.job_id} is not running on host {self.agent.host} (it is {a.action})"
@@ -299,22 +357,41 @@ class TaskService:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         proc: taskproc.Task | None = None
-        if self.open >= MAX_CONNECTIONS:
-            writer.close()
-            return
-        self.open += 1
+        peer = peer_address(writer)
+        counted = proven = False
+        self.handshakes.enter(peer, writer)
         try:
             try:
-                line = await asyncio.wait_for(reader.readline(), 30)
-                req = parse_request(line)
+                try:
+                    hello = await self._handshake(reader, writer)
+                    proven = True
+                finally:
+                    self.handshakes.leave(peer, writer)
+                if self.open >= MAX_CONNECTIONS:
+                    raise TaskRefused(
+                        f"host {self.agent.host} serves {MAX_CONNECTIONS} tasks already"
+                    )
+                self.open += 1
+                counted = True
+                writer.write(frame(READY, b""))
+                body = await asyncio.wait_for(
+                    read_frame(reader, REQUEST, MAX_REQUEST, "request"), 30
+                )
+                req = parse_request(body, hello)
                 proc = await self._spawn(req)
+            except NotAuthenticated:
+                writer.write(self.refusal())
+                await writer.drain()
+                return
             except (TaskRefused, running.LaunchError) as exc:
-                log.warning("task refused: %s", exc)
+                # Only a caller who proved a credential is worth a warning: anyone can make
+                # the others, and a line each would be a cheap flood of the worker's log.
+                log.log(logging.WARNING if proven else logging.DEBUG, "task refused: %s", exc)
                 writer.write(exit_frame(None, None, str(exc)))
                 await writer.drain()
                 return
-            except (TimeoutError, ValueError, asyncio.LimitOverrunError):
-                writer.write(exit_frame(None, None, "the request is too long or incomplete"))
+            except TimeoutError:
+                writer.write(exit_frame(None, None, "the request is incomplete"))
                 await writer.drain()
                 return
             await self._pump(proc, reader, writer, (req.job_id, req.attempt))
@@ -329,20 +406,27 @@ class TaskService:
                     await proc.wait()
             with contextlib.suppress(Exception):
                 writer.close()
-            self.open -= 1
+            if counted:
+                self.open -= 1
 
-    async def _target(self, req: TaskRequest) -> Target:
-        deadline = asyncio.get_running_loop().time() + ASSIGNMENT_WAIT_S
-        while True:
-            try:
-                return self.target(req)
-            except NotHere:
-                if asyncio.get_running_loop().time() >= deadline:
-                    raise
-                await asyncio.sleep(0.1)
+    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Hello:
+        """The challenge, then a hello within HANDSHAKE_S that proves an attempt's credential
+        (the wait for its assignment comes after the deadline, on the service's side)."""
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        writer.write(challenge_frame(nonce))
+        try:
+            async with asyncio.timeout(HANDSHAKE_S):
+                data = await read_frame(reader, HELLO, MAX_HELLO, "hello")
+        except TimeoutError:
+            raise TaskRefused(f"no hello within {HANDSHAKE_S:g} s") from None
+        hello = parse_hello(data)
+        if hello.host != self.agent.host:
+            raise TaskRefused(f"this is host {self.agent.host}, not {hello.host}")
+        await self._authenticate(hello, nonce, writer)
+        return hello
 
     async def _spawn(self, req: TaskRequest) -> taskproc.Task:
-        target = await self._target(req)
+        target = self.target(req)
         settings = self.agent.settings
         account = accounts.account_for(target.user, settings.allow_root_jobs, settings.min_job_uid)
         creds = accounts.credentials(account)
@@ -361,6 +445,11 @@ class TaskService:
             XCE_JOB_ID=req.job_id,
             XCE_ATTEMPT=str(req.attempt),
         )
+        # The credential never travels in the request (`xce launch` leaves it out): a task
+        # that launches tasks of its own (an MPI daemon) gets it from this host's assignment.
+        credential = self._credential((req.job_id, req.attempt))
+        if credential:
+            env["XCE_LAUNCH_CRED"] = credential
         env.update(target.gpu_env)  # after the request's: XCE owns them, as for the job
         env.setdefault("PATH", jobenv.BASE_PATH)
         if self.agent.launch_bin:  # this host's own `xce`, for launches from the task
