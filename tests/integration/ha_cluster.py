@@ -21,6 +21,7 @@ from typing import Any
 
 from tests.integration.cluster import ISSUER, KEYS, ApiFailure, Cluster
 from xce.auth.keys import key_dir
+from xce.ha.door import STARTING
 
 STANDBY_TOKEN = ISSUER.issue("standby", (), ("standby",), "service")[0]
 
@@ -158,11 +159,13 @@ class HaCluster(Cluster):
             return None
 
     def primary(self) -> int | None:
-        """The candidate that says it is primary (the newest epoch if, wrongly, several)."""
+        """The candidate that says it is primary (the newest epoch if, wrongly, several),
+        once its API answers: a winner whose controller is still starting answers on the
+        door (xce/ha/door.py) and says so."""
         found = [
             (h["epoch"], i)
             for i in range(len(self.ports))
-            if (h := self.health(i)) and h["role"] == "primary"
+            if (h := self.health(i)) and h["role"] == "primary" and h.get("reason") != STARTING
         ]
         return max(found)[1] if found else None
 

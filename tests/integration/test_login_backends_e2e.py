@@ -145,7 +145,9 @@ def test_ldap_login_whoami_and_rbac_through_the_controller(ldap_cluster: Cluster
     job = c.post("/api/v1/jobs", {"command": "true", "hold": True}, token=alice["token"])
     assert c.get(f"/api/v1/jobs/{job['job_id']}", token=alice["token"])["user"] == "alice"
     failure = refused(c, "POST", "/api/v1/jobs", {"command": "true", "user": "bob"}, alice["token"])
-    assert failure.status == 403 and "alice may not submit jobs as bob" in str(failure.body)
+    assert failure.status == 403
+    assert "may not submit jobs as bob" in str(failure.body)
+    assert "user:impersonate" in str(failure.body)
 
     # Closing a host needs host:admin: alice (group-admin) may not, bob (admins ->
     # operator) may.

@@ -5,6 +5,11 @@ port (`Node.release_port`), a candidate answers `GET /healthz` (role, epoch, log
 highest epoch seen) and `POST /api/v1/cluster/vote` (xce/ha/election.py); everything else is
 503 not_primary naming the primary, so clients move on. The others therefore never see a
 live candidate silent between roles, a silence they could take for a crash.
+
+A candidate that has won its term still answers here while its controller starts (state
+set up, job files counted, listeners opened): its role is already `primary` (elections need
+it), but it does not serve yet, so `/healthz` says `"serving": false` with the reason
+STARTING and every other route is a 503 saying so, never "the primary is" itself.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from xce.core.rbac import allows
 
 if TYPE_CHECKING:
     from xce.ha.node import Node
+
+STARTING = "starting: this controller won the primary role and its API is not listening yet"
 
 
 class VoterCheck:
@@ -64,14 +71,18 @@ async def serve(node: Node) -> web.AppRunner:
     """Listen on the candidate's API port with the door's three routes."""
 
     async def health(request: web.Request) -> web.Response:
-        return web.json_response(node.health(), headers=node.headers())
+        answer = node.health()
+        if node.role == "primary":  # won, not serving until the API takes the port
+            answer.update(serving=False, reason=STARTING)
+        return web.json_response(answer, headers=node.headers())
 
     async def elsewhere(request: web.Request) -> web.Response:
-        message = (
-            f"this controller is a {node.role}; the primary is {node.primary_url}"
-            if node.primary_url
-            else f"this controller is a {node.role}"
-        )
+        if node.role == "primary":
+            message = f"{STARTING}; try again in a moment"
+        elif node.primary_url:
+            message = f"this controller is a {node.role}; the primary is {node.primary_url}"
+        else:
+            message = f"this controller is a {node.role}"
         headers = {**node.headers(), "X-XCE-Not-Primary": "1"}
         return web.json_response(
             {"error": {"code": "not_primary", "message": message}, "primary": node.primary_url},
