@@ -17,7 +17,7 @@ import psutil
 from tests.integration.cluster import Cluster
 from tests.integration.conftest import THREE_HOSTS
 from xce.cli.launch import Refused, open_task
-from xce.worker.tasks.wire import EXIT, HEADER, STDIN, STDOUT, frame, request_frame
+from xce.worker.tasks.wire import EXIT, HEADER, STDIN, STDOUT
 
 HOSTS = THREE_HOSTS
 
@@ -78,7 +78,7 @@ def test_options_choose_tasks_and_the_worst_status_wins(three: Cluster) -> None:
     assert sorted(x for x in lines if x.startswith("q")) == ["q0@w1", "q1@w2", "q2@w3"]
     assert sorted(x for x in lines if x.startswith("h")) == ["h0@w3", "h1@w3"]
     assert "piped" in lines and "rsh@w2" in lines
-    assert "bad=1" in lines and "host w9 is not in this job's allocation" in err
+    assert "bad=255" in lines and "host w9 is not in this job's allocation" in err
 
 
 def _sleepers(tag: str) -> list[psutil.Process]:
@@ -108,19 +108,19 @@ def _call(address: str, request: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     host, _, port = address.rpartition(":")
     hello = [request[k] for k in HELLO_KEYS]
     try:
-        sock = open_task((host, int(port)), *hello)
+        sock, session = open_task((host, int(port)), *hello)
     except Refused as exc:
         return "", exc.body
     with sock:
         rest = {k: v for k, v in request.items() if k not in HELLO_KEYS}
-        sock.sendall(request_frame(rest) + frame(STDIN, b""))
+        sock.sendall(session.request_frame(rest) + session.seal(STDIN, b""))
         reader = sock.makefile("rb")
         out = b""
         while True:
             head = reader.read(HEADER.size)
             assert len(head) == HEADER.size, "connection closed without an exit"
             channel, length = HEADER.unpack(head)
-            data = reader.read(length)
+            data = session.open(channel, reader.read(length))
             if channel == EXIT:
                 return out.decode(), json.loads(data)
             if channel == STDOUT:

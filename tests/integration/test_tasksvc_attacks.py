@@ -8,6 +8,11 @@ controller and a worker on 127.0.0.1, a running job, and a real `xce launch` ins
 - A wrong credential for a running attempt and any credential for an attempt the host does
   not run get the same bytes back (the answers used to differ in words and in timing).
 - The credential never crosses the wire: `xce launch` proves it instead.
+- Whoever sits between a launch and the service (one who took over the task port a job
+  still knows, after a restart of the worker) may relay the handshake but cannot run a
+  request of its own on the proven connection, nor pass off an exit to the launch.
+- One job holding many proven connections, sending nothing, cannot keep another job's
+  launch on the same host out.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import json
 import os
 import select
 import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -27,18 +34,24 @@ import pytest
 from tests.integration.cluster import Cluster
 from tests.integration.test_launch_e2e import _job_env
 from tests.integration.test_launch_failures import _launch, _service
-from xce.cli.launch import open_task
+from xce.cli.launch import Refused, open_task
+from xce.worker.tasks.request import parse_hello
+from xce.worker.tasks.service import PER_ATTEMPT_FLOOR
 from xce.worker.tasks.wire import (
     CHALLENGE,
     EXIT,
     HEADER,
     HELLO,
     READY,
+    REQUEST,
+    Session,
     challenge_frame,
     frame,
     hello_frame,
     proof,
     read_challenge,
+    ready_frame,
+    session_key,
 )
 
 FLOOD = 720  # beyond the 512 connections the service used to hold, whatever they proved
@@ -142,7 +155,7 @@ def test_a_launch_gets_in_past_idle_connections_that_fill_every_slot(one: Cluste
     where = _where(env)
     idle = [socket.create_connection(where, 5, (f"127.0.0.{1 + i % 4}", 0)) for i in range(FLOOD)]
     try:
-        sock = open_task(
+        sock, _ = open_task(
             where, job_id, int(env["XCE_ATTEMPT"]), env["XCE_LAUNCH_CRED"], env["XCE_EXEC_HOST"]
         )
         sock.close()  # accepted: the request would come next
@@ -165,7 +178,7 @@ def test_a_hello_dripped_byte_by_byte_is_dropped_at_the_handshake_deadline(
         assert channel == CHALLENGE
         nonce = read_challenge(reader.read(length))
         long_id = job_id + "-" + "x" * (126 - len(job_id))  # a valid, long job id
-        hello = hello_frame("0" * 64, nonce, long_id, 0, env["XCE_EXEC_HOST"])
+        hello = hello_frame("0" * 64, nonce, long_id, 0, env["XCE_EXEC_HOST"], bytes(32))
         sent = 0
         for byte in hello:
             try:
@@ -202,7 +215,7 @@ def _answer(
         channel, length = HEADER.unpack(reader.read(HEADER.size))
         assert channel == CHALLENGE
         nonce = read_challenge(reader.read(length))
-        sock.sendall(hello_frame(credential, nonce, job_id, attempt, host))
+        sock.sendall(hello_frame(credential, nonce, job_id, attempt, host, os.urandom(32)))
         return reader.read() if whole else reader.read(HEADER.size)
 
 
@@ -239,22 +252,27 @@ class _Eavesdropper:
         self.heard = b""
         self.nonces: list[bytes] = []
 
-    def __call__(self, conn: socket.socket) -> None:
+    def __call__(self, conn: socket.socket, session: Session | None) -> None:
         nonce = os.urandom(32)
-        self.nonces.append(nonce)
         conn.sendall(challenge_frame(nonce))
         conn.settimeout(5)
         head = conn.recv(HEADER.size, socket.MSG_WAITALL)
         hello = conn.recv(HEADER.unpack(head)[1], socket.MSG_WAITALL)
         self.heard += head + hello
         assert HEADER.unpack(head)[0] == HELLO
-        conn.sendall(frame(READY, b""))
-        with contextlib.suppress(OSError):
-            while data := conn.recv(65536):
-                self.heard += data
-                if data.endswith(frame(0, b"")):
-                    break
-        conn.sendall(frame(EXIT, json.dumps({"exit_code": 0, "signal": None}).encode()))
+        nonces = nonce + parse_hello(hello).nonce
+        self.nonces.append(nonces)
+        # it plays the service, so it holds the credential and proves it
+        conn.sendall(ready_frame("c" * 64, nonces, "7", 0, "h1"))
+        session = Session(session_key("c" * 64, nonces, "7", 0, "h1"), to_server=False)
+        while True:  # the request, then input to its end (an empty STDIN frame)
+            head = conn.recv(HEADER.size, socket.MSG_WAITALL)
+            channel, length = HEADER.unpack(head)
+            body = conn.recv(length, socket.MSG_WAITALL)
+            self.heard += head + body
+            if not session.open(channel, body) and channel != REQUEST:
+                break
+        conn.sendall(session.exit_frame(0))
 
 
 def test_the_credential_never_crosses_the_wire() -> None:
@@ -264,7 +282,130 @@ def test_the_credential_never_crosses_the_wire() -> None:
     assert done.returncode == 0, done.stderr
     assert len(spy.nonces) == 2 and b"argv" in spy.heard  # both tasks' requests were heard
     assert b"c" * 64 not in spy.heard and b"XCE_LAUNCH_CRED" not in spy.heard
-    # what was sent instead: the proof for each connection's nonce, and nothing that
-    # proves anything for another nonce
-    for nonce in spy.nonces:
-        assert proof("c" * 64, nonce, "7", 0, "h1").encode() in spy.heard
+    # what was sent instead: the proof for each connection's nonces, and nothing that
+    # proves anything for other nonces
+    for nonces in spy.nonces:
+        assert proof("c" * 64, nonces, "7", 0, "h1").encode() in spy.heard
+
+
+def _recv_frame(sock: socket.socket) -> tuple[int, bytes]:
+    head = sock.recv(HEADER.size, socket.MSG_WAITALL)
+    assert len(head) == HEADER.size, "closed"
+    channel, length = HEADER.unpack(head)
+    return channel, sock.recv(length, socket.MSG_WAITALL) if length else b""
+
+
+class _Relay:
+    """Squats a port the job's launch is told is its host's task service (as a user who
+    took the port a restarted worker had), relays the handshake between the launch and the
+    real service faithfully, then sends the service a request of its own, made by
+    `inject` from the launch's sealed request; the launch is told exit 0."""
+
+    def __init__(self, real: tuple[str, int], inject: Callable[[bytes], bytes]) -> None:
+        self.real = real
+        self.inject = inject
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.answer: tuple[int, bytes] | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.server.settimeout(60)
+        victim, _ = self.server.accept()
+        with victim, socket.create_connection(self.real, 30) as real:
+            victim.settimeout(30)
+            for source, sink in ((real, victim), (victim, real), (real, victim)):
+                channel, data = _recv_frame(source)  # challenge, hello, READY
+                sink.sendall(frame(channel, data))
+            channel, request = _recv_frame(victim)
+            assert channel == REQUEST
+            real.sendall(self.inject(request))
+            self.answer = _recv_frame(real)
+            # and the launch hears a success it did not have
+            victim.sendall(frame(EXIT, json.dumps({"exit_code": 0, "signal": None}).encode()))
+
+    def close(self) -> None:
+        self.thread.join(60)
+        self.server.close()
+
+
+def _swap_argv(marker: Path) -> Callable[[bytes], bytes]:
+    """The launch's sealed request with the attacker's argv put in, its tag kept."""
+
+    def inject(sealed: bytes) -> bytes:
+        body = json.loads(sealed[:-32])
+        body["argv"] = ["/bin/sh", "-c", f"id > {marker}"]
+        return frame(REQUEST, json.dumps(body).encode() + sealed[-32:])
+
+    return inject
+
+
+def _own_request(marker: Path) -> Callable[[bytes], bytes]:
+    """A request of the attacker's own, unsealed (as the version before took it)."""
+
+    def inject(sealed: bytes) -> bytes:
+        body = {"argv": ["/bin/sh", "-c", f"id > {marker}"], "env": {}}
+        return frame(REQUEST, json.dumps({**body, "task_id": 0, "local_task_id": 0}).encode())
+
+    return inject
+
+
+@pytest.mark.parametrize("inject", [_swap_argv, _own_request], ids=lambda i: i.__name__)
+def test_a_relay_in_the_middle_cannot_run_its_own_request(
+    one: Cluster, inject: Callable[[Path], Callable[[bytes], bytes]]
+) -> None:
+    job_id, env = _job_env(one, "relay", 2)
+    marker = one.jobs_root / "pwned"
+    relay = _Relay(_where(env), inject(marker))
+    tasks = f"{env['XCE_EXEC_HOST']}=127.0.0.1:{relay.port}"
+    done = subprocess.run(
+        [sys.executable, "-m", "xce", "launch", "-n", "1", "--", "echo", "mine"],
+        env={**env, "XCE_LAUNCH_TASKS": tasks, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    relay.close()
+    # the service refused the request it could not check, and ran nothing
+    assert relay.answer is not None and relay.answer[0] == EXIT, relay.answer
+    assert "fails its check" in relay.answer[1].decode(errors="replace"), relay.answer
+    assert not marker.exists()
+    # and the launch did not take the relay's exit 0 for its task's
+    assert done.returncode == 255, (done.returncode, done.stderr)
+    assert "fails its check" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    one.control(job_id, "kill")
+
+
+def test_one_job_holding_proven_connections_does_not_block_another_jobs_launch(
+    one: Cluster,
+) -> None:
+    """Job 1 opens as many proven connections as it can and sends no request on any; job 2's
+    launch on the same host is still accepted, as job 1 gets only its own share."""
+    first, env1 = _job_env(one, "holder", 2)
+    second, env2 = _job_env(one, "other", 2)
+    where, host = _where(env1), env1["XCE_EXEC_HOST"]
+    held: list[socket.socket] = []
+    refused: list[str] = []
+    try:
+        for _ in range(512):  # the host's cap for all jobs together
+            try:
+                sock, _ = open_task(
+                    where, first, int(env1["XCE_ATTEMPT"]), env1["XCE_LAUNCH_CRED"], host
+                )
+            except Refused as exc:
+                refused.append(str(exc))
+                break
+            held.append(sock)
+        assert refused and f"has {PER_ATTEMPT_FLOOR} tasks" in refused[0], (len(held), refused)
+        sock, _ = open_task(
+            _where(env2), second, int(env2["XCE_ATTEMPT"]), env2["XCE_LAUNCH_CRED"], host
+        )
+        sock.close()
+    finally:
+        for s in held:
+            s.close()
+    for job_id in (first, second):
+        one.control(job_id, "kill")

@@ -11,7 +11,22 @@ import pytest
 from xce.cli.launch import LaunchFailed, Task, allocation, plan
 from xce.controller.launchcred import credential
 from xce.worker.tasks.request import Hello, TaskRefused, parse_hello, parse_request
-from xce.worker.tasks.wire import HEADER, HELLO, hello_frame, proof
+from xce.worker.tasks.wire import (
+    EXIT,
+    HEADER,
+    HELLO,
+    SERVER_PROOF,
+    STDIN,
+    STDOUT,
+    ClientHandshake,
+    NotProven,
+    Session,
+    challenge_frame,
+    hello_frame,
+    proof,
+    ready_frame,
+    session_key,
+)
 
 HOSTS = [("w1", 2), ("w2", 2), ("w3", 2)]
 
@@ -50,7 +65,14 @@ def _line(**over: object) -> bytes:
 
 
 def _hello(**over: object) -> bytes:
-    body = {"v": 2, "job_id": "7", "attempt": 1, "host": "w1", "proof": "0a" * 32}
+    body = {
+        "v": 3,
+        "job_id": "7",
+        "attempt": 1,
+        "host": "w1",
+        "nonce": "0b" * 32,
+        "proof": "0a" * 32,
+    }
     body.update(over)
     return json.dumps(body).encode()
 
@@ -76,10 +98,12 @@ def test_the_task_service_checks_every_field() -> None:
 
 
 def test_the_hello_is_checked_before_any_attempt_is_looked_at() -> None:
-    assert parse_hello(_hello()) == Hello("7", 1, "w1", "0a" * 32)
+    assert parse_hello(_hello()) == Hello("7", 1, "w1", "0a" * 32, b"\x0b" * 32)
     bad = [
         (b"[1]", "keys"),
-        (_hello(v=1), "version 2"),
+        (_hello(v=2), "version 3"),
+        (_hello(nonce="0b" * 31), "nonce"),
+        (_hello(nonce=None), "nonce"),
         (_hello(extra=1), "keys"),
         (_hello(credential="c" * 64), "keys"),
         (_hello(job_id="../x"), "job id"),
@@ -98,20 +122,72 @@ def test_the_hello_is_checked_before_any_attempt_is_looked_at() -> None:
 def test_the_proof_is_bound_to_the_nonce_the_attempt_and_the_host() -> None:
     """An eavesdropper sees the nonce and the proof: neither names the credential, and the
     proof is worth nothing for another connection's nonce, attempt or host."""
-    cred, nonce = "c" * 64, b"n" * 32
-    one = proof(cred, nonce, "7", 1, "w1")
+    cred, nonce, mine = "c" * 64, b"n" * 32, b"o" * 32
+    one = proof(cred, nonce + mine, "7", 1, "w1")
     others = {
-        proof(cred, b"m" * 32, "7", 1, "w1"),
-        proof(cred, nonce, "8", 1, "w1"),
-        proof(cred, nonce, "7", 2, "w1"),
-        proof(cred, nonce, "7", 1, "w2"),
-        proof("d" * 64, nonce, "7", 1, "w1"),
+        proof(cred, b"m" * 32 + mine, "7", 1, "w1"),
+        proof(cred, nonce + b"p" * 32, "7", 1, "w1"),
+        proof(cred, nonce + mine, "8", 1, "w1"),
+        proof(cred, nonce + mine, "7", 2, "w1"),
+        proof(cred, nonce + mine, "7", 1, "w2"),
+        proof("d" * 64, nonce + mine, "7", 1, "w1"),
+        # the server's proof for the same connection is another: a hello never passes as it
+        proof(cred, nonce + mine, "7", 1, "w1", SERVER_PROOF),
     }
-    assert one == proof(cred, nonce, "7", 1, "w1") and one not in others and len(others) == 5
-    wire = hello_frame(cred, nonce, "7", 1, "w1")
+    assert one == proof(cred, nonce + mine, "7", 1, "w1")
+    assert one not in others and len(others) == 7
+    wire = hello_frame(cred, nonce, "7", 1, "w1", mine)
     channel, length = HEADER.unpack(wire[: HEADER.size])
     assert channel == HELLO and length == len(wire) - HEADER.size
-    assert cred.encode() not in wire and parse_hello(wire[HEADER.size :]).proof == one
+    hello = parse_hello(wire[HEADER.size :])
+    assert cred.encode() not in wire and hello.proof == one and hello.nonce == mine
+
+
+def _sessions(cred: str = "c" * 64) -> tuple[Session, Session]:
+    """A client's and a server's session of one handshake, made as each end makes its own."""
+    client = ClientHandshake(cred, "7", 1, "w1")
+    server_nonce = b"s" * 32
+    hello = parse_hello(client.hello(challenge_frame(server_nonce)[HEADER.size :])[HEADER.size :])
+    nonces = server_nonce + hello.nonce
+    ready = ready_frame(cred, nonces, "7", 1, "w1")[HEADER.size :]
+    server = Session(session_key(cred, nonces, "7", 1, "w1"), to_server=False)
+    return client.session(ready), server
+
+
+def test_a_server_that_does_not_prove_the_credential_gets_no_session() -> None:
+    client = ClientHandshake("c" * 64, "7", 1, "w1")
+    client.hello(challenge_frame(b"s" * 32)[HEADER.size :])
+    for ready in (b"", b"{}", b'{"proof": "00"}', b"[" * 100000, b'{"proof": "\\u00e9"}'):
+        with pytest.raises(NotProven):
+            client.session(ready)
+    # a proof for the right nonces with another credential, or one that ignores the client's
+    for cred, nonces in (("d" * 64, b"s" * 32 + client.nonce), ("c" * 64, b"s" * 64)):
+        with pytest.raises(NotProven):
+            client.session(ready_frame(cred, nonces, "7", 1, "w1")[HEADER.size :])
+    _sessions()  # and the right one is taken
+
+
+def test_sealed_frames_cannot_be_forged_replayed_reordered_or_turned_back() -> None:
+    client, server = _sessions()
+    first, second = client.seal(STDIN, b"a"), client.seal(STDIN, b"b")
+    assert server.open(STDIN, first[HEADER.size :]) == b"a"
+    with pytest.raises(NotProven):  # replayed
+        server.open(STDIN, first[HEADER.size :])
+    assert server.open(STDIN, second[HEADER.size :]) == b"b"
+    out = server.seal(STDOUT, b"x")
+    with pytest.raises(NotProven):  # the server's own frame sent back to it
+        server.open(STDOUT, out[HEADER.size :])
+    with pytest.raises(NotProven):  # its channel changed on the way
+        client.open(STDIN, out[HEADER.size :])
+    assert client.open(STDOUT, out[HEADER.size :]) == b"x"
+    forged = Session(b"k" * 32, to_server=False).exit_frame(0)
+    with pytest.raises(NotProven):  # made without the session key
+        client.open(EXIT, forged[HEADER.size :])
+    with pytest.raises(NotProven):
+        client.open(EXIT, b"")
+    # another connection of the same attempt and credential has another key
+    other_client, _ = _sessions()
+    assert other_client.key != client.key
 
 
 def test_credentials_differ_per_job_attempt_and_key() -> None:
@@ -138,18 +214,33 @@ def test_task_listen_is_host_and_port_with_zero_for_any(tmp_path: Path) -> None:
 
 
 def test_the_command_line_outside_a_job_and_bad_options_are_one_line() -> None:
+    """Usage errors exit 2; every other launch that cannot run exits 255 (like ssh's), in the
+    rsh form OpenMPI starts its daemons with as much as in the other: 1 read as the daemon's
+    own status."""
     import subprocess
     import sys
 
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    for args, code, text in (
-        (["--", "true"], 1, "not inside an XCE job (XCE_JOB_ID is not set)"),
-        (["-n", "0", "--", "true"], 2, "-n must be at least 1"),
-        ([], 2, "usage: xce launch"),
+    job = {
+        **env,
+        "XCE_JOB_ID": "7",
+        "XCE_ATTEMPT": "0",
+        "XCE_LAUNCH_CRED": "c" * 64,
+        "XCE_HOSTS": "w1 w1",
+        "XCE_LAUNCH_TASKS": "w1=127.0.0.1:9",
+    }
+    for args, where, code, text in (
+        (["--", "true"], env, 255, "not inside an XCE job (XCE_JOB_ID is not set)"),
+        (["w1", "true"], env, 255, "not inside an XCE job (XCE_JOB_ID is not set)"),
+        (["w9", "true"], job, 255, "host w9 is not in this job's allocation"),
+        (["--host", "w9", "--", "true"], job, 255, "host w9 is not in this job's allocation"),
+        (["w1"], job, 2, "usage: xce launch"),
+        (["-n", "0", "--", "true"], env, 2, "-n must be at least 1"),
+        ([], env, 2, "usage: xce launch"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "xce", "launch", *args],
-            env=env,
+            env=where,
             capture_output=True,
             text=True,
             timeout=60,

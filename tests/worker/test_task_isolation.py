@@ -46,10 +46,7 @@ from xce.worker.tasks.wire import (
     HEADER,
     READY,
     STDIN,
-    frame,
-    hello_frame,
-    read_challenge,
-    request_frame,
+    ClientHandshake,
 )
 
 pytestmark = [
@@ -154,17 +151,19 @@ class Service:
         reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
         channel, length = HEADER.unpack(await reader.readexactly(HEADER.size))
         assert channel == CHALLENGE
-        nonce = read_challenge(await reader.readexactly(length))
-        writer.write(hello_frame(CRED, nonce, key[0], key[1], "h1"))
+        handshake = ClientHandshake(CRED, key[0], key[1], "h1")
+        writer.write(handshake.hello(await reader.readexactly(length)))
         channel, length = HEADER.unpack(await reader.readexactly(HEADER.size))
-        assert channel == READY, await reader.readexactly(length)
+        ready = await reader.readexactly(length)
+        assert channel == READY, ready
+        session = handshake.session(ready)
         request = {
             "argv": argv,
             "env": {"PATH": "/usr/bin:/bin"},
             "task_id": 0,
             "local_task_id": 0,
         }
-        writer.write(request_frame(request) + frame(STDIN, b""))
+        writer.write(session.request_frame(request) + session.seal(STDIN, b""))
         await writer.drain()
         out = {1: b"", 2: b""}
         try:
@@ -172,7 +171,7 @@ class Service:
                 channel, length = HEADER.unpack(
                     await asyncio.wait_for(reader.readexactly(HEADER.size), 60)
                 )
-                data = await reader.readexactly(length)
+                data = session.open(channel, await reader.readexactly(length))
                 if channel == EXIT:
                     return Task(out[1], out[2], json.loads(data))
                 out[channel] += data

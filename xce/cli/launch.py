@@ -8,8 +8,10 @@ environment: XCE_JOB_ID, XCE_ATTEMPT, XCE_HOSTS (one name per slot), XCE_LAUNCH_
 attempt's credential) and XCE_LAUNCH_TASKS (`host=addr,...`: each host's task service). No
 controller is asked, so it is as fast as a Python start-up and works while the controller is
 away. Each task is one TCP connection to its host's task service (xce/worker/tasks/service.py),
-which proves the credential by answering the service's challenge (xce/worker/tasks/wire.py:
-the credential itself is never sent);
+and the two ends prove the credential to each other before anything of the task is sent
+(xce/worker/tasks/wire.py: the credential itself is never sent); a service that does not
+prove it gets no request, and every frame after is sealed, so no one between can run a task
+of their own on the connection or forge its output or exit status;
 output comes back as it is written, stdin goes to task 0 (the rsh form: to its one task),
 and the exit status is the worst of the tasks' (a signal as 128 + its number).
 Standard library only, so the job's `xce` starts fast.
@@ -18,8 +20,8 @@ Standard library only, so the job's `xce` starts fast.
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import random
 import socket
 import sys
 import threading
@@ -31,16 +33,18 @@ from xce.worker.tasks.wire import (
     CHALLENGE,
     EXIT,
     HEADER,
+    MAX_ANSWER,
     MAX_CHALLENGE,
     MAX_FRAME,
     READY,
     STDERR,
     STDIN,
     STDOUT,
-    frame,
-    hello_frame,
-    read_challenge,
-    request_frame,
+    TAG_BYTES,
+    ClientHandshake,
+    NotProven,
+    Session,
+    flat_object,
 )
 
 USAGE = (
@@ -56,11 +60,21 @@ NOT_RUN = 255
 # Tries of a connection the service drops before it accepted the credential: under a flood of
 # connections that prove nothing, a host drops the oldest pending ones, and a launch that
 # was slow to answer may be among them (xce/worker/tasks/handshake.py). No task has started.
-CONNECT_TRIES = 4
+# The waits between grow to RETRY_MAX_S, each drawn at random about its value (so the tasks
+# of one launch do not all come back at the same moment): some 10 s in all.
+CONNECT_TRIES = 9
+RETRY_FIRST_S = 0.1
+RETRY_MAX_S = 2.0
+
+
+def retry_wait(tried: int) -> float:
+    """The wait after the `tried`th dropped try: doubling up to RETRY_MAX_S, 0.5 to 1.5 times."""
+    return min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (tried - 1)) * random.uniform(0.5, 1.5)
 
 
 class LaunchFailed(Exception):
-    """A one-line reason `xce launch` cannot run (exit 2 for usage, 1 otherwise)."""
+    """A one-line reason `xce launch` cannot run (exit 2 for usage, NOT_RUN otherwise: the
+    rsh form is how OpenMPI starts its daemons, and like ssh's, 255 is what says "not run")."""
 
     def __init__(self, message: str, usage: bool = False) -> None:
         super().__init__(message)
@@ -99,24 +113,27 @@ def _recv_frame(sock: socket.socket, limit: int) -> tuple[int, bytes]:
 
 def open_task(
     where: tuple[str, int], job_id: str, attempt: int, credential: str, host: str
-) -> socket.socket:
-    """A connection to `host`'s task service that has proven the attempt's credential (the
-    caller sends the request next). Refused with the service's answer where it refuses;
-    Dropped where it closes the connection first; other OSError or ValueError otherwise."""
+) -> tuple[socket.socket, Session]:
+    """A connection to `host`'s task service, each end having proven the attempt's
+    credential to the other, and its session (the caller sends the sealed request next).
+    Refused with the service's answer where it refuses; NotProven where it answers without
+    proving the credential; Dropped where it closes the connection first; other OSError or
+    ValueError otherwise."""
     sock = socket.create_connection(where, timeout=30)
     try:
         channel, data = _recv_frame(sock, MAX_CHALLENGE)
         if channel != CHALLENGE:
             raise ValueError("the task service sent no challenge")
-        sock.sendall(hello_frame(credential, read_challenge(data), job_id, attempt, host))
-        channel, data = _recv_frame(sock, MAX_FRAME)
+        handshake = ClientHandshake(credential, job_id, attempt, host)
+        sock.sendall(handshake.hello(data))
+        channel, data = _recv_frame(sock, MAX_ANSWER)
         if channel == EXIT:
-            body = json.loads(data)
-            raise Refused(body if isinstance(body, dict) else {})
+            raise Refused(flat_object(data, "the task service's answer"))
         if channel != READY:
             raise ValueError("the task service sent a bad answer to the hello")
+        session = handshake.session(data)
         sock.settimeout(None)
-        return sock
+        return sock, session
     except BaseException:
         sock.close()
         raise
@@ -187,19 +204,21 @@ class Runner:
         if missing:
             raise LaunchFailed(f"not inside an XCE job ({missing[0]} is not set)")
 
-    def connect(self, task: Task, argv: list[str]) -> socket.socket:
+    def connect(self, task: Task, argv: list[str]) -> tuple[socket.socket, Session]:
         where = self.tasks.get(task.host)
         if where is None:
             raise LaunchFailed(f"no task service is known for host {task.host}")
         job_id, attempt = self.env["XCE_JOB_ID"], int(self.env["XCE_ATTEMPT"])
         for tried in range(1, CONNECT_TRIES + 1):
             try:
-                sock = open_task(where, job_id, attempt, self.env["XCE_LAUNCH_CRED"], task.host)
+                sock, session = open_task(
+                    where, job_id, attempt, self.env["XCE_LAUNCH_CRED"], task.host
+                )
                 break
             except Dropped:
                 if tried == CONNECT_TRIES:
                     raise
-                time.sleep(0.2 * tried)
+                time.sleep(retry_wait(tried))
         request = {
             "argv": argv,
             # Not the credential: the task's host sets it from its own assignment.
@@ -207,8 +226,8 @@ class Runner:
             "task_id": task.task_id,
             "local_task_id": task.local_task_id,
         }
-        sock.sendall(request_frame(request))
-        return sock
+        sock.sendall(session.request_frame(request))
+        return sock, session
 
     def _write(self, out: BinaryIO, task: Task, data: bytes, pending: dict[int, bytes]) -> None:
         if not self.label:
@@ -229,15 +248,21 @@ class Runner:
         """Run one task to its end; whatever goes wrong is one line on stderr and
         `NOT_RUN` as its status, never a traceback (this runs in a thread of its own)."""
         try:
-            sock = self.connect(task, argv)
+            sock, session = self.connect(task, argv)
         except Refused as exc:
             self._exited(task, exc.body)
             return
-        except (OSError, ValueError, LaunchFailed) as exc:
+        except NotProven:
+            # Nothing of the task was sent: whoever answered may have taken over the port.
+            self._fail(task, f"the task service on {task.host} did not prove the job's credential")
+            return
+        except Exception as exc:  # OSError, ValueError, LaunchFailed, anything: one line
             self._fail(task, f"cannot reach host {task.host}: {_reason(exc)}")
             return
         try:
-            self._converse(task, sock, stdin)
+            self._converse(task, sock, session, stdin)
+        except NotProven:
+            self._fail(task, f"host {task.host} sent a frame that fails its check")
         except (OSError, ValueError) as exc:  # reset, refused mid-way, a torn exit frame
             self._fail(task, f"lost the connection to host {task.host}: {_reason(exc)}")
         except Exception as exc:
@@ -245,11 +270,15 @@ class Runner:
         finally:
             sock.close()
 
-    def _converse(self, task: Task, sock: socket.socket, stdin: BinaryIO | None) -> None:
+    def _converse(
+        self, task: Task, sock: socket.socket, session: Session, stdin: BinaryIO | None
+    ) -> None:
+        """Stdin out, output in, to the EXIT frame; each frame in is checked against the
+        session first (NotProven where it fails), so nothing forged is written or believed."""
         if stdin is not None:
-            threading.Thread(target=_feed, args=(sock, stdin), daemon=True).start()
+            threading.Thread(target=_feed, args=(sock, session, stdin), daemon=True).start()
         else:
-            sock.sendall(frame(STDIN, b""))
+            sock.sendall(session.seal(STDIN, b""))
         reader = sock.makefile("rb")
         pending: dict[int, bytes] = {}
         outs = {STDOUT: sys.stdout.buffer, STDERR: sys.stderr.buffer}
@@ -260,18 +289,19 @@ class Runner:
                     self._fail(task, f"host {task.host} closed the connection")
                     return
                 channel, length = HEADER.unpack(head)
-                if length > MAX_FRAME:
+                if length > MAX_FRAME + TAG_BYTES:
                     self._fail(task, f"host {task.host} sent a bad frame")
                     return
                 data = reader.read(length)
+                if len(data) < length:
+                    self._fail(task, f"host {task.host} closed the connection")
+                    return
+                data = session.open(channel, data)
                 if channel == EXIT:
                     for out_id, rest in pending.items():
                         out = next(o for o in outs.values() if id(o) == out_id)
                         self._write(out, task, rest + b"\n", {})
-                    body = json.loads(data)
-                    if not isinstance(body, dict):
-                        raise ValueError("a bad exit frame")
-                    self._exited(task, body)
+                    self._exited(task, flat_object(data, "the exit frame"))
                     return
                 if channel in outs:
                     self._write(outs[channel], task, data, pending)
@@ -309,7 +339,7 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _feed(sock: socket.socket, stdin: BinaryIO) -> None:
+def _feed(sock: socket.socket, session: Session, stdin: BinaryIO) -> None:
     """Send stdin to the task. Read from the descriptor, not the buffered object: this
     daemon thread may still be reading when the launch exits, and an interpreter that shuts
     down while a thread holds stdin's buffer lock aborts (a core dump, not the status)."""
@@ -319,8 +349,8 @@ def _feed(sock: socket.socket, stdin: BinaryIO) -> None:
         fd = None
     try:
         while data := os.read(fd, 65536) if fd is not None else stdin.read(65536):
-            sock.sendall(frame(STDIN, data))
-        sock.sendall(frame(STDIN, b""))
+            sock.sendall(session.seal(STDIN, data))
+        sock.sendall(session.seal(STDIN, b""))
     except (OSError, ValueError):
         pass
 
@@ -379,7 +409,7 @@ def main(args: list[str]) -> int:
         return runner.worst(tasks)
     except LaunchFailed as exc:
         sys.stderr.write(f"xce launch: {exc}\n")
-        return 2 if exc.usage else 1
+        return 2 if exc.usage else NOT_RUN
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # never a traceback: one line, and the launch failed

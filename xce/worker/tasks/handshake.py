@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 
 from xce.worker.tasks.request import TaskRefused
-from xce.worker.tasks.wire import HEADER
+from xce.worker.tasks.wire import HEADER, TAG_BYTES, NotProven, Session
 
 __all__ = [
     "HANDSHAKE_S",
@@ -26,6 +26,7 @@ __all__ = [
     "Handshakes",
     "peer_address",
     "read_frame",
+    "read_sealed",
 ]
 
 # How long a connection may take from its accept to a complete hello: a launch answers
@@ -88,3 +89,15 @@ async def read_frame(reader: asyncio.StreamReader, channel: int, limit: int, wha
     if length > limit:
         raise TaskRefused(f"the {what} is longer than {limit} bytes")
     return await reader.readexactly(length)
+
+
+async def read_sealed(
+    reader: asyncio.StreamReader, session: Session, channel: int, limit: int, what: str
+) -> bytes:
+    """The payload of the next sealed frame, of `channel`, from the client: TaskRefused where
+    its tag is not the session's at that place (a frame put in by anyone between)."""
+    body = await read_frame(reader, channel, limit + TAG_BYTES, what)
+    try:
+        return session.open(channel, body)
+    except NotProven:
+        raise TaskRefused(f"the {what} fails its check (not sent by the launch)") from None

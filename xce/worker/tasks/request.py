@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from xce.worker.tasks.wire import MAX_REQUEST, VERSION
+from xce.worker.tasks.wire import MAX_REQUEST, NONCE_BYTES, VERSION
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\[\]-]{0,127}")
@@ -25,13 +25,15 @@ class TaskRefused(Exception):
 
 @dataclass(frozen=True)
 class Hello:
-    """Who asks: the attempt, the host it thinks it talks to, and the proof (hex) that it
-    holds the attempt's credential (xce/worker/tasks/wire.py `proof`)."""
+    """Who asks: the attempt, the host it thinks it talks to, its own nonce and the proof
+    (hex) that it holds the attempt's credential, over both ends' nonces
+    (xce/worker/tasks/wire.py `proof`)."""
 
     job_id: str
     attempt: int
     host: str
     proof: str
+    nonce: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def _object(data: bytes, allowed: set[str], what: str) -> dict[str, Any]:
 
 def parse_hello(data: bytes) -> Hello:
     """The hello, checked field by field: nothing here says whether the attempt exists."""
-    body = _object(data, {"v", "job_id", "attempt", "host", "proof"}, "hello")
+    body = _object(data, {"v", "job_id", "attempt", "host", "nonce", "proof"}, "hello")
     if body.get("v") != VERSION:
         raise TaskRefused(f"the hello must be of version {VERSION} (an `xce launch` of this build)")
     job_id = _text(body.get("job_id"), "job_id", 128)
@@ -83,8 +85,15 @@ def parse_hello(data: bytes) -> Hello:
     proof = _text(body.get("proof"), "proof", 64)
     if not _PROOF.fullmatch(proof):
         raise TaskRefused("proof must be 64 hexadecimal digits")
+    nonce = _text(body.get("nonce"), "nonce", 2 * NONCE_BYTES)
+    if not re.fullmatch(f"[0-9a-f]{{{2 * NONCE_BYTES}}}", nonce):
+        raise TaskRefused(f"nonce must be {2 * NONCE_BYTES} hexadecimal digits")
     return Hello(
-        job_id, _int(body, "attempt", 1 << 31), _text(body.get("host"), "host", 256), proof
+        job_id,
+        _int(body, "attempt", 1 << 31),
+        _text(body.get("host"), "host", 256),
+        proof,
+        bytes.fromhex(nonce),
     )
 
 

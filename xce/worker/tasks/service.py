@@ -11,12 +11,21 @@ The worker is root and every request comes from job code, so it is hostile:
   deadline for the hello, bounded pools per address and in all, the oldest dropped first
   (xce/worker/tasks/handshake.py), so connections without a credential cannot keep a
   job's own launch out;
-- the hello must prove (an HMAC of the service's nonce, xce/worker/tasks/wire.py; compared
-  in constant time) the credential the controller sent for an attempt this host runs (its
-  first host) or holds a share of, with action `run`, right now: another job's, an ended or
-  requeued attempt's, or one for a host outside the allocation never matches. A wrong
-  proof and an attempt this host does not run get the same bytes at the same moment
-  (`_authenticate`, `refusal`), so no one learns which attempts run here;
+- the hello must prove (an HMAC over the service's and the client's nonces,
+  xce/worker/tasks/wire.py; compared in constant time) the credential the controller sent
+  for an attempt this host runs (its first host) or holds a share of, with action `run`,
+  right now: another job's, an ended or requeued attempt's, or one for a host outside the
+  allocation never matches. A wrong proof and an attempt this host does not run get the
+  same bytes at the same moment (`_authenticate`, `refusal`), so no one learns which
+  attempts run here;
+- the service proves the credential back (READY) before the client sends its request, and
+  every frame after is sealed with a key of this connection's nonces and a sequence number:
+  whoever sits between a launch and this service (one that took over the port the launch
+  knows, after a restart of the worker) can relay the handshake but not put a request of
+  its own in, read the credential, or pass off output or an exit status;
+- the proven connections of one attempt are bounded (`attempt_limit`: a few per slot it has
+  here), and all of them (MAX_CONNECTIONS), so one job cannot hold every place a host has;
+  a proven connection has HANDSHAKE_S for its request;
 - frames of bounded size, exact keys and types, or the connection is refused;
 - the account, the cgroup and the working directory come from this host's assignment, never
   from the request; the account passes the same rules as the job's (`account_for`: never
@@ -60,7 +69,13 @@ from xce.worker.devices import gpus
 from xce.worker.keeper import isolation
 from xce.worker.keeper.process import KEEPER, MOUNT_NAMESPACE, read_json
 from xce.worker.tasks import process as taskproc
-from xce.worker.tasks.handshake import HANDSHAKE_S, Handshakes, peer_address, read_frame
+from xce.worker.tasks.handshake import (
+    HANDSHAKE_S,
+    Handshakes,
+    peer_address,
+    read_frame,
+    read_sealed,
+)
 from xce.worker.tasks.request import (
     Hello,
     TaskRefused,
@@ -75,15 +90,18 @@ from xce.worker.tasks.wire import (
     MAX_HELLO,
     MAX_REQUEST,
     NONCE_BYTES,
-    READY,
     REQUEST,
     STDERR,
     STDIN,
     STDOUT,
+    TAG_BYTES,
+    NotProven,
+    Session,
     challenge_frame,
     exit_frame,
-    frame,
     proof,
+    ready_frame,
+    session_key,
 )
 
 if TYPE_CHECKING:
@@ -95,6 +113,8 @@ __all__ = [
     "ASSIGNMENT_WAIT_S",
     "MAX_CONNECTIONS",
     "OWN_VARIABLES",
+    "PER_ATTEMPT_FLOOR",
+    "PER_SLOT",
     "Target",
     "TaskService",
     "child_setup",
@@ -104,6 +124,10 @@ Key = tuple[str, int]
 # Tasks served at once (connections that proved a credential); more are refused. Connections
 # that have not are bounded apart (xce/worker/tasks/handshake.py).
 MAX_CONNECTIONS = 512
+# Of those, what one attempt may hold on this host: PER_SLOT per slot it has here, at least
+# PER_ATTEMPT_FLOOR (an MPI job oversubscribes, and a task may launch tasks of its own).
+PER_SLOT = 4
+PER_ATTEMPT_FLOOR = 64
 ACCEPT_BACKLOG = 1024
 # Set by the service for every task, whatever the request's environment says.
 OWN_VARIABLES = (
@@ -181,6 +205,7 @@ class TaskService:
         # One fence watcher per share that has had tasks (xce/worker/tasks/sharefence.py).
         self.watchers: dict[Key, subprocess.Popen[bytes]] = {}
         self.open = 0  # connections that proved a credential
+        self.open_by_attempt: dict[Key, int] = {}
         self.handshakes = Handshakes()
         # The key an unknown attempt's proof is checked against: the same work as a known
         # one's, and no hello can match it (no one else holds it).
@@ -290,10 +315,25 @@ class TaskService:
         return a.launch.credential if a is not None and a.launch is not None else ""
 
     def authentic(self, hello: Hello, nonce: bytes) -> bool:
-        """Whether the hello proves the credential of its attempt on this host for `nonce`."""
+        """Whether the hello proves the credential of its attempt on this host for this
+        service's `nonce` and the hello's own."""
         expected = self._credential((hello.job_id, hello.attempt))
-        made = proof(expected or self.decoy, nonce, hello.job_id, hello.attempt, hello.host)
+        nonces = nonce + hello.nonce
+        made = proof(expected or self.decoy, nonces, hello.job_id, hello.attempt, hello.host)
         return hmac.compare_digest(made, hello.proof) and bool(expected)
+
+    def attempt_limit(self, key: Key) -> int:
+        """How many proven connections the attempt may hold here: PER_SLOT per slot it has on
+        this host (its first host's count, or its share's), at least PER_ATTEMPT_FLOOR."""
+        job = self.agent.running.get(key)
+        share = self.shares.get(key)
+        slots = 0
+        if job is not None:
+            hosts = job.assignment.hosts
+            slots = hosts[0][1] if hosts else job.assignment.slots
+        elif share is not None:
+            slots = share.slots
+        return max(PER_ATTEMPT_FLOOR, PER_SLOT * slots)
 
     def refusal(self) -> bytes:
         """The one answer to every hello that proves no credential here, whatever was wrong:
@@ -358,24 +398,36 @@ class TaskService:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         proc: taskproc.Task | None = None
         peer = peer_address(writer)
-        counted = proven = False
+        counted: Key | None = None
+        session: Session | None = None
         self.handshakes.enter(peer, writer)
         try:
             try:
                 try:
-                    hello = await self._handshake(reader, writer)
-                    proven = True
+                    hello, nonce = await self._handshake(reader, writer)
                 finally:
                     self.handshakes.leave(peer, writer)
+                key = (hello.job_id, hello.attempt)
                 if self.open >= MAX_CONNECTIONS:
                     raise TaskRefused(
                         f"host {self.agent.host} serves {MAX_CONNECTIONS} tasks already"
                     )
+                limit = self.attempt_limit(key)
+                if self.open_by_attempt.get(key, 0) >= limit:
+                    raise TaskRefused(
+                        f"job {key[0]} has {limit} tasks on host {self.agent.host} already"
+                    )
                 self.open += 1
-                counted = True
-                writer.write(frame(READY, b""))
+                self.open_by_attempt[key] = self.open_by_attempt.get(key, 0) + 1
+                counted = key
+                credential = self._credential(key)
+                nonces = nonce + hello.nonce
+                writer.write(ready_frame(credential, nonces, *key, hello.host))
+                session = Session(session_key(credential, nonces, *key, hello.host), False)
+                # As short as the hello's: a launch sends its request at once, and a proven
+                # connection that sends none holds a place of its attempt's meanwhile.
                 body = await asyncio.wait_for(
-                    read_frame(reader, REQUEST, MAX_REQUEST, "request"), 30
+                    read_sealed(reader, session, REQUEST, MAX_REQUEST, "request"), HANDSHAKE_S
                 )
                 req = parse_request(body, hello)
                 proc = await self._spawn(req)
@@ -386,15 +438,25 @@ class TaskService:
             except (TaskRefused, running.LaunchError) as exc:
                 # Only a caller who proved a credential is worth a warning: anyone can make
                 # the others, and a line each would be a cheap flood of the worker's log.
-                log.log(logging.WARNING if proven else logging.DEBUG, "task refused: %s", exc)
-                writer.write(exit_frame(None, None, str(exc)))
+                log.log(logging.WARNING if counted else logging.DEBUG, "task refused: %s", exc)
+                answer = str(exc)
+                writer.write(
+                    session.exit_frame(None, None, answer)
+                    if session
+                    else exit_frame(None, None, answer)
+                )
                 await writer.drain()
                 return
             except TimeoutError:
-                writer.write(exit_frame(None, None, "the request is incomplete"))
+                answer = "the request is incomplete"
+                writer.write(
+                    session.exit_frame(None, None, answer)
+                    if session
+                    else exit_frame(None, None, answer)
+                )
                 await writer.drain()
                 return
-            await self._pump(proc, reader, writer, (req.job_id, req.attempt))
+            await self._pump(proc, session, reader, writer, (req.job_id, req.attempt))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -406,12 +468,20 @@ class TaskService:
                     await proc.wait()
             with contextlib.suppress(Exception):
                 writer.close()
-            if counted:
+            if counted is not None:
                 self.open -= 1
+                left = self.open_by_attempt.get(counted, 1) - 1
+                if left > 0:
+                    self.open_by_attempt[counted] = left
+                else:
+                    self.open_by_attempt.pop(counted, None)
 
-    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Hello:
+    async def _handshake(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> tuple[Hello, bytes]:
         """The challenge, then a hello within HANDSHAKE_S that proves an attempt's credential
-        (the wait for its assignment comes after the deadline, on the service's side)."""
+        (the wait for its assignment comes after the deadline, on the service's side): the
+        hello and this service's nonce."""
         nonce = secrets.token_bytes(NONCE_BYTES)
         writer.write(challenge_frame(nonce))
         try:
@@ -423,7 +493,7 @@ class TaskService:
         if hello.host != self.agent.host:
             raise TaskRefused(f"this is host {self.agent.host}, not {hello.host}")
         await self._authenticate(hello, nonce, writer)
-        return hello
+        return hello, nonce
 
     async def _spawn(self, req: TaskRequest) -> taskproc.Task:
         target = self.target(req)
@@ -501,6 +571,7 @@ class TaskService:
     async def _pump(
         self,
         proc: taskproc.Task,
+        session: Session,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         key: Key,
@@ -511,7 +582,7 @@ class TaskService:
             assert stream is not None
             while data := await stream.read(65536):
                 async with lock:
-                    writer.write(frame(channel, data))
+                    writer.write(session.seal(channel, data))
                     await writer.drain()
 
         async def stdin() -> None:
@@ -519,12 +590,19 @@ class TaskService:
             try:
                 while True:
                     channel, length = HEADER.unpack(await reader.readexactly(HEADER.size))
-                    if channel != STDIN or length > MAX_FRAME:
+                    if channel != STDIN or length > MAX_FRAME + TAG_BYTES:
                         break
-                    if length == 0:
+                    data = session.open(channel, await reader.readexactly(length))
+                    if not data:
                         break
-                    proc.stdin.write(await reader.readexactly(length))
+                    proc.stdin.write(data)
                     await proc.stdin.drain()
+            except NotProven:
+                # Input the launch did not send (put in by someone between): the task is
+                # ended, as when the connection is cut, and never reads it.
+                log.warning("job %s attempt %s: a task's input failed its check", *key)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
             except (asyncio.IncompleteReadError, ConnectionError, struct.error):
                 pass
             finally:
@@ -543,7 +621,7 @@ class TaskService:
             # before the caller hears the status, so the job's final usage counts it.
             await self.report_shares_now()
         async with lock:
-            writer.write(exit_frame(code, sig))
+            writer.write(session.exit_frame(code, sig))
             await writer.drain()
 
 
