@@ -1,8 +1,9 @@
 """The task service under attack by anyone who can reach it, played with real processes: a
 controller and a worker on 127.0.0.1, a running job, and a real `xce launch` inside it.
 
-- A flood of connections that prove nothing (they used to hold all 512 slots for 30 s each)
-  must not keep the job's own launch out.
+- A flood of connections that prove nothing (they used to hold all 512 slots for 30 s each),
+  from many addresses of 127/8, must not keep the job's own launch out, nor drop a hello
+  that waits for its attempt's assignment.
 - A hello dripped one byte at a time must be dropped at the handshake deadline, not held
   for as long as each byte comes in time.
 - A wrong credential for a running attempt and any credential for an attempt the host does
@@ -77,9 +78,10 @@ def _where(env: dict[str, str]) -> tuple[str, int]:
 
 
 class Flood:
-    """Keeps `count` connections open to `where` that never say a word, from a few loopback
-    addresses, and keeps opening new ones (closing its oldest), as an attacker on the host
-    would to hold every slot the service has."""
+    """Keeps `count` connections open to `where` that never say a word, from 200 loopback
+    addresses (any user on the host may use any of 127/8), and keeps opening new ones
+    (closing its oldest), as an attacker on the host would to hold every slot the service
+    has."""
 
     def __init__(self, where: tuple[str, int], count: int) -> None:
         self.where = where
@@ -93,7 +95,7 @@ class Flood:
         held: list[socket.socket] = []
         try:
             while not self.stop.is_set():
-                source = f"127.0.0.{1 + self.opened % 4}"
+                source = f"127.0.{2 + self.opened % 200}.1"
                 with contextlib.suppress(OSError):
                     held.append(socket.create_connection(self.where, 5, (source, 0)))
                     self.opened += 1
@@ -409,3 +411,29 @@ def test_one_job_holding_proven_connections_does_not_block_another_jobs_launch(
             s.close()
     for job_id in (first, second):
         one.control(job_id, "kill")
+
+
+def test_a_hello_waiting_for_its_assignment_is_not_dropped_by_idle_connections(
+    one: Cluster,
+) -> None:
+    """A hello for an attempt not (yet) assigned here waits for it, out of the pool of
+    pending connections: idle connections from its own address, many more than that pool
+    keeps, do not drop it, and it gets its answer (the refusal, at the end of the wait)."""
+    job_id, env = _job_env(one, "waits", 2)
+    where, host = _where(env), env["XCE_EXEC_HOST"]
+    with socket.create_connection(where, timeout=30) as sock:
+        reader = sock.makefile("rb")
+        channel, length = HEADER.unpack(reader.read(HEADER.size))
+        assert channel == CHALLENGE
+        nonce = read_challenge(reader.read(length))
+        sock.sendall(hello_frame(env["XCE_LAUNCH_CRED"], nonce, "999999", 0, host, bytes(32)))
+        idle = [socket.create_connection(where, 5) for _ in range(FLOOD // 2)]
+        try:
+            head = reader.read(HEADER.size)
+            assert len(head) == HEADER.size, "dropped without an answer"
+            channel, length = HEADER.unpack(head)
+            assert channel == EXIT and json.loads(reader.read(length))["error"]
+        finally:
+            for s in idle:
+                s.close()
+    one.control(job_id, "kill")

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from xce.worker.tasks.handshake import Handshakes
+from xce.worker.tasks.handshake import Handshakes, address_group
 
 Opener = Callable[[str], Awaitable[asyncio.StreamWriter]]
 
@@ -70,3 +70,35 @@ async def test_a_full_pool_drops_from_the_busiest_address_not_a_quiet_one(
     pool.leave("127.0.0.2", quiet)
     pool.leave("127.0.0.2", quiet)  # twice is once
     assert pool.count == 3 and "127.0.0.2" not in pool.peers
+
+
+def test_addresses_one_attacker_has_as_cheaply_as_one_are_one_group() -> None:
+    """Any user of a host may connect from any of 127/8 (or ::1), and a site's hosts may
+    use any address of their IPv6 /64: counted apart, they would be as many quiet peers."""
+    assert {address_group(a) for a in ("127.0.0.1", "127.9.8.7", "::1", "::ffff:127.0.0.2")} == {
+        "loopback"
+    }
+    assert address_group("2001:db8:1:2::5") == address_group("2001:db8:1:2:ffff::9")
+    assert address_group("2001:db8:1:2::5") != address_group("2001:db8:1:3::5")
+    assert address_group("fe80::1%eth0") == address_group("fe80::2")
+    assert address_group("10.0.0.1") != address_group("10.0.0.2")
+    assert address_group("::ffff:10.0.0.1") == address_group("10.0.0.1")
+    assert address_group("not an address") == "not an address"
+
+
+async def test_flood_from_many_loopback_addresses_counts_as_one_group(connect: Opener) -> None:
+    """A flood from many of 127/8 fills its one group's share and then drops its own
+    oldest; a connection from another host keeps its place."""
+    pool = Handshakes(total=8, per_peer=4)
+    remote = await connect("127.0.0.1")
+    pool.enter("10.0.0.1", remote)  # as if from another host
+    flood = []
+    for i in range(12):
+        source = f"127.0.{i + 2}.1"
+        writer = await connect(source)
+        pool.enter(address_group(source), writer)
+        flood.append(writer)
+    assert not remote.transport.is_closing()
+    assert all(w.transport.is_closing() for w in flood[:8])
+    assert not any(w.transport.is_closing() for w in flood[8:])
+    assert pool.count == 5

@@ -3,18 +3,24 @@
 Anyone who can reach a host can open connections to its task service, so a connection that
 has not answered the challenge (xce/worker/tasks/wire.py) is cheap to make and must stay
 cheap to hold: it may take no more than HANDSHAKE_S to send its hello, and at most
-MAX_PENDING of them (MAX_PENDING_PER_PEER from one address) are held at once. A newcomer
-beyond either bound is not refused: the *oldest* pending connection of its address (or, with
-the whole pool full, of the address holding most) is dropped to make room. A real launch
-answers its challenge within a round trip, so idle or dripping connections, however many,
-are what gets dropped, never the launch that arrives after them; and one address (a job's
-host, where its hostile code runs) cannot crowd out the launches from other hosts. Only
+MAX_PENDING of them (MAX_PENDING_PER_PEER from one group of addresses, `address_group`) are
+held at once. A newcomer beyond either bound is not refused: the *oldest* pending connection
+of its group (or, with the whole pool full, of the group holding most) is dropped to make
+room. A real launch answers its challenge within a round trip, so idle or dripping
+connections, however many, are what gets dropped, never the launch that arrives after them;
+and one host (a job's host, where its hostile code runs) cannot crowd out the launches from
+other hosts. A group is what one attacker has as cheaply as one address: all of loopback
+(any user of this host can connect from any of 127/8, or ::1), an IPv6 /64, one IPv4
+address. A connection leaves the pool as soon as its hello is read; one whose attempt is
+not (yet) known here waits for its assignment in a pool of its own of the same kind
+(`TaskService.waiting`), so idle connections never push out a hello that was sent. Only
 connections that have proven a credential count against the service's task limit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 
 from xce.worker.tasks.request import TaskRefused
 from xce.worker.tasks.wire import HEADER, TAG_BYTES, NotProven, Session
@@ -24,6 +30,7 @@ __all__ = [
     "MAX_PENDING",
     "MAX_PENDING_PER_PEER",
     "Handshakes",
+    "address_group",
     "peer_address",
     "read_frame",
     "read_sealed",
@@ -33,11 +40,15 @@ __all__ = [
 # at once; a slow or silent one is dropped after this.
 HANDSHAKE_S = 5.0
 MAX_PENDING = 256
-MAX_PENDING_PER_PEER = 64
+# Half the pool: loopback (all of this host's users, the jobs' launches to it among them) is
+# one group, and a launch is dropped only when this many newer connections of its group come
+# in before its hello does; the other half stays for the other hosts.
+MAX_PENDING_PER_PEER = 128
 
 
 class Handshakes:
-    """The pending connections by peer address, oldest first (dicts keep insertion order)."""
+    """The pending connections by peer group (`address_group`), oldest first (dicts keep
+    insertion order)."""
 
     def __init__(self, total: int = MAX_PENDING, per_peer: int = MAX_PENDING_PER_PEER) -> None:
         self.total = total
@@ -73,10 +84,30 @@ class Handshakes:
         oldest.transport.abort()
 
 
+def address_group(address: str) -> str:
+    """What the pools count a remote address by: "loopback" for all of 127/8 and ::1 (anyone
+    on this host has them all), the /64 of an IPv6 address (one site's hosts get a /64 and
+    may use any address of it), an IPv4 address as it is (an IPv4-mapped IPv6 one too)."""
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(
+            address.split("%", 1)[0]
+        )
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return "loopback"
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
 def peer_address(writer: asyncio.StreamWriter) -> str:
-    """The connection's remote address (its port left out): what the pools count by."""
+    """The group of the connection's remote address (`address_group`): what the pools count
+    by."""
     peer = writer.get_extra_info("peername")
-    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
+    return address_group(str(peer[0])) if isinstance(peer, tuple) and peer else ""
 
 
 async def read_frame(reader: asyncio.StreamReader, channel: int, limit: int, what: str) -> bytes:

@@ -8,7 +8,8 @@ and the first host's job sees them as XCE_LAUNCH_TASKS / XCE_LAUNCH_CRED.
 The worker is root and every request comes from job code, so it is hostile:
 
 - a connection holds nothing but a pending slot until it proves the credential: a short
-  deadline for the hello, bounded pools per address and in all, the oldest dropped first
+  deadline for the hello, bounded pools per group of addresses (all of loopback is one) and
+  in all, the oldest dropped first, a hello out of that pool as soon as it is read
   (xce/worker/tasks/handshake.py), so connections without a credential cannot keep a
   job's own launch out;
 - the hello must prove (an HMAC over the service's and the client's nonces,
@@ -207,6 +208,9 @@ class TaskService:
         self.open = 0  # connections that proved a credential
         self.open_by_attempt: dict[Key, int] = {}
         self.handshakes = Handshakes()
+        # Hellos read, waiting for their attempt's assignment (ASSIGNMENT_WAIT_S): bounded
+        # apart, so the pending connections (idle ones) can never drop a hello that was sent.
+        self.waiting = Handshakes()
         # The key an unknown attempt's proof is checked against: the same work as a known
         # one's, and no hello can match it (no one else holds it).
         self.decoy = secrets.token_hex(32)
@@ -399,6 +403,7 @@ class TaskService:
         proc: taskproc.Task | None = None
         peer = peer_address(writer)
         counted: Key | None = None
+        proven = False
         session: Session | None = None
         self.handshakes.enter(peer, writer)
         try:
@@ -407,6 +412,13 @@ class TaskService:
                     hello, nonce = await self._handshake(reader, writer)
                 finally:
                     self.handshakes.leave(peer, writer)
+                if not self.authentic(hello, nonce):
+                    self.waiting.enter(peer, writer)
+                    try:
+                        await self._authenticate(hello, nonce, writer)
+                    finally:
+                        self.waiting.leave(peer, writer)
+                proven = True
                 key = (hello.job_id, hello.attempt)
                 if self.open >= MAX_CONNECTIONS:
                     raise TaskRefused(
@@ -438,7 +450,7 @@ class TaskService:
             except (TaskRefused, running.LaunchError) as exc:
                 # Only a caller who proved a credential is worth a warning: anyone can make
                 # the others, and a line each would be a cheap flood of the worker's log.
-                log.log(logging.WARNING if counted else logging.DEBUG, "task refused: %s", exc)
+                log.log(logging.WARNING if proven else logging.DEBUG, "task refused: %s", exc)
                 answer = str(exc)
                 writer.write(
                     session.exit_frame(None, None, answer)
@@ -479,9 +491,9 @@ class TaskService:
     async def _handshake(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> tuple[Hello, bytes]:
-        """The challenge, then a hello within HANDSHAKE_S that proves an attempt's credential
-        (the wait for its assignment comes after the deadline, on the service's side): the
-        hello and this service's nonce."""
+        """The challenge, then a hello within HANDSHAKE_S, for this host: the hello and this
+        service's nonce (whether it proves a credential is the caller's to check, once the
+        connection is out of the pending pool)."""
         nonce = secrets.token_bytes(NONCE_BYTES)
         writer.write(challenge_frame(nonce))
         try:
@@ -492,7 +504,6 @@ class TaskService:
         hello = parse_hello(data)
         if hello.host != self.agent.host:
             raise TaskRefused(f"this is host {self.agent.host}, not {hello.host}")
-        await self._authenticate(hello, nonce, writer)
         return hello, nonce
 
     async def _spawn(self, req: TaskRequest) -> taskproc.Task:
