@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
@@ -167,12 +168,13 @@ def test_each_group_alone_has_the_commands_of_the_whole_tree() -> None:
         assert set(alone.commands) == set(whole.commands[noun].commands), noun
 
 
-def test_the_whole_trees_help_loads_neither_asyncio_nor_the_cluster_state() -> None:
-    """`xce --help` imports every group's module: none may pull the event loop or the core
-    (they doubled its start-up)."""
+def test_the_whole_tree_loads_neither_asyncio_nor_the_cluster_state() -> None:
+    """Building the whole tree (`xce job --help` and shell completion build parts of it)
+    imports every group's module: none may pull the event loop or the core (they doubled
+    its start-up)."""
     probe = (
-        "import sys; from xce.cli.main import run\n"
-        "try:\n    run(['--help'])\nexcept SystemExit:\n    pass\n"
+        "import sys, typer.main; from xce.cli.main import build_app\n"
+        "typer.main.get_command(build_app())\n"
         "heavy = [m for m in ('asyncio', 'xce.core.state', 'aiohttp', 'textual') "
         "if m in sys.modules]\nprint(heavy, file=sys.stderr)"
     )
@@ -180,3 +182,47 @@ def test_the_whole_trees_help_loads_neither_asyncio_nor_the_cluster_state() -> N
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr
+
+
+def _run_probe(args: list[str], modules: tuple[str, ...]) -> tuple[str, list[str]]:
+    """`xce ARGS` in a fresh interpreter: its stdout, and which of `modules` it imported."""
+    probe = (
+        "import sys; from xce.cli.main import run\n"
+        f"try:\n    run({args!r})\nexcept SystemExit:\n    pass\n"
+        f"print([m for m in {modules!r} if m in sys.modules], file=sys.stderr)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    return result.stdout, ast.literal_eval(result.stderr.strip().splitlines()[-1])
+
+
+def test_the_root_help_is_the_whole_trees_without_loading_the_groups() -> None:
+    """`xce --help` shows each group's name and line only: it builds stand-ins from
+    GROUPS, and the page is the one the whole tree prints."""
+    groups = tuple(module for module, _, _ in GROUPS.values() if module != "xce.cli.init")
+    text, loaded = _run_probe(["--help"], groups)
+    assert loaded == []
+    whole = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import typer.main; from xce.cli.main import build_app\n"
+            "typer.main.get_command(build_app()).main(['--help'], prog_name='xce')",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    ).stdout
+    assert text == whole and "job " in text and "compat " in text
+
+
+def test_a_plain_submit_loads_no_dialect_tables_and_no_listing_layouts() -> None:
+    """`xce job submit CMD` (no script) needs neither the #SBATCH/#BSUB tables nor the
+    listing layouts `xce job eff`'s module used to import at load."""
+    _, loaded = _run_probe(
+        ["job", "submit", "--controller", "http://127.0.0.1:1", "true"],
+        ("xce.cli.directives.lsf", "xce.cli.directives.slurm", "xce.cli.fields"),
+    )
+    assert loaded == []

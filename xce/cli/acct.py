@@ -18,7 +18,6 @@ from typing import Any
 import typer
 
 from xce.cli.common import call_light, fail, print_json
-from xce.cli.fields import table
 
 CONTROLLER = typer.Option(None, "--controller", help="controller URL (repeat for candidates)")
 
@@ -205,6 +204,8 @@ def acct(
         return
     headers = [COLUMNS[c][0] for c in columns]
     cells = [[COLUMNS[c][1](r) for c in columns] for r in rows]
+    from xce.cli.fields import table  # here: `xce job eff` (registered with jobs) needs none
+
     sys.stdout.write(table(headers, cells, header=not noheader, parsable=parsable))
 
 
@@ -253,6 +254,8 @@ def report(
         return
     if not (noheader or parsable):  # the title line is for people, not for parsers
         typer.echo(_title(by, data))
+    from xce.cli.fields import table
+
     text = table(
         [
             by.upper(),

@@ -76,8 +76,11 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-def build_app(first: str | None = None) -> Any:
-    """The Typer app; with `first` naming a group, only that group is loaded."""
+def build_app(first: str | None = None, shallow: bool = False) -> Any:
+    """The Typer app; with `first` naming a group, only that group is loaded. `shallow`
+    (for the root's own help page, which shows each group's name and line only): every
+    group is an empty stand-in carrying its help text, so no group module is imported and
+    no group's commands are built."""
     import typer
 
     app = typer.Typer(
@@ -110,7 +113,7 @@ def build_app(first: str | None = None) -> Any:
     for noun, (module, attr, text) in GROUPS.items():
         if only and noun != first:
             continue
-        group = getattr(importlib.import_module(module), attr)
+        group = typer.Typer() if shallow else getattr(importlib.import_module(module), attr)
         group.rich_markup_mode = None  # plain help: `[...]` stays literal, no rich import
         app.add_typer(group, name=noun, help=text)
     return app
@@ -168,7 +171,8 @@ def run(args: list[str] | None = None) -> None:
     from typer._click import exceptions as click_exc
     from typer.exceptions import Abort  # typer's vendored click has no Abort of its own
 
-    command = typer.main.get_command(build_app(_first_word(args)))
+    root_help = args in ([], ["--help"])
+    command = typer.main.get_command(build_app(_first_word(args), shallow=root_help))
     try:
         code = command.main(args=args, prog_name="xce", standalone_mode=False)
     except click_exc.NoArgsIsHelpError as exc:

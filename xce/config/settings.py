@@ -20,11 +20,11 @@ import msgspec
 from xce.config.auth import AuthSettings
 from xce.config.check import PosFloat, PosInt, Table
 from xce.config.guard import GuardSettings
+from xce.config.ports import DEFAULT_PORT
 from xce.config.scheduler import SchedulerSettings
 from xce.core.model import QueueRecord
 from xce.core.validation import error, hint
 
-DEFAULT_PORT = 6820
 _JOB_USER = r"^[a-z_][a-z0-9_.-]{0,31}$"
 _KEEP_ALL = "must be 0 (keep everything) or more"
 _NO_LIMIT = "must be 0 (no limit) or a positive integer"

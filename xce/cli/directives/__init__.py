@@ -26,12 +26,17 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from xce.cli.directives import lsf, slurm
 from xce.cli.directives.model import DirectiveError, Directives, Unsupported, Where
-from xce.cli.directives.request import Request
 from xce.cli.directives.units import lsf_begin, megabytes, slurm_seconds
+
+# The Slurm and LSF tables (`slurm`, `lsf`, `request`) are imported by `parse`, not here:
+# `xce job submit` reads a memory size (`megabytes`) or looks for directives on every call,
+# and must not pay for translating dialects a plain command never uses.
+
+if TYPE_CHECKING:
+    from xce.cli.directives.request import Request
 
 PREFIXES = ("#XCE", "#BSUB", "#SBATCH")
 
@@ -90,6 +95,8 @@ def parse(
 ) -> Directives:
     """The directives of `script`. `parse_xce(tokens)` parses `#XCE` options as the command
     line does and returns the options given (so `#XCE` needs no second option table)."""
+    from xce.cli.directives.request import Request
+
     request = Request(lenient=lenient)
     for number, prefix, rest in directive_lines(script):
         words = strip_comment(rest)
@@ -118,8 +125,12 @@ def _one_line(
     if prefix == "#XCE":
         request.xce_options(parse_xce(tokens))
     elif prefix == "#SBATCH":
+        from xce.cli.directives import slurm
+
         slurm.apply(tokens, request)
     else:
+        from xce.cli.directives import lsf
+
         lsf.apply(tokens, request)
 
 
