@@ -12,11 +12,12 @@ unset. Errors are one line on stderr and a non-zero exit code, never a traceback
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tomllib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -73,9 +74,28 @@ class ClientSettings:
         return ca_note(self.ca_file, self.ca_source)
 
 
+# What the message is about, put before it (`jobs.txt:7: ` while `xce job submit --batch`
+# reads that line): the checks a command shares with its batch form then name the line.
+_ABOUT: list[str] = []
+
+
+@contextlib.contextmanager
+def about(where: str) -> Iterator[None]:
+    """`fail` and `warn` messages inside this block start with `where`."""
+    _ABOUT.append(where)
+    try:
+        yield
+    finally:
+        _ABOUT.pop()
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"xce: error: {message}", err=True)
+    typer.echo(f"xce: error: {''.join(_ABOUT)}{message}", err=True)
     raise typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    typer.echo(f"xce: warning: {''.join(_ABOUT)}{message}", err=True)
 
 
 def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
@@ -93,7 +113,7 @@ def client_settings(controllers: Sequence[str] | None = None) -> ClientSettings:
     if not urls:
         urls = list(file_data.get("controllers", []))
     if not urls:
-        from xce.config.settings import DEFAULT_PORT
+        from xce.config.ports import DEFAULT_PORT
 
         urls = [f"http://127.0.0.1:{DEFAULT_PORT}"]
     if token is None:

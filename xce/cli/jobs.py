@@ -140,6 +140,12 @@ def submit(
     ),
     quiet: bool = typer.Option(False, "--quiet", help="no progress display for --stage-in"),
     as_json: bool = typer.Option(False, "--json"),
+    batch: str = typer.Option(
+        None,
+        "--batch",
+        help="one job per line of this file ('-': stdin), each line the arguments of "
+        "xce job submit; all over one connection, one job id printed per line",
+    ),
     controller: list[str] = CONTROLLER,
 ) -> None:
     """Submit a job (or an array with --array). Prints the job id.
@@ -147,17 +153,13 @@ def submit(
     A script (a file argument, --script, or stdin) may carry options in its leading comment
     block: #XCE lines (these options), #BSUB and #SBATCH lines (translated); options on the
     command line win. The job belongs to the user of your token (xce login); --user needs
-    user:impersonate (admins)."""
-    from xce.cli import submitting
+    user:impersonate (admins). --batch FILE submits many jobs in one go (xce/cli/batch.py)."""
+    if batch is not None:
+        from xce.cli.batch import submit_batch
 
-    frame = locals()
-    given = {key: frame[key] for key in submitting.DEFAULTS}  # the options a directive may set
-    draft, staged = submitting.build(
-        command, script, inputs, given, lenient, submitting.explicit_options(sys.argv[1:])
-    )
-    if defer:
-        draft["defer"] = True
-    body = _submit_body(draft, gres, licenses, priority)
+        submit_batch(batch, command, controller, quiet)
+        return
+    body, staged = prepare(locals(), sys.argv[1:])
     run = functools.partial(_submit_with_uploads, body, staged, quiet=quiet)
     result = call_light(run, controller)
     if as_json:
@@ -166,6 +168,29 @@ def submit(
         for warning in result.get("warnings", ()):
             typer.echo(f"xce: warning: {warning}", err=True)
         typer.echo(f"Job <{result['job_id']}> is submitted to queue <{result['queue']}>.")
+
+
+def prepare(
+    values: dict[str, Any], args: list[str], parser: Any = None
+) -> tuple[SubmitBody, list[tuple[Path, str]]]:
+    """The body and the files to upload of one `xce job submit`: `values` are `submit`'s
+    parameters, `args` the words after `xce` (which options they name, whether `--` is
+    among them); `parser` the fast path's parser of `submit` where the caller has one."""
+    from xce.cli import submitting
+
+    given = {key: values[key] for key in submitting.DEFAULTS}  # what a directive may set
+    draft, staged = submitting.build(
+        values["command"],
+        values["script"],
+        values["inputs"],
+        given,
+        values["lenient"],
+        submitting.explicit_options(args, parser),
+        after_dashes=submitting.dashes_given(args),
+    )
+    if values["defer"]:
+        draft["defer"] = True
+    return _submit_body(draft, values["gres"], values["licenses"], values["priority"]), staged
 
 
 def _submit_body(

@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-import typer
-
+from xce.cli import common
 from xce.cli.common import fail
 
 # The submit options a directive may set, with the command line's defaults. Which options the
@@ -61,22 +60,25 @@ _ENV_ITEM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def warn(text: str) -> None:
-    typer.echo(f"xce: warning: {text}", err=True)
+    common.warn(text)
 
 
-def explicit_options(args: list[str]) -> set[str] | None:
+def explicit_options(args: list[str], parser: Any = None) -> set[str] | None:
     """The submit options `args` (the command line after `xce`) name, by parameter name;
-    None when `args` is not a `job submit` command line."""
+    None when `args` is not a `job submit` command line. `parser`: the fast path's parser
+    of `submit`, when the caller has it (one per line of a batch would cost more than the
+    job)."""
     words = [a for a in args if not a.startswith("-")]
     if words[:2] != ["job", "submit"]:
         return None
-    from xce.cli import fast
-    from xce.cli.jobs import submit
+    if parser is None:
+        from xce.cli import fast
+        from xce.cli.jobs import submit
 
-    try:
-        parser, _ = fast._parser(submit)
-    except fast._Fallback:
-        return None
+        try:
+            parser, _ = fast._parser(submit)
+        except fast._Fallback:
+            return None
     flags = {s: a.dest for a in parser._actions for s in a.option_strings}
     found: set[str] = set()
     for arg in args[args.index("submit") + 1 :]:
@@ -176,6 +178,8 @@ def _megabytes(value: int | str, option: str) -> int:
     same rules as `#SBATCH --mem`; a bad one is a one-line usage error naming the option."""
     if isinstance(value, int):
         return value
+    if value == "0":  # the options' default: no size, without loading the size rules
+        return 0
     from xce.cli.directives import megabytes
 
     try:
