@@ -93,8 +93,11 @@ def try_run(
         return False
     for name, convert in converters.items():
         values[name] = convert(values[name])
+    import gc
+
     import typer
 
+    gc.enable()  # xce/cli/main.py paused it for the start-up only
     try:
         callback(**values)
     except typer.Exit as exc:

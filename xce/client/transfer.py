@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import re
 import struct
@@ -151,6 +150,8 @@ def hash_fd(fd: int, size: int, progress: Progress | None = None) -> str:
     """The SHA-256 of the first `size` bytes behind `fd`, read with pread in chunks (the
     descriptor's offset is left alone: stdout and stderr are shared with the live tail).
     OSError when the file is shorter than `size` now."""
+    import hashlib  # here: every one-shot command loads this module, few of them hash
+
     digest = hashlib.sha256()
     offset = 0
     while offset < size:
