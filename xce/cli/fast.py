@@ -116,9 +116,20 @@ def _command(app: Any, name: str) -> Any:
     return None
 
 
+_PARSERS: dict[Any, tuple[_Parser, dict[str, Any]]] = {}
+
+
 def _parser(callback: Any) -> tuple[_Parser, dict[str, Any]]:
     """An argparse parser equivalent to the Typer command, and per-parameter converters
-    that turn argparse's values into what the function expects."""
+    that turn argparse's values into what the function expects. Built once per command:
+    `xce job submit` asks again for the options its command line named, and for each
+    #XCE line."""
+    if (made := _PARSERS.get(callback)) is None:
+        made = _PARSERS[callback] = _build_parser(callback)
+    return made
+
+
+def _build_parser(callback: Any) -> tuple[_Parser, dict[str, Any]]:
     from typer.models import ArgumentInfo, OptionInfo
 
     parser = _Parser(add_help=False, allow_abbrev=False, prog="xce")
