@@ -219,6 +219,8 @@ def _measure(up: Up, opts: argparse.Namespace) -> list[tuple[str, float, float, 
             f"{opts.loop / elapsed:.1f} jobs/s",
         )
     )
+    if not opts.batch:  # --batch 0: a tree without `--batch` (a baseline)
+        return rows
     listing = up.root / "batch.txt"
     listing.write_text("-J bench true\n" * opts.batch)
     wall, cpu, code = _run([*xce, "job", "submit", "--batch", str(listing)], env)
