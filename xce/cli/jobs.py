@@ -153,7 +153,7 @@ def submit(
     A script (a file argument, --script, or stdin) may carry options in its leading comment
     block: #XCE lines (these options), #BSUB and #SBATCH lines (translated); options on the
     command line win. The job belongs to the user of your token (xce login); --user needs
-    user:impersonate (admins). --batch FILE submits many jobs in one go (xce/cli/batch.py)."""
+    user:impersonate (admins). --batch FILE submits many jobs, one per line, in one go."""
     if batch is not None:
         from xce.cli.batch import submit_batch
 
