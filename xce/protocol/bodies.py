@@ -14,8 +14,6 @@ from typing import Annotated, Any
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-from xce.protocol.decoding import refuse
-
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 Name = Annotated[str, Meta(pattern=NAME_PATTERN)]
 Slots = Annotated[int, Meta(ge=1, le=100000)]
@@ -113,6 +111,10 @@ class Patch(Body, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         if not any(getattr(self, name) is not UNSET for name in self.__struct_fields__):
+            # Here, not at the top: `xce job submit` imports this module to send a
+            # SubmitBody and needs none of the decoder's error wording.
+            from xce.protocol.decoding import refuse
+
             raise refuse(" needs at least 1 entry")
 
 
