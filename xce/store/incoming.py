@@ -107,12 +107,14 @@ async def receive(
             raise Unavailable(f"cannot store {name}: {exc.strerror}") from None
         raise
     finally:
-        if writing is not None:
-            if not writing.done():
-                writing.cancel()  # the thread finishes its batch; close waits for it
-            elif not writing.cancelled():
-                writing.exception()  # seen: an error here is not the one raised
-        out.close()
+        try:
+            if writing is not None:
+                # A refused or cut body may leave a batch in a store thread: wait for it
+                # (one batch, about 1 MiB), so that close removes the temporary file before
+                # the refusal is answered, never after. Its own error is not the one raised.
+                await asyncio.gather(asyncio.shield(writing), return_exceptions=True)
+        finally:
+            out.close()  # also when cancelled while waiting: close then waits for the thread
     st = os.stat(target, follow_symlinks=False)
     await threads.run(digests.record, root, target, got, st)
     return Stored(size, got)
