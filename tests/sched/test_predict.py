@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from xce.accounting.feed import AccountingFeed
 from xce.config.settings import ControllerSettings
+from xce.controller.prediction_records import rebuild_predictions
 from xce.controller.requests import FinishReport, SubmitRequest, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.model import JobSpec, QueueRecord
+from xce.core.state import ClusterState
 from xce.sched.predict import LADDER_S, RuntimeHistory, extended
 from xce.store.files import FileStore
 
@@ -156,3 +159,58 @@ def test_what_job_show_reads_a_pending_and_a_running_jobs_prediction() -> None:
     assert expected_of(unknown, history, 200.0) == (3600.0, 3700.0)  # by its walltime
     done = JobRecord("2", 2, spec(), JobState.DONE, 0.0, start_time=100.0, end_time=300.0)
     assert expected_of(done, history, 400.0) == (None, None)
+
+
+def test_reseed_merges_the_stores_runs_with_the_held_jobs_each_attempt_once() -> None:
+    history = RuntimeHistory()
+    history.ended("alice", "", 999.0)  # what a seed saw: replaced, not added to
+    state = ClusterState()
+    runs = [
+        ("1", 0, 10.0, "alice", "a", 100.0),
+        ("2", 0, 20.0, "alice", "b", 300.0),
+        ("3", 0, 30.0, "alice", "a", 500.0),
+        ("3", 0, 30.0, "alice", "a", 500.0),  # the same attempt twice counts once
+        ("4", 0, 5.0, "bob", "", 50.0),
+    ]
+    history.reseed(state, runs)
+    assert history.history("alice") == (300.0, 500.0)  # the last two, in end order
+    assert history.history("alice", "a") == (100.0, 500.0)
+    assert history.history("bob") == (50.0,)
+
+
+async def test_a_new_term_predicts_from_the_accounting_store_after_retention(
+    tmp_path: Path,
+) -> None:
+    clock = [1000.0]
+    settings = ControllerSettings(
+        state_dir=tmp_path, queues=(QueueRecord("normal", plugins=("predictive",)),)
+    )
+    service = ControllerService(
+        settings, FileStore(tmp_path / "f", 1 << 20), clock=lambda: clock[0]
+    )
+    feed = AccountingFeed(tmp_path, clock=lambda: clock[0])
+    feed.start()
+    service.accounting = feed
+    await service.commit([ev.QueueCreated(clock[0], settings.queues[0])])
+    gateway = WorkerGateway(service)
+    await gateway.register(WorkerInfo("h", 1, 1000))
+    ended = []
+    for seconds in (100.0, 300.0):
+        job = await service.submit(
+            SubmitRequest.from_fields(user="alice", command="x", walltime_s=3600)
+        )
+        assert await service.schedule_once() == 1
+        clock[0] += seconds
+        await gateway.finished("h", FinishReport(job, 0, 0))
+        ended.append(job)
+    assert service.predictions.predict(spec(walltime=3600)) == 200.0
+    # Retention drops both jobs; the next term's state holds none of them.
+    await service.commit([ev.JobsPurged(clock[0], tuple(ended))])
+    again = ControllerService(
+        settings, FileStore(tmp_path / "f", 1 << 20), state=service.state, clock=lambda: clock[0]
+    )
+    assert again.predictions.predict(spec(walltime=3600)) == 3600.0  # the state alone
+    await rebuild_predictions(again, feed)
+    assert again.predictions.history("alice") == (100.0, 300.0)
+    assert again.predictions.predict(spec(walltime=3600)) == 200.0
+    feed.close()

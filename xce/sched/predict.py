@@ -17,7 +17,11 @@ request, so every pass recomputes it and reservations move with it.
 the fairshare `UsageLedger`, and the simulator); the scheduler only reads it
 (`Snapshot.predictions`). After a restart it is rebuilt from the jobs still held in the
 state (`seed`), replaying their starts and ends in time order, so the predictions are a
-function of the state's records, not of what the process happened to see.
+function of the state's records, not of what the process happened to see. Retention drops
+finished jobs from the state, so each primary term then rebuilds the run times once more
+from the accounting store's ended attempts, which outlive retention (`reseed`, fed by
+xce/controller/prediction_records.py): a user whose last jobs were purged is predicted as
+before the restart, not by the request.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ LADDER_S: tuple[int, ...] = (
 )
 INFINITE = float("inf")
 HISTORY = 2  # run times kept per user (and per user and job name): EASY++ averages two
+# One ended attempt that ran: (job id, attempt, end time, user, job name, run seconds).
+EndedRun = tuple[str, int, float, str, str, float]
 
 
 def extended(predicted: float, elapsed: float, limit: float | None) -> float:
@@ -167,6 +173,27 @@ class RuntimeHistory:
     def _record(self, job: JobRecord) -> None:
         if job.start_time is not None and job.end_time is not None:
             self.ended(job.spec.user, job.spec.name, job.end_time - job.start_time)
+
+    def reseed(self, state: ClusterState, runs: Iterable[EndedRun]) -> None:
+        """Rebuild the run times from `runs` (ended attempts that ran, as the accounting
+        store keeps them: enough of each user's and each user and name's newest) and the
+        finished jobs `state` holds, each attempt once, in end order. Running jobs keep the
+        prediction they started with."""
+        ended: dict[tuple[str, int], EndedRun] = {}
+        for run in runs:
+            ended[(run[0], run[1])] = run
+        for job in state.jobs.values():
+            if job.state not in (JobState.DONE, JobState.EXIT):
+                continue
+            start, end = job.start_time, job.end_time
+            if start is not None and end is not None:
+                key = (job.id, job.attempt)
+                ended[key] = (*key, end, job.spec.user, job.spec.name, end - start)
+        self._by_user.clear()
+        self._by_name.clear()
+        self._means.clear()
+        for _, _, _, user, name, run_s in sorted(ended.values(), key=lambda r: (r[2], r[0])):
+            self.ended(user, name, run_s)
 
     def seed(self, state: ClusterState) -> None:
         """Rebuild from the jobs held in `state` (after recovery): the ends of finished jobs

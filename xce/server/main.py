@@ -21,6 +21,7 @@ from xce.client.transport import check_listener, is_loopback
 from xce.config import file_safety
 from xce.config.settings import Config, ControllerSettings
 from xce.controller.cluster_history import ClusterHistory
+from xce.controller.prediction_records import rebuild_predictions
 from xce.controller.service import ControllerService
 from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
@@ -257,6 +258,7 @@ async def run_primary(
         asyncio.create_task(_liveness_loop(gateway)),
         asyncio.create_task(_upload_sweep_loop(files, service)),
         asyncio.create_task(_history_loop(controller.cluster_history, accounting)),
+        asyncio.create_task(rebuild_predictions(service, accounting)),
         asyncio.create_task(store.run_checkpoints(service.state)),
     ]
     node.mark_ready()
