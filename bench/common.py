@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,8 +131,12 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def table(rows: list[Row]) -> str:
     head = ("figure", "measured", "target", "verdict")
-    cells = [head, *((r.figure, r.measured, r.target, r.verdict) for r in rows)]
-    widths = [max(len(c[i]) for c in cells) for i in range(4)]
+    return grid([head, *((r.figure, r.measured, r.target, r.verdict) for r in rows)])
+
+
+def grid(cells: Sequence[Sequence[str]]) -> str:
+    """Rows of cells as aligned text, the first row the heading, ruled below it."""
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     lines = []
     for i, c in enumerate(cells):
         lines.append(" | ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import median
+from bench.common import grid, median
 from bench.controller import KEYS, TOKEN, Controller, free_port
 from xce.auth.tokens import TokenService
 
@@ -425,14 +425,7 @@ def report(results: dict[int, Figures], overhead: tuple[float, float]) -> str:
                     f"{_mib(f.client[base])} / {_mib(f.server[base])}",
                 )
             )
-    cells = [head, *rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
-    lines = []
-    for i, c in enumerate(cells):
-        lines.append(" | ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())
-        if i == 0:
-            lines.append("-+-".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return grid([head, *rows])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,40 +104,57 @@ def test_past_the_ladder_a_prediction_is_the_request_or_keeps_ahead_of_the_job()
     assert extended(600.0, 10**9, None) > 10**9
 
 
+class _Controller:
+    """A controller service with one predictive queue and one one-slot host, on a clock the
+    test moves; `run` submits a job of alice's that runs `seconds` and ends."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.clock = [1000.0]
+        self.settings = ControllerSettings(
+            state_dir=tmp_path, queues=(QueueRecord("normal", plugins=("predictive",)),)
+        )
+        self.files = FileStore(tmp_path / "f", 1 << 20)
+        self.service = ControllerService(self.settings, self.files, clock=self.now)
+        self.gateway = WorkerGateway(self.service)
+
+    def now(self) -> float:
+        return self.clock[0]
+
+    async def setup(self) -> None:
+        await self.service.commit([ev.QueueCreated(self.now(), self.settings.queues[0])])
+        await self.gateway.register(WorkerInfo("h", 1, 1000))
+
+    async def run(self, seconds: float) -> str:
+        job = await self.service.submit(
+            SubmitRequest.from_fields(user="alice", command="x", walltime_s=3600)
+        )
+        assert await self.service.schedule_once() == 1
+        self.clock[0] += seconds
+        await self.gateway.finished("h", FinishReport(job, 0, 0))
+        return job
+
+    def next_term(self) -> ControllerService:
+        """A restart or a failover: a new service over the same state."""
+        return ControllerService(
+            self.settings, self.files, state=self.service.state, clock=self.now
+        )
+
+
 async def test_the_controller_keeps_predictions_and_a_restart_rebuilds_them(
     tmp_path: Path,
 ) -> None:
-    clock = [1000.0]
-    settings = ControllerSettings(
-        state_dir=tmp_path, queues=(QueueRecord("normal", plugins=("predictive",)),)
-    )
-    service = ControllerService(
-        settings, FileStore(tmp_path / "f", 1 << 20), clock=lambda: clock[0]
-    )
-    await service.commit([ev.QueueCreated(clock[0], settings.queues[0])])
-    gateway = WorkerGateway(service)
-    await gateway.register(WorkerInfo("h", 1, 1000))
-
-    async def run(seconds: float) -> str:
-        job = await service.submit(
-            SubmitRequest.from_fields(user="alice", command="x", walltime_s=3600)
-        )
-        assert await service.schedule_once() == 1
-        clock[0] += seconds
-        await gateway.finished("h", FinishReport(job, 0, 0))
-        return job
-
-    await run(100.0)
-    await run(300.0)
+    c = _Controller(tmp_path)
+    await c.setup()
+    await c.run(100.0)
+    await c.run(300.0)
+    service = c.service
     assert service.predictions.history("alice") == (100.0, 300.0)
     running = await service.submit(
         SubmitRequest.from_fields(user="alice", command="x", walltime_s=3600)
     )
     assert await service.schedule_once() == 1
     assert service.predictions.initial(running) == 200.0
-    again = ControllerService(
-        settings, FileStore(tmp_path / "f", 1 << 20), state=service.state, clock=lambda: clock[0]
-    )
+    again = c.next_term()
     assert again.predictions.history("alice") == (100.0, 300.0)
     assert again.predictions.initial(running) == 200.0
 
@@ -181,34 +198,15 @@ def test_reseed_merges_the_stores_runs_with_the_held_jobs_each_attempt_once() ->
 async def test_a_new_term_predicts_from_the_accounting_store_after_retention(
     tmp_path: Path,
 ) -> None:
-    clock = [1000.0]
-    settings = ControllerSettings(
-        state_dir=tmp_path, queues=(QueueRecord("normal", plugins=("predictive",)),)
-    )
-    service = ControllerService(
-        settings, FileStore(tmp_path / "f", 1 << 20), clock=lambda: clock[0]
-    )
-    feed = AccountingFeed(tmp_path, clock=lambda: clock[0])
+    c = _Controller(tmp_path)
+    feed = c.service.accounting = AccountingFeed(tmp_path, clock=c.now)
     feed.start()
-    service.accounting = feed
-    await service.commit([ev.QueueCreated(clock[0], settings.queues[0])])
-    gateway = WorkerGateway(service)
-    await gateway.register(WorkerInfo("h", 1, 1000))
-    ended = []
-    for seconds in (100.0, 300.0):
-        job = await service.submit(
-            SubmitRequest.from_fields(user="alice", command="x", walltime_s=3600)
-        )
-        assert await service.schedule_once() == 1
-        clock[0] += seconds
-        await gateway.finished("h", FinishReport(job, 0, 0))
-        ended.append(job)
-    assert service.predictions.predict(spec(walltime=3600)) == 200.0
+    await c.setup()
+    ended = [await c.run(100.0), await c.run(300.0)]
+    assert c.service.predictions.predict(spec(walltime=3600)) == 200.0
     # Retention drops both jobs; the next term's state holds none of them.
-    await service.commit([ev.JobsPurged(clock[0], tuple(ended))])
-    again = ControllerService(
-        settings, FileStore(tmp_path / "f", 1 << 20), state=service.state, clock=lambda: clock[0]
-    )
+    await c.service.commit([ev.JobsPurged(c.now(), tuple(ended))])
+    again = c.next_term()
     assert again.predictions.predict(spec(walltime=3600)) == 3600.0  # the state alone
     await rebuild_predictions(again, feed)
     assert again.predictions.history("alice") == (100.0, 300.0)
