@@ -8,13 +8,20 @@ tests/integration/test_transfer_sharing_e2e.py.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import errno
 import hashlib
 import os
+import threading
+import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from xce.client.http import Received
+from xce.worker.attempt import staging
 from xce.worker.attempt.inputcache import InputCache, copy_into
 
 DATA = os.urandom(300_000)
@@ -117,3 +124,82 @@ def test_copy_into_gives_a_file_of_its_own(tmp_path: Path) -> None:
         os.close(dst)
     assert target.read_bytes() == DATA
     assert os.stat(source).st_ino != os.stat(target).st_ino
+
+
+async def test_a_copy_killed_midway_never_writes_into_what_the_worker_opens_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack: a user kills their own array task while its input is copied (the copy
+    thread cannot be stopped). The kill closes the task's descriptors at once, and the next
+    files the worker opens as root get those numbers: the thread must not write there. The
+    slow copy path (another file system: copy_file_range says EXDEV) makes the window wide."""
+
+    def cross_device(*args: object) -> int:
+        raise OSError(errno.EXDEV, "cross-device")
+
+    monkeypatch.setattr(os, "copy_file_range", cross_device)
+    big = b"U" * (64 << 20)  # the user's own input
+    cache = InputCache(tmp_path / "cache")
+    cache.reset()
+    job = types.SimpleNamespace(assignment=types.SimpleNamespace(number=7), creds=None)
+
+    class Client:
+        async def download_to(self, url: str, writer: Any, **kwargs: Any) -> Received:
+            for i in range(0, len(big), 4 << 20):
+                await writer.write(big[i : i + (4 << 20)])
+            return Received(len(big), hashlib.sha256(big).hexdigest(), True)
+
+    target = os.open(tmp_path / "task-input", os.O_WRONLY | os.O_CREAT, 0o600)
+
+    async def stage() -> None:
+        try:
+            await staging._copy_shared(Client(), cache, job, "in.bin", "u", {}, target)  # type: ignore[arg-type]
+        finally:
+            os.close(target)  # what fetch_inputs does when the kill cancels it
+
+    task = asyncio.ensure_future(stage())
+    while cache.fetched == 0:
+        await asyncio.sleep(0.001)
+    await asyncio.sleep(0.01)  # the copy thread runs
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    victim = tmp_path / "root-state"
+    victim.write_bytes(b"ROOT " * 10)
+    fd = os.open(victim, os.O_RDWR)  # takes the number the task's target had
+    try:
+        for _ in range(200):  # until the copy thread has ended
+            if not _copying():
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        os.close(fd)
+    assert victim.read_bytes() == b"ROOT " * 10
+
+
+def _copying() -> bool:
+    return any(t.name == "xce-as-user" for t in threading.enumerate())
+
+
+async def test_a_held_copy_taken_away_while_the_controller_is_asked_is_fetched_again(
+    tmp_path: Path,
+) -> None:
+    """Another array's expiry or eviction may delete a held copy while a task waits for the
+    controller's 304; the task keeps the descriptor it opened before asking."""
+    cache = InputCache(tmp_path / "cache")
+    cache.reset()
+    controller = Controller()
+    first = await cache.open_shared((1, "in"), controller.fetch)
+    os.close(first)
+
+    async def confirm_while_evicted(fd: int, held: str | None) -> Received:
+        for name in os.listdir(cache.root):  # what another task's eviction does meanwhile
+            os.unlink(cache.root / name)
+        return await controller.fetch(fd, held)
+
+    second = await cache.open_shared((1, "in"), confirm_while_evicted)
+    try:
+        assert os.pread(second, len(DATA) + 1, 0) == DATA
+    finally:
+        os.close(second)
+    assert controller.asked == [None, DIGEST]

@@ -98,8 +98,8 @@ class InputCache:
             self._expire(time.monotonic())
             self._prune_locks(key)
             entry = self._entries.get(key)
-            if entry is not None and not self._path(entry.sha256).is_file():
-                self._entries.pop(key, None)
+            held = self._open_held(key, entry) if entry is not None else None
+            if held is None:
                 entry = None
             tmp = self.root / f".part-{secrets.token_hex(8)}"
             fd = os.open(tmp, _NEW, 0o600)
@@ -108,10 +108,11 @@ class InputCache:
                     got = await fetch(fd, entry.sha256 if entry is not None else None)
                 finally:
                     os.close(fd)
-                if got.unchanged and entry is not None:
+                if got.unchanged and entry is not None and held is not None:
                     entry.used = time.monotonic()
                     self.reused += 1
-                    return os.open(self._path(entry.sha256), _READ)
+                    reused, held = held, None
+                    return reused
                 reader = os.open(tmp, _READ)
                 if not got.verified:
                     return reader  # no digest from the controller: nothing to name it by
@@ -124,8 +125,26 @@ class InputCache:
                     self._drop(key)  # used by this task (its descriptor), not kept
                 return reader
             finally:
+                if held is not None:
+                    os.close(held)
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
+
+    def _open_held(self, key: Key, entry: _Entry) -> int | None:
+        """A read descriptor of the copy held for `key`, opened before the controller is
+        asked (so that another task's expiry or eviction meanwhile cannot take the file
+        away), or None when it is gone or not the size it was stored with (then the entry
+        is dropped and the input fetched again)."""
+        try:
+            held = os.open(self._path(entry.sha256), _READ)
+        except FileNotFoundError:
+            self._entries.pop(key, None)
+            return None
+        if os.fstat(held).st_size != entry.size:
+            os.close(held)
+            self._drop(key)
+            return None
+        return held
 
     def _drop(self, key: Key) -> None:
         entry = self._entries.pop(key, None)

@@ -192,9 +192,22 @@ async def _copy_shared(
     source = await cache.open_shared((job.assignment.number, rel), fetch)
     try:
         async with _copies():  # a long copy must not hold every worker thread
-            await fscreds.as_user(job.creds, copy_into, source, target)
+            # The thread gets descriptors of its own, and closes them: it cannot be stopped,
+            # and a kill closes `source` and `target` at once; their numbers are then the
+            # next files the worker opens as root, which the copy must never reach.
+            mine = (os.dup(source), os.dup(target))
+            await fscreds.as_user(job.creds, _copy_owned, *mine)
     finally:
         os.close(source)
+
+
+def _copy_owned(source: int, target: int) -> int:
+    """`copy_into` on two descriptors the calling thread owns: closed here, when it ends."""
+    try:
+        return copy_into(source, target)
+    finally:
+        os.close(source)
+        os.close(target)
 
 
 async def collect_outputs(job: RunningJob) -> list[tuple[str, int]]:
