@@ -163,6 +163,12 @@ class InputCache:
             if key != held and key not in self._entries and not lock.locked():
                 del self._locks[key]
 
+    def has_room(self) -> bool:
+        """Whether a new copy may go into the cache: not when the file system already has
+        less free than the reserve (the task then downloads its own copy, as its user, on
+        its user's quota)."""
+        return not self._short_of_room()
+
     def _short_of_room(self) -> bool:
         try:
             fs = os.statvfs(self.root)

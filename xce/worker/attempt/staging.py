@@ -146,7 +146,7 @@ async def fetch_inputs(
         params = {"attempt": str(a.attempt)}
         writer: UserFileWriter | None = None
         try:
-            if cache is not None and a.array_index is not None:
+            if cache is not None and a.array_index is not None and cache.has_room():
                 await _copy_shared(client, cache, job, rel, url, params, fd)
             else:
                 writer = UserFileWriter(job.creds, fd)
@@ -191,7 +191,7 @@ async def _copy_shared(
 
     source = await cache.open_shared((job.assignment.number, rel), fetch)
     try:
-        async with _copies():  # a long copy must not hold every worker thread
+        async with _copies("input"):  # a long copy must not hold every worker thread
             # The thread gets descriptors of its own, and closes them: it cannot be stopped,
             # and a kill closes `source` and `target` at once; their numbers are then the
             # next files the worker opens as root, which the copy must never reach.
@@ -421,12 +421,14 @@ def _write_at(fd: int, data: bytes, offset: int) -> None:
         view, offset = view[written:], offset + written
 
 
-_COPIES: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+_COPIES: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Semaphore] = {}
 
 
-def _copies() -> asyncio.Semaphore:
-    """At most two -o/-e copies at once per event loop (the worker has one)."""
-    return _COPIES.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(2))
+def _copies(kind: str = "std") -> asyncio.Semaphore:
+    """At most two copies of a kind at once per event loop (the worker has one): `std` for
+    -o/-e copies, `input` for array inputs from the host's cache, so that one user's large
+    inputs never hold up other jobs' -o/-e files."""
+    return _COPIES.setdefault((asyncio.get_running_loop(), kind), asyncio.Semaphore(2))
 
 
 async def copy_std_files(job: RunningJob) -> None:
