@@ -512,6 +512,21 @@ async def test_a_jobs_dir_pre_made_by_a_user_lets_that_user_forge_anothers_outpu
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+async def test_a_spool_dir_pre_made_by_a_user_is_refused(linux_users: LinuxUsers) -> None:
+    """The spool holds root's state and the host's input cache by path: a spool_dir its
+    owner could swap (or plant a cache directory in) must stop the worker, like jobs_dir."""
+    attacker = linux_users.user()
+    scratch = Path(searchable_dir("xce-review-scratch-"))
+    os.chmod(scratch, 0o1777)
+    try:
+        made = _as_user(attacker, f"mkdir -m 0755 {scratch}/spool")
+        assert made.returncode == 0, made.stderr
+        with pytest.raises(spool.SpoolError, match=f"belongs to uid {attacker.uid}.*spool_dir"):
+            spool.Spool(scratch / "spool", scratch / "jobs").make()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 # --- 7. one output name the controller cannot store blocks every finish report of the host ----
 
 

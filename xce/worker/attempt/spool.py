@@ -39,6 +39,16 @@ class Spool:
         os.chmod(self.state, 0o700)
         self.jobs.mkdir(parents=True, exist_ok=True, mode=0o711)
         if os.geteuid() == 0:
+            # The spool holds root's own state and the host's input cache by path: nobody
+            # else may be able to swap a directory on the way to it.
+            spool = Path(os.path.realpath(self.root))
+            for path in (self.root, spool, *spool.parents):
+                unsafe = _unsafe_for_root(path)
+                if unsafe:
+                    raise SpoolError(
+                        f"{path} {unsafe}: another user could swap the worker's state "
+                        "under it (set [worker] spool_dir to a directory only root controls)"
+                    )
             real = Path(os.path.realpath(self.jobs))
             for path in (self.jobs, real, *real.parents):
                 unsafe = _unsafe_for_root(path)
