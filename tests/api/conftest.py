@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import shutil
 import tempfile
@@ -14,6 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from xce.api.transfers import TRANSFERS
 from xce.auth.backends.configfile import UsersFile
 from xce.auth.keys import key_dir
 from xce.auth.tokens import TokenService
@@ -204,3 +206,26 @@ async def login(api: Api, user: str) -> dict[str, str]:
         "POST", "/api/v1/auth/login", 200, json={"username": user, "password": PASSWORDS[user]}
     )
     return {"Authorization": f"Bearer {body['token']}"}
+
+
+async def hold_the_transfer_slot(
+    api: Api, client: TestClient
+) -> tuple[asyncio.Task[Any], asyncio.Event]:
+    """An upload that sends its first bytes and then waits for the returned event: it holds
+    a transfer slot (the tests' store has one) until that is set. Returns the request's task
+    and the event."""
+    release = asyncio.Event()
+
+    async def slow() -> AsyncIterator[bytes]:
+        yield b"first part"
+        await release.wait()
+        yield b", last part"
+
+    holder = asyncio.create_task(client.post("/api/v1/uploads", data=slow()))
+    gate = api.app[TRANSFERS]
+    for _ in range(1000):  # until the upload holds the one slot
+        if gate.in_use == 1:
+            break
+        await asyncio.sleep(0.01)
+    assert gate.in_use == 1
+    return holder, release

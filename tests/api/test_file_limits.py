@@ -17,7 +17,7 @@ from typing import Any
 
 from xce.api.transfers import TRANSFERS
 
-from .conftest import Api, as_user, make_settings, start_api
+from .conftest import Api, as_user, hold_the_transfer_slot, make_settings, start_api
 
 ADMIN = as_user("root", "admin")
 HUGE = 2**50  # a petabyte: no test machine's disk or quota
@@ -185,20 +185,7 @@ async def test_busy_transfers_answer_503_while_other_requests_go_on(tmp_path: Pa
         await api.service.schedule_once()
         base = f"/api/v1/workers/w1/jobs/{job_id}/outputs"
         await api.call("PUT", f"{base}/o?attempt=0&first=1", 201, data=b"out")
-        release = asyncio.Event()
-
-        async def slow() -> AsyncIterator[bytes]:
-            yield b"first part"
-            await release.wait()
-            yield b", last part"
-
-        holder = asyncio.create_task(client.post("/api/v1/uploads", data=slow()))
-        gate = api.app[TRANSFERS]
-        for _ in range(1000):  # until the upload holds the one slot
-            if gate.in_use == 1:
-                break
-            await asyncio.sleep(0.01)
-        assert gate.in_use == 1
+        holder, release = await hold_the_transfer_slot(api, client)
 
         for method, path, kwargs in (
             ("POST", "/api/v1/uploads", {"data": b"second"}),
@@ -230,7 +217,7 @@ async def test_busy_transfers_answer_503_while_other_requests_go_on(tmp_path: Pa
         stored = await resp.json()
         assert resp.status == 201
         assert stored["sha256"] == hashlib.sha256(b"first part, last part").hexdigest()
-        assert gate.in_use == 0
+        assert api.app[TRANSFERS].in_use == 0
         await api.call("POST", "/api/v1/uploads", 201, data=b"now there is room")
     finally:
         await client.close()

@@ -8,11 +8,9 @@ differs from the X-XCE-SHA256 its sender declared is refused and nothing of it i
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ import pytest
 from xce.api.transfers import TRANSFERS
 from xce.store import digests
 
-from .conftest import Api, as_user, make_settings, start_api
+from .conftest import Api, as_user, hold_the_transfer_slot, make_settings, start_api
 
 JOBS = "/api/v1/jobs"
 ADMIN = as_user("root", "admin")
@@ -256,20 +254,7 @@ async def test_a_worker_holding_the_input_gets_304_without_a_transfer_slot(
             resp = await client.get(url, headers={"If-None-Match": other})
             assert resp.status == 200 and await resp.read() == DATA, other
 
-        release = asyncio.Event()
-
-        async def slow() -> AsyncIterator[bytes]:
-            yield b"first part"
-            await release.wait()
-            yield b", last part"
-
-        holder = asyncio.create_task(client.post("/api/v1/uploads", data=slow()))
-        gate = api.app[TRANSFERS]
-        for _ in range(1000):  # until the upload holds the one slot
-            if gate.in_use == 1:
-                break
-            await asyncio.sleep(0.01)
-        assert gate.in_use == 1
+        holder, release = await hold_the_transfer_slot(api, client)
         same = await client.get(url, headers={"If-None-Match": f'"0000", {etag}'})
         assert same.status == 304 and await same.read() == b""
         assert same.headers["ETag"] == etag and same.headers["X-XCE-SHA256"] == sha(DATA)
@@ -277,6 +262,6 @@ async def test_a_worker_holding_the_input_gets_304_without_a_transfer_slot(
         assert busy.status == 503 and (await busy.json())["error"]["code"] == "busy"
         release.set()
         assert (await holder).status == 201
-        assert gate.in_use == 0
+        assert api.app[TRANSFERS].in_use == 0
     finally:
         await client.close()
