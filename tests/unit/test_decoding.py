@@ -4,6 +4,7 @@ in the words the hand-written JSON Schema validator used."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -201,9 +202,27 @@ def test_the_cli_sends_the_body_the_api_decodes(tmp_path: Any) -> None:
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/sh\n#SBATCH -t 90\n#SBATCH -o out.%j\n#BSUB -n 2\ntrue\n")
     draft, _ = submitting.build(None, script, [], dict(submitting.DEFAULTS), False, set())
-    body = _submit_body(draft, "fpga:1", "matlab:2", 5)
+    sent = _submit_body(draft, "fpga:1", "matlab:2", 5)
+    wire = json.dumps(sent).encode()  # as the command line's client encodes it
+    body = decode(wire, SubmitBody, parse_json_text)
     assert (body.walltime_s, body.stdout_file, body.slots, body.priority) == (5400, "out.%j", 2, 5)
     assert body.gres == {"fpga": 1} and body.licenses == {"matlab": 2}
-    wire = msgspec.json.encode(body)
-    assert b'"stdout":"out.%j"' in wire and b"walltime" not in wire.replace(b"walltime_s", b"")
-    assert decode(wire, SubmitBody, parse_json_text) == body
+    assert b'"stdout": "out.%j"' in wire and b"walltime" not in wire.replace(b"walltime_s", b"")
+    # what is sent is what the controller reads: nothing null, nothing dropped
+    assert msgspec.to_builtins(body).items() <= sent.items()
+    assert None not in sent.values()
+
+
+def test_a_submit_body_without_options_is_the_command_alone() -> None:
+    import msgspec
+
+    from xce.cli import submitting
+    from xce.cli.jobs import _submit_body
+
+    draft, _ = submitting.build(["true"], None, [], dict(submitting.DEFAULTS), False, set())
+    sent = _submit_body(draft, None, None, None)
+    body = decode(json.dumps(sent).encode(), SubmitBody, parse_json_text)
+    assert body.command is not None and "true" in body.command
+    assert body.submit_dir == os.getcwd()
+    assert msgspec.to_builtins(body).items() <= sent.items()
+    assert not {"outputs", "hold", "queue", "name"} & set(sent)  # unset: not sent

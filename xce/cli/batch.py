@@ -32,20 +32,18 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
 from xce.cli import common
 
-if TYPE_CHECKING:
-    from xce.protocol.bodies import SubmitBody
-
 # Options of the command line that go with --batch, and options no line may name.
 _WITH_BATCH = {"batch", "controller", "quiet"}
 _NOT_ON_A_LINE = {"batch": "--batch", "controller": "--controller", "as_json": "--json"}
 
-Job = tuple[str, "SubmitBody", list[tuple[Path, str]]]
+# where (file and line), the submit body (`jobs._submit_body`), the files to upload
+Job = tuple[str, dict[str, Any], list[tuple[Path, str]]]
 
 
 def submit_batch(
@@ -113,7 +111,7 @@ def _check(label: str, text: str) -> list[Job]:
 
 def _one(
     line: str, parser: Any, converters: dict[str, Any], prepare: Any
-) -> tuple[SubmitBody, list[tuple[Path, str]]]:
+) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
     """One line as `xce job submit` reads its arguments; `fail`s with the reason."""
     from xce.cli import fast
     from xce.cli.directives import strip_comment
