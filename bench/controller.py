@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,30 +189,58 @@ async def _wal_groups(session: aiohttp.ClientSession, url: str) -> int:
     raise RuntimeError("the controller's /metrics has no xce_wal_group_records_count")
 
 
-def _probe(proc: psutil.Process) -> tuple[float, float]:
-    cpu = proc.cpu_times()
-    return time.perf_counter(), cpu.user + cpu.system
+@dataclass(frozen=True)
+class Target:
+    """A submit endpoint to drive: XCE's `POST /api/v1/jobs` or another scheduler's REST
+    submit (`bench.slurmrest`), so both sides of a comparison run one client loop."""
+
+    url: str  # the address POSTed to
+    headers: dict[str, str]  # auth and content type, sent on every request
+    body: bytes  # one small job, the same JSON for every request
+    status: int  # the answer that acknowledges a submission
+    pids: tuple[int, ...]  # the server's processes: their CPU over the window is summed
+    # WAL groups (fsyncs) written so far, read before and after the window; None: not known
+    groups: Callable[[], Awaitable[int]] | None = None
 
 
-async def _load(url: str, pid: int, clients: int, warmup: float, seconds: float) -> Load:
-    proc = psutil.Process(pid)
+def xce_target(url: str, pid: int) -> Target:
+    """The controller at `url` (process `pid`), with the bench's admin token."""
+
+    async def groups() -> int:
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as s:
+            return await _wal_groups(s, url)
+
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    return Target(url + "/api/v1/jobs", headers, BODY, 201, (pid,), groups)
+
+
+def _probe(procs: list[psutil.Process]) -> tuple[float, float]:
+    total = 0.0
+    for proc in procs:
+        cpu = proc.cpu_times()
+        total += cpu.user + cpu.system
+    return time.perf_counter(), total
+
+
+async def drive(target: Target, clients: int, warmup: float, seconds: float) -> Load:
+    """`clients` keep-alive sessions POSTing `target.body` in a loop; only answers that
+    complete inside the window (after `warmup`) count, and only acknowledged ones."""
+    procs = [psutil.Process(pid) for pid in target.pids]
     me = psutil.Process()
     stop = asyncio.Event()
     counting = False
     errors: list[str] = []
     latencies: list[float] = []
     finished: list[float] = []
-    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
-    target = url + "/api/v1/jobs"
 
     async def client() -> None:
         connector = aiohttp.TCPConnector(limit=1)
-        async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
+        async with aiohttp.ClientSession(connector=connector, headers=target.headers) as session:
             while not stop.is_set():
                 started = time.perf_counter()
-                async with session.post(target, data=BODY) as resp:
+                async with session.post(target.url, data=target.body) as resp:
                     payload = await resp.read()
-                    if resp.status != 201:
+                    if resp.status != target.status:
                         errors.append(f"{resp.status} {payload[:200]!r}")
                         await asyncio.sleep(0.01)
                         continue
@@ -223,16 +252,15 @@ async def _load(url: str, pid: int, clients: int, warmup: float, seconds: float)
     tasks = [asyncio.create_task(client()) for _ in range(clients)]
     try:
         await asyncio.sleep(warmup)
-        async with aiohttp.ClientSession(headers=headers) as metrics:
-            w0 = await _wal_groups(metrics, url)
-            t0, c0 = _probe(proc)
-            m0 = sum(me.cpu_times()[:2])
-            counting = True
-            await asyncio.sleep(seconds)
-            counting = False
-            t1, c1 = _probe(proc)
-            m1 = sum(me.cpu_times()[:2])
-            w1 = await _wal_groups(metrics, url)
+        w0 = await target.groups() if target.groups else 0
+        t0, c0 = _probe(procs)
+        m0 = sum(me.cpu_times()[:2])
+        counting = True
+        await asyncio.sleep(seconds)
+        counting = False
+        t1, c1 = _probe(procs)
+        m1 = sum(me.cpu_times()[:2])
+        w1 = await target.groups() if target.groups else 0
         records = len(finished)
     finally:
         stop.set()
@@ -273,9 +301,8 @@ def measure(
     root = plan.root / f"ctl-{fsync}-{clients}-{run}{tag}"
     with Controller(root, fsync, tree=tree) as ctl:
         assert ctl.proc is not None
-        load = asyncio.run(
-            _load(ctl.url, ctl.proc.pid, clients, plan.http_warmup, plan.http_seconds)
-        )
+        target = xce_target(ctl.url, ctl.proc.pid)
+        load = asyncio.run(drive(target, clients, plan.http_warmup, plan.http_seconds))
         jobs = ctl.get("/api/v1/cluster")["jobs"]
         if jobs < load.records:
             raise RuntimeError(f"{load.records} submissions acknowledged, controller has {jobs}")
