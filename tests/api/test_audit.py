@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import stat
+from pathlib import Path
 
-from .conftest import PASSWORDS, Api, login
+from .conftest import PASSWORDS, Api, login, make_settings, start_api, tenant_auth
 
 AUDIT = "/api/v1/audit"
 
@@ -134,3 +135,41 @@ async def test_concurrent_submissions_each_get_one_whole_record(tenants: Api) ->
     submitted = sorted(r["object"] for r in records if r["action"] == "job.submit")
     assert submitted == sorted(f"job:{a['job_id']}" for a in answers)
     assert len(set(submitted)) == 40
+
+
+async def test_under_interval_fsync_accepted_submissions_are_written_with_the_next_group(
+    tmp_path: Path,
+) -> None:
+    """`wal_fsync = "interval"`: an accepted job's record is no more durable than the job
+    (answered before it is written); a refusal is written before its answer and takes the
+    waiting records with it, in order; reading the log sees every record."""
+    settings = make_settings(tmp_path, wal_fsync="interval", wal_fsync_interval_s=30.0)
+    running, client = await start_api(settings, tmp_path, auth_settings=tenant_auth(tmp_path))
+    try:
+        alice, dave, root = [await login(running, u) for u in ("alice", "dave", "root")]
+        path = settings.state_dir / "audit.log"
+        first = await running.call(
+            "POST", "/api/v1/jobs", 201, json={"command": "id"}, headers=alice
+        )
+        assert b"job.submit" not in path.read_bytes()  # waits up to the 30 s interval
+        await running.call(
+            "POST", "/api/v1/jobs", 403, json={"command": "id", "user": "alice"}, headers=dave
+        )
+        lines = [json.loads(line) for line in path.read_bytes().splitlines()]
+        assert [(r["user"], r["action"], r["outcome"]) for r in lines[-2:]] == [
+            ("alice", "job.submit", "ok"),
+            ("dave", "job.submit", "denied"),
+        ]
+        assert lines[-2]["object"] == f"job:{first['job_id']}"
+        second = await running.call(
+            "POST", "/api/v1/jobs", 201, json={"command": "id"}, headers=alice
+        )
+        page = await running.call("GET", f"{AUDIT}?action=job.submit", 200, headers=root)
+        assert [r["object"] for r in page["records"]] == [
+            f"job:{first['job_id']}",
+            "job:",
+            f"job:{second['job_id']}",
+        ]
+        assert path.read_bytes().count(b"job.submit") == 3  # the read wrote it first
+    finally:
+        await client.close()

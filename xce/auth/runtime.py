@@ -83,8 +83,15 @@ class GroupDirectory:
 
 class AuthRuntime:
     def __init__(
-        self, settings: AuthSettings, state_dir: Path, backends: list[Any] | None = None
+        self,
+        settings: AuthSettings,
+        state_dir: Path,
+        backends: list[Any] | None = None,
+        audit_relaxed_s: float | None = None,
     ) -> None:
+        """`audit_relaxed_s`: how late an accepted submission's audit record may be written
+        (`AuditLog.relaxed_s`; the controller passes its WAL's fsync interval under
+        `wal_fsync = "interval"`, None otherwise)."""
         self.settings = settings
         self.roles: RoleMap = settings.roles
         folder = key_dir(state_dir)
@@ -102,7 +109,7 @@ class AuthRuntime:
             ]
         self.backends = backends
         self.directory = GroupDirectory(folder / "groups.json", backends)
-        self.audit = AuditLog(state_dir / "audit.log")
+        self.audit = AuditLog(state_dir / "audit.log", audit_relaxed_s)
 
     # --- who is calling -----------------------------------------------------------------
 

@@ -134,7 +134,9 @@ def compose(
     service.listeners.append(guarded(usage.observe, "usage series"))
     bus = EventBus(service.state, service.committed)
     gateway = WorkerGateway(service)
-    auth = AuthRuntime(config.auth, settings.state_dir)
+    # Submission records follow the WAL's policy: no more durable than the job they record.
+    relaxed = settings.wal_fsync_interval_s if settings.wal_fsync == "interval" else None
+    auth = AuthRuntime(config.auth, settings.state_dir, audit_relaxed_s=relaxed)
     controller = Controller(
         config,
         service,

@@ -280,6 +280,7 @@ async def run_primary(
             await node.source.close()
         service.wake_all()  # long-polling workers get their answer now, not in 20 s
         await runner.cleanup()
+        await controller.auth.audit.flush()  # relaxed submission records, before the stop
         await service.job_files.settled()  # deletions under way finish in this term
         files.close()  # this term's file threads: the next term makes its own store
         store.fence = None
