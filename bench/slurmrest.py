@@ -40,7 +40,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import psutil
@@ -280,6 +282,7 @@ PartitionName=normal Nodes={host} Default=YES MaxTime=INFINITE State=DOWN
 
 def measure_slurm(plan: Plan, clients: int, run: int) -> Load:
     """One run against a fresh Slurm; fails if Slurm holds fewer jobs than it acknowledged."""
+    shutil.rmtree(plan.root / f"slurm-{clients}-{run}", ignore_errors=True)  # a retried run
     with SlurmCluster(plan.root / f"slurm-{clients}-{run}") as cluster:
         load = asyncio.run(drive(cluster.target(), clients, plan.http_warmup, plan.http_seconds))
         held = cluster.queued()
@@ -287,6 +290,20 @@ def measure_slurm(plan: Plan, clients: int, run: int) -> Load:
             raise RuntimeError(f"{load.records} submissions acknowledged, slurmctld holds {held}")
     shutil.rmtree(plan.root / f"slurm-{clients}-{run}", ignore_errors=True)
     return load
+
+
+def retried(run: Callable[[], Load], tries: int = 3) -> Load:
+    """`run`, again when its server lost its port to another process between `free_port`
+    and its bind (a shared machine: builds and test suites take loopback ports too)."""
+    for attempt in range(tries):
+        try:
+            return run()
+        except RuntimeError as exc:
+            text = str(exc).lower()
+            if attempt + 1 == tries or "already in use" not in text:
+                raise
+            print(f"  port taken, run again: {str(exc).splitlines()[-1]}", file=sys.stderr)
+    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -363,10 +380,12 @@ def main(argv: list[str] | None = None) -> int:
             for level in results:
                 for side in order:
                     if side == "slurmrestd":
-                        load = measure_slurm(plan, level.clients, run_no)
+                        load = retried(partial(measure_slurm, plan, level.clients, run_no))
                     else:
                         mode = side.split()[1]
-                        load = measure(plan, level.clients, mode, run_no, tag=f"-{mode}")
+                        load = retried(
+                            partial(measure, plan, level.clients, mode, run_no, tag=f"-{mode}")
+                        )
                     level.runs.setdefault(side, []).append(load)
                     print(
                         f"  run {run_no + 1} {level.clients:>3} clients {side:<13} "
