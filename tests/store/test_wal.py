@@ -265,6 +265,24 @@ async def test_interval_policy_acknowledges_before_fsync(tmp_path: Path) -> None
     await writer.close()
 
 
+async def test_a_durable_sync_and_close_do_not_wait_for_the_interval(tmp_path: Path) -> None:
+    """Under `interval` a caller that needs the disk (a durable sync, a clean stop) gets the
+    group written at once; with an hour's interval, waiting for its end would hang here."""
+    writer = WalWriter(
+        wal_dir(tmp_path), 1, fsync="interval", interval_s=3600.0, segment_bytes=256 * 1024
+    )
+    first, second = events(2)
+    writer.append(first)
+    await writer.sync()  # starts the flusher, which waits for the interval
+    await asyncio.sleep(0)
+    await asyncio.wait_for(writer.sync(durable=True), 60)
+    assert writer.durable_seq == 1
+    writer.append(second)
+    await writer.sync()
+    await asyncio.wait_for(writer.close(), 60)
+    assert writer.durable_seq == 2
+
+
 async def test_a_failed_fsync_on_a_fresh_segment_recovers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -93,6 +93,10 @@ class WalWriter:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._segment: _Segment | None = None
         self._flusher: asyncio.Task[None] | None = None
+        # Set when a caller waits for the disk (a durable sync, `close`): an interval flusher
+        # writes what waits now, not at the interval's end.
+        self._wake = asyncio.Event()
+        self._closing = False
         self._failed: OSError | None = None
         self._probe: asyncio.Task[None] | None = None
         # Replication (xce/ha/source.py) is handed each group once it is durable here.
@@ -145,6 +149,7 @@ class WalWriter:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((target, fut))
+        self._wake.set()
         self._ensure_flusher()
         await fut
 
@@ -157,8 +162,10 @@ class WalWriter:
     async def _flush_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while self._buffer and self._failed is None:
-            if self.policy == "interval" and not self._waiters:
-                await asyncio.sleep(self.interval_s)
+            if self.policy == "interval" and not self._waiters and not self._closing:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.interval_s)
             batch, self._buffer = self._buffer, []
             try:
                 seconds = await loop.run_in_executor(self._io, self._write_batch, batch)
@@ -281,6 +288,8 @@ class WalWriter:
         return out
 
     async def close(self) -> None:
+        self._closing = True
+        self._wake.set()
         if self._flusher is not None and not self._flusher.done():
             with contextlib.suppress(Exception):
                 await self._flusher
