@@ -216,6 +216,47 @@ async def test_a_flipped_byte_is_refused_and_nothing_is_kept(api: Api) -> None:
     )
 
 
+async def test_a_digest_after_the_body_is_checked_before_the_file_is_kept(api: Api) -> None:
+    """`X-XCE-SHA256: trailing`: the body is the file, then its SHA-256 in 64 hex digits.
+    The file is kept without those digits when they match; a flipped byte, a body cut
+    short of its digits, or digits that are no digest leave nothing behind."""
+    files = api.service.files
+    good = b"y" * 3_000_000 + b"end"  # several of the pieces a socket delivers
+    trailing = {"X-XCE-SHA256": "trailing"}
+    stored = await api.call(
+        "POST", "/api/v1/uploads", 201, data=good + sha(good).encode(), headers=trailing
+    )
+    assert stored["size"] == len(good) and stored["sha256"] == sha(good)
+    assert (files.root / "uploads" / stored["upload_id"]).read_bytes() == good
+    await api.call("DELETE", f"/api/v1/uploads/{stored['upload_id']}", 200)
+
+    bad = bytearray(good)
+    bad[2_500_000] ^= 0x01
+    for body, code in (
+        (bytes(bad) + sha(good).encode(), "digest_mismatch"),  # damaged on the way
+        (good + sha(good).encode()[:-1] + b"z", "invalid_request"),  # no digest at its end
+        (good[:40], "invalid_request"),  # shorter than the digest itself
+    ):
+        error = await api.call("POST", "/api/v1/uploads", 400, data=body, headers=trailing)
+        assert error["error"]["code"] == code, error
+        assert error["error"]["message"].startswith("upload: "), error
+        assert sorted(os.listdir(files.root / "uploads")) == []
+        assert files.usage("root") == 0
+
+    job_id = await api.submit(outputs=["out.bin"])
+    await api.register("w1")
+    await api.service.schedule_once()
+    url = f"/api/v1/workers/w1/jobs/{job_id}/outputs/out.bin?attempt=0&first=1"
+    error = await api.call("PUT", url, 400, data=bytes(bad) + sha(good).encode(), headers=trailing)
+    assert error["error"]["code"] == "digest_mismatch"
+    assert error["error"]["message"].startswith("out.bin: ") and "nothing was kept" in str(error)
+    assert (await api.call("GET", f"{JOBS}/{job_id}/files", 200))["files"] == []
+    stored = await api.call("PUT", url, 201, data=good + sha(good).encode(), headers=trailing)
+    assert stored == {"path": "out.bin", "size": len(good), "sha256": sha(good)}
+    got = await api.client.get(f"{JOBS}/{job_id}/files/out.bin")
+    assert await got.read() == good
+
+
 async def test_a_file_without_a_record_gets_its_digest_once(api: Api) -> None:
     """Files stored before digests were recorded: computed when first asked, then kept."""
     job_id = await _job_with_output(api)

@@ -25,8 +25,8 @@ import re
 from aiohttp import web
 
 from xce.api.http import REQUEST_ID
-from xce.api.transfers import DIGEST_HEADER
 from xce.core.errors import RangeNotSatisfiable
+from xce.protocol.files import DIGEST_HEADER
 from xce.store.files import Opened
 from xce.telemetry import metrics
 

@@ -21,7 +21,7 @@ from xce.api.filesend import send_file
 from xce.api.http import HA, HISTORY, SERVICE, TAILS, identity, json_response, query_int, read_body
 from xce.api.queries import JobFilter, list_jobs
 from xce.api.routes import Param, Route
-from xce.api.transfers import body_chunks, declared_digest, declared_length, gate
+from xce.api.transfers import body_chunks, declared, gate
 from xce.api.views import array_view, job_view
 from xce.controller.requests import SubmitRequest
 from xce.controller.service import ControllerService
@@ -359,12 +359,14 @@ async def upload(request: web.Request) -> web.Response:
     until a job uses it (or upload_ttl_s passes and it is deleted)."""
     service = _service(request)
     owner = identity(request).user
-    size = declared_length(request)
-    expect = declared_digest(request, "upload")
-    service.files.check_upload_room(owner, size)  # 413 before the body is read (or waited for)
+    file = declared(request, "upload")
+    service.files.check_upload_room(owner, file.size)  # 413 before the body is read (or waited for)
     async with gate(request).slot("upload"):
         stored = await service.files.save_upload(
-            body_chunks(request), owner=owner, declared=size, sha256=expect
+            body_chunks(request, "upload", file),
+            owner=owner,
+            declared=file.size,
+            sha256=file.expected if file.trailing else file.sha256,
         )
     # To the standbys (sync mode: before the answer), so a submit after a failover finds it.
     await service.files_replicated(

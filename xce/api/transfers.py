@@ -7,9 +7,18 @@ max_concurrent_transfers` slots (`TransferGate`); a transfer that finds none wai
 a slot: job listings, heartbeats and finish reports are not file bodies and never queue
 behind one.
 
-A body's size and digest come from its headers and are checked before it is read:
-`Content-Length` (the store refuses a file that cannot be kept, 413, xce/store/room.py) and
-`X-XCE-SHA256` (the hex SHA-256 of the whole file: a body that differs is refused, 400).
+A body's size comes from `Content-Length` and is checked before it is read (the store
+refuses a file that cannot be kept, 413, xce/store/room.py). Its digest is declared in one
+of two forms, and a body that differs is refused (400 `digest_mismatch`) with nothing kept:
+
+* `X-XCE-SHA256: <64 hex digits>`: the file's SHA-256 before the body. The sender must read
+  the file twice (once to hash, once to send); older clients send this form.
+* `X-XCE-SHA256: trailing`: the body is the file followed by the 64 hex digits of its
+  SHA-256, and `Content-Length` counts both. The sender hashes while it sends, one read of
+  the file; the store holds the last 64 bytes back and compares before the file is kept.
+  A controller from before this form refuses the value (400 naming the header) before it
+  reads the body, which tells a newer client to send the first form.
+
 A client that sends `Expect: 100-continue` is told to send its body only after those checks
 and the wait for a slot (`defer_continue`), so a refused file never crosses the network.
 """
@@ -22,15 +31,19 @@ import math
 import re
 from collections import deque
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 
 from aiohttp import web
 from aiohttp.http import HttpVersion11
 
 from xce.core.errors import Busy, InvalidRequest
+from xce.protocol.files import DIGEST_BYTES, DIGEST_HEADER, TRAILING
 from xce.telemetry import metrics
 
-DIGEST_HEADER = "X-XCE-SHA256"
-CHUNK = 1 << 16
+# How much of a body the connection may buffer ahead of the store while a transfer holds its
+# slot (aiohttp's default, 64 KiB, pauses and resumes the socket every 128 KiB: about 8,000
+# times per GiB, the largest cost of a body on the event loop). Bounded by the slots.
+BODY_BUFFER = 1 << 20
 _HEX = re.compile(r"^[0-9a-fA-F]{64}$")
 _CONTINUED = web.RequestKey("continued", bool)
 
@@ -104,24 +117,46 @@ def gate(request: web.Request) -> TransferGate:
     return request.app[TRANSFERS]
 
 
-def declared_length(request: web.Request) -> int | None:
-    """The body's Content-Length (None: chunked, counted as it arrives). aiohttp has
-    already refused a malformed one; a negative or absurd one never reaches here."""
+@dataclass
+class Declared:
+    """What a file body's headers say about the file: its size in bytes (None: chunked,
+    counted as it arrives) and its SHA-256, known before the body (`sha256`) or carried
+    as the body's last 64 bytes (`trailing`; `sha256` is set once they are read)."""
+
+    name: str
+    size: int | None
+    trailing: bool = False
+    sha256: str | None = field(default=None)
+
+    def expected(self) -> str | None:
+        """The digest the file must have: asked once the whole body is in."""
+        return self.sha256
+
+
+def declared(request: web.Request, name: str) -> Declared:
+    """The file a body carries, from its `Content-Length` and `X-XCE-SHA256` (400 naming
+    the header when it is neither 64 hex digits nor `trailing`, or when a trailing body is
+    too short to hold its digest). aiohttp has already refused a malformed length."""
     length = request.content_length
-    return length if length is not None and length >= 0 else None
-
-
-def declared_digest(request: web.Request, name: str) -> str | None:
-    """The `X-XCE-SHA256` header: the hex SHA-256 of the whole body (lower case), or None."""
+    size = length if length is not None and length >= 0 else None
     value = request.headers.get(DIGEST_HEADER)
     if value is None:
-        return None
+        return Declared(name, size)
     value = value.strip()
+    if value.lower() == TRAILING:
+        if size is not None and size < DIGEST_BYTES:
+            raise InvalidRequest(
+                f"{name}: a body with {DIGEST_HEADER}: {TRAILING} ends with the "
+                f"{DIGEST_BYTES} hex digits of the file's SHA-256, and this one has "
+                f"{size} bytes"
+            )
+        return Declared(name, None if size is None else size - DIGEST_BYTES, trailing=True)
     if not _HEX.match(value):
         raise InvalidRequest(
-            f"{name}: {DIGEST_HEADER} must be the 64 hex digits of the body's SHA-256"
+            f"{name}: {DIGEST_HEADER} must be the 64 hex digits of the body's SHA-256, "
+            f"or {TRAILING!r}"
         )
-    return value.lower()
+    return Declared(name, size, sha256=value.lower())
 
 
 async def defer_continue(request: web.Request) -> None:
@@ -133,11 +168,58 @@ async def defer_continue(request: web.Request) -> None:
         raise web.HTTPExpectationFailed(text=f"Unknown Expect: {expect}")
 
 
-async def body_chunks(request: web.Request, kind: str = "upload") -> AsyncIterator[bytes]:
-    """The request's body as it arrives; a client waiting on `Expect: 100-continue` is told
-    to send it only now, when the first chunk is asked for (after every check). Bytes are
-    counted per route kind (`xce_file_received_bytes_total`: upload, output)."""
+def body_chunks(
+    request: web.Request, kind: str = "upload", file: Declared | None = None
+) -> AsyncIterator[bytes | memoryview]:
+    """The file's bytes as they arrive; a client waiting on `Expect: 100-continue` is told
+    to send the body only now, when the first chunk is asked for (after every check). Bytes
+    are counted per route kind (`xce_file_received_bytes_total`: upload, output). With a
+    `trailing` digest (`file`), the body's last 64 bytes are held back and, once the body
+    has ended, parsed into `file.sha256`."""
+    chunks = _arriving(request)
+    files = chunks if file is None or not file.trailing else _hold_back(chunks, file)
+    return _counted(files, kind)
+
+
+async def _counted(
+    chunks: AsyncIterator[bytes | memoryview], kind: str
+) -> AsyncIterator[bytes | memoryview]:
+    """`chunks`, their bytes counted: the file's, not a trailing digest's."""
     received = metrics.labelled(metrics.FILE_BYTES_RECEIVED, kind)
+    async for chunk in chunks:
+        received.inc(len(chunk))
+        yield chunk
+
+
+async def _hold_back(
+    chunks: AsyncIterator[bytes], file: Declared
+) -> AsyncIterator[bytes | memoryview]:
+    """`chunks` less their last `DIGEST_BYTES`, which become `file.sha256`. A chunk is
+    passed on as a view without its tail (no copy), the tail of the one before first."""
+    tail = b""
+    async for chunk in chunks:
+        if len(chunk) >= DIGEST_BYTES:
+            if tail:
+                yield tail
+            yield memoryview(chunk)[:-DIGEST_BYTES]
+            tail = chunk[-DIGEST_BYTES:]
+        else:
+            joined = tail + chunk
+            if len(joined) > DIGEST_BYTES:
+                yield joined[:-DIGEST_BYTES]
+            tail = joined[-DIGEST_BYTES:]
+    text = tail.decode("ascii", errors="replace")
+    if len(tail) < DIGEST_BYTES or not _HEX.match(text):
+        raise InvalidRequest(
+            f"{file.name}: the body ends without the {DIGEST_BYTES} hex digits of the file's "
+            f"SHA-256 ({DIGEST_HEADER}: {TRAILING}); nothing was kept"
+        )
+    file.sha256 = text.lower()
+
+
+async def _arriving(request: web.Request) -> AsyncIterator[bytes]:
+    """The request's body in the pieces the socket delivered (no copies), buffered up to
+    `BODY_BUFFER` ahead of the store."""
     if (
         not request.get(_CONTINUED)
         and request.version == HttpVersion11
@@ -146,6 +228,6 @@ async def body_chunks(request: web.Request, kind: str = "upload") -> AsyncIterat
         request[_CONTINUED] = True
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         request.writer.output_size = 0
-    async for chunk in request.content.iter_chunked(CHUNK):
-        received.inc(len(chunk))
+    request.content.set_read_chunk_size(BODY_BUFFER)
+    async for chunk in request.content.iter_any():
         yield chunk

@@ -8,7 +8,7 @@ from aiohttp import web
 from xce.api.filesend import not_modified, send_file
 from xce.api.http import GATEWAY, HA, SERVICE, TAILS, identity, json_response, query_int, read_body
 from xce.api.routes import Param, Route
-from xce.api.transfers import body_chunks, declared_digest, declared_length, gate
+from xce.api.transfers import body_chunks, declared, gate
 from xce.controller.requests import FinishReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.shareusage import ShareReport
@@ -130,8 +130,8 @@ async def store_output(request: web.Request) -> web.Response:
     service: ControllerService = request.app[SERVICE]
     job = _owned(request)
     rel = safe_relative_path(request.match_info["path"], "output path")
-    size = declared_length(request)
-    expect = declared_digest(request, rel)
+    file = declared(request, rel)
+    size = file.size
     if request.query.get("first") == "1":
         await service.files.clear_outputs(job.number, job.id)
         service.ship_files([(outputs_name(job.number, job.id), "drop")])
@@ -139,7 +139,13 @@ async def store_output(request: web.Request) -> web.Response:
     service.files.check_output_room(job.id, rel, size, owner)
     async with gate(request).slot(f"output {rel} of job {job.id}"):
         stored = await service.files.save_output(
-            job.number, job.id, rel, body_chunks(request, "output"), size, expect, owner
+            job.number,
+            job.id,
+            rel,
+            body_chunks(request, "output", file),
+            size,
+            file.expected if file.trailing else file.sha256,
+            owner,
         )
     # To the standbys (in sync mode before this answer, so before the finish report).
     await service.files_replicated(

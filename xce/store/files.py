@@ -48,7 +48,7 @@ from xce.core.errors import (
 )
 from xce.store import digests
 from xce.store.fileio import Handle, Threads
-from xce.store.incoming import Stored, receive
+from xce.store.incoming import Expected, Piece, Stored, receive
 from xce.store.job_bytes import INPUTS, Held, JobBytes, tree_held
 from xce.store.room import MB, DiskRoom, Promise, amount, free_bytes, sized
 
@@ -290,11 +290,11 @@ class FileStore:
 
     async def save_upload(
         self,
-        chunks: AsyncIterator[bytes],
+        chunks: AsyncIterator[Piece],
         owner: str | None = None,
         now: float | None = None,
         declared: int | None = None,
-        sha256: str | None = None,
+        sha256: Expected = None,
     ) -> StoredUpload:
         """Store an upload of `owner` (`declared`: its Content-Length, None if unknown;
         `sha256`: the digest its sender declared). One over a limit is refused (413) before
@@ -443,9 +443,9 @@ class FileStore:
         number: int,
         job_id: str,
         rel: str,
-        chunks: AsyncIterator[bytes],
+        chunks: AsyncIterator[Piece],
         declared: int | None = None,
-        sha256: str | None = None,
+        sha256: Expected = None,
         owner: str | None = None,
     ) -> Stored:
         """Store an output a worker returns (`declared`: its Content-Length; `sha256`: the

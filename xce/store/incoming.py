@@ -5,8 +5,9 @@ temporary file and fed to the SHA-256 in one of the store's threads (xce/store/f
 one pass over the bytes, no second read to hash them, and the event loop only moves bytes
 from the socket. Each chunk is counted as it arrives (`count`: the limits see the new
 total), so a body of unknown length stops at the first chunk past one; the temporary file is renamed
-into place only once the whole body is in and matches the digest its sender declared, so a
-refused, cut or corrupted body leaves nothing behind.
+into place only once the whole body is in and matches the digest its sender declared (before
+the body, or after it: `expect` is then asked once the chunks have ended), so a refused, cut
+or corrupted body leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 from xce.core.errors import DigestMismatch, Unavailable
 from xce.store import digests
@@ -36,7 +38,13 @@ class Stored:
     sha256: str
 
 
-def _write_batch(fd: int, digest: hashlib._Hash, pieces: list[bytes]) -> None:
+Piece: TypeAlias = bytes | memoryview
+# The digest the sender declared: known before the body (str), or only after it (asked once
+# the chunks have ended: a digest that trails the body), or none.
+Expected: TypeAlias = str | Callable[[], str | None] | None
+
+
+def _write_batch(fd: int, digest: hashlib._Hash, pieces: list[Piece]) -> None:
     for piece in pieces:
         digest.update(piece)
         view = memoryview(piece)
@@ -48,16 +56,17 @@ async def receive(
     threads: Threads,
     root: Path,
     target: Path,
-    chunks: AsyncIterator[bytes],
+    chunks: AsyncIterator[Piece],
     count: Callable[[int, int], None],
     name: str,
-    expect: str | None = None,
+    expect: Expected = None,
 ) -> Stored:
     """Store `chunks` at `target` (its parent exists) and record its digest.
 
     `count(total, chunk)` is called for each chunk with the bytes so far and the chunk's
-    size, and raises to refuse the body. `expect` is the hex SHA-256 the sender declared:
-    a body that differs is refused (`DigestMismatch`, naming `name`) and nothing is kept."""
+    size, and raises to refuse the body. `expect` is the hex SHA-256 the sender declared
+    (or a function that says it once the body has ended): a body that differs is refused
+    (`DigestMismatch`, naming `name`) and nothing is kept."""
     tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.part"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -70,7 +79,7 @@ async def receive(
     size = 0
     writing: asyncio.Future[None] | None = None  # the batch a store thread has in hand
     try:
-        pieces: list[bytes] = []
+        pieces: list[Piece] = []
         held = 0
         async for chunk in chunks:
             if not chunk:
@@ -91,9 +100,10 @@ async def receive(
         if pieces:
             await out.call(_write_batch, digest, pieces)
         got = digest.hexdigest()
-        if expect is not None and got != expect:
+        want = expect() if callable(expect) else expect
+        if want is not None and got != want:
             raise DigestMismatch(
-                f"{name}: the body's SHA-256 is {got}, not {expect} as its sender declared "
+                f"{name}: the body's SHA-256 is {got}, not {want} as its sender declared "
                 "(X-XCE-SHA256): the file was damaged on the way, and nothing was kept"
             )
         if target.is_dir() and not target.is_symlink():
