@@ -114,19 +114,20 @@ async def _serve_file(request: web.Request) -> web.StreamResponse:
 
 async def _take_upload(request: web.Request) -> web.Response:
     b = request.app[BEHAVIOUR]
-    digest = hashlib.sha256()
-    size = 0
+    body = bytearray()
     pieces = 0
     async for chunk in request.content.iter_chunked(64 << 10 if b.read_pause_s else 1 << 20):
-        digest.update(chunk)
-        size += len(chunk)
+        body += chunk
         pieces += 1
         await asyncio.sleep(b.read_pause_s)
+    file, trailer = _split(request.headers.get("X-XCE-SHA256"), bytes(body))
+    digest = hashlib.sha256(file)
     b.uploads.append(
         {
             "headers": dict(request.headers),
-            "size": size,
+            "size": len(file),
             "sha256": digest.hexdigest(),
+            "trailer": trailer,
             "pieces": pieces,
         }
     )
@@ -134,6 +135,13 @@ async def _take_upload(request: web.Request) -> web.Response:
         status, body, headers = b.upload_answers.pop(0)
         return web.json_response(body, status=status, headers=headers)
     return web.json_response({"upload_id": "u1", "sha256": digest.hexdigest()}, status=201)
+
+
+def _split(header: str | None, body: bytes) -> tuple[bytes, str | None]:
+    """(the file, the digest that trailed it) of a body, as the controller reads it."""
+    if header == "trailing":
+        return body[:-64], body[-64:].decode()
+    return body, None
 
 
 # The servers' receive buffers: small, as on a link whose pace is the receiver's (loopback
@@ -264,8 +272,9 @@ async def test_send_file_streams_with_its_digest_and_length(
     assert upload_id == "u1"
     (seen,) = b.uploads
     assert seen["sha256"] == DIGEST and seen["size"] == len(DATA)
-    assert seen["headers"]["X-XCE-SHA256"] == DIGEST
-    assert seen["headers"]["Content-Length"] == str(len(DATA))
+    # One pass over the file: its digest follows it, counted in the body's length.
+    assert seen["headers"]["X-XCE-SHA256"] == "trailing" and seen["trailer"] == DIGEST
+    assert seen["headers"]["Content-Length"] == str(len(DATA) + 64)
 
 
 async def test_send_file_final_busy_and_digest_answers(
@@ -318,16 +327,23 @@ class _UploadServer:
 
             def do_POST(self) -> None:
                 length = int(self.headers["Content-Length"])
-                digest, left = hashlib.sha256(), length
+                body, left = bytearray(), length
                 piece = 64 << 10 if outer.read_pause_s else 1 << 20
                 while left:
                     chunk = self.rfile.read(min(left, piece))
                     if not chunk:
                         break
-                    digest.update(chunk)
+                    body += chunk
                     left -= len(chunk)
                     time.sleep(outer.read_pause_s)
-                outer.seen.append({"headers": dict(self.headers), "sha256": digest.hexdigest()})
+                file, trailer = _split(self.headers.get("X-XCE-SHA256"), bytes(body))
+                outer.seen.append(
+                    {
+                        "headers": dict(self.headers),
+                        "sha256": hashlib.sha256(file).hexdigest(),
+                        "trailer": trailer,
+                    }
+                )
                 status, body, headers = (
                     outer.answers.pop(0) if outer.answers else (201, {"upload_id": "u7"}, {})
                 )
@@ -360,7 +376,7 @@ def upload_server() -> Iterator[_UploadServer]:
         s.httpd.server_close()
 
 
-def test_light_upload_hashes_first_streams_and_retries_bounded(
+def test_light_upload_hashes_as_it_streams_and_retries_bounded(
     upload_server: _UploadServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "in.bin"
@@ -373,8 +389,9 @@ def test_light_upload_hashes_first_streams_and_retries_bounded(
         upload_id = client.upload(path, lambda n, _: moved.append(n), lambda n, _: hashed.append(n))
         assert upload_id == "u7"
         assert [s["sha256"] for s in upload_server.seen] == [DIGEST, DIGEST]
-        assert upload_server.seen[1]["headers"]["X-XCE-SHA256"] == DIGEST
-        assert hashed[-1] == len(DATA) and moved[-1] == len(DATA)
+        assert [s["trailer"] for s in upload_server.seen] == [DIGEST, DIGEST]
+        assert upload_server.seen[1]["headers"]["X-XCE-SHA256"] == "trailing"
+        assert not hashed and moved[-1] == len(DATA)  # hashed as sent: no first pass
         quota = {"error": {"code": "quota_exceeded", "message": "over your upload quota"}}
         upload_server.answers = [(413, quota, {})]
         with pytest.raises(ApiError, match="upload quota"):
@@ -439,3 +456,46 @@ async def test_a_file_sink_takes_its_name_only_when_kept(tmp_path: Path) -> None
     await sink.write(DATA)
     sink.keep()
     assert target.read_bytes() == DATA and not sink.part.exists()
+
+
+# A controller from before `X-XCE-SHA256: trailing` refuses the value before it reads the
+# body, with this message (its check of the header as it was).
+OLD_REFUSAL = {
+    "error": {
+        "code": "invalid_request",
+        "message": "upload: X-XCE-SHA256 must be the 64 hex digits of the body's SHA-256",
+    }
+}
+
+
+async def test_send_file_hashes_first_for_a_controller_before_trailing_digests(
+    server: tuple[str, Behaviour], tmp_path: Path
+) -> None:
+    url, b = server
+    path = tmp_path / "in.bin"
+    path.write_bytes(DATA)
+    b.upload_answers = [(400, OLD_REFUSAL, {})]
+    async with XceClient([url], transfer=fast(attempts=1)) as client:
+        assert await client.upload(path) == "u1"  # the refusal was not a try
+        assert await client.upload(path) == "u1"
+    first, second, third = b.uploads
+    assert first["headers"]["X-XCE-SHA256"] == "trailing"
+    # Then the digest before the body, and the file alone: for this client from now on.
+    for seen in (second, third):
+        assert seen["headers"]["X-XCE-SHA256"] == DIGEST and seen["sha256"] == DIGEST
+        assert seen["headers"]["Content-Length"] == str(len(DATA))
+
+
+def test_light_upload_hashes_first_for_a_controller_before_trailing_digests(
+    upload_server: _UploadServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "in.bin"
+    path.write_bytes(DATA)
+    upload_server.answers = [(400, OLD_REFUSAL, {})]
+    hashed: list[int] = []
+    with LightClient([upload_server.url], transfer=fast(attempts=1)) as client:
+        assert client.upload(path, hashing=lambda n, _: hashed.append(n)) == "u7"
+    first, second = upload_server.seen
+    assert first["headers"]["X-XCE-SHA256"] == "trailing"
+    assert second["headers"]["X-XCE-SHA256"] == DIGEST and second["sha256"] == DIGEST
+    assert second["trailer"] is None and hashed[-1] == len(DATA)

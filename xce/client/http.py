@@ -35,9 +35,11 @@ from xce.client.sse import StreamEvent, read_events
 from xce.client.transfer import (
     CHUNK_BYTES,
     DEFAULT_IDLE_TIMEOUT_S,
+    DIGEST_BYTES,
     DIGEST_HEADER,
     DRAIN_POLL_S,
     SEND_PIECE,
+    TRAILING,
     Progress,
     TransferPolicy,
     broken,
@@ -47,6 +49,7 @@ from xce.client.transfer import (
     hash_fd,
     is_final,
     mismatch,
+    refuses_trailing,
     retry_after,
     stalled,
     unsent_bytes,
@@ -192,6 +195,8 @@ class XceClient:
         # poll never waits for a pool slot behind a long upload or download.
         self._bulk_session: aiohttp.ClientSession | None = None
         self._slots = asyncio.Semaphore(self.transfer.concurrent)
+        # A controller refused `X-XCE-SHA256: trailing` (it predates it): hash files first.
+        self._digest_first = False
 
     async def __aenter__(self) -> XceClient:
         return self
@@ -512,17 +517,19 @@ class XceClient:
         progress: Progress | None = None,
         unreachable_ends: bool = False,
     ) -> Any:
-        """Send the first `size` bytes behind `fd` as the body of `method path`: hashed in a
-        first pass (X-XCE-SHA256 goes before the body), then streamed with pread in chunks
-        (the descriptor's offset is left alone). Retried from byte 0 on a broken
-        connection, a stall, a server error, a busy answer or a refused digest (hashed
-        again: the file may have changed), at most `transfer.attempts` times; a final
-        answer (413 too_large, ...) is raised at once. Returns the parsed answer. A file
-        that cannot be read (or shrank) raises OSError. `unreachable_ends`: when no
-        controller answers at all, raise ApiError(0, "unreachable") at once instead of
-        trying again (a caller with its own schedule, the worker's report loop)."""
+        """Send the first `size` bytes behind `fd` as the body of `method path`, streamed
+        with pread in chunks (the descriptor's offset is left alone) and hashed as they are
+        read: one pass over the file, its SHA-256 sent after it (`X-XCE-SHA256: trailing`;
+        against a controller that predates that form, hashed in a first pass and declared
+        before the body). Retried from byte 0 on a broken connection, a stall, a server
+        error, a busy answer or a refused digest (the file may have changed), at most
+        `transfer.attempts` times; a final answer (413 too_large, ...) is raised at once.
+        Returns the parsed answer. A file that cannot be read (or shrank) raises OSError.
+        `unreachable_ends`: when no controller answers at all, raise ApiError(0,
+        "unreachable") at once instead of trying again (a caller with its own schedule, the
+        worker's report loop)."""
         policy = self.transfer
-        digest = await asyncio.to_thread(hash_fd, fd, size)
+        digest = await asyncio.to_thread(hash_fd, fd, size) if self._digest_first else None
         tries = 0
         while True:
             wait = policy.wait_s(tries + 1)
@@ -538,9 +545,13 @@ class XceClient:
                 problem = broken(what, moved[0], size, self._peer(), exc.message)
                 wait = exc.wait_s
             except ApiError as exc:
+                if digest is None and refuses_trailing(exc):
+                    self._digest_first = True  # an older controller: not a try
+                    digest = await asyncio.to_thread(hash_fd, fd, size)
+                    continue
                 if is_final(exc) or (unreachable_ends and exc.code == "unreachable"):
                     raise
-                if exc.code == "digest_mismatch":
+                if exc.code == "digest_mismatch" and digest is not None:
                     digest = await asyncio.to_thread(hash_fd, fd, size)
                 problem = broken(what, moved[0], size, self._peer(), exc.message)
             except TimeoutError:
@@ -559,22 +570,23 @@ class XceClient:
         path: str,
         fd: int,
         size: int,
-        digest: str,
+        digest: str | None,
         params: dict[str, str] | None,
         moved: list[int],
         progress: Progress | None,
     ) -> Any:
-        """One try of `send_file`."""
+        """One try of `send_file`; `digest` None: the file's SHA-256 trails it."""
         loop = asyncio.get_running_loop()
         idle = self.transfer.idle_timeout_s
         async with asyncio.timeout(idle) as deadline:
 
             async def body() -> AsyncIterator[bytes]:
                 offset = 0
+                hasher = hashlib.sha256()
                 while offset < size:
                     try:
                         chunk = await asyncio.to_thread(
-                            os.pread, fd, min(CHUNK_BYTES, size - offset), offset
+                            _read_hashed, fd, min(CHUNK_BYTES, size - offset), offset, hasher
                         )
                     except OSError as exc:
                         raise _SourceError(exc) from None
@@ -591,6 +603,8 @@ class XceClient:
                         deadline.reschedule(loop.time() + idle)
                         if progress is not None:
                             progress(offset, size)
+                if digest is None:
+                    yield hasher.hexdigest().encode()  # the file as read is what is declared
                 # Every byte is handed over, not yet carried: a slow link may take longer
                 # than the idle timeout to empty the kernel's buffer. That is progress as
                 # long as the peer acknowledges more; the answer is waited for after it.
@@ -612,8 +626,8 @@ class XceClient:
 
             headers = {
                 "Content-Type": "application/octet-stream",
-                "Content-Length": str(size),
-                DIGEST_HEADER: digest,
+                "Content-Length": str(size if digest else size + DIGEST_BYTES),
+                DIGEST_HEADER: digest or TRAILING,
             }
             noting = _UPLOAD_SOCKETS.set(sockets)  # the connectors append to it
             try:
@@ -858,6 +872,15 @@ class XceClient:
             except (aiohttp.ClientError, TimeoutError) as exc:
                 raise ApiError(0, "stream_lost", f"event stream lost: {exc}") from None
         raise ApiError(0, "stream_lost", "the controller closed the event stream")
+
+
+def _read_hashed(fd: int, n: int, offset: int, hasher: Any) -> bytes:
+    """Up to `n` bytes of `fd` at `offset`, fed to `hasher` in the same thread (hashlib lets
+    go of the GIL for large buffers): the read and the hash of a chunk are one step off the
+    event loop."""
+    chunk = os.pread(fd, n, offset)
+    hasher.update(chunk)
+    return chunk
 
 
 async def _noting(body: AsyncIterator[bytes], failure: list[_SourceError]) -> AsyncIterator[bytes]:

@@ -35,15 +35,18 @@ from xce.client.errors import (
 from xce.client.transfer import (
     CHUNK_BYTES,
     DEFAULT_IDLE_TIMEOUT_S,
+    DIGEST_BYTES,
     DIGEST_HEADER,
     DRAIN_POLL_S,
     SEND_PIECE,
+    TRAILING,
     Progress,
     TransferPolicy,
     broken,
     gave_up,
     hash_fd,
     is_final,
+    refuses_trailing,
     retry_after,
     stalled,
     unsent_bytes,
@@ -80,6 +83,8 @@ class LightClient:
             idle_timeout_s=transfer_idle_timeout_s, connect_timeout_s=timeout
         )
         self._current = 0
+        # A controller refused `X-XCE-SHA256: trailing` (it predates it): hash files first.
+        self._digest_first = False
         self._conn: http.client.HTTPConnection | None = None
         self._conn_index = -1
 
@@ -234,12 +239,14 @@ class LightClient:
     ) -> str:
         """Stage `path` as an input (`POST /api/v1/uploads`) and return the upload id.
 
-        The file is hashed first (`hashing` sees that pass: X-XCE-SHA256 must go before the
-        body), then streamed from the descriptor (`progress` sees the bytes sent). A broken
+        The file is streamed from the descriptor and hashed as it is read (`progress` sees
+        the bytes sent); its SHA-256 follows it (`X-XCE-SHA256: trailing`). A controller
+        that predates that form refuses it before the body: the file is then hashed first
+        (`hashing` sees that pass) and the digest goes before the body. A broken
         connection, a stall (no progress for the idle timeout), a server error, a busy
-        answer (after its Retry-After) or a refused digest (hashed again) is tried again
-        from byte 0, at most `transfer.attempts` times with doubling waits; a final answer
-        (413 too_large, quota_exceeded...) is raised at once."""
+        answer (after its Retry-After) or a refused digest is tried again from byte 0, at
+        most `transfer.attempts` times with doubling waits; a final answer (413 too_large,
+        quota_exceeded...) is raised at once."""
         with path.open("rb") as f:
             fd = f.fileno()
             size = os.fstat(fd).st_size
@@ -259,17 +266,17 @@ class LightClient:
         hashing: Progress | None,
     ) -> Any:
         policy = self.transfer
-        digest = hash_fd(fd, size, hashing)
+        digest = hash_fd(fd, size, hashing) if self._digest_first else None
         self.close()  # a fresh connection: a kept-alive one may have been closed meanwhile
         tries = 0
         while True:
             index = self._current
             peer = self.controllers[index]
-            body = _FileBody(fd, size, progress)
+            body = _FileBody(fd, size, progress, trailing=digest is None)
             headers = {
                 "Content-Type": "application/octet-stream",
-                "Content-Length": str(size),
-                DIGEST_HEADER: digest,
+                "Content-Length": str(size if digest else size + DIGEST_BYTES),
+                DIGEST_HEADER: digest or TRAILING,
             }
             if self.token:
                 headers["Authorization"] = f"Bearer {self.token}"
@@ -306,12 +313,16 @@ class LightClient:
                     try:
                         return _decode(resp, data)
                     except ApiError as exc:
+                        if digest is None and refuses_trailing(exc):
+                            self._digest_first = True  # an older controller: not a try
+                            digest = hash_fd(fd, size, hashing)
+                            continue
                         if is_final(exc):
                             raise
                         if exc.code == "busy":
                             after = resp.getheader("Retry-After")
                             wait = retry_after(after, policy.max_busy_wait_s)
-                        elif exc.code == "digest_mismatch":
+                        elif exc.code == "digest_mismatch" and digest is not None:
                             digest = hash_fd(fd, size)  # the file may have changed meanwhile
                         problem = broken(what, body.sent, size, peer, exc.message)
             tries += 1
@@ -353,22 +364,36 @@ def _wait_carried(sock: Any, idle_s: float) -> None:
 
 class _FileBody:
     """A file as http.client streams it (`read` in blocksize pieces; `seek(0)` before each
-    try): pread from the descriptor, never past `size`, counting what was handed over."""
+    try): pread from the descriptor, never past `size`, counting what was handed over.
+    `trailing`: the pieces are hashed as they are read and the 64 hex digits of the
+    file's SHA-256 follow its last byte (`X-XCE-SHA256: trailing`)."""
 
-    def __init__(self, fd: int, size: int, progress: Progress | None) -> None:
-        self.fd, self.size, self.progress = fd, size, progress
+    def __init__(
+        self, fd: int, size: int, progress: Progress | None, trailing: bool = False
+    ) -> None:
+        self.fd, self.size, self.progress, self.trailing = fd, size, progress, trailing
         self.sent = 0
         self.error: OSError | None = None  # reading the file failed: final, not a retry
+        self.hasher: Any = None
+        self.ended = False  # the digest is handed over
+        self.seek(0)
 
     def seek(self, offset: int) -> int:
-        self.sent = offset
+        import hashlib  # here: every one-shot command loads this module, few of them send
+
+        if offset != 0:
+            raise OSError("a file body is sent again from its start only")
+        self.sent, self.hasher, self.ended = 0, hashlib.sha256(), False
         return offset
 
     def read(self, n: int = CHUNK_BYTES) -> bytes:
         # at most SEND_PIECE: each sendall must finish within the idle timeout
         want = min(n if n > 0 else SEND_PIECE, SEND_PIECE, self.size - self.sent)
         if want <= 0:
-            return b""
+            if not self.trailing or self.ended:
+                return b""
+            self.ended = True
+            return self.hasher.hexdigest().encode()
         try:
             chunk = os.pread(self.fd, want, self.sent)
             if not chunk:
@@ -376,6 +401,8 @@ class _FileBody:
         except OSError as exc:
             self.error = exc
             raise
+        if self.trailing:
+            self.hasher.update(chunk)
         self.sent += len(chunk)
         if self.progress is not None:
             self.progress(self.sent, self.size)

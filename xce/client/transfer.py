@@ -37,8 +37,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from xce.client.errors import ApiError
+from xce.protocol.files import DIGEST_BYTES as DIGEST_BYTES
+from xce.protocol.files import DIGEST_HEADER as DIGEST_HEADER
+from xce.protocol.files import TRAILING as TRAILING
 
-DIGEST_HEADER = "X-XCE-SHA256"
 # One read, write or hash step. Big enough that a 4 GiB file is a few thousand steps, small
 # enough that a handful in flight (socket buffers, the worker's write queue) stays a few MiB.
 CHUNK_BYTES = 1 << 20
@@ -144,6 +146,19 @@ def is_final(exc: ApiError) -> bool:
     if exc.code == "digest_mismatch":
         return False
     return 400 <= exc.status < 500 and exc.status not in (408, 429)
+
+
+def refuses_trailing(exc: ApiError) -> bool:
+    """Whether a controller from before the trailing digest refused it: it answers 400 to
+    `X-XCE-SHA256: trailing` before it reads the body, with a message that names the
+    header and not the trailing form (a newer controller's refusals name it). The sender
+    then hashes first and declares the digest before the body, as it did before."""
+    message = exc.message
+    return (
+        exc.status == 400
+        and f"{DIGEST_HEADER} must be the 64 hex digits" in message
+        and TRAILING not in message
+    )
 
 
 def hash_fd(fd: int, size: int, progress: Progress | None = None) -> str:
