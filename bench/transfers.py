@@ -9,12 +9,14 @@ a file and measures, on loopback:
 * the baseline: `curl -T` (PUT) to, and `curl -o` from, an aiohttp server in its own
   process (static GET with sendfile; PUT written in 1 MiB pieces): the pace of HTTP with
   nothing else to do;
-* XCE: `xce job submit --stage-in` (the CLI hashes the file, then streams it; the submit
+* XCE: `xce job submit --stage-in` (the CLI streams the file, hashing it as it goes; the submit
   itself is in the time), the worker's fetch of that input (from the job's dispatch to its
   first line, less the same for a job without an input), the worker's return of the file
-  as another job's output (that job copies it in locally; from its last line to its finish
-  report, which waits for the outputs) and `xce job output --file` of that output to a
-  file (a CLI process: Python's start-up is in the time).
+  as another job's output (that job copies it in locally and syncs it, as the curl PUT's
+  source is on disk; from its last line to its finish report, which waits for the outputs;
+  the controller's CPU from the moment that line is written, not during the job's copy) and
+  `xce job output --file` of that output to a file (a CLI process: Python's start-up is in
+  the time).
 
 Each XCE transfer is paired with the curl transfer of the same direction (upload and
 output return with the PUT, worker fetch and CLI download with the GET); the ratio is XCE's
@@ -53,6 +55,7 @@ WORKER_TOKEN = TokenService.open(KEYS, "xce", "xce-api", 12 * 3600.0, 86400.0).i
 )[0]
 MIB = 1 << 20
 GOAL = 1.5  # XCE / curl at 1 GiB and above
+MARK = "returning"  # the output job writes it when its copy is done
 
 
 # --- processes and their memory -------------------------------------------------------------
@@ -202,12 +205,18 @@ cgroup = "none"
         )
 
     @staticmethod
-    def _wait(check: Any, timeout: float = 900) -> None:
+    def _wait(check: Any, timeout: float = 900, every: float = 0.02) -> None:
         deadline = time.monotonic() + timeout
         while not check():
             if time.monotonic() > deadline:
                 raise RuntimeError("timed out")
-            time.sleep(0.02)
+            time.sleep(every)
+
+    def returning(self) -> None:
+        """Wait for the output job's mark: its copy is done, its return begins."""
+        mark = self.root / MARK
+        self._wait(mark.exists, every=0.005)
+        mark.unlink()
 
     def cli(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "xce", *args[:2], "--controller", self.ctl.url, *args[2:]]
@@ -223,8 +232,11 @@ cgroup = "none"
         if source is not None:
             args += ["--stage-in", f"{source}:in.bin"]
         if returned is not None:
+            # The copy is on disk before the clock starts (as the curl PUT's source is),
+            # and the bench is told when the return begins (MARK: its CPU window).
             args += ["--stage-out", "out.bin"]
-            command = ["sh", "-c", f"cp {returned} out.bin && date +%s.%N"]
+            line = f"cp {returned} out.bin && sync out.bin && date +%s.%N"
+            command = ["sh", "-c", f"{line} && touch {MARK}"]
         out = self.root / "submit.json"
         with out.open("wb") as f:
             # from the bench's own directory: a job without inputs runs where it was
@@ -238,8 +250,10 @@ cgroup = "none"
         return dict(self.ctl.get(f"/api/v1/jobs/{job_id}"))
 
     def finish(self, job_id: str) -> tuple[float, float]:
-        """(fetch, return) seconds of a job: dispatch -> its line, its line -> end."""
-        self._wait(lambda: self.job(job_id)["state"] in ("DONE", "EXIT"))
+        """(fetch, return) seconds of a job: dispatch -> its line, its line -> end. The
+        times are the job's own; the state is polled slowly, not to load the controller
+        whose CPU is measured meanwhile."""
+        self._wait(lambda: self.job(job_id)["state"] in ("DONE", "EXIT"), every=0.25)
         job = self.job(job_id)
         if job["state"] != "DONE" or job.get("output_problems"):
             raise RuntimeError(f"job {job_id}: {job}")
@@ -329,6 +343,7 @@ def measure(root: Path, size: int, runs: int, cluster: Cluster, static: StaticSe
             fetch, _ = cluster.finish(job_id)
             figures.add("worker fetch", fetch, peak_kib(wpid), peak_kib(cpid), cpu_s(cpid) - used)
             job_id, _, _ = cluster.submit(returned=source)
+            cluster.returning()  # the job's own copy is not the controller's work
             reset_peak(cpid)
             reset_peak(wpid)
             used = cpu_s(cpid)
