@@ -13,6 +13,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import subprocess
 import threading
 import types
 from pathlib import Path
@@ -203,3 +204,66 @@ async def test_a_held_copy_taken_away_while_the_controller_is_asked_is_fetched_a
     finally:
         os.close(second)
     assert controller.asked == [None, DIGEST]
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Any:
+    """A real 16 MiB file system (tmpfs) for the cache, so that its free space is what the
+    test makes it; skipped where a tmpfs cannot be mounted."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    where = tmp_path / "fs"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "xce-cache-test", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _ballast(path: Path, mib: float) -> None:
+    """Another writer's file on the same file system (not the cache's)."""
+    path.write_bytes(b"\0" * int(mib * (1 << 20)))
+
+
+async def test_the_oldest_copies_go_when_the_spool_is_short_of_free_space(
+    small_fs: Path,
+) -> None:
+    """16 MiB, of which the cache leaves 10% (1.6 MiB) free. Two 6 MiB inputs fit; then
+    another writer leaves 1 MiB free, under the reserve: the next copy that arrives makes
+    the cache drop its least recently used entry (the first input) until the reserve is
+    free again. The dropped input is fetched whole again by its next task, the others are
+    still confirmed with a 304."""
+    mib = 1 << 20
+    cache = InputCache(small_fs / "cache")
+    cache.reset()
+    first, second, third = (
+        Controller(os.urandom(6 * mib)),
+        Controller(os.urandom(6 * mib)),
+        Controller(os.urandom(mib // 2)),
+    )
+    for key, controller in (((1, "a"), first), ((2, "b"), second)):
+        os.close(await cache.open_shared(key, controller.fetch))
+    assert cache.has_room()
+    _ballast(small_fs / "other-writer", 3)  # 16 - 12 - 3: 1 MiB free, under the reserve
+    assert not cache.has_room()
+    assert _read(await cache.open_shared((3, "c"), third.fetch)) == third.data
+    held = sorted(p.name for p in cache.root.iterdir())
+    digests = [hashlib.sha256(c.data).hexdigest() for c in (second, third)]
+    assert held == sorted(digests)  # the first input's copy went, the newer ones stay
+    assert cache.has_room()
+    # The dropped input is fetched again, whole; a kept one is confirmed, not sent again.
+    again = await cache.open_shared((1, "a"), first.fetch)
+    try:
+        assert os.pread(again, 7 * mib, 0) == first.data
+    finally:
+        os.close(again)
+    assert first.asked == [None, None] and first.sent == 2 * len(first.data)
+    os.close(await cache.open_shared((3, "c"), third.fetch))
+    assert third.asked == [None, hashlib.sha256(third.data).hexdigest()]
