@@ -8,6 +8,9 @@ a standby and the new primary takes the file from it.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 import tomllib
 import urllib.parse
 from collections.abc import Iterator
@@ -126,3 +129,40 @@ def test_after_a_failover_jobs_keep_inputs_outputs_users_and_audit(ha: FilesClus
     ha.wait_for(back, 20, "the file taken back from candidate 0")
     assert ha.download(done, "stdout") == b"said\n"
     assert ha.get(f"/api/v1/jobs/{done}/tail?stream=stdout")["data"] == "said\n"
+
+
+def _input_metric(ha: FilesCluster, name: str) -> float:
+    text = ha.get("/metrics").decode()
+    found = re.search(rf'^{name}_total{{kind="input"}} (\S+)$', text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_a_new_primary_confirms_a_cached_array_input_with_a_304(ha: FilesCluster) -> None:
+    """An array's first task fetches its input from the primary and the worker keeps the
+    copy; the primary is killed with SIGKILL; the second task starts under the standby that
+    took over, which must recognise the copy (the digest it holds for the replicated
+    file) and answer 304: the input does not cross again, and the task reads all of it."""
+    data = os.urandom(1 << 20)
+    upload = ha.request("POST", "/api/v1/uploads", raw=data)["upload_id"]
+    gate = ha.root / "gate"
+    array = ha.submit(
+        command=f"while [ ! -e {gate} ]; do sleep 0.1; done; sha256sum in.bin",
+        inputs={"in.bin": upload},
+        array="1-2%1",  # one at a time: the second starts after the failover
+    )
+    ha.wait_state(f"{array}[1]", "RUN", timeout=60)
+    cache = ha.root / "w1" / "input-cache"
+    digest = hashlib.sha256(data).hexdigest()
+    ha.wait_for(lambda: [p.name for p in cache.iterdir()] == [digest], 30, "the cached copy")
+
+    ha.kill_candidate(0)
+    assert ha.wait_primary(TAKEOVER_BOUND_S, other_than=0) == 1
+    assert _input_metric(ha, "xce_file_not_modified") == 0  # a new process: counts from 0
+    gate.touch()
+    for index in (1, 2):
+        task = f"{array}[{index}]"
+        job = ha.wait_state(task, "DONE", "EXIT", timeout=60)
+        assert job["state"] == "DONE", (job, ha.log_text())
+        assert ha.download(task, "stdout").split()[0].decode() == digest
+    assert _input_metric(ha, "xce_file_not_modified") == 1
+    assert _input_metric(ha, "xce_file_sent_bytes") == 0
