@@ -499,3 +499,36 @@ def test_light_upload_hashes_first_for_a_controller_before_trailing_digests(
     assert first["headers"]["X-XCE-SHA256"] == "trailing"
     assert second["headers"]["X-XCE-SHA256"] == DIGEST and second["sha256"] == DIGEST
     assert second["trailer"] is None and hashed[-1] == len(DATA)
+
+
+async def test_a_file_that_shrinks_while_sent_is_an_error_not_a_retry(
+    server: tuple[str, Behaviour], tmp_path: Path
+) -> None:
+    """The body is read ahead while earlier pieces go out: a file shorter than the size
+    the sender took is raised as OSError (the file, not the link) and never sent again."""
+    url, b = server
+    path = tmp_path / "in.bin"
+    path.write_bytes(DATA)
+    with path.open("rb") as f:
+        async with XceClient([url], transfer=fast()) as client:
+            with pytest.raises(OSError, match="shrank"):
+                await client.send_file(
+                    "POST", "/api/v1/uploads", f.fileno(), len(DATA) + 10, what="in.bin"
+                )
+    assert b.uploads == []  # the body was not taken
+
+
+def test_a_file_that_shrinks_while_the_light_client_sends_it_is_an_error(
+    upload_server: _UploadServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "in.bin"
+    path.write_bytes(DATA)
+    with (
+        path.open("rb") as f,
+        LightClient([upload_server.url], transfer=fast()) as light,
+        pytest.raises(OSError, match="shrank"),
+    ):
+        light._send_file(
+            "POST", "/api/v1/uploads", f.fileno(), len(DATA) + 10, "in.bin", None, None
+        )
+    assert len(upload_server.seen) <= 1  # one try at most: the file, not the link, failed

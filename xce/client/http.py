@@ -580,29 +580,43 @@ class XceClient:
         idle = self.transfer.idle_timeout_s
         async with asyncio.timeout(idle) as deadline:
 
-            async def body() -> AsyncIterator[bytes]:
+            async def body() -> AsyncIterator[bytes | memoryview]:
                 offset = 0
                 hasher = hashlib.sha256()
-                while offset < size:
-                    try:
-                        chunk = await asyncio.to_thread(
-                            _read_hashed, fd, min(CHUNK_BYTES, size - offset), offset, hasher
-                        )
-                    except OSError as exc:
-                        raise _SourceError(exc) from None
-                    if not chunk:
-                        shrank = OSError(f"the file shrank to {offset} bytes while it was sent")
-                        raise _SourceError(shrank)
-                    # Handed over in pieces: each is back here once aiohttp wrote it and
-                    # the socket drained, so the idle clock sees a slow link move.
-                    for start in range(0, len(chunk), SEND_PIECE):
-                        piece = chunk[start : start + SEND_PIECE]
-                        yield piece
-                        offset += len(piece)
-                        moved[0] = offset
-                        deadline.reschedule(loop.time() + idle)
-                        if progress is not None:
-                            progress(offset, size)
+
+                def reading(at: int) -> asyncio.Future[bytes]:
+                    # The next chunk is read and hashed in a thread while this one is sent.
+                    n = min(CHUNK_BYTES, size - at)
+                    return asyncio.ensure_future(asyncio.to_thread(_read_hashed, fd, n, at, hasher))
+
+                ahead = reading(0) if size else None
+                try:
+                    while ahead is not None:
+                        try:
+                            chunk = await ahead
+                        except OSError as exc:
+                            raise _SourceError(exc) from None
+                        ahead = None
+                        if not chunk:
+                            shrank = OSError(f"the file shrank to {offset} bytes while it was sent")
+                            raise _SourceError(shrank)
+                        if offset + len(chunk) < size:
+                            ahead = reading(offset + len(chunk))
+                        # Handed over in pieces (views, not copies): each is back here once
+                        # aiohttp wrote it and the socket drained, so the idle clock sees a
+                        # slow link move.
+                        view = memoryview(chunk)
+                        for start in range(0, len(chunk), SEND_PIECE):
+                            piece = view[start : start + SEND_PIECE]
+                            yield piece
+                            offset += len(piece)
+                            moved[0] = offset
+                            deadline.reschedule(loop.time() + idle)
+                            if progress is not None:
+                                progress(offset, size)
+                finally:
+                    if ahead is not None:  # a try cut short: its read ends on its own
+                        ahead.cancel()
                 if digest is None:
                     yield hasher.hexdigest().encode()  # the file as read is what is declared
                 # Every byte is handed over, not yet carried: a slow link may take longer
@@ -620,7 +634,7 @@ class XceClient:
             failure: list[_SourceError] = []
             sockets: list[Any] = []
 
-            def fresh() -> AsyncIterator[bytes]:
+            def fresh() -> AsyncIterator[bytes | memoryview]:
                 moved[0] = 0
                 return _noting(body(), failure)
 
@@ -883,7 +897,9 @@ def _read_hashed(fd: int, n: int, offset: int, hasher: Any) -> bytes:
     return chunk
 
 
-async def _noting(body: AsyncIterator[bytes], failure: list[_SourceError]) -> AsyncIterator[bytes]:
+async def _noting(
+    body: AsyncIterator[bytes | memoryview], failure: list[_SourceError]
+) -> AsyncIterator[bytes | memoryview]:
     """`body`, noting a `_SourceError` before aiohttp wraps it in a connection error."""
     try:
         async for chunk in body:

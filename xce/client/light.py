@@ -362,11 +362,26 @@ def _wait_carried(sock: Any, idle_s: float) -> None:
         left = now
 
 
+_hashing_thread: Any = None  # one thread hashes the blocks of uploads as they are sent
+
+
+def _hashing() -> Any:
+    global _hashing_thread
+    if _hashing_thread is None:
+        from concurrent.futures import ThreadPoolExecutor  # here: few commands send files
+
+        _hashing_thread = ThreadPoolExecutor(1, thread_name_prefix="xce-hash")
+    return _hashing_thread
+
+
 class _FileBody:
     """A file as http.client streams it (`read` in blocksize pieces; `seek(0)` before each
-    try): pread from the descriptor, never past `size`, counting what was handed over.
-    `trailing`: the pieces are hashed as they are read and the 64 hex digits of the
-    file's SHA-256 follow its last byte (`X-XCE-SHA256: trailing`)."""
+    try): read with pread in blocks of `CHUNK_BYTES`, handed over in views of at most
+    `SEND_PIECE`, never past `size`, counting what was handed over. `trailing`: each block
+    is hashed in a thread of its own while its pieces are sent (hashlib lets go of the GIL,
+    so the hash and the socket's copy run side by side; at most two blocks are held), and
+    the 64 hex digits of the file's SHA-256 follow its last byte (`X-XCE-SHA256:
+    trailing`)."""
 
     def __init__(
         self, fd: int, size: int, progress: Progress | None, trailing: bool = False
@@ -376,6 +391,9 @@ class _FileBody:
         self.error: OSError | None = None  # reading the file failed: final, not a retry
         self.hasher: Any = None
         self.ended = False  # the digest is handed over
+        self._block = memoryview(b"")  # the block being sent, from byte `_start` of the file
+        self._start = 0
+        self._hashed: Any = None  # the future of the last block's hash
         self.seek(0)
 
     def seek(self, offset: int) -> int:
@@ -383,30 +401,47 @@ class _FileBody:
 
         if offset != 0:
             raise OSError("a file body is sent again from its start only")
+        self._wait_hash()
         self.sent, self.hasher, self.ended = 0, hashlib.sha256(), False
+        self._block, self._start = memoryview(b""), 0
         return offset
 
-    def read(self, n: int = CHUNK_BYTES) -> bytes:
+    def _wait_hash(self) -> None:
+        if self._hashed is not None:
+            hashed, self._hashed = self._hashed, None
+            hashed.result()
+
+    def _next_block(self) -> None:
+        try:
+            block = os.pread(self.fd, min(CHUNK_BYTES, self.size - self.sent), self.sent)
+            if not block:
+                raise OSError(f"the file shrank to {self.sent} bytes while it was sent")
+        except OSError as exc:
+            self.error = exc
+            raise
+        self._block, self._start = memoryview(block), self.sent
+        if self.trailing:
+            self._wait_hash()  # in order, and never more than one block behind
+            self._hashed = _hashing().submit(self.hasher.update, block)
+
+    def read(self, n: int = CHUNK_BYTES) -> bytes | memoryview:
         # at most SEND_PIECE: each sendall must finish within the idle timeout
         want = min(n if n > 0 else SEND_PIECE, SEND_PIECE, self.size - self.sent)
         if want <= 0:
             if not self.trailing or self.ended:
                 return b""
             self.ended = True
+            self._wait_hash()
             return self.hasher.hexdigest().encode()
-        try:
-            chunk = os.pread(self.fd, want, self.sent)
-            if not chunk:
-                raise OSError(f"the file shrank to {self.sent} bytes while it was sent")
-        except OSError as exc:
-            self.error = exc
-            raise
-        if self.trailing:
-            self.hasher.update(chunk)
-        self.sent += len(chunk)
+        at = self.sent - self._start
+        if at >= len(self._block):
+            self._next_block()
+            at = 0
+        piece = self._block[at : at + want]
+        self.sent += len(piece)
         if self.progress is not None:
             self.progress(self.sent, self.size)
-        return chunk
+        return piece
 
 
 def _decode(resp: http.client.HTTPResponse, data: bytes) -> Any:
