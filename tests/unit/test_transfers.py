@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from xce.cli.transfers import FdSink, FileSink
+from xce.cli.transfers import Bars, FdSink, FileSink
 from xce.client.errors import ApiError
 from xce.client.http import XceClient
 from xce.client.light import LightClient
@@ -532,3 +532,19 @@ def test_a_file_that_shrinks_while_the_light_client_sends_it_is_an_error(
             "POST", "/api/v1/uploads", f.fileno(), len(DATA) + 10, "in.bin", None, None
         )
     assert len(upload_server.seen) <= 1  # one try at most: the file, not the link, failed
+
+
+def test_a_lazy_progress_line_appears_only_once_it_moves() -> None:
+    """`xce job submit --stage-in` on a terminal: the "hashing" line is drawn only for a
+    controller that wants the digest before the body; otherwise nothing hashes first and
+    an empty bar would stay on the screen."""
+    with Bars(True) as bars:
+        assert bars._progress is not None
+        hashing = bars.track("hashing in.bin", lazy=True)
+        sending = bars.track("in.bin")
+        assert hashing is not None and sending is not None
+        assert [t.description for t in bars._progress.tasks] == ["in.bin"]
+        hashing(10, 20)
+        assert [t.description for t in bars._progress.tasks] == ["in.bin", "hashing in.bin"]
+        hashing(20, 20)
+        assert len(bars._progress.tasks) == 2

@@ -225,7 +225,7 @@ def _submit_body(
 def _submit_with_uploads(
     body: dict[str, Any], staged: list[tuple[Path, str]], client: Any, quiet: bool = False
 ) -> dict[str, Any]:
-    """Upload the staged files (streamed, with their SHA-256; progress on a terminal's
+    """Upload the staged files (streamed, hashed as they are sent; progress on a terminal's
     stderr), then submit `body` (`_submit_body`'s) naming them as its inputs."""
     uploads: list[str] = []
     try:
@@ -234,7 +234,8 @@ def _submit_with_uploads(
 
             with progress_for(quiet) as bars:
                 for path, _ in staged:
-                    hashing = bars.track(f"hashing {path.name}")
+                    # only for a controller that wants the digest before the body
+                    hashing = bars.track(f"hashing {path.name}", lazy=True)
                     sending = bars.track(path.name)
                     uploads.append(client.upload(path, sending, hashing))
         if staged:

@@ -140,15 +140,21 @@ class Bars:
             self._progress.stop()
             self._progress = None
 
-    def track(self, description: str, total: int | None = None) -> Progress | None:
-        """A callback that moves a new line's bar, or None when disabled."""
+    def track(
+        self, description: str, total: int | None = None, lazy: bool = False
+    ) -> Progress | None:
+        """A callback that moves a new line's bar, or None when disabled. `lazy`: the line
+        appears only once the callback is first called (a step that may not happen, such
+        as hashing a file before it is sent to an older controller)."""
         progress = self._progress
         if progress is None:
             return None
-        task = progress.add_task(description, total=total)
+        tasks: list[Any] = [] if lazy else [progress.add_task(description, total=total)]
 
         def update(done: int, size: int | None) -> None:
-            progress.update(task, completed=done, total=size)
+            if not tasks:
+                tasks.append(progress.add_task(description, total=total))
+            progress.update(tasks[0], completed=done, total=size)
 
         return update
 
