@@ -13,7 +13,7 @@ from xce.core.model import JobSpec, QueueRecord
 from xce.sched.passes.pipeline import plan
 from xce.sched.plugins import builtin
 from xce.sched.plugins.base import OrderContext
-from xce.sched.plugins.short_first import ShortFirst
+from xce.sched.plugins.short_first import UNKNOWN_S, ShortFirst, ordered_run
 from xce.sched.predict import RuntimeHistory
 from xce.sched.sim.simulate import simulate
 from xce.sched.sim.swf import SwfJob
@@ -144,11 +144,44 @@ def test_short_first_orders_short_jobs_first_and_starving_jobs_before_all() -> N
     assert order(5000.0) == (["1", "2", "3"], {"1", "2", "3"})
 
 
+def test_order_trust_keeps_a_job_asking_much_from_passing_on_a_short_history() -> None:
+    # wide: waiting since 0, predicted and asking 5,260 s; whole: asking 54,000 s but its
+    # user's last runs took 10 s, submitted at 3,000 (the LLNL-Atlas case that sets the
+    # maximum wait: "whole" ran 6.8 h once it had passed)
+    history = RuntimeHistory()
+    for run in (9.0, 11.0):
+        history.ended("u7", "", run)
+    wide = JobSpec(user="u44", queue="normal", command="x", slots=2008, walltime_s=5260)
+    whole = JobSpec(user="u7", queue="normal", command="x", slots=8192, walltime_s=54000)
+    jobs = [
+        PendingJob("1", 1, None, wide, DepStatus.SATISFIED, 0.0),
+        PendingJob("2", 2, None, whole, DepStatus.SATISFIED, 3000.0),
+    ]
+    queue = QueueRecord("normal", plugins=("predictive",))
+
+    def order(settings: PredictiveSettings) -> list[str]:
+        snapshot = Snapshot((), {"normal": queue}, tuple(jobs), (), {}, predictive=settings)
+        ctx = OrderContext(
+            4000.0, queue, {}, {}, snapshot=snapshot, predict=history.predict, starved=set()
+        )
+        return [item.job_id for item in ShortFirst().order(jobs, ctx)]
+
+    # trusted fully: keys 0 + 100 x 5,260 against 3,000 + 100 x 10: the 10-s history wins
+    assert order(PredictiveSettings(short_weight=100.0)) == ["2", "1"]
+    # trusted to a quarter of the request: 3,000 + 100 x 13,500 goes behind
+    assert order(PredictiveSettings(short_weight=100.0, order_trust=4.0)) == ["1", "2"]
+    # a prediction above the floor is read as it is: wide's key is unchanged by the rule
+    assert ordered_run(5260.0, 5260, PredictiveSettings(order_trust=4.0)) == 5260.0
+    assert ordered_run(None, None, PredictiveSettings(order_trust=4.0)) == UNKNOWN_S
+
+
 def test_the_predictive_settings_and_a_predictive_queue_from_the_config() -> None:
     config = parse_config(
         {
             "queue": [{"name": "normal", "plugins": ["predictive"]}],
-            "scheduler": {"predictive": {"guard_factor": 3, "guard_max_s": 86400}},
+            "scheduler": {
+                "predictive": {"guard_factor": 3, "guard_max_s": 86400, "order_trust": 4}
+            },
         }
     )
     settings = config.controller.scheduler.predictive
@@ -157,11 +190,14 @@ def test_the_predictive_settings_and_a_predictive_queue_from_the_config() -> Non
         86400.0,
         100.0,
     )
+    assert settings.order_trust == 4.0
     assert config.controller.queues[0].plugins == ("predictive",)
 
 
 def test_a_bad_predictive_key_is_named() -> None:
     with pytest.raises(ConfigError, match="guard_factor must be above 0"):
         parse_config({"scheduler": {"predictive": {"guard_factor": 0}}})
+    with pytest.raises(ConfigError, match="order_trust must be above 0"):
+        parse_config({"scheduler": {"predictive": {"order_trust": 0}}})
     with pytest.raises(ConfigError, match=r"scheduler\.predictive\.guard"):
         parse_config({"scheduler": {"predictive": {"guard": 1}}})

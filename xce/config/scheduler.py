@@ -84,13 +84,18 @@ class PredictiveSettings(Table, frozen=True):
     it goes first and gets a reservation judged by walltimes, which nothing placed after it
     can delay; `guard_min_s` is a floor under that bound. `short_weight`: how many seconds of
     waiting one second of predicted run time is worth in the queue order (0: first come,
-    first served; larger: shorter first). The defaults are the ones measured best on the
-    traces of docs/performance.md."""
+    first served; larger: shorter first). `order_trust`: the order reads a job's prediction
+    as no less than its request divided by this (None: the prediction as it is), so a job
+    its history predicts far shorter than it asks cannot pass the whole queue on that
+    history alone: wrong, it holds its slots up to its request while every job it passed
+    waits. Backfill still judges by the full prediction. The defaults are the ones measured
+    best on the traces of docs/performance.md."""
 
     guard_factor: Annotated[float, hint("must be above 0", gt=0)] = 5.0
     guard_min_s: Zeroed = 0.0
     guard_max_s: Annotated[float, hint("must be above 0", gt=0)] | None = None
     short_weight: Zeroed = 100.0
+    order_trust: Annotated[float, hint("must be above 0", gt=0)] | None = None
 
 
 class SchedulerKeys(Table, frozen=True):

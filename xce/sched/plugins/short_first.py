@@ -9,7 +9,11 @@ so a job predicted to run an hour longer than another goes behind it unless it h
 `short_weight` hours longer: short jobs first, with aging that never stops (the key does not
 change while a job waits, so the order is stable from pass to pass). Predictions come from
 the pass (xce/sched/predict.py); a job with none (no walltime, no history) counts as
-`UNKNOWN_S` long.
+`UNKNOWN_S` long. With `order_trust` set, a prediction counts as no less than the request
+divided by it (`ordered_run`): a job whose users' last runs were short but that asks for
+the machine for hours cannot pass every waiting job on that history alone, since when the
+history is wrong the job holds its slots up to its request and each job it passed waits that
+long (the maximum wait: docs/performance.md, LLNL-Atlas).
 
 Starvation guard: a job that has waited `guard_factor` times its requested time
 (`guard_max_s` at most; a job without a walltime only by `guard_max_s`) goes before all the
@@ -40,6 +44,20 @@ def guard_bound(walltime_s: int | None, settings: PredictiveSettings) -> float |
         return cap
     bound = max(settings.guard_factor * walltime_s, settings.guard_min_s)
     return bound if cap is None or bound < cap else cap
+
+
+def ordered_run(
+    expected: float | None, walltime_s: int | None, settings: PredictiveSettings
+) -> float:
+    """The run time the order ranks a job by: its prediction `expected` (`UNKNOWN_S` when
+    none), raised to its request over `order_trust` when that is set and the job has one."""
+    run = UNKNOWN_S if expected is None else expected
+    trust = settings.order_trust
+    if trust is not None and walltime_s is not None:
+        floor = walltime_s / trust
+        if run < floor:
+            return floor
+    return run
 
 
 class ShortFirst:
@@ -79,7 +97,7 @@ class ShortFirst:
                 bound = guard_bound(spec.walltime_s, settings)
                 found = known[id(spec)] = (
                     INFINITY if bound is None else bound,
-                    weight * (UNKNOWN_S if expected is None else expected),
+                    weight * ordered_run(expected, spec.walltime_s, settings),
                 )
             submitted = item.submit_time
             if submitted + found[0] <= now:  # has waited its bound: starving
