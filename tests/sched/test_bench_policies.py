@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.policies import Figures, run, table, targets_missed
+import pytest
+
+from bench.policies import Figures, predictive_settings, rows_for, run, table, targets_missed
 from xce.sched.sim.lublin import lublin
 from xce.sched.sim.swf import write_swf
 
@@ -20,6 +22,27 @@ def test_a_row_meets_the_four_targets_or_names_those_it_misses() -> None:
         "max wait",
         "avg wait",
     ]
+
+
+def test_a_slowdown_target_below_the_floor_of_1_is_marked_unreachable() -> None:
+    # EASY's average 1.34: half of it is 0.67, below what any job's slowdown can be
+    low = Figures(slowdown=1.34, utilisation=0.70, max_wait_s=1000.0, avg_wait_s=100.0)
+    mine = Figures(slowdown=1.09, utilisation=0.70, max_wait_s=1000.0, avg_wait_s=90.0)
+    rows = rows_for("t", {"easy": low, "predictive": mine})
+    assert rows[1][-1] == "missed: slowdown (unreachable: best 0.75x)"
+    # where halving is possible a miss is a plain miss
+    rows = rows_for("t", {"easy": EASY, "predictive": Figures(5.1, 0.70, 1000.0, 100.0)})
+    assert rows[1][-1] == "missed: slowdown"
+
+
+def test_set_gives_the_predictive_settings_checked_as_the_config_is() -> None:
+    assert predictive_settings([]) is None
+    settings = predictive_settings(["order_trust=4", "guard_factor=2"])
+    assert settings is not None and (settings.order_trust, settings.guard_factor) == (4.0, 2.0)
+    with pytest.raises(ValueError, match="order_trust"):
+        predictive_settings(["order_trust=0"])
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        predictive_settings(["order_trust"])
 
 
 def test_medians_are_taken_figure_by_figure() -> None:
