@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from xce.config.scheduler import SchedulerSettings
+from xce.config.scheduler import PredictiveSettings, SchedulerSettings
 from xce.config.settings import ControllerSettings
 from xce.controller.requests import FinishReport, SubmitRequest, WorkerInfo
 from xce.controller.service import ControllerService
@@ -32,7 +32,12 @@ from xce.sched.sim.workload import synthetic
 HOSTS, SLOTS = 4, 8
 
 
-async def live(jobs: list[SwfJob], policy: str, tmp_path: Path) -> list[tuple[float, int, str]]:
+async def live(
+    jobs: list[SwfJob],
+    policy: str,
+    tmp_path: Path,
+    predictive: PredictiveSettings | None = None,
+) -> list[tuple[float, int, str]]:
     from xce.store.files import FileStore
 
     clock = [jobs[0].submit]
@@ -43,7 +48,8 @@ async def live(jobs: list[SwfJob], policy: str, tmp_path: Path) -> list[tuple[fl
         state_dir=tmp_path / "state",
         queues=(QueueRecord("normal", plugins=plugins_for(policy)),),
         scheduler=SchedulerSettings(
-            groups=tuple((g, tuple(sorted(set(u)))) for g, u in groups.items())
+            groups=tuple((g, tuple(sorted(set(u)))) for g, u in groups.items()),
+            predictive=predictive or PredictiveSettings(),
         ),
     )
     service = ControllerService(
@@ -151,4 +157,20 @@ async def test_predictive_live_equals_sim_on_random_small_workloads(
     )
     simulated = simulate(jobs, HOSTS, SLOTS, "predictive")
     live_decisions = await live(jobs, "predictive", tmp_path)
+    assert sorted(live_decisions) == sorted(simulated.decisions)
+
+
+async def test_order_trust_live_equals_sim(tmp_path: Path) -> None:
+    """`order_trust` changes the order's key, never with time: the live pass and the
+    simulator still start the same jobs, and they are not the default's starts (so the
+    setting reached both)."""
+    jobs = synthetic(
+        60, max_procs=SLOTS, seed=3, mean_interarrival_s=5.0, users=3, max_run_s=7200.0
+    )
+    trusting = PredictiveSettings(order_trust=1.0)
+    simulated = simulate(jobs, HOSTS, SLOTS, "predictive", predictive=trusting)
+    assert sorted(simulated.decisions) != sorted(
+        simulate(jobs, HOSTS, SLOTS, "predictive").decisions
+    )
+    live_decisions = await live(jobs, "predictive", tmp_path, trusting)
     assert sorted(live_decisions) == sorted(simulated.decisions)
