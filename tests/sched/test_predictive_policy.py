@@ -139,9 +139,11 @@ def test_short_first_orders_short_jobs_first_and_starving_jobs_before_all() -> N
     assert order(100.0) == (["3", "2", "1"], set())  # keys 70, 150, 1000
     # job 1 reaches 5 x 1000 s of waiting at 5000: first, and named starving
     assert ShortFirst.wakes_at(0.0, 1000, settings) == 5000.0
-    # jobs 3 and 2 starve at 110 and 550: oldest first, before job 1 until it starves too
+    # jobs 3 and 2 starve at 110 and 550: the oldest (2) first, job 3 by its key
     assert order(4999.0) == (["2", "3", "1"], {"2", "3"})
-    assert order(5000.0) == (["1", "2", "3"], {"1", "2", "3"})
+    # all three starving: only the oldest moves to the front, the others keep their keys'
+    # order (3 before 2), so one job at a time is protected, not the queue made FCFS
+    assert order(5000.0) == (["1", "3", "2"], {"1", "2", "3"})
 
 
 def test_order_trust_keeps_a_job_asking_much_from_passing_on_a_short_history() -> None:

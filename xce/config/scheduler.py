@@ -81,14 +81,15 @@ class PredictiveSettings(Table, frozen=True):
     """`[scheduler.predictive]`, read by the `predictive` policy (xce/sched/plugins/
     predictive.py, short_first.py). `guard_factor`: a job waiting longer than this many
     times its requested time (its walltime; `guard_max_s` at most, when set) is starving:
-    it goes first and gets a reservation judged by walltimes, which nothing placed after it
-    can delay; `guard_min_s` is a floor under that bound. `short_weight`: how many seconds of
-    waiting one second of predicted run time is worth in the queue order (0: first come,
-    first served; larger: shorter first). `order_trust`: the order reads a job's prediction
-    as no less than its request divided by this (None: the prediction as it is), so a job
-    its history predicts far shorter than it asks cannot pass the whole queue on that
-    history alone: wrong, it holds its slots up to its request while every job it passed
-    waits. Backfill still judges by the full prediction. The defaults are the ones measured
+    the oldest starving job goes first and a starving job's reservation is judged by
+    walltimes, which nothing placed after it can delay; `guard_min_s` is a floor under that
+    bound. `short_weight`: how many seconds of waiting one second of predicted run time is
+    worth in the queue order (0: first come, first served; larger: shorter first).
+    `order_trust`: the order reads a job's prediction as no less than its request divided by
+    this (None: the prediction as it is), so a job its history predicts far shorter than it
+    asks cannot pass the whole queue on that history alone: wrong, it holds its slots up to
+    its request while every job it passed waits. Backfill still judges by the full
+    prediction. The defaults are the ones measured
     best on the traces of docs/performance.md."""
 
     guard_factor: Annotated[float, hint("must be above 0", gt=0)] = 5.0
