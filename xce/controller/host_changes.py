@@ -39,8 +39,11 @@ class HostChanges:
         if self.versions.get(host, 0) != version:
             return
         waiter = self._waiters.setdefault(host, asyncio.Event())
+        # Not wait_for: on Python 3.11 it swallows a cancellation that arrives as the
+        # host changes, and a cancelled long poll would go on as if answered.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(waiter.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await waiter.wait()
 
 
 def hosts_of(state: ClusterState, event: ev.Event) -> tuple[str, ...]:

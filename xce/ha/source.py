@@ -274,8 +274,11 @@ class ReplicationSource:
     ) -> None:
         """Nothing to send: wait for a record, else send a heartbeat; every 2 s, send the
         key files and the users file again if they changed on disk."""
+        # Not wait_for: on Python 3.11 it swallows a cancellation that arrives as `wake`
+        # is set (every record), and the session would outlive the source's close.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(session.wake.wait(), self.heartbeat_s)
+            async with asyncio.timeout(self.heartbeat_s):
+                await session.wake.wait()
         if not session.wake.is_set():
             await protocol.send(
                 writer,

@@ -74,8 +74,12 @@ def store_settings(
 async def _scheduler_loop(service: ControllerService) -> None:
     interval = service.settings.schedule_interval_s
     while True:
+        # asyncio.timeout, never wait_for: on Python 3.11 wait_for swallows a cancellation
+        # that arrives as the event is set, and this loop then outlives the term (a stop
+        # that never ends). The same holds for every loop below that waits on an event.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(service.schedule_needed.wait(), interval)
+            async with asyncio.timeout(interval):
+                await service.schedule_needed.wait()
         service.schedule_needed.clear()
         try:
             await service.schedule_once()

@@ -182,8 +182,11 @@ class DurableLog:
             # ever dropped: the WAL grew by a segment per crash.
             self.wanted.set()
         while True:
+            # Not wait_for: on Python 3.11 it swallows a cancellation that arrives as
+            # `wanted` is set, and the stop would wait for this loop for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wanted.wait(), self.settings.checkpoint_interval_s)
+                async with asyncio.timeout(self.settings.checkpoint_interval_s):
+                    await self.wanted.wait()
             self.wanted.clear()
             try:
                 await self.checkpoint(state)

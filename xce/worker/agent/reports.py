@@ -107,8 +107,11 @@ class FinishReports:
                 self._retry_at.get(key, 0.0) for key in state.pending if key not in self._uploading
             ]
             wait = max(0.0, min(due) - loop.time()) if due else None
+            # Not wait_for: on Python 3.11 it swallows a cancellation that arrives as a
+            # report wakes this loop, which would then outlive the agent's stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._wakeup.wait()
             self._wakeup.clear()
             for key, body in list(state.pending.items()):
                 if key in self._uploading or self._retry_at.get(key, 0.0) > loop.time():
