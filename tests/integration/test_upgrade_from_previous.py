@@ -181,6 +181,22 @@ class MixedCluster(HaCluster):
         return super()._spawn(name, *args)
 
 
+def stop_as_systemd_does(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, then SIGKILL if it has not exited in time (systemd's TimeoutStopSec).
+
+    0.1.0 controllers ignore SIGTERM now and then: on Python 3.11 a loop's wait_for
+    swallowed the stop's cancellation (fixed since, tests/unit/test_cancel_as_woken.py),
+    and a released build cannot be fixed. Its WAL holds every acknowledged record either
+    way, so what the new build must find is the same."""
+    assert proc is not None
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 def kept(job: dict[str, Any]) -> dict[str, Any]:
     return {k: job[k] for k in KEPT}
 
@@ -226,9 +242,7 @@ def test_an_in_place_upgrade_keeps_every_job_and_the_running_one(
         before = {j: kept(c.job(j)) for j in jobs}
         assert [before[j]["state"] for j in jobs[:4]] == ["DONE", "RUN", "PEND", "PEND"]
 
-        assert c.controller is not None
-        c.controller.terminate()  # the stop of a single controller's upgrade
-        c.controller.wait(30)
+        stop_as_systemd_does(c.controller)  # the stop of a single controller's upgrade
         c.old.discard("controller")
         c.start_controller()
         assert c.get("/api/v1/cluster")["version"] == __version__
@@ -286,9 +300,6 @@ class Submitter:
         self._thread.join(60)
 
 
-# Slow: seven process starts of two builds and a switchover, about twice the in-place test
-# (which keeps the previous release's wheel, its build and its data in the default run).
-@pytest.mark.slow
 def test_a_rolling_upgrade_with_kill_9_in_the_window_loses_nothing(
     tmp_path: Path, previous: PreviousBuild
 ) -> None:
