@@ -76,7 +76,8 @@ async def _scheduler_loop(service: ControllerService) -> None:
     while True:
         # asyncio.timeout, never wait_for: on Python 3.11 wait_for swallows a cancellation
         # that arrives as the event is set, and this loop then outlives the term (a stop
-        # that never ends). The same holds for every loop below that waits on an event.
+        # that never ends). The checkpoint loop, a replication session's heartbeat and the
+        # worker's report loop wait the same way (tests/unit/test_cancel_as_woken.py).
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(interval):
                 await service.schedule_needed.wait()
