@@ -1,28 +1,42 @@
 """Load: many simulated workers and submitting clients against one real controller.
 
-`python -m bench.load [--workers 1000] [--clients 64] [--seconds 60]` prints a table; the
-same `run_load` backs `tests/integration/test_load.py` (a smaller run by default, the full
-one behind `-m slow`).
+`python -m bench.load [--workers 1000] [--clients 64] [--seconds 60] [--procs N]` prints a
+table; the same `run_load` backs `tests/integration/test_load.py` (a smaller run by default,
+the full one behind `-m slow`).
 
-Each simulated worker speaks the real worker protocol over HTTP, all of them on one asyncio
-loop in this process: register, heartbeat every `heartbeat_s`, long-poll its assignments,
-"run" each assigned attempt for `job_s` seconds (no process: the point is the controller's
-load, not the job's), then report it finished. The clients submit small jobs as fast as
-they are acknowledged. At the end the harness waits for every acknowledged job to be DONE
-and checks the controller's state against what it was told, exactly.
+Each simulated worker speaks the real worker protocol over HTTP: register, heartbeat every
+`heartbeat_s`, long-poll its assignments (`poll_s`, the real worker's 20 s), "run" each
+assigned attempt for `job_s` seconds (no process: the point is the controller's load, not
+the job's), then report it finished. The workers are spread over `procs` processes, one
+asyncio loop each, so that the generator is not the limit at 10,000 hosts; each process
+sends its counts and latencies back to this one when told to stop. The clients submit small
+jobs as fast as they are acknowledged, from this process. At the end the harness waits for
+every acknowledged job to be DONE and checks the controller's state against what it was
+told, exactly.
+
+With the controller's pid (`python -m bench.load` always has it) the table also has the
+controller's CPU time over the run (user + system, all threads: on a shared 2-core machine
+the generator competes with it, so figures read best as cost per core) and its RSS at the
+end; the scheduling-pass p99 comes from its `/metrics` histogram over the run, and hosts
+marked unavailable at any time from its log.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
+import os
 import random
 import sys
 import time
 from dataclasses import dataclass, field
+from multiprocessing.synchronize import Event as MpEvent
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import psutil
 
 
 @dataclass
@@ -30,6 +44,7 @@ class LoadResult:
     workers: int
     clients: int
     seconds: float
+    procs: int = 1
     acknowledged: list[str] = field(default_factory=list)
     submit_latency: list[float] = field(default_factory=list)
     heartbeat_latency: list[float] = field(default_factory=list)
@@ -38,15 +53,51 @@ class LoadResult:
     finished: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     falsely_unavailable: list[str] = field(default_factory=list)
+    # hosts the controller's log says it marked unavailable at any time during the run
+    ever_unavailable: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     not_done: dict[str, str] = field(default_factory=dict)
     unexpected: list[str] = field(default_factory=list)
     drain_seconds: float = 0.0
     # job id -> attempts a simulated worker started (more than one: the job ran twice)
     starts: dict[str, int] = field(default_factory=dict)
+    # the controller process over the run (None: its pid was not given)
+    controller_cpu_s: float | None = None
+    controller_rss_mb: float | None = None
+    passes: int = 0
+    pass_p99_s: float | None = None  # the upper bound of the histogram bucket holding it
+
+    def error(self, what: str, count: int = 1) -> None:
+        self.errors[what] = self.errors.get(what, 0) + count
+
+    def merge(self, part: dict[str, Any]) -> None:
+        """Add what one worker process measured (`_GroupResult.as_dict`)."""
+        self.heartbeats += part["heartbeats"]
+        self.heartbeat_latency.extend(part["heartbeat_latency"])
+        self.started += part["started"]
+        self.finished += part["finished"]
+        for what, count in part["errors"].items():
+            self.error(what, count)
+        for job, count in part["starts"].items():
+            self.starts[job] = self.starts.get(job, 0) + count
+
+
+@dataclass
+class _GroupResult:
+    """What the workers of one process saw; sent back to the parent as plain data."""
+
+    heartbeat_latency: list[float] = field(default_factory=list)
+    heartbeats: int = 0
+    started: int = 0
+    finished: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    starts: dict[str, int] = field(default_factory=dict)
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -54,6 +105,11 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def default_procs() -> int:
+    """Worker processes when not told: one per CPU, at least two."""
+    return max(2, os.cpu_count() or 1)
 
 
 class SimWorker:
@@ -65,9 +121,10 @@ class SimWorker:
         session: aiohttp.ClientSession,
         url: str,
         token: str,
-        result: LoadResult,
+        result: _GroupResult,
         heartbeat_s: float,
         job_s: float,
+        poll_s: int,
     ) -> None:
         self.name = name
         self.session = session
@@ -76,6 +133,7 @@ class SimWorker:
         self.result = result
         self.heartbeat_s = heartbeat_s
         self.job_s = job_s
+        self.poll_s = poll_s
         self.version = -1
         self.running: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.done: set[tuple[str, int]] = set()
@@ -113,7 +171,10 @@ class SimWorker:
     async def poll(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
-                path = f"/api/v1/workers/{self.name}/assignments?version={self.version}&timeout=5"
+                path = (
+                    f"/api/v1/workers/{self.name}/assignments?version={self.version}"
+                    f"&timeout={self.poll_s}"
+                )
                 async with self.session.get(self.url + path, headers=self.headers) as r:
                     if r.status != 200:
                         self.result.error(f"assignments {r.status}")
@@ -151,6 +212,69 @@ class SimWorker:
         self.running.pop(key, None)
 
 
+@dataclass(frozen=True)
+class GroupPlan:
+    """One worker process's share of the hosts and how they behave (picklable)."""
+
+    url: str
+    token: str
+    first: int
+    count: int
+    heartbeat_s: float
+    job_s: float
+    poll_s: int
+
+
+async def _wait_mp(event: MpEvent) -> None:
+    """Until another process sets `event`, without blocking this loop."""
+    while not event.is_set():
+        await asyncio.sleep(0.05)
+
+
+async def _worker_group(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -> None:
+    result = _GroupResult()
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        sims = [
+            SimWorker(
+                f"sim{i:05d}",
+                session,
+                plan.url,
+                plan.token,
+                result,
+                plan.heartbeat_s,
+                plan.job_s,
+                plan.poll_s,
+            )
+            for i in range(plan.first, plan.first + plan.count)
+        ]
+        for i in range(0, len(sims), 50):  # register in waves, like a rack powering on
+            await asyncio.gather(*(s.register() for s in sims[i : i + 50]))
+        out.put(("ready", plan.first))
+        await _wait_mp(go)
+        stopping = asyncio.Event()
+        tasks = [asyncio.create_task(s.heartbeats(stopping)) for s in sims]
+        tasks += [asyncio.create_task(s.poll(stopping)) for s in sims]
+        await _wait_mp(stop)
+        stopping.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        running = [t for s in sims for t in s.running.values()]
+        await asyncio.gather(*running, return_exceptions=True)  # finish reports still owed
+    out.put(("result", result.as_dict()))
+
+
+def _worker_process(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -> None:
+    """The entry point of one worker process."""
+    try:
+        asyncio.run(_worker_group(plan, go, stop, out))
+    except BaseException as exc:  # the parent must hear of it, not wait forever
+        out.put(("failed", f"{type(exc).__name__}: {exc}"))
+        raise
+
+
 async def _client(
     session: aiohttp.ClientSession, url: str, token: str, result: LoadResult, stop: asyncio.Event
 ) -> None:
@@ -172,6 +296,49 @@ async def _client(
             await asyncio.sleep(0.2)  # the controller is down: do not spin
 
 
+async def _pass_histogram(
+    session: aiohttp.ClientSession, url: str, token: str
+) -> dict[float, float]:
+    """The controller's scheduling-pass histogram: cumulative count per bucket bound."""
+    async with session.get(url + "/metrics", headers={"Authorization": f"Bearer {token}"}) as r:
+        if r.status != 200:
+            raise RuntimeError(f"/metrics answered {r.status}")
+        text = await r.text()
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith("xce_scheduling_pass_seconds_bucket{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[float(bound)] = float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
+def _histogram_p99(before: dict[float, float], after: dict[float, float]) -> tuple[int, float]:
+    """Passes in the window and the bucket bound under which 99 % of them ran."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    total = counts[-1] if counts else 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if total and count >= 0.99 * total:
+            return int(total), bound
+    return int(total), float("nan")
+
+
+def _marked_unavailable(log: Path | None, since: int) -> list[str]:
+    """Hosts the controller's log (from byte `since`) says it marked unavailable."""
+    if log is None or not log.exists():
+        return []
+    with log.open("rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    return sorted(
+        {
+            line.split("host ", 1)[1].split(" ", 1)[0]
+            for line in text.splitlines()
+            if "missed its heartbeats: marked unavailable" in line
+        }
+    )
+
+
 async def run_load(
     url: str,
     token: str,
@@ -181,53 +348,91 @@ async def run_load(
     heartbeat_s: float = 5.0,
     job_s: float = 0.5,
     drain_timeout: float = 120.0,
+    procs: int = 1,
+    poll_s: int = 20,
+    pid: int | None = None,
+    log: Path | None = None,
 ) -> LoadResult:
-    """Drive the controller at `url`, then check its final state against the submissions."""
-    result = LoadResult(workers, clients, seconds)
-    connector = aiohttp.TCPConnector(limit=0)
-    timeout = aiohttp.ClientTimeout(total=60)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        sims = [
-            SimWorker(f"sim{i:04d}", session, url, token, result, heartbeat_s, job_s)
-            for i in range(workers)
-        ]
-        for i in range(0, workers, 50):  # register in waves, like a rack powering on
-            await asyncio.gather(*(s.register() for s in sims[i : i + 50]))
-        stop_workers, stop_clients = asyncio.Event(), asyncio.Event()
-        tasks = [asyncio.create_task(s.heartbeats(stop_workers)) for s in sims]
-        tasks += [asyncio.create_task(s.poll(stop_workers)) for s in sims]
-        submitters = [
-            asyncio.create_task(_client(session, url, token, result, stop_clients))
-            for _ in range(clients)
-        ]
-        await asyncio.sleep(seconds)
-        stop_clients.set()
-        await asyncio.gather(*submitters)
-        drain_started = time.monotonic()
-        headers = {"Authorization": f"Bearer {token}"}
-        while time.monotonic() - drain_started < drain_timeout:
-            async with session.get(
-                url + "/api/v1/jobs?state=PEND,RUN&limit=1", headers=headers
-            ) as r:
-                if (await r.json())["total"] == 0:
+    """Drive the controller at `url`, then check its final state against the submissions.
+
+    `pid` (the controller's) adds its CPU time and RSS to the result, `log` (its log file)
+    the hosts it marked unavailable at any time."""
+    procs = max(1, min(procs, workers))
+    result = LoadResult(workers, clients, seconds, procs)
+    ctx = multiprocessing.get_context("spawn")  # no copy of this process's loop or sockets
+    go, stop_workers, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    children = []
+    share, extra = divmod(workers, procs)
+    first = 0
+    for n in range(procs):
+        count = share + (n < extra)
+        plan = GroupPlan(url, token, first, count, heartbeat_s, job_s, poll_s)
+        children.append(ctx.Process(target=_worker_process, args=(plan, go, stop_workers, out)))
+        first += count
+    for child in children:
+        child.start()
+    controller = psutil.Process(pid) if pid is not None else None
+    log_start = log.stat().st_size if log is not None and log.exists() else 0
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        for _ in children:  # every host registered before the clock starts
+            kind, what = await asyncio.to_thread(out.get, True, 600)
+            if kind == "failed":
+                raise RuntimeError(f"a worker process failed: {what}")
+        connector = aiohttp.TCPConnector(limit=0)
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            passes_before = await _pass_histogram(session, url, token)
+            cpu_before = sum(controller.cpu_times()[:2]) if controller else 0.0
+            go.set()
+            stop_clients = asyncio.Event()
+            submitters = [
+                asyncio.create_task(_client(session, url, token, result, stop_clients))
+                for _ in range(clients)
+            ]
+            await asyncio.sleep(seconds)
+            stop_clients.set()
+            await asyncio.gather(*submitters)
+            drain_started = time.monotonic()
+            while time.monotonic() - drain_started < drain_timeout:
+                async with session.get(
+                    url + "/api/v1/jobs?state=PEND,RUN&limit=1", headers=headers
+                ) as r:
+                    if (await r.json())["total"] == 0:
+                        break
+                await asyncio.sleep(0.5)
+            result.drain_seconds = time.monotonic() - drain_started
+            async with session.get(url + "/api/v1/hosts", headers=headers) as r:
+                hosts = (await r.json())["hosts"]
+            result.falsely_unavailable = sorted(h["name"] for h in hosts if h["status"] != "online")
+            if controller is not None:
+                result.controller_cpu_s = sum(controller.cpu_times()[:2]) - cpu_before
+                result.controller_rss_mb = controller.memory_info().rss / 2**20
+            result.passes, result.pass_p99_s = _histogram_p99(
+                passes_before, await _pass_histogram(session, url, token)
+            )
+            stop_workers.set()
+            for _ in children:
+                kind, what = await asyncio.to_thread(out.get, True, 600)
+                if kind == "failed":
+                    raise RuntimeError(f"a worker process failed: {what}")
+                result.merge(what)
+            listed: dict[str, dict[str, Any]] = {}
+            while True:
+                path = f"/api/v1/jobs?limit=100000&offset={len(listed)}"
+                async with session.get(url + path, headers=headers) as r:
+                    page = (await r.json())["jobs"]
+                listed.update((j["id"], j) for j in page)
+                if len(page) < 100000:
                     break
-            await asyncio.sleep(0.5)
-        result.drain_seconds = time.monotonic() - drain_started
-        async with session.get(url + "/api/v1/hosts", headers=headers) as r:
-            hosts = (await r.json())["hosts"]
-        result.falsely_unavailable = sorted(h["name"] for h in hosts if h["status"] != "online")
+    finally:
         stop_workers.set()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        listed: dict[str, dict[str, Any]] = {}
-        while True:
-            path = f"/api/v1/jobs?limit=100000&offset={len(listed)}"
-            async with session.get(url + path, headers=headers) as r:
-                page = (await r.json())["jobs"]
-            listed.update((j["id"], j) for j in page)
-            if len(page) < 100000:
-                break
+        go.set()
+        for child in children:
+            await asyncio.to_thread(child.join, 30)
+            if child.is_alive():
+                child.kill()
+    result.ever_unavailable = _marked_unavailable(log, log_start)
     acked = set(result.acknowledged)
     result.missing = sorted(acked - set(listed), key=int)
     result.unexpected = sorted(set(listed) - acked, key=int)
@@ -241,21 +446,32 @@ def report(result: LoadResult) -> str:
     rate = len(result.acknowledged) / result.seconds
     hb_rate = result.heartbeats / result.seconds
     lines = [
-        f"workers {result.workers}, clients {result.clients}, {result.seconds:.0f} s",
+        f"workers {result.workers} in {result.procs} processes, clients {result.clients}, "
+        f"{result.seconds:.0f} s",
         f"submits acknowledged      {len(result.acknowledged):>9,}  ({rate:,.0f}/s)",
         f"submit latency p50 / p99  {percentile(result.submit_latency, 0.5) * 1000:>9.1f} / "
         f"{percentile(result.submit_latency, 0.99) * 1000:.1f} ms",
         f"heartbeats                {result.heartbeats:>9,}  ({hb_rate:,.0f}/s)",
         f"heartbeat p50 / p99       {percentile(result.heartbeat_latency, 0.5) * 1000:>9.1f} / "
         f"{percentile(result.heartbeat_latency, 0.99) * 1000:.1f} ms",
+        f"scheduling passes, p99 <= {result.passes:>9,}  {result.pass_p99_s} s",
         f"attempts started/finished {result.started:>9,} / {result.finished:,}",
         f"drain after the clients   {result.drain_seconds:>9.1f} s",
         f"hosts not online at end   {len(result.falsely_unavailable):>9}",
+        f"hosts ever marked down    {len(result.ever_unavailable):>9}",
         f"acked but missing         {len(result.missing):>9}",
         f"acked but not DONE        {len(result.not_done):>9}",
         f"present but never acked   {len(result.unexpected):>9}",
         f"errors                    {result.errors or 'none'}",
     ]
+    if result.controller_cpu_s is not None:
+        window = result.seconds + result.drain_seconds
+        lines.append(
+            f"controller CPU            {result.controller_cpu_s:>9.1f} s "
+            f"({result.controller_cpu_s / window:.0%} of one core over run + drain)"
+        )
+    if result.controller_rss_mb is not None:
+        lines.append(f"controller RSS at end     {result.controller_rss_mb:>9.0f} MiB")
     return "\n".join(lines)
 
 
@@ -264,17 +480,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--procs", type=int, default=default_procs(), help="processes of simulated workers"
+    )
+    parser.add_argument(
+        "--poll-s", type=int, default=20, help="long-poll timeout (the real worker's: 20)"
+    )
+    parser.add_argument(
+        "--tree", type=Path, default=None, help="run the controller of another checkout"
+    )
     args = parser.parse_args(argv)
     import tempfile
-    from pathlib import Path
 
     from bench.controller import TOKEN, Controller
 
-    with tempfile.TemporaryDirectory(prefix="xce-load-") as tmp, Controller(Path(tmp) / "c") as ctl:
-        result = asyncio.run(run_load(ctl.url, TOKEN, args.workers, args.clients, args.seconds))
+    with (
+        tempfile.TemporaryDirectory(prefix="xce-load-") as tmp,
+        Controller(Path(tmp) / "c", tree=args.tree) as ctl,
+    ):
+        assert ctl.proc is not None
+        result = asyncio.run(
+            run_load(
+                ctl.url,
+                TOKEN,
+                args.workers,
+                args.clients,
+                args.seconds,
+                procs=args.procs,
+                poll_s=args.poll_s,
+                pid=ctl.proc.pid,
+                log=ctl.log,
+            )
+        )
     print(report(result))
     clean = not (
-        result.missing or result.not_done or result.unexpected or result.falsely_unavailable
+        result.missing
+        or result.not_done
+        or result.unexpected
+        or result.falsely_unavailable
+        or result.ever_unavailable
     )
     return 0 if clean else 1
 
