@@ -64,6 +64,7 @@ class LoadResult:
     # the controller process over the run (None: its pid was not given)
     controller_cpu_s: float | None = None
     controller_rss_mb: float | None = None
+    generator_cpu_s: float = 0.0  # the worker processes' and this one's, over the same time
     passes: int = 0
     pass_p99_s: float | None = None  # the upper bound of the histogram bucket holding it
 
@@ -76,6 +77,7 @@ class LoadResult:
         self.heartbeat_latency.extend(part["heartbeat_latency"])
         self.started += part["started"]
         self.finished += part["finished"]
+        self.generator_cpu_s += part["cpu_s"]
         for what, count in part["errors"].items():
             self.error(what, count)
         for job, count in part["starts"].items():
@@ -92,6 +94,7 @@ class _GroupResult:
     finished: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)
+    cpu_s: float = 0.0  # this process's CPU time from the start signal to the stop
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -253,10 +256,12 @@ async def _worker_group(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -
             await asyncio.gather(*(s.register() for s in sims[i : i + 50]))
         out.put(("ready", plan.first))
         await _wait_mp(go)
+        cpu = time.process_time()
         stopping = asyncio.Event()
         tasks = [asyncio.create_task(s.heartbeats(stopping)) for s in sims]
         tasks += [asyncio.create_task(s.poll(stopping)) for s in sims]
         await _wait_mp(stop)
+        result.cpu_s = time.process_time() - cpu
         stopping.set()
         for task in tasks:
             task.cancel()
@@ -384,6 +389,7 @@ async def run_load(
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
             passes_before = await _pass_histogram(session, url, token)
             cpu_before = sum(controller.cpu_times()[:2]) if controller else 0.0
+            own_cpu = time.process_time()
             go.set()
             stop_clients = asyncio.Event()
             submitters = [
@@ -405,6 +411,7 @@ async def run_load(
             async with session.get(url + "/api/v1/hosts", headers=headers) as r:
                 hosts = (await r.json())["hosts"]
             result.falsely_unavailable = sorted(h["name"] for h in hosts if h["status"] != "online")
+            result.generator_cpu_s += time.process_time() - own_cpu
             if controller is not None:
                 result.controller_cpu_s = sum(controller.cpu_times()[:2]) - cpu_before
                 result.controller_rss_mb = controller.memory_info().rss / 2**20
@@ -469,6 +476,10 @@ def report(result: LoadResult) -> str:
         lines.append(
             f"controller CPU            {result.controller_cpu_s:>9.1f} s "
             f"({result.controller_cpu_s / window:.0%} of one core over run + drain)"
+        )
+        lines.append(
+            f"load generator CPU        {result.generator_cpu_s:>9.1f} s "
+            f"({result.generator_cpu_s / window:.0%} of one core, all its processes)"
         )
     if result.controller_rss_mb is not None:
         lines.append(f"controller RSS at end     {result.controller_rss_mb:>9.0f} MiB")
