@@ -38,6 +38,8 @@ from typing import Any
 import aiohttp
 import psutil
 
+from xce.worker.agent.link import HEARTBEAT_JITTER
+
 
 @dataclass
 class LoadResult:
@@ -135,6 +137,7 @@ class SimWorker:
         self.headers = {"Authorization": f"Bearer {token}"}
         self.result = result
         self.heartbeat_s = heartbeat_s
+        self.interval_s = heartbeat_s  # or the longer one the controller asks for
         self.job_s = job_s
         self.poll_s = poll_s
         self.version = -1
@@ -153,7 +156,15 @@ class SimWorker:
             "/api/v1/workers/register", {"host": self.name, "slots": 2, "memory_mb": 4096}
         )
         if answer is not None:
+            self._told(answer)
             self._apply(answer)
+
+    def _told(self, answer: dict[str, Any]) -> None:
+        """Take the controller's heartbeat interval, as the real worker does (its own is
+        the shortest it sends)."""
+        told = answer.get("heartbeat_interval_s")
+        if isinstance(told, int | float):
+            self.interval_s = max(self.heartbeat_s, float(told))
 
     async def heartbeats(self, stop: asyncio.Event) -> None:
         await asyncio.sleep(random.random() * self.heartbeat_s)  # spread them out
@@ -161,15 +172,16 @@ class SimWorker:
             started = time.perf_counter()
             try:
                 running = [{"job_id": j, "attempt": a} for (j, a) in self.running]
-                if (
-                    await self._post(f"/api/v1/workers/{self.name}/heartbeat", {"running": running})
-                    is not None
-                ):
+                path = f"/api/v1/workers/{self.name}/heartbeat"
+                answer = await self._post(path, {"running": running})
+                if answer is not None:
                     self.result.heartbeats += 1
                     self.result.heartbeat_latency.append(time.perf_counter() - started)
+                    self._told(answer)
             except aiohttp.ClientError:
                 self.result.error("heartbeat connection")
-            await asyncio.sleep(self.heartbeat_s)
+            # the real worker's jitter (xce/worker/agent/link.py heartbeat_interval)
+            await asyncio.sleep(self.interval_s * (1.0 - HEARTBEAT_JITTER * random.random()))
 
     async def poll(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -41,6 +41,11 @@ class ControllerKeys(Table, frozen=True):
     # are requeued (or ended) only fence_timeout_s later, by which time its worker has
     # killed them itself (it is told this value): a job never runs on two hosts at once.
     fence_timeout_s: PosFloat = 30.0
+    # The heartbeats a second the controller plans for: a cluster with more hosts than
+    # heartbeat_interval_s x this tells its workers a longer interval (hosts / this), never
+    # past fence_timeout_s / missed_heartbeats, so 10,000 hosts cost 1,000 heartbeats a
+    # second, not 2,000. The deadline follows the interval the workers were told.
+    max_heartbeats_per_s: PosFloat = 1000.0
     schedule_interval_s: PosFloat = 1.0
     # One file (upload or returned output) at most; 0: no cap per file (HPC data is as large
     # as it is: the quotas below and min_free_disk_mb bound what the disk takes).

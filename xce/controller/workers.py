@@ -147,10 +147,25 @@ class WorkerGateway:
         service.fence_until = self.fence_until
 
     @property
-    def heartbeat_deadline_s(self) -> float:
-        """Silence after which a host is marked unavailable."""
+    def heartbeat_interval_s(self) -> float:
+        """The interval workers are told: the configured one, or longer when the cluster
+        has more hosts than `max_heartbeats_per_s` allows at it (hosts / that rate), so the
+        controller's heartbeat load stays bounded as the cluster grows. Never past
+        `fence_timeout_s / missed_heartbeats`: a worker whose heartbeats all but one go
+        unanswered still reaches the controller before its keepers fence its jobs."""
         settings = self.service.settings
-        return settings.heartbeat_interval_s * settings.missed_heartbeats
+        configured = settings.heartbeat_interval_s
+        wanted = len(self.state.hosts) / settings.max_heartbeats_per_s
+        if wanted <= configured:
+            return configured
+        return max(configured, min(wanted, self.fence_timeout_s / settings.missed_heartbeats))
+
+    @property
+    def heartbeat_deadline_s(self) -> float:
+        """Silence after which a host is marked unavailable: `missed_heartbeats` of the
+        interval workers are told (hosts are never removed, so it never shrinks under a
+        worker told a longer one)."""
+        return self.heartbeat_interval_s * self.service.settings.missed_heartbeats
 
     @property
     def fence_timeout_s(self) -> float:
@@ -221,7 +236,9 @@ class WorkerGateway:
                     )
                 ]
             )
-        return await self.durable_assignments(info.host)
+        answer = await self.durable_assignments(info.host)
+        answer["heartbeat_interval_s"] = self.heartbeat_interval_s
+        return answer
 
     async def heartbeat(
         self,
@@ -269,6 +286,8 @@ class WorkerGateway:
         return {
             "version": self.service.host_versions.get(host, 0),
             "register_again": host not in self.containment,
+            # How often to send the next ones (a worker before this field keeps its own).
+            "heartbeat_interval_s": self.heartbeat_interval_s,
         }
 
     def assignments(self, host: str) -> dict[str, Any]:
@@ -407,6 +426,7 @@ class WorkerGateway:
         worker may only be cut off and its jobs still running. Only after deadline +
         fence_timeout_s (when the worker has killed them itself) are its jobs requeued or
         ended, as their queue's `on_host_failure` says.
+
         """
         deadline = self.heartbeat_deadline_s
         fence = self.fence_timeout_s

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -34,6 +35,9 @@ SHARE_REPORT_WAIT_S = 5.0
 # A worker the controller refuses for its versions asks again after 1 s, then ever less
 # often, up to this (an upgrade of either side lets it in on the next try).
 REFUSED_RETRY_MAX_S = 60.0
+# Heartbeats go out up to this fraction of the interval early, at random (see
+# `heartbeat_interval`).
+HEARTBEAT_JITTER = 0.15
 _VERSION_FIELDS = ("release", "protocol")
 
 
@@ -128,11 +132,15 @@ class ControllerLink:
                 await asyncio.sleep(1.0)
 
     async def heartbeat_loop(self) -> None:
-        """A heartbeat every interval; sooner (every `tail.PUSH_S`) while job output grows."""
+        """A heartbeat every interval; sooner (every `tail.PUSH_S`) while job output grows.
+
+        The interval is this worker's own or the longer one the controller asks for
+        (`heartbeat_interval`), less a random part of up to `HEARTBEAT_JITTER`: never
+        later than asked, and the workers of a cluster that started (or found a new
+        controller) together drift apart instead of arriving in one burst each interval."""
         loop = asyncio.get_running_loop()
         state = self.state
-        interval = state.settings.heartbeat_interval_s
-        next_beat = loop.time() + interval
+        next_beat = loop.time() + heartbeat_interval(state)
         while True:
             now = loop.time()
             await asyncio.sleep(max(0.0, min(next_beat, now + tail.PUSH_S) - now))
@@ -140,7 +148,7 @@ class ControllerLink:
             if not chunks and loop.time() < next_beat:
                 continue
             await self._heartbeat(chunks)
-            next_beat = loop.time() + interval
+            next_beat = loop.time() + heartbeat_interval(state)
 
     async def _heartbeat(self, chunks: list[tail.Chunk]) -> None:
         state = self.state
@@ -212,6 +220,9 @@ class ControllerLink:
         if isinstance(answer, dict) and isinstance(answer.get("fence_timeout_s"), int | float):
             timeout = float(answer["fence_timeout_s"])
         state.contact = fence.Contact(max(sent, state.contact.at), timeout)
+        told = answer.get("heartbeat_interval_s") if isinstance(answer, dict) else None
+        if isinstance(told, int | float) and not isinstance(told, bool) and 0 < told < 3600:
+            state.told_interval_s = float(told)
         state.output_limits = staging.OutputLimits.of(answer) or state.output_limits
         try:
             fence.record(str(state.spool.state), state.contact)
@@ -226,6 +237,13 @@ class ControllerLink:
             return
         log.warning("controller request failed: %s", exc.message)
         await asyncio.sleep(1.0)
+
+
+def heartbeat_interval(state: AgentState) -> float:
+    """The wait before the next heartbeat: this worker's interval or the controller's
+    longer one, less up to `HEARTBEAT_JITTER` of it at random."""
+    interval = max(state.settings.heartbeat_interval_s, state.told_interval_s or 0.0)
+    return interval * (1.0 - HEARTBEAT_JITTER * random.random())
 
 
 def _output(streams: dict[str, Any] | None) -> protocol.Output | None:

@@ -84,6 +84,10 @@ class AgentState:
         self.contact = fence.Contact(0.0, fence.DEFAULT_FENCE_TIMEOUT_S)
         # Per file and per job, as the controller says (xce/worker/attempt/staging.py).
         self.output_limits = staging.OutputLimits()
+        # The heartbeat interval the controller asked for (register and heartbeat answers;
+        # None from a controller that does not say): a large cluster's controller asks for
+        # a longer one than this worker's own, which stays the shortest it sends.
+        self.told_interval_s: float | None = None
 
     # --- bookkeeping --------------------------------------------------------------------
 
