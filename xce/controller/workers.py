@@ -136,6 +136,11 @@ class WorkerGateway:
         # `xce host show` and the console; "" for a worker before versions were sent.
         self.releases: dict[str, str] = {}
         self._launch_key: bytes | None = None
+        # Contacts heard so far (register, heartbeat), and the count at each host's latest:
+        # how much the controller heard from the others since a host went quiet
+        # (`check_liveness`).
+        self.contacts = 0
+        self._contact_mark: dict[str, int] = {}
         started = service.clock()
         # After a controller restart (or failover) every known host gets extra time to find
         # the controller again: workers back off up to RECONNECT_GRACE_S between retries, and
@@ -210,6 +215,8 @@ class WorkerGateway:
     def _contact(self, host: str, now: float) -> None:
         self.last_seen[host] = now
         self.heard[host] = now
+        self.contacts += 1
+        self._contact_mark[host] = self.contacts
 
     @property
     def state(self) -> ClusterState:
@@ -427,16 +434,30 @@ class WorkerGateway:
         fence_timeout_s (when the worker has killed them itself) are its jobs requeued or
         ended, as their queue's `on_host_failure` says.
 
+        The deadline is also counted in heartbeats: a host is marked unavailable only once
+        the controller has heard `missed_heartbeats - 1` rounds from the other reachable
+        hosts since it last heard this one. A controller too busy to read its requests
+        (heartbeats queued in its sockets and its loop) hears nobody, so it marks nobody
+        unavailable for its own slowness; a host that died while the others talk goes at
+        the deadline as before. A host silent past deadline + fence_timeout_s goes whatever
+        the count: its worker has fenced its jobs by then (a cluster whose every host went
+        quiet at once, too).
         """
         deadline = self.heartbeat_deadline_s
         fence = self.fence_timeout_s
         now = self.service.clock()
         changed: list[tuple[str, str]] = []
-        for name, host in list(self.state.hosts.items()):
+        hosts = list(self.state.hosts.items())
+        others = sum(1 for _, host in hosts if host.reachable) - 1
+        rounds = self.service.settings.missed_heartbeats - 1
+        for name, host in hosts:
             seen = self.last_seen.setdefault(name, now)
             silent = now - seen
             if host.reachable:
-                if silent > deadline:
+                heard_since = self.contacts - self._contact_mark.get(name, 0)
+                if silent > deadline and (
+                    heard_since >= rounds * others or silent > deadline + fence
+                ):
                     await self.service.commit([ev.HostUnavailable(now, name)])
                     changed.append((name, "unavailable"))
                 continue
