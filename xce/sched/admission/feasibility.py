@@ -49,6 +49,15 @@ def _empty_view(host: HostRecord) -> HostView:
     )
 
 
+def queue_hosts(queue: QueueRecord, hosts: Iterable[HostRecord]) -> list[HostRecord]:
+    """The hosts `queue` may use. Every host when it names none: no view is built then,
+    because every submission asks and a cluster may have tens of thousands of hosts."""
+    if not queue.hosts:
+        return list(hosts)
+    gate = QueueHosts()
+    return [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
+
+
 def _attribute_names(node: Node) -> Iterator[str]:
     """The names `node` reads as attributes (a bare word on the right of a comparison that
     no host defines is a literal, `type==LINUX`, so only left sides count)."""
@@ -98,11 +107,12 @@ def refusal(
 ) -> str | None:
     """Why no host of `queue` could ever run the job, or None when one could (or when the
     queue has no registered host to judge by)."""
-    gate = QueueHosts()
-    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
+    eligible = queue_hosts(queue, hosts)
     if not eligible:
         return None
     select = requirement.select if requirement is not None else None
+    if select is None and any(slots <= h.slots and memory_mb <= h.memory_mb for h in eligible):
+        return None  # a host that holds it (usually the first): the checks below agree
     where = f"queue {queue.name!r}"
     if select is not None:
         defined = set(BUILT_IN).union(*({k for k, _ in h.attributes} for h in eligible))

@@ -8,11 +8,10 @@ from collections.abc import Iterable
 
 from xce.core.errors import InvalidRequest
 from xce.core.model import HostRecord, JobSpec, QueueRecord
-from xce.sched.admission.feasibility import _empty_view
+from xce.sched.admission.feasibility import _empty_view, queue_hosts
 from xce.sched.expr import host_attributes, matches
 from xce.sched.expr.model import ResourceRequirement
 from xce.sched.passes.multihost import Layout, choose, groups_of, ptile_shortfall, spreads
-from xce.sched.plugins.hostfilters import QueueHosts
 
 # The submit and modify schemas' slots maximum: a ptile or block above it means nothing.
 MAX_SPAN = 100000
@@ -62,8 +61,7 @@ def multi_host_refusal(
 ) -> str | None:
     """For a job that may spread: None when some set of the queue's hosts (empty) holds it,
     else why not. "" when the job stays on one host: the single-host check applies."""
-    gate = QueueHosts()
-    eligible = [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
+    eligible = queue_hosts(queue, hosts)
     if not eligible:
         return None
     spec = JobSpec(  # built only now: every submit asks, most before any host registers
@@ -74,8 +72,8 @@ def multi_host_refusal(
         exclusive=exclusive,
         mem_per_slot_mb=mem_per_slot_mb,
     )
-    biggest = max(h.slots for h in eligible)
-    one_host = (req is not None and req.span is not None) or slots <= biggest
+    # a host as big as the job (usually the first) rather than the biggest: O(1), not O(hosts)
+    one_host = (req is not None and req.span is not None) or any(slots <= h.slots for h in eligible)
     if not spreads(spec, req) and one_host:
         return ""  # one host: xce/sched/admission/feasibility.py judges it
     select = req.select if req is not None else None
