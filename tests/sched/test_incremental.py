@@ -83,8 +83,19 @@ def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int) -> None:
             done = [j for j, r in state.jobs.items() if r.state in (JobState.DONE, JobState.EXIT)]
             if done:
                 apply(ev.JobsPurged(now, tuple(done[:5])))  # names no single job: rebuild
-        elif choice < 0.965:
+        elif choice < 0.965:  # h10 sorts between h1 and h2: views are inserted mid-list
             apply(ev.HostRegistered(now, f"h{len(state.hosts)}", 4, 16_000))
+        elif choice < 0.968:  # a host registers again with another size
+            host = rng.choice(sorted(state.hosts))
+            apply(ev.HostRegistered(now, host, rng.choice((8, 16)), 64_000))
+        elif choice < 0.972:  # a host's reachability or admin state changes
+            host = state.hosts[rng.choice(sorted(state.hosts))]
+            if not host.reachable:
+                apply(ev.HostAvailable(now, host.name))
+            elif rng.random() < 0.5:
+                apply(ev.HostUnavailable(now, host.name))
+            else:
+                apply(rng.choice((ev.HostClosed, ev.HostOpened))(now, host.name))
         elif choice < 0.97:  # a queue changes priority: the order of the pass changes
             queue = state.queues["normal"]
             apply(ev.QueueModified(now, replace(queue, priority=rng.choice((0, 20)))))

@@ -46,7 +46,7 @@ _ACTIVE = frozenset(s for s in JobState if s.active)
 SHIFT = 1 << 40  # order key: job number, then array index (pipeline._groups uses the same)
 
 # What an event changes, by its type (a dict lookup: `observe` runs for every event).
-_SUBMIT, _ONE_JOB, _SHAPE = 1, 2, 3
+_SUBMIT, _ONE_JOB, _SHAPE, _HOST = 1, 2, 3, 4
 _KINDS: dict[type, int] = {
     ev.JobSubmitted: _SUBMIT,  # a new pending job
     # at most the job they name (and its host's load)
@@ -58,8 +58,14 @@ _KINDS: dict[type, int] = {
     ev.JobKilled: _ONE_JOB,
     ev.JobRequeued: _ONE_JOB,
     ev.JobUsageReported: _ONE_JOB,
-    # the hosts or the queues
-    ev.HostRegistered: _SHAPE,
+    # one host: a new one, or one whose record changed (its view alone is redone)
+    ev.HostRegistered: _HOST,
+    ev.HostAvailable: _HOST,
+    ev.HostUnavailable: _HOST,
+    ev.HostOpened: _HOST,
+    ev.HostClosed: _HOST,
+    ev.HostDrainStarted: _HOST,
+    # the queues
     ev.QueueCreated: _SHAPE,
 }
 
@@ -129,11 +135,31 @@ class SnapshotCache:
             self._sync(cast("ev.JobStarted", event).job_id, state)
         elif kind == _SUBMIT:
             self._submitted(str(cast("ev.JobSubmitted", event).number), state)
+        elif kind == _HOST:
+            self._host_changed(cast("ev.HostRegistered", event).name, state)
         elif kind == _SHAPE:
             self._hosts_dirty = True
             self._queues = None
         else:
             self._stale = True
+
+    def _host_changed(self, name: str, state: ClusterState) -> None:
+        """One host joined or its record changed (registration, reachability, open, close,
+        drain): only its view is redone, a new one put in its place in name order, so a
+        cluster of 10,000 hosts registering or coming back does not rebuild every view
+        for each. What passes derived from the old hosts is void all the same."""
+        self._memo_void = True
+        if self._hosts_dirty:
+            return  # every view is rebuilt anyway
+        if name in self._host_at:
+            self._dirty.add(name)
+            return
+        views = self._host_list
+        at = bisect_left(views, name, key=lambda view: view.name)
+        views.insert(at, host_view(state.hosts[name], state.host_load.get(name)))
+        for k in range(at, len(views)):
+            self._host_at[views[k].name] = k
+        self._hosts_moved = True
 
     def _rebuild(self, state: ClusterState) -> None:
         self.rebuilds += 1
@@ -145,8 +171,10 @@ class SnapshotCache:
         self._dependent: dict[str, None] = {}  # pending jobs whose view must be re-read
         self._tasks: dict[str, int] = {}  # pending array tasks -> array number
         self._running = RunningOrder()
-        self._hosts_dirty = True  # every host view is rebuilt (a host or queue event)
-        self._dirty: set[str] = set()  # else only these hosts' views (their load changed)
+        self._hosts_dirty = True  # every host view is rebuilt (a queue event)
+        self._dirty: set[str] = set()  # else only these hosts' views (load or record changed)
+        self._hosts_moved = False  # a host was inserted: the tuple of views is made anew
+        self._memo_void = True  # a host changed: what passes derived is void
         self._hosts: tuple[HostView, ...] = ()
         self._host_list: list[HostView] = []
         self._host_at: dict[str, int] = {}  # host name -> its place in _host_list
@@ -236,11 +264,12 @@ class SnapshotCache:
         for job_id in self._dependent:  # dependency status can change with any event
             record = state.jobs[job_id]
             self._queued[self._where[job_id]][job_id] = _view(record, state)
-        if self._hosts_dirty or self._queues is None:
+        if self._hosts_dirty or self._memo_void or self._queues is None:
             # a host or a queue was added or changed (or the cache rebuilt): what passes
             # derived from the old ones is void (xce/sched/passes/memo.py)
             self._memo = PassMemo()
-        if self._hosts_dirty or self._dirty:
+            self._memo_void = False
+        if self._hosts_dirty or self._dirty or self._hosts_moved:
             self._refresh_hosts(state)
         if self._queues is None:
             self._queues = dict(state.queues)
@@ -291,6 +320,7 @@ class SnapshotCache:
             for name in self._dirty:
                 views[at[name]] = host_view(hosts[name], loads.get(name))
         self._dirty.clear()
+        self._hosts_moved = False
         self._hosts = tuple(self._host_list)
 
 
