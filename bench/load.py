@@ -67,6 +67,7 @@ class LoadResult:
     controller_cpu_s: float | None = None
     controller_rss_mb: float | None = None
     generator_cpu_s: float = 0.0  # the worker processes' and this one's, over the same time
+    generator_lag: list[float] = field(default_factory=list)  # the worker processes' loops
     passes: int = 0
     pass_p99_s: float | None = None  # the upper bound of the histogram bucket holding it
 
@@ -80,6 +81,7 @@ class LoadResult:
         self.started += part["started"]
         self.finished += part["finished"]
         self.generator_cpu_s += part["cpu_s"]
+        self.generator_lag.extend(part["loop_lag"])
         for what, count in part["errors"].items():
             self.error(what, count)
         for job, count in part["starts"].items():
@@ -97,6 +99,9 @@ class _GroupResult:
     errors: dict[str, int] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)
     cpu_s: float = 0.0  # this process's CPU time from the start signal to the stop
+    # how late this process's loop woke from 0.1 s sleeps: above a few 10 ms, the
+    # generator itself (or the machine) adds to every latency it measures
+    loop_lag: list[float] = field(default_factory=list)
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -246,6 +251,15 @@ async def _wait_mp(event: MpEvent) -> None:
         await asyncio.sleep(0.05)
 
 
+async def _lag(into: list[float], stopping: asyncio.Event) -> None:
+    """Sample how late this loop wakes from a 0.1 s sleep, until `stopping`."""
+    loop = asyncio.get_running_loop()
+    while not stopping.is_set():
+        asked = loop.time() + 0.1
+        await asyncio.sleep(0.1)
+        into.append(loop.time() - asked)
+
+
 async def _worker_group(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -> None:
     result = _GroupResult()
     connector = aiohttp.TCPConnector(limit=0)
@@ -272,6 +286,7 @@ async def _worker_group(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -
         stopping = asyncio.Event()
         tasks = [asyncio.create_task(s.heartbeats(stopping)) for s in sims]
         tasks += [asyncio.create_task(s.poll(stopping)) for s in sims]
+        tasks.append(asyncio.create_task(_lag(result.loop_lag, stopping)))
         await _wait_mp(stop)
         result.cpu_s = time.process_time() - cpu
         stopping.set()
@@ -283,7 +298,7 @@ async def _worker_group(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -
     out.put(("result", result.as_dict()))
 
 
-def _worker_process(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -> None:
+def worker_process(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -> None:
     """The entry point of one worker process."""
     try:
         asyncio.run(_worker_group(plan, go, stop, out))
@@ -340,7 +355,7 @@ def _histogram_p99(before: dict[float, float], after: dict[float, float]) -> tup
     return int(total), float("nan")
 
 
-def _marked_unavailable(log: Path | None, since: int) -> list[str]:
+def marked_unavailable(log: Path | None, since: int) -> list[str]:
     """Hosts the controller's log (from byte `since`) says it marked unavailable."""
     if log is None or not log.exists():
         return []
@@ -384,7 +399,7 @@ async def run_load(
     for n in range(procs):
         count = share + (n < extra)
         plan = GroupPlan(url, token, first, count, heartbeat_s, job_s, poll_s)
-        children.append(ctx.Process(target=_worker_process, args=(plan, go, stop_workers, out)))
+        children.append(ctx.Process(target=worker_process, args=(plan, go, stop_workers, out)))
         first += count
     for child in children:
         child.start()
@@ -451,7 +466,7 @@ async def run_load(
             await asyncio.to_thread(child.join, 30)
             if child.is_alive():
                 child.kill()
-    result.ever_unavailable = _marked_unavailable(log, log_start)
+    result.ever_unavailable = marked_unavailable(log, log_start)
     acked = set(result.acknowledged)
     result.missing = sorted(acked - set(listed), key=int)
     result.unexpected = sorted(set(listed) - acked, key=int)
@@ -483,6 +498,10 @@ def report(result: LoadResult) -> str:
         f"present but never acked   {len(result.unexpected):>9}",
         f"errors                    {result.errors or 'none'}",
     ]
+    lines.append(
+        f"generator loop lag p50/p99 {percentile(result.generator_lag, 0.5) * 1000:>9.1f} / "
+        f"{percentile(result.generator_lag, 0.99) * 1000:.1f} ms"
+    )
     if result.controller_cpu_s is not None:
         window = result.seconds + result.drain_seconds
         lines.append(
