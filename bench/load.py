@@ -99,6 +99,8 @@ class _GroupResult:
     errors: dict[str, int] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)
     cpu_s: float = 0.0  # this process's CPU time from the start signal to the stop
+    # set at the start signal: heartbeats before it (while the rest register) are not counted
+    measuring: bool = False
     # how late this process's loop woke from 0.1 s sleeps: above a few 10 ms, the
     # generator itself (or the machine) adds to every latency it measures
     loop_lag: list[float] = field(default_factory=list)
@@ -180,8 +182,9 @@ class SimWorker:
                 path = f"/api/v1/workers/{self.name}/heartbeat"
                 answer = await self._post(path, {"running": running})
                 if answer is not None:
-                    self.result.heartbeats += 1
-                    self.result.heartbeat_latency.append(time.perf_counter() - started)
+                    if self.result.measuring:
+                        self.result.heartbeats += 1
+                        self.result.heartbeat_latency.append(time.perf_counter() - started)
                     self._told(answer)
             except aiohttp.ClientError:
                 self.result.error("heartbeat connection")
@@ -262,7 +265,10 @@ async def _lag(into: list[float], stopping: asyncio.Event) -> None:
 
 async def _worker_group(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -> None:
     result = _GroupResult()
-    connector = aiohttp.TCPConnector(limit=0)
+    # A real worker keeps its connections between heartbeats: idle ones are kept for
+    # longer than the longest heartbeat interval a controller asks for, so that the
+    # shared pool does not open a new connection for most requests.
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=75)
     timeout = aiohttp.ClientTimeout(total=60)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         sims = [
@@ -278,14 +284,19 @@ async def _worker_group(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -
             )
             for i in range(plan.first, plan.first + plan.count)
         ]
+        stopping = asyncio.Event()
+        tasks: list[asyncio.Task[None]] = []
         for i in range(0, len(sims), 50):  # register in waves, like a rack powering on
-            await asyncio.gather(*(s.register() for s in sims[i : i + 50]))
+            wave = sims[i : i + 50]
+            await asyncio.gather(*(s.register() for s in wave))
+            # then each heartbeats and polls at once, as a worker does: the start signal
+            # only opens the measurement, not a burst of 10,000 first requests
+            tasks += [asyncio.create_task(s.heartbeats(stopping)) for s in wave]
+            tasks += [asyncio.create_task(s.poll(stopping)) for s in wave]
         out.put(("ready", plan.first))
         await _wait_mp(go)
+        result.measuring = True
         cpu = time.process_time()
-        stopping = asyncio.Event()
-        tasks = [asyncio.create_task(s.heartbeats(stopping)) for s in sims]
-        tasks += [asyncio.create_task(s.poll(stopping)) for s in sims]
         tasks.append(asyncio.create_task(_lag(result.loop_lag, stopping)))
         await _wait_mp(stop)
         result.cpu_s = time.process_time() - cpu
