@@ -159,12 +159,21 @@ class SimWorker:
             return await r.json()
 
     async def register(self) -> None:
-        answer = await self._post(
-            "/api/v1/workers/register", {"host": self.name, "slots": 2, "memory_mb": 4096}
-        )
-        if answer is not None:
-            self._told(answer)
-            self._apply(answer)
+        """Register, retrying a dropped connection as the real worker does (the hosts
+        that joined earlier are heartbeating and polling meanwhile)."""
+        body = {"host": self.name, "slots": 2, "memory_mb": 4096}
+        for _ in range(20):
+            try:
+                answer = await self._post("/api/v1/workers/register", body)
+            except aiohttp.ClientError:
+                self.result.error("register connection")
+                await asyncio.sleep(0.5)
+                continue
+            if answer is not None:
+                self._told(answer)
+                self._apply(answer)
+            return
+        raise RuntimeError(f"{self.name} could not register")
 
     def _told(self, answer: dict[str, Any]) -> None:
         """Take the controller's heartbeat interval, as the real worker does (its own is
