@@ -165,7 +165,7 @@ class SimWorker:
         for _ in range(20):
             try:
                 answer = await self._post("/api/v1/workers/register", body)
-            except aiohttp.ClientError:
+            except (aiohttp.ClientError, TimeoutError):
                 self.result.error("register connection")
                 await asyncio.sleep(0.5)
                 continue
@@ -195,7 +195,7 @@ class SimWorker:
                         self.result.heartbeats += 1
                         self.result.heartbeat_latency.append(time.perf_counter() - started)
                     self._told(answer)
-            except aiohttp.ClientError:
+            except (aiohttp.ClientError, TimeoutError):
                 self.result.error("heartbeat connection")
             # the real worker's jitter (xce/worker/agent/link.py heartbeat_interval)
             await asyncio.sleep(self.interval_s * (1.0 - HEARTBEAT_JITTER * random.random()))
@@ -213,7 +213,7 @@ class SimWorker:
                         await asyncio.sleep(0.5)
                         continue
                     self._apply(await r.json())
-            except aiohttp.ClientError:
+            except (aiohttp.ClientError, TimeoutError):
                 self.result.error("assignments connection")
                 await asyncio.sleep(0.5)
 
@@ -237,7 +237,7 @@ class SimWorker:
                 if answer is not None:
                     self.result.finished += 1
                     break
-            except aiohttp.ClientError:
+            except (aiohttp.ClientError, TimeoutError):
                 self.result.error("finished connection")
             await asyncio.sleep(0.5)
         self.done.add(key)
@@ -343,7 +343,7 @@ async def _client(
                     result.submit_latency.append(time.perf_counter() - started)
                 else:
                     result.error(f"submit {r.status}")
-        except aiohttp.ClientError:
+        except (aiohttp.ClientError, TimeoutError):
             result.error("submit connection")
             await asyncio.sleep(0.2)  # the controller is down: do not spin
 
