@@ -91,6 +91,19 @@ class Row:
 # --- statistics and formatting --------------------------------------------------------------
 
 
+def stop_process(proc: subprocess.Popen[Any] | None, grace_s: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `grace_s`: a server under test
+    stops cleanly where it can, and a hung one never holds the bench."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

@@ -33,7 +33,7 @@ from typing import Any
 import aiohttp
 import psutil
 
-from bench.common import Plan, Row, median, spread
+from bench.common import Plan, Row, median, spread, stop_process
 from xce.auth.keys import key_dir
 from xce.auth.tokens import TokenService
 
@@ -133,15 +133,7 @@ max_connections_per_address = 0
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_process(proc)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import Plan, grid, median, spread
+from bench.common import Plan, grid, median, spread, stop_process
 from bench.controller import Load, Target, drive, free_port, measure
 
 API = "v0.0.38"  # the newest OpenAPI plugin Slurm 22.05 ships (openapi/v0.0.36-38)
@@ -258,15 +258,7 @@ PartitionName=normal Nodes={host} Default=YES MaxTime=INFINITE State=DOWN
 
     def stop(self) -> None:
         for name in ("slurmrestd", "slurmd", "slurmctld", "munged"):
-            proc = self.procs.pop(name, None)
-            if proc is None or proc.poll() is not None:
-                continue
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            stop_process(self.procs.pop(name, None))
 
     def __enter__(self) -> SlurmCluster:
         try:

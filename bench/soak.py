@@ -67,6 +67,7 @@ from typing import Any
 import aiohttp
 import psutil
 
+from bench.common import stop_process
 from bench.controller import KEYS, TOKEN
 from bench.load import LoadResult, SimWorker, percentile
 from xce.auth.keys import key_dir
@@ -181,14 +182,7 @@ priority = 30
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc)
 
     def rss(self) -> int | None:
         try:
