@@ -61,14 +61,16 @@ async def test_a_small_cluster_keeps_the_configured_interval(ctl) -> None:
 
 async def test_a_large_cluster_asks_for_a_longer_interval_up_to_the_fence(ctl) -> None:
     api, _ = ctl
-    for i in range(16):  # 16 hosts at 2 a second: 8 s
+    for i in range(14):  # 14 hosts at 2 a second: 7 s
         await api.register(f"h{i:02d}")
-    assert (await _beat(api, "h00"))["heartbeat_interval_s"] == 16 / RATE
-    assert api.gateway.heartbeat_deadline_s == 16 / RATE * MISSED
-    for i in range(16, 40):  # 40 / 2 = 20 s, but at most fence / missed = 10 s
+    assert (await _beat(api, "h00"))["heartbeat_interval_s"] == 14 / RATE
+    assert api.gateway.heartbeat_deadline_s == 14 / RATE * MISSED
+    for i in range(14, 40):  # 40 / 2 = 20 s, but at most fence / (missed + 1) = 7.5 s
         await api.register(f"h{i:02d}")
-    assert (await _beat(api, "h00"))["heartbeat_interval_s"] == FENCE / MISSED
-    assert api.gateway.heartbeat_deadline_s == FENCE / MISSED * MISSED
+    ceiling = FENCE / (MISSED + 1)
+    assert (await _beat(api, "h00"))["heartbeat_interval_s"] == ceiling
+    # the deadline stays a whole interval short of the fence
+    assert api.gateway.heartbeat_deadline_s == ceiling * MISSED <= FENCE - ceiling
 
 
 async def test_a_controller_that_heard_nobody_marks_nobody_unavailable(ctl) -> None:
@@ -101,6 +103,31 @@ async def test_a_host_silent_while_the_others_talk_goes_after_their_rounds(ctl) 
     assert await api.gateway.check_liveness() == [("c", "unavailable")]
     hosts = {h["name"]: h["status"] for h in (await api.call("GET", "/api/v1/hosts", 200))["hosts"]}
     assert hosts == {"a": "online", "b": "online", "c": "unavailable"}
+
+
+async def test_most_of_the_cluster_cut_off_at_once_goes_at_the_deadline(ctl) -> None:
+    """Eight of ten hosts go silent together (a switch): the two still heard are the
+    rounds counted, so the eight go at the deadline, not at deadline + fence."""
+    api, clock = ctl
+    hosts = [f"h{i}" for i in range(10)]
+    for host in hosts:
+        await api.register(host)
+    for beat in range(1, MISSED + 1):
+        clock.now = T0 + INTERVAL * beat
+        await _beat(api, "h0")
+        await _beat(api, "h1")
+    clock.now = T0 + INTERVAL * MISSED + 1
+    changed = await api.gateway.check_liveness()
+    assert sorted(changed) == [(h, "unavailable") for h in hosts[2:]]
+
+
+async def test_the_only_host_goes_at_the_deadline(ctl) -> None:
+    api, clock = ctl
+    await api.register("lone")
+    clock.now = T0 + INTERVAL * MISSED - 1
+    assert await api.gateway.check_liveness() == []
+    clock.now = T0 + INTERVAL * MISSED + 1
+    assert await api.gateway.check_liveness() == [("lone", "unavailable")]
 
 
 async def test_an_unchanged_heartbeat_writes_nothing_to_the_wal(ctl) -> None:

@@ -468,6 +468,20 @@ OLD_REFUSAL = {
 }
 
 
+def test_an_older_controllers_refusal_is_told_from_a_newer_ones_whatever_the_file() -> None:
+    """The refusal's message starts with the file's name, which may hold any word: an
+    output called `trailing_edge.dat` refused by an older controller still falls back, and
+    a newer controller's refusal (which offers the trailing form) never does."""
+    from xce.client.transfer import refuses_trailing
+
+    old = "X-XCE-SHA256 must be the 64 hex digits of the body's SHA-256"
+    assert refuses_trailing(ApiError(400, "invalid_request", f"results/trailing_edge.dat: {old}"))
+    assert refuses_trailing(ApiError(400, "invalid_request", f"upload: {old}"))
+    newer = f"trailing.bin: {old}, or 'trailing'"
+    assert not refuses_trailing(ApiError(400, "invalid_request", newer))
+    assert not refuses_trailing(ApiError(413, "too_large", f"upload: {old}"))
+
+
 async def test_send_file_hashes_first_for_a_controller_before_trailing_digests(
     server: tuple[str, Behaviour], tmp_path: Path
 ) -> None:

@@ -615,8 +615,11 @@ class XceClient:
                             if progress is not None:
                                 progress(offset, size)
                 finally:
-                    if ahead is not None:  # a try cut short: its read ends on its own
-                        ahead.cancel()
+                    if ahead is not None:
+                        # A try cut short: its read of up to a chunk runs on in its thread,
+                        # so wait for it; the caller may close `fd` next, and a read of a
+                        # number reused for another file must never happen.
+                        await asyncio.wait({ahead})
                 if digest is None:
                     yield hasher.hexdigest().encode()  # the file as read is what is declared
                 # Every byte is handed over, not yet carried: a slow link may take longer

@@ -316,6 +316,9 @@ class LightClient:
                         if digest is None and refuses_trailing(exc):
                             self._digest_first = True  # an older controller: not a try
                             digest = hash_fd(fd, size, hashing)
+                            # It answered before reading the body: the connection holds
+                            # what was sent of it, so the next try opens a new one.
+                            self.close()
                             continue
                         if is_final(exc):
                             raise

@@ -153,11 +153,10 @@ def refuses_trailing(exc: ApiError) -> bool:
     `X-XCE-SHA256: trailing` before it reads the body, with a message that names the
     header and not the trailing form (a newer controller's refusals name it). The sender
     then hashes first and declares the digest before the body, as it did before."""
-    message = exc.message
-    return (
-        exc.status == 400
-        and f"{DIGEST_HEADER} must be the 64 hex digits" in message
-        and TRAILING not in message
+    # The older message ends there; a newer one goes on with "or 'trailing'". Matched at
+    # the end, as the message starts with the file's name, which may hold any word.
+    return exc.status == 400 and exc.message.endswith(
+        f"{DIGEST_HEADER} must be the 64 hex digits of the body's SHA-256"
     )
 
 

@@ -43,8 +43,9 @@ class ControllerKeys(Table, frozen=True):
     fence_timeout_s: PosFloat = 30.0
     # The heartbeats a second the controller plans for: a cluster with more hosts than
     # heartbeat_interval_s x this tells its workers a longer interval (hosts / this), never
-    # past fence_timeout_s / missed_heartbeats, so 10,000 hosts cost 1,000 heartbeats a
-    # second, not 2,000. The deadline follows the interval the workers were told.
+    # past fence_timeout_s / (missed_heartbeats + 1): with the defaults 10,000 hosts are told
+    # 7.5 s, about 1,330 heartbeats a second instead of 2,000 (a longer fence_timeout_s lets
+    # it go to 10 s, 1,000 a second). The deadline follows the interval the workers were told.
     max_heartbeats_per_s: PosFloat = 1000.0
     schedule_interval_s: PosFloat = 1.0
     # One file (upload or returned output) at most; 0: no cap per file (HPC data is as large

@@ -11,6 +11,7 @@ controller acknowledges it.
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -156,14 +157,17 @@ class WorkerGateway:
         """The interval workers are told: the configured one, or longer when the cluster
         has more hosts than `max_heartbeats_per_s` allows at it (hosts / that rate), so the
         controller's heartbeat load stays bounded as the cluster grows. Never past
-        `fence_timeout_s / missed_heartbeats`: a worker whose heartbeats all but one go
-        unanswered still reaches the controller before its keepers fence its jobs."""
+        `fence_timeout_s / (missed_heartbeats + 1)`: the deadline (`missed_heartbeats` of
+        it) stays a full interval short of the fence, and a worker whose heartbeat fails
+        tries again at its own, shorter interval (xce/worker/agent/link.py), so a failover or
+        one slow answer does not leave its keepers to fence its jobs."""
         settings = self.service.settings
         configured = settings.heartbeat_interval_s
         wanted = len(self.state.hosts) / settings.max_heartbeats_per_s
         if wanted <= configured:
             return configured
-        return max(configured, min(wanted, self.fence_timeout_s / settings.missed_heartbeats))
+        ceiling = self.fence_timeout_s / (settings.missed_heartbeats + 1)
+        return max(configured, min(wanted, ceiling))
 
     @property
     def heartbeat_deadline_s(self) -> float:
@@ -435,29 +439,43 @@ class WorkerGateway:
         ended, as their queue's `on_host_failure` says.
 
         The deadline is also counted in heartbeats: a host is marked unavailable only once
-        the controller has heard `missed_heartbeats - 1` rounds from the other reachable
-        hosts since it last heard this one. A controller too busy to read its requests
-        (heartbeats queued in its sockets and its loop) hears nobody, so it marks nobody
+        the controller has heard `missed_heartbeats - 1` rounds from the hosts it still
+        hears (those heard within the deadline) since it last heard this one. A controller
+        too busy to read its requests (heartbeats queued in its sockets and its loop) hears
+        few, slowly, and one that heard nobody marks nobody, so it does not mark hosts
         unavailable for its own slowness; a host that died while the others talk goes at
-        the deadline as before. A host silent past deadline + fence_timeout_s goes whatever
-        the count: its worker has fenced its jobs by then (a cluster whose every host went
-        quiet at once, too).
+        the deadline as before, and so do many at once (a switch that cuts off most of the
+        cluster): the dead stop counting among the heard. The only host of a cluster goes
+        at the deadline (there is nobody else to hear). A host silent past deadline +
+        fence_timeout_s goes whatever the count: its worker has fenced its jobs by then (a
+        cluster whose every host went quiet at once, too).
         """
         deadline = self.heartbeat_deadline_s
         fence = self.fence_timeout_s
         now = self.service.clock()
         changed: list[tuple[str, str]] = []
         hosts = list(self.state.hosts.items())
-        others = sum(1 for _, host in hosts if host.reachable) - 1
+        reachable = sum(1 for _, host in hosts if host.reachable)
+        # The hosts still heard: a silent host (the one the count is for) is never among
+        # them, so this is "the others".
+        heard = sum(
+            1
+            for name, host in hosts
+            if host.reachable and now - self.last_seen.get(name, now) <= deadline
+        )
         rounds = self.service.settings.missed_heartbeats - 1
+        if reachable <= 1:
+            needed: float = 0  # nobody else to hear
+        elif heard == 0:
+            needed = math.inf  # heard nobody: the controller's silence, or everyone's
+        else:
+            needed = rounds * heard
         for name, host in hosts:
             seen = self.last_seen.setdefault(name, now)
             silent = now - seen
             if host.reachable:
                 heard_since = self.contacts - self._contact_mark.get(name, 0)
-                if silent > deadline and (
-                    heard_since >= rounds * others or silent > deadline + fence
-                ):
+                if silent > deadline and (heard_since >= needed or silent > deadline + fence):
                     await self.service.commit([ev.HostUnavailable(now, name)])
                     changed.append((name, "unavailable"))
                 continue

@@ -38,6 +38,10 @@ REFUSED_RETRY_MAX_S = 60.0
 # Heartbeats go out up to this fraction of the interval early, at random (see
 # `heartbeat_interval`).
 HEARTBEAT_JITTER = 0.15
+# The fewest heartbeats a longer interval the controller asks for must leave within the
+# keepers' fence timeout (the controller's own ceiling, fence / (missed + 1), is 4 at the
+# default 3 missed heartbeats).
+FENCE_BEATS = 4
 _VERSION_FIELDS = ("release", "protocol")
 
 
@@ -147,10 +151,11 @@ class ControllerLink:
             chunks = state.output.collect(list(state.running.values()))
             if not chunks and loop.time() < next_beat:
                 continue
-            await self._heartbeat(chunks)
-            next_beat = loop.time() + heartbeat_interval(state)
+            answered = await self._heartbeat(chunks)
+            next_beat = loop.time() + heartbeat_interval(state, answered)
 
-    async def _heartbeat(self, chunks: list[tail.Chunk]) -> None:
+    async def _heartbeat(self, chunks: list[tail.Chunk]) -> bool:
+        """Send one heartbeat; whether the controller took it."""
         state = self.state
         output = state.output.report(chunks)
         running = [
@@ -192,13 +197,14 @@ class ControllerLink:
                 # A controller that restarted or took over has not heard how we contain jobs.
                 state.registered.clear()
                 state.spawn(self.register())
+            return True
         except ApiError as exc:
             if output and exc.status in (400, 413):
                 # Never lose a heartbeat over its output: send it again without.
                 state.output.refused(exc.status, exc.message)
-                await self._heartbeat([])
-                return
+                return await self._heartbeat([])
             await self._on_error(exc)
+            return False
 
     async def report_shares_now(self) -> None:
         """A heartbeat at once, without output, so the controller has a share's figures
@@ -222,7 +228,8 @@ class ControllerLink:
         state.contact = fence.Contact(max(sent, state.contact.at), timeout)
         told = answer.get("heartbeat_interval_s") if isinstance(answer, dict) else None
         if isinstance(told, int | float) and not isinstance(told, bool) and 0 < told < 3600:
-            state.told_interval_s = float(told)
+            # Never so long that fewer than FENCE_BEATS heartbeats fit in the fence.
+            state.told_interval_s = min(float(told), timeout / FENCE_BEATS)
         state.output_limits = staging.OutputLimits.of(answer) or state.output_limits
         try:
             fence.record(str(state.spool.state), state.contact)
@@ -239,10 +246,14 @@ class ControllerLink:
         await asyncio.sleep(1.0)
 
 
-def heartbeat_interval(state: AgentState) -> float:
+def heartbeat_interval(state: AgentState, answered: bool = True) -> float:
     """The wait before the next heartbeat: this worker's interval or the controller's
-    longer one, less up to `HEARTBEAT_JITTER` of it at random."""
-    interval = max(state.settings.heartbeat_interval_s, state.told_interval_s or 0.0)
+    longer one, less up to `HEARTBEAT_JITTER` of it at random. After a heartbeat that was
+    not `answered` (a failover, a loaded controller) this worker's own interval: the
+    longer one is for a controller that hears us, and the keepers' fence runs from the
+    last heartbeat that was taken."""
+    told = state.told_interval_s if answered else None
+    interval = max(state.settings.heartbeat_interval_s, told or 0.0)
     return interval * (1.0 - HEARTBEAT_JITTER * random.random())
 
 
