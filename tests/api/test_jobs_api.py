@@ -6,6 +6,8 @@ import asyncio
 import hashlib
 from typing import Any
 
+import pytest
+
 from .conftest import Api, as_user
 
 JOBS = "/api/v1/jobs"
@@ -591,6 +593,20 @@ async def test_outputs_travel_back_to_the_user(api: Api) -> None:
     # the attempt is over: the worker may no longer write
     resp = await api.client.put(f"{base}/late.txt?attempt=0", data=b"late")
     assert resp.status == 409
+
+
+@pytest.mark.timeout(30)  # the failure this guards against is a loop that never yields
+async def test_empty_files_one_after_another_are_stored(api: Api) -> None:
+    """aiohttp hands every empty body the same stream object, which ends the first reader's
+    iteration and never a later one's: the second empty output (an empty stderr after an
+    empty stdout) must be stored as the first was, not spin the controller's loop."""
+    job_id = await api.submit()
+    await api.register("w1")
+    await schedule(api)
+    base = f"/api/v1/workers/w1/jobs/{job_id}/outputs"
+    for name, first in (("stdout", "&first=1"), ("stderr", ""), ("empty.txt", "")):
+        stored = await api.call("PUT", f"{base}/{name}?attempt=0{first}", 201, data=b"")
+        assert stored == {"path": name, "size": 0, "sha256": sha(b"")}
 
 
 async def test_first_output_clears_older_attempt(api: Api) -> None:

@@ -234,3 +234,8 @@ async def _arriving(request: web.Request) -> AsyncIterator[bytes]:
     async for chunk, _ in request.content.iter_chunks():
         if chunk:
             yield chunk
+        elif request.content.at_eof():
+            # An empty body is aiohttp's one shared EmptyStreamReader, which ends the
+            # iteration only for the first body that reads it and answers (b"", True) to
+            # every later one: without this an empty file would spin the loop forever.
+            return
