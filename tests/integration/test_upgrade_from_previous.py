@@ -1,10 +1,11 @@
 """Upgrades from the previous release, with both builds as real processes.
 
 The previous release is built the way a site gets it: its wheel, made from this
-repository's history (the newest older `vX.Y.Z` tag, or the pinned commit below until one
-exists), installed into a folder of its own and run from there with PYTHONPATH pointing
-at it and a working directory outside the repository, so that this build is never
-imported by accident. Both builds share the installed dependencies.
+repository's history (the newest older `vX.Y.Z` tag or, until one exists, the commit
+before the one that set this build's version), installed into a folder of its own and
+run from there with PYTHONPATH pointing at it and a working directory outside the
+repository, so that this build is never imported by accident. Both builds share the
+installed dependencies.
 
 Two upgrades are played (docs/upgrades.md): a single controller stopped and started on the
 same state directory by the new build, and a rolling upgrade of an HA pair while a client
@@ -37,10 +38,6 @@ from xce import __version__
 from xce.core.versions import release_tuple
 
 ROOT = Path(__file__).resolve().parents[2]
-# The previous release until it is tagged: the last commit of 0.1.0, the parent of the one
-# that set `__version__ = "0.2.0"`. Data, not a reference to history: a `v0.1.0`-style tag
-# takes its place once one exists (previous_release_ref).
-PREVIOUS_RELEASE_COMMIT = "d4afeae89d2aead493b22fad6c6263f0e16d110d"
 # What the wheel is built from: the package and the files its pyproject names.
 WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "xce")
 # The fields of a job that an upgrade must keep as they were.
@@ -66,8 +63,9 @@ def git(*args: str) -> str:
 
 
 def previous_release_ref() -> str:
-    """The newest `vX.Y.Z` tag older than this build, else the pinned commit; skips where
-    this checkout has no history to build it from (no git, a shallow clone, an export)."""
+    """The newest `vX.Y.Z` tag older than this build, else the last commit before this
+    version; skips where this checkout has no history to build it from (no git, a shallow
+    clone, an export)."""
     try:
         tags = git("tag", "--list", "v*").split()
     except (OSError, subprocess.CalledProcessError):
@@ -79,12 +77,24 @@ def previous_release_ref() -> str:
         for tag in tags
         if (found := release_tuple(tag[1:])) is not None and found < current
     ]
-    ref = max(older)[1] if older else PREVIOUS_RELEASE_COMMIT
+    ref = max(older)[1] if older else last_commit_before_this_version()
     try:
         git("cat-file", "-e", f"{ref}^{{commit}}")
     except subprocess.CalledProcessError:
         pytest.skip(f"the previous release ({ref}) is not in this clone (a shallow clone?)")
     return ref
+
+
+def last_commit_before_this_version() -> str:
+    """The previous release until one is tagged: the parent of the commit that set this
+    build's `__version__` (the last commit of the version before)."""
+    found = git(
+        *("log", "--format=%H", "-1", f'-S__version__ = "{__version__}"'),
+        *("--", "xce/__init__.py"),
+    ).strip()
+    if not found:
+        pytest.skip("no commit in this clone set the current version (a shallow clone?)")
+    return f"{found}^"
 
 
 def run_checked(args: list[str], what: str, **kw: Any) -> str:
