@@ -27,8 +27,11 @@ CRASH_SEEDS = [
 ]
 
 
-async def _burst(url: str, clients: int, stop_after: float, seed: int) -> dict[str, dict]:
-    """Submit from `clients` concurrent sessions; returns acknowledged id -> body."""
+async def _burst(
+    url: str, clients: int, stop_after: float, seed: int, first: asyncio.Event
+) -> dict[str, dict]:
+    """Submit from `clients` concurrent sessions; returns acknowledged id -> body. `first`
+    is set at the first acknowledgement."""
     acked: dict[str, dict] = {}
     rng = random.Random(seed)
     deadline = asyncio.get_running_loop().time() + stop_after
@@ -51,6 +54,7 @@ async def _burst(url: str, clients: int, stop_after: float, seed: int) -> dict[s
                     async with session.post(f"{url}/api/v1/jobs", json=body) as resp:
                         if resp.status == 201:
                             acked[(await resp.json())["job_id"]] = body
+                            first.set()
                 except (aiohttp.ClientError, ConnectionError):
                     return  # the controller died under us: this request was not acknowledged
 
@@ -78,7 +82,11 @@ def test_kill_9_during_a_submit_burst_loses_nothing_acknowledged(tmp_path: Path,
         assert cluster.controller is not None
 
         async def scenario() -> dict[str, dict]:
-            task = asyncio.ensure_future(_burst(cluster.url, 16, 5.0, seed))
+            first = asyncio.Event()
+            task = asyncio.ensure_future(_burst(cluster.url, 16, 5.0, seed, first))
+            # Into the burst, counted from its first acknowledgement: on a loaded machine
+            # the clients may take longer than `kill_at` to get going at all.
+            await asyncio.wait_for(first.wait(), 30)
             await asyncio.sleep(kill_at)
             cluster.controller.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
             return await task
