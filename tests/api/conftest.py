@@ -51,6 +51,17 @@ TOKENS = {
 }
 
 
+class Clock:
+    """A controller clock the test moves by hand (`api.service.clock = Clock()`): deadlines
+    and fences are crossed by setting `now`, never by sleeping."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def as_user(user: str, *roles: str, groups: tuple[str, ...] = ()) -> dict[str, str]:
     """Headers that make a request come from `user` (role user unless given)."""
     return {"Authorization": f"Bearer {token_for(user, roles or ('user',), groups)}"}

@@ -10,23 +10,13 @@ from typing import Any
 
 import pytest
 
-from .conftest import Api, as_user, make_settings, start_api
+from .conftest import Api, Clock, as_user, make_settings, start_api
 
 T0 = 1_000_000.0
 INTERVAL = 5.0
 MISSED = 3
 FENCE = 30.0
 RATE = 2.0  # heartbeats a second planned for: 10 hosts or fewer keep the 5 s interval
-
-
-class Clock:
-    """A controller clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

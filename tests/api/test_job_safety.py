@@ -10,21 +10,11 @@ import pytest
 
 from xce.cli.hosts import readable_host
 
-from .conftest import Api, as_user, make_settings, start_api
+from .conftest import Api, Clock, as_user, make_settings, start_api
 
 T0 = 1_000_000.0
 DEADLINE = 5.0 * 3  # heartbeat_interval_s * missed_heartbeats
 FENCE = 30.0
-
-
-class Clock:
-    """A controller clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def _api(tmp_path: Path, **overrides: Any) -> tuple[Api, Any]:
