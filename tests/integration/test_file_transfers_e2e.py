@@ -160,7 +160,7 @@ def _cli(
 
 def test_transfers_over_a_slow_breaking_link_finish_whole_and_verified(tmp_path: Path) -> None:
     """The worker and the CLI reach the controller through a proxy that relays 1 MiB/s per
-    connection (a 4 MiB file takes several idle timeouts), cuts one stream, stalls another
+    connection (a 4 MiB file takes longer than an idle timeout), cuts one stream, stalls another
     for longer than the idle timeout and flips a byte of a third: the job still gets its
     input whole, returns its output whole, other jobs finish meanwhile, and the CLI
     resumes its download to the same bytes, or refuses a damaged one and keeps nothing."""
@@ -170,7 +170,10 @@ def test_transfers_over_a_slow_breaking_link_finish_whole_and_verified(tmp_path:
     proxy = ThrottleProxy(c.port, down_rate=1 << 20, up_rate=1 << 20)
     try:
         c.worker_controllers["w1"] = [proxy.url]
-        c.start_worker("w1", slots=2, attrs="transfer_idle_timeout_s = 1")
+        # 3 s, not less: once every byte is out of the worker's socket, up to a few MiB may
+        # still sit in the proxy's receive buffer, moving at 1 MiB/s while the worker, which
+        # cannot see them, waits for the answer on the idle clock.
+        c.start_worker("w1", slots=2, attrs="transfer_idle_timeout_s = 3")
         upload = c.request(
             "POST", "/api/v1/uploads", raw=data, extra_headers={"X-XCE-SHA256": sha(data)}
         )
