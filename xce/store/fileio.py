@@ -56,6 +56,11 @@ class Handle:
         self._last = future
         return await asyncio.wrap_future(future)
 
+    def waits_for(self, future: Future[Any]) -> None:
+        """Work outside `call` uses the descriptor until `future` is done: `close` waits
+        for it (the last such, or the last call, whichever came later)."""
+        self._last = future
+
     def keep(self) -> None:
         """The temporary file was renamed into place: closing must not remove it."""
         self.tmp = None

@@ -1,13 +1,15 @@
 """One file body streamed into the store: written and hashed as it arrives, never held whole.
 
-The body's chunks are gathered into batches of about 1 MiB, and each batch is written to a
-temporary file and fed to the SHA-256 in one of the store's threads (xce/store/fileio.py):
-one pass over the bytes, no second read to hash them, and the event loop only moves bytes
-from the socket. Each chunk is counted as it arrives (`count`: the limits see the new
-total), so a body of unknown length stops at the first chunk past one; the temporary file is renamed
-into place only once the whole body is in and matches the digest its sender declared (before
-the body, or after it: `expect` is then asked once the chunks have ended), so a refused, cut
-or corrupted body leaves nothing behind.
+The body's chunks are gathered into batches of about 1 MiB; each batch is written to a
+temporary file by one thread and fed to the SHA-256 by another, side by side and in order
+(two `Lane`s, xce/store/lane.py, fed a few batches ahead): one pass over the bytes, no
+second read to hash them, and the event loop only moves bytes from the socket. Each chunk
+is counted as it arrives (`count`: the limits see the new total), so a body of unknown
+length stops at the first chunk past one; the temporary file is renamed into place only
+once the whole body is in and matches the digest its sender declared (before the body, or
+after it: `expect` is then asked once the chunks have ended), so a refused, cut or
+corrupted body leaves nothing behind. A body of less than one batch is written and hashed
+in one of the store's threads (xce/store/fileio.py), with no lane to start.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from typing import TypeAlias
 from xce.core.errors import DigestMismatch, Unavailable
 from xce.store import digests
 from xce.store.fileio import Handle, Threads
+from xce.store.lane import Lane
 
 BATCH = 1 << 20
+DEPTH = 3  # batches queued to each lane: at most about DEPTH x BATCH held per body
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EIO)
 
 
@@ -44,12 +48,33 @@ Piece: TypeAlias = bytes | memoryview
 Expected: TypeAlias = str | Callable[[], str | None] | None
 
 
-def _write_batch(fd: int, digest: hashlib._Hash, pieces: list[Piece]) -> None:
+def _write_all(fd: int, pieces: list[Piece]) -> None:
     for piece in pieces:
-        digest.update(piece)
         view = memoryview(piece)
         while view:
             view = view[os.write(fd, view) :]
+
+
+def _write_batch(fd: int, digest: hashlib._Hash, pieces: list[Piece]) -> None:
+    for piece in pieces:
+        digest.update(piece)
+    _write_all(fd, pieces)
+
+
+def _lanes(fd: int, digest: hashlib._Hash) -> tuple[Lane[list[Piece]], ...]:
+    """The writer's lane, then the hasher's: each batch goes to both."""
+
+    def write(pieces: list[Piece]) -> None:
+        _write_all(fd, pieces)
+
+    def hash_(pieces: list[Piece]) -> None:
+        for piece in pieces:
+            digest.update(piece)
+
+    return (
+        Lane(write, DEPTH, "xce-files-write"),
+        Lane(hash_, DEPTH, "xce-files-hash"),
+    )
 
 
 async def receive(
@@ -77,7 +102,7 @@ async def receive(
     out = Handle(threads, fd, tmp)
     digest = hashlib.sha256()
     size = 0
-    writing: asyncio.Future[None] | None = None  # the batch a store thread has in hand
+    lanes: tuple[Lane[list[Piece]], ...] = ()  # started at the first full batch
     try:
         pieces: list[Piece] = []
         held = 0
@@ -89,15 +114,18 @@ async def receive(
             pieces.append(chunk)
             held += len(chunk)
             if held >= BATCH:
-                # One batch written and hashed while the next arrives (in order: the
-                # one before is done before this one is handed over).
-                if writing is not None:
-                    await writing
-                writing = asyncio.ensure_future(out.call(_write_batch, digest, pieces))
+                if not lanes:
+                    lanes = _lanes(fd, digest)
+                    out.waits_for(lanes[0].done)  # the descriptor stays open while it writes
+                for lane in lanes:  # written and hashed while the next batches arrive
+                    await lane.put(pieces)
                 pieces, held = [], 0
-        if writing is not None:
-            await writing
-        if pieces:
+        if lanes:
+            for lane in lanes:
+                if pieces:
+                    await lane.put(pieces)
+                await lane.finish()
+        elif pieces:
             await out.call(_write_batch, digest, pieces)
         got = digest.hexdigest()
         want = expect() if callable(expect) else expect
@@ -118,13 +146,16 @@ async def receive(
         raise
     finally:
         try:
-            if writing is not None:
-                # A refused or cut body may leave a batch in a store thread: wait for it
-                # (one batch, about 1 MiB), so that close removes the temporary file before
-                # the refusal is answered, never after. Its own error is not the one raised.
-                await asyncio.gather(asyncio.shield(writing), return_exceptions=True)
+            if lanes and not all(lane.done.done() for lane in lanes):
+                # A refused or cut body may leave a lane a batch in hand: stop them and
+                # wait (one batch, about 1 MiB), so that close removes the temporary file
+                # before the refusal is answered, never after. Their own errors are not the
+                # one raised.
+                for lane in lanes:
+                    lane.stop()
+                await asyncio.shield(asyncio.gather(*(asyncio.wrap_future(x.done) for x in lanes)))
         finally:
-            out.close()  # also when cancelled while waiting: close then waits for the thread
+            out.close()  # also when cancelled while waiting: close then waits for the lane
     st = os.stat(target, follow_symlinks=False)
     await threads.run(digests.record, root, target, got, st)
     return Stored(size, got)
