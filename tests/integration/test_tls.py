@@ -5,6 +5,7 @@ certificates, and expired server certificates are refused."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import subprocess
 import sys
@@ -114,6 +115,28 @@ def test_job_runs_over_tls_and_cli_verifies_with_ca_file(
     wrong = _xce("job", "list", env=env)
     assert wrong.returncode != 0 and "certificate verify failed" in wrong.stderr
     assert f"CA file tried: {other} (ca_file in {client_toml}" in wrong.stderr, wrong.stderr
+
+
+def test_job_files_cross_tls_whole_and_in_ranges(tls_cluster: Cluster) -> None:
+    """Over TLS the controller cannot hand a file to `sendfile`: it reads and writes it a
+    piece at a time. Files of several pieces and batches go in (the worker's output) and
+    out (whole and as a range) byte for byte."""
+    data = os.urandom(5 * 1024 * 1024 + 12345)
+    digest = hashlib.sha256(data).hexdigest()
+    upload = tls_cluster.request(
+        "POST", "/api/v1/uploads", raw=data, extra_headers={"X-XCE-SHA256": digest}
+    )
+    assert (upload["size"], upload["sha256"]) == (len(data), digest)
+    job = tls_cluster.submit(
+        command="cp in.bin out.bin", inputs={"in.bin": upload["upload_id"]}, outputs=["out.bin"]
+    )
+    done = tls_cluster.wait_state(job, "DONE", "EXIT", timeout=60)
+    assert done["state"] == "DONE", done
+    assert tls_cluster.download(job, "out.bin") == data
+    part = tls_cluster.request(
+        "GET", f"/api/v1/jobs/{job}/files/out.bin", extra_headers={"Range": "bytes=1048570-"}
+    )
+    assert part == data[1048570:]
 
 
 async def test_client_with_another_ca_is_refused(tls_cluster: Cluster, pki: Path) -> None:
