@@ -15,6 +15,7 @@ import json
 import os
 import ssl
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,13 @@ from xce.client.transfer import (
     unsent_bytes,
 )
 from xce.client.transport import check_controller_urls, unix_path
+from xce.store.lane import Lane
 
+# How many chunks an upload reads and hashes ahead of the one it sends.
+READ_AHEAD = 3
+# A download's chunk this large or larger is hashed in a thread (`_Receiving.hash`): the
+# loop reads the next one meanwhile.
+HASH_IN_THREAD = 256 << 10
 # The sockets the connections of an upload in this context used, last one last (set by
 # `_send_body`, appended by the transfers' connectors): the body waits on the last one.
 _UPLOAD_SOCKETS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
@@ -125,9 +132,39 @@ class _Receiving:
     hasher: Any = field(default_factory=hashlib.sha256)
     validator: str | None = None  # the ETag of the caller's copy (If-None-Match)
     unchanged: bool = False  # the server said that copy is current (304)
+    # Hashes the chunks in a thread of its own while the next ones arrive, once the body
+    # is large (a small one is hashed as it comes, with no thread to start); each chunk
+    # goes with the hasher it belongs to, so a `reset` never mixes two bodies.
+    lane: Lane[tuple[Any, bytes]] | None = None
 
     def reset(self) -> None:
         self.held, self.skip, self.hasher = 0, 0, hashlib.sha256()
+
+    async def hash(self, chunk: bytes) -> None:
+        if self.lane is None and len(chunk) < HASH_IN_THREAD:
+            self.hasher.update(chunk)
+            return
+        if self.lane is None:
+            self.lane = Lane(_update, name="xce-download-hash")
+        await self.lane.put((self.hasher, chunk))
+
+    async def hexdigest(self) -> str:
+        """The SHA-256 of what was received, once every chunk is hashed."""
+        if self.lane is not None:
+            lane, self.lane = self.lane, None
+            await lane.finish()
+        return str(self.hasher.hexdigest())
+
+    async def close(self) -> None:
+        """Stop hashing (the download failed) and wait for the lane's thread."""
+        if self.lane is not None:
+            lane, self.lane = self.lane, None
+            lane.stop()
+            await asyncio.wrap_future(lane.done)
+
+
+def _update(item: tuple[Any, bytes]) -> None:
+    item[0].update(item[1])
 
 
 class _Busy(Exception):
@@ -372,9 +409,31 @@ class XceClient:
         bytes moved and the peer. `if_none_match`: the SHA-256 of a copy the caller holds;
         while nothing is received the server is asked to answer 304 if it is still the
         file (`Received.unchanged`, nothing written to the sink)."""
-        policy = self.transfer
         got = _Receiving()
         got.validator = f'"{if_none_match}"' if if_none_match else None
+        try:
+            await self._download(path, params, sink, got, what, progress)
+            actual = await got.hexdigest()
+        finally:
+            await got.close()
+        if got.unchanged:
+            assert got.validator is not None
+            return Received(0, got.validator.strip('"'), True, unchanged=True)
+        if got.digest is not None and actual != got.digest:
+            raise mismatch(what, got.held, self._peer(), "not kept")
+        return Received(got.held, actual, got.digest is not None)
+
+    async def _download(
+        self,
+        path: str,
+        params: dict[str, str] | None,
+        sink: Sink,
+        got: _Receiving,
+        what: str,
+        progress: Progress | None,
+    ) -> None:
+        """`download_to`'s tries, until one has the whole file or the tries are spent."""
+        policy = self.transfer
         tries = 0
         while True:
             wait = policy.wait_s(tries + 1)
@@ -398,13 +457,6 @@ class XceClient:
             if tries >= policy.attempts:
                 raise ApiError(0, "transfer_failed", gave_up(problem, tries))
             await asyncio.sleep(wait)
-        if got.unchanged:
-            assert got.validator is not None
-            return Received(0, got.validator.strip('"'), True, unchanged=True)
-        actual = got.hasher.hexdigest()
-        if got.digest is not None and actual != got.digest:
-            raise mismatch(what, got.held, self._peer(), "not kept")
-        return Received(got.held, actual, got.digest is not None)
 
     async def _receive(
         self,
@@ -460,7 +512,7 @@ class XceClient:
                         chunk = chunk[dropped:]
                         if not chunk:
                             continue
-                    got.hasher.update(chunk)
+                    await got.hash(chunk)
                     deadline.reschedule(None)
                     await sink.write(chunk)
                     got.held += len(chunk)
@@ -583,25 +635,34 @@ class XceClient:
             async def body() -> AsyncIterator[bytes | memoryview]:
                 offset = 0
                 hasher = hashlib.sha256()
+                # The next chunks are read and hashed in a thread of their own, up to
+                # READ_AHEAD of them, while this one is sent.
+                reader = Lane(_read_hashed, READ_AHEAD, "xce-upload-read")
+                ahead: deque[asyncio.Future[bytes]] = deque()
+                planned = 0
 
-                def reading(at: int) -> asyncio.Future[bytes]:
-                    # The next chunk is read and hashed in a thread while this one is sent.
-                    n = min(CHUNK_BYTES, size - at)
-                    return asyncio.ensure_future(asyncio.to_thread(_read_hashed, fd, n, at, hasher))
+                async def plan() -> None:
+                    nonlocal planned
+                    while planned < size and len(ahead) < READ_AHEAD:
+                        n = min(CHUNK_BYTES, size - planned)
+                        got: asyncio.Future[bytes] = loop.create_future()
+                        ahead.append(got)
+                        await reader.put(_Read(fd, n, planned, hasher, got, loop))
+                        planned += n
 
-                ahead = reading(0) if size else None
                 try:
-                    while ahead is not None:
+                    await plan()
+                    while ahead:
                         try:
-                            chunk = await ahead
+                            chunk = await ahead.popleft()
                         except OSError as exc:
                             raise _SourceError(exc) from None
-                        ahead = None
-                        if not chunk:
-                            shrank = OSError(f"the file shrank to {offset} bytes while it was sent")
+                        if len(chunk) < min(CHUNK_BYTES, size - offset):
+                            # A short read of a regular file is its end, before `size`.
+                            ends = offset + len(chunk)
+                            shrank = OSError(f"the file shrank to {ends} bytes while it was sent")
                             raise _SourceError(shrank)
-                        if offset + len(chunk) < size:
-                            ahead = reading(offset + len(chunk))
+                        await plan()
                         # Handed over in pieces (views, not copies): each is back here once
                         # aiohttp wrote it and the socket drained, so the idle clock sees a
                         # slow link move.
@@ -615,11 +676,11 @@ class XceClient:
                             if progress is not None:
                                 progress(offset, size)
                 finally:
-                    if ahead is not None:
-                        # A try cut short: its read of up to a chunk runs on in its thread,
-                        # so wait for it; the caller may close `fd` next, and a read of a
-                        # number reused for another file must never happen.
-                        await asyncio.wait({ahead})
+                    # A try cut short: reads may still run in the lane's thread, so wait
+                    # for it; the caller may close `fd` next, and a read of a number
+                    # reused for another file must never happen.
+                    reader.stop()
+                    await asyncio.shield(asyncio.wrap_future(reader.done))
                 if digest is None:
                     yield hasher.hexdigest().encode()  # the file as read is what is declared
                 # Every byte is handed over, not yet carried: a slow link may take longer
@@ -891,13 +952,39 @@ class XceClient:
         raise ApiError(0, "stream_lost", "the controller closed the event stream")
 
 
-def _read_hashed(fd: int, n: int, offset: int, hasher: Any) -> bytes:
-    """Up to `n` bytes of `fd` at `offset`, fed to `hasher` in the same thread (hashlib lets
-    go of the GIL for large buffers): the read and the hash of a chunk are one step off the
-    event loop."""
-    chunk = os.pread(fd, n, offset)
-    hasher.update(chunk)
-    return chunk
+@dataclass(frozen=True)
+class _Read:
+    """One chunk of an upload to read and hash: `n` bytes of `fd` at `offset`, the result
+    (or the read's OSError) delivered to `got` on `loop`."""
+
+    fd: int
+    n: int
+    offset: int
+    hasher: Any
+    got: asyncio.Future[bytes]
+    loop: asyncio.AbstractEventLoop
+
+
+def _read_hashed(read: _Read) -> None:
+    """A lane's step: the chunk read and fed to the hasher in the same thread (hashlib lets
+    go of the GIL for large buffers), one step off the event loop."""
+    try:
+        chunk = os.pread(read.fd, read.n, read.offset)
+        read.hasher.update(chunk)
+    except OSError as exc:
+        read.loop.call_soon_threadsafe(_settle, read.got, None, exc)
+    else:
+        read.loop.call_soon_threadsafe(_settle, read.got, chunk, None)
+
+
+def _settle(got: asyncio.Future[bytes], chunk: bytes | None, error: OSError | None) -> None:
+    if got.done():  # abandoned (the try ended first)
+        return
+    if error is not None:
+        got.set_exception(error)
+    else:
+        assert chunk is not None
+        got.set_result(chunk)
 
 
 async def _noting(
