@@ -162,7 +162,7 @@ async def test_predictive_live_equals_sim_on_random_small_workloads(
 
 async def test_order_trust_live_equals_sim(tmp_path: Path) -> None:
     """`order_trust` changes the order's key, never with time: the live pass and the
-    simulator still start the same jobs, and they are not the default's starts (so the
+    simulator still start the same jobs, and they are not the starts without it (so the
     setting reached both)."""
     jobs = synthetic(
         60, max_procs=SLOTS, seed=3, mean_interarrival_s=5.0, users=3, max_run_s=7200.0
@@ -170,7 +170,9 @@ async def test_order_trust_live_equals_sim(tmp_path: Path) -> None:
     trusting = PredictiveSettings(order_trust=1.0)
     simulated = simulate(jobs, HOSTS, SLOTS, "predictive", predictive=trusting)
     assert sorted(simulated.decisions) != sorted(
-        simulate(jobs, HOSTS, SLOTS, "predictive").decisions
+        simulate(
+            jobs, HOSTS, SLOTS, "predictive", predictive=PredictiveSettings(order_trust=None)
+        ).decisions
     )
     live_decisions = await live(jobs, "predictive", tmp_path, trusting)
     assert sorted(live_decisions) == sorted(simulated.decisions)

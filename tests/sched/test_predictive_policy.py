@@ -13,7 +13,7 @@ from xce.core.model import JobSpec, QueueRecord
 from xce.sched.passes.pipeline import plan
 from xce.sched.plugins import builtin
 from xce.sched.plugins.base import OrderContext
-from xce.sched.plugins.short_first import UNKNOWN_S, ShortFirst, ordered_run
+from xce.sched.plugins.short_first import UNKNOWN_S, ShortFirst, guard_bound, ordered_run
 from xce.sched.predict import RuntimeHistory
 from xce.sched.sim.simulate import simulate
 from xce.sched.sim.swf import SwfJob
@@ -169,12 +169,46 @@ def test_order_trust_keeps_a_job_asking_much_from_passing_on_a_short_history() -
         return [item.job_id for item in ShortFirst().order(jobs, ctx)]
 
     # trusted fully: keys 0 + 100 x 5,260 against 3,000 + 100 x 10: the 10-s history wins
-    assert order(PredictiveSettings(short_weight=100.0)) == ["2", "1"]
+    assert order(PredictiveSettings(short_weight=100.0, order_trust=None)) == ["2", "1"]
+    # the defaults trust it to a third of the request: 3,000 + 100 x 18,000 goes behind
+    assert order(PredictiveSettings()) == ["1", "2"]
     # trusted to a quarter of the request: 3,000 + 100 x 13,500 goes behind
     assert order(PredictiveSettings(short_weight=100.0, order_trust=4.0)) == ["1", "2"]
     # a prediction above the floor is read as it is: wide's key is unchanged by the rule
     assert ordered_run(5260.0, 5260, PredictiveSettings(order_trust=4.0)) == 5260.0
     assert ordered_run(None, None, PredictiveSettings(order_trust=4.0)) == UNKNOWN_S
+
+
+def test_the_default_guard_protects_a_long_request_after_three_days() -> None:
+    """The default cap (`guard_max_s`, 72 h) bounds the guard of a job asking a day, whose
+    own bound is 5 x 24 h: shorter jobs pass such a job for days before it would reach
+    that. A job asking an hour keeps its own bound, 5 h."""
+    defaults = PredictiveSettings()
+    assert guard_bound(86400, defaults) == 259200.0
+    assert guard_bound(3600, defaults) == 18000.0
+    assert guard_bound(None, defaults) == 259200.0  # no walltime: starving at the cap
+    assert ShortFirst.wakes_at(0.0, 86400, defaults) == 259200.0
+    history = RuntimeHistory()
+    day = JobSpec(user="u1", queue="normal", command="x", slots=4, walltime_s=86400)
+    hour = JobSpec(user="u2", queue="normal", command="x", slots=4, walltime_s=3600)
+    jobs = [
+        PendingJob("1", 1, None, day, DepStatus.SATISFIED, 0.0),
+        PendingJob("2", 2, None, hour, DepStatus.SATISFIED, 250000.0),
+    ]
+    queue = QueueRecord("normal", plugins=("predictive",))
+    snapshot = Snapshot((), {"normal": queue}, tuple(jobs), (), {})
+
+    def order(now: float) -> tuple[list[str], set[str]]:
+        starved: set[str] = set()
+        ctx = OrderContext(
+            now, queue, {}, {}, snapshot=snapshot, predict=history.predict, starved=starved
+        )
+        return [item.job_id for item in ShortFirst().order(jobs, ctx)], starved
+
+    # before 72 h the hour job goes first (250,000 + 100 x 3,600 < 100 x 86,400)
+    assert order(259199.0) == (["2", "1"], set())
+    # at 72 h of waiting the day job is starving, and first
+    assert order(259200.0) == (["1", "2"], {"1"})
 
 
 def test_the_predictive_settings_and_a_predictive_queue_from_the_config() -> None:

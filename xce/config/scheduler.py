@@ -89,14 +89,18 @@ class PredictiveSettings(Table, frozen=True):
     this (None: the prediction as it is), so a job its history predicts far shorter than it
     asks cannot pass the whole queue on that history alone: wrong, it holds its slots up to
     its request while every job it passed waits. Backfill still judges by the full
-    prediction. The defaults are the ones measured
-    best on the traces of docs/performance.md."""
+    prediction. The defaults are the ones measured best on the traces of
+    docs/performance.md: `order_trust` 3 keeps a short history from moving a job asking
+    hours ahead of everything (LLNL-Atlas's longest wait) while still trusting it more than
+    EASY's order does, and `guard_max_s` 72 h bounds what that costs the jobs asking a day
+    or more, whose own bound (5 days and up) is reached only after shorter jobs have passed
+    them for days. TOML has no null: a site sets either very large to switch it off."""
 
     guard_factor: Annotated[float, hint("must be above 0", gt=0)] = 5.0
     guard_min_s: Zeroed = 0.0
-    guard_max_s: Annotated[float, hint("must be above 0", gt=0)] | None = None
+    guard_max_s: Annotated[float, hint("must be above 0", gt=0)] | None = 259200.0
     short_weight: Zeroed = 100.0
-    order_trust: Annotated[float, hint("must be above 0", gt=0)] | None = None
+    order_trust: Annotated[float, hint("must be above 0", gt=0)] | None = 3.0
 
 
 class SchedulerKeys(Table, frozen=True):
