@@ -61,6 +61,8 @@ async def live(
         await gateway.register(WorkerInfo(name, SLOTS, HOST_MEMORY_MB))
     order = builtin().policy_for(plugins_for(policy)).order
     wakes_at = getattr(order, "wakes_at", lambda *_: None)
+    queue_wakes_at = getattr(order, "queue_wakes_at", None)
+    queue_woken = float("inf")
     pending: list[tuple[float, int, int, object]] = [
         (j.submit, 1, i, j) for i, j in enumerate(jobs)
     ]
@@ -113,6 +115,19 @@ async def live(
                 first = service.predictions.initial(job_id)
                 if first is not None and first < executed_time(job):
                     heapq.heappush(pending, (now + first, 2, seq, (job, now, first)))
+                    seq += 1
+        if queue_wakes_at is not None:
+            # the oldest waiting job starves by the queue's waits at a time that moves only
+            # as jobs start: the controller's pass every second sees it; here one pass at
+            # that instant, as the simulator
+            oldest = next((j for k, j in trace_of.items() if not service.state.job(k).host), None)
+            if oldest is not None:
+                starving = queue_wakes_at(
+                    oldest.submit, service.predictions.mean_wait(), settings.scheduler.predictive
+                )
+                if starving is not None and now < starving != queue_woken:
+                    queue_woken = starving
+                    heapq.heappush(pending, (starving, 3, seq, None))
                     seq += 1
     return decisions
 
@@ -175,4 +190,21 @@ async def test_order_trust_live_equals_sim(tmp_path: Path) -> None:
         ).decisions
     )
     live_decisions = await live(jobs, "predictive", tmp_path, trusting)
+    assert sorted(live_decisions) == sorted(simulated.decisions)
+
+
+async def test_the_queue_wait_guard_live_equals_sim(tmp_path: Path) -> None:
+    """The guard measured against the queue's waits (`wait_factor`) reads the history's
+    average wait, fed at each start on both sides: the live pass and the simulator start
+    the same jobs, and not those without it (so it fired, and on both)."""
+    jobs = synthetic(
+        80, max_procs=SLOTS, seed=5, mean_interarrival_s=5.0, users=3, max_run_s=7200.0
+    )
+    queued = PredictiveSettings(wait_factor=2.0, wait_min_s=0.0)
+    simulated = simulate(jobs, HOSTS, SLOTS, "predictive", predictive=queued)
+    without = PredictiveSettings(wait_factor=None)
+    assert sorted(simulated.decisions) != sorted(
+        simulate(jobs, HOSTS, SLOTS, "predictive", predictive=without).decisions
+    )
+    live_decisions = await live(jobs, "predictive", tmp_path, queued)
     assert sorted(live_decisions) == sorted(simulated.decisions)

@@ -18,7 +18,7 @@ from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.model import JobSpec, QueueRecord
 from xce.core.state import ClusterState
-from xce.sched.predict import LADDER_S, RuntimeHistory, extended
+from xce.sched.predict import LADDER_S, WAIT_WINDOW, RuntimeHistory, extended
 from xce.store.files import FileStore
 
 
@@ -157,6 +157,43 @@ async def test_the_controller_keeps_predictions_and_a_restart_rebuilds_them(
     again = c.next_term()
     assert again.predictions.history("alice") == (100.0, 300.0)
     assert again.predictions.initial(running) == 200.0
+
+
+def test_the_mean_wait_is_of_the_last_jobs_to_start() -> None:
+    history = RuntimeHistory()
+    assert history.mean_wait() is None  # nothing started: no measure of the queue
+    history.waited(100.0)
+    history.waited(300.0)
+    assert history.mean_wait() == 200.0
+    for _ in range(WAIT_WINDOW):  # the first two leave the window
+        history.waited(50.0)
+    assert history.mean_wait() == 50.0
+
+
+async def test_the_controller_keeps_the_waits_and_a_restart_rebuilds_them(
+    tmp_path: Path,
+) -> None:
+    """The waits the guard reads are fed at each start and rebuilt from the held jobs'
+    starts: a new term's pass measures the queue as the last one did."""
+    c = _Controller(tmp_path)
+    await c.setup()
+    service = c.service
+    for waited in (40.0, 100.0):
+        job = await service.submit(
+            SubmitRequest.from_fields(user="alice", command="x", walltime_s=3600)
+        )
+        c.clock[0] += waited
+        assert await service.schedule_once() == 1
+        c.clock[0] += 10.0
+        await c.gateway.finished("h", FinishReport(job, 0, 0))
+    running = await service.submit(
+        SubmitRequest.from_fields(user="alice", command="x", walltime_s=3600)
+    )
+    c.clock[0] += 160.0
+    assert await service.schedule_once() == 1
+    assert service.state.job(running).host
+    assert service.predictions.mean_wait() == 100.0  # (40 + 100 + 160) / 3
+    assert c.next_term().predictions.mean_wait() == 100.0
 
 
 def test_what_job_show_reads_a_pending_and_a_running_jobs_prediction() -> None:

@@ -13,7 +13,13 @@ from xce.core.model import JobSpec, QueueRecord
 from xce.sched.passes.pipeline import plan
 from xce.sched.plugins import builtin
 from xce.sched.plugins.base import OrderContext
-from xce.sched.plugins.short_first import UNKNOWN_S, ShortFirst, guard_bound, ordered_run
+from xce.sched.plugins.short_first import (
+    UNKNOWN_S,
+    ShortFirst,
+    guard_bound,
+    ordered_run,
+    queue_bound,
+)
 from xce.sched.predict import RuntimeHistory
 from xce.sched.sim.simulate import simulate
 from xce.sched.sim.swf import SwfJob
@@ -209,6 +215,52 @@ def test_the_default_guard_protects_a_long_request_after_three_days() -> None:
     assert order(259199.0) == (["2", "1"], set())
     # at 72 h of waiting the day job is starving, and first
     assert order(259200.0) == (["1", "2"], {"1"})
+
+
+def test_a_job_waiting_far_past_the_queues_average_wait_is_starving() -> None:
+    """The CEA-Curie case: a job asking a day (its own bound: 72 h) waits while the jobs
+    that start have waited 10 minutes on average. At 200 x that, 33.3 h, it is starving
+    and goes first, though an hour job submitted later has the lower key."""
+    history = RuntimeHistory()
+    for wait in (300.0, 900.0):  # the last jobs to start waited 10 min on average
+        history.waited(wait)
+    day = JobSpec(user="u1", queue="normal", command="x", slots=4, walltime_s=86400)
+    hour = JobSpec(user="u2", queue="normal", command="x", slots=4, walltime_s=3600)
+    jobs = [
+        PendingJob("1", 1, None, day, DepStatus.SATISFIED, 0.0),
+        PendingJob("2", 2, None, hour, DepStatus.SATISFIED, 110000.0),
+    ]
+    queue = QueueRecord("normal", plugins=("predictive",))
+
+    def order(now: float, settings: PredictiveSettings) -> tuple[list[str], set[str]]:
+        snapshot = Snapshot(
+            (), {"normal": queue}, tuple(jobs), (), {}, predictions=history, predictive=settings
+        )
+        starved: set[str] = set()
+        ctx = OrderContext(
+            now, queue, {}, {}, snapshot=snapshot, predict=history.predict, starved=starved
+        )
+        return [item.job_id for item in ShortFirst().order(jobs, ctx)], starved
+
+    defaults = PredictiveSettings()
+    assert queue_bound(history.mean_wait(), defaults) == 120000.0
+    assert order(119999.0, defaults) == (["2", "1"], set())
+    assert order(120000.0, defaults) == (["1", "2"], {"1"})
+    # the bound is the job's own alone without `wait_factor`
+    assert order(120000.0, PredictiveSettings(wait_factor=None)) == (["2", "1"], set())
+    # the simulator wakes for it while the average holds
+    assert ShortFirst.queue_wakes_at(0.0, history.mean_wait(), defaults) == 120000.0
+
+
+def test_the_queue_bound_has_a_floor_and_needs_history() -> None:
+    """Where jobs start at once (an average of seconds) the bound is `wait_min_s`, not a
+    multiple of nearly nothing that would make every waiting job starving; with no start
+    yet there is no bound."""
+    defaults = PredictiveSettings()
+    assert queue_bound(5.0, defaults) == 86400.0
+    assert queue_bound(0.0, PredictiveSettings(wait_min_s=60.0)) == 60.0
+    assert queue_bound(None, defaults) == float("inf")
+    assert ShortFirst.queue_wakes_at(0.0, None, defaults) is None
 
 
 def test_the_predictive_settings_and_a_predictive_queue_from_the_config() -> None:

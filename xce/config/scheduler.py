@@ -94,13 +94,19 @@ class PredictiveSettings(Table, frozen=True):
     hours ahead of everything (LLNL-Atlas's longest wait) while still trusting it more than
     EASY's order does, and `guard_max_s` 72 h bounds what that costs the jobs asking a day
     or more, whose own bound (5 days and up) is reached only after shorter jobs have passed
-    them for days. TOML has no null: a site sets either very large to switch it off."""
+    them for days. `wait_factor`: a job is also starving once it has waited this many times
+    the average wait of the last jobs to start (`wait_min_s` at least; None: only its own
+    bound), so a job is protected once it waits far longer than the queue makes jobs wait
+    now (CEA-Curie's longest waits: days where the average is minutes). TOML has no null:
+    a site sets `order_trust`, `guard_max_s` or `wait_factor` very large to switch it off."""
 
     guard_factor: Annotated[float, hint("must be above 0", gt=0)] = 5.0
     guard_min_s: Zeroed = 0.0
     guard_max_s: Annotated[float, hint("must be above 0", gt=0)] | None = 259200.0
     short_weight: Zeroed = 100.0
     order_trust: Annotated[float, hint("must be above 0", gt=0)] | None = 3.0
+    wait_factor: Annotated[float, hint("must be above 0", gt=0)] | None = 200.0
+    wait_min_s: Zeroed = 86400.0
 
 
 class SchedulerKeys(Table, frozen=True):

@@ -22,10 +22,17 @@ finished jobs from the state, so each primary term then rebuilds the run times o
 from the accounting store's ended attempts, which outlive retention (`reseed`, fed by
 xce/controller/prediction_records.py): a user whose last jobs were purged is predicted as
 before the restart, not by the request.
+
+The history also keeps how long the last `WAIT_WINDOW` jobs to start had waited
+(`mean_wait`): the `short-first` order's starvation guard measures a job's wait against it
+(xce/sched/plugins/short_first.py), so "waited too long" follows what the queue is making
+jobs wait now, not only the job's own request. It is fed at each start and rebuilt by `seed`
+from the starts of the jobs the state holds, in start order.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
@@ -53,6 +60,11 @@ LADDER_S: tuple[int, ...] = (
 )
 INFINITE = float("inf")
 HISTORY = 2  # run times kept per user (and per user and job name): EASY++ averages two
+# Waits kept (of the jobs that started last) for the guard's measure of the queue: enough
+# that one burst of jobs started at once does not swing it (1,000 did on the one-user
+# Lublin trace: docs/performance.md), few enough that the state still holds them after a
+# restart
+WAIT_WINDOW = 10_000
 # One ended attempt that ran: (job id, attempt, end time, user, job name, run seconds).
 EndedRun = tuple[str, int, float, str, str, float]
 
@@ -91,13 +103,17 @@ class Predictions(Protocol):
         """The prediction a running job was given when it started (None: not known)."""
         ...
 
+    def mean_wait(self) -> float | None:
+        """The average wait of the last jobs to start (None: none has started)."""
+        ...
+
 
 class RuntimeHistory:
     """The last run times per user and per (user, job name), and each running job's
     prediction made when it started. Read by the pass; fed by the controller and the
     simulator."""
 
-    __slots__ = ("_by_name", "_by_user", "_means", "_started")
+    __slots__ = ("_by_name", "_by_user", "_means", "_started", "_wait_total", "_waits")
 
     def __init__(self) -> None:
         self._by_user: dict[str, tuple[float, ...]] = {}
@@ -105,6 +121,9 @@ class RuntimeHistory:
         # what `predict` reads: user -> mean, (user, name) -> mean (kept as runs end)
         self._means: dict[object, float] = {}
         self._started: dict[str, float | None] = {}
+        # the waits of the last WAIT_WINDOW jobs to start, oldest first, and their sum
+        self._waits: deque[float] = deque()
+        self._wait_total = 0.0
 
     # --- feeding ------------------------------------------------------------------------
 
@@ -121,6 +140,15 @@ class RuntimeHistory:
         """Job `job_id` starts now: its prediction is fixed (and returned) until it ends."""
         predicted = self._started[job_id] = self.predict(spec)
         return predicted
+
+    def waited(self, wait_s: float) -> None:
+        """A job starts now after waiting `wait_s` seconds since its submission."""
+        waits = self._waits
+        wait = max(0.0, float(wait_s))
+        waits.append(wait)
+        self._wait_total += wait
+        if len(waits) > WAIT_WINDOW:
+            self._wait_total -= waits.popleft()
 
     def gone(self, job_id: str) -> None:
         """Job `job_id` no longer runs (ended, requeued, killed)."""
@@ -141,6 +169,11 @@ class RuntimeHistory:
     def initial(self, job_id: str) -> float | None:
         return self._started.get(job_id)
 
+    def mean_wait(self) -> float | None:
+        waits = self._waits
+        # (a running sum: never below 0 by the rounding of what left the window)
+        return max(0.0, self._wait_total) / len(waits) if waits else None
+
     def history(self, user: str, name: str = "") -> tuple[float, ...]:
         """The run times kept for `user` (and `name` when given), oldest first."""
         if name:
@@ -159,6 +192,8 @@ class RuntimeHistory:
             job = state.jobs.get(job_id)
             if job is not None:
                 self.started(job_id, job.spec)
+                if job.start_time is not None:
+                    self.waited(job.start_time - job.submit_time)
             return
         if job_id not in self._started:
             return
@@ -198,12 +233,16 @@ class RuntimeHistory:
     def seed(self, state: ClusterState) -> None:
         """Rebuild from the jobs held in `state` (after recovery): the ends of finished jobs
         and the starts of active ones, in time order (ends first at one instant, as a pass
-        runs after the ends it sees), so active jobs get the prediction they had."""
+        runs after the ends it sees), so active jobs get the prediction they had; and the
+        waits of the jobs that started, finished or not, in start order."""
         for job in _in_time_order(state.jobs.values()):
             if job.state in (JobState.DONE, JobState.EXIT):
                 self._record(job)
             else:
                 self.started(job.id, job.spec)
+        for job in _in_start_order(state.jobs.values()):
+            assert job.start_time is not None
+            self.waited(job.start_time - job.submit_time)
 
 
 def expected_of(
@@ -259,6 +298,18 @@ def expecter(predictions: Predictions, now: float) -> Callable[[RunningJob], flo
         return job.start_time + extended(first, now - job.start_time, wall)
 
     return expect
+
+
+def _in_start_order(jobs: Iterable[JobRecord]) -> list[JobRecord]:
+    """The jobs that have started (by their last attempt's start), by start time, then by
+    job number and task index (the order the state numbered them)."""
+    steps: list[tuple[float, int, int, JobRecord]] = []
+    for job in jobs:
+        if job.start_time is not None:
+            index = -1 if job.array_index is None else job.array_index
+            steps.append((job.start_time, job.number, index, job))
+    steps.sort(key=lambda step: step[:3])
+    return [step[3] for step in steps]
 
 
 def _in_time_order(jobs: Iterable[JobRecord]) -> list[JobRecord]:

@@ -24,6 +24,16 @@ them) until each is the oldest in turn. One protected job at a time is EASY's gu
 (its head's reservation); moving every starving job to the front instead put all of them
 ahead of every short job, though only one can hold the protected reservation (under
 overload, on traces with exact requests, 12-45 % of the jobs start only after their bound).
+
+A job's own bound says nothing of the queue: a job asking a day may wait 5 days (3, the
+cap) before it is protected, while under EASY no job on the same trace waits 2 (CEA-Curie:
+docs/performance.md). So a job is also starving once it has waited `wait_factor` times the
+average wait of the last jobs to start (`RuntimeHistory.mean_wait`, xce/sched/predict.py),
+`wait_min_s` at least (`queue_bound`): where the queue makes jobs wait minutes a job
+waiting days is starving, and where it makes them wait hours (under overload) that bound
+lies beyond the job's own and changes nothing. The average is the history's, a function of
+the jobs that started (rebuilt from the state on a restart), so the live pass and the
+simulator read the same figure.
 Settings:
 `[scheduler.predictive]` (xce/config/scheduler.py).
 """
@@ -66,6 +76,18 @@ def ordered_run(
     return run
 
 
+def queue_bound(mean_wait: float | None, settings: PredictiveSettings) -> float:
+    """How long any job may wait before it is starving, by the queue's recent waits
+    (`mean_wait`: the average wait of the last jobs to start; None: none has started):
+    `wait_factor` times it, `wait_min_s` at least; infinity (never) when `wait_factor` is
+    unset or nothing has started."""
+    factor = settings.wait_factor
+    if factor is None or mean_wait is None:
+        return INFINITY
+    bound = factor * mean_wait
+    return bound if bound > settings.wait_min_s else settings.wait_min_s
+
+
 class ShortFirst:
     name: ClassVar[str] = "short-first"
     kind: ClassVar[str] = "order"
@@ -83,12 +105,28 @@ class ShortFirst:
         bound = guard_bound(walltime_s, settings)
         return None if bound is None else submit_time + bound
 
+    @staticmethod
+    def queue_wakes_at(
+        submit_time: float, mean_wait: float | None, settings: PredictiveSettings
+    ) -> float | None:
+        """When a job submitted at `submit_time` starts starving by the queue's waits
+        (`queue_bound`) while `mean_wait` holds (it changes only when a job starts): the
+        simulator runs a pass then for the oldest waiting job (xce/sched/sim/simulate.py)."""
+        bound = queue_bound(mean_wait, settings)
+        return None if bound == INFINITY else submit_time + bound
+
     def order(self, items: Collection[Item], ctx: OrderContext) -> Iterator[Item]:
         snapshot = ctx.snapshot
         settings = snapshot.predictive if snapshot is not None else _DEFAULT
         predict = ctx.predict
         starved = ctx.starved
         now, weight = ctx.now, settings.short_weight
+        # starving by the queue's waits: submitted at or before `aged` (no history: never)
+        history = snapshot.predictions if snapshot is not None else None
+        aged = now - queue_bound(
+            history.mean_wait() if history is not None and predict is not None else None,
+            settings,
+        )
         # the oldest starving job (submit time, position, item, key), ahead of all
         oldest: tuple[float, int, Item, float] | None = None
         keyed: list[tuple[float, int, Item]] = []
@@ -107,7 +145,8 @@ class ShortFirst:
                     weight * ordered_run(expected, spec.walltime_s, settings),
                 )
             submitted = item.submit_time
-            if submitted + found[0] <= now:  # has waited its bound: starving
+            # has waited its own bound, or the queue's: starving
+            if submitted + found[0] <= now or submitted <= aged:
                 if starved is not None:
                     starved.add(item.job_id if type(item) is PendingJob else str(item.number))
                 if oldest is None or (submitted, pos) < oldest[:2]:

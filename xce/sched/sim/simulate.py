@@ -222,6 +222,9 @@ class _Replay:
         # an order with a starvation guard changes when a job starts starving, with no
         # event: a pass runs at that instant (`guards` in `run`)
         self.guard_at = getattr(queue_policy.order, "wakes_at", None)
+        # and when the oldest waiting job starts starving by the queue's waits, which move
+        # only as jobs start (`queue_guard_at` in `run`)
+        self.queue_guard_at = getattr(queue_policy.order, "queue_wakes_at", None)
         self.predictive = predictive or DEFAULT_PREDICTIVE
         self.cluster = SimCluster(
             QueueRecord("normal", plugins=result.plugins),
@@ -293,6 +296,8 @@ class _Replay:
         # when each waiting job starts starving (an order with a guard): (time, seq, outcome)
         guard_at, predictive = self.guard_at, self.predictive
         guards: list[tuple[float, int, Outcome]] = []
+        queue_guard_at = self.queue_guard_at if history is not None else None
+        waiting_from, queue_woken = 0, never  # the oldest waiting job's index, its wake
         while True:
             now = ends[0][0] if ends else never
             if arrived < last_arrival and arrivals[arrived].submit < now:
@@ -406,9 +411,26 @@ class _Replay:
                 push(ends, (now + ran, seq, outcome))
                 seq += 1
                 if history is not None:
+                    history.waited(now - view.submit_time)  # what observe records
                     predicted = history.started(placement.job_id, view.spec)
                     if predicted is not None and predicted < ran:  # it will outlive it
                         push(expiries, (now + predicted, seq, outcome, predicted))
+                        seq += 1
+            if queue_guard_at is not None and history is not None:
+                # the oldest waiting job (outcomes follow submission; the index only moves
+                # on) starves at its submit plus the queue's bound as it stands after this
+                # pass's starts; the jobs after it keep their place in the order either way
+                waiting = len(outcomes)
+                while waiting_from < waiting and outcomes[waiting_from].start is not None:
+                    waiting_from += 1
+                if waiting_from < waiting:
+                    oldest_job = outcomes[waiting_from]
+                    starving = queue_guard_at(
+                        oldest_job.job.submit, history.mean_wait(), predictive
+                    )
+                    if starving is not None and now < starving != queue_woken:
+                        queue_woken = starving
+                        push(guards, (starving, seq, oldest_job))
                         seq += 1
         self.seq, self.ended, result.passes = seq, ended, passes
 
