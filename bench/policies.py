@@ -16,8 +16,8 @@ goes through SWF text and back, so `python -m xce.sched.sim.lublin --jobs N --se
 gives the same figures for one seed.
 
 `--set KEY=VALUE` changes a `[scheduler.predictive]` setting for the policies compared with
-EASY (`--set order_trust=4`, `--set guard_factor=2`), so each alternative of
-docs/performance.md is one command.
+EASY (`--set order_trust=4`, `--set guard_factor=2`; `--set wait_factor=none` unsets a key),
+so each alternative of docs/performance.md is one command.
 
 A job's bounded slowdown is never below 1 (it cannot run before it is submitted), so where
 EASY's average is under 2 the slowdown target cannot be met by any policy: the row says so
@@ -222,12 +222,13 @@ def predictive_settings(pairs: Sequence[str]) -> PredictiveSettings | None:
     table is (None: none given, the defaults)."""
     if not pairs:
         return None
-    values: dict[str, float] = {}
+    values: dict[str, float | None] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
             raise ValueError(f"--set wants KEY=VALUE, not {pair!r}")
-        values[key.strip()] = float(value)
+        # `none` unsets a key (what TOML cannot write): the settings before a default
+        values[key.strip()] = None if value.strip().lower() == "none" else float(value)
     try:
         return msgspec.convert(values, PredictiveSettings)
     except msgspec.ValidationError as err:
@@ -256,7 +257,8 @@ def main(argv: list[str] | None = None) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a [scheduler.predictive] setting of the policies compared; repeatable",
+        help="a [scheduler.predictive] setting of the policies compared (VALUE none: unset); "
+        "repeatable",
     )
     parser.add_argument("--seeds", type=int, default=3, help="seeds per synthetic trace")
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs per synthetic trace")

@@ -43,6 +43,10 @@ def test_set_gives_the_predictive_settings_checked_as_the_config_is() -> None:
         predictive_settings(["order_trust=0"])
     with pytest.raises(ValueError, match="KEY=VALUE"):
         predictive_settings(["order_trust"])
+    # `none` unsets what has a default (the settings before those defaults)
+    unset = predictive_settings(["order_trust=none", "guard_max_s=None", "wait_factor=none"])
+    assert unset is not None
+    assert (unset.order_trust, unset.guard_max_s, unset.wait_factor) == (None, None, None)
 
 
 def test_medians_are_taken_figure_by_figure() -> None:
