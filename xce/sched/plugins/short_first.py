@@ -9,11 +9,11 @@ so a job predicted to run an hour longer than another goes behind it unless it h
 `short_weight` hours longer: short jobs first, with aging that never stops (the key does not
 change while a job waits, so the order is stable from pass to pass). Predictions come from
 the pass (xce/sched/predict.py); a job with none (no walltime, no history) counts as
-`UNKNOWN_S` long. With `order_trust` set, a prediction counts as no less than the request
-divided by it (`ordered_run`): a job whose users' last runs were short but that asks for
-the machine for hours cannot pass every waiting job on that history alone, since when the
-history is wrong the job holds its slots up to its request and each job it passed waits that
-long (the maximum wait: docs/performance.md, LLNL-Atlas).
+`UNKNOWN_S` long. With `order_trust` set (3 by default), a prediction counts as no less
+than the request divided by it (`ordered_run`): a job whose users' last runs were short but
+that asks for the machine for hours cannot pass every waiting job on that history alone,
+since when the history is wrong the job holds its slots up to its request and each job it
+passed waits that long (the maximum wait: docs/performance.md, LLNL-Atlas).
 
 Starvation guard: a job that has waited `guard_factor` times its requested time
 (`guard_max_s` at most; a job without a walltime only by `guard_max_s`) is starving and named
@@ -34,6 +34,7 @@ waiting days is starving, and where it makes them wait hours (under overload) th
 lies beyond the job's own and changes nothing. The average is the history's, a function of
 the jobs that started (rebuilt from the state on a restart), so the live pass and the
 simulator read the same figure.
+
 Settings:
 `[scheduler.predictive]` (xce/config/scheduler.py).
 """
