@@ -27,7 +27,17 @@ before each transfer, so a peak that grew with the file would show; and the serv
 seconds (a loaded machine inflates wall times more than CPU times). The goal: within 1.5x
 of curl at 1 GiB and above, peaks flat.
 
-`python -m bench.transfers [--quick] [--size MIB ...] [--runs N] [--dir DIR]`
+Every transfer writes its file once, into the page cache. On a virtual machine the first
+write into memory the guest has not used lately costs far more than the copy (each page
+faults in the hypervisor; 2.4-3.0 s of system time per GiB on the machine of
+docs/performance.md, against 0.24 s into memory just freed), and which writer meets such
+memory depends on what ran before. So before each timed transfer, curl's and XCE's alike,
+the bench writes and deletes a file of twice the transfer's size (`back_memory`; three
+times before an upload, whose input the worker then fetches), and after each run it
+deletes the copies each side made: both sides then write into memory the guest has just
+used, as on a machine without a hypervisor. `--cold` leaves the writing out.
+
+`python -m bench.transfers [--quick] [--size MIB ...] [--runs N] [--dir DIR] [--cold]`
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ WORKER_TOKEN = TokenService.open(KEYS, "xce", "xce-api", 12 * 3600.0, 86400.0).i
 MIB = 1 << 20
 GOAL = 1.5  # XCE / curl at 1 GiB and above
 MARK = "returning"  # the output job writes it when its copy is done
+GO = "go"  # and waits for this before it ends
 
 
 # --- processes and their memory -------------------------------------------------------------
@@ -212,11 +223,26 @@ cgroup = "none"
                 raise RuntimeError("timed out")
             time.sleep(every)
 
-    def returning(self) -> None:
-        """Wait for the output job's mark: its copy is done, its return begins."""
+    def returning(self, size: int) -> None:
+        """Wait for the output job's mark (its copy is done), back the memory the
+        controller will write the file into, and let the job end: its return begins."""
         mark = self.root / MARK
         self._wait(mark.exists, every=0.005)
         mark.unlink()
+        back_memory(self.root, 2 * size)
+        (self.root / GO).touch()
+
+    def returned(self) -> None:
+        (self.root / GO).unlink()
+
+    def drop_files(self, size: int) -> None:
+        """Delete this run's copies of the file (the controller's, the jobs'), as the curl
+        side deletes its own: each run starts with the same memory free on both sides."""
+        trees = (self.root / "controller" / "state" / "files", self.root / "jobs", self.root)
+        for tree in trees:
+            for path in tree.rglob("*") if tree != self.root else tree.iterdir():
+                if path.is_file() and not path.is_symlink() and path.stat().st_size >= size // 2:
+                    path.unlink()
 
     def cli(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "xce", *args[:2], "--controller", self.ctl.url, *args[2:]]
@@ -235,8 +261,11 @@ cgroup = "none"
             # The copy is on disk before the clock starts (as the curl PUT's source is),
             # and the bench is told when the return begins (MARK: its CPU window).
             args += ["--stage-out", "out.bin"]
-            line = f"cp {returned} out.bin && sync out.bin && date +%s.%N"
-            command = ["sh", "-c", f"{line} && touch {MARK}"]
+            # It then waits for GO (the bench's `back_memory` for the controller's copy
+            # runs meanwhile), and its last line starts the return's clock.
+            line = f"cp {returned} out.bin && sync out.bin && touch {MARK}"
+            line += f" && while [ ! -e {GO} ]; do sleep 0.01; done && date +%s.%N"
+            command = ["sh", "-c", line]
         out = self.root / "submit.json"
         with out.open("wb") as f:
             # from the bench's own directory: a job without inputs runs where it was
@@ -302,6 +331,27 @@ def make_file(path: Path, size: int) -> None:
     os.sync()
 
 
+def back_memory(root: Path, size: int) -> None:
+    """Write and delete `size` bytes, so that the next writers find memory the guest has
+    just used (see the module's docstring); not timed, done before each side."""
+    if WARM.cold:
+        return
+    scratch = root / ".backing"
+    block = bytes(8 * MIB)
+    with scratch.open("wb") as f:
+        for _ in range(0, size, len(block)):
+            f.write(block)
+    scratch.unlink()
+
+
+@dataclass
+class Warm:
+    cold: bool = False
+
+
+WARM = Warm()
+
+
 def measure(root: Path, size: int, runs: int, cluster: Cluster, static: StaticServer) -> Figures:
     figures = Figures()
     source = root / "source.bin"
@@ -317,12 +367,14 @@ def measure(root: Path, size: int, runs: int, cluster: Cluster, static: StaticSe
             copy.unlink()
             figures.add("cp", seconds, peak, 0)
 
+            back_memory(root, 2 * size)
             reset_peak(spid)
             used = cpu_s(spid)
             seconds, peak = run_measured(
                 ["curl", "-sS", "--fail", "-T", str(source), f"{static.url}/up/up.bin"], env
             )
             figures.add("curl PUT", seconds, peak, peak_kib(spid), cpu_s(spid) - used)
+            back_memory(root, 2 * size)
             reset_peak(spid)
             used = cpu_s(spid)
             got = root / "got.bin"
@@ -333,6 +385,7 @@ def measure(root: Path, size: int, runs: int, cluster: Cluster, static: StaticSe
             got.unlink()
             (static.root / "up.bin").unlink()
 
+            back_memory(root, 3 * size)  # the upload, then the worker's fetch
             reset_peak(cpid)
             used = cpu_s(cpid)
             job_id, seconds, peak = cluster.submit(source=source)
@@ -343,12 +396,14 @@ def measure(root: Path, size: int, runs: int, cluster: Cluster, static: StaticSe
             fetch, _ = cluster.finish(job_id)
             figures.add("worker fetch", fetch, peak_kib(wpid), peak_kib(cpid), cpu_s(cpid) - used)
             job_id, _, _ = cluster.submit(returned=source)
-            cluster.returning()  # the job's own copy is not the controller's work
+            cluster.returning(size)  # the job's own copy is not the controller's work
             reset_peak(cpid)
             reset_peak(wpid)
             used = cpu_s(cpid)
             _, back = cluster.finish(job_id)
+            cluster.returned()
             figures.add("output return", back, peak_kib(wpid), peak_kib(cpid), cpu_s(cpid) - used)
+            back_memory(root, 2 * size)
             reset_peak(cpid)
             used = cpu_s(cpid)
             with got.open("wb") as f:
@@ -361,6 +416,7 @@ def measure(root: Path, size: int, runs: int, cluster: Cluster, static: StaticSe
             if got.stat().st_size != size:
                 raise RuntimeError(f"downloaded {got.stat().st_size} of {size} bytes")
             got.unlink()
+            cluster.drop_files(size)
     finally:
         source.unlink(missing_ok=True)
     return figures
@@ -451,8 +507,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, action="append", help="a size in MiB (repeatable)")
     parser.add_argument("--runs", type=int, help="runs per size (default 3, 1 from 4 GiB)")
     parser.add_argument("--dir", type=Path, help="where the files go (default: a temp dir)")
+    parser.add_argument(
+        "--cold", action="store_true", help="no write-and-delete of memory before each transfer"
+    )
     parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    WARM.cold = args.cold
     if args.serve:
         serve(Path(args.serve[0]), int(args.serve[1]))
         return 0
