@@ -679,6 +679,8 @@ class XceClient:
                     # A try cut short: reads may still run in the lane's thread, so wait
                     # for it; the caller may close `fd` next, and a read of a number
                     # reused for another file must never happen.
+                    for abandoned in ahead:
+                        abandoned.cancel()  # never awaited now: its read's outcome is moot
                     reader.stop()
                     await asyncio.shield(asyncio.wrap_future(reader.done))
                 if digest is None:
