@@ -85,6 +85,22 @@ def test_inputs_and_outputs_keep_their_digest_and_resume(small: Cluster) -> None
     assert json.loads(body)["error"]["code"] == "range_not_satisfiable"
 
 
+def test_an_empty_input_and_output_cross_whole(small: Cluster) -> None:
+    """An empty file has no byte for `sendfile` to send (it refuses a count of 0): the
+    worker still fetches it, the job runs, and its outputs (empty ones too) come back."""
+    upload = small.request(
+        "POST", "/api/v1/uploads", raw=b"", extra_headers={"X-XCE-SHA256": sha(b"")}
+    )
+    job_id = small.submit(
+        command="cp in.bin out.bin", inputs={"in.bin": upload["upload_id"]}, outputs=["out.bin"]
+    )
+    job = small.wait_state(job_id, "DONE", "EXIT", timeout=60)
+    assert job["state"] == "DONE" and not job.get("output_problems"), (job, small.log_text())
+    files = {f["path"]: f for f in small.get(f"/api/v1/jobs/{job_id}/files")["files"]}
+    assert files["out.bin"]["size"] == 0 and files["out.bin"]["sha256"] == sha(b"")
+    assert small.download(job_id, "out.bin") == b""
+
+
 def test_a_file_over_the_quota_is_refused_from_its_headers(small: Cluster) -> None:
     """Headers of a 1 PB body and not one byte of it: the answer can only come from them."""
     with socket.create_connection(("127.0.0.1", small.port), timeout=30) as conn:

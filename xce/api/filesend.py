@@ -155,6 +155,8 @@ async def _sent_by_kernel(
     transport = request.transport
     if transport is None or transport.is_closing():
         raise ConnectionResetError("the client went away")
+    if start == end:
+        return True  # an empty file: nothing to send (sendfile refuses a count of 0)
     if transport.get_extra_info("sslcontext") is not None:
         return False
     # A file object over the same open file (its own descriptor, so closing it leaves the
