@@ -287,7 +287,8 @@ def test_a_file_over_2_gib_goes_up_and_down_a_pipe_byte_exact_in_flat_memory(
             f.write(piece)
     want = digest.hexdigest()
     c = Cluster(tmp_path / "cluster")
-    c.extra_controller = "max_job_outputs_mb = 4096\nupload_quota_mb = 4096\nmin_free_disk_mb = 0\n"
+    # the quota counts the job's input and its output, 2.05 GiB each
+    c.extra_controller = "max_job_outputs_mb = 4096\nupload_quota_mb = 8192\nmin_free_disk_mb = 0\n"
     c.start_controller()
     c.start_worker("w1", slots=1)
     try:
