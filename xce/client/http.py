@@ -16,7 +16,7 @@ import os
 import ssl
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -412,7 +412,9 @@ class XceClient:
         got = _Receiving()
         got.validator = f'"{if_none_match}"' if if_none_match else None
         try:
-            await self._download(path, params, sink, got, what, progress)
+            await self._tries(
+                lambda: self._receive(path, params, sink, got, what, progress), got, what
+            )
             actual = await got.hexdigest()
         finally:
             await got.close()
@@ -423,23 +425,18 @@ class XceClient:
             raise mismatch(what, got.held, self._peer(), "not kept")
         return Received(got.held, actual, got.digest is not None)
 
-    async def _download(
-        self,
-        path: str,
-        params: dict[str, str] | None,
-        sink: Sink,
-        got: _Receiving,
-        what: str,
-        progress: Progress | None,
+    async def _tries(
+        self, receive: Callable[[], Awaitable[None]], got: _Receiving, what: str
     ) -> None:
-        """`download_to`'s tries, until one has the whole file or the tries are spent."""
+        """`download_to`'s tries of `receive`, until one has the whole file or the tries
+        are spent."""
         policy = self.transfer
         tries = 0
         while True:
             wait = policy.wait_s(tries + 1)
             try:
                 async with self._slots:
-                    await self._receive(path, params, sink, got, what, progress)
+                    await receive()
                 break
             except _Busy as exc:
                 problem = broken(what, got.held, got.size, self._peer(), exc.message)
