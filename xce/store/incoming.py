@@ -121,9 +121,10 @@ async def receive(
                     await lane.put(pieces)
                 pieces, held = [], 0
         if lanes:
-            for lane in lanes:
-                if pieces:
+            if pieces:
+                for lane in lanes:
                     await lane.put(pieces)
+            for lane in lanes:  # the last batch written and hashed side by side too
                 await lane.finish()
         elif pieces:
             await out.call(_write_batch, digest, pieces)
