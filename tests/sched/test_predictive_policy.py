@@ -28,6 +28,30 @@ from xce.sched.snapshot import HostView, PendingJob, RunningJob, Snapshot
 NOW = 10.0
 
 
+def _short_first(
+    jobs: list[PendingJob],
+    now: float,
+    settings: PredictiveSettings | None = None,
+    history: RuntimeHistory | None = None,
+) -> tuple[list[str], set[str]]:
+    """The `short-first` order of `jobs` at `now` (predicted by `history` when given), and
+    the jobs it named starving."""
+    queue = QueueRecord("normal", plugins=("predictive",))
+    snapshot = Snapshot(
+        (),
+        {"normal": queue},
+        tuple(jobs),
+        (),
+        {},
+        predictions=history,
+        predictive=settings or PredictiveSettings(),
+    )
+    starved: set[str] = set()
+    predict = history.predict if history is not None else None
+    ctx = OrderContext(now, queue, {}, {}, snapshot=snapshot, predict=predict, starved=starved)
+    return [item.job_id for item in ShortFirst().order(jobs, ctx)], starved
+
+
 def _snapshot(plugins: tuple[str, ...], history: RuntimeHistory) -> Snapshot:
     """One host of 2 slots, one running (alice's, walltime 1000 s, predicted 100 s); pending:
     carol's 2-slot job (blocked), then bob's 1-slot job asking 2000 s, predicted 50 s."""
@@ -133,14 +157,10 @@ def test_short_first_orders_short_jobs_first_and_starving_jobs_before_all() -> N
         return PendingJob(str(n), n, None, spec, DepStatus.SATISFIED, submitted)
 
     jobs = [job(1, 1000, 0.0), job(2, 100, 50.0), job(3, 10, 60.0)]
-    queue = QueueRecord("normal", plugins=("predictive",))
     settings = PredictiveSettings(guard_factor=5.0, short_weight=1.0)
-    snapshot = Snapshot((), {"normal": queue}, tuple(jobs), (), {}, predictive=settings)
 
     def order(now: float) -> tuple[list[str], set[str]]:
-        starved: set[str] = set()
-        ctx = OrderContext(now, queue, {}, {}, snapshot=snapshot, starved=starved)
-        return [item.job_id for item in ShortFirst().order(jobs, ctx)], starved
+        return _short_first(jobs, now, settings)
 
     assert order(100.0) == (["3", "2", "1"], set())  # keys 70, 150, 1000
     # job 1 reaches 5 x 1000 s of waiting at 5000: first, and named starving
@@ -165,14 +185,9 @@ def test_order_trust_keeps_a_job_asking_much_from_passing_on_a_short_history() -
         PendingJob("1", 1, None, wide, DepStatus.SATISFIED, 0.0),
         PendingJob("2", 2, None, whole, DepStatus.SATISFIED, 3000.0),
     ]
-    queue = QueueRecord("normal", plugins=("predictive",))
 
     def order(settings: PredictiveSettings) -> list[str]:
-        snapshot = Snapshot((), {"normal": queue}, tuple(jobs), (), {}, predictive=settings)
-        ctx = OrderContext(
-            4000.0, queue, {}, {}, snapshot=snapshot, predict=history.predict, starved=set()
-        )
-        return [item.job_id for item in ShortFirst().order(jobs, ctx)]
+        return _short_first(jobs, 4000.0, settings, history)[0]
 
     # trusted fully: keys 0 + 100 x 5,260 against 3,000 + 100 x 10: the 10-s history wins
     assert order(PredictiveSettings(short_weight=100.0, order_trust=None)) == ["2", "1"]
@@ -201,15 +216,9 @@ def test_the_default_guard_protects_a_long_request_after_three_days() -> None:
         PendingJob("1", 1, None, day, DepStatus.SATISFIED, 0.0),
         PendingJob("2", 2, None, hour, DepStatus.SATISFIED, 250000.0),
     ]
-    queue = QueueRecord("normal", plugins=("predictive",))
-    snapshot = Snapshot((), {"normal": queue}, tuple(jobs), (), {})
 
     def order(now: float) -> tuple[list[str], set[str]]:
-        starved: set[str] = set()
-        ctx = OrderContext(
-            now, queue, {}, {}, snapshot=snapshot, predict=history.predict, starved=starved
-        )
-        return [item.job_id for item in ShortFirst().order(jobs, ctx)], starved
+        return _short_first(jobs, now, history=history)
 
     # before 72 h the hour job goes first (250,000 + 100 x 3,600 < 100 x 86,400)
     assert order(259199.0) == (["2", "1"], set())
@@ -230,17 +239,9 @@ def test_a_job_waiting_far_past_the_queues_average_wait_is_starving() -> None:
         PendingJob("1", 1, None, day, DepStatus.SATISFIED, 0.0),
         PendingJob("2", 2, None, hour, DepStatus.SATISFIED, 110000.0),
     ]
-    queue = QueueRecord("normal", plugins=("predictive",))
 
     def order(now: float, settings: PredictiveSettings) -> tuple[list[str], set[str]]:
-        snapshot = Snapshot(
-            (), {"normal": queue}, tuple(jobs), (), {}, predictions=history, predictive=settings
-        )
-        starved: set[str] = set()
-        ctx = OrderContext(
-            now, queue, {}, {}, snapshot=snapshot, predict=history.predict, starved=starved
-        )
-        return [item.job_id for item in ShortFirst().order(jobs, ctx)], starved
+        return _short_first(jobs, now, settings, history)
 
     defaults = PredictiveSettings()
     assert queue_bound(history.mean_wait(), defaults) == 120000.0
