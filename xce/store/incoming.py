@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import hashlib
 import os
 import secrets
@@ -55,25 +56,21 @@ def _write_all(fd: int, pieces: list[Piece]) -> None:
             view = view[os.write(fd, view) :]
 
 
-def _write_batch(fd: int, digest: hashlib._Hash, pieces: list[Piece]) -> None:
+def _hash_all(digest: hashlib._Hash, pieces: list[Piece]) -> None:
     for piece in pieces:
         digest.update(piece)
+
+
+def _write_batch(fd: int, digest: hashlib._Hash, pieces: list[Piece]) -> None:
+    _hash_all(digest, pieces)
     _write_all(fd, pieces)
 
 
 def _lanes(fd: int, digest: hashlib._Hash) -> tuple[Lane[list[Piece]], ...]:
     """The writer's lane, then the hasher's: each batch goes to both."""
-
-    def write(pieces: list[Piece]) -> None:
-        _write_all(fd, pieces)
-
-    def hash_(pieces: list[Piece]) -> None:
-        for piece in pieces:
-            digest.update(piece)
-
     return (
-        Lane(write, DEPTH, "xce-files-write"),
-        Lane(hash_, DEPTH, "xce-files-hash"),
+        Lane(functools.partial(_write_all, fd), DEPTH, "xce-files-write"),
+        Lane(functools.partial(_hash_all, digest), DEPTH, "xce-files-hash"),
     )
 
 
