@@ -633,8 +633,8 @@ class XceClient:
                 offset = 0
                 hasher = hashlib.sha256()
                 # The next chunks are read and hashed in a thread of their own, up to
-                # READ_AHEAD of them, while this one is sent.
-                reader = Lane(_read_hashed, READ_AHEAD, "xce-upload-read")
+                # READ_AHEAD of them, while this one is sent (an empty file needs none).
+                reader = Lane(_read_hashed, READ_AHEAD, "xce-upload-read") if size else None
                 ahead: deque[asyncio.Future[bytes]] = deque()
                 planned = 0
 
@@ -644,6 +644,7 @@ class XceClient:
                         n = min(CHUNK_BYTES, size - planned)
                         got: asyncio.Future[bytes] = loop.create_future()
                         ahead.append(got)
+                        assert reader is not None  # made whenever there is a byte to read
                         await reader.put(_Read(fd, n, planned, hasher, got, loop))
                         planned += n
 
@@ -678,8 +679,9 @@ class XceClient:
                     # reused for another file must never happen.
                     for abandoned in ahead:
                         abandoned.cancel()  # never awaited now: its read's outcome is moot
-                    reader.stop()
-                    await asyncio.shield(asyncio.wrap_future(reader.done))
+                    if reader is not None:
+                        reader.stop()
+                        await asyncio.shield(asyncio.wrap_future(reader.done))
                 if digest is None:
                     yield hasher.hexdigest().encode()  # the file as read is what is declared
                 # Every byte is handed over, not yet carried: a slow link may take longer
