@@ -249,3 +249,48 @@ async def test_a_new_term_predicts_from_the_accounting_store_after_retention(
     assert again.predictions.history("alice") == (100.0, 300.0)
     assert again.predictions.predict(spec(walltime=3600)) == 200.0
     feed.close()
+
+
+class CountingHistory(RuntimeHistory):
+    """A history that counts what a pass asks of it."""
+
+    __slots__ = ("asked",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def predict(self, spec: JobSpec) -> float | None:
+        self.asked += 1
+        return super().predict(spec)
+
+
+def test_a_pass_works_a_prediction_out_once_for_jobs_alike() -> None:
+    """Jobs submitted one by one each have their own spec: the pass asks the history once per
+    group alike in user, name, request and queue, whatever else differs, and a queue that
+    does not predict gets the request."""
+    from dataclasses import replace
+
+    from xce.sched.predict import per_alike, predictor
+
+    history = CountingHistory()
+    for run in (100.0, 300.0):
+        history.ended("alice", "", run)
+    base = spec()
+    specs = [replace(base, command=f"./run {k}") for k in range(50)]  # alike
+    specs += [replace(base, walltime_s=60, command=f"./run {k}") for k in range(50)]
+    specs.append(replace(base, queue="other"))  # a queue that does not predict
+    predict = predictor(history, frozenset({"normal"}))
+    assert [predict(s) for s in specs] == [200.0] * 50 + [60.0] * 50 + [3600.0]
+    assert history.asked == 2
+    assert predict(specs[0]) == 200.0 and history.asked == 2  # known by the object too
+    # per_alike: by id, the work done once per group alike
+    done: list[JobSpec] = []
+
+    def work(s: JobSpec) -> int | None:
+        done.append(s)
+        return s.walltime_s
+
+    answers = per_alike({id(s): s for s in specs}, work)
+    assert answers == {id(s): s.walltime_s for s in specs}
+    assert len(done) == 3

@@ -290,3 +290,112 @@ def test_a_bad_predictive_key_is_named() -> None:
         parse_config({"scheduler": {"predictive": {"order_trust": 0}}})
     with pytest.raises(ConfigError, match=r"scheduler\.predictive\.guard"):
         parse_config({"scheduler": {"predictive": {"guard": 1}}})
+
+
+def _reference_order(
+    jobs: list[PendingJob], now: float, settings: PredictiveSettings, history: RuntimeHistory
+) -> tuple[list[str], set[str]]:
+    """The short-first rule written plainly, job by job: key = submit time + short_weight x
+    the ordered run time; a job that has waited its own bound or the queue's is starving;
+    the oldest starving job first (then the first in the queue), the rest by key, equal keys
+    in the queue's order."""
+    mean = history.mean_wait()
+    aged = now - queue_bound(mean, settings)
+    starving, keyed = [], []
+    for pos, job in enumerate(jobs):
+        spec = job.spec
+        bound = guard_bound(spec.walltime_s, settings)
+        if (bound is not None and job.submit_time + bound <= now) or job.submit_time <= aged:
+            starving.append((job.submit_time, pos, job))
+        run = ordered_run(history.predict(spec), spec.walltime_s, settings)
+        keyed.append((job.submit_time + settings.short_weight * run, pos, job))
+    keyed.sort(key=lambda k: k[:2])
+    order = [job.job_id for _, _, job in keyed]
+    if starving:
+        oldest = min(starving, key=lambda s: s[:2])[2].job_id
+        order.remove(oldest)
+        order.insert(0, oldest)
+    return order, {job.job_id for _, _, job in starving}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_short_first_order_is_its_rule_job_by_job(seed: int) -> None:
+    """The order is made by `map` and `sorted` over the queue, asked once per group of specs
+    alike: the same jobs in the same order as the rule applied to each job, with specs
+    shared or each job its own, equal keys, jobs without a walltime, starving jobs."""
+    import random
+
+    rng = random.Random(seed)
+    history = RuntimeHistory()
+    users = ["u0", "u1", "u2", "u3"]
+    for user in users[:3]:
+        for _ in range(2):
+            history.ended(user, rng.choice(("", "big")), float(rng.choice((30, 300, 3000))))
+    for _ in range(rng.randrange(1, 20)):
+        history.waited(float(rng.choice((1, 10, 100))))
+    shapes = [
+        JobSpec(
+            user=rng.choice(users),
+            queue="normal",
+            name=rng.choice(("", "big")),
+            command="x",
+            walltime_s=rng.choice((None, 60, 600, 6000)),
+        )
+        for _ in range(6)
+    ]
+    jobs = []
+    for n in range(1, 200):
+        spec = rng.choice(shapes)
+        if seed % 2:  # each job its own spec object (submitted one by one)
+            spec = JobSpec(**{f: getattr(spec, f) for f in spec.__dataclass_fields__})
+        submitted = float(rng.choice((0, 10, 20, 30)) + n // 50)  # equal times: equal keys
+        jobs.append(PendingJob(str(n), n, None, spec, DepStatus.SATISFIED, submitted))
+    settings = PredictiveSettings(
+        guard_factor=rng.choice((1.0, 5.0)),
+        guard_min_s=0.0,
+        guard_max_s=rng.choice((None, 500.0)),
+        short_weight=rng.choice((0.0, 1.0, 10.0)),
+        wait_min_s=rng.choice((0.0, 100.0)),
+    )
+    for now in (40.0, 400.0, 4000.0, 40000.0):
+        assert _short_first(jobs, now, settings, history) == _reference_order(
+            jobs, now, settings, history
+        )
+
+
+def test_backfill_goes_shortest_first_after_the_queues_first_job() -> None:
+    """A higher queue holds the reservation before the predictive queue is tried: that
+    queue's first job is tried first all the same, then its others shortest predicted
+    first (EASY++'s backfill), not in the order's order."""
+    history = RuntimeHistory()
+    for user, run in (("la", 200.0), ("lb", 50.0), ("lc", 20.0)):
+        history.ended(user, "", run)
+        history.ended(user, "", run)
+    busy = RunningJob("r", "x", "high", "h1", 4, 0, 0.0, 1000)
+
+    def job(n: int, user: str, queue: str, slots: int) -> PendingJob:
+        spec = JobSpec(user=user, queue=queue, command="x", slots=slots, walltime_s=1000)
+        return PendingJob(str(n), n, None, spec, DepStatus.SATISFIED, float(n))
+
+    snapshot = Snapshot(
+        (HostView("h1", 4, 1000, 0, 1000, (), True), HostView("h2", 2, 1000, 2, 1000, (), True)),
+        {
+            "high": QueueRecord("high", priority=10, plugins=("backfill",)),
+            "low": QueueRecord("low", plugins=("predictive",)),
+        },
+        # by key (every request 1000 s, trusted down to 333 s): 2, 3, 4; predicted 200, 50, 20
+        (
+            job(1, "x", "high", 4),
+            job(2, "la", "low", 1),
+            job(3, "lb", "low", 1),
+            job(4, "lc", "low", 1),
+        ),
+        (),
+        {},
+        (busy,),
+        predictions=history,
+    )
+    for explain in (True, False):
+        result = plan(snapshot, 100.0, explain)
+        assert [r["job_id"] for r in result.reservations] == ["1"]
+        assert sorted(p.job_id for p in result.placements) == ["2", "4"]

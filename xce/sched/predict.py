@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from operator import attrgetter
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from xce.core import events as ev
 from xce.core.model import JobRecord, JobSpec, JobState
@@ -65,6 +66,10 @@ HISTORY = 2  # run times kept per user (and per user and job name): EASY++ avera
 # Lublin trace: docs/performance.md), few enough that the state still holds them after a
 # restart
 WAIT_WINDOW = 10_000
+# What a pending job's prediction is a function of (`Predictions.predict`, and whether its
+# queue predicts): a pass works a prediction out once for the jobs alike in these.
+PREDICTED_BY = attrgetter("queue", "user", "name", "walltime_s")
+T = TypeVar("T")
 # One ended attempt that ran: (job id, attempt, end time, user, job name, run seconds).
 EndedRun = tuple[str, int, float, str, str, float]
 
@@ -96,7 +101,9 @@ class Predictions(Protocol):
     """What a scheduling pass reads of the predictions (`Snapshot.predictions`)."""
 
     def predict(self, spec: JobSpec) -> float | None:
-        """Seconds a pending job of `spec` is expected to run (None: no idea, no limit)."""
+        """Seconds a pending job of `spec` is expected to run (None: no idea, no limit): a
+        function of its user, name and walltime only (a pass shares it among jobs alike in
+        those: `PREDICTED_BY`)."""
         ...
 
     def initial(self, job_id: str) -> float | None:
@@ -268,20 +275,38 @@ def predictor(
     predictions: Predictions, queues: frozenset[str]
 ) -> Callable[[JobSpec], float | None]:
     """Seconds a pending job is expected to run, for one pass: its prediction in a queue
-    that predicts (`queues`), its walltime elsewhere; asked once per spec object (jobs
-    alike share one, and a spec stays alive through the pass with its job)."""
+    that predicts (`queues`), its walltime elsewhere. Asked once per spec object (jobs
+    alike share one, and a spec stays alive through the pass with its job), and worked out
+    once per group of specs alike in what it depends on (`PREDICTED_BY`): jobs submitted
+    one by one each have their own spec, equal or not."""
     known: dict[int, float | None] = {}
+    alike: dict[tuple[str, str, str, int | None], float | None] = {}
     ask = predictions.predict
 
     def predict(spec: JobSpec) -> float | None:
-        key = id(spec)
         try:
-            return known[key]
+            return known[id(spec)]
         except KeyError:
-            value = known[key] = ask(spec) if spec.queue in queues else spec.walltime_s
-            return value
+            pass
+        by = PREDICTED_BY(spec)
+        if by in alike:
+            value = alike[by]
+        else:
+            value = alike[by] = ask(spec) if spec.queue in queues else spec.walltime_s
+        known[id(spec)] = value
+        return value
 
     return predict
+
+
+def per_alike(specs: dict[int, JobSpec], work: Callable[[JobSpec], T]) -> dict[int, T]:
+    """`work(spec)` for each of `specs` (id -> spec), by id, done once per group of specs
+    alike in what a prediction depends on (`PREDICTED_BY`): `work` must depend on no more.
+    The work per spec is done by `map` and `dict` (a pass asks this of every waiting job)."""
+    distinct = specs.values()
+    alike = list(map(PREDICTED_BY, distinct))
+    answers = {key: work(spec) for key, spec in dict(zip(alike, distinct, strict=True)).items()}
+    return dict(zip(specs, map(answers.__getitem__, alike), strict=True))
 
 
 def expecter(predictions: Predictions, now: float) -> Callable[[RunningJob], float]:

@@ -19,6 +19,8 @@ driver: queue order, the explained and the quiet loop).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
+from itertools import chain
+from operator import attrgetter
 
 from xce.core.deps import DepStatus
 from xce.core.model import JobSpec
@@ -33,13 +35,25 @@ from xce.sched.passes.spread import SpreadPlacer
 from xce.sched.passes.tallies import PassTallies
 from xce.sched.plugins import PluginRegistry, QueuePolicy, builtin
 from xce.sched.plugins.base import Item, OrderContext
-from xce.sched.predict import expecter, predictor
+from xce.sched.predict import expecter, per_alike, predictor
 from xce.sched.reasons import WaitReason
 from xce.sched.snapshot import PendingJob, Snapshot
 from xce.sched.types import Placement, Plan
 
 _SATISFIED = DepStatus.SATISFIED  # (a name: an enum member's lookup costs ~70 ns a pass)
 INFINITE = float("inf")
+_SPEC = attrgetter("spec")
+
+
+def _peeked(ordered: Iterable[Item], watch: bool) -> tuple[Iterator[Item] | None, Item | None]:
+    """(the items of `ordered`, None when there are none; the first of them when `watch`,
+    else None): the loops below switch to the shortest-first order before any item but
+    that first one."""
+    todo = iter(ordered)
+    if not watch:
+        return todo, None
+    head = next(todo, None)
+    return (None, None) if head is None else (chain((head,), todo), head)
 
 
 def plan(
@@ -290,63 +304,61 @@ class SchedulingPass:
                     tallies.starved if policy.predicts else None,
                 )
                 ordered = policy.order.order(items, ctx)
-            if policy.shortest_first and tallies.predict is not None:
-                ordered = self._shortest_once_reserved(ordered)
+            # EASY++'s shortest-first backfill: once the pass holds its reservation, the
+            # queue's jobs not yet tried go shortest predicted first (`_shortest_first`);
+            # the queue's first job (the oldest starving one, if any) is tried first all
+            # the same
+            watch = policy.shortest_first and tallies.predict is not None
             if not explain:
-                if self._run_quiet(ordered):
+                if self._run_quiet(ordered, watch):
                     return result
                 continue
-            for item in ordered:
-                if pool.total_free_slots <= 0:
-                    self._no_room_left(groups, arrays_done)
-                    return result
-                spec = item.spec
-                if type(item) is PendingJob:
-                    if item.index is None and item.deps is satisfied:
-                        # the common case when many jobs wait: a spec already known stuck
-                        known = blocked.get(id(spec))
-                        if known is not None:
-                            reasons[item.job_id] = known
-                            continue
-                else:
-                    arrays_done.add(item.number)
-                name = spec.queue
-                policy = policies[name]
-                assert try_item is not None
-                try_item(item, queues[name], policy)
+            todo, head = _peeked(ordered, watch)
+            while todo is not None:
+                rest, todo = todo, None
+                for item in rest:
+                    if watch and tallies.reservation is not None and item is not head:
+                        watch = False
+                        todo = self._shortest_first(chain((item,), rest))
+                        break
+                    if pool.total_free_slots <= 0:
+                        self._no_room_left(groups, arrays_done)
+                        return result
+                    spec = item.spec
+                    if type(item) is PendingJob:
+                        if item.index is None and item.deps is satisfied:
+                            # the common case when many jobs wait: a spec already known stuck
+                            known = blocked.get(id(spec))
+                            if known is not None:
+                                reasons[item.job_id] = known
+                                continue
+                    else:
+                        arrays_done.add(item.number)
+                    name = spec.queue
+                    assert try_item is not None
+                    try_item(item, queues[name], policies[name])
         return result
 
-    def _shortest_once_reserved(self, ordered: Iterable[Item]) -> Iterator[Item]:
-        """`ordered` until the pass holds its reservation, then the rest shortest predicted
-        first (EASY++'s SJBF; ties keep the order's order): the jobs that fit the holes
-        best, and that wait the least relative to their length, go first."""
-        tallies = self.tallies
-        items = iter(ordered)
-        for item in items:
-            yield item
-            if tallies.reservation is not None:
-                break
-        predict = tallies.predict
+    def _shortest_first(self, items: Iterable[Item]) -> Iterator[Item]:
+        """`items` shortest predicted first (EASY++'s SJBF; ties keep their order): once
+        the reservation is held, the jobs that fit the holes best, and that wait the least
+        relative to their length, go first. A pass sorts up to every waiting job of the
+        queue, so the work per job is done by `map` and `sorted`, and a length is asked
+        once per group of jobs alike (`per_alike`)."""
+        predict = self.tallies.predict
         assert predict is not None
-        # one bucket per predicted length, each in the order's order: jobs alike share a
-        # spec, so this is a pass over the items and a sort of the few distinct lengths
-        buckets: dict[float, list[Item]] = {}
-        known: dict[int, list[Item]] = {}  # id(spec) -> its bucket
-        for item in items:
-            spec = item.spec
-            bucket = known.get(id(spec))
-            if bucket is None:
-                expected = predict(spec)
-                length = INFINITE if expected is None else expected
-                bucket = buckets.get(length)
-                if bucket is None:
-                    bucket = buckets[length] = []
-                known[id(spec)] = bucket
-            bucket.append(item)
-        for length in sorted(buckets):
-            yield from buckets[length]
 
-    def _run_quiet(self, ordered: Iterable[Item]) -> bool:
+        def length(spec: JobSpec) -> float:
+            expected = predict(spec)
+            return INFINITE if expected is None else expected  # (no prediction nor limit)
+
+        rest = list(items)
+        ids = list(map(id, map(_SPEC, rest)))
+        lengths = per_alike(dict(zip(ids, map(_SPEC, rest), strict=True)), length)
+        ranks = list(map(lengths.__getitem__, ids))
+        return map(rest.__getitem__, sorted(range(len(rest)), key=ranks.__getitem__))
+
+    def _run_quiet(self, ordered: Iterable[Item], watch: bool = False) -> bool:
         """The simulator's loop (`explain=False`): the same placements as the loop in
         `run`, without naming why the rest waits; True when the pass is over (no free slot
         left, or a strict order blocked).
@@ -367,85 +379,92 @@ class SchedulingPass:
         hosts = self.hosts
         sets, placements, views = hosts.sets, tallies.result.placements, pool.hosts
         predict = tallies.predict
-        for item in ordered:
-            free = pool.total_free_slots
-            if free <= 0:
-                return True
-            spec = item.spec
-            if skip_wide and spec.slots > free:
-                continue  # as _cannot_start would say, from one comparison
-            # (`blocked` is empty until a try fails: most tries ask nothing of it)
-            if (
-                blocked
-                and type(item) is PendingJob
-                and item.index is None
-                and item.deps is satisfied
-            ):
-                known = blocked.get(id(spec))
-                if known is not None:
-                    reasons[item.job_id] = known
-                    continue
-            name = spec.queue
-            policy = policies[name]
-            res = tallies.reservation
-            if res is None:  # `_cannot_start` without a reservation, without the call
-                if policy.reserve is None and spec.slots > free:
-                    continue
-            elif self._cannot_start(spec, policy):
-                continue
-            if type(item) is PendingJob:  # `try_item`, without its tests for an array
-                queue = queues[name]
+        todo, head = _peeked(ordered, watch)
+        while todo is not None:
+            rest, todo = todo, None
+            for item in rest:
+                if watch and tallies.reservation is not None and item is not head:
+                    watch = False  # the rest shortest first, as `run` does
+                    todo = self._shortest_first(chain((item,), rest))
+                    break
+                free = pool.total_free_slots
+                if free <= 0:
+                    return True
+                spec = item.spec
+                if skip_wide and spec.slots > free:
+                    continue  # as _cannot_start would say, from one comparison
+                # (`blocked` is empty until a try fails: most tries ask nothing of it)
                 if (
-                    # the gates `held` tests, most often all open: asked only when one
-                    # may be shut
-                    not (
-                        queue.active
-                        and item.deps is satisfied
-                        and spec.begin_time is None
-                        and not spec.reservation
-                    )
-                    and (placer or self._placers()).held(item, spec, queue, item.job_id, True)
-                ):
-                    continue
-                if (
-                    res is None
-                    and quick_route
+                    blocked
+                    and type(item) is PendingJob
                     and item.index is None
-                    and not (spec.gres or spec.licenses or spec.exclusive or spec.resources)
+                    and item.deps is satisfied
                 ):
-                    # A plain job (one host, no devices, licenses or -R; not an array
-                    # task) while nothing is reserved: `try_job`, `place` and `commit`
-                    # reduce to a host from the shape's candidates, taken (one call, not
-                    # five: the most common try of a replay). What they would do otherwise
-                    # (a reason, a reservation, a ranking on free resources) they still do.
-                    shape = (name, spec.slots, spec.memory_mb, spec.resources, None, spec.gres)
-                    found = sets.get(shape)
-                    if found is None:
-                        found = sets[shape] = hosts.candidates(spec, queue, policy)
-                    if type(found) is OrderedCandidates:
-                        i = found.find()  # at None it stays at None: `place` asks again
-                        if i is not None:
-                            pool.take(
-                                i,
-                                spec.slots,
-                                spec.memory_mb,
-                                spec.walltime_s,
-                                predict(spec) if predict is not None else None,
-                            )
-                            placements.append(Placement(item.job_id, views[i].name, ()))
-                            continue
-                if placer is None:
-                    placer = self._placers()
-                placer.try_job(item, spec, queue, policy, item.job_id)
-            else:
-                if placer is None:
-                    placer = self._placers()
-                placer.try_item(item, queues[name], policy)
-            res = tallies.reservation
-            if res is not None:
-                if res.host < 0:
-                    return True  # strict order: nothing behind a blocked job starts
-                skip_wide = True
+                    known = blocked.get(id(spec))
+                    if known is not None:
+                        reasons[item.job_id] = known
+                        continue
+                name = spec.queue
+                policy = policies[name]
+                res = tallies.reservation
+                if res is None:  # `_cannot_start` without a reservation, without the call
+                    if policy.reserve is None and spec.slots > free:
+                        continue
+                elif self._cannot_start(spec, policy):
+                    continue
+                if type(item) is PendingJob:  # `try_item`, without its tests for an array
+                    queue = queues[name]
+                    if (
+                        # the gates `held` tests, most often all open: asked only when one
+                        # may be shut
+                        not (
+                            queue.active
+                            and item.deps is satisfied
+                            and spec.begin_time is None
+                            and not spec.reservation
+                        )
+                        and (placer or self._placers()).held(item, spec, queue, item.job_id, True)
+                    ):
+                        continue
+                    if (
+                        res is None
+                        and quick_route
+                        and item.index is None
+                        and not (spec.gres or spec.licenses or spec.exclusive or spec.resources)
+                    ):
+                        # A plain job (one host, no devices, licenses or -R; not an array
+                        # task) while nothing is reserved: `try_job`, `place` and `commit`
+                        # reduce to a host from the shape's candidates, taken (one call, not
+                        # five: the most common try of a replay). What they would do otherwise
+                        # (a reason, a reservation, a ranking on free resources) they still do.
+                        shape = (name, spec.slots, spec.memory_mb, spec.resources, None, spec.gres)
+                        found = sets.get(shape)
+                        if found is None:
+                            found = sets[shape] = hosts.candidates(spec, queue, policy)
+                        if type(found) is OrderedCandidates:
+                            i = found.find()  # at None it stays at None: `place` asks again
+                            if i is not None:
+                                pool.take(
+                                    i,
+                                    spec.slots,
+                                    spec.memory_mb,
+                                    spec.walltime_s,
+                                    predict(spec) if predict is not None else None,
+                                )
+                                placements.append(Placement(item.job_id, views[i].name, ()))
+                                continue
+                    if placer is None:
+                        placer = self._placers()
+                    placer.try_job(item, spec, queue, policy, item.job_id)
+                else:
+                    if placer is None:
+                        placer = self._placers()
+                    placer.try_item(item, queues[name], policy)
+                res = tallies.reservation
+                if res is not None:
+                    if res.host < 0:
+                        return True  # strict order: nothing behind a blocked job starts
+                    skip_wide = True
         return False
 
     def _cannot_start(self, spec: JobSpec, policy: QueuePolicy) -> bool:

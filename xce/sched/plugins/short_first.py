@@ -42,16 +42,23 @@ Settings:
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
-from operator import itemgetter
+from functools import partial
+from itertools import chain, compress
+from operator import add, attrgetter, ge, itemgetter
 from typing import ClassVar
 
 from xce.config.scheduler import PredictiveSettings
+from xce.core.model import JobSpec
 from xce.sched.plugins.base import Item, OrderContext
+from xce.sched.predict import per_alike
 from xce.sched.snapshot import PendingJob
 
 INFINITY = float("inf")
 UNKNOWN_S = 360000.0  # a job predicted nothing (no walltime, no history): 100 hours
 _DEFAULT = PredictiveSettings()
+_SPEC = attrgetter("spec")
+_SUBMITTED = attrgetter("submit_time")
+_BOUND, _WEIGHTED = itemgetter(0), itemgetter(1)
 
 
 def guard_bound(walltime_s: int | None, settings: PredictiveSettings) -> float | None:
@@ -117,10 +124,16 @@ class ShortFirst:
         return None if bound == INFINITY else submit_time + bound
 
     def order(self, items: Collection[Item], ctx: OrderContext) -> Iterator[Item]:
+        """The queue's jobs by key, the oldest starving one first.
+
+        A pass orders every waiting job of the queue (100,000 of them), so the work per job
+        is done by `map` and `sorted` over lists, not by a loop of Python, and what is asked
+        of a job's spec (its guard bound, its weighted prediction) is asked once per group of
+        jobs alike (`per_alike`, xce/sched/predict.py). The order is made when this is
+        called (it fills `ctx.starved` then), and handed on as an iterator."""
         snapshot = ctx.snapshot
         settings = snapshot.predictive if snapshot is not None else _DEFAULT
         predict = ctx.predict
-        starved = ctx.starved
         now, weight = ctx.now, settings.short_weight
         # starving by the queue's waits: submitted at or before `aged` (no history: never)
         history = snapshot.predictions if snapshot is not None else None
@@ -128,35 +141,48 @@ class ShortFirst:
             history.mean_wait() if history is not None and predict is not None else None,
             settings,
         )
-        # the oldest starving job (submit time, position, item, key), ahead of all
-        oldest: tuple[float, int, Item, float] | None = None
-        keyed: list[tuple[float, int, Item]] = []
-        # id(spec) -> (guard bound, weighted prediction): jobs alike share one spec, so
-        # the loop is a lookup, a comparison and an append per job
-        known: dict[int, tuple[float, float]] = {}
-        lookup, add = known.get, keyed.append
-        for pos, item in enumerate(items):
-            spec = item.spec
-            found = lookup(id(spec))
-            if found is None:
-                expected = predict(spec) if predict is not None else spec.walltime_s
-                bound = guard_bound(spec.walltime_s, settings)
-                found = known[id(spec)] = (
-                    INFINITY if bound is None else bound,
-                    weight * ordered_run(expected, spec.walltime_s, settings),
-                )
-            submitted = item.submit_time
-            # has waited its own bound, or the queue's: starving
-            if submitted + found[0] <= now or submitted <= aged:
-                if starved is not None:
-                    starved.add(item.job_id if type(item) is PendingJob else str(item.number))
-                if oldest is None or (submitted, pos) < oldest[:2]:
-                    if oldest is not None:  # no longer the oldest: back to its key
-                        add((oldest[0] + oldest[3], oldest[1], oldest[2]))
-                    oldest = (submitted, pos, item, found[1])
-                    continue
-            add((submitted + found[1], pos, item))
-        keyed.sort()
-        if oldest is not None:
-            yield oldest[2]
-        yield from map(itemgetter(2), keyed)
+        jobs = items if type(items) is list else list(items)
+        if not jobs:
+            return iter(jobs)
+        ids = list(map(id, map(_SPEC, jobs)))
+
+        def judge(spec: JobSpec) -> tuple[float, float]:
+            """(guard bound, weighted run time) of a job of `spec`."""
+            expected = predict(spec) if predict is not None else spec.walltime_s
+            bound = guard_bound(spec.walltime_s, settings)
+            return (
+                INFINITY if bound is None else bound,
+                weight * ordered_run(expected, spec.walltime_s, settings),
+            )
+
+        judged = per_alike(dict(zip(ids, map(_SPEC, jobs), strict=True)), judge)
+        times = list(map(_SUBMITTED, jobs))
+        keys = list(map(add, times, map(_WEIGHTED, map(judged.__getitem__, ids))))
+        # lowest key first; equal keys in the queue's order (a stable sort of positions)
+        ranked = sorted(range(len(jobs)), key=keys.__getitem__)
+        # Starving: has waited its own bound, or the queue's. Most often no job is, which
+        # the earliest submission tells with the shortest bound (a rounded sum never falls
+        # as its terms grow, so no later job or longer bound can reach `now` either).
+        first = min(times)
+        if first + min(map(_BOUND, judged.values())) > now and first > aged:
+            return map(jobs.__getitem__, ranked)
+        positions = range(len(jobs))
+        hungry = set(
+            compress(
+                positions,
+                map(partial(ge, now), map(add, times, map(_BOUND, map(judged.__getitem__, ids)))),
+            )
+        )
+        hungry.update(compress(positions, map(partial(ge, aged), times)))
+        if not hungry:
+            return map(jobs.__getitem__, ranked)
+        starved = ctx.starved
+        if starved is not None:
+            for pos in hungry:
+                item = jobs[pos]
+                starved.add(item.job_id if type(item) is PendingJob else str(item.number))
+        # the oldest starving job (earliest submitted, then first in the queue's order) goes
+        # ahead of all; the others keep their place by their key
+        oldest = min(hungry, key=lambda pos: (times[pos], pos))
+        ranked.remove(oldest)
+        return chain((jobs[oldest],), map(jobs.__getitem__, ranked))
