@@ -160,3 +160,33 @@ def test_an_event_it_was_not_fed_makes_it_walk_again() -> None:
     other = ClusterState()  # another state object: never the old one's views
     other.apply(ev.QueueCreated(0, QueueRecord("normal")))
     assert list(cache.snapshot(other).pending_jobs()) == []
+
+
+def test_jobs_submitted_alike_share_one_spec_without_what_they_run() -> None:
+    """Each job submitted has its own spec; the views hand the pass one object for the jobs
+    alike in what a pass reads (so a spec found blocked or predicted is found for all of
+    them), without the fields no pass reads; a job modified gets its new spec's."""
+    state, cache = ClusterState(), SnapshotCache()
+
+    def apply(event: ev.Event) -> None:
+        state.apply(event)
+        cache.observe(event, state)
+
+    apply(ev.QueueCreated(0, QueueRecord("normal")))
+    cache.snapshot(state)
+    base = JobSpec(user="u", queue="normal", command="x", walltime_s=600, slots=2)
+    for n in range(1, 6):
+        own = replace(base, command=f"./run {n}", env=(("N", str(n)),), cwd=f"/d{n}")
+        apply(ev.JobSubmitted(float(n), n, own))
+    apply(ev.JobSubmitted(6.0, 6, replace(base, walltime_s=60, command="./other")))
+    views = {v.job_id: v for v in cache.snapshot(state).pending_jobs()}
+    shared = views["1"].spec
+    assert all(views[str(n)].spec is shared for n in range(1, 6))
+    assert views["6"].spec is not shared and views["6"].spec.walltime_s == 60
+    assert shared == replace(base, command=None) and shared.env == () and shared.cwd is None
+    assert state.jobs["3"].spec.command == "./run 3"  # the record keeps what the job runs
+    apply(ev.JobModified(7.0, "2", replace(state.jobs["2"].spec, walltime_s=60)))
+    views = {v.job_id: v for v in cache.snapshot(state).pending_jobs()}
+    assert views["2"].spec is views["6"].spec and views["1"].spec is views["3"].spec
+    fresh = snapshot_of(state)
+    assert plan(cache.snapshot(state), 8.0) == plan(fresh, 8.0)

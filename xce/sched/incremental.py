@@ -15,6 +15,11 @@ follower, a recovery), or another state object: the cache can fall back to a ful
 never show a state it was not fed. tests/sched/test_incremental.py compares it with
 `snapshot_of` after every event.
 
+A pending job's view holds its spec as a pass reads it (`scheduled`: without what the job
+runs), one spec object for the jobs alike (`SnapshotCache._alike`), where `snapshot_of`
+hands each job its own: the pass decides alike on both, and on the cache's it finds what
+it finds for a spec (blocked, predicted) once for every job submitted alike.
+
 Validity: `Snapshot.queued` holds live views of the cache's dicts (no copy, that is the
 point): a snapshot must be planned before the next event is observed, which the simulator
 and the controller's synchronous pass both do.
@@ -40,6 +45,7 @@ from xce.sched.snapshot import (
     Snapshot,
     host_view,
     running_views,
+    scheduled,
 )
 
 _ACTIVE = frozenset(s for s in JobState if s.active)
@@ -170,6 +176,10 @@ class SnapshotCache:
         self._where: dict[str, str] = {}  # pending job id -> queue
         self._dependent: dict[str, None] = {}  # pending jobs whose view must be re-read
         self._tasks: dict[str, int] = {}  # pending array tasks -> array number
+        # `_alike`: one spec object per group of pending jobs alike as a pass reads them,
+        # and each job's own spec (held, so its id stays its own) -> that object
+        self._specs: dict[JobSpec, JobSpec] = {}
+        self._alike_of: dict[int, tuple[JobSpec, JobSpec]] = {}
         self._running = RunningOrder()
         self._hosts_dirty = True  # every host view is rebuilt (a queue event)
         self._dirty: set[str] = set()  # else only these hosts' views (load or record changed)
@@ -223,12 +233,33 @@ class SnapshotCache:
             self._unsorted.add(queue)  # a requeued job goes back to its place: resort once
         else:
             self._last[queue] = key
-        jobs[record.id] = _view(record, state)
+        jobs[record.id] = _view(record, state, self._alike(record.spec))
         self._where[record.id] = queue
         if record.spec.dependency:
             self._dependent[record.id] = None
         if record.array_index is not None:
             self._tasks[record.id] = record.number
+
+    def _alike(self, spec: JobSpec) -> JobSpec:
+        """The spec a pending job's view holds: its own as a pass reads it (`scheduled`,
+        xce/sched/snapshot.py), one object for every pending job alike. Each job submitted
+        has its own spec, but what a pass finds for a spec it keeps by the object (a spec
+        known blocked, a prediction: xce/sched/passes), so jobs submitted alike one by one
+        then cost each further one a lookup instead of a try, as an array's tasks do. A
+        job's view is made again at each of its events and, with dependencies, at each
+        snapshot: its own spec is remembered. Forgotten whole when it holds many more
+        than the jobs pending (the views made keep theirs)."""
+        known = self._alike_of.get(id(spec))
+        if known is not None:
+            return known[1]
+        specs, alike_of = self._specs, self._alike_of
+        if len(alike_of) > 2 * len(self._where) + 1024:
+            specs.clear()
+            alike_of.clear()
+        view = scheduled(spec)
+        view = specs.setdefault(view, view)
+        alike_of[id(spec)] = (spec, view)
+        return view
 
     def _add_running(self, record: JobRecord) -> None:
         views = running_views(record)
@@ -244,7 +275,8 @@ class SnapshotCache:
         usage: Mapping[str, float] | None = None,
         groups: Mapping[str, str] | None = None,
     ) -> Snapshot:
-        """The same view as `snapshot_of(state, usage, groups)`, pending jobs as `queued`."""
+        """The same view as `snapshot_of(state, usage, groups)`, pending jobs as `queued`
+        (their specs as a pass reads them, shared by jobs alike)."""
         if self._stale or state is not self._state or state.applied != self._seen:
             self._rebuild(state)
         for queue in self._unsorted:
@@ -263,7 +295,9 @@ class SnapshotCache:
         self._unsorted.clear()
         for job_id in self._dependent:  # dependency status can change with any event
             record = state.jobs[job_id]
-            self._queued[self._where[job_id]][job_id] = _view(record, state)
+            self._queued[self._where[job_id]][job_id] = _view(
+                record, state, self._alike(record.spec)
+            )
         if self._hosts_dirty or self._memo_void or self._queues is None:
             # a host or a queue was added or changed (or the cache rebuilt): what passes
             # derived from the old ones is void (xce/sched/passes/memo.py)
@@ -328,13 +362,14 @@ def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:
     return evaluate(spec.dependency, state) if spec.dependency else DepStatus.SATISFIED
 
 
-def _view(record: JobRecord, state: ClusterState) -> PendingJob:
+def _view(record: JobRecord, state: ClusterState, spec: JobSpec) -> PendingJob:
+    """The pending view of `record`, with `spec` (its own as a pass reads it)."""
     return PendingJob(
         record.id,
         record.number,
         record.array_index,
-        record.spec,
-        _deps(record.spec, state),
+        spec,
+        _deps(spec, state),
         record.submit_time,
     )
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
-from typing import overload
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, overload
 
 from xce.config.scheduler import PredictiveSettings
 from xce.core import gres
@@ -50,6 +50,30 @@ class HostView:
     # host's order (xce/core/gres.py); appended with defaults so other views need not care.
     gres: tuple[tuple[str, str], ...] = ()
     free_devices: tuple[str, ...] = ()
+
+
+# What a job runs, with what, and where its files go: no scheduling pass reads these fields
+# of a pending job's spec (the worker gets them from the record). The controller's views
+# leave them out (`scheduled`) and hand jobs alike in every other field one spec object
+# (xce/sched/incremental.py), so what a pass finds for one job's spec (no host fits it, its
+# prediction) holds at once for the others, as it does for an array's tasks.
+NOT_SCHEDULED: Final[dict[str, Any]] = {
+    "command": None,
+    "script": None,
+    "env": (),
+    "cwd": None,
+    "inputs": (),
+    "outputs": (),
+    "stdout_file": None,
+    "stderr_file": None,
+    "submit_host": "",
+    "submit_dir": None,
+}
+
+
+def scheduled(spec: JobSpec) -> JobSpec:
+    """`spec` as a pass reads it: without the fields of `NOT_SCHEDULED`."""
+    return replace(spec, **NOT_SCHEDULED)
 
 
 @fast_init

@@ -90,7 +90,7 @@ def spec_for(job: SwfJob, queue: str = "normal", slots: int | None = None) -> Jo
         job.user,
         queue,
         "swf",  # name
-        "swf job",  # command
+        None,  # command: a replay runs nothing (and a pass reads none: `scheduled`)
         None,  # script
         job.procs,  # slots
         0,  # memory_mb
