@@ -353,8 +353,9 @@ class SchedulingPass:
             return INFINITE if expected is None else expected  # (no prediction nor limit)
 
         rest = list(items)
-        ids = list(map(id, map(_SPEC, rest)))
-        lengths = per_alike(dict(zip(ids, map(_SPEC, rest), strict=True)), length)
+        specs = list(map(_SPEC, rest))
+        ids = list(map(id, specs))
+        lengths = per_alike(dict(zip(ids, specs, strict=True)), length)
         ranks = list(map(lengths.__getitem__, ids))
         return map(rest.__getitem__, sorted(range(len(rest)), key=ranks.__getitem__))
 

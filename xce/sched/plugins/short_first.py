@@ -58,7 +58,7 @@ UNKNOWN_S = 360000.0  # a job predicted nothing (no walltime, no history): 100 h
 _DEFAULT = PredictiveSettings()
 _SPEC = attrgetter("spec")
 _SUBMITTED = attrgetter("submit_time")
-_BOUND, _WEIGHTED = itemgetter(0), itemgetter(1)
+_BOUND = itemgetter(0)
 
 
 def guard_bound(walltime_s: int | None, settings: PredictiveSettings) -> float | None:
@@ -144,7 +144,8 @@ class ShortFirst:
         jobs = items if type(items) is list else list(items)
         if not jobs:
             return iter(jobs)
-        ids = list(map(id, map(_SPEC, jobs)))
+        specs = list(map(_SPEC, jobs))
+        ids = list(map(id, specs))
 
         def judge(spec: JobSpec) -> tuple[float, float]:
             """(guard bound, weighted run time) of a job of `spec`."""
@@ -155,9 +156,10 @@ class ShortFirst:
                 weight * ordered_run(expected, spec.walltime_s, settings),
             )
 
-        judged = per_alike(dict(zip(ids, map(_SPEC, jobs), strict=True)), judge)
+        judged = per_alike(dict(zip(ids, specs, strict=True)), judge)
+        weighted = {key: answer[1] for key, answer in judged.items()}
         times = list(map(_SUBMITTED, jobs))
-        keys = list(map(add, times, map(_WEIGHTED, map(judged.__getitem__, ids))))
+        keys = list(map(add, times, map(weighted.__getitem__, ids)))
         # lowest key first; equal keys in the queue's order (a stable sort of positions)
         ranked = sorted(range(len(jobs)), key=keys.__getitem__)
         # Starving: has waited its own bound, or the queue's. Most often no job is, which
