@@ -59,6 +59,24 @@ def self_rank(config: Config) -> int:
     return matches[0]
 
 
+def candidate_rows(
+    seq: int, peers: list[PeerStatus], standbys: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The other candidates as GET /api/v1/cluster shows them, `seq` being this node's log
+    end. A standby's lag is read from what it acknowledged on this primary's stream when it
+    has a session (`standbys`, the replication source's view): its own log end, which its
+    /healthz shows, says nothing of whether that log is this primary's, and a standby whose
+    log diverged shows its old end (a lag of 0) until the checkpoint sent to it is installed."""
+    lags = {str(s["node"]): s["lag_records"] for s in standbys if "node" in s}
+    rows = []
+    for p in peers:
+        lag = max(seq - p.seq, 0) if p.reachable else None
+        if p.url in lags:
+            lag = lags[p.url]  # (None: refused at the door for its versions)
+        rows.append({**p.as_dict(), "self": False, "lag_records": lag})
+    return rows
+
+
 class NodeState:
     """A candidate's state, shared by its roles; the role loop is xce/ha/node.py's `Node`.
     `role` names the role for fencing and views ("starting", "primary", "standby",
@@ -205,15 +223,8 @@ class NodeState:
             "self": True,
             **self.serving(),
         }
-        seq = self.seq
-        peers = [
-            {
-                **p.as_dict(),
-                "self": False,
-                "lag_records": max(seq - p.seq, 0) if p.reachable else None,
-            }
-            for p in self.peers
-        ]
+        standbys = self.source.view() if self.source else []
+        peers = candidate_rows(self.seq, self.peers, standbys)
         return {
             "epoch": self.epochs.epoch,
             "role": self.role,
@@ -222,7 +233,7 @@ class NodeState:
             "degraded": bool(self.source and self.source.degraded),
             "failover_timeout_s": self.ha.failover_timeout_s,
             "candidates": sorted([{**me, "lag_records": 0}, *peers], key=lambda c: c["rank"]),
-            "standbys": self.source.view() if self.source else [],
+            "standbys": standbys,
             "history": [list(h) for h in self.epochs.history],
             "incompatible": self.incompatible,  # this candidate's own, if a standby
         }
