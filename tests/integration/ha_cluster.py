@@ -203,9 +203,23 @@ class HaCluster(Cluster):
                 # while it shuts down, and names itself)
                 and h.get("primary") == self.candidate_urls[p]
                 and h["seq"] >= target
+                # and that primary counts it in sync: a standby whose log diverged shows its
+                # old end, as far as the primary's, until the checkpoint sent to it is in
+                and self._in_sync(i)
             )
 
         self.wait_for(check, timeout, f"candidate {i} caught up")
+
+    def _in_sync(self, i: int) -> bool:
+        """Whether the primary counts candidate `i` among its standbys in sync."""
+        try:
+            view = self.request("GET", "/api/v1/cluster")["ha"]
+        except (ApiFailure, OSError):
+            return False
+        return any(
+            s.get("node") == self.candidate_urls[i] and s.get("in_sync")
+            for s in view.get("standbys") or []
+        )
 
     def request(
         self,
