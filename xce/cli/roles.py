@@ -61,6 +61,9 @@ def _run_role(
             cfg = dataclasses.replace(cfg, tls=dataclasses.replace(cfg.tls, insecure=True))
         import asyncio  # here, not at the top: `xce --help` loads this module
 
+        from xce.server.collector import pace_collector
+
+        pace_collector()
         asyncio.run(main(cfg))
     except typer.Exit:
         raise
