@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import json
 import multiprocessing
 import os
 import random
@@ -38,7 +40,9 @@ from typing import Any
 import aiohttp
 import psutil
 
+from xce.client import ApiError
 from xce.worker.agent.link import HEARTBEAT_JITTER
+from xce.worker.agent.relay import HeartbeatBatcher, relayed
 
 
 @dataclass
@@ -47,6 +51,7 @@ class LoadResult:
     clients: int
     seconds: float
     procs: int = 1
+    relay: int = 0  # hosts per heartbeat relay (0: none)
     acknowledged: list[str] = field(default_factory=list)
     submit_latency: list[float] = field(default_factory=list)
     heartbeat_latency: list[float] = field(default_factory=list)
@@ -150,6 +155,8 @@ class SimWorker:
         self.version = -1
         self.running: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.done: set[tuple[str, int]] = set()
+        # the relay this host's heartbeats go through (`--relay`), else straight
+        self.relay: HeartbeatBatcher | None = None
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         async with self.session.post(self.url + path, json=body, headers=self.headers) as r:
@@ -188,8 +195,11 @@ class SimWorker:
             started = time.perf_counter()
             try:
                 running = [{"job_id": j, "attempt": a} for (j, a) in self.running]
-                path = f"/api/v1/workers/{self.name}/heartbeat"
-                answer = await self._post(path, {"running": running})
+                if self.relay is not None:
+                    answer = await self._relayed({"running": running})
+                else:
+                    path = f"/api/v1/workers/{self.name}/heartbeat"
+                    answer = await self._post(path, {"running": running})
                 if answer is not None:
                     if self.result.measuring:
                         self.result.heartbeats += 1
@@ -199,6 +209,17 @@ class SimWorker:
                 self.result.error("heartbeat connection")
             # the real worker's jitter (xce/worker/agent/link.py heartbeat_interval)
             await asyncio.sleep(self.interval_s * (1.0 - HEARTBEAT_JITTER * random.random()))
+
+    async def _relayed(self, body: dict[str, Any]) -> Any:
+        """A heartbeat through this host's relay (the product's batcher), as the relay's
+        own listener would take it from the host."""
+        assert self.relay is not None
+        entry = relayed(self.name, self.headers["Authorization"], json.dumps(body).encode())
+        status, answer = await self.relay.relay(entry)
+        if status >= 400:
+            self.result.error(f"relayed heartbeat {status}")
+            return None
+        return answer
 
     async def poll(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -255,6 +276,22 @@ class GroupPlan:
     heartbeat_s: float
     job_s: float
     poll_s: int
+    relay: int = 0  # hosts per heartbeat relay (0: each host beats alone)
+
+
+async def _forward(session: aiohttp.ClientSession, plan: GroupPlan, body: bytes) -> Any:
+    """A relay's batch to the controller, as `HeartbeatRelay` sends it (its own token)."""
+    headers = {"Authorization": f"Bearer {plan.token}", "Content-Type": "application/json"}
+    try:
+        async with session.post(
+            plan.url + "/api/v1/workers/heartbeats", data=body, headers=headers
+        ) as r:
+            answer = await r.json()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise ApiError(0, "unreachable", str(exc)) from exc
+    if r.status >= 400:
+        raise ApiError(r.status, "refused", str(answer))
+    return answer
 
 
 async def _wait_mp(event: MpEvent) -> None:
@@ -293,6 +330,13 @@ async def _worker_group(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -
             )
             for i in range(plan.first, plan.first + plan.count)
         ]
+        relays = []
+        if plan.relay > 0:  # one batcher per group of hosts, as a rack's relay worker
+            for start in range(0, len(sims), plan.relay):
+                batcher = HeartbeatBatcher(functools.partial(_forward, session, plan))
+                relays.append(batcher)
+                for sim in sims[start : start + plan.relay]:
+                    sim.relay = batcher
         stopping = asyncio.Event()
         tasks: list[asyncio.Task[None]] = []
         for i in range(0, len(sims), 50):  # register in waves, like a rack powering on
@@ -403,6 +447,7 @@ async def run_load(
     procs: int = 1,
     poll_s: int = 20,
     pid: int | None = None,
+    relay: int = 0,
     log: Path | None = None,
 ) -> LoadResult:
     """Drive the controller at `url`, then check its final state against the submissions.
@@ -410,7 +455,7 @@ async def run_load(
     `pid` (the controller's) adds its CPU time and RSS to the result, `log` (its log file)
     the hosts it marked unavailable at any time."""
     procs = max(1, min(procs, workers))
-    result = LoadResult(workers, clients, seconds, procs)
+    result = LoadResult(workers, clients, seconds, procs, relay)
     ctx = multiprocessing.get_context("spawn")  # no copy of this process's loop or sockets
     go, stop_workers, out = ctx.Event(), ctx.Event(), ctx.Queue()
     children = []
@@ -418,7 +463,7 @@ async def run_load(
     first = 0
     for n in range(procs):
         count = share + (n < extra)
-        plan = GroupPlan(url, token, first, count, heartbeat_s, job_s, poll_s)
+        plan = GroupPlan(url, token, first, count, heartbeat_s, job_s, poll_s, relay)
         children.append(ctx.Process(target=worker_process, args=(plan, go, stop_workers, out)))
         first += count
     for child in children:
@@ -501,7 +546,8 @@ def report(result: LoadResult) -> str:
     hb_rate = result.heartbeats / result.seconds
     lines = [
         f"workers {result.workers} in {result.procs} processes, clients {result.clients}, "
-        f"{result.seconds:.0f} s",
+        f"{result.seconds:.0f} s"
+        + (f", heartbeats through relays of {result.relay} hosts" if result.relay else ""),
         f"submits acknowledged      {len(result.acknowledged):>9,}  ({rate:,.0f}/s)",
         f"submit latency p50 / p99  {percentile(result.submit_latency, 0.5) * 1000:>9.1f} / "
         f"{percentile(result.submit_latency, 0.99) * 1000:.1f} ms",
@@ -551,6 +597,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tree", type=Path, default=None, help="run the controller of another checkout"
     )
+    parser.add_argument(
+        "--relay",
+        type=int,
+        default=0,
+        help="hosts per heartbeat relay (0: every host beats alone)",
+    )
     args = parser.parse_args(argv)
     import tempfile
 
@@ -570,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.seconds,
                 procs=args.procs,
                 poll_s=args.poll_s,
+                relay=args.relay,
                 pid=ctl.proc.pid,
                 log=ctl.log,
             )

@@ -21,12 +21,20 @@ from bench.load import percentile, report, run_load
 P99_BOUND_S = 2.5
 
 
-def _check(tmp_path: Path, workers: int, clients: int, seconds: float) -> None:
+def _check(tmp_path: Path, workers: int, clients: int, seconds: float, relay: int = 0) -> None:
     with Controller(tmp_path / "c", extra="wal_segment_mb = 1") as ctl:  # small test WAL
         assert ctl.proc is not None
         result = asyncio.run(
             run_load(
-                ctl.url, TOKEN, workers, clients, seconds, procs=2, pid=ctl.proc.pid, log=ctl.log
+                ctl.url,
+                TOKEN,
+                workers,
+                clients,
+                seconds,
+                procs=2,
+                pid=ctl.proc.pid,
+                log=ctl.log,
+                relay=relay,
             )
         )
     print(report(result))
@@ -45,6 +53,11 @@ def _check(tmp_path: Path, workers: int, clients: int, seconds: float) -> None:
 
 def test_two_hundred_workers_and_sixteen_clients(tmp_path: Path) -> None:
     _check(tmp_path, workers=200, clients=16, seconds=10)
+
+
+def test_two_hundred_workers_whose_heartbeats_go_through_relays(tmp_path: Path) -> None:
+    """Four relays of 50 hosts (the controller's batch route, the product's batcher)."""
+    _check(tmp_path, workers=200, clients=16, seconds=10, relay=50)
 
 
 @pytest.mark.slow

@@ -1,24 +1,46 @@
-"""Worker protocol routes: register, heartbeat, desired-state long-poll, files, finish."""
+"""Worker protocol routes: register, heartbeat (alone or relayed in batches), desired-state
+long-poll, files, finish."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 from aiohttp import web
 
 from xce.api.filesend import not_modified, send_file
-from xce.api.http import GATEWAY, HA, SERVICE, TAILS, identity, json_response, query_int, read_body
+from xce.api.http import (
+    AUTH,
+    GATEWAY,
+    HA,
+    SERVICE,
+    TAILS,
+    identity,
+    json_response,
+    query_int,
+    read_body,
+)
+from xce.api.identities import IDENTITIES
 from xce.api.routes import Param, Route
 from xce.api.transfers import body_chunks, declared, gate
 from xce.controller.requests import FinishReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.shareusage import ShareReport
 from xce.controller.workers import WorkerGateway
-from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, XceError
 from xce.core.gres import host_pairs
 from xce.core.model import JobRecord
+from xce.core.rbac import allows
 from xce.core.state_base import parse_job_id
 from xce.core.versions import VersionSkew
-from xce.protocol.worker import Finished, Heartbeat, Register, registration_refusal
+from xce.protocol.worker import (
+    Finished,
+    Heartbeat,
+    Register,
+    RelayedHeartbeat,
+    RelayedHeartbeats,
+    registration_refusal,
+)
 from xce.store.files import safe_relative_path
 from xce.store.replicated_names import not_here, output_name, outputs_name
 
@@ -67,16 +89,49 @@ async def register(request: web.Request) -> web.Response:
     return json_response(await _gateway(request).register(info))
 
 
-async def heartbeat(request: web.Request) -> web.Response:
-    body = await read_body(request, Heartbeat)
-    gateway = _gateway(request)
-    host = request.match_info["host"]
+async def _take_heartbeat(app: web.Application, host: str, body: Heartbeat) -> dict[str, Any]:
+    gateway = app[GATEWAY]
     shares = [ShareReport(**msgspec.structs.asdict(item)) for item in body.shares]
     result = await gateway.heartbeat(host, list(body.running), body.load, shares)
     # New stdout/stderr bytes of running jobs: kept in memory for the tail route only.
     outputs = [msgspec.to_builtins(item) for item in body.running if item.output is not None]
-    request.app[TAILS].accept_reports(host, outputs, gateway.owns)
-    return json_response(result)
+    app[TAILS].accept_reports(host, outputs, gateway.owns)
+    return result
+
+
+async def heartbeat(request: web.Request) -> web.Response:
+    body = await read_body(request, Heartbeat)
+    return json_response(await _take_heartbeat(request.app, request.match_info["host"], body))
+
+
+def _relayed_host_check(app: web.Application, beat: RelayedHeartbeat) -> None:
+    """What `POST /api/v1/workers/{host}/heartbeat` checks of its caller, for one relayed
+    heartbeat: its own token verifies, holds the worker permission, and is not bound to
+    another host."""
+    who = app[IDENTITIES].identity(app[AUTH], beat.token)
+    if not allows(who.permissions, "worker"):
+        raise Forbidden(f"{who.user} (role {who.role}) may not send a worker's heartbeat")
+    if who.host is not None and who.host != beat.host:
+        raise Forbidden(f"this worker token is bound to host {who.host}, not {beat.host}")
+
+
+async def relayed_heartbeats(request: web.Request) -> web.Response:
+    """Many hosts' heartbeats in one request, from a relay (Slurm's tree fan-out of node
+    messages): one request, parse and answer instead of one per host. Each host's heartbeat
+    is checked and taken as if it had come alone, and answered in its own entry, in order:
+    one host's refusal never refuses the others'."""
+    body = await read_body(request, RelayedHeartbeats)
+    answers: list[dict[str, Any]] = []
+    for beat in body.heartbeats:
+        try:
+            _relayed_host_check(request.app, beat)
+            answer = await _take_heartbeat(request.app, beat.host, beat.heartbeat)
+        except XceError as exc:
+            error = {"code": exc.code, "message": exc.message}
+            answers.append({"host": beat.host, "status": exc.http_status, "error": error})
+        else:
+            answers.append({"host": beat.host, "status": 200, "answer": answer})
+    return json_response({"answers": answers})
 
 
 async def assignments(request: web.Request) -> web.Response:
@@ -178,6 +233,15 @@ ROUTES = [
         "worker",
         "workers",
         body=Register,
+    ),
+    Route(
+        "POST",
+        "/api/v1/workers/heartbeats",
+        relayed_heartbeats,
+        "Many hosts' heartbeats relayed in one batch, each with its host's own token",
+        "worker",
+        "workers",
+        body=RelayedHeartbeats,
     ),
     Route(
         "POST",

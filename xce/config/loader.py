@@ -92,6 +92,8 @@ def _worker(t: WorkerTable, base: Path) -> WorkerSettings:
         if (raw := getattr(t, key)) is not None:
             out[key] = _resolve(base, raw)
     out["task_host"], out["task_port"] = host_port("task_listen", t.task_listen, 0)
+    if t.relay_listen:
+        out["relay_host"], out["relay_port"] = host_port("relay_listen", t.relay_listen)
     if t.token_file is not None:
         out["token"] = _secret("worker.token_file", base, t.token_file)
     attributes = tuple((k, str(v)) for k, v in sorted(t.attributes.items()))

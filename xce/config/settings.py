@@ -153,6 +153,13 @@ class WorkerKeys(Table, frozen=True):
     # A job input being fetched or an output being returned fails after this long without
     # a byte moving (and is tried again, resumed); no clock covers a whole transfer.
     transfer_idle_timeout_s: PosFloat = 60.0
+    # The heartbeat relay this worker sends its heartbeats through, a worker with
+    # `relay_listen` (the tree fan-out of a large cluster: xce/worker/agent/relay.py), as a
+    # URL like "https://rack1-w01:7880"; empty: straight to the controller. A heartbeat with
+    # job output, and every heartbeat while the relay fails, goes straight there anyway.
+    heartbeat_relay: Annotated[
+        str, hint("must be an http(s):// URL or empty", pattern="^(https?://.+)?$")
+    ] = ""
 
 
 class WorkerSettings(WorkerKeys, frozen=True):
@@ -174,6 +181,10 @@ class WorkerSettings(WorkerKeys, frozen=True):
     # address it listens on; port 0 = any free port. Reported at registration.
     task_host: str = "127.0.0.1"
     task_port: int = 0
+    # Where this worker relays other workers' heartbeats (`relay_listen`; port 0: it
+    # relays none): xce/worker/agent/relay.py.
+    relay_host: str = "127.0.0.1"
+    relay_port: int = 0
 
     def job_root(self) -> Path:
         if self.jobs_dir is not None:

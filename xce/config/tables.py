@@ -70,7 +70,8 @@ class ControllerTable(ControllerKeys, frozen=True):
 
 
 class WorkerTable(WorkerKeys, frozen=True):
-    """`[worker]`; `task_listen`, the directories and `token_file` become derived settings."""
+    """`[worker]`; `task_listen`, `relay_listen`, the directories and `token_file` become
+    derived settings."""
 
     name: str | None = None  # default: this host's name
     attributes: dict[str, Annotated[str | int | float, error("must be a string or number")]] = {}
@@ -79,9 +80,12 @@ class WorkerTable(WorkerKeys, frozen=True):
     token_file: str | None = None
     gres: Gres | None = None
     task_listen: str = "127.0.0.1:0"
+    relay_listen: str = ""  # HOST:PORT: relay other workers' heartbeats there
 
     def __post_init__(self) -> None:
         host_port("task_listen", self.task_listen, 0)
+        if self.relay_listen:
+            host_port("relay_listen", self.relay_listen)
         if self.gres is not None:
             worker_gres(self.gres)
 

@@ -134,6 +134,28 @@ class Heartbeat(Body, frozen=True, kw_only=True):
     shares: Annotated[tuple[ShareItem, ...], Meta(max_length=100000)] = ()
 
 
+# The most heartbeats one relayed batch carries (a relay sends more as several batches).
+RELAY_BATCH_MAX = 2000
+
+
+class RelayedHeartbeat(Body, frozen=True, kw_only=True):
+    """One host's heartbeat as a relay forwards it: the host's own bearer token goes with
+    it, so the controller checks each host's word itself and a relay can delay or drop a
+    heartbeat but never speak for a host."""
+
+    host: Name
+    token: Annotated[str, Meta(min_length=1, max_length=8192)]
+    heartbeat: Heartbeat
+
+
+class RelayedHeartbeats(Body, frozen=True, kw_only=True):
+    """`POST /api/v1/workers/heartbeats`: a relay's batch (xce/worker/relay/)."""
+
+    heartbeats: Annotated[
+        tuple[RelayedHeartbeat, ...], Meta(min_length=1, max_length=RELAY_BATCH_MAX)
+    ]
+
+
 class Finished(Usage, frozen=True, kw_only=True):
     """`POST /api/v1/workers/{host}/jobs/{job_id}/finished`: how an attempt ended."""
 

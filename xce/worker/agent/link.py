@@ -43,6 +43,9 @@ HEARTBEAT_JITTER = 0.15
 # default 3 missed heartbeats).
 FENCE_BEATS = 4
 _VERSION_FIELDS = ("release", "protocol")
+# After a heartbeat relay fails, heartbeats go straight to the controller this long before
+# the relay is tried again.
+RELAY_RETRY_S = 60.0
 
 
 def _fields_unknown_there(exc: ApiError, body: protocol.Register) -> protocol.Register | None:
@@ -64,6 +67,8 @@ class ControllerLink:
         self.state = state
         self.reconciler = reconciler
         self.tasks = tasks  # its address goes with the registration
+        # loop time until which heartbeats skip a relay that failed
+        self._relay_off_until = 0.0
 
     async def register(self) -> None:
         state = self.state
@@ -186,7 +191,7 @@ class ControllerLink:
         )
         try:
             sent = fence.now()
-            answer = await state.post(f"{state.base}/heartbeat", body, timeout=10)
+            answer = await self._send_heartbeat(body, direct=bool(output))
             self._contacted(sent, answer)
             state.output.taken(chunks)
             if (
@@ -205,6 +210,35 @@ class ControllerLink:
                 return await self._heartbeat([])
             await self._on_error(exc)
             return False
+
+    async def _send_heartbeat(self, body: protocol.Heartbeat, direct: bool) -> Any:
+        """Through the relay when one is set (`[worker] heartbeat_relay`), else, or with job
+        output, or for `RELAY_RETRY_S` after the relay failed, straight to the controller.
+        A refusal the relay passes on (401, 403, 404) is the controller's word for this host
+        and is not tried again directly."""
+        state = self.state
+        relay = state.relay_client
+        now = asyncio.get_running_loop().time()
+        if relay is not None and not direct and now >= self._relay_off_until:
+            try:
+                return await relay.request(
+                    "POST",
+                    f"{state.base}/heartbeat",
+                    data=msgspec.json.encode(body),
+                    headers={"Content-Type": "application/json"},
+                    timeout=10,
+                )
+            except ApiError as exc:
+                if exc.status not in (0, 413) and exc.status < 500:
+                    raise
+                self._relay_off_until = now + RELAY_RETRY_S
+                log.warning(
+                    "heartbeat relay %s failed (%s): straight to the controller for %.0f s",
+                    state.settings.heartbeat_relay,
+                    exc.message,
+                    RELAY_RETRY_S,
+                )
+        return await state.post(f"{state.base}/heartbeat", body, timeout=10)
 
     async def report_shares_now(self) -> None:
         """A heartbeat at once, without output, so the controller has a share's figures

@@ -42,14 +42,27 @@ class AgentState:
         self.config = config
         self.settings = config.worker
         self.host = self.settings.name
+        note = ca_note(config.tls.ca_file, f"[tls] ca_file in {config.path or 'the config'}")
         self.client = client or XceClient(
             config.controllers,
             self.settings.token or None,
             ssl_context=client_ssl_context(config.tls),
             insecure=config.tls.insecure,
-            ca_note=ca_note(config.tls.ca_file, f"[tls] ca_file in {config.path or 'the config'}"),
+            ca_note=note,
             transfer_idle_timeout_s=self.settings.transfer_idle_timeout_s,
         )
+        # The heartbeat relay this worker's heartbeats go through (xce/worker/agent/relay.py):
+        # a client of its own, speaking the controller's heartbeat route with this
+        # worker's token, under the same TLS rules as the controller's client.
+        self.relay_client: XceClient | None = None
+        if self.settings.heartbeat_relay:
+            self.relay_client = XceClient(
+                [self.settings.heartbeat_relay],
+                self.settings.token or None,
+                ssl_context=client_ssl_context(config.tls),
+                insecure=config.tls.insecure,
+                ca_note=note,
+            )
         self.running: dict[Key, RunningJob] = {}
         # Spawned but not yet in `running`: a second answer in that window must not start
         # the same attempt again.

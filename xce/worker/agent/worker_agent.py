@@ -20,6 +20,7 @@ from xce.client import XceClient
 from xce.config.settings import Config
 from xce.worker.agent.link import ControllerLink
 from xce.worker.agent.reconcile import Reconciler
+from xce.worker.agent.relay import HeartbeatRelay
 from xce.worker.agent.reports import FinishReports
 from xce.worker.agent.state import AgentState
 from xce.worker.attempt import recovery
@@ -42,6 +43,8 @@ class WorkerAgent:
         self.tasks = TaskService(self.state, self._report_shares_now)
         self.reconciler = Reconciler(self.state, self.reports, self.tasks)
         self.link = ControllerLink(self.state, self.reconciler, self.tasks)
+        # Other workers' heartbeats, forwarded in batches (`[worker] relay_listen`).
+        self.relay: HeartbeatRelay | None = None
 
     async def _report_shares_now(self) -> None:
         await self.link.report_shares_now()
@@ -83,6 +86,11 @@ class WorkerAgent:
         state.launcher.start()
         await self._recover()
         await self.tasks.start(state.settings.task_host, state.settings.task_port)
+        if state.settings.relay_port:
+            self.relay = HeartbeatRelay(state.client)
+            await self.relay.start(
+                state.settings.relay_host, state.settings.relay_port, state.config.tls
+            )
         # In the jobs root (0711, root's): the spool root is 0700, so a directory there
         # would be out of reach of every job not run as root.
         state.launch_bin = install_launcher(state.spool.jobs / LAUNCHER_DIR)
@@ -95,6 +103,10 @@ class WorkerAgent:
         state.cancel_all()
         state.launcher.close()
         await self.tasks.close()  # no new tasks; running ones live on in their cgroups
+        if self.relay is not None:
+            await self.relay.close()  # its waiting workers go straight to the controller
+        if state.relay_client is not None:
+            await state.relay_client.close()
         await state.client.close()
 
 

@@ -1,0 +1,97 @@
+"""Heartbeat relays with real processes: two workers send their heartbeats through a third
+(`relay_listen` / `heartbeat_relay`), which forwards them in batches; jobs run on them; a
+relay killed with SIGKILL costs its workers nothing (they go straight to the controller and
+are never marked unavailable); a host's word through the relay is checked by its own token."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.load import marked_unavailable
+from tests.integration.cluster import USER_TOKEN, Cluster, free_port
+
+
+def _requests(cluster: Cluster, route: str) -> float:
+    """Answered requests of `route` (POST) so far, from the controller's /metrics."""
+    total = 0.0
+    for family in text_string_to_metric_families(cluster.get("/metrics").decode()):
+        for sample in family.samples:
+            labels = sample.labels
+            if (
+                sample.name == "xce_api_request_seconds_count"
+                and labels.get("route") == route
+                and labels.get("method") == "POST"
+                and labels.get("status") == "200"
+            ):
+                total += sample.value
+    return total
+
+
+def _statuses(cluster: Cluster) -> dict[str, str]:
+    return {h["name"]: h["status"] for h in cluster.get("/api/v1/hosts")["hosts"]}
+
+
+def _post(url: str, token: str, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_workers_beat_through_a_relay_and_go_direct_when_it_dies(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path / "c")
+    relay_port = free_port()
+    relay_url = f"http://127.0.0.1:{relay_port}"
+    cluster.start_controller()
+    try:
+        cluster.start_worker("relay1", slots=1, attrs=f'relay_listen = "127.0.0.1:{relay_port}"')
+        for name in ("w2", "w3"):
+            cluster.start_worker(name, slots=2, attrs=f'heartbeat_relay = "{relay_url}"')
+        direct = _requests(cluster, "/api/v1/workers/{host}/heartbeat")
+        relayed = _requests(cluster, "/api/v1/workers/heartbeats")
+        time.sleep(10 * cluster.heartbeat)
+        # w2 and w3 beat through the relay: batches arrive, and only relay1 beats alone
+        assert _requests(cluster, "/api/v1/workers/heartbeats") - relayed >= 5
+        alone = _requests(cluster, "/api/v1/workers/{host}/heartbeat") - direct
+        assert alone <= 12  # relay1's own ~10, not three hosts' ~30
+        # two slots: only w2 and w3 hold them
+        jobs = [cluster.submit(command="sleep 0.2", slots=2) for _ in range(4)]
+        for job in jobs:
+            assert cluster.wait_state(job, "DONE")["state"] == "DONE"
+
+        # A host's word through the relay is checked by its own token: a user's token
+        # speaking for w2 is refused with the controller's own answer.
+        status, body = _post(
+            f"{relay_url}/api/v1/workers/w2/heartbeat", USER_TOKEN, {"running": []}
+        )
+        assert status == 403, body
+        assert "may not send a worker's heartbeat" in str(body)
+        status, body = _post(f"{relay_url}/api/v1/workers/w2/heartbeat", "x", {"load": 1})
+        assert status == 400, body
+
+        since = (cluster.root / "controller.log").stat().st_size
+        cluster.kill_worker("relay1", signal.SIGKILL)
+        before = _requests(cluster, "/api/v1/workers/{host}/heartbeat")
+        # well past the deadline (3 missed heartbeats): relay1 goes, w2 and w3 stay
+        cluster.wait_for(lambda: _statuses(cluster)["relay1"] == "unavailable", 20, "relay1 down")
+        time.sleep(6 * cluster.heartbeat)
+        assert _statuses(cluster) == {"relay1": "unavailable", "w2": "online", "w3": "online"}
+        assert marked_unavailable((cluster.root / "controller.log"), since) == ["relay1"]
+        assert _requests(cluster, "/api/v1/workers/{host}/heartbeat") - before >= 6
+        job = cluster.submit(command="true", slots=2)
+        assert cluster.wait_state(job, "DONE")["state"] == "DONE"
+    finally:
+        cluster.stop()
