@@ -11,9 +11,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from xce.client import ApiError
+from xce.client import ApiError, XceClient
+from xce.config.guard import ConnectionSettings
+from xce.config.settings import TlsSettings
 from xce.protocol.worker import RelayedHeartbeats
-from xce.worker.agent.relay import HeartbeatBatcher, relayed
+from xce.worker.agent.relay import (
+    RELAY_CONNECTIONS_PER_ADDRESS,
+    HeartbeatBatcher,
+    HeartbeatRelay,
+    relayed,
+)
 
 
 class Controller:
@@ -92,6 +99,18 @@ async def test_a_relay_that_holds_too_much_says_busy() -> None:
     assert ctl.batches == [["a", "b"]]
 
 
+async def test_a_relay_holds_a_bounded_number_of_bytes() -> None:
+    """Senders need no token to reach a relay: what they can make it hold is bounded."""
+    ctl = Controller()
+    batcher = HeartbeatBatcher(ctl.send, window_s=0.05, max_pending_bytes=1000)
+    sizes = (600, 300, 200)
+    answers = await asyncio.gather(
+        *(batcher.relay(_entry(h), size) for h, size in zip("abc", sizes, strict=True))
+    )
+    assert [a[0] for a in answers] == [200, 200, 503]
+    assert await batcher.relay(_entry("d"), 1000) == (200, {"version": 0})  # all given back
+
+
 async def test_answers_that_do_not_match_the_batch_answer_no_one_wrongly() -> None:
     async def shuffled(body: bytes) -> Any:
         return {"answers": [{"host": "b", "status": 200, "answer": {}}, {"host": "a"}]}
@@ -136,3 +155,27 @@ def test_what_the_controller_would_refuse_is_refused_before_it_joins_a_batch(
 def test_an_entry_carries_the_hosts_own_token() -> None:
     entry = relayed("w7", "Bearer abc.def", b'{"load": {"load1": 0.5}}')
     assert (entry.host, entry.token, entry.heartbeat.load) == ("w7", "abc.def", {"load1": 0.5})
+
+
+async def test_a_flood_of_connections_to_a_relay_is_capped_and_timed_out() -> None:
+    """The relay runs in a root worker and any job can reach it: connections from one
+    address are capped, and one that sends no request is closed, as at the controller."""
+    relay = HeartbeatRelay(
+        XceClient(["http://127.0.0.1:9"]), ConnectionSettings(header_timeout_s=0.5)
+    )
+    host, port = (await relay.start("127.0.0.1", 0, TlsSettings())).rsplit(":", 1)
+    held = []
+    try:
+        for _ in range(RELAY_CONNECTIONS_PER_ADDRESS):
+            held.append(await asyncio.open_connection(host, int(port)))
+        reader, writer = await asyncio.open_connection(host, int(port))
+        refused = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        assert refused.startswith(b"HTTP/1.1 503") and b"too_many_connections" in refused
+        timed_out = await asyncio.wait_for(held[0][0].read(), 5)  # sent nothing at all
+        assert timed_out.startswith(b"HTTP/1.1 408")
+    finally:
+        for _, w in held:
+            w.close()
+        await relay.close()
+        await relay.client.close()

@@ -42,7 +42,7 @@ class RateSettings:
 
 @dataclass(frozen=True)
 class ConnectionSettings:
-    """Connection limits of `[guard]` (xce/api/connections.py); 0 switches one off."""
+    """Connection limits of `[guard]` (xce/listen/connections.py); 0 switches one off."""
 
     header_timeout_s: float = 10.0  # request line and headers, in total
     body_timeout_s: float = 30.0  # the longest silence while a body is coming

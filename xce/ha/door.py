@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from xce.api.connections import GuardedRunner
 from xce.api.http import bearer_token, parse_json_text
 from xce.auth.keys import key_dir
 from xce.auth.pki import server_ssl_context
@@ -27,6 +26,7 @@ from xce.auth.tokens import TokenService
 from xce.config.settings import Config
 from xce.core.errors import Unauthorized, XceError
 from xce.core.rbac import allows
+from xce.listen.connections import GuardedRunner
 
 if TYPE_CHECKING:
     from xce.ha.node import Node

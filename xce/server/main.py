@@ -14,7 +14,6 @@ from pathlib import Path
 from aiohttp import web
 
 from xce.accounting.feed import AccountingFeed
-from xce.api.connections import GuardedRunner
 from xce.auth import strict_modes
 from xce.auth.pki import server_ssl_context
 from xce.client.transport import check_listener, is_loopback
@@ -27,6 +26,7 @@ from xce.controller.workers import WorkerGateway
 from xce.core import events as ev
 from xce.core.errors import InvalidRequest, XceError
 from xce.ha.node import Node, start_site
+from xce.listen.connections import GuardedRunner
 from xce.server import local_socket
 from xce.server.compose import compose
 from xce.store.durable import DurableLog, StoreSettings

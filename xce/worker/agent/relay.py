@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -32,7 +33,9 @@ from aiohttp import web
 from xce.auth.pki import server_ssl_context
 from xce.client import ApiError, XceClient
 from xce.client.transport import check_listener
+from xce.config.guard import ConnectionSettings
 from xce.config.settings import TlsSettings
+from xce.listen.connections import GuardedRunner
 from xce.protocol.worker import RELAY_BATCH_MAX, RelayedHeartbeat, RelayedHeartbeats
 
 log = logging.getLogger("xce.worker.relay")
@@ -44,9 +47,13 @@ RELAY_WINDOW_S = 0.2
 # 503 (its workers then go straight to the controller).
 RELAY_BATCH = 500
 RELAY_MAX_PENDING = 20_000
+RELAY_MAX_PENDING_BYTES = 32 * 1024 * 1024  # what senders can make a root worker hold
 # A heartbeat's body the relay takes, far above an idle host's ~100 bytes; one with job
 # output goes straight to the controller anyway (its chunks can reach 64 KiB each).
 RELAY_ENTRY_MAX_BYTES = 256 * 1024
+# Connections from one address the relay keeps open (a worker's client holds one or two):
+# the relay runs in a root worker, and a job on any host can connect to it.
+RELAY_CONNECTIONS_PER_ADDRESS = 32
 _JSON = {"Content-Type": "application/json"}
 
 Answer = tuple[int, dict[str, Any]]
@@ -68,11 +75,14 @@ class HeartbeatBatcher:
         window_s: float = RELAY_WINDOW_S,
         batch: int = RELAY_BATCH,
         max_pending: int = RELAY_MAX_PENDING,
+        max_pending_bytes: int = RELAY_MAX_PENDING_BYTES,
     ) -> None:
         self.send = send
         self.window_s = window_s
         self.batch = min(batch, RELAY_BATCH_MAX)
         self.max_pending = max_pending
+        self.max_pending_bytes = max_pending_bytes
+        self._held_bytes = 0  # the bodies of the heartbeats queued or being forwarded
         self._queue: list[tuple[RelayedHeartbeat, asyncio.Future[Answer]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._sending: set[asyncio.Task[None]] = set()
@@ -82,17 +92,22 @@ class HeartbeatBatcher:
     def pending(self) -> int:
         return len(self._queue)
 
-    async def relay(self, entry: RelayedHeartbeat) -> Answer:
-        """The controller's answer to `entry`: (status, JSON body)."""
-        if len(self._queue) >= self.max_pending:
+    async def relay(self, entry: RelayedHeartbeat, size: int = 0) -> Answer:
+        """The controller's answer to `entry` (whose body was `size` bytes): (status, JSON
+        body)."""
+        if len(self._queue) >= self.max_pending or self._held_bytes + size > self.max_pending_bytes:
             return _error(503, "relay_busy", "the relay holds too many heartbeats; send directly")
         done: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._queue.append((entry, done))
+        self._held_bytes += size
         if len(self._queue) >= self.batch:
             self._forward_queued()
         elif self._flusher is None:
             self._flusher = asyncio.create_task(self._after_window())
-        return await done
+        try:
+            return await done
+        finally:
+            self._held_bytes -= size
 
     async def _after_window(self) -> None:
         try:
@@ -183,12 +198,25 @@ def relayed(host: str, authorization: str, raw: bytes) -> RelayedHeartbeat:
 
 
 class HeartbeatRelay:
-    """The relay's listener (`[worker] relay_host`/`relay_port`) in front of a batcher that
-    forwards with this worker's own controller client (and token: a worker's)."""
+    """The relay's listener (`[worker] relay_listen`, guarded as the controller's listener
+    is: xce/listen/connections.py) in front of a batcher that forwards with this worker's
+    own controller client (and token: a worker's)."""
 
-    def __init__(self, client: XceClient, window_s: float = RELAY_WINDOW_S) -> None:
+    def __init__(
+        self,
+        client: XceClient,
+        connections: ConnectionSettings | None = None,
+        window_s: float = RELAY_WINDOW_S,
+    ) -> None:
         self.client = client
         self.batcher = HeartbeatBatcher(self._send, window_s)
+        # `[guard]`'s read timeouts, and at most RELAY_CONNECTIONS_PER_ADDRESS per address
+        base = connections or ConnectionSettings()
+        cap = min(
+            base.max_connections_per_address or RELAY_CONNECTIONS_PER_ADDRESS,
+            RELAY_CONNECTIONS_PER_ADDRESS,
+        )
+        self.connections = dataclasses.replace(base, max_connections_per_address=cap)
         self._runner: web.AppRunner | None = None
         self.address = ""
 
@@ -202,10 +230,9 @@ class HeartbeatRelay:
             status, body = _error(413, "payload_too_large", "send this heartbeat directly")
             return web.json_response(body, status=status)
         try:
+            raw = await request.read()
             entry = relayed(
-                request.match_info["host"],
-                request.headers.get("Authorization", ""),
-                await request.read(),
+                request.match_info["host"], request.headers.get("Authorization", ""), raw
             )
         except PermissionError as exc:
             status, body = _error(401, "unauthorized", str(exc))
@@ -214,7 +241,7 @@ class HeartbeatRelay:
         except web.HTTPRequestEntityTooLarge:
             status, body = _error(413, "payload_too_large", "send this heartbeat directly")
         else:
-            status, body = await self.batcher.relay(entry)
+            status, body = await self.batcher.relay(entry, len(raw))
         return web.json_response(body, status=status)
 
     async def start(self, host: str, port: int, tls: TlsSettings) -> str:
@@ -224,7 +251,7 @@ class HeartbeatRelay:
         check_listener(host, ssl_context is not None, tls.insecure)
         app = web.Application(client_max_size=RELAY_ENTRY_MAX_BYTES)
         app.router.add_post("/api/v1/workers/{host}/heartbeat", self._heartbeat)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = GuardedRunner(app, self.connections, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, ssl_context=ssl_context)
         await site.start()

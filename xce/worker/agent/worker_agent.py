@@ -87,7 +87,7 @@ class WorkerAgent:
         await self._recover()
         await self.tasks.start(state.settings.task_host, state.settings.task_port)
         if state.settings.relay_port:
-            self.relay = HeartbeatRelay(state.client)
+            self.relay = HeartbeatRelay(state.client, state.config.guard.connections)
             await self.relay.start(
                 state.settings.relay_host, state.settings.relay_port, state.config.tls
             )

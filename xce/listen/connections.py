@@ -39,7 +39,7 @@ from aiohttp.web_protocol import RequestHandler
 from xce.config.guard import ConnectionSettings
 from xce.telemetry import metrics
 
-log = logging.getLogger("xce.api.connections")
+log = logging.getLogger("xce.listen.connections")
 LOG_EVERY_S = 10.0
 
 
