@@ -1,15 +1,19 @@
 """Load: many simulated workers and submitting clients against one real controller.
 
-`python -m bench.load [--workers 1000] [--clients 64] [--seconds 60] [--procs N]` prints a
-table; the same `run_load` backs `tests/integration/test_load.py` (a smaller run by default,
-the full one behind `-m slow`).
+`python -m bench.load [--workers 1000] [--clients 64] [--seconds 60] [--procs N] [--relay N]`
+prints a table; the same `run_load` backs `tests/integration/test_load.py` (a smaller run by
+default, the full one behind `-m slow`).
 
 Each simulated worker speaks the real worker protocol over HTTP: register, heartbeat every
 `heartbeat_s`, long-poll its assignments (`poll_s`, the real worker's 20 s), "run" each
 assigned attempt for `job_s` seconds (no process: the point is the controller's load, not
 the job's), then report it finished. The workers are spread over `procs` processes, one
 asyncio loop each, so that the generator is not the limit at 10,000 hosts; each process
-sends its counts and latencies back to this one when told to stop. The clients submit small
+sends its counts and latencies back to this one when told to stop. With `--relay N` the
+hosts of each process are grouped N to a heartbeat relay: their heartbeats go through the
+product's batcher (xce/worker/agent/relay.py) to the controller's batch route, as a rack's
+relay worker forwards them (the hop from each host to its relay runs on the relay's host,
+not the controller's, and is left out). The clients submit small
 jobs as fast as they are acknowledged, from this process. At the end the harness waits for
 every acknowledged job to be DONE and checks the controller's state against what it was
 told, exactly.
