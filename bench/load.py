@@ -45,7 +45,8 @@ import aiohttp
 import psutil
 
 from xce.client import ApiError
-from xce.worker.agent.link import HEARTBEAT_JITTER
+from xce.protocol.relay_keys import heartbeat_mac
+from xce.worker.agent.link import HEARTBEAT_JITTER, proven
 from xce.worker.agent.relay import HeartbeatBatcher, relayed
 
 
@@ -159,8 +160,11 @@ class SimWorker:
         self.version = -1
         self.running: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.done: set[tuple[str, int]] = set()
-        # the relay this host's heartbeats go through (`--relay`), else straight
+        # the relay this host's heartbeats go through (`--relay`), else straight, and the
+        # relay key of its registration
         self.relay: HeartbeatBatcher | None = None
+        self.relay_key: bytes | None = None
+        self.relay_seq = 0
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         async with self.session.post(self.url + path, json=body, headers=self.headers) as r:
@@ -183,6 +187,8 @@ class SimWorker:
             if answer is not None:
                 self._told(answer)
                 self._apply(answer)
+                if isinstance(answer.get("relay_key"), str):
+                    self.relay_key, self.relay_seq = bytes.fromhex(answer["relay_key"]), 0
             return
         raise RuntimeError(f"{self.name} could not register")
 
@@ -199,7 +205,7 @@ class SimWorker:
             started = time.perf_counter()
             try:
                 running = [{"job_id": j, "attempt": a} for (j, a) in self.running]
-                if self.relay is not None:
+                if self.relay is not None and self.relay_key is not None:
                     answer = await self._relayed({"running": running})
                 else:
                     path = f"/api/v1/workers/{self.name}/heartbeat"
@@ -215,14 +221,18 @@ class SimWorker:
             await asyncio.sleep(self.interval_s * (1.0 - HEARTBEAT_JITTER * random.random()))
 
     async def _relayed(self, body: dict[str, Any]) -> Any:
-        """A heartbeat through this host's relay (the product's batcher), as the relay's
-        own listener would take it from the host."""
-        assert self.relay is not None
-        entry = relayed(self.name, self.headers["Authorization"], json.dumps(body).encode())
-        status, answer = await self.relay.relay(entry)
-        if status >= 400:
-            self.result.error(f"relayed heartbeat {status}")
-            return None
+        """A heartbeat through this host's relay (the product's batcher), signed and its
+        answer's proof checked as the real worker does (xce/worker/agent/link.py)."""
+        assert self.relay is not None and self.relay_key is not None
+        text = json.dumps(body)
+        self.relay_seq += 1
+        seq = self.relay_seq
+        mac = heartbeat_mac(self.relay_key, self.name, seq, text)
+        raw = json.dumps({"seq": seq, "heartbeat": text, "mac": mac}).encode()
+        status, entry = await self.relay.relay(relayed(self.name, raw), len(raw))
+        answer, why = proven(entry, self.relay_key, self.name, seq) if status == 200 else (None, "")
+        if answer is None:
+            self.result.error(f"relayed heartbeat {status} {why}".strip())
         return answer
 
     async def poll(self, stop: asyncio.Event) -> None:

@@ -1,8 +1,10 @@
-"""`POST /api/v1/workers/heartbeats`: a relay's batch of many hosts' heartbeats, each host
-checked by its own token and answered in its own entry, as if it had come alone."""
+"""`POST /api/v1/workers/heartbeats`: a relay's batch of many hosts' heartbeats, each signed
+with the relay key its host's registration got, checked and numbered per host, taken as if
+it had come alone and answered in its own entry with a proof the host can check."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -10,14 +12,10 @@ from typing import Any
 import pytest
 
 from xce.core import events as ev
-from xce.protocol.worker import RELAY_BATCH_MAX
+from xce.protocol.relay_keys import answer_proof, heartbeat_mac
+from xce.protocol.worker import RELAY_BATCH_MAX, RELAY_HEARTBEAT_MAX
 
-from .conftest import ISSUER, TOKENS, Api, Clock, as_user, make_settings, start_api
-
-
-def _host_token(host: str) -> str:
-    """A worker service token bound to `host`, as `xce token worker` mints them."""
-    return ISSUER.issue(f"worker-{host}", (), ("worker",), "service", host=host)[0]
+from .conftest import TOKENS, Api, Clock, as_user, make_settings, start_api
 
 
 @pytest.fixture
@@ -31,108 +29,149 @@ async def ctl(tmp_path: Path) -> AsyncIterator[tuple[Api, Clock]]:
         await client.close()
 
 
-def _entry(host: str, token: str | None = None, **heartbeat: Any) -> dict[str, Any]:
-    return {"host": host, "token": token or _host_token(host), "heartbeat": heartbeat}
+async def _key(api: Api, host: str) -> bytes:
+    """Register `host` as its worker does and keep the relay key the answer holds."""
+    return bytes.fromhex((await api.register(host))["relay_key"])
+
+
+def _entry(host: str, key: bytes, seq: int = 1, **heartbeat: Any) -> dict[str, Any]:
+    text = json.dumps(heartbeat)
+    return {"host": host, "seq": seq, "heartbeat": text, "mac": heartbeat_mac(key, host, seq, text)}
 
 
 async def _relay(api: Api, entries: list[dict[str, Any]], status: int = 200) -> Any:
-    """The batch as the relay on host "r1" sends it, with its own bound token."""
-    headers = {"Authorization": f"Bearer {_host_token('r1')}"}
+    """The batch as a relay sends it, with a worker's token of its own."""
+    headers = {"Authorization": f"Bearer {TOKENS['worker']}"}
     body = {"heartbeats": entries}
     return await api.call("POST", "/api/v1/workers/heartbeats", status, json=body, headers=headers)
 
 
-async def test_each_relayed_host_is_heard_and_answered_in_order(ctl) -> None:
+async def test_each_relayed_host_is_heard_and_answered_with_a_proof(ctl) -> None:
     api, clock = ctl
-    for host in ("a", "b", "c"):
-        await api.register(host)
+    keys = {host: await _key(api, host) for host in ("a", "b", "c")}
     clock.now += 4
-    answer = await _relay(api, [_entry("c"), _entry("a", load={"load1": 0.5}), _entry("b")])
+    entries = [_entry("c", keys["c"]), _entry("a", keys["a"], 7, load={"load1": 0.5})]
+    entries.append(_entry("b", keys["b"]))
+    answer = await _relay(api, entries)
     assert [a["host"] for a in answer["answers"]] == ["c", "a", "b"]
-    for entry in answer["answers"]:
-        assert entry["status"] == 200
-        # what the host's own heartbeat would have been answered
-        assert set(entry["answer"]) == {"version", "register_again", "heartbeat_interval_s"}
-        assert api.gateway.heard[entry["host"]] == clock.now
+    for item, sent in zip(answer["answers"], entries, strict=True):
+        host = item["host"]
+        assert item["status"] == 200
+        # what the host's own heartbeat would have been answered, proven under its key
+        assert set(item["answer"]) == {"version", "register_again", "heartbeat_interval_s"}
+        assert item["proof"] == answer_proof(keys[host], host, sent["seq"], item["answer"])
+        assert api.gateway.heard[host] == clock.now
     assert api.gateway.load["a"] == {"load1": 0.5}
-    assert "r1" not in api.gateway.heard  # the relay speaks for the others, not itself
 
 
-async def test_a_host_with_a_bad_word_is_refused_alone(ctl) -> None:
-    """A forged or foreign token refuses its own entry, with the status the host's own
-    request would have had, and leaves that host unheard; the rest of the batch is taken."""
+async def test_a_heartbeat_a_relay_forged_or_played_again_is_refused_alone(ctl) -> None:
+    """The relay holds no key: a heartbeat it makes up or alters fails its MAC, one it
+    recorded is refused by its number; each refusal is its entry's alone, without proof,
+    and leaves that host unheard."""
     api, clock = ctl
-    for host in ("a", "b", "c", "d"):
-        await api.register(host)
+    keys = {host: await _key(api, host) for host in ("a", "b", "c", "d")}
+    await _relay(api, [_entry("d", keys["d"], 5)])
     clock.now += 4
-    forged = _host_token("b")[:-4] + "AAAA"
+    altered = _entry("b", keys["b"], 1, load={"load1": 0.5})
+    altered["heartbeat"] = json.dumps({"load": {"load1": 99.0}})
     answer = await _relay(
         api,
         [
-            _entry("a"),
-            _entry("b", forged),
-            _entry("c", _host_token("a")),  # a's token speaking for c
-            _entry("d", TOKENS["user"]),  # a user's token is no worker's
+            _entry("a", keys["a"]),
+            altered,
+            _entry("c", keys["a"]),  # a's key signing for c
+            _entry("d", keys["d"], 5),  # played again
         ],
     )
     statuses = {a["host"]: a["status"] for a in answer["answers"]}
-    assert statuses == {"a": 200, "b": 401, "c": 403, "d": 403}
-    assert "bound to host a, not c" in answer["answers"][2]["error"]["message"]
+    assert statuses == {"a": 200, "b": 401, "c": 401, "d": 409}
+    assert all("proof" not in a for a in answer["answers"][1:])
+    assert "taken already" in answer["answers"][3]["error"]["message"]
     assert api.gateway.heard["a"] == clock.now
     assert all(api.gateway.heard[h] < clock.now for h in ("b", "c", "d"))
+    assert api.gateway.load.get("b") != {"load1": 99.0}
 
 
-async def test_an_unregistered_host_is_refused_alone(ctl) -> None:
+async def test_a_new_registration_retires_the_old_key(ctl) -> None:
     api, _ = ctl
-    await api.register("a")
-    answer = await _relay(api, [_entry("ghost"), _entry("a")])
-    assert [a["status"] for a in answer["answers"]] == [404, 200]
-    assert answer["answers"][0]["error"]["code"] == "not_found"
+    old = await _key(api, "a")
+    new = await _key(api, "a")
+    answer = await _relay(api, [_entry("a", old), _entry("a", new)])
+    assert [a["status"] for a in answer["answers"]] == [401, 200]
+
+
+async def test_a_host_without_a_key_here_is_told_to_register(ctl) -> None:
+    """A controller that restarted or took over holds no keys: its hosts must register
+    (straight to it) again; an unknown host is refused the same way."""
+    api, _ = ctl
+    key = await _key(api, "a")
+    api.gateway.relay_keys.clear()  # as after a restart
+    answer = await _relay(api, [_entry("a", key), _entry("ghost", key)])
+    assert [a["status"] for a in answer["answers"]] == [409, 409]
+    assert "must register again" in answer["answers"][0]["error"]["message"]
+
+
+async def test_a_signed_heartbeat_that_is_not_one_is_refused_alone(ctl) -> None:
+    api, _ = ctl
+    keys = {host: await _key(api, host) for host in ("a", "b")}
+    text = '{"load": {"x": "y"}}'
+    bad = {"host": "a", "seq": 1, "heartbeat": text, "mac": heartbeat_mac(keys["a"], "a", 1, text)}
+    answer = await _relay(api, [bad, _entry("b", keys["b"])])
+    assert [a["status"] for a in answer["answers"]] == [400, 200]
+    assert answer["answers"][0]["error"]["code"] == "invalid_request"
 
 
 async def test_a_relayed_report_of_a_running_job_counts_as_the_hosts_own(ctl) -> None:
     """Usage in a relayed heartbeat reaches the job as a direct heartbeat's does; a host's
     unreachable mark is lifted by its relayed heartbeat."""
     api, clock = ctl
-    await api.register("a")
+    key = await _key(api, "a")
     job = await api.submit(command="sleep 100")
     await api.service.schedule_once()
     assert api.service.state.jobs[job].host == "a"
     await api.service.commit([ev.HostUnavailable(clock.now, "a")])
     clock.now += 60
     report = {"job_id": job, "attempt": 0, "cpu_user_s": 12.5, "wall_time_s": 60.0}
-    answer = await _relay(api, [_entry("a", running=[report])])
+    answer = await _relay(api, [_entry("a", key, running=[report])])
     assert answer["answers"][0]["status"] == 200
     assert api.service.state.hosts["a"].reachable
-    assert api.service.state.jobs[job].usage.cpu_user_s == 12.5
+    usage = api.service.state.jobs[job].usage
+    assert usage is not None and usage.cpu_user_s == 12.5
 
 
 async def test_the_relay_itself_needs_a_worker_token(ctl) -> None:
     api, _ = ctl
-    await api.register("a")
-    body = {"heartbeats": [_entry("a")]}
+    key = await _key(api, "a")
+    body = {"heartbeats": [_entry("a", key)]}
     headers = {"Authorization": f"Bearer {TOKENS['user']}"}
     await api.call("POST", "/api/v1/workers/heartbeats", 403, json=body, headers=headers)
+    assert api.gateway.relay_keys["a"][1] == 0  # nothing of it taken
+
+
+def _raw(host: str = "a", seq: int = 1, heartbeat: str = "{}", mac: str = "0" * 64) -> Any:
+    return {"host": host, "seq": seq, "heartbeat": heartbeat, "mac": mac}
 
 
 @pytest.mark.parametrize(
     "body",
     [
         {"heartbeats": []},
-        {"heartbeats": [{"host": "a", "heartbeat": {}}]},
-        {"heartbeats": [{"host": "a", "token": "", "heartbeat": {}}]},
-        {"heartbeats": [{"host": "a b", "token": "t", "heartbeat": {}}]},
-        {"heartbeats": [{"host": "a", "token": "t", "heartbeat": {"load": {"x": "y"}}}]},
-        {"heartbeats": [{"host": "a", "token": "t", "heartbeat": {}}] * (RELAY_BATCH_MAX + 1)},
+        {"heartbeats": [{"host": "a", "seq": 1, "heartbeat": "{}"}]},
+        {"heartbeats": [_raw(mac="zz")]},
+        {"heartbeats": [_raw(seq=0)]},
+        {"heartbeats": [_raw(host="a b")]},
+        {"heartbeats": [_raw(heartbeat="x" * (RELAY_HEARTBEAT_MAX + 1))]},
+        {"heartbeats": [{**_raw(), "token": "t"}]},
+        {"heartbeats": [_raw()] * (RELAY_BATCH_MAX + 1)},
     ],
-    ids=["empty", "no-token", "empty-token", "bad-host", "bad-heartbeat", "too-many"],
+    ids=["empty", "no-mac", "bad-mac", "seq-0", "bad-host", "too-long", "unknown", "too-many"],
 )
 async def test_a_malformed_batch_is_refused_whole_and_changes_nothing(ctl, body) -> None:
     api, clock = ctl
-    await api.register("a")
+    await _key(api, "a")
     heard = dict(api.gateway.heard)
     clock.now += 4
-    headers = {"Authorization": f"Bearer {_host_token('r1')}"}
+    headers = {"Authorization": f"Bearer {TOKENS['worker']}"}
     error = await api.call("POST", "/api/v1/workers/heartbeats", 400, json=body, headers=headers)
     assert error["error"]["code"] == "invalid_request"
     assert api.gateway.heard == heard

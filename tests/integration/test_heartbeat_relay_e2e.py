@@ -1,12 +1,15 @@
 """Heartbeat relays with real processes: two workers send their heartbeats through a third
 (`relay_listen` / `heartbeat_relay`), which forwards them in batches; jobs run on them; a
 relay killed with SIGKILL costs its workers nothing (they go straight to the controller and
-are never marked unavailable); a host's word through the relay is checked by its own token."""
+are never marked unavailable); a heartbeat made up at the relay is refused; and a relay that
+answers for the controller is not believed: its workers' fence is never restarted by it."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import signal
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -15,7 +18,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.load import marked_unavailable
-from tests.integration.cluster import USER_TOKEN, Cluster, free_port
+from tests.integration.cluster import Cluster, free_port
 
 
 def _requests(cluster: Cluster, route: str) -> float:
@@ -38,11 +41,9 @@ def _statuses(cluster: Cluster) -> dict[str, str]:
     return {h["name"]: h["status"] for h in cluster.get("/api/v1/hosts")["hosts"]}
 
 
-def _post(url: str, token: str, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+def _post(url: str, body: dict[str, object]) -> tuple[int, dict[str, object]]:
     request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as resp:
@@ -72,14 +73,13 @@ def test_workers_beat_through_a_relay_and_go_direct_when_it_dies(tmp_path: Path)
         for job in jobs:
             assert cluster.wait_state(job, "DONE")["state"] == "DONE"
 
-        # A host's word through the relay is checked by its own token: a user's token
-        # speaking for w2 is refused with the controller's own answer.
-        status, body = _post(
-            f"{relay_url}/api/v1/workers/w2/heartbeat", USER_TOKEN, {"running": []}
-        )
-        assert status == 403, body
-        assert "may not send a worker's heartbeat" in str(body)
-        status, body = _post(f"{relay_url}/api/v1/workers/w2/heartbeat", "x", {"load": 1})
+        # A heartbeat the relay (or anyone who reaches it) makes up for w2 is refused by
+        # the controller: it is not signed with w2's key. The relay passes that on.
+        made_up = {"seq": 10**9, "heartbeat": "{}", "mac": "0" * 64}
+        status, body = _post(f"{relay_url}/api/v1/workers/w2/relayed-heartbeat", made_up)
+        assert (status, body["status"]) == (200, 401), body
+        assert "proof" not in body
+        status, body = _post(f"{relay_url}/api/v1/workers/w2/relayed-heartbeat", {"seq": 1})
         assert status == 400, body
 
         since = (cluster.root / "controller.log").stat().st_size
@@ -95,3 +95,60 @@ def test_workers_beat_through_a_relay_and_go_direct_when_it_dies(tmp_path: Path)
         assert cluster.wait_state(job, "DONE")["state"] == "DONE"
     finally:
         cluster.stop()
+
+
+class LyingRelay:
+    """A relay taken over by an attacker: it forwards nothing and answers every worker as
+    if the controller had heard it, with a fence that never runs out."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.port = free_port()
+        handler = self._handler()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        relay = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                relay.asked += 1
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                host = self.path.split("/")[4]
+                answer = {"version": 0, "register_again": False, "fence_timeout_s": 1e12}
+                body = json.dumps(
+                    {"host": host, "status": 200, "answer": answer, "proof": "0" * 64}
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        return Handler
+
+
+def test_a_relay_that_answers_for_the_controller_is_not_believed(tmp_path: Path) -> None:
+    """Were its made-up answers taken as contact, the worker would beat only to the liar,
+    the controller would hear nothing and mark it unavailable (and requeue its jobs past
+    the fence), while its keepers, told of contact, ran them on: every job twice."""
+    liar = LyingRelay()
+    cluster = Cluster(tmp_path / "c")
+    cluster.start_controller()
+    try:
+        cluster.start_worker("w1", attrs=f'heartbeat_relay = "http://127.0.0.1:{liar.port}"')
+        since = (cluster.root / "controller.log").stat().st_size
+        before = _requests(cluster, "/api/v1/workers/{host}/heartbeat")
+        time.sleep(10 * cluster.heartbeat)  # past the deadline of 3 missed heartbeats
+        assert liar.asked >= 1
+        assert _statuses(cluster) == {"w1": "online"}
+        assert marked_unavailable(cluster.root / "controller.log", since) == []
+        assert _requests(cluster, "/api/v1/workers/{host}/heartbeat") - before >= 5
+        assert "does not carry the controller's proof" in (cluster.root / "w1.log").read_text()
+    finally:
+        cluster.stop()
+        liar.server.shutdown()

@@ -1,11 +1,13 @@
 """The relay's batcher (xce/worker/agent/relay.py): heartbeats that arrive together go in one
 request, each gets its own entry of the answer, and what the relay cannot forward is
-answered 503 so that its worker goes straight to the controller. The whole path with real
-processes is tests/integration/test_heartbeat_relay_e2e.py."""
+answered 503 so that its worker goes straight to the controller; and the worker's check of
+an answer's proof (xce/worker/agent/link.py `proven`). The whole path with real processes
+is tests/integration/test_heartbeat_relay_e2e.py."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import msgspec
@@ -14,7 +16,9 @@ import pytest
 from xce.client import ApiError, XceClient
 from xce.config.guard import ConnectionSettings
 from xce.config.settings import TlsSettings
+from xce.protocol.relay_keys import answer_proof, heartbeat_mac
 from xce.protocol.worker import RelayedHeartbeats
+from xce.worker.agent.link import proven
 from xce.worker.agent.relay import (
     RELAY_CONNECTIONS_PER_ADDRESS,
     HeartbeatBatcher,
@@ -40,16 +44,24 @@ class Controller:
             raise self.fail
         return {
             "answers": [
-                {"host": h, "status": 403, "error": {"code": "forbidden", "message": "no"}}
+                {"host": h, "status": 401, "error": {"code": "unauthorized", "message": "no"}}
                 if h in self.refuse
-                else {"host": h, "status": 200, "answer": {"version": i}}
+                else {"host": h, "status": 200, "answer": {"version": i}, "proof": "p"}
                 for i, h in enumerate(hosts)
             ]
         }
 
 
+KEY = bytes(range(32))
+
+
+def _signed(host: str, seq: int = 1, heartbeat: str = '{"running": []}') -> bytes:
+    mac = heartbeat_mac(KEY, host, seq, heartbeat)
+    return json.dumps({"seq": seq, "heartbeat": heartbeat, "mac": mac}).encode()
+
+
 def _entry(host: str) -> Any:
-    return relayed(host, "Bearer tok-" + host, b'{"running": []}')
+    return relayed(host, _signed(host))
 
 
 async def test_heartbeats_that_arrive_together_go_in_one_request() -> None:
@@ -57,9 +69,12 @@ async def test_heartbeats_that_arrive_together_go_in_one_request() -> None:
     batcher = HeartbeatBatcher(ctl.send, window_s=0.05)
     answers = await asyncio.gather(*(batcher.relay(_entry(h)) for h in ("a", "b", "c")))
     assert ctl.batches == [["a", "b", "c"]]
-    assert answers[0] == (200, {"version": 0})
-    assert answers[1] == (403, {"error": {"code": "forbidden", "message": "no"}})
-    assert answers[2] == (200, {"version": 2})
+    assert answers[0] == (200, {"host": "a", "status": 200, "answer": {"version": 0}, "proof": "p"})
+    assert answers[1] == (
+        200,
+        {"host": "b", "status": 401, "error": {"code": "unauthorized", "message": "no"}},
+    )
+    assert answers[2][1]["answer"] == {"version": 2}
 
 
 async def test_a_full_batch_goes_at_once_and_the_rest_after_the_window() -> None:
@@ -70,7 +85,7 @@ async def test_a_full_batch_goes_at_once_and_the_rest_after_the_window() -> None
     assert [len(b) for b in ctl.batches] == [4, 4, 2]
     assert [h for b in ctl.batches for h in b] == hosts
     assert all(status == 200 for status, _ in answers)
-    assert batcher.pending == 0
+    assert batcher.pending == batcher.held == 0
 
 
 @pytest.mark.parametrize(
@@ -108,7 +123,7 @@ async def test_a_relay_holds_a_bounded_number_of_bytes() -> None:
         *(batcher.relay(_entry(h), size) for h, size in zip("abc", sizes, strict=True))
     )
     assert [a[0] for a in answers] == [200, 200, 503]
-    assert await batcher.relay(_entry("d"), 1000) == (200, {"version": 0})  # all given back
+    assert (await batcher.relay(_entry("d"), 1000))[0] == 200  # all given back
 
 
 async def test_answers_that_do_not_match_the_batch_answer_no_one_wrongly() -> None:
@@ -133,28 +148,78 @@ async def test_closing_answers_what_waits() -> None:
     assert (await waiting)[0] == 503
 
 
+async def test_a_batch_stays_within_its_bytes() -> None:
+    """No batch is refused whole for its size: a heartbeat that would take one past
+    `batch_bytes` starts the next."""
+    ctl = Controller()
+    batcher = HeartbeatBatcher(ctl.send, window_s=0.05, batch_bytes=1000)
+    sizes = (400, 400, 400, 900, 10)
+    answers = await asyncio.gather(
+        *(batcher.relay(_entry(h), size) for h, size in zip("abcde", sizes, strict=True))
+    )
+    assert [a[0] for a in answers] == [200] * 5
+    assert ctl.batches == [["a", "b"], ["c"], ["d", "e"]]
+
+
+async def test_what_is_being_forwarded_counts_against_what_a_relay_holds() -> None:
+    gate = asyncio.Event()
+
+    async def slow(body: bytes) -> Any:
+        await gate.wait()
+        return {"answers": [{"host": "a"}, {"host": "b"}]}
+
+    batcher = HeartbeatBatcher(slow, window_s=0.01, max_pending=2)
+    first = [asyncio.ensure_future(batcher.relay(_entry(h))) for h in "ab"]
+    await asyncio.sleep(0.05)  # forwarded, not answered: still held
+    assert batcher.pending == 0 and batcher.held == 2
+    assert (await batcher.relay(_entry("c")))[0] == 503
+    gate.set()
+    assert [(await f)[0] for f in first] == [200, 200]
+
+
 @pytest.mark.parametrize(
-    ("host", "authorization", "body", "error"),
+    ("host", "body"),
     [
-        ("a", "", b"{}", PermissionError),
-        ("a", "Basic x", b"{}", PermissionError),
-        ("a", "Bearer  ", b"{}", PermissionError),
-        ("a b", "Bearer t", b"{}", ValueError),  # the controller would refuse the batch
-        ("a", "Bearer t", b"{", ValueError),
-        ("a", "Bearer t", b'{"load": {"x": "y"}}', ValueError),
-        ("a", "Bearer t", b'{"surprise": 1}', ValueError),
+        ("a b", _signed("a b")),  # the controller would refuse the batch
+        ("a", b"{"),
+        ("a", b'{"seq": 0, "heartbeat": "{}", "mac": "' + b"0" * 64 + b'"}'),
+        ("a", b'{"seq": 1, "heartbeat": "{}", "mac": "zz"}'),
+        ("a", b'{"seq": 1, "heartbeat": "{}"}'),
+        ("a", b'{"seq": 1, "heartbeat": "{}", "mac": "' + b"0" * 64 + b'", "token": "t"}'),
     ],
 )
-def test_what_the_controller_would_refuse_is_refused_before_it_joins_a_batch(
-    host: str, authorization: str, body: bytes, error: type[Exception]
+def test_what_the_controller_would_refuse_whole_is_refused_before_it_joins_a_batch(
+    host: str, body: bytes
 ) -> None:
-    with pytest.raises(error):
-        relayed(host, authorization, body)
+    with pytest.raises(ValueError):
+        relayed(host, body)
 
 
-def test_an_entry_carries_the_hosts_own_token() -> None:
-    entry = relayed("w7", "Bearer abc.def", b'{"load": {"load1": 0.5}}')
-    assert (entry.host, entry.token, entry.heartbeat.load) == ("w7", "abc.def", {"load1": 0.5})
+def test_an_entry_carries_the_hosts_signed_text_as_it_was_sent() -> None:
+    entry = relayed("w7", _signed("w7", 3, '{"load": {"load1": 0.5}}'))
+    assert (entry.host, entry.seq, entry.heartbeat) == ("w7", 3, '{"load": {"load1": 0.5}}')
+    assert entry.mac == heartbeat_mac(KEY, "w7", 3, entry.heartbeat)
+
+
+def test_a_worker_takes_a_relayed_answer_only_with_the_controllers_proof() -> None:
+    """The fence: a relay that answers for the controller (made-up contact, a longer fence)
+    or passes on another host's or an older answer is a relay that failed."""
+    answer = {"version": 4, "register_again": False, "heartbeat_interval_s": 7.5}
+    good = {"host": "w1", "status": 200, "answer": answer}
+    good["proof"] = answer_proof(KEY, "w1", 9, answer)
+    assert proven(good, KEY, "w1", 9) == (answer, "")
+    forged = {**good, "answer": {**answer, "fence_timeout_s": 1e12}}
+    for entry, seq, host in [
+        (forged, 9, "w1"),  # the answer altered
+        (good, 8, "w1"),  # an older heartbeat's answer
+        (good, 9, "w2"),  # another host's
+        ({**good, "proof": "0" * 64}, 9, "w1"),
+        ({k: v for k, v in good.items() if k != "proof"}, 9, "w1"),
+        ({"host": "w1", "status": 401, "error": {"message": "no"}}, 9, "w1"),
+        ("nonsense", 9, "w1"),
+    ]:
+        assert proven(entry, KEY, host, seq)[0] is None, entry
+    assert proven(good, bytes(32), "w1", 9)[0] is None  # another registration's key
 
 
 async def test_a_flood_of_connections_to_a_relay_is_capped_and_timed_out() -> None:

@@ -3,6 +3,7 @@ long-poll, files, finish."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import msgspec
@@ -10,17 +11,16 @@ from aiohttp import web
 
 from xce.api.filesend import not_modified, send_file
 from xce.api.http import (
-    AUTH,
     GATEWAY,
     HA,
     SERVICE,
     TAILS,
     identity,
     json_response,
+    parse_json_text,
     query_int,
     read_body,
 )
-from xce.api.identities import IDENTITIES
 from xce.api.routes import Param, Route
 from xce.api.transfers import body_chunks, declared, gate
 from xce.controller.requests import FinishReport, WorkerInfo
@@ -30,19 +30,21 @@ from xce.controller.workers import WorkerGateway
 from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, XceError
 from xce.core.gres import host_pairs
 from xce.core.model import JobRecord
-from xce.core.rbac import allows
 from xce.core.state_base import parse_job_id
 from xce.core.versions import VersionSkew
+from xce.protocol import decoding
+from xce.protocol.relay_keys import answer_proof
 from xce.protocol.worker import (
     Finished,
     Heartbeat,
     Register,
-    RelayedHeartbeat,
     RelayedHeartbeats,
     registration_refusal,
 )
 from xce.store.files import safe_relative_path
 from xce.store.replicated_names import not_here, output_name, outputs_name
+
+log = logging.getLogger("xce.api")
 
 
 def _check_versions(raw: bytes) -> None:
@@ -104,33 +106,30 @@ async def heartbeat(request: web.Request) -> web.Response:
     return json_response(await _take_heartbeat(request.app, request.match_info["host"], body))
 
 
-def _relayed_host_check(app: web.Application, beat: RelayedHeartbeat) -> None:
-    """What `POST /api/v1/workers/{host}/heartbeat` checks of its caller, for one relayed
-    heartbeat: its own token verifies, holds the worker permission, and is not bound to
-    another host."""
-    who = app[IDENTITIES].identity(app[AUTH], beat.token)
-    if not allows(who.permissions, "worker"):
-        raise Forbidden(f"{who.user} (role {who.role}) may not send a worker's heartbeat")
-    if who.host is not None and who.host != beat.host:
-        raise Forbidden(f"this worker token is bound to host {who.host}, not {beat.host}")
-
-
 async def relayed_heartbeats(request: web.Request) -> web.Response:
     """Many hosts' heartbeats in one request, from a relay (Slurm's tree fan-out of node
-    messages): one request, parse and answer instead of one per host. Each host's heartbeat
-    is checked and taken as if it had come alone, and answered in its own entry, in order:
-    one host's refusal never refuses the others'."""
+    messages): one request, parse and answer instead of one per host. Each is checked by
+    the relay key of its host's registration (xce/protocol/relay_keys.py) and taken as if
+    it had come alone, and answered in its own entry, in order, with a proof its host
+    checks: one host's refusal never refuses the others'."""
     body = await read_body(request, RelayedHeartbeats)
+    gateway = request.app[GATEWAY]
     answers: list[dict[str, Any]] = []
-    for beat in body.heartbeats:
+    for entry in body.heartbeats:
         try:
-            _relayed_host_check(request.app, beat)
-            answer = await _take_heartbeat(request.app, beat.host, beat.heartbeat)
+            key = gateway.relayed(entry.host, entry.seq, entry.heartbeat, entry.mac)
+            heartbeat = decoding.decode(entry.heartbeat.encode(), Heartbeat, parse_json_text)
+            answer = await _take_heartbeat(request.app, entry.host, heartbeat)
         except XceError as exc:
             error = {"code": exc.code, "message": exc.message}
-            answers.append({"host": beat.host, "status": exc.http_status, "error": error})
+            answers.append({"host": entry.host, "status": exc.http_status, "error": error})
+        except Exception:  # one host's fault must not cost the others their answers
+            log.exception("relayed heartbeat of host %s failed", entry.host)
+            error = {"code": "internal", "message": "internal error"}
+            answers.append({"host": entry.host, "status": 500, "error": error})
         else:
-            answers.append({"host": beat.host, "status": 200, "answer": answer})
+            proof = answer_proof(key, entry.host, entry.seq, answer)
+            answers.append({"host": entry.host, "status": 200, "answer": answer, "proof": proof})
     return json_response({"answers": answers})
 
 
@@ -238,7 +237,7 @@ ROUTES = [
         "POST",
         "/api/v1/workers/heartbeats",
         relayed_heartbeats,
-        "Many hosts' heartbeats relayed in one batch, each with its host's own token",
+        "Many hosts' heartbeats relayed in one batch, each signed with its host's relay key",
         "worker",
         "workers",
         body=RelayedHeartbeats,

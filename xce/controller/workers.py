@@ -21,10 +21,11 @@ from xce.controller.service import ControllerService
 from xce.controller.shareusage import ShareReport, ShareUsage
 from xce.core import events as ev
 from xce.core.allocation import host_memory_mb
-from xce.core.errors import Conflict, NotFound
+from xce.core.errors import Conflict, NotFound, Unauthorized
 from xce.core.job_context import job_families, missing_policy
 from xce.core.model import HostFailurePolicy, JobRecord, JobState, Usage
 from xce.core.state import ClusterState
+from xce.protocol.relay_keys import heartbeat_mac, new_relay_key, same
 from xce.protocol.worker import RunReport
 
 
@@ -137,6 +138,11 @@ class WorkerGateway:
         # `xce host show` and the console; "" for a worker before versions were sent.
         self.releases: dict[str, str] = {}
         self._launch_key: bytes | None = None
+        # Each host's relay key of its latest registration and the number of the last
+        # relayed heartbeat taken under it (xce/protocol/relay_keys.py). Memory only: a
+        # controller that restarts or takes over asks each worker to register again, which
+        # hands out new keys.
+        self.relay_keys: dict[str, tuple[bytes, int]] = {}
         # Contacts heard so far (register, heartbeat), and the count at each host's latest:
         # how much the controller heard from the others since a host went quiet
         # (`check_liveness`).
@@ -249,7 +255,30 @@ class WorkerGateway:
             )
         answer = await self.durable_assignments(info.host)
         answer["heartbeat_interval_s"] = self.heartbeat_interval_s
+        key = new_relay_key()
+        self.relay_keys[info.host] = (key, 0)
+        answer["relay_key"] = key.hex()
         return answer
+
+    def relayed(self, host: str, seq: int, heartbeat: str, mac: str) -> bytes:
+        """Check a heartbeat a relay carried for `host`: signed with the key of the host's
+        registration here, numbered above the last one taken; returns that key (the answer's
+        proof is made with it). Refusals name what failed; none changes anything."""
+        held = self.relay_keys.get(host)
+        if held is None:
+            raise Conflict(
+                f"host {host} has no relay key here (not registered with this controller "
+                "since it started): its worker must register again"
+            )
+        key, last = held
+        if not same(mac, heartbeat_mac(key, host, seq, heartbeat)):
+            raise Unauthorized(
+                f"the relayed heartbeat of host {host} is not signed with its registration's key"
+            )
+        if seq <= last:
+            raise Conflict(f"relayed heartbeat {seq} of host {host} was taken already")
+        self.relay_keys[host] = (key, seq)
+        return key
 
     async def heartbeat(
         self,

@@ -134,22 +134,31 @@ class Heartbeat(Body, frozen=True, kw_only=True):
     shares: Annotated[tuple[ShareItem, ...], Meta(max_length=100000)] = ()
 
 
-# The most heartbeats one relayed batch carries (a relay sends more as several batches).
-RELAY_BATCH_MAX = 2000
+# The most heartbeats one relayed batch carries (a relay sends more as several batches),
+# and the most text one relayed heartbeat holds (a heartbeat with job output goes straight
+# to the controller).
+RELAY_BATCH_MAX = 1000
+RELAY_HEARTBEAT_MAX = 64 * 1024
+Mac = Annotated[str, Meta(pattern="^[0-9a-f]{64}$")]
 
 
-class RelayedHeartbeat(Body, frozen=True, kw_only=True):
-    """One host's heartbeat as a relay forwards it: the host's own bearer token goes with
-    it, so the controller checks each host's word itself and a relay can delay or drop a
-    heartbeat but never speak for a host."""
+class RelayHeartbeat(Body, frozen=True, kw_only=True):
+    """What a worker sends its relay: its heartbeat's JSON text, numbered and signed with
+    the relay key of its registration (xce/protocol/relay_keys.py)."""
+
+    seq: Annotated[int, Meta(ge=1, le=2**62)]
+    heartbeat: Annotated[str, Meta(max_length=RELAY_HEARTBEAT_MAX)]
+    mac: Mac
+
+
+class RelayedHeartbeat(RelayHeartbeat, frozen=True, kw_only=True):
+    """One host's heartbeat as a relay forwards it."""
 
     host: Name
-    token: Annotated[str, Meta(min_length=1, max_length=8192)]
-    heartbeat: Heartbeat
 
 
 class RelayedHeartbeats(Body, frozen=True, kw_only=True):
-    """`POST /api/v1/workers/heartbeats`: a relay's batch (xce/worker/relay/)."""
+    """`POST /api/v1/workers/heartbeats`: a relay's batch (xce/worker/agent/relay.py)."""
 
     heartbeats: Annotated[
         tuple[RelayedHeartbeat, ...], Meta(min_length=1, max_length=RELAY_BATCH_MAX)

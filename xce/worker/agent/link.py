@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import psutil
 
-from xce.client import ApiError
+from xce.client import ApiError, XceClient
 from xce.core.versions import RELEASE, WORKER_PROTOCOL, VersionSkew
 from xce.protocol import worker as protocol
+from xce.protocol.relay_keys import answer_proof, heartbeat_mac, same
 from xce.worker.agent import tail
 from xce.worker.agent.hostinfo import containment, host_resources
 from xce.worker.agent.reconcile import BadAnswer, Reconciler
+from xce.worker.agent.relay import RELAY_FORWARD_TIMEOUT_S
 from xce.worker.agent.state import AgentState
 from xce.worker.attempt import staging
 from xce.worker.keeper import fence
@@ -92,6 +94,7 @@ class ControllerLink:
                 sent = fence.now()
                 answer = await state.post("/api/v1/workers/register", body)
                 self._contacted(sent, answer)
+                state.take_relay_key(answer)
                 break
             except ApiError as exc:
                 if exc.status == 400 and "containment" in exc.message and body.containment:
@@ -159,8 +162,9 @@ class ControllerLink:
             answered = await self._heartbeat(chunks)
             next_beat = loop.time() + heartbeat_interval(state, answered)
 
-    async def _heartbeat(self, chunks: list[tail.Chunk]) -> bool:
-        """Send one heartbeat; whether the controller took it."""
+    async def _heartbeat(self, chunks: list[tail.Chunk], direct: bool = False) -> bool:
+        """Send one heartbeat (`direct`: never through a relay); whether the controller
+        took it."""
         state = self.state
         output = state.output.report(chunks)
         running = [
@@ -191,7 +195,7 @@ class ControllerLink:
         )
         try:
             sent = fence.now()
-            answer = await self._send_heartbeat(body, direct=bool(output))
+            answer = await self._send_heartbeat(body, direct=direct or bool(output))
             self._contacted(sent, answer)
             state.output.taken(chunks)
             if (
@@ -207,45 +211,66 @@ class ControllerLink:
             if output and exc.status in (400, 413):
                 # Never lose a heartbeat over its output: send it again without.
                 state.output.refused(exc.status, exc.message)
-                return await self._heartbeat([])
+                return await self._heartbeat([], direct)
             await self._on_error(exc)
             return False
 
     async def _send_heartbeat(self, body: protocol.Heartbeat, direct: bool) -> Any:
-        """Through the relay when one is set (`[worker] heartbeat_relay`), else, or with job
-        output, or for `RELAY_RETRY_S` after the relay failed, straight to the controller.
-        A refusal the relay passes on (401, 403, 404) is the controller's word for this host
-        and is not tried again directly."""
+        """Through the relay when one is set (`[worker] heartbeat_relay`) and this worker's
+        registration got a relay key; else, or with job output, or for `RELAY_RETRY_S` after
+        the relay failed, straight to the controller."""
         state = self.state
-        relay = state.relay_client
+        relay, key = state.relay_client, state.relay_key
         now = asyncio.get_running_loop().time()
-        if relay is not None and not direct and now >= self._relay_off_until:
-            try:
-                return await relay.request(
-                    "POST",
-                    f"{state.base}/heartbeat",
-                    data=msgspec.json.encode(body),
-                    headers={"Content-Type": "application/json"},
-                    timeout=10,
-                )
-            except ApiError as exc:
-                if exc.status not in (0, 413) and exc.status < 500:
-                    raise
-                self._relay_off_until = now + RELAY_RETRY_S
-                log.warning(
-                    "heartbeat relay %s failed (%s): straight to the controller for %.0f s",
-                    state.settings.heartbeat_relay,
-                    exc.message,
-                    RELAY_RETRY_S,
-                )
+        if relay is not None and key is not None and not direct and now >= self._relay_off_until:
+            answer = await self._through_relay(relay, key, body)
+            if answer is not None:
+                return answer
+            self._relay_off_until = now + RELAY_RETRY_S
         return await state.post(f"{state.base}/heartbeat", body, timeout=10)
+
+    async def _through_relay(
+        self, relay: XceClient, key: bytes, body: protocol.Heartbeat
+    ) -> dict[str, Any] | None:
+        """The controller's answer through the relay if its proof verifies, else None (said
+        in the log): whatever the relay says for itself, or passes on without the
+        controller's proof (a refusal included), is the relay failing, never contact."""
+        state = self.state
+        text = msgspec.json.encode(body).decode()
+        state.relay_seq += 1
+        seq = state.relay_seq
+        signed = protocol.RelayHeartbeat(
+            seq=seq, heartbeat=text, mac=heartbeat_mac(key, state.host, seq, text)
+        )
+        try:
+            entry = await relay.request(
+                "POST",
+                f"{state.base}/relayed-heartbeat",
+                data=msgspec.json.encode(signed),
+                headers={"Content-Type": "application/json"},
+                timeout=RELAY_FORWARD_TIMEOUT_S + 1.0,  # the relay's own bound, and its window
+            )
+        except ApiError as exc:
+            why = exc.message
+        else:
+            answer, why = proven(entry, key, state.host, seq)
+            if answer is not None:
+                return answer
+        log.warning(
+            "heartbeat relay %s: %s; straight to the controller for %.0f s",
+            state.settings.heartbeat_relay,
+            why,
+            RELAY_RETRY_S,
+        )
+        return None
 
     async def report_shares_now(self) -> None:
         """A heartbeat at once, without output, so the controller has a share's figures
         before the task that just ended there is reported to its caller (xce/worker/
         tasks.py): the job's final usage then counts it."""
         try:
-            await asyncio.wait_for(self._heartbeat([]), SHARE_REPORT_WAIT_S)
+            # direct: the figures are awaited, and a relay's window would only delay them
+            await asyncio.wait_for(self._heartbeat([], direct=True), SHARE_REPORT_WAIT_S)
         except TimeoutError:
             log.warning(
                 "the controller did not take a share's usage within %s s", SHARE_REPORT_WAIT_S
@@ -278,6 +303,21 @@ class ControllerLink:
             return
         log.warning("controller request failed: %s", exc.message)
         await asyncio.sleep(1.0)
+
+
+def proven(entry: Any, key: bytes, host: str, seq: int) -> tuple[dict[str, Any] | None, str]:
+    """The controller's answer in a relay's entry when its proof verifies under this
+    registration's key; else None and why."""
+    if not isinstance(entry, dict):
+        return None, "the relay's answer is not an entry"
+    answer, proof = entry.get("answer"), entry.get("proof")
+    if entry.get("status") != 200 or not isinstance(answer, dict):
+        error = entry.get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        return None, f"the controller refused it ({message or entry.get('status')})"
+    if not isinstance(proof, str) or not same(proof, answer_proof(key, host, seq, answer)):
+        return None, "its answer does not carry the controller's proof"
+    return answer, ""
 
 
 def heartbeat_interval(state: AgentState, answered: bool = True) -> float:

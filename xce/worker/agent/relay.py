@@ -3,19 +3,19 @@ batches, Slurm's tree fan-out of node messages.
 
 At 10,000 hosts most of a controller's work is heartbeats, and most of a heartbeat's cost is
 its request (a socket read, a parse, an answer written: ~0.2 ms on a small VM) rather than
-what it says. A worker with `relay_port` set serves `POST /api/v1/workers/{host}/heartbeat`,
-the controller's own route, so a worker with `heartbeat_relay` pointing at it sends there
-what it would send the controller; the relay gathers what arrives within `window_s` and
-forwards it as one `POST /api/v1/workers/heartbeats`. Each heartbeat carries its own host's
-bearer token, which the controller checks as if the host had sent it: a relay can delay or
-drop a heartbeat, never speak for a host. Each host's answer (or refusal) goes back to it as
-the controller's own answer would.
+what it says. A worker with `relay_listen` serves `POST /api/v1/workers/{host}/relayed-
+heartbeat`; a worker with `heartbeat_relay` pointing at it sends there its heartbeat's JSON
+text, numbered and signed with the relay key its registration got (xce/protocol/
+relay_keys.py). The relay gathers what arrives within `window_s` and forwards it as one
+`POST /api/v1/workers/heartbeats` with its own worker token. The controller checks each
+entry's signature and number, takes it as if the host had sent it, and answers each in its
+own entry with a proof under the same key, which the relay hands back untouched.
 
-Only the relay's answer is contact for a worker's fence when the controller answered
-through it. When the relay cannot reach a controller, every waiting heartbeat gets a 503,
-and its worker sends the heartbeat straight to the controller instead (xce/worker/agent/
-link.py), so a relay that dies or is cut off costs its workers one round trip, not their
-jobs.
+No token crosses a relay, and a worker counts a relayed answer as contact with the
+controller (restarting its keepers' fence) only when its proof verifies: a relay can delay
+or drop heartbeats, never speak for a host or for the controller. Whatever a worker cannot
+verify (a refusal, a relay that is down, busy or cut off from the controller) sends it
+straight to the controller instead (xce/worker/agent/link.py).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,24 +37,36 @@ from xce.client.transport import check_listener
 from xce.config.guard import ConnectionSettings
 from xce.config.settings import TlsSettings
 from xce.listen.connections import GuardedRunner
-from xce.protocol.worker import RELAY_BATCH_MAX, RelayedHeartbeat, RelayedHeartbeats
+from xce.protocol.worker import (
+    RELAY_BATCH_MAX,
+    RELAY_HEARTBEAT_MAX,
+    RelayedHeartbeat,
+    RelayedHeartbeats,
+    RelayHeartbeat,
+)
 
 log = logging.getLogger("xce.worker.relay")
 
 # How long the first heartbeat of a batch waits for others: a small share of any heartbeat
 # interval, and at 10,000 hosts every 7.5 s about 270 heartbeats.
 RELAY_WINDOW_S = 0.2
-# Heartbeats per forwarded request, and what the relay holds at most before it answers
-# 503 (its workers then go straight to the controller).
+# Heartbeats per forwarded request, and at most this many bytes of them (well under the
+# controller's default body limit of 1 MiB, so that no batch is refused whole for its size).
 RELAY_BATCH = 500
+RELAY_BATCH_BYTES = 256 * 1024
+# What the relay holds at most, queued or being forwarded, before it answers 503 (its
+# workers then go straight to the controller): the relay runs in a root worker, and any
+# job on any host can send to it.
 RELAY_MAX_PENDING = 20_000
-RELAY_MAX_PENDING_BYTES = 32 * 1024 * 1024  # what senders can make a root worker hold
-# A heartbeat's body the relay takes, far above an idle host's ~100 bytes; one with job
-# output goes straight to the controller anyway (its chunks can reach 64 KiB each).
-RELAY_ENTRY_MAX_BYTES = 256 * 1024
-# Connections from one address the relay keeps open (a worker's client holds one or two):
-# the relay runs in a root worker, and a job on any host can connect to it.
+RELAY_MAX_PENDING_BYTES = 32 * 1024 * 1024
+# A request's body: a signed heartbeat (RELAY_HEARTBEAT_MAX of text) and its envelope.
+RELAY_ENTRY_MAX_BYTES = RELAY_HEARTBEAT_MAX + 1024
+# Connections from one address the relay keeps open (a worker's client holds one or two).
 RELAY_CONNECTIONS_PER_ADDRESS = 32
+# How long a batch may take to be answered: well inside the workers' own 10 s wait for the
+# relay, so that a heartbeat the controller took late is never one its worker gave up on.
+RELAY_FORWARD_TIMEOUT_S = 5.0
+LOG_EVERY_S = 60.0  # a relay that fails says so at most this often
 _JSON = {"Content-Type": "application/json"}
 
 Answer = tuple[int, dict[str, Any]]
@@ -65,9 +78,14 @@ def _error(status: int, code: str, message: str) -> Answer:
 
 
 class HeartbeatBatcher:
-    """Heartbeats in, batches out: `relay` waits for its host's answer, which comes when the
-    batch it joined has been forwarded by `send` (the encoded `RelayedHeartbeats` in, the
-    controller's JSON answer out, `ApiError` for a failure)."""
+    """Heartbeats in, batches out: `relay` waits for its host's entry of the answer, which
+    comes when the batch it joined has been forwarded by `send` (the encoded
+    `RelayedHeartbeats` in, the controller's JSON answer out, `ApiError` for a failure).
+
+    The answer to a sender is (200, the controller's entry for it, proof and all) or a
+    refusal of the relay's own (503 when it cannot forward now, 502 when the controller
+    refused the batch or answered nonsense); the worker trusts neither more than its proof.
+    """
 
     def __init__(
         self,
@@ -76,37 +94,48 @@ class HeartbeatBatcher:
         batch: int = RELAY_BATCH,
         max_pending: int = RELAY_MAX_PENDING,
         max_pending_bytes: int = RELAY_MAX_PENDING_BYTES,
+        batch_bytes: int = RELAY_BATCH_BYTES,
     ) -> None:
         self.send = send
         self.window_s = window_s
         self.batch = min(batch, RELAY_BATCH_MAX)
+        self.batch_bytes = batch_bytes
         self.max_pending = max_pending
         self.max_pending_bytes = max_pending_bytes
-        self._held_bytes = 0  # the bodies of the heartbeats queued or being forwarded
-        self._queue: list[tuple[RelayedHeartbeat, asyncio.Future[Answer]]] = []
+        # heartbeats (and their bytes) queued or being forwarded: what senders make it hold
+        self.held = 0
+        self._held_bytes = 0
+        self._queue: list[_Waiting] = []
+        self._queued_bytes = 0
         self._flusher: asyncio.Task[None] | None = None
         self._sending: set[asyncio.Task[None]] = set()
         self.forwarded = 0  # batches sent, for the tests and the log
+        self._logged_at = -LOG_EVERY_S
 
     @property
     def pending(self) -> int:
         return len(self._queue)
 
     async def relay(self, entry: RelayedHeartbeat, size: int = 0) -> Answer:
-        """The controller's answer to `entry` (whose body was `size` bytes): (status, JSON
-        body)."""
-        if len(self._queue) >= self.max_pending or self._held_bytes + size > self.max_pending_bytes:
+        """The controller's entry for `entry` (whose body was `size` bytes), or the
+        relay's refusal: (status, JSON body)."""
+        if self.held >= self.max_pending or self._held_bytes + size > self.max_pending_bytes:
             return _error(503, "relay_busy", "the relay holds too many heartbeats; send directly")
         done: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._queue.append((entry, done))
+        self.held += 1
         self._held_bytes += size
-        if len(self._queue) >= self.batch:
-            self._forward_queued()
-        elif self._flusher is None:
-            self._flusher = asyncio.create_task(self._after_window())
         try:
+            if self._queued_bytes + size > self.batch_bytes:
+                self._forward_queued()  # this one starts the next batch
+            self._queue.append(_Waiting(entry, size, done))
+            self._queued_bytes += size
+            if len(self._queue) >= self.batch:
+                self._forward_queued()
+            elif self._flusher is None:
+                self._flusher = asyncio.create_task(self._after_window())
             return await done
         finally:
+            self.held -= 1
             self._held_bytes -= size
 
     async def _after_window(self) -> None:
@@ -117,15 +146,16 @@ class HeartbeatBatcher:
         self._forward_queued()
 
     def _forward_queued(self) -> None:
-        """Send what is queued as batches of at most `batch`, side by side."""
-        queued, self._queue = self._queue, []
-        for start in range(0, len(queued), self.batch):
-            task = asyncio.create_task(self._forward(queued[start : start + self.batch]))
+        """Send what is queued as one batch (`relay` keeps it within `batch` and
+        `batch_bytes`); batches go side by side."""
+        queued, self._queue, self._queued_bytes = self._queue, [], 0
+        if queued:
+            task = asyncio.create_task(self._forward(queued))
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
 
-    async def _forward(self, part: list[tuple[RelayedHeartbeat, asyncio.Future[Answer]]]) -> None:
-        body = msgspec.json.encode(RelayedHeartbeats(heartbeats=tuple(e for e, _ in part)))
+    async def _forward(self, part: list[_Waiting]) -> None:
+        body = msgspec.json.encode(RelayedHeartbeats(heartbeats=tuple(w.entry for w in part)))
         try:
             answer = await self.send(body)
             answers = answer["answers"]
@@ -136,71 +166,79 @@ class HeartbeatBatcher:
                 why = _error(503, "relay_unavailable", f"the relay reached no controller: {exc}")
             else:
                 why = _error(502, "relay_refused", f"the controller refused the relay: {exc}")
-            self._answer_all(part, why)
+            self._failed(part, why)
             return
         except (KeyError, TypeError, ValueError) as exc:
-            why = _error(502, "relay_bad_answer", f"the controller's answer: {exc}")
-            self._answer_all(part, why)
+            self._failed(part, _error(502, "relay_bad_answer", f"the controller's answer: {exc}"))
             return
         except Exception as exc:  # whatever else failed, its workers go direct
             why = _error(503, "relay_unavailable", f"the relay reached no controller: {exc}")
-            self._answer_all(part, why)
+            self._failed(part, why)
             return
         except BaseException:
             self._answer_all(part, _error(503, "relay_unavailable", "the relay is stopping"))
             raise
         self.forwarded += 1
-        for (entry, done), item in zip(part, answers, strict=True):
-            if done.done():
+        for waiting, item in zip(part, answers, strict=True):
+            if waiting.done.done():
                 continue
-            if not isinstance(item, dict) or item.get("host") != entry.host:
-                done.set_result(_error(502, "relay_bad_answer", "answers out of order"))
-            elif item.get("status") == 200:
-                done.set_result((200, item.get("answer") or {}))
+            if not isinstance(item, dict) or item.get("host") != waiting.entry.host:
+                waiting.done.set_result(_error(502, "relay_bad_answer", "answers out of order"))
             else:
-                status = item.get("status")
-                code = status if isinstance(status, int) and 400 <= status < 600 else 502
-                done.set_result((code, {"error": item.get("error") or {}}))
+                waiting.done.set_result((200, item))
+
+    def _failed(self, part: list[_Waiting], answer: Answer) -> None:
+        """Answer a batch that was not forwarded; said in the log at most once a minute."""
+        self._answer_all(part, answer)
+        now = time.monotonic()
+        if now - self._logged_at >= LOG_EVERY_S:
+            self._logged_at = now
+            log.warning(
+                "%d heartbeats not relayed (their workers go straight to the controller): %s",
+                len(part),
+                answer[1]["error"]["message"],
+            )
 
     @staticmethod
-    def _answer_all(
-        part: list[tuple[RelayedHeartbeat, asyncio.Future[Answer]]], answer: Answer
-    ) -> None:
-        for _, done in part:
-            if not done.done():
-                done.set_result(answer)
+    def _answer_all(part: list[_Waiting], answer: Answer) -> None:
+        for waiting in part:
+            if not waiting.done.done():
+                waiting.done.set_result(answer)
 
     async def close(self) -> None:
         """Answer what waits (503: its workers go direct) and stop."""
         if self._flusher is not None:
             self._flusher.cancel()
-        queued, self._queue = self._queue, []
+        queued, self._queue, self._queued_bytes = self._queue, [], 0
         self._answer_all(queued, _error(503, "relay_unavailable", "the relay is stopping"))
         for task in list(self._sending):
             task.cancel()
         await asyncio.gather(*self._sending, return_exceptions=True)
 
 
-def relayed(host: str, authorization: str, raw: bytes) -> RelayedHeartbeat:
-    """One worker's request as the entry the relay forwards; `ValueError` (a 400 or 401
-    for its sender) for what the controller would refuse, so that one bad heartbeat
-    never costs the whole batch its answers."""
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise PermissionError("this request needs the worker's bearer token")
+@dataclasses.dataclass
+class _Waiting:
+    entry: RelayedHeartbeat
+    size: int
+    done: asyncio.Future[Answer]
+
+
+def relayed(host: str, raw: bytes) -> RelayedHeartbeat:
+    """One worker's request (a `RelayHeartbeat`) as the entry the relay forwards;
+    `ValueError` (a 400 for its sender) for what the controller would refuse as a whole, so
+    that one bad request never costs a batch its answers. Its signature is the
+    controller's to check: the relay holds no key."""
     try:
-        heartbeat = msgspec.json.decode(raw)
-        return msgspec.convert(
-            {"host": host, "token": token.strip(), "heartbeat": heartbeat}, RelayedHeartbeat
-        )
+        signed = msgspec.json.decode(raw, type=RelayHeartbeat)
+        return msgspec.convert({"host": host, **msgspec.structs.asdict(signed)}, RelayedHeartbeat)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ValueError(str(exc).replace("$.heartbeat", "$")) from exc
+        raise ValueError(str(exc)) from exc
 
 
 class HeartbeatRelay:
     """The relay's listener (`[worker] relay_listen`, guarded as the controller's listener
     is: xce/listen/connections.py) in front of a batcher that forwards with this worker's
-    own controller client (and token: a worker's)."""
+    own controller client (and token: a worker's; the relayed hosts send none)."""
 
     def __init__(
         self,
@@ -222,24 +260,25 @@ class HeartbeatRelay:
 
     async def _send(self, body: bytes) -> Any:
         return await self.client.request(
-            "POST", "/api/v1/workers/heartbeats", data=body, headers=_JSON, timeout=30
+            "POST",
+            "/api/v1/workers/heartbeats",
+            data=body,
+            headers=_JSON,
+            timeout=RELAY_FORWARD_TIMEOUT_S,
         )
 
     async def _heartbeat(self, request: web.Request) -> web.Response:
+        too_big = _error(413, "payload_too_large", "send this heartbeat straight to the controller")
         if request.content_length is not None and request.content_length > RELAY_ENTRY_MAX_BYTES:
-            status, body = _error(413, "payload_too_large", "send this heartbeat directly")
+            status, body = too_big
             return web.json_response(body, status=status)
         try:
             raw = await request.read()
-            entry = relayed(
-                request.match_info["host"], request.headers.get("Authorization", ""), raw
-            )
-        except PermissionError as exc:
-            status, body = _error(401, "unauthorized", str(exc))
+            entry = relayed(request.match_info["host"], raw)
         except ValueError as exc:
             status, body = _error(400, "invalid_request", str(exc))
         except web.HTTPRequestEntityTooLarge:
-            status, body = _error(413, "payload_too_large", "send this heartbeat directly")
+            status, body = too_big
         else:
             status, body = await self.batcher.relay(entry, len(raw))
         return web.json_response(body, status=status)
@@ -250,7 +289,7 @@ class HeartbeatRelay:
         ssl_context = server_ssl_context(tls)
         check_listener(host, ssl_context is not None, tls.insecure)
         app = web.Application(client_max_size=RELAY_ENTRY_MAX_BYTES)
-        app.router.add_post("/api/v1/workers/{host}/heartbeat", self._heartbeat)
+        app.router.add_post("/api/v1/workers/{host}/relayed-heartbeat", self._heartbeat)
         self._runner = GuardedRunner(app, self.connections, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, ssl_context=ssl_context)

@@ -63,6 +63,10 @@ class AgentState:
                 insecure=config.tls.insecure,
                 ca_note=note,
             )
+        # The relay key of this worker's latest registration and the number of its last
+        # relayed heartbeat (xce/protocol/relay_keys.py); None: heartbeats go direct.
+        self.relay_key: bytes | None = None
+        self.relay_seq = 0
         self.running: dict[Key, RunningJob] = {}
         # Spawned but not yet in `running`: a second answer in that window must not start
         # the same attempt again.
@@ -119,6 +123,17 @@ class AgentState:
         self.ended[key] = None
         while len(self.ended) > 100_000:
             self.ended.popitem(last=False)
+
+    def take_relay_key(self, answer: Any) -> None:
+        """The relay key a registration answer holds (a controller without relays sends
+        none: heartbeats then go direct)."""
+        raw = answer.get("relay_key") if isinstance(answer, dict) else None
+        try:
+            key = bytes.fromhex(raw) if isinstance(raw, str) else None
+        except ValueError:
+            key = None
+        self.relay_key = key if key else None
+        self.relay_seq = 0
 
     async def post(self, path: str, message: msgspec.Struct, timeout: float | None = None) -> Any:
         """Send one protocol message (a Struct of xce/protocol/worker.py, which the controller

@@ -74,6 +74,22 @@ class WorkerAgent:
                 job.result = asyncio.get_running_loop().create_future()
                 state.spawn(self.reconciler.follow(job))
 
+    async def _start_relay(self) -> None:
+        """Relay other workers' heartbeats. A relay that cannot listen (its port taken) is
+        said in the log and left out: its workers go straight to the controller, and this
+        worker still runs its own jobs."""
+        state = self.state
+        relay = HeartbeatRelay(state.client, state.config.guard.connections)
+        try:
+            await relay.start(
+                state.settings.relay_host, state.settings.relay_port, state.config.tls
+            )
+        except OSError as exc:
+            log.error("cannot relay heartbeats on relay_listen: %s", exc)
+            await relay.close()
+            return
+        self.relay = relay
+
     async def run(self) -> None:
         # Output collection holds up to userfs.MAX_OUTPUTS descriptors at once.
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -87,10 +103,7 @@ class WorkerAgent:
         await self._recover()
         await self.tasks.start(state.settings.task_host, state.settings.task_port)
         if state.settings.relay_port:
-            self.relay = HeartbeatRelay(state.client, state.config.guard.connections)
-            await self.relay.start(
-                state.settings.relay_host, state.settings.relay_port, state.config.tls
-            )
+            await self._start_relay()
         # In the jobs root (0711, root's): the spool root is 0700, so a directory there
         # would be out of reach of every job not run as root.
         state.launch_bin = install_launcher(state.spool.jobs / LAUNCHER_DIR)
