@@ -373,6 +373,8 @@ async def _worker_group(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -
         await asyncio.gather(*tasks, return_exceptions=True)
         running = [t for s in sims for t in s.running.values()]
         await asyncio.gather(*running, return_exceptions=True)  # finish reports still owed
+        # before the session closes: a batch still waiting would fail on a closed session
+        await asyncio.gather(*(relay.close() for relay in relays))
     out.put(("result", result.as_dict()))
 
 

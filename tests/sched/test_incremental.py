@@ -19,8 +19,9 @@ from xce.core import events as ev
 from xce.core.model import JobRecord, JobSpec, JobState, QueueRecord
 from xce.core.state import ClusterState
 from xce.sched.incremental import SnapshotCache
+from xce.sched.passes.hostpool import BORROW_ABOVE
 from xce.sched.passes.pipeline import plan
-from xce.sched.snapshot import snapshot_of
+from xce.sched.snapshot import FreeTable, snapshot_of
 
 
 def pending_order(snapshot) -> list[str]:  # type: ignore[no-untyped-def]
@@ -31,8 +32,12 @@ def pending_order(snapshot) -> list[str]:  # type: ignore[no-untyped-def]
     ]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int) -> None:
+@pytest.mark.parametrize(
+    ("seed", "hosts"), [(1, 3), (2, 3), (3, 3), (4, BORROW_ABOVE + 44)], ids=str
+)
+def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int, hosts: int) -> None:
+    """With more than BORROW_ABOVE hosts a pass borrows the cache's free table (and gives
+    it back): the table must describe the hosts after every event and every pass."""
     rng = random.Random(seed)
     state, cache = ClusterState(), SnapshotCache()
     now = 0.0
@@ -43,8 +48,8 @@ def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int) -> None:
 
     apply(ev.QueueCreated(now, QueueRecord("normal", plugins=("backfill",))))
     apply(ev.QueueCreated(now, QueueRecord("high", priority=10, plugins=("strict",))))
-    for i in range(3):
-        apply(ev.HostRegistered(now, f"h{i}", 8, 64_000))
+    for i in range(hosts):
+        apply(ev.HostRegistered(now, f"h{i:03d}", 8, 64_000))
     rebuilds_before = None
     for step in range(600):
         now += 1.0
@@ -137,8 +142,11 @@ def test_cache_matches_a_fresh_snapshot_after_every_event(seed: int) -> None:
         assert kept.running == fresh.running
         assert kept.hosts == fresh.hosts
         assert kept.queues == fresh.queues
+        assert kept.free is not None and kept.free.hosts is kept.hosts
+        assert kept.free == FreeTable.of(kept.hosts)
         for explain in (True, False):
             assert plan(kept, now, explain) == plan(fresh, now, explain)
+        assert kept.free == FreeTable.of(kept.hosts)  # given back as it was lent
     assert state.pending and cache.rebuilds < 40  # incremental, not rebuilt each time
     assert rebuilds_before is not None
 

@@ -484,14 +484,16 @@ class WorkerGateway:
         now = self.service.clock()
         changed: list[tuple[str, str]] = []
         hosts = list(self.state.hosts.items())
-        reachable = sum(1 for _, host in hosts if host.reachable)
-        # The hosts still heard: a silent host (the one the count is for) is never among
-        # them, so this is "the others".
-        heard = sum(
-            1
-            for name, host in hosts
-            if host.reachable and now - self.last_seen.get(name, now) <= deadline
-        )
+        last_seen = self.last_seen
+        # Reachable hosts, and those still heard: a silent host (the one the count is for)
+        # is never among them, so this is "the others". One walk: at 10,000 hosts every
+        # walk shows in the controller's profile.
+        reachable = heard = 0
+        for name, host in hosts:
+            if host.reachable:
+                reachable += 1
+                if now - last_seen.get(name, now) <= deadline:
+                    heard += 1
         rounds = self.service.settings.missed_heartbeats - 1
         if reachable <= 1:
             needed: float = 0  # nobody else to hear
@@ -500,11 +502,15 @@ class WorkerGateway:
         else:
             needed = rounds * heard
         for name, host in hosts:
-            seen = self.last_seen.setdefault(name, now)
+            seen = last_seen.get(name)
+            if seen is None:
+                seen = last_seen[name] = now
             silent = now - seen
+            if silent <= deadline:
+                continue  # heard lately: most hosts, every time
             if host.reachable:
                 heard_since = self.contacts - self._contact_mark.get(name, 0)
-                if silent > deadline and (heard_since >= needed or silent > deadline + fence):
+                if heard_since >= needed or silent > deadline + fence:
                     await self.service.commit([ev.HostUnavailable(now, name)])
                     changed.append((name, "unavailable"))
                 continue

@@ -38,6 +38,7 @@ from xce.core.model import JobRecord, JobSpec, JobState, QueueRecord
 from xce.core.state import ClusterState
 from xce.sched.passes.memo import PassMemo
 from xce.sched.snapshot import (
+    FreeTable,
     HostView,
     PendingArray,
     PendingJob,
@@ -186,6 +187,9 @@ class SnapshotCache:
         self._hosts_moved = False  # a host was inserted: the tuple of views is made anew
         self._memo_void = True  # a host changed: what passes derived is void
         self._hosts: tuple[HostView, ...] = ()
+        # the views' free slots and memory, kept beside `_hosts` (a pass copies or borrows
+        # it instead of reading 10,000 views: xce/sched/passes/hostpool.py)
+        self._free = FreeTable.of(())
         self._host_list: list[HostView] = []
         self._host_at: dict[str, int] = {}  # host name -> its place in _host_list
         self._queues = None
@@ -340,22 +344,38 @@ class SnapshotCache:
             queued=queued,
             reservations=tuple(state.reservations.values()),
             memo=self._memo,
+            free=self._free,
         )
 
     def _refresh_hosts(self, state: ClusterState) -> None:
         """All host views after a host or queue event, else those of the hosts whose
         load changed since the last snapshot."""
+        rebuilt = self._hosts_dirty or self._hosts_moved
         if self._hosts_dirty:
             self._host_list = _host_views(state)
             self._host_at = {view.name: k for k, view in enumerate(self._host_list)}
             self._hosts_dirty = False
         else:
             hosts, loads, views, at = state.hosts, state.host_load, self._host_list, self._host_at
+            table = self._free
             for name in self._dirty:
-                views[at[name]] = host_view(hosts[name], loads.get(name))
+                k = at[name]
+                old, view = views[k], host_view(hosts[name], loads.get(name))
+                views[k] = view
+                if not rebuilt:  # the table in step, host by host
+                    table.slots[k], table.memory_mb[k] = view.free_slots, view.free_memory_mb
+                    table.total += _free_total(view) - _free_total(old)
         self._dirty.clear()
         self._hosts_moved = False
         self._hosts = tuple(self._host_list)
+        if rebuilt:
+            self._free = FreeTable.of(self._hosts)
+        self._free.hosts = self._hosts  # the table describes this very tuple
+
+
+def _free_total(view: HostView) -> int:
+    """What `view` adds to `FreeTable.total`."""
+    return view.free_slots if view.free_slots > 0 and view.schedulable else 0
 
 
 def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:

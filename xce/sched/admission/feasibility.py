@@ -19,7 +19,7 @@ match `X86`, as in LSF); when a comparison would match but for case, the message
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterator
 
 from xce.core.model import HostRecord, QueueRecord
 from xce.sched.expr import host_attributes, matches
@@ -49,11 +49,12 @@ def _empty_view(host: HostRecord) -> HostView:
     )
 
 
-def queue_hosts(queue: QueueRecord, hosts: Iterable[HostRecord]) -> list[HostRecord]:
-    """The hosts `queue` may use. Every host when it names none: no view is built then,
-    because every submission asks and a cluster may have tens of thousands of hosts."""
+def queue_hosts(queue: QueueRecord, hosts: Collection[HostRecord]) -> Collection[HostRecord]:
+    """The hosts `queue` may use. Every host when it names none: `hosts` itself then, with
+    no view built nor copy made, because every submission asks and a cluster may have tens
+    of thousands of hosts."""
     if not queue.hosts:
-        return list(hosts)
+        return hosts
     gate = QueueHosts()
     return [h for h in hosts if gate.accepts(_empty_view(h), None, queue)]
 
@@ -73,7 +74,7 @@ def _attribute_names(node: Node) -> Iterator[str]:
         yield node.name
 
 
-def _case_hints(node: Node, hosts: list[HostRecord]) -> Iterator[str]:
+def _case_hints(node: Node, hosts: Collection[HostRecord]) -> Iterator[str]:
     """`type==x86` where a host has `X86`: values are case-sensitive."""
     if isinstance(node, Or | And):
         for item in node.items:
@@ -103,7 +104,7 @@ def refusal(
     slots: int,
     memory_mb: int,
     queue: QueueRecord,
-    hosts: Iterable[HostRecord],
+    hosts: Collection[HostRecord],
 ) -> str | None:
     """Why no host of `queue` could ever run the job, or None when one could (or when the
     queue has no registered host to judge by)."""

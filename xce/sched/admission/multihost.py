@@ -4,7 +4,7 @@ impossible multi-host job is refused with a reason instead of pending for ever."
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection
 
 from xce.core.errors import InvalidRequest
 from xce.core.model import HostRecord, JobSpec, QueueRecord
@@ -57,7 +57,7 @@ def multi_host_refusal(
     exclusive: bool,
     mem_per_slot_mb: int,
     queue: QueueRecord,
-    hosts: Iterable[HostRecord],
+    hosts: Collection[HostRecord],
 ) -> str | None:
     """For a job that may spread: None when some set of the queue's hosts (empty) holds it,
     else why not. "" when the job stays on one host: the single-host check applies."""
