@@ -79,6 +79,7 @@ class LoadResult:
     generator_cpu_s: float = 0.0  # the worker processes' and this one's, over the same time
     generator_lag: list[float] = field(default_factory=list)  # the worker processes' loops
     passes: int = 0
+    listing_error: str = ""  # the final listing of jobs failed: nothing checked exactly
     pass_p99_s: float | None = None  # the upper bound of the histogram bucket holding it
 
     def error(self, what: str, count: int = 1) -> None:
@@ -291,6 +292,9 @@ class GroupPlan:
     job_s: float
     poll_s: int
     relay: int = 0  # hosts per heartbeat relay (0: each host beats alone)
+    # the loopback address this process's connections come from ("": the kernel's
+    # choice): past ~28,000 connections one source address runs out of ports
+    source: str = ""
 
 
 async def _forward(session: aiohttp.ClientSession, plan: GroupPlan, body: bytes) -> Any:
@@ -328,7 +332,8 @@ async def _worker_group(plan: GroupPlan, go: MpEvent, stop: MpEvent, out: Any) -
     # A real worker keeps its connections between heartbeats: idle ones are kept for
     # longer than the longest heartbeat interval a controller asks for, so that the
     # shared pool does not open a new connection for most requests.
-    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=75)
+    local = (plan.source, 0) if plan.source else None
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=75, local_addr=local)
     timeout = aiohttp.ClientTimeout(total=60)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         sims = [
@@ -479,7 +484,10 @@ async def run_load(
     first = 0
     for n in range(procs):
         count = share + (n < extra)
-        plan = GroupPlan(url, token, first, count, heartbeat_s, job_s, poll_s, relay)
+        # a source address of its own for a process with more hosts than one address
+        # has ports for its connections (a long poll each, and heartbeats)
+        source = f"127.0.1.{n + 1}" if count > 10_000 and url.startswith("http://127.") else ""
+        plan = GroupPlan(url, token, first, count, heartbeat_s, job_s, poll_s, relay, source)
         children.append(ctx.Process(target=worker_process, args=(plan, go, stop_workers, out)))
         first += count
     for child in children:
@@ -532,14 +540,10 @@ async def run_load(
                 if kind == "failed":
                     raise RuntimeError(f"a worker process failed: {what}")
                 result.merge(what)
-            listed: dict[str, dict[str, Any]] = {}
-            while True:
-                path = f"/api/v1/jobs?limit=100000&offset={len(listed)}"
-                async with session.get(url + path, headers=headers) as r:
-                    page = (await r.json())["jobs"]
-                listed.update((j["id"], j) for j in page)
-                if len(page) < 100000:
-                    break
+            try:
+                listed = await _all_jobs(session, url, headers)
+            except (RuntimeError, aiohttp.ClientError, TimeoutError) as exc:
+                result.listing_error = str(exc) or type(exc).__name__
     finally:
         stop_workers.set()
         go.set()
@@ -548,6 +552,8 @@ async def run_load(
             if child.is_alive():
                 child.kill()
     result.ever_unavailable = marked_unavailable(log, log_start)
+    if result.listing_error:
+        return result  # the exact checks need the listing
     acked = set(result.acknowledged)
     result.missing = sorted(acked - set(listed), key=int)
     result.unexpected = sorted(set(listed) - acked, key=int)
@@ -555,6 +561,29 @@ async def run_load(
         j: listed[j]["state"] for j in acked & set(listed) if listed[j]["state"] != "DONE"
     }
     return result
+
+
+async def _all_jobs(
+    session: aiohttp.ClientSession, url: str, headers: dict[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Every job the controller lists, by id, a page of 100,000 at a time; a page refused
+    is asked again (and what it said printed) before the run is given up."""
+    listed: dict[str, dict[str, Any]] = {}
+    while True:
+        path = f"/api/v1/jobs?limit=100000&offset={len(listed)}"
+        for _ in range(5):
+            async with session.get(url + path, headers=headers) as r:
+                body = await r.json()
+            if r.status == 200:
+                break
+            print(f"listing jobs: HTTP {r.status}: {body}", file=sys.stderr)
+            await asyncio.sleep(2)
+        else:
+            raise RuntimeError(f"listing jobs failed: HTTP {r.status}: {body}")
+        page = body["jobs"]
+        listed.update((j["id"], j) for j in page)
+        if len(page) < 100000:
+            return listed
 
 
 def report(result: LoadResult) -> str:
@@ -579,6 +608,7 @@ def report(result: LoadResult) -> str:
         f"acked but not DONE        {len(result.not_done):>9}",
         f"present but never acked   {len(result.unexpected):>9}",
         f"errors                    {result.errors or 'none'}",
+        *([f"NOT CHECKED: {result.listing_error}"] if result.listing_error else []),
     ]
     lines.append(
         f"generator loop lag p50/p99 {percentile(result.generator_lag, 0.5) * 1000:>9.1f} / "
@@ -645,7 +675,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(report(result))
     clean = not (
-        result.missing
+        result.listing_error
+        or result.missing
         or result.not_done
         or result.unexpected
         or result.falsely_unavailable
