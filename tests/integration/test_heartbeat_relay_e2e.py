@@ -19,6 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.load import marked_unavailable
 from tests.integration.cluster import Cluster, free_port
+from xce.auth.pki import client_ssl_context, create_ca, issue_certificate
+from xce.config.settings import TlsSettings
 
 
 def _requests(cluster: Cluster, route: str) -> float:
@@ -152,3 +154,42 @@ def test_a_relay_that_answers_for_the_controller_is_not_believed(tmp_path: Path)
     finally:
         cluster.stop()
         liar.server.shutdown()
+
+
+def test_a_relay_over_tls_in_a_cluster_that_demands_client_certificates(tmp_path: Path) -> None:
+    """The relay serves TLS with its worker's certificate (one that names its address), its
+    workers verify it against the cluster CA, and the controller's demand for a client
+    certificate on worker routes is met by the relay's own; the relayed host is vouched for
+    by its key, which its registration got over its own certificate."""
+    pki = tmp_path / "pki"
+    ca = create_ca(pki, "XCE test CA")
+    for name, hosts in (("controller", ["127.0.0.1"]), ("r1", ["r1", "127.0.0.1"]), ("w2", ["w2"])):
+        issue_certificate(ca, pki, name, hosts, client=True)
+
+    def tls(name: str, extra: str = "") -> str:
+        return (
+            f'[tls]\nca_file = "{pki / "ca.pem"}"\ncert_file = "{pki / name}.pem"\n'
+            f'key_file = "{pki / name}.key"\n{extra}\n'
+        )
+
+    cluster = Cluster(tmp_path / "c")
+    cluster.url = f"https://127.0.0.1:{cluster.port}"
+    cluster.role_sections["controller"] = tls("controller", 'require_client_cert = "workers"')
+    cluster.role_sections["r1"] = tls("r1")
+    cluster.role_sections["w2"] = tls("w2")
+    cluster.ssl_context = client_ssl_context(TlsSettings(ca_file=pki / "ca.pem"))
+    relay_port = free_port()
+    cluster.start_controller()
+    try:
+        cluster.start_worker("r1", slots=1, attrs=f'relay_listen = "127.0.0.1:{relay_port}"')
+        relayed = _requests(cluster, "/api/v1/workers/heartbeats")
+        relay = f'heartbeat_relay = "https://127.0.0.1:{relay_port}"'
+        cluster.start_worker("w2", slots=2, attrs=relay)
+        time.sleep(8 * cluster.heartbeat)
+        assert _requests(cluster, "/api/v1/workers/heartbeats") - relayed >= 4
+        assert "heartbeat relay" not in (cluster.root / "w2.log").read_text()  # no fallback
+        job = cluster.submit(command="true", slots=2)
+        assert cluster.wait_state(job, "DONE")["state"] == "DONE"
+        assert _statuses(cluster) == {"r1": "online", "w2": "online"}
+    finally:
+        cluster.stop()
