@@ -270,3 +270,53 @@ def test_the_launch_bin_is_added_to_the_launch_info() -> None:
     assert a.launch is not None
     b = msgspec.structs.replace(a, launch=msgspec.structs.replace(a.launch, bin="/b"))
     assert msgspec.to_builtins(b)["launch"] == {**LAUNCH, "bin": "/b"}
+
+
+def test_an_answer_that_comes_while_an_attempt_starts_applies_once_it_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job preempted (suspended) within moments of its dispatch: the stop came while the
+    worker was still making the attempt's directory, was dropped, and the victim ran on
+    beside its preemptor. The latest action must apply once the attempt has started."""
+    from xce.worker.agent import reconcile as module
+
+    agent = make_agent(tmp_path, FakeClient())
+    reconciler = agent.reconciler
+    made = asyncio.Event()
+    applied: list[tuple[str, str, int | None]] = []
+
+    async def prepare(spool: Any, a: protocol.Assignment, account: Any) -> RunningJob:
+        await made.wait()  # the directory takes a while: the next answer comes meanwhile
+        return RunningJob(a, tmp_path, tmp_path)
+
+    async def launch(job: RunningJob, context: Any) -> None:
+        return None  # started (the log names no pid)
+
+    async def nothing(*args: Any) -> None:
+        return None
+
+    monkeypatch.setattr(module.spool, "prepare", prepare)
+    monkeypatch.setattr(module.executor, "launch", launch)
+    monkeypatch.setattr(module.accounts, "account_for", lambda *a: None)
+    monkeypatch.setattr(reconciler, "_fetch_inputs", nothing)
+    monkeypatch.setattr(reconciler, "follow", nothing)
+
+    def record(job: RunningJob, action: str) -> None:
+        applied.append((job.key[0], action, job.assignment.walltime_s))
+
+    monkeypatch.setattr(reconciler, "_apply_action", record)
+
+    async def scenario() -> None:
+        run = {**msgspec.to_builtins(assignment(job_id="7", attempt=0)), "action": "run"}
+        await reconciler.reconcile({"version": 1, "jobs": [run], "shares": []})
+        assert ("7", 0) in agent.state.starting
+        stop = {**run, "action": "stop", "walltime_s": 90}
+        await reconciler.reconcile({"version": 2, "jobs": [stop], "shares": []})
+        made.set()
+        for _ in range(100):
+            if applied:
+                break
+            await asyncio.sleep(0.01)
+
+    asyncio.run(scenario())
+    assert applied == [("7", "stop", 90)]

@@ -99,6 +99,8 @@ class Reconciler:
         self.reports = reports
         self.tasks = tasks  # follows the shares of multi-host jobs held here
         self._lock = asyncio.Lock()
+        # the latest assignment of each attempt that came while it was starting
+        self._while_starting: dict[Key, protocol.Assignment] = {}
 
     async def reconcile(self, answer: Any) -> None:
         """Apply the controller's answer; `BadAnswer` (nothing applied) if it cannot be read.
@@ -119,7 +121,12 @@ class Reconciler:
                         )
                         self.reports.resend(key)
                         continue
-                    if key in state.ended or key in state.pending or key in state.starting:
+                    if key in state.starting:
+                        # its directory is being made: the latest answer applies once it is
+                        # (a stop, a kill or a new walltime would otherwise be lost)
+                        self._while_starting[key] = a
+                        continue
+                    if key in state.ended or key in state.pending:
                         continue
                     if a.action == "kill":
                         self.finish_unstarted(a, "killed before it started")
@@ -187,8 +194,14 @@ class Reconciler:
         except (LaunchError, OSError) as exc:
             log.warning("job %s cannot start: %s", key[0], exc)
             state.starting.discard(key)
+            self._while_starting.pop(key, None)
             self.finish_unstarted(a, str(exc))
             return
+        later = self._while_starting.pop(key, None)
+        if later is not None:  # applied with the rest once it has started (`_apply_action`)
+            job.assignment = msgspec.structs.replace(
+                job.assignment, action=later.action, walltime_s=later.walltime_s
+            )
         state.running[key] = job
         state.starting.discard(key)
         loop = asyncio.get_running_loop()
