@@ -285,7 +285,7 @@ class HeartbeatRelay:
 
     async def start(self, host: str, port: int, tls: TlsSettings) -> str:
         """Listen; returns HOST:PORT. Plain HTTP off loopback is refused as the
-        controller's listener is (a worker's token would cross the network in clear)."""
+        controller's listener is: no token crosses a relay, but what its workers run does."""
         ssl_context = server_ssl_context(tls)
         check_listener(host, ssl_context is not None, tls.insecure)
         app = web.Application(client_max_size=RELAY_ENTRY_MAX_BYTES)
