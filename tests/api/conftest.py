@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -137,6 +138,21 @@ async def start_api(
     client = TestClient(TestServer(app), headers=headers or {})
     await client.start_server()
     return Api(client, service, gateway, app), client
+
+
+@contextlib.asynccontextmanager
+async def clocked_api(
+    tmp_path: Path, settings: ControllerSettings
+) -> AsyncIterator[tuple[Api, Clock]]:
+    """An admin's controller on a `Clock` the test moves: deadlines, fences and relays are
+    crossed by setting the time, never by sleeping."""
+    api, client = await start_api(settings, tmp_path, as_user("root", "admin"))
+    clock = Clock()
+    api.service.clock = clock
+    try:
+        yield api, clock
+    finally:
+        await client.close()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Api, Clock, as_user, make_settings, start_api
+from .conftest import Api, Clock, clocked_api, make_settings
 
 T0 = 1_000_000.0
 INTERVAL = 5.0
@@ -28,13 +28,8 @@ async def ctl(tmp_path: Path) -> AsyncIterator[tuple[Api, Clock]]:
         fence_timeout_s=FENCE,
         max_heartbeats_per_s=RATE,
     )
-    api, client = await start_api(settings, tmp_path, as_user("root", "admin"))
-    clock = Clock()
-    api.service.clock = clock
-    try:
-        yield api, clock
-    finally:
-        await client.close()
+    async with clocked_api(tmp_path, settings) as running:
+        yield running
 
 
 async def _beat(api: Api, host: str, **body: Any) -> Any:

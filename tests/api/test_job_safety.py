@@ -9,31 +9,30 @@ from typing import Any
 import pytest
 
 from xce.cli.hosts import readable_host
+from xce.config.settings import ControllerSettings
 
-from .conftest import Api, Clock, as_user, make_settings, start_api
+from .conftest import Api, Clock, as_user, clocked_api, make_settings, start_api
 
 T0 = 1_000_000.0
 DEADLINE = 5.0 * 3  # heartbeat_interval_s * missed_heartbeats
 FENCE = 30.0
 
 
-async def _api(tmp_path: Path, **overrides: Any) -> tuple[Api, Any]:
-    settings = make_settings(
+def _settings(tmp_path: Path, **overrides: Any) -> ControllerSettings:
+    return make_settings(
         tmp_path, heartbeat_interval_s=5.0, missed_heartbeats=3, fence_timeout_s=FENCE, **overrides
     )
-    return await start_api(settings, tmp_path, as_user("root", "admin"))
+
+
+async def _api(tmp_path: Path, **overrides: Any) -> tuple[Api, Any]:
+    return await start_api(_settings(tmp_path, **overrides), tmp_path, as_user("root", "admin"))
 
 
 @pytest.fixture
 async def fenced(tmp_path: Path) -> AsyncIterator[tuple[Api, Clock]]:
     """A controller on a fake clock with a 15 s heartbeat deadline and a 30 s fence."""
-    api, client = await _api(tmp_path)
-    clock = Clock()
-    api.service.clock = clock
-    try:
-        yield api, clock
-    finally:
-        await client.close()
+    async with clocked_api(tmp_path, _settings(tmp_path)) as running:
+        yield running
 
 
 async def _running(api: Api, host: str = "w1", **body: Any) -> str:

@@ -15,18 +15,13 @@ from xce.core import events as ev
 from xce.protocol.relay_keys import answer_proof, heartbeat_mac
 from xce.protocol.worker import RELAY_BATCH_MAX, RELAY_HEARTBEAT_MAX
 
-from .conftest import TOKENS, Api, Clock, as_user, make_settings, start_api
+from .conftest import TOKENS, Api, Clock, clocked_api, make_settings
 
 
 @pytest.fixture
 async def ctl(tmp_path: Path) -> AsyncIterator[tuple[Api, Clock]]:
-    api, client = await start_api(make_settings(tmp_path), tmp_path, as_user("root", "admin"))
-    clock = Clock()
-    api.service.clock = clock
-    try:
-        yield api, clock
-    finally:
-        await client.close()
+    async with clocked_api(tmp_path, make_settings(tmp_path)) as running:
+        yield running
 
 
 async def _key(api: Api, host: str) -> bytes:
