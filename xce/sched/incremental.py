@@ -364,18 +364,13 @@ class SnapshotCache:
                 views[k] = view
                 if not rebuilt:  # the table in step, host by host
                     table.slots[k], table.memory_mb[k] = view.free_slots, view.free_memory_mb
-                    table.total += _free_total(view) - _free_total(old)
+                    table.total += FreeTable.counted(view) - FreeTable.counted(old)
         self._dirty.clear()
         self._hosts_moved = False
         self._hosts = tuple(self._host_list)
         if rebuilt:
             self._free = FreeTable.of(self._hosts)
         self._free.hosts = self._hosts  # the table describes this very tuple
-
-
-def _free_total(view: HostView) -> int:
-    """What `view` adds to `FreeTable.total`."""
-    return view.free_slots if view.free_slots > 0 and view.schedulable else 0
 
 
 def _deps(spec: JobSpec, state: ClusterState) -> DepStatus:

@@ -154,12 +154,16 @@ class FreeTable:
         memory_mb: list[int] = []
         total = 0
         for host in hosts:
-            free = host.free_slots
-            slots.append(free)
+            slots.append(host.free_slots)
             memory_mb.append(host.free_memory_mb)
-            if free > 0 and host.schedulable:
-                total += free
+            total += cls.counted(host)
         return cls(hosts, slots, memory_mb, total)
+
+    @staticmethod
+    def counted(host: HostView) -> int:
+        """What `host` adds to `total`: its free slots if it is schedulable."""
+        free = host.free_slots
+        return free if free > 0 and host.schedulable else 0
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FreeTable):
