@@ -42,11 +42,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import msgspec
 import psutil
 
 from xce.client import ApiError
-from xce.protocol.relay_keys import heartbeat_mac
-from xce.worker.agent.link import HEARTBEAT_JITTER, proven
+from xce.protocol.relay_keys import RelaySigner, proven
+from xce.worker.agent.link import HEARTBEAT_JITTER
 from xce.worker.agent.relay import HeartbeatBatcher, relayed
 
 
@@ -164,8 +165,7 @@ class SimWorker:
         # the relay this host's heartbeats go through (`--relay`), else straight, and the
         # relay key of its registration
         self.relay: HeartbeatBatcher | None = None
-        self.relay_key: bytes | None = None
-        self.relay_seq = 0
+        self.signer = RelaySigner()
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         async with self.session.post(self.url + path, json=body, headers=self.headers) as r:
@@ -188,8 +188,7 @@ class SimWorker:
             if answer is not None:
                 self._told(answer)
                 self._apply(answer)
-                if isinstance(answer.get("relay_key"), str):
-                    self.relay_key, self.relay_seq = bytes.fromhex(answer["relay_key"]), 0
+                self.signer.take(answer)
             return
         raise RuntimeError(f"{self.name} could not register")
 
@@ -206,7 +205,7 @@ class SimWorker:
             started = time.perf_counter()
             try:
                 running = [{"job_id": j, "attempt": a} for (j, a) in self.running]
-                if self.relay is not None and self.relay_key is not None:
+                if self.relay is not None and self.signer.key is not None:
                     answer = await self._relayed({"running": running})
                 else:
                     path = f"/api/v1/workers/{self.name}/heartbeat"
@@ -224,14 +223,12 @@ class SimWorker:
     async def _relayed(self, body: dict[str, Any]) -> Any:
         """A heartbeat through this host's relay (the product's batcher), signed and its
         answer's proof checked as the real worker does (xce/worker/agent/link.py)."""
-        assert self.relay is not None and self.relay_key is not None
-        text = json.dumps(body)
-        self.relay_seq += 1
-        seq = self.relay_seq
-        mac = heartbeat_mac(self.relay_key, self.name, seq, text)
-        raw = json.dumps({"seq": seq, "heartbeat": text, "mac": mac}).encode()
+        assert self.relay is not None and self.signer.key is not None
+        signed = self.signer.sign(self.name, json.dumps(body))
+        raw = msgspec.json.encode(signed)
         status, entry = await self.relay.relay(relayed(self.name, raw), len(raw))
-        answer, why = proven(entry, self.relay_key, self.name, seq) if status == 200 else (None, "")
+        key = self.signer.key
+        answer, why = proven(entry, key, self.name, signed.seq) if status == 200 else (None, "")
         if answer is None:
             self.result.error(f"relayed heartbeat {status} {why}".strip())
         return answer

@@ -16,9 +16,8 @@ import pytest
 from xce.client import ApiError, XceClient
 from xce.config.guard import ConnectionSettings
 from xce.config.settings import TlsSettings
-from xce.protocol.relay_keys import answer_proof, heartbeat_mac
+from xce.protocol.relay_keys import RelaySigner, answer_proof, heartbeat_mac, proven
 from xce.protocol.worker import RelayedHeartbeats
-from xce.worker.agent.link import proven
 from xce.worker.agent.relay import (
     RELAY_CONNECTIONS_PER_ADDRESS,
     HeartbeatBatcher,
@@ -244,3 +243,16 @@ async def test_a_flood_of_connections_to_a_relay_is_capped_and_timed_out() -> No
             w.close()
         await relay.close()
         await relay.client.close()
+
+
+def test_a_worker_signs_only_with_the_key_its_registration_gave() -> None:
+    signer = RelaySigner()
+    for answer in ({}, {"relay_key": "not hex"}, {"relay_key": ""}, "nonsense"):
+        signer.take(answer)  # a controller without relays, or nonsense: heartbeats go direct
+        assert signer.key is None
+    signer.take({"relay_key": KEY.hex()})
+    first, second = signer.sign("w1", "{}"), signer.sign("w1", "{}")
+    assert (first.seq, second.seq) == (1, 2)
+    assert second.mac == heartbeat_mac(KEY, "w1", 2, "{}")
+    signer.take({"relay_key": KEY.hex()})  # a new registration numbers afresh
+    assert signer.sign("w1", "{}").seq == 1

@@ -21,6 +21,8 @@ from typing import Any
 
 import msgspec
 
+from xce.protocol.worker import RelayHeartbeat
+
 KEY_BYTES = 32
 
 
@@ -45,3 +47,45 @@ def answer_proof(key: bytes, host: str, seq: int, answer: dict[str, Any]) -> str
 def same(a: str, b: str) -> bool:
     """Compare MACs in constant time."""
     return hmac.compare_digest(a.encode(), b.encode())
+
+
+class RelaySigner:
+    """A worker's side: the relay key of its latest registration and the number of its
+    last relayed heartbeat (the real worker's, xce/worker/agent/link.py, and the load
+    bench's simulated ones)."""
+
+    def __init__(self) -> None:
+        self.key: bytes | None = None  # None: heartbeats go straight to the controller
+        self.seq = 0
+
+    def take(self, answer: Any) -> None:
+        """The key a registration answer holds (a controller without relays sends none)."""
+        raw = answer.get("relay_key") if isinstance(answer, dict) else None
+        try:
+            key = bytes.fromhex(raw) if isinstance(raw, str) else None
+        except ValueError:
+            key = None
+        self.key = key or None
+        self.seq = 0
+
+    def sign(self, host: str, heartbeat: str) -> RelayHeartbeat:
+        """The next heartbeat of `host` (its JSON text) as its relay takes it."""
+        assert self.key is not None, "no relay key: heartbeats go direct"
+        self.seq += 1
+        mac = heartbeat_mac(self.key, host, self.seq, heartbeat)
+        return RelayHeartbeat(seq=self.seq, heartbeat=heartbeat, mac=mac)
+
+
+def proven(entry: Any, key: bytes, host: str, seq: int) -> tuple[dict[str, Any] | None, str]:
+    """The controller's answer in a relay's entry when its proof verifies under this
+    registration's key; else None and why."""
+    if not isinstance(entry, dict):
+        return None, "the relay's answer is not an entry"
+    answer, proof = entry.get("answer"), entry.get("proof")
+    if entry.get("status") != 200 or not isinstance(answer, dict):
+        error = entry.get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        return None, f"the controller refused it ({message or entry.get('status')})"
+    if not isinstance(proof, str) or not same(proof, answer_proof(key, host, seq, answer)):
+        return None, "its answer does not carry the controller's proof"
+    return answer, ""

@@ -19,7 +19,7 @@ import psutil
 from xce.client import ApiError, XceClient
 from xce.core.versions import RELEASE, WORKER_PROTOCOL, VersionSkew
 from xce.protocol import worker as protocol
-from xce.protocol.relay_keys import answer_proof, heartbeat_mac, same
+from xce.protocol.relay_keys import proven
 from xce.worker.agent import tail
 from xce.worker.agent.hostinfo import containment, host_resources
 from xce.worker.agent.reconcile import BadAnswer, Reconciler
@@ -94,7 +94,7 @@ class ControllerLink:
                 sent = fence.now()
                 answer = await state.post("/api/v1/workers/register", body)
                 self._contacted(sent, answer)
-                state.take_relay_key(answer)
+                state.relay_signer.take(answer)
                 break
             except ApiError as exc:
                 if exc.status == 400 and "containment" in exc.message and body.containment:
@@ -220,7 +220,7 @@ class ControllerLink:
         registration got a relay key; else, or with job output, or for `RELAY_RETRY_S` after
         the relay failed, straight to the controller."""
         state = self.state
-        relay, key = state.relay_client, state.relay_key
+        relay, key = state.relay_client, state.relay_signer.key
         now = asyncio.get_running_loop().time()
         if relay is not None and key is not None and not direct and now >= self._relay_off_until:
             answer = await self._through_relay(relay, key, body)
@@ -236,12 +236,7 @@ class ControllerLink:
         in the log): whatever the relay says for itself, or passes on without the
         controller's proof (a refusal included), is the relay failing, never contact."""
         state = self.state
-        text = msgspec.json.encode(body).decode()
-        state.relay_seq += 1
-        seq = state.relay_seq
-        signed = protocol.RelayHeartbeat(
-            seq=seq, heartbeat=text, mac=heartbeat_mac(key, state.host, seq, text)
-        )
+        signed = state.relay_signer.sign(state.host, msgspec.json.encode(body).decode())
         try:
             entry = await relay.request(
                 "POST",
@@ -253,7 +248,7 @@ class ControllerLink:
         except ApiError as exc:
             why = exc.message
         else:
-            answer, why = proven(entry, key, state.host, seq)
+            answer, why = proven(entry, key, state.host, signed.seq)
             if answer is not None:
                 return answer
         log.warning(
@@ -303,21 +298,6 @@ class ControllerLink:
             return
         log.warning("controller request failed: %s", exc.message)
         await asyncio.sleep(1.0)
-
-
-def proven(entry: Any, key: bytes, host: str, seq: int) -> tuple[dict[str, Any] | None, str]:
-    """The controller's answer in a relay's entry when its proof verifies under this
-    registration's key; else None and why."""
-    if not isinstance(entry, dict):
-        return None, "the relay's answer is not an entry"
-    answer, proof = entry.get("answer"), entry.get("proof")
-    if entry.get("status") != 200 or not isinstance(answer, dict):
-        error = entry.get("error")
-        message = error.get("message") if isinstance(error, dict) else None
-        return None, f"the controller refused it ({message or entry.get('status')})"
-    if not isinstance(proof, str) or not same(proof, answer_proof(key, host, seq, answer)):
-        return None, "its answer does not carry the controller's proof"
-    return answer, ""
 
 
 def heartbeat_interval(state: AgentState, answered: bool = True) -> float:

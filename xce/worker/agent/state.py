@@ -19,6 +19,7 @@ from xce.auth.pki import client_ssl_context
 from xce.client import XceClient
 from xce.client.errors import ca_note
 from xce.config.settings import Config
+from xce.protocol.relay_keys import RelaySigner
 from xce.worker.agent import tail
 from xce.worker.agent.hostinfo import cgroup_namespace
 from xce.worker.attempt import staging
@@ -64,9 +65,8 @@ class AgentState:
                 ca_note=note,
             )
         # The relay key of this worker's latest registration and the number of its last
-        # relayed heartbeat (xce/protocol/relay_keys.py); None: heartbeats go direct.
-        self.relay_key: bytes | None = None
-        self.relay_seq = 0
+        # relayed heartbeat (xce/protocol/relay_keys.py).
+        self.relay_signer = RelaySigner()
         self.running: dict[Key, RunningJob] = {}
         # Spawned but not yet in `running`: a second answer in that window must not start
         # the same attempt again.
@@ -123,17 +123,6 @@ class AgentState:
         self.ended[key] = None
         while len(self.ended) > 100_000:
             self.ended.popitem(last=False)
-
-    def take_relay_key(self, answer: Any) -> None:
-        """The relay key a registration answer holds (a controller without relays sends
-        none: heartbeats then go direct)."""
-        raw = answer.get("relay_key") if isinstance(answer, dict) else None
-        try:
-            key = bytes.fromhex(raw) if isinstance(raw, str) else None
-        except ValueError:
-            key = None
-        self.relay_key = key if key else None
-        self.relay_seq = 0
 
     async def post(self, path: str, message: msgspec.Struct, timeout: float | None = None) -> Any:
         """Send one protocol message (a Struct of xce/protocol/worker.py, which the controller
