@@ -138,7 +138,9 @@ class ControllerService:
 
     # --- committing ---------------------------------------------------------------------
 
-    async def commit(self, events: Iterable[ev.Event], reschedule: bool = True) -> None:
+    async def commit(
+        self, events: Iterable[ev.Event], reschedule: bool = True, told: str = ""
+    ) -> None:
         """Apply and log `events` in order, then wait until they are durable.
 
         All or nothing: the whole batch is encoded and tried on a scratch state first
@@ -147,6 +149,9 @@ class ControllerService:
         never left applied without being logged and announced.
 
         `reschedule=False` is for changes that cannot free or need resources (usage reports).
+        `told`: the host whose own report the events record (an attempt it says has ended):
+        its long-poll is not woken for them, since its answer would only tell it what it
+        said; the job's other hosts are.
         """
         self.log.check_writable()
         batch = list(events)
@@ -156,7 +161,8 @@ class ControllerService:
         if len(batch) > 1:
             self.state.check(batch)  # one event is all-or-nothing in `apply` itself
         for host in self._apply(batch, records):
-            self.host_changes.bump(host)
+            if host != told:
+                self.host_changes.bump(host)
         if reschedule:
             self.schedule_needed.set()
         await self.log.sync()

@@ -434,11 +434,11 @@ class WorkerGateway:
             return False
         now = self.service.clock()
         if report.host_failure:
-            await self.service.commit([self._host_lost(now, job)])
+            await self.service.commit([self._host_lost(now, job)], told=host)
             return True
         if job.requeue_requested:
             # The attempt a requeue asked to end has ended: now the job may run again.
-            await self.service.commit([ev.JobRequeued(now, job.id)])
+            await self.service.commit([ev.JobRequeued(now, job.id)], told=host)
             return True
         await self.service.commit(
             [
@@ -454,7 +454,8 @@ class WorkerGateway:
                     self.share_usage.per_host(job, _usage(report)),
                     report.output_problems,  # outputs the worker could not return
                 )
-            ]
+            ],
+            told=host,  # its poll need not wake to hear that the attempt is gone
         )
         self.share_usage.latest.pop((job.id, job.attempt), None)
         return True
