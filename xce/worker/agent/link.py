@@ -48,6 +48,12 @@ _VERSION_FIELDS = ("release", "protocol")
 # After a heartbeat relay fails, heartbeats go straight to the controller this long before
 # the relay is tried again.
 RELAY_RETRY_S = 60.0
+# How long the controller may hold an assignment poll with nothing to say (it holds one at
+# most 60 s). Each poll that ends this way is a request and an answer for nothing: at 20 s,
+# 10,000 hosts made 500 a second, as many as the jobs they ran. A poll held by a controller
+# that went away without closing the connection is found by the heartbeats instead
+# (`_check_poll`), so the wait need not be short for that.
+POLL_WAIT_S = 55
 
 
 def _fields_unknown_there(exc: ApiError, body: protocol.Register) -> protocol.Register | None:
@@ -71,6 +77,12 @@ class ControllerLink:
         self.tasks = tasks  # its address goes with the registration
         # loop time until which heartbeats skip a relay that failed
         self._relay_off_until = 0.0
+        # assignment answers applied so far (registrations' and polls'), and their count
+        # when a heartbeat answer last said the controller had news the poll had not
+        # brought (None: it had none)
+        self._answers = 0
+        self._news_at: int | None = None
+        self._poll_stuck = asyncio.Event()
 
     async def register(self) -> None:
         state = self.state
@@ -122,6 +134,7 @@ class ControllerLink:
                 delay = min(delay * 2, 5.0)
         log.info("registered as %s (%d slots, %d MB)", state.host, slots, memory)
         state.registered.set()
+        self._answers += 1
         try:
             await self.reconciler.reconcile(answer)
         except BadAnswer as exc:  # the poll asks again (its version is still the old one)
@@ -130,18 +143,57 @@ class ControllerLink:
     async def poll_loop(self) -> None:
         while True:
             try:
-                answer = await self.state.client.request(
-                    "GET",
-                    f"{self.state.base}/assignments",
-                    params={"version": str(self.state.version), "timeout": "20"},
-                    timeout=30,
-                )
+                answer = await self._poll()
+                if answer is None:
+                    continue  # given up as stuck: ask again at once
+                self._answers += 1
                 await self.reconciler.reconcile(answer)
             except ApiError as exc:
                 await self._on_error(exc)
             except BadAnswer as exc:  # nothing of it applied: ask again, in a while
                 log.error("%s", exc)
                 await asyncio.sleep(1.0)
+
+    async def _poll(self) -> Any:
+        """One long poll's answer, or None when the heartbeats found it stuck first."""
+        self._poll_stuck.clear()
+        request = asyncio.ensure_future(
+            self.state.client.request(
+                "GET",
+                f"{self.state.base}/assignments",
+                params={"version": str(self.state.version), "timeout": str(POLL_WAIT_S)},
+                timeout=POLL_WAIT_S + 10,
+            )
+        )
+        stuck = asyncio.ensure_future(self._poll_stuck.wait())
+        try:
+            await asyncio.wait((request, stuck), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stuck.cancel()
+            if not request.done():
+                request.cancel()  # stuck, or this loop is stopping
+                await asyncio.wait((request,))  # its connection closed before the next
+        if request.cancelled():
+            return None
+        return request.result()
+
+    def _check_poll(self, answer: Any) -> None:
+        """After a heartbeat: the controller's version of this host differs from the last
+        one an answer brought, and did at the heartbeat before too, with no answer between
+        (a whole interval): the poll waits on a connection no controller answers (one that
+        went away without closing it, a failover) and is asked again. A poll answer on its
+        way when one heartbeat sees the news is not taken for stuck."""
+        version = answer.get("version") if isinstance(answer, dict) else None
+        if type(version) is not int or version == self.state.version:
+            self._news_at = None
+        elif self._news_at != self._answers:
+            self._news_at = self._answers
+        else:
+            log.warning(
+                "the assignment poll brought nothing for a heartbeat interval: asking again"
+            )
+            self._news_at = None
+            self._poll_stuck.set()
 
     async def heartbeat_loop(self) -> None:
         """A heartbeat every interval; sooner (every `tail.PUSH_S`) while job output grows.
@@ -197,6 +249,7 @@ class ControllerLink:
             sent = fence.now()
             answer = await self._send_heartbeat(body, direct=direct or bool(output))
             self._contacted(sent, answer)
+            self._check_poll(answer)
             state.output.taken(chunks)
             if (
                 isinstance(answer, dict)
