@@ -5,7 +5,7 @@ prints a table; the same `run_load` backs `tests/integration/test_load.py` (a sm
 default, the full one behind `-m slow`).
 
 Each simulated worker speaks the real worker protocol over HTTP: register, heartbeat every
-`heartbeat_s`, long-poll its assignments (`poll_s`, the real worker's 20 s), "run" each
+`heartbeat_s`, long-poll its assignments (`poll_s`, the real worker's `POLL_WAIT_S`), "run" each
 assigned attempt for `job_s` seconds (no process: the point is the controller's load, not
 the job's), then report it finished. The workers are spread over `procs` processes, one
 asyncio loop each, so that the generator is not the limit at 10,000 hosts; each process
@@ -34,6 +34,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ import psutil
 from xce.client import ApiError
 from xce.protocol.relay_keys import RelaySigner, proven
 from xce.server.collector import pace_collector
-from xce.worker.agent.link import HEARTBEAT_JITTER
+from xce.worker.agent.link import HEARTBEAT_JITTER, POLL_WAIT_S
 from xce.worker.agent.relay import HeartbeatBatcher, relayed
 
 
@@ -83,6 +84,8 @@ class LoadResult:
     passes: int = 0
     listing_error: str = ""  # the final listing of jobs failed: nothing checked exactly
     pass_p99_s: float | None = None  # the upper bound of the histogram bucket holding it
+    # requests the controller answered over the run and drain, by "METHOD route"
+    requests: dict[str, int] = field(default_factory=dict)
 
     def error(self, what: str, count: int = 1) -> None:
         self.errors[what] = self.errors.get(what, 0) + count
@@ -415,20 +418,36 @@ async def _client(
             await asyncio.sleep(0.2)  # the controller is down: do not spin
 
 
-async def _pass_histogram(
-    session: aiohttp.ClientSession, url: str, token: str
-) -> dict[float, float]:
-    """The controller's scheduling-pass histogram: cumulative count per bucket bound."""
+async def _metrics(session: aiohttp.ClientSession, url: str, token: str) -> str:
     async with session.get(url + "/metrics", headers={"Authorization": f"Bearer {token}"}) as r:
         if r.status != 200:
             raise RuntimeError(f"/metrics answered {r.status}")
-        text = await r.text()
+        return await r.text()
+
+
+def _pass_histogram(text: str) -> dict[float, float]:
+    """The controller's scheduling-pass histogram: cumulative count per bucket bound."""
     buckets: dict[float, float] = {}
     for line in text.splitlines():
         if line.startswith("xce_scheduling_pass_seconds_bucket{"):
             bound = line.split('le="', 1)[1].split('"', 1)[0]
             buckets[float(bound)] = float(line.rsplit(" ", 1)[1])
     return buckets
+
+
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def _request_counts(text: str) -> dict[str, int]:
+    """Requests answered so far by "METHOD route" (every status), from the controller's
+    latency histogram's counts."""
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        if line.startswith("xce_api_request_seconds_count{"):
+            labels = dict(_LABEL.findall(line))
+            key = f"{labels['method']} {labels['route']}"
+            counts[key] = counts.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return counts
 
 
 def _histogram_p99(before: dict[float, float], after: dict[float, float]) -> tuple[int, float]:
@@ -468,7 +487,7 @@ async def run_load(
     job_s: float = 0.5,
     drain_timeout: float = 120.0,
     procs: int = 1,
-    poll_s: int = 20,
+    poll_s: int = POLL_WAIT_S,
     pid: int | None = None,
     relay: int = 0,
     log: Path | None = None,
@@ -505,7 +524,7 @@ async def run_load(
         connector = aiohttp.TCPConnector(limit=0)
         timeout = aiohttp.ClientTimeout(total=60)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-            passes_before = await _pass_histogram(session, url, token)
+            metrics_before = await _metrics(session, url, token)
             cpu_before = sum(controller.cpu_times()[:2]) if controller else 0.0
             own_cpu = time.process_time()
             go.set()
@@ -533,9 +552,16 @@ async def run_load(
             if controller is not None:
                 result.controller_cpu_s = sum(controller.cpu_times()[:2]) - cpu_before
                 result.controller_rss_mb = controller.memory_info().rss / 2**20
+            metrics_after = await _metrics(session, url, token)
             result.passes, result.pass_p99_s = _histogram_p99(
-                passes_before, await _pass_histogram(session, url, token)
+                _pass_histogram(metrics_before), _pass_histogram(metrics_after)
             )
+            before = _request_counts(metrics_before)
+            result.requests = {
+                route: count - before.get(route, 0)
+                for route, count in _request_counts(metrics_after).items()
+                if count > before.get(route, 0)
+            }
             stop_workers.set()
             for _ in children:
                 kind, what = await asyncio.to_thread(out.get, True, 600)
@@ -628,6 +654,12 @@ def report(result: LoadResult) -> str:
         )
     if result.controller_rss_mb is not None:
         lines.append(f"controller RSS at end     {result.controller_rss_mb:>9.0f} MiB")
+    if result.requests:
+        acked = max(1, len(result.acknowledged))
+        total = sum(result.requests.values())
+        lines.append(f"controller requests       {total:>9,}  ({total / acked:.2f} per acked job)")
+        for route, count in sorted(result.requests.items(), key=lambda kv: -kv[1])[:5]:
+            lines.append(f"  {route:<56} {count / acked:.2f}")
     return "\n".join(lines)
 
 
@@ -640,7 +672,10 @@ def main(argv: list[str] | None = None) -> int:
         "--procs", type=int, default=default_procs(), help="processes of simulated workers"
     )
     parser.add_argument(
-        "--poll-s", type=int, default=20, help="long-poll timeout (the real worker's: 20)"
+        "--poll-s",
+        type=int,
+        default=POLL_WAIT_S,
+        help=f"long-poll timeout (the real worker's: {POLL_WAIT_S})",
     )
     parser.add_argument(
         "--tree", type=Path, default=None, help="run the controller of another checkout"
