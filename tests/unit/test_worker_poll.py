@@ -6,11 +6,13 @@ interval) and asked again, never a poll whose answer is merely on its way."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from tests.unit.test_worker_messages import FakeClient, make_agent
 from xce.worker.agent.link import POLL_WAIT_S
+from xce.worker.agent.worker_agent import WorkerAgent
 
 
 class ScriptedPolls(FakeClient):
@@ -48,17 +50,34 @@ class ScriptedPolls(FakeClient):
         self.polls[n].set_result({"version": self.version, "jobs": []})
 
 
-def test_a_poll_asks_the_controller_to_hold_it_up_to_the_wait(tmp_path: Path) -> None:
+Steps = Callable[[WorkerAgent, ScriptedPolls], Awaitable[None]]
+
+
+def polling(tmp_path: Path, version: int, steps: Steps) -> ScriptedPolls:
+    """Run `steps` beside a worker's poll loop, from its first poll on, this worker's last
+    known version being `version` (the controller's is 5); the client afterwards."""
     client = ScriptedPolls()
     agent = make_agent(tmp_path, client)
+    agent.state.version = version
 
     async def main() -> None:
         poll = asyncio.create_task(agent.link.poll_loop())
         await client.wait_polls(1)
-        poll.cancel()
+        try:
+            await steps(agent, client)
+        finally:
+            poll.cancel()
 
     asyncio.run(main())
-    kwargs = client.poll_kwargs[0]
+    return client
+
+
+async def nothing(agent: WorkerAgent, client: ScriptedPolls) -> None:
+    pass
+
+
+def test_a_poll_asks_the_controller_to_hold_it_up_to_the_wait(tmp_path: Path) -> None:
+    kwargs = polling(tmp_path, 5, nothing).poll_kwargs[0]
     assert kwargs["params"]["timeout"] == str(POLL_WAIT_S) and POLL_WAIT_S <= 60
     assert kwargs["timeout"] > POLL_WAIT_S  # the client outwaits the controller's hold
 
@@ -66,13 +85,7 @@ def test_a_poll_asks_the_controller_to_hold_it_up_to_the_wait(tmp_path: Path) ->
 def test_a_poll_no_controller_answers_is_asked_again_after_a_heartbeat_interval(
     tmp_path: Path,
 ) -> None:
-    client = ScriptedPolls()
-    agent = make_agent(tmp_path, client)
-    agent.state.version = 3  # the controller's is 5: it has news for this host
-
-    async def main() -> None:
-        poll = asyncio.create_task(agent.link.poll_loop())
-        await client.wait_polls(1)
+    async def steps(agent: WorkerAgent, client: ScriptedPolls) -> None:
         assert await agent.link._heartbeat([])  # news, once: the answer may be on its way
         await asyncio.sleep(0)
         assert len(client.polls) == 1 and client.cancelled == 0
@@ -82,19 +95,12 @@ def test_a_poll_no_controller_answers_is_asked_again_after_a_heartbeat_interval(
         client.answer(1)
         await client.wait_polls(3)
         assert agent.state.version == 5
-        poll.cancel()
 
-    asyncio.run(main())
+    polling(tmp_path, 3, steps)
 
 
 def test_a_poll_that_answers_between_two_heartbeats_is_left_alone(tmp_path: Path) -> None:
-    client = ScriptedPolls()
-    agent = make_agent(tmp_path, client)
-    agent.state.version = 3
-
-    async def main() -> None:
-        poll = asyncio.create_task(agent.link.poll_loop())
-        await client.wait_polls(1)
+    async def steps(agent: WorkerAgent, client: ScriptedPolls) -> None:
         assert await agent.link._heartbeat([])  # news: version 5
         client.answer(0)  # the poll brings it
         await client.wait_polls(2)
@@ -106,23 +112,15 @@ def test_a_poll_that_answers_between_two_heartbeats_is_left_alone(tmp_path: Path
         client.answer(1)
         await client.wait_polls(3)
         assert agent.state.version == 6 and client.cancelled == 0
-        poll.cancel()
 
-    asyncio.run(main())
+    polling(tmp_path, 3, steps)
 
 
 def test_heartbeats_that_agree_with_the_poll_never_restart_it(tmp_path: Path) -> None:
-    client = ScriptedPolls()
-    agent = make_agent(tmp_path, client)
-    agent.state.version = 5
-
-    async def main() -> None:
-        poll = asyncio.create_task(agent.link.poll_loop())
-        await client.wait_polls(1)
+    async def steps(agent: WorkerAgent, client: ScriptedPolls) -> None:
         for _ in range(5):
             assert await agent.link._heartbeat([])
         await asyncio.sleep(0)
         assert len(client.polls) == 1 and client.cancelled == 0
-        poll.cancel()
 
-    asyncio.run(main())
+    polling(tmp_path, 5, steps)
