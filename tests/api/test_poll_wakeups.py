@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 from .conftest import Api, as_user
+from .test_jobs_api import finish
 
 WORKER = as_user("w1", "worker")
 
@@ -23,19 +24,13 @@ async def running_job(api: Api, host: str = "w1", **spec: Any) -> str:
     return job_id
 
 
-async def finish(api: Api, host: str, job_id: str, **extra: Any) -> None:
-    body = {"attempt": 0, "exit_code": 0, **extra}
-    path = f"/api/v1/workers/{host}/jobs/{job_id}/finished"
-    assert (await api.call("POST", path, 200, json=body))["accepted"]
-
-
 async def test_a_hosts_own_finish_report_leaves_its_poll_waiting(api: Api) -> None:
     await api.register("w1", slots=4)
     job_id = await running_job(api)
     seen = version(api, "w1")
     path = f"/api/v1/workers/w1/assignments?version={seen}&timeout=30"
     poll = asyncio.ensure_future(api.call("GET", path, 200, headers=WORKER))
-    await finish(api, "w1", job_id)
+    assert await finish(api, "w1", job_id)
     assert api.service.state.jobs[job_id].state.value == "DONE"
     assert version(api, "w1") == seen
     # a round trip through the same server: a woken poll would have answered by now
@@ -67,7 +62,7 @@ async def test_a_requeue_or_kill_the_controller_asks_for_wakes_the_host(api: Api
     assert version(api, "w1") > seen  # the worker must hear of the kill it is asked for
     seen = version(api, "w1")
     # the attempt the requeue asked to end has ended: the host said so itself
-    await finish(api, "w1", job_id, exit_code=None, exit_signal=15)
+    assert await finish(api, "w1", job_id, exit_signal=15)
     assert api.service.state.jobs[job_id].state.value == "PEND"
     assert version(api, "w1") == seen
 
@@ -83,7 +78,7 @@ async def test_a_multi_host_finish_wakes_the_other_hosts_for_their_shares(api: A
     other = "w2" if first == "w1" else "w1"
     assert {part.host for part in job.hosts} == {"w1", "w2"}
     before = {host: version(api, host) for host in ("w1", "w2")}
-    await finish(api, first, job_id)
+    assert await finish(api, first, job_id)
     assert version(api, first) == before[first]
     assert version(api, other) > before[other]  # its share's cgroup is released
     shares = await api.call(
