@@ -8,7 +8,9 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import socket
+import ssl
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from xce.auth.pki import create_ca, issue_certificate
 from xce.cli.transfers import Bars, FdSink, FileSink
 from xce.client.errors import ApiError
 from xce.client.http import XceClient
@@ -315,7 +318,7 @@ async def test_an_upload_over_a_slow_link_is_not_a_stall_once_handed_over(
 class _UploadServer:
     """http.server for LightClient: records uploads, answers from a script."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.seen: list[dict[str, Any]] = []
         self.answers: list[tuple[int, dict[str, Any], dict[str, str]]] = []
         self.read_pause_s = 0.0  # the body is read 64 KiB at a time, this far apart
@@ -362,7 +365,11 @@ class _UploadServer:
                 super().server_bind()
 
         self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        scheme = "http"
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
 
@@ -413,6 +420,50 @@ def test_a_light_upload_over_a_slow_link_is_not_a_stall_once_handed_over(
     with LightClient([upload_server.url], transfer=fast(idle_timeout_s=0.5, attempts=1)) as client:
         assert client.upload(path) == "u7"
     assert [s["sha256"] for s in upload_server.seen] == [DIGEST]
+
+
+def test_a_light_upload_to_a_peer_that_stops_reading_fails_on_the_idle_clock(
+    upload_server: _UploadServer, tmp_path: Path
+) -> None:
+    """A peer that takes 64 KiB and then nothing: once the socket's buffers are full the
+    send waits for room, and fails after the idle timeout with one line naming the file
+    and the bytes moved (fewer than the file: caught in the send, not after it)."""
+    size = 24 << 20  # more than loopback's largest send buffer and the peer's receive buffer
+    path = tmp_path / "in.bin"
+    path.write_bytes(os.urandom(size))
+    upload_server.read_pause_s = 30.0
+    client = LightClient([upload_server.url], transfer=fast(idle_timeout_s=0.5, attempts=1))
+    with client, pytest.raises(ApiError) as caught:
+        client.upload(path)
+    moved = re.search(r"no data for 0.5 s after (\d+) of (\d+) bytes", caught.value.message)
+    assert moved is not None, caught.value.message
+    assert "in.bin" in caught.value.message
+    assert 0 < int(moved.group(1)) < size == int(moved.group(2))
+
+
+def test_a_light_upload_over_tls_streams_with_its_digest(tmp_path: Path) -> None:
+    """Over TLS the body goes out in `sendall` pieces (no plain socket to send blocks on):
+    the same bytes and trailing digest arrive, and a busy answer is tried again."""
+    ca = create_ca(tmp_path / "ca")
+    pair = issue_certificate(ca, tmp_path, "controller", ["127.0.0.1"])
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(pair.cert_path, pair.key_path)
+    trusting = ssl.create_default_context(cafile=str(ca.cert_path))
+    server = _UploadServer(served)
+    busy = {"error": {"code": "busy", "message": "all slots taken"}}
+    server.answers = [(503, busy, {"Retry-After": "0"})]
+    path = tmp_path / "in.bin"
+    path.write_bytes(DATA)
+    moved: list[int] = []
+    try:
+        with LightClient([server.url], ssl_context=trusting, transfer=fast()) as client:
+            assert client.upload(path, lambda n, _: moved.append(n)) == "u7"
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+    assert [s["sha256"] for s in server.seen] == [DIGEST, DIGEST]
+    assert [s["trailer"] for s in server.seen] == [DIGEST, DIGEST]
+    assert moved[-1] == len(DATA)
 
 
 # --- the CLI's sinks -------------------------------------------------------------------------

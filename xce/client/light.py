@@ -116,7 +116,6 @@ class LightClient:
             )
         else:
             conn = http.client.HTTPConnection(host, parts.port or 80, timeout=self.timeout)
-        conn.blocksize = SEND_PIECE  # a streamed body: 64 KiB sends, not 8 KiB ones
         self._conn, self._conn_index = conn, index
         return conn
 
@@ -147,7 +146,17 @@ class LightClient:
         if hasattr(body, "seek"):
             body.seek(0)
         try:
-            conn.request(method, target, body=body, headers=headers)
+            if isinstance(body, _FileBody):
+                # The body goes out in the file body's own steps, not through
+                # http.client's loop of 64 KiB sendall calls.
+                conn.putrequest(method, target)
+                for name, value in headers.items():
+                    conn.putheader(name, value)
+                conn.endheaders()
+                assert conn.sock is not None  # endheaders connected it
+                body.send_to(conn.sock)
+            else:
+                conn.request(method, target, body=body, headers=headers)
             if carried is not None and conn.sock is not None:
                 carried(conn.sock)
         except (BrokenPipeError, ConnectionResetError) as exc:
@@ -378,13 +387,17 @@ def _hashing() -> Any:
 
 
 class _FileBody:
-    """A file as http.client streams it (`read` in blocksize pieces; `seek(0)` before each
-    try): read with pread in blocks of `CHUNK_BYTES`, handed over in views of at most
-    `SEND_PIECE`, never past `size`, counting what was handed over. `trailing`: each block
-    is hashed in a thread of its own while its pieces are sent (hashlib lets go of the GIL,
-    so the hash and the socket's copy run side by side; at most two blocks are held), and
-    the 64 hex digits of the file's SHA-256 follow its last byte (`X-XCE-SHA256:
-    trailing`)."""
+    """A file sent as a request's body (`seek(0)` before each try, then `send_to`): read
+    with pread in blocks of `CHUNK_BYTES`, never past `size`, counting what was handed
+    over. `trailing`: each block is hashed in a thread of its own while it is sent (hashlib
+    lets go of the GIL, so the hash and the socket's copy run side by side; at most two
+    blocks are held), and the 64 hex digits of the file's SHA-256 follow its last byte
+    (`X-XCE-SHA256: trailing`).
+
+    Over a plain socket a block goes out in as few `send` calls as the socket's buffer
+    allows, each waiting for room up to the idle timeout; over TLS in views of at most
+    `SEND_PIECE` (`read`), each `sendall` bounded by that timeout. The plain path spares
+    the CLI about 0.1 s of CPU per GiB (7 %) against 64 KiB `sendall` calls."""
 
     def __init__(
         self, fd: int, size: int, progress: Progress | None, trailing: bool = False
@@ -427,8 +440,33 @@ class _FileBody:
             self._wait_hash()  # in order, and never more than one block behind
             self._hashed = _hashing().submit(self.hasher.update, block)
 
+    def send_to(self, sock: Any) -> None:
+        """Send the body over `sock`, a block at a time in as few calls as the socket's
+        buffer allows (its timeout bounds each wait for room: an idle clock, never one on
+        the whole body)."""
+        if isinstance(sock, ssl.SSLSocket):
+            while piece := self.read():
+                sock.sendall(piece)
+            return
+        while self.sent < self.size:
+            at = self.sent - self._start
+            if at >= len(self._block):
+                self._next_block()
+                at = 0
+            view = self._block[at:]
+            while view:
+                n = sock.send(view)  # waits for room up to the timeout, sends what fits
+                view = view[n:]
+                self.sent += n
+                if self.progress is not None:
+                    self.progress(self.sent, self.size)
+        if self.trailing:
+            self.ended = True
+            self._wait_hash()
+            sock.sendall(self.hasher.hexdigest().encode())
+
     def read(self, n: int = CHUNK_BYTES) -> bytes | memoryview:
-        # at most SEND_PIECE: each sendall must finish within the idle timeout
+        # at most SEND_PIECE: each sendall (TLS) must finish within the idle timeout
         want = min(n if n > 0 else SEND_PIECE, SEND_PIECE, self.size - self.sent)
         if want <= 0:
             if not self.trailing or self.ended:
