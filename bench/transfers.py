@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -95,11 +96,14 @@ def peak_kib(pid: int) -> int:
 
 def run_measured(
     argv: list[str], env: dict[str, str] | None = None, stdout: Any = None, cwd: Path | None = None
-) -> tuple[float, int]:
-    """(seconds, peak resident KiB) of one command, which must succeed. The peak is the
-    process's VmHWM, read until it exits: wait4's maxrss would count the Python process it
-    was forked from, before its exec. Sampled every 10 ms: a transfer's buffers are held
-    for its whole length, so a peak that grew with the file would show."""
+) -> tuple[float, int, float]:
+    """(seconds, peak resident KiB, CPU seconds) of one command, which must succeed. The
+    peak is the process's VmHWM, read until it exits: wait4's maxrss would count the Python
+    process it was forked from, before its exec. Sampled every 10 ms: a transfer's buffers
+    are held for its whole length, so a peak that grew with the file would show. The CPU is
+    the command's user and system time (this process's other children are daemons, not
+    waited for meanwhile)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.PIPE, cwd=cwd)
     peak = 0
@@ -118,10 +122,12 @@ def run_measured(
     watcher.start()
     _, err = proc.communicate()
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     watcher.join()
     if proc.returncode != 0:
         raise RuntimeError(f"{argv[:4]} failed ({proc.returncode}): {err.decode()[-2000:]}")
-    return seconds, peak
+    return seconds, peak, cpu
 
 
 class StaticServer:
@@ -249,10 +255,10 @@ cgroup = "none"
 
     def submit(
         self, source: Path | None = None, returned: Path | None = None
-    ) -> tuple[str, float, int]:
-        """(job id, seconds, CLI peak KiB) of `xce job submit`: staging `source` in, or
-        copying `returned` (on this host) into the job's directory and staging it out;
-        the job prints the time its last step began."""
+    ) -> tuple[str, float, int, float]:
+        """(job id, seconds, CLI peak KiB, CLI CPU seconds) of `xce job submit`: staging
+        `source` in, or copying `returned` (on this host) into the job's directory and
+        staging it out; the job prints the time its last step began."""
         args = ["job", "submit", "--json", "--quiet", "--user", "root"]
         command = ["date", "+%s.%N"]
         if source is not None:
@@ -270,10 +276,10 @@ cgroup = "none"
         with out.open("wb") as f:
             # from the bench's own directory: a job without inputs runs where it was
             # submitted, and this one writes a copy of the file there
-            seconds, peak = run_measured(
+            seconds, peak, cpu = run_measured(
                 self.cli(*args, "--", *command), self.env, stdout=f, cwd=self.root
             )
-        return json.loads(out.read_text())["job_id"], seconds, peak
+        return json.loads(out.read_text())["job_id"], seconds, peak, cpu
 
     def job(self, job_id: str) -> dict[str, Any]:
         return dict(self.ctl.get(f"/api/v1/jobs/{job_id}"))
@@ -315,12 +321,23 @@ class Figures:
     client: dict[str, list[int]] = field(default_factory=dict)
     server: dict[str, list[int]] = field(default_factory=dict)
     cpu: dict[str, list[float]] = field(default_factory=dict)  # the server's CPU seconds
+    client_cpu: dict[str, list[float]] = field(default_factory=dict)
+    sha256_s: list[float] = field(default_factory=list)  # hashing the file, one core
 
-    def add(self, op: str, seconds: float, client: int, server: int, cpu: float = 0.0) -> None:
+    def add(
+        self,
+        op: str,
+        seconds: float,
+        client: int,
+        server: int,
+        cpu: float = 0.0,
+        client_cpu: float = 0.0,
+    ) -> None:
         self.seconds.setdefault(op, []).append(seconds)
         self.client.setdefault(op, []).append(client)
         self.server.setdefault(op, []).append(server)
         self.cpu.setdefault(op, []).append(cpu)
+        self.client_cpu.setdefault(op, []).append(client_cpu)
 
 
 def make_file(path: Path, size: int) -> None:
@@ -329,6 +346,19 @@ def make_file(path: Path, size: int) -> None:
         for i in range(size // MIB):
             f.write(i.to_bytes(8, "big") + block[8:])
     os.sync()
+
+
+def sha256_seconds(path: Path) -> float:
+    """CPU seconds of one SHA-256 pass over `path` (already in the page cache), in 1 MiB
+    reads: what each XCE end that checks a file spends on it and curl does not."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    started = time.process_time()
+    with path.open("rb", buffering=0) as f:
+        while block := f.read(MIB):
+            digest.update(block)
+    return time.process_time() - started
 
 
 def back_memory(root: Path, size: int) -> None:
@@ -363,56 +393,71 @@ def measure(root: Path, size: int, runs: int, cluster: Cluster, static: StaticSe
     try:
         for _ in range(runs):
             copy = root / "copy.bin"
-            seconds, peak = run_measured(["cp", str(source), str(copy)])
+            seconds, peak, _ = run_measured(["cp", str(source), str(copy)])
             copy.unlink()
             figures.add("cp", seconds, peak, 0)
+            figures.sha256_s.append(sha256_seconds(source))
 
             back_memory(root, 2 * size)
             reset_peak(spid)
             used = cpu_s(spid)
-            seconds, peak = run_measured(
+            seconds, peak, mine = run_measured(
                 ["curl", "-sS", "--fail", "-T", str(source), f"{static.url}/up/up.bin"], env
             )
-            figures.add("curl PUT", seconds, peak, peak_kib(spid), cpu_s(spid) - used)
+            figures.add("curl PUT", seconds, peak, peak_kib(spid), cpu_s(spid) - used, mine)
             back_memory(root, 2 * size)
             reset_peak(spid)
             used = cpu_s(spid)
             got = root / "got.bin"
-            seconds, peak = run_measured(
+            seconds, peak, mine = run_measured(
                 ["curl", "-sS", "--fail", "-o", str(got), f"{static.url}/files/up.bin"], env
             )
-            figures.add("curl GET", seconds, peak, peak_kib(spid), cpu_s(spid) - used)
+            figures.add("curl GET", seconds, peak, peak_kib(spid), cpu_s(spid) - used, mine)
             got.unlink()
             (static.root / "up.bin").unlink()
 
             back_memory(root, 3 * size)  # the upload, then the worker's fetch
             reset_peak(cpid)
             used = cpu_s(cpid)
-            job_id, seconds, peak = cluster.submit(source=source)
-            figures.add("upload", seconds, peak, peak_kib(cpid), cpu_s(cpid) - used)
+            job_id, seconds, peak, mine = cluster.submit(source=source)
+            figures.add("upload", seconds, peak, peak_kib(cpid), cpu_s(cpid) - used, mine)
             reset_peak(cpid)
             reset_peak(wpid)
-            used = cpu_s(cpid)
+            used, worker = cpu_s(cpid), cpu_s(wpid)
             fetch, _ = cluster.finish(job_id)
-            figures.add("worker fetch", fetch, peak_kib(wpid), peak_kib(cpid), cpu_s(cpid) - used)
-            job_id, _, _ = cluster.submit(returned=source)
+            figures.add(
+                "worker fetch",
+                fetch,
+                peak_kib(wpid),
+                peak_kib(cpid),
+                cpu_s(cpid) - used,
+                cpu_s(wpid) - worker,
+            )
+            job_id, _, _, _ = cluster.submit(returned=source)
             cluster.returning(size)  # the job's own copy is not the controller's work
             reset_peak(cpid)
             reset_peak(wpid)
-            used = cpu_s(cpid)
+            used, worker = cpu_s(cpid), cpu_s(wpid)
             _, back = cluster.finish(job_id)
             cluster.returned()
-            figures.add("output return", back, peak_kib(wpid), peak_kib(cpid), cpu_s(cpid) - used)
+            figures.add(
+                "output return",
+                back,
+                peak_kib(wpid),
+                peak_kib(cpid),
+                cpu_s(cpid) - used,
+                cpu_s(wpid) - worker,
+            )
             back_memory(root, 2 * size)
             reset_peak(cpid)
             used = cpu_s(cpid)
             with got.open("wb") as f:
-                seconds, peak = run_measured(
+                seconds, peak, mine = run_measured(
                     cluster.cli("job", "output", job_id, "--file", "out.bin", "--quiet"),
                     cluster.env,
                     stdout=f,
                 )
-            figures.add("CLI download", seconds, peak, peak_kib(cpid), cpu_s(cpid) - used)
+            figures.add("CLI download", seconds, peak, peak_kib(cpid), cpu_s(cpid) - used, mine)
             if got.stat().st_size != size:
                 raise RuntimeError(f"downloaded {got.stat().st_size} of {size} bytes")
             got.unlink()
@@ -427,7 +472,7 @@ def launch_overhead(cluster: Cluster, runs: int) -> tuple[float, float]:
     starts: list[float] = []
     ends: list[float] = []
     for _ in range(runs):
-        job_id, _, _ = cluster.submit()
+        job_id, _, _, _ = cluster.submit()
         start, end = cluster.finish(job_id)
         starts.append(start)
         ends.append(end)
@@ -456,6 +501,7 @@ def report(results: dict[int, Figures], overhead: tuple[float, float]) -> str:
         "curl s",
         "XCE/curl",
         "server CPU s XCE/curl",
+        "client CPU s XCE/curl",
         "XCE peak MiB c/s",
         "curl peak MiB c/s",
     )
@@ -472,10 +518,12 @@ def report(results: dict[int, Figures], overhead: tuple[float, float]) -> str:
                 "",
                 "",
                 "",
+                "",
                 f"{_mib(f.client['cp'])} / -",
                 "",
             )
         )
+        rows.append((label, "sha256 (CPU)", f"{median(f.sha256_s):.2f}", *([""] * 7)))
         for op, base in PAIRS:
             secs = f.seconds[op]
             if op == "worker fetch":
@@ -492,6 +540,7 @@ def report(results: dict[int, Figures], overhead: tuple[float, float]) -> str:
                     f"{theirs:.2f}",
                     f"{mine / theirs:.2f}x",
                     f"{median(f.cpu[op]):.2f} / {median(f.cpu[base]):.2f}",
+                    f"{median(f.client_cpu[op]):.2f} / {median(f.client_cpu[base]):.2f}",
                     f"{_mib(f.client[op])} / {_mib(f.server[op])}",
                     f"{_mib(f.client[base])} / {_mib(f.server[base])}",
                 )
@@ -542,7 +591,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\nworker fetch and output return less a job's own dispatch-to-start "
         f"({overhead[0]:.2f} s) and end-to-report ({overhead[1]:.2f} s) without files; "
-        "server CPU: the controller's or the static server's; "
+        "server CPU: the controller's or the static server's; client CPU: the CLI's, the "
+        "worker's or curl's; sha256 (CPU): one pass of hashing the file, which each XCE "
+        "end of a transfer makes and curl's do not; "
         "peaks: client / server resident MiB; "
         f"goal: XCE/curl <= {GOAL} at 1 GiB and above"
     )
