@@ -5,17 +5,19 @@ it had come alone and answered in its own entry with a proof the host can check.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from xce.api.auth import AUTH
 from xce.core import events as ev
 from xce.protocol.relay_keys import answer_proof, heartbeat_mac
 from xce.protocol.worker import RELAY_BATCH_MAX, RELAY_HEARTBEAT_MAX
 
-from .conftest import TOKENS, Api, Clock, clocked_api, make_settings
+from .conftest import TOKENS, Api, Clock, clocked_api, make_settings, token_for
 
 
 @pytest.fixture
@@ -93,6 +95,49 @@ async def test_a_new_registration_retires_the_old_key(ctl) -> None:
     new = await _key(api, "a")
     answer = await _relay(api, [_entry("a", old), _entry("a", new)])
     assert [a["status"] for a in answer["answers"]] == [401, 200]
+
+
+async def _key_as(api: Api, host: str, token: str) -> bytes:
+    """Register `host` with a worker token of its own."""
+    body = {"host": host, "slots": 4, "memory_mb": 8000}
+    headers = {"Authorization": f"Bearer {token}"}
+    answer = await api.call("POST", "/api/v1/workers/register", 200, json=body, headers=headers)
+    return bytes.fromhex(answer["relay_key"])
+
+
+async def test_a_key_ends_with_the_token_its_host_registered_with(ctl, monkeypatch) -> None:
+    """A revoked worker token ends the relayed heartbeats of the hosts that registered
+    with it, as it ends their direct ones (the relay's own token is another): refused
+    alone, naming the revocation, until the worker registers again with a new token. An
+    expired token ends them too."""
+    api, _ = ctl
+    first = token_for("wa", ("worker",), kind="service")
+    keys = {"a": await _key_as(api, "a", first), "b": await _key_as(api, "b", TOKENS["worker"])}
+    api.app[AUTH].tokens.revocations.revoke("wa")
+    answer = await _relay(api, [_entry("a", keys["a"]), _entry("b", keys["b"])])
+    assert [a["status"] for a in answer["answers"]] == [401, 200]
+    assert "tokens of wa" in answer["answers"][0]["error"]["message"]
+    assert "revoked" in answer["answers"][0]["error"]["message"]
+    assert "proof" not in answer["answers"][0]
+    # the revoked token cannot register again; a new one can, and its key is taken
+    body = {"host": "a", "slots": 4, "memory_mb": 8000}
+    await api.call(
+        "POST",
+        "/api/v1/workers/register",
+        401,
+        json=body,
+        headers={"Authorization": f"Bearer {first}"},
+    )
+    time.sleep(0.002)  # issued after the revocation's millisecond
+    keys["a"] = await _key_as(api, "a", token_for("wa", ("worker",), kind="service"))
+    answer = await _relay(api, [_entry("a", keys["a"], 2)])
+    assert [a["status"] for a in answer["answers"]] == [200]
+    # a day and more later every token of the run has expired
+    later = time.time() + 2 * 86400
+    monkeypatch.setattr("xce.controller.workers.time.time", lambda: later)
+    answer = await _relay(api, [_entry("a", keys["a"], 3), _entry("b", keys["b"], 2)])
+    assert [a["status"] for a in answer["answers"]] == [401, 401]
+    assert all("expired" in a["error"]["message"] for a in answer["answers"])
 
 
 async def test_a_host_without_a_key_here_is_told_to_register(ctl) -> None:

@@ -89,6 +89,10 @@ class Identity:
     permissions: frozenset[str] = frozenset()
     kind: str = "user"
     host: str | None = None  # set for a worker token bound to one host (xce.auth.tokens)
+    # The token's issue and expiry times (epoch seconds); None for an identity without a
+    # token (a local socket's peer, anonymous). What the caller registers lives no longer.
+    issued_at: float | None = None
+    expires_at: float | None = None
 
     @property
     def name(self) -> str:

@@ -43,6 +43,8 @@ class IdentityMemo:
             roles.permissions(claims.roles),
             claims.kind,
             claims.host,
+            claims.issued_at,
+            claims.expires_at,
         )
         self._memo.pop(token, None)  # re-insert at the end: the oldest go first
         self._memo[token] = (claims, roles, who)

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from xce.api.auth import runtime
 from xce.api.filesend import not_modified, send_file
 from xce.api.http import (
     GATEWAY,
@@ -26,7 +27,7 @@ from xce.api.transfers import body_chunks, declared, gate
 from xce.controller.requests import FinishReport, WorkerInfo
 from xce.controller.service import ControllerService
 from xce.controller.shareusage import ShareReport
-from xce.controller.workers import WorkerGateway
+from xce.controller.workers import KeyHolder, WorkerGateway
 from xce.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, XceError
 from xce.core.gres import host_pairs
 from xce.core.model import JobRecord
@@ -75,7 +76,8 @@ async def register(request: web.Request) -> web.Response:
     why = registration_refusal(body.protocol, body.release)
     if why is not None:
         raise VersionSkew(why)
-    bound = identity(request).host
+    who = identity(request)
+    bound = who.host
     if bound is not None and body.host != bound:
         raise Forbidden(f"this worker token is bound to host {bound}, not {body.host}")
     info = WorkerInfo(
@@ -88,7 +90,8 @@ async def register(request: web.Request) -> web.Response:
         task_address=body.task_address or "",
         release=body.release,
     )
-    return json_response(await _gateway(request).register(info))
+    holder = None if who.issued_at is None else KeyHolder(who.user, who.issued_at, who.expires_at)
+    return json_response(await _gateway(request).register(info, holder))
 
 
 async def _take_heartbeat(app: web.Application, host: str, body: Heartbeat) -> dict[str, Any]:
@@ -114,10 +117,11 @@ async def relayed_heartbeats(request: web.Request) -> web.Response:
     checks: one host's refusal never refuses the others'."""
     body = await read_body(request, RelayedHeartbeats)
     gateway = request.app[GATEWAY]
+    revoked = runtime(request).tokens.revocations.revoked
     answers: list[dict[str, Any]] = []
     for entry in body.heartbeats:
         try:
-            key = gateway.relayed(entry.host, entry.seq, entry.heartbeat, entry.mac)
+            key = gateway.relayed(entry.host, entry.seq, entry.heartbeat, entry.mac, revoked)
             heartbeat = decoding.decode(entry.heartbeat.encode(), Heartbeat, parse_json_text)
             answer = await _take_heartbeat(request.app, entry.host, heartbeat)
         except XceError as exc:

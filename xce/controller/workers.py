@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +110,16 @@ RECONNECT_GRACE_S = 10.0
 USAGE_LOG_INTERVAL_S = 30.0
 
 
+@dataclass(frozen=True)
+class KeyHolder:
+    """The token a host registered with: its subject and times (epoch seconds; None where
+    the token said none)."""
+
+    subject: str
+    issued_at: float | None = None
+    expires_at: float | None = None
+
+
 class WorkerGateway:
     """Registration, heartbeats, desired-state polls and finish reports from workers.
 
@@ -143,6 +156,9 @@ class WorkerGateway:
         # controller that restarts or takes over asks each worker to register again, which
         # hands out new keys.
         self.relay_keys: dict[str, tuple[bytes, int]] = {}
+        # The token each host registered with (its key lives no longer than it: a revoked
+        # or expired worker token also ends its relayed heartbeats). Absent: no token.
+        self.relay_holders: dict[str, KeyHolder] = {}
         # Contacts heard so far (register, heartbeat), and the count at each host's latest:
         # how much the controller heard from the others since a host went quiet
         # (`check_liveness`).
@@ -232,7 +248,9 @@ class WorkerGateway:
     def state(self) -> ClusterState:
         return self.service.state
 
-    async def register(self, info: WorkerInfo) -> dict[str, Any]:
+    async def register(self, info: WorkerInfo, holder: KeyHolder | None = None) -> dict[str, Any]:
+        """Take a worker's registration; `holder`: the token it registered with, which
+        its relay key does not outlive."""
         now = self.service.clock()
         self._contact(info.host, now)
         self.containment[info.host] = dict(info.containment)
@@ -257,13 +275,26 @@ class WorkerGateway:
         answer["heartbeat_interval_s"] = self.heartbeat_interval_s
         key = new_relay_key()
         self.relay_keys[info.host] = (key, 0)
+        if holder is None:
+            self.relay_holders.pop(info.host, None)
+        else:
+            self.relay_holders[info.host] = holder
         answer["relay_key"] = key.hex()
         return answer
 
-    def relayed(self, host: str, seq: int, heartbeat: str, mac: str) -> bytes:
+    def relayed(
+        self,
+        host: str,
+        seq: int,
+        heartbeat: str,
+        mac: str,
+        revoked: Callable[[str, float], bool] | None = None,
+    ) -> bytes:
         """Check a heartbeat a relay carried for `host`: signed with the key of the host's
-        registration here, numbered above the last one taken; returns that key (the answer's
-        proof is made with it). Refusals name what failed; none changes anything."""
+        registration here, under a token still valid (not expired, not `revoked(subject,
+        issued_at)`: a direct heartbeat is refused then too), numbered above the last one
+        taken; returns that key (the answer's proof is made with it). Refusals name what
+        failed; none changes anything."""
         held = self.relay_keys.get(host)
         if held is None:
             raise Conflict(
@@ -275,6 +306,22 @@ class WorkerGateway:
             raise Unauthorized(
                 f"the relayed heartbeat of host {host} is not signed with its registration's key"
             )
+        holder = self.relay_holders.get(host)
+        if holder is not None:
+            if holder.expires_at is not None and time.time() >= holder.expires_at:
+                raise Unauthorized(
+                    f"the token host {host} registered with has expired: its worker must "
+                    "register again with a valid one"
+                )
+            if (
+                holder.issued_at is not None
+                and revoked
+                and revoked(holder.subject, holder.issued_at)
+            ):
+                raise Unauthorized(
+                    f"the tokens of {holder.subject}, which host {host} registered with, were "
+                    "revoked: its worker must register again with a new one"
+                )
         if seq <= last:
             raise Conflict(f"relayed heartbeat {seq} of host {host} was taken already")
         self.relay_keys[host] = (key, seq)
