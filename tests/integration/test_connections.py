@@ -5,12 +5,14 @@ connections, /healthz keeps answering at once, and the log stays a few lines lon
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.integration.cluster import Cluster
+from xce.auth.pki import create_ca, issue_certificate
 
 GUARD = """
 [guard]
@@ -126,3 +128,58 @@ async def test_an_idle_keep_alive_connection_is_closed(cluster: Cluster) -> None
     assert await _closed_within(reader, 6) == b""  # keepalive_timeout_s = 2
     assert time.monotonic() - started < 5
     writer.close()
+
+
+# --- over TLS: connections that never finish their handshake -------------------------------
+
+TLS_CAP = 5
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A controller serving HTTPS under the guard (cap TLS_CAP per address, 1 s for the
+    request's headers, and so for its handshake)."""
+    pki = tmp_path_factory.mktemp("pki")
+    pair = issue_certificate(create_ca(pki / "ca"), pki, "controller", ["127.0.0.1"])
+    c = Cluster(tmp_path_factory.mktemp("tls-connections") / "cluster")
+    c.url = f"https://127.0.0.1:{c.port}"
+    c.ssl_context = ssl.create_default_context(cafile=str(pki / "ca" / "ca.pem"))
+    c.role_sections["controller"] = (
+        f'[tls]\ncert_file = "{pair.cert_path}"\nkey_file = "{pair.key_path}"\n'
+        + GUARD.replace("= 100", f"= {TLS_CAP}")
+    )
+    c.start_controller()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+async def _tls_healthz(c: Cluster, source: str) -> bytes:
+    assert c.ssl_context is not None
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection("127.0.0.1", c.port, ssl=c.ssl_context, local_addr=(source, 0)),
+        5,
+    )
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    answer = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    return answer
+
+
+async def test_tls_handshakes_never_begun_are_capped_and_timed_out(tls_cluster: Cluster) -> None:
+    """Connections that never start TLS count against their address's cap from the moment
+    they are accepted (one more is closed at once) and are closed after the header
+    timeout (1 s, not asyncio's 60 s handshake timeout); another address is served
+    meanwhile, and the hog's slots are free again once they are closed."""
+    silent = [await _open(tls_cluster) for _ in range(TLS_CAP)]
+    started = time.monotonic()
+    over, over_writer = await _open(tls_cluster)
+    assert await _closed_within(over, 0.9) == b""  # before any header timeout could
+    over_writer.close()
+    assert (await _tls_healthz(tls_cluster, "127.0.0.1")).startswith(b"HTTP/1.1 200")
+    for reader, writer in silent:
+        assert await _closed_within(reader, 5) == b""
+        writer.close()
+    assert time.monotonic() - started < 5
+    assert (await _tls_healthz(tls_cluster, HOG)).startswith(b"HTTP/1.1 200")

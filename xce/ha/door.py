@@ -27,6 +27,7 @@ from xce.config.settings import Config
 from xce.core.errors import Unauthorized, XceError
 from xce.core.rbac import allows
 from xce.listen.connections import GuardedRunner
+from xce.listen.sites import GuardedSite
 
 if TYPE_CHECKING:
     from xce.ha.node import Node
@@ -117,16 +118,13 @@ async def serve(node: Node) -> web.AppRunner:
     app.router.add_get("/healthz", health)
     app.router.add_post("/api/v1/cluster/vote", vote)
     app.router.add_route("*", "/{tail:.*}", elsewhere)
-    runner = GuardedRunner(app, node.config.guard.connections, access_log=None)
+    runner = GuardedRunner(
+        app, node.config.guard.connections, access_log=None, shutdown_timeout=0.5
+    )
     await runner.setup()
     s = node.config.controller
-    site = web.TCPSite(
-        runner,
-        s.listen_host,
-        s.listen_port,
-        reuse_address=True,
-        shutdown_timeout=0.5,
-        ssl_context=server_ssl_context(node.config.tls),
+    site = GuardedSite(
+        runner, s.listen_host, s.listen_port, ssl_context=server_ssl_context(node.config.tls)
     )
     await start_site(site)
     return runner

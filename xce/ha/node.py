@@ -50,7 +50,7 @@ log = logging.getLogger("xce.ha")
 PrimaryRunner = Callable[["Node", DurableLog], Awaitable[str]]
 
 
-async def start_site(site: web.TCPSite, attempts: int = 50) -> None:
+async def start_site(site: web.BaseSite, attempts: int = 50) -> None:
     """Listen, retrying for a few seconds: on a role switch the other phase's listener on
     the same port may still be closing."""
     for attempt in range(attempts):

@@ -60,6 +60,9 @@ class ConnectionGuard:
         self.settings = settings
         self.clock = clock
         self.open: dict[str, int] = {}
+        # Connections accepted by a TLS listener and not closed yet, handshaking or not
+        # (xce/listen/sites.py): counted before the handshake, under the same cap.
+        self.accepted: dict[str, int] = {}
         self._counts: dict[str, int] = {}
         self._addresses: set[str] = set()
         self._logged_at = -LOG_EVERY_S
@@ -78,6 +81,23 @@ class ConnectionGuard:
             self.open[address] = left
         else:
             self.open.pop(address, None)
+
+    def admit_accepted(self, address: str) -> bool:
+        """Count a connection a TLS listener accepted from `address`, before its handshake;
+        False (noted) when that address already holds the cap."""
+        cap = self.settings.max_connections_per_address
+        if cap and self.accepted.get(address, 0) >= cap:
+            self.note("connection_limit", address)
+            return False
+        self.accepted[address] = self.accepted.get(address, 0) + 1
+        return True
+
+    def release_accepted(self, address: str) -> None:
+        left = self.accepted.get(address, 0) - 1
+        if left > 0:
+            self.accepted[address] = left
+        else:
+            self.accepted.pop(address, None)
 
     def note(self, reason: str, address: str) -> None:
         """Count a refusal or timeout; log the counts at most once per LOG_EVERY_S."""

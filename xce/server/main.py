@@ -11,8 +11,6 @@ import os
 import stat
 from pathlib import Path
 
-from aiohttp import web
-
 from xce.accounting.feed import AccountingFeed
 from xce.auth import strict_modes
 from xce.auth.pki import server_ssl_context
@@ -27,6 +25,7 @@ from xce.core import events as ev
 from xce.core.errors import InvalidRequest, XceError
 from xce.ha.node import Node, start_site
 from xce.listen.connections import GuardedRunner
+from xce.listen.sites import GuardedSite
 from xce.server import local_socket
 from xce.server.compose import compose
 from xce.store.durable import DurableLog, StoreSettings
@@ -238,16 +237,11 @@ async def run_primary(
     # Job files count on their owners' quota from the first request: counted from the disk,
     # and those no record holds any more (purged while this candidate was down) deleted.
     await service.job_files.adopt()
-    runner = GuardedRunner(controller.app, config.guard.connections, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(
-        runner,
-        settings.listen_host,
-        settings.listen_port,
-        reuse_address=True,
-        shutdown_timeout=2.0,
-        ssl_context=ssl_context,
+    runner = GuardedRunner(
+        controller.app, config.guard.connections, access_log=None, shutdown_timeout=2.0
     )
+    await runner.setup()
+    site = GuardedSite(runner, settings.listen_host, settings.listen_port, ssl_context=ssl_context)
     await node.release_port()  # the door that answered /healthz and votes until now
     await start_site(site)
     if settings.local_socket:

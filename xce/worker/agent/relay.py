@@ -37,6 +37,7 @@ from xce.client.transport import check_listener
 from xce.config.guard import ConnectionSettings
 from xce.config.settings import TlsSettings
 from xce.listen.connections import GuardedRunner
+from xce.listen.sites import GuardedSite
 from xce.protocol.worker import (
     RELAY_BATCH_MAX,
     RELAY_HEARTBEAT_MAX,
@@ -290,7 +291,7 @@ class HeartbeatRelay:
         app.router.add_post("/api/v1/workers/{host}/relayed-heartbeat", self._heartbeat)
         self._runner = GuardedRunner(app, self.connections, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, ssl_context=ssl_context)
+        site = GuardedSite(self._runner, host, port, ssl_context=ssl_context)
         await site.start()
         server = site._server
         sockets = getattr(server, "sockets", None) or []
