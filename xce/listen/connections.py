@@ -67,37 +67,25 @@ class ConnectionGuard:
         self._addresses: set[str] = set()
         self._logged_at = -LOG_EVERY_S
 
-    def admit(self, address: str) -> bool:
+    def admit(self, address: str, accepted: bool = False) -> bool:
+        """Count a connection from `address`: one a handler was handed (`open`), or one a
+        TLS listener accepted, before its handshake (`accepted`). False (noted) when that
+        address already holds the cap."""
+        counts = self.accepted if accepted else self.open
         cap = self.settings.max_connections_per_address
-        if cap and self.open.get(address, 0) >= cap:
+        if cap and counts.get(address, 0) >= cap:
             self.note("connection_limit", address)
             return False
-        self.open[address] = self.open.get(address, 0) + 1
+        counts[address] = counts.get(address, 0) + 1
         return True
 
-    def release(self, address: str) -> None:
-        left = self.open.get(address, 0) - 1
+    def release(self, address: str, accepted: bool = False) -> None:
+        counts = self.accepted if accepted else self.open
+        left = counts.get(address, 0) - 1
         if left > 0:
-            self.open[address] = left
+            counts[address] = left
         else:
-            self.open.pop(address, None)
-
-    def admit_accepted(self, address: str) -> bool:
-        """Count a connection a TLS listener accepted from `address`, before its handshake;
-        False (noted) when that address already holds the cap."""
-        cap = self.settings.max_connections_per_address
-        if cap and self.accepted.get(address, 0) >= cap:
-            self.note("connection_limit", address)
-            return False
-        self.accepted[address] = self.accepted.get(address, 0) + 1
-        return True
-
-    def release_accepted(self, address: str) -> None:
-        left = self.accepted.get(address, 0) - 1
-        if left > 0:
-            self.accepted[address] = left
-        else:
-            self.accepted.pop(address, None)
+            counts.pop(address, None)
 
     def note(self, reason: str, address: str) -> None:
         """Count a refusal or timeout; log the counts at most once per LOG_EVERY_S."""

@@ -46,11 +46,11 @@ class _Listener(socket.socket):
         fd, addr = self._accept()  # type: ignore[attr-defined]
         conn = _Counted(self.family, self.type, self.proto, fileno=fd)
         address = str(addr[0]) if isinstance(addr, tuple) and addr else "local"
-        if not self.guard.admit_accepted(address):
+        if not self.guard.admit(address, accepted=True):
             conn.close()
             # asyncio ends this round of accepts and takes the next on the next readiness.
             raise ConnectionAbortedError(f"too many connections from {address}")
-        conn.release = lambda: self.guard.release_accepted(address)
+        conn.release = lambda: self.guard.release(address, accepted=True)
         if socket.getdefaulttimeout() is None and self.gettimeout():
             conn.setblocking(True)  # as socket.accept does (asyncio sets it non-blocking)
         return conn, addr
