@@ -32,8 +32,17 @@ def saved_token() -> str | None:
 
 def save_token(token: str) -> Path:
     path = login_token_path()
-    private_dir(path.parent)
-    atomic_write(path, (token + "\n").encode(), 0o600)
+    try:
+        private_dir(path.parent)
+        atomic_write(path, (token + "\n").encode(), 0o600)
+    except OSError as exc:
+        # The folder of a client file this user does not own (XCE_CLIENT_CONFIG naming a
+        # site-wide file, say): one line naming it, not a traceback.
+        fail(
+            f"cannot save the login token as {path}: {exc.strerror} (it goes beside the client "
+            f"settings file {client_config_path()}; XCE_CLIENT_CONFIG moves both, "
+            "XCE_SITE_CONFIG names a site-wide file)"
+        )
     return path
 
 
