@@ -10,6 +10,7 @@ import asyncio
 import json
 from typing import Any
 
+import aiohttp
 import msgspec
 import pytest
 
@@ -19,6 +20,7 @@ from xce.config.settings import TlsSettings
 from xce.protocol.relay_keys import RelaySigner, answer_proof, heartbeat_mac, proven
 from xce.protocol.worker import RelayedHeartbeats
 from xce.worker.agent.relay import (
+    RELAY_BURST_PER_ADDRESS,
     RELAY_CONNECTIONS_PER_ADDRESS,
     HeartbeatBatcher,
     HeartbeatRelay,
@@ -241,6 +243,37 @@ async def test_a_flood_of_connections_to_a_relay_is_capped_and_timed_out() -> No
     finally:
         for _, w in held:
             w.close()
+        await relay.close()
+        await relay.client.close()
+
+
+async def test_a_flood_of_heartbeats_from_one_address_is_held_to_its_share() -> None:
+    """A job on one host floods the rack's relay with made-up heartbeats (the controller
+    would refuse each after one check, but the relay would forward them all and fill its
+    queue for everyone): past a burst, that address is answered 429 with Retry-After
+    before its body is read, while another address is still taken."""
+    relay = HeartbeatRelay(XceClient(["http://127.0.0.1:9"]))
+    host, port = (await relay.start("127.0.0.1", 0, TlsSettings())).rsplit(":", 1)
+    url = f"http://{host}:{port}/api/v1/workers/w9/relayed-heartbeat"
+    junk = b'{"seq": 1, "heartbeat": "{}", "mac": "00"}'
+
+    async def statuses(source: str, n: int) -> list[tuple[int, str | None]]:
+        connector = aiohttp.TCPConnector(local_addr=(source, 0))
+        async with aiohttp.ClientSession(connector=connector) as session:
+            got = []
+            for _ in range(n):
+                async with session.post(url, data=junk) as resp:
+                    await resp.read()
+                    got.append((resp.status, resp.headers.get("Retry-After")))
+            return got
+
+    try:
+        hog = await statuses("127.0.0.1", RELAY_BURST_PER_ADDRESS + 10)
+        assert all(status != 429 for status, _ in hog[: RELAY_BURST_PER_ADDRESS - 2])
+        held = [after for status, after in hog if status == 429]
+        assert len(held) >= 10 and all(after is not None and int(after) >= 1 for after in held)
+        assert (await statuses("127.0.0.2", 1))[0][0] != 429  # another host's share
+    finally:
         await relay.close()
         await relay.client.close()
 

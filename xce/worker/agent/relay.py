@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -31,10 +32,11 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from xce.auth.guard import RateLimiter
 from xce.auth.pki import server_ssl_context
 from xce.client import ApiError, XceClient
 from xce.client.transport import check_listener
-from xce.config.guard import ConnectionSettings
+from xce.config.guard import ConnectionSettings, RateSettings
 from xce.config.settings import TlsSettings
 from xce.listen.connections import GuardedRunner
 from xce.listen.sites import GuardedSite
@@ -64,6 +66,12 @@ RELAY_MAX_PENDING_BYTES = 32 * 1024 * 1024
 RELAY_ENTRY_MAX_BYTES = RELAY_HEARTBEAT_MAX + 1024
 # Connections from one address the relay keeps open (a worker's client holds one or two).
 RELAY_CONNECTIONS_PER_ADDRESS = 32
+# Heartbeats one address may hand the relay: a burst, then a steady rate; past it a 429
+# with Retry-After (its worker then beats straight to the controller). A host beats every
+# few seconds, so a job that floods the relay with made-up entries, each of which the
+# controller would refuse after one check, uses up its own host's share and nobody else's.
+RELAY_RATE_PER_ADDRESS = 2.0
+RELAY_BURST_PER_ADDRESS = 20
 # How long a batch may take to be answered: well inside the workers' own 10 s wait for the
 # relay, so that a heartbeat the controller took late is never one its worker gave up on.
 RELAY_FORWARD_TIMEOUT_S = 5.0
@@ -254,6 +262,7 @@ class HeartbeatRelay:
             RELAY_CONNECTIONS_PER_ADDRESS,
         )
         self.connections = dataclasses.replace(base, max_connections_per_address=cap)
+        self.rates = RateLimiter(RateSettings(RELAY_RATE_PER_ADDRESS, RELAY_BURST_PER_ADDRESS))
         self._runner: web.AppRunner | None = None
         self.address = ""
 
@@ -267,6 +276,18 @@ class HeartbeatRelay:
         )
 
     async def _heartbeat(self, request: web.Request) -> web.Response:
+        peer = request.remote or "local"
+        wait = self.rates.take(peer, time.monotonic())
+        if wait:
+            status, body = _error(
+                429,
+                "rate_limited",
+                f"more than {RELAY_RATE_PER_ADDRESS:g} heartbeats a second from {peer}: send "
+                "them straight to the controller",
+            )
+            return web.json_response(
+                body, status=status, headers={"Retry-After": str(math.ceil(wait))}
+            )
         too_big = _error(413, "payload_too_large", "send this heartbeat straight to the controller")
         if request.content_length is not None and request.content_length > RELAY_ENTRY_MAX_BYTES:
             status, body = too_big
