@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 import msgspec
 import pytest
 
+from tests.unit.test_worker_messages import make_agent
 from xce.client import ApiError, XceClient
 from xce.config.guard import ConnectionSettings
 from xce.config.settings import TlsSettings
+from xce.protocol import worker as protocol
 from xce.protocol.relay_keys import RelaySigner, answer_proof, heartbeat_mac, proven
 from xce.protocol.worker import RelayedHeartbeats
+from xce.worker.agent import link
 from xce.worker.agent.relay import (
     RELAY_BURST_PER_ADDRESS,
     RELAY_CONNECTIONS_PER_ADDRESS,
@@ -289,3 +294,60 @@ def test_a_worker_signs_only_with_the_key_its_registration_gave() -> None:
     assert second.mac == heartbeat_mac(KEY, "w1", 2, "{}")
     signer.take({"relay_key": KEY.hex()})  # a new registration numbers afresh
     assert signer.sign("w1", "{}").seq == 1
+
+
+class _CutOff:
+    """A controller this worker cannot reach straight (while `cut`), and a relay that
+    still carries its heartbeats there and back with the controller's proof."""
+
+    def __init__(self) -> None:
+        self.cut = True
+        self.direct: list[str] = []
+        self.relayed = 0
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        self.direct.append(path)
+        if self.cut:
+            raise ApiError(0, "unreachable", "no controller answered")
+        return {"version": 1, "jobs": []}
+
+    async def relay(self, method: str, path: str, **kwargs: Any) -> Any:
+        self.relayed += 1
+        signed = msgspec.json.decode(kwargs["data"])
+        answer = {"version": 1, "register_again": False}
+        proof = answer_proof(KEY, "w1", signed["seq"], answer)
+        return {"host": "w1", "status": 200, "answer": answer, "proof": proof}
+
+
+def test_a_host_its_controller_cannot_answer_stops_beating_through_its_relay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cut off from the controller but not from its relay, a host got no work (its polls
+    fail) yet looked online (its relayed heartbeats arrived). Once requests straight to the
+    controller have failed for DIRECT_LOST_S, its heartbeats go straight there too (and
+    fail, so the controller sees the host cut off and runs its jobs elsewhere); once the
+    controller answers again, the relay carries them again."""
+    monkeypatch.setattr(link, "DIRECT_LOST_S", 0.2)
+    monkeypatch.setattr(link, "RELAY_RETRY_S", 0.0)
+    net = _CutOff()
+    agent = make_agent(tmp_path, net)  # type: ignore[arg-type]
+    agent.state.relay_client = SimpleNamespace(request=net.relay)  # type: ignore[assignment]
+    agent.state.relay_signer.take({"relay_key": KEY.hex()})
+    body = protocol.Heartbeat(running=(), load={})
+
+    async def main() -> None:
+        beat = agent.link._send_heartbeat
+        assert await beat(body, False) == {"version": 1, "register_again": False}
+        poll = asyncio.create_task(agent.link.poll_loop())  # its polls fail: cut off
+        await asyncio.sleep(0.05)
+        assert await beat(body, False) is not None and net.relayed == 2  # not for long yet
+        await asyncio.sleep(0.3)
+        with pytest.raises(ApiError, match="no controller answered"):
+            await beat(body, False)  # straight to the controller, which it cannot reach
+        assert net.relayed == 2 and net.direct[-1].endswith("/heartbeat")
+        net.cut = False  # healed: the next poll is answered, and the relay is used again
+        await asyncio.sleep(1.2)
+        poll.cancel()
+        assert await beat(body, False) is not None and net.relayed == 3
+
+    asyncio.run(main())

@@ -48,6 +48,12 @@ _VERSION_FIELDS = ("release", "protocol")
 # After a heartbeat relay fails, heartbeats go straight to the controller this long before
 # the relay is tried again.
 RELAY_RETRY_S = 60.0
+# How long requests straight to the controller (the assignment poll, a registration, a
+# direct heartbeat) may keep failing while a relay still carries the heartbeats, before the
+# heartbeats too go straight there: a host the controller's answers cannot reach gets no
+# work, and it must look down to the controller (which then runs its jobs elsewhere) rather
+# than kept online by its relay. Longer than a failover takes.
+DIRECT_LOST_S = 30.0
 # How long the controller may hold an assignment poll with nothing to say (it holds one at
 # most 60 s). Each poll that ends this way is a request and an answer for nothing: at 20 s,
 # 10,000 hosts made 500 a second, as many as the jobs they ran. A poll held by a controller
@@ -77,6 +83,9 @@ class ControllerLink:
         self.tasks = tasks  # its address goes with the registration
         # loop time until which heartbeats skip a relay that failed
         self._relay_off_until = 0.0
+        # loop time of the first request straight to the controller that failed since the
+        # last one answered (None: the last one was answered)
+        self._direct_failing_since: float | None = None
         # assignment answers applied so far (registrations' and polls'), and their count
         # when a heartbeat answer last said the controller had news the poll had not
         # brought (None: it had none)
@@ -106,6 +115,7 @@ class ControllerLink:
                 sent = fence.now()
                 answer = await state.post("/api/v1/workers/register", body)
                 self._contacted(sent, answer)
+                self._direct_answered()
                 state.relay_signer.take(answer)
                 break
             except ApiError as exc:
@@ -146,9 +156,11 @@ class ControllerLink:
                 answer = await self._poll()
                 if answer is None:
                     continue  # given up as stuck: ask again at once
+                self._direct_answered()
                 self._answers += 1
                 await self.reconciler.reconcile(answer)
             except ApiError as exc:
+                self._direct_failed(exc)
                 await self._on_error(exc)
             except BadAnswer as exc:  # nothing of it applied: ask again, in a while
                 log.error("%s", exc)
@@ -275,12 +287,51 @@ class ControllerLink:
         state = self.state
         relay, key = state.relay_client, state.relay_signer.key
         now = asyncio.get_running_loop().time()
-        if relay is not None and key is not None and not direct and now >= self._relay_off_until:
+        if (
+            relay is not None
+            and key is not None
+            and not direct
+            and now >= self._relay_off_until
+            and not self._direct_lost(now)
+        ):
             answer = await self._through_relay(relay, key, body)
             if answer is not None:
                 return answer
             self._relay_off_until = now + RELAY_RETRY_S
-        return await state.post(f"{state.base}/heartbeat", body, timeout=10)
+        try:
+            answer = await state.post(f"{state.base}/heartbeat", body, timeout=10)
+        except ApiError as exc:
+            self._direct_failed(exc)
+            raise
+        self._direct_answered()
+        return answer
+
+    def _direct_answered(self) -> None:
+        if self._direct_failing_since is not None:
+            log.info("the controller answers requests sent straight to it again")
+        self._direct_failing_since = None
+
+    def _direct_failed(self, exc: ApiError) -> None:
+        """A request straight to the controller went unanswered (no controller reached, a
+        timeout, a server error): counted from the first such since the last answer."""
+        if (exc.status == 0 or exc.status >= 500) and self._direct_failing_since is None:
+            self._direct_failing_since = asyncio.get_running_loop().time()
+
+    def _direct_lost(self, now: float) -> bool:
+        """Whether requests straight to the controller have failed for `DIRECT_LOST_S`:
+        heartbeats then skip the relay (said once in the log)."""
+        since = self._direct_failing_since
+        if since is None or now - since < DIRECT_LOST_S:
+            return False
+        if self._relay_off_until < now:  # said once per RELAY_RETRY_S, not per heartbeat
+            log.warning(
+                "the controller has answered nothing sent straight to it for %.0f s: "
+                "heartbeats go straight to it too, not through the relay, so that it sees "
+                "this host cut off instead of online without work",
+                now - since,
+            )
+            self._relay_off_until = now + RELAY_RETRY_S
+        return True
 
     async def _through_relay(
         self, relay: XceClient, key: bytes, body: protocol.Heartbeat
