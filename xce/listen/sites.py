@@ -100,8 +100,9 @@ class GuardedSite(web.BaseSite):
             self._servers = [self._server]
             return
         timeout = runner.guard.settings.header_timeout_s or None
-        for listener in self._listeners(runner.guard):
-            try:
+        listeners = self._listeners(runner.guard)
+        try:
+            for listener in listeners:
                 server = await loop.create_server(
                     runner.server,
                     sock=listener,
@@ -109,11 +110,12 @@ class GuardedSite(web.BaseSite):
                     backlog=self._backlog,
                     ssl_handshake_timeout=timeout,
                 )
-            except BaseException:
+                self._servers.append(server)
+                self._server = self._servers[0]  # stop() closes the first through BaseSite
+        except BaseException:
+            for listener in listeners[len(self._servers) :]:  # no server holds these
                 listener.close()
-                raise
-            self._servers.append(server)
-            self._server = self._servers[0]  # stop() closes the first through BaseSite
+            raise
 
     def _listeners(self, guard: ConnectionGuard) -> list[_Listener]:
         """One bound socket per address `host` resolves to, as asyncio's create_server
