@@ -90,7 +90,9 @@ async def register(request: web.Request) -> web.Response:
         task_address=body.task_address or "",
         release=body.release,
     )
-    holder = None if who.issued_at is None else KeyHolder(who.user, who.issued_at, who.expires_at)
+    holder = None  # an identity without a token (a local socket's peer): no end to the key
+    if who.issued_at is not None and who.expires_at is not None:
+        holder = KeyHolder(who.user, who.issued_at, who.expires_at)
     return json_response(await _gateway(request).register(info, holder))
 
 

@@ -112,12 +112,11 @@ USAGE_LOG_INTERVAL_S = 30.0
 
 @dataclass(frozen=True)
 class KeyHolder:
-    """The token a host registered with: its subject and times (epoch seconds; None where
-    the token said none)."""
+    """The token a host registered with: its subject and times (epoch seconds)."""
 
     subject: str
-    issued_at: float | None = None
-    expires_at: float | None = None
+    issued_at: float
+    expires_at: float
 
 
 class WorkerGateway:
@@ -288,7 +287,7 @@ class WorkerGateway:
         seq: int,
         heartbeat: str,
         mac: str,
-        revoked: Callable[[str, float], bool] | None = None,
+        revoked: Callable[[str, float], bool],
     ) -> bytes:
         """Check a heartbeat a relay carried for `host`: signed with the key of the host's
         registration here, under a token still valid (not expired, not `revoked(subject,
@@ -308,16 +307,12 @@ class WorkerGateway:
             )
         holder = self.relay_holders.get(host)
         if holder is not None:
-            if holder.expires_at is not None and time.time() >= holder.expires_at:
+            if time.time() >= holder.expires_at:
                 raise Unauthorized(
                     f"the token host {host} registered with has expired: its worker must "
                     "register again with a valid one"
                 )
-            if (
-                holder.issued_at is not None
-                and revoked
-                and revoked(holder.subject, holder.issued_at)
-            ):
+            if revoked(holder.subject, holder.issued_at):
                 raise Unauthorized(
                     f"the tokens of {holder.subject}, which host {host} registered with, were "
                     "revoked: its worker must register again with a new one"
