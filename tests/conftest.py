@@ -1,9 +1,12 @@
-"""Every test: clients read no site-wide client file, and no system controller socket.
+"""Every test: clients read no client file, setting or socket of the machine's own.
 
-The CLI reads `/etc/xce/client.toml` after the user's own settings (`XCE_SITE_CONFIG`); one on
-the machine that runs the tests would fill in controllers or a CA the tests did not choose.
-An empty `XCE_SITE_CONFIG` means no site file; set here, before any fixture starts a process,
-it holds for every command the tests run. Tests of the site file set it themselves.
+The CLI reads the user's `~/.config/xce/client.toml` (written by `xce up` or by hand) and then
+`/etc/xce/client.toml` (`XCE_SITE_CONFIG`); either on the machine that runs the tests would
+fill in controllers, a token or a CA file the tests did not choose, and so would `XCE_*`
+client variables in the environment that started them. Set here, before any fixture starts a
+process, the following holds for every command the tests run: an empty home of this run's
+own, no inherited client variables, an empty `XCE_SITE_CONFIG` (no site file). Tests of
+these files and variables set them themselves.
 """
 
 from __future__ import annotations
@@ -11,7 +14,25 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import tempfile
 
+# What the user's environment could say to a client the tests start.
+CLIENT_VARIABLES = (
+    "XCE_CONTROLLERS",
+    "XCE_TOKEN",
+    "XCE_CA_FILE",
+    "XCE_INSECURE",
+    "XCE_AUTH",
+    "XCE_MUNGE_SOCKET",
+    "XCE_CLIENT_CONFIG",
+    "XCE_TRANSFER_IDLE_TIMEOUT_S",
+    "XDG_CONFIG_HOME",
+)
+for _name in CLIENT_VARIABLES:
+    os.environ.pop(_name, None)
+TEST_HOME = tempfile.mkdtemp(prefix="xce-tests-home-")
+os.environ["HOME"] = TEST_HOME
+atexit.register(shutil.rmtree, TEST_HOME, ignore_errors=True)
 os.environ["XCE_SITE_CONFIG"] = ""
 # The local socket clients use when they have no token, and `xce up` as root listens on:
 # one of this run's own, never /run/xce/xce.sock of a cluster on the machine.
