@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ISOLATION
 from xce.cli.compat import TOOLS, invoked_as
 from xce.cli.compat.install import (
     InstallError,
@@ -204,6 +205,7 @@ def test_a_link_runs_its_tool_without_the_typer_tree(tmp_path: Path, xce: Path) 
         "PYTHONPATH": str(ROOT),
         "HOME": str(tmp_path),
         "XCE_CONTROLLERS": "http://127.0.0.1:9",
+        **ISOLATION,
     }
     result = subprocess.run(
         [sys.executable, str(probe), str(tmp_path / "bin" / "squeue"), "-h"],

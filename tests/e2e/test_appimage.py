@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ISOLATION
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,7 +44,7 @@ def appimage() -> Path:
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "HOME": str(home), **extra}
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), **ISOLATION, **extra}
 
 
 def _run(

@@ -11,6 +11,7 @@ Ctrl-C that must take the controller and worker down with it, unpack directories
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from tests.conftest import ISOLATION
 
 pytestmark = pytest.mark.slow
 
@@ -44,6 +47,7 @@ class Box:
             "PATH": "/usr/bin:/bin",
             "HOME": str(self.home),
             "XCE_CLIENT_CONFIG": str(root / "client.toml"),
+            **ISOLATION,
         }
 
     def xce(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
@@ -111,9 +115,17 @@ class Up:
             if "XCE is up" in self.log.read_text():
                 hosts = self.box.xce("host", "list")
                 if hosts.returncode == 0 and "online" in hosts.stdout:
+                    self._check_socket()
                     return
             time.sleep(0.3)
         raise AssertionError("xce up did not come up:\n" + self.log.read_text())
+
+    def _check_socket(self) -> None:
+        """As root, `xce up` listens on a local socket: this run's own, never the
+        machine's /run/xce/xce.sock."""
+        if os.geteuid() == 0:
+            config = (self.state / "xce.toml").read_text()
+            assert f'local_socket = "{ISOLATION["XCE_SOCKET"]}"' in config, config
 
     def processes(self) -> list[psutil.Process]:
         assert self.proc is not None

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.build_files import datafiles
+from tests.conftest import ISOLATION
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +47,7 @@ def test_selfcheck_loads_every_file_from_the_binary(binary: Path, tmp_path: Path
     result = subprocess.run(
         [str(binary), "admin", "selfcheck"],
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **ISOLATION},
         capture_output=True,
         text=True,
         timeout=120,

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import typer
 
+from tests.conftest import ISOLATION
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -21,6 +23,7 @@ def test_login_prompt_at_end_of_input_aborts_in_one_line() -> None:
         "PYTHONPATH": str(ROOT),
         "HOME": "/nonexistent",
         "XCE_CONTROLLERS": "http://127.0.0.1:9",
+        **ISOLATION,
     }
     result = subprocess.run(
         [sys.executable, "-m", "xce", "login"],  # no user given: it prompts for one

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import typer.main
 
+from tests.conftest import ISOLATION
 from xce.cli import fast
 from xce.cli.main import GROUPS, build_app
 
@@ -118,6 +119,7 @@ def _xce(*args: str) -> subprocess.CompletedProcess[str]:
         "PYTHONPATH": str(ROOT),
         "HOME": "/nonexistent",
         "XCE_CONTROLLERS": "http://127.0.0.1:9",
+        **ISOLATION,
     }
     return subprocess.run(
         [sys.executable, "-m", "xce", *args], capture_output=True, text=True, env=env, timeout=60

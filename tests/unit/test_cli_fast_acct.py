@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import typer.main
 
+from tests.conftest import ISOLATION
 from tests.unit.test_cli_fast import _fast_values
 from xce.cli import fast
 from xce.cli.main import FAST_VERBS, GROUPS, build_app
@@ -81,6 +82,7 @@ def test_accounting_commands_load_neither_asyncio_nor_aiohttp(args: list[str]) -
         "PYTHONPATH": str(ROOT),
         "HOME": "/nonexistent",
         "XCE_CONTROLLERS": "http://127.0.0.1:9",
+        **ISOLATION,
     }
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
@@ -91,7 +93,7 @@ def test_accounting_commands_load_neither_asyncio_nor_aiohttp(args: list[str]) -
 
 
 def test_verb_help_is_written_by_the_fast_path() -> None:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": "/nonexistent"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": "/nonexistent", **ISOLATION}
     result = subprocess.run(
         [sys.executable, "-m", "xce", "acct", "--help"],
         capture_output=True,
