@@ -37,7 +37,12 @@ times before an upload, whose input the worker then fetches), and after each run
 deletes the copies each side made: both sides then write into memory the guest has just
 used, as on a machine without a hypervisor. `--cold` leaves the writing out.
 
-`python -m bench.transfers [--quick] [--size MIB ...] [--runs N] [--dir DIR] [--cold]`
+`--without-sha256` runs XCE's processes with streamed SHA-256 made a no-op
+(`bench/nosha256/sitecustomize.py`, on their PYTHONPATH; nothing is verified): the
+difference from a run without it is what the checks cost.
+
+`python -m bench.transfers [--quick] [--size MIB ...] [--runs N] [--dir DIR] [--cold]
+[--without-sha256]`
 """
 
 from __future__ import annotations
@@ -559,9 +564,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cold", action="store_true", help="no write-and-delete of memory before each transfer"
     )
+    parser.add_argument(
+        "--without-sha256",
+        action="store_true",
+        help="what the checks cost: XCE's processes run with streamed SHA-256 made a no-op "
+        "(bench/nosha256; nothing is verified)",
+    )
     parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     WARM.cold = args.cold
+    if args.without_sha256:
+        unhashed = str(Path(__file__).resolve().parent / "nosha256")
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [unhashed, *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
     if args.serve:
         serve(Path(args.serve[0]), int(args.serve[1]))
         return 0
@@ -596,6 +612,12 @@ def main(argv: list[str] | None = None) -> int:
         "end of a transfer makes and curl's do not; "
         "peaks: client / server resident MiB; "
         f"goal: XCE/curl <= {GOAL} at 1 GiB and above"
+        + (
+            "; --without-sha256: XCE's streamed SHA-256 was a no-op at both ends "
+            "(nothing verified), the sha256 row is still one real pass"
+            if args.without_sha256
+            else ""
+        )
     )
     return 0
 
