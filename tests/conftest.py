@@ -38,8 +38,8 @@ os.environ["XCE_SITE_CONFIG"] = ""
 # one of this run's own, never /run/xce/xce.sock of a cluster on the machine.
 _SOCKET_DIR = f"/tmp/xce-tests-{os.getpid()}"
 os.environ["XCE_SOCKET"] = f"{_SOCKET_DIR}/xce.sock"
+atexit.register(shutil.rmtree, _SOCKET_DIR, ignore_errors=True)
 # For a process a test starts with a bare environment of its own (the packaged binary "as a
 # new user"): the same site file and socket settings, or `xce up` as root would listen on
 # /run/xce/xce.sock and clients would read /etc/xce/client.toml.
 ISOLATION = {"XCE_SITE_CONFIG": "", "XCE_SOCKET": os.environ["XCE_SOCKET"]}
-atexit.register(shutil.rmtree, _SOCKET_DIR, ignore_errors=True)
