@@ -42,4 +42,4 @@ atexit.register(shutil.rmtree, _SOCKET_DIR, ignore_errors=True)
 # For a process a test starts with a bare environment of its own (the packaged binary "as a
 # new user"): the same site file and socket settings, or `xce up` as root would listen on
 # /run/xce/xce.sock and clients would read /etc/xce/client.toml.
-ISOLATION = {"XCE_SITE_CONFIG": "", "XCE_SOCKET": os.environ["XCE_SOCKET"]}
+ISOLATION = {name: os.environ[name] for name in ("XCE_SITE_CONFIG", "XCE_SOCKET")}
